@@ -1,0 +1,103 @@
+# s2hc: build, test, data, paper, bench.
+#   make            build bin/s2hc (CPU always; the CUDA backend too when nvcc is found)
+#   make deps       install the Debian packages the project needs (idempotent)
+#   make test       build and run the whole test suite
+#   make test SAN=1 the suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make paper      deps, build, data, train (see README)
+CC      ?= gcc
+ifeq ($(CC),cc)
+CC := gcc
+endif
+SAN     ?= 0
+OPT     ?= -O2 -march=native
+BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
+BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
+HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null)
+HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null)
+YAML_LIBS   := $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
+
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation \
+           -I. -I$(BLAS_INC) $(HDF5_CFLAGS) -MMD -MP
+LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR)
+LDLIBS  := -lopenblas $(HDF5_LIBS) $(YAML_LIBS) -lm
+
+BUILD := build
+ifeq ($(SAN),1)
+BUILD := build-san
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+# Every C file of the library: the harness (minus main), residual methods, CPU kernels,
+# probes and analysis tools.
+LIB_SRC  := $(filter-out harness/main.c,$(wildcard harness/*.c)) $(wildcard harness/residual/*.c) \
+            $(wildcard kernels/cpu/*.c) $(wildcard probes/*.c) $(wildcard analysis/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The numerical core built again in double precision for the gradient checks.
+DBL_SRC  := harness/model.c harness/util.c $(wildcard harness/residual/*.c) $(wildcard kernels/cpu/*.c)
+DBL_OBJ  := $(DBL_SRC:%.c=$(BUILD)/dbl/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+DTEST_SRC := $(wildcard tests/dbl_*.c)
+DTEST_BIN := $(DTEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+BIN := bin/s2hc
+ifeq ($(SAN),1)
+BIN := $(BUILD)/s2hc
+endif
+
+.PHONY: all deps test test-san clean data paper bench tests-build
+all: $(BIN)
+
+$(BIN): $(BUILD)/harness/main.o $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# the build's git commit, compiled into version.o only (rebuilt every time)
+GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+$(BUILD)/harness/version.o: harness/version.c FORCE
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DS2HC_GIT='"$(GIT_COMMIT)"' -c -o $@ $<
+FORCE:
+
+$(BUILD)/dbl/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DS2HC_DOUBLE -c -o $@ $<
+
+$(BUILD)/tests/test_%: tests/test_%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
+$(BUILD)/tests/dbl_%: tests/dbl_%.c $(DBL_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DS2HC_DOUBLE $(LDFLAGS) -o $@ $< $(DBL_OBJ) $(LDLIBS)
+
+tests-build: $(BIN) $(TEST_BIN) $(DTEST_BIN)
+
+deps:
+	@scripts/deps.sh
+
+test: tests-build
+	@BUILD=$(BUILD) S2HC_BIN=$(abspath $(BIN)) tests/run.sh
+
+test-san:
+	@$(MAKE) --no-print-directory test SAN=1
+
+data: $(BIN)
+	$(BIN) data prepare
+
+paper: deps
+	@$(MAKE) --no-print-directory all
+	$(BIN) data prepare
+	$(BIN) train experiments/tiny.yaml
+
+clean:
+	rm -rf build build-san bin
+
+# Optional fragments: the CUDA backend (mk/cuda.mk), local Slurm checks (mk/grid.mk), ...
+-include $(wildcard mk/*.mk)
+-include $(shell find build build-san -name '*.d' 2>/dev/null)

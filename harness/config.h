@@ -1,0 +1,108 @@
+/* config.h: the typed configuration of a run, read strictly from YAML.
+ *
+ * Every key lives in one schema table (config.c) with its type, range and help text.
+ * The same table validates YAML files, `--set a.b=v` overrides and, later, the keys of
+ * experiment grids. Errors name the file, line, column and key, and exit with code 2
+ * before anything is written.
+ */
+#ifndef S2HC_CONFIG_H
+#define S2HC_CONFIG_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CFG_STR 64
+#define CFG_PATH 512
+#define CFG_MAX_OOD 8
+
+typedef struct {
+    /* model: nanoGPT GPT-2 style */
+    int n_layer;          /* transformer blocks (each has 2 hyper-connected sublayers) */
+    int n_head;
+    int n_embd;           /* C */
+    int block_size;       /* T, the sequence length */
+    int vocab;            /* 256 for byte-level tokens */
+
+    /* residual: the hyper-connection method */
+    char method[CFG_STR]; /* rc | identity | hc | mhc | mhc_lite | kromhc | orthogonal | s2hc | s2hc_rot */
+    int n_streams;        /* n (1 for rc) */
+    int sinkhorn_iters;   /* mhc: Sinkhorn-Knopp iterations (20) */
+    char sinkhorn_order[CFG_STR]; /* mhc: row_col (rows then columns each iteration; columns exact) | col_row */
+    char lite_offset[CFG_STR];    /* mhc_lite, kromhc: fixed (-8) | scaled (-8 - ln(n!) so identity weight stays near 1) */
+    double lite_offset_value;     /* the base offset, -8 */
+    char core[CFG_STR];   /* s2hc: cayley | expm */
+    char init[CFG_STR];   /* s2hc: tanh4 | exact */
+    char proj_init[CFG_STR]; /* zero (the paper) | normal (the authors' script for s2hc: N(0, 0.02)) */
+
+    /* train */
+    int batch;            /* B, sequences per micro-batch */
+    int grad_accum;       /* micro-batches per optimizer step */
+    int steps;            /* optimizer steps */
+    double lr, min_lr;    /* peak and final learning rate (cosine decay) */
+    int warmup;           /* linear warm-up steps */
+    double weight_decay;
+    int decay_1d;         /* 0: weight decay on 2-D weights only (default); 1: on every tensor */
+    double beta1, beta2, eps;
+    double clip;          /* global gradient-norm clip, 0 = off */
+    uint64_t seed;
+    int eval_every;       /* steps between validation evals (0 = only at the end) */
+    int eval_batches;     /* micro-batches per validation eval */
+    int ckpt_every;       /* steps between checkpoints (0 = only at the end) */
+    int log_every;        /* steps between progress lines when not a terminal */
+    int threads;          /* OpenMP threads, 0 = all cores */
+
+    /* data */
+    char data_dir[CFG_PATH];          /* where `s2hc data prepare` writes shards (data) */
+    char train_corpus[CFG_STR];       /* docs | gcide | any prepared corpus name */
+    char ood[CFG_MAX_OOD][CFG_STR];   /* out-of-domain corpora for perplexity */
+    int n_ood;
+
+    /* run */
+    char name[CFG_STR];               /* run name; runs/<name>/ */
+    char out_dir[CFG_PATH];           /* parent of run directories (runs) */
+    char backend[CFG_STR];            /* auto | cpu | cuda */
+
+    /* probes (issue: probes) */
+    int probe_every;                  /* steps between probes, 0 = off */
+    int final_samples;                /* validation sequences for the final probe */
+} s2hc_config;
+
+/* Fill every field with its default (the schema's defaults). */
+void config_defaults(s2hc_config *c);
+
+/* Load `path` over the defaults, then apply each "a.b=v" in sets[0..nsets), then
+ * config_validate. `path` may be NULL (defaults + overrides). c is written only on success.
+ * On any error prints "s2hc: error: FILE:LINE:COL: key 'a.b': problem" to stderr and
+ * returns 2 (the caller exits with it); returns 0 on success. Unknown keys, wrong types,
+ * out-of-range values, malformed YAML and a missing file are all errors. */
+int config_load(s2hc_config *c, const char *path, const char *const *sets, int nsets);
+
+/* Apply one "a.b=v" override with the schema's checks ("--set" names the source). */
+int config_set(s2hc_config *c, const char *assignment);
+
+/* Cross-field checks after loading (n_embd % n_head, rc needs n_streams 1, ...). Prints
+ * the problem naming the keys and returns 2, or 0. */
+int config_validate(const s2hc_config *c, const char *source);
+
+/* The resolved configuration as YAML text (every key, schema order), malloc'd; the
+ * caller frees. Loading this text back gives an identical struct. */
+char *config_to_yaml(const s2hc_config *c);
+
+/* Parse YAML text (as stored in a run file) into c; `source` names it in errors. */
+int config_from_yaml_text(s2hc_config *c, const char *text, const char *source);
+
+/* Is `key` ("train.lr") a known config key? Used to validate grid sweeps. */
+int config_key_known(const char *key);
+
+/* Print the schema (every key, type, default, help) for `s2hc help config`. */
+void config_print_schema(FILE *f);
+
+/* The same schema as markdown tables, one per section (docs/config.md embeds it; a test
+ * checks that the two agree). */
+void config_print_schema_markdown(FILE *f);
+
+/* The run's directory name: c->name, or "<method>-n<n_streams>-s<seed>" when it is empty
+ * (e.g. "s2hc-n4-s1337"). Every caller that names a run uses this one rule. */
+void config_run_name(const s2hc_config *c, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,1615 @@
+/* data.c: corpora from Debian packages -> byte-level token shards, and the loader.
+ *
+ * Sections, in order:
+ *   1. shards: open (mmap + validation), close, atomic write
+ *   2. text helpers: growable buffer, normalisation, the 1 % split
+ *   3. cleanup rules, one function per corpus family (exposed as data_* for tests)
+ *   4. extraction: reading package files, running converters (in parallel workers)
+ *   5. the corpus table and data_prepare (cache, missing packages, SOURCE.txt)
+ *   6. the `s2hc data` command
+ *   7. the loader
+ * docs/data.md describes the corpora and every cleanup rule in words.
+ */
+#include "data.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "s2hc shards are little-endian and read in place; this host is not"
+#endif
+
+#define SHARD_MAGIC "S2HCTOK"          /* 7 chars + NUL = 8 bytes */
+#define SHARD_VERSION 1u
+#define SHARD_HEADER_BYTES 32
+/* Bump whenever a cleanup rule or the split changes: cached corpora are then rebuilt. */
+#define DATA_CLEANUP_VERSION "s2hc-data-1"
+#define DATA_VAL_PERMILLE 10           /* last 1 % of each source goes to val.bin */
+#define DATA_MAX_JOBS 8                /* converter worker processes at most */
+#define GCIDE_SPAN_MAX 100             /* longest \hyph*en*a*tion\ span removed */
+#define GCIDE_PRON_MAX 200             /* longest (pronunciation) group removed */
+#define GCIDE_BRACKET_MAX 120          /* longest [tag] examined */
+
+/* ------------------------------------------------------------------------------ */
+/* 1. Shards                                                                       */
+/* ------------------------------------------------------------------------------ */
+
+static uint32_t rd_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t rd_u64(const uint8_t *p) { return (uint64_t)rd_u32(p) | (uint64_t)rd_u32(p + 4) << 32; }
+static void wr_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void wr_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+int shard_open(data_shard *s, const char *path, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot open: %s%s", path, strerror(errno),
+                 errno == ENOENT ? " (run `s2hc data prepare`)" : "");
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    if (size < SHARD_HEADER_BYTES) {
+        snprintf(err, errlen, "%s: %zu bytes, shorter than the %d-byte shard header (truncated?)", path, size,
+                 SHARD_HEADER_BYTES);
+        close(fd);
+        return -1;
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+        return -1;
+    }
+    const uint8_t *h = map;
+    const char *why = NULL;
+    char detail[256] = "";
+    uint32_t version = rd_u32(h + 8), vocab = rd_u32(h + 12), bpt = rd_u32(h + 16), reserved = rd_u32(h + 20);
+    uint64_t count = rd_u64(h + 24);
+    if (memcmp(h, SHARD_MAGIC, 8) != 0) why = "not an s2hc token shard (bad magic)";
+    else if (version != SHARD_VERSION) {
+        snprintf(detail, sizeof detail, "shard format version %u, this build reads version %u", version, SHARD_VERSION);
+    } else if (bpt != 1 && bpt != 2) {
+        snprintf(detail, sizeof detail, "bytes per token is %u (must be 1 or 2)", bpt);
+    } else if (vocab == 0 || (uint64_t)vocab > (1ull << (8 * bpt))) {
+        snprintf(detail, sizeof detail, "vocab %u does not fit %u-byte tokens", vocab, bpt);
+    } else if (reserved != 0) {
+        why = "reserved header field is not 0 (corrupt header)";
+    } else if (count > (UINT64_MAX - SHARD_HEADER_BYTES) / bpt ||
+               (uint64_t)SHARD_HEADER_BYTES + count * bpt != (uint64_t)size) {
+        snprintf(detail, sizeof detail, "file is %zu bytes but the header says %d + %llu x %u (truncated or corrupt)",
+                 size, SHARD_HEADER_BYTES, (unsigned long long)count, bpt);
+    }
+    if (!why && detail[0]) why = detail;
+    if (!why && bpt == 2 && vocab < 65536) {
+        /* every token must be < vocab, or an embedding lookup would read out of bounds */
+        const uint16_t *t = (const uint16_t *)(const void *)(h + SHARD_HEADER_BYTES);
+        for (uint64_t i = 0; i < count; i++)
+            if (t[i] >= vocab) {
+                snprintf(detail, sizeof detail, "token %llu is %u, outside the vocab of %u", (unsigned long long)i,
+                         t[i], vocab);
+                why = detail;
+                break;
+            }
+    }
+    if (why) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        munmap(map, size);
+        return -1;
+    }
+    s->vocab = vocab;
+    s->bytes_per_token = bpt;
+    s->count = count;
+    s->map = map;
+    s->map_len = size;
+    s->tokens = h + SHARD_HEADER_BYTES;
+    return 0;
+}
+
+void shard_close(data_shard *s) {
+    if (s->map) munmap(s->map, s->map_len);
+    s->map = NULL;
+    s->tokens = NULL;
+    s->map_len = 0;
+    s->count = 0;
+}
+
+/* Parent directory of path into buf ("." when there is none). */
+static void parent_dir(char *buf, size_t len, const char *path) {
+    snprintf(buf, len, "%s", path);
+    char *slash = strrchr(buf, '/');
+    if (!slash) snprintf(buf, len, ".");
+    else if (slash == buf) buf[1] = '\0';
+    else *slash = '\0';
+}
+
+/* Write bytes to path atomically: path.tmp, fsync, rename, fsync the directory. */
+static int write_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
+    char dir[1024], tmp[1100];
+    parent_dir(dir, sizeof dir, path);
+    if (mkdir_p(dir) != 0) {
+        fprintf(stderr, "s2hc: error: cannot create directory %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
+    int ok = (head_len == 0 || fwrite(head, 1, head_len, f) == head_len) &&
+             (body_len == 0 || fwrite(body, 1, body_len, f) == body_len) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved = errno;
+    if (fclose(f) != 0 && ok) { ok = 0; saved = errno; }
+    if (!ok || rename(tmp, path) != 0) {
+        if (ok) saved = errno;
+        fprintf(stderr, "s2hc: error: writing %s failed: %s\n", path, strerror(saved));
+        unlink(tmp);
+        return -1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) { fsync(dfd); close(dfd); }
+    return 0;
+}
+
+int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t vocab, uint32_t bytes_per_token) {
+    if (bytes_per_token != 1 && bytes_per_token != 2) {
+        fprintf(stderr, "s2hc: error: %s: bytes per token must be 1 or 2, not %u\n", path, bytes_per_token);
+        return -1;
+    }
+    if (vocab == 0 || (uint64_t)vocab > (1ull << (8 * bytes_per_token))) {
+        fprintf(stderr, "s2hc: error: %s: vocab %u does not fit %u-byte tokens\n", path, vocab, bytes_per_token);
+        return -1;
+    }
+    uint8_t h[SHARD_HEADER_BYTES] = {0};
+    memcpy(h, SHARD_MAGIC, 8);
+    wr_u32(h + 8, SHARD_VERSION);
+    wr_u32(h + 12, vocab);
+    wr_u32(h + 16, bytes_per_token);
+    wr_u32(h + 20, 0);
+    wr_u64(h + 24, count);
+    return write_atomic(path, h, sizeof h, tokens, (size_t)(count * bytes_per_token));
+}
+
+void data_shard_path(char *buf, size_t len, const char *data_dir, const char *corpus, const char *split) {
+    snprintf(buf, len, "%s/%s/%s.bin", data_dir, corpus, split);
+}
+
+/* ------------------------------------------------------------------------------ */
+/* 2. Text helpers                                                                 */
+/* ------------------------------------------------------------------------------ */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} dbuf;
+
+static void dbuf_reserve(dbuf *b, size_t extra) {
+    if (b->n + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + extra + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) die(1, "out of memory growing a text buffer to %zu bytes", cap);
+    b->p = p;
+    b->cap = cap;
+}
+static void dbuf_put(dbuf *b, const void *s, size_t n) {
+    dbuf_reserve(b, n);
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+static void dbuf_putc(dbuf *b, char c) { dbuf_put(b, &c, 1); }
+static void dbuf_puts(dbuf *b, const char *s) { dbuf_put(b, s, strlen(s)); }
+static void dbuf_printf(dbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void dbuf_printf(dbuf *b, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        dbuf_reserve(b, (size_t)n);
+        vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap2);
+        b->n += (size_t)n;
+    }
+    va_end(ap2);
+}
+static void dbuf_free(dbuf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+size_t data_normalise(const char *in, size_t n, char *out) {
+    /* CRLF -> LF, trailing blanks cut, blank-line runs collapsed to one, leading and
+     * trailing blank lines dropped, exactly one final newline (none for empty text). */
+    size_t o = 0, i = 0;
+    int pending_blank = 0;
+    while (i < n) {
+        size_t e = i;
+        while (e < n && in[e] != '\n') e++;
+        size_t end = e;
+        while (end > i && (in[end - 1] == ' ' || in[end - 1] == '\t' || in[end - 1] == '\r')) end--;
+        if (end == i) {
+            if (o > 0) pending_blank = 1;
+        } else {
+            if (pending_blank) out[o++] = '\n';
+            pending_blank = 0;
+            memmove(out + o, in + i, end - i);
+            o += end - i;
+            out[o++] = '\n';
+        }
+        i = e + 1;
+    }
+    return o;
+}
+
+/* Append a normalised document followed by one blank line (the document separator). */
+static void put_document(dbuf *b, const char *text, size_t n) {
+    dbuf_reserve(b, n + 2);
+    size_t k = data_normalise(text, n, b->p + b->n);
+    if (k == 0) return;
+    b->n += k;
+    b->p[b->n++] = '\n';
+    b->p[b->n] = '\0';
+}
+
+size_t data_split_point(const char *text, size_t n) {
+    size_t keep = 1000 - DATA_VAL_PERMILLE;
+    size_t cut = n / 1000 * keep + n % 1000 * keep / 1000; /* floor(n * 0.99) without overflow */
+    while (cut < n && cut > 0 && text[cut - 1] != '\n') cut++;
+    return cut;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* 3. Cleanup rules (each maps text to text no longer than its input)              */
+/* ------------------------------------------------------------------------------ */
+
+int data_b64_decode(const char *s, size_t n, uint64_t *out) {
+    /* dictd's index numbers: base 64, most significant digit first, alphabet
+     * A-Z a-z 0-9 + / (so "A" = 0, "B" = 1, "BA" = 64). */
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint64_t v = 0;
+    if (n == 0 || n > 10) return -1; /* 10 digits = 60 bits: more is not an offset */
+    for (size_t i = 0; i < n; i++) {
+        const char *p = s[i] ? strchr(alphabet, s[i]) : NULL;
+        if (!p) return -1;
+        v = v << 6 | (uint64_t)(p - alphabet);
+    }
+    *out = v;
+    return 0;
+}
+
+static int is_blank_ch(char c) { return c == ' ' || c == '\t'; }
+
+/* gcide source tags such as [1913 Webster], [WordNet 1.5 +PJC], [Webster 1913 Suppl.]:
+ * every word is a source name or a number, joined by spaces, '+' or '&'. */
+static int gcide_is_source_tag(const char *s, size_t n) {
+    static const char *const words[] = {"Webster", "WordNet", "Suppl.", "PJC", "PJC.", "AS", "RDH", "RP", "GG",
+                                        "Century", "Dict.", "Dict.,", "Dictionary", "sense", NULL};
+    static const char *const sources[] = {"Webster", "WordNet", "PJC", "PJC.", "AS",
+                                          "RDH",     "RP",      "GG",  "Century", NULL};
+    int has_source = 0;
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (s[i] == ' ' || s[i] == '+' || s[i] == '&')) i++;
+        size_t j = i;
+        while (j < n && s[j] != ' ' && s[j] != '+' && s[j] != '&') j++;
+        if (j == i) break;
+        int numeric = 1;
+        for (size_t k = i; k < j; k++)
+            if (!((s[k] >= '0' && s[k] <= '9') || s[k] == '.' || s[k] == ',')) numeric = 0;
+        int known = numeric;
+        for (int w = 0; !known && words[w]; w++)
+            if (strlen(words[w]) == j - i && memcmp(words[w], s + i, j - i) == 0) known = 1;
+        if (!known) return 0;
+        for (int w = 0; sources[w]; w++)
+            if (strlen(sources[w]) == j - i && memcmp(sources[w], s + i, j - i) == 0) has_source = 1;
+        i = j;
+    }
+    return has_source;
+}
+
+/* gcide character codes: a letter or two with one mark before or after it, [a^]
+ * (breve), [=e] (macron), [.a], ["o], [`e], ['e], [~n], [,c], [=ae], [oo^], [*a], are
+ * the bare letters (a mark after the letters must be ^: [R.] and [It.] are labels);
+ * a table of named codes maps to ASCII spellings (Greek letters to their names).
+ * Returns 0 with the replacement in rep (>= 16 bytes), or -1 when it is not a code. */
+static int gcide_code(const char *s, size_t n, char *rep) {
+    static const char marks[] = "^=.\"`'~,-:*";
+    static const struct { const char *code, *text; } named[] = {
+        {"ae", "ae"},       {"AE", "AE"},       {"oe", "oe"},       {"OE", "OE"},     {"eth", "th"},
+        {"thorn", "th"},    {"th", "th"},       {"yogh", "y"},      {"imac", "i"},    {"aum", "a"},
+        {"asl", "a"},       {"ng", "ng"},       {"cced", "c"},      {"dsdot", "d"},   {"udd", "u"},
+        {"add", "+"},       {"deg", "deg"},     {"root", ""},       {"sect", "S"},    {"frac12", "1/2"},
+        {"frac14", "1/4"},  {"frac34", "3/4"},  {"frac13", "1/3"},  {"frac23", "2/3"}, {"frac18", "1/8"},
+        {"alpha", "alpha"}, {"beta", "beta"},   {"gamma", "gamma"}, {"delta", "delta"}, {"Delta", "Delta"},
+        {"epsilon", "epsilon"}, {"zeta", "zeta"}, {"eta", "eta"},   {"theta", "theta"}, {"iota", "iota"},
+        {"kappa", "kappa"}, {"lambda", "lambda"}, {"mu", "mu"},     {"nu", "nu"},     {"xi", "xi"},
+        {"omicron", "omicron"}, {"pi", "pi"},   {"rho", "rho"},     {"sigma", "sigma"}, {"Sigma", "Sigma"},
+        {"tau", "tau"},     {"upsilon", "upsilon"}, {"phi", "phi"}, {"chi", "chi"},   {"psi", "psi"},
+        {"omega", "omega"}, {"Omega", "Omega"}, {NULL, NULL}};
+    for (int k = 0; named[k].code; k++)
+        if (strlen(named[k].code) == n && memcmp(named[k].code, s, n) == 0) {
+            strcpy(rep, named[k].text);
+            return 0;
+        }
+    if (n < 2 || n > 3) return -1;
+    size_t first = strchr(marks, s[0]) ? 1 : 0, last = n - (s[n - 1] == '^' ? 1 : 0); /* [R.] is a label */
+    if (first + (n - last) != 1) return -1; /* exactly one mark, at one end */
+    for (size_t k = first; k < last; k++)
+        if (!((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z'))) return -1;
+    memcpy(rep, s + first, last - first);
+    rep[last - first] = '\0';
+    return 0;
+}
+
+/* Does the (...) group starting at in[i] == '(' look like a pronunciation? Returns its
+ * length (through the matching ')') or 0. */
+static size_t gcide_pron_len(const char *in, size_t n, size_t i) {
+    int depth = 0, marked = 0;
+    for (size_t j = i; j < n && j - i < GCIDE_PRON_MAX; j++) {
+        char c = in[j];
+        if (c == '(') depth++;
+        else if (c == ')' && --depth == 0) return marked ? j - i + 1 : 0;
+        else if (c == '[' || c == '"' || c == '`' || c == '*') marked = 1;
+    }
+    return 0;
+}
+
+/* A one-line (...) group that is only a pronunciation, like (-d[u^]nd) or
+ * (m[=e]l"[y^]*b[u^]g`): letters, letter codes, stress marks * " ` ' and - , or spaces,
+ * no '.', and at least one stress mark or pronunciation-only code ([x^] breve, [=x]
+ * macron, [-x], [.x], [imac], [aum]...). Returns its length or 0. */
+static size_t gcide_pron_group(const char *in, size_t n, size_t i) {
+    int marked = 0;
+    for (size_t j = i + 1; j < n && j - i <= GCIDE_BRACKET_MAX; j++) {
+        char c = in[j];
+        if (c == ')') return marked ? j - i + 1 : 0;
+        if (c == '[') {
+            size_t k = j + 1;
+            while (k < n && k - j <= 6 && in[k] != ']' && in[k] != '\n') k++;
+            char rep[16];
+            if (k >= n || in[k] != ']' || gcide_code(in + j + 1, k - j - 1, rep) != 0) return 0;
+            const char *code = in + j + 1;
+            size_t len = k - j - 1;
+            if ((len >= 2 && len <= 3 && (strchr("^=-.", code[0]) || strchr("^=-.", code[len - 1]))) ||
+                (len == 4 && (memcmp(code, "imac", 4) == 0)) || (len == 3 && (memcmp(code, "aum", 3) == 0)))
+                marked = 1;
+            j = k;
+            continue;
+        }
+        if (c == '*' || c == '"' || c == '`') marked = 1;
+        else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '\'' || c == '-' || c == ',' ||
+                   c == ' '))
+            return 0;
+    }
+    return 0;
+}
+
+size_t data_gcide_clean(const char *in, size_t n, char *out) {
+    size_t o = 0, line_start = 0;
+    int line_had_text = 0, removed_on_line = 0;
+    for (size_t i = 0; i < n;) {
+        char c = in[i];
+        if (c == '\n') {
+            /* a line that only held removed markup disappears entirely */
+            int blank_now = 1;
+            for (size_t k = line_start; k < o; k++)
+                if (!is_blank_ch(out[k])) blank_now = 0;
+            if (blank_now && line_had_text && removed_on_line) o = line_start;
+            else { while (o > line_start && is_blank_ch(out[o - 1])) o--; out[o++] = '\n'; }
+            line_start = o;
+            line_had_text = removed_on_line = 0;
+            i++;
+            continue;
+        }
+        if (!is_blank_ch(c)) line_had_text = 1;
+        if (c == '\\') { /* \syl*la*bi*fied\ headword (may wrap): removed with one space before it */
+            size_t j = i + 1;
+            while (j < n && j - i <= GCIDE_SPAN_MAX && in[j] != '\\') j++; /* may wrap a line */
+            if (j < n && in[j] == '\\' && j > i + 1) {
+                if (o > line_start && out[o - 1] == ' ') o--;
+                i = j + 1;
+                removed_on_line = 1;
+                size_t k = i;
+                while (k < n && in[k] == ' ') k++;
+                size_t p = (k < n && in[k] == '(') ? gcide_pron_len(in, n, k) : 0;
+                if (p) i = k + p; /* a group spanning lines joins them */
+                continue;
+            }
+        }
+        if (c == '[') {
+            size_t j = i + 1;
+            while (j < n && j - i <= GCIDE_BRACKET_MAX && in[j] != ']' && in[j] != '[' && in[j] != '\n') j++;
+            if (j < n && in[j] == ']') {
+                char rep[16];
+                if (gcide_is_source_tag(in + i + 1, j - i - 1)) {
+                    while (o > line_start && out[o - 1] == ' ') o--;
+                    i = j + 1;
+                    removed_on_line = 1;
+                    continue;
+                }
+                if (gcide_code(in + i + 1, j - i - 1, rep) == 0) {
+                    size_t k = strlen(rep);
+                    memcpy(out + o, rep, k);
+                    o += k;
+                    i = j + 1;
+                    continue;
+                }
+            }
+        }
+        if (c == '(') { /* a bare pronunciation group, with one space before it */
+            size_t p = gcide_pron_group(in, n, i);
+            if (p) {
+                if (o > line_start && out[o - 1] == ' ') o--;
+                i += p;
+                removed_on_line = 1;
+                continue;
+            }
+        }
+        if (c == '{' || c == '}') { i++; continue; } /* {cross-reference} braces */
+        out[o++] = c;
+        i++;
+    }
+    return o;
+}
+
+size_t data_braces_clean(const char *in, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++)
+        if (in[i] != '{' && in[i] != '}') out[o++] = in[i];
+    return o;
+}
+
+size_t data_kjv_strip_refs(const char *in, size_t n, char *out) {
+    /* At a line start: optional digit, letters, digits ':' digits, one space. */
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        if (j < n && in[j] >= '1' && in[j] <= '9') j++;
+        size_t letters = j;
+        while (j < n && ((in[j] >= 'A' && in[j] <= 'Z') || (in[j] >= 'a' && in[j] <= 'z'))) j++;
+        int ok = j > letters;
+        size_t d1 = j;
+        while (ok && j < n && in[j] >= '0' && in[j] <= '9') j++;
+        ok = ok && j > d1 && j < n && in[j] == ':';
+        size_t d2 = ++j;
+        while (ok && j < n && in[j] >= '0' && in[j] <= '9') j++;
+        ok = ok && j > d2 && j < n && in[j] == ' ';
+        if (ok) i = j + 1;
+        while (i < n && in[i] != '\n') out[o++] = in[i++];
+        if (i < n) out[o++] = in[i++];
+    }
+    return o;
+}
+
+static int starts_with(const char *s, size_t n, const char *prefix) {
+    size_t k = strlen(prefix);
+    return n >= k && memcmp(s, prefix, k) == 0;
+}
+
+size_t data_info_clean(const char *in, size_t n, char *out) {
+    /* GNU info: keep only nodes (text after a \x1f line whose next line starts with
+     * "File: "), drop that header line, drop menu and index lines ("* ...:" at column
+     * 0), and turn "*note TEXT: LABEL." into "TEXT" ("," after LABEL is kept). */
+    size_t o = 0, i = 0;
+    int in_node = 0;
+    while (i < n) {
+        size_t e = i;
+        while (e < n && in[e] != '\n') e++;
+        const char *l = in + i;
+        size_t len = e - i;
+        size_t next = e < n ? e + 1 : e;
+        if (len >= 1 && l[0] == '\x1f') {
+            /* separator; the following line decides whether a node starts */
+            size_t e2 = next;
+            while (e2 < n && in[e2] != '\n') e2++;
+            in_node = starts_with(in + next, e2 - next, "File: ");
+            i = in_node ? (e2 < n ? e2 + 1 : e2) : next;
+            continue;
+        }
+        if (!in_node || (len >= 2 && l[0] == '*' && l[1] == ' ' && memchr(l, ':', len))) {
+            i = next;
+            continue;
+        }
+        /* copy the line, rewriting cross-references (which may continue on the next lines) */
+        size_t j = i;
+        while (j < e) {
+            if (in[j] == '*' && (starts_with(in + j, n - j, "*note") || starts_with(in + j, n - j, "*Note")) &&
+                j + 5 < n && (in[j + 5] == ' ' || in[j + 5] == '\n')) {
+                size_t t = j + 6, colon = t;
+                while (colon < n && colon - t < 200 && in[colon] != ':') colon++;
+                if (colon < n && in[colon] == ':') {
+                    size_t after = colon + 1, tend = colon;
+                    if (after < n && in[after] == ':') { /* *note Node:: */
+                        after++;
+                    } else {
+                        size_t k = after;
+                        while (k < n && (in[k] == ' ' || in[k] == '\n')) k++;
+                        size_t lab = k;
+                        while (k < n && in[k] != '.' && in[k] != ',' && in[k] != ' ' && in[k] != '\n') k++;
+                        if (k == lab || k >= n || (in[k] != '.' && in[k] != ',')) { out[o++] = in[j++]; continue; }
+                        after = in[k] == '.' ? k + 1 : k; /* the label's '.' is syntax, a ',' is text */
+                    }
+                    if (in[j + 5] == '\n') out[o++] = '\n';
+                    for (size_t q = t; q < tend; q++) out[o++] = in[q];
+                    j = after;
+                    if (j > e) { /* the reference spanned lines: continue from its end */
+                        e = j;
+                        while (e < n && in[e] != '\n') e++;
+                        next = e < n ? e + 1 : e;
+                    }
+                    continue;
+                }
+            }
+            out[o++] = in[j++];
+        }
+        if (e < n) out[o++] = '\n';
+        i = next;
+    }
+    return o;
+}
+
+size_t data_rst_clean(const char *in, size_t n, char *out) {
+    /* reStructuredText: drop ".. SPDX-License-Identifier:" comment lines only. */
+    size_t o = 0, i = 0;
+    while (i < n) {
+        size_t e = i;
+        while (e < n && in[e] != '\n') e++;
+        size_t next = e < n ? e + 1 : e;
+        if (!starts_with(in + i, e - i, ".. SPDX-License-Identifier:")) {
+            memmove(out + o, in + i, next - i);
+            o += next - i;
+        }
+        i = next;
+    }
+    return o;
+}
+
+size_t data_fortune_clean(const char *in, size_t n, char *out) {
+    /* entries are separated by lines holding only "%": they become blank lines */
+    size_t o = 0, i = 0;
+    while (i < n) {
+        size_t e = i;
+        while (e < n && in[e] != '\n') e++;
+        size_t next = e < n ? e + 1 : e;
+        if (e - i == 1 && in[i] == '%') {
+            out[o++] = '\n';
+            out[o++] = '\n';
+        } else {
+            memmove(out + o, in + i, next - i);
+            o += next - i;
+        }
+        i = next;
+    }
+    return o;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* 4. Extraction                                                                   */
+/* ------------------------------------------------------------------------------ */
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+} strlist;
+
+static void strlist_add(strlist *l, const char *s) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        char **v = realloc(l->v, l->cap * sizeof *v);
+        if (!v) die(1, "out of memory listing files");
+        l->v = v;
+    }
+    size_t k = strlen(s) + 1;
+    l->v[l->n] = malloc_check(k);
+    memcpy(l->v[l->n++], s, k);
+}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static void strlist_sort(strlist *l) {
+    if (l->n) qsort(l->v, l->n, sizeof *l->v, cmp_str);
+}
+static void strlist_free(strlist *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* The root under which package files are looked for: S2HC_DATA_ROOT (tests) or "". */
+static const char *data_root(void) {
+    const char *r = getenv("S2HC_DATA_ROOT");
+    return r ? r : "";
+}
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* Regular files (not symlinks) below dir whose names end with suffix; skip_top is a
+ * top-level subdirectory to skip (or NULL). Unsorted. */
+static void walk_files(const char *dir, const char *suffix, const char *skip_top, int depth, strlist *out) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char path[4096];
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.' && (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
+            continue;
+        if (depth == 0 && skip_top && strcmp(de->d_name, skip_top) == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) walk_files(path, suffix, skip_top, depth + 1, out);
+        else if (S_ISREG(st.st_mode) && has_suffix(de->d_name, suffix)) strlist_add(out, path);
+    }
+    closedir(d);
+}
+
+/* Sorted matches of root+pattern (regular files and directories, not symlinks). */
+static void glob_files(const char *pattern, strlist *out) {
+    char full[2048];
+    snprintf(full, sizeof full, "%s%s", data_root(), pattern);
+    glob_t g;
+    if (glob(full, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            struct stat st;
+            if (lstat(g.gl_pathv[i], &st) == 0 && !S_ISLNK(st.st_mode)) strlist_add(out, g.gl_pathv[i]);
+        }
+    }
+    globfree(&g);
+    strlist_sort(out);
+}
+
+/* Single-quote s for /bin/sh. */
+static void shell_quote(dbuf *b, const char *s) {
+    dbuf_putc(b, '\'');
+    for (; *s; s++) {
+        if (*s == '\'') dbuf_puts(b, "'\\''");
+        else dbuf_putc(b, *s);
+    }
+    dbuf_putc(b, '\'');
+}
+
+/* Run a shell command and append its stdout to out. Returns its exit status (or -1). */
+static int run_capture(const char *cmd, dbuf *out) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char chunk[65536];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof chunk, p)) > 0) dbuf_put(out, chunk, k);
+    int st = pclose(p);
+    return (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
+}
+
+/* Decompressed contents of a file (gzip when the name ends in .gz or .dz). */
+static int read_file_text(const char *path, dbuf *out) {
+    if (has_suffix(path, ".gz") || has_suffix(path, ".dz")) {
+        dbuf cmd = {0};
+        dbuf_puts(&cmd, "gzip -dc -- ");
+        shell_quote(&cmd, path);
+        int st = run_capture(cmd.p, out);
+        dbuf_free(&cmd);
+        return st == 0 ? 0 : -1;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    char chunk[65536];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) dbuf_put(out, chunk, k);
+    int bad = ferror(f);
+    fclose(f);
+    return bad ? -1 : 0;
+}
+
+/* A converter turns one file into (un-normalised) text. Returns 0, 1 to skip the file
+ * (e.g. a .so stub), -1 on failure. */
+typedef int (*convert_fn)(const char *path, dbuf *text);
+
+static int convert_rst(const char *path, dbuf *text) {
+    if (read_file_text(path, text) != 0) return -1;
+    text->n = data_rst_clean(text->p, text->n, text->p);
+    return 0;
+}
+
+static int convert_pod(const char *path, dbuf *text) {
+    dbuf cmd = {0};
+    dbuf_puts(&cmd, "LC_ALL=C pod2text ");
+    shell_quote(&cmd, path);
+    dbuf_puts(&cmd, " 2>/dev/null");
+    int st = run_capture(cmd.p, text);
+    dbuf_free(&cmd);
+    return st == 0 || text->n > 0 ? 0 : -1;
+}
+
+/* A page is a .so stub when its first line that is not a roff comment is ".so FILE". */
+static int man_is_stub(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        size_t e = i;
+        while (e < n && s[e] != '\n') e++;
+        if (!(starts_with(s + i, e - i, ".\\\"") || starts_with(s + i, e - i, "'\\\"") || e == i))
+            return starts_with(s + i, e - i, ".so ");
+        i = e + 1;
+    }
+    return 1; /* empty page */
+}
+
+static int convert_man(const char *path, dbuf *text) {
+    dbuf src = {0};
+    if (read_file_text(path, &src) != 0) { dbuf_free(&src); return -1; }
+    int stub = man_is_stub(src.p, src.n);
+    dbuf_free(&src);
+    if (stub) return 1;
+    dbuf cmd = {0};
+    dbuf_puts(&cmd, "LC_ALL=C MANWIDTH=80 MAN_DISABLE_SECCOMP=1 man -E ascii --nh --nj -l ");
+    shell_quote(&cmd, path);
+    dbuf_puts(&cmd, " 2>/dev/null | col -bx");
+    int st = run_capture(cmd.p, text);
+    dbuf_free(&cmd);
+    return st == 0 && text->n > 0 ? 0 : -1;
+}
+
+typedef struct {
+    const char *tmpdir; /* scratch directory for worker outputs */
+    int jobs;
+    int verbose;
+    char err[1024];
+    uint64_t files;    /* documents (files or entries) that went into the text */
+    uint64_t skipped;  /* files skipped (stubs) */
+    uint64_t failed;   /* files whose converter failed (left out, reported) */
+    char first_failed[512];
+} extract_ctx;
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t k = write(fd, c, n);
+        if (k < 0) { if (errno == EINTR) continue; return -1; }
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Convert every file with fn in ctx->jobs worker processes and append the normalised
+ * documents to out in list order (so the result does not depend on the worker count).
+ * Worker w converts files w, w+jobs, ... and writes records (status int64, length
+ * uint64, bytes) to its own file; the parent reads them back in order. */
+static int convert_files(const strlist *files, convert_fn fn, extract_ctx *ctx, dbuf *out) {
+    int jobs = ctx->jobs < 1 ? 1 : ctx->jobs;
+    if ((size_t)jobs > files->n) jobs = files->n ? (int)files->n : 1;
+    pid_t pids[DATA_MAX_JOBS];
+    char paths[DATA_MAX_JOBS][1100];
+    fflush(NULL);
+    for (int w = 0; w < jobs; w++) {
+        snprintf(paths[w], sizeof paths[w], "%s/worker-%d", ctx->tmpdir, w);
+        pids[w] = fork();
+        if (pids[w] < 0) die(1, "fork failed: %s", strerror(errno));
+        if (pids[w] == 0) {
+            int fd = open(paths[w], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd < 0) _exit(3);
+            dbuf text = {0}, norm = {0};
+            for (size_t i = (size_t)w; i < files->n; i += (size_t)jobs) {
+                text.n = 0;
+                int64_t st = fn(files->v[i], &text);
+                norm.n = 0;
+                dbuf_reserve(&norm, text.n + 1);
+                uint64_t len = st == 0 ? data_normalise(text.p ? text.p : "", text.n, norm.p) : 0;
+                if (write_all(fd, &st, sizeof st) || write_all(fd, &len, sizeof len) || write_all(fd, norm.p, len))
+                    _exit(4);
+            }
+            _exit(close(fd) == 0 ? 0 : 4);
+        }
+    }
+    int failed = 0;
+    for (int w = 0; w < jobs; w++) {
+        int st;
+        while (waitpid(pids[w], &st, 0) < 0 && errno == EINTR) {}
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failed = 1;
+    }
+    FILE *fp[DATA_MAX_JOBS] = {0};
+    for (int w = 0; w < jobs && !failed; w++)
+        if (!(fp[w] = fopen(paths[w], "rb"))) failed = 1;
+    for (size_t i = 0; i < files->n && !failed; i++) {
+        FILE *f = fp[i % (size_t)jobs];
+        int64_t st;
+        uint64_t len;
+        if (fread(&st, sizeof st, 1, f) != 1 || fread(&len, sizeof len, 1, f) != 1) { failed = 1; break; }
+        if (st < 0) {
+            if (ctx->failed++ == 0) snprintf(ctx->first_failed, sizeof ctx->first_failed, "%s", files->v[i]);
+            continue;
+        }
+        if (st == 1) { ctx->skipped++; continue; }
+        dbuf_reserve(out, len + 1);
+        if (len && fread(out->p + out->n, 1, len, f) != len) { failed = 1; break; }
+        if (len) {
+            out->n += len;
+            out->p[out->n++] = '\n';
+            out->p[out->n] = '\0';
+            ctx->files++;
+        }
+    }
+    for (int w = 0; w < jobs; w++) {
+        if (fp[w]) fclose(fp[w]);
+        unlink(paths[w]);
+    }
+    if (failed) snprintf(ctx->err, sizeof ctx->err, "a converter worker failed (scratch dir %s)", ctx->tmpdir);
+    return failed ? -1 : 0;
+}
+
+/* The dictd dictionaries: entries in file order, located through NAME.index; the
+ * 00-database-* entries (and any entry overlapping an earlier one) are dropped. */
+typedef struct {
+    uint64_t off, len;
+    int meta; /* a 00-database-* entry */
+} dict_entry;
+static int cmp_entry(const void *a, const void *b) {
+    const dict_entry *x = a, *y = b;
+    if (x->off != y->off) return x->off < y->off ? -1 : 1;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1; /* longest first */
+    return y->meta - x->meta;                             /* meta first */
+}
+
+static int extract_dict(const char *name, size_t (*clean)(const char *, size_t, char *), extract_ctx *ctx,
+                        dbuf *out) {
+    char ipath[2048], dpath[2048];
+    snprintf(ipath, sizeof ipath, "%s/usr/share/dictd/%s.index", data_root(), name);
+    snprintf(dpath, sizeof dpath, "%s/usr/share/dictd/%s.dict.dz", data_root(), name);
+    dbuf idx = {0}, dict = {0};
+    if (read_file_text(ipath, &idx) != 0 || read_file_text(dpath, &dict) != 0) {
+        snprintf(ctx->err, sizeof ctx->err, "cannot read %.480s or %.480s", ipath, dpath);
+        dbuf_free(&idx);
+        dbuf_free(&dict);
+        return -1;
+    }
+    dict_entry *ents = NULL;
+    size_t ne = 0, cap = 0, lineno = 0;
+    int bad = 0;
+    for (size_t i = 0; i < idx.n && !bad;) {
+        size_t e = i;
+        while (e < idx.n && idx.p[e] != '\n') e++;
+        lineno++;
+        const char *l = idx.p + i;
+        size_t len = e - i;
+        i = e + 1;
+        if (len == 0) continue;
+        const char *t2 = memrchr(l, '\t', len);
+        const char *t1 = t2 ? memrchr(l, '\t', (size_t)(t2 - l)) : NULL;
+        dict_entry d;
+        if (!t1 || data_b64_decode(t1 + 1, (size_t)(t2 - t1 - 1), &d.off) != 0 ||
+            data_b64_decode(t2 + 1, (size_t)(l + len - t2 - 1), &d.len) != 0 || d.off + d.len > dict.n) {
+            snprintf(ctx->err, sizeof ctx->err, "%.900s:%zu: malformed index line", ipath, lineno);
+            bad = 1;
+            break;
+        }
+        /* metadata entries are dropped with their aliases (e.g. 00-gcide-url): see below */
+        d.meta = starts_with(l, (size_t)(t1 - l), "00-database-") || starts_with(l, (size_t)(t1 - l), "00database");
+        if (ne == cap) {
+            cap = cap ? 2 * cap : 4096;
+            dict_entry *p = realloc(ents, cap * sizeof *p);
+            if (!p) die(1, "out of memory reading %s", ipath);
+            ents = p;
+        }
+        ents[ne++] = d;
+    }
+    if (!bad) {
+        qsort(ents, ne, sizeof *ents, cmp_entry);
+        uint64_t end = 0;
+        char *tmp = malloc_check(dict.n + 1);
+        for (size_t k = 0; k < ne; k++) {
+            if (ents[k].off < end || ents[k].len == 0) continue; /* same definition, another headword */
+            end = ents[k].off + ents[k].len;
+            if (ents[k].meta) continue;
+            size_t m = clean(dict.p + ents[k].off, (size_t)ents[k].len, tmp);
+            size_t before = out->n;
+            put_document(out, tmp, m);
+            if (out->n > before) ctx->files++;
+        }
+        free(tmp);
+    }
+    free(ents);
+    dbuf_free(&idx);
+    dbuf_free(&dict);
+    return bad ? -1 : 0;
+}
+
+static int ex_gcide(extract_ctx *ctx, dbuf *out) { return extract_dict("gcide", data_gcide_clean, ctx, out); }
+static int ex_foldoc(extract_ctx *ctx, dbuf *out) { return extract_dict("foldoc", data_braces_clean, ctx, out); }
+
+static int ex_linuxdoc(extract_ctx *ctx, dbuf *out) {
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/usr/share/doc/linux-doc-6.1/Documentation", data_root());
+    strlist files = {0};
+    walk_files(dir, ".rst.gz", "translations", 0, &files);
+    strlist_sort(&files);
+    if (ctx->verbose) {
+        printf("    linux-doc-6.1: %zu .rst.gz files, %d workers\n", files.n, ctx->jobs);
+        fflush(stdout);
+    }
+    int rc = convert_files(&files, convert_rst, ctx, out);
+    strlist_free(&files);
+    return rc;
+}
+
+static int ex_pyinfo(extract_ctx *ctx, dbuf *out) {
+    strlist files = {0};
+    glob_files("/usr/share/info/python3.11.info*.gz", &files);
+    int rc = 0;
+    for (size_t i = 0; i < files.n && rc == 0; i++) {
+        dbuf raw = {0};
+        if (read_file_text(files.v[i], &raw) != 0) {
+            snprintf(ctx->err, sizeof ctx->err, "cannot read %s", files.v[i]);
+            rc = -1;
+        } else {
+            raw.n = data_info_clean(raw.p, raw.n, raw.p);
+            put_document(out, raw.p, raw.n);
+            ctx->files++;
+        }
+        dbuf_free(&raw);
+    }
+    strlist_free(&files);
+    return rc;
+}
+
+static int ex_perldoc(extract_ctx *ctx, dbuf *out) {
+    strlist files = {0};
+    glob_files("/usr/share/perl/5.*.*/pod/*.pod", &files);
+    if (ctx->verbose) {
+        printf("    perl-doc: %zu pods through pod2text, %d workers\n", files.n, ctx->jobs);
+        fflush(stdout);
+    }
+    int rc = convert_files(&files, convert_pod, ctx, out);
+    strlist_free(&files);
+    return rc;
+}
+
+/* Man pages a package installed, from dpkg's file list (sections 1-9, no symlinks). */
+static int ex_manpages_of(const char *pkg, extract_ctx *ctx, dbuf *out) {
+    char list[2048];
+    snprintf(list, sizeof list, "%s/var/lib/dpkg/info/%s.list", data_root(), pkg);
+    dbuf l = {0};
+    if (read_file_text(list, &l) != 0) {
+        snprintf(ctx->err, sizeof ctx->err, "cannot read %.900s", list);
+        dbuf_free(&l);
+        return -1;
+    }
+    strlist files = {0};
+    char path[4096];
+    for (char *s = l.p, *e; s && *s; s = e ? e + 1 : NULL) {
+        e = strchr(s, '\n');
+        if (e) *e = '\0';
+        if (strncmp(s, "/usr/share/man/man", 18) != 0 || !(s[18] >= '1' && s[18] <= '9') || s[19] != '/') continue;
+        snprintf(path, sizeof path, "%s%s", data_root(), s);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) strlist_add(&files, path);
+    }
+    dbuf_free(&l);
+    strlist_sort(&files);
+    if (ctx->verbose) {
+        printf("    %s: rendering %zu pages with man, %d workers\n", pkg, files.n, ctx->jobs);
+        fflush(stdout);
+    }
+    int rc = convert_files(&files, convert_man, ctx, out);
+    strlist_free(&files);
+    return rc;
+}
+static int ex_manpages(extract_ctx *ctx, dbuf *out) { return ex_manpages_of("manpages", ctx, out); }
+static int ex_manpages_dev(extract_ctx *ctx, dbuf *out) { return ex_manpages_of("manpages-dev", ctx, out); }
+
+static int ex_fortunes(extract_ctx *ctx, dbuf *out) {
+    strlist all = {0};
+    glob_files("/usr/share/games/fortunes/*", &all);
+    int rc = 0;
+    for (size_t i = 0; i < all.n && rc == 0; i++) {
+        struct stat st;
+        if (has_suffix(all.v[i], ".dat") || has_suffix(all.v[i], ".u8") || stat(all.v[i], &st) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        dbuf raw = {0};
+        if (read_file_text(all.v[i], &raw) != 0) {
+            snprintf(ctx->err, sizeof ctx->err, "cannot read %s", all.v[i]);
+            rc = -1;
+        } else {
+            raw.n = data_fortune_clean(raw.p, raw.n, raw.p);
+            put_document(out, raw.p, raw.n);
+            ctx->files++;
+        }
+        dbuf_free(&raw);
+    }
+    strlist_free(&all);
+    return rc;
+}
+
+static int ex_kjv(extract_ctx *ctx, dbuf *out) {
+    dbuf cmd = {0}, raw = {0};
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/usr/lib", data_root());
+    dbuf_puts(&cmd, "bible -f -p ");
+    shell_quote(&cmd, dir);
+    dbuf_puts(&cmd, " gen1:1-rev22:21 </dev/null 2>/dev/null");
+    int st = run_capture(cmd.p, &raw);
+    int rc = 0;
+    if (st != 0 || raw.n == 0) {
+        snprintf(ctx->err, sizeof ctx->err, "`%s` failed (status %d)", cmd.p, st);
+        rc = -1;
+    } else {
+        raw.n = data_kjv_strip_refs(raw.p, raw.n, raw.p);
+        put_document(out, raw.p, raw.n);
+        ctx->files = 1; /* the whole Bible is one document */
+    }
+    dbuf_free(&cmd);
+    dbuf_free(&raw);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* 5. The corpus table and data_prepare                                            */
+/* ------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *package;  /* the Debian package the text comes from */
+    const char *probe;    /* glob (under the root) that must match when it is installed */
+    const char *tool;     /* program run on PATH, or NULL */
+    const char *tool_pkg; /* package providing it (its version goes into SOURCE.txt too) */
+    const char *from;     /* what is read, for SOURCE.txt */
+    const char *cleanup;  /* what is done to it, for SOURCE.txt */
+    int (*extract)(extract_ctx *ctx, dbuf *out);
+} source_spec;
+
+#define MAX_SOURCES 2
+typedef struct {
+    const char *name;
+    const char *role; /* "train" or "ood" */
+    source_spec src[MAX_SOURCES];
+} corpus_spec;
+
+static const corpus_spec corpus_table[] = {
+    {"docs", "train",
+     {{"linux-doc-6.1", "/usr/share/doc/linux-doc-6.1/Documentation/index.rst.gz", "gzip", "gzip",
+       "/usr/share/doc/linux-doc-6.1/Documentation/**/*.rst.gz, skipping translations/",
+       "reStructuredText kept as is; `.. SPDX-License-Identifier:` lines dropped", ex_linuxdoc},
+      {"python3.11-doc", "/usr/share/info/python3.11.info*.gz", "gzip", "gzip",
+       "/usr/share/info/python3.11.info*.gz (GNU info)",
+       "info node headers, tag tables, menus and index lines dropped; *note X: label. -> X", ex_pyinfo}}},
+    {"gcide", "train",
+     {{"dict-gcide", "/usr/share/dictd/gcide.index", "gzip", "gzip",
+       "/usr/share/dictd/gcide.dict.dz entries in file order via gcide.index",
+       "00-database-* dropped; source tags like [1913 Webster] removed; \\hy*phen*a*tion\\ and its "
+       "(pronunciation) removed; [a^]-style letter codes -> letters; {braces} removed",
+       ex_gcide}}},
+    {"perldoc", "ood",
+     {{"perl-doc", "/usr/share/perl/5.*.*/pod/perlfunc.pod", "pod2text", "perl",
+       "/usr/share/perl/5.*.*/pod/*.pod", "rendered with `LC_ALL=C pod2text FILE`", ex_perldoc}}},
+    {"manpages", "ood",
+     {{"manpages", "/var/lib/dpkg/info/manpages.list", "man", "man-db",
+       "man pages listed in /var/lib/dpkg/info/manpages.list (sections 1-9)",
+       "symlinks and .so stubs skipped; `MANWIDTH=80 man -E ascii --nh --nj -l FILE | col -bx`", ex_manpages},
+      {"manpages-dev", "/var/lib/dpkg/info/manpages-dev.list", "col", "bsdextrautils",
+       "man pages listed in /var/lib/dpkg/info/manpages-dev.list (sections 1-9)",
+       "symlinks and .so stubs skipped; `MANWIDTH=80 man -E ascii --nh --nj -l FILE | col -bx`",
+       ex_manpages_dev}}},
+    {"foldoc", "ood",
+     {{"dict-foldoc", "/usr/share/dictd/foldoc.index", "gzip", "gzip",
+       "/usr/share/dictd/foldoc.dict.dz entries in file order via foldoc.index",
+       "00-database-* dropped; {cross-reference} braces removed", ex_foldoc}}},
+    {"fortunes", "ood",
+     /* no program needed; tool_pkg only lists fortunes-min's version in SOURCE.txt */
+     {{"fortunes", "/usr/share/games/fortunes/science", NULL, "fortunes-min",
+       "/usr/share/games/fortunes/* except *.dat and *.u8 (fortunes, fortunes-min)",
+       "`%` separator lines -> blank lines", ex_fortunes}}},
+    {"kjv", "ood",
+     {{"bible-kjv-text", "/usr/lib/bible.data", "bible", "bible-kjv",
+       "`bible -f -p /usr/lib gen1:1-rev22:21 </dev/null`", "verse references like `Ge1:1 ` stripped", ex_kjv}}},
+};
+#define N_CORPORA (sizeof corpus_table / sizeof corpus_table[0])
+
+const char *const data_corpora[] = {"docs", "gcide", "perldoc", "manpages", "foldoc", "fortunes", "kjv", NULL};
+
+static const corpus_spec *find_corpus(const char *name) {
+    for (size_t i = 0; i < N_CORPORA; i++)
+        if (strcmp(corpus_table[i].name, name) == 0) return &corpus_table[i];
+    return NULL;
+}
+
+const char *data_corpus_role(const char *name) {
+    const corpus_spec *c = find_corpus(name);
+    return c ? c->role : NULL;
+}
+
+static int on_path(const char *prog) {
+    const char *path = getenv("PATH");
+    if (!path || !*path) path = "/usr/bin:/bin";
+    char buf[4096];
+    for (const char *p = path; *p;) {
+        const char *e = strchr(p, ':');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, prog);
+        if (access(buf, X_OK) == 0) return 1;
+        p += n + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+static int glob_exists(const char *pattern) {
+    strlist l = {0};
+    glob_files(pattern, &l);
+    int found = l.n > 0;
+    strlist_free(&l);
+    return found;
+}
+
+/* Append "pkg (why)" lines for every missing package of corpus c to msg; returns count. */
+static int check_sources(const corpus_spec *c, dbuf *msg) {
+    int missing = 0;
+    for (int s = 0; s < MAX_SOURCES && c->src[s].package; s++) {
+        const source_spec *src = &c->src[s];
+        if (!glob_exists(src->probe)) {
+            dbuf_printf(msg, "  corpus %s needs the Debian package %s (not found: %s%s)\n", c->name, src->package,
+                        data_root(), src->probe);
+            missing++;
+        }
+        if (src->tool && !on_path(src->tool)) {
+            dbuf_printf(msg, "  corpus %s needs the Debian package %s (program `%s` not on PATH)\n", c->name,
+                        src->tool_pkg, src->tool);
+            missing++;
+        }
+    }
+    return missing;
+}
+
+/* The cleanup-version line of a SOURCE.txt, or "" when unreadable. */
+static void read_cleanup_version(const char *path, char *buf, size_t len) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "cleanup-version: ", 17) == 0) {
+            line[strcspn(line, "\r\n")] = '\0';
+            size_t k = strlen(line + 17);
+            if (k >= len) k = len - 1;
+            memcpy(buf, line + 17, k);
+            buf[k] = '\0';
+            break;
+        }
+    fclose(f);
+}
+
+/* Is corpus c prepared and current in data_dir? Fills sizes when it is. */
+static int corpus_cached(const char *data_dir, const char *name, uint64_t *train, uint64_t *val) {
+    char path[1200], ver[128];
+    snprintf(path, sizeof path, "%s/%s/SOURCE.txt", data_dir, name);
+    read_cleanup_version(path, ver, sizeof ver);
+    if (strcmp(ver, DATA_CLEANUP_VERSION) != 0) return 0;
+    const char *splits[2] = {"train", "val"};
+    uint64_t *sizes[2] = {train, val};
+    for (int k = 0; k < 2; k++) {
+        data_shard s;
+        char err[1400];
+        data_shard_path(path, sizeof path, data_dir, name, splits[k]);
+        if (shard_open(&s, path, err, sizeof err) != 0) return 0;
+        if (sizes[k]) *sizes[k] = s.count;
+        shard_close(&s);
+    }
+    return 1;
+}
+
+static void package_versions(const corpus_spec *c, dbuf *out) {
+    const char *pkgs[2 * MAX_SOURCES];
+    int np = 0;
+    for (int s = 0; s < MAX_SOURCES && c->src[s].package; s++) {
+        const char *cand[2] = {c->src[s].package, c->src[s].tool_pkg};
+        for (int k = 0; k < 2; k++) {
+            int dup = !cand[k];
+            for (int q = 0; q < np && !dup; q++) dup = strcmp(pkgs[q], cand[k]) == 0;
+            if (!dup) pkgs[np++] = cand[k];
+        }
+    }
+    dbuf cmd = {0};
+    dbuf_puts(&cmd, "dpkg-query -W -f='${Package} ${Version}\\n'");
+    for (int q = 0; q < np; q++) {
+        dbuf_putc(&cmd, ' ');
+        dbuf_puts(&cmd, pkgs[q]);
+    }
+    dbuf_puts(&cmd, " 2>/dev/null");
+    run_capture(cmd.p, out);
+    dbuf_free(&cmd);
+}
+
+static void remove_tree_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char path[2048];
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int data_jobs(void) {
+    const char *e = getenv("S2HC_DATA_JOBS");
+    long j = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (j < 1) j = 1;
+    if (j > DATA_MAX_JOBS) j = DATA_MAX_JOBS;
+    return (int)j;
+}
+
+static void fmt_mb(char *buf, size_t len, uint64_t bytes) { snprintf(buf, len, "%.2f MB", (double)bytes / 1e6); }
+
+/* Build one corpus: extract every source, split each, write val, train, SOURCE.txt. */
+static int prepare_one(const char *data_dir, const corpus_spec *c, int verbose) {
+    double t0 = now_seconds();
+    char tmpl[1200];
+    snprintf(tmpl, sizeof tmpl, "%s/.prepare-%s-XXXXXX", data_dir, c->name);
+    if (!mkdtemp(tmpl)) {
+        fprintf(stderr, "s2hc: error: cannot create a scratch directory in %s: %s\n", data_dir, strerror(errno));
+        return 1;
+    }
+    dbuf train = {0}, val = {0}, info = {0};
+    int rc = 0;
+    if (verbose) {
+        printf("%s: building (%s)\n", c->name, c->role);
+        fflush(stdout);
+    }
+    for (int s = 0; s < MAX_SOURCES && c->src[s].package && rc == 0; s++) {
+        const source_spec *src = &c->src[s];
+        extract_ctx ctx = {.tmpdir = tmpl, .jobs = data_jobs(), .verbose = verbose};
+        dbuf text = {0};
+        double ts = now_seconds();
+        if (src->extract(&ctx, &text) != 0) {
+            fprintf(stderr, "s2hc: error: corpus %s, package %s: %s\n", c->name, src->package,
+                    ctx.err[0] ? ctx.err : "extraction failed");
+            rc = 1;
+        } else if (text.n == 0) {
+            fprintf(stderr, "s2hc: error: corpus %s, package %s: no text extracted from %s%s\n", c->name,
+                    src->package, data_root(), src->probe);
+            rc = 1;
+        } else {
+            size_t cut = data_split_point(text.p, text.n);
+            dbuf_put(&train, text.p, cut);
+            dbuf_put(&val, text.p + cut, text.n - cut);
+            char mb[32];
+            fmt_mb(mb, sizeof mb, text.n);
+            if (verbose) {
+                printf("  %s: %llu documents, %s, %.1f s\n", src->package, (unsigned long long)ctx.files, mb,
+                       now_seconds() - ts);
+                if (ctx.failed)
+                    printf("  %s: warning: %llu files failed to convert and were left out (first: %s)\n",
+                           src->package, (unsigned long long)ctx.failed, ctx.first_failed);
+                fflush(stdout);
+            }
+            dbuf_printf(&info, "source: %s\n  from: %s\n  cleanup: %s\n  documents: %llu", src->package, src->from,
+                        src->cleanup, (unsigned long long)ctx.files);
+            if (ctx.skipped) dbuf_printf(&info, " (%llu .so stubs skipped)", (unsigned long long)ctx.skipped);
+            if (ctx.failed) dbuf_printf(&info, " (%llu failed to convert)", (unsigned long long)ctx.failed);
+            dbuf_printf(&info, "\n  bytes: %zu (train %zu, val %zu)\n", text.n, cut, text.n - cut);
+        }
+        dbuf_free(&text);
+    }
+    remove_tree_files(tmpl);
+
+    if (rc == 0) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s/SOURCE.txt", data_dir, c->name);
+        unlink(path); /* shards without a current SOURCE.txt are never taken as cached */
+        dbuf src = {0}, ver = {0};
+        package_versions(c, &ver);
+        dbuf_printf(&src,
+                    "# %s: text for s2hc, written by `s2hc data prepare` (do not edit; --force rebuilds)\n"
+                    "corpus: %s\nrole: %s\ncleanup-version: %s\n"
+                    "format: S2HCTOK v1 shards, byte-level tokens (vocab 256, uint8)\n"
+                    "split: the last 1%% of each source, cut at a line start, goes to val.bin\n"
+                    "train-bytes: %zu\nval-bytes: %zu\n"
+                    "documents: normalised (CRLF -> LF, trailing blanks cut, blank-line runs collapsed), "
+                    "one blank line between documents\n",
+                    c->name, c->name, c->role, DATA_CLEANUP_VERSION, train.n, val.n);
+        dbuf_puts(&src, "packages:\n");
+        for (char *s = ver.p, *e; s && *s; s = e ? e + 1 : NULL) {
+            e = strchr(s, '\n');
+            dbuf_printf(&src, "  %.*s\n", (int)(e ? e - s : (ptrdiff_t)strlen(s)), s);
+        }
+        dbuf_put(&src, info.p, info.n);
+        char vpath[1200], tpath[1200];
+        data_shard_path(vpath, sizeof vpath, data_dir, c->name, "val");
+        data_shard_path(tpath, sizeof tpath, data_dir, c->name, "train");
+        if (shard_write(vpath, val.p ? val.p : "", val.n, 256, 1) != 0 ||
+            shard_write(tpath, train.p, train.n, 256, 1) != 0 || write_atomic(path, NULL, 0, src.p, src.n) != 0)
+            rc = 1;
+        dbuf_free(&src);
+        dbuf_free(&ver);
+        if (rc == 0 && verbose) {
+            char mt[32], mv[32];
+            fmt_mb(mt, sizeof mt, train.n);
+            fmt_mb(mv, sizeof mv, val.n);
+            printf("%s: done: train %s, val %s, %.1f s\n", c->name, mt, mv, now_seconds() - t0);
+            fflush(stdout);
+        }
+    }
+    dbuf_free(&train);
+    dbuf_free(&val);
+    dbuf_free(&info);
+    return rc;
+}
+
+int data_prepare(const char *data_dir, const char *only, int force, int verbose) {
+    if (only && !find_corpus(only)) {
+        fprintf(stderr, "s2hc: error: unknown corpus '%s'; known:", only);
+        for (int i = 0; data_corpora[i]; i++) fprintf(stderr, " %s", data_corpora[i]);
+        fputc('\n', stderr);
+        return 1;
+    }
+    double t0 = now_seconds();
+    /* which corpora need building, and are their packages installed? */
+    int todo[N_CORPORA] = {0}, ntodo = 0;
+    dbuf missing = {0};
+    int nmissing = 0;
+    for (size_t i = 0; i < N_CORPORA; i++) {
+        const corpus_spec *c = &corpus_table[i];
+        if (only && strcmp(only, c->name) != 0) continue;
+        uint64_t nt = 0, nv = 0;
+        if (!force && corpus_cached(data_dir, c->name, &nt, &nv)) {
+            if (verbose) {
+                char mt[32], mv[32];
+                fmt_mb(mt, sizeof mt, nt);
+                fmt_mb(mv, sizeof mv, nv);
+                printf("%s: cached (train %s, val %s) in %s/%s\n", c->name, mt, mv, data_dir, c->name);
+            }
+            continue;
+        }
+        todo[i] = 1;
+        ntodo++;
+        nmissing += check_sources(c, &missing);
+    }
+    if (nmissing) {
+        fprintf(stderr, "s2hc: error: missing Debian packages; run `make deps` (or apt-get install them):\n%s",
+                missing.p);
+        dbuf_free(&missing);
+        return 1;
+    }
+    dbuf_free(&missing);
+    if (ntodo && mkdir_p(data_dir) != 0) {
+        fprintf(stderr, "s2hc: error: cannot create %s: %s\n", data_dir, strerror(errno));
+        return 1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < N_CORPORA && rc == 0; i++)
+        if (todo[i]) rc = prepare_one(data_dir, &corpus_table[i], verbose);
+    if (verbose && ntodo && rc == 0) printf("data: %d corpora built in %.1f s\n", ntodo, now_seconds() - t0);
+    fflush(stdout);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* 6. The `s2hc data` command                                                      */
+/* ------------------------------------------------------------------------------ */
+
+static void data_usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc data prepare [--dir DATA] [--only NAME] [--force] [--quiet]\n"
+            "       s2hc data list [--dir DATA]\n"
+            "       s2hc data import FILE --name NAME [--dir DATA]   (your own text as a corpus)\n"
+            "\n"
+            "Turn text from installed Debian packages into byte-level token shards:\n"
+            "DATA/<corpus>/train.bin, val.bin (the last 1%% of each source) and SOURCE.txt.\n"
+            "Prepared corpora are cached; --force rebuilds. DATA defaults to ./data.\n"
+            "Missing packages: run `make deps`.\n"
+            "\n"
+            "corpora:");
+    for (size_t i = 0; i < N_CORPORA; i++) fprintf(f, " %s (%s)", corpus_table[i].name, corpus_table[i].role);
+    fprintf(f,
+            "\n\n"
+            "examples:\n"
+            "  s2hc data prepare                  # all corpora into ./data (a few minutes)\n"
+            "  s2hc data prepare --only kjv --dir /tmp/data\n"
+            "  s2hc data list\n"
+            "  s2hc data import notes.txt --name notes   # then: --set data.train=notes\n");
+}
+
+/* `s2hc data import FILE --name NAME`: any text file (bytes as tokens) as a corpus, split
+ * like the others (the last 1 % to val.bin, cut at a line start). */
+static int data_import(const char *file, const char *name, const char *dir) {
+    FILE *f = fopen(file, "rb");
+    if (!f) {
+        fprintf(stderr, "s2hc: error: %s: cannot read: %s\n", file, strerror(errno));
+        return 1;
+    }
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc_check(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) die(1, "out of memory reading %s", file);
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (n < 1024) {
+        fprintf(stderr, "s2hc: error: %s: %zu bytes is too little text for a corpus (at least 1024)\n", file, n);
+        free(buf);
+        return 1;
+    }
+    size_t cut = data_split_point(buf, n);
+    if (cut == n) cut = n - n / 100; /* no line start after the 99 % point: cut there exactly */
+    char path[1200];
+    int rc = 0;
+    snprintf(path, sizeof path, "%s/%s/train.bin", dir, name);
+    rc |= shard_write(path, buf, cut, 256, 1);
+    snprintf(path, sizeof path, "%s/%s/val.bin", dir, name);
+    rc |= shard_write(path, buf + cut, n - cut, 256, 1);
+    free(buf);
+    if (rc) return 1;
+    printf("imported %s as corpus '%s' in %s: %zu train and %zu val bytes\n", file, name, dir, cut, n - cut);
+    return 0;
+}
+
+static int data_list(const char *data_dir) {
+    printf("%-10s %-6s %-9s %12s %12s\n", "corpus", "role", "state", "train bytes", "val bytes");
+    for (size_t i = 0; i < N_CORPORA; i++) {
+        const corpus_spec *c = &corpus_table[i];
+        uint64_t nt = 0, nv = 0;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s/SOURCE.txt", data_dir, c->name);
+        if (corpus_cached(data_dir, c->name, &nt, &nv))
+            printf("%-10s %-6s %-9s %12llu %12llu\n", c->name, c->role, "prepared", (unsigned long long)nt,
+                   (unsigned long long)nv);
+        else
+            printf("%-10s %-6s %-9s %12s %12s\n", c->name, c->role, file_exists(path) ? "stale" : "missing", "-",
+                   "-");
+    }
+    printf("(in %s; `s2hc data prepare --dir %s` builds what is missing or stale)\n", data_dir, data_dir);
+    return 0;
+}
+
+int data_main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        data_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1], *dir = "data", *only = NULL;
+    int force = 0, quiet = 0;
+    int is_prepare = strcmp(cmd, "prepare") == 0, is_list = strcmp(cmd, "list") == 0;
+    int is_import = strcmp(cmd, "import") == 0;
+    const char *import_file = NULL, *import_name = NULL;
+    if (!is_prepare && !is_list && !is_import) {
+        fprintf(stderr, "s2hc: error: unknown data command '%s'\n", cmd);
+        data_usage(stderr);
+        return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { data_usage(stdout); return 0; }
+        if (strcmp(a, "--dir") == 0 && i + 1 < argc) dir = argv[++i];
+        else if (strncmp(a, "--dir=", 6) == 0) dir = a + 6;
+        else if (is_prepare && strcmp(a, "--only") == 0 && i + 1 < argc) only = argv[++i];
+        else if (is_prepare && strncmp(a, "--only=", 7) == 0) only = a + 7;
+        else if (is_prepare && strcmp(a, "--force") == 0) force = 1;
+        else if (is_prepare && strcmp(a, "--quiet") == 0) quiet = 1;
+        else if (is_import && strcmp(a, "--name") == 0 && i + 1 < argc) import_name = argv[++i];
+        else if (is_import && a[0] != '-' && !import_file) import_file = a;
+        else {
+            fprintf(stderr, "s2hc: error: data %s: unexpected argument '%s'\n", cmd, a);
+            data_usage(stderr);
+            return 2;
+        }
+    }
+    if (is_list) return data_list(dir);
+    if (is_import) {
+        if (!import_file || !import_name) {
+            fprintf(stderr, "s2hc: error: data import needs FILE and --name NAME\n");
+            return 2;
+        }
+        if (strspn(import_name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+-") !=
+                strlen(import_name) || import_name[0] == '.' || import_name[0] == '-') {
+            fprintf(stderr, "s2hc: error: --name '%s': use letters, digits and _.+- only\n", import_name);
+            return 2;
+        }
+        if (find_corpus(import_name)) {
+            fprintf(stderr, "s2hc: error: '%s' is a prepared corpus's name; pick another --name\n", import_name);
+            return 2;
+        }
+        return data_import(import_file, import_name, dir);
+    }
+    if (only && !find_corpus(only)) {
+        fprintf(stderr, "s2hc: error: unknown corpus '%s'; known:", only);
+        for (int i = 0; data_corpora[i]; i++) fprintf(stderr, " %s", data_corpora[i]);
+        fputc('\n', stderr);
+        return 2;
+    }
+    return data_prepare(dir, only, force, !quiet);
+}
+
+/* ------------------------------------------------------------------------------ */
+/* 7. The loader                                                                   */
+/* ------------------------------------------------------------------------------ */
+
+int loader_open(data_loader *l, const char *path, uint64_t seed, char *err, size_t errlen) {
+    memset(l, 0, sizeof *l);
+    if (shard_open(&l->shard, path, err, errlen) != 0) return -1;
+    rng_t r;
+    rng_seed(&r, seed); /* never 0: xorshift would stick there */
+    l->rng = r.s;
+    return 0;
+}
+
+void loader_close(data_loader *l) { shard_close(&l->shard); }
+
+/* Uniform integer in [0, n) by rejection (no modulo bias). */
+static uint64_t loader_uniform(data_loader *l, uint64_t n) {
+    rng_t r = {l->rng};
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n, x;
+    do x = rng_u64(&r);
+    while (x >= limit);
+    l->rng = r.s;
+    return x % n;
+}
+
+void loader_next(data_loader *l, int B, int T, int *inputs, int *targets) {
+    /* inputs, targets are (B, T); window b is tokens [start, start + T] of the shard */
+    const data_shard *s = &l->shard;
+    if (T < 1 || B < 1 || s->count < (uint64_t)T + 1)
+        die(1, "%s: %llu tokens, too few for windows of T+1 = %d tokens", s->path, (unsigned long long)s->count,
+            T + 1);
+    uint64_t starts = s->count - (uint64_t)T; /* start in [0, count - T - 1] */
+    for (int b = 0; b < B; b++) {
+        uint64_t start = loader_uniform(l, starts);
+        int *in = inputs + (size_t)b * (size_t)T, *tg = targets + (size_t)b * (size_t)T;
+        for (int t = 0; t < T; t++) {
+            in[t] = shard_token(s, start + (uint64_t)t);
+            tg[t] = shard_token(s, start + (uint64_t)t + 1);
+        }
+    }
+}
+
+uint64_t loader_eval_windows(const data_shard *s, int T) {
+    if (T < 1 || s->count < 1) return 0;
+    return (s->count - 1) / (uint64_t)T;
+}
+
+void loader_eval_batch(const data_shard *s, uint64_t first_window, int B, int T, int *inputs, int *targets) {
+    uint64_t nw = loader_eval_windows(s, T);
+    if (first_window + (uint64_t)B > nw)
+        die(1, "%s: eval windows %llu..%llu requested, only %llu of T=%d available", s->path,
+            (unsigned long long)first_window, (unsigned long long)(first_window + (uint64_t)B - 1),
+            (unsigned long long)nw, T);
+    for (int b = 0; b < B; b++) {
+        uint64_t start = (first_window + (uint64_t)b) * (uint64_t)T;
+        int *in = inputs + (size_t)b * (size_t)T, *tg = targets + (size_t)b * (size_t)T;
+        for (int t = 0; t < T; t++) {
+            in[t] = shard_token(s, start + (uint64_t)t);
+            tg[t] = shard_token(s, start + (uint64_t)t + 1);
+        }
+    }
+}

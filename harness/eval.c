@@ -1,0 +1,144 @@
+/* eval.c: validation and out-of-domain perplexity; `s2hc eval RUN_DIR`. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "checkpoint.h"
+#include "run.h"
+#include "util.h"
+
+double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B) {
+    const int T = m->T;
+    if (s->count < (uint64_t)T + 1) return NAN;
+    uint64_t span = s->count - (uint64_t)T - 1; /* last valid window start */
+    size_t N = (size_t)B * T;
+    int *in = malloc_check(N * sizeof(int)), *tg = malloc_check(N * sizeof(int));
+    uint64_t total = (uint64_t)batches * B;
+    double sum = 0;
+    for (int b = 0; b < batches; b++) {
+        for (int i = 0; i < B; i++) {
+            uint64_t w = (uint64_t)b * B + i;
+            uint64_t start = total > 1 ? (span * w) / (total - 1) : 0; /* evenly spaced windows */
+            for (int t = 0; t < T; t++) {
+                in[i * T + t] = shard_token(s, start + t);
+                tg[i * T + t] = shard_token(s, start + t + 1);
+            }
+        }
+        sum += model_forward(m, in, tg, B);
+    }
+    free(in);
+    free(tg);
+    return sum / batches;
+}
+
+double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
+    const s2hc_config *c = &m->cfg;
+    char path[1200], err[1024];
+    data_shard s;
+    double val = NAN;
+    int B = m->B > 0 ? m->B : c->batch;
+    data_shard_path(path, sizeof path, c->data_dir, c->train_corpus, "val");
+    if (shard_open(&s, path, err, sizeof err) == 0) {
+        val = eval_shard_loss(m, &s, c->eval_batches, B);
+        shard_close(&s);
+    } else {
+        fprintf(stderr, "s2hc: warning: %s\n", err);
+    }
+    int64_t s64 = step;
+    int es = h5log_series_add(log, "/eval/step", H5LOG_I64, 0, NULL, "optimizer step of each eval row", "");
+    int ev = h5log_series_add(log, "/eval/val_loss", H5LOG_F64, 0, NULL,
+                              "validation loss (held-out last 1% of the training corpus)", "nats/token");
+    h5log_append(log, es, &s64);
+    h5log_append(log, ev, &val);
+    if (verbose) {
+        printf("eval at step %d (%d x %d sequences of %d tokens per corpus)\n", step, c->eval_batches, B, m->T);
+        printf("  %-12s %8s %10s\n", "corpus", "loss", "ppl");
+        printf("  %-12s %8.4f %10.3f\n", "val", val, exp(val));
+    }
+    for (int i = 0; i < c->n_ood; i++) {
+        const char *name = c->ood[i];
+        data_shard_path(path, sizeof path, c->data_dir, name, "val");
+        char alt[1200];
+        data_shard_path(alt, sizeof alt, c->data_dir, name, "train");
+        /* an out-of-domain corpus is never trained on: its whole text is usable; use train.bin
+           (the larger part) when present */
+        const char *use = file_exists(alt) ? alt : path;
+        if (shard_open(&s, use, err, sizeof err) != 0) {
+            fprintf(stderr, "s2hc: warning: out-of-domain corpus '%s' skipped: %s (run `s2hc data prepare`)\n",
+                    name, err);
+            continue;
+        }
+        double l = eval_shard_loss(m, &s, c->eval_batches, B);
+        shard_close(&s);
+        double ppl = exp(l);
+        char p1[300], d1[300];
+        size_t one = 1;
+        snprintf(p1, sizeof p1, "/eval/ood/%s/loss", name);
+        snprintf(d1, sizeof d1, "loss on out-of-domain corpus %s at the final step", name);
+        h5log_static_set(log, p1, H5LOG_F64, 0, &one, &l, d1);
+        snprintf(p1, sizeof p1, "/eval/ood/%s/ppl", name);
+        snprintf(d1, sizeof d1, "perplexity exp(loss) on out-of-domain corpus %s (bytes as tokens)", name);
+        h5log_static_set(log, p1, H5LOG_F64, 0, &one, &ppl, d1);
+        if (verbose) printf("  %-12s %8.4f %10.3f\n", name, l, ppl);
+    }
+    h5log_attr_num(log, "/eval/ood", "step", step);
+    return val;
+}
+
+static void eval_usage(FILE *f) {
+    fprintf(f, "usage: s2hc eval RUN_DIR [--batches N]\n"
+               "\n"
+               "Load RUN_DIR/ckpt.h5, evaluate the validation split and every out-of-domain corpus of\n"
+               "the run's config, print the table and record it in RUN_DIR/run.h5 under /eval.\n"
+               "\n"
+               "example:\n"
+               "  s2hc eval runs/tiny\n");
+}
+
+int eval_main(int argc, char **argv) {
+    const char *dir = NULL;
+    int batches = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); return 0; }
+        else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atoi(argv[++i]);
+        else if (argv[i][0] == '-') { fprintf(stderr, "s2hc: error: eval: unknown option '%s'\n", argv[i]); return 2; }
+        else dir = argv[i];
+    }
+    if (!dir) { eval_usage(stderr); return 2; }
+    char ckpt[1200], runp[1200], err[1024];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
+    snprintf(runp, sizeof runp, "%s/run.h5", dir);
+    if (!file_exists(ckpt)) { fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt); return 1; }
+    /* the config lives in the checkpoint: read the meta first with no tensors */
+    s2hc_config cfg;
+    h5log log;
+    h5log_init(&log);
+    if (h5log_load(&log, runp, err, sizeof err) != 0) { fprintf(stderr, "s2hc: error: %s\n", err); return 1; }
+    const char *yaml = h5log_get_attr_str(&log, "/", "config");
+    if (!yaml) { fprintf(stderr, "s2hc: error: %s: no config attribute\n", runp); return 1; }
+    if (config_from_yaml_text(&cfg, yaml, runp) != 0) return 1;
+    if (batches > 0) cfg.eval_batches = batches;
+    gpt_model m;
+    if (model_build(&m, &cfg, err, sizeof err) != 0) { fprintf(stderr, "s2hc: error: %s: %s\n", runp, err); return 1; }
+    ckpt_tensor *t = calloc_check((size_t)m.n_tensors, sizeof *t);
+    for (int i = 0; i < m.n_tensors; i++) {
+        t[i].name = m.pinfo[i].name;
+        t[i].rank = m.pinfo[i].rank;
+        for (int k = 0; k < 4; k++) t[i].shape[k] = m.pinfo[i].shape[k];
+        t[i].data = m.params + m.pinfo[i].offset;
+    }
+    ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    if (ckpt_load(ckpt, t, NULL, NULL, m.n_tensors, &meta, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        return 1;
+    }
+    free(t);
+    free((char *)meta.config_yaml);
+    model_alloc_acts(&m, cfg.batch);
+    eval_all(&m, &log, (int)meta.step, 1);
+    int rc = h5log_save(&log, runp) == 0 ? 0 : 1;
+    h5log_free(&log);
+    model_free(&m);
+    return rc;
+}

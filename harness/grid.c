@@ -1,0 +1,1419 @@
+/* grid.c: `s2hc grid`: experiment grids from YAML (see grid.h and docs/grids.md).
+ *
+ * The flow: grid_load parses the grid file and checks every key and value against the
+ * config schema; grid_expand builds the points (product, include, exclude, overrides,
+ * names) and validates each resolved config; then one of --list, --dry-run, --slurm or
+ * the runner. The runner starts each point as a child `s2hc train <dir>/config.yaml
+ * --resume` with its output in <dir>/train.log, holding an OFD lock on <dir>/.lock for
+ * the child's lifetime (the child inherits it), and rewrites <out>/index.csv after every
+ * state change.
+ */
+#include "grid.h"
+#include "presets.h"
+#include "run.h"
+#include "util.h"
+#include "../probes/h5.h"
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#define GRID_MAX_POINTS 100000   /* a typo guard: a product larger than this is refused */
+#define GRID_POLL_MS 100         /* how often the runner looks for finished children */
+#define GRID_TTY_REFRESH_S 1.0   /* progress line refresh on a terminal */
+#define GRID_MAX_EXIT 100        /* exit code cap: the number of failed points */
+
+const char *const grid_state_names[GS_N] = {"pending", "partial", "running", "finished", "failed",
+                                            "diverged", "interrupted", "changed"};
+
+/* Keys whose value never changes a run's numbers: a stored run and the grid may differ
+ * in them (a moved data or runs directory, another thread count). */
+static const char *const ignored_in_compare[] = {"run.out", "data.dir", "train.threads", "train.log_every",
+                                                 "run.backend", NULL};
+
+/* ------------------------------------------------------------------------------------ */
+/* Small helpers                                                                         */
+/* ------------------------------------------------------------------------------------ */
+
+static void *grow(void *p, int n, size_t size) {
+    /* room for element n (0-based): capacity doubles at powers of two */
+    if (n == 0 || (n & (n - 1)) == 0) {
+        size_t cap = n == 0 ? 1 : (size_t)n * 2;
+        p = realloc(p, cap * size);
+        if (!p) die(1, "out of memory (grid)");
+    }
+    return p;
+}
+
+static void copy_str(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
+
+/* The point of an error: "s2hc: error: FILE[:LINE:COL][: key 'K']: message". */
+static void gerr(const char *file, int line, int col, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void gerr(const char *file, int line, int col, const char *key, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "s2hc: error: %s", file);
+    if (line > 0) fprintf(stderr, ":%d:%d", line, col);
+    if (key) fprintf(stderr, ": key '%s'", key);
+    fprintf(stderr, ": %s\n", msg);
+}
+
+/* config.c reports its own errors on stderr. To re-point them at the grid file, the
+ * grid runs config_set with stderr captured (glibc's stderr is an assignable variable;
+ * the grid is single-threaded) and keeps the problem text after "key '...': ". */
+typedef struct {
+    FILE *saved, *mem;
+    char *buf;
+    size_t len;
+} err_capture;
+
+static void capture_begin(err_capture *c) {
+    fflush(stderr);
+    c->buf = NULL;
+    c->len = 0;
+    c->saved = stderr;
+    c->mem = open_memstream(&c->buf, &c->len);
+    if (c->mem) stderr = c->mem;
+}
+
+/* Ends the capture; copies the problem part of the message into why (may be NULL). */
+static void capture_end(err_capture *c, char *why, size_t n) {
+    if (c->mem) {
+        fclose(c->mem);
+        stderr = c->saved;
+    }
+    const char *m = c->buf ? c->buf : "";
+    const char *p = strstr(m, ": key '");
+    if (p) p = strstr(p + 7, "': ");
+    if (p) p += 3;
+    else if ((p = strstr(m, "s2hc: error: "))) p += 13;
+    else p = m;
+    if (why) {
+        copy_str(why, n, p);
+        char *nl = strchr(why, '\n');
+        if (nl) *nl = '\0';
+    }
+    free(c->buf);
+    c->buf = NULL;
+}
+
+/* config_set(c, "key=val") quietly; 0, or 2 with the problem in why. */
+static int set_quiet(s2hc_config *c, const char *key, const char *val, char *why, size_t n) {
+    char a[GRID_KEY + GRID_VAL + 2];
+    snprintf(a, sizeof a, "%s=%s", key, val);
+    err_capture cp;
+    capture_begin(&cp);
+    int rc = config_set(c, a);
+    capture_end(&cp, why, n);
+    return rc;
+}
+
+/* A key's value in config_to_yaml text ("section:\n  leaf: value\n"), as written there. */
+static int flat_get(const char *yaml, const char *key, char *out, size_t n) {
+    const char *dot = strchr(key, '.');
+    if (!dot) return -1;
+    size_t sl = (size_t)(dot - key);
+    const char *leaf = dot + 1;
+    size_t ll = strlen(leaf);
+    int in = 0;
+    for (const char *l = yaml; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        if (len && l[0] != ' ') in = len == sl + 1 && strncmp(l, key, sl) == 0 && l[sl] == ':';
+        else if (in && len >= ll + 4 && strncmp(l + 2, leaf, ll) == 0 && l[2 + ll] == ':' && l[3 + ll] == ' ') {
+            size_t vl = len - ll - 4;
+            if (vl >= n) vl = n - 1;
+            memcpy(out, l + ll + 4, vl);
+            out[vl] = '\0';
+            return 0;
+        }
+        l += len + (e ? 1 : 0);
+    }
+    return -1;
+}
+
+/* A YAML value as shown to people: quotes and escapes removed ("[a, b]" stays). */
+static void unquote(const char *v, char *out, size_t n) {
+    size_t j = 0;
+    if (v[0] != '"') { copy_str(out, n, v); return; }
+    for (size_t i = 1; v[i] && v[i] != '"' && j + 1 < n; i++) {
+        if (v[i] == '\\' && v[i + 1]) i++;
+        out[j++] = v[i];
+    }
+    out[j] = '\0';
+}
+
+/* The value of key (or "preset") in a point's config, as shown in index.csv and --list. */
+static void value_shown(const s2hc_config *c, const char *preset, const char *key, char *out, size_t n) {
+    if (!strcmp(key, "preset")) { copy_str(out, n, preset[0] ? preset : "none"); return; }
+    char *y = config_to_yaml(c), raw[GRID_VAL];
+    if (flat_get(y, key, raw, sizeof raw) != 0) raw[0] = '\0';
+    free(y);
+    unquote(raw, out, n);
+}
+
+/* Every config key in schema order ("model.n_layer", ...), from config_to_yaml of the
+ * defaults, so the grid needs no copy of the schema. *keys is malloc'd. */
+static int config_keys(char (**keys)[GRID_KEY]) {
+    s2hc_config d;
+    config_defaults(&d);
+    char *y = config_to_yaml(&d), section[GRID_KEY] = "";
+    int n = 0;
+    *keys = NULL;
+    for (char *l = y; *l;) {
+        char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        if (len && l[0] != ' ') {
+            snprintf(section, sizeof section, "%.*s", (int)(len ? len - 1 : 0), l);
+        } else if (len > 2) {
+            const char *colon = memchr(l, ':', len);
+            if (colon) {
+                *keys = grow(*keys, n, sizeof **keys);
+                snprintf((*keys)[n++], GRID_KEY, "%s.%.*s", section, (int)(colon - l - 2), l + 2);
+            }
+        }
+        l += len + (e ? 1 : 0);
+    }
+    free(y);
+    return n;
+}
+
+/* Is the key list-valued (data.ood)? Its default is written as a flow list. */
+static int key_is_list(const char *key) {
+    s2hc_config d;
+    config_defaults(&d);
+    char *y = config_to_yaml(&d), v[GRID_VAL];
+    int r = flat_get(y, key, v, sizeof v) == 0 && v[0] == '[';
+    free(y);
+    return r;
+}
+
+static int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+/* The closest known key to a mistyped one (or its leaf: "lr" -> "train.lr"), or "". */
+static void suggest_key(const char *bad, char *out, size_t n) {
+    char(*keys)[GRID_KEY];
+    int nk = config_keys(&keys), best = 99;
+    out[0] = '\0';
+    const char *bad_leaf = strrchr(bad, '.') ? strrchr(bad, '.') + 1 : bad;
+    for (int i = 0; i <= nk; i++) {
+        const char *k = i < nk ? keys[i] : "preset";
+        const char *leaf = strrchr(k, '.') ? strrchr(k, '.') + 1 : k;
+        int d = edit_distance(bad, k);
+        int dl = edit_distance(bad_leaf, leaf) + (strchr(bad, '.') ? 1 : 0);
+        if (dl < d) d = dl;
+        if (d < best) { best = d; copy_str(out, n, k); }
+    }
+    int len = (int)strlen(bad_leaf);
+    if (best > (len / 3 > 2 ? len / 3 : 2)) out[0] = '\0';
+    free(keys);
+}
+
+static int is_preset_name(const char *s) {
+    for (int i = 0; preset_names[i]; i++)
+        if (!strcmp(preset_names[i], s)) return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Reading the grid file                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    grid_spec *g;
+    yaml_document_t *d;
+} gparse;
+
+#define LINE(n) ((int)(n)->start_mark.line + 1)
+#define COL(n) ((int)(n)->start_mark.column + 1)
+
+static const char *kind_of(const yaml_node_t *n) {
+    return n->type == YAML_MAPPING_NODE ? "a mapping" : n->type == YAML_SEQUENCE_NODE ? "a list" : "a value";
+}
+
+static int scalar_is(const yaml_node_t *n, const char *s) {
+    return n->type == YAML_SCALAR_NODE && n->data.scalar.length == strlen(s) &&
+           memcmp(n->data.scalar.value, s, n->data.scalar.length) == 0;
+}
+
+/* A scalar as text: plain as written, quoted ones re-quoted so config_set reads a string. */
+static int scalar_text(const yaml_node_t *n, char *out, size_t len) {
+    const char *s = (const char *)n->data.scalar.value;
+    size_t sl = n->data.scalar.length, j = 0;
+    if (memchr(s, '\0', sl)) return -1;
+    if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        if (sl >= len) return -1;
+        memcpy(out, s, sl);
+        out[sl] = '\0';
+        return 0;
+    }
+    if (len < 3) return -1;
+    out[j++] = '"';
+    for (size_t i = 0; i < sl; i++) {
+        if (s[i] == '"' || s[i] == '\\') {
+            if (j + 3 >= len) return -1;
+            out[j++] = '\\';
+        }
+        if (s[i] == '\n') {
+            if (j + 3 >= len) return -1;
+            out[j++] = '\\';
+            out[j++] = 'n';
+            continue;
+        }
+        if (j + 2 >= len) return -1;
+        out[j++] = s[i];
+    }
+    out[j++] = '"';
+    out[j] = '\0';
+    return 0;
+}
+
+/* One value: a scalar, or (list_ok) a list of scalars written as a flow list. */
+static int node_value(gparse *P, const yaml_node_t *n, const char *key, int list_ok, char *out, size_t len) {
+    if (n->type == YAML_SCALAR_NODE) {
+        if (scalar_text(n, out, len) == 0) return 0;
+        gerr(P->g->path, LINE(n), COL(n), key, "value too long (at most %zu bytes)", len - 3);
+        return 2;
+    }
+    if (n->type != YAML_SEQUENCE_NODE || !list_ok) {
+        gerr(P->g->path, LINE(n), COL(n), key, "expected a single value, got %s", kind_of(n));
+        return 2;
+    }
+    size_t j = 0;
+    out[j++] = '[';
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *c = yaml_document_get_node(P->d, *it);
+        char item[GRID_VAL];
+        if (c->type != YAML_SCALAR_NODE) {
+            gerr(P->g->path, LINE(c), COL(c), key, "expected a list of names, got %s as an item", kind_of(c));
+            return 2;
+        }
+        if (scalar_text(c, item, sizeof item) != 0 || j + strlen(item) + 4 >= len) {
+            gerr(P->g->path, LINE(n), COL(n), key, "value too long (at most %zu bytes)", len - 3);
+            return 2;
+        }
+        j += (size_t)snprintf(out + j, len - j, "%s%s", it == n->data.sequence.items.start ? "" : ", ", item);
+    }
+    out[j++] = ']';
+    out[j] = '\0';
+    return 0;
+}
+
+/* A key in set/sweep/include/exclude/override: known, and one the grid may change. */
+static int check_key(gparse *P, const yaml_node_t *kn, char *key, int preset_ok) {
+    if (kn->type != YAML_SCALAR_NODE || kn->data.scalar.length >= GRID_KEY) {
+        gerr(P->g->path, LINE(kn), COL(kn), NULL, "expected a config key such as train.lr");
+        return 2;
+    }
+    memcpy(key, kn->data.scalar.value, kn->data.scalar.length);
+    key[kn->data.scalar.length] = '\0';
+    if (!strcmp(key, "preset")) {
+        if (preset_ok) return 0;
+        gerr(P->g->path, LINE(kn), COL(kn), key, "a preset cannot be set here (set it at the top level or sweep it)");
+        return 2;
+    }
+    if (!config_key_known(key)) {
+        char s[GRID_KEY];
+        suggest_key(key, s, sizeof s);
+        if (s[0]) gerr(P->g->path, LINE(kn), COL(kn), key, "not a config key (did you mean '%s'?)", s);
+        else gerr(P->g->path, LINE(kn), COL(kn), key, "not a config key (`s2hc config` lists them)");
+        return 2;
+    }
+    if (!strcmp(key, "run.name")) {
+        gerr(P->g->path, LINE(kn), COL(kn), key, "run names come from the grid's name: template");
+        return 2;
+    }
+    if (!strcmp(key, "run.out")) {
+        gerr(P->g->path, LINE(kn), COL(kn), key, "the runs directory is the grid's out: key");
+        return 2;
+    }
+    return 0;
+}
+
+/* Does the value fit its key? (preset: a known preset; else config_set on the defaults) */
+static int check_value(const char *file, const grid_kv *kv) {
+    if (!strcmp(kv->key, "preset")) {
+        if (is_preset_name(kv->val)) return 0;
+        char all[128] = "";
+        for (int i = 0; preset_names[i]; i++) {
+            strncat(all, i ? ", " : "", sizeof all - strlen(all) - 1);
+            strncat(all, preset_names[i], sizeof all - strlen(all) - 1);
+        }
+        gerr(file, kv->line, kv->col, "preset", "unknown preset '%s' (the presets are %s)", kv->val, all);
+        return 2;
+    }
+    s2hc_config d;
+    config_defaults(&d);
+    char why[512];
+    if (set_quiet(&d, kv->key, kv->val, why, sizeof why) == 0) return 0;
+    gerr(file, kv->line, kv->col, kv->key, "%s", why);
+    return 2;
+}
+
+/* A value or a list of alternatives into ax (sweep: must be a list). For list-valued
+ * keys (data.ood) a list of names is one value and a list of lists is alternatives. */
+static int parse_alts(gparse *P, const yaml_node_t *kn, const yaml_node_t *vn, grid_axis *ax, int sweep,
+                      int preset_ok) {
+    memset(ax, 0, sizeof *ax);
+    if (check_key(P, kn, ax->key, preset_ok)) return 2;
+    ax->line = LINE(kn);
+    ax->col = COL(kn);
+    int is_list = strcmp(ax->key, "preset") != 0 && key_is_list(ax->key);
+    const yaml_node_t *items[1] = {vn};
+    int nitems = 1, from_seq = 0;
+    if (vn->type == YAML_SEQUENCE_NODE) {
+        int all_scalar = 1;
+        for (yaml_node_item_t *it = vn->data.sequence.items.start; it < vn->data.sequence.items.top; it++)
+            if (yaml_document_get_node(P->d, *it)->type != YAML_SCALAR_NODE) all_scalar = 0;
+        from_seq = sweep || !is_list || !all_scalar || vn->data.sequence.items.top == vn->data.sequence.items.start;
+        if (is_list && !sweep && all_scalar) from_seq = 0;
+    } else if (sweep) {
+        gerr(P->g->path, LINE(vn), COL(vn), ax->key, "a sweep value must be a list of alternatives, e.g. [1, 2]");
+        return 2;
+    }
+    if (vn->type == YAML_MAPPING_NODE) {
+        gerr(P->g->path, LINE(vn), COL(vn), ax->key, "expected a value or a list of values, got a mapping");
+        return 2;
+    }
+    if (from_seq) {
+        nitems = (int)(vn->data.sequence.items.top - vn->data.sequence.items.start);
+        if (nitems == 0) {
+            gerr(P->g->path, LINE(vn), COL(vn), ax->key, "an empty list of values");
+            return 2;
+        }
+    }
+    for (int i = 0; i < nitems; i++) {
+        const yaml_node_t *v = from_seq ? yaml_document_get_node(P->d, vn->data.sequence.items.start[i]) : items[0];
+        ax->vals = grow(ax->vals, ax->n, sizeof *ax->vals);
+        grid_kv *kv = &ax->vals[ax->n++];
+        memset(kv, 0, sizeof *kv);
+        copy_str(kv->key, sizeof kv->key, ax->key);
+        kv->line = LINE(v);
+        kv->col = COL(v);
+        if (node_value(P, v, ax->key, is_list, kv->val, sizeof kv->val)) return 2;
+        if (!strcmp(ax->key, "preset")) unquote(kv->val, kv->val, sizeof kv->val);
+        if (check_value(P->g->path, kv)) return 2;
+    }
+    return 0;
+}
+
+/* A mapping of key: value (set:, an override's set:). */
+static int parse_kvs(gparse *P, const yaml_node_t *m, grid_kv **out, int *n, int preset_ok, const char *what) {
+    if (m->type != YAML_MAPPING_NODE) {
+        gerr(P->g->path, LINE(m), COL(m), NULL, "%s must be a mapping of config keys to values", what);
+        return 2;
+    }
+    for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
+        yaml_node_t *kn = yaml_document_get_node(P->d, pr->key), *vn = yaml_document_get_node(P->d, pr->value);
+        grid_kv kv;
+        memset(&kv, 0, sizeof kv);
+        if (check_key(P, kn, kv.key, preset_ok)) return 2;
+        for (int i = 0; i < *n; i++)
+            if (!strcmp((*out)[i].key, kv.key)) {
+                gerr(P->g->path, LINE(kn), COL(kn), kv.key, "duplicate key (first at %d:%d)", (*out)[i].line,
+                     (*out)[i].col);
+                return 2;
+            }
+        kv.line = LINE(vn);
+        kv.col = COL(vn);
+        int is_list = strcmp(kv.key, "preset") != 0 && key_is_list(kv.key);
+        if (node_value(P, vn, kv.key, is_list, kv.val, sizeof kv.val)) return 2;
+        if (!strcmp(kv.key, "preset")) unquote(kv.val, kv.val, sizeof kv.val);
+        if (check_value(P->g->path, &kv)) return 2;
+        *out = grow(*out, *n, sizeof **out);
+        (*out)[(*n)++] = kv;
+    }
+    return 0;
+}
+
+/* A mapping of key: value-or-alternatives (sweep:, include entries, exclude entries,
+ * an override's when:). */
+static int parse_block(gparse *P, const yaml_node_t *m, grid_block *b, int sweep, int preset_ok, const char *what) {
+    memset(b, 0, sizeof *b);
+    b->line = LINE(m);
+    b->col = COL(m);
+    if (m->type != YAML_MAPPING_NODE) {
+        gerr(P->g->path, LINE(m), COL(m), NULL, "%s must be a mapping of config keys to %s", what,
+             sweep ? "lists of values" : "values");
+        return 2;
+    }
+    for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
+        yaml_node_t *kn = yaml_document_get_node(P->d, pr->key), *vn = yaml_document_get_node(P->d, pr->value);
+        b->axes = grow(b->axes, b->n, sizeof *b->axes);
+        grid_axis *ax = &b->axes[b->n];
+        int rc = parse_alts(P, kn, vn, ax, sweep, preset_ok);
+        b->n++;
+        if (rc) return rc;
+        for (int i = 0; i < b->n - 1; i++)
+            if (!strcmp(b->axes[i].key, ax->key)) {
+                gerr(P->g->path, ax->line, ax->col, ax->key, "duplicate key (first at %d:%d)", b->axes[i].line,
+                     b->axes[i].col);
+                return 2;
+            }
+    }
+    return 0;
+}
+
+static int parse_scalar_field(gparse *P, const yaml_node_t *vn, const char *name, char *out, size_t len) {
+    if (vn->type != YAML_SCALAR_NODE) {
+        gerr(P->g->path, LINE(vn), COL(vn), NULL, "%s: expected a single value, got %s", name, kind_of(vn));
+        return 2;
+    }
+    if (vn->data.scalar.length >= len) {
+        gerr(P->g->path, LINE(vn), COL(vn), NULL, "%s: too long (at most %zu bytes)", name, len - 1);
+        return 2;
+    }
+    memcpy(out, vn->data.scalar.value, vn->data.scalar.length);
+    out[vn->data.scalar.length] = '\0';
+    return 0;
+}
+
+static int parse_int_field(gparse *P, const yaml_node_t *vn, const char *name, int lo, int hi, int *out) {
+    char buf[32], *end;
+    if (parse_scalar_field(P, vn, name, buf, sizeof buf)) return 2;
+    long v = strtol(buf, &end, 10);
+    if (!buf[0] || *end || v < lo || v > hi) {
+        gerr(P->g->path, LINE(vn), COL(vn), NULL, "%s: expected a whole number in [%d, %d], got '%s'", name, lo, hi,
+             buf);
+        return 2;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_lines(gparse *P, const yaml_node_t *vn, const char *name, char (**out)[256], int *n) {
+    const yaml_node_t *one[1] = {vn};
+    int cnt = vn->type == YAML_SEQUENCE_NODE ? (int)(vn->data.sequence.items.top - vn->data.sequence.items.start) : 1;
+    for (int i = 0; i < cnt; i++) {
+        const yaml_node_t *it =
+            vn->type == YAML_SEQUENCE_NODE ? yaml_document_get_node(P->d, vn->data.sequence.items.start[i]) : one[0];
+        *out = grow(*out, *n, sizeof **out);
+        if (parse_scalar_field(P, it, name, (*out)[*n], 256)) return 2;
+        (*n)++;
+    }
+    return 0;
+}
+
+static int parse_slurm(gparse *P, const yaml_node_t *m) {
+    grid_slurm *s = &P->g->slurm;
+    if (m->type != YAML_MAPPING_NODE) {
+        gerr(P->g->path, LINE(m), COL(m), NULL, "slurm: expected a mapping (partition, time, gpus, cpus, mem, "
+                                                "array_limit, extra, setup)");
+        return 2;
+    }
+    for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
+        yaml_node_t *kn = yaml_document_get_node(P->d, pr->key), *vn = yaml_document_get_node(P->d, pr->value);
+        int rc;
+        if (scalar_is(kn, "partition")) rc = parse_scalar_field(P, vn, "slurm.partition", s->partition, sizeof s->partition);
+        else if (scalar_is(kn, "time")) rc = parse_scalar_field(P, vn, "slurm.time", s->time, sizeof s->time);
+        else if (scalar_is(kn, "mem")) rc = parse_scalar_field(P, vn, "slurm.mem", s->mem, sizeof s->mem);
+        else if (scalar_is(kn, "gpus")) rc = parse_int_field(P, vn, "slurm.gpus", 0, 1024, &s->gpus);
+        else if (scalar_is(kn, "cpus")) rc = parse_int_field(P, vn, "slurm.cpus", 0, 4096, &s->cpus);
+        else if (scalar_is(kn, "array_limit")) rc = parse_int_field(P, vn, "slurm.array_limit", 0, 100000, &s->array_limit);
+        else if (scalar_is(kn, "extra")) rc = parse_lines(P, vn, "slurm.extra", &s->extra, &s->nextra);
+        else if (scalar_is(kn, "setup")) rc = parse_lines(P, vn, "slurm.setup", &s->setup, &s->nsetup);
+        else {
+            gerr(P->g->path, LINE(kn), COL(kn), NULL,
+                 "unknown slurm key (the keys are partition, time, gpus, cpus, mem, array_limit, extra, setup)");
+            return 2;
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* The name template: {key} for a config key, {preset} or {index}. */
+static int check_template(const grid_spec *g) {
+    for (const char *p = g->name_tmpl; *p; p++) {
+        if (*p == '}') {
+            gerr(g->path, g->name_line, g->name_col, NULL, "name: a '}' without its '{'");
+            return 2;
+        }
+        if (*p != '{') continue;
+        const char *e = strchr(p, '}');
+        if (!e || (size_t)(e - p - 1) >= GRID_KEY) {
+            gerr(g->path, g->name_line, g->name_col, NULL, "name: a '{' without its '}'");
+            return 2;
+        }
+        char k[GRID_KEY];
+        snprintf(k, sizeof k, "%.*s", (int)(e - p - 1), p + 1);
+        if (strcmp(k, "preset") && strcmp(k, "index") && !config_key_known(k)) {
+            char s[GRID_KEY];
+            suggest_key(k, s, sizeof s);
+            gerr(g->path, g->name_line, g->name_col, k, "in name: not a config key%s%s%s", s[0] ? " (did you mean '" : "",
+                 s, s[0] ? "'?)" : "");
+            return 2;
+        }
+        p = e;
+    }
+    return 0;
+}
+
+static int parse_root(gparse *P, const yaml_node_t *root) {
+    grid_spec *g = P->g;
+    if (!root || root->type != YAML_MAPPING_NODE) {
+        gerr(g->path, root ? LINE(root) : 0, root ? COL(root) : 0, NULL,
+             "a grid file is a mapping with sweep:, and base: or preset: (see docs/grids.md)");
+        return 2;
+    }
+    static const char *const top[] = {"base", "preset", "set", "sweep", "include", "exclude", "override",
+                                      "name", "out", "slurm", NULL};
+    int seen[16] = {0}, seen_line[16] = {0}, seen_col[16] = {0};
+    char base[CFG_PATH] = "";
+    int base_line = 0, base_col = 0;
+    for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top; pr++) {
+        yaml_node_t *kn = yaml_document_get_node(P->d, pr->key), *vn = yaml_document_get_node(P->d, pr->value);
+        int k = -1;
+        for (int i = 0; top[i]; i++)
+            if (scalar_is(kn, top[i])) k = i;
+        if (k < 0) {
+            char name[GRID_KEY] = "?";
+            if (kn->type == YAML_SCALAR_NODE)
+                snprintf(name, sizeof name, "%.*s", (int)kn->data.scalar.length, kn->data.scalar.value);
+            gerr(g->path, LINE(kn), COL(kn), NULL,
+                 "unknown grid key '%s' (the keys are base, preset, set, sweep, include, exclude, override, name, "
+                 "out, slurm; config keys go under set: or sweep:)",
+                 name);
+            return 2;
+        }
+        if (seen[k]) {
+            gerr(g->path, LINE(kn), COL(kn), NULL, "duplicate grid key '%s' (first at %d:%d)", top[k], seen_line[k],
+                 seen_col[k]);
+            return 2;
+        }
+        seen[k] = 1;
+        seen_line[k] = LINE(kn);
+        seen_col[k] = COL(kn);
+        int rc = 0;
+        switch (k) {
+        case 0:
+            rc = parse_scalar_field(P, vn, "base", base, sizeof base);
+            base_line = LINE(vn);
+            base_col = COL(vn);
+            break;
+        case 1: {
+            grid_kv kv = {.key = "preset", .line = LINE(vn), .col = COL(vn)};
+            rc = parse_scalar_field(P, vn, "preset", kv.val, sizeof kv.val);
+            if (!rc) rc = check_value(g->path, &kv);
+            if (!rc) copy_str(g->preset, sizeof g->preset, kv.val);
+            break;
+        }
+        case 2: rc = parse_kvs(P, vn, &g->set, &g->nset, 1, "set:"); break;
+        case 3: rc = parse_block(P, vn, &g->sweep, 1, 1, "sweep:"); break;
+        case 4:
+        case 5:
+            if (vn->type != YAML_SEQUENCE_NODE) {
+                gerr(g->path, LINE(vn), COL(vn), NULL, "%s: expected a list of mappings", top[k]);
+                return 2;
+            }
+            for (yaml_node_item_t *it = vn->data.sequence.items.start; it < vn->data.sequence.items.top; it++) {
+                yaml_node_t *e = yaml_document_get_node(P->d, *it);
+                if (k == 4) {
+                    g->include = grow(g->include, g->ninclude, sizeof *g->include);
+                    rc = parse_block(P, e, &g->include[g->ninclude++], 0, 1, "an include entry");
+                } else {
+                    g->exclude = grow(g->exclude, g->nexclude, sizeof *g->exclude);
+                    grid_block b;
+                    rc = parse_block(P, e, &b, 0, 1, "an exclude entry");
+                    g->exclude[g->nexclude++] = (grid_match){b.n, b.axes, b.line, b.col};
+                }
+                if (rc) break;
+            }
+            break;
+        case 6:
+            if (vn->type != YAML_SEQUENCE_NODE) {
+                gerr(g->path, LINE(vn), COL(vn), NULL, "override: expected a list of {when: {...}, set: {...}}");
+                return 2;
+            }
+            for (yaml_node_item_t *it = vn->data.sequence.items.start; it < vn->data.sequence.items.top && !rc; it++) {
+                yaml_node_t *e = yaml_document_get_node(P->d, *it);
+                g->override = grow(g->override, g->noverride, sizeof *g->override);
+                grid_override *o = &g->override[g->noverride++];
+                memset(o, 0, sizeof *o);
+                const yaml_node_t *when = NULL, *set = NULL;
+                if (e->type == YAML_MAPPING_NODE)
+                    for (yaml_node_pair_t *q = e->data.mapping.pairs.start; q < e->data.mapping.pairs.top; q++) {
+                        yaml_node_t *qk = yaml_document_get_node(P->d, q->key);
+                        if (scalar_is(qk, "when")) when = yaml_document_get_node(P->d, q->value);
+                        else if (scalar_is(qk, "set")) set = yaml_document_get_node(P->d, q->value);
+                        else {
+                            gerr(g->path, LINE(qk), COL(qk), NULL, "override: expected when: and set:");
+                            return 2;
+                        }
+                    }
+                if (!when || !set) {
+                    gerr(g->path, LINE(e), COL(e), NULL, "override: each entry needs when: {...} and set: {...}");
+                    return 2;
+                }
+                grid_block b;
+                rc = parse_block(P, when, &b, 0, 1, "override when:");
+                o->when = (grid_match){b.n, b.axes, b.line, b.col};
+                if (!rc) rc = parse_kvs(P, set, &o->set, &o->nset, 0, "override set:");
+            }
+            break;
+        case 7:
+            rc = parse_scalar_field(P, vn, "name", g->name_tmpl, sizeof g->name_tmpl);
+            g->name_line = LINE(vn);
+            g->name_col = COL(vn);
+            if (!rc) rc = check_template(g);
+            break;
+        case 8: rc = parse_scalar_field(P, vn, "out", g->out, sizeof g->out); break;
+        case 9: rc = parse_slurm(P, vn); break;
+        }
+        if (rc) return rc;
+    }
+    /* a `preset` in set: is the grid's preset */
+    for (int i = 0; i < g->nset; i++)
+        if (!strcmp(g->set[i].key, "preset")) {
+            copy_str(g->preset, sizeof g->preset, g->set[i].val);
+            memmove(&g->set[i], &g->set[i + 1], (size_t)(g->nset - i - 1) * sizeof *g->set);
+            g->nset--;
+            i--;
+        }
+    /* base: relative to the grid file, else to the current directory */
+    if (base[0]) {
+        char dir[CFG_PATH];
+        copy_str(dir, sizeof dir, g->path);
+        char *slash = strrchr(dir, '/');
+        if (base[0] != '/' && slash) {
+            slash[1] = '\0';
+            snprintf(g->base, sizeof g->base, "%s%s", dir, base);
+            if (!file_exists(g->base) && file_exists(base)) copy_str(g->base, sizeof g->base, base);
+        } else {
+            copy_str(g->base, sizeof g->base, base);
+        }
+        if (!file_exists(g->base)) {
+            gerr(g->path, base_line, base_col, NULL, "base: no such file '%s' (a path relative to the grid file)", base);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* Are two values of key the same once read into a config? (1e-3 and 0.001 are.) */
+static int same_value(const s2hc_config *c, const char *preset, const char *key, const char *val) {
+    if (!strcmp(key, "preset")) return !strcmp(preset, val);
+    s2hc_config t = *c;
+    if (set_quiet(&t, key, val, NULL, 0)) return 0;
+    char *a = config_to_yaml(c), *b = config_to_yaml(&t), va[GRID_VAL], vb[GRID_VAL];
+    int same = flat_get(a, key, va, sizeof va) == 0 && flat_get(b, key, vb, sizeof vb) == 0 && !strcmp(va, vb);
+    free(a);
+    free(b);
+    return same;
+}
+
+/* Command-line --set K=V: pin a swept key, filter include entries, or apply last. */
+static int apply_pins(grid_spec *g, const char *const *pins, int npins) {
+    for (int i = 0; i < npins; i++) {
+        grid_kv kv;
+        memset(&kv, 0, sizeof kv);
+        const char *eq = strchr(pins[i], '=');
+        size_t kl = eq ? (size_t)(eq - pins[i]) : 0;
+        char src[GRID_VAL + 16];
+        snprintf(src, sizeof src, "--set %s", pins[i]);
+        if (!eq || kl == 0 || kl >= GRID_KEY || strlen(eq + 1) >= GRID_VAL) {
+            gerr(src, 0, 0, NULL, "expected KEY=VALUE, e.g. --set train.steps=50 or --set preset=small");
+            return 2;
+        }
+        memcpy(kv.key, pins[i], kl);
+        copy_str(kv.val, sizeof kv.val, eq + 1);
+        if (strcmp(kv.key, "preset") && !config_key_known(kv.key)) {
+            char s[GRID_KEY];
+            suggest_key(kv.key, s, sizeof s);
+            gerr(src, 0, 0, kv.key, "not a config key%s%s%s", s[0] ? " (did you mean '" : "", s, s[0] ? "'?)" : "");
+            return 2;
+        }
+        if (!strcmp(kv.key, "run.name") || !strcmp(kv.key, "run.out")) {
+            gerr(src, 0, 0, kv.key, "set by the grid (name: template, out: or --out)");
+            return 2;
+        }
+        if (check_value(src, &kv)) return 2;
+        s2hc_config d;
+        config_defaults(&d);
+        /* include entries giving the key other values are dropped */
+        for (int e = 0; e < g->ninclude; e++) {
+            grid_block *b = &g->include[e];
+            for (int a = 0; a < b->n; a++) {
+                grid_axis *ax = &b->axes[a];
+                if (strcmp(ax->key, kv.key)) continue;
+                int keep = 0;
+                for (int v = 0; v < ax->n; v++) {
+                    s2hc_config t = d;
+                    if (strcmp(kv.key, "preset")) set_quiet(&t, kv.key, kv.val, NULL, 0);
+                    if (same_value(&t, kv.val, kv.key, ax->vals[v].val)) ax->vals[keep++] = ax->vals[v];
+                }
+                ax->n = keep;
+            }
+        }
+        int w = 0;
+        for (int e = 0; e < g->ninclude; e++) {
+            int empty = 0;
+            for (int a = 0; a < g->include[e].n; a++) empty |= g->include[e].axes[a].n == 0;
+            if (empty) {
+                for (int a = 0; a < g->include[e].n; a++) free(g->include[e].axes[a].vals);
+                free(g->include[e].axes);
+            } else {
+                g->include[w++] = g->include[e];
+            }
+        }
+        g->ninclude = w;
+        int swept = 0;
+        for (int a = 0; a < g->sweep.n; a++)
+            if (!strcmp(g->sweep.axes[a].key, kv.key)) {
+                g->sweep.axes[a].n = 1;
+                g->sweep.axes[a].vals[0] = kv;
+                swept = 1;
+            }
+        if (!swept && !strcmp(kv.key, "preset")) copy_str(g->preset, sizeof g->preset, kv.val);
+        else if (!swept) {
+            g->pin = grow(g->pin, g->npin, sizeof *g->pin);
+            g->pin[g->npin++] = kv;
+        }
+    }
+    return 0;
+}
+
+int grid_load(grid_spec *g, const char *path, const char *out, const char *const *pins, int npins) {
+    memset(g, 0, sizeof *g);
+    copy_str(g->path, sizeof g->path, path);
+    const char *b = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    copy_str(g->stem, sizeof g->stem, b);
+    char *dot = strrchr(g->stem, '.');
+    if (dot && dot != g->stem) *dot = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        gerr(path, 0, 0, NULL, "cannot read: %s", strerror(errno));
+        return 2;
+    }
+    yaml_parser_t p;
+    yaml_document_t d;
+    if (!yaml_parser_initialize(&p)) die(1, "out of memory (yaml_parser_initialize)");
+    yaml_parser_set_input_file(&p, f);
+    int rc = 0;
+    if (!yaml_parser_load(&p, &d)) {
+        gerr(path, (int)p.problem_mark.line + 1, (int)p.problem_mark.column + 1, NULL, "%s",
+             p.problem ? p.problem : "malformed YAML");
+        rc = 2;
+    } else {
+        gparse P = {g, &d};
+        rc = parse_root(&P, yaml_document_get_root_node(&d));
+        yaml_document_delete(&d);
+    }
+    yaml_parser_delete(&p);
+    fclose(f);
+    if (rc) return rc;
+    if (out) copy_str(g->out, sizeof g->out, out);
+    if (!g->out[0]) snprintf(g->out, sizeof g->out, "runs/%s", g->stem);
+    if (!g->name_tmpl[0]) {
+        /* default name: method, n and seed, then every other varying key's value */
+        int m = snprintf(g->name_tmpl, sizeof g->name_tmpl, "{residual.method}-n{residual.n_streams}-s{train.seed}");
+        for (int e = -1; e < g->ninclude; e++) {
+            const grid_block *bl = e < 0 ? &g->sweep : &g->include[e];
+            for (int a = 0; a < bl->n; a++) {
+                const char *k = bl->axes[a].key;
+                char tok[GRID_KEY + 4];
+                snprintf(tok, sizeof tok, "{%s}", k);
+                if (!strstr(g->name_tmpl, tok) && m + (int)strlen(tok) + 2 < (int)sizeof g->name_tmpl)
+                    m += snprintf(g->name_tmpl + m, sizeof g->name_tmpl - (size_t)m, "-%s", tok);
+            }
+        }
+    }
+    for (int i = 0; i < npins; i++) {
+        g->args = grow(g->args, g->nargs, sizeof *g->args);
+        snprintf(g->args[g->nargs++], sizeof *g->args, "%s", pins[i]);
+    }
+    return apply_pins(g, pins, npins);
+}
+
+static void block_free(grid_block *b) {
+    for (int a = 0; a < b->n; a++) free(b->axes[a].vals);
+    free(b->axes);
+}
+
+void grid_free(grid_spec *g) {
+    free(g->set);
+    block_free(&g->sweep);
+    for (int i = 0; i < g->ninclude; i++) block_free(&g->include[i]);
+    free(g->include);
+    for (int i = 0; i < g->nexclude; i++) {
+        grid_block b = {g->exclude[i].n, g->exclude[i].keys, 0, 0};
+        block_free(&b);
+    }
+    free(g->exclude);
+    for (int i = 0; i < g->noverride; i++) {
+        grid_block b = {g->override[i].when.n, g->override[i].when.keys, 0, 0};
+        block_free(&b);
+        free(g->override[i].set);
+    }
+    free(g->override);
+    free(g->slurm.extra);
+    free(g->slurm.setup);
+    free(g->pin);
+    free(g->args);
+    memset(g, 0, sizeof *g);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Expansion                                                                             */
+/* ------------------------------------------------------------------------------------ */
+
+static int apply_kv(const grid_spec *g, s2hc_config *c, const grid_kv *kv) {
+    char why[512];
+    if (set_quiet(c, kv->key, kv->val, why, sizeof why) == 0) return 0;
+    gerr(kv->line ? g->path : "--set", kv->line, kv->col, kv->key, "%s", why);
+    return 2;
+}
+
+static int match(const grid_match *m, const s2hc_config *c, const char *preset) {
+    for (int k = 0; k < m->n; k++) {
+        int any = 0;
+        for (int v = 0; v < m->keys[k].n && !any; v++) any = same_value(c, preset, m->keys[k].key, m->keys[k].vals[v].val);
+        if (!any) return 0;
+    }
+    return 1;
+}
+
+/* The resolved config of a point without its name: base, preset, set:, the point's
+ * values, overrides, command-line pins. */
+static int resolve(const grid_spec *g, const s2hc_config *base, grid_point *p) {
+    p->cfg = *base;
+    copy_str(p->preset, sizeof p->preset, g->preset);
+    for (int i = 0; i < p->nvals; i++)
+        if (!strcmp(p->vals[i].key, "preset")) copy_str(p->preset, sizeof p->preset, p->vals[i].val);
+    if (p->preset[0] && preset_apply(&p->cfg, p->preset) != 0) {
+        gerr(g->path, 0, 0, "preset", "unknown preset '%s'", p->preset);
+        return 2;
+    }
+    for (int i = 0; i < g->nset; i++)
+        if (apply_kv(g, &p->cfg, &g->set[i])) return 2;
+    for (int i = 0; i < p->nvals; i++)
+        if (strcmp(p->vals[i].key, "preset") && apply_kv(g, &p->cfg, &p->vals[i])) return 2;
+    for (int o = 0; o < g->noverride; o++)
+        if (match(&g->override[o].when, &p->cfg, p->preset))
+            for (int i = 0; i < g->override[o].nset; i++)
+                if (apply_kv(g, &p->cfg, &g->override[o].set[i])) return 2;
+    for (int i = 0; i < g->npin; i++)
+        if (apply_kv(g, &p->cfg, &g->pin[i])) return 2;
+    return 0;
+}
+
+/* A template value made fit for a directory name: lists joined by '+', anything but
+ * [A-Za-z0-9_.+-] becomes '_'. */
+static void name_piece(const char *v, char *out, size_t n) {
+    char u[GRID_VAL];
+    unquote(v, u, sizeof u);
+    size_t j = 0;
+    for (size_t i = 0; u[i] && j + 1 < n; i++) {
+        char ch = u[i];
+        if (ch == '[' || ch == ']' || ch == ' ') continue;
+        if (ch == ',') ch = '+';
+        out[j++] = (isalnum((unsigned char)ch) || strchr("_.+-", ch)) ? ch : '_';
+    }
+    out[j] = '\0';
+}
+
+static int make_name(const grid_spec *g, grid_point *p) {
+    char *y = config_to_yaml(&p->cfg), buf[512];
+    size_t j = 0;
+    for (const char *t = g->name_tmpl; *t && j + 1 < sizeof buf; t++) {
+        if (*t != '{') { buf[j++] = *t; continue; }
+        const char *e = strchr(t, '}');
+        char k[GRID_KEY], v[GRID_VAL], piece[GRID_VAL];
+        snprintf(k, sizeof k, "%.*s", (int)(e - t - 1), t + 1);
+        if (!strcmp(k, "preset")) copy_str(v, sizeof v, p->preset[0] ? p->preset : "none");
+        else if (!strcmp(k, "index")) snprintf(v, sizeof v, "%d", p->index);
+        else if (flat_get(y, k, v, sizeof v) != 0) v[0] = '\0';
+        name_piece(v, piece, sizeof piece);
+        j += (size_t)snprintf(buf + j, sizeof buf - j, "%s", piece);
+        if (j >= sizeof buf) j = sizeof buf - 1;
+        t = e;
+    }
+    buf[j] = '\0';
+    free(y);
+    if (strlen(buf) >= sizeof p->name || !buf[0]) {
+        gerr(g->path, g->name_line, g->name_col, NULL, "name: point %d gets the name '%s': %s", p->index, buf,
+             buf[0] ? "too long (at most 63 characters)" : "empty");
+        return 2;
+    }
+    copy_str(p->name, sizeof p->name, buf);
+    copy_str(p->cfg.name, sizeof p->cfg.name, buf);
+    copy_str(p->cfg.out_dir, sizeof p->cfg.out_dir, g->out);
+    return 0;
+}
+
+/* Describe a point's own values: "residual.method=hc train.seed=1". */
+static void point_values_text(const grid_point *p, char *out, size_t n) {
+    size_t j = 0;
+    out[0] = '\0';
+    for (int i = 0; i < p->nvals && j < n; i++)
+        j += (size_t)snprintf(out + j, n - j, "%s%s=%s", i ? " " : "", p->vals[i].key, p->vals[i].val);
+}
+
+/* Append the points of one block (product, last key fastest). */
+static int expand_block(const grid_spec *g, const s2hc_config *base, const grid_block *b, int include, int empty_ok,
+                        grid_point **pts, int *np) {
+    long total = 1;
+    for (int a = 0; a < b->n; a++) {
+        total *= b->axes[a].n;
+        if (total > GRID_MAX_POINTS) {
+            gerr(g->path, b->line, b->col, NULL, "more than %d points: is a list too long?", GRID_MAX_POINTS);
+            return 2;
+        }
+    }
+    if (b->n == 0 && !empty_ok) total = 0;
+    for (long idx = 0; idx < total; idx++) {
+        grid_point p;
+        memset(&p, 0, sizeof p);
+        p.include = include;
+        p.nvals = b->n;
+        p.vals = calloc_check((size_t)(b->n ? b->n : 1), sizeof *p.vals);
+        long r = idx;
+        for (int a = b->n - 1; a >= 0; a--) {
+            p.vals[a] = b->axes[a].vals[r % b->axes[a].n];
+            r /= b->axes[a].n;
+        }
+        if (resolve(g, base, &p)) { free(p.vals); return 2; }
+        int excluded = 0;
+        for (int e = 0; include < 0 && e < g->nexclude && !excluded; e++) excluded = match(&g->exclude[e], &p.cfg, p.preset);
+        if (excluded) { free(p.vals); continue; }
+        p.index = *np;
+        if (make_name(g, &p)) { free(p.vals); return 2; }
+        char src[CFG_PATH + 160];
+        snprintf(src, sizeof src, "%s: point %d (%s)", g->path, p.index, p.name);
+        if (config_validate(&p.cfg, src)) {
+            char v[1024];
+            point_values_text(&p, v, sizeof v);
+            fprintf(stderr, "  the point's values: %s%s%s\n", v[0] ? v : "(none)", p.preset[0] ? ", preset " : "",
+                    p.preset);
+            free(p.vals);
+            return 2;
+        }
+        *pts = grow(*pts, *np, sizeof **pts);
+        (*pts)[(*np)++] = p;
+    }
+    return 0;
+}
+
+int grid_expand(const grid_spec *g, grid_point **pts, int *npts) {
+    *pts = NULL;
+    *npts = 0;
+    s2hc_config base;
+    if (g->base[0]) {
+        if (config_load(&base, g->base, NULL, 0)) return 2;
+    } else {
+        config_defaults(&base);
+    }
+    int rc = expand_block(g, &base, &g->sweep, -1, g->ninclude == 0, pts, npts);
+    for (int e = 0; !rc && e < g->ninclude; e++) rc = expand_block(g, &base, &g->include[e], e, 1, pts, npts);
+    for (int i = 0; !rc && i < *npts; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp((*pts)[i].name, (*pts)[j].name)) {
+                char a[1024], b[1024];
+                point_values_text(&(*pts)[j], a, sizeof a);
+                point_values_text(&(*pts)[i], b, sizeof b);
+                gerr(g->path, g->name_line, g->name_col, NULL,
+                     "points %d and %d are both named '%s': put the key that tells them apart in name:\n"
+                     "  point %d: %s\n  point %d: %s",
+                     j, i, (*pts)[i].name, j, a, i, b);
+                rc = 2;
+                break;
+            }
+    if (!rc && *npts == 0) {
+        gerr(g->path, 0, 0, NULL, "the grid has no points (everything excluded?)");
+        rc = 2;
+    }
+    if (rc) {
+        grid_points_free(*pts, *npts);
+        *pts = NULL;
+        *npts = 0;
+    }
+    return rc;
+}
+
+void grid_points_free(grid_point *pts, int n) {
+    for (int i = 0; i < n; i++) free(pts[i].vals);
+    free(pts);
+}
+
+int grid_ood_names(const grid_point *pts, int n, const char **names) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < pts[i].cfg.n_ood; o++) {
+            int seen = 0;
+            for (int j = 0; j < k && !seen; j++) seen = !strcmp(names[j], pts[i].cfg.ood[o]);
+            if (!seen && k < GRID_MAX_OOD) names[k++] = pts[i].cfg.ood[o];
+        }
+    return k;
+}
+
+/* The swept keys (sweep, then include keys), the columns of --list and index.csv. */
+static int swept_keys(const grid_spec *g, const char **keys, int max) {
+    int k = 0;
+    for (int e = -1; e < g->ninclude; e++) {
+        const grid_block *b = e < 0 ? &g->sweep : &g->include[e];
+        for (int a = 0; a < b->n; a++) {
+            int seen = 0;
+            for (int j = 0; j < k && !seen; j++) seen = !strcmp(keys[j], b->axes[a].key);
+            if (!seen && k < max) keys[k++] = b->axes[a].key;
+        }
+    }
+    return k;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Run directories: locks and state                                                      */
+/* ------------------------------------------------------------------------------------ */
+
+/* Locks are open file description locks (F_OFD_SETLK) on <dir>/.lock: like flock they
+ * belong to the open file, so the child that inherits the descriptor keeps the point
+ * locked for as long as it lives, even if the runner dies; unlike flock they can be
+ * tested without taking them (F_OFD_GETLK), so --list never disturbs a runner. */
+static int lock_cmd(int fd, int cmd, short type) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    int rc = fcntl(fd, cmd, &fl);
+    if (cmd == F_OFD_GETLK) return rc == 0 ? fl.l_type != F_UNLCK : 0;
+    return rc;
+}
+
+/* 1 when another open file (any process) holds the lock of the run directory. */
+static int dir_locked(const char *dir) {
+    char path[CFG_PATH + CFG_STR + 16];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int r = lock_cmd(fd, F_OFD_GETLK, F_WRLCK);
+    close(fd);
+    return r;
+}
+
+/* The first key whose value differs between two configs (ignoring ignored_in_compare):
+ * 0 when the same, 1 with "key: a (run) vs b (grid)" in diff. */
+static int config_first_diff(const s2hc_config *run, const s2hc_config *grid, char *diff, size_t n) {
+    char *a = config_to_yaml(run), *b = config_to_yaml(grid), section[GRID_KEY] = "";
+    const char *pa = a, *pb = b;
+    int found = 0;
+    while (*pa && *pb && !found) {
+        const char *ea = strchr(pa, '\n'), *eb = strchr(pb, '\n');
+        size_t la = ea ? (size_t)(ea - pa) : strlen(pa), lb = eb ? (size_t)(eb - pb) : strlen(pb);
+        if (la && pa[0] != ' ') snprintf(section, sizeof section, "%.*s", (int)(la - 1), pa);
+        else if (la != lb || memcmp(pa, pb, la) != 0) {
+            const char *colon = memchr(pa, ':', la);
+            char key[GRID_KEY * 2];
+            snprintf(key, sizeof key, "%s.%.*s", section, colon ? (int)(colon - pa - 2) : 0, pa + 2);
+            int ignored = 0;
+            for (int i = 0; ignored_in_compare[i]; i++) ignored |= !strcmp(ignored_in_compare[i], key);
+            if (!ignored) {
+                const char *cb = memchr(pb, ':', lb);
+                snprintf(diff, n, "%s: %.*s (stored run) vs %.*s (grid)", key, colon ? (int)(la - (size_t)(colon - pa) - 2) : 0,
+                         colon ? colon + 2 : "", cb ? (int)(lb - (size_t)(cb - pb) - 2) : 0, cb ? cb + 2 : "");
+                found = 1;
+            }
+        }
+        pa += la + (ea ? 1 : 0);
+        pb += lb + (eb ? 1 : 0);
+    }
+    free(a);
+    free(b);
+    return found;
+}
+
+static double series_last(const h5log *log, const char *path) {
+    int s = h5log_find(log, path);
+    if (s < 0 || log->series[s].rows == 0) return NAN;
+    const h5log_series *x = &log->series[s];
+    size_t i = (x->rows - 1) * x->row_elems;
+    if (x->type == H5LOG_F64) return ((const double *)x->data)[i];
+    if (x->type == H5LOG_F32) return ((const float *)x->data)[i];
+    return (double)((const int64_t *)x->data)[i];
+}
+
+static double series_mean_positive(const h5log *log, const char *path) {
+    int s = h5log_find(log, path);
+    if (s < 0 || log->series[s].type != H5LOG_F64) return NAN;
+    const h5log_series *x = &log->series[s];
+    double sum = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < x->rows; i++) {
+        double v = ((const double *)x->data)[i * x->row_elems];
+        if (v > 0 && isfinite(v)) { sum += v; k++; }
+    }
+    return k ? sum / (double)k : NAN;
+}
+
+static double attr_num(const h5log *log, const char *obj, const char *name) {
+    for (int i = 0; i < log->n_attrs; i++)
+        if (!log->attrs[i].is_string && !strcmp(log->attrs[i].path, obj) && !strcmp(log->attrs[i].name, name))
+            return log->attrs[i].num;
+    return NAN;
+}
+
+static void inspect(const grid_point *p, const char *const *ood, int nood, grid_status *st, int probe_lock) {
+    char dir[CFG_PATH + CFG_STR + 2], path[sizeof dir + 16], ckpt[sizeof dir + 16];
+    run_dir_of(&p->cfg, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/run.h5", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
+    st->state = GS_PENDING;
+    st->step = 0;
+    st->steps = p->cfg.steps;
+    st->train_loss = st->val_loss = st->tokens_per_s = NAN;
+    for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
+    st->diff[0] = '\0';
+    int have_ckpt = file_exists(ckpt);
+    if (file_exists(path)) {
+        h5log log;
+        h5log_init(&log);
+        char err[512];
+        if (h5log_load(&log, path, err, sizeof err) == 0) {
+            const char *status = h5log_get_attr_str(&log, "/", "status");
+            const char *yaml = h5log_get_attr_str(&log, "/", "config");
+            double step = series_last(&log, "/train/step");
+            st->step = isnan(step) ? 0 : (int)step;
+            st->train_loss = series_last(&log, "/train/loss");
+            st->val_loss = series_last(&log, "/eval/val_loss");
+            st->tokens_per_s = series_mean_positive(&log, "/train/tokens_per_s");
+            for (int i = 0; i < nood && i < GRID_MAX_OOD; i++) {
+                char q[300];
+                snprintf(q, sizeof q, "/eval/ood/%s/ppl", ood[i]);
+                st->ood_ppl[i] = series_last(&log, q);
+            }
+            if (status && !strcmp(status, "finished")) st->state = GS_FINISHED;
+            else if (status && !strcmp(status, "diverged")) st->state = GS_DIVERGED;
+            else st->state = have_ckpt ? GS_PARTIAL : GS_PENDING;
+            if (yaml && st->state != GS_PENDING) {
+                s2hc_config stored;
+                err_capture cp;
+                char why[512];
+                capture_begin(&cp);
+                int bad = config_from_yaml_text(&stored, yaml, path);
+                capture_end(&cp, why, sizeof why);
+                if (bad) {
+                    snprintf(st->diff, sizeof st->diff, "the stored config cannot be read: %s", why);
+                    st->state = GS_CHANGED;
+                } else if (config_first_diff(&stored, &p->cfg, st->diff, sizeof st->diff)) {
+                    st->state = GS_CHANGED;
+                }
+            }
+        } else {
+            st->state = have_ckpt ? GS_PARTIAL : GS_PENDING;
+        }
+        h5log_free(&log);
+    } else if (have_ckpt) {
+        st->state = GS_PARTIAL;
+    }
+    if (probe_lock && dir_locked(dir)) st->state = GS_RUNNING;
+}
+
+void grid_inspect(const grid_point *p, const char *const *ood, int nood, grid_status *st) {
+    inspect(p, ood, nood, st, 1);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* index.csv                                                                             */
+/* ------------------------------------------------------------------------------------ */
+
+static void csv_field(FILE *f, const char *s, int first) {
+    if (!first) fputc(',', f);
+    if (!strpbrk(s, ",\"\n\r")) { fputs(s, f); return; }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void csv_num(FILE *f, double v) {
+    fputc(',', f);
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+}
+
+/* Split one CSV line into at most max fields (in place; quotes handled). */
+static int csv_split(char *line, char **fields, int max) {
+    int n = 0;
+    char *r = line, *w = line;
+    while (n < max) {
+        fields[n++] = w;
+        if (*r == '"') {
+            r++;
+            while (*r) {
+                if (*r == '"' && r[1] == '"') { *w++ = '"'; r += 2; }
+                else if (*r == '"') { r++; break; }
+                else *w++ = *r++;
+            }
+        }
+        while (*r && *r != ',' && *r != '\n' && *r != '\r') *w++ = *r++;
+        int more = *r == ',';
+        *w++ = '\0';
+        if (!more) break;
+        r++;
+    }
+    return n;
+}
+
+typedef struct {
+    char name[CFG_STR];
+    int state, exit_code;
+    double wall_s;
+} old_row;
+
+/* The name, state, exit code and wall time of each row of an existing index.csv. */
+static int read_old_index(const char *path, old_row **rows) {
+    *rows = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0, c_name = -1, c_state = -1, c_exit = -1, c_wall = -1, header = 1;
+    char *fields[256];
+    while (getline(&line, &cap, f) > 0) {
+        int nf = csv_split(line, fields, 256);
+        if (header) {
+            for (int i = 0; i < nf; i++) {
+                if (!strcmp(fields[i], "name")) c_name = i;
+                else if (!strcmp(fields[i], "state")) c_state = i;
+                else if (!strcmp(fields[i], "exit_code")) c_exit = i;
+                else if (!strcmp(fields[i], "wall_s")) c_wall = i;
+            }
+            header = 0;
+            if (c_name < 0) break;
+            continue;
+        }
+        if (c_name >= nf) continue;
+        *rows = grow(*rows, n, sizeof **rows);
+        old_row *o = &(*rows)[n++];
+        copy_str(o->name, sizeof o->name, fields[c_name]);
+        o->state = -1;
+        for (int s = 0; c_state >= 0 && c_state < nf && s < GS_N; s++)
+            if (!strcmp(fields[c_state], grid_state_names[s])) o->state = s;
+        o->exit_code = c_exit >= 0 && c_exit < nf && fields[c_exit][0] ? atoi(fields[c_exit]) : -1;
+        o->wall_s = c_wall >= 0 && c_wall < nf && fields[c_wall][0] ? atof(fields[c_wall]) : NAN;
+    }
+    free(line);
+    fclose(f);
+    return n;
+}
+
+/* Write text to path atomically (path.tmp, fsync, rename). 0 or -1 with a message. */
+static int write_atomic(const char *path, const char *text, size_t len) {
+    char tmp[CFG_PATH * 2];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int ok = fd >= 0;
+    for (size_t off = 0; ok && off < len;) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w <= 0) ok = 0;
+        else off += (size_t)w;
+    }
+    if (ok && fsync(fd) != 0) ok = 0;
+    if (fd >= 0 && close(fd) != 0) ok = 0;
+    if (ok && rename(tmp, path) != 0) ok = 0;
+    if (!ok) {
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_status *st) {
+    if (mkdir_p(g->out) != 0) {
+        fprintf(stderr, "s2hc: error: cannot create %s: %s\n", g->out, strerror(errno));
+        return -1;
+    }
+    char lockp[CFG_PATH + 32], path[CFG_PATH + 32];
+    snprintf(lockp, sizeof lockp, "%s/.index.lock", g->out);
+    snprintf(path, sizeof path, "%s/index.csv", g->out);
+    int lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lfd >= 0) lock_cmd(lfd, F_OFD_SETLKW, F_WRLCK);
+    old_row *old;
+    int nold = read_old_index(path, &old);
+    const char *ood[GRID_MAX_OOD], *keys[256];
+    int nood = grid_ood_names(pts, n, ood), nkeys = swept_keys(g, keys, 256);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) die(1, "out of memory (index.csv)");
+    fputs("point,name,run_dir,state,exit_code,step,steps,final_train_loss,val_loss", f);
+    for (int o = 0; o < nood; o++) fprintf(f, ",ood_%s_ppl", ood[o]);
+    fputs(",tokens_per_s,wall_s", f);
+    for (int k = 0; k < nkeys; k++) csv_field(f, keys[k], 0);
+    fputc('\n', f);
+    for (int i = 0; i < n; i++) {
+        grid_status *s = &st[i];
+        const old_row *o = NULL;
+        for (int r = 0; r < nold && !o; r++)
+            if (!strcmp(old[r].name, pts[i].name)) o = &old[r];
+        if (!s->mine) {
+            inspect(&pts[i], ood, nood, s, 1);
+            /* a failure recorded by another runner stays until the point runs again */
+            if (o && (s->state == GS_PENDING || s->state == GS_PARTIAL) &&
+                (o->state == GS_FAILED || o->state == GS_INTERRUPTED))
+                s->state = (grid_state)o->state;
+            s->exit_code = s->state == GS_FINISHED ? RUN_OK : s->state == GS_DIVERGED ? RUN_DIVERGED
+                         : o ? o->exit_code : -1;
+            s->wall_s = o ? o->wall_s : NAN;
+        }
+        char dir[CFG_PATH + CFG_STR + 2], num[32];
+        run_dir_of(&pts[i].cfg, dir, sizeof dir);
+        fprintf(f, "%d", pts[i].index);
+        csv_field(f, pts[i].name, 0);
+        csv_field(f, dir, 0);
+        csv_field(f, grid_state_names[s->state], 0);
+        if (s->exit_code >= 0) snprintf(num, sizeof num, "%d", s->exit_code);
+        else num[0] = '\0';
+        csv_field(f, num, 0);
+        fprintf(f, ",%d,%d", s->step, s->steps);
+        csv_num(f, s->train_loss);
+        csv_num(f, s->val_loss);
+        for (int k = 0; k < nood; k++) csv_num(f, s->ood_ppl[k]);
+        csv_num(f, s->tokens_per_s);
+        csv_num(f, s->wall_s);
+        for (int k = 0; k < nkeys; k++) {
+            char v[GRID_VAL];
+            value_shown(&pts[i].cfg, pts[i].preset, keys[k], v, sizeof v);
+            csv_field(f, v, 0);
+        }
+        fputc('\n', f);
+    }
+    fclose(f);
+    int rc = write_atomic(path, buf, len);
+    free(buf);
+    free(old);
+    if (lfd >= 0) close(lfd); /* releases the index lock */
+    return rc;
+}

@@ -1,0 +1,69 @@
+/* main.c: the `s2hc` command: one binary, one subcommand per task. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "config.h"
+#include "data.h"
+#include "presets.h"
+#include "run.h"
+
+/* OpenBLAS 0.3.21 does not recognise some recent CPUs and silently falls back to SSE3
+ * kernels (3-5x slower). OPENBLAS_CORETYPE fixes it, but only before the library loads,
+ * which happens before main: so set it and re-execute ourselves once. */
+static void blas_env_fixup(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv("S2HC_NO_REEXEC")) return;
+    const char *core = NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) core = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2")) core = "Haswell";
+    if (!core) return;
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    setenv("S2HC_NO_REEXEC", "1", 1);
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the generic kernels */
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "s2hc %s: a research harness for hyper-connection residual networks\n"
+            "\n"
+            "usage: s2hc COMMAND [ARGS]   (s2hc COMMAND --help for each)\n"
+            "\n"
+            "commands:\n"
+            "  data prepare         corpora from Debian packages -> token shards under data/\n"
+            "  data list            which corpora are prepared\n"
+            "  train CONFIG         train a model, write runs/<name>/run.h5 and ckpt.h5\n"
+            "  eval RUN_DIR         validation and out-of-domain perplexity of a run\n"
+            "  params               auxiliary parameter counts of every method against n\n"
+            "  methods              the residual methods, one line each\n"
+            "  config               every config key with its type, default and meaning\n"
+            "  version              the build's git commit\n"
+            "\n"
+            "example:\n"
+            "  s2hc data prepare && s2hc train experiments/tiny.yaml --set train.steps=50\n",
+            s2hc_version());
+}
+
+static int methods_main(void) {
+    printf("  %-12s %s\n", "rc", "standard residual: one stream, X + F(X)");
+    for (int i = 0; hc_variants[i]; i++) printf("  %-12s %s\n", hc_variants[i]->name, hc_variants[i]->summary);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    blas_env_fixup(argv);
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("s2hc %s\n", s2hc_version()); return 0; }
+    if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return eval_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "params")) return params_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "methods")) return methods_main();
+    if (!strcmp(cmd, "config")) { config_print_schema(stdout); return 0; }
+    fprintf(stderr, "s2hc: error: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

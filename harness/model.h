@@ -1,0 +1,115 @@
+/* model.h: the GPT with its hyper-connection frame, forward and backward on the CPU.
+ *
+ * nanoGPT GPT-2 style: token + learned position embedding, pre-LayerNorm blocks, causal
+ * multi-head attention, GELU MLP (4C), tied LM head, biases, no dropout. Every sublayer
+ * (attention and MLP separately) has its own hyper-connection (Lh = 2 * n_layer):
+ *
+ *   x'    = RMSNorm(vec X) * (1 + g)          (or per stream for `hc`)
+ *   z     = x' W^T                            (K outputs per token, one GEMM)
+ *   pre, post, H_res = method(z, theta)       (kernels/hc_math.h, per token)
+ *   u     = sum_i pre[i] X[i]
+ *   f     = F(LN(u))                          (attention or MLP)
+ *   X'[i] = sum_j H_res[i,j] X[j] + post[i] f
+ *
+ * Streams start as n copies of the embedding and are summed before ln_f. `rc` is the
+ * plain residual (n = 1, X' = X + F(LN(X))).
+ *
+ * Memory (llm.c's discipline): one buffer for every parameter, one for their gradients,
+ * one for activations; a table of named tensors computed once from the config.
+ */
+#ifndef S2HC_MODEL_H
+#define S2HC_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "config.h"
+#include "residual/residual.h"
+#include "../kernels/real.h"
+
+#define PARAM_NAME 128
+
+typedef struct {
+    char name[PARAM_NAME]; /* nanoGPT state_dict key, e.g. transformer.h.0.attn.c_attn.weight */
+    int rank;
+    size_t shape[4];
+    size_t numel, offset;  /* offset into the parameter buffer */
+    int decay;             /* 1: 2-D weight (weight decay applies by default) */
+    int aux;               /* 1: belongs to a hyper-connection (auxiliary parameter) */
+} param_info;
+
+/* Per-sublayer pointers into the activation buffer. */
+typedef struct {
+    real *X;       /* (N, n, C) input streams of this sublayer */
+    real *xn;      /* (N, n*C) normalised streams x' */
+    real *rstd;    /* (N) or (N, n) for per-stream norm */
+    real *z;       /* (N, K) projection */
+    real *pre;     /* (N, n) */
+    real *post;    /* (N, n) */
+    real *H;       /* (N, n, n) per-token H_res */
+    real *cache;   /* (N, spec.cache) */
+    real *u;       /* (N, C) read-out fed to the sublayer */
+    real *f;       /* (N, C) sublayer output */
+} hc_acts;
+
+typedef struct {
+    s2hc_config cfg;
+    int L, C, NH, T, V;   /* layers, width, heads, sequence, vocab */
+    int n;                /* streams (1 for rc) */
+    int Lh;               /* sublayers = 2L (hyper-connected unless rc) */
+    int method;           /* enum hc_method (HC_RC for rc) */
+    const hc_variant *variant; /* NULL for rc */
+    hc_spec spec;
+
+    param_info *pinfo;    /* n_tensors entries */
+    int n_tensors;
+    size_t n_params;      /* total */
+    size_t n_aux;         /* hyper-connection parameters */
+    real *params, *grads;
+
+    /* activations (allocated for batch size B by model_alloc_acts) */
+    int B;
+    real *acts; size_t n_acts;
+    real *grad_acts; size_t n_grad_acts;
+    int *inputs, *targets;
+    real *dtheta_thread;  /* per-thread theta gradient accumulators */
+    real mean_loss;
+    int branches;         /* 1 unless the last forward was model_streams_forward(..., 0) */
+} gpt_model;
+
+/* Build the parameter table for a config without allocating tensors: used by
+ * `s2hc params` at the paper's sizes. *out is malloc'd (caller frees). Returns 0, or -1
+ * with the reason in err. */
+int model_param_table(const s2hc_config *c, param_info **out, int *n_out, size_t *total, size_t *aux,
+                      char *err, size_t errlen);
+
+/* Build a model (parameter table, parameter and gradient buffers, method spec). 0 or -1. */
+int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen);
+/* GPT-2 init from seed: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
+ * biases 0, LayerNorm weight 1; every hyper-connection by its method's init. */
+void model_init(gpt_model *m, uint64_t seed);
+/* Allocate activations for micro-batches of B sequences of length T. */
+void model_alloc_acts(gpt_model *m, int B);
+/* Forward over inputs (B, T). With targets, returns the mean loss (also in mean_loss);
+ * targets may be NULL (then returns 0 and only logits exist). */
+real model_forward(gpt_model *m, const int *inputs, const int *targets, int B);
+/* Backward of the last forward (with targets): grads += d(mean loss)/d(params) * scale. */
+void model_backward(gpt_model *m, real scale);
+void model_zero_grad(gpt_model *m);
+void model_free(gpt_model *m);
+
+/* Find a tensor by name; NULL if absent. */
+const param_info *model_find_param(const gpt_model *m, const char *name);
+/* Per-sublayer activation pointers (valid after model_forward). l in [0, Lh). */
+hc_acts model_hc_acts(const gpt_model *m, int l);
+/* Run the Lh sublayers from given initial streams X0 (B*T, n, C) (the probes' Jacobian
+ * estimate). branches = 0 sets every sublayer output f to 0, leaving the residual path
+ * (H_res with its dynamic coefficients). Needs model_alloc_acts first. */
+void model_streams_forward(gpt_model *m, const real *X0, int branches);
+/* Streams entering sublayer l (l = Lh: the final streams), (B*T, n, C). */
+real *model_streams(const gpt_model *m, int l);
+/* Vector-Jacobian product of the last model_streams_forward: given dXL (B*T, n, C), the
+ * gradient with respect to X0 into dX0. Parameter gradients accumulate as a side effect. */
+void model_streams_backward(gpt_model *m, const real *dXL, real *dX0);
+/* The logits (B*T, V) of the last forward. */
+const real *model_logits(const gpt_model *m);
+
+#endif

@@ -1,0 +1,31 @@
+/* run.h: training, evaluation and the run directory (runs/<name>/run.h5, ckpt.h5). */
+#ifndef S2HC_RUN_H
+#define S2HC_RUN_H
+#include "config.h"
+#include "data.h"
+#include "model.h"
+#include "../probes/h5.h"
+
+/* Exit codes of `s2hc train` (also recorded by grids). */
+enum { RUN_OK = 0, RUN_FAILED = 1, RUN_USAGE = 2, RUN_DIVERGED = 3, RUN_INTERRUPTED = 130 };
+
+/* The run directory of a config: <out_dir>/<name>, the name derived as
+ * "<method>-n<n_streams>-s<seed>" when run.name is empty. */
+void run_dir_of(const s2hc_config *c, char *buf, size_t len);
+
+/* Mean loss over `batches` micro-batches of B sequences taken at evenly spaced windows
+ * of the shard (the same windows every time). Returns NaN if the shard is too small. */
+double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B);
+
+/* Evaluate the validation split and every out-of-domain corpus of the config, print a
+ * table and record /eval/... in the log at `step`. Missing OOD corpora are reported and
+ * skipped. Returns the validation loss. */
+double eval_all(gpt_model *m, h5log *log, int step, int verbose);
+
+int train_main(int argc, char **argv);
+int eval_main(int argc, char **argv);
+
+/* The version string (git commit of the build). */
+const char *s2hc_version(void);
+
+#endif

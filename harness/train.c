@@ -1,0 +1,423 @@
+/* train.c: `s2hc train CONFIG [--set a.b=v]... [--resume] [--force]`.
+ *
+ * One optimizer step: zero grads; grad_accum micro-batches of forward + backward;
+ * global grad norm (NaN/inf -> the run is marked diverged, the last good checkpoint
+ * kept); clip; AdamW at the scheduled lr; one row of /train in the run log.
+ * Every eval_every steps: validation loss. Every ckpt_every steps and at the end:
+ * ckpt.h5 and run.h5, both written atomically. SIGINT/SIGTERM: finish the step, save,
+ * exit 130, so `--resume` continues exactly.
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "../kernels/kernels.h"
+#include "checkpoint.h"
+#include "optim.h"
+#include "run.h"
+#include "util.h"
+
+static volatile sig_atomic_t g_stop = 0;
+static void on_signal(int sig) { g_stop = sig; }
+
+void run_dir_of(const s2hc_config *c, char *buf, size_t len) {
+    char name[CFG_STR + 64];
+    config_run_name(c, name, sizeof name);
+    snprintf(buf, len, "%s/%s", c->out_dir, name);
+}
+
+static void iso_now(char *buf, size_t len) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc train CONFIG.yaml [--set KEY=VALUE]... [--resume] [--force] [--quiet]\n"
+            "\n"
+            "Train the model described by CONFIG.yaml and write runs/<name>/run.h5 and ckpt.h5.\n"
+            "  --set KEY=VALUE  override any config key (same checks as the file), repeatable\n"
+            "  --resume         continue from runs/<name>/ckpt.h5 (a fresh start if there is none)\n"
+            "  --force          discard an existing run of the same name and start over\n"
+            "  --quiet          no progress line (errors and the summary only)\n"
+            "  --stop-after N   stop after N steps of this invocation as if interrupted (saves; for tests)\n"
+            "\n"
+            "example:\n"
+            "  s2hc train experiments/tiny.yaml --set residual.method=s2hc --set train.steps=50\n");
+}
+
+/* Keys that may change between a run and its resumption without changing its path. */
+static void normalise_for_resume(s2hc_config *stored, const s2hc_config *now) {
+    stored->steps = now->steps;
+    stored->eval_every = now->eval_every;
+    stored->eval_batches = now->eval_batches;
+    stored->ckpt_every = now->ckpt_every;
+    stored->log_every = now->log_every;
+    stored->threads = now->threads;
+    stored->probe_every = now->probe_every;
+    stored->final_samples = now->final_samples;
+    memcpy(stored->backend, now->backend, sizeof stored->backend);
+    memcpy(stored->out_dir, now->out_dir, sizeof stored->out_dir);
+    memcpy(stored->data_dir, now->data_dir, sizeof stored->data_dir);
+}
+
+/* Print the first differing line of two YAML texts. */
+static void print_first_difference(const char *a, const char *b) {
+    while (*a || *b) {
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+        if (la != lb || memcmp(a, b, la) != 0) {
+            fprintf(stderr, "  run:    %.*s\n  config: %.*s\n", (int)la, a, (int)lb, b);
+            return;
+        }
+        a += la + (ea ? 1 : 0);
+        b += lb + (eb ? 1 : 0);
+    }
+}
+
+/* 0 if the stored run config matches the current one up to the keys that may change on
+ * resume; otherwise prints the first difference and returns -1. */
+static int check_resume_config(const char *stored_yaml, const s2hc_config *now, const char *now_yaml,
+                               const char *where, const char *cfg_path) {
+    s2hc_config stored;
+    if (config_from_yaml_text(&stored, stored_yaml, where) != 0) return -1;
+    normalise_for_resume(&stored, now);
+    char *a = config_to_yaml(&stored);
+    int same = strcmp(a, now_yaml) == 0;
+    if (!same) {
+        fprintf(stderr, "s2hc: error: %s: the config differs from the run being resumed (%s); "
+                        "use --force to start over:\n", cfg_path, where);
+        print_first_difference(a, now_yaml);
+    }
+    free(a);
+    return same ? 0 : -1;
+}
+
+typedef struct {
+    int s_step, s_loss, s_lr, s_gnorm, s_tps;
+} train_series;
+
+static void declare_train_series(h5log *log, train_series *s) {
+    s->s_step = h5log_series_add(log, "/train/step", H5LOG_I64, 0, NULL, "optimizer step (1-based) of each row", "");
+    s->s_loss = h5log_series_add(log, "/train/loss", H5LOG_F64, 0, NULL,
+                                 "training loss: mean cross-entropy over the step's micro-batches", "nats/token");
+    s->s_lr = h5log_series_add(log, "/train/lr", H5LOG_F64, 0, NULL, "learning rate used for the step", "");
+    s->s_gnorm = h5log_series_add(log, "/train/grad_norm", H5LOG_F64, 0, NULL,
+                                  "global L2 norm of the gradient before clipping", "");
+    s->s_tps = h5log_series_add(log, "/train/tokens_per_s", H5LOG_F64, 0, NULL,
+                                "training throughput of the step (forward + backward + update)", "tokens/s");
+}
+
+static ckpt_tensor *ckpt_views(const gpt_model *m, float *base) {
+    ckpt_tensor *t = calloc_check((size_t)m->n_tensors, sizeof *t);
+    for (int i = 0; i < m->n_tensors; i++) {
+        t[i].name = m->pinfo[i].name;
+        t[i].rank = m->pinfo[i].rank;
+        for (int k = 0; k < 4; k++) t[i].shape[k] = m->pinfo[i].shape[k];
+        t[i].data = base + m->pinfo[i].offset;
+    }
+    return t;
+}
+
+static int save_state(const char *ckpt_path, const gpt_model *m, const adamw_state *o, int step, uint64_t rng,
+                      uint64_t loader_rng, const char *yaml) {
+    ckpt_tensor *p = ckpt_views(m, m->params), *mm = ckpt_views(m, o->m), *vv = ckpt_views(m, o->v);
+    ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.step = step;
+    meta.rng = rng;
+    meta.loader_rng = loader_rng;
+    meta.config_yaml = yaml;
+    snprintf(meta.method, sizeof meta.method, "%s", m->cfg.method);
+    meta.n_streams = m->n;
+    int rc = ckpt_save(ckpt_path, p, mm, vv, m->n_tensors, &meta);
+    free(p);
+    free(mm);
+    free(vv);
+    return rc;
+}
+
+static void progress_line(int tty, int step, int steps, double loss, double lr, double gn, double tps, double eta) {
+    char e[32];
+    fmt_duration(eta, e, sizeof e);
+    fprintf(stdout, "%sstep %*d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %s%s", tty ? "\r" : "",
+            (int)(steps >= 10000 ? 5 : steps >= 1000 ? 4 : 3), step, steps, loss, lr, gn, tps, e,
+            tty ? "\033[K" : "\n");
+    fflush(stdout);
+}
+
+int train_main(int argc, char **argv) {
+    const char *cfg_path = NULL;
+    const char *sets[256];
+    int nsets = 0, resume = 0, force = 0, quiet = 0, stop_after = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(argv[i], "--set")) {
+            if (i + 1 >= argc) { fprintf(stderr, "s2hc: error: --set needs KEY=VALUE\n"); return RUN_USAGE; }
+            if (nsets < 256) sets[nsets++] = argv[++i];
+        } else if (!strncmp(argv[i], "--set=", 6)) {
+            if (nsets < 256) sets[nsets++] = argv[i] + 6;
+        } else if (!strcmp(argv[i], "--resume")) resume = 1;
+        else if (!strcmp(argv[i], "--force")) force = 1;
+        else if (!strcmp(argv[i], "--quiet")) quiet = 1;
+        else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) stop_after = atoi(argv[++i]);
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "s2hc: error: train: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return RUN_USAGE;
+        } else if (!cfg_path) cfg_path = argv[i];
+        else { fprintf(stderr, "s2hc: error: train: one config file only ('%s')\n", argv[i]); return RUN_USAGE; }
+    }
+    if (!cfg_path) { usage(stderr); return RUN_USAGE; }
+    g_stop = 0;
+
+    s2hc_config cfg;
+    int rc = config_load(&cfg, cfg_path, sets, nsets);
+    if (rc) return rc;
+    if (cfg.threads > 0) {
+#ifdef _OPENMP
+        omp_set_num_threads(cfg.threads);
+#endif
+    }
+    if (!strcmp(cfg.backend, "cuda")) {
+        fprintf(stderr, "s2hc: error: %s: key 'run.backend': this build has no CUDA backend\n", cfg_path);
+        return RUN_USAGE;
+    }
+
+    char dir[CFG_PATH + CFG_STR + 2], run_path[sizeof dir + 16], ckpt_path[sizeof dir + 16];
+    run_dir_of(&cfg, dir, sizeof dir);
+    snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
+    snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.h5", dir);
+
+    /* data first: a missing corpus fails before anything is written */
+    char train_path[1200], val_path[1200], err[1024];
+    data_shard_path(train_path, sizeof train_path, cfg.data_dir, cfg.train_corpus, "train");
+    data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
+    data_loader loader;
+    if (loader_open(&loader, train_path, cfg.seed ^ 0xD1B54A32D192ED03ULL, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n  (key 'data.train' = '%s'; run `s2hc data prepare` first)\n", err,
+                cfg.train_corpus);
+        return RUN_FAILED;
+    }
+    data_shard val;
+    if (shard_open(&val, val_path, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        loader_close(&loader);
+        return RUN_FAILED;
+    }
+    if (loader.shard.count < (uint64_t)cfg.block_size + 2) {
+        fprintf(stderr, "s2hc: error: %s: %llu tokens, fewer than block_size + 2\n", train_path,
+                (unsigned long long)loader.shard.count);
+        return RUN_FAILED;
+    }
+
+    gpt_model model;
+    if (model_build(&model, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s: %s\n", cfg_path, err);
+        return RUN_USAGE;
+    }
+    adamw_state opt;
+    optim_init(&opt, &model);
+    rng_t rng;
+    rng_seed(&rng, cfg.seed);
+    model_init(&model, cfg.seed);
+    char *yaml = config_to_yaml(&cfg);
+
+    h5log log;
+    h5log_init(&log);
+    int start = 0;
+    int have_run = file_exists(run_path), have_ckpt = file_exists(ckpt_path);
+    if (force) {
+        unlink(run_path);
+        unlink(ckpt_path);
+        have_run = have_ckpt = 0;
+    }
+    if (!resume && (have_run || have_ckpt)) {
+        fprintf(stderr,
+                "s2hc: error: %s already holds a run; use --resume to continue it or --force to start over\n",
+                dir);
+        return RUN_USAGE;
+    }
+    if (resume && have_ckpt) {
+        /* the config first (from the run file, saved with every checkpoint): a changed
+           config is refused before any tensor is read */
+        if (have_run && h5log_load(&log, run_path, err, sizeof err) != 0) {
+            fprintf(stderr, "s2hc: warning: %s; starting a new run log\n", err);
+            h5log_free(&log);
+            h5log_init(&log);
+        }
+        const char *stored_yaml = h5log_get_attr_str(&log, "/", "config");
+        if (stored_yaml && check_resume_config(stored_yaml, &cfg, yaml, run_path, cfg_path) != 0) return RUN_USAGE;
+        ckpt_tensor *p = ckpt_views(&model, model.params), *mm = ckpt_views(&model, opt.m),
+                    *vv = ckpt_views(&model, opt.v);
+        ckpt_meta meta;
+        memset(&meta, 0, sizeof meta);
+        rc = ckpt_load(ckpt_path, p, mm, vv, model.n_tensors, &meta, err, sizeof err);
+        free(p);
+        free(mm);
+        free(vv);
+        if (rc != 0) {
+            fprintf(stderr, "s2hc: error: cannot resume: %s\n", err);
+            return RUN_FAILED;
+        }
+        rc = check_resume_config(meta.config_yaml, &cfg, yaml, ckpt_path, cfg_path);
+        free((char *)meta.config_yaml);
+        if (rc != 0) return RUN_USAGE;
+        start = (int)meta.step;
+        rng.s = meta.rng;
+        loader.rng = meta.loader_rng;
+        opt.t = start;
+        h5log_truncate_group(&log, "/train", "/train/step", start);
+        h5log_truncate_group(&log, "/eval", "/eval/step", start);
+        if (!quiet) printf("resuming %s from step %d\n", dir, start);
+    } else if (resume && !quiet) {
+        printf("no checkpoint in %s; starting from step 0\n", dir);
+    }
+    if (mkdir_p(dir) != 0) {
+        fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
+        return RUN_FAILED;
+    }
+
+    /* run-file attributes */
+    char when[32];
+    iso_now(when, sizeof when);
+    h5log_attr_str(&log, "/", "format", "s2hc-run");
+    h5log_attr_num(&log, "/", "format_version", 1);
+    h5log_attr_str(&log, "/", "config", yaml);
+    h5log_attr_str(&log, "/", "method", cfg.method);
+    h5log_attr_num(&log, "/", "n_streams", model.n);
+    h5log_attr_num(&log, "/", "seed", (double)cfg.seed);
+    h5log_attr_str(&log, "/", "git_commit", s2hc_version());
+    h5log_attr_str(&log, "/", "backend", "cpu");
+    h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
+    h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
+    h5log_attr_str(&log, "/", "H_res_convention",
+                   "X_next = H_res . X: H_res[i, j] is the weight of input stream j in output stream i");
+    if (!h5log_get_attr_str(&log, "/", "started")) h5log_attr_str(&log, "/", "started", when);
+    h5log_attr_str(&log, "/", "status", "running");
+    train_series ts;
+    declare_train_series(&log, &ts);
+
+    const int B = cfg.batch, T = cfg.block_size;
+    const size_t N = (size_t)B * T;
+    model_alloc_acts(&model, B);
+    int *inputs = malloc_check(N * sizeof(int)), *targets = malloc_check(N * sizeof(int));
+    int tty = isatty(STDOUT_FILENO) && !quiet;
+
+    if (!quiet) {
+        printf("s2hc %s | run %s\n", s2hc_version(), dir);
+        printf("---- config ----\n%s----------------\n", yaml);
+        printf("model: %zu parameters (%zu in hyper-connections), method %s, n = %d, %d threads\n",
+               model.n_params, model.n_aux, cfg.method, model.n, kernels_threads());
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    int status = RUN_OK;
+    double t_start = now_seconds(), last_loss = NAN;
+    int steps_done_here = 0;
+    int step = start;
+    for (; step < cfg.steps; step++) {
+        double t0 = now_seconds();
+        model_zero_grad(&model);
+        double loss = 0;
+        for (int micro = 0; micro < cfg.grad_accum; micro++) {
+            loader_next(&loader, B, T, inputs, targets);
+            loss += model_forward(&model, inputs, targets, B);
+            model_backward(&model, (real)(1.0 / cfg.grad_accum));
+        }
+        loss /= cfg.grad_accum;
+        double gn = grad_global_norm(&model);
+        double lr = lr_at(&cfg, step);
+        if (!isfinite(loss) || !isfinite(gn)) {
+            fprintf(stderr, "%ss2hc: step %d: %s is %s: the run diverged; the last good checkpoint is kept\n",
+                    tty ? "\n" : "", step + 1, isfinite(loss) ? "the gradient norm" : "the loss",
+                    isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite");
+            int64_t s64 = step + 1;
+            h5log_append(&log, ts.s_step, &s64);
+            h5log_append(&log, ts.s_loss, &loss);
+            h5log_append(&log, ts.s_lr, &lr);
+            h5log_append(&log, ts.s_gnorm, &gn);
+            double z = 0;
+            h5log_append(&log, ts.s_tps, &z);
+            h5log_attr_str(&log, "/", "status", "diverged");
+            h5log_attr_num(&log, "/", "diverged_at_step", step + 1);
+            status = RUN_DIVERGED;
+            break;
+        }
+        optim_step(&opt, &model, lr, gn);
+        double dt = now_seconds() - t0;
+        double tps = (double)N * cfg.grad_accum / dt;
+        int64_t s64 = step + 1;
+        h5log_append(&log, ts.s_step, &s64);
+        h5log_append(&log, ts.s_loss, &loss);
+        h5log_append(&log, ts.s_lr, &lr);
+        h5log_append(&log, ts.s_gnorm, &gn);
+        h5log_append(&log, ts.s_tps, &tps);
+        last_loss = loss;
+        steps_done_here++;
+        double elapsed = now_seconds() - t_start;
+        double eta = elapsed / steps_done_here * (cfg.steps - step - 1);
+        if (!quiet && (tty || (step + 1) % cfg.log_every == 0 || step == start || step + 1 == cfg.steps))
+            progress_line(tty, step + 1, cfg.steps, loss, lr, gn, tps, eta);
+
+        int last = step + 1 == cfg.steps;
+        if (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 && !last) {
+            double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B);
+            int es = h5log_series_add(&log, "/eval/step", H5LOG_I64, 0, NULL, "optimizer step of each eval row", "");
+            int ev = h5log_series_add(&log, "/eval/val_loss", H5LOG_F64, 0, NULL,
+                                      "validation loss (held-out last 1% of the training corpus)", "nats/token");
+            h5log_append(&log, es, &s64);
+            h5log_append(&log, ev, &vl);
+            if (!quiet) printf("%sstep %d: val loss %.4f\n", tty ? "\n" : "", step + 1, vl);
+        }
+        if (stop_after > 0 && steps_done_here >= stop_after && !last) g_stop = SIGTERM;
+        if ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0 && !last) || g_stop) {
+            if (save_state(ckpt_path, &model, &opt, step + 1, rng.s, loader.rng, yaml) != 0 ||
+                h5log_save(&log, run_path) != 0) {
+                status = RUN_FAILED;
+                break;
+            }
+        }
+        if (g_stop) {
+            if (!quiet || stop_after == 0) fprintf(stderr, "%ss2hc: interrupted at step %d; saved; continue with --resume\n", tty ? "\n" : "",
+                    step + 1);
+            status = RUN_INTERRUPTED;
+            step++;
+            break;
+        }
+    }
+    if (tty) printf("\n");
+
+    if (status == RUN_OK) {
+        eval_all(&model, &log, cfg.steps, !quiet);
+        char fin[32];
+        iso_now(fin, sizeof fin);
+        h5log_attr_str(&log, "/", "status", "finished");
+        h5log_attr_str(&log, "/", "finished", fin);
+        h5log_attr_num(&log, "/", "wall_seconds", now_seconds() - t_start);
+        if (save_state(ckpt_path, &model, &opt, cfg.steps, rng.s, loader.rng, yaml) != 0) status = RUN_FAILED;
+    }
+    if (h5log_save(&log, run_path) != 0) status = RUN_FAILED;
+    if (status == RUN_OK && !quiet)
+        printf("done: %d steps, final train loss %.4f, %s\n", cfg.steps, last_loss, run_path);
+
+    free(inputs);
+    free(targets);
+    free(yaml);
+    h5log_free(&log);
+    optim_free(&opt);
+    model_free(&model);
+    shard_close(&val);
+    loader_close(&loader);
+    return status;
+}

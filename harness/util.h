@@ -1,0 +1,38 @@
+/* util.h: checked wrappers and small helpers shared by every module.
+ * The *_check wrappers print the caller's file and line and exit(1) on failure, so the
+ * main code stays readable and no return code is ignored (llm.c's habit). */
+#ifndef S2HC_UTIL_H
+#define S2HC_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+void *malloc_check_(size_t size, const char *file, int line);
+void *calloc_check_(size_t n, size_t size, const char *file, int line);
+FILE *fopen_check_(const char *path, const char *mode, const char *file, int line);
+#define malloc_check(sz) malloc_check_((sz), __FILE__, __LINE__)
+#define calloc_check(n, sz) calloc_check_((n), (sz), __FILE__, __LINE__)
+#define fopen_check(p, m) fopen_check_((p), (m), __FILE__, __LINE__)
+
+/* Print "s2hc: error: ..." to stderr and exit with `code`. */
+void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+/* Wall-clock seconds (monotonic). */
+double now_seconds(void);
+
+/* mkdir -p. Returns 0 on success, -1 with errno set. */
+int mkdir_p(const char *path);
+int file_exists(const char *path);
+
+/* Deterministic RNG (splitmix64 seeding + xorshift64*). The whole state is one uint64
+ * so it can be checkpointed. */
+typedef struct { uint64_t s; } rng_t;
+void rng_seed(rng_t *r, uint64_t seed);
+uint64_t rng_u64(rng_t *r);
+double rng_uniform(rng_t *r);            /* [0, 1) */
+double rng_normal(rng_t *r);             /* N(0, 1), Box-Muller */
+
+/* Format seconds as "1h02m" / "3m05s" / "12s". buf >= 16 bytes. */
+void fmt_duration(double s, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,46 @@
+/* crossentropy.c: softmax cross-entropy over V classes per row. */
+#include <math.h>
+#include "kernels/kernels.h"
+#include "kernels/cpu/cpu_blas.h"
+#include "kernels/cpu/cpu_math.h"
+
+/* probs (N, V) = softmax(logits) (max subtracted); losses (N) = log(sum) - (x_t - max),
+ * which stays finite however small p[target] is. Target < 0: loss 0. Fatal on a
+ * target >= V. */
+void crossentropy_forward(real *losses, real *probs, const real *logits, const int *targets, size_t N, int V) {
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+    for (size_t n = 0; n < N; n++) {
+        const real *x = logits + n * V;
+        real *p = probs + n * V;
+        real mx = x[0];
+#pragma omp simd reduction(max : mx)
+        for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+#pragma omp simd
+        for (int v = 0; v < V; v++) p[v] = CPU_EXP(x[v] - mx);
+        double sum = cpu_sum(p, (size_t)V);
+        real inv = (real)(1.0 / sum);
+        for (int v = 0; v < V; v++) p[v] *= inv;
+        int t = targets[n];
+        if (t >= V) bad = 1;
+        losses[n] = (t < 0 || t >= V) ? 0 : (real)(log(sum) - ((double)x[t] - mx));
+    }
+    if (bad) cpu_fatal("crossentropy_forward", "target >= V");
+}
+
+/* dlogits (N, V) = (probs - onehot(target)) * scale, overwritten; a row with target < 0
+ * is set to 0. */
+void crossentropy_backward(real *dlogits, const real *probs, const int *targets, real scale, size_t N, int V) {
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        const real *p = probs + n * V;
+        real *d = dlogits + n * V;
+        int t = targets[n];
+        if (t < 0 || t >= V) {
+            for (int v = 0; v < V; v++) d[v] = 0;
+            continue;
+        }
+        for (int v = 0; v < V; v++) d[v] = p[v] * scale;
+        d[t] -= scale;
+    }
+}

@@ -1,0 +1,53 @@
+/* optim.c: AdamW, the gradient norm's sum of squares, in-place scaling, thread count. */
+#include <math.h>
+#include <omp.h>
+#include "kernels/kernels.h"
+
+/* sumsq always splits x into this many contiguous chunks, whatever the thread count,
+ * and adds the chunk sums in chunk order: the result is the same for any thread count. */
+#define SUMSQ_CHUNKS 256
+#define SUMSQ_LANES 8 /* independent accumulators per chunk, in a fixed order */
+
+/* m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m/(1-b1^t);  vhat = v/(1-b2^t)
+ * p -= lr (mhat / (sqrt(vhat) + eps) + wd p)   (decoupled weight decay, t 1-based) */
+void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, int t) {
+    float bc1 = (float)(1.0 - pow(beta1, t)), bc2 = (float)(1.0 - pow(beta2, t));
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / bc1, vhat = vi / bc2;
+        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+    }
+}
+
+double sumsq(const real *x, size_t n) {
+    double part[SUMSQ_CHUNKS];
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < SUMSQ_CHUNKS; k++) {
+        size_t i0 = n / SUMSQ_CHUNKS * k + (n % SUMSQ_CHUNKS) * k / SUMSQ_CHUNKS;
+        size_t i1 = n / SUMSQ_CHUNKS * (k + 1) + (n % SUMSQ_CHUNKS) * (k + 1) / SUMSQ_CHUNKS;
+        double acc[SUMSQ_LANES] = {0};
+        size_t i = i0;
+        for (; i + SUMSQ_LANES <= i1; i += SUMSQ_LANES)
+            for (int l = 0; l < SUMSQ_LANES; l++) acc[l] += (double)x[i + l] * x[i + l];
+        for (int l = 0; i < i1; i++, l++) acc[l] += (double)x[i] * x[i];
+        double s = 0;
+        for (int l = 0; l < SUMSQ_LANES; l++) s += acc[l];
+        part[k] = s;
+    }
+    double total = 0;
+    for (int k = 0; k < SUMSQ_CHUNKS; k++) total += part[k];
+    return total;
+}
+
+void scale_inplace(real *x, real s, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+int kernels_threads(void) { return omp_get_max_threads(); }

@@ -1,0 +1,902 @@
+/* hc_math.h: the per-token small-matrix math of every hyper-connection method, written
+ * once and used by the CPU backend, the CUDA backend (as __host__ __device__ code) and
+ * the tests (compiled in double with -DS2HC_DOUBLE).
+ *
+ * Conventions (see docs/methods.md):
+ *  - H is n x n row-major and acts as X_next = H . X: H[i*n + j] is the weight of input
+ *    stream j in output stream i (rows are output streams).
+ *  - Per token the frame gives the raw projection z = x' W^T (K values, K = spec->K) and
+ *    the method's static parameters theta (spec->n_theta values, one sublayer's); the
+ *    method returns H_pre (n), H_post (n) and H_res (n x n).
+ *  - Methods with the mHC-style frame (every method but `hc`) share the gates
+ *      theta = [alpha_pre, alpha_post, b_pre[n], b_post[n], <method part>...]
+ *      z     = [z_pre[n], z_post[n], <method part>...]
+ *      H_pre[i]  = sigmoid(alpha_pre  * z_pre[i]  + b_pre[i])
+ *      H_post[i] = 2 sigmoid(alpha_post * z_post[i] + b_post[i])
+ *  - Backward functions take dH_pre, dH_post, dH_res, overwrite dz (K values) and ADD
+ *    into dtheta (the caller zeroes once; tokens accumulate).
+ *  - Backward may recompute the forward from z; `cache` (spec->cache reals per token,
+ *    filled by forward) is there for what is too costly to recompute.
+ */
+#ifndef S2HC_HC_MATH_H
+#define S2HC_HC_MATH_H
+#include <math.h>
+#include "real.h"
+
+/* Method ids. Stored in files: append only, never renumber. */
+enum hc_method {
+    HC_RC = 0,
+    HC_IDENTITY = 1,
+    HC_HC = 2,
+    HC_MHC = 3,
+    HC_MHC_LITE = 4,
+    HC_KROMHC = 5,
+    HC_ORTHOGONAL = 6,
+    HC_S2HC = 7,
+    HC_S2HC_ROT = 8,
+    HC_N_METHODS
+};
+
+/* How the frame normalises the streams before the coefficient projection. */
+enum hc_norm {
+    HC_NORM_FLAT = 0,   /* RMS over all n*C values, gain g in R^{nC}, W is [K, nC] */
+    HC_NORM_STREAM = 1  /* RMS of each stream's C values, gain g in R^C shared, W is [K/n, C]
+                           applied to every stream; z is [n][K/n] (stream-major) */
+};
+
+#define HC_MAX_N 8
+#define HC_GATE_ALPHA_INIT 0.01   /* alpha_pre, alpha_post, alpha_res, tau */
+#define HC_GATE_BIAS_ON 1.0       /* b_pre, b_post on the preferred stream (block mod n) */
+#define HC_GATE_BIAS_OFF (-1.0)   /* ... and on the others */
+
+typedef struct {
+    int method;          /* enum hc_method */
+    int n;               /* streams, 2..8 */
+    int K;               /* projection outputs per token */
+    int n_theta;         /* static parameters per sublayer */
+    int cache;           /* reals of per-token cache written by forward */
+    int norm;            /* enum hc_norm */
+    /* method options */
+    int sinkhorn_iters;  /* mhc */
+    int sinkhorn_col_first; /* mhc: 0 = rows then columns each iteration (columns exact) */
+    int core_expm;       /* s2hc, s2hc_rot, orthogonal: 0 = Cayley, 1 = matrix exponential */
+    int exact_init;      /* s2hc: 0 = Sigma = tanh(u) (the paper, tanh 4 at init);
+                            1 = Sigma = fold(tanh(u) / tanh 4): exactly I at init (s2hc section) */
+    int n_factors;       /* kromhc: factor sizes, prod = n (mhc_lite: 1 factor of size n) */
+    int factors[4];
+    int n_perms;         /* mhc_lite: n!; kromhc: sum of factors[f]! (all logits) */
+    const unsigned char *perms; /* mhc_lite: perms[k*n + i] = j where P_k[i][j] = 1, k = 0..n!-1 in
+                                   lexicographic order (identity first); kromhc: the tables of
+                                   every factor, concatenated in factor order. Host memory owned
+                                   by the variant (setup allocates, teardown frees). */
+} hc_spec;
+
+HOSTDEV static inline real hc_sigmoid(real x) {
+    return (real)1 / ((real)1 + REXP(-x));
+}
+
+/* ---- the shared mHC-style gates --------------------------------------------------- */
+
+#define HC_GATE_THETA(n) (2 + 2 * (n))
+#define HC_GATE_Z(n) (2 * (n))
+
+HOSTDEV static inline void hc_gates_forward(int n, const real *theta, const real *z, real *pre, real *post) {
+    const real ap = theta[0], aq = theta[1];
+    const real *bp = theta + 2, *bq = theta + 2 + n;
+    for (int i = 0; i < n; i++) {
+        pre[i] = hc_sigmoid(ap * z[i] + bp[i]);
+        post[i] = (real)2 * hc_sigmoid(aq * z[n + i] + bq[i]);
+    }
+}
+
+HOSTDEV static inline void hc_gates_backward(int n, const real *theta, const real *z, const real *dpre,
+                                             const real *dpost, real *dz, real *dtheta) {
+    const real ap = theta[0], aq = theta[1];
+    const real *bp = theta + 2, *bq = theta + 2 + n;
+    for (int i = 0; i < n; i++) {
+        real s = hc_sigmoid(ap * z[i] + bp[i]);
+        real g = dpre[i] * s * ((real)1 - s);          /* d/d(logit) */
+        dz[i] = g * ap;
+        dtheta[0] += g * z[i];
+        dtheta[2 + i] += g;
+        real t = hc_sigmoid(aq * z[n + i] + bq[i]);
+        real h = dpost[i] * (real)2 * t * ((real)1 - t);
+        dz[n + i] = h * aq;
+        dtheta[1] += h * z[n + i];
+        dtheta[2 + n + i] += h;
+    }
+}
+
+/* ---- identity: H_res = I, dynamic gates (the fixed-identity ablation) -------------- */
+
+HOSTDEV static inline void hc_identity_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                               real *post, real *H) {
+    const int n = s->n;
+    hc_gates_forward(n, theta, z, pre, post);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) H[i * n + j] = (real)(i == j);
+}
+
+HOSTDEV static inline void hc_identity_backward(const hc_spec *s, const real *theta, const real *z,
+                                                const real *dpre, const real *dpost, real *dz, real *dtheta) {
+    hc_gates_backward(s->n, theta, z, dpre, dpost, dz, dtheta);
+}
+
+/* ---- named constants of the methods' inits and numerics ---------------------------- */
+
+#define HC_MHC_OFFDIAG_BIAS (-8.0)   /* mhc: b_res off the diagonal (0 on it) */
+#define HC_S2HC_SIGMA_BIAS 4.0       /* s2hc: b_S, Sigma = tanh(4) = 0.99933 at init */
+#define HC_ROT_GAMMA_INIT 1.0        /* s2hc, orthogonal: gamma (rotation magnitude) */
+#define HC_HC_SCALE_INIT 0.01        /* hc: s_alpha, s_beta */
+#define HC_EXPM_TAYLOR 12            /* expm: Taylor degree after scaling */
+#define HC_EXPM_THETA 0.25           /* expm: scale until ||A||_F / 2^s <= this; truncation
+                                        error <= 0.25^13 / 13! ~ 2.4e-18 relative */
+#define HC_MM (HC_MAX_N * HC_MAX_N)
+/* Local arrays below are sized for HC_MAX_N and zero-initialised: the loops fill only
+ * d x d of them, which gcc's -Wmaybe-uninitialized cannot follow under every -O/-march. */
+
+/* ---- small dense linear algebra (row-major, d <= HC_MAX_N) ------------------------- */
+
+HOSTDEV static inline int hc_factorial(int m) {
+    int f = 1;
+    for (int i = 2; i <= m; i++) f *= i;
+    return f;
+}
+
+HOSTDEV static inline void hc_eye(int d, real *A) {
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < d; j++) A[i * d + j] = (real)(i == j);
+}
+
+/* C (a x c) = A (a x b) . B (b x c) */
+HOSTDEV static inline void hc_mm(int a, int b, int c, const real *A, const real *B, real *C) {
+    for (int i = 0; i < a; i++)
+        for (int j = 0; j < c; j++) {
+            real s = 0;
+            for (int k = 0; k < b; k++) s += A[i * b + k] * B[k * c + j];
+            C[i * c + j] = s;
+        }
+}
+
+/* C (a x c) = A^T . B with A (b x a), B (b x c) */
+HOSTDEV static inline void hc_mm_tn(int a, int b, int c, const real *A, const real *B, real *C) {
+    for (int i = 0; i < a; i++)
+        for (int j = 0; j < c; j++) {
+            real s = 0;
+            for (int k = 0; k < b; k++) s += A[k * a + i] * B[k * c + j];
+            C[i * c + j] = s;
+        }
+}
+
+/* C (a x c) = A . B^T with A (a x b), B (c x b) */
+HOSTDEV static inline void hc_mm_nt(int a, int b, int c, const real *A, const real *B, real *C) {
+    for (int i = 0; i < a; i++)
+        for (int j = 0; j < c; j++) {
+            real s = 0;
+            for (int k = 0; k < b; k++) s += A[i * b + k] * B[j * b + k];
+            C[i * c + j] = s;
+        }
+}
+
+/* 3 x 3 inverse in closed form (adjugate / determinant). */
+HOSTDEV static inline void hc_inv3_adj(const real *M, real *Mi) {
+    const real a = M[0], b = M[1], c = M[2], d = M[3], e = M[4], f = M[5], g = M[6], h = M[7], i = M[8];
+    const real A = e * i - f * h, B = f * g - d * i, C = d * h - e * g;
+    const real det = a * A + b * B + c * C, r = (real)1 / det;
+    Mi[0] = A * r;  Mi[1] = (c * h - b * i) * r;  Mi[2] = (b * f - c * e) * r;
+    Mi[3] = B * r;  Mi[4] = (a * i - c * g) * r;  Mi[5] = (c * d - a * f) * r;
+    Mi[6] = C * r;  Mi[7] = (b * g - a * h) * r;  Mi[8] = (a * e - b * d) * r;
+}
+
+/* d x d inverse by LU with partial pivoting (row swaps), then d triangular solves.
+ * M must be non-singular (I + skew always is: its eigenvalues are 1 + i*lambda). */
+HOSTDEV static inline void hc_inv_lu(int d, const real *M, real *Mi) {
+    real LU[HC_MM] = {0};
+    int piv[HC_MAX_N] = {0};
+    for (int i = 0; i < d * d; i++) LU[i] = M[i];
+    for (int i = 0; i < d; i++) piv[i] = i;
+    for (int k = 0; k < d; k++) {
+        int p = k;
+        for (int r = k + 1; r < d; r++)
+            if (RFABS(LU[r * d + k]) > RFABS(LU[p * d + k])) p = r;
+        if (p != k) {
+            for (int c = 0; c < d; c++) {
+                real t = LU[k * d + c]; LU[k * d + c] = LU[p * d + c]; LU[p * d + c] = t;
+            }
+            int t = piv[k]; piv[k] = piv[p]; piv[p] = t;
+        }
+        for (int r = k + 1; r < d; r++) {
+            real l = LU[r * d + k] / LU[k * d + k];
+            LU[r * d + k] = l;
+            for (int c = k + 1; c < d; c++) LU[r * d + c] -= l * LU[k * d + c];
+        }
+    }
+    for (int j = 0; j < d; j++) {          /* column j of M^-1: L U x = P e_j */
+        real y[HC_MAX_N] = {0};
+        for (int r = 0; r < d; r++) {
+            real s = (real)(piv[r] == j);
+            for (int c = 0; c < r; c++) s -= LU[r * d + c] * y[c];
+            y[r] = s;
+        }
+        for (int r = d - 1; r >= 0; r--) {
+            real s = y[r];
+            for (int c = r + 1; c < d; c++) s -= LU[r * d + c] * y[c];
+            y[r] = s / LU[r * d + r];
+        }
+        for (int r = 0; r < d; r++) Mi[r * d + j] = y[r];
+    }
+}
+
+/* Inverse of a small matrix: closed forms up to 3 x 3, LU beyond. */
+HOSTDEV static inline void hc_inv_small(int d, const real *M, real *Mi) {
+    if (d == 1) {
+        Mi[0] = (real)1 / M[0];
+    } else if (d == 2) {
+        real r = (real)1 / (M[0] * M[3] - M[1] * M[2]);
+        Mi[0] = M[3] * r; Mi[1] = -M[1] * r; Mi[2] = -M[2] * r; Mi[3] = M[0] * r;
+    } else if (d == 3) {
+        hc_inv3_adj(M, Mi);
+    } else {
+        hc_inv_lu(d, M, Mi);
+    }
+}
+
+/* skew(a): the strict upper triangle filled row-major ((0,1), (0,2), ..., (1,2), ...)
+ * with a, the lower triangle with -a. a has d(d-1)/2 values. */
+HOSTDEV static inline void hc_skew(int d, const real *a, real *A) {
+    int p = 0;
+    for (int i = 0; i < d; i++) {
+        A[i * d + i] = 0;
+        for (int j = i + 1; j < d; j++, p++) {
+            A[i * d + j] = a[p];
+            A[j * d + i] = -a[p];
+        }
+    }
+}
+
+/* Backward of hc_skew: da[p] = dA[i][j] - dA[j][i] (overwrites da). */
+HOSTDEV static inline void hc_skew_backward(int d, const real *dA, real *da) {
+    int p = 0;
+    for (int i = 0; i < d; i++)
+        for (int j = i + 1; j < d; j++, p++) da[p] = dA[i * d + j] - dA[j * d + i];
+}
+
+/* Cayley(A) = (I + A)^-1 (I - A) = 2 (I + A)^-1 - I: orthogonal with det +1 for skew A
+ * (it never reaches eigenvalue -1). */
+HOSTDEV static inline void hc_cayley(int d, const real *A, real *Q) {
+    real M[HC_MM] = {0}, Mi[HC_MM] = {0};
+    for (int i = 0; i < d * d; i++) M[i] = A[i];
+    for (int i = 0; i < d; i++) M[i * d + i] += 1;
+    hc_inv_small(d, M, Mi);
+    for (int i = 0; i < d * d; i++) Q[i] = 2 * Mi[i];
+    for (int i = 0; i < d; i++) Q[i * d + i] -= 1;
+}
+
+/* Backward of hc_cayley given its output Q: with M = I + A, Q = 2 M^-1 - I, so
+ * dA = -2 M^-T dQ M^-T, and M^-1 = (Q + I) / 2 gives dA = -1/2 (Q^T + I) dQ (Q^T + I). */
+HOSTDEV static inline void hc_cayley_backward(int d, const real *Q, const real *dQ, real *dA) {
+    real P[HC_MM] = {0}, T[HC_MM] = {0};
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < d; j++) P[i * d + j] = Q[j * d + i] + (real)(i == j);
+    hc_mm(d, d, d, P, dQ, T);
+    hc_mm(d, d, d, T, P, dA);
+    for (int i = 0; i < d * d; i++) dA[i] *= (real)-0.5;
+}
+
+/* The matrix exponential X = exp(A) and, when E != NULL, its Frechet derivative
+ * Y = L(A, E) = d/dt exp(A + tE) at t = 0, for d x d A (d <= HC_MAX_N).
+ * Scaling and squaring: s halvings until ||A||_F / 2^s <= HC_EXPM_THETA, a degree
+ * HC_EXPM_TAYLOR Taylor polynomial in Horner form, s squarings. The derivative runs the
+ * same recurrence on the pair (X, Y) = the block matrix [[X, Y], [0, X]] (exp of
+ * [[A, E], [0, A]] has L(A, E) in its corner), so Y is the exact derivative of the
+ * computed approximant. The reverse-mode gradient is dA = L(A^T, dX): the adjoint of
+ * a polynomial's derivative is the derivative at the transpose, and the Frobenius norm
+ * (which chooses s) is transpose-invariant. */
+HOSTDEV static inline void hc_expm_dual(int d, const real *A, const real *E, real *X, real *Y) {
+    real B[HC_MM] = {0}, F[HC_MM] = {0}, RX[HC_MM] = {0};
+    real RY[HC_MM] = {0}, TX[HC_MM] = {0}, TY[HC_MM] = {0};
+    const int dd = d * d;
+    real nrm = 0;
+    for (int i = 0; i < dd; i++) nrm += A[i] * A[i];
+    nrm = RSQRTV(nrm);
+    real sc = 1;
+    int s = 0;
+    while (nrm * sc > (real)HC_EXPM_THETA && s < 64) { sc *= (real)0.5; s++; }
+    for (int i = 0; i < dd; i++) { B[i] = A[i] * sc; F[i] = E ? E[i] * sc : 0; }
+    hc_eye(d, RX);
+    for (int i = 0; i < dd; i++) RY[i] = 0;
+    for (int k = HC_EXPM_TAYLOR; k >= 1; k--) {   /* R <- I + B R / k on the pair */
+        hc_mm(d, d, d, B, RX, TX);
+        if (E) {
+            hc_mm(d, d, d, B, RY, TY);
+            hc_mm(d, d, d, F, RX, RY);
+            for (int i = 0; i < dd; i++) RY[i] = (TY[i] + RY[i]) / (real)k;
+        }
+        for (int i = 0; i < dd; i++) RX[i] = TX[i] / (real)k;
+        for (int i = 0; i < d; i++) RX[i * d + i] += 1;
+    }
+    for (int q = 0; q < s; q++) {                 /* (X, Y) <- (X X, X Y + Y X) */
+        hc_mm(d, d, d, RX, RX, TX);
+        if (E) {
+            hc_mm(d, d, d, RX, RY, TY);
+            hc_mm(d, d, d, RY, RX, F);
+            for (int i = 0; i < dd; i++) RY[i] = TY[i] + F[i];
+        }
+        for (int i = 0; i < dd; i++) RX[i] = TX[i];
+    }
+    for (int i = 0; i < dd; i++) X[i] = RX[i];
+    if (E && Y)
+        for (int i = 0; i < dd; i++) Y[i] = RY[i];
+}
+
+/* ---- rotation generator: Q = map(skew(gamma * tanh(tau * z + b))) ------------------
+ * d x d orthogonal from k = d(d-1)/2 projection outputs z, with scalars gamma, tau and a
+ * bias b[k]; map = Cayley (expm = 0) or the matrix exponential (expm = 1). Used by
+ * `orthogonal` (d = n) and by the two cores of `s2hc` / `s2hc_rot` (d = n - 1). */
+
+HOSTDEV static inline void hc_rot_skew(int d, real gamma, real tau, const real *b, const real *z, real *A) {
+    real a[HC_MAX_N * (HC_MAX_N - 1) / 2] = {0};
+    const int k = d * (d - 1) / 2;
+    for (int p = 0; p < k; p++) a[p] = gamma * RTANH(tau * z[p] + b[p]);
+    hc_skew(d, a, A);
+}
+
+/* One Newton-Schulz step towards the nearest orthogonal matrix: Q <- Q (3I - Q^T Q) / 2.
+ * Orthogonality error e becomes ~1.5 e^2: in float the Cayley inverse of a badly
+ * conditioned I + A (|gamma| ~ 10) or many expm squarings leave e ~ 2e-5; after the step
+ * it is rounding (~1e-6 at d = 8). A no-op in exact arithmetic, so the backward treats it
+ * as the identity (in double it moves Q by ~1e-16). */
+HOSTDEV static inline void hc_orth_polish(int d, real *Q) {
+    real G[HC_MM] = {0}, T[HC_MM] = {0};
+    hc_mm_tn(d, d, d, Q, Q, G);
+    for (int i = 0; i < d * d; i++) G[i] = -(real)0.5 * G[i];
+    for (int i = 0; i < d; i++) G[i * d + i] += (real)1.5;
+    hc_mm(d, d, d, Q, G, T);
+    for (int i = 0; i < d * d; i++) Q[i] = T[i];
+}
+
+HOSTDEV static inline void hc_rot_forward(int d, int expm, real gamma, real tau, const real *b, const real *z,
+                                          real *Q) {
+    real A[HC_MM] = {0};
+    hc_rot_skew(d, gamma, tau, b, z, A);
+    if (expm) hc_expm_dual(d, A, 0, Q, 0);
+    else hc_cayley(d, A, Q);
+    hc_orth_polish(d, Q);
+}
+
+/* Given dQ: overwrite dz[k], add into *dgamma, *dtau, db[k]. */
+HOSTDEV static inline void hc_rot_backward(int d, int expm, real gamma, real tau, const real *b, const real *z,
+                                           const real *dQ, real *dz, real *dgamma, real *dtau, real *db) {
+    real A[HC_MM] = {0}, dA[HC_MM] = {0};
+    real da[HC_MAX_N * (HC_MAX_N - 1) / 2] = {0};
+    const int k = d * (d - 1) / 2;
+    if (k == 0) return;
+    hc_rot_skew(d, gamma, tau, b, z, A);
+    if (expm) {
+        real At[HC_MM] = {0}, X[HC_MM] = {0};
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j < d; j++) At[i * d + j] = A[j * d + i];
+        hc_expm_dual(d, At, dQ, X, dA);
+    } else {
+        real Q[HC_MM] = {0};
+        hc_cayley(d, A, Q);
+        hc_cayley_backward(d, Q, dQ, dA);
+    }
+    hc_skew_backward(d, dA, da);
+    for (int p = 0; p < k; p++) {
+        real t = RTANH(tau * z[p] + b[p]);
+        *dgamma += da[p] * t;
+        real du = da[p] * gamma * ((real)1 - t * t);
+        dz[p] = du * tau;
+        *dtau += du * z[p];
+        db[p] += du;
+    }
+}
+
+/* ---- hc: Zhu et al. dynamic hyper-connections (unconstrained, HC_NORM_STREAM) ------
+ *   z     = [n streams][pre, post, res_0 .. res_{n-1}]       K = n (n + 2)
+ *   theta = [s_alpha, s_beta, pre_static[n], post_static[n], res_static[n*n]]
+ *   H_pre[i]  = s_alpha tanh(z_i,pre)  + pre_static[i]          (no sigmoid)
+ *   H_post[i] = s_beta  tanh(z_i,post) + post_static[i]
+ *   H[j][i]   = s_alpha tanh(z_i,res[j]) + res_static[j][i]
+ * Column i of H_res (what input stream i sends out) is generated from stream i: Zhu's
+ * A_r has rows indexed by input stream and HC applies A_r^T. res_static is stored in our
+ * H convention (row = output stream). */
+
+HOSTDEV static inline void hc_hc_forward(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
+                                         real *H) {
+    const int n = s->n, m = n + 2;
+    const real sa = theta[0], sb = theta[1];
+    const real *ps = theta + 2, *qs = theta + 2 + n, *rs = theta + 2 + 2 * n;
+    for (int i = 0; i < n; i++) {
+        const real *zi = z + i * m;
+        pre[i] = sa * RTANH(zi[0]) + ps[i];
+        post[i] = sb * RTANH(zi[1]) + qs[i];
+        for (int j = 0; j < n; j++) H[j * n + i] = sa * RTANH(zi[2 + j]) + rs[j * n + i];
+    }
+}
+
+HOSTDEV static inline void hc_hc_backward(const hc_spec *s, const real *theta, const real *z, const real *dpre,
+                                          const real *dpost, const real *dH, real *dz, real *dtheta) {
+    const int n = s->n, m = n + 2;
+    const real sa = theta[0], sb = theta[1];
+    real *dps = dtheta + 2, *dqs = dtheta + 2 + n, *drs = dtheta + 2 + 2 * n;
+    for (int i = 0; i < n; i++) {
+        const real *zi = z + i * m;
+        real *dzi = dz + i * m;
+        real t = RTANH(zi[0]);
+        dtheta[0] += dpre[i] * t;
+        dzi[0] = dpre[i] * sa * ((real)1 - t * t);
+        dps[i] += dpre[i];
+        t = RTANH(zi[1]);
+        dtheta[1] += dpost[i] * t;
+        dzi[1] = dpost[i] * sb * ((real)1 - t * t);
+        dqs[i] += dpost[i];
+        for (int j = 0; j < n; j++) {
+            real g = dH[j * n + i];
+            t = RTANH(zi[2 + j]);
+            dtheta[0] += g * t;
+            dzi[2 + j] = g * sa * ((real)1 - t * t);
+            drs[j * n + i] += g;
+        }
+    }
+}
+
+/* ---- mhc: log-domain Sinkhorn-Knopp on exp(alpha_res mat(z_res) + b_res) -----------
+ *   theta = [gates, alpha_res, b_res[n*n]]      z = [gates, z_res[n*n]]    K = 2n + n^2
+ * With logits L = alpha_res z_res + b_res (row-major, our H convention), the iterate is
+ * kept as potentials: log M = L - r_i - c_j. A row step sets r = lse_j(L - c) (the rows
+ * of exp(log M) then sum to 1), a column step c = lse_i(L - r). `sinkhorn_iters`
+ * iterations, each rows then columns (row_col: columns exact) or columns then rows
+ * (col_row: rows exact); no epsilon anywhere (lse is shifted by its max, so any finite
+ * logits work); exp only at the end: H = exp(L - r - c), the last half-step done as a
+ * max-shifted softmax so the exact side is exact to rounding.
+ * Cache: the potential vector after every half-step, 2 * iters * n reals per token.
+ * Backward runs the unrolled half-steps in reverse: a row step y = x - lse_row(x) has
+ * dx = dy - exp(y) * rowsum(dy), with y = L - r - c rebuilt from the cached potentials. */
+
+HOSTDEV static inline int hc_mhc_is_row_step(const hc_spec *s, int t) {
+    return ((t & 1) == 0) != (s->sinkhorn_col_first != 0);
+}
+
+HOSTDEV static inline void hc_mhc_logits(int n, const real *theta, const real *z, real *Lg) {
+    const real a = theta[HC_GATE_THETA(n)];
+    const real *b = theta + HC_GATE_THETA(n) + 1, *zr = z + HC_GATE_Z(n);
+    for (int i = 0; i < n * n; i++) Lg[i] = a * zr[i] + b[i];
+}
+
+/* The potentials r, c in force after half-step t (zeros before any step). */
+HOSTDEV static inline void hc_mhc_potentials(const hc_spec *s, const real *cache, int t, real *r, real *c) {
+    const int n = s->n;
+    for (int i = 0; i < n; i++) { r[i] = 0; c[i] = 0; }
+    for (int u = t - 1; u <= t; u++) {
+        if (u < 0) continue;
+        real *dst = hc_mhc_is_row_step(s, u) ? r : c;
+        for (int i = 0; i < n; i++) dst[i] = cache[u * n + i];
+    }
+}
+
+HOSTDEV static inline void hc_mhc_forward(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
+                                          real *H, real *cache) {
+    const int n = s->n, steps = 2 * s->sinkhorn_iters;
+    real Lg[HC_MM] = {0}, r[HC_MAX_N] = {0}, c[HC_MAX_N] = {0};
+    hc_gates_forward(n, theta, z, pre, post);
+    hc_mhc_logits(n, theta, z, Lg);
+    for (int t = 0; t < steps; t++) {
+        int row = hc_mhc_is_row_step(s, t), last = t == steps - 1;
+        real *pot = row ? r : c;
+        const real *other = row ? c : r;
+        for (int i = 0; i < n; i++) {      /* row step: over j of L[i][j] - c[j]; column: transposed */
+            real mx = -INFINITY;
+            for (int j = 0; j < n; j++) {
+                real v = (row ? Lg[i * n + j] : Lg[j * n + i]) - other[j];
+                mx = v > mx ? v : mx;
+            }
+            real sum = 0;
+            for (int j = 0; j < n; j++) {
+                real e = REXP((row ? Lg[i * n + j] : Lg[j * n + i]) - other[j] - mx);
+                sum += e;
+                if (last) H[row ? i * n + j : j * n + i] = e;
+            }
+            pot[i] = mx + RLOG(sum);
+            /* The last half-step normalises in the linear domain, H = e / sum: the same
+             * value as exp(L - r - c), but its sums are exact to rounding even when the
+             * potentials are large (|r| ~ 100 would cost 1e-5 in float through exp). */
+            if (last)
+                for (int j = 0; j < n; j++) H[row ? i * n + j : j * n + i] /= sum;
+        }
+        for (int i = 0; i < n; i++) cache[t * n + i] = pot[i];
+    }
+}
+
+HOSTDEV static inline void hc_mhc_backward(const hc_spec *s, const real *theta, const real *z, const real *cache,
+                                           const real *dpre, const real *dpost, const real *dH, real *dz,
+                                           real *dtheta) {
+    const int n = s->n, steps = 2 * s->sinkhorn_iters, g0 = HC_GATE_THETA(n);
+    real Lg[HC_MM] = {0}, G[HC_MM] = {0}, r[HC_MAX_N] = {0}, c[HC_MAX_N] = {0};
+    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
+    hc_mhc_logits(n, theta, z, Lg);
+    hc_mhc_potentials(s, cache, steps - 1, r, c);
+    for (int i = 0; i < n; i++)          /* through H = exp(log M) */
+        for (int j = 0; j < n; j++) G[i * n + j] = dH[i * n + j] * REXP(Lg[i * n + j] - r[i] - c[j]);
+    for (int t = steps - 1; t >= 0; t--) {
+        int row = hc_mhc_is_row_step(s, t);
+        hc_mhc_potentials(s, cache, t, r, c);
+        for (int i = 0; i < n; i++) {
+            real sum = 0;
+            for (int j = 0; j < n; j++) sum += row ? G[i * n + j] : G[j * n + i];
+            for (int j = 0; j < n; j++) {
+                int e = row ? i * n + j : j * n + i;
+                G[e] -= REXP(Lg[e] - r[e / n] - c[e % n]) * sum;
+            }
+        }
+    }
+    const real a = theta[g0];
+    const real *zr = z + HC_GATE_Z(n);
+    real *dzr = dz + HC_GATE_Z(n);
+    for (int e = 0; e < n * n; e++) {
+        dzr[e] = a * G[e];
+        dtheta[g0] += G[e] * zr[e];
+        dtheta[g0 + 1 + e] += G[e];
+    }
+}
+
+/* ---- permutation mixtures (mhc_lite, the factors of kromhc) ------------------------
+ * F (m x m) = sum_k softmax(alpha z + b)_k P_k over np permutations, P_k[i][perms[k*m+i]]
+ * = 1. Exactly doubly stochastic and non-negative. Nothing is cached: forward and
+ * backward each recompute the softmax (n! can be 40320); backward parks the weights in
+ * dz, which it overwrites anyway. The forward sums with Kahan compensation: a plain float
+ * sum of 40320 terms leaves row sums off by ~5e-5, compensated ones by ~1e-7. */
+
+/* s += x with compensation c (Kahan). Needs strict IEEE evaluation (no -ffast-math). */
+HOSTDEV static inline void hc_kahan_add(real *s, real *c, real x) {
+    real y = x - *c, t = *s + y;
+    *c = (t - *s) - y;
+    *s = t;
+}
+
+HOSTDEV static inline void hc_perm_mix_forward(int m, int np, const unsigned char *perms, real alpha, const real *b,
+                                               const real *z, real *F) {
+    real mx = -INFINITY, sum = 0, sum_c = 0;
+    real Fc[HC_MM] = {0};                 /* Kahan compensations: n! terms per entry in float */
+    for (int k = 0; k < np; k++) {
+        real l = alpha * z[k] + b[k];
+        mx = l > mx ? l : mx;
+    }
+    for (int i = 0; i < m * m; i++) F[i] = 0;
+    for (int k = 0; k < np; k++) {
+        real e = REXP(alpha * z[k] + b[k] - mx);
+        hc_kahan_add(&sum, &sum_c, e);
+        const unsigned char *p = perms + (size_t)k * m;
+        for (int i = 0; i < m; i++) hc_kahan_add(&F[i * m + p[i]], &Fc[i * m + p[i]], e);
+    }
+    real r = (real)1 / sum;
+    for (int i = 0; i < m * m; i++) F[i] *= r;
+}
+
+/* Given dF: overwrite dz[np], add into *dalpha and db[np]. */
+HOSTDEV static inline void hc_perm_mix_backward(int m, int np, const unsigned char *perms, real alpha, const real *b,
+                                                const real *z, const real *dF, real *dz, real *dalpha, real *db) {
+    real mx = -INFINITY, sum = 0, dot = 0;
+    for (int k = 0; k < np; k++) {
+        real l = alpha * z[k] + b[k];
+        mx = l > mx ? l : mx;
+    }
+    real sum_c = 0;
+    for (int k = 0; k < np; k++) {
+        dz[k] = REXP(alpha * z[k] + b[k] - mx);
+        hc_kahan_add(&sum, &sum_c, dz[k]);
+    }
+    real r = (real)1 / sum;
+    for (int k = 0; k < np; k++) {        /* dot = sum_k w_k dw_k, dw_k = <dF, P_k> */
+        const unsigned char *p = perms + (size_t)k * m;
+        real dw = 0;
+        for (int i = 0; i < m; i++) dw += dF[i * m + p[i]];
+        dz[k] *= r;
+        dot += dz[k] * dw;
+    }
+    for (int k = 0; k < np; k++) {
+        const unsigned char *p = perms + (size_t)k * m;
+        real dw = 0;
+        for (int i = 0; i < m; i++) dw += dF[i * m + p[i]];
+        real g = dz[k] * (dw - dot);      /* d/d(logit_k) */
+        dz[k] = alpha * g;
+        *dalpha += g * z[k];
+        db[k] += g;
+    }
+}
+
+/* mhc_lite: theta = [gates, alpha_res, b_res[n!]], z = [gates, z_res[n!]], K = 2n + n!. */
+HOSTDEV static inline void hc_mhc_lite_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                               real *post, real *H) {
+    const int n = s->n, g0 = HC_GATE_THETA(n);
+    hc_gates_forward(n, theta, z, pre, post);
+    hc_perm_mix_forward(n, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), H);
+}
+
+HOSTDEV static inline void hc_mhc_lite_backward(const hc_spec *s, const real *theta, const real *z, const real *dpre,
+                                                const real *dpost, const real *dH, real *dz, real *dtheta) {
+    const int n = s->n, g0 = HC_GATE_THETA(n);
+    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
+    hc_perm_mix_backward(n, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), dH,
+                         dz + HC_GATE_Z(n), dtheta + g0, dtheta + g0 + 1);
+}
+
+/* ---- kromhc: H = F_0 (x) F_1 (x) ... , each factor a permutation mixture ------------
+ *   theta = [gates, alpha_res, b_res[sum_f m_f!]], z = [gates, logits[sum_f m_f!]]
+ * Factor f (size m_f) owns the next m_f! logits and the next m_f! * m_f bytes of perms.
+ * Kronecker order: stream index i = (i_0 m_1 + i_1) m_2 + i_2 ... (factor 0 outermost),
+ * H[i][j] = prod_f F_f[i_f][j_f]. A Kronecker product of doubly stochastic matrices is
+ * doubly stochastic. Nothing cached. */
+
+HOSTDEV static inline void hc_kromhc_factors(const hc_spec *s, const real *theta, const real *z, real *F) {
+    const int n = s->n, g0 = HC_GATE_THETA(n);
+    const real *b = theta + g0 + 1, *zl = z + HC_GATE_Z(n);
+    const unsigned char *pp = s->perms;
+    for (int f = 0; f < s->n_factors; f++) {
+        int m = s->factors[f], np = hc_factorial(m);
+        hc_perm_mix_forward(m, np, pp, theta[g0], b, zl, F);
+        F += m * m; b += np; zl += np; pp += (size_t)np * m;
+    }
+}
+
+/* digits of stream index i in the factor radices, factor 0 most significant */
+HOSTDEV static inline void hc_kromhc_digits(const hc_spec *s, int i, int *dig) {
+    for (int f = s->n_factors - 1; f >= 0; f--) {
+        dig[f] = i % s->factors[f];
+        i /= s->factors[f];
+    }
+}
+
+HOSTDEV static inline void hc_kromhc_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                             real *post, real *H) {
+    const int n = s->n;
+    real F[HC_MM] = {0};
+    int di[4] = {0}, dj[4] = {0};
+    hc_gates_forward(n, theta, z, pre, post);
+    hc_kromhc_factors(s, theta, z, F);
+    for (int i = 0; i < n; i++) {
+        hc_kromhc_digits(s, i, di);
+        for (int j = 0; j < n; j++) {
+            hc_kromhc_digits(s, j, dj);
+            real v = 1;
+            const real *Ff = F;
+            for (int f = 0; f < s->n_factors; f++) {
+                int m = s->factors[f];
+                v *= Ff[di[f] * m + dj[f]];
+                Ff += m * m;
+            }
+            H[i * n + j] = v;
+        }
+    }
+}
+
+HOSTDEV static inline void hc_kromhc_backward(const hc_spec *s, const real *theta, const real *z, const real *dpre,
+                                              const real *dpost, const real *dH, real *dz, real *dtheta) {
+    const int n = s->n, g0 = HC_GATE_THETA(n);
+    real F[HC_MM] = {0}, dF[HC_MM] = {0};
+    int di[4] = {0}, dj[4] = {0}, off[4] = {0};
+    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
+    hc_kromhc_factors(s, theta, z, F);
+    int tot = 0;
+    for (int f = 0; f < s->n_factors; f++) { off[f] = tot; tot += s->factors[f] * s->factors[f]; }
+    for (int e = 0; e < tot; e++) dF[e] = 0;
+    for (int i = 0; i < n; i++) {
+        hc_kromhc_digits(s, i, di);
+        for (int j = 0; j < n; j++) {
+            hc_kromhc_digits(s, j, dj);
+            for (int f = 0; f < s->n_factors; f++) {
+                real v = dH[i * n + j];
+                for (int g = 0; g < s->n_factors; g++)
+                    if (g != f) v *= F[off[g] + di[g] * s->factors[g] + dj[g]];
+                dF[off[f] + di[f] * s->factors[f] + dj[f]] += v;
+            }
+        }
+    }
+    const real *b = theta + g0 + 1, *zl = z + HC_GATE_Z(n);
+    real *dzl = dz + HC_GATE_Z(n), *db = dtheta + g0 + 1;
+    const unsigned char *pp = s->perms;
+    for (int f = 0; f < s->n_factors; f++) {
+        int m = s->factors[f], np = hc_factorial(m);
+        hc_perm_mix_backward(m, np, pp, theta[g0], b, zl, dF + off[f], dzl, dtheta + g0, db);
+        b += np; zl += np; dzl += np; db += np; pp += (size_t)np * m;
+    }
+}
+
+/* ---- orthogonal: H = map(skew(gamma tanh(tau z + b))) over the full n x n ----------
+ *   theta = [gates, tau, gamma, b_res[n(n-1)/2]], z = [gates, z_res[n(n-1)/2]]
+ * map = Cayley (default) or expm (core: expm). Orthogonal, but the mean is not kept. */
+
+HOSTDEV static inline void hc_orthogonal_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                                 real *post, real *H) {
+    const int n = s->n, g0 = HC_GATE_THETA(n);
+    hc_gates_forward(n, theta, z, pre, post);
+    hc_rot_forward(n, s->core_expm, theta[g0 + 1], theta[g0], theta + g0 + 2, z + HC_GATE_Z(n), H);
+}
+
+HOSTDEV static inline void hc_orthogonal_backward(const hc_spec *s, const real *theta, const real *z,
+                                                  const real *dpre, const real *dpost, const real *dH, real *dz,
+                                                  real *dtheta) {
+    const int n = s->n, g0 = HC_GATE_THETA(n);
+    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
+    hc_rot_backward(n, s->core_expm, theta[g0 + 1], theta[g0], theta + g0 + 2, z + HC_GATE_Z(n), dH,
+                    dz + HC_GATE_Z(n), dtheta + g0 + 1, dtheta + g0, dtheta + g0 + 2);
+}
+
+/* ---- s2hc and s2hc_rot: H = J + U_Z U_core Sigma V_core^T U_Z^T --------------------
+ * d = n - 1, k = d(d-1)/2.
+ *   s2hc:     theta = [gates, tau_u, tau_v, tau_s, gamma_u, gamma_v, b_u[k], b_v[k], b_s[d]]
+ *             z     = [gates, z_u[k], z_v[k], z_s[d]]                K = 2n + d^2
+ *   s2hc_rot: theta = [gates, tau_u, tau_v, gamma_u, gamma_v, b_u[k], b_v[k]]
+ *             z     = [gates, z_u[k], z_v[k]]                        K = 2n + 2k
+ *   U_core = map(skew(gamma_u tanh(tau_u z_u + b_u))), V_core likewise (map = Cayley or
+ *   expm), Sigma = diag(sigma(tau_s z_s + b_s)) (s2hc_rot: Sigma = I).
+ * U_Z is the truncated Helmert basis of the zero-sum subspace (hc_helmert). Since
+ * J + U_Z U_Z^T = I, H is computed as H = I + U_Z D U_Z^T with D = U_core Sigma V_core^T - I
+ * (d x d): the same matrix, but exactly I when the cores and Sigma are exactly I.
+ *
+ * sigma (the Sigma map), per diagonal entry u = tau_s z_s + b_s:
+ *   init tanh4 (the paper):  sigma(u) = tanh(u); b_s = 4 gives 0.99933, H != I at init.
+ *   init exact:              x = tanh(u) / tanh(4), sigma = fold(x): x for |x| <= 1,
+ *                            2 - x above 1, -2 - x below -1 (|sigma| <= 1 always).
+ *   At init u = b_s = 4 gives sigma = 1 exactly (tanh(4) / tanh(4)) and H = I exactly.
+ *   A smooth map bounded by 1 has zero derivative where it reaches 1, so any smooth
+ *   design with H = I would freeze Sigma; the fold is a kink at the one value the init
+ *   uses, with the derivative of the inner branch there, (1 - tanh^2 4) / tanh 4 =
+ *   1.34e-3 (the tanh4 design's own slope / tanh 4). A step that wants Sigma > 1 goes
+ *   past the kink and meets the mirrored branch, which pushes it back: the projected-
+ *   gradient behaviour of the active constraint |sigma| <= 1, with no dead zone (the
+ *   slope is never zero). docs/methods.md has the argument. */
+
+HOSTDEV static inline real hc_helmert(int r, int c) {
+    const int i = c + 1;  /* column c is the i-th Helmert contrast, i = 1..n-1 */
+    if (r > i) return 0;
+    real h = (real)1 / RSQRTV((real)(i * (i + 1)));
+    return r < i ? h : -(real)i * h;
+}
+
+/* U_Z (n x (n-1)), row-major. */
+HOSTDEV static inline void hc_helmert_basis(int n, real *U) {
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < n - 1; c++) U[r * (n - 1) + c] = hc_helmert(r, c);
+}
+
+HOSTDEV static inline real hc_s2hc_sigma(int exact, real u, real *dsdu) {
+    real t = RTANH(u), dt = (real)1 - t * t;
+    if (!exact) { *dsdu = dt; return t; }
+    const real t0 = RTANH((real)HC_S2HC_SIGMA_BIAS);
+    real x = t / t0, dx = dt / t0;
+    if (x > 1) { *dsdu = -dx; return (real)2 - x; }
+    if (x < -1) { *dsdu = -dx; return (real)-2 - x; }
+    *dsdu = dx;
+    return x;
+}
+
+/* Offsets into the method part of theta and z (relative to the gates' end); -1 absent. */
+typedef struct { int d, k, tau_u, tau_v, tau_s, gamma_u, gamma_v, b_u, b_v, b_s, z_u, z_v, z_s; } hc_s2hc_layout;
+
+HOSTDEV static inline hc_s2hc_layout hc_s2hc_layout_of(int n, int rot_only) {
+    hc_s2hc_layout L;
+    L.d = n - 1;
+    L.k = L.d * (L.d - 1) / 2;
+    if (rot_only) {
+        L.tau_u = 0; L.tau_v = 1; L.tau_s = -1; L.gamma_u = 2; L.gamma_v = 3;
+        L.b_u = 4; L.b_v = 4 + L.k; L.b_s = -1;
+        L.z_u = 0; L.z_v = L.k; L.z_s = -1;
+    } else {
+        L.tau_u = 0; L.tau_v = 1; L.tau_s = 2; L.gamma_u = 3; L.gamma_v = 4;
+        L.b_u = 5; L.b_v = 5 + L.k; L.b_s = 5 + 2 * L.k;
+        L.z_u = 0; L.z_v = L.k; L.z_s = 2 * L.k;
+    }
+    return L;
+}
+
+/* The per-token pieces: cores U (d x d), V (d x d), Sigma sig[d] with dsig/du. */
+HOSTDEV static inline void hc_s2hc_parts(const hc_spec *s, const real *th, const real *zz, hc_s2hc_layout L,
+                                         real *U, real *V, real *sig, real *dsig) {
+    hc_rot_forward(L.d, s->core_expm, th[L.gamma_u], th[L.tau_u], th + L.b_u, zz + L.z_u, U);
+    hc_rot_forward(L.d, s->core_expm, th[L.gamma_v], th[L.tau_v], th + L.b_v, zz + L.z_v, V);
+    for (int i = 0; i < L.d; i++) {
+        if (L.b_s < 0) { sig[i] = 1; dsig[i] = 0; }
+        else sig[i] = hc_s2hc_sigma(s->exact_init, th[L.tau_s] * zz[L.z_s + i] + th[L.b_s + i], &dsig[i]);
+    }
+}
+
+HOSTDEV static inline void hc_s2hc_forward(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
+                                           real *H) {
+    const int n = s->n;
+    const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
+    const int d = L.d;
+    real U[HC_MM] = {0}, V[HC_MM] = {0}, D[HC_MM] = {0}, UZ[HC_MM] = {0}, T[HC_MM] = {0};
+    real sig[HC_MAX_N] = {0}, dsig[HC_MAX_N] = {0};
+    hc_gates_forward(n, theta, z, pre, post);
+    hc_s2hc_parts(s, theta + HC_GATE_THETA(n), z + HC_GATE_Z(n), L, U, V, sig, dsig);
+    for (int a = 0; a < d; a++)          /* D = U Sigma V^T - I */
+        for (int b = 0; b < d; b++) {
+            real v = 0;
+            for (int c = 0; c < d; c++) v += U[a * d + c] * sig[c] * V[b * d + c];
+            D[a * d + b] = v - (real)(a == b);
+        }
+    hc_helmert_basis(n, UZ);
+    hc_mm(n, d, d, UZ, D, T);            /* T = U_Z D (n x d) */
+    hc_mm_nt(n, d, n, T, UZ, H);         /* H = T U_Z^T */
+    for (int i = 0; i < n; i++) H[i * n + i] += 1;
+}
+
+HOSTDEV static inline void hc_s2hc_backward(const hc_spec *s, const real *theta, const real *z, const real *dpre,
+                                            const real *dpost, const real *dH, real *dz, real *dtheta) {
+    const int n = s->n;
+    const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
+    const int d = L.d;
+    const real *th = theta + HC_GATE_THETA(n), *zz = z + HC_GATE_Z(n);
+    real *dth = dtheta + HC_GATE_THETA(n), *dzz = dz + HC_GATE_Z(n);
+    real U[HC_MM] = {0}, V[HC_MM] = {0}, UZ[HC_MM] = {0}, T[HC_MM] = {0};
+    real dD[HC_MM] = {0}, dU[HC_MM] = {0}, dV[HC_MM] = {0};
+    real sig[HC_MAX_N] = {0}, dsig[HC_MAX_N] = {0};
+    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
+    hc_s2hc_parts(s, th, zz, L, U, V, sig, dsig);
+    hc_helmert_basis(n, UZ);
+    hc_mm_tn(d, n, n, UZ, dH, T);        /* dD = U_Z^T dH U_Z */
+    hc_mm(d, n, d, T, UZ, dD);
+    for (int a = 0; a < d; a++)          /* D = U diag(sig) V^T: dU = dD V Sigma, dV = dD^T U Sigma */
+        for (int c = 0; c < d; c++) {
+            real su = 0, sv = 0;
+            for (int b = 0; b < d; b++) {
+                su += dD[a * d + b] * V[b * d + c];
+                sv += dD[b * d + a] * U[b * d + c];
+            }
+            dU[a * d + c] = su * sig[c];
+            dV[a * d + c] = sv * sig[c];
+        }
+    hc_rot_backward(d, s->core_expm, th[L.gamma_u], th[L.tau_u], th + L.b_u, zz + L.z_u, dU, dzz + L.z_u,
+                    dth + L.gamma_u, dth + L.tau_u, dth + L.b_u);
+    hc_rot_backward(d, s->core_expm, th[L.gamma_v], th[L.tau_v], th + L.b_v, zz + L.z_v, dV, dzz + L.z_v,
+                    dth + L.gamma_v, dth + L.tau_v, dth + L.b_v);
+    if (L.b_s < 0) return;
+    for (int c = 0; c < d; c++) {        /* dsigma_c = (U^T dD V)_cc */
+        real g = 0;
+        for (int a = 0; a < d; a++)
+            for (int b = 0; b < d; b++) g += U[a * d + c] * dD[a * d + b] * V[b * d + c];
+        real du = g * dsig[c];
+        dzz[L.z_s + c] = du * th[L.tau_s];
+        dth[L.tau_s] += du * zz[L.z_s + c];
+        dth[L.b_s + c] += du;
+    }
+}
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+/* Per token: z[K] -> pre[n], post[n], H[n*n]; cache[spec->cache] written for backward. */
+HOSTDEV static inline void hc_forward(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
+                                      real *H, real *cache) {
+    switch (s->method) {
+    case HC_IDENTITY: hc_identity_forward(s, theta, z, pre, post, H); break;
+    case HC_HC: hc_hc_forward(s, theta, z, pre, post, H); break;
+    case HC_MHC: hc_mhc_forward(s, theta, z, pre, post, H, cache); break;
+    case HC_MHC_LITE: hc_mhc_lite_forward(s, theta, z, pre, post, H); break;
+    case HC_KROMHC: hc_kromhc_forward(s, theta, z, pre, post, H); break;
+    case HC_ORTHOGONAL: hc_orthogonal_forward(s, theta, z, pre, post, H); break;
+    case HC_S2HC:
+    case HC_S2HC_ROT: hc_s2hc_forward(s, theta, z, pre, post, H); break;
+    default: break;
+    }
+}
+
+/* Per token: given dpre[n], dpost[n], dH[n*n], overwrite dz[K] and add into dtheta. */
+HOSTDEV static inline void hc_backward(const hc_spec *s, const real *theta, const real *z, const real *cache,
+                                       const real *dpre, const real *dpost, const real *dH, real *dz,
+                                       real *dtheta) {
+    switch (s->method) {
+    case HC_IDENTITY: hc_identity_backward(s, theta, z, dpre, dpost, dz, dtheta); break;
+    case HC_HC: hc_hc_backward(s, theta, z, dpre, dpost, dH, dz, dtheta); break;
+    case HC_MHC: hc_mhc_backward(s, theta, z, cache, dpre, dpost, dH, dz, dtheta); break;
+    case HC_MHC_LITE: hc_mhc_lite_backward(s, theta, z, dpre, dpost, dH, dz, dtheta); break;
+    case HC_KROMHC: hc_kromhc_backward(s, theta, z, dpre, dpost, dH, dz, dtheta); break;
+    case HC_ORTHOGONAL: hc_orthogonal_backward(s, theta, z, dpre, dpost, dH, dz, dtheta); break;
+    case HC_S2HC:
+    case HC_S2HC_ROT: hc_s2hc_backward(s, theta, z, dpre, dpost, dH, dz, dtheta); break;
+    default: break;
+    }
+}
+
+#endif

@@ -1,0 +1,64 @@
+/* kernels.h: the op list of the CPU backend (the reference; CUDA mirrors it).
+ *
+ * Shapes are given in comments as (rows, cols), row-major. N = B*T tokens.
+ * Linear weights use PyTorch's [out, in] layout: W is (OC, C).
+ * Forward ops overwrite their outputs. Backward ops ADD into every gradient they are
+ * given (the training step zeroes gradients once); a NULL gradient pointer is skipped.
+ * Every loop that matters runs with OpenMP over disjoint outputs, so results are
+ * bit-identical for a given thread count. Matrix products go through BLAS.
+ */
+#ifndef S2HC_KERNELS_H
+#define S2HC_KERNELS_H
+#include <stddef.h>
+#include "real.h"
+
+/* out (N, OC) = inp (N, C) . W^T (C, OC) + bias (OC); bias may be NULL. */
+void matmul_forward(real *out, const real *inp, const real *W, const real *bias, size_t N, int C, int OC);
+/* dinp (N, C) += dout . W;  dW (OC, C) += dout^T . inp;  dbias (OC) += column sums of dout. */
+void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
+                     size_t N, int C, int OC);
+
+/* LayerNorm over C with affine w, b; mean and rstd (N) are saved for backward. eps 1e-5. */
+void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
+                       size_t N, int C);
+void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                        const real *mean, const real *rstd, size_t N, int C);
+
+/* Causal multi-head self-attention.
+ * qkv (B, T, 3C) holds q | k | v, head h uses channels [h*hs, (h+1)*hs) of each, hs = C/NH.
+ * out (B, T, C); att (B, NH, T, T) receives the softmax probabilities (row t uses
+ * columns 0..t; the rest is left 0) and is kept for backward. Scale 1/sqrt(hs). */
+void attention_forward(real *out, real *att, const real *qkv, int B, int T, int C, int NH);
+/* dqkv (B, T, 3C) += gradient; datt_scratch is (B, NH, T, T) scratch (may be overwritten). */
+void attention_backward(real *dqkv, real *datt_scratch, const real *dout, const real *qkv, const real *att,
+                        int B, int T, int C, int NH);
+
+/* GELU, tanh approximation (GPT-2). */
+void gelu_forward(real *out, const real *inp, size_t N);
+void gelu_backward(real *dinp, const real *inp, const real *dout, size_t N);
+
+/* Token + position embedding: out (B, T, C) = wte[inp[b,t]] + wpe[t]. */
+void encoder_forward(real *out, const int *inp, const real *wte, const real *wpe, int B, int T, int C);
+/* dwte (V, C) += ..., dwpe (T, C) += ... ; deterministic (no atomics). */
+void encoder_backward(real *dwte, real *dwpe, const real *dout, const int *inp, int B, int T, int C, int V);
+
+/* Softmax cross-entropy. logits (N, V) -> probs (N, V), losses (N) = -log p[target].
+ * A target < 0 is ignored (loss 0, no gradient). */
+void crossentropy_forward(real *losses, real *probs, const real *logits, const int *targets, size_t N, int V);
+/* dlogits (N, V) = (probs - onehot(target)) * scale, OVERWRITTEN (the one exception). */
+void crossentropy_backward(real *dlogits, const real *probs, const int *targets, real scale, size_t N, int V);
+
+/* AdamW on float32 master weights, one tensor: decoupled weight decay wd*lr*p,
+ * bias-corrected moments at step t (1-based). */
+void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, int t);
+
+/* Sum of squares of x (n), accumulated in double, deterministic for a given thread count. */
+double sumsq(const real *x, size_t n);
+/* x *= s */
+void scale_inplace(real *x, real s, size_t n);
+
+/* Threads: how many OpenMP threads the ops use. */
+int kernels_threads(void);
+
+#endif

@@ -1,0 +1,98 @@
+/* h5.h: the one HDF5 writer and reader of the project.
+ *
+ * Two kinds of file:
+ *  - the run file runs/<name>/run.h5: a log of named series (one row per step, per eval
+ *    or per probe), held in memory while training and saved atomically (temp file +
+ *    rename) at every checkpoint, eval and at the end, so the file on disk is always a
+ *    complete, readable HDF5 file however training is killed. Series are stored as
+ *    chunked, extendable datasets of shape [rows, row_dims...] with a `description`
+ *    attribute (and `units` where they have one). Static datasets (written once, e.g.
+ *    /final/...) are series with one row whose leading dimension is dropped on disk.
+ *  - the checkpoint (checkpoint.h).
+ */
+#ifndef S2HC_H5_H
+#define S2HC_H5_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define H5LOG_MAX_RANK 4
+
+typedef enum { H5LOG_F32 = 0, H5LOG_F64 = 1, H5LOG_I64 = 2 } h5log_type;
+
+typedef struct {
+    char path[256];          /* "/train/loss" */
+    char description[512];
+    char units[32];
+    h5log_type type;
+    int row_rank;            /* rank of one row (0 for scalars) */
+    size_t row_dims[H5LOG_MAX_RANK];
+    size_t row_elems;        /* product of row_dims */
+    int fixed;               /* 1: a static dataset (exactly one row, stored without the row axis) */
+    size_t rows, cap;
+    void *data;              /* rows * row_elems elements of `type` */
+} h5log_series;
+
+typedef struct {
+    char path[256];          /* object the attribute is on ("/" or a group/dataset) */
+    char name[64];
+    int is_string;
+    char *str;
+    double num;
+} h5log_attr;
+
+typedef struct {
+    h5log_series *series; int n_series, cap_series;
+    h5log_attr *attrs; int n_attrs, cap_attrs;
+} h5log;
+
+void h5log_init(h5log *log);
+void h5log_free(h5log *log);
+
+/* Declare (or find, if it exists with the same shape and type) a series. Returns its
+ * index. row_rank 0 means scalar rows. Parent groups are created on save. A non-NULL
+ * description/units replaces the stored one. Programming errors exit via die(): a bad
+ * path, the same path with another shape or type, a dataset inside another dataset. */
+int h5log_series_add(h5log *log, const char *path, h5log_type type, int row_rank,
+                     const size_t *row_dims, const char *description, const char *units);
+/* A static dataset: one row; replaces previous contents. */
+int h5log_static_set(h5log *log, const char *path, h5log_type type, int rank, const size_t *dims,
+                     const void *data, const char *description);
+/* Append one row (row_elems elements of the series type). */
+void h5log_append(h5log *log, int series, const void *row);
+/* Find a series by path, -1 if absent. */
+int h5log_find(const h5log *log, const char *path);
+/* Set a string or numeric attribute on an object path (replaces). */
+void h5log_attr_str(h5log *log, const char *obj, const char *name, const char *value);
+void h5log_attr_num(h5log *log, const char *obj, const char *name, double value);
+const char *h5log_get_attr_str(const h5log *log, const char *obj, const char *name);
+
+/* Drop, from every series in the group `group` ("/train"), the rows whose value in
+ * series `key_path` ("/train/step") is greater than `max_key`. Used on resume. */
+void h5log_truncate_group(h5log *log, const char *group, const char *key_path, double max_key);
+
+/* Write the whole log to `path` atomically (path.tmp, fsync, rename). 0 or -1 (message
+ * on stderr naming the file). */
+int h5log_save(const h5log *log, const char *path);
+/* Read a run file written by h5log_save back into an empty log (every dataset becomes a
+ * series; datasets without a `row axis` attribute become static). 0 or -1 with err. */
+int h5log_load(h5log *log, const char *path, char *err, size_t errlen);
+
+/* ---- helpers shared by h5.c and harness/checkpoint.c (no HDF5 types in this header) */
+
+/* Turn off HDF5's automatic error printing; every caller prints its own message.
+ * Idempotent and cheap: each entry point of h5.c and checkpoint.c calls it. */
+void h5_quiet(void);
+/* Copy HDF5's reason for the last failure into buf as "<what failed>: <why>" (the
+ * outermost and innermost messages of the error stack, e.g. "unable to open file:
+ * truncated file: eof = 1024, ..."), or "" if the stack is empty. Call right after the
+ * failing call: the next HDF5 call clears the stack. */
+void h5_error_detail(char *buf, size_t len);
+/* Refuse, with a message "<path>: ..." in err, a file that cannot be read, is empty or is
+ * not HDF5 at all; `what` names what was expected ("run file", "s2hc checkpoint").
+ * Returns 0 when the file at least starts like an HDF5 file. */
+int h5_check_file(const char *path, const char *what, char *err, size_t errlen);
+/* Make the finished file `tmp` durable and move it onto `path`: fsync(tmp), rename,
+ * fsync(directory). Returns 0, or -1 with errno set and `tmp` removed. */
+int h5_commit_tmp(const char *tmp, const char *path);
+
+#endif

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Config errors through the command: file, line, column and key named; exit 2; nothing written.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+cfg=$TMP/bad.yaml
+printf 'model:\n  n_layer: 2\n  n_hed: 4\n' > "$cfg"
+expect_status 2 "unknown key exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
+expect_out "bad.yaml:3:[0-9]+: key 'model.n_hed'" "unknown key: file, line, column, key"
+expect_out "n_head" "unknown key suggests the nearest key"
+printf 'train:\n  lr: fast\n' > "$cfg"
+expect_status 2 "wrong type exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
+expect_out "bad.yaml:2:[0-9]+: key 'train.lr'" "wrong type names the key"
+printf 'residual:\n  method: magic\n' > "$cfg"
+expect_status 2 "bad enum exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
+expect_out "s2hc" "bad enum lists the allowed methods"
+printf 'model: [1, 2\n' > "$cfg"
+expect_status 2 "malformed YAML exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
+expect_out "bad.yaml:[0-9]+:[0-9]+" "malformed YAML names line and column"
+expect_status 2 "missing file exits 2" -- "$S2HC" train "$TMP/nope.yaml"
+expect_out "nope.yaml" "missing file is named"
+printf 'train:\n  steps: 10\n' > "$cfg"
+expect_status 2 "bad --set exits 2" -- "$S2HC" train "$cfg" --set train.steps=abc --set run.out="$TMP/runs"
+expect_out "train.steps" "bad --set names the key"
+expect_status 2 "out-of-range --set exits 2" -- "$S2HC" train "$cfg" --set model.n_layer=0 --set run.out="$TMP/runs"
+expect_out "model.n_layer" "out-of-range names the key"
+[ ! -e "$TMP/runs" ] && ok "nothing written on config errors" || fail "a run directory was created"
+expect_status 2 "unknown command exits 2" -- "$S2HC" frobnicate
+expect_status 0 "help exits 0" -- "$S2HC" --help
+expect_out "example" "help shows an example"
+for sub in train eval data params; do
+  expect_status 0 "$sub --help" -- "$S2HC" $sub --help
+  expect_out "example" "$sub --help shows an example"
+done
+finish config_errors

@@ -1,0 +1,28 @@
+# lib.sh: helpers for the shell tests of the s2hc command. Source it; call ok/expect_*;
+# end with `finish NAME`, which prints "NAME: N passed, N failed".
+S2HC=${S2HC_BIN:-$PWD/bin/s2hc}
+T_PASS=0; T_FAIL=0
+TMP=${S2HC_TEST_TMP:-$(mktemp -d)}/$(basename "$0" .sh)
+rm -rf "$TMP"; mkdir -p "$TMP"
+ok()   { T_PASS=$((T_PASS + 1)); [ -n "${T_VERBOSE:-}" ] && echo "ok $*" >&2; return 0; }
+fail() { T_FAIL=$((T_FAIL + 1)); echo "  FAIL: $*" >&2; return 0; }
+# expect_status WANT DESCRIPTION -- COMMAND...   (stdout+stderr saved in $TMP/out)
+expect_status() {
+  local want=$1 what=$2; shift 3
+  "$@" >"$TMP/out" 2>&1; local got=$?
+  if [ "$got" = "$want" ]; then ok "$what"; else fail "$what: exit $got, wanted $want"; sed 's/^/    /' "$TMP/out" | tail -n 8 >&2; fi
+}
+# expect_out PATTERN DESCRIPTION: the last command's output matches the extended regex
+expect_out() {
+  if grep -Eq -- "$1" "$TMP/out"; then ok "$2"; else fail "$2: output lacks /$1/"; sed 's/^/    /' "$TMP/out" | tail -n 8 >&2; fi
+}
+finish() { echo "$1: $T_PASS passed, $T_FAIL failed"; [ "$T_FAIL" = 0 ]; }
+# A small corpus of English-like text as token shards, made by the test itself.
+make_synth_data() {
+  local dir=$1
+  mkdir -p "$dir/synth"
+  awk 'BEGIN{srand(7); split("the cat,a dog,my friend,the old man,every child",s,",");
+        split("sees,likes,follows,finds,crosses",v,","); split("the house.,a red ball.,the road.,her garden.",o,",");
+        for(i=0;i<6000;i++) printf "%s %s %s ", s[int(rand()*5)+1], v[int(rand()*5)+1], o[int(rand()*4)+1]}' > "$dir/synth/text"
+  "$S2HC" data import "$dir/synth/text" --dir "$dir" --name synth >/dev/null
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The README's tour on a small corpus the test makes: train, --set, eval, --resume, h5dump.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+make_synth_data "$TMP/data"
+[ -s "$TMP/data/synth/train.bin" ] && ok "data import wrote shards" || fail "no shards from data import"
+cat > "$TMP/t.yaml" <<YAML
+model: {n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
+residual: {method: identity, n_streams: 4}
+train: {batch: 4, steps: 30, warmup: 3, lr: 0.003, min_lr: 0.0003, eval_every: 10, eval_batches: 2, ckpt_every: 10}
+data: {dir: $TMP/data, train: synth, ood: [synth]}
+run: {name: tour, out: $TMP/runs}
+YAML
+expect_status 0 "train runs" -- "$S2HC" train "$TMP/t.yaml"
+expect_out "step +30/30" "progress shows the step"
+expect_out "tok/s" "progress shows tokens/s"
+expect_out "ETA" "progress shows an ETA"
+expect_out "n_layer: 2" "the resolved config is printed"
+[ -f "$TMP/runs/tour/run.h5" ] && ok "run.h5 written" || fail "run.h5 missing"
+[ -f "$TMP/runs/tour/ckpt.h5" ] && ok "ckpt.h5 written" || fail "ckpt.h5 missing"
+ls "$TMP/runs/tour/"*.tmp >/dev/null 2>&1 && fail "temporary files left behind" || ok "no temporary files left"
+if command -v h5dump >/dev/null; then
+  expect_status 0 "h5dump -H reads run.h5" -- h5dump -H "$TMP/runs/tour/run.h5"
+  expect_out 'DATASET "loss"' "/train/loss is there"
+  expect_out 'ATTRIBUTE "description"' "datasets carry descriptions"
+  expect_out 'DATASET "val_loss"' "/eval/val_loss is there"
+  expect_status 0 "h5dump reads ckpt.h5" -- h5dump -H "$TMP/runs/tour/ckpt.h5"
+  expect_out 'transformer.h.0.attn.c_attn.weight' "checkpoint uses nanoGPT names"
+  expect_out 'transformer.h.1.mlp_hc.proj.weight' "checkpoint holds the frame weights"
+fi
+expect_status 2 "a second train of the same run is refused" -- "$S2HC" train "$TMP/t.yaml"
+expect_out "--resume" "the refusal says how to continue"
+expect_status 0 "--resume of a finished run" -- "$S2HC" train "$TMP/t.yaml" --resume
+expect_status 0 "train with --set" -- "$S2HC" train "$TMP/t.yaml" --set model.n_layer=1 --set train.steps=5 --set run.name=small
+expect_out "n_layer: 1" "--set changes the resolved config"
+expect_status 0 "eval a run" -- "$S2HC" eval "$TMP/runs/tour"
+expect_out "synth" "eval prints the out-of-domain corpus"
+expect_out "ppl" "eval prints perplexity"
+expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set model.n_embd=64
+expect_out "differs" "the refusal names the difference"
+expect_status 1 "training on a missing corpus fails" -- "$S2HC" train "$TMP/t.yaml" --set data.train=nothere --set run.name=x
+expect_out "data prepare" "the error says to prepare data"
+finish train_cli

@@ -1,0 +1,57 @@
+/* t.h: the test harness of s2hc, a header only.
+ *
+ *   static void test_something(void) { CHECK(x == 1, "x was %d", x); }
+ *   int main(void) { T_RUN(test_something); return T_END(); }
+ *
+ * A test case passes when none of its CHECKs failed. T_END prints
+ * "<binary>: N passed, N failed" and returns non-zero on any failure; tests/run.sh adds
+ * up every binary and ends with the plain "N passed, N failed" line.
+ */
+#ifndef S2HC_T_H
+#define S2HC_T_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int t_case_failed_, t_passed_, t_failed_, t_checks_;
+static const char *t_prog_ = "test";
+
+#define CHECK(cond, ...)                                                          \
+    do {                                                                          \
+        t_checks_++;                                                              \
+        if (!(cond)) {                                                            \
+            t_case_failed_ = 1;                                                   \
+            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fputc('\n', stderr);                                                  \
+        }                                                                         \
+    } while (0)
+
+/* |a - b| <= atol + rtol * max(|a|, |b|); NaN never passes. */
+#define CHECK_CLOSE(a, b, atol, rtol, ...)                                                    \
+    do {                                                                                      \
+        double ta_ = (double)(a), tb_ = (double)(b);                                          \
+        double tm_ = fabs(ta_) > fabs(tb_) ? fabs(ta_) : fabs(tb_);                           \
+        int ok_ = !isnan(ta_) && !isnan(tb_) && fabs(ta_ - tb_) <= (atol) + (rtol) * tm_;     \
+        CHECK(ok_, "%.10g vs %.10g (diff %.3g): ", ta_, tb_, fabs(ta_ - tb_));               \
+        if (!ok_) { fprintf(stderr, "    "); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } \
+    } while (0)
+
+#define T_RUN(fn)                                                                 \
+    do {                                                                          \
+        t_case_failed_ = 0;                                                       \
+        fn();                                                                     \
+        if (t_case_failed_) { t_failed_++; fprintf(stderr, "FAILED %s\n", #fn); } \
+        else { t_passed_++; if (getenv("T_VERBOSE")) fprintf(stderr, "ok %s\n", #fn); } \
+    } while (0)
+
+#define T_END() t_end_()
+static inline int t_end_(void) {
+    printf("%s: %d passed, %d failed (%d checks)\n", t_prog_, t_passed_, t_failed_, t_checks_);
+    fflush(stdout);
+    return t_failed_ ? 1 : 0;
+}
+#define T_NAME(s) (t_prog_ = (s))
+
+#endif

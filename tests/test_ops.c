@@ -1,0 +1,549 @@
+/* test_ops.c: the CPU kernels (float build) against naive references written here in
+ * double: plain loops, attention with an explicit T x T score matrix, LayerNorm by its
+ * definition, cross-entropy by log-sum-exp. Sizes are deliberately awkward (N = 37,
+ * C = 24, NH = 3, T = 13) so that no vector width or block size divides them.
+ * Also: causality, the "backward adds" rule, determinism, and a planted fault that
+ * proves the comparison can fail. Gradients are checked by finite differences in
+ * tests/dbl_ops.c (double build). */
+#include <omp.h>
+#include <stdint.h>
+#include "kernels/cpu/cpu_math.h"
+#include "kernels/kernels.h"
+#include "tests/t.h"
+
+/* Float forward ops against a double reference: |got - ref| <= ATOL + RTOL |ref|.
+ * Values are O(1) sums of at most ~40 terms, so float rounding stays near 1e-6. */
+#define FWD_ATOL 1e-5
+#define FWD_RTOL 1e-5
+/* "Backward adds": two calls against twice one call. Exact where a backward adds its
+ * result once (x + x = 2x); the encoder adds a repeated token's rows one by one, so the
+ * second call rounds differently: an absolute 1e-6 on O(1) terms covers that. A
+ * backward that overwrote would be off by 100 %. */
+#define ADD_ATOL 1e-6
+#define ADD_RTOL 1e-6
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state_ = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* xorshift64*, [0, 1) */
+    rng_state_ ^= rng_state_ >> 12;
+    rng_state_ ^= rng_state_ << 25;
+    rng_state_ ^= rng_state_ >> 27;
+    return (double)((rng_state_ * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+static void fill(real *x, size_t n, double lo, double hi) {
+    for (size_t i = 0; i < n; i++) x[i] = (real)(lo + (hi - lo) * urand());
+}
+static real *ralloc(size_t n) {
+    real *p = calloc(n ? n : 1, sizeof(real));
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+    return p;
+}
+static double *dalloc(size_t n) {
+    double *p = calloc(n ? n : 1, sizeof(double));
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+    return p;
+}
+
+/* Count the entries of got that differ from ref past atol + rtol |ref| (NaN always
+ * differs); print the worst one unless quiet. The checker of every comparison here;
+ * test_checker_catches_fault proves it can report a mismatch. */
+static size_t mismatches(const char *what, const real *got, const double *ref, size_t n, double atol, double rtol,
+                         int quiet) {
+    size_t bad = 0, worst = 0;
+    double worst_excess = -1;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], r = ref[i], lim = atol + rtol * fabs(r), d = fabs(g - r);
+        if (isnan(g) || isnan(r) || d > lim) {
+            bad++;
+            double ex = isnan(d) ? INFINITY : d - lim;
+            if (ex > worst_excess) { worst_excess = ex; worst = i; }
+        }
+    }
+    if (bad && !quiet)
+        fprintf(stderr, "    %s: %zu of %zu differ; worst [%zu] got %.9g want %.9g\n", what, bad, n, worst,
+                (double)got[worst], ref[worst]);
+    return bad;
+}
+#define CHECK_REF(what, got, ref, n) \
+    CHECK(mismatches(what, got, ref, n, FWD_ATOL, FWD_RTOL, 0) == 0, "%s differs from the reference", what)
+
+/* ---- naive references (double) ---- */
+
+static void ref_matmul(double *out, const real *inp, const real *W, const real *bias, size_t N, int C, int OC) {
+    for (size_t i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) {
+            double s = bias ? bias[o] : 0;
+            for (int c = 0; c < C; c++) s += (double)inp[i * C + c] * W[(size_t)o * C + c];
+            out[i * OC + o] = s;
+        }
+}
+
+/* Scores S = q k^T / sqrt(hs) as a full T x T matrix, -inf above the diagonal,
+ * softmax per row, out = P v. */
+static void ref_attention(double *out, double *att, const real *qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    double *S = dalloc((size_t)T * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const real *base = qkv + (size_t)b * T * 3 * C;
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < T; j++) {
+                    double s = 0;
+                    for (int d = 0; d < hs; d++)
+                        s += (double)base[(size_t)t * 3 * C + h * hs + d] * base[(size_t)j * 3 * C + C + h * hs + d];
+                    S[t * T + j] = j <= t ? s / sqrt((double)hs) : -INFINITY;
+                }
+            double *P = att + ((size_t)b * NH + h) * T * T;
+            for (int t = 0; t < T; t++) {
+                double mx = -INFINITY, z = 0;
+                for (int j = 0; j < T; j++) mx = fmax(mx, S[t * T + j]);
+                for (int j = 0; j < T; j++) z += exp(S[t * T + j] - mx);
+                for (int j = 0; j < T; j++) P[t * T + j] = exp(S[t * T + j] - mx) / z;
+                for (int d = 0; d < hs; d++) {
+                    double o = 0;
+                    for (int j = 0; j < T; j++) o += P[t * T + j] * base[(size_t)j * 3 * C + 2 * C + h * hs + d];
+                    out[((size_t)b * T + t) * C + h * hs + d] = o;
+                }
+            }
+        }
+    free(S);
+}
+
+/* ---- forward ops ---- */
+
+static void test_matmul_forward(void) {
+    size_t N = 37;
+    int C = 24, OC = 40;
+    real *inp = ralloc(N * C), *W = ralloc((size_t)OC * C), *bias = ralloc(OC), *out = ralloc(N * OC);
+    double *ref = dalloc(N * OC);
+    fill(inp, N * C, -1, 1);
+    fill(W, (size_t)OC * C, -1, 1);
+    fill(bias, OC, -1, 1);
+    matmul_forward(out, inp, W, bias, N, C, OC);
+    ref_matmul(ref, inp, W, bias, N, C, OC);
+    CHECK_REF("matmul out", out, ref, N * OC);
+    matmul_forward(out, inp, W, NULL, N, C, OC);
+    ref_matmul(ref, inp, W, NULL, N, C, OC);
+    CHECK_REF("matmul out (no bias)", out, ref, N * OC);
+    free(inp); free(W); free(bias); free(out); free(ref);
+}
+
+/* The backward as products written out, so the float build is checked op by op too. */
+static void test_matmul_backward(void) {
+    size_t N = 37;
+    int C = 24, OC = 40;
+    real *inp = ralloc(N * C), *W = ralloc((size_t)OC * C), *dout = ralloc(N * OC);
+    real *dinp = ralloc(N * C), *dW = ralloc((size_t)OC * C), *db = ralloc(OC);
+    double *rinp = dalloc(N * C), *rW = dalloc((size_t)OC * C), *rb = dalloc(OC);
+    fill(inp, N * C, -1, 1);
+    fill(W, (size_t)OC * C, -1, 1);
+    fill(dout, N * OC, -1, 1);
+    matmul_backward(dinp, dW, db, dout, inp, W, N, C, OC);
+    for (size_t i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) {
+            double d = dout[i * OC + o];
+            rb[o] += d;
+            for (int c = 0; c < C; c++) {
+                rinp[i * C + c] += d * W[(size_t)o * C + c];
+                rW[(size_t)o * C + c] += d * inp[i * C + c];
+            }
+        }
+    CHECK_REF("matmul dinp", dinp, rinp, N * C);
+    CHECK_REF("matmul dW", dW, rW, (size_t)OC * C);
+    CHECK_REF("matmul dbias", db, rb, OC);
+    /* NULL gradients are skipped; the others are still computed. */
+    real *db2 = ralloc(OC);
+    matmul_backward(NULL, NULL, db2, dout, inp, W, N, C, OC);
+    CHECK_REF("matmul dbias alone", db2, rb, OC);
+    free(inp); free(W); free(dout); free(dinp); free(dW); free(db); free(db2);
+    free(rinp); free(rW); free(rb);
+}
+
+static void test_layernorm_forward(void) {
+    size_t N = 37;
+    int C = 24;
+    real *inp = ralloc(N * C), *w = ralloc(C), *b = ralloc(C), *out = ralloc(N * C), *mean = ralloc(N),
+         *rstd = ralloc(N);
+    double *ref = dalloc(N * C), *rmean = dalloc(N), *rrstd = dalloc(N);
+    fill(inp, N * C, 2, 5); /* an offset mean: a one-pass variance would lose digits */
+    fill(w, C, 0.5, 1.5);
+    fill(b, C, -0.5, 0.5);
+    layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+    for (size_t i = 0; i < N; i++) {
+        double mu = 0, var = 0;
+        for (int c = 0; c < C; c++) mu += inp[i * C + c];
+        mu /= C;
+        for (int c = 0; c < C; c++) var += (inp[i * C + c] - mu) * (inp[i * C + c] - mu);
+        var /= C; /* biased */
+        rmean[i] = mu;
+        rrstd[i] = 1 / sqrt(var + 1e-5);
+        for (int c = 0; c < C; c++) ref[i * C + c] = (inp[i * C + c] - mu) * rrstd[i] * w[c] + b[c];
+    }
+    CHECK_REF("layernorm out", out, ref, N * C);
+    CHECK_REF("layernorm mean", mean, rmean, N);
+    CHECK_REF("layernorm rstd", rstd, rrstd, N);
+    free(inp); free(w); free(b); free(out); free(mean); free(rstd); free(ref); free(rmean); free(rrstd);
+}
+
+static void test_attention_forward(void) {
+    int B = 2, T = 13, C = 24, NH = 3;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    real *qkv = ralloc(nqkv), *out = ralloc(nout), *att = ralloc(natt);
+    double *rout = dalloc(nout), *ratt = dalloc(natt);
+    fill(qkv, nqkv, -2, 2);
+    fill(att, natt, 7, 8); /* garbage: the forward must write every entry, zeros included */
+    attention_forward(out, att, qkv, B, T, C, NH);
+    ref_attention(rout, ratt, qkv, B, T, C, NH);
+    CHECK_REF("attention out", out, rout, nout);
+    CHECK_REF("attention att", att, ratt, natt);
+    size_t nonzero_upper = 0;
+    for (int bh = 0; bh < B * NH; bh++)
+        for (int t = 0; t < T; t++)
+            for (int j = t + 1; j < T; j++) nonzero_upper += att[((size_t)bh * T + t) * T + j] != 0;
+    CHECK(nonzero_upper == 0, "%zu entries above the diagonal of att are not 0", nonzero_upper);
+    /* T = 1: the single token attends to itself only, out = v. */
+    attention_forward(out, att, qkv, 1, 1, C, NH);
+    size_t diff = 0;
+    for (int c = 0; c < C; c++) diff += out[c] != qkv[2 * C + c];
+    CHECK(diff == 0 && att[0] == 1, "T=1: out != v (%zu) or att %g != 1", diff, (double)att[0]);
+    free(qkv); free(out); free(att); free(rout); free(ratt);
+}
+
+/* Change the k and v of a future token: every earlier output and attention row must be
+ * exactly unchanged, and later ones must change (so the change was seen at all).
+ * Backward: with dout zero from token t0 on, the q, k, v of tokens >= t0 get no gradient. */
+static void test_attention_causal(void) {
+    int B = 2, T = 11, C = 24, NH = 3, t0 = 6;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    real *qkv = ralloc(nqkv), *out1 = ralloc(nout), *out2 = ralloc(nout), *att1 = ralloc(natt),
+         *att2 = ralloc(natt);
+    fill(qkv, nqkv, -2, 2);
+    attention_forward(out1, att1, qkv, B, T, C, NH);
+    for (int b = 0; b < B; b++)
+        for (int c = C; c < 3 * C; c++) qkv[((size_t)b * T + t0) * 3 * C + c] += 3; /* k and v of t0 */
+    attention_forward(out2, att2, qkv, B, T, C, NH);
+    size_t early = (size_t)t0 * C;
+    for (int b = 0; b < B; b++) {
+        const real *o1 = out1 + (size_t)b * T * C, *o2 = out2 + (size_t)b * T * C;
+        CHECK(memcmp(o1, o2, early * sizeof(real)) == 0, "batch %d: an output before t0 changed", b);
+        CHECK(memcmp(o1 + early, o2 + early, (nout / B - early) * sizeof(real)) != 0,
+              "batch %d: no output from t0 on changed", b);
+        for (int h = 0; h < NH; h++) {
+            size_t off = ((size_t)b * NH + h) * T * T;
+            CHECK(memcmp(att1 + off, att2 + off, (size_t)t0 * T * sizeof(real)) == 0,
+                  "batch %d head %d: an attention row before t0 changed", b, h);
+        }
+    }
+    real *dout = ralloc(nout), *dqkv = ralloc(nqkv), *scratch = ralloc(natt);
+    for (int b = 0; b < B; b++) fill(dout + (size_t)b * T * C, early, -1, 1); /* 0 from t0 on */
+    attention_backward(dqkv, scratch, dout, qkv, att2, B, T, C, NH);
+    size_t leaked = 0, nonzero = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < 3 * C; c++) {
+                real g = dqkv[((size_t)b * T + t) * 3 * C + c];
+                if (t >= t0) leaked += g != 0;
+                else nonzero += g != 0;
+            }
+    CHECK(leaked == 0, "%zu gradients reached tokens >= t0 from outputs before t0", leaked);
+    CHECK(nonzero > 0, "no gradient at all before t0");
+    free(qkv); free(out1); free(out2); free(att1); free(att2); free(dout); free(dqkv); free(scratch);
+}
+
+static void test_gelu_forward(void) {
+    size_t N = 1001;
+    real *inp = ralloc(N), *out = ralloc(N);
+    double *ref = dalloc(N);
+    fill(inp, N, -6, 6);
+    inp[0] = 0;
+    inp[1] = 30; /* saturated tails: x and ~0, gradient 1 and ~0, no NaN */
+    inp[2] = -30;
+    gelu_forward(out, inp, N);
+    for (size_t i = 0; i < N; i++) {
+        double x = inp[i];
+        ref[i] = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    }
+    CHECK_REF("gelu out", out, ref, N);
+    CHECK(out[0] == 0, "gelu(0) = %g", (double)out[0]);
+    real dx[3] = {0, 0, 0}, ones[3] = {1, 1, 1};
+    gelu_backward(dx, inp, ones, 3);
+    CHECK(dx[0] == (real)0.5 && dx[1] == 1 && fabs(dx[2]) < 1e-30, "gelu' at 0, 30, -30: %g %g %g",
+          (double)dx[0], (double)dx[1], (double)dx[2]);
+    free(inp); free(out); free(ref);
+}
+
+static void test_encoder_forward(void) {
+    int B = 3, T = 5, C = 24, V = 11;
+    int inp[15];
+    for (int i = 0; i < B * T; i++) inp[i] = (int)(urand() * V);
+    inp[0] = 0;
+    inp[1] = V - 1;
+    real *wte = ralloc((size_t)V * C), *wpe = ralloc((size_t)T * C), *out = ralloc((size_t)B * T * C);
+    double *ref = dalloc((size_t)B * T * C);
+    fill(wte, (size_t)V * C, -1, 1);
+    fill(wpe, (size_t)T * C, -1, 1);
+    encoder_forward(out, inp, wte, wpe, B, T, C);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++)
+                ref[((size_t)b * T + t) * C + c] = (double)wte[(size_t)inp[b * T + t] * C + c] + wpe[(size_t)t * C + c];
+    CHECK_REF("encoder out", out, ref, (size_t)B * T * C);
+    free(wte); free(wpe); free(out); free(ref);
+}
+
+/* Large logits (+-40, and one row at +-1000) check the max subtraction; a -1 target is
+ * ignored (loss 0, dlogits row 0); the backward overwrites garbage. */
+static void test_crossentropy(void) {
+    size_t N = 7;
+    int V = 37;
+    int tg[7] = {0, 36, -1, 5, 17, -1, 2};
+    real *logits = ralloc(N * V), *probs = ralloc(N * V), *losses = ralloc(N), *dl = ralloc(N * V);
+    double *rp = dalloc(N * V), *rl = dalloc(N), *rd = dalloc(N * V);
+    fill(logits, N * V, -40, 40);
+    for (int v = 0; v < V; v++) logits[6 * V + v] = v == 2 ? 1000 : (v % 2 ? -1000 : 999);
+    crossentropy_forward(losses, probs, logits, tg, N, V);
+    real scale = (real)0.25;
+    for (size_t n = 0; n < N; n++) {
+        double mx = -INFINITY, z = 0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, logits[n * V + v]);
+        for (int v = 0; v < V; v++) z += exp(logits[n * V + v] - mx);
+        double lse = mx + log(z);
+        for (int v = 0; v < V; v++) {
+            rp[n * V + v] = exp(logits[n * V + v] - lse);
+            rd[n * V + v] = tg[n] < 0 ? 0 : (rp[n * V + v] - (v == tg[n])) * scale;
+        }
+        rl[n] = tg[n] < 0 ? 0 : lse - logits[n * V + tg[n]];
+    }
+    CHECK_REF("crossentropy probs", probs, rp, N * V);
+    CHECK_REF("crossentropy losses", losses, rl, N);
+    CHECK(losses[2] == 0 && losses[5] == 0, "ignored targets give losses %g, %g", (double)losses[2],
+          (double)losses[5]);
+    for (size_t i = 0; i < N * V; i++) dl[i] = 123;
+    crossentropy_backward(dl, probs, tg, scale, N, V);
+    CHECK_REF("crossentropy dlogits", dl, rd, N * V);
+    free(logits); free(probs); free(losses); free(dl); free(rp); free(rl); free(rd);
+}
+
+/* Two AdamW steps against the formula written out in double. */
+static void test_adamw(void) {
+    enum { n = 5 };
+    float p[n] = {1, -2, 0.5f, 0, 3}, g[n] = {0.1f, -0.3f, 0, 2, -1e-4f}, m[n] = {0}, v[n] = {0};
+    double rp[n], rm[n] = {0}, rv[n] = {0};
+    const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+    for (int i = 0; i < n; i++) rp[i] = p[i];
+    for (int t = 1; t <= 2; t++) {
+        adamw_update(p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, t);
+        for (int i = 0; i < n; i++) {
+            rm[i] = b1 * rm[i] + (1 - b1) * g[i];
+            rv[i] = b2 * rv[i] + (1 - b2) * (double)g[i] * g[i];
+            double mhat = rm[i] / (1 - pow(b1, t)), vhat = rv[i] / (1 - pow(b2, t));
+            rp[i] -= lr * (mhat / (sqrt(vhat) + eps) + wd * rp[i]);
+        }
+        for (int i = 0; i < n; i++) {
+            CHECK_CLOSE(p[i], rp[i], 1e-6, 1e-6, "p[%d] after step %d", i, t);
+            CHECK_CLOSE(m[i], rm[i], 1e-9, 1e-6, "m[%d] after step %d", i, t);
+            CHECK_CLOSE(v[i], rv[i], 1e-12, 1e-6, "v[%d] after step %d", i, t);
+        }
+    }
+    /* Step 1 with g != 0 moves p by lr (1 + wd p) up to eps: sign(g) lr. */
+    CHECK_CLOSE(rp[3], -2 * lr * (1 + 1e-8), 1e-6, 1e-3, "hand value");
+}
+
+static void test_sumsq_scale(void) {
+    size_t n = 100003;
+    real *x = ralloc(n);
+    fill(x, n, -1, 1);
+    double ref = 0;
+    for (size_t i = 0; i < n; i++) ref += (double)x[i] * x[i];
+    double s = sumsq(x, n);
+    CHECK_CLOSE(s, ref, 0, 1e-12, "sumsq");
+    CHECK(sumsq(x, 0) == 0, "sumsq of nothing");
+    CHECK(sumsq(x, 3) == (double)x[0] * x[0] + (double)x[1] * x[1] + (double)x[2] * x[2], "sumsq of 3");
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    double s1 = sumsq(x, n);
+    omp_set_num_threads(3);
+    double s3 = sumsq(x, n);
+    omp_set_num_threads(nt);
+    CHECK(s1 == s && s3 == s, "sumsq depends on the thread count: %.17g %.17g %.17g", s1, s3, s);
+    CHECK(kernels_threads() == nt, "kernels_threads %d, omp %d", kernels_threads(), nt);
+    real x0 = x[0], xl = x[n - 1];
+    scale_inplace(x, (real)0.5, n);
+    CHECK(x[0] == x0 * (real)0.5 && x[n - 1] == xl * (real)0.5, "scale_inplace");
+    free(x);
+}
+
+/* The vectorisable exp of the CPU kernels (cpu_math.h) against libm in double on a
+ * sweep of 2 million points, and its documented edges: saturation, NaN, exactness at 0. */
+static void test_cpu_expf(void) {
+    double worst = 0, worst_x = 0;
+    const int n = 2000000;
+    for (int i = 0; i <= n; i++) {
+        float x = (float)(-87.0 + 175.0 * i / n);
+        double e = exp((double)x), r = fabs(cpu_expf(x) - e) / e;
+        if (!(r <= worst)) { worst = r; worst_x = x; }
+    }
+    CHECK(worst <= 2e-7, "cpu_expf: relative error %.3g at x = %.9g", worst, worst_x);
+    CHECK(cpu_expf(0) == 1, "exp(0) = %.9g", (double)cpu_expf(0));
+    CHECK(isnan(cpu_expf(NAN)), "NaN must propagate");
+    CHECK(isfinite(cpu_expf(1000)) && cpu_expf(1000) > 1e38, "exp(1000) saturates to %g", (double)cpu_expf(1000));
+    CHECK(cpu_expf(-1000) > 0 && cpu_expf(-1000) < 1.2e-38, "exp(-1000) saturates to %g", (double)cpu_expf(-1000));
+    CHECK(cpu_expf(INFINITY) == cpu_expf(1000) && cpu_expf(-INFINITY) == cpu_expf(-1000), "infinite inputs");
+}
+
+/* ---- backward rules ---- */
+
+/* g2 after two calls == 2 * g1 after one (both from zero). */
+static size_t not_doubled(const real *g1, const real *g2, size_t n) {
+    double *twice = dalloc(n);
+    for (size_t i = 0; i < n; i++) twice[i] = 2.0 * g1[i];
+    size_t bad = mismatches("doubled", g2, twice, n, ADD_ATOL, ADD_RTOL, 0);
+    free(twice);
+    return bad;
+}
+
+static void test_backward_adds(void) {
+    int B = 2, T = 9, C = 24, NH = 3, V = 13, OC = 40;
+    size_t N = (size_t)B * T;
+    real *x = ralloc(N * 3 * C), *W = ralloc((size_t)OC * C), *dout = ralloc(N * OC);
+    real *g1[3], *g2[3];
+    for (int k = 0; k < 3; k++) { g1[k] = ralloc(N * 3 * C + (size_t)V * C); g2[k] = ralloc(N * 3 * C + (size_t)V * C); }
+    fill(x, N * 3 * C, -1, 1);
+    fill(W, (size_t)OC * C, -1, 1);
+    fill(dout, N * OC, -1, 1);
+#define RESET()                                                                         \
+    for (int k = 0; k < 3; k++) {                                                       \
+        memset(g1[k], 0, (N * 3 * C + (size_t)V * C) * sizeof(real));                   \
+        memset(g2[k], 0, (N * 3 * C + (size_t)V * C) * sizeof(real));                   \
+    }
+    RESET();
+    matmul_backward(g1[0], g1[1], g1[2], dout, x, W, N, C, OC);
+    for (int r = 0; r < 2; r++) matmul_backward(g2[0], g2[1], g2[2], dout, x, W, N, C, OC);
+    CHECK(not_doubled(g1[0], g2[0], N * C) == 0, "matmul dinp");
+    CHECK(not_doubled(g1[1], g2[1], (size_t)OC * C) == 0, "matmul dW");
+    CHECK(not_doubled(g1[2], g2[2], OC) == 0, "matmul dbias");
+
+    RESET();
+    real *w = W, *mean = ralloc(N), *rstd = ralloc(N), *y = ralloc(N * C);
+    layernorm_forward(y, mean, rstd, x, w, w + C, N, C);
+    layernorm_backward(g1[0], g1[1], g1[2], dout, x, w, mean, rstd, N, C);
+    for (int r = 0; r < 2; r++) layernorm_backward(g2[0], g2[1], g2[2], dout, x, w, mean, rstd, N, C);
+    CHECK(not_doubled(g1[0], g2[0], N * C) == 0, "layernorm dinp");
+    CHECK(not_doubled(g1[1], g2[1], C) == 0, "layernorm dw");
+    CHECK(not_doubled(g1[2], g2[2], C) == 0, "layernorm db");
+
+    RESET();
+    real *att = ralloc((size_t)B * NH * T * T), *scratch = ralloc((size_t)B * NH * T * T), *o = ralloc(N * C);
+    attention_forward(o, att, x, B, T, C, NH);
+    attention_backward(g1[0], scratch, dout, x, att, B, T, C, NH);
+    for (int r = 0; r < 2; r++) attention_backward(g2[0], scratch, dout, x, att, B, T, C, NH);
+    CHECK(not_doubled(g1[0], g2[0], N * 3 * C) == 0, "attention dqkv");
+
+    RESET();
+    gelu_backward(g1[0], x, dout, N * C);
+    for (int r = 0; r < 2; r++) gelu_backward(g2[0], x, dout, N * C);
+    CHECK(not_doubled(g1[0], g2[0], N * C) == 0, "gelu dinp");
+
+    RESET();
+    int tok[18];
+    for (size_t i = 0; i < N; i++) tok[i] = (int)(i * 7 % 5); /* repeated ids */
+    encoder_backward(g1[0], g1[1], dout, tok, B, T, C, V);
+    for (int r = 0; r < 2; r++) encoder_backward(g2[0], g2[1], dout, tok, B, T, C, V);
+    CHECK(not_doubled(g1[0], g2[0], (size_t)V * C) == 0, "encoder dwte");
+    CHECK(not_doubled(g1[1], g2[1], (size_t)T * C) == 0, "encoder dwpe");
+#undef RESET
+    for (int k = 0; k < 3; k++) { free(g1[k]); free(g2[k]); }
+    free(x); free(W); free(dout); free(mean); free(rstd); free(y); free(att); free(scratch); free(o);
+}
+
+/* Two runs give bit-identical gradients; the non-BLAS reductions (encoder, LayerNorm
+ * dw/db, matmul dbias) are also identical across thread counts by construction. */
+static void test_determinism(void) {
+    int B = 4, T = 33, C = 48, NH = 3, V = 7;
+    size_t N = (size_t)B * T, nqkv = N * 3 * C, natt = (size_t)B * NH * T * T;
+    real *qkv = ralloc(nqkv), *att = ralloc(natt), *out = ralloc(N * C), *dout = ralloc(N * C);
+    real *s1 = ralloc(natt), *s2 = ralloc(natt), *d1 = ralloc(nqkv), *d2 = ralloc(nqkv);
+    fill(qkv, nqkv, -2, 2);
+    fill(dout, N * C, -1, 1);
+    attention_forward(out, att, qkv, B, T, C, NH);
+    attention_backward(d1, s1, dout, qkv, att, B, T, C, NH);
+    attention_backward(d2, s2, dout, qkv, att, B, T, C, NH);
+    CHECK(memcmp(d1, d2, nqkv * sizeof(real)) == 0, "attention dqkv differs between two runs");
+
+    int *tok = malloc(N * sizeof(int));
+    for (size_t i = 0; i < N; i++) tok[i] = (int)(urand() * 3); /* many repeats */
+    real *w1 = ralloc((size_t)V * C), *w2 = ralloc((size_t)V * C), *p1 = ralloc((size_t)T * C),
+         *p2 = ralloc((size_t)T * C);
+    encoder_backward(w1, p1, dout, tok, B, T, C, V);
+    encoder_backward(w2, p2, dout, tok, B, T, C, V);
+    CHECK(memcmp(w1, w2, (size_t)V * C * sizeof(real)) == 0, "encoder dwte differs between two runs");
+    CHECK(memcmp(p1, p2, (size_t)T * C * sizeof(real)) == 0, "encoder dwpe differs between two runs");
+
+    int nt = omp_get_max_threads();
+    real *m = ralloc(N), *r = ralloc(N), *lw = ralloc(C), *lb = ralloc(C), *a1 = ralloc(2 * C), *a2 = ralloc(2 * C);
+    fill(lw, C, 0.5, 1.5);
+    layernorm_forward(out, m, r, qkv, lw, lb, N, C);
+    real *e1 = ralloc((size_t)V * C), *e2 = ralloc((size_t)V * C), *b1 = ralloc(C), *b2 = ralloc(C);
+    omp_set_num_threads(1);
+    encoder_backward(e1, NULL, dout, tok, B, T, C, V);
+    layernorm_backward(NULL, a1, a1 + C, dout, qkv, lw, m, r, N, C);
+    matmul_backward(NULL, NULL, b1, dout, qkv, lw, N, 1, C);
+    omp_set_num_threads(nt > 1 ? nt : 3);
+    encoder_backward(e2, NULL, dout, tok, B, T, C, V);
+    layernorm_backward(NULL, a2, a2 + C, dout, qkv, lw, m, r, N, C);
+    matmul_backward(NULL, NULL, b2, dout, qkv, lw, N, 1, C);
+    omp_set_num_threads(nt);
+    CHECK(memcmp(e1, e2, (size_t)V * C * sizeof(real)) == 0, "encoder dwte depends on the thread count");
+    CHECK(memcmp(a1, a2, 2 * (size_t)C * sizeof(real)) == 0, "layernorm dw/db depend on the thread count");
+    CHECK(memcmp(b1, b2, (size_t)C * sizeof(real)) == 0, "matmul dbias depends on the thread count");
+    free(qkv); free(att); free(out); free(dout); free(s1); free(s2); free(d1); free(d2); free(tok);
+    free(w1); free(w2); free(p1); free(p2); free(m); free(r); free(lw); free(lb); free(a1); free(a2);
+    free(e1); free(e2); free(b1); free(b2);
+}
+
+/* The planted fault (SQLite's habit): a reference with a transposed weight, and one with
+ * a single entry perturbed by 1e-4, must both be reported by the same checker every
+ * other test relies on. If this test fails, the passes above mean nothing. */
+static void test_checker_catches_fault(void) {
+    size_t N = 37;
+    int C = 24;
+    real *inp = ralloc(N * C), *W = ralloc((size_t)C * C), *Wt = ralloc((size_t)C * C), *out = ralloc(N * C);
+    double *ref = dalloc(N * C);
+    fill(inp, N * C, -1, 1);
+    fill(W, (size_t)C * C, -1, 1);
+    for (int i = 0; i < C; i++)
+        for (int j = 0; j < C; j++) Wt[i * C + j] = W[j * C + i];
+    matmul_forward(out, inp, W, NULL, N, C, C);
+    ref_matmul(ref, inp, W, NULL, N, C, C);
+    CHECK(mismatches("good", out, ref, N * C, FWD_ATOL, FWD_RTOL, 1) == 0, "the correct reference must pass");
+    ref_matmul(ref, inp, Wt, NULL, N, C, C);
+    CHECK(mismatches("transposed", out, ref, N * C, FWD_ATOL, FWD_RTOL, 1) > 0,
+          "a reference with W transposed was not caught");
+    ref_matmul(ref, inp, W, NULL, N, C, C);
+    ref[17] += 1e-4;
+    CHECK(mismatches("perturbed", out, ref, N * C, FWD_ATOL, FWD_RTOL, 1) == 1,
+          "a single entry off by 1e-4 was not caught exactly once");
+    ref[17] = NAN;
+    CHECK(mismatches("nan", out, ref, N * C, FWD_ATOL, FWD_RTOL, 1) == 1, "a NaN was not caught");
+    free(inp); free(W); free(Wt); free(out); free(ref);
+}
+
+int main(void) {
+    T_NAME("test_ops");
+    T_RUN(test_matmul_forward);
+    T_RUN(test_matmul_backward);
+    T_RUN(test_layernorm_forward);
+    T_RUN(test_attention_forward);
+    T_RUN(test_attention_causal);
+    T_RUN(test_gelu_forward);
+    T_RUN(test_encoder_forward);
+    T_RUN(test_crossentropy);
+    T_RUN(test_adamw);
+    T_RUN(test_sumsq_scale);
+    T_RUN(test_cpu_expf);
+    T_RUN(test_backward_adds);
+    T_RUN(test_determinism);
+    T_RUN(test_checker_catches_fault);
+    return T_END();
+}

@@ -1,0 +1,838 @@
+/* test_probes.c: every probe statistic against an independent computation.
+ *  - small SVD (one-sided Jacobi) against the eigenvalues of AᵀA from a symmetric Jacobi
+ *    eigen-solver, on random, diagonal, rank-deficient, orthogonal, doubly stochastic and
+ *    rectangular matrices; deviation singular values of known matrices;
+ *  - composite products and cumulative norms against a naive loop;
+ *  - cosine similarity through the Gram matrix against the direct formula on H·X;
+ *  - percentiles against a sorted array; histogram counts and bins;
+ *  - diagonal dominance: identity yes, any other permutation no;
+ *  - probe_step on a model against statistics recomputed from its activations;
+ *  - the probes leave parameters, gradients and inputs bit for bit as they were;
+ *  - an identity model reports exactly the identity; an rc model records no H_res;
+ *  - the run file is written, read back and compared;
+ *  - the Jacobian estimate: 1 for identity without branches, and the top singular value of
+ *    the full Jacobian built column by column with the VJP on a tiny model.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../harness/model.h"
+#include "../harness/util.h"
+#include "../probes/probes.h"
+#include "t.h"
+
+static char tmp[512];
+
+static int T_VERBOSE_ON(void) { return getenv("T_VERBOSE") != NULL; }
+
+/* ---- the second method: eigenvalues of a symmetric matrix by cyclic Jacobi ------------- */
+
+static void sym_eig(double *A, int n, double *eig) { /* destroys A */
+    for (int sweep = 0; sweep < 100; sweep++) {
+        double off = 0, tot = 0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                tot += A[i * n + j] * A[i * n + j];
+                if (i != j) off += A[i * n + j] * A[i * n + j];
+            }
+        if (off <= 1e-30 * tot || off == 0) break;
+        for (int p = 0; p < n - 1; p++)
+            for (int q = p + 1; q < n; q++) {
+                double apq = A[p * n + q];
+                if (apq == 0) continue;
+                double theta = (A[q * n + q] - A[p * n + p]) / (2 * apq);
+                double t = (theta >= 0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1));
+                double c = 1 / sqrt(t * t + 1), s = t * c;
+                for (int k = 0; k < n; k++) { /* A <- Gᵀ A G: columns then rows */
+                    double akp = A[k * n + p], akq = A[k * n + q];
+                    A[k * n + p] = c * akp - s * akq;
+                    A[k * n + q] = s * akp + c * akq;
+                }
+                for (int k = 0; k < n; k++) {
+                    double apk = A[p * n + k], aqk = A[q * n + k];
+                    A[p * n + k] = c * apk - s * aqk;
+                    A[q * n + k] = s * apk + c * aqk;
+                }
+            }
+    }
+    for (int i = 0; i < n; i++) eig[i] = A[i * n + i];
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+/* singular values by the second method: sqrt of the eigenvalues of AᵀA (cols x cols) */
+static void sv_by_eig(const double *A, int rows, int cols, double *sv) {
+    double *G = malloc_check((size_t)cols * cols * sizeof(double)), *e = malloc_check((size_t)cols * sizeof(double));
+    for (int i = 0; i < cols; i++)
+        for (int j = 0; j < cols; j++) {
+            double s = 0;
+            for (int k = 0; k < rows; k++) s += A[(size_t)k * cols + i] * A[(size_t)k * cols + j];
+            G[i * cols + j] = s;
+        }
+    sym_eig(G, cols, e);
+    qsort(e, (size_t)cols, sizeof(double), cmp_desc);
+    int k = rows < cols ? rows : cols;
+    for (int i = 0; i < k; i++) sv[i] = sqrt(e[i] > 0 ? e[i] : 0);
+    free(G);
+    free(e);
+}
+
+/* top singular value by power iteration on AᵀA (a third, simpler check) */
+static double top_sv_power(const double *A, int n, int iters) {
+    double v[64], w[64];
+    for (int i = 0; i < n; i++) v[i] = 1.0 + 0.1 * i;
+    double s = 0;
+    for (int it = 0; it < iters; it++) {
+        for (int i = 0; i < n; i++) {
+            w[i] = 0;
+            for (int j = 0; j < n; j++) w[i] += A[i * n + j] * v[j];
+        }
+        for (int j = 0; j < n; j++) {
+            v[j] = 0;
+            for (int i = 0; i < n; i++) v[j] += A[i * n + j] * w[i];
+        }
+        double nv = 0;
+        for (int j = 0; j < n; j++) nv += v[j] * v[j];
+        nv = sqrt(nv);
+        if (nv == 0) return 0;
+        s = sqrt(nv);
+        for (int j = 0; j < n; j++) v[j] /= nv;
+    }
+    return s;
+}
+
+static void rand_matrix(rng_t *r, double *A, int rows, int cols) {
+    for (int i = 0; i < rows * cols; i++) A[i] = rng_normal(r);
+}
+
+/* a random orthogonal matrix: Gram-Schmidt of a random one */
+static void rand_orthogonal(rng_t *r, double *Q, int n) {
+    rand_matrix(r, Q, n, n);
+    for (int j = 0; j < n; j++) {
+        for (int k = 0; k < j; k++) {
+            double d = 0;
+            for (int i = 0; i < n; i++) d += Q[i * n + j] * Q[i * n + k];
+            for (int i = 0; i < n; i++) Q[i * n + j] -= d * Q[i * n + k];
+        }
+        double s = 0;
+        for (int i = 0; i < n; i++) s += Q[i * n + j] * Q[i * n + j];
+        s = sqrt(s);
+        for (int i = 0; i < n; i++) Q[i * n + j] /= s;
+    }
+}
+
+static void check_svd(const double *A, int rows, int cols, const char *what) {
+    double s1[256], s2[256];
+    int k = rows < cols ? rows : cols;
+    int sw = probe_svd(A, rows, cols, s1);
+    CHECK(sw > 0, "%s: one-sided Jacobi did not converge", what);
+    sv_by_eig(A, rows, cols, s2);
+    double scale = s1[0] > 1 ? s1[0] : 1;
+    for (int i = 0; i < k; i++) {
+        /* sqrt of an eigenvalue loses half the digits near 0: compare with an absolute floor */
+        CHECK_CLOSE(s1[i], s2[i], 1e-7 * scale, 1e-9, "%s %dx%d: sv %d", what, rows, cols, i);
+        if (i > 0) CHECK(s1[i] <= s1[i - 1], "%s: not descending at %d", what, i);
+    }
+}
+
+static void test_svd(void) {
+    rng_t r;
+    rng_seed(&r, 7);
+    double A[64 * 64], Q[64], D[64];
+    for (int n = 1; n <= 8; n++)
+        for (int rep = 0; rep < 20; rep++) {
+            rand_matrix(&r, A, n, n);
+            check_svd(A, n, n, "random");
+            double s[8];
+            probe_svd(A, n, n, s);
+            CHECK_CLOSE(s[0], top_sv_power(A, n, 3000), 1e-6, 1e-6, "random %d: power iteration", n);
+        }
+    /* rectangular, both orientations, and a larger one */
+    rand_matrix(&r, A, 7, 3);
+    check_svd(A, 7, 3, "tall");
+    rand_matrix(&r, A, 3, 7);
+    check_svd(A, 3, 7, "wide");
+    rand_matrix(&r, A, 40, 40);
+    check_svd(A, 40, 40, "40x40");
+    /* diagonal with known values (unsorted, one negative) */
+    double dv[5] = {0.3, -2.0, 1.5, 0.0, 0.7}, want[5] = {2.0, 1.5, 0.7, 0.3, 0.0}, s[8];
+    memset(A, 0, sizeof A);
+    for (int i = 0; i < 5; i++) A[i * 5 + i] = dv[i];
+    probe_svd(A, 5, 5, s);
+    for (int i = 0; i < 5; i++) CHECK(s[i] == want[i], "diagonal: sv %d = %g, want %g", i, s[i], want[i]);
+    check_svd(A, 5, 5, "diagonal");
+    /* rank-deficient: outer product of rank 2 in 6x6 */
+    double u1[6], v1[6], u2[6], v2[6];
+    for (int i = 0; i < 6; i++) { u1[i] = rng_normal(&r); v1[i] = rng_normal(&r); u2[i] = rng_normal(&r); v2[i] = rng_normal(&r); }
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++) A[i * 6 + j] = u1[i] * v1[j] + u2[i] * v2[j];
+    probe_svd(A, 6, 6, s);
+    for (int i = 2; i < 6; i++) CHECK(fabs(s[i]) < 1e-12 * s[0], "rank 2: sv %d = %g", i, s[i]);
+    check_svd(A, 6, 6, "rank-deficient");
+    /* orthogonal: every singular value 1 */
+    for (int n = 2; n <= 8; n++) {
+        rand_orthogonal(&r, Q, n);
+        probe_svd(Q, n, n, s);
+        for (int i = 0; i < n; i++) CHECK_CLOSE(s[i], 1.0, 1e-13, 0, "orthogonal %d: sv %d", n, i);
+    }
+    /* doubly stochastic: a convex mixture of permutations has top sv exactly 1 (vector of ones) */
+    for (int n = 2; n <= 8; n++) {
+        memset(D, 0, sizeof D);
+        double wsum = 0;
+        for (int k = 0; k < 5; k++) {
+            int perm[8];
+            for (int i = 0; i < n; i++) perm[i] = i;
+            for (int i = n - 1; i > 0; i--) {
+                int j = (int)(rng_u64(&r) % (uint64_t)(i + 1)), t = perm[i];
+                perm[i] = perm[j];
+                perm[j] = t;
+            }
+            double w = rng_uniform(&r) + 0.1;
+            wsum += w;
+            for (int i = 0; i < n; i++) D[i * n + perm[i]] += w;
+        }
+        for (int i = 0; i < n * n; i++) D[i] /= wsum;
+        probe_svd(D, n, n, s);
+        CHECK_CLOSE(s[0], 1.0, 1e-13, 0, "doubly stochastic %d: top sv", n);
+        check_svd(D, n, n, "doubly stochastic");
+        double sv[8], dev[8];
+        probe_sv_and_deviation(D, n, sv, dev);
+        CHECK(fabs(dev[n - 1]) < 1e-13, "doubly stochastic %d: deviation has a zero singular value (%g)", n, dev[n - 1]);
+        /* (D - J) = D restricted to the zero-sum subspace: its sv are the sv of D but the top 1 */
+        CHECK(dev[0] <= 1 + 1e-12, "doubly stochastic: deviation norm %g > 1", dev[0]);
+    }
+    /* J itself: sv (1, 0, ...), deviation all 0; I: sv all 1, deviation (1, ..., 1, 0) */
+    for (int n = 2; n <= 8; n++) {
+        double J[64], I[64], sv[8], dev[8];
+        for (int i = 0; i < n * n; i++) { J[i] = 1.0 / n; I[i] = (i % (n + 1)) == 0; }
+        probe_sv_and_deviation(J, n, sv, dev);
+        CHECK_CLOSE(sv[0], 1.0, 1e-14, 0, "J sv0");
+        for (int i = 1; i < n; i++) CHECK(fabs(sv[i]) < 1e-14, "J sv %d = %g", i, sv[i]);
+        for (int i = 0; i < n; i++) CHECK(fabs(dev[i]) < 1e-14, "J dev %d = %g", i, dev[i]);
+        probe_sv_and_deviation(I, n, sv, dev);
+        for (int i = 0; i < n; i++) CHECK(sv[i] == 1.0, "I sv %d = %.17g", i, sv[i]);
+        for (int i = 0; i < n - 1; i++) CHECK_CLOSE(dev[i], 1.0, 1e-14, 0, "I dev %d", i);
+        CHECK(fabs(dev[n - 1]) < 1e-14, "I dev last = %g", dev[n - 1]);
+    }
+}
+
+/* ---- composite ------------------------------------------------------------------------- */
+
+static void test_composite(void) {
+    rng_t r;
+    rng_seed(&r, 11);
+    for (int n = 2; n <= 8; n += 3)
+        for (int L = 1; L <= 12; L += 5) {
+            double H[12 * 64], P[64], cum[12], N[64], T[64];
+            for (int i = 0; i < L * n * n; i++) H[i] = 0.4 * rng_normal(&r) + ((i % (n * n)) % (n + 1) == 0);
+            probe_composite(H, L, n, P, cum);
+            /* naive: X_l as explicit vectors: push each basis vector e_j through the layers */
+            for (int j = 0; j < n; j++) {
+                double x[8], y[8];
+                for (int i = 0; i < n; i++) x[i] = i == j;
+                for (int l = 0; l < L; l++) {
+                    for (int i = 0; i < n; i++) {
+                        y[i] = 0;
+                        for (int k = 0; k < n; k++) y[i] += H[l * n * n + i * n + k] * x[k];
+                    }
+                    memcpy(x, y, sizeof x);
+                }
+                for (int i = 0; i < n; i++) N[i * n + j] = x[i];
+            }
+            for (int i = 0; i < n * n; i++) CHECK_CLOSE(P[i], N[i], 1e-12, 1e-12, "composite n=%d L=%d entry %d", n, L, i);
+            /* cumulative norms: naive left-to-right product H_{l-1} (... (H_1 H_0)) */
+            memcpy(N, H, (size_t)n * n * sizeof(double));
+            for (int l = 0; l < L; l++) {
+                if (l > 0) {
+                    probe_matmul(H + l * n * n, N, T, n);
+                    memcpy(N, T, (size_t)n * n * sizeof(double));
+                }
+                CHECK_CLOSE(cum[l], top_sv_power(N, n, 5000), 1e-8, 1e-6, "cum norm n=%d l=%d", n, l + 1);
+            }
+        }
+}
+
+/* ---- cosine similarity ----------------------------------------------------------------- */
+
+static double cos_direct(const double *Y, int n, int C) {
+    double s = 0;
+    int cnt = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            double d = 0, a = 0, b = 0;
+            for (int c = 0; c < C; c++) {
+                d += Y[i * C + c] * Y[j * C + c];
+                a += Y[i * C + c] * Y[i * C + c];
+                b += Y[j * C + c] * Y[j * C + c];
+            }
+            s += d / (sqrt(a) * sqrt(b));
+            cnt++;
+        }
+    return s / cnt;
+}
+
+static void test_cosine(void) {
+    rng_t r;
+    rng_seed(&r, 13);
+    for (int n = 2; n <= 8; n += 2) {
+        const int C = 33;
+        real X[8 * 33], H[64];
+        double Xd[8 * 33], Y[8 * 33];
+        for (int rep = 0; rep < 10; rep++) {
+            for (int i = 0; i < n * C; i++) { X[i] = (real)(rng_normal(&r) + (i % C) * 0.05); Xd[i] = X[i]; }
+            for (int i = 0; i < n * n; i++) H[i] = (real)(rng_normal(&r) * 0.3 + ((i % (n + 1)) == 0));
+            for (int i = 0; i < n; i++)
+                for (int c = 0; c < C; c++) {
+                    double s = 0;
+                    for (int k = 0; k < n; k++) s += (double)H[i * n + k] * Xd[k * C + c];
+                    Y[i * C + c] = s;
+                }
+            double before, after;
+            probe_token_cos(X, H, n, C, &before, &after);
+            CHECK_CLOSE(before, cos_direct(Xd, n, C), 1e-12, 1e-10, "cos before n=%d", n);
+            CHECK_CLOSE(after, cos_direct(Y, n, C), 1e-10, 1e-8, "cos after n=%d", n);
+        }
+    }
+    /* identical streams: 1; orthogonal streams: 0; a zero stream is skipped */
+    real X[3 * 4] = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}, I[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    double b, a;
+    probe_token_cos(X, I, 3, 4, &b, &a);
+    CHECK_CLOSE(b, 1.0, 1e-15, 0, "identical streams");
+    real O[2 * 2] = {1, 0, 0, 1}, I2[4] = {1, 0, 0, 1};
+    probe_token_cos(O, I2, 2, 2, &b, &a);
+    CHECK(b == 0 && a == 0, "orthogonal streams: %g %g", b, a);
+    real Z[2 * 2] = {1, 1, 0, 0};
+    probe_token_cos(Z, I2, 2, 2, &b, &a);
+    CHECK(isnan(b), "a zero stream leaves no pair: %g", b);
+}
+
+/* ---- percentiles, histogram, diagonal dominance ---------------------------------------- */
+
+static double pct_sorted(const float *v, size_t m, double q) { /* v sorted ascending */
+    double pos = q * (double)(m - 1);
+    size_t k = (size_t)floor(pos);
+    if (k + 1 >= m) return v[m - 1 < k ? m - 1 : k];
+    return v[k] + (pos - (double)k) * ((double)v[k + 1] - v[k]);
+}
+
+static int cmp_f(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_percentiles(void) {
+    rng_t r;
+    rng_seed(&r, 17);
+    const double qs[] = {0, 0.1, 0.25, 0.5, 0.9, 0.999, 1};
+    size_t sizes[] = {1, 2, 3, 10, 101, 1000, 4096};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t m = sizes[si];
+        float *v = malloc_check(m * sizeof(float)), *s = malloc_check(m * sizeof(float)), *w = malloc_check(m * sizeof(float));
+        for (size_t i = 0; i < m; i++) v[i] = (si % 2) ? (float)(rng_u64(&r) % 7) : (float)rng_normal(&r); /* ties too */
+        memcpy(s, v, m * sizeof(float));
+        qsort(s, m, sizeof(float), cmp_f);
+        for (size_t qi = 0; qi < sizeof qs / sizeof qs[0]; qi++) {
+            memcpy(w, v, m * sizeof(float));
+            double got = probe_percentile(w, m, qs[qi]), want = pct_sorted(s, m, qs[qi]);
+            CHECK_CLOSE(got, want, 1e-6, 1e-6, "percentile %g of %zu values", qs[qi], m);
+        }
+        free(v);
+        free(s);
+        free(w);
+    }
+    /* non-finite values are left out */
+    float v[6] = {NAN, 3, INFINITY, 1, 2, -INFINITY};
+    CHECK_CLOSE(probe_percentile(v, 6, 0.5), 2.0, 0, 0, "median of the finite values");
+    float z[2] = {NAN, NAN};
+    CHECK(isnan(probe_percentile(z, 2, 0.5)), "no finite value: NaN");
+}
+
+static void test_histogram(void) {
+    double e[PROBE_HIST_BINS + 1];
+    probe_hist_edges(e);
+    CHECK(e[0] == PROBE_HIST_LO && e[PROBE_HIST_BINS] == PROBE_HIST_HI, "edges span [lo, hi]");
+    CHECK_CLOSE(e[1] - e[0], 0.01, 1e-12, 0, "bin width 0.01");
+    rng_t r;
+    rng_seed(&r, 19);
+    int64_t counts[PROBE_HIST_BINS + 2] = {0};
+    const int N = 20000;
+    for (int i = 0; i < N; i++) {
+        double v = rng_normal(&r);
+        if (i % 97 == 0) v = NAN;
+        int k = probe_hist_bin(v);
+        CHECK(k >= -1 && k <= PROBE_HIST_BINS, "bin range");
+        if (k >= 0 && k < PROBE_HIST_BINS) CHECK(v >= e[k] - 1e-12 && v < e[k + 1] + 1e-12, "%g not in bin %d", v, k);
+        if (k == -1) CHECK(v < PROBE_HIST_LO, "below");
+        if (k == PROBE_HIST_BINS) CHECK(!(v < PROBE_HIST_HI), "above");
+        counts[k + 1]++;
+    }
+    int64_t tot = 0;
+    for (int k = 0; k < PROBE_HIST_BINS + 2; k++) tot += counts[k];
+    CHECK(tot == N, "counts add up: %lld", (long long)tot);
+    CHECK(probe_hist_bin(0.0) == 100 && probe_hist_bin(1.0) == 200, "0 and 1 land in bins 100, 200 (%d, %d)",
+          probe_hist_bin(0.0), probe_hist_bin(1.0));
+}
+
+static void test_diag_dominance(void) {
+    real I[16], P[16];
+    for (int i = 0; i < 16; i++) I[i] = (i % 5) == 0;
+    CHECK(probe_diag_dominant(I, 4), "identity is diagonal-dominant");
+    /* every non-identity permutation of 4 is detected as off-diagonal */
+    int perm[4] = {0, 1, 2, 3}, count = 0;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 4; c++)
+                for (int d = 0; d < 4; d++) {
+                    perm[0] = a; perm[1] = b; perm[2] = c; perm[3] = d;
+                    int used = 0;
+                    for (int i = 0; i < 4; i++) used |= 1 << perm[i];
+                    if (used != 15) continue;
+                    for (int i = 0; i < 16; i++) P[i] = 0;
+                    for (int i = 0; i < 4; i++) P[i * 4 + perm[i]] = 1;
+                    int ident = a == 0 && b == 1 && c == 2 && d == 3;
+                    CHECK(probe_diag_dominant(P, 4) == ident, "permutation %d%d%d%d", a, b, c, d);
+                    count++;
+                }
+    CHECK(count == 24, "24 permutations");
+    /* a soft mixture with a heavy diagonal is dominant; ties count; NaN does not */
+    real M[4] = {0.6f, 0.4f, 0.3f, 0.7f}, Tt[4] = {0.5f, 0.5f, 0.5f, 0.5f}, Nn[4] = {NAN, 0, 0, 1};
+    CHECK(probe_diag_dominant(M, 2), "soft diagonal");
+    CHECK(probe_diag_dominant(Tt, 2), "ties count as diagonal");
+    CHECK(!probe_diag_dominant(Nn, 2), "NaN is not dominant");
+}
+
+/* ---- models ----------------------------------------------------------------------------- */
+
+static void make_shard(const char *name, size_t count, char *path, size_t len) {
+    unsigned char *b = malloc_check(count);
+    rng_t r;
+    rng_seed(&r, 23);
+    for (size_t i = 0; i < count; i++) b[i] = (unsigned char)(32 + rng_u64(&r) % 90);
+    snprintf(path, len, "%s/%s.bin", tmp, name);
+    CHECK(shard_write(path, b, count, 256, 1) == 0, "shard_write %s", path);
+    free(b);
+}
+
+static int build(gpt_model *m, const char *method, int n, int layers, int C, int B, double aux_noise) {
+    s2hc_config c;
+    config_defaults(&c);
+    c.n_layer = layers;
+    c.n_head = 2;
+    c.n_embd = C;
+    c.block_size = 8;
+    snprintf(c.method, sizeof c.method, "%s", method);
+    c.n_streams = n;
+    char err[256];
+    if (model_build(m, &c, err, sizeof err) != 0) {
+        CHECK(0, "model_build %s: %s", method, err);
+        return -1;
+    }
+    model_init(m, 99);
+    if (aux_noise > 0) { /* move every hyper-connection parameter: H_res far from I and token-dependent */
+        rng_t r;
+        rng_seed(&r, 29);
+        for (int i = 0; i < m->n_tensors; i++)
+            if (m->pinfo[i].aux)
+                for (size_t k = 0; k < m->pinfo[i].numel; k++)
+                    m->params[m->pinfo[i].offset + k] += (real)(aux_noise * rng_normal(&r));
+    }
+    model_alloc_acts(m, B);
+    return 0;
+}
+
+static const h5log_series *series(const h5log *log, const char *path) {
+    int i = h5log_find(log, path);
+    CHECK(i >= 0, "missing %s", path);
+    return i >= 0 ? &log->series[i] : NULL;
+}
+/* last row of a float64 series (or the static data) */
+static const double *last_row(const h5log *log, const char *path) {
+    const h5log_series *s = series(log, path);
+    if (!s) return NULL;
+    CHECK(s->type == H5LOG_F64, "%s is not float64", path);
+    return (const double *)s->data + (s->rows - 1) * s->row_elems;
+}
+
+/* probe_step against statistics recomputed from the activations it leaves behind */
+static void test_probe_step_matches_direct(void) {
+    char vpath[600], err[256];
+    make_shard("val_a", 2000, vpath, sizeof vpath);
+    data_shard val;
+    CHECK(shard_open(&val, vpath, err, sizeof err) == 0, "%s", err);
+    gpt_model m;
+    if (build(&m, "mhc", 4, 2, 16, 3, 0.5) != 0) return;
+    h5log log;
+    h5log_init(&log);
+    probe_state *p = probe_open(&m, &val, &log);
+    CHECK(p != NULL, "probe_open");
+    if (!p) return;
+    probe_step(p, 10);
+    /* the activations now hold the probe batch */
+    const int Lh = m.Lh, n = m.n, C = m.C;
+    const size_t N = (size_t)m.B * m.T;
+    float *rm = malloc_check(N * n * Lh * sizeof(float));
+    size_t nr = 0;
+    int64_t diag = 0;
+    const double *Hm = last_row(&log, "/probe/H_res_mean"), *cos = last_row(&log, "/probe/cos_sim"),
+                 *cosb = last_row(&log, "/probe/cos_sim_before"), *csx = last_row(&log, "/probe/colsum_dev_max"),
+                 *rsm = last_row(&log, "/probe/rowsum_dev_mean"), *sv = last_row(&log, "/probe/sv"),
+                 *dev = last_row(&log, "/probe/dev_sv"), *rml = last_row(&log, "/probe/row_max_layer"),
+                 *dfl = last_row(&log, "/probe/diag_frac_layer"), *rms = last_row(&log, "/probe/stream_rms");
+    if (!Hm || !cos || !cosb || !csx || !rsm || !sv || !dev || !rml || !dfl || !rms) return;
+    double max_dev_seen = 0;
+    for (int l = 0; l < Lh; l++) {
+        hc_acts h = model_hc_acts(&m, l);
+        double mean[64] = {0}, cs = 0, rsum = 0, ca = 0, cb = 0;
+        size_t ld0 = nr;
+        int64_t dl = 0;
+        for (size_t t = 0; t < N; t++) {
+            const real *H = h.H + t * n * n;
+            double Y[4 * 16], Xd[4 * 16];
+            int dom = 1;
+            for (int i = 0; i < n; i++) {
+                double rowmax = -1e30, rs = 0, colsum = 0;
+                for (int j = 0; j < n; j++) {
+                    mean[i * n + j] += H[i * n + j] / (double)N;
+                    if (H[i * n + j] > rowmax) rowmax = H[i * n + j];
+                    rs += H[i * n + j];
+                    colsum += H[j * n + i];
+                }
+                if (rowmax > H[i * n + i]) dom = 0;
+                rm[nr++] = (float)rowmax;
+                cs = fmax(cs, fabs(colsum - 1));
+                rsum += fabs(rs - 1) / n / (double)N;
+            }
+            dl += dom;
+            for (int i = 0; i < n * C; i++) Xd[i] = h.X[t * n * C + i];
+            for (int i = 0; i < n; i++)
+                for (int c = 0; c < C; c++) {
+                    double s = 0;
+                    for (int k = 0; k < n; k++) s += (double)H[i * n + k] * Xd[k * C + c];
+                    Y[i * C + c] = s;
+                }
+            ca += cos_direct(Y, n, C) / (double)N;
+            cb += cos_direct(Xd, n, C) / (double)N;
+        }
+        diag += dl;
+        for (int k = 0; k < n * n; k++) {
+            CHECK_CLOSE(Hm[l * n * n + k], mean[k], 1e-12, 1e-9, "H_res_mean layer %d entry %d", l, k);
+            max_dev_seen = fmax(max_dev_seen, fabs(mean[k] - (k % (n + 1) == 0)));
+        }
+        CHECK_CLOSE(cos[l], ca, 1e-9, 1e-7, "cos_sim layer %d", l);
+        CHECK_CLOSE(cosb[l], cb, 1e-9, 1e-7, "cos_sim_before layer %d", l);
+        CHECK_CLOSE(csx[l], cs, 1e-12, 1e-9, "colsum_dev_max layer %d", l);
+        CHECK_CLOSE(rsm[l], rsum, 1e-12, 1e-9, "rowsum_dev_mean layer %d", l);
+        CHECK_CLOSE(dfl[l], (double)dl / (double)N, 0, 0, "diag_frac_layer %d", l);
+        double s2[8], d2[8], Dm[64];
+        sv_by_eig(mean, n, n, s2);
+        for (int k = 0; k < n * n; k++) Dm[k] = mean[k] - 1.0 / n;
+        sv_by_eig(Dm, n, n, d2);
+        for (int i = 0; i < n; i++) {
+            CHECK_CLOSE(sv[l * n + i], s2[i], 1e-7, 1e-7, "sv layer %d #%d", l, i);
+            CHECK_CLOSE(dev[l * n + i], d2[i], 1e-7, 1e-7, "dev_sv layer %d #%d", l, i);
+        }
+        qsort(rm + ld0, nr - ld0, sizeof(float), cmp_f);
+        CHECK_CLOSE(rml[l * 3 + 1], pct_sorted(rm + ld0, nr - ld0, 0.5), 0, 1e-7, "row max median layer %d", l);
+        CHECK_CLOSE(rml[l * 3 + 0], pct_sorted(rm + ld0, nr - ld0, 0.1), 0, 1e-7, "row max p10 layer %d", l);
+    }
+    CHECK(max_dev_seen > 0.05, "the test model's H_res is far from I (max |H - I| %g)", max_dev_seen);
+    qsort(rm, nr, sizeof(float), cmp_f);
+    CHECK_CLOSE(*last_row(&log, "/probe/row_max_median"), pct_sorted(rm, nr, 0.5), 0, 1e-7, "pooled median");
+    CHECK_CLOSE(*last_row(&log, "/probe/row_max_p10"), pct_sorted(rm, nr, 0.1), 0, 1e-7, "pooled p10");
+    CHECK_CLOSE(*last_row(&log, "/probe/row_max_p90"), pct_sorted(rm, nr, 0.9), 0, 1e-7, "pooled p90");
+    CHECK_CLOSE(*last_row(&log, "/probe/diag_frac"), (double)diag / ((double)N * Lh), 0, 1e-15, "pooled diag_frac");
+    /* stream RMS of the final streams */
+    const real *XL = model_streams(&m, Lh);
+    double ss = 0;
+    for (size_t k = 0; k < N * n * C; k++) ss += (double)XL[k] * XL[k];
+    CHECK_CLOSE(rms[Lh], sqrt(ss / (double)(N * n * C)), 1e-12, 1e-9, "stream_rms final");
+    /* the same batch every time: a second probe gives the same row */
+    probe_step(p, 20);
+    const h5log_series *s = series(&log, "/probe/H_res_mean");
+    CHECK(s->rows == 2 && !memcmp(s->data, (const double *)s->data + s->row_elems, s->row_elems * sizeof(double)),
+          "the probe batch is fixed: identical rows for unchanged weights");
+    free(rm);
+    probe_close(p);
+    h5log_free(&log);
+    model_free(&m);
+    shard_close(&val);
+}
+
+/* probe_step and probe_final leave parameters, gradients and the inputs as they were */
+static void test_probe_is_read_only(void) {
+    char vpath[600], err[256];
+    make_shard("val_b", 3000, vpath, sizeof vpath);
+    data_shard val;
+    CHECK(shard_open(&val, vpath, err, sizeof err) == 0, "%s", err);
+    gpt_model m;
+    if (build(&m, "mhc", 4, 1, 16, 2, 0.3) != 0) return;
+    const size_t N = (size_t)m.B * m.T;
+    int *in = malloc_check(N * sizeof(int)), *tg = malloc_check(N * sizeof(int));
+    for (size_t i = 0; i < N; i++) { in[i] = (int)(i * 7 % 256); tg[i] = (int)(i * 13 % 256); }
+    model_zero_grad(&m);
+    real loss0 = model_forward(&m, in, tg, m.B);
+    model_backward(&m, 1);
+    real *P0 = malloc_check(m.n_params * sizeof(real)), *G0 = malloc_check(m.n_params * sizeof(real));
+    memcpy(P0, m.params, m.n_params * sizeof(real));
+    memcpy(G0, m.grads, m.n_params * sizeof(real));
+    h5log log;
+    h5log_init(&log);
+    probe_state *p = probe_open(&m, &val, &log);
+    probe_step(p, 1);
+    CHECK(!memcmp(P0, m.params, m.n_params * sizeof(real)), "probe_step changed parameters");
+    CHECK(!memcmp(G0, m.grads, m.n_params * sizeof(real)), "probe_step changed gradients");
+    CHECK(!memcmp(in, m.inputs, N * sizeof(int)), "probe_step changed the model's inputs");
+    CHECK(m.mean_loss == loss0, "probe_step changed mean_loss");
+    CHECK(probe_final(&m, &val, 5, &log, 1) == 0, "probe_final");
+    CHECK(!memcmp(P0, m.params, m.n_params * sizeof(real)), "probe_final changed parameters");
+    CHECK(!memcmp(G0, m.grads, m.n_params * sizeof(real)), "probe_final changed gradients");
+    /* and training continues exactly */
+    real loss1 = model_forward(&m, in, tg, m.B);
+    CHECK(loss1 == loss0, "loss after probing %.9g vs %.9g", loss1, loss0);
+    probe_close(p);
+    h5log_free(&log);
+    free(P0);
+    free(G0);
+    free(in);
+    free(tg);
+    model_free(&m);
+    shard_close(&val);
+}
+
+/* an identity model reports exactly the identity everywhere */
+static void test_identity_is_identity(void) {
+    char vpath[600], err[256];
+    make_shard("val_c", 2000, vpath, sizeof vpath);
+    data_shard val;
+    CHECK(shard_open(&val, vpath, err, sizeof err) == 0, "%s", err);
+    gpt_model m;
+    if (build(&m, "identity", 4, 2, 16, 4, 0.3) != 0) return;
+    const int Lh = m.Lh, n = m.n;
+    h5log log;
+    h5log_init(&log);
+    probe_state *p = probe_open(&m, &val, &log);
+    probe_step(p, 5);
+    const double *Hm = last_row(&log, "/probe/H_res_mean"), *sv = last_row(&log, "/probe/sv"),
+                 *dev = last_row(&log, "/probe/dev_sv");
+    if (!Hm || !sv || !dev) return;
+    for (int l = 0; l < Lh; l++)
+        for (int k = 0; k < n * n; k++) CHECK(Hm[l * n * n + k] == (k % (n + 1) == 0), "H_res_mean[%d][%d] = %.17g", l, k, Hm[l * n * n + k]);
+    for (int k = 0; k < Lh * n; k++) CHECK(sv[k] == 1.0, "sv %d = %.17g", k, sv[k]);
+    for (int l = 0; l < Lh; l++) {
+        for (int i = 0; i < n - 1; i++) CHECK_CLOSE(dev[l * n + i], 1.0, 1e-14, 0, "dev_sv");
+        CHECK(fabs(dev[l * n + n - 1]) < 1e-14, "dev_sv last");
+    }
+    CHECK(*last_row(&log, "/probe/diag_frac") == 1.0, "diag_frac 1");
+    CHECK(*last_row(&log, "/probe/row_max_median") == 1.0 && *last_row(&log, "/probe/row_max_p10") == 1.0,
+          "row maxima all 1");
+    const double *csx = last_row(&log, "/probe/colsum_dev_max"), *rsx = last_row(&log, "/probe/rowsum_dev_max");
+    for (int l = 0; l < Lh; l++) CHECK(csx[l] == 0 && rsx[l] == 0, "sums exactly 1 at layer %d", l);
+    /* mixing by I changes nothing */
+    const double *ca = last_row(&log, "/probe/cos_sim"), *cb = last_row(&log, "/probe/cos_sim_before");
+    for (int l = 0; l < Lh; l++) CHECK_CLOSE(ca[l], cb[l], 1e-15, 1e-14, "cos after = before at layer %d", l);
+
+    const int S = 10; /* with B = 4: batches of 4, 4 and a padded 2 */
+    CHECK(probe_final(&m, &val, S, &log, 5) == 0, "probe_final");
+    const double *H = last_row(&log, "/final/H_res"), *comp = last_row(&log, "/final/composite"),
+                 *cum = last_row(&log, "/final/cum_spectral_norm"), *ccs = last_row(&log, "/final/composite_colsum"),
+                 *ctm = last_row(&log, "/final/composite_token_mean"), *jr = last_row(&log, "/final/jacobian_norm_residual"),
+                 *ct = last_row(&log, "/final/cum_spectral_norm_tokens");
+    if (!H || !comp || !cum || !ccs || !ctm || !jr || !ct) return;
+    for (int s = 0; s < S; s++) {
+        for (int k = 0; k < Lh * n * n; k++) CHECK(H[s * Lh * n * n + k] == ((k % (n * n)) % (n + 1) == 0), "final H_res");
+        for (int k = 0; k < n * n; k++) {
+            CHECK(comp[s * n * n + k] == (k % (n + 1) == 0), "composite is I");
+            CHECK(ctm[s * n * n + k] == (k % (n + 1) == 0), "token-mean composite is I");
+        }
+        for (int l = 0; l < Lh; l++) CHECK(cum[s * Lh + l] == 1.0, "cumulative norm 1");
+        for (int i = 0; i < n; i++) CHECK(ccs[s * n + i] == 1.0, "composite column sums 1");
+        CHECK_CLOSE(jr[s], 1.0, 1e-6, 0, "Jacobian of the residual path of identity = 1 (sequence %d)", s);
+    }
+    const h5log_series *tk = series(&log, "/final/H_res_tokens");
+    CHECK(tk && tk->rows == 1 && tk->row_dims[0] == (size_t)S * PROBE_TOKENS_PER_SEQ, "token subsample rows");
+    for (size_t k = 0; k < (size_t)S * PROBE_TOKENS_PER_SEQ * Lh; k++) CHECK(ct[k] == 1.0, "per-token composite norm 1");
+    /* histogram: S*T*n entries at 1 (bin 200), S*T*(n*n - n) at 0 (bin 100), counts add up */
+    const h5log_series *hs = series(&log, "/final/hist_counts"), *ho = series(&log, "/final/hist_outside");
+    if (hs && ho) {
+        const int64_t *hc = hs->data, *out = ho->data;
+        for (int l = 0; l < Lh; l++) {
+            int64_t tot = out[l * 2] + out[l * 2 + 1];
+            for (int k = 0; k < PROBE_HIST_BINS; k++) tot += hc[l * PROBE_HIST_BINS + k];
+            CHECK(tot == (int64_t)S * m.T * n * n, "histogram counts add up at layer %d: %lld", l, (long long)tot);
+            CHECK(hc[l * PROBE_HIST_BINS + 200] == (int64_t)S * m.T * n, "ones in bin 200");
+            CHECK(hc[l * PROBE_HIST_BINS + 100] == (int64_t)S * m.T * (n * n - n), "zeros in bin 100");
+        }
+    }
+    probe_close(p);
+    h5log_free(&log);
+    model_free(&m);
+    shard_close(&val);
+}
+
+/* rc: no frame, only the step, stream RMS and the Jacobian; the file says so */
+static void test_rc_records_no_H(void) {
+    char vpath[600], err[256];
+    make_shard("val_d", 1000, vpath, sizeof vpath);
+    data_shard val;
+    CHECK(shard_open(&val, vpath, err, sizeof err) == 0, "%s", err);
+    gpt_model m;
+    if (build(&m, "rc", 1, 1, 16, 2, 0) != 0) return;
+    h5log log;
+    h5log_init(&log);
+    probe_state *p = probe_open(&m, &val, &log);
+    probe_step(p, 1);
+    CHECK(h5log_find(&log, "/probe/step") >= 0 && h5log_find(&log, "/probe/stream_rms") >= 0, "rc: step and rms");
+    CHECK(h5log_find(&log, "/probe/H_res_mean") < 0, "rc: no H_res");
+    CHECK(h5log_get_attr_str(&log, "/probe", "note") != NULL, "rc: the file says why");
+    CHECK(probe_final(&m, &val, 3, &log, 1) == 0, "rc: probe_final");
+    CHECK(h5log_find(&log, "/final/H_res") < 0, "rc: no /final/H_res");
+    CHECK(h5log_get_attr_str(&log, "/final", "note") != NULL, "rc: /final says why");
+    const double *jr = last_row(&log, "/final/jacobian_norm_residual"), *j = last_row(&log, "/final/jacobian_norm");
+    for (int s = 0; jr && j && s < 3; s++) {
+        CHECK_CLOSE(jr[s], 1.0, 1e-6, 0, "rc without branches: the identity map");
+        CHECK(isfinite(j[s]) && j[s] > 0, "rc full Jacobian norm %g", j[s]);
+    }
+    probe_close(p);
+    h5log_free(&log);
+    model_free(&m);
+    shard_close(&val);
+}
+
+/* a run file with probes and /final: save, load, compare every dataset */
+static void test_run_file_round_trip(void) {
+    char vpath[600], err[256], rpath[600];
+    make_shard("val_e", 1500, vpath, sizeof vpath);
+    data_shard val;
+    CHECK(shard_open(&val, vpath, err, sizeof err) == 0, "%s", err);
+    gpt_model m;
+    if (build(&m, "mhc_lite", 3, 1, 8, 2, 0.3) != 0) return;
+    h5log log, back;
+    h5log_init(&log);
+    h5log_init(&back);
+    probe_state *p = probe_open(&m, &val, &log);
+    for (int s = 1; s <= 3; s++) probe_step(p, s * 10);
+    CHECK(probe_final(&m, &val, 4, &log, 30) == 0, "probe_final");
+    snprintf(rpath, sizeof rpath, "%s/probe_run.h5", tmp);
+    CHECK(h5log_save(&log, rpath) == 0, "save");
+    CHECK(h5log_load(&back, rpath, err, sizeof err) == 0, "load: %s", err);
+    int probes = 0, finals = 0;
+    for (int i = 0; i < log.n_series; i++) {
+        const h5log_series *a = &log.series[i];
+        int j = h5log_find(&back, a->path);
+        CHECK(j >= 0, "%s missing after load", a->path);
+        if (j < 0) continue;
+        const h5log_series *b = &back.series[j];
+        probes += !strncmp(a->path, "/probe/", 7);
+        finals += !strncmp(a->path, "/final/", 7);
+        CHECK(a->type == b->type && a->rows == b->rows && a->fixed == b->fixed && a->row_elems == b->row_elems,
+              "%s: shape or type changed", a->path);
+        size_t es = a->type == H5LOG_F32 ? 4 : 8;
+        if (a->rows == b->rows && a->row_elems == b->row_elems)
+            CHECK(!memcmp(a->data, b->data, a->rows * a->row_elems * es), "%s: data changed", a->path);
+        CHECK(!strcmp(a->description, b->description) && a->description[0], "%s: description", a->path);
+    }
+    CHECK(probes >= 17 && finals >= 25, "every probe dataset present (%d /probe, %d /final)", probes, finals);
+    const h5log_series *hm = series(&back, "/probe/H_res_mean");
+    CHECK(hm && hm->rows == 3 && hm->row_rank == 3 && hm->row_dims[0] == 2 && hm->row_dims[1] == 3, "H_res_mean [3, 2, 3, 3]");
+    CHECK(strstr(hm->description, "X_next = H_res . X") != NULL, "the convention is stated");
+    CHECK(h5log_get_attr_str(&back, "/final", "H_res_convention") != NULL, "/final convention attribute");
+    probe_close(p);
+    h5log_free(&log);
+    h5log_free(&back);
+    model_free(&m);
+    shard_close(&val);
+}
+
+/* ---- the Jacobian -------------------------------------------------------------------------- */
+
+/* Build J = d X_Lh / d X_0 of a one-sequence model row by row with the VJP, and compare its
+ * top singular value with the power-iteration estimate. */
+static void jacobian_vs_explicit(const char *method, int n, int branches) {
+    gpt_model m;
+    if (build(&m, method, n, 1, 8, 1, 0.5) != 0) return;
+    const size_t D = (size_t)m.T * n * m.C;
+    int in[8] = {3, 77, 120, 5, 9, 200, 41, 66};
+    model_forward(&m, in, NULL, 1);
+    real *X0 = malloc_check(D * sizeof(real)), *e = calloc_check(D, sizeof(real)), *row = malloc_check(D * sizeof(real));
+    memcpy(X0, model_streams(&m, 0), D * sizeof(real));
+    double *J = malloc_check(D * D * sizeof(double));
+    model_streams_forward(&m, X0, branches);
+    for (size_t i = 0; i < D; i++) {
+        e[i] = 1;
+        model_streams_backward(&m, e, row); /* row i of J = e_iᵀ J */
+        e[i] = 0;
+        for (size_t k = 0; k < D; k++) J[i * D + k] = row[k];
+    }
+    double *sv = malloc_check(D * sizeof(double)), *sv2 = malloc_check(D * sizeof(double));
+    probe_svd(J, (int)D, (int)D, sv);
+    sv_by_eig(J, (int)D, (int)D, sv2);
+    CHECK_CLOSE(sv[0], sv2[0], 1e-9, 1e-9, "%s: explicit Jacobian, two SVD methods", method);
+    real *G0 = malloc_check(m.n_params * sizeof(real));
+    memcpy(G0, m.grads, m.n_params * sizeof(real));
+    double est;
+    int it = probe_jacobian_norm(&m, X0, branches, 500, 1e-9, &est);
+    /* power iteration converges like (sv1/sv0)^(2k): when the top two singular values are
+     * close the estimate may still sit between them, which is as close as the gap */
+    double allow = fmax(2e-4 * sv[0], sv[0] - sv[1]);
+    CHECK(fabs(est - sv[0]) <= allow, "%s n=%d branches=%d: estimate %.7f vs exact top singular value %.7f "
+          "(second %.7f, %d iterations)", method, n, branches, est, sv[0], sv[1], it);
+    if (sv[1] < 0.99 * sv[0])
+        CHECK_CLOSE(est, sv[0], 0, 1e-5, "%s n=%d branches=%d: with a gap, the estimate converges", method, n, branches);
+    CHECK(est <= sv[0] * (1 + 1e-5), "the estimate is a lower bound (%g vs %g)", est, sv[0]);
+    CHECK(!memcmp(G0, m.grads, m.n_params * sizeof(real)), "gradients restored");
+    if (T_VERBOSE_ON())
+        fprintf(stderr, "  %s n=%d branches=%d: |J| = %.7f (next %.7f), estimate %.7f in %d iterations\n", method, n,
+                branches, sv[0], sv[1], est, it);
+    free(G0);
+    free(sv);
+    free(sv2);
+    free(J);
+    free(X0);
+    free(e);
+    free(row);
+    model_free(&m);
+}
+
+static void test_jacobian(void) {
+    /* identity without branches: the residual map is the identity, norm exactly 1 */
+    gpt_model m;
+    if (build(&m, "identity", 4, 2, 16, 3, 0.3) != 0) return;
+    const size_t tot = (size_t)m.B * m.T * m.n * m.C;
+    int in[24];
+    for (int i = 0; i < 24; i++) in[i] = (i * 37) % 256;
+    model_forward(&m, in, NULL, 3);
+    real *X0 = malloc_check(tot * sizeof(real));
+    memcpy(X0, model_streams(&m, 0), tot * sizeof(real));
+    double s[3];
+    probe_jacobian_norm(&m, X0, 0, PROBE_JAC_ITERS, PROBE_JAC_TOL, s);
+    for (int b = 0; b < 3; b++) CHECK_CLOSE(s[b], 1.0, 1e-6, 0, "identity, no branches: sequence %d", b);
+    free(X0);
+    model_free(&m);
+    jacobian_vs_explicit("mhc", 3, 1);
+    jacobian_vs_explicit("mhc", 3, 0);
+    jacobian_vs_explicit("hc", 2, 1);
+    jacobian_vs_explicit("hc", 2, 0);
+}
+
+int main(void) {
+    T_NAME("test_probes");
+    const char *t = getenv("S2HC_TEST_TMP");
+    snprintf(tmp, sizeof tmp, "%s", t && *t ? t : "/tmp");
+    T_RUN(test_svd);
+    T_RUN(test_composite);
+    T_RUN(test_cosine);
+    T_RUN(test_percentiles);
+    T_RUN(test_histogram);
+    T_RUN(test_diag_dominance);
+    T_RUN(test_probe_step_matches_direct);
+    T_RUN(test_probe_is_read_only);
+    T_RUN(test_identity_is_identity);
+    T_RUN(test_rc_records_no_H);
+    T_RUN(test_run_file_round_trip);
+    T_RUN(test_jacobian);
+    return T_END();
+}
