@@ -46,6 +46,7 @@ ifeq ($(SAN),1)
 BIN := $(BUILD)/s2hc
 endif
 
+.SECONDARY:
 .PHONY: all deps test test-san clean data paper bench tests-build
 all: $(BIN)
 

@@ -1174,11 +1174,102 @@ static double series_mean_positive(const h5log *log, const char *path) {
     return k ? sum / (double)k : NAN;
 }
 
-static double attr_num(const h5log *log, const char *obj, const char *name) {
-    for (int i = 0; i < log->n_attrs; i++)
-        if (!log->attrs[i].is_string && !strcmp(log->attrs[i].path, obj) && !strcmp(log->attrs[i].name, name))
-            return log->attrs[i].num;
-    return NAN;
+/* Write text to path atomically (path.tmp, fsync, rename). 0 or -1 with a message. */
+static int write_atomic(const char *path, const char *text, size_t len) {
+    char tmp[CFG_PATH * 2];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int ok = fd >= 0;
+    for (size_t off = 0; ok && off < len;) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w <= 0) ok = 0;
+        else off += (size_t)w;
+    }
+    if (ok && fsync(fd) != 0) ok = 0;
+    if (fd >= 0 && close(fd) != 0) ok = 0;
+    if (ok && rename(tmp, path) != 0) ok = 0;
+    if (!ok) {
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* grid.status in a run directory: the grid's record of its last run of the point
+ * ("state=failed exit_code=1 wall_s=12.5"), written by the runner after each run. */
+static void read_grid_status(const char *dir, int *state, int *exit_code, double *wall_s) {
+    char path[CFG_PATH + CFG_STR + 16], line[256];
+    snprintf(path, sizeof path, "%s/grid.status", dir);
+    *state = -1;
+    *exit_code = -1;
+    *wall_s = NAN;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        char *v = strchr(line, '=');
+        if (!v) continue;
+        *v++ = '\0';
+        v[strcspn(v, "\r\n")] = '\0';
+        if (!strcmp(line, "state"))
+            for (int s = 0; s < GS_N; s++)
+                if (!strcmp(v, grid_state_names[s])) *state = s;
+        if (!strcmp(line, "exit_code")) *exit_code = atoi(v);
+        if (!strcmp(line, "wall_s")) *wall_s = atof(v);
+    }
+    fclose(f);
+}
+
+static int write_grid_status(const char *dir, grid_state state, int exit_code, double wall_s) {
+    char path[CFG_PATH + CFG_STR + 16], text[256];
+    snprintf(path, sizeof path, "%s/grid.status", dir);
+    int n = snprintf(text, sizeof text,
+                     "# written by s2hc grid after each run of this point\nstate=%s\nexit_code=%d\nwall_s=%.3f\n",
+                     grid_state_names[state], exit_code, wall_s);
+    return write_atomic(path, text, (size_t)n);
+}
+
+/* Load run.h5 into the status cache: metrics, and h5_kind from its status attribute and
+ * the comparison of its stored config with the point's. */
+static void load_run_file(const grid_point *p, const char *path, const char *const *ood, int nood, grid_status *st) {
+    st->step = 0;
+    st->train_loss = st->val_loss = st->tokens_per_s = NAN;
+    for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
+    st->diff[0] = '\0';
+    st->h5_kind = 4;
+    h5log log;
+    h5log_init(&log);
+    char err[512];
+    if (h5log_load(&log, path, err, sizeof err) == 0) {
+        const char *status = h5log_get_attr_str(&log, "/", "status");
+        const char *yaml = h5log_get_attr_str(&log, "/", "config");
+        double step = series_last(&log, "/train/step");
+        st->step = isnan(step) ? 0 : (int)step;
+        st->train_loss = series_last(&log, "/train/loss");
+        st->val_loss = series_last(&log, "/eval/val_loss");
+        st->tokens_per_s = series_mean_positive(&log, "/train/tokens_per_s");
+        for (int i = 0; i < nood && i < GRID_MAX_OOD; i++) {
+            char q[300];
+            snprintf(q, sizeof q, "/eval/ood/%s/ppl", ood[i]);
+            st->ood_ppl[i] = series_last(&log, q);
+        }
+        st->h5_kind = status && !strcmp(status, "finished") ? 1 : status && !strcmp(status, "diverged") ? 2 : 3;
+        if (yaml) {
+            s2hc_config stored;
+            err_capture cp;
+            char why[400];
+            capture_begin(&cp);
+            int bad = config_from_yaml_text(&stored, yaml, path);
+            capture_end(&cp, why, sizeof why);
+            if (bad) {
+                snprintf(st->diff, sizeof st->diff, "its stored config cannot be read: %s", why);
+                st->h5_kind = 5;
+            } else if (config_first_diff(&stored, &p->cfg, st->diff, sizeof st->diff)) {
+                st->h5_kind = 5;
+            }
+        }
+    }
+    h5log_free(&log);
 }
 
 static void inspect(const grid_point *p, const char *const *ood, int nood, grid_status *st, int probe_lock) {
@@ -1186,54 +1277,35 @@ static void inspect(const grid_point *p, const char *const *ood, int nood, grid_
     run_dir_of(&p->cfg, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/run.h5", dir);
     snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
-    st->state = GS_PENDING;
-    st->step = 0;
     st->steps = p->cfg.steps;
-    st->train_loss = st->val_loss = st->tokens_per_s = NAN;
-    for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
-    st->diff[0] = '\0';
-    int have_ckpt = file_exists(ckpt);
-    if (file_exists(path)) {
-        h5log log;
-        h5log_init(&log);
-        char err[512];
-        if (h5log_load(&log, path, err, sizeof err) == 0) {
-            const char *status = h5log_get_attr_str(&log, "/", "status");
-            const char *yaml = h5log_get_attr_str(&log, "/", "config");
-            double step = series_last(&log, "/train/step");
-            st->step = isnan(step) ? 0 : (int)step;
-            st->train_loss = series_last(&log, "/train/loss");
-            st->val_loss = series_last(&log, "/eval/val_loss");
-            st->tokens_per_s = series_mean_positive(&log, "/train/tokens_per_s");
-            for (int i = 0; i < nood && i < GRID_MAX_OOD; i++) {
-                char q[300];
-                snprintf(q, sizeof q, "/eval/ood/%s/ppl", ood[i]);
-                st->ood_ppl[i] = series_last(&log, q);
-            }
-            if (status && !strcmp(status, "finished")) st->state = GS_FINISHED;
-            else if (status && !strcmp(status, "diverged")) st->state = GS_DIVERGED;
-            else st->state = have_ckpt ? GS_PARTIAL : GS_PENDING;
-            if (yaml && st->state != GS_PENDING) {
-                s2hc_config stored;
-                err_capture cp;
-                char why[512];
-                capture_begin(&cp);
-                int bad = config_from_yaml_text(&stored, yaml, path);
-                capture_end(&cp, why, sizeof why);
-                if (bad) {
-                    snprintf(st->diff, sizeof st->diff, "the stored config cannot be read: %s", why);
-                    st->state = GS_CHANGED;
-                } else if (config_first_diff(&stored, &p->cfg, st->diff, sizeof st->diff)) {
-                    st->state = GS_CHANGED;
-                }
-            }
-        } else {
-            st->state = have_ckpt ? GS_PARTIAL : GS_PENDING;
-        }
-        h5log_free(&log);
-    } else if (have_ckpt) {
-        st->state = GS_PARTIAL;
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        long long mt = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+        if (st->h5_kind == 0 || st->h5_mtime_ns != mt || st->h5_size != (long long)sb.st_size)
+            load_run_file(p, path, ood, nood, st);
+        st->h5_mtime_ns = mt;
+        st->h5_size = (long long)sb.st_size;
+    } else {
+        st->h5_kind = 0;
+        st->step = 0;
+        st->train_loss = st->val_loss = st->tokens_per_s = NAN;
+        for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
+        st->diff[0] = '\0';
     }
+    int have_ckpt = file_exists(ckpt);
+    switch (st->h5_kind) {
+    case 1: st->state = GS_FINISHED; break;
+    case 2: st->state = GS_DIVERGED; break;
+    case 5: st->state = GS_CHANGED; break;
+    default: st->state = have_ckpt ? GS_PARTIAL : GS_PENDING; break;
+    }
+    int rec_state, rec_exit;
+    read_grid_status(dir, &rec_state, &rec_exit, &st->wall_s);
+    if ((st->state == GS_PENDING || st->state == GS_PARTIAL) && (rec_state == GS_FAILED || rec_state == GS_INTERRUPTED))
+        st->state = (grid_state)rec_state;
+    st->exit_code = rec_exit;
+    if (st->state == GS_FINISHED && rec_state != GS_FINISHED) st->exit_code = rec_exit < 0 ? RUN_OK : rec_exit;
+    if (st->state == GS_DIVERGED && rec_exit < 0) st->exit_code = RUN_DIVERGED;
     if (probe_lock && dir_locked(dir)) st->state = GS_RUNNING;
 }
 
@@ -1261,106 +1333,19 @@ static void csv_num(FILE *f, double v) {
     if (isfinite(v)) fprintf(f, "%.6g", v);
 }
 
-/* Split one CSV line into at most max fields (in place; quotes handled). */
-static int csv_split(char *line, char **fields, int max) {
-    int n = 0;
-    char *r = line, *w = line;
-    while (n < max) {
-        fields[n++] = w;
-        if (*r == '"') {
-            r++;
-            while (*r) {
-                if (*r == '"' && r[1] == '"') { *w++ = '"'; r += 2; }
-                else if (*r == '"') { r++; break; }
-                else *w++ = *r++;
-            }
-        }
-        while (*r && *r != ',' && *r != '\n' && *r != '\r') *w++ = *r++;
-        int more = *r == ',';
-        *w++ = '\0';
-        if (!more) break;
-        r++;
-    }
-    return n;
-}
-
-typedef struct {
-    char name[CFG_STR];
-    int state, exit_code;
-    double wall_s;
-} old_row;
-
-/* The name, state, exit code and wall time of each row of an existing index.csv. */
-static int read_old_index(const char *path, old_row **rows) {
-    *rows = NULL;
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char *line = NULL;
-    size_t cap = 0;
-    int n = 0, c_name = -1, c_state = -1, c_exit = -1, c_wall = -1, header = 1;
-    char *fields[256];
-    while (getline(&line, &cap, f) > 0) {
-        int nf = csv_split(line, fields, 256);
-        if (header) {
-            for (int i = 0; i < nf; i++) {
-                if (!strcmp(fields[i], "name")) c_name = i;
-                else if (!strcmp(fields[i], "state")) c_state = i;
-                else if (!strcmp(fields[i], "exit_code")) c_exit = i;
-                else if (!strcmp(fields[i], "wall_s")) c_wall = i;
-            }
-            header = 0;
-            if (c_name < 0) break;
-            continue;
-        }
-        if (c_name >= nf) continue;
-        *rows = grow(*rows, n, sizeof **rows);
-        old_row *o = &(*rows)[n++];
-        copy_str(o->name, sizeof o->name, fields[c_name]);
-        o->state = -1;
-        for (int s = 0; c_state >= 0 && c_state < nf && s < GS_N; s++)
-            if (!strcmp(fields[c_state], grid_state_names[s])) o->state = s;
-        o->exit_code = c_exit >= 0 && c_exit < nf && fields[c_exit][0] ? atoi(fields[c_exit]) : -1;
-        o->wall_s = c_wall >= 0 && c_wall < nf && fields[c_wall][0] ? atof(fields[c_wall]) : NAN;
-    }
-    free(line);
-    fclose(f);
-    return n;
-}
-
-/* Write text to path atomically (path.tmp, fsync, rename). 0 or -1 with a message. */
-static int write_atomic(const char *path, const char *text, size_t len) {
-    char tmp[CFG_PATH * 2];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int ok = fd >= 0;
-    for (size_t off = 0; ok && off < len;) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w <= 0) ok = 0;
-        else off += (size_t)w;
-    }
-    if (ok && fsync(fd) != 0) ok = 0;
-    if (fd >= 0 && close(fd) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok) {
-        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
 
 int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_status *st) {
     if (mkdir_p(g->out) != 0) {
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", g->out, strerror(errno));
         return -1;
     }
+    grid_status *own = NULL;
+    if (!st) st = own = calloc_check((size_t)n, sizeof *st);
     char lockp[CFG_PATH + 32], path[CFG_PATH + 32];
     snprintf(lockp, sizeof lockp, "%s/.index.lock", g->out);
     snprintf(path, sizeof path, "%s/index.csv", g->out);
     int lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lfd >= 0) lock_cmd(lfd, F_OFD_SETLKW, F_WRLCK);
-    old_row *old;
-    int nold = read_old_index(path, &old);
     const char *ood[GRID_MAX_OOD], *keys[256];
     int nood = grid_ood_names(pts, n, ood), nkeys = swept_keys(g, keys, 256);
 
@@ -1375,19 +1360,7 @@ int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_stat
     fputc('\n', f);
     for (int i = 0; i < n; i++) {
         grid_status *s = &st[i];
-        const old_row *o = NULL;
-        for (int r = 0; r < nold && !o; r++)
-            if (!strcmp(old[r].name, pts[i].name)) o = &old[r];
-        if (!s->mine) {
-            inspect(&pts[i], ood, nood, s, 1);
-            /* a failure recorded by another runner stays until the point runs again */
-            if (o && (s->state == GS_PENDING || s->state == GS_PARTIAL) &&
-                (o->state == GS_FAILED || o->state == GS_INTERRUPTED))
-                s->state = (grid_state)o->state;
-            s->exit_code = s->state == GS_FINISHED ? RUN_OK : s->state == GS_DIVERGED ? RUN_DIVERGED
-                         : o ? o->exit_code : -1;
-            s->wall_s = o ? o->wall_s : NAN;
-        }
+        inspect(&pts[i], ood, nood, s, 1);
         char dir[CFG_PATH + CFG_STR + 2], num[32];
         run_dir_of(&pts[i].cfg, dir, sizeof dir);
         fprintf(f, "%d", pts[i].index);
@@ -1413,7 +1386,800 @@ int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_stat
     fclose(f);
     int rc = write_atomic(path, buf, len);
     free(buf);
-    free(old);
+    free(own);
     if (lfd >= 0) close(lfd); /* releases the index lock */
     return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* --list and --dry-run                                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+static int cores_available(void) {
+    const char *s = getenv("SLURM_CPUS_PER_TASK");
+    if (s && atoi(s) > 0) return atoi(s);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void print_counts(FILE *f, const grid_status *st, int n) {
+    int c[GS_N] = {0};
+    for (int i = 0; i < n; i++) c[st[i].state]++;
+    fprintf(f, "%d point%s:", n, n == 1 ? "" : "s");
+    const char *sep = " ";
+    for (int s = 0; s < GS_N; s++)
+        if (c[s]) {
+            fprintf(f, "%s%d %s", sep, c[s], grid_state_names[s]);
+            sep = ", ";
+        }
+    fputc('\n', f);
+}
+
+static int list_points(const grid_spec *g, const grid_point *pts, int n) {
+    const char *ood[GRID_MAX_OOD], *keys[64];
+    int nood = grid_ood_names(pts, n, ood), nkeys = swept_keys(g, keys, 64);
+    grid_status *st = calloc_check((size_t)n, sizeof *st);
+    int wn = 4, wk[64];
+    for (int i = 0; i < n; i++) {
+        grid_inspect(&pts[i], ood, nood, &st[i]);
+        if ((int)strlen(pts[i].name) > wn) wn = (int)strlen(pts[i].name);
+    }
+    for (int k = 0; k < nkeys; k++) {
+        wk[k] = (int)strlen(keys[k]);
+        for (int i = 0; i < n; i++) {
+            char v[GRID_VAL];
+            value_shown(&pts[i].cfg, pts[i].preset, keys[k], v, sizeof v);
+            if ((int)strlen(v) > wk[k]) wk[k] = (int)strlen(v);
+        }
+    }
+    printf("%5s  %-*s  %-11s  %13s", "index", wn, "name", "state", "step");
+    for (int k = 0; k < nkeys; k++) printf("  %-*s", k + 1 < nkeys ? wk[k] : 0, keys[k]);
+    printf("\n");
+    for (int i = 0; i < n; i++) {
+        char step[32];
+        snprintf(step, sizeof step, "%d/%d", st[i].step, st[i].steps);
+        printf("%5d  %-*s  %-11s  %13s", pts[i].index, wn, pts[i].name, grid_state_names[st[i].state], step);
+        for (int k = 0; k < nkeys; k++) {
+            char v[GRID_VAL];
+            value_shown(&pts[i].cfg, pts[i].preset, keys[k], v, sizeof v);
+            printf("  %-*s", k + 1 < nkeys ? wk[k] : 0, v);
+        }
+        printf("\n");
+    }
+    print_counts(stdout, st, n);
+    free(st);
+    return 0;
+}
+
+static void run_dir_path(const grid_point *p, const char *leaf, char *out, size_t n) {
+    char dir[CFG_PATH + CFG_STR + 2];
+    run_dir_of(&p->cfg, dir, sizeof dir);
+    snprintf(out, n, "%s%s%s", dir, leaf[0] ? "/" : "", leaf);
+}
+
+static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, int j, int threads) {
+    const char *ood[GRID_MAX_OOD];
+    int nood = grid_ood_names(pts, n, ood), would = 0, skip = 0, refuse = 0;
+    printf("grid %s: %d point%s in %s; would run %d at a time, %d thread%s each (%d cores)\n", g->path, n,
+           n == 1 ? "" : "s", g->out, j, threads, threads == 1 ? "" : "s", cores_available());
+    for (int i = 0; i < n; i++) {
+        grid_status st;
+        memset(&st, 0, sizeof st);
+        grid_inspect(&pts[i], ood, nood, &st);
+        char action[700], cfgp[CFG_PATH + 96], vals[1024];
+        int runs = 0;
+        switch (st.state) {
+        case GS_FINISHED: snprintf(action, sizeof action, "skip: finished"); skip++; break;
+        case GS_DIVERGED:
+            snprintf(action, sizeof action, "skip: diverged at step %d (remove its directory to retry)", st.step);
+            skip++;
+            break;
+        case GS_RUNNING: snprintf(action, sizeof action, "skip: running elsewhere (locked)"); skip++; break;
+        case GS_CHANGED:
+            if (force) { snprintf(action, sizeof action, "run from step 0 (--force; the config changed: %s)", st.diff); runs = 2; }
+            else { snprintf(action, sizeof action, "refuse: the config changed (%s); --force reruns it", st.diff); refuse++; }
+            break;
+        case GS_PARTIAL:
+        case GS_INTERRUPTED:
+        case GS_FAILED:
+            if (st.step > 0) snprintf(action, sizeof action, "resume at step %d of %d (%s)", st.step, st.steps,
+                                      grid_state_names[st.state]);
+            else snprintf(action, sizeof action, "run %d steps (%s before)", st.steps, grid_state_names[st.state]);
+            runs = 1;
+            break;
+        default: snprintf(action, sizeof action, "run %d steps", st.steps); runs = 1; break;
+        }
+        would += runs > 0;
+        printf("%5d  %s: %s\n", pts[i].index, pts[i].name, action);
+        if (runs) {
+            run_dir_path(&pts[i], "config.yaml", cfgp, sizeof cfgp);
+            point_values_text(&pts[i], vals, sizeof vals);
+            printf("       s2hc train %s %s   # %s%s%s\n", cfgp, runs == 2 ? "--force" : "--resume",
+                   vals[0] ? vals : "the base config", pts[i].preset[0] ? ", preset " : "", pts[i].preset);
+        }
+    }
+    printf("dry run: would run %d, skip %d, refuse %d; nothing was written\n", would, skip, refuse);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Slurm                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+/* A shell word in single quotes. */
+static void shq(FILE *f, const char *s) {
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputs("'\\''", f);
+        else fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+static void abs_path(const char *p, char *out, size_t n) {
+    if (p[0] == '/') { copy_str(out, n, p); return; }
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) { copy_str(out, n, p); return; }
+    snprintf(out, n, "%s/%s", cwd, p[0] == '.' && p[1] == '/' ? p + 2 : p);
+}
+
+/* The `s2hc grid G [--set ...] --out OUT` words every Slurm task repeats. */
+static void grid_command(FILE *f, const grid_spec *g, const char *exe, const char *gpath, const char *out) {
+    shq(f, exe);
+    fputs(" grid ", f);
+    shq(f, gpath);
+    fputs(" --out ", f);
+    shq(f, out);
+    for (int i = 0; i < g->nargs; i++) {
+        fputs(" --set ", f);
+        shq(f, g->args[i]);
+    }
+}
+
+static void sbatch_common(FILE *f, const grid_spec *g, const char *cwd, int report) {
+    const grid_slurm *s = &g->slurm;
+    fprintf(f, "#SBATCH --chdir=%s\n", cwd);
+    if (s->partition[0]) fprintf(f, "#SBATCH --partition=%s\n", s->partition);
+    if (s->time[0]) fprintf(f, "#SBATCH --time=%s\n", s->time);
+    if (report) return;
+    if (s->gpus > 0) fprintf(f, "#SBATCH --gpus=%d\n", s->gpus);
+    if (s->cpus > 0) fprintf(f, "#SBATCH --cpus-per-task=%d\n", s->cpus);
+    if (s->mem[0]) fprintf(f, "#SBATCH --mem=%s\n", s->mem);
+    for (int i = 0; i < s->nextra; i++)
+        fprintf(f, "%s%s\n", s->extra[i][0] == '#' ? "" : "#SBATCH ", s->extra[i]);
+}
+
+static int write_text_file(const char *path, char *buf, size_t len, int mode) {
+    int rc = write_atomic(path, buf, len);
+    free(buf);
+    if (rc == 0) chmod(path, (mode_t)mode);
+    return rc;
+}
+
+/* <out>/slurm/{array.sbatch, report.sbatch, submit.sh}. */
+static int write_slurm(const grid_spec *g, int n, int submit) {
+    char exe[PATH_MAX], gpath[PATH_MAX], out[PATH_MAX], cwd[PATH_MAX], dir[PATH_MAX + 16], path[PATH_MAX + 32];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el <= 0) copy_str(exe, sizeof exe, "s2hc");
+    else exe[el] = '\0';
+    abs_path(g->path, gpath, sizeof gpath);
+    abs_path(g->out, out, sizeof out);
+    if (!getcwd(cwd, sizeof cwd)) copy_str(cwd, sizeof cwd, ".");
+    snprintf(dir, sizeof dir, "%s/slurm", out);
+    if (mkdir_p(dir) != 0) {
+        fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    char *buf;
+    size_t len;
+    FILE *f;
+
+    f = open_memstream(&buf, &len);
+    fprintf(f, "#!/bin/bash\n# Slurm job array of grid %s: %d point%s, task i runs point i.\n"
+               "# Written by `s2hc grid --slurm`; submit with submit.sh next to it (it chains report.sbatch).\n",
+            g->path, n, n == 1 ? "" : "s");
+    fprintf(f, "#SBATCH --job-name=s2hc-%s\n", g->stem);
+    fprintf(f, "#SBATCH --array=0-%d", n - 1);
+    if (g->slurm.array_limit > 0) fprintf(f, "%%%d", g->slurm.array_limit);
+    fprintf(f, "\n#SBATCH --output=%s/%%A_%%a.out\n", dir);
+    sbatch_common(f, g, cwd, 0);
+    fputs("set -u\n", f);
+    for (int i = 0; i < g->slurm.nsetup; i++) fprintf(f, "%s\n", g->slurm.setup[i]);
+    fputs("exec ", f);
+    grid_command(f, g, exe, gpath, out);
+    fputs(" --job \"$SLURM_ARRAY_TASK_ID\"\n", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/array.sbatch", dir);
+    if (write_text_file(path, buf, len, 0755)) return 1;
+
+    f = open_memstream(&buf, &len);
+    fprintf(f, "#!/bin/bash\n# The report job of grid %s: runs after every array task succeeded (submit.sh\n"
+               "# submits it with --dependency=afterok:<array job id> --kill-on-invalid-dep=yes).\n",
+            g->path);
+    fprintf(f, "#SBATCH --job-name=s2hc-%s-report\n#SBATCH --output=%s/report-%%j.out\n", g->stem, dir);
+    fputs("#SBATCH --kill-on-invalid-dep=yes\n#SBATCH --cpus-per-task=1\n", f);
+    sbatch_common(f, g, cwd, 1);
+    fputs("set -u\n", f);
+    for (int i = 0; i < g->slurm.nsetup; i++) fprintf(f, "%s\n", g->slurm.setup[i]);
+    fputs("S2HC=", f);
+    shq(f, exe);
+    fputs("\nsummary=", f);
+    shq(f, dir);
+    fputs("/summary.txt\n", f);
+    grid_command(f, g, exe, gpath, out);
+    fputs(" --list > \"$summary\" || exit 1\n", f);
+    fputs("# the figures and tables, where this build has `s2hc report`\n"
+          "if \"$S2HC\" report --help >/dev/null 2>&1; then\n  \"$S2HC\" report ",
+          f);
+    shq(f, out);
+    fputs(" >> \"$summary\" 2>&1 || exit 1\nfi\n", f);
+    fputs("echo \"report: $(tail -n 1 \"$summary\") (summary in $summary)\"\n", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/report.sbatch", dir);
+    if (write_text_file(path, buf, len, 0755)) return 1;
+
+    f = open_memstream(&buf, &len);
+    fprintf(f, "#!/bin/sh\n# Submit grid %s to Slurm: the job array, then the report job after it (afterok).\n"
+               "# SBATCH=/path/to/sbatch overrides the command.\nset -eu\ncd ",
+            g->path);
+    shq(f, cwd);
+    fputs("\nSBATCH=${SBATCH:-sbatch}\ndir=", f);
+    shq(f, dir);
+    fputs("\narray=$(\"$SBATCH\" --parsable \"$dir/array.sbatch\")\narray=${array%%;*}\n"
+          "report=$(\"$SBATCH\" --parsable --dependency=afterok:\"$array\" --kill-on-invalid-dep=yes "
+          "\"$dir/report.sbatch\")\nreport=${report%%;*}\n"
+          "echo \"$array\" > \"$dir/array.jobid\"\necho \"$report\" > \"$dir/report.jobid\"\n",
+          f);
+    fprintf(f, "echo \"submitted: array job $array (%d task%s), report job $report (afterok:$array)\"\n", n,
+            n == 1 ? "" : "s");
+    fclose(f);
+    snprintf(path, sizeof path, "%s/submit.sh", dir);
+    if (write_text_file(path, buf, len, 0755)) return 1;
+
+    printf("wrote %s/array.sbatch (%d tasks", dir, n);
+    if (g->slurm.array_limit > 0) printf(", at most %d at once", g->slurm.array_limit);
+    printf("), %s/report.sbatch and %s/submit.sh\n", dir, dir);
+    if (!submit) {
+        printf("submit with: sh %s/submit.sh\n", dir);
+        return 0;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", path, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) return 1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "s2hc: error: submitting with %s failed (is sbatch installed and Slurm up?)\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The runner                                                                            */
+/* ------------------------------------------------------------------------------------ */
+
+static volatile sig_atomic_t g_grid_signal, g_grid_signals;
+static void on_grid_signal(int s) {
+    g_grid_signal = s;
+    g_grid_signals++;
+}
+
+typedef struct {
+    pid_t pid;        /* the child, 0 when none */
+    int lock_fd;      /* held (and inherited by the child) while it runs */
+    double t_start;
+    long log_off;     /* train.log size when the child started: its own lines follow */
+    int fresh;        /* started with --force */
+} grid_slot;
+
+typedef struct {
+    const grid_spec *g;
+    const grid_point *pts;
+    int n;
+    grid_status *st;
+    grid_slot *slot;
+    const char *ood[GRID_MAX_OOD];
+    int nood;
+    int j, threads, force, tty;
+    int *queue, nq, qi;
+    int running, started, failed, elsewhere, refused;
+    double wall_sum, t0, last_draw;
+    int wall_n;
+    char exe[PATH_MAX];
+} grid_runner;
+
+static int count_state(const grid_runner *r, grid_state s) {
+    int c = 0;
+    for (int i = 0; i < r->n; i++) c += r->st[i].state == s;
+    return c;
+}
+
+static void status_text(const grid_runner *r, char *buf, size_t n) {
+    int done = count_state(r, GS_FINISHED);
+    int failed = count_state(r, GS_FAILED) + count_state(r, GS_DIVERGED) + count_state(r, GS_CHANGED);
+    int left = r->nq - r->qi;
+    char eta[32] = "?";
+    if (r->wall_n > 0) fmt_duration(r->wall_sum / r->wall_n * (left + r->running) / (r->j > 0 ? r->j : 1), eta, sizeof eta);
+    else if (left + r->running == 0) copy_str(eta, sizeof eta, "0s");
+    snprintf(buf, n, "%d/%d done, %d running, %d failed, %d left, ETA %s", done, r->n, r->running, failed, left, eta);
+}
+
+static void draw(grid_runner *r) {
+    char s[256];
+    status_text(r, s, sizeof s);
+    printf("\r\033[K[grid %s] %s", r->g->stem, s);
+    fflush(stdout);
+    r->last_draw = now_seconds();
+}
+
+/* One line per event; on a terminal the progress line is redrawn below it. */
+static void event(grid_runner *r, int counts, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void event(grid_runner *r, int counts, const char *fmt, ...) {
+    char msg[1400], el[32], s[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fmt_duration(now_seconds() - r->t0, el, sizeof el);
+    if (r->tty) printf("\r\033[K");
+    printf("[%6s] %s", el, msg);
+    if (counts && !r->tty) {
+        status_text(r, s, sizeof s);
+        printf("  (%s)", s);
+    }
+    printf("\n");
+    if (r->tty) draw(r);
+    fflush(stdout);
+}
+
+/* Lines of train.log written since off that say what went wrong (at most 4). */
+static void surface_errors(grid_runner *r, const char *log, long off) {
+    FILE *f = fopen(log, "r");
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    long end = ftell(f);
+    if (end - off > 65536) off = end - 65536;
+    fseek(f, off, SEEK_SET);
+    char line[1024], last[3][1024] = {"", "", ""};
+    int shown = 0, nl = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!line[0]) continue;
+        copy_str(last[nl % 3], sizeof last[0], line);
+        nl++;
+        if ((strstr(line, "error") || strstr(line, "diverged") || line[0] == ' ') && shown < 4) {
+            if (r->tty) printf("\r\033[K");
+            printf("           | %s\n", line);
+            shown++;
+        }
+    }
+    for (int k = shown ? 3 : 0; k < 3; k++) {
+        const char *l = last[(nl + k) % 3];
+        if (!l[0]) continue;
+        if (r->tty) printf("\r\033[K");
+        printf("           | %s\n", l);
+    }
+    fclose(f);
+    printf("           | (the whole log: %s)\n", log);
+    if (r->tty) draw(r);
+    fflush(stdout);
+}
+
+/* Try to start point i: lock, check again, write config.yaml, fork + exec train. */
+static void launch(grid_runner *r, int i) {
+    const grid_point *p = &r->pts[i];
+    grid_status *s = &r->st[i];
+    grid_slot *sl = &r->slot[i];
+    char dir[CFG_PATH + CFG_STR + 2], lockp[sizeof dir + 16], cfgp[sizeof dir + 16], logp[sizeof dir + 16];
+    run_dir_of(&p->cfg, dir, sizeof dir);
+    snprintf(lockp, sizeof lockp, "%s/.lock", dir);
+    snprintf(cfgp, sizeof cfgp, "%s/config.yaml", dir);
+    snprintf(logp, sizeof logp, "%s/train.log", dir);
+    if (mkdir_p(dir) != 0) {
+        s->state = GS_FAILED;
+        r->failed++;
+        event(r, 1, "FAILED  #%d %s: cannot create %s: %s", p->index, p->name, dir, strerror(errno));
+        return;
+    }
+    int fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        s->state = GS_FAILED;
+        r->failed++;
+        event(r, 1, "FAILED  #%d %s: cannot open %s: %s", p->index, p->name, lockp, strerror(errno));
+        return;
+    }
+    if (lock_cmd(fd, F_OFD_SETLK, F_WRLCK) != 0) {
+        char who[128] = "";
+        ssize_t k = pread(fd, who, sizeof who - 1, 0);
+        who[k > 0 ? k : 0] = '\0';
+        who[strcspn(who, "\n")] = '\0';
+        close(fd);
+        s->state = GS_RUNNING;
+        r->elsewhere++;
+        event(r, 0, "skip    #%d %s: running elsewhere%s%s%s", p->index, p->name, who[0] ? " (" : "", who,
+              who[0] ? ")" : "");
+        return;
+    }
+    /* under the lock: a runner that held it may have finished the point meanwhile */
+    inspect(p, r->ood, r->nood, s, 0);
+    if (s->state == GS_FINISHED || s->state == GS_DIVERGED) {
+        close(fd);
+        event(r, 0, "skip    #%d %s: %s meanwhile", p->index, p->name, grid_state_names[s->state]);
+        return;
+    }
+    if (s->state == GS_CHANGED && !r->force) {
+        close(fd);
+        r->refused++;
+        event(r, 1, "REFUSED #%d %s: %s holds a run with another config (%s); rerun it with --force (discards it)",
+              p->index, p->name, dir, s->diff);
+        return;
+    }
+    sl->fresh = s->state == GS_CHANGED;
+    int from = s->state == GS_CHANGED ? 0 : s->step;
+
+    char host[64] = "?", when[32];
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    time_t t = time(NULL);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    if (ftruncate(fd, 0) == 0) dprintf(fd, "runner pid %d on %s since %s\n", (int)getpid(), host, when);
+
+    s2hc_config c = p->cfg;
+    c.threads = r->threads;
+    char *yaml = config_to_yaml(&c);
+    int wrc = write_atomic(cfgp, yaml, strlen(yaml));
+    free(yaml);
+    int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (wrc != 0 || logfd < 0) {
+        close(fd);
+        if (logfd >= 0) close(logfd);
+        s->state = GS_FAILED;
+        r->failed++;
+        event(r, 1, "FAILED  #%d %s: cannot write %s", p->index, p->name, wrc ? cfgp : logp);
+        return;
+    }
+    sl->log_off = lseek(logfd, 0, SEEK_END);
+    const char *mode = sl->fresh ? "--force" : "--resume";
+    dprintf(logfd, "==== s2hc grid %s: point %d (%s) on %s, %s: s2hc train %s %s ====\n", r->g->path, p->index,
+            p->name, host, when, cfgp, mode);
+
+    char threads[16];
+    snprintf(threads, sizeof threads, "%d", r->threads);
+    pid_t parent = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* the child: its own process group (the runner forwards signals), stopped with
+           SIGTERM (save and exit) if the runner dies, the lock kept across exec */
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(RUN_INTERRUPTED);
+        fcntl(fd, F_SETFD, 0);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        setenv("OMP_NUM_THREADS", threads, 1);
+        setenv("OPENBLAS_NUM_THREADS", threads, 1);
+        char *argv[] = {(char *)"s2hc", (char *)"train", cfgp, (char *)mode, NULL};
+        execv(r->exe, argv);
+        dprintf(2, "s2hc: error: grid: cannot run %s: %s\n", r->exe, strerror(errno));
+        _exit(127);
+    }
+    close(logfd);
+    if (pid < 0) {
+        close(fd);
+        s->state = GS_FAILED;
+        r->failed++;
+        event(r, 1, "FAILED  #%d %s: fork: %s", p->index, p->name, strerror(errno));
+        return;
+    }
+    sl->pid = pid;
+    sl->lock_fd = fd;
+    sl->t_start = now_seconds();
+    s->state = GS_RUNNING;
+    r->running++;
+    r->started++;
+    if (sl->fresh) event(r, 0, "start   #%d %s (from step 0: --force, the config changed: %s)", p->index, p->name, s->diff);
+    else if (from > 0) event(r, 0, "resume  #%d %s at step %d/%d", p->index, p->name, from, p->cfg.steps);
+    else event(r, 0, "start   #%d %s", p->index, p->name);
+}
+
+/* A child exited: record its state in grid.status and index.csv. */
+static void reap(grid_runner *r, pid_t pid, int wstatus) {
+    int i = 0;
+    while (i < r->n && r->slot[i].pid != pid) i++;
+    if (i == r->n) return;
+    const grid_point *p = &r->pts[i];
+    grid_status *s = &r->st[i];
+    grid_slot *sl = &r->slot[i];
+    double wall = now_seconds() - sl->t_start;
+    int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    char dir[CFG_PATH + CFG_STR + 2], logp[sizeof dir + 16];
+    run_dir_of(&p->cfg, dir, sizeof dir);
+    snprintf(logp, sizeof logp, "%s/train.log", dir);
+    double before = s->wall_s;
+    inspect(p, r->ood, r->nood, s, 0);
+    grid_state state;
+    if (code == RUN_OK) state = s->state == GS_FINISHED ? GS_FINISHED : GS_FAILED;
+    else if (code == RUN_DIVERGED) state = GS_DIVERGED;
+    else if (code == RUN_INTERRUPTED || code == 128 + SIGINT || code == 128 + SIGTERM) state = GS_INTERRUPTED;
+    else if (code == RUN_USAGE && s->state == GS_CHANGED) state = GS_CHANGED;
+    else state = GS_FAILED;
+    double total = (isnan(before) ? 0 : before) + wall;
+    write_grid_status(dir, state, code, total);
+    s->state = state;
+    s->exit_code = code;
+    s->wall_s = total;
+    close(sl->lock_fd);
+    sl->lock_fd = -1;
+    sl->pid = 0;
+    r->running--;
+    char w[32];
+    fmt_duration(wall, w, sizeof w);
+    switch (state) {
+    case GS_FINISHED:
+        r->wall_sum += wall;
+        r->wall_n++;
+        event(r, 1, "done    #%d %s in %s: train loss %.4f, val loss %.4f, %.0f tok/s", p->index, p->name, w,
+              s->train_loss, s->val_loss, s->tokens_per_s);
+        break;
+    case GS_INTERRUPTED:
+        event(r, 1, "stopped #%d %s at step %d/%d after %s (resumable)", p->index, p->name, s->step, s->steps, w);
+        break;
+    case GS_DIVERGED:
+        r->failed++;
+        event(r, 1, "DIVERGED #%d %s at step %d after %s", p->index, p->name, s->step, w);
+        surface_errors(r, logp, sl->log_off);
+        break;
+    default:
+        r->failed++;
+        event(r, 1, "FAILED  #%d %s (exit %d) after %s%s", p->index, p->name, code, w,
+              code == 0 ? ": exited 0 but run.h5 does not say finished" : "");
+        surface_errors(r, logp, sl->log_off);
+        break;
+    }
+    grid_write_index(r->g, r->pts, r->n, r->st);
+}
+
+static int run_points(grid_runner *r) {
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_grid_signal;
+    sigemptyset(&sa.sa_mask);
+    g_grid_signal = g_grid_signals = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int stopping = 0, killed = 0;
+    for (;;) {
+        if (g_grid_signal && !stopping) {
+            stopping = 1;
+            event(r, 0, "signal %d: asking %d run%s to save and stop (again to kill)", (int)g_grid_signal, r->running,
+                  r->running == 1 ? "" : "s");
+            for (int i = 0; i < r->n; i++)
+                if (r->slot[i].pid > 0) kill(r->slot[i].pid, SIGTERM);
+        }
+        if (g_grid_signals >= 2 && !killed) {
+            killed = 1;
+            for (int i = 0; i < r->n; i++)
+                if (r->slot[i].pid > 0) kill(r->slot[i].pid, SIGKILL);
+        }
+        while (!stopping && r->running < r->j && r->qi < r->nq) launch(r, r->queue[r->qi++]);
+        if (r->running == 0 && (stopping || r->qi >= r->nq)) break;
+        int wstatus;
+        pid_t pid = waitpid(-1, &wstatus, WNOHANG);
+        if (pid > 0) {
+            reap(r, pid, wstatus);
+            continue;
+        }
+        if (pid < 0 && errno == ECHILD) break; /* cannot happen while running > 0 */
+        struct timespec ts = {0, GRID_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+        if (r->tty && now_seconds() - r->last_draw >= GRID_TTY_REFRESH_S) draw(r);
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return stopping;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc grid GRID.yaml [-j N] [--list] [--dry-run] [--job I] [--force]\n"
+            "                           [--slurm [--submit]] [--out DIR] [--set KEY=VALUE]...\n"
+            "\n"
+            "Expand the grid's sweep into points and train every point that has not finished,\n"
+            "each in its own process with its log in <out>/<name>/train.log; <out>/index.csv\n"
+            "lists every point with its state and results. Resume is the default: finished\n"
+            "points are skipped, interrupted ones continue from their checkpoint.\n"
+            "  -j N             points at a time (default: cores / train.threads, 1 thread each\n"
+            "                   when train.threads is 0); each run gets cores / N threads\n"
+            "  --list           the points with index, name, state and swept values\n"
+            "  --dry-run        what would run, skip or be refused; writes nothing\n"
+            "  --job I          run point I alone (a Slurm array task)\n"
+            "  --force          rerun points whose stored run has another config (discards it)\n"
+            "  --slurm          write <out>/slurm/{array,report}.sbatch and submit.sh\n"
+            "  --submit         with --slurm: submit them (sbatch)\n"
+            "  --out DIR        the runs directory (default: the grid's out:, else runs/<grid name>)\n"
+            "  --set KEY=VALUE  pin a swept key to one value, or set a key for every point\n"
+            "                   (KEY may be `preset`)\n"
+            "Exit code: 0 when every point finished, else the number of failed, diverged or\n"
+            "refused points (at most %d); 2 for a bad grid; 130 when interrupted.\n"
+            "\n"
+            "examples:\n"
+            "  s2hc grid experiments/paper.yaml --set preset=small --dry-run\n"
+            "  s2hc grid experiments/streams.yaml -j 2\n"
+            "  s2hc grid experiments/paper.yaml --set preset=M --slurm --submit\n",
+            GRID_MAX_EXIT);
+}
+
+int grid_main(int argc, char **argv) {
+    const char *path = NULL, *out = NULL;
+    const char **pins = calloc_check((size_t)argc + 1, sizeof *pins);
+    int npins = 0, j = 0, list = 0, dry = 0, job = -1, force = 0, slurm = 0, submit = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); free(pins); return 0; }
+        else if (!strcmp(a, "--list")) list = 1;
+        else if (!strcmp(a, "--dry-run")) dry = 1;
+        else if (!strcmp(a, "--force")) force = 1;
+        else if (!strcmp(a, "--slurm")) slurm = 1;
+        else if (!strcmp(a, "--submit")) submit = 1;
+        else if ((!strcmp(a, "-j") || !strcmp(a, "--jobs")) && val) { j = atoi(val); i++; if (j < 1) goto bad; }
+        else if (!strncmp(a, "-j", 2) && a[2]) { j = atoi(a + 2); if (j < 1) goto bad; }
+        else if (!strcmp(a, "--job") && val) {
+            char *end;
+            long v = strtol(val, &end, 10);
+            if (!val[0] || *end || v < 0 || v > INT_MAX) goto bad;
+            job = (int)v;
+            i++;
+        } else if (!strcmp(a, "--out") && val) { out = val; i++; }
+        else if (!strcmp(a, "--set") && val) { pins[npins++] = val; i++; }
+        else if (!strncmp(a, "--set=", 6)) pins[npins++] = a + 6;
+        else if (a[0] == '-') {
+            fprintf(stderr, "s2hc: error: grid: unknown option or missing value: '%s'\n\n", a);
+            usage(stderr);
+            free(pins);
+            return 2;
+        } else if (!path) path = a;
+        else {
+            fprintf(stderr, "s2hc: error: grid: one grid file only ('%s')\n", a);
+            free(pins);
+            return 2;
+        }
+        continue;
+    bad:
+        fprintf(stderr, "s2hc: error: grid: '%s' needs a number (got '%s')\n", a, val ? val : "");
+        free(pins);
+        return 2;
+    }
+    if (!path) { usage(stderr); free(pins); return 2; }
+    if (submit && !slurm) {
+        fprintf(stderr, "s2hc: error: grid: --submit goes with --slurm\n");
+        free(pins);
+        return 2;
+    }
+    grid_spec g;
+    int rc = grid_load(&g, path, out, pins, npins);
+    free(pins);
+    grid_point *pts = NULL;
+    int n = 0;
+    if (rc == 0) rc = grid_expand(&g, &pts, &n);
+    if (rc) { grid_free(&g); return 2; }
+    if (job >= n) {
+        fprintf(stderr, "s2hc: error: grid: --job %d: %s has %d point%s (0..%d)\n", job, path, n, n == 1 ? "" : "s",
+                n - 1);
+        grid_points_free(pts, n);
+        grid_free(&g);
+        return 2;
+    }
+
+    /* threads per run and runs at a time: N x threads <= cores */
+    int cores = cores_available(), threads;
+    if (job >= 0) { j = 1; threads = cores; }
+    else if (j > 0) threads = cores / j > 0 ? cores / j : 1;
+    else {
+        threads = pts[0].cfg.threads > 0 ? pts[0].cfg.threads : 1;
+        j = cores / threads > 0 ? cores / threads : 1;
+    }
+
+    if (list || dry || slurm) {
+        if (list) rc = list_points(&g, pts, n);
+        else if (dry) rc = dry_run(&g, pts, n, force, j, threads);
+        else rc = write_slurm(&g, n, submit);
+        grid_points_free(pts, n);
+        grid_free(&g);
+        return rc;
+    }
+
+    grid_runner r;
+    memset(&r, 0, sizeof r);
+    r.g = &g;
+    r.pts = pts;
+    r.n = n;
+    r.st = calloc_check((size_t)n, sizeof *r.st);
+    r.slot = calloc_check((size_t)n, sizeof *r.slot);
+    r.queue = calloc_check((size_t)n, sizeof *r.queue);
+    r.nood = grid_ood_names(pts, n, r.ood);
+    r.force = force;
+    r.tty = isatty(STDOUT_FILENO);
+    r.t0 = now_seconds();
+    ssize_t el = readlink("/proc/self/exe", r.exe, sizeof r.exe - 1);
+    if (el <= 0) copy_str(r.exe, sizeof r.exe, "/proc/self/exe");
+    else r.exe[el] = '\0';
+    if (grid_write_index(&g, pts, n, r.st) != 0) {
+        grid_points_free(pts, n);
+        grid_free(&g);
+        free(r.st);
+        free(r.slot);
+        free(r.queue);
+        return 1;
+    }
+    int finished = 0, diverged = 0, busy = 0, refused = 0;
+    for (int i = 0; i < n; i++) {
+        if (job >= 0 && i != job) continue;
+        switch (r.st[i].state) {
+        case GS_FINISHED: finished++; break;
+        case GS_DIVERGED: diverged++; break;
+        case GS_RUNNING: busy++; break;
+        case GS_CHANGED:
+            if (force) r.queue[r.nq++] = i;
+            else refused++;
+            break;
+        default: r.queue[r.nq++] = i;
+        }
+    }
+    /* runs at a time: no more than there are points to run; their threads share the cores */
+    if (job < 0 && r.nq > 0 && r.nq < j) {
+        j = r.nq;
+        if (pts[0].cfg.threads == 0 || threads * j < cores) threads = cores / j > 0 ? cores / j : 1;
+    }
+    r.j = j;
+    r.threads = threads;
+    int total = job >= 0 ? 1 : n;
+    printf("grid %s: %d point%s in %s: %d to run, %d finished, %d diverged, %d running elsewhere, %d refused;\n"
+           "  %d at a time, %d thread%s each (%d cores)\n",
+           path, total, total == 1 ? "" : "s", g.out, r.nq, finished, diverged, busy, refused, j, threads,
+           threads == 1 ? "" : "s", cores);
+    for (int i = 0; i < n; i++) {
+        if ((job >= 0 && i != job) || r.st[i].state != GS_CHANGED || force) continue;
+        char dir[CFG_PATH + CFG_STR + 2];
+        run_dir_of(&pts[i].cfg, dir, sizeof dir);
+        printf("  REFUSED #%d %s: %s holds a run with another config (%s); rerun it with --force (discards it)\n",
+               pts[i].index, pts[i].name, dir, r.st[i].diff);
+    }
+    fflush(stdout);
+    int stopped = run_points(&r);
+    if (r.tty) printf("\r\033[K");
+    grid_write_index(&g, pts, n, r.st);
+
+    /* the outcome, from disk: every point, or the one --job point */
+    int c[GS_N] = {0};
+    for (int i = 0; i < n; i++)
+        if (job < 0 || i == job) c[r.st[i].state]++;
+    int bad = c[GS_FAILED] + c[GS_DIVERGED] + c[GS_CHANGED];
+    char el2[32];
+    fmt_duration(now_seconds() - r.t0, el2, sizeof el2);
+    printf("grid %s: %d/%d finished, %d failed, %d diverged, %d refused, %d left, %d running elsewhere; %s; "
+           "index: %s/index.csv\n",
+           g.stem, c[GS_FINISHED], total, c[GS_FAILED], c[GS_DIVERGED], c[GS_CHANGED],
+           c[GS_INTERRUPTED] + c[GS_PARTIAL] + c[GS_PENDING], c[GS_RUNNING], el2, g.out);
+    grid_points_free(pts, n);
+    grid_free(&g);
+    free(r.st);
+    free(r.slot);
+    free(r.queue);
+    if (stopped) return RUN_INTERRUPTED;
+    return bad > GRID_MAX_EXIT ? GRID_MAX_EXIT : bad;
 }

@@ -115,19 +115,20 @@ typedef enum {
 } grid_state;
 extern const char *const grid_state_names[GS_N];
 
-/* What is known about a point: from its run directory, and from this runner. */
+/* What is known about a point, all of it read from its run directory: run.h5, ckpt.h5,
+ * the lock, and grid.status (state, exit code and total wall time of the grid's last
+ * run of the point, written by the runner). index.csv is a function of these files. */
 typedef struct {
     grid_state state;
-    int exit_code;           /* of the last run of the point, -1 unknown */
-    double wall_s;           /* total wall time of the point's runs, NaN unknown */
-    int step, steps;         /* last logged step / train.steps (0 when unknown) */
+    int exit_code;           /* of the grid's last run of the point, -1 unknown */
+    double wall_s;           /* total wall time of the grid's runs of the point, NaN unknown */
+    int step, steps;         /* last logged step / train.steps */
     double train_loss, val_loss, tokens_per_s; /* NaN when absent */
     double ood_ppl[GRID_MAX_OOD]; /* one per corpus of grid_ood_names (NaN when absent) */
     char diff[512];          /* GS_CHANGED: the first differing key */
-    /* runner bookkeeping */
-    pid_t pid;
-    int lock_fd, mine;
-    double t_start;
+    /* cache: run.h5 is read again only when its mtime or size changed */
+    long long h5_mtime_ns, h5_size;
+    int h5_kind;             /* 0 none, 1 finished, 2 diverged, 3 running, 4 unreadable, 5 changed */
 } grid_status;
 
 /* Parse and check a grid file: every key against the config schema, every value against
@@ -149,16 +150,16 @@ void grid_points_free(grid_point *pts, int n);
  * into the points. */
 int grid_ood_names(const grid_point *pts, int n, const char **names);
 
-/* Read a point's run directory: state (pending, partial, running when locked, finished,
- * diverged, changed when the stored config differs from the point's), step, losses,
- * throughput, OOD perplexities (ood/nood as from grid_ood_names). Runner bookkeeping
- * fields are left alone. Never fails: an unreadable run file reads as pending/partial. */
+/* Read a point's run directory into st: state (pending, partial, running when locked,
+ * finished, diverged, changed when the stored config differs from the point's; failed or
+ * interrupted as grid.status recorded), step, losses, throughput, OOD perplexities
+ * (ood/nood as from grid_ood_names). Start st zeroed; pass it again to reuse its cache.
+ * Never fails: an unreadable run file reads as pending/partial. */
 void grid_inspect(const grid_point *p, const char *const *ood, int nood, grid_status *st);
 
-/* Write <out>/index.csv atomically for all points (st: one per point). Rows of points this
- * runner does not own (st[i].mine == 0) are refreshed from disk, and their exit code and
- * wall time carried over from the previous index.csv; a lock serialises concurrent
- * writers. Returns 0 or -1 (message on stderr). */
+/* Write <out>/index.csv atomically: one row per point from grid_inspect (st: n zeroed
+ * or previously filled records, refreshed here; NULL for scratch ones). A lock on
+ * <out>/.index.lock serialises concurrent writers. Returns 0 or -1 (message on stderr). */
 int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_status *st);
 
 /* `s2hc grid G.yaml [-j N] [--list] [--job I] [--dry-run] [--force] [--slurm [--submit]]

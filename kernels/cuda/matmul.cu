@@ -57,9 +57,9 @@ static __global__ void fill_kernel(float *x, float v, size_t n) {
     if (i < n) x[i] = v;
 }
 
-void cuda_ctx_init(cuda_ctx *ctx, int bf16) {
+void cuda_ctx_init(cuda_ctx *ctx, int use_bf16) {
     memset(ctx, 0, sizeof *ctx);
-    ctx->bf16 = bf16;
+    ctx->use_bf16 = use_bf16;
     int dev = 0, v = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
@@ -178,7 +178,7 @@ void matmul_forward_cuda(cuda_ctx *ctx, float *out, const float *inp, const bf16
                          const bf16 *W_bf, const float *bias, size_t N, int C, int OC) {
     int n = dim_int(N, "matmul_forward_cuda");
     if (n == 0 || OC <= 0) return;
-    if (ctx->bf16) {
+    if (ctx->use_bf16) {
         const bf16 *a = bf16_view(ctx, inp, inp_bf, ctx->cvt_a, ctx->cvt_a_n, N * (size_t)C, "matmul_forward_cuda");
         const bf16 *w = bf16_view(ctx, W, W_bf, ctx->cvt_b, ctx->cvt_b_n, (size_t)OC * C, "matmul_forward_cuda");
         gemm_bf16(ctx, 0, 1, n, OC, C, 1.0f, a, C, w, C, 0.0f, out, OC);
@@ -199,7 +199,7 @@ void matmul_backward_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, c
                           const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N, int C, int OC) {
     int n = dim_int(N, "matmul_backward_cuda");
     if (n == 0 || OC <= 0) return;
-    if (ctx->bf16) {
+    if (ctx->use_bf16) {
         const bf16 *d = bf16_view(ctx, dout, NULL, ctx->cvt_b, ctx->cvt_b_n, N * (size_t)OC, "matmul_backward_cuda");
         if (dinp) {
             /* W's bf16 copy: the model always has one; the op checks may not (then cvt_a) */

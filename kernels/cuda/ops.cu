@@ -9,8 +9,8 @@
 #define LAYERNORM_EPS 1e-5f     /* = kernels/cpu/layernorm.c */
 #define GELU_K 0.79788456080286535588f
 #define GELU_A 0.044715f
-#define COLSUM_ROWS 64          /* rows per partial sum of the column reductions */
-#define SUMSQ_BLOCKS 1024       /* fixed: the sum order never depends on the GPU */
+#define COLSUM_ROWS CUDA_COLSUM_ROWS
+#define SUMSQ_BLOCKS CUDA_SUMSQ_BLOCKS  /* fixed: the sum order never depends on the GPU */
 
 /* ---- LayerNorm -------------------------------------------------------------------------- */
 

@@ -77,7 +77,12 @@ void adamw_all_cuda(cuda_ctx *ctx, float *p, bf16 *p_bf, const float *g, float *
                     const size_t *seg_start, const float *seg_wd, int nseg, float lr, float beta1, float beta2,
                     float eps, float gscale, int t);
 
-/* Sum of squares in double, fixed order; synchronises and returns to the host. */
+/* Sum of squares in double, fixed order; synchronises and returns to the host. Uses
+ * CUDA_SUMSQ_BLOCKS + 1 doubles of ctx->dpart. */
+#define CUDA_SUMSQ_BLOCKS 1024
+/* Rows per partial sum of the column reductions (layernorm_backward_cuda needs
+ * 2 ceil(N / CUDA_COLSUM_ROWS) C floats of ctx->part). */
+#define CUDA_COLSUM_ROWS 64
 double sumsq_cuda(cuda_ctx *ctx, const float *x, size_t n);
 void scale_inplace_cuda(cuda_ctx *ctx, float *x, float s, size_t n);
 

@@ -1,0 +1,516 @@
+/* hc_frame.cu: the hyper-connection frame on the device (hc_cuda.cuh has the map).
+ *
+ * Per sublayer, forward:
+ *   hc_wprime      W' = W diag(1 + g), in chunks of rows of W
+ *   GEMM           z_raw (rows, Kr) = X (rows, D) W'^T
+ *   hc_coef_fwd    per token (one thread): z = rstd z_raw, hc_forward -> pre, post, H, cache
+ *   hc_readout     u = sum_i pre_i X_i
+ *   hc_writeback   X' = H X + post f, and rstd of X' for the next frame
+ * backward:
+ *   hc_out_bwd     df = sum_i post_i dY_i; dpost_i = <dY_i, f>; dH_ij = <dY_i, X_j>
+ *   hc_dpre        dpre_i = <du, X_i>
+ *   hc_coef_bwd    per token: hc_backward -> dz, theta rows; s = rstd^2 <dz, z> / D; dz *= rstd
+ *   GEMMs          dX = dz W' (by chunks);  G = dz^T X, then dW += G diag(1 + g),
+ *                  dg += colsum(W o G)
+ *   hc_in_bwd      dX += H^T dY + pre du - s X
+ * The norm backward in closed form: with v = W'^T dz, the CPU's
+ *   dX = rstd (v - x rstd <v, x rstd> / D) and <v, x> = <dz, z> / rstd,
+ * so only the per-row scalar s = rstd^2 <dz, z> / D is needed besides the GEMM.
+ */
+#include <math.h>
+#include "kernels/cuda/hc_cuda.cuh"
+#include "kernels/cuda/ops_cuda.cuh"
+
+#define HC_MAT_CAP ((size_t)1 << 25)   /* floats of the W' / G chunk (128 MiB) */
+#define HC_DTH_CAP ((size_t)1 << 26)   /* floats of the per-thread theta rows (256 MiB) */
+#define HC_TOKEN_THREADS 64            /* per-token kernels: kilobytes of local arrays each */
+#define HC_ROW_THREADS 128             /* block-per-token stream kernels */
+#define HC_FUSE_SCALE_K 256            /* K up to this: the coefficient kernel scales z itself */
+#define HC_FIX_ROWS 32                 /* rows of W per partial sum of dg */
+
+/* ---- spec, sizes, scratch ----------------------------------------------------------------------- */
+
+static size_t hc_perm_bytes(const hc_spec *s) {
+    if (!s->perms) return 0;
+    if (s->n_factors <= 0) return (size_t)s->n_perms * (size_t)s->n;
+    size_t tot = 0;
+    for (int f = 0; f < s->n_factors; f++) tot += (size_t)hc_factorial(s->factors[f]) * (size_t)s->factors[f];
+    return tot;
+}
+
+void hc_spec_to_device(const hc_spec *host, hc_spec *dev) {
+    *dev = *host;
+    size_t nb = hc_perm_bytes(host);
+    if (nb) {
+        unsigned char *p = (unsigned char *)cuda_malloc_zero(nb);
+        CUDA_CHECK(cudaMemcpy(p, host->perms, nb, cudaMemcpyHostToDevice));
+        dev->perms = p;
+    }
+}
+
+void hc_spec_free_device(hc_spec *dev) {
+    if (dev->perms) cudaFree((void *)dev->perms);
+    dev->perms = NULL;
+}
+
+hc_dims hc_dims_of(const hc_spec *s, size_t N, int C) {
+    hc_dims d;
+    if (s->norm == HC_NORM_STREAM) {
+        d.rows = N * (size_t)s->n;
+        d.D = C;
+        d.Kr = s->K / s->n;
+        d.nr = s->n;
+    } else {
+        d.rows = N;
+        d.D = s->n * C;
+        d.Kr = s->K;
+        d.nr = 1;
+    }
+    return d;
+}
+
+static size_t hc_chunk_rows(const hc_dims *d, size_t have) {
+    size_t kc = have / (size_t)d->D;
+    if (kc < 1) kc = 1;
+    return kc < (size_t)d->Kr ? kc : (size_t)d->Kr;
+}
+
+size_t hc_dtheta_rows(const hc_spec *s, size_t N) {
+    size_t g = HC_DTH_CAP / (size_t)(s->n_theta > 0 ? s->n_theta : 1);
+    if (g < 1) g = 1;
+    return g < N ? g : N;
+}
+
+void hc_scratch_need(const hc_spec *s, size_t N, int C, cuda_scratch_need *need) {
+    hc_dims d = hc_dims_of(s, N, C);
+    size_t mat = (size_t)d.Kr * d.D;
+    if (mat > HC_MAT_CAP) mat = HC_MAT_CAP;
+    if (mat < (size_t)d.D) mat = d.D;
+    if (mat > need->hc_mat) need->hc_mat = mat;
+    size_t kc = hc_chunk_rows(&d, mat);
+    size_t part = ((kc + HC_FIX_ROWS - 1) / HC_FIX_ROWS) * (size_t)d.D;
+    if (part > need->part) need->part = part;
+    size_t dth = hc_dtheta_rows(s, N) * (size_t)s->n_theta;
+    if (dth > need->hc_dth) need->hc_dth = dth;
+}
+
+/* ---- per-token kernels: hc_math.h itself, one thread per token ----------------------------------- */
+
+/* Optionally z *= rstd per row first (scale_rows), then the method's forward. */
+static __global__ void __launch_bounds__(HC_TOKEN_THREADS)
+hc_coef_forward_kernel(hc_spec s, const float *theta, float *z, const float *rstd, int scale_rows, float *pre,
+                       float *post, float *H, float *cache, size_t N) {
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= N) return;
+    const int n = s.n, K = s.K;
+    float *zt = z + t * K;
+    if (scale_rows) {
+        const int nr = s.norm == HC_NORM_STREAM ? n : 1, Kr = K / nr;
+        for (int r = 0; r < nr; r++) {
+            float rs = rstd[t * nr + r];
+            for (int k = 0; k < Kr; k++) zt[r * Kr + k] *= rs;
+        }
+    }
+    hc_forward(&s, theta, zt, pre + t * n, post + t * n, H + t * n * n, cache + t * (size_t)s.cache);
+}
+
+/* z (rows, Kr) *= rstd (rows), coalesced (large K) */
+static __global__ void hc_scale_rows_kernel(float *z, const float *rstd, size_t rows, int Kr) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows * Kr) z[i] *= rstd[i / Kr];
+}
+
+/* Thread g handles tokens g, g + G, ...: hc_backward into its own theta row; then, when
+ * rstd is given, the norm's per-row scalar s and dz *= rstd (the GEMMs' operand). */
+static __global__ void __launch_bounds__(HC_TOKEN_THREADS)
+hc_coef_backward_kernel(hc_spec s, const float *theta, const float *z, const float *cache, const float *dcoef,
+                        float *dz, float *dth, const float *rstd, float *srow, size_t N, size_t G) {
+    size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= G) return;
+    const int n = s.n, K = s.K, nc = 2 * n + n * n;
+    const int nr = s.norm == HC_NORM_STREAM ? n : 1, Kr = K / nr;
+    float *my = dth + g * (size_t)s.n_theta;
+    for (size_t t = g; t < N; t += G) {
+        const float *d = dcoef + t * nc;
+        float *dzt = dz + t * K;
+        const float *zt = z + t * K;
+        hc_backward(&s, theta, zt, cache + t * (size_t)s.cache, d, d + n, d + 2 * n, dzt, my);
+        if (!rstd) continue;
+        for (int r = 0; r < nr; r++) {
+            float rs = rstd[t * nr + r], dot = 0;
+            for (int k = 0; k < Kr; k++) dot += dzt[r * Kr + k] * zt[r * Kr + k];
+            srow[t * nr + r] = dot;  /* <dz, z>; hc_in_backward_kernel makes it rstd^2 <dz, z> / D */
+            for (int k = 0; k < Kr; k++) dzt[r * Kr + k] *= rs;
+        }
+    }
+}
+
+/* ---- stream kernels -------------------------------------------------------------------------------- */
+
+/* W' (Kc, D) = W[j0 .. j0 + Kc) diag(1 + g) */
+static __global__ void hc_wprime_kernel(float *Wp, const float *W, const float *g, size_t Kc, int D) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < Kc * D) Wp[i] = W[i] * (1.0f + g[i % D]);
+}
+
+/* rstd (rows) = 1 / sqrt(mean(x^2) + eps) over D values per row, one block per row */
+static __global__ void hc_rstd_rows_kernel(float *rstd, const float *X, int D) {
+    __shared__ float sh[32];
+    size_t r = blockIdx.x;
+    const float *x = X + r * D;
+    float s = 0;
+    for (int k = threadIdx.x; k < D; k += blockDim.x) s += x[k] * x[k];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) rstd[r] = (float)(1.0 / sqrt((double)s / (double)D + HC_RMS_EPS));
+}
+
+/* X[t, i] = in[t] for every stream */
+static __global__ void hc_broadcast_kernel(float *X, const float *in, size_t N, int n, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * n * C) return;
+    size_t t = i / ((size_t)n * C), c = i % C;
+    X[i] = in[t * C + c];
+}
+
+/* out[t] = sum_i X[t, i] */
+static __global__ void hc_sum_kernel(float *out, const float *X, size_t N, int n, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * C) return;
+    size_t t = i / C, c = i % C;
+    float s = 0;
+    for (int k = 0; k < n; k++) s += X[(t * n + k) * C + c];
+    out[i] = s;
+}
+
+/* u[t] = sum_i pre[t, i] X[t, i] */
+static __global__ void hc_readout_kernel(float *u, const float *X, const float *pre, size_t N, int n, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * C) return;
+    size_t t = i / C, c = i % C;
+    float s = 0;
+    for (int k = 0; k < n; k++) s += pre[t * n + k] * X[(t * n + k) * C + c];
+    u[i] = s;
+}
+
+/* Sum NV per-thread values over the block (fixed order); thread v < NV gets value v in
+ * out[v] (shared, NV floats). red: NV * (blockDim / 32) floats of shared memory. */
+template <int NV>
+__device__ __forceinline__ void hc_block_reduce(float *acc, float *red, float *out) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        float x = warp_sum(acc[v]);
+        if (lane == 0) red[v * nw + w] = x;
+    }
+    __syncthreads();
+    for (int v = threadIdx.x; v < NV; v += blockDim.x) {
+        float s = 0;
+        for (int k = 0; k < nw; k++) s += red[v * nw + k];
+        out[v] = s;
+    }
+    __syncthreads();
+}
+
+/* One block per token: X'[i] = post_i f + sum_j H_ij X_j (the CPU's order), and the rms
+ * of X' (flat or per stream) for the next frame's norm. */
+template <int NS>
+static __global__ void __launch_bounds__(HC_ROW_THREADS)
+hc_writeback_kernel(float *Xn, float *rstd_next, int flat, const float *X, const float *H, const float *post,
+                    const float *f, int C) {
+    __shared__ float Hs[NS * NS], ps[NS], red[NS * (HC_ROW_THREADS / 32)], ss[NS];
+    const size_t t = blockIdx.x;
+    for (int i = threadIdx.x; i < NS * NS; i += blockDim.x) Hs[i] = H[t * NS * NS + i];
+    for (int i = threadIdx.x; i < NS; i += blockDim.x) ps[i] = post[t * NS + i];
+    __syncthreads();
+    const float *Xt = X + t * NS * C, *ft = f + t * C;
+    float *Yt = Xn + t * NS * C;
+    float acc[NS];
+#pragma unroll
+    for (int i = 0; i < NS; i++) acc[i] = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float x[NS], fc = ft[c];
+#pragma unroll
+        for (int j = 0; j < NS; j++) x[j] = Xt[(size_t)j * C + c];
+#pragma unroll
+        for (int i = 0; i < NS; i++) {
+            float y = ps[i] * fc;
+#pragma unroll
+            for (int j = 0; j < NS; j++) y += Hs[i * NS + j] * x[j];
+            Yt[(size_t)i * C + c] = y;
+            acc[i] += y * y;
+        }
+    }
+    if (!rstd_next) return;  /* uniform over the block */
+    hc_block_reduce<NS>(acc, red, ss);
+    if (threadIdx.x == 0) {
+        if (flat) {
+            float s = 0;
+            for (int i = 0; i < NS; i++) s += ss[i];
+            rstd_next[t] = (float)(1.0 / sqrt((double)s / ((double)NS * C) + HC_RMS_EPS));
+        } else {
+            for (int i = 0; i < NS; i++) rstd_next[t * NS + i] = (float)(1.0 / sqrt((double)ss[i] / C + HC_RMS_EPS));
+        }
+    }
+}
+
+/* One block per token: df = sum_i post_i dY_i (written), dpost_i = <dY_i, f>,
+ * dH_ij = <dY_i, X_j> into dcoef [ . | dpost | dH ]. */
+template <int NS>
+static __global__ void __launch_bounds__(HC_ROW_THREADS)
+hc_out_backward_kernel(float *df, float *dcoef, const float *dY, const float *X, const float *post, const float *f,
+                       int C) {
+    constexpr int NV = NS * NS + NS;
+    __shared__ float ps[NS], red[NV * (HC_ROW_THREADS / 32)], res[NV];
+    const size_t t = blockIdx.x;
+    for (int i = threadIdx.x; i < NS; i += blockDim.x) ps[i] = post[t * NS + i];
+    __syncthreads();
+    const float *dYt = dY + t * NS * C, *Xt = X + t * NS * C, *ft = f + t * C;
+    float acc[NV];
+#pragma unroll
+    for (int v = 0; v < NV; v++) acc[v] = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float dy[NS], x[NS], fc = ft[c], d = 0;
+#pragma unroll
+        for (int i = 0; i < NS; i++) {
+            dy[i] = dYt[(size_t)i * C + c];
+            x[i] = Xt[(size_t)i * C + c];
+        }
+#pragma unroll
+        for (int i = 0; i < NS; i++) {
+            d += ps[i] * dy[i];
+            acc[NS * NS + i] += dy[i] * fc;
+#pragma unroll
+            for (int j = 0; j < NS; j++) acc[i * NS + j] += dy[i] * x[j];
+        }
+        df[t * C + c] = d;
+    }
+    hc_block_reduce<NV>(acc, red, res);
+    float *dc = dcoef + t * (2 * NS + NS * NS);
+    for (int v = threadIdx.x; v < NV; v += blockDim.x) {
+        if (v < NS * NS) dc[2 * NS + v] = res[v];
+        else dc[NS + (v - NS * NS)] = res[v];
+    }
+}
+
+/* One block per token: dpre_i = <du, X_i> into dcoef [ dpre | . | . ]. */
+template <int NS>
+static __global__ void __launch_bounds__(HC_ROW_THREADS)
+hc_dpre_kernel(float *dcoef, const float *du, const float *X, int C) {
+    __shared__ float red[NS * (HC_ROW_THREADS / 32)], res[NS];
+    const size_t t = blockIdx.x;
+    const float *Xt = X + t * NS * C, *dut = du + t * C;
+    float acc[NS];
+#pragma unroll
+    for (int i = 0; i < NS; i++) acc[i] = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float d = dut[c];
+#pragma unroll
+        for (int i = 0; i < NS; i++) acc[i] += d * Xt[(size_t)i * C + c];
+    }
+    hc_block_reduce<NS>(acc, red, res);
+    for (int i = threadIdx.x; i < NS; i += blockDim.x) dcoef[t * (2 * NS + NS * NS) + i] = res[i];
+}
+
+/* One block per token: dX_j += sum_i H_ij dY_i + pre_j du - s_j X_j, where dX already
+ * holds rstd W'^T dz and s_j = rstd^2 <dz, z> / D of the row holding stream j. */
+template <int NS>
+static __global__ void __launch_bounds__(HC_ROW_THREADS)
+hc_in_backward_kernel(float *dX, const float *dY, const float *du, const float *X, const float *H, const float *pre,
+                      const float *rstd, const float *sdot, int flat, int C, float invD) {
+    __shared__ float Hs[NS * NS], prs[NS], sj[NS];
+    const size_t t = blockIdx.x;
+    for (int i = threadIdx.x; i < NS * NS; i += blockDim.x) Hs[i] = H[t * NS * NS + i];
+    for (int i = threadIdx.x; i < NS; i += blockDim.x) {
+        prs[i] = pre[t * NS + i];
+        size_t r = flat ? t : t * NS + i;
+        float rs = rstd[r];
+        sj[i] = rs * rs * sdot[r] * invD;
+    }
+    __syncthreads();
+    const float *dYt = dY + t * NS * C, *Xt = X + t * NS * C, *dut = du + t * C;
+    float *dXt = dX + t * NS * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float dy[NS], duc = dut[c];
+#pragma unroll
+        for (int i = 0; i < NS; i++) dy[i] = dYt[(size_t)i * C + c];
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+            float v = 0;
+#pragma unroll
+            for (int i = 0; i < NS; i++) v += Hs[i * NS + j] * dy[i];
+            size_t e = (size_t)j * C + c;
+            dXt[e] += v + prs[j] * duc - sj[j] * Xt[e];
+        }
+    }
+}
+
+/* Over a chunk of rows j0.. of W: dW[j, k] += G[j, k] (1 + g_k) and partial sums
+ * part[y, k] = sum over the block's rows of W[j, k] G[j, k]. grid (ceil(D / 256), groups). */
+static __global__ void hc_proj_grad_kernel(float *dW, float *part, const float *W, const float *G, const float *g,
+                                           size_t Kc, int D) {
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= (size_t)D) return;
+    size_t j0 = (size_t)blockIdx.y * HC_FIX_ROWS, j1 = j0 + HC_FIX_ROWS < Kc ? j0 + HC_FIX_ROWS : Kc;
+    float gk = 1.0f + g[k], acc = 0;
+    for (size_t j = j0; j < j1; j++) {
+        float gv = G[j * D + k];
+        acc += W[j * D + k] * gv;
+        dW[j * D + k] += gv * gk;
+    }
+    part[(size_t)blockIdx.y * D + k] = acc;
+}
+
+/* ---- dispatch on n -------------------------------------------------------------------------------- */
+
+#define HC_DISPATCH_N(n, CALL)                                                              \
+    switch (n) {                                                                            \
+    case 2: { constexpr int NS = 2; CALL; } break;                                          \
+    case 3: { constexpr int NS = 3; CALL; } break;                                          \
+    case 4: { constexpr int NS = 4; CALL; } break;                                          \
+    case 5: { constexpr int NS = 5; CALL; } break;                                          \
+    case 6: { constexpr int NS = 6; CALL; } break;                                          \
+    case 7: { constexpr int NS = 7; CALL; } break;                                          \
+    case 8: { constexpr int NS = 8; CALL; } break;                                          \
+    default:                                                                                \
+        fprintf(stderr, "s2hc: kernels/cuda: hyper-connection frame: n = %d outside 2..%d\n", n, HC_MAX_N); \
+        exit(1);                                                                            \
+    }
+
+/* ---- host side ------------------------------------------------------------------------------------ */
+
+void hc_streams_init_cuda(cuda_ctx *ctx, const hc_spec *s, float *X0, float *rstd0, const float *in, size_t N, int C) {
+    const int n = s->n;
+    size_t tot = N * (size_t)n * C;
+    if (tot == 0) return;
+    hc_broadcast_kernel<<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(X0, in, N, n, C);
+    CUDA_LAUNCH_CHECK();
+    if (!rstd0) return;
+    hc_dims d = hc_dims_of(s, N, C);
+    hc_rstd_rows_kernel<<<(unsigned)d.rows, HC_ROW_THREADS, 0, ctx->stream>>>(rstd0, X0, d.D);
+    CUDA_LAUNCH_CHECK();
+}
+
+void hc_streams_sum_cuda(cuda_ctx *ctx, float *out, const float *X, size_t N, int n, int C) {
+    size_t tot = N * (size_t)C;
+    if (tot == 0) return;
+    hc_sum_kernel<<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, X, N, n, C);
+    CUDA_LAUNCH_CHECK();
+}
+
+static void hc_need(const cuda_ctx *ctx, const hc_spec *s, size_t N, int C, const char *op) {
+    cuda_scratch_need need;
+    memset(&need, 0, sizeof need);
+    hc_scratch_need(s, N, C, &need);
+    if (need.hc_mat > ctx->hc_mat_n || need.hc_dth > ctx->hc_dth_n || need.part > ctx->part_n) {
+        fprintf(stderr, "s2hc: kernels/cuda: %s: frame scratch too small: reserve it first\n", op);
+        exit(1);
+    }
+}
+
+void hc_tokens_forward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, float *pre,
+                            float *post, float *H, float *cache, size_t N) {
+    if (N == 0) return;
+    hc_coef_forward_kernel<<<cuda_blocks(N, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
+        *s, theta, (float *)z, NULL, 0, pre, post, H, cache, N);
+    CUDA_LAUNCH_CHECK();
+}
+
+void hc_tokens_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, const float *cache,
+                             const float *dcoef, float *dz, float *dtheta, size_t N) {
+    if (N == 0) return;
+    size_t G = hc_dtheta_rows(s, N);
+    if (G * (size_t)s->n_theta > ctx->hc_dth_n) {
+        fprintf(stderr, "s2hc: kernels/cuda: hc_tokens_backward_cuda: theta scratch too small: reserve it first\n");
+        exit(1);
+    }
+    CUDA_CHECK(cudaMemsetAsync(ctx->hc_dth, 0, G * (size_t)s->n_theta * sizeof(float), ctx->stream));
+    hc_coef_backward_kernel<<<cuda_blocks(G, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
+        *s, theta, z, cache, dcoef, dz, ctx->hc_dth, NULL, NULL, N, G);
+    CUDA_LAUNCH_CHECK();
+    colsum_add_cuda(ctx, dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
+}
+
+void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, size_t N, int C) {
+    if (N == 0) return;
+    hc_need(ctx, s, N, C, "hc_frame_in_cuda");
+    const hc_dims d = hc_dims_of(s, N, C);
+    const size_t kc = hc_chunk_rows(&d, ctx->hc_mat_n);
+    /* z_raw (rows, Kr) = X (rows, D) W'^T, W' by chunks of kc rows */
+    for (size_t j0 = 0; j0 < (size_t)d.Kr; j0 += kc) {
+        size_t len = (size_t)d.Kr - j0 < kc ? (size_t)d.Kr - j0 : kc;
+        hc_wprime_kernel<<<cuda_blocks(len * d.D, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
+            ctx->hc_mat, fr->W + j0 * d.D, fr->g, len, d.D);
+        CUDA_LAUNCH_CHECK();
+        gemm_f32(ctx, 0, 1, (int)d.rows, (int)len, d.D, 1.0f, fr->X, d.D, ctx->hc_mat, d.D, 0.0f, fr->z + j0, d.Kr);
+    }
+    int fuse = s->K <= HC_FUSE_SCALE_K;
+    if (!fuse) {
+        size_t tot = d.rows * (size_t)d.Kr;
+        hc_scale_rows_kernel<<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(fr->z, fr->rstd, d.rows,
+                                                                                               d.Kr);
+        CUDA_LAUNCH_CHECK();
+    }
+    hc_coef_forward_kernel<<<cuda_blocks(N, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
+        *s, fr->theta, fr->z, fr->rstd, fuse, fr->pre, fr->post, fr->H, fr->cache, N);
+    CUDA_LAUNCH_CHECK();
+    size_t tot = N * (size_t)C;
+    hc_readout_kernel<<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(fr->u, fr->X, fr->pre, N, s->n,
+                                                                                        C);
+    CUDA_LAUNCH_CHECK();
+}
+
+void hc_frame_out_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, float *Xnext, float *rstd_next,
+                       size_t N, int C) {
+    if (N == 0) return;
+    const int flat = s->norm != HC_NORM_STREAM;
+    HC_DISPATCH_N(s->n, (hc_writeback_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                            Xnext, rstd_next, flat, fr->X, fr->H, fr->post, fr->f, C)));
+    CUDA_LAUNCH_CHECK();
+}
+
+void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *dY, float *df,
+                                float *dcoef, size_t N, int C) {
+    if (N == 0) return;
+    HC_DISPATCH_N(s->n, (hc_out_backward_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                            df, dcoef, dY, fr->X, fr->post, fr->f, C)));
+    CUDA_LAUNCH_CHECK();
+}
+
+void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *du,
+                               const float *dY, float *dX, float *dcoef, float *dz, float *srow, size_t N, int C) {
+    if (N == 0) return;
+    hc_need(ctx, s, N, C, "hc_frame_in_backward_cuda");
+    const hc_dims d = hc_dims_of(s, N, C);
+    /* dpre, then the method's backward per token (dz, theta rows, <dz, z>, dz *= rstd) */
+    HC_DISPATCH_N(s->n, (hc_dpre_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(dcoef, du, fr->X, C)));
+    CUDA_LAUNCH_CHECK();
+    size_t G = hc_dtheta_rows(s, N);
+    CUDA_CHECK(cudaMemsetAsync(ctx->hc_dth, 0, G * (size_t)s->n_theta * sizeof(float), ctx->stream));
+    hc_coef_backward_kernel<<<cuda_blocks(G, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
+        *s, fr->theta, fr->z, fr->cache, dcoef, dz, ctx->hc_dth, fr->rstd, srow, N, G);
+    CUDA_LAUNCH_CHECK();
+    colsum_add_cuda(ctx, fr->dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
+    /* the projection: dX = dz W' (overwrites), G = dz^T X -> dW, dg; by chunks of W's rows */
+    const size_t kc = hc_chunk_rows(&d, ctx->hc_mat_n);
+    for (size_t j0 = 0; j0 < (size_t)d.Kr; j0 += kc) {
+        size_t len = (size_t)d.Kr - j0 < kc ? (size_t)d.Kr - j0 : kc;
+        hc_wprime_kernel<<<cuda_blocks(len * d.D, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
+            ctx->hc_mat, fr->W + j0 * d.D, fr->g, len, d.D);
+        CUDA_LAUNCH_CHECK();
+        gemm_f32(ctx, 0, 0, (int)d.rows, d.D, (int)len, 1.0f, dz + j0, d.Kr, ctx->hc_mat, d.D, j0 == 0 ? 0.0f : 1.0f,
+                 dX, d.D);
+        gemm_f32(ctx, 1, 0, (int)len, d.D, (int)d.rows, 1.0f, dz + j0, d.Kr, fr->X, d.D, 0.0f, ctx->hc_mat, d.D);
+        size_t groups = (len + HC_FIX_ROWS - 1) / HC_FIX_ROWS;
+        dim3 grid(cuda_blocks((size_t)d.D, CUDA_THREADS), (unsigned)groups);
+        hc_proj_grad_kernel<<<grid, CUDA_THREADS, 0, ctx->stream>>>(fr->dW + j0 * d.D, ctx->part, fr->W + j0 * d.D,
+                                                                    ctx->hc_mat, fr->g, len, d.D);
+        CUDA_LAUNCH_CHECK();
+        colsum_add_cuda(ctx, (float *)fr->dg, ctx->part, groups, (size_t)d.D);
+    }
+    /* dX += H^T dY + pre du - s X */
+    const int flat = s->norm != HC_NORM_STREAM;
+    const float invD = 1.0f / (float)d.D;
+    HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                            dX, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow, flat, C, invD)));
+    CUDA_LAUNCH_CHECK();
+}

@@ -1,0 +1,722 @@
+/* model_cuda.cu: the GPT of harness/model.c on the device (model_cuda.h has the API).
+ *
+ * Mirrors model.c step for step: embedding -> Lh sublayers (frame in, LayerNorm,
+ * attention or MLP, frame out) -> sum of streams -> ln_f -> tied LM head -> softmax
+ * cross-entropy, and the same in reverse. The parameter table is the CPU model's
+ * (tensors are found by name), so checkpoints, probes and the optimizer see one layout.
+ *
+ * Memory (llm.c's discipline): one device buffer each for parameters, gradients, the two
+ * AdamW moments, activations and gradient scratch, laid out once at creation; nothing is
+ * allocated inside a step. In bf16 mode there is also a bf16 copy of the parameters
+ * (rewritten by the AdamW kernel) and bf16 copies of every activation that feeds a matrix
+ * product (LayerNorm outputs, attention output, GELU output, ln_f output).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/cuda/hc_cuda.cuh"
+#include "kernels/cuda/ops_cuda.cuh"
+#include "kernels/cuda/model_cuda.h"
+
+#define CUDA_MEM_MARGIN ((size_t)512 << 20) /* device memory left free for cuBLAS and the driver */
+
+/* ---- layout ------------------------------------------------------------------------------------ */
+
+/* Tensor indices of one block (and its two frames) in the parameter table. */
+typedef struct {
+    int ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcpw, fcpb;
+    int hc_norm[2], hc_proj[2];
+    size_t hc_theta[2]; /* offset of theta (contiguous after proj.weight) in the parameter buffer */
+} block_params;
+
+/* Offsets (elements) into the activation buffers, as model.c's act_layout. */
+typedef struct {
+    size_t enc, streams, rstd, z, pre, post, H, cache, u, ln, ln_mean, ln_rstd, qkv, lse, atty, fch, fchg, f;
+    size_t xsum, lnf, lnf_mean, lnf_rstd, logits, losses, total;
+    size_t s_streams, s_rstd, s_z, s_pre, s_H, s_cache, s_u, s_C, s_lse, s_qkv, s_fch;
+    /* bf16 copies */
+    size_t b_ln, b_atty, b_fchg, b_lnf, b_total;
+    /* gradient scratch */
+    size_t dX0, dX1, dz, du, df, dcoef, srow, dln, dqkv, datty, dfch, dfchg, dxsum, dlnf, dlogits, g_total;
+} dev_layout;
+
+struct cuda_model {
+    cuda_ctx ctx;
+    s2hc_config cfg;
+    int L, C, NH, T, V, n, Lh, B, frame, nr;
+    size_t N;
+    hc_spec spec;              /* device copy (perms in device memory) */
+    int n_tensors;
+    param_info *pinfo;         /* host copy of the table */
+    size_t n_params;
+    block_params *bp;
+    int wte, wpe, lnfw, lnfb;
+    float *params, *grads, *mom, *var;
+    bf16 *params_bf;           /* bf16 mode only */
+    size_t *seg_start;         /* AdamW segments (device): n_tensors + 1 */
+    float *seg_wd;             /* weight decay per tensor (device) */
+    dev_layout a;
+    float *acts, *gacts;
+    bf16 *acts_bf;
+    int *d_tok, *h_tok;        /* inputs N | targets N | order N | ids V | starts V + 1 */
+    float *h_losses;           /* pinned, N */
+    int n_ids;
+    size_t bytes;
+};
+
+static dev_layout layout_of(const cuda_model *cm) {
+    dev_layout a;
+    memset(&a, 0, sizeof a);
+    const size_t N = cm->N, C = cm->C, n = cm->n, Lh = cm->Lh, L = cm->L, V = cm->V;
+    const int fr = cm->frame;
+    const size_t K = fr ? (size_t)cm->spec.K : 0, cs = fr ? (size_t)cm->spec.cache : 0, nr = fr ? cm->nr : 0;
+    a.s_streams = N * n * C;
+    a.s_rstd = N * nr;
+    a.s_z = N * K;
+    a.s_pre = fr ? N * n : 0;
+    a.s_H = fr ? N * n * n : 0;
+    a.s_cache = N * cs;
+    a.s_u = fr ? N * C : 0;
+    a.s_C = N * C;
+    a.s_lse = (size_t)cm->B * cm->NH * cm->T;
+    a.s_qkv = N * 3 * C;
+    a.s_fch = N * 4 * C;
+    size_t o = 0;
+#define TAKE(field, size) do { a.field = o; o += (size); } while (0)
+    TAKE(enc, fr ? N * C : 0);
+    TAKE(streams, (Lh + 1) * a.s_streams);
+    TAKE(rstd, (Lh + 1) * a.s_rstd);
+    TAKE(z, Lh * a.s_z);
+    TAKE(pre, Lh * a.s_pre);
+    TAKE(post, Lh * a.s_pre);
+    TAKE(H, Lh * a.s_H);
+    TAKE(cache, Lh * a.s_cache);
+    TAKE(u, Lh * a.s_u);
+    TAKE(ln, Lh * a.s_C);
+    TAKE(ln_mean, Lh * N);
+    TAKE(ln_rstd, Lh * N);
+    TAKE(qkv, L * a.s_qkv);
+    TAKE(lse, L * a.s_lse);
+    TAKE(atty, L * a.s_C);
+    TAKE(fch, L * a.s_fch);
+    TAKE(fchg, L * a.s_fch);
+    TAKE(f, Lh * a.s_C);
+    TAKE(xsum, fr ? N * C : 0);
+    TAKE(lnf, N * C);
+    TAKE(lnf_mean, N);
+    TAKE(lnf_rstd, N);
+    TAKE(logits, N * V);
+    TAKE(losses, N);
+    a.total = o;
+    o = 0;
+    const int b16 = cm->ctx.use_bf16;
+    TAKE(b_ln, b16 ? Lh * a.s_C : 0);
+    TAKE(b_atty, b16 ? L * a.s_C : 0);
+    TAKE(b_fchg, b16 ? L * a.s_fch : 0);
+    TAKE(b_lnf, b16 ? N * C : 0);
+    a.b_total = o;
+    o = 0;
+    TAKE(dX0, N * n * C);
+    TAKE(dX1, N * n * C);
+    TAKE(dz, N * K);
+    TAKE(du, N * C);
+    TAKE(df, fr ? N * C : 0);
+    TAKE(dcoef, fr ? N * (2 * n + n * n) : 0);
+    TAKE(srow, N * nr);
+    TAKE(dln, N * C);
+    TAKE(dqkv, N * 3 * C);
+    TAKE(datty, N * C);
+    TAKE(dfch, N * 4 * C);
+    TAKE(dfchg, N * 4 * C);
+    TAKE(dxsum, fr ? N * C : 0);
+    TAKE(dlnf, N * C);
+    TAKE(dlogits, N * V);
+#undef TAKE
+    a.g_total = o;
+    return a;
+}
+
+/* ---- availability ---------------------------------------------------------------------------------- */
+
+static __global__ void probe_kernel(int *x) {
+    if (x) *x = 1;
+}
+
+int cuda_available(char *name, size_t len) {
+    char dummy[8];
+    if (!name || !len) {
+        name = dummy;
+        len = sizeof dummy;
+    }
+    int count = 0; /* left untouched by a failing call (error 35 without a driver) */
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count <= 0) {
+        snprintf(name, len, "no GPU (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+        cudaGetLastError();
+        return 0;
+    }
+    cudaDeviceProp p;
+    e = cudaGetDeviceProperties(&p, 0);
+    if (e != cudaSuccess) {
+        snprintf(name, len, "no GPU (%s)", cudaGetErrorString(e));
+        cudaGetLastError();
+        return 0;
+    }
+    if (p.major < 9) {
+        snprintf(name, len, "no usable GPU: %s is sm_%d%d; this build runs on sm_90 and newer", p.name, p.major,
+                 p.minor);
+        return 0;
+    }
+    probe_kernel<<<1, 1>>>(NULL);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        snprintf(name, len, "no usable GPU: %s: %s", p.name, cudaGetErrorString(e));
+        cudaGetLastError();
+        return 0;
+    }
+    snprintf(name, len, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
+             (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    return count;
+}
+
+/* ---- creation ------------------------------------------------------------------------------------- */
+
+static int find_tensor(const cuda_model *cm, const char *name) {
+    for (int i = 0; i < cm->n_tensors; i++)
+        if (strcmp(cm->pinfo[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Resolve every tensor the forward needs by name; -1 with the missing name in err. */
+static int resolve_params(cuda_model *cm, char *err, size_t errlen) {
+    char nm[PARAM_NAME + 32];
+#define FIND(dst, ...)                                                                    \
+    do {                                                                                  \
+        snprintf(nm, sizeof nm, __VA_ARGS__);                                             \
+        if (((dst) = find_tensor(cm, nm)) < 0) {                                          \
+            snprintf(err, errlen, "cuda: the parameter table has no tensor '%s'", nm);    \
+            return -1;                                                                    \
+        }                                                                                 \
+    } while (0)
+    FIND(cm->wte, "transformer.wte.weight");
+    FIND(cm->wpe, "transformer.wpe.weight");
+    FIND(cm->lnfw, "transformer.ln_f.weight");
+    FIND(cm->lnfb, "transformer.ln_f.bias");
+    for (int l = 0; l < cm->L; l++) {
+        block_params *b = &cm->bp[l];
+        FIND(b->ln1w, "transformer.h.%d.ln_1.weight", l);
+        FIND(b->ln1b, "transformer.h.%d.ln_1.bias", l);
+        FIND(b->qkvw, "transformer.h.%d.attn.c_attn.weight", l);
+        FIND(b->qkvb, "transformer.h.%d.attn.c_attn.bias", l);
+        FIND(b->projw, "transformer.h.%d.attn.c_proj.weight", l);
+        FIND(b->projb, "transformer.h.%d.attn.c_proj.bias", l);
+        FIND(b->ln2w, "transformer.h.%d.ln_2.weight", l);
+        FIND(b->ln2b, "transformer.h.%d.ln_2.bias", l);
+        FIND(b->fcw, "transformer.h.%d.mlp.c_fc.weight", l);
+        FIND(b->fcb, "transformer.h.%d.mlp.c_fc.bias", l);
+        FIND(b->fcpw, "transformer.h.%d.mlp.c_proj.weight", l);
+        FIND(b->fcpb, "transformer.h.%d.mlp.c_proj.bias", l);
+        if (!cm->frame) continue;
+        for (int s = 0; s < 2; s++) {
+            const char *which = s ? "mlp_hc" : "attn_hc";
+            FIND(b->hc_norm[s], "transformer.h.%d.%s.norm.weight", l, which);
+            FIND(b->hc_proj[s], "transformer.h.%d.%s.proj.weight", l, which);
+            /* theta: the tensors after proj.weight with the same prefix, contiguous */
+            const param_info *pw = &cm->pinfo[b->hc_proj[s]];
+            size_t off = pw->offset + pw->numel, tot = 0;
+            char prefix[PARAM_NAME + 32];
+            snprintf(prefix, sizeof prefix, "transformer.h.%d.%s.", l, which);
+            for (int i = b->hc_proj[s] + 1; i < cm->n_tensors; i++) {
+                const param_info *p = &cm->pinfo[i];
+                if (strncmp(p->name, prefix, strlen(prefix)) != 0) break;
+                if (p->offset != off + tot) {
+                    snprintf(err, errlen, "cuda: theta tensors of %s are not contiguous", prefix);
+                    return -1;
+                }
+                tot += p->numel;
+            }
+            size_t want = cm->spec.norm == HC_NORM_STREAM ? (size_t)(cm->spec.K / cm->spec.n) * cm->C
+                                                          : (size_t)cm->spec.K * cm->n * cm->C;
+            if (tot != (size_t)cm->spec.n_theta || pw->numel != want) {
+                snprintf(err, errlen, "cuda: frame tensors of %s do not match the method (theta %zu vs %d)", prefix,
+                         tot, cm->spec.n_theta);
+                return -1;
+            }
+            b->hc_theta[s] = off;
+        }
+    }
+#undef FIND
+    return 0;
+}
+
+static void scratch_of(const cuda_model *cm, cuda_scratch_need *need) {
+    memset(need, 0, sizeof *need);
+    const size_t N = cm->N, C = cm->C;
+    size_t widest = 4 * C > (size_t)cm->V ? 4 * C : (size_t)cm->V;
+    need->cvt_b = cm->ctx.use_bf16 ? N * widest : 0;  /* bf16 copy of a backward dout */
+    need->ones = N;
+    need->part = 2 * ((N + CUDA_COLSUM_ROWS - 1) / CUDA_COLSUM_ROWS) * C;
+    need->dpart = CUDA_SUMSQ_BLOCKS + 1;
+    need->att_D = (size_t)cm->B * cm->NH * cm->T;
+    if (cm->frame) hc_scratch_need(&cm->spec, N, cm->C, need);
+}
+
+static size_t scratch_bytes(const cuda_scratch_need *s) {
+    return (s->cvt_a + s->cvt_b) * sizeof(bf16) + (s->ones + s->part + s->att_D + s->hc_mat + s->hc_dth) * sizeof(float) +
+           s->dpart * sizeof(double);
+}
+
+cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err, size_t errlen) {
+    char gpu[256];
+    if (cuda_available(gpu, sizeof gpu) <= 0) {
+        snprintf(err, errlen, "%s", gpu);
+        return NULL;
+    }
+    if (B <= 0 || m->T <= 0 || m->C <= 0 || m->NH <= 0 || m->C % m->NH != 0 || m->C / m->NH > ATT_MAX_HS) {
+        snprintf(err, errlen, "cuda: unsupported sizes (B %d, T %d, C %d, n_head %d; head size at most %d)", B, m->T,
+                 m->C, m->NH, ATT_MAX_HS);
+        return NULL;
+    }
+    if ((size_t)B * m->T * (size_t)(m->n > 0 ? m->n : 1) > 0x7fffffffu) {
+        snprintf(err, errlen, "cuda: B * T * n_streams does not fit a cuBLAS int");
+        return NULL;
+    }
+    CUDA_CHECK(cudaSetDevice(0));
+    cuda_model *cm = (cuda_model *)calloc(1, sizeof *cm);
+    if (!cm) {
+        snprintf(err, errlen, "cuda: out of host memory");
+        return NULL;
+    }
+    cm->cfg = m->cfg;
+    cm->L = m->L;
+    cm->C = m->C;
+    cm->NH = m->NH;
+    cm->T = m->T;
+    cm->V = m->V;
+    cm->Lh = m->Lh;
+    cm->B = B;
+    cm->N = (size_t)B * m->T;
+    cm->frame = m->variant != NULL;
+    cm->n = cm->frame ? m->spec.n : 1;
+    cm->nr = cm->frame ? (m->spec.norm == HC_NORM_STREAM ? m->spec.n : 1) : 0;
+    cm->spec = m->spec;
+    cm->spec.perms = NULL; /* uploaded below, after every check that can fail */
+    cm->n_tensors = m->n_tensors;
+    cm->n_params = m->n_params;
+    cm->pinfo = (param_info *)malloc((size_t)m->n_tensors * sizeof(param_info));
+    cm->bp = (block_params *)calloc((size_t)(m->L > 0 ? m->L : 1), sizeof(block_params));
+    if (!cm->pinfo || !cm->bp) {
+        free(cm->pinfo);
+        free(cm->bp);
+        free(cm);
+        snprintf(err, errlen, "cuda: out of host memory");
+        return NULL;
+    }
+    memcpy(cm->pinfo, m->pinfo, (size_t)m->n_tensors * sizeof(param_info));
+    if (resolve_params(cm, err, errlen) != 0) {
+        free(cm->pinfo);
+        free(cm->bp);
+        free(cm);
+        return NULL;
+    }
+    cm->ctx.use_bf16 = use_bf16; /* layout_of and scratch_of read it before the context exists */
+    cm->a = layout_of(cm);
+    cuda_scratch_need need;
+    scratch_of(cm, &need);
+    const size_t P = cm->n_params, N = cm->N;
+    size_t tok = 3 * N + 2 * (size_t)cm->V + 1;
+    cm->bytes = 4 * P * sizeof(float) + (use_bf16 ? P * sizeof(bf16) : 0) + cm->a.total * sizeof(float) +
+                cm->a.b_total * sizeof(bf16) + cm->a.g_total * sizeof(float) + tok * sizeof(int) +
+                scratch_bytes(&need) + (size_t)(cm->n_tensors + 1) * (sizeof(size_t) + sizeof(float));
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (cm->bytes + CUDA_MEM_MARGIN > free_b) {
+        snprintf(err, errlen, "cuda: the model needs %.2f GiB of device memory at batch %d; %s has %.2f GiB free",
+                 (double)cm->bytes / (1 << 30), B, gpu, (double)free_b / (1 << 30));
+        free(cm->pinfo);
+        free(cm->bp);
+        free(cm);
+        return NULL;
+    }
+    cuda_ctx_init(&cm->ctx, use_bf16);
+    cuda_ctx_reserve(&cm->ctx, &need);
+    if (cm->frame) hc_spec_to_device(&m->spec, &cm->spec);
+    cm->params = (float *)cuda_malloc_zero(P * sizeof(float));
+    cm->grads = (float *)cuda_malloc_zero(P * sizeof(float));
+    cm->mom = (float *)cuda_malloc_zero(P * sizeof(float));
+    cm->var = (float *)cuda_malloc_zero(P * sizeof(float));
+    if (use_bf16) cm->params_bf = (bf16 *)cuda_malloc_zero(P * sizeof(bf16));
+    cm->acts = (float *)cuda_malloc_zero(cm->a.total * sizeof(float));
+    cm->acts_bf = (bf16 *)cuda_malloc_zero(cm->a.b_total * sizeof(bf16));
+    cm->gacts = (float *)cuda_malloc_zero(cm->a.g_total * sizeof(float));
+    cm->d_tok = (int *)cuda_malloc_zero(tok * sizeof(int));
+    CUDA_CHECK(cudaMallocHost((void **)&cm->h_tok, tok * sizeof(int)));
+    CUDA_CHECK(cudaMallocHost((void **)&cm->h_losses, N * sizeof(float)));
+    /* AdamW segments: one per tensor */
+    size_t *ss = (size_t *)malloc((size_t)(cm->n_tensors + 1) * sizeof(size_t));
+    float *wd = (float *)malloc((size_t)(cm->n_tensors + 1) * sizeof(float));
+    if (!ss || !wd) {
+        fprintf(stderr, "s2hc: cuda: out of host memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < cm->n_tensors; i++) {
+        ss[i] = cm->pinfo[i].offset;
+        wd[i] = (cm->pinfo[i].decay || cm->cfg.decay_1d) ? (float)cm->cfg.weight_decay : 0.0f;
+    }
+    ss[cm->n_tensors] = P;
+    wd[cm->n_tensors] = 0;
+    cm->seg_start = (size_t *)cuda_malloc_zero((size_t)(cm->n_tensors + 1) * sizeof(size_t));
+    cm->seg_wd = (float *)cuda_malloc_zero((size_t)(cm->n_tensors + 1) * sizeof(float));
+    CUDA_CHECK(cudaMemcpy(cm->seg_start, ss, (size_t)(cm->n_tensors + 1) * sizeof(size_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(cm->seg_wd, wd, (size_t)(cm->n_tensors + 1) * sizeof(float), cudaMemcpyHostToDevice));
+    free(ss);
+    free(wd);
+    cuda_upload_params(cm, m);
+    return cm;
+}
+
+void cuda_model_free(cuda_model *cm) {
+    if (!cm) return;
+    cudaStreamSynchronize(cm->ctx.stream);
+    if (cm->frame) hc_spec_free_device(&cm->spec);
+    cudaFree(cm->params);
+    cudaFree(cm->grads);
+    cudaFree(cm->mom);
+    cudaFree(cm->var);
+    cudaFree(cm->params_bf);
+    cudaFree(cm->acts);
+    cudaFree(cm->acts_bf);
+    cudaFree(cm->gacts);
+    cudaFree(cm->d_tok);
+    cudaFree(cm->seg_start);
+    cudaFree(cm->seg_wd);
+    cudaFreeHost(cm->h_tok);
+    cudaFreeHost(cm->h_losses);
+    cuda_ctx_free(&cm->ctx);
+    free(cm->pinfo);
+    free(cm->bp);
+    free(cm);
+}
+
+/* ---- transfers ------------------------------------------------------------------------------------- */
+
+void cuda_upload_params(cuda_model *cm, const gpt_model *m) {
+    CUDA_CHECK(cudaMemcpyAsync(cm->params, m->params, cm->n_params * sizeof(float), cudaMemcpyHostToDevice,
+                               cm->ctx.stream));
+    if (cm->params_bf) cuda_to_bf16(&cm->ctx, cm->params_bf, cm->params, cm->n_params);
+    CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+}
+
+void cuda_download_params(cuda_model *cm, gpt_model *m) {
+    CUDA_CHECK(cudaMemcpyAsync(m->params, cm->params, cm->n_params * sizeof(float), cudaMemcpyDeviceToHost,
+                               cm->ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+}
+
+void cuda_download_grads(cuda_model *cm, gpt_model *m) {
+    CUDA_CHECK(cudaMemcpyAsync(m->grads, cm->grads, cm->n_params * sizeof(float), cudaMemcpyDeviceToHost,
+                               cm->ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+}
+
+void cuda_upload_optim(cuda_model *cm, const float *mom, const float *var) {
+    CUDA_CHECK(cudaMemcpyAsync(cm->mom, mom, cm->n_params * sizeof(float), cudaMemcpyHostToDevice, cm->ctx.stream));
+    CUDA_CHECK(cudaMemcpyAsync(cm->var, var, cm->n_params * sizeof(float), cudaMemcpyHostToDevice, cm->ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+}
+
+void cuda_download_optim(cuda_model *cm, float *mom, float *var) {
+    CUDA_CHECK(cudaMemcpyAsync(mom, cm->mom, cm->n_params * sizeof(float), cudaMemcpyDeviceToHost, cm->ctx.stream));
+    CUDA_CHECK(cudaMemcpyAsync(var, cm->var, cm->n_params * sizeof(float), cudaMemcpyDeviceToHost, cm->ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+}
+
+void cuda_download_logits(cuda_model *cm, float *logits) {
+    CUDA_CHECK(cudaMemcpyAsync(logits, cm->acts + cm->a.logits, cm->N * cm->V * sizeof(float), cudaMemcpyDeviceToHost,
+                               cm->ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+}
+
+int cuda_download_hc(cuda_model *cm, int l, float *pre, float *post, float *H) {
+    if (!cm->frame || l < 0 || l >= cm->Lh) return -1;
+    const dev_layout *a = &cm->a;
+    cudaStream_t st = cm->ctx.stream;
+    if (pre)
+        CUDA_CHECK(cudaMemcpyAsync(pre, cm->acts + a->pre + l * a->s_pre, a->s_pre * sizeof(float),
+                                   cudaMemcpyDeviceToHost, st));
+    if (post)
+        CUDA_CHECK(cudaMemcpyAsync(post, cm->acts + a->post + l * a->s_pre, a->s_pre * sizeof(float),
+                                   cudaMemcpyDeviceToHost, st));
+    if (H)
+        CUDA_CHECK(cudaMemcpyAsync(H, cm->acts + a->H + l * a->s_H, a->s_H * sizeof(float), cudaMemcpyDeviceToHost,
+                                   st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return 0;
+}
+
+int cuda_download_streams(cuda_model *cm, int l, float *X) {
+    if (l < 0 || l > cm->Lh) return -1;
+    CUDA_CHECK(cudaMemcpyAsync(X, cm->acts + cm->a.streams + l * cm->a.s_streams, cm->a.s_streams * sizeof(float),
+                               cudaMemcpyDeviceToHost, cm->ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+    return 0;
+}
+
+size_t cuda_model_bytes(const cuda_model *cm) { return cm->bytes; }
+int cuda_model_bf16(const cuda_model *cm) { return cm->ctx.use_bf16; }
+int cuda_model_attention_tc(const cuda_model *cm) { return attention_uses_tensor_cores(&cm->ctx, cm->C, cm->NH); }
+void cuda_synchronize(cuda_model *cm) { CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream)); }
+
+/* ---- forward ------------------------------------------------------------------------------------- */
+
+#define PAR(i) (cm->params + cm->pinfo[i].offset)
+#define PBF(i) (cm->params_bf ? cm->params_bf + cm->pinfo[i].offset : (const bf16 *)NULL)
+#define GRD(i) (cm->grads + cm->pinfo[i].offset)
+#define ACT(field) (cm->acts + cm->a.field)
+#define GSC(field) (cm->gacts + cm->a.field)
+#define ABF(field) (cm->ctx.use_bf16 ? cm->acts_bf + cm->a.field : (bf16 *)NULL)
+
+/* The frame of sublayer l (valid when cm->frame). */
+static hc_frame_dev frame_of(cuda_model *cm, int l) {
+    const dev_layout *a = &cm->a;
+    const block_params *b = &cm->bp[l / 2];
+    const int s = l % 2;
+    hc_frame_dev fr;
+    fr.g = PAR(b->hc_norm[s]);
+    fr.W = PAR(b->hc_proj[s]);
+    fr.theta = cm->params + b->hc_theta[s];
+    fr.dg = GRD(b->hc_norm[s]);
+    fr.dW = GRD(b->hc_proj[s]);
+    fr.dtheta = cm->grads + b->hc_theta[s];
+    fr.X = cm->acts + a->streams + l * a->s_streams;
+    fr.rstd = cm->acts + a->rstd + l * a->s_rstd;
+    fr.z = cm->acts + a->z + l * a->s_z;
+    fr.pre = cm->acts + a->pre + l * a->s_pre;
+    fr.post = cm->acts + a->post + l * a->s_pre;
+    fr.H = cm->acts + a->H + l * a->s_H;
+    fr.cache = cm->acts + a->cache + l * a->s_cache;
+    fr.u = cm->acts + a->u + l * a->s_u;
+    fr.f = cm->acts + a->f + l * a->s_C;
+    return fr;
+}
+
+/* Upload inputs and targets (and the token grouping of the embedding backward) in one copy.
+ * Returns the number of targets >= 0. Exits on an id outside the vocabulary. */
+static size_t upload_tokens(cuda_model *cm, const int *inputs, const int *targets) {
+    const size_t N = cm->N;
+    const int V = cm->V;
+    int *h = cm->h_tok;
+    memcpy(h, inputs, N * sizeof(int));
+    size_t cnt = 0;
+    for (size_t i = 0; i < N; i++) {
+        int t = targets ? targets[i] : -1;
+        if (t >= V) {
+            fprintf(stderr, "s2hc: cuda: target %d at position %zu is outside the vocabulary (%d)\n", t, i, V);
+            exit(1);
+        }
+        h[N + i] = t;
+        cnt += t >= 0;
+    }
+    if (encoder_group_tokens(inputs, N, V, h + 2 * N, h + 3 * N, h + 3 * N + V, &cm->n_ids) != 0) {
+        fprintf(stderr, "s2hc: cuda: a token id is outside [0, %d)\n", V);
+        exit(1);
+    }
+    CUDA_CHECK(cudaMemcpyAsync(cm->d_tok, h, (3 * N + 2 * (size_t)V + 1) * sizeof(int), cudaMemcpyHostToDevice,
+                               cm->ctx.stream));
+    return cnt;
+}
+
+static float *xsum_of(cuda_model *cm) {
+    return cm->frame ? ACT(xsum) : cm->acts + cm->a.streams + (size_t)cm->Lh * cm->a.s_streams;
+}
+
+/* Forward; with dlogits != NULL the cross-entropy also writes d(loss)/d(logits) * scale. */
+static float forward(cuda_model *cm, const int *inputs, const int *targets, int backward, float scale) {
+    cuda_ctx *ctx = &cm->ctx;
+    const dev_layout *a = &cm->a;
+    const size_t N = cm->N;
+    const int B = cm->B, T = cm->T, C = cm->C, NH = cm->NH, V = cm->V;
+    size_t cnt = upload_tokens(cm, inputs, targets);
+    const int *d_in = cm->d_tok, *d_tg = cm->d_tok + N;
+
+    float *X0 = cm->acts + a->streams;
+    if (cm->frame) {
+        encoder_forward_cuda(ctx, ACT(enc), d_in, PAR(cm->wte), PAR(cm->wpe), B, T, C);
+        hc_streams_init_cuda(ctx, &cm->spec, X0, ACT(rstd), ACT(enc), N, C);
+    } else {
+        encoder_forward_cuda(ctx, X0, d_in, PAR(cm->wte), PAR(cm->wpe), B, T, C);
+    }
+    for (int l = 0; l < cm->Lh; l++) {
+        const int blk = l / 2, is_mlp = l % 2;
+        const block_params *b = &cm->bp[blk];
+        float *X = cm->acts + a->streams + l * a->s_streams, *Xn = X + a->s_streams;
+        hc_frame_dev fr;
+        memset(&fr, 0, sizeof fr);
+        const float *u = X;
+        if (cm->frame) {
+            fr = frame_of(cm, l);
+            hc_frame_in_cuda(ctx, &cm->spec, &fr, N, C);
+            u = fr.u;
+        }
+        float *ln = ACT(ln) + l * a->s_C, *mean = ACT(ln_mean) + l * N, *rstd = ACT(ln_rstd) + l * N;
+        bf16 *ln_bf = cm->ctx.use_bf16 ? ABF(b_ln) + l * a->s_C : NULL;
+        float *f = ACT(f) + l * a->s_C;
+        if (!is_mlp) {
+            float *qkv = ACT(qkv) + blk * a->s_qkv, *lse = ACT(lse) + blk * a->s_lse, *atty = ACT(atty) + blk * a->s_C;
+            bf16 *atty_bf = cm->ctx.use_bf16 ? ABF(b_atty) + blk * a->s_C : NULL;
+            layernorm_forward_cuda(ctx, ln, ln_bf, mean, rstd, u, PAR(b->ln1w), PAR(b->ln1b), N, C);
+            matmul_forward_cuda(ctx, qkv, ln, ln_bf, PAR(b->qkvw), PBF(b->qkvw), PAR(b->qkvb), N, C, 3 * C);
+            attention_forward_cuda(ctx, atty, atty_bf, lse, qkv, B, T, C, NH);
+            matmul_forward_cuda(ctx, f, atty, atty_bf, PAR(b->projw), PBF(b->projw), PAR(b->projb), N, C, C);
+        } else {
+            float *fch = ACT(fch) + blk * a->s_fch, *fchg = ACT(fchg) + blk * a->s_fch;
+            bf16 *fchg_bf = cm->ctx.use_bf16 ? ABF(b_fchg) + blk * a->s_fch : NULL;
+            layernorm_forward_cuda(ctx, ln, ln_bf, mean, rstd, u, PAR(b->ln2w), PAR(b->ln2b), N, C);
+            matmul_forward_cuda(ctx, fch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), PAR(b->fcb), N, C, 4 * C);
+            gelu_forward_cuda(ctx, fchg, fchg_bf, fch, N * 4 * C);
+            matmul_forward_cuda(ctx, f, fchg, fchg_bf, PAR(b->fcpw), PBF(b->fcpw), PAR(b->fcpb), N, 4 * C, C);
+        }
+        if (cm->frame) {
+            float *rstd_next = cm->acts + a->rstd + (l + 1) * a->s_rstd;
+            hc_frame_out_cuda(ctx, &cm->spec, &fr, Xn, rstd_next, N, C);
+        } else {
+            add_cuda(ctx, Xn, X, f, N * C);
+        }
+    }
+    float *xsum = xsum_of(cm);
+    if (cm->frame) hc_streams_sum_cuda(ctx, xsum, cm->acts + a->streams + (size_t)cm->Lh * a->s_streams, N, cm->n, C);
+    layernorm_forward_cuda(ctx, ACT(lnf), ABF(b_lnf), ACT(lnf_mean), ACT(lnf_rstd), xsum, PAR(cm->lnfw), PAR(cm->lnfb),
+                           N, C);
+    matmul_forward_cuda(ctx, ACT(logits), ACT(lnf), ABF(b_lnf), PAR(cm->wte), PBF(cm->wte), NULL, N, C, V);
+    if (!targets) {
+        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+        return 0;
+    }
+    float sc = cnt ? scale / (float)cnt : 0.0f;
+    crossentropy_fused_cuda(ctx, ACT(losses), backward ? GSC(dlogits) : NULL, ACT(logits), d_tg, sc, N, V);
+    CUDA_CHECK(cudaMemcpyAsync(cm->h_losses, ACT(losses), N * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    double s = 0;
+    for (size_t t = 0; t < N; t++)
+        if (cm->h_tok[N + t] >= 0) s += cm->h_losses[t];
+    return (float)(cnt ? s / (double)cnt : 0.0);
+}
+
+/* ---- backward ------------------------------------------------------------------------------------ */
+
+#define ZERO(ptr, count) CUDA_CHECK(cudaMemsetAsync((ptr), 0, (count) * sizeof(float), ctx->stream))
+
+static void backward(cuda_model *cm) {
+    cuda_ctx *ctx = &cm->ctx;
+    const dev_layout *a = &cm->a;
+    const size_t N = cm->N;
+    const int B = cm->B, T = cm->T, C = cm->C, NH = cm->NH, V = cm->V;
+    const int *order = cm->d_tok + 2 * N, *ids = cm->d_tok + 3 * N, *starts = cm->d_tok + 3 * N + V;
+
+    float *dlnf = GSC(dlnf), *xsum = xsum_of(cm);
+    ZERO(dlnf, N * C);
+    matmul_backward_cuda(ctx, dlnf, GRD(cm->wte), NULL, GSC(dlogits), ACT(lnf), ABF(b_lnf), PAR(cm->wte), PBF(cm->wte),
+                         N, C, V);
+    float *dY = GSC(dX0), *dX = GSC(dX1);
+    if (cm->frame) {
+        float *dxsum = GSC(dxsum);
+        ZERO(dxsum, N * C);
+        layernorm_backward_cuda(ctx, dxsum, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw), ACT(lnf_mean),
+                                ACT(lnf_rstd), N, C);
+        hc_streams_init_cuda(ctx, &cm->spec, dY, NULL, dxsum, N, C);
+    } else {
+        ZERO(dY, N * C);
+        layernorm_backward_cuda(ctx, dY, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw), ACT(lnf_mean),
+                                ACT(lnf_rstd), N, C);
+    }
+    float *du = GSC(du), *dln = GSC(dln);
+    for (int l = cm->Lh - 1; l >= 0; l--) {
+        const int blk = l / 2, is_mlp = l % 2;
+        const block_params *b = &cm->bp[blk];
+        hc_frame_dev fr;
+        memset(&fr, 0, sizeof fr);
+        const float *df;
+        if (cm->frame) {
+            fr = frame_of(cm, l);
+            hc_frame_out_backward_cuda(ctx, &cm->spec, &fr, dY, GSC(df), GSC(dcoef), N, C);
+            df = GSC(df);
+        } else {
+            df = dY; /* X' = X + f: f and X both get dY */
+            CUDA_CHECK(cudaMemcpyAsync(dX, dY, N * C * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
+        }
+        float *u = cm->frame ? fr.u : cm->acts + a->streams + l * a->s_streams;
+        float *ln = ACT(ln) + l * a->s_C, *mean = ACT(ln_mean) + l * N, *rstd = ACT(ln_rstd) + l * N;
+        const bf16 *ln_bf = cm->ctx.use_bf16 ? ABF(b_ln) + l * a->s_C : NULL;
+        float *dinp = cm->frame ? du : dX; /* where LayerNorm's input gradient goes */
+        if (cm->frame) ZERO(du, N * C);
+        ZERO(dln, N * C);
+        if (!is_mlp) {
+            float *qkv = ACT(qkv) + blk * a->s_qkv, *lse = ACT(lse) + blk * a->s_lse, *atty = ACT(atty) + blk * a->s_C;
+            const bf16 *atty_bf = cm->ctx.use_bf16 ? ABF(b_atty) + blk * a->s_C : NULL;
+            float *datty = GSC(datty), *dqkv = GSC(dqkv);
+            ZERO(datty, N * C);
+            ZERO(dqkv, N * 3 * C);
+            matmul_backward_cuda(ctx, datty, GRD(b->projw), GRD(b->projb), df, atty, atty_bf, PAR(b->projw),
+                                 PBF(b->projw), N, C, C);
+            attention_backward_cuda(ctx, dqkv, datty, qkv, atty, lse, B, T, C, NH);
+            matmul_backward_cuda(ctx, dln, GRD(b->qkvw), GRD(b->qkvb), dqkv, ln, ln_bf, PAR(b->qkvw), PBF(b->qkvw), N,
+                                 C, 3 * C);
+            layernorm_backward_cuda(ctx, dinp, GRD(b->ln1w), GRD(b->ln1b), dln, u, PAR(b->ln1w), mean, rstd, N, C);
+        } else {
+            float *fch = ACT(fch) + blk * a->s_fch, *fchg = ACT(fchg) + blk * a->s_fch;
+            const bf16 *fchg_bf = cm->ctx.use_bf16 ? ABF(b_fchg) + blk * a->s_fch : NULL;
+            float *dfch = GSC(dfch), *dfchg = GSC(dfchg);
+            ZERO(dfchg, N * 4 * C);
+            ZERO(dfch, N * 4 * C);
+            matmul_backward_cuda(ctx, dfchg, GRD(b->fcpw), GRD(b->fcpb), df, fchg, fchg_bf, PAR(b->fcpw),
+                                 PBF(b->fcpw), N, 4 * C, C);
+            gelu_backward_cuda(ctx, dfch, fch, dfchg, N * 4 * C);
+            matmul_backward_cuda(ctx, dln, GRD(b->fcw), GRD(b->fcb), dfch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), N, C,
+                                 4 * C);
+            layernorm_backward_cuda(ctx, dinp, GRD(b->ln2w), GRD(b->ln2b), dln, u, PAR(b->ln2w), mean, rstd, N, C);
+        }
+        if (cm->frame)
+            hc_frame_in_backward_cuda(ctx, &cm->spec, &fr, du, dY, dX, GSC(dcoef), GSC(dz), GSC(srow), N, C);
+        float *tmp = dY; /* dX is the upstream gradient of the next (earlier) sublayer */
+        dY = dX;
+        dX = tmp;
+    }
+    /* dY: the gradient of X_0 = n copies of the embedding */
+    const float *denc = dY;
+    if (cm->frame) {
+        hc_streams_sum_cuda(ctx, du, dY, N, cm->n, C);
+        denc = du;
+    }
+    encoder_backward_cuda(ctx, GRD(cm->wte), GRD(cm->wpe), denc, order, ids, starts, cm->n_ids, B, T, C);
+}
+
+/* ---- the public step ------------------------------------------------------------------------------ */
+
+float cuda_forward(cuda_model *cm, const int *inputs, const int *targets) {
+    return forward(cm, inputs, targets, 0, 1.0f);
+}
+
+float cuda_forward_backward(cuda_model *cm, const int *inputs, const int *targets, float scale) {
+    float loss = forward(cm, inputs, targets, 1, scale);
+    size_t cnt = 0;
+    for (size_t t = 0; t < cm->N; t++) cnt += cm->h_tok[cm->N + t] >= 0;
+    if (cnt) backward(cm);
+    return loss;
+}
+
+void cuda_zero_grad(cuda_model *cm) {
+    CUDA_CHECK(cudaMemsetAsync(cm->grads, 0, cm->n_params * sizeof(float), cm->ctx.stream));
+}
+
+double cuda_grad_norm(cuda_model *cm) { return sqrt(sumsq_cuda(&cm->ctx, cm->grads, cm->n_params)); }
+
+void cuda_step(cuda_model *cm, double lr, double grad_norm, int t) {
+    const s2hc_config *c = &cm->cfg;
+    float gscale = (c->clip > 0 && grad_norm > c->clip) ? (float)(c->clip / grad_norm) : 1.0f;
+    adamw_all_cuda(&cm->ctx, cm->params, cm->params_bf, cm->grads, cm->mom, cm->var, cm->n_params, cm->seg_start,
+                   cm->seg_wd, cm->n_tensors, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, gscale, t);
+}

@@ -1,0 +1,135 @@
+/* model_cuda.h: the GPT of harness/model.c on an NVIDIA GPU, callable from C.
+ *
+ * The device model is built from a CPU model (gpt_model, for its config, parameter table
+ * and method spec) and mirrors its data flow op by op. Parameters, gradients, AdamW
+ * moments and activations live on the device; what crosses to the host is the loss of
+ * each micro-batch, the gradient norm, and whatever the caller downloads on purpose
+ * (parameters and moments for checkpoints, per-token H_res for probes).
+ *
+ * A training step with the device model (train.c):
+ *     cuda_zero_grad(cm);
+ *     for each micro-batch: loss += cuda_forward_backward(cm, inputs, targets, 1.0f / accum);
+ *     gn = cuda_grad_norm(cm);
+ *     cuda_step(cm, lr, gn, step + 1);
+ * and before a checkpoint: cuda_download_params(cm, model) and cuda_download_optim(...).
+ *
+ * Built with nvcc (the .cu files of kernels/cuda) when the toolkit is found; the build then defines
+ * S2HC_CUDA for the C code. Without it, the functions below are inline stubs that say
+ * so: cuda_available() returns 0 and cuda_model_create() returns NULL with the reason,
+ * so callers need no #ifdef. Any CUDA error after creation prints file and line and
+ * exits(1) (llm.c's cudaCheck): the training loop never sees a half-failed step.
+ */
+#ifndef S2HC_MODEL_CUDA_H
+#define S2HC_MODEL_CUDA_H
+#include <math.h> /* before extern "C": C++'s math.h must not get C linkage */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "../../harness/model.h"
+
+typedef struct cuda_model cuda_model;
+
+#if defined(S2HC_CUDA) || defined(__CUDACC__)
+
+/* Number of usable GPUs. With one, `name` gets e.g. "NVIDIA H200 (sm_90, 139.8 GiB)";
+ * with none, the reason ("no GPU: CUDA driver is insufficient ...", "GPU ... is sm_80;
+ * this build runs on sm_90 and newer"). Never fails hard. */
+int cuda_available(char *name, size_t len);
+
+/* Build the device model for micro-batches of B sequences: copies the parameter table
+ * and the method spec from m, uploads m->params, zeroes gradients and AdamW moments,
+ * allocates every activation once. bf16 = 1: matrix products with bf16 operands (fp32
+ * master weights, fp32 accumulation, fp32 small-matrix math). Returns NULL with the reason
+ * in err (no GPU, unsupported sizes, out of device memory). The caller frees with
+ * cuda_model_free. */
+cuda_model *cuda_model_create(const gpt_model *m, int B, int bf16, char *err, size_t errlen);
+void cuda_model_free(cuda_model *cm);
+
+/* Parameters: host m->params <-> device (the same table; m must be the model it was built from). */
+void cuda_upload_params(cuda_model *cm, const gpt_model *m);
+void cuda_download_params(cuda_model *cm, gpt_model *m);
+/* Gradients device -> m->grads (for checks and probes). */
+void cuda_download_grads(cuda_model *cm, gpt_model *m);
+/* AdamW moments (n_params floats each, the CPU's adamw_state layout). */
+void cuda_upload_optim(cuda_model *cm, const float *mom, const float *var);
+void cuda_download_optim(cuda_model *cm, float *mom, float *var);
+
+void cuda_zero_grad(cuda_model *cm);
+/* Forward over inputs (B, T); returns the mean loss over targets >= 0 (targets may be
+ * NULL: logits only, returns 0). Exits with a message on a token or target >= vocab. */
+float cuda_forward(cuda_model *cm, const int *inputs, const int *targets);
+/* Forward and backward: grads += d(mean loss)/d(params) * scale. Returns the mean loss. */
+float cuda_forward_backward(cuda_model *cm, const int *inputs, const int *targets, float scale);
+/* Global L2 norm of the gradients (sum of squares in double, fixed order). */
+double cuda_grad_norm(cuda_model *cm);
+/* One AdamW step with the model's config (betas, eps, weight decay on decay tensors or
+ * all with decay_1d): gradients scaled by clip / grad_norm first when grad_norm > clip
+ * (clip > 0). t: the 1-based step count (bias correction), as adamw_state.t after ++. */
+void cuda_step(cuda_model *cm, double lr, double grad_norm, int t);
+
+/* The logits (B*T, V) of the last forward -> host. */
+void cuda_download_logits(cuda_model *cm, float *logits);
+/* Per-token coefficients of sublayer l (0 <= l < Lh) of the last forward -> host:
+ * pre, post (B*T, n), H (B*T, n, n) in the X_next = H X convention; any may be NULL.
+ * Returns 0, or -1 for rc (no frame) or l out of range. */
+int cuda_download_hc(cuda_model *cm, int l, float *pre, float *post, float *H);
+/* Streams entering sublayer l (l = Lh: the final streams), (B*T, n, C) -> host. */
+int cuda_download_streams(cuda_model *cm, int l, float *X);
+
+/* Bytes of device memory the model holds; 1 when it runs its products in bf16. */
+size_t cuda_model_bytes(const cuda_model *cm);
+int cuda_model_bf16(const cuda_model *cm);
+/* 1 when attention runs on tensor cores (bf16 and head size 32, 64 or 128). */
+int cuda_model_attention_tc(const cuda_model *cm);
+/* Wait for the device (timing). */
+void cuda_synchronize(cuda_model *cm);
+
+#else /* built without CUDA: stubs, so callers need no #ifdef */
+
+static inline int cuda_available(char *name, size_t len) {
+    if (name && len) snprintf(name, len, "this build has no CUDA backend (nvcc was not found at build time)");
+    return 0;
+}
+static inline cuda_model *cuda_model_create(const gpt_model *m, int B, int bf16, char *err, size_t errlen) {
+    (void)m; (void)B; (void)bf16;
+    if (err && errlen) snprintf(err, errlen, "this build has no CUDA backend (nvcc was not found at build time)");
+    return NULL;
+}
+static inline void cuda_model_free(cuda_model *cm) { (void)cm; }
+/* never reached: no cuda_model can exist in this build */
+static inline void cuda_upload_params(cuda_model *cm, const gpt_model *m) { (void)cm; (void)m; }
+static inline void cuda_download_params(cuda_model *cm, gpt_model *m) { (void)cm; (void)m; }
+static inline void cuda_download_grads(cuda_model *cm, gpt_model *m) { (void)cm; (void)m; }
+static inline void cuda_upload_optim(cuda_model *cm, const float *a, const float *b) { (void)cm; (void)a; (void)b; }
+static inline void cuda_download_optim(cuda_model *cm, float *a, float *b) { (void)cm; (void)a; (void)b; }
+static inline void cuda_zero_grad(cuda_model *cm) { (void)cm; }
+static inline float cuda_forward(cuda_model *cm, const int *i, const int *t) { (void)cm; (void)i; (void)t; return 0; }
+static inline float cuda_forward_backward(cuda_model *cm, const int *i, const int *t, float s) {
+    (void)cm; (void)i; (void)t; (void)s;
+    return 0;
+}
+static inline double cuda_grad_norm(cuda_model *cm) { (void)cm; return 0; }
+static inline void cuda_step(cuda_model *cm, double lr, double gn, int t) { (void)cm; (void)lr; (void)gn; (void)t; }
+static inline void cuda_download_logits(cuda_model *cm, float *x) { (void)cm; (void)x; }
+static inline int cuda_download_hc(cuda_model *cm, int l, float *a, float *b, float *c) {
+    (void)cm; (void)l; (void)a; (void)b; (void)c;
+    return -1;
+}
+static inline int cuda_download_streams(cuda_model *cm, int l, float *X) { (void)cm; (void)l; (void)X; return -1; }
+static inline size_t cuda_model_bytes(const cuda_model *cm) { (void)cm; return 0; }
+static inline int cuda_model_bf16(const cuda_model *cm) { (void)cm; return 0; }
+static inline int cuda_model_attention_tc(const cuda_model *cm) { (void)cm; return 0; }
+static inline void cuda_synchronize(cuda_model *cm) { (void)cm; }
+
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
