@@ -324,6 +324,9 @@ int train_main(int argc, char **argv) {
 
     int status = RUN_OK;
     double t_start = now_seconds(), last_loss = NAN;
+    /* test hook: S2HC_FAULT_NAN_AT_STEP=k makes step k's loss NaN (the divergence path) */
+    const char *fault = getenv("S2HC_FAULT_NAN_AT_STEP");
+    int fault_step = fault ? atoi(fault) : -1;
     int steps_done_here = 0;
     int step = start;
     for (; step < cfg.steps; step++) {
@@ -336,6 +339,7 @@ int train_main(int argc, char **argv) {
             model_backward(&model, (real)(1.0 / cfg.grad_accum));
         }
         loss /= cfg.grad_accum;
+        if (step + 1 == fault_step) loss = NAN;
         double gn = grad_global_norm(&model);
         double lr = lr_at(&cfg, step);
         if (!isfinite(loss) || !isfinite(gn)) {

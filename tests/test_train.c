@@ -251,6 +251,73 @@ static void test_frame_applies_H_as_rows_are_outputs(void) {
     }
 }
 
+/* Every method trains with a falling loss (issue: variants). */
+static void test_every_method_trains(void) {
+    char cfg[700];
+    snprintf(cfg, sizeof cfg, "%s/methods.yaml", tmp);
+    write_config(cfg, "identity", 4);
+    const char *names[16] = {"rc"};
+    int k = 1;
+    for (int i = 0; hc_variants[i]; i++) names[k++] = hc_variants[i]->name;
+    for (int i = 0; i < k; i++) {
+        char m[96], n[64], rn[64];
+        snprintf(m, sizeof m, "residual.method=%s", names[i]);
+        snprintf(n, sizeof n, "residual.n_streams=%d", strcmp(names[i], "rc") ? 4 : 1);
+        snprintf(rn, sizeof rn, "m-%s", names[i]);
+        const char *argv[] = {"train", cfg, "--quiet", "--set", m, "--set", n, "--set", "train.steps=60",
+                              "--set", "run.name=", NULL};
+        char setname[96];
+        snprintf(setname, sizeof setname, "run.name=%s", rn);
+        argv[10] = setname;
+        int rc = train_main(11, (char **)argv);
+        CHECK(rc == 0, "%s: train exit %d", names[i], rc);
+        size_t rows;
+        double *l = read_losses(rn, &rows);
+        if (l && rows == 60) {
+            double first = 0, last = 0;
+            for (int j = 0; j < 5; j++) first += l[j] / 5, last += l[rows - 1 - j] / 5;
+            CHECK(last < first - 1.0, "%s: loss fell only from %.3f to %.3f", names[i], first, last);
+        }
+        free(l);
+    }
+}
+
+/* A NaN loss marks the run diverged, keeps the last good checkpoint, exits 3, no crash. */
+static void test_divergence_is_recorded(void) {
+    char cfg[700];
+    snprintf(cfg, sizeof cfg, "%s/diverge.yaml", tmp);
+    write_config(cfg, "hc", 3);
+    setenv("S2HC_FAULT_NAN_AT_STEP", "25", 1);
+    int saved = dup(2);
+    FILE *nul = freopen("/dev/null", "w", stderr);
+    (void)nul;
+    int rc = train_argv(cfg, "div", "--set", "train.ckpt_every=10", NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    unsetenv("S2HC_FAULT_NAN_AT_STEP");
+    CHECK(rc == RUN_DIVERGED, "exit %d, wanted %d", rc, RUN_DIVERGED);
+    char p[700], err[256];
+    snprintf(p, sizeof p, "%s/runs/div/run.h5", tmp);
+    h5log log;
+    h5log_init(&log);
+    CHECK(h5log_load(&log, p, err, sizeof err) == 0, "%s", err);
+    const char *st = h5log_get_attr_str(&log, "/", "status");
+    CHECK(st && !strcmp(st, "diverged"), "status %s", st ? st : "(none)");
+    h5log_free(&log);
+    /* the checkpoint is the last good one (step 20), and it loads */
+    s2hc_config c;
+    config_load(&c, cfg, NULL, 0);
+    snprintf(c.method, sizeof c.method, "hc");
+    gpt_model m;
+    model_build(&m, &c, err, sizeof err);
+    CHECK(load_weights("div", &m) == 0, "checkpoint of the last good state must load");
+    model_free(&m);
+    /* hc at a large learning rate: it may blow up, but the harness never crashes */
+    rc = train_argv(cfg, "hc-hot", "--set", "train.lr=5", NULL);
+    CHECK(rc == RUN_OK || rc == RUN_DIVERGED, "hc at lr 5: exit %d", rc);
+}
+
 int main(void) {
     T_NAME("test_train");
     const char *base = getenv("S2HC_TEST_TMP");
@@ -264,5 +331,7 @@ int main(void) {
     T_RUN(test_same_seed_same_losses);
     T_RUN(test_resume_is_exact);
     T_RUN(test_truncated_checkpoint_refused);
+    T_RUN(test_every_method_trains);
+    T_RUN(test_divergence_is_recorded);
     return T_END();
 }

@@ -1,0 +1,504 @@
+/* test_grid.c: experiment grids without training: expansion (product order, include,
+ * exclude, overrides, templates, presets, command-line pins), index stability when a
+ * value is appended to the first sweep key, every validation error with its file, line,
+ * column and key, point states read from run directories (finished, diverged, changed,
+ * failed, locked) and the content of index.csv. The runner itself is tested by
+ * tests/cli/grid_cli.sh (real runs). */
+#include "harness/grid.h"
+#include "harness/run.h"
+#include "probes/h5.h"
+#include "tests/t.h"
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char tmp_dir[512];
+
+static void setup_tmp(void) {
+    const char *t = getenv("S2HC_TEST_TMP");
+    if (t && *t) {
+        snprintf(tmp_dir, sizeof tmp_dir, "%s/grid", t);
+        mkdir(tmp_dir, 0700);
+    } else {
+        snprintf(tmp_dir, sizeof tmp_dir, "/tmp/s2hc-test-grid.XXXXXX");
+        if (!mkdtemp(tmp_dir)) { perror("mkdtemp"); exit(1); }
+    }
+}
+
+static void write_file(const char *name, const char *text, char *path, size_t len) {
+    snprintf(path, len, "%s/%s", tmp_dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) { perror(path); exit(1); }
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* stderr of a call, through a file (fd 2 redirected around it). */
+static char captured[16384];
+static int saved_fd = -1;
+static void capture_begin(void) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/stderr.txt", tmp_dir);
+    fflush(stderr);
+    saved_fd = dup(2);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+}
+static void capture_end(void) {
+    char p[600];
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    snprintf(p, sizeof p, "%s/stderr.txt", tmp_dir);
+    char *t = read_text(p);
+    snprintf(captured, sizeof captured, "%s", t ? t : "");
+    free(t);
+}
+
+/* The base config every grid of this file starts from. */
+static const char *base_yaml = "model: {n_layer: 1, n_head: 2, n_embd: 16, block_size: 16}\n"
+                               "residual: {method: identity, n_streams: 4}\n"
+                               "train: {batch: 2, steps: 10, warmup: 1}\n"
+                               "data: {train: synth, ood: [synth, other]}\n";
+
+/* Write the grid text (base.yaml next to it) and load + expand it. Returns the rc. */
+static int load_grid(const char *name, const char *text, grid_spec *g, grid_point **pts, int *n,
+                     const char *const *pins, int npins) {
+    char bp[600], gp[600], out[640];
+    write_file("base.yaml", base_yaml, bp, sizeof bp);
+    write_file(name, text, gp, sizeof gp);
+    snprintf(out, sizeof out, "%s/runs", tmp_dir);
+    *pts = NULL;
+    *n = 0;
+    int rc = grid_load(g, gp, out, pins, npins);
+    if (rc == 0) {
+        rc = grid_expand(g, pts, n);
+        if (rc) grid_free(g);
+    }
+    return rc;
+}
+
+static void test_product_order(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    int rc = load_grid("prod.yaml",
+                       "base: base.yaml\n"
+                       "set: {train.steps: 20}\n"
+                       "sweep:\n"
+                       "  residual.method: [hc, s2hc]\n"
+                       "  train.seed: [1, 2, 3]\n"
+                       "name: \"{residual.method}-s{train.seed}\"\n",
+                       &g, &p, &n, NULL, 0);
+    CHECK(rc == 0, "rc %d", rc);
+    if (rc) return;
+    CHECK(n == 6, "%d points", n);
+    const char *want[] = {"hc-s1", "hc-s2", "hc-s3", "s2hc-s1", "s2hc-s2", "s2hc-s3"};
+    for (int i = 0; i < n && i < 6; i++) {
+        CHECK(p[i].index == i, "index %d at %d", p[i].index, i);
+        CHECK(!strcmp(p[i].name, want[i]), "point %d is %s, wanted %s (last key fastest)", i, p[i].name, want[i]);
+        CHECK(p[i].cfg.steps == 20, "set: applied (%d)", p[i].cfg.steps);
+        CHECK(p[i].cfg.n_layer == 1, "base applied");
+        CHECK(!strcmp(p[i].cfg.name, p[i].name), "run.name is the point name");
+        CHECK(strstr(p[i].cfg.out_dir, "/runs") != NULL, "run.out is the grid's out (%s)", p[i].cfg.out_dir);
+    }
+    CHECK(p[4].cfg.seed == 2 && !strcmp(p[4].cfg.method, "s2hc"), "point 4 values");
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
+static void test_include_exclude_override(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    int rc = load_grid("inc.yaml",
+                       "base: base.yaml\n"
+                       "sweep:\n"
+                       "  residual.method: [hc, mhc, s2hc]\n"
+                       "  train.seed: [1, 2]\n"
+                       "exclude:\n"
+                       "  - {residual.method: hc, train.seed: 2}\n"
+                       "  - {residual.method: [mhc], train.seed: [2, 7]}\n"
+                       "include:\n"
+                       "  - {residual.method: rc, train.seed: [1, 2]}\n"
+                       "  - {residual.method: s2hc, residual.core: expm, train.lr: 1e-3}\n"
+                       "override:\n"
+                       "  - when: {residual.method: rc}\n"
+                       "    set: {residual.n_streams: 1}\n"
+                       "  - when: {train.seed: 2}\n"
+                       "    set: {train.steps: 30}\n"
+                       "name: \"{residual.method}-{residual.core}-n{residual.n_streams}-s{train.seed}\"\n",
+                       &g, &p, &n, NULL, 0);
+    CHECK(rc == 0, "rc %d: %s", rc, "");
+    if (rc) return;
+    /* product: hc1 (hc2 out), mhc1 (mhc2 out), s2hc1, s2hc2; include: rc1, rc2, s2hc expm */
+    const char *want[] = {"hc-cayley-n4-s1", "mhc-cayley-n4-s1", "s2hc-cayley-n4-s1", "s2hc-cayley-n4-s2",
+                          "rc-cayley-n1-s1", "rc-cayley-n1-s2", "s2hc-expm-n4-s1337"};
+    CHECK(n == 7, "%d points", n);
+    for (int i = 0; i < n && i < 7; i++) {
+        CHECK(!strcmp(p[i].name, want[i]), "point %d is %s, wanted %s", i, p[i].name, want[i]);
+        CHECK(p[i].index == i, "indices are compact");
+    }
+    if (n == 7) {
+        CHECK(p[4].cfg.n_streams == 1, "override gave rc one stream");
+        CHECK(p[3].cfg.steps == 30 && p[2].cfg.steps == 10, "override by seed: %d %d", p[3].cfg.steps, p[2].cfg.steps);
+        CHECK(p[5].cfg.steps == 30, "overrides apply to include entries too");
+        CHECK(p[6].include == 1 && p[0].include == -1, "include entry recorded");
+    }
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
+static void test_templates_and_presets(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    int rc = load_grid("tmpl.yaml",
+                       "base: base.yaml\n"
+                       "sweep:\n"
+                       "  preset: [tiny, small]\n"
+                       "  data.ood: [[a, b], [c]]\n"
+                       "override:\n"
+                       "  - when: {preset: small}\n"
+                       "    set: {train.steps: 77}\n"
+                       "name: \"p{index}-{preset}-{data.ood}-L{model.n_layer}\"\n",
+                       &g, &p, &n, NULL, 0);
+    CHECK(rc == 0, "rc %d", rc);
+    if (rc) return;
+    CHECK(n == 4, "%d points", n);
+    if (n == 4) {
+        CHECK(!strcmp(p[0].name, "p0-tiny-a+b-L2"), "name %s", p[0].name);
+        CHECK(!strcmp(p[3].name, "p3-small-c-L4"), "name %s", p[3].name);
+        CHECK(p[0].cfg.n_ood == 2 && !strcmp(p[0].cfg.ood[1], "b"), "list value");
+        CHECK(!strcmp(p[2].preset, "small") && p[2].cfg.n_embd == 128, "preset small applied (%d)", p[2].cfg.n_embd);
+        CHECK(p[2].cfg.steps == 77 && p[0].cfg.steps != 77, "override by preset");
+    }
+    grid_points_free(p, n);
+    grid_free(&g);
+
+    /* the default template: method, n, seed and every other varying key */
+    rc = load_grid("deft.yaml", "base: base.yaml\nsweep:\n  train.lr: [1e-3, 0.002]\n", &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 2, "rc %d n %d", rc, n);
+    if (rc == 0 && n == 2) {
+        CHECK(!strcmp(p[0].name, "identity-n4-s1337-0.001"), "default name %s", p[0].name);
+        CHECK(!strcmp(p[1].name, "identity-n4-s1337-0.002"), "default name %s", p[1].name);
+    }
+    if (rc == 0) { grid_points_free(p, n); grid_free(&g); }
+
+    /* a top-level preset without a base */
+    rc = load_grid("pre.yaml", "preset: tiny\nsweep:\n  train.seed: [5]\n", &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 1, "rc %d", rc);
+    if (rc == 0) {
+        CHECK(p[0].cfg.n_layer == 2 && p[0].cfg.n_embd == 64, "preset tiny over the defaults");
+        CHECK(!strcmp(p[0].name, "s2hc-n4-s5"), "name %s", p[0].name);
+        grid_points_free(p, n);
+        grid_free(&g);
+    }
+}
+
+/* With the last key fastest, appending a value to the FIRST sweep key adds points after
+ * every existing one: each old point keeps its index and name. */
+static void test_index_stability(void) {
+    grid_spec g1, g2;
+    grid_point *a, *b;
+    int na, nb;
+    const char *head = "base: base.yaml\nsweep:\n";
+    const char *tail = "  residual.n_streams: [2, 4]\n  train.seed: [1, 2, 3]\n"
+                       "exclude: [{residual.n_streams: 2, train.seed: 3}]\n"
+                       "name: \"{residual.method}-n{residual.n_streams}-s{train.seed}\"\n";
+    char t1[1024], t2[1024];
+    snprintf(t1, sizeof t1, "%s  residual.method: [hc, mhc]\n%s", head, tail);
+    snprintf(t2, sizeof t2, "%s  residual.method: [hc, mhc, s2hc]\n%s", head, tail);
+    int rc1 = load_grid("st1.yaml", t1, &g1, &a, &na, NULL, 0);
+    int rc2 = load_grid("st2.yaml", t2, &g2, &b, &nb, NULL, 0);
+    CHECK(rc1 == 0 && rc2 == 0, "rc %d %d", rc1, rc2);
+    if (rc1 || rc2) return;
+    CHECK(na == 10 && nb == 15, "%d and %d points", na, nb);
+    for (int i = 0; i < na && i < nb; i++)
+        CHECK(a[i].index == b[i].index && !strcmp(a[i].name, b[i].name), "point %d: %s became %s", i, a[i].name,
+              b[i].name);
+    for (int i = na; i < nb; i++) CHECK(!strcmp(b[i].cfg.method, "s2hc"), "new point %d is %s", i, b[i].name);
+    grid_points_free(a, na);
+    grid_points_free(b, nb);
+    grid_free(&g1);
+    grid_free(&g2);
+}
+
+static void test_pins(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    const char *text = "base: base.yaml\n"
+                       "sweep:\n  preset: [tiny, small]\n  residual.method: [hc, s2hc]\n"
+                       "include: [{preset: [tiny, small], residual.method: rc, residual.n_streams: 1}]\n"
+                       "name: \"{preset}-{residual.method}\"\n";
+    const char *pins[] = {"preset=small", "train.steps=5"};
+    int rc = load_grid("pin.yaml", text, &g, &p, &n, pins, 2);
+    CHECK(rc == 0, "rc %d", rc);
+    if (rc) return;
+    CHECK(n == 3, "%d points", n);
+    if (n == 3) {
+        CHECK(!strcmp(p[0].name, "small-hc") && !strcmp(p[1].name, "small-s2hc") && !strcmp(p[2].name, "small-rc"),
+              "pinned: %s %s %s", p[0].name, p[1].name, p[2].name);
+        for (int i = 0; i < 3; i++) CHECK(p[i].cfg.steps == 5, "a pin on an unswept key applies last");
+    }
+    CHECK(g.nargs == 2, "pins kept for Slurm tasks");
+    grid_points_free(p, n);
+    grid_free(&g);
+    const char *bad[] = {"train.stepz=5"};
+    capture_begin();
+    rc = load_grid("pin.yaml", text, &g, &p, &n, bad, 1);
+    capture_end();
+    CHECK(rc == 2, "a bad pin: rc %d", rc);
+    CHECK(strstr(captured, "key 'train.stepz': not a config key (did you mean 'train.steps'?)") != NULL, "got: %s",
+          captured);
+}
+
+/* Each bad grid: the exit code 2 and the exact "FILE:LINE:COL: key 'K': problem". */
+static void expect_error(const char *text, const char *want) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    capture_begin();
+    int rc = load_grid("bad.yaml", text, &g, &p, &n, NULL, 0);
+    capture_end();
+    CHECK(rc == 2, "rc %d for:\n%s", rc, text);
+    CHECK(strstr(captured, want) != NULL, "wanted '%s', got: %s", want, captured);
+    if (rc == 0) {
+        grid_points_free(p, n);
+        grid_free(&g);
+    }
+}
+
+static void test_validation_errors(void) {
+    expect_error("base: base.yaml\nsweep:\n  residual.method: [hc]\n  train.lrr: [1, 2]\n",
+                 "bad.yaml:4:3: key 'train.lrr': not a config key (did you mean 'train.lr'?)");
+    expect_error("base: base.yaml\nsweep:\n  lr: [0.1]\n", "bad.yaml:3:3: key 'lr': not a config key (did you mean 'train.lr'?)");
+    expect_error("base: base.yaml\nset: {model.n_layers: 2}\nsweep: {train.seed: [1]}\n",
+                 "bad.yaml:2:7: key 'model.n_layers': not a config key (did you mean 'model.n_layer'?)");
+    expect_error("base: base.yaml\nsweep:\n  train.steps: [10, abc]\n", "bad.yaml:3:22: key 'train.steps':");
+    expect_error("base: base.yaml\nsweep:\n  residual.method: [hc, nope]\n", "bad.yaml:3:25: key 'residual.method':");
+    expect_error("base: base.yaml\nsweep:\n  train.seed: 3\n", "bad.yaml:3:15: key 'train.seed': a sweep value must be a list");
+    expect_error("base: base.yaml\nsweeps:\n  train.seed: [3]\n", "bad.yaml:2:1: unknown grid key 'sweeps'");
+    expect_error("base: nothere.yaml\nsweep: {train.seed: [1]}\n", "bad.yaml:1:7: base: no such file");
+    expect_error("preset: huge\nsweep: {train.seed: [1]}\n", "bad.yaml:1:9: key 'preset': unknown preset 'huge'");
+    expect_error("base: base.yaml\nsweep: {train.seed: [1]}\nname: \"{train.sede}\"\n",
+                 "bad.yaml:3:7: key 'train.sede': in name: not a config key (did you mean 'train.seed'?)");
+    expect_error("base: base.yaml\nsweep: {train.seed: [1, 2]}\nname: fixed\n", "are both named 'fixed'");
+    expect_error("base: base.yaml\nsweep: {residual.method: [rc]}\n",
+                 "point 0 (rc-n4-s1337): key 'residual.n_streams': residual.method rc is the single-stream residual");
+    expect_error("base: base.yaml\nset: {run.name: x}\nsweep: {train.seed: [1]}\n",
+                 "bad.yaml:2:7: key 'run.name': run names come from the grid's name: template");
+    expect_error("base: base.yaml\nsweep:\n  train.seed: [1]\n  train.seed: [2]\n", "bad.yaml:4:3: key 'train.seed': duplicate key");
+    expect_error("base: base.yaml\nsweep: {train.seed: [1]}\nslurm: {gpu: 1}\n", "bad.yaml:3:9: unknown slurm key");
+    expect_error("base: base.yaml\nsweep: {train.seed: [1]}\nexclude: [{train.seed: 1}]\n", "the grid has no points");
+    expect_error("base: base.yaml\nsweep: [1, 2]\n", "bad.yaml:2:8: sweep: must be a mapping");
+    expect_error("base: base.yaml\nsweep:\n  train.seed: [1\n", "bad.yaml:");
+}
+
+/* ---- run directories and index.csv ---------------------------------------------------- */
+
+/* A run file as `s2hc train` leaves it: status, config, losses, throughput, OOD ppl. */
+static void fake_run(const grid_point *p, const char *status, const s2hc_config *stored, int steps, double loss) {
+    char dir[1200], path[1300];
+    run_dir_of(&p->cfg, dir, sizeof dir);
+    snprintf(path, sizeof path, "mkdir -p '%s'", dir);
+    CHECK(system(path) == 0, "mkdir %s", dir);
+    h5log log;
+    h5log_init(&log);
+    char *yaml = config_to_yaml(stored ? stored : &p->cfg);
+    h5log_attr_str(&log, "/", "status", status);
+    h5log_attr_str(&log, "/", "config", yaml);
+    free(yaml);
+    int ss = h5log_series_add(&log, "/train/step", H5LOG_I64, 0, NULL, "step", "");
+    int sl = h5log_series_add(&log, "/train/loss", H5LOG_F64, 0, NULL, "loss", "");
+    int st = h5log_series_add(&log, "/train/tokens_per_s", H5LOG_F64, 0, NULL, "tps", "");
+    for (int i = 1; i <= steps; i++) {
+        int64_t s = i;
+        double l = loss + (steps - i), t = i % 2 ? 1000 : 3000;
+        h5log_append(&log, ss, &s);
+        h5log_append(&log, sl, &l);
+        h5log_append(&log, st, &t);
+    }
+    int ev = h5log_series_add(&log, "/eval/val_loss", H5LOG_F64, 0, NULL, "val", "");
+    double v = loss + 0.5;
+    h5log_append(&log, ev, &v);
+    size_t one = 1;
+    double ppl = 12.5;
+    h5log_static_set(&log, "/eval/ood/synth/ppl", H5LOG_F64, 0, &one, &ppl, "ppl");
+    snprintf(path, sizeof path, "%s/run.h5", dir);
+    CHECK(h5log_save(&log, path) == 0, "save %s", path);
+    h5log_free(&log);
+}
+
+static void touch(const grid_point *p, const char *leaf, const char *text) {
+    char dir[1200], path[1300];
+    run_dir_of(&p->cfg, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%s", dir, leaf);
+    FILE *f = fopen(path, "w");
+    if (f) { fputs(text, f); fclose(f); }
+}
+
+/* The row of index.csv whose name column is `name` (fields split at commas; no quoting
+ * in these rows), or NULL. */
+static int csv_row(const char *csv, const char *name, char fields[40][64]) {
+    char want[80];
+    snprintf(want, sizeof want, ",%s,", name);
+    const char *l = strstr(csv, want);
+    if (!l) return 0;
+    while (l > csv && l[-1] != '\n') l--;
+    int n = 0;
+    size_t k = 0;
+    for (; *l && *l != '\n' && n < 40; l++) {
+        if (*l == ',') { fields[n++][k] = '\0'; k = 0; continue; }
+        if (k < 63) fields[n][k++] = *l;
+    }
+    if (n < 40) fields[n++][k] = '\0';
+    return n;
+}
+
+static void test_states_and_index(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    int rc = load_grid("idx.yaml",
+                       "base: base.yaml\n"
+                       "sweep:\n  residual.method: [hc, mhc, s2hc, kromhc, mhc_lite, orthogonal]\n"
+                       "name: \"{residual.method}\"\n",
+                       &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 6, "rc %d n %d", rc, n);
+    if (rc) return;
+    fake_run(&p[0], "finished", NULL, 10, 2.0);                  /* hc: finished */
+    fake_run(&p[1], "diverged", NULL, 4, 9.0);                   /* mhc: diverged */
+    s2hc_config other = p[2].cfg;
+    other.lr = 0.5;
+    fake_run(&p[2], "finished", &other, 10, 2.0);                /* s2hc: another lr */
+    fake_run(&p[3], "running", NULL, 5, 3.0);                    /* kromhc: interrupted... */
+    touch(&p[3], "ckpt.h5", "x");                                /* ...with a checkpoint */
+    touch(&p[3], "grid.status", "state=interrupted\nexit_code=130\nwall_s=4.5\n");
+    touch(&p[4], "grid.status", "state=failed\nexit_code=1\nwall_s=0.25\n"); /* mhc_lite: failed */
+    /* orthogonal: pending, but locked by "another runner" */
+    char dir[1200], lockp[1300];
+    run_dir_of(&p[5].cfg, dir, sizeof dir);
+    snprintf(lockp, sizeof lockp, "mkdir -p '%s'", dir);
+    CHECK(system(lockp) == 0, "mkdir");
+    snprintf(lockp, sizeof lockp, "%s/.lock", dir);
+    int fd = open(lockp, O_RDWR | O_CREAT, 0644);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    CHECK(fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) == 0, "lock");
+
+    const char *ood[GRID_MAX_OOD];
+    int nood = grid_ood_names(p, n, ood);
+    CHECK(nood == 2 && !strcmp(ood[0], "synth") && !strcmp(ood[1], "other"), "ood names %d", nood);
+    grid_status st[6];
+    memset(st, 0, sizeof st);
+    for (int i = 0; i < 6; i++) grid_inspect(&p[i], ood, nood, &st[i]);
+    CHECK(st[0].state == GS_FINISHED, "hc %s", grid_state_names[st[0].state]);
+    CHECK(st[0].step == 10 && fabs(st[0].train_loss - 2.0) < 1e-12, "metrics %d %g", st[0].step, st[0].train_loss);
+    CHECK(fabs(st[0].tokens_per_s - 2000) < 1e-9 && fabs(st[0].ood_ppl[0] - 12.5) < 1e-12 && isnan(st[0].ood_ppl[1]),
+          "tps %g ppl %g", st[0].tokens_per_s, st[0].ood_ppl[0]);
+    CHECK(st[1].state == GS_DIVERGED && st[1].exit_code == RUN_DIVERGED, "mhc %s", grid_state_names[st[1].state]);
+    CHECK(st[2].state == GS_CHANGED && strstr(st[2].diff, "train.lr: 0.5 (stored run) vs 0.001 (grid)"), "s2hc %s: %s",
+          grid_state_names[st[2].state], st[2].diff);
+    CHECK(st[3].state == GS_INTERRUPTED && st[3].exit_code == 130 && st[3].wall_s == 4.5, "kromhc %s",
+          grid_state_names[st[3].state]);
+    CHECK(st[4].state == GS_FAILED && st[4].exit_code == 1, "mhc_lite %s", grid_state_names[st[4].state]);
+    CHECK(st[5].state == GS_RUNNING, "orthogonal (locked) %s", grid_state_names[st[5].state]);
+    /* the cache: an unchanged run.h5 is not read again, a rewritten one is */
+    st[0].train_loss = -1;
+    grid_inspect(&p[0], ood, nood, &st[0]);
+    CHECK(st[0].train_loss == -1, "cached");
+    usleep(20000);
+    fake_run(&p[0], "finished", NULL, 12, 1.5);
+    grid_inspect(&p[0], ood, nood, &st[0]);
+    CHECK(st[0].step == 12 && fabs(st[0].train_loss - 1.5) < 1e-12, "reloaded: %d %g", st[0].step, st[0].train_loss);
+
+    CHECK(grid_write_index(&g, p, n, NULL) == 0, "index written");
+    char path[700];
+    snprintf(path, sizeof path, "%s/runs/index.csv", tmp_dir);
+    char *csv = read_text(path);
+    CHECK(csv != NULL, "index.csv exists");
+    if (csv) {
+        const char *hdr = "point,name,run_dir,state,exit_code,step,steps,final_train_loss,val_loss,ood_synth_ppl,"
+                          "ood_other_ppl,tokens_per_s,wall_s,residual.method\n";
+        CHECK(strncmp(csv, hdr, strlen(hdr)) == 0, "header: %.*s", (int)strcspn(csv, "\n"), csv);
+        char f[40][64];
+        int nf = csv_row(csv, "hc", f);
+        CHECK(nf == 14, "%d fields", nf);
+        if (nf == 14) {
+            CHECK(!strcmp(f[0], "0") && !strcmp(f[3], "finished") && !strcmp(f[4], "0"), "hc row: %s %s %s", f[0], f[3], f[4]);
+            CHECK(!strcmp(f[5], "12") && !strcmp(f[6], "10") && !strcmp(f[7], "1.5") && !strcmp(f[8], "2"),
+                  "hc numbers: %s %s %s %s", f[5], f[6], f[7], f[8]);
+            CHECK(!strcmp(f[9], "12.5") && !strcmp(f[10], "") && !strcmp(f[11], "2000") && !strcmp(f[13], "hc"),
+                  "hc ppl/tps: %s %s %s %s", f[9], f[10], f[11], f[13]);
+        }
+        nf = csv_row(csv, "kromhc", f);
+        CHECK(nf == 14 && !strcmp(f[3], "interrupted") && !strcmp(f[4], "130") && !strcmp(f[12], "4.5"),
+              "kromhc row: %s %s %s", f[3], f[4], f[12]);
+        nf = csv_row(csv, "mhc_lite", f);
+        CHECK(nf == 14 && !strcmp(f[3], "failed") && !strcmp(f[4], "1") && !strcmp(f[7], ""), "mhc_lite row: %s %s",
+              f[3], f[4]);
+        nf = csv_row(csv, "s2hc", f);
+        CHECK(nf == 14 && !strcmp(f[3], "changed"), "s2hc row: %s", f[3]);
+        nf = csv_row(csv, "mhc", f);
+        CHECK(nf == 14 && !strcmp(f[3], "diverged") && !strcmp(f[4], "3"), "mhc row: %s %s", f[3], f[4]);
+        nf = csv_row(csv, "orthogonal", f);
+        CHECK(nf == 14 && !strcmp(f[3], "running") && !strcmp(f[0], "5"), "orthogonal row: %s", f[3]);
+        free(csv);
+    }
+    snprintf(path, sizeof path, "%s/runs", tmp_dir);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c tmp >/dev/null", path);
+    CHECK(system(cmd) != 0, "no temporary files left in the runs directory");
+    close(fd);
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
+/* The grids in experiments/ load and expand (run from the repository root). */
+static void test_shipped_grids(void) {
+    const char *files[] = {"experiments/smoke.yaml", "experiments/paper.yaml", "experiments/ablations.yaml",
+                           "experiments/streams.yaml"};
+    for (int i = 0; i < 4; i++) {
+        if (access(files[i], R_OK) != 0) continue; /* run from elsewhere */
+        grid_spec g;
+        grid_point *p;
+        int n = 0;
+        int rc = grid_load(&g, files[i], NULL, NULL, 0);
+        if (rc == 0) rc = grid_expand(&g, &p, &n);
+        CHECK(rc == 0 && n > 0, "%s: rc %d, %d points", files[i], rc, n);
+        if (rc == 0) {
+            grid_points_free(p, n);
+            grid_free(&g);
+        }
+    }
+}
+
+int main(void) {
+    T_NAME("test_grid");
+    setup_tmp();
+    T_RUN(test_product_order);
+    T_RUN(test_include_exclude_override);
+    T_RUN(test_templates_and_presets);
+    T_RUN(test_index_stability);
+    T_RUN(test_pins);
+    T_RUN(test_validation_errors);
+    T_RUN(test_states_and_index);
+    T_RUN(test_shipped_grids);
+    return T_END();
+}
