@@ -152,8 +152,11 @@ static int flat_get(const char *yaml, const char *key, char *out, size_t n) {
 /* A YAML value as shown to people: quotes and escapes removed ("[a, b]" stays). */
 static void unquote(const char *v, char *out, size_t n) {
     size_t j = 0;
-    if (v[0] != '"') { copy_str(out, n, v); return; }
-    for (size_t i = 1; v[i] && v[i] != '"' && j + 1 < n; i++) {
+    if (v[0] != '"') {
+        if (out != v) copy_str(out, n, v);
+        return;
+    }
+    for (size_t i = 1; v[i] && v[i] != '"' && j + 1 < n; i++) { /* out may be v: j < i */
         if (v[i] == '\\' && v[i + 1]) i++;
         out[j++] = v[i];
     }
@@ -1014,8 +1017,10 @@ static int expand_block(const grid_spec *g, const s2hc_config *base, const grid_
         if (config_validate(&p.cfg, src)) {
             char v[1024];
             point_values_text(&p, v, sizeof v);
-            fprintf(stderr, "  the point's values: %s%s%s\n", v[0] ? v : "(none)", p.preset[0] ? ", preset " : "",
-                    p.preset);
+            int own_preset = 0;
+            for (int i = 0; i < p.nvals; i++) own_preset |= !strcmp(p.vals[i].key, "preset");
+            fprintf(stderr, "  the point's values: %s%s%s\n", v[0] ? v : "(none)",
+                    p.preset[0] && !own_preset ? "; the grid's preset " : "", own_preset ? "" : p.preset);
             free(p.vals);
             return 2;
         }

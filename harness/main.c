@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "  eval RUN_DIR         validation and out-of-domain perplexity of a run\n"
             "  params               auxiliary parameter counts of every method against n\n"
             "  methods              the residual methods, one line each\n"
-            "  config               every config key with its type, default and meaning\n"
+            "  config               every config key with its type, default and meaning (also: help config)\n"
             "  version              the build's git commit\n"
             "\n"
             "example:\n"
@@ -55,6 +55,7 @@ int main(int argc, char **argv) {
     blas_env_fixup(argv);
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") && argc > 2 && !strcmp(argv[2], "config")) { config_print_schema(stdout); return 0; }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("s2hc %s\n", s2hc_version()); return 0; }
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);

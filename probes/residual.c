@@ -286,8 +286,9 @@ struct probe_state {
     int *inputs, *saved_inputs;
     probe_acc acc;
     int s[S_COUNT];
-    double seconds;
+    double seconds;          /* every probe_step of the run, resumed sessions included */
     int64_t calls;
+    double t_open, session;  /* wall clock at probe_open; probe seconds since then */
 };
 
 static double attr_num(const h5log *log, const char *obj, const char *name, double dflt) {
@@ -387,6 +388,7 @@ probe_state *probe_open(gpt_model *m, const data_shard *val, h5log *log) {
         h5log_attr_str(log, "/probe", "note",
                        "method rc has no hyper-connection frame (n = 1): no residual-matrix statistics are recorded, "
                        "only /probe/step and /probe/stream_rms");
+    p->t_open = now_seconds();
     p->seconds = attr_num(log, "/probe", "seconds_total", 0);
     p->calls = (int64_t)attr_num(log, "/probe", "calls", 0);
     return p;
@@ -466,11 +468,14 @@ void probe_step(probe_state *p, int step) {
     }
     if (same_batch) memcpy(m->inputs, p->saved_inputs, N * sizeof(int));
     m->mean_loss = saved_loss;
-    p->seconds += now_seconds() - t0;
+    double t1 = now_seconds();
+    p->seconds += t1 - t0;
+    p->session += t1 - t0;
     p->calls++;
     h5log_attr_num(log, "/probe", "seconds_total", p->seconds);
     h5log_attr_num(log, "/probe", "calls", (double)p->calls);
     h5log_attr_num(log, "/probe", "seconds_per_call", p->seconds / (double)p->calls);
+    if (t1 > p->t_open) h5log_attr_num(log, "/probe", "time_fraction", p->session / (t1 - p->t_open));
 }
 
 void probe_close(probe_state *p) {

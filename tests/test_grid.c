@@ -175,7 +175,7 @@ static void test_templates_and_presets(void) {
                        "  data.ood: [[a, b], [c]]\n"
                        "override:\n"
                        "  - when: {preset: small}\n"
-                       "    set: {train.steps: 77}\n"
+                       "    set: {train.steps: 77, train.warmup: 5}\n"
                        "name: \"p{index}-{preset}-{data.ood}-L{model.n_layer}\"\n",
                        &g, &p, &n, NULL, 0);
     CHECK(rc == 0, "rc %d", rc);
@@ -247,8 +247,8 @@ static void test_pins(void) {
                        "sweep:\n  preset: [tiny, small]\n  residual.method: [hc, s2hc]\n"
                        "include: [{preset: [tiny, small], residual.method: rc, residual.n_streams: 1}]\n"
                        "name: \"{preset}-{residual.method}\"\n";
-    const char *pins[] = {"preset=small", "train.steps=5"};
-    int rc = load_grid("pin.yaml", text, &g, &p, &n, pins, 2);
+    const char *pins[] = {"preset=small", "train.steps=5", "train.warmup=1"};
+    int rc = load_grid("pin.yaml", text, &g, &p, &n, pins, 3);
     CHECK(rc == 0, "rc %d", rc);
     if (rc) return;
     CHECK(n == 3, "%d points", n);
@@ -257,7 +257,7 @@ static void test_pins(void) {
               "pinned: %s %s %s", p[0].name, p[1].name, p[2].name);
         for (int i = 0; i < 3; i++) CHECK(p[i].cfg.steps == 5, "a pin on an unswept key applies last");
     }
-    CHECK(g.nargs == 2, "pins kept for Slurm tasks");
+    CHECK(g.nargs == 3, "pins kept for Slurm tasks");
     grid_points_free(p, n);
     grid_free(&g);
     const char *bad[] = {"train.stepz=5"};
@@ -291,7 +291,7 @@ static void test_validation_errors(void) {
     expect_error("base: base.yaml\nsweep:\n  lr: [0.1]\n", "bad.yaml:3:3: key 'lr': not a config key (did you mean 'train.lr'?)");
     expect_error("base: base.yaml\nset: {model.n_layers: 2}\nsweep: {train.seed: [1]}\n",
                  "bad.yaml:2:7: key 'model.n_layers': not a config key (did you mean 'model.n_layer'?)");
-    expect_error("base: base.yaml\nsweep:\n  train.steps: [10, abc]\n", "bad.yaml:3:22: key 'train.steps':");
+    expect_error("base: base.yaml\nsweep:\n  train.steps: [10, abc]\n", "bad.yaml:3:21: key 'train.steps': expected an integer");
     expect_error("base: base.yaml\nsweep:\n  residual.method: [hc, nope]\n", "bad.yaml:3:25: key 'residual.method':");
     expect_error("base: base.yaml\nsweep:\n  train.seed: 3\n", "bad.yaml:3:15: key 'train.seed': a sweep value must be a list");
     expect_error("base: base.yaml\nsweeps:\n  train.seed: [3]\n", "bad.yaml:2:1: unknown grid key 'sweeps'");
@@ -349,6 +349,8 @@ static void fake_run(const grid_point *p, const char *status, const s2hc_config 
 static void touch(const grid_point *p, const char *leaf, const char *text) {
     char dir[1200], path[1300];
     run_dir_of(&p->cfg, dir, sizeof dir);
+    snprintf(path, sizeof path, "mkdir -p '%s'", dir);
+    CHECK(system(path) == 0, "mkdir %s", dir);
     snprintf(path, sizeof path, "%s/%s", dir, leaf);
     FILE *f = fopen(path, "w");
     if (f) { fputs(text, f); fclose(f); }

@@ -44,6 +44,7 @@ void hc_spec_to_device(const hc_spec *host, hc_spec *dev) {
     if (nb) {
         unsigned char *p = (unsigned char *)cuda_malloc_zero(nb);
         CUDA_CHECK(cudaMemcpy(p, host->perms, nb, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaDeviceSynchronize()); /* a pageable copy may still be in flight */
         dev->perms = p;
     }
 }

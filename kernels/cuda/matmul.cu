@@ -47,6 +47,8 @@ void *cuda_malloc_zero_(size_t n, const char *file, int line) {
         exit(1);
     }
     cuda_check_(cudaMemset(p, 0, n), "cudaMemset", file, line);
+    /* the memset runs on the legacy stream, which does not order our non-blocking streams */
+    cuda_check_(cudaDeviceSynchronize(), "cudaDeviceSynchronize", file, line);
     return p;
 }
 

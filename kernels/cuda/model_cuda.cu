@@ -373,6 +373,7 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
     cm->seg_wd = (float *)cuda_malloc_zero((size_t)(cm->n_tensors + 1) * sizeof(float));
     CUDA_CHECK(cudaMemcpy(cm->seg_start, ss, (size_t)(cm->n_tensors + 1) * sizeof(size_t), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(cm->seg_wd, wd, (size_t)(cm->n_tensors + 1) * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize()); /* pageable copies on the legacy stream: done before any kernel */
     free(ss);
     free(wd);
     cuda_upload_params(cm, m);

@@ -1,4 +1,5 @@
-/* optim.c: AdamW, the gradient norm's sum of squares, in-place scaling, thread count. */
+/* vecops.c: flat vector ops over whole parameter tensors: AdamW, the gradient norm's sum
+ * of squares, in-place scaling; and the thread count of the ops. */
 #include <math.h>
 #include <omp.h>
 #include "kernels/kernels.h"

@@ -1,0 +1,603 @@
+/* inspect.c: `s2hc inspect` (look at the residual matrices a run recorded) and `s2hc probe`
+ * (run the end-of-training probe /final on a run's checkpoint).
+ *
+ *   s2hc inspect runs/<name> [--layer L] [--step last|final|N] [--csv]
+ *   s2hc inspect --method-compare runs/a runs/b ... [--layer L] [--csv]
+ *   s2hc probe runs/<name> [--samples S] [--batch B] [--data DIR]
+ *
+ * inspect reads run.h5 only (the /probe rows, or /final with --step final) and prints, for
+ * one sublayer, the token-averaged H_res with its row and column sums, a heat map, its
+ * singular values and those of H_res - J, the diagonal share, the streams' cosine
+ * similarity and the per-token sum deviations; without --layer, one line per sublayer.
+ * --csv prints the same as CSV (long format for one layer, one row per layer otherwise).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "../probes/probes.h"
+#include "checkpoint.h"
+#include "run.h"
+#include "util.h"
+
+#if REAL_IS_DOUBLE
+#error "s2hc probe loads float32 checkpoints into a float32 model"
+#endif
+
+/* ---- reading a run ------------------------------------------------------------------------ */
+
+#define INSPECT_MAX_RUNS 16
+
+typedef struct {
+    char dir[1024], path[1100];
+    h5log log;
+    const char *method;
+    int Lh, n, hc;
+    /* the selected step */
+    int is_final;
+    long long step;
+    size_t prow, prows;        /* probe row and row count */
+    double *H;                 /* [Lh, n, n] */
+    double *cos, *cosb, *dfrac, *csx, *rsx; /* [Lh], NaN where absent */
+    double *rms;               /* [Lh + 1] or NULL */
+} run_view;
+
+static const h5log_series *find(const h5log *log, const char *path) {
+    int i = h5log_find(log, path);
+    return i >= 0 ? &log->series[i] : NULL;
+}
+
+static double value_at(const h5log_series *s, size_t k) {
+    switch (s->type) {
+    case H5LOG_F32: return ((const float *)s->data)[k];
+    case H5LOG_F64: return ((const double *)s->data)[k];
+    default: return (double)((const int64_t *)s->data)[k];
+    }
+}
+
+/* Row `row` of a per-layer series of row_elems == count into out (NaN if absent). */
+static void copy_row(const h5log *log, const char *path, size_t row, size_t count, double *out) {
+    const h5log_series *s = find(log, path);
+    for (size_t k = 0; k < count; k++) out[k] = NAN;
+    if (!s || row >= s->rows || s->row_elems != count) return;
+    for (size_t k = 0; k < count; k++) out[k] = value_at(s, row * s->row_elems + k);
+}
+
+/* Mean over the leading axis of a static [S, count] dataset. */
+static void mean_rows(const h5log *log, const char *path, size_t count, double *out) {
+    const h5log_series *s = find(log, path);
+    for (size_t k = 0; k < count; k++) out[k] = NAN;
+    if (!s || s->row_rank != 2 || s->row_dims[1] != count) return;
+    size_t S = s->row_dims[0];
+    for (size_t k = 0; k < count; k++) {
+        double acc = 0;
+        size_t cnt = 0;
+        for (size_t i = 0; i < S; i++) {
+            double v = value_at(s, i * count + k);
+            if (!isnan(v)) { acc += v; cnt++; }
+        }
+        out[k] = cnt ? acc / (double)cnt : NAN;
+    }
+}
+
+static void run_view_free(run_view *v) {
+    h5log_free(&v->log);
+    free(v->H);
+    free(v->cos);
+    free(v->cosb);
+    free(v->dfrac);
+    free(v->csx);
+    free(v->rsx);
+    free(v->rms);
+}
+
+/* Open runs/<name>/run.h5 (or a run.h5 path) and select the step. 0, or 1 with a message. */
+static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
+    memset(v, 0, sizeof *v);
+    h5log_init(&v->log);
+    size_t len = strlen(arg);
+    if (len > 3 && !strcmp(arg + len - 3, ".h5")) {
+        snprintf(v->path, sizeof v->path, "%s", arg);
+        snprintf(v->dir, sizeof v->dir, "%s", arg);
+    } else {
+        snprintf(v->dir, sizeof v->dir, "%s", arg);
+        while (strlen(v->dir) > 1 && v->dir[strlen(v->dir) - 1] == '/') v->dir[strlen(v->dir) - 1] = '\0';
+        snprintf(v->path, sizeof v->path, "%s/run.h5", v->dir);
+    }
+    char err[1024];
+    if (h5log_load(&v->log, v->path, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        return 1;
+    }
+    v->method = h5log_get_attr_str(&v->log, "/", "method");
+    if (!v->method) v->method = "?";
+    const h5log_series *ps = find(&v->log, "/probe/step"), *pH = find(&v->log, "/probe/H_res_mean"),
+                       *fH = find(&v->log, "/final/H_res_mean");
+    v->prows = ps ? ps->rows : 0;
+    const h5log_series *shape = pH ? pH : fH;
+    if (!shape) {
+        v->hc = 0;
+        v->Lh = 0;
+        const h5log_series *r = find(&v->log, ps ? "/probe/stream_rms" : "/final/stream_rms");
+        if (r) v->Lh = (int)(r->row_dims[r->row_rank - 1]) - 1;
+        if (!ps && !r) {
+            fprintf(stderr, "s2hc: error: %s holds no probes (/probe or /final); train with probe.every > 0 or run "
+                            "`s2hc probe %s`\n", v->path, v->dir);
+            return 1;
+        }
+    } else {
+        v->hc = 1;
+        v->Lh = (int)shape->row_dims[0];
+        v->n = (int)shape->row_dims[1];
+    }
+    /* which step */
+    int want_final = step_sel && !strcmp(step_sel, "final");
+    int want_last = !step_sel || !strcmp(step_sel, "last");
+    if (want_last && v->prows == 0) want_final = 1;
+    if (want_final) {
+        if (!find(&v->log, "/final/window")) {
+            fprintf(stderr, "s2hc: error: %s has no /final group; run `s2hc probe %s`\n", v->path, v->dir);
+            return 1;
+        }
+        v->is_final = 1;
+        v->step = -1;
+        for (int i = 0; i < v->log.n_attrs; i++)
+            if (!strcmp(v->log.attrs[i].path, "/final") && !strcmp(v->log.attrs[i].name, "step"))
+                v->step = (long long)v->log.attrs[i].num;
+    } else if (want_last) {
+        v->prow = v->prows - 1;
+        v->step = (long long)value_at(ps, v->prow);
+    } else {
+        char *end;
+        long long want = strtoll(step_sel, &end, 10);
+        if (*end || end == step_sel) {
+            fprintf(stderr, "s2hc: error: --step: expected last, final or a step number, got '%s'\n", step_sel);
+            return 2;
+        }
+        size_t r = 0;
+        int found = 0;
+        for (; ps && r < ps->rows; r++)
+            if ((long long)value_at(ps, r) == want) { found = 1; break; }
+        if (!found) {
+            fprintf(stderr, "s2hc: error: %s: no probe at step %lld; probed steps:", v->path, want);
+            for (size_t k = 0; ps && k < ps->rows; k++) fprintf(stderr, " %lld", (long long)value_at(ps, k));
+            fprintf(stderr, "\n");
+            return 1;
+        }
+        v->prow = r;
+        v->step = want;
+    }
+    size_t L = (size_t)v->Lh, nn = (size_t)v->n * v->n;
+    v->rms = malloc_check((L + 1) * sizeof(double));
+    if (v->is_final) mean_rows(&v->log, "/final/stream_rms", L + 1, v->rms);
+    else copy_row(&v->log, "/probe/stream_rms", v->prow, L + 1, v->rms);
+    if (!v->hc) return 0;
+    v->H = malloc_check(L * nn * sizeof(double));
+    v->cos = malloc_check(L * sizeof(double));
+    v->cosb = malloc_check(L * sizeof(double));
+    v->dfrac = malloc_check(L * sizeof(double));
+    v->csx = malloc_check(L * sizeof(double));
+    v->rsx = malloc_check(L * sizeof(double));
+    if (v->is_final) {
+        copy_row(&v->log, "/final/H_res_mean", 0, L * nn, v->H);
+        mean_rows(&v->log, "/final/cos_sim", L, v->cos);
+        mean_rows(&v->log, "/final/cos_sim_before", L, v->cosb);
+        copy_row(&v->log, "/final/diag_frac", 0, L, v->dfrac);
+        copy_row(&v->log, "/final/colsum_dev_max", 0, L, v->csx);
+        copy_row(&v->log, "/final/rowsum_dev_max", 0, L, v->rsx);
+    } else {
+        copy_row(&v->log, "/probe/H_res_mean", v->prow, L * nn, v->H);
+        copy_row(&v->log, "/probe/cos_sim", v->prow, L, v->cos);
+        copy_row(&v->log, "/probe/cos_sim_before", v->prow, L, v->cosb);
+        copy_row(&v->log, "/probe/diag_frac_layer", v->prow, L, v->dfrac);
+        copy_row(&v->log, "/probe/colsum_dev_max", v->prow, L, v->csx);
+        copy_row(&v->log, "/probe/rowsum_dev_max", v->prow, L, v->rsx);
+    }
+    return 0;
+}
+
+/* ---- printing ------------------------------------------------------------------------------ */
+
+typedef struct {
+    int csv, color, unicode;
+} out_style;
+
+static const char *kind_of(int l) { return l % 2 ? "mlp" : "attn"; }
+
+static void step_text(const run_view *v, char *buf, size_t len) {
+    if (v->is_final) snprintf(buf, len, "final");
+    else snprintf(buf, len, "%lld", v->step);
+}
+
+/* ANSI 256-colour background for v / scale in [-1, 1]: white at 0, red positive, blue negative. */
+static int color_of(double t) {
+    if (isnan(t)) return 244;
+    if (t > 1) t = 1;
+    if (t < -1) t = -1;
+    int g = (int)lround(5 * (1 - fabs(t)));
+    return t >= 0 ? 16 + 36 * 5 + 6 * g + g : 16 + 36 * g + 6 * g + 5;
+}
+
+static const char *shade_of(double t) {
+    static const char *const glyph[] = {"  ", "\u2591\u2591", "\u2592\u2592", "\u2593\u2593", "\u2588\u2588"};
+    if (isnan(t)) return "??";
+    double a = fabs(t);
+    int k = a >= 0.8 ? 4 : a >= 0.6 ? 3 : a >= 0.4 ? 2 : a >= 0.15 ? 1 : 0;
+    return glyph[k];
+}
+
+typedef struct {
+    double sv[PROBE_MAX_N], dev[PROBE_MAX_N], rs[PROBE_MAX_N], cs[PROBE_MAX_N];
+    double diag_mean, offdiag_max, diag_share;
+} layer_stats;
+
+static void layer_stats_of(const run_view *v, int l, layer_stats *s) {
+    const int n = v->n;
+    const double *H = v->H + (size_t)l * n * n;
+    probe_sv_and_deviation(H, n, s->sv, s->dev);
+    probe_row_col_sums(H, n, s->rs, s->cs);
+    double tr = 0, abs_sum = 0, off = -INFINITY;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            double x = H[i * n + j];
+            abs_sum += fabs(x);
+            if (i == j) tr += x;
+            else if (x > off) off = x;
+        }
+    s->diag_mean = tr / n;
+    s->offdiag_max = off;
+    s->diag_share = abs_sum > 0 ? tr / abs_sum : NAN;
+}
+
+static void print_layer(const run_view *v, int l, const out_style *st) {
+    const int n = v->n;
+    const double *H = v->H + (size_t)l * n * n;
+    layer_stats s;
+    layer_stats_of(v, l, &s);
+    char stp[32];
+    step_text(v, stp, sizeof stp);
+    if (st->csv) {
+#define ROW(q, i, j, val) printf("%s,%s,%s,%d,%s,%d,%d,%.9g\n", v->dir, v->method, stp, l, q, i, j, val)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) ROW("H_res", i, j, H[i * n + j]);
+        for (int i = 0; i < n; i++) ROW("row_sum", i, -1, s.rs[i]);
+        for (int j = 0; j < n; j++) ROW("col_sum", -1, j, s.cs[j]);
+        for (int i = 0; i < n; i++) ROW("sv", i, -1, s.sv[i]);
+        for (int i = 0; i < n; i++) ROW("dev_sv", i, -1, s.dev[i]);
+        ROW("diag_share", -1, -1, s.diag_share);
+        ROW("diag_frac", -1, -1, v->dfrac[l]);
+        ROW("cos_before", -1, -1, v->cosb[l]);
+        ROW("cos_after", -1, -1, v->cos[l]);
+        ROW("colsum_dev_max", -1, -1, v->csx[l]);
+        ROW("rowsum_dev_max", -1, -1, v->rsx[l]);
+#undef ROW
+        return;
+    }
+    printf("%s  method %s  n = %d  %s%s  sublayer %d of %d (block %d, %s)\n", v->dir, v->method, n,
+           v->is_final ? "final probe" : "probe at step ", v->is_final ? "" : stp, l, v->Lh, l / 2, kind_of(l));
+    if (v->is_final && v->step >= 0) printf("  (the final probe was taken at step %lld)\n", v->step);
+    printf("H_res averaged over tokens (X_next = H_res . X: row i = output stream i, column j = input stream j)\n");
+    double scale = 1;
+    for (int k = 0; k < n * n; k++)
+        if (fabs(H[k]) > scale) scale = fabs(H[k]);
+    printf("          ");
+    for (int j = 0; j < n; j++) printf("   in %-3d", j);
+    printf(" | row sum%s\n", st->color ? "" : (st->unicode ? "   heat map" : ""));
+    for (int i = 0; i < n; i++) {
+        printf("  out %-3d ", i);
+        for (int j = 0; j < n; j++) {
+            double x = H[i * n + j];
+            if (st->color) {
+                int c = color_of(x / scale);
+                printf(" \033[48;5;%dm\033[38;5;%dm%8.4f\033[0m", c, fabs(x / scale) > 0.6 ? 231 : 16, x);
+            } else {
+                printf(" %8.4f", x);
+            }
+        }
+        printf(" | %7.4f", s.rs[i]);
+        if (!st->color && st->unicode) {
+            printf("   ");
+            for (int j = 0; j < n; j++) printf("%s", shade_of(H[i * n + j] / scale));
+        }
+        printf("\n");
+    }
+    printf("  col sum ");
+    for (int j = 0; j < n; j++) printf(" %8.4f", s.cs[j]);
+    printf("\n");
+    printf("singular values          ");
+    for (int i = 0; i < n; i++) printf(" %.4f", s.sv[i]);
+    printf("\ndeviation H_res - J sv   ");
+    for (int i = 0; i < n; i++) printf(" %.4f", s.dev[i]);
+    printf("\ndiagonal share            %.4f of sum |H_res| on the diagonal (mean diagonal entry %.4f, largest "
+           "off-diagonal %.4f)\n", s.diag_share, s.diag_mean, s.offdiag_max);
+    printf("row maxima on diagonal    %.1f%% of the per-token matrices\n", 100 * v->dfrac[l]);
+    printf("stream cosine similarity  %.4f before mixing, %.4f after (mean over stream pairs and tokens)\n", v->cosb[l],
+           v->cos[l]);
+    printf("per-token |sum - 1|       columns max %.3g, rows max %.3g\n", v->csx[l], v->rsx[l]);
+    if (!st->color && st->unicode)
+        printf("heat map: |entry| / %.3g:  \u2588\u2588 >= 0.8  \u2593\u2593 >= 0.6  \u2592\u2592 >= 0.4  "
+               "\u2591\u2591 >= 0.15\n", scale);
+}
+
+static void print_summary_header(const out_style *st) {
+    if (st->csv)
+        printf("run,method,step,layer,block,kind,diag_mean,offdiag_max,sv_max,sv_min,dev_sv_max,dev_sv_min,"
+               "colsum_dev_max,rowsum_dev_max,cos_before,cos_after,diag_frac,stream_rms\n");
+}
+
+static void print_summary(const run_view *v, const out_style *st) {
+    char stp[32];
+    step_text(v, stp, sizeof stp);
+    const int n = v->n;
+    if (!st->csv) {
+        printf("%s  method %s  n = %d  %s%s", v->dir, v->method, v->hc ? n : 1, v->is_final ? "final probe" : "probe at step ",
+               v->is_final ? "" : stp);
+        if (!v->is_final) printf(" (row %zu of %zu)", v->prow + 1, v->prows);
+        printf("\n");
+        if (!v->hc) {
+            printf("no hyper-connection frame (method %s, n = 1): no residual matrices; stream RMS entering each "
+                   "sublayer:\n", v->method);
+            for (int l = 0; l <= v->Lh; l++) printf("  sublayer %2d  %.4f%s\n", l, v->rms[l], l == v->Lh ? "  (final)" : "");
+            return;
+        }
+        printf("%5s %5s %4s  %7s %7s  %7s %7s  %7s %7s  %9s %9s  %6s %6s  %6s  %7s\n", "layer", "block", "kind", "diag",
+               "off max", "sv max", "sv min", "dev max", "dev min", "col dev", "row dev", "cos X", "cos HX", "diag%",
+               "rms");
+    }
+    if (!v->hc) {
+        if (st->csv)
+            for (int l = 0; l < v->Lh; l++)
+                printf("%s,%s,%s,%d,%d,%s,,,,,,,,,,,,%.9g\n", v->dir, v->method, stp, l, l / 2, kind_of(l), v->rms[l]);
+        return;
+    }
+    for (int l = 0; l < v->Lh; l++) {
+        layer_stats s;
+        layer_stats_of(v, l, &s);
+        if (st->csv)
+            printf("%s,%s,%s,%d,%d,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", v->dir, v->method,
+                   stp, l, l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1],
+                   v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], v->dfrac[l], v->rms[l]);
+        else
+            printf("%5d %5d %4s  %7.4f %7.4f  %7.4f %7.4f  %7.4f %7.4f  %9.2e %9.2e  %6.3f %6.3f  %6.1f  %7.3f\n", l,
+                   l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1],
+                   v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], 100 * v->dfrac[l], v->rms[l]);
+    }
+    if (!st->csv) {
+        const h5log_series *j = find(&v->log, "/final/jacobian_norm"), *jr = find(&v->log, "/final/jacobian_norm_residual");
+        if (j && jr && v->is_final) {
+            double a[1], b[1];
+            size_t S = j->row_dims[0];
+            double sj = 0, sr = 0, mj = 0, mr = 0;
+            for (size_t k = 0; k < S; k++) {
+                a[0] = value_at(j, k);
+                b[0] = value_at(jr, k);
+                sj += a[0];
+                sr += b[0];
+                mj = fmax(mj, a[0]);
+                mr = fmax(mr, b[0]);
+            }
+            printf("Jacobian ||d X_final / d X_0||_2 over %zu sequences: full network mean %.4f max %.4f; residual "
+                   "path only mean %.4f max %.4f\n", S, sj / S, mj, sr / S, mr);
+        }
+        printf("columns: diag = mean diagonal entry; sv / dev = singular values of H_res and H_res - J; col/row dev = "
+               "max per-token |sum - 1|; cos X / cos HX = stream cosine similarity before / after mixing; diag%% = "
+               "per-token matrices with every row maximum on the diagonal\n");
+    }
+}
+
+static void inspect_usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc inspect RUN_DIR [--layer L] [--step last|final|N] [--csv] [--color|--no-color]\n"
+            "       s2hc inspect --method-compare RUN_DIR RUN_DIR... [--layer L] [--step ...] [--csv]\n"
+            "\n"
+            "Show the residual matrices H_res a run recorded in RUN_DIR/run.h5.\n"
+            "  --layer L     one sublayer (0-based; 2 per block: 2b = attention, 2b+1 = MLP): its token-averaged\n"
+            "                H_res with row and column sums and a heat map, singular values of H_res and of\n"
+            "                H_res - J, the diagonal share, stream cosine similarity, per-token sum deviation.\n"
+            "                Without --layer: one line per sublayer.\n"
+            "  --step S      last (default: the last /probe row), final (the /final group, over S sequences)\n"
+            "                or the step N of a /probe row\n"
+            "  --method-compare RUN...  the same view for several runs, one after the other\n"
+            "  --csv         CSV for pandas: one row per sublayer, or (with --layer) the long format\n"
+            "                run,method,step,layer,quantity,i,j,value\n"
+            "  --color / --no-color     ANSI colour heat map (default: when stdout is a terminal and NO_COLOR is unset)\n"
+            "\n"
+            "examples:\n"
+            "  s2hc inspect runs/tiny\n"
+            "  s2hc inspect runs/tiny --layer 3 --step final\n"
+            "  s2hc inspect --method-compare runs/tiny-mhc runs/tiny-s2hc --layer 1\n"
+            "  s2hc inspect runs/tiny --csv > layers.csv\n");
+}
+
+int inspect_main(int argc, char **argv) {
+    const char *runs[INSPECT_MAX_RUNS];
+    int nruns = 0, layer = -1, compare = 0, force_color = -1;
+    const char *step_sel = NULL;
+    out_style st = {0, 0, 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { inspect_usage(stdout); return 0; }
+        else if (!strcmp(a, "--layer") && i + 1 < argc) {
+            char *end;
+            layer = (int)strtol(argv[++i], &end, 10);
+            if (*end || layer < 0) {
+                fprintf(stderr, "s2hc: error: --layer: expected a sublayer index >= 0, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--step") && i + 1 < argc) step_sel = argv[++i];
+        else if (!strcmp(a, "--csv")) st.csv = 1;
+        else if (!strcmp(a, "--color")) force_color = 1;
+        else if (!strcmp(a, "--no-color")) force_color = 0;
+        else if (!strcmp(a, "--method-compare")) compare = 1;
+        else if (a[0] == '-') {
+            fprintf(stderr, "s2hc: error: inspect: unknown option '%s'\n", a);
+            inspect_usage(stderr);
+            return 2;
+        } else if (nruns < INSPECT_MAX_RUNS) runs[nruns++] = a;
+        else { fprintf(stderr, "s2hc: error: inspect: at most %d runs\n", INSPECT_MAX_RUNS); return 2; }
+    }
+    if (nruns == 0 || (nruns > 1 && !compare)) {
+        if (nruns > 1) fprintf(stderr, "s2hc: error: inspect: several runs need --method-compare\n");
+        inspect_usage(stderr);
+        return 2;
+    }
+    st.color = force_color >= 0 ? force_color : (isatty(STDOUT_FILENO) && !getenv("NO_COLOR"));
+    if (st.csv) st.color = 0, st.unicode = 0;
+    int rc = 0;
+    if (st.csv) {
+        if (layer < 0) print_summary_header(&st);
+        else printf("run,method,step,layer,quantity,i,j,value\n");
+    }
+    for (int r = 0; r < nruns; r++) {
+        run_view v;
+        int e = run_view_open(&v, runs[r], step_sel);
+        if (e) {
+            run_view_free(&v);
+            rc = e;
+            continue;
+        }
+        if (r > 0 && !st.csv) printf("\n");
+        if (layer >= 0) {
+            if (!v.hc) {
+                fprintf(stderr, "s2hc: error: %s: method %s has no residual matrices (n = 1)\n", v.path, v.method);
+                rc = 1;
+            } else if (layer >= v.Lh) {
+                fprintf(stderr, "s2hc: error: --layer %d: %s has sublayers 0..%d\n", layer, v.path, v.Lh - 1);
+                rc = 2;
+            } else {
+                print_layer(&v, layer, &st);
+            }
+        } else {
+            print_summary(&v, &st);
+        }
+        run_view_free(&v);
+    }
+    return rc;
+}
+
+/* ---- s2hc probe ------------------------------------------------------------------------------ */
+
+static void probe_usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc probe RUN_DIR [--samples S] [--batch B] [--data DIR]\n"
+            "\n"
+            "Run the end-of-training probe on the weights in RUN_DIR/ckpt.h5 and write the /final group of\n"
+            "RUN_DIR/run.h5 (replacing any previous one; the file is saved atomically).\n"
+            "  --samples S   validation sequences (default: the run's probe.final_samples)\n"
+            "  --batch B     sequences per forward pass (default: the run's train.batch)\n"
+            "  --data DIR    where the prepared corpora are (default: the run's data.dir)\n"
+            "\n"
+            "example:\n"
+            "  s2hc probe runs/tiny --samples 1024 && s2hc inspect runs/tiny --step final\n");
+}
+
+int probe_main(int argc, char **argv) {
+    const char *dir = NULL, *data_dir = NULL;
+    int samples = 0, batch = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { probe_usage(stdout); return 0; }
+        else if ((!strcmp(a, "--samples") || !strcmp(a, "--batch")) && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 1000000) {
+                fprintf(stderr, "s2hc: error: %s: expected a positive number, got '%s'\n", a, argv[i]);
+                return 2;
+            }
+            if (!strcmp(a, "--samples")) samples = (int)v;
+            else batch = (int)v;
+        } else if (!strcmp(a, "--data") && i + 1 < argc) data_dir = argv[++i];
+        else if (a[0] == '-') {
+            fprintf(stderr, "s2hc: error: probe: unknown option '%s'\n", a);
+            probe_usage(stderr);
+            return 2;
+        } else if (!dir) dir = a;
+        else { fprintf(stderr, "s2hc: error: probe: one run directory only ('%s')\n", a); return 2; }
+    }
+    if (!dir) { probe_usage(stderr); return 2; }
+    char run_path[1100], ckpt_path[1100], err[1024];
+    snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
+    snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.h5", dir);
+    h5log log;
+    h5log_init(&log);
+    if (h5log_load(&log, run_path, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        return 1;
+    }
+    const char *yaml = h5log_get_attr_str(&log, "/", "config");
+    if (!yaml) {
+        fprintf(stderr, "s2hc: error: %s: no root attribute 'config' (not a run file of s2hc train?)\n", run_path);
+        h5log_free(&log);
+        return 1;
+    }
+    s2hc_config cfg;
+    if (config_from_yaml_text(&cfg, yaml, run_path) != 0) {
+        h5log_free(&log);
+        return 1;
+    }
+    if (data_dir) snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", data_dir);
+    if (cfg.threads > 0) {
+#ifdef _OPENMP
+        omp_set_num_threads(cfg.threads);
+#endif
+    }
+    gpt_model m;
+    if (model_build(&m, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s: %s\n", run_path, err);
+        h5log_free(&log);
+        return 1;
+    }
+    ckpt_tensor *views = calloc_check((size_t)m.n_tensors, sizeof *views);
+    for (int i = 0; i < m.n_tensors; i++) {
+        views[i].name = m.pinfo[i].name;
+        views[i].rank = m.pinfo[i].rank;
+        for (int k = 0; k < 4; k++) views[i].shape[k] = m.pinfo[i].shape[k];
+        views[i].data = m.params + m.pinfo[i].offset;
+    }
+    ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    int rc = ckpt_load(ckpt_path, views, NULL, NULL, m.n_tensors, &meta, err, sizeof err);
+    free(views);
+    free((char *)meta.config_yaml);
+    if (rc != 0) {
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        model_free(&m);
+        h5log_free(&log);
+        return 1;
+    }
+    char val_path[1200];
+    data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
+    data_shard val;
+    if (shard_open(&val, val_path, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
+        model_free(&m);
+        h5log_free(&log);
+        return 1;
+    }
+    model_alloc_acts(&m, batch > 0 ? batch : cfg.batch);
+    if (samples <= 0) samples = cfg.final_samples;
+    printf("probing %s (method %s, n = %d, step %lld) over %d validation sequences of %d tokens...\n", dir, cfg.method,
+           m.n, (long long)meta.step, samples, m.T);
+    fflush(stdout);
+    double t0 = now_seconds();
+    rc = probe_final(&m, &val, samples, &log, (int)meta.step);
+    if (rc == 0) rc = h5log_save(&log, run_path) != 0;
+    else rc = 1;
+    if (rc == 0) {
+        printf("done in %.1f s: /final written to %s\n", now_seconds() - t0, run_path);
+        run_view v;
+        if (run_view_open(&v, dir, "final") == 0) {
+            out_style st = {0, 0, 0};
+            print_summary(&v, &st);
+        }
+        run_view_free(&v);
+    }
+    shard_close(&val);
+    model_free(&m);
+    h5log_free(&log);
+    return rc;
+}

@@ -1,0 +1,112 @@
+# mk/cuda.mk: the CUDA backend (kernels/cuda/*.cu) and its GPU check.
+#
+# Included by the main Makefile (`-include mk/*.mk`, placed after `all:`), or standalone:
+#   make -f mk/cuda.mk cuda-build     compile every .cu (zero warnings: -Werror), the archive,
+#                                     the C probe and the check program build/cuda/gpu_check
+#   make -f mk/cuda.mk cuda-probe     build and run the probe ("no GPU: ..." without one)
+#   tests/gpu/check.sh                build, then check against the CPU on a GPU
+#
+# For the main Makefile it defines (all empty when nvcc is not found):
+#   CUDA_CFLAGS   -DS2HC_CUDA: model_cuda.h then declares the real API instead of stubs
+#   CUDA_LIB      build/cuda/libs2hc_cuda.a
+#   CUDA_LIBS     the archive and what it needs: -lcublas -lcublasLt -lcudart -lstdc++,
+#                 with -L and -rpath to the toolkit's lib64
+#   CUDA_OBJ      the archive's objects
+# Targets: sm_90 machine code plus compute_90 PTX (Hopper and newer; see docs/cuda.md).
+ifndef S2HC_CUDA_MK
+S2HC_CUDA_MK := 1
+_cuda_goal := $(.DEFAULT_GOAL)
+
+BUILD ?= build
+CC ?= gcc
+ifeq ($(CC),cc)
+CC := gcc
+endif
+NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+
+CUDA_BUILD := $(BUILD)/cuda
+CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
+
+ifeq ($(strip $(NVCC)),)
+CUDA_CFLAGS :=
+CUDA_LIB    :=
+CUDA_LIBS   :=
+CUDA_OBJ    :=
+$(info CUDA backend skipped: nvcc not found)
+cuda-build cuda-probe cuda-check-build:
+	@echo "CUDA backend skipped: nvcc not found"
+else
+CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCCFLAGS  ?= -std=c++17 -O3 $(CUDA_ARCH) -I. --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
+CUDA_OBJ   := $(CUDA_SRC:kernels/cuda/%.cu=$(CUDA_BUILD)/%.o)
+CUDA_LIB   := $(CUDA_BUILD)/libs2hc_cuda.a
+CUDA_CFLAGS := -DS2HC_CUDA
+CUDA_LIBS  := $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart -lstdc++
+
+$(CUDA_BUILD)/%.o: kernels/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
+
+$(CUDA_LIB): $(CUDA_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# The C probe: gcc, the archive and the CUDA libraries only.
+$(CUDA_BUILD)/cuda_probe: tests/gpu/probe.c $(CUDA_LIB)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -DS2HC_CUDA -I. -o $@ $< $(CUDA_LIBS)
+
+# The check program. It carries its own copy of the CPU reference, compiled for any
+# x86-64 (no -march=native) and linked with static OpenBLAS and libyaml, plus the few
+# shared libraries the GPU machine may lack in build/cuda/lib (found through $ORIGIN):
+# build here, carry build/cuda to a GPU machine, run tests/gpu/check.sh there.
+CUDA_BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
+CUDA_BLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
+CUDA_CPU_SRC  := harness/model.c harness/util.c harness/optim.c harness/config.c harness/presets.c \
+                 $(wildcard harness/residual/*.c) $(wildcard kernels/cpu/*.c)
+CUDA_CPU_OBJ  := $(CUDA_CPU_SRC:%.c=$(CUDA_BUILD)/cpu/%.o)
+CUDA_CPU_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -fopenmp -Wall -Wextra -Werror \
+                   -Wno-unused-function -Wno-format-truncation -I. -I$(CUDA_BLAS_INC) -MMD -MP
+CUDA_CHECK_LIBS := -L$(CUDA_BLAS_DIR) -Wl,-Bstatic -lopenblas -lyaml -Wl,-Bdynamic -lgfortran -lm \
+                   -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
+                   -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA_HOME)/lib64
+CUDA_CHECK_SHLIBS := libgfortran.so.5 libquadmath.so.0 libgomp.so.1
+
+$(CUDA_BUILD)/cpu/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CPU_CFLAGS) -c -o $@ $<
+
+$(CUDA_BUILD)/check.o: tests/gpu/check.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
+
+$(CUDA_BUILD)/gpu_check: $(CUDA_BUILD)/check.o $(CUDA_CPU_OBJ) $(CUDA_LIB)
+	@mkdir -p $(CUDA_BUILD)/lib
+	@for l in $(CUDA_CHECK_SHLIBS); do \
+	  p=$$($(CC) -print-file-name=$$l); \
+	  case $$p in /*) cp -L $$p $(CUDA_BUILD)/lib/$$l;; *) p=$$(ldconfig -p | awk -v l=$$l '$$1 == l {print $$NF; exit}'); \
+	    [ -n "$$p" ] && cp -L $$p $(CUDA_BUILD)/lib/$$l || true;; esac; \
+	done
+	$(CC) -fopenmp -o $@ $(CUDA_BUILD)/check.o $(CUDA_CPU_OBJ) $(CUDA_LIB) $(CUDA_CHECK_LIBS)
+
+cuda-build: $(CUDA_LIB) $(CUDA_BUILD)/cuda_probe $(CUDA_BUILD)/gpu_check
+cuda-check-build: $(CUDA_BUILD)/gpu_check $(CUDA_BUILD)/cuda_probe
+cuda-probe: $(CUDA_BUILD)/cuda_probe
+	$(CUDA_BUILD)/cuda_probe
+
+-include $(wildcard $(CUDA_BUILD)/*.d $(CUDA_BUILD)/cpu/*/*.d $(CUDA_BUILD)/cpu/*/*/*.d)
+endif
+
+.PHONY: cuda-build cuda-probe cuda-check-build
+
+# Keep the including Makefile's default goal (`all`); standalone, build the backend.
+ifeq ($(_cuda_goal),)
+ifeq ($(words $(MAKEFILE_LIST)),1)
+.DEFAULT_GOAL := cuda-build
+else
+.DEFAULT_GOAL :=
+endif
+else
+.DEFAULT_GOAL := $(_cuda_goal)
+endif
+endif

@@ -1,0 +1,861 @@
+/* check.cu: the CUDA backend against the CPU reference, and its speed. Run by
+ * tests/gpu/check.sh; `gpu_check --help` lists the parts.
+ *
+ *   1. ops       every device op of kernels/cuda against its CPU twin in kernels/cpu on
+ *                random inputs, forward and backward (gradients start from random values,
+ *                so the "backward adds" contract is checked too); fp32 and bf16
+ *   2. hc        every residual method's per-token hc_forward / hc_backward on the device
+ *                against the host (the same kernels/hc_math.h), mhc_lite at n = 8 included
+ *   3. model     one forward and backward of a small model per method on both backends:
+ *                loss, logits and every parameter gradient
+ *   4. train     ten AdamW steps of a small model on both backends, losses compared
+ *   5. bench     the M preset (12 layers, 12 heads, C 768, T 1024, B 8) for rc, mhc,
+ *                mhc_lite, s2hc at n = 4: tokens/s, overhead over rc, MFU against the
+ *                measured cuBLAS GEMM rate
+ *
+ * Error of a tensor: max_i |gpu_i - cpu_i| / max_i |cpu_i| (relative to the tensor's scale;
+ * an element-wise ratio is meaningless where the reference crosses zero). NaN or inf in
+ * either tensor always fails. Exit status: 0 when every comparison passes (or there is no
+ * GPU: "no GPU: compiled only"), 1 otherwise.
+ */
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/cuda/hc_cuda.cuh"
+#include "kernels/cuda/ops_cuda.cuh"
+#include "kernels/cuda/model_cuda.h"
+extern "C" {
+#include "harness/optim.h"
+#include "harness/presets.h"
+#include "harness/util.h"
+#include "kernels/kernels.h"
+}
+
+/* Tolerances (issue 7): ops in fp32 and the per-token math under 1e-4, bf16 ops under 1e-2. */
+#define TOL_F32 1e-4
+#define TOL_BF16 1e-2
+/* Whole-model comparisons add up a few hundred ops; their bounds are looser and are first
+ * guesses to calibrate on the first GPU run (docs/cuda.md). */
+#define TOL_MODEL_F32 1e-3   /* loss, logits, every gradient tensor, fp32 */
+#define TOL_MODEL_BF16 5e-2  /* the same in bf16 */
+#define TOL_TRAIN_F32 1e-3   /* ten AdamW steps: max relative loss difference */
+#define TOL_TRAIN_BF16 3e-2
+#define TRAIN_STEPS 10
+#define BENCH_WARMUP 2
+#define BENCH_STEPS 5
+
+static int g_pass = 0, g_fail = 0, g_verbose = 0;
+
+/* ---- comparison ------------------------------------------------------------------------------- */
+
+static double rel_err(const float *gpu, const float *cpu, size_t n) {
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(gpu[i]) || !isfinite(cpu[i])) return NAN;
+        double d = fabs((double)gpu[i] - (double)cpu[i]);
+        md = d > md ? d : md;
+        double r = fabs((double)cpu[i]);
+        mr = r > mr ? r : mr;
+    }
+    if (md == 0) return 0;
+    return md / (mr > 0 ? mr : DBL_MIN);
+}
+
+/* One line per comparison; returns 1 when it passed. */
+static int report(const char *group, const char *what, double err, double tol) {
+    int ok = err <= tol; /* NaN compares false */
+    if (ok) g_pass++;
+    else g_fail++;
+    if (!ok || g_verbose) printf("  %-10s %-52s %10.3e  (tol %.0e)  %s\n", group, what, err, tol, ok ? "ok" : "FAIL");
+    return ok;
+}
+
+static int compare(const char *group, const char *what, const float *gpu, const float *cpu, size_t n, double tol) {
+    return report(group, what, rel_err(gpu, cpu, n), tol);
+}
+
+/* Print a group's worst comparison even when not verbose: a short table. */
+typedef struct {
+    const char *group;
+    char worst[128];
+    double err, tol;
+    int n, failed;
+} summary;
+
+static void sum_init(summary *s, const char *group, double tol) {
+    memset(s, 0, sizeof *s);
+    s->group = group;
+    s->tol = tol;
+}
+static void sum_add(summary *s, const char *what, const float *gpu, const float *cpu, size_t n, double tol) {
+    double e = rel_err(gpu, cpu, n);
+    int ok = report(s->group, what, e, tol);
+    s->n++;
+    s->failed += !ok;
+    if (s->n == 1 || isnan(e) || (!isnan(s->err) && e > s->err)) { /* the worst; a NaN sticks */
+        if (isnan(s->err) && s->n > 1) return;
+        s->err = e;
+        snprintf(s->worst, sizeof s->worst, "%s", what);
+    }
+}
+static void sum_print(const summary *s) {
+    printf("  %-10s %3d tensors  worst %-40s %10.3e  (tol %.0e)  %s\n", s->group, s->n, s->worst, s->err, s->tol,
+           s->failed ? "FAIL" : "ok");
+}
+
+/* ---- host and device buffers ---------------------------------------------------------------------- */
+
+static float *hnew(size_t n) { return (float *)calloc_check(n ? n : 1, sizeof(float)); }
+
+static float *dnew(const float *h, size_t n) {
+    float *d = (float *)cuda_malloc_zero((n ? n : 1) * sizeof(float));
+    if (h && n) CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return d;
+}
+
+static int *dnew_int(const int *h, size_t n) {
+    int *d = (int *)cuda_malloc_zero((n ? n : 1) * sizeof(int));
+    if (h && n) CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return d;
+}
+
+static void dget(float *h, const float *d, size_t n) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+static void dput(float *d, const float *h, size_t n) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+static void fill(rng_t *r, float *x, size_t n, double scale) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(scale * rng_normal(r));
+}
+
+static float *dup(const float *h, size_t n) {
+    float *c = hnew(n);
+    memcpy(c, h, n * sizeof(float));
+    return c;
+}
+
+/* ---- 1. ops ---------------------------------------------------------------------------------------- */
+
+static void reserve_ops(cuda_ctx *ctx) {
+    cuda_scratch_need need;
+    memset(&need, 0, sizeof need);
+    need.cvt_a = need.cvt_b = (size_t)1 << 22;
+    need.ones = (size_t)1 << 16;
+    need.part = (size_t)1 << 20;
+    need.dpart = CUDA_SUMSQ_BLOCKS + 1;
+    need.att_D = (size_t)1 << 16;
+    cuda_ctx_reserve(ctx, &need);
+}
+
+static void check_matmul(cuda_ctx *ctx, rng_t *r, int bf16, size_t N, int C, int OC) {
+    const double tol = bf16 ? TOL_BF16 : TOL_F32;
+    const char *g = bf16 ? "ops bf16" : "ops fp32";
+    char what[96];
+    float *inp = hnew(N * C), *W = hnew((size_t)OC * C), *bias = hnew(OC), *dout = hnew(N * OC);
+    float *dinp = hnew(N * C), *dW = hnew((size_t)OC * C), *dbias = hnew(OC), *out = hnew(N * OC);
+    fill(r, inp, N * C, 1);
+    fill(r, W, (size_t)OC * C, 0.1);
+    fill(r, bias, OC, 0.1);
+    fill(r, dout, N * OC, 1);
+    fill(r, dinp, N * C, 1);
+    fill(r, dW, (size_t)OC * C, 1);
+    fill(r, dbias, OC, 1);
+    float *d_inp = dnew(inp, N * C), *d_W = dnew(W, (size_t)OC * C), *d_bias = dnew(bias, OC),
+          *d_dout = dnew(dout, N * OC), *d_dinp = dnew(dinp, N * C), *d_dW = dnew(dW, (size_t)OC * C),
+          *d_dbias = dnew(dbias, OC), *d_out = dnew(NULL, N * OC);
+    ctx->use_bf16 = bf16;
+    matmul_forward_cuda(ctx, d_out, d_inp, NULL, d_W, NULL, d_bias, N, C, OC);
+    matmul_backward_cuda(ctx, d_dinp, d_dW, d_dbias, d_dout, d_inp, NULL, d_W, NULL, N, C, OC);
+    ctx->use_bf16 = 0;
+    matmul_forward(out, inp, W, bias, N, C, OC);
+    matmul_backward(dinp, dW, dbias, dout, inp, W, N, C, OC);
+    float *h = hnew(N * (OC > C ? OC : C) + (size_t)OC * C);
+    snprintf(what, sizeof what, "matmul_forward out (%zu x %d x %d)", N, C, OC);
+    dget(h, d_out, N * OC);
+    compare(g, what, h, out, N * OC, tol);
+    dget(h, d_dinp, N * C);
+    compare(g, "matmul_backward dinp", h, dinp, N * C, tol);
+    dget(h, d_dW, (size_t)OC * C);
+    compare(g, "matmul_backward dW", h, dW, (size_t)OC * C, tol);
+    dget(h, d_dbias, OC);
+    compare(g, "matmul_backward dbias", h, dbias, OC, TOL_F32); /* fp32 GEMV in both modes */
+    free(inp); free(W); free(bias); free(dout); free(dinp); free(dW); free(dbias); free(out); free(h);
+    cudaFree(d_inp); cudaFree(d_W); cudaFree(d_bias); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dW);
+    cudaFree(d_dbias); cudaFree(d_out);
+}
+
+static void check_layernorm(cuda_ctx *ctx, rng_t *r, size_t N, int C) {
+    float *inp = hnew(N * C), *w = hnew(C), *b = hnew(C), *dout = hnew(N * C), *out = hnew(N * C);
+    float *mean = hnew(N), *rstd = hnew(N), *dinp = hnew(N * C), *dw = hnew(C), *db = hnew(C);
+    fill(r, inp, N * C, 2);
+    for (size_t i = 0; i < N * C; i++) inp[i] += 0.5f; /* a non-zero mean */
+    fill(r, w, C, 1);
+    fill(r, b, C, 1);
+    fill(r, dout, N * C, 1);
+    fill(r, dinp, N * C, 1);
+    fill(r, dw, C, 1);
+    fill(r, db, C, 1);
+    float *d_inp = dnew(inp, N * C), *d_w = dnew(w, C), *d_b = dnew(b, C), *d_dout = dnew(dout, N * C),
+          *d_out = dnew(NULL, N * C), *d_mean = dnew(NULL, N), *d_rstd = dnew(NULL, N), *d_dinp = dnew(dinp, N * C),
+          *d_dw = dnew(dw, C), *d_db = dnew(db, C);
+    layernorm_forward_cuda(ctx, d_out, NULL, d_mean, d_rstd, d_inp, d_w, d_b, N, C);
+    layernorm_backward_cuda(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C);
+    layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    float *h = hnew(N * C);
+    dget(h, d_out, N * C);
+    compare("ops fp32", "layernorm_forward out", h, out, N * C, TOL_F32);
+    dget(h, d_mean, N);
+    compare("ops fp32", "layernorm_forward mean", h, mean, N, TOL_F32);
+    dget(h, d_rstd, N);
+    compare("ops fp32", "layernorm_forward rstd", h, rstd, N, TOL_F32);
+    dget(h, d_dinp, N * C);
+    compare("ops fp32", "layernorm_backward dinp", h, dinp, N * C, TOL_F32);
+    dget(h, d_dw, C);
+    compare("ops fp32", "layernorm_backward dw", h, dw, C, TOL_F32);
+    dget(h, d_db, C);
+    compare("ops fp32", "layernorm_backward db", h, db, C, TOL_F32);
+    free(inp); free(w); free(b); free(dout); free(out); free(mean); free(rstd); free(dinp); free(dw); free(db);
+    free(h);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_b); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_mean);
+    cudaFree(d_rstd); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
+}
+
+static void check_gelu(cuda_ctx *ctx, rng_t *r, size_t N) {
+    float *inp = hnew(N), *dout = hnew(N), *out = hnew(N), *dinp = hnew(N), *h = hnew(N);
+    fill(r, inp, N, 3);
+    fill(r, dout, N, 1);
+    fill(r, dinp, N, 1);
+    float *d_inp = dnew(inp, N), *d_dout = dnew(dout, N), *d_out = dnew(NULL, N), *d_dinp = dnew(dinp, N);
+    gelu_forward_cuda(ctx, d_out, NULL, d_inp, N);
+    gelu_backward_cuda(ctx, d_dinp, d_inp, d_dout, N);
+    gelu_forward(out, inp, N);
+    gelu_backward(dinp, inp, dout, N);
+    dget(h, d_out, N);
+    compare("ops fp32", "gelu_forward out", h, out, N, TOL_F32);
+    dget(h, d_dinp, N);
+    compare("ops fp32", "gelu_backward dinp", h, dinp, N, TOL_F32);
+    free(inp); free(dout); free(out); free(dinp); free(h);
+    cudaFree(d_inp); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dinp);
+}
+
+static void check_encoder(cuda_ctx *ctx, rng_t *r, int B, int T, int C, int V) {
+    size_t N = (size_t)B * T;
+    int *inp = (int *)calloc_check(N, sizeof(int));
+    for (size_t i = 0; i < N; i++) inp[i] = (int)(rng_u64(r) % (uint64_t)(V / 4)); /* repeats on purpose */
+    float *wte = hnew((size_t)V * C), *wpe = hnew((size_t)T * C), *dout = hnew(N * C), *out = hnew(N * C);
+    float *dwte = hnew((size_t)V * C), *dwpe = hnew((size_t)T * C);
+    fill(r, wte, (size_t)V * C, 1);
+    fill(r, wpe, (size_t)T * C, 1);
+    fill(r, dout, N * C, 1);
+    fill(r, dwte, (size_t)V * C, 1);
+    fill(r, dwpe, (size_t)T * C, 1);
+    int *order = (int *)calloc_check(N, sizeof(int)), *ids = (int *)calloc_check(V, sizeof(int));
+    int *starts = (int *)calloc_check((size_t)V + 1, sizeof(int)), n_ids = 0;
+    if (encoder_group_tokens(inp, N, V, order, ids, starts, &n_ids) != 0) die(1, "encoder_group_tokens failed");
+    int *d_inp = dnew_int(inp, N), *d_order = dnew_int(order, N), *d_ids = dnew_int(ids, V),
+        *d_starts = dnew_int(starts, (size_t)V + 1);
+    float *d_wte = dnew(wte, (size_t)V * C), *d_wpe = dnew(wpe, (size_t)T * C), *d_dout = dnew(dout, N * C),
+          *d_out = dnew(NULL, N * C), *d_dwte = dnew(dwte, (size_t)V * C), *d_dwpe = dnew(dwpe, (size_t)T * C);
+    encoder_forward_cuda(ctx, d_out, d_inp, d_wte, d_wpe, B, T, C);
+    encoder_backward_cuda(ctx, d_dwte, d_dwpe, d_dout, d_order, d_ids, d_starts, n_ids, B, T, C);
+    encoder_forward(out, inp, wte, wpe, B, T, C);
+    encoder_backward(dwte, dwpe, dout, inp, B, T, C, V);
+    float *h = hnew((size_t)V * C + N * C);
+    dget(h, d_out, N * C);
+    compare("ops fp32", "encoder_forward out", h, out, N * C, TOL_F32);
+    dget(h, d_dwte, (size_t)V * C);
+    compare("ops fp32", "encoder_backward dwte", h, dwte, (size_t)V * C, TOL_F32);
+    dget(h, d_dwpe, (size_t)T * C);
+    compare("ops fp32", "encoder_backward dwpe", h, dwpe, (size_t)T * C, TOL_F32);
+    free(inp); free(wte); free(wpe); free(dout); free(out); free(dwte); free(dwpe); free(order); free(ids);
+    free(starts); free(h);
+    cudaFree(d_inp); cudaFree(d_order); cudaFree(d_ids); cudaFree(d_starts); cudaFree(d_wte); cudaFree(d_wpe);
+    cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dwte); cudaFree(d_dwpe);
+}
+
+static void check_crossentropy(cuda_ctx *ctx, rng_t *r, size_t N, int V) {
+    int *tg = (int *)calloc_check(N, sizeof(int));
+    for (size_t i = 0; i < N; i++) tg[i] = i % 7 == 3 ? -1 : (int)(rng_u64(r) % (uint64_t)V);
+    float *logits = hnew(N * V), *probs = hnew(N * V), *losses = hnew(N), *dlogits = hnew(N * V);
+    fill(r, logits, N * V, 3);
+    const float scale = 1.0f / (float)N;
+    float *d_logits = dnew(logits, N * V), *d_probs = dnew(NULL, N * V), *d_losses = dnew(NULL, N),
+          *d_dlogits = dnew(NULL, N * V), *d_l2 = dnew(NULL, N), *d_dl2 = dnew(NULL, N * V);
+    int *d_tg = dnew_int(tg, N);
+    crossentropy_forward_cuda(ctx, d_losses, d_probs, d_logits, d_tg, N, V);
+    crossentropy_backward_cuda(ctx, d_dlogits, d_probs, d_tg, scale, N, V);
+    crossentropy_fused_cuda(ctx, d_l2, d_dl2, d_logits, d_tg, scale, N, V);
+    crossentropy_forward(losses, probs, logits, tg, N, V);
+    crossentropy_backward(dlogits, probs, tg, scale, N, V);
+    float *h = hnew(N * V);
+    dget(h, d_losses, N);
+    compare("ops fp32", "crossentropy_forward losses", h, losses, N, TOL_F32);
+    dget(h, d_probs, N * V);
+    compare("ops fp32", "crossentropy_forward probs", h, probs, N * V, TOL_F32);
+    dget(h, d_dlogits, N * V);
+    compare("ops fp32", "crossentropy_backward dlogits", h, dlogits, N * V, TOL_F32);
+    dget(h, d_l2, N);
+    compare("ops fp32", "crossentropy_fused losses", h, losses, N, TOL_F32);
+    dget(h, d_dl2, N * V);
+    compare("ops fp32", "crossentropy_fused dlogits", h, dlogits, N * V, TOL_F32);
+    free(tg); free(logits); free(probs); free(losses); free(dlogits); free(h);
+    cudaFree(d_logits); cudaFree(d_probs); cudaFree(d_losses); cudaFree(d_dlogits); cudaFree(d_l2); cudaFree(d_dl2);
+    cudaFree(d_tg);
+}
+
+static void check_attention(cuda_ctx *ctx, rng_t *r, int bf16, int B, int T, int C, int NH) {
+    const double tol = bf16 ? TOL_BF16 : TOL_F32;
+    const char *g = bf16 ? "ops bf16" : "ops fp32";
+    char what[128];
+    size_t N = (size_t)B * T, att = (size_t)B * NH * T * T;
+    float *qkv = hnew(N * 3 * C), *dout = hnew(N * C), *out = hnew(N * C), *A = hnew(att), *dA = hnew(att);
+    float *dqkv = hnew(N * 3 * C);
+    fill(r, qkv, N * 3 * C, 1);
+    fill(r, dout, N * C, 1);
+    fill(r, dqkv, N * 3 * C, 1);
+    float *d_qkv = dnew(qkv, N * 3 * C), *d_dout = dnew(dout, N * C), *d_out = dnew(NULL, N * C),
+          *d_lse = dnew(NULL, (size_t)B * NH * T), *d_dqkv = dnew(dqkv, N * 3 * C);
+    ctx->use_bf16 = bf16;
+    int tc = attention_uses_tensor_cores(ctx, C, NH);
+    attention_forward_cuda(ctx, d_out, NULL, d_lse, d_qkv, B, T, C, NH);
+    attention_backward_cuda(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
+    ctx->use_bf16 = 0;
+    attention_forward(out, A, qkv, B, T, C, NH);
+    attention_backward(dqkv, dA, dout, qkv, A, B, T, C, NH);
+    float *h = hnew(N * 3 * C);
+    snprintf(what, sizeof what, "attention_forward out (T %d, hs %d, %s)", T, C / NH, tc ? "tensor cores" : "fp32");
+    dget(h, d_out, N * C);
+    compare(g, what, h, out, N * C, tol);
+    snprintf(what, sizeof what, "attention_backward dqkv (T %d, hs %d)", T, C / NH);
+    dget(h, d_dqkv, N * 3 * C);
+    compare(g, what, h, dqkv, N * 3 * C, tol);
+    free(qkv); free(dout); free(out); free(A); free(dA); free(dqkv); free(h);
+    cudaFree(d_qkv); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_lse); cudaFree(d_dqkv);
+}
+
+static void check_optim(cuda_ctx *ctx, rng_t *r, size_t n) {
+    float *p = hnew(n), *g = hnew(n), *m = hnew(n), *v = hnew(n), *h = hnew(n);
+    fill(r, p, n, 1);
+    fill(r, g, n, 1);
+    fill(r, m, n, 0.1);
+    for (size_t i = 0; i < n; i++) v[i] = (float)(0.01 * rng_uniform(r));
+    float *d_p = dnew(p, n), *d_g = dnew(g, n), *d_m = dnew(m, n), *d_v = dnew(v, n);
+    adamw_update_cuda(ctx, d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    adamw_update(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    dget(h, d_p, n);
+    compare("ops fp32", "adamw_update p", h, p, n, TOL_F32);
+    dget(h, d_m, n);
+    compare("ops fp32", "adamw_update m", h, m, n, TOL_F32);
+    dget(h, d_v, n);
+    compare("ops fp32", "adamw_update v", h, v, n, TOL_F32);
+    double sg = sumsq_cuda(ctx, d_g, n), sc = sumsq(g, n);
+    report("ops fp32", "sumsq", fabs(sg - sc) / sc, TOL_F32);
+    scale_inplace_cuda(ctx, d_g, 0.37f, n);
+    scale_inplace(g, 0.37f, n);
+    dget(h, d_g, n);
+    compare("ops fp32", "scale_inplace", h, g, n, TOL_F32);
+    free(p); free(g); free(m); free(v); free(h);
+    cudaFree(d_p); cudaFree(d_g); cudaFree(d_m); cudaFree(d_v);
+}
+
+static void check_ops(void) {
+    printf("[1] ops against kernels/cpu\n");
+    cuda_ctx ctx;
+    cuda_ctx_init(&ctx, 0);
+    reserve_ops(&ctx);
+    rng_t r;
+    rng_seed(&r, 7);
+    int f0 = g_fail, p0 = g_pass;
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        check_matmul(&ctx, &r, bf16, 200, 96, 136);
+        check_matmul(&ctx, &r, bf16, 333, 128, 512);
+    }
+    check_layernorm(&ctx, &r, 200, 96);
+    check_gelu(&ctx, &r, 10001);
+    check_encoder(&ctx, &r, 3, 50, 64, 256);
+    check_crossentropy(&ctx, &r, 130, 300);
+    /* T = 100 and 200: partial tiles; hs 32 and 64 (tensor cores in bf16), 24 (fp32 fallback) */
+    check_attention(&ctx, &r, 0, 2, 100, 128, 4);
+    check_attention(&ctx, &r, 0, 2, 200, 256, 4);
+    check_attention(&ctx, &r, 0, 1, 70, 96, 4);
+    check_attention(&ctx, &r, 1, 2, 100, 128, 4);
+    check_attention(&ctx, &r, 1, 2, 200, 256, 4);
+    check_attention(&ctx, &r, 1, 1, 130, 256, 2);
+    check_optim(&ctx, &r, 100003);
+    printf("  ops        %d comparisons, %d failed\n", g_pass - p0 + g_fail - f0, g_fail - f0);
+    cuda_ctx_free(&ctx);
+}
+
+/* ---- 2. per-token hyper-connection math ------------------------------------------------------------- */
+
+typedef struct {
+    const char *method;
+    int n;
+    const char *opt_key, *opt_val; /* one residual option, or NULL */
+} hc_case;
+
+static void set_option(s2hc_config *c, const char *key, const char *val) {
+    if (!key) return;
+    if (!strcmp(key, "core")) snprintf(c->core, sizeof c->core, "%s", val);
+    else if (!strcmp(key, "init")) snprintf(c->init, sizeof c->init, "%s", val);
+    else if (!strcmp(key, "sinkhorn_order")) snprintf(c->sinkhorn_order, sizeof c->sinkhorn_order, "%s", val);
+    else if (!strcmp(key, "lite_offset")) snprintf(c->lite_offset, sizeof c->lite_offset, "%s", val);
+}
+
+static void check_hc_case(cuda_ctx *ctx, const hc_case *hc, rng_t *r, summary *sm) {
+    const hc_variant *v = hc_variant_find(hc->method);
+    if (!v) return;
+    s2hc_config cfg;
+    config_defaults(&cfg);
+    snprintf(cfg.method, sizeof cfg.method, "%s", hc->method);
+    cfg.n_streams = hc->n;
+    set_option(&cfg, hc->opt_key, hc->opt_val);
+    hc_spec s;
+    char err[256];
+    memset(&s, 0, sizeof s);
+    if (v->setup(&s, &cfg, err, sizeof err) != 0) {
+        printf("  hc         %s n=%d: setup failed: %s\n", hc->method, hc->n, err);
+        g_fail++;
+        return;
+    }
+    const int n = s.n, K = s.K, nt = s.n_theta, cs = s.cache, nc = 2 * n + n * n;
+    const size_t Nt = K > 4096 ? 16 : 96;
+    float *theta = hnew(nt), *z = hnew(Nt * K), *dcoef = hnew(Nt * nc);
+    v->init(&s, &cfg, theta, 1);
+    for (int i = 0; i < nt; i++) theta[i] += (float)(0.1 * rng_normal(r));
+    fill(r, z, Nt * K, 1.0);
+    fill(r, dcoef, Nt * nc, 1.0);
+    float *pre = hnew(Nt * n), *post = hnew(Nt * n), *H = hnew(Nt * n * n), *cache = hnew(Nt * cs + 1);
+    float *dz = hnew(Nt * K), *dth = hnew(nt);
+    for (size_t t = 0; t < Nt; t++) {
+        hc_forward(&s, theta, z + t * K, pre + t * n, post + t * n, H + t * n * n, cache + t * cs);
+        const float *d = dcoef + t * nc;
+        hc_backward(&s, theta, z + t * K, cache + t * cs, d, d + n, d + 2 * n, dz + t * K, dth);
+    }
+    hc_spec ds;
+    hc_spec_to_device(&s, &ds);
+    cuda_scratch_need need;
+    memset(&need, 0, sizeof need);
+    hc_scratch_need(&s, Nt, 1, &need);
+    cuda_ctx_reserve(ctx, &need);
+    float *d_theta = dnew(theta, nt), *d_z = dnew(z, Nt * K), *d_dcoef = dnew(dcoef, Nt * nc);
+    float *d_pre = dnew(NULL, Nt * n), *d_post = dnew(NULL, Nt * n), *d_H = dnew(NULL, Nt * n * n);
+    float *d_cache = dnew(NULL, Nt * cs + 1), *d_dz = dnew(NULL, Nt * K), *d_dth = dnew(NULL, nt);
+    hc_tokens_forward_cuda(ctx, &ds, d_theta, d_z, d_pre, d_post, d_H, d_cache, Nt);
+    hc_tokens_backward_cuda(ctx, &ds, d_theta, d_z, d_cache, d_dcoef, d_dz, d_dth, Nt);
+    char what[128], tag[64];
+    snprintf(tag, sizeof tag, "%s n=%d%s%s", hc->method, n, hc->opt_val ? " " : "", hc->opt_val ? hc->opt_val : "");
+    float *h = hnew(Nt * K + Nt * n * n + nt + Nt * cs + 1);
+    dget(h, d_pre, Nt * n);
+    snprintf(what, sizeof what, "%s pre", tag);
+    sum_add(sm, what, h, pre, Nt * n, TOL_F32);
+    dget(h, d_post, Nt * n);
+    snprintf(what, sizeof what, "%s post", tag);
+    sum_add(sm, what, h, post, Nt * n, TOL_F32);
+    dget(h, d_H, Nt * n * n);
+    snprintf(what, sizeof what, "%s H_res", tag);
+    sum_add(sm, what, h, H, Nt * n * n, TOL_F32);
+    if (cs) {
+        dget(h, d_cache, Nt * cs);
+        snprintf(what, sizeof what, "%s cache", tag);
+        sum_add(sm, what, h, cache, Nt * cs, TOL_F32);
+    }
+    dget(h, d_dz, Nt * K);
+    snprintf(what, sizeof what, "%s dz", tag);
+    sum_add(sm, what, h, dz, Nt * K, TOL_F32);
+    dget(h, d_dth, nt);
+    snprintf(what, sizeof what, "%s dtheta", tag);
+    sum_add(sm, what, h, dth, nt, TOL_F32);
+    free(theta); free(z); free(dcoef); free(pre); free(post); free(H); free(cache); free(dz); free(dth); free(h);
+    cudaFree(d_theta); cudaFree(d_z); cudaFree(d_dcoef); cudaFree(d_pre); cudaFree(d_post); cudaFree(d_H);
+    cudaFree(d_cache); cudaFree(d_dz); cudaFree(d_dth);
+    hc_spec_free_device(&ds);
+    if (v->teardown) v->teardown(&s);
+}
+
+static void check_hc(void) {
+    printf("[2] per-token hc_forward / hc_backward, device against host\n");
+    cuda_ctx ctx;
+    cuda_ctx_init(&ctx, 0);
+    rng_t r;
+    rng_seed(&r, 11);
+    summary sm;
+    sum_init(&sm, "hc", TOL_F32);
+    static const hc_case cases[] = {
+        {"identity", 4, NULL, NULL},     {"hc", 4, NULL, NULL},          {"mhc", 4, NULL, NULL},
+        {"mhc", 4, "sinkhorn_order", "col_row"}, {"mhc", 8, NULL, NULL}, {"mhc_lite", 4, NULL, NULL},
+        {"mhc_lite", 8, NULL, NULL},     {"kromhc", 4, NULL, NULL},      {"kromhc", 6, NULL, NULL},
+        {"kromhc", 8, NULL, NULL},       {"orthogonal", 4, NULL, NULL},  {"orthogonal", 5, "core", "expm"},
+        {"s2hc", 4, NULL, NULL},         {"s2hc", 4, "core", "expm"},    {"s2hc", 4, "init", "exact"},
+        {"s2hc", 8, NULL, NULL},         {"s2hc_rot", 4, NULL, NULL},    {"s2hc_rot", 3, "core", "expm"},
+    };
+    int covered[64] = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_hc_case(&ctx, &cases[i], &r, &sm);
+        for (int k = 0; hc_variants[k] && k < 64; k++)
+            if (!strcmp(hc_variants[k]->name, cases[i].method)) covered[k] = 1;
+    }
+    /* a method added since this list was written still gets checked, at n = 4 */
+    for (int k = 0; hc_variants[k] && k < 64; k++)
+        if (!covered[k]) {
+            hc_case c = {hc_variants[k]->name, 4, NULL, NULL};
+            check_hc_case(&ctx, &c, &r, &sm);
+        }
+    sum_print(&sm);
+    cuda_ctx_free(&ctx);
+}
+
+/* ---- 3. and 4. the model --------------------------------------------------------------------------- */
+
+/* A small config: 2 blocks, C 128, 4 heads (hs 32: tensor cores in bf16), T 96 (a partial
+ * attention tile), byte vocabulary. */
+static void small_config(s2hc_config *c, const char *method, int n) {
+    config_defaults(c);
+    c->n_layer = 2;
+    c->n_head = 4;
+    c->n_embd = 128;
+    c->block_size = 96;
+    c->vocab = 256;
+    snprintf(c->method, sizeof c->method, "%s", method);
+    c->n_streams = n;
+    snprintf(c->proj_init, sizeof c->proj_init, "normal"); /* W != 0: z != 0 exercises every path */
+    c->batch = 2;
+    c->steps = TRAIN_STEPS;
+    c->warmup = 2;
+    c->lr = 1e-3;
+    c->min_lr = 1e-4;
+}
+
+static void random_batch(rng_t *r, int *inp, int *tg, size_t N, int V) {
+    for (size_t i = 0; i < N; i++) {
+        inp[i] = (int)(rng_u64(r) % (uint64_t)V);
+        tg[i] = i % 31 == 5 ? -1 : (int)((inp[i] * 7 + 3) % V); /* learnable, with a few ignored */
+    }
+}
+
+static const char *const model_methods[] = {"rc", "identity", "hc", "mhc", "mhc_lite", "kromhc", "orthogonal",
+                                            "s2hc", "s2hc_rot", NULL};
+
+static void check_model_one(const char *method, int bf16) {
+    const int n = strcmp(method, "rc") ? 4 : 1;
+    s2hc_config cfg;
+    small_config(&cfg, method, n);
+    gpt_model m;
+    char err[512];
+    if (hc_variant_find(method) == NULL && strcmp(method, "rc")) return;
+    if (model_build(&m, &cfg, err, sizeof err) != 0) {
+        printf("  model      %s: model_build failed: %s\n", method, err);
+        g_fail++;
+        return;
+    }
+    model_init(&m, 1234);
+    const int B = cfg.batch;
+    const size_t N = (size_t)B * m.T;
+    model_alloc_acts(&m, B);
+    cuda_model *cm = cuda_model_create(&m, B, bf16, err, sizeof err);
+    if (!cm) {
+        printf("  model      %s: cuda_model_create failed: %s\n", method, err);
+        g_fail++;
+        model_free(&m);
+        return;
+    }
+    rng_t r;
+    rng_seed(&r, 99);
+    int *inp = (int *)calloc_check(N, sizeof(int)), *tg = (int *)calloc_check(N, sizeof(int));
+    random_batch(&r, inp, tg, N, m.V);
+    const double tol = bf16 ? TOL_MODEL_BF16 : TOL_MODEL_F32;
+    char grp[32];
+    snprintf(grp, sizeof grp, "model %s", bf16 ? "bf16" : "fp32");
+    summary sm;
+    sum_init(&sm, grp, tol);
+    model_zero_grad(&m);
+    float lc = model_forward(&m, inp, tg, B);
+    model_backward(&m, 1.0f);
+    cuda_zero_grad(cm);
+    float lg = cuda_forward_backward(cm, inp, tg, 1.0f);
+    char what[256];
+    snprintf(what, sizeof what, "%s loss", method);
+    sum_add(&sm, what, &lg, &lc, 1, tol);
+    float *logits = hnew(N * m.V);
+    cuda_download_logits(cm, logits);
+    snprintf(what, sizeof what, "%s logits", method);
+    sum_add(&sm, what, logits, model_logits(&m), N * m.V, tol);
+    float *gc = dup(m.grads, m.n_params);
+    cuda_download_grads(cm, &m);
+    for (int i = 0; i < m.n_tensors; i++) {
+        const param_info *p = &m.pinfo[i];
+        snprintf(what, sizeof what, "%s d%s", method, p->name);
+        sum_add(&sm, what, m.grads + p->offset, gc + p->offset, p->numel, tol);
+    }
+    printf("  %-10s %-10s loss cpu %.6f gpu %.6f;", grp, method, lc, lg);
+    printf(" %d tensors, worst %s %.3e %s\n", sm.n, sm.worst, sm.err, sm.failed ? "FAIL" : "ok");
+    free(gc);
+    free(logits);
+    free(inp);
+    free(tg);
+    cuda_model_free(cm);
+    model_free(&m);
+}
+
+static void check_models(void) {
+    printf("[3] one forward + backward of a small model (2 x 128, T 96, B 2), gpu against cpu\n");
+    for (int bf16 = 0; bf16 <= 1; bf16++)
+        for (int i = 0; model_methods[i]; i++) check_model_one(model_methods[i], bf16);
+}
+
+static void train_one(const char *method, int bf16) {
+    const int n = strcmp(method, "rc") ? 4 : 1;
+    s2hc_config cfg;
+    small_config(&cfg, method, n);
+    gpt_model m;
+    char err[512];
+    if (hc_variant_find(method) == NULL && strcmp(method, "rc")) return;
+    if (model_build(&m, &cfg, err, sizeof err) != 0) {
+        printf("  train      %s: model_build failed: %s\n", method, err);
+        g_fail++;
+        return;
+    }
+    model_init(&m, 4321);
+    const int B = cfg.batch;
+    const size_t N = (size_t)B * m.T;
+    model_alloc_acts(&m, B);
+    cuda_model *cm = cuda_model_create(&m, B, bf16, err, sizeof err);
+    if (!cm) {
+        printf("  train      %s: cuda_model_create failed: %s\n", method, err);
+        g_fail++;
+        model_free(&m);
+        return;
+    }
+    adamw_state opt;
+    optim_init(&opt, &m);
+    rng_t r;
+    rng_seed(&r, 5);
+    int *inp = (int *)calloc_check(N, sizeof(int)), *tg = (int *)calloc_check(N, sizeof(int));
+    double worst = 0;
+    float lc[TRAIN_STEPS], lg[TRAIN_STEPS];
+    for (int step = 0; step < TRAIN_STEPS; step++) {
+        random_batch(&r, inp, tg, N, m.V);
+        double lr = lr_at(&cfg, step);
+        model_zero_grad(&m);
+        lc[step] = model_forward(&m, inp, tg, B);
+        model_backward(&m, 1.0f);
+        optim_step(&opt, &m, lr, grad_global_norm(&m));
+        cuda_zero_grad(cm);
+        lg[step] = cuda_forward_backward(cm, inp, tg, 1.0f);
+        cuda_step(cm, lr, cuda_grad_norm(cm), step + 1);
+        double e = isfinite(lg[step]) ? fabs((double)lg[step] - lc[step]) / fabs((double)lc[step]) : NAN;
+        if (!(e <= worst)) worst = e;
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s %d steps: loss %.4f -> %.4f (cpu), %.4f -> %.4f (gpu)", method, TRAIN_STEPS, lc[0],
+             lc[TRAIN_STEPS - 1], lg[0], lg[TRAIN_STEPS - 1]);
+    int v = g_verbose;
+    g_verbose = 1;
+    report(bf16 ? "train bf16" : "train fp32", what, worst, bf16 ? TOL_TRAIN_BF16 : TOL_TRAIN_F32);
+    g_verbose = v;
+    free(inp);
+    free(tg);
+    optim_free(&opt);
+    cuda_model_free(cm);
+    model_free(&m);
+}
+
+static void check_training(void) {
+    printf("[4] %d AdamW steps of the small model on both backends\n", TRAIN_STEPS);
+    for (int i = 0; model_methods[i]; i++) train_one(model_methods[i], 0);
+    train_one("rc", 1);
+    train_one("s2hc", 1);
+}
+
+/* ---- 5. the M preset ------------------------------------------------------------------------------- */
+
+static double gemm_rate(int bf16) {
+    cuda_ctx ctx;
+    cuda_ctx_init(&ctx, bf16);
+    const int M = 8192;
+    size_t n = (size_t)M * M;
+    float *C = (float *)cuda_malloc_zero(n * sizeof(float));
+    void *A = cuda_malloc_zero(n * (bf16 ? sizeof(bf16) : sizeof(float)));
+    void *B = cuda_malloc_zero(n * (bf16 ? sizeof(bf16) : sizeof(float)));
+    /* random operands: zeros run measurably faster */
+    float *h = hnew(n);
+    rng_t r;
+    rng_seed(&r, 3);
+    for (size_t i = 0; i < n; i++) h[i] = (float)(rng_uniform(&r) - 0.5);
+    float *tmp = dnew(h, n);
+    if (bf16) {
+        cuda_to_bf16(&ctx, (bf16 *)A, tmp, n);
+        cuda_to_bf16(&ctx, (bf16 *)B, tmp, n);
+    } else {
+        CUDA_CHECK(cudaMemcpy(A, tmp, n * sizeof(float), cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaMemcpy(B, tmp, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    const int reps = bf16 ? 10 : 3;
+    for (int it = 0; it < reps + 2; it++) {
+        if (it == 2) CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
+        if (bf16) gemm_bf16(&ctx, 0, 1, M, M, M, 1.0f, (const bf16 *)A, M, (const bf16 *)B, M, 0.0f, C, M);
+        else gemm_f32(&ctx, 0, 1, M, M, M, 1.0f, (const float *)A, M, (const float *)B, M, 0.0f, C, M);
+    }
+    CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    double rate = 2.0 * M * (double)M * M * reps / (ms * 1e-3);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(C);
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(tmp);
+    free(h);
+    cuda_ctx_free(&ctx);
+    return rate;
+}
+
+/* Model FLOPs of one micro-batch (forward + backward), PaLM / nanoGPT convention:
+ * 6 N_base + 12 L C T per token, with N_base the parameters of the plain GPT (not the
+ * hyper-connections, not the position embedding): MFU measures useful work, so a method's
+ * extra cost shows as lower MFU. */
+static double model_flops(const gpt_model *m, size_t tokens) {
+    double base = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!m->pinfo[i].aux && strcmp(m->pinfo[i].name, "transformer.wpe.weight") != 0) base += m->pinfo[i].numel;
+    return (6.0 * base + 12.0 * m->L * (double)m->C * m->T) * (double)tokens;
+}
+
+static void bench(int bf16_only) {
+    printf("[5] M preset timing (12 x 768, 12 heads, T 1024, B 8, n 4)\n");
+    double rate16 = gemm_rate(1), rate32 = bf16_only ? 0 : gemm_rate(0);
+    printf("  cuBLAS 8192^3 GEMM: bf16 %.1f TFLOP/s", rate16 / 1e12);
+    if (!bf16_only) printf(", fp32 %.1f TFLOP/s", rate32 / 1e12);
+    printf("\n");
+    static const char *const methods[] = {"rc", "mhc", "mhc_lite", "s2hc", NULL};
+    printf("  %-9s %-5s %3s %10s %12s %10s %7s %9s\n", "method", "prec", "n", "ms/step", "tokens/s", "vs rc", "MFU",
+           "GiB");
+    for (int prec = 1; prec >= (bf16_only ? 1 : 0); prec--) {
+        double t_rc = 0;
+        for (int k = 0; methods[k]; k++) {
+            const char *method = methods[k];
+            if (strcmp(method, "rc") && !hc_variant_find(method)) continue;
+            s2hc_config cfg;
+            config_defaults(&cfg);
+            preset_apply(&cfg, "M");
+            cfg.vocab = 256;
+            snprintf(cfg.method, sizeof cfg.method, "%s", method);
+            cfg.n_streams = strcmp(method, "rc") ? 4 : 1;
+            gpt_model m;
+            char err[512];
+            if (model_build(&m, &cfg, err, sizeof err) != 0) {
+                printf("  %-9s model_build failed: %s\n", method, err);
+                g_fail++;
+                continue;
+            }
+            model_init(&m, 1);
+            const int B = cfg.batch;
+            const size_t N = (size_t)B * m.T;
+            cuda_model *cm = cuda_model_create(&m, B, prec, err, sizeof err);
+            if (!cm) {
+                printf("  %-9s cuda_model_create failed: %s\n", method, err);
+                g_fail++;
+                model_free(&m);
+                continue;
+            }
+            int *inp = (int *)calloc_check(N, sizeof(int)), *tg = (int *)calloc_check(N, sizeof(int));
+            rng_t r;
+            rng_seed(&r, 8);
+            random_batch(&r, inp, tg, N, m.V);
+            double t0 = 0, loss = 0;
+            for (int it = 0; it < BENCH_WARMUP + BENCH_STEPS; it++) {
+                if (it == BENCH_WARMUP) {
+                    cuda_synchronize(cm);
+                    t0 = now_seconds();
+                }
+                cuda_zero_grad(cm);
+                loss = cuda_forward_backward(cm, inp, tg, 1.0f);
+                cuda_step(cm, 1e-4, cuda_grad_norm(cm), it + 1);
+            }
+            cuda_synchronize(cm);
+            double dt = (now_seconds() - t0) / BENCH_STEPS;
+            if (!strcmp(method, "rc")) t_rc = dt;
+            double mfu = model_flops(&m, N) / dt / (prec ? rate16 : rate32);
+            char vs[32] = "-";
+            if (strcmp(method, "rc") && t_rc > 0) snprintf(vs, sizeof vs, "%+.1f%%", 100.0 * (dt / t_rc - 1));
+            printf("  %-9s %-5s %3d %10.2f %12.0f %10s %6.1f%% %9.2f%s\n", method, prec ? "bf16" : "fp32",
+                   cfg.n_streams, dt * 1e3, (double)N / dt, vs, 100 * mfu,
+                   (double)cuda_model_bytes(cm) / (1 << 30), isfinite(loss) ? "" : "  (loss not finite!)");
+            if (!isfinite(loss)) g_fail++;
+            free(inp);
+            free(tg);
+            cuda_model_free(cm);
+            model_free(&m);
+        }
+    }
+}
+
+/* ---- main ----------------------------------------------------------------------------------------------- */
+
+static void usage(void) {
+    printf("usage: gpu_check [--verbose] [--no-bench] [--bench-bf16-only] [--only ops|hc|model|train|bench]\n"
+           "\n"
+           "Check the CUDA backend against the CPU reference and time the M preset.\n"
+           "Without a GPU it prints \"no GPU: compiled only\" and exits 0.\n"
+           "  --verbose          one line per compared tensor (default: failures and summaries)\n"
+           "  --no-bench         skip the M preset timing\n"
+           "  --bench-bf16-only  time bf16 only (the default times bf16 and fp32)\n"
+           "  --only PART        run one part\n"
+           "\n"
+           "example:\n"
+           "  tests/gpu/check.sh --no-bench\n");
+}
+
+int main(int argc, char **argv) {
+    int bench_on = 1, bf16_only = 0;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--verbose")) g_verbose = 1;
+        else if (!strcmp(argv[i], "--no-bench")) bench_on = 0;
+        else if (!strcmp(argv[i], "--bench-bf16-only")) bf16_only = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    char name[256];
+    int ngpu = cuda_available(name, sizeof name);
+    if (ngpu <= 0) {
+        printf("no GPU: compiled only (%s)\n", name);
+        return 0;
+    }
+    printf("gpu_check: %s, %d device(s); CPU reference with %d threads\n", name, ngpu, kernels_threads());
+    double t0 = now_seconds();
+#define PART(p) (!only || !strcmp(only, p))
+    if (PART("ops")) check_ops();
+    if (PART("hc")) check_hc();
+    if (PART("model")) check_models();
+    if (PART("train")) check_training();
+    if (bench_on && PART("bench")) bench(bf16_only);
+    printf("gpu_check: %d passed, %d failed (%.0f s)\n", g_pass, g_fail, now_seconds() - t0);
+    return g_fail ? 1 : 0;
+}
