@@ -198,42 +198,51 @@ int train_main(int argc, char **argv) {
     snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
     snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.h5", dir);
 
+    /* every resource, so that each early exit below frees what was taken */
+    data_loader loader;
+    data_shard val;
+    gpt_model model;
+    adamw_state opt;
+    h5log log;
+    char *yaml = NULL;
+    int *inputs = NULL, *targets = NULL;
+    int status = RUN_OK;
+    memset(&loader, 0, sizeof loader);
+    memset(&val, 0, sizeof val);
+    memset(&model, 0, sizeof model);
+    memset(&opt, 0, sizeof opt);
+    h5log_init(&log);
+
     /* data first: a missing corpus fails before anything is written */
     char train_path[1200], val_path[1200], err[1024];
     data_shard_path(train_path, sizeof train_path, cfg.data_dir, cfg.train_corpus, "train");
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
-    data_loader loader;
     if (loader_open(&loader, train_path, cfg.seed ^ 0xD1B54A32D192ED03ULL, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n  (key 'data.train' = '%s'; run `s2hc data prepare` first)\n", err,
                 cfg.train_corpus);
-        return RUN_FAILED;
+        { status = RUN_FAILED; goto out; }
     }
-    data_shard val;
     if (shard_open(&val, val_path, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
-        loader_close(&loader);
-        return RUN_FAILED;
+        status = RUN_FAILED;
+        goto out;
     }
     if (loader.shard.count < (uint64_t)cfg.block_size + 2) {
         fprintf(stderr, "s2hc: error: %s: %llu tokens, fewer than block_size + 2\n", train_path,
                 (unsigned long long)loader.shard.count);
-        return RUN_FAILED;
+        { status = RUN_FAILED; goto out; }
     }
 
-    gpt_model model;
     if (model_build(&model, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s: %s\n", cfg_path, err);
-        return RUN_USAGE;
+        { status = RUN_USAGE; goto out; }
     }
-    adamw_state opt;
     optim_init(&opt, &model);
     rng_t rng;
     rng_seed(&rng, cfg.seed);
     model_init(&model, cfg.seed);
-    char *yaml = config_to_yaml(&cfg);
+    yaml = config_to_yaml(&cfg);
 
-    h5log log;
-    h5log_init(&log);
     int start = 0;
     int have_run = file_exists(run_path), have_ckpt = file_exists(ckpt_path);
     if (force) {
@@ -245,7 +254,7 @@ int train_main(int argc, char **argv) {
         fprintf(stderr,
                 "s2hc: error: %s already holds a run; use --resume to continue it or --force to start over\n",
                 dir);
-        return RUN_USAGE;
+        { status = RUN_USAGE; goto out; }
     }
     if (resume && have_ckpt) {
         /* the config first (from the run file, saved with every checkpoint): a changed
@@ -256,7 +265,7 @@ int train_main(int argc, char **argv) {
             h5log_init(&log);
         }
         const char *stored_yaml = h5log_get_attr_str(&log, "/", "config");
-        if (stored_yaml && check_resume_config(stored_yaml, &cfg, yaml, run_path, cfg_path) != 0) return RUN_USAGE;
+        if (stored_yaml && check_resume_config(stored_yaml, &cfg, yaml, run_path, cfg_path) != 0) { status = RUN_USAGE; goto out; }
         ckpt_tensor *p = ckpt_views(&model, model.params), *mm = ckpt_views(&model, opt.m),
                     *vv = ckpt_views(&model, opt.v);
         ckpt_meta meta;
@@ -267,11 +276,11 @@ int train_main(int argc, char **argv) {
         free(vv);
         if (rc != 0) {
             fprintf(stderr, "s2hc: error: cannot resume: %s\n", err);
-            return RUN_FAILED;
+            { status = RUN_FAILED; goto out; }
         }
         rc = check_resume_config(meta.config_yaml, &cfg, yaml, ckpt_path, cfg_path);
         free((char *)meta.config_yaml);
-        if (rc != 0) return RUN_USAGE;
+        if (rc != 0) { status = RUN_USAGE; goto out; }
         start = (int)meta.step;
         rng.s = meta.rng;
         loader.rng = meta.loader_rng;
@@ -284,7 +293,7 @@ int train_main(int argc, char **argv) {
     }
     if (mkdir_p(dir) != 0) {
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
-        return RUN_FAILED;
+        { status = RUN_FAILED; goto out; }
     }
 
     /* run-file attributes */
@@ -310,7 +319,8 @@ int train_main(int argc, char **argv) {
     const int B = cfg.batch, T = cfg.block_size;
     const size_t N = (size_t)B * T;
     model_alloc_acts(&model, B);
-    int *inputs = malloc_check(N * sizeof(int)), *targets = malloc_check(N * sizeof(int));
+    inputs = malloc_check(N * sizeof(int));
+    targets = malloc_check(N * sizeof(int));
     int tty = isatty(STDOUT_FILENO) && !quiet;
 
     if (!quiet) {
@@ -322,7 +332,6 @@ int train_main(int argc, char **argv) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
-    int status = RUN_OK;
     double t_start = now_seconds(), last_loss = NAN;
     /* test hook: S2HC_FAULT_NAN_AT_STEP=k makes step k's loss NaN (the divergence path) */
     const char *fault = getenv("S2HC_FAULT_NAN_AT_STEP");
@@ -415,6 +424,7 @@ int train_main(int argc, char **argv) {
     if (status == RUN_OK && !quiet)
         printf("done: %d steps, final train loss %.4f, %s\n", cfg.steps, last_loss, run_path);
 
+out:
     free(inputs);
     free(targets);
     free(yaml);
