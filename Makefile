@@ -47,7 +47,7 @@ BIN := $(BUILD)/s2hc
 endif
 
 .SECONDARY:
-.PHONY: all deps test test-san clean data paper bench tests-build
+.PHONY: all deps test test-san clean data tests-build
 all: $(BIN)
 
 $(BIN): $(BUILD)/harness/main.o $(LIB_OBJ)
@@ -90,11 +90,6 @@ test-san:
 
 data: $(BIN)
 	$(BIN) data prepare
-
-paper: deps
-	@$(MAKE) --no-print-directory all
-	$(BIN) data prepare
-	$(BIN) train experiments/tiny.yaml
 
 clean:
 	rm -rf build build-san bin

@@ -5,8 +5,10 @@
 #include <unistd.h>
 #include "config.h"
 #include "data.h"
+#include "grid.h"
 #include "presets.h"
 #include "run.h"
+#include "../probes/probes.h"
 
 /* OpenBLAS 0.3.21 does not recognise some recent CPUs and silently falls back to SSE3
  * kernels (3-5x slower). OPENBLAS_CORETYPE fixes it, but only before the library loads,
@@ -34,7 +36,10 @@ static void usage(FILE *f) {
             "  data prepare         corpora from Debian packages -> token shards under data/\n"
             "  data list            which corpora are prepared\n"
             "  train CONFIG         train a model, write runs/<name>/run.h5 and ckpt.h5\n"
+            "  grid GRID.yaml       run an experiment grid (resumable, -j N, --slurm)\n"
             "  eval RUN_DIR         validation and out-of-domain perplexity of a run\n"
+            "  probe RUN_DIR        the end-of-training probe over validation sequences (/final)\n"
+            "  inspect RUN_DIR      residual matrices of a run, per layer, in the terminal\n"
             "  params               auxiliary parameter counts of every method against n\n"
             "  methods              the residual methods, one line each\n"
             "  config               every config key with its type, default and meaning (also: help config)\n"
@@ -62,6 +67,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "eval")) return eval_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "params")) return params_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "grid")) return grid_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "probe")) return probe_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inspect")) return inspect_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "methods")) return methods_main();
     if (!strcmp(cmd, "config")) { config_print_schema(stdout); return 0; }
     fprintf(stderr, "s2hc: error: unknown command '%s'\n\n", cmd);

@@ -21,6 +21,7 @@
 #include "../kernels/kernels.h"
 #include "checkpoint.h"
 #include "optim.h"
+#include "../probes/probes.h"
 #include "run.h"
 #include "util.h"
 
@@ -206,6 +207,7 @@ int train_main(int argc, char **argv) {
     h5log log;
     char *yaml = NULL;
     int *inputs = NULL, *targets = NULL;
+    probe_state *probe = NULL;
     int status = RUN_OK;
     memset(&loader, 0, sizeof loader);
     memset(&val, 0, sizeof val);
@@ -287,6 +289,7 @@ int train_main(int argc, char **argv) {
         opt.t = start;
         h5log_truncate_group(&log, "/train", "/train/step", start);
         h5log_truncate_group(&log, "/eval", "/eval/step", start);
+        h5log_truncate_group(&log, "/probe", "/probe/step", start);
         if (!quiet) printf("resuming %s from step %d\n", dir, start);
     } else if (resume && !quiet) {
         printf("no checkpoint in %s; starting from step 0\n", dir);
@@ -319,6 +322,9 @@ int train_main(int argc, char **argv) {
     const int B = cfg.batch, T = cfg.block_size;
     const size_t N = (size_t)B * T;
     model_alloc_acts(&model, B);
+    /* probes: residual matrices and streams on a fixed validation batch (not for rc) */
+    if (cfg.probe_every > 0 && model.variant) probe = probe_open(&model, &val, &log);
+    if (probe && start == 0) probe_step(probe, 0);
     inputs = malloc_check(N * sizeof(int));
     targets = malloc_check(N * sizeof(int));
     int tty = isatty(STDOUT_FILENO) && !quiet;
@@ -384,6 +390,7 @@ int train_main(int argc, char **argv) {
             progress_line(tty, step + 1, cfg.steps, loss, lr, gn, tps, eta);
 
         int last = step + 1 == cfg.steps;
+        if (probe && ((step + 1) % cfg.probe_every == 0 || last)) probe_step(probe, step + 1);
         if (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 && !last) {
             double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B);
             int es = h5log_series_add(&log, "/eval/step", H5LOG_I64, 0, NULL, "optimizer step of each eval row", "");
@@ -413,6 +420,12 @@ int train_main(int argc, char **argv) {
 
     if (status == RUN_OK) {
         eval_all(&model, &log, cfg.steps, !quiet);
+        if (model.variant && cfg.final_samples > 0) {
+            double tp = now_seconds();
+            if (!quiet) printf("final probe over %d validation sequences...\n", cfg.final_samples);
+            if (probe_final(&model, &val, cfg.final_samples, &log, cfg.steps) == 0 && !quiet)
+                printf("final probe done in %.1fs\n", now_seconds() - tp);
+        }
         char fin[32];
         iso_now(fin, sizeof fin);
         h5log_attr_str(&log, "/", "status", "finished");
@@ -425,6 +438,7 @@ int train_main(int argc, char **argv) {
         printf("done: %d steps, final train loss %.4f, %s\n", cfg.steps, last_loss, run_path);
 
 out:
+    if (probe) probe_close(probe);
     free(inputs);
     free(targets);
     free(yaml);

@@ -48,7 +48,8 @@ static void write_config(const char *path, const char *method, int n) {
             "train: {batch: 8, steps: 40, lr: 0.003, min_lr: 0.0003, warmup: 5, eval_every: 0, eval_batches: 2,\n"
             "        ckpt_every: 0, seed: 5, threads: 2}\n"
             "data: {dir: %s/data, train: synth, ood: []}\n"
-            "run: {out: %s/runs}\n",
+            "run: {out: %s/runs}\n"
+            "probe: {every: 20, final_samples: 8}\n",
             method, n, tmp, tmp);
     fclose(f);
 }

@@ -10,6 +10,7 @@ residual: {method: identity, n_streams: 4}
 train: {batch: 4, steps: 30, warmup: 3, lr: 0.003, min_lr: 0.0003, eval_every: 10, eval_batches: 2, ckpt_every: 10}
 data: {dir: $TMP/data, train: synth, ood: [synth]}
 run: {name: tour, out: $TMP/runs}
+probe: {every: 10, final_samples: 8}
 YAML
 expect_status 0 "train runs" -- "$S2HC" train "$TMP/t.yaml"
 expect_out "step +30/30" "progress shows the step"
