@@ -9,6 +9,8 @@
 #include "presets.h"
 #include "run.h"
 #include "../probes/probes.h"
+#include "../analysis/analysis.h"
+#include "bench.h"
 
 /* OpenBLAS 0.3.21 does not recognise some recent CPUs and silently falls back to SSE3
  * kernels (3-5x slower). OPENBLAS_CORETYPE fixes it, but only before the library loads,
@@ -40,6 +42,9 @@ static void usage(FILE *f) {
             "  eval RUN_DIR         validation and out-of-domain perplexity of a run\n"
             "  probe RUN_DIR        the end-of-training probe over validation sequences (/final)\n"
             "  inspect RUN_DIR      residual matrices of a run, per layer, in the terminal\n"
+            "  analyze RUNS... -o D plot data and tables from run files (for the report)\n"
+            "  report RUNS... -o D  the HTML report: every figure and table, the paper's numbers beside ours\n"
+            "  bench                speed against the machine's limit (tokens/s, MFU, overheads)\n"
             "  params               auxiliary parameter counts of every method against n\n"
             "  methods              the residual methods, one line each\n"
             "  config               every config key with its type, default and meaning (also: help config)\n"
@@ -68,6 +73,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "params")) return params_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "grid")) return grid_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "analyze")) return analyze_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return report_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return bench_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "probe")) return probe_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return inspect_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "methods")) return methods_main();
