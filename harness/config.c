@@ -136,7 +136,7 @@ static const cfg_key cfg_keys[] = {
 
     /* probe */
     KINT("probe.every", probe_every, "100", 0, INT_MAX, "steps between probes of H_res and the streams; 0 = off"),
-    KINT("probe.final_samples", final_samples, "256", 1, 1000000, "validation sequences for the final probe"),
+    KINT("probe.final_samples", final_samples, "256", 0, 1000000, "validation sequences for the final probe (0 = off)"),
 };
 #define N_KEYS ((int)(sizeof cfg_keys / sizeof cfg_keys[0]))
 

@@ -285,7 +285,11 @@ static void print_layer(const run_view *v, int l, const out_style *st) {
     for (int k = 0; k < n * n; k++)
         if (fabs(H[k]) > scale) scale = fabs(H[k]);
     printf("          ");
-    for (int j = 0; j < n; j++) printf("   in %-3d", j);
+    for (int j = 0; j < n; j++) {
+        char lab[16];
+        snprintf(lab, sizeof lab, "in %d", j);
+        printf(" %8s", lab);
+    }
     printf(" | row sum%s\n", st->color ? "" : (st->unicode ? "   heat map" : ""));
     for (int i = 0; i < n; i++) {
         printf("  out %-3d ", i);
@@ -323,6 +327,23 @@ static void print_layer(const run_view *v, int l, const out_style *st) {
                "\u2591\u2591 >= 0.15\n", scale);
 }
 
+/* One line on the Jacobian estimates of /final, if the view is of /final. */
+static void print_jacobian(const run_view *v) {
+    const h5log_series *j = find(&v->log, "/final/jacobian_norm"), *jr = find(&v->log, "/final/jacobian_norm_residual");
+    if (!j || !jr || !v->is_final || j->row_rank != 1) return;
+    size_t S = j->row_dims[0];
+    double sj = 0, sr = 0, mj = 0, mr = 0;
+    for (size_t k = 0; k < S; k++) {
+        double a = value_at(j, k), b = value_at(jr, k);
+        sj += a;
+        sr += b;
+        mj = fmax(mj, a);
+        mr = fmax(mr, b);
+    }
+    printf("Jacobian ||d X_final / d X_0||_2 over %zu sequences: full network mean %.4f max %.4f; residual path only "
+           "mean %.4f max %.4f\n", S, sj / S, mj, sr / S, mr);
+}
+
 static void print_summary_header(const out_style *st) {
     if (st->csv)
         printf("run,method,step,layer,block,kind,diag_mean,offdiag_max,sv_max,sv_min,dev_sv_max,dev_sv_min,"
@@ -342,6 +363,7 @@ static void print_summary(const run_view *v, const out_style *st) {
             printf("no hyper-connection frame (method %s, n = 1): no residual matrices; stream RMS entering each "
                    "sublayer:\n", v->method);
             for (int l = 0; l <= v->Lh; l++) printf("  sublayer %2d  %.4f%s\n", l, v->rms[l], l == v->Lh ? "  (final)" : "");
+            print_jacobian(v);
             return;
         }
         printf("%5s %5s %4s  %7s %7s  %7s %7s  %7s %7s  %9s %9s  %6s %6s  %6s  %7s\n", "layer", "block", "kind", "diag",
@@ -367,22 +389,7 @@ static void print_summary(const run_view *v, const out_style *st) {
                    v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], 100 * v->dfrac[l], v->rms[l]);
     }
     if (!st->csv) {
-        const h5log_series *j = find(&v->log, "/final/jacobian_norm"), *jr = find(&v->log, "/final/jacobian_norm_residual");
-        if (j && jr && v->is_final) {
-            double a[1], b[1];
-            size_t S = j->row_dims[0];
-            double sj = 0, sr = 0, mj = 0, mr = 0;
-            for (size_t k = 0; k < S; k++) {
-                a[0] = value_at(j, k);
-                b[0] = value_at(jr, k);
-                sj += a[0];
-                sr += b[0];
-                mj = fmax(mj, a[0]);
-                mr = fmax(mr, b[0]);
-            }
-            printf("Jacobian ||d X_final / d X_0||_2 over %zu sequences: full network mean %.4f max %.4f; residual "
-                   "path only mean %.4f max %.4f\n", S, sj / S, mj, sr / S, mr);
-        }
+        print_jacobian(v);
         printf("columns: diag = mean diagonal entry; sv / dev = singular values of H_res and H_res - J; col/row dev = "
                "max per-token |sum - 1|; cos X / cos HX = stream cosine similarity before / after mixing; diag%% = "
                "per-token matrices with every row maximum on the diagonal\n");

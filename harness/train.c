@@ -322,8 +322,9 @@ int train_main(int argc, char **argv) {
     const int B = cfg.batch, T = cfg.block_size;
     const size_t N = (size_t)B * T;
     model_alloc_acts(&model, B);
-    /* probes: residual matrices and streams on a fixed validation batch (not for rc) */
-    if (cfg.probe_every > 0 && model.variant) probe = probe_open(&model, &val, &log);
+    /* probes: residual matrices and streams on a fixed validation batch (rc: stream RMS and
+       the Jacobian baseline only) */
+    if (cfg.probe_every > 0) probe = probe_open(&model, &val, &log);
     if (probe && start == 0) probe_step(probe, 0);
     inputs = malloc_check(N * sizeof(int));
     targets = malloc_check(N * sizeof(int));
@@ -420,7 +421,7 @@ int train_main(int argc, char **argv) {
 
     if (status == RUN_OK) {
         eval_all(&model, &log, cfg.steps, !quiet);
-        if (model.variant && cfg.final_samples > 0) {
+        if (cfg.final_samples > 0) {
             double tp = now_seconds();
             if (!quiet) printf("final probe over %d validation sequences...\n", cfg.final_samples);
             if (probe_final(&model, &val, cfg.final_samples, &log, cfg.steps) == 0 && !quiet)
@@ -436,6 +437,10 @@ int train_main(int argc, char **argv) {
     if (h5log_save(&log, run_path) != 0) status = RUN_FAILED;
     if (status == RUN_OK && !quiet)
         printf("done: %d steps, final train loss %.4f, %s\n", cfg.steps, last_loss, run_path);
+    if (probe && !quiet && status == RUN_OK) {
+        double frac, ps = probe_session_seconds(probe, &frac);
+        printf("probes: %.1f s, %.2f%% of the wall time (probe.every = %d)\n", ps, 100 * frac, cfg.probe_every);
+    }
 
 out:
     if (probe) probe_close(probe);

@@ -68,6 +68,7 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
     const int Sj = S < PROBE_JAC_SEQS ? S : PROBE_JAC_SEQS;
     const size_t Sk = Ss * K;
     real saved_loss = m->mean_loss;
+    double t_jac = 0;
 
     uint64_t *win = malloc_check(Ss * sizeof(uint64_t));
     uint64_t *bw = malloc_check((size_t)B * sizeof(uint64_t));
@@ -159,6 +160,7 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
             for (size_t i = 0; i < nn; i++) ct[i] /= T;
         }
         if (s0 < Sj) { /* the Jacobian of this batch's sequences (overwrites the activations) */
+            double tj = now_seconds();
             memcpy(X0, model_streams(m, 0), (size_t)B * T * n * C * sizeof(real));
             int it1 = probe_jacobian_norm(m, X0, 1, PROBE_JAC_ITERS, PROBE_JAC_TOL, sig);
             for (int b = 0; b < nb && s0 + b < Sj; b++) {
@@ -170,6 +172,7 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
                 jac_res[s0 + b] = sig[b];
                 jac_it[(s0 + b) * 2 + 1] = it0;
             }
+            t_jac += now_seconds() - tj;
         }
     }
 
@@ -181,14 +184,16 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
         "[S, Lh+1] per sequence, RMS of the residual streams entering sublayer l (l = Lh: the final streams)");
     put(log, "/final/jacobian_norm", H5LOG_F64, 1, (size_t)Sj, 0, 0, 0, jac,
         "[Sj] per sequence (the first Sj of the S), spectral norm of d(final streams)/d(initial streams) over the "
-        "whole sequence (T*n*C inputs and outputs), full network (branches on): power iteration on J^T J with the "
-        "exact VJP and a central-difference JVP; the value is ||J^T u|| for the last unit u, a lower bound that "
-        "converges to ||J||_2");
+        "whole sequence (T*n*C inputs and outputs), full network (branches on). Restarted Lanczos on J^T J (JVP by "
+        "central differences, exact VJP); the value is the largest exact read-out ||J^T g|| / ||g||, a lower bound "
+        "that converges to ||J||_2 (docs/probes.md)");
     put(log, "/final/jacobian_norm_residual", H5LOG_F64, 1, (size_t)Sj, 0, 0, 0, jac_res,
-        "[Sj] as jacobian_norm with every sublayer output set to 0 (branches off): the linear residual path "
-        "H_res with its dynamic, state-dependent coefficients");
+        "[Sj] as jacobian_norm with every sublayer output set to 0 (branches off): the residual path H_res with "
+        "its dynamic, state-dependent coefficients; tokens are then independent and the value is the largest "
+        "token's norm");
     put(log, "/final/jacobian_iters", H5LOG_I64, 2, (size_t)Sj, 2, 0, 0, jac_it,
-        "[Sj, 2] power iterations used for jacobian_norm and jacobian_norm_residual (per batch of sequences)");
+        "[Sj, 2] products J^T J v used for jacobian_norm and jacobian_norm_residual (per batch of sequences; "
+        "the attribute /final@jacobian_max_iters is the cap)");
     if (hc) {
         double *Hm = malloc_check(L * nn * sizeof(double)), *svm = malloc_check(L * n * sizeof(double)),
                *devm = malloc_check(L * n * sizeof(double)), *edges = malloc_check((PROBE_HIST_BINS + 1) * sizeof(double));
@@ -294,6 +299,7 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
                        "method rc has no hyper-connection frame (n = 1): no residual-matrix statistics are recorded, "
                        "only the windows, the stream RMS and the Jacobian norms");
     h5log_attr_num(log, "/final", "seconds", now_seconds() - t_start);
+    h5log_attr_num(log, "/final", "seconds_jacobian", t_jac);
 
     probe_acc_free(&glob);
     probe_acc_free(&seq);

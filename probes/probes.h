@@ -13,8 +13,9 @@
  *   similarity.c  mean pairwise cosine similarity of the streams before/after mixing
  *   composite.c   products of H_res over depth, their column sums and cumulative spectral
  *                 norms, and the end-of-training probe (probe_final)
- *   jacobian.c    the spectral norm of d(final streams)/d(initial streams) by power iteration
- *                 on JᵀJ (exact VJP, central-difference JVP), with and without the branches
+ *   jacobian.c    the spectral norm of d(final streams)/d(initial streams) by restarted
+ *                 Lanczos on JᵀJ with an exact read-out (exact VJP, central-difference
+ *                 JVP), with and without the branches
  *   harness/inspect.c   `s2hc inspect` and `s2hc probe`
  */
 #ifndef S2HC_PROBES_H
@@ -30,13 +31,13 @@
 /* Tokens per sequence kept as raw per-token matrices in /final/H_res_tokens. */
 #define PROBE_TOKENS_PER_SEQ 4
 /* Sequences on which /final estimates the Jacobian norm (the first ones of the S). */
-#define PROBE_JAC_SEQS 64
+#define PROBE_JAC_SEQS 8
 /* The Jacobian norm (jacobian.c): restarted Lanczos on JᵀJ, PROBE_JAC_BASIS Krylov vectors
- * per cycle, at most PROBE_JAC_ITERS products J^T J v in all, stopped earlier when every
- * sequence's exact read-out changed by less than PROBE_JAC_TOL (relative) between cycles. */
+ * per cycle, at most PROBE_JAC_ITERS products J^T J v in all, stopped earlier when no
+ * sequence's value changed by more than PROBE_JAC_TOL (relative) between cycles. */
 #define PROBE_JAC_BASIS 8
 #define PROBE_JAC_ITERS 60
-#define PROBE_JAC_TOL 1e-6
+#define PROBE_JAC_TOL 1e-4
 /* Central-difference step of the JVP, relative: h = PROBE_JAC_DELTA · ||X0_blk|| for a
  * unit vector. */
 #ifndef PROBE_JAC_DELTA
@@ -63,14 +64,17 @@ typedef struct probe_state probe_state;
 probe_state *probe_open(gpt_model *m, const data_shard *val, h5log *log);
 /* Run a forward on the probe batch (with the model's activation buffer: call it after the
  * training step's backward) and append a row to every /probe series. Leaves parameters,
- * gradients and every RNG untouched. */
+ * gradients and every RNG untouched. A NULL p does nothing. */
 void probe_step(probe_state *p, int step);
 /* The /final group over `samples` validation sequences (evenly spaced windows; fewer if
  * the shard holds fewer), taken B = m->B at a time (8 if m has no activations yet), at
  * training step `step`. Replaces any previous /final. Leaves parameters and gradients as
  * they were. Returns 0, or -1 with a message on stderr (no full window in the shard). */
 int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, int step);
-void probe_close(probe_state *p);
+void probe_close(probe_state *p); /* NULL is fine */
+/* Seconds spent in probe_step since probe_open, and (if fraction is not NULL) that share of
+ * the wall time since probe_open: the probes' cost, also in /probe@time_fraction. 0 for NULL. */
+double probe_session_seconds(const probe_state *p, double *fraction);
 
 /* `s2hc inspect` and `s2hc probe` (harness/inspect.c); argv[0] is the command name.
  * Return the process exit status: 0 ok, 1 failure, 2 usage error. */
@@ -81,7 +85,8 @@ int probe_main(int argc, char **argv);
 
 /* spectra.c: singular values of the rows x cols matrix A (any size), descending, into
  * sv[min(rows, cols)], by one-sided Jacobi (Hestenes) in double. Returns the number of
- * sweeps, or -1 if it did not converge (sv still holds the last estimate). */
+ * sweeps, or -1 if it did not converge (sv still holds the last estimate) or A holds a
+ * NaN or infinity (sv is then all NaN). */
 int probe_svd(const double *A, int rows, int cols, double *sv);
 /* Largest singular value of an n x n matrix. */
 double probe_spectral_norm(const double *A, int n);

@@ -395,6 +395,7 @@ probe_state *probe_open(gpt_model *m, const data_shard *val, h5log *log) {
 }
 
 void probe_step(probe_state *p, int step) {
+    if (!p) return;
     double t0 = now_seconds();
     gpt_model *m = p->m;
     const int Lh = m->Lh, n = m->n;
@@ -476,6 +477,14 @@ void probe_step(probe_state *p, int step) {
     h5log_attr_num(log, "/probe", "calls", (double)p->calls);
     h5log_attr_num(log, "/probe", "seconds_per_call", p->seconds / (double)p->calls);
     if (t1 > p->t_open) h5log_attr_num(log, "/probe", "time_fraction", p->session / (t1 - p->t_open));
+}
+
+double probe_session_seconds(const probe_state *p, double *fraction) {
+    if (fraction) *fraction = 0;
+    if (!p) return 0;
+    double wall = now_seconds() - p->t_open;
+    if (fraction && wall > 0) *fraction = p->session / wall;
+    return p->session;
 }
 
 void probe_close(probe_state *p) {

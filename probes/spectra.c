@@ -25,6 +25,12 @@ static int cmp_desc(const void *a, const void *b) {
 
 int probe_svd(const double *A, int rows, int cols, double *sv) {
     /* work on the tall orientation: U is m x k with m >= k, stored column-major */
+    int k0 = rows < cols ? rows : cols;
+    for (size_t i = 0; i < (size_t)rows * cols; i++)
+        if (!isfinite(A[i])) { /* a diverged matrix: no singular values */
+            for (int j = 0; j < k0; j++) sv[j] = NAN;
+            return -1;
+        }
     int tall = rows >= cols;
     int m = tall ? rows : cols, k = tall ? cols : rows;
     double stack[SVD_STACK];

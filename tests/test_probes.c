@@ -205,6 +205,9 @@ static void test_svd(void) {
         /* (D - J) = D restricted to the zero-sum subspace: its sv are the sv of D but the top 1 */
         CHECK(dev[0] <= 1 + 1e-12, "doubly stochastic: deviation norm %g > 1", dev[0]);
     }
+    /* a diverged matrix gives NaN singular values, not a hang */
+    double bad[4] = {1, NAN, 0, 1}, sb[2];
+    CHECK(probe_svd(bad, 2, 2, sb) == -1 && isnan(sb[0]) && isnan(sb[1]), "NaN in, NaN out");
     /* J itself: sv (1, 0, ...), deviation all 0; I: sv all 1, deviation (1, ..., 1, 0) */
     for (int n = 2; n <= 8; n++) {
         double J[64], I[64], sv[8], dev[8];
@@ -650,7 +653,8 @@ static void test_identity_is_identity(void) {
         }
         for (int l = 0; l < Lh; l++) CHECK(cum[s * Lh + l] == 1.0, "cumulative norm 1");
         for (int i = 0; i < n; i++) CHECK(ccs[s * n + i] == 1.0, "composite column sums 1");
-        CHECK_CLOSE(jr[s], 1.0, 1e-6, 0, "Jacobian of the residual path of identity = 1 (sequence %d)", s);
+        if (s < PROBE_JAC_SEQS)
+            CHECK_CLOSE(jr[s], 1.0, 1e-6, 0, "Jacobian of the residual path of identity = 1 (sequence %d)", s);
     }
     const h5log_series *tk = series(&log, "/final/H_res_tokens");
     CHECK(tk && tk->rows == 1 && tk->row_dims[0] == (size_t)S * PROBE_TOKENS_PER_SEQ, "token subsample rows");
@@ -735,7 +739,7 @@ static void test_run_file_round_trip(void) {
             CHECK(!memcmp(a->data, b->data, a->rows * a->row_elems * es), "%s: data changed", a->path);
         CHECK(!strcmp(a->description, b->description) && a->description[0], "%s: description", a->path);
     }
-    CHECK(probes >= 17 && finals >= 25, "every probe dataset present (%d /probe, %d /final)", probes, finals);
+    CHECK(probes == 17 && finals == 31, "every probe dataset present (%d /probe, %d /final)", probes, finals);
     const h5log_series *hm = series(&back, "/probe/H_res_mean");
     CHECK(hm && hm->rows == 3 && hm->row_rank == 3 && hm->row_dims[0] == 2 && hm->row_dims[1] == 3, "H_res_mean [3, 2, 3, 3]");
     CHECK(strstr(hm->description, "X_next = H_res . X") != NULL, "the convention is stated");
@@ -774,14 +778,20 @@ static void jacobian_vs_explicit(const char *method, int n, int branches) {
     real *G0 = malloc_check(m.n_params * sizeof(real));
     memcpy(G0, m.grads, m.n_params * sizeof(real));
     double est;
-    int it = probe_jacobian_norm(&m, X0, branches, PROBE_JAC_ITERS, PROBE_JAC_TOL, &est);
+    /* the production settings first: within their tolerance */
+    double est0;
+    int it0 = probe_jacobian_norm(&m, X0, branches, PROBE_JAC_ITERS, PROBE_JAC_TOL, &est0);
+    CHECK_CLOSE(est0, sv[0], 0, 5 * PROBE_JAC_TOL, "%s n=%d branches=%d: default settings (%d products)", method, n,
+                branches, it0);
+    CHECK(it0 <= PROBE_JAC_ITERS, "at most %d products", PROBE_JAC_ITERS);
+    int it = probe_jacobian_norm(&m, X0, branches, 300, 1e-8, &est);
     CHECK_CLOSE(est, sv[0], 0, 1e-5, "%s n=%d branches=%d: estimate vs exact top singular value (second %.7f, "
                 "%d products)", method, n, branches, sv[1], it);
     CHECK(est <= sv[0] * (1 + 1e-5), "the estimate is a lower bound (%g vs %g)", est, sv[0]);
     CHECK(!memcmp(G0, m.grads, m.n_params * sizeof(real)), "gradients restored");
     if (T_VERBOSE_ON())
-        fprintf(stderr, "  %s n=%d branches=%d: |J| = %.7f (next %.7f), estimate %.7f in %d iterations\n", method, n,
-                branches, sv[0], sv[1], est, it);
+        fprintf(stderr, "  %s n=%d branches=%d: |J| = %.7f (next %.7f), estimate %.7f in %d products (default: %.7f "
+                "in %d)\n", method, n, branches, sv[0], sv[1], est, it, est0, it0);
     free(G0);
     free(sv);
     free(sv2);

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Probes from the shell: train with probes, look at them with `s2hc inspect`, rerun the
+# final probe with `s2hc probe`, and check the run file's /probe and /final groups.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+make_synth_data "$TMP/data"
+conf() { # conf NAME METHOD N
+  cat > "$TMP/$1.yaml" <<YAML
+model: {n_layer: 1, n_head: 2, n_embd: 16, block_size: 16}
+residual: {method: $2, n_streams: $3}
+train: {batch: 4, steps: 20, warmup: 2, lr: 0.003, min_lr: 0.0003, eval_every: 0, eval_batches: 1, ckpt_every: 0}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: $1, out: $TMP/runs}
+probe: {every: 10, final_samples: 8}
+YAML
+}
+conf pm mhc 4
+conf ps s2hc 4
+conf pr rc 1
+expect_status 0 "inspect --help" -- "$S2HC" inspect --help
+expect_out "example" "inspect --help shows an example"
+expect_status 0 "probe --help" -- "$S2HC" probe --help
+expect_out "example" "probe --help shows an example"
+expect_status 0 "train mhc with probes" -- "$S2HC" train "$TMP/pm.yaml" --quiet
+expect_status 0 "train s2hc with probes" -- "$S2HC" train "$TMP/ps.yaml" --quiet
+expect_status 0 "train rc with probes" -- "$S2HC" train "$TMP/pr.yaml" --quiet
+if command -v h5dump >/dev/null; then
+  expect_status 0 "h5dump -H reads the probes" -- h5dump -H "$TMP/runs/pm/run.h5"
+  expect_out 'DATASET "H_res_mean"' "/probe/H_res_mean is there"
+  expect_out 'DATASET "composite"' "/final/composite is there"
+  expect_out 'DATASET "jacobian_norm_residual"' "/final/jacobian_norm_residual is there"
+  expect_status 0 "h5dump /probe/step" -- h5dump -d /probe/step "$TMP/runs/pm/run.h5"
+  expect_out '0, 10, 20' "probes at steps 0, 10 and 20"
+fi
+expect_status 0 "inspect: one line per sublayer" -- "$S2HC" inspect "$TMP/runs/pm"
+expect_out "probe at step 20" "the last probe by default"
+expect_out "^ +1 +0 +mlp" "a line for sublayer 1"
+expect_status 0 "inspect --layer" -- "$S2HC" inspect "$TMP/runs/pm" --layer 1 --step 10
+expect_out "row sum" "row sums"
+expect_out "col sum" "column sums"
+expect_out "singular values" "singular values"
+expect_out "deviation H_res - J" "deviation singular values"
+expect_out "cosine similarity" "stream cosine similarity"
+expect_out "heat map" "a heat map (plain, not a terminal)"
+grep -q $'\033\[' "$TMP/out" && fail "ANSI colours in a pipe" || ok "no ANSI colours in a pipe"
+expect_status 0 "inspect --color" -- "$S2HC" inspect "$TMP/runs/pm" --layer 0 --color
+grep -q $'\033\[48;5;' "$TMP/out" && ok "--color paints the cells" || fail "--color without ANSI backgrounds"
+expect_status 0 "inspect --csv" -- "$S2HC" inspect "$TMP/runs/pm" --csv
+expect_out "^run,method,step,layer,block,kind," "CSV header"
+[ "$(grep -c ',mhc,20,' "$TMP/out")" = 2 ] && ok "one CSV row per sublayer" || fail "CSV rows: $(cat "$TMP/out")"
+expect_status 0 "inspect --layer --csv" -- "$S2HC" inspect "$TMP/runs/pm" --layer 0 --csv
+expect_out "^run,method,step,layer,quantity,i,j,value$" "long CSV header"
+[ "$(grep -c ',H_res,' "$TMP/out")" = 16 ] && ok "16 H_res entries" || fail "H_res entries in CSV"
+expect_status 0 "inspect --step final" -- "$S2HC" inspect "$TMP/runs/ps" --step final
+expect_out "final probe" "the final probe"
+expect_out "residual path only mean 1\.0000" "s2hc: the residual path does not amplify"
+expect_status 1 "inspect --step of a step never probed" -- "$S2HC" inspect "$TMP/runs/pm" --step 7
+expect_out "probed steps: 0 10 20" "lists the probed steps"
+expect_status 2 "inspect --layer out of range" -- "$S2HC" inspect "$TMP/runs/pm" --layer 9
+expect_out "sublayers 0\.\.1" "names the valid range"
+expect_status 1 "inspect a missing run" -- "$S2HC" inspect "$TMP/runs/nope"
+expect_status 2 "two runs need --method-compare" -- "$S2HC" inspect "$TMP/runs/pm" "$TMP/runs/ps"
+expect_status 0 "--method-compare" -- "$S2HC" inspect --method-compare "$TMP/runs/pm" "$TMP/runs/ps" --layer 1
+expect_out "method mhc" "the first run"
+expect_out "method s2hc" "the second run"
+# rc: no residual matrices; s2hc probe still records the streams and the Jacobian norms
+expect_status 0 "s2hc probe on rc" -- "$S2HC" probe "$TMP/runs/pr" --samples 4
+expect_status 0 "inspect rc" -- "$S2HC" inspect "$TMP/runs/pr" --step final
+expect_out "no hyper-connection frame" "rc: says why there are no matrices"
+expect_out "residual path only mean 1\.0000" "rc: without the branches the map is the identity"
+expect_status 0 "s2hc probe --samples" -- "$S2HC" probe "$TMP/runs/pm" --samples 4
+expect_out "/final written" "probe reports the file"
+if command -v h5dump >/dev/null; then
+  expect_status 0 "h5dump /final/H_res" -- h5dump -H -d /final/H_res "$TMP/runs/pm/run.h5"
+  expect_out "\( 4, 2, 4, 4 \)" "/final/H_res is [S, Lh, n, n] with S = 4"
+fi
+ls "$TMP/runs/pm/"*.tmp >/dev/null 2>&1 && fail "temporary files left behind" || ok "no temporary files left"
+expect_status 1 "probe without a checkpoint" -- "$S2HC" probe "$TMP/runs/nope"
+finish probe_cli
