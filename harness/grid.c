@@ -399,8 +399,7 @@ static int parse_alts(gparse *P, const yaml_node_t *kn, const yaml_node_t *vn, g
         int all_scalar = 1;
         for (yaml_node_item_t *it = vn->data.sequence.items.start; it < vn->data.sequence.items.top; it++)
             if (yaml_document_get_node(P->d, *it)->type != YAML_SCALAR_NODE) all_scalar = 0;
-        from_seq = sweep || !is_list || !all_scalar || vn->data.sequence.items.top == vn->data.sequence.items.start;
-        if (is_list && !sweep && all_scalar) from_seq = 0;
+        from_seq = sweep || !is_list || !all_scalar;
     } else if (sweep) {
         gerr(P->g->path, LINE(vn), COL(vn), ax->key, "a sweep value must be a list of alternatives, e.g. [1, 2]");
         return 2;
@@ -538,12 +537,14 @@ static int parse_slurm(gparse *P, const yaml_node_t *m) {
     for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
         yaml_node_t *kn = yaml_document_get_node(P->d, pr->key), *vn = yaml_document_get_node(P->d, pr->value);
         int rc;
-        if (scalar_is(kn, "partition")) rc = parse_scalar_field(P, vn, "slurm.partition", s->partition, sizeof s->partition);
+        if (scalar_is(kn, "partition"))
+            rc = parse_scalar_field(P, vn, "slurm.partition", s->partition, sizeof s->partition);
         else if (scalar_is(kn, "time")) rc = parse_scalar_field(P, vn, "slurm.time", s->time, sizeof s->time);
         else if (scalar_is(kn, "mem")) rc = parse_scalar_field(P, vn, "slurm.mem", s->mem, sizeof s->mem);
         else if (scalar_is(kn, "gpus")) rc = parse_int_field(P, vn, "slurm.gpus", 0, 1024, &s->gpus);
         else if (scalar_is(kn, "cpus")) rc = parse_int_field(P, vn, "slurm.cpus", 0, 4096, &s->cpus);
-        else if (scalar_is(kn, "array_limit")) rc = parse_int_field(P, vn, "slurm.array_limit", 0, 100000, &s->array_limit);
+        else if (scalar_is(kn, "array_limit"))
+            rc = parse_int_field(P, vn, "slurm.array_limit", 0, 100000, &s->array_limit);
         else if (scalar_is(kn, "extra")) rc = parse_lines(P, vn, "slurm.extra", &s->extra, &s->nextra);
         else if (scalar_is(kn, "setup")) rc = parse_lines(P, vn, "slurm.setup", &s->setup, &s->nsetup);
         else {
@@ -574,8 +575,8 @@ static int check_template(const grid_spec *g) {
         if (strcmp(k, "preset") && strcmp(k, "index") && !config_key_known(k)) {
             char s[GRID_KEY];
             suggest_key(k, s, sizeof s);
-            gerr(g->path, g->name_line, g->name_col, k, "in name: not a config key%s%s%s", s[0] ? " (did you mean '" : "",
-                 s, s[0] ? "'?)" : "");
+            gerr(g->path, g->name_line, g->name_col, k, "in name: not a config key%s%s%s",
+                 s[0] ? " (did you mean '" : "", s, s[0] ? "'?)" : "");
             return 2;
         }
         p = e;
@@ -717,7 +718,8 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
             copy_str(g->base, sizeof g->base, base);
         }
         if (!file_exists(g->base)) {
-            gerr(g->path, base_line, base_col, NULL, "base: no such file '%s' (a path relative to the grid file)", base);
+            gerr(g->path, base_line, base_col, NULL, "base: no such file '%s' (a path relative to the grid file)",
+                 base);
             return 2;
         }
     }
@@ -835,7 +837,10 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
     }
     yaml_parser_delete(&p);
     fclose(f);
-    if (rc) return rc;
+    if (rc) {
+        grid_free(g);
+        return rc;
+    }
     if (out) copy_str(g->out, sizeof g->out, out);
     if (!g->out[0]) snprintf(g->out, sizeof g->out, "runs/%s", g->stem);
     if (!g->name_tmpl[0]) {
@@ -856,7 +861,9 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
         g->args = grow(g->args, g->nargs, sizeof *g->args);
         snprintf(g->args[g->nargs++], sizeof *g->args, "%s", pins[i]);
     }
-    return apply_pins(g, pins, npins);
+    rc = apply_pins(g, pins, npins);
+    if (rc) grid_free(g);
+    return rc;
 }
 
 static void block_free(grid_block *b) {
@@ -901,7 +908,8 @@ static int apply_kv(const grid_spec *g, s2hc_config *c, const grid_kv *kv) {
 static int match(const grid_match *m, const s2hc_config *c, const char *preset) {
     for (int k = 0; k < m->n; k++) {
         int any = 0;
-        for (int v = 0; v < m->keys[k].n && !any; v++) any = same_value(c, preset, m->keys[k].key, m->keys[k].vals[v].val);
+        for (int v = 0; v < m->keys[k].n && !any; v++)
+            any = same_value(c, preset, m->keys[k].key, m->keys[k].vals[v].val);
         if (!any) return 0;
     }
     return 1;
@@ -1008,7 +1016,8 @@ static int expand_block(const grid_spec *g, const s2hc_config *base, const grid_
         }
         if (resolve(g, base, &p)) { free(p.vals); return 2; }
         int excluded = 0;
-        for (int e = 0; include < 0 && e < g->nexclude && !excluded; e++) excluded = match(&g->exclude[e], &p.cfg, p.preset);
+        for (int e = 0; include < 0 && e < g->nexclude && !excluded; e++)
+            excluded = match(&g->exclude[e], &p.cfg, p.preset);
         if (excluded) { free(p.vals); continue; }
         p.index = *np;
         if (make_name(g, &p)) { free(p.vals); return 2; }
@@ -1143,8 +1152,10 @@ static int config_first_diff(const s2hc_config *run, const s2hc_config *grid, ch
             for (int i = 0; ignored_in_compare[i]; i++) ignored |= !strcmp(ignored_in_compare[i], key);
             if (!ignored) {
                 const char *cb = memchr(pb, ':', lb);
-                snprintf(diff, n, "%s: %.*s (stored run) vs %.*s (grid)", key, colon ? (int)(la - (size_t)(colon - pa) - 2) : 0,
-                         colon ? colon + 2 : "", cb ? (int)(lb - (size_t)(cb - pb) - 2) : 0, cb ? cb + 2 : "");
+                int va = colon ? (int)(la - (size_t)(colon - pa) - 2) : 0;
+                int vb = cb ? (int)(lb - (size_t)(cb - pb) - 2) : 0;
+                snprintf(diff, n, "%s: %.*s (stored run) vs %.*s (grid)", key, va, colon ? colon + 2 : "", vb,
+                         cb ? cb + 2 : "");
                 found = 1;
             }
         }
@@ -1483,8 +1494,13 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             break;
         case GS_RUNNING: snprintf(action, sizeof action, "skip: running elsewhere (locked)"); skip++; break;
         case GS_CHANGED:
-            if (force) { snprintf(action, sizeof action, "run from step 0 (--force; the config changed: %s)", st.diff); runs = 2; }
-            else { snprintf(action, sizeof action, "refuse: the config changed (%s); --force reruns it", st.diff); refuse++; }
+            if (force) {
+                snprintf(action, sizeof action, "run from step 0 (--force; the config changed: %s)", st.diff);
+                runs = 2;
+            } else {
+                snprintf(action, sizeof action, "refuse: the config changed (%s); --force reruns it", st.diff);
+                refuse++;
+            }
             break;
         case GS_PARTIAL:
         case GS_INTERRUPTED:
@@ -1501,8 +1517,10 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
         if (runs) {
             run_dir_path(&pts[i], "config.yaml", cfgp, sizeof cfgp);
             point_values_text(&pts[i], vals, sizeof vals);
+            int own = strstr(vals, "preset=") != NULL;
             printf("       s2hc train %s %s   # %s%s%s\n", cfgp, runs == 2 ? "--force" : "--resume",
-                   vals[0] ? vals : "the base config", pts[i].preset[0] ? ", preset " : "", pts[i].preset);
+                   vals[0] ? vals : "the base config", pts[i].preset[0] && !own ? "; preset " : "",
+                   own ? "" : pts[i].preset);
         }
     }
     printf("dry run: would run %d, skip %d, refuse %d; nothing was written\n", would, skip, refuse);
@@ -1615,11 +1633,14 @@ static int write_slurm(const grid_spec *g, int n, int submit) {
     fputs("/summary.txt\n", f);
     grid_command(f, g, exe, gpath, out);
     fputs(" --list > \"$summary\" || exit 1\n", f);
-    fputs("# the figures and tables, where this build has `s2hc report`\n"
+    fputs("# the figures and tables (OUT/report/index.html) where this build has `s2hc report`;\n"
+          "# a failure there is reported, the summary stands\n"
           "if \"$S2HC\" report --help >/dev/null 2>&1; then\n  \"$S2HC\" report ",
           f);
     shq(f, out);
-    fputs(" >> \"$summary\" 2>&1 || exit 1\nfi\n", f);
+    fputs(" -o ", f);
+    shq(f, out);
+    fputs("/report || echo \"report: s2hc report failed (exit $?)\"\nfi\n", f);
     fputs("echo \"report: $(tail -n 1 \"$summary\") (summary in $summary)\"\n", f);
     fclose(f);
     snprintf(path, sizeof path, "%s/report.sbatch", dir);
@@ -1630,7 +1651,9 @@ static int write_slurm(const grid_spec *g, int n, int submit) {
                "# SBATCH=/path/to/sbatch overrides the command.\nset -eu\ncd ",
             g->path);
     shq(f, cwd);
-    fputs("\nSBATCH=${SBATCH:-sbatch}\ndir=", f);
+    fputs("\n# s2hc sets these for itself (main.c); a task on another node picks its own\n"
+          "if [ -n \"${S2HC_NO_REEXEC:-}\" ]; then unset S2HC_NO_REEXEC OPENBLAS_CORETYPE; fi\n"
+          "SBATCH=${SBATCH:-sbatch}\ndir=", f);
     shq(f, dir);
     fputs("\narray=$(\"$SBATCH\" --parsable \"$dir/array.sbatch\")\narray=${array%%;*}\n"
           "report=$(\"$SBATCH\" --parsable --dependency=afterok:\"$array\" --kill-on-invalid-dep=yes "
@@ -1694,6 +1717,7 @@ typedef struct {
     int j, threads, force, tty;
     int *queue, nq, qi;
     int running, started, failed, elsewhere, refused;
+    int stopping;     /* a signal asked the runner to stop: children that die now were stopped */
     double wall_sum, t0, last_draw;
     int wall_n;
     char exe[PATH_MAX];
@@ -1709,10 +1733,19 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
     int done = count_state(r, GS_FINISHED);
     int failed = count_state(r, GS_FAILED) + count_state(r, GS_DIVERGED) + count_state(r, GS_CHANGED);
     int left = r->nq - r->qi;
-    char eta[32] = "?";
-    if (r->wall_n > 0) fmt_duration(r->wall_sum / r->wall_n * (left + r->running) / (r->j > 0 ? r->j : 1), eta, sizeof eta);
-    else if (left + r->running == 0) copy_str(eta, sizeof eta, "0s");
-    snprintf(buf, n, "%d/%d done, %d running, %d failed, %d left, ETA %s", done, r->n, r->running, failed, left, eta);
+    char eta[32] = "?", el[32];
+    if (r->wall_n > 0) {
+        /* each running point needs about the mean run time less what it has had */
+        double mean = r->wall_sum / r->wall_n, work = left * mean, now = now_seconds();
+        for (int i = 0; i < r->n; i++)
+            if (r->slot[i].pid > 0) work += fmax(0, mean - (now - r->slot[i].t_start));
+        fmt_duration(work / (r->j > 0 ? r->j : 1), eta, sizeof eta);
+    } else if (left + r->running == 0) {
+        copy_str(eta, sizeof eta, "0s");
+    }
+    fmt_duration(now_seconds() - r->t0, el, sizeof el);
+    snprintf(buf, n, "%d/%d done, %d running, %d failed, %d left, %s elapsed, ETA %s", done, r->n, r->running, failed,
+             left, el, eta);
 }
 
 static void draw(grid_runner *r) {
@@ -1896,7 +1929,8 @@ static void launch(grid_runner *r, int i) {
     s->state = GS_RUNNING;
     r->running++;
     r->started++;
-    if (sl->fresh) event(r, 0, "start   #%d %s (from step 0: --force, the config changed: %s)", p->index, p->name, s->diff);
+    if (sl->fresh)
+        event(r, 0, "start   #%d %s (from step 0: --force, the config changed: %s)", p->index, p->name, s->diff);
     else if (from > 0) event(r, 0, "resume  #%d %s at step %d/%d", p->index, p->name, from, p->cfg.steps);
     else event(r, 0, "start   #%d %s", p->index, p->name);
 }
@@ -1919,7 +1953,8 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
     grid_state state;
     if (code == RUN_OK) state = s->state == GS_FINISHED ? GS_FINISHED : GS_FAILED;
     else if (code == RUN_DIVERGED) state = GS_DIVERGED;
-    else if (code == RUN_INTERRUPTED || code == 128 + SIGINT || code == 128 + SIGTERM) state = GS_INTERRUPTED;
+    else if (code == RUN_INTERRUPTED || code == 128 + SIGINT || code == 128 + SIGTERM || r->stopping)
+        state = GS_INTERRUPTED;
     else if (code == RUN_USAGE && s->state == GS_CHANGED) state = GS_CHANGED;
     else state = GS_FAILED;
     double total = (isnan(before) ? 0 : before) + wall;
@@ -1969,7 +2004,7 @@ static int run_points(grid_runner *r) {
     int stopping = 0, killed = 0;
     for (;;) {
         if (g_grid_signal && !stopping) {
-            stopping = 1;
+            stopping = r->stopping = 1;
             event(r, 0, "signal %d: asking %d run%s to save and stop (again to kill)", (int)g_grid_signal, r->running,
                   r->running == 1 ? "" : "s");
             for (int i = 0; i < r->n; i++)
@@ -2091,13 +2126,15 @@ int grid_main(int argc, char **argv) {
     }
 
     /* threads per run and runs at a time: N x threads <= cores */
-    int cores = cores_available(), threads;
+    /* train.threads > 0 in the grid caps each run's threads */
+    int cores = cores_available(), cap = pts[0].cfg.threads, threads;
     if (job >= 0) { j = 1; threads = cores; }
     else if (j > 0) threads = cores / j > 0 ? cores / j : 1;
     else {
-        threads = pts[0].cfg.threads > 0 ? pts[0].cfg.threads : 1;
+        threads = cap > 0 ? cap : 1;
         j = cores / threads > 0 ? cores / threads : 1;
     }
+    if (cap > 0 && threads > cap) threads = cap;
 
     if (list || dry || slurm) {
         if (list) rc = list_points(&g, pts, n);
@@ -2148,15 +2185,16 @@ int grid_main(int argc, char **argv) {
     /* runs at a time: no more than there are points to run; their threads share the cores */
     if (job < 0 && r.nq > 0 && r.nq < j) {
         j = r.nq;
-        if (pts[0].cfg.threads == 0 || threads * j < cores) threads = cores / j > 0 ? cores / j : 1;
+        threads = cores / j > 0 ? cores / j : 1;
+        if (cap > 0 && threads > cap) threads = cap;
     }
     r.j = j;
     r.threads = threads;
     int total = job >= 0 ? 1 : n;
     printf("grid %s: %d point%s in %s: %d to run, %d finished, %d diverged, %d running elsewhere, %d refused;\n"
-           "  %d at a time, %d thread%s each (%d cores)\n",
+           "  %d at a time, %d thread%s each (%d core%s)\n",
            path, total, total == 1 ? "" : "s", g.out, r.nq, finished, diverged, busy, refused, j, threads,
-           threads == 1 ? "" : "s", cores);
+           threads == 1 ? "" : "s", cores, cores == 1 ? "" : "s");
     for (int i = 0; i < n; i++) {
         if ((job >= 0 && i != job) || r.st[i].state != GS_CHANGED || force) continue;
         char dir[CFG_PATH + CFG_STR + 2];

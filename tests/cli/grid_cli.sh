@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# grid_cli.sh: `s2hc grid` end to end on a small corpus the test makes: --list, --dry-run,
+# a bad key, a real 3-point grid with -j 2, resume after the runner is killed mid-grid
+# (no point lost, none repeated, finished runs untouched), two runners at once (locks),
+# a failing point, a changed config refused and --force, --job, and the Slurm scripts
+# (submit.sh checked against a stand-in sbatch).
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+
+# ---- data: `s2hc data import` when this build has it, else the shard format by hand
+make_synth_data "$TMP/data" 2>/dev/null
+if [ ! -s "$TMP/data/synth/train.bin" ]; then
+  perl -e 'local $/; open F, "<", $ARGV[0] or die; $t = <F>; $k = int(length($t) * 0.9);
+    for (["train", substr($t, 0, $k)], ["val", substr($t, $k)]) {
+      open O, ">", "$ARGV[1]/$_->[0].bin" or die; binmode O;
+      print O pack("a8 V V V V Q<", "S2HCTOK", 1, 256, 1, 0, length($_->[1])), $_->[1]; close O }' \
+    "$TMP/data/synth/text" "$TMP/data/synth"
+fi
+[ -s "$TMP/data/synth/train.bin" ] && ok "synthetic corpus" || fail "no synthetic corpus"
+
+G=experiments/smoke.yaml
+D=(--set data.dir="$TMP/data" --set data.train=synth)
+OUT=$TMP/runs
+count() { grep -c -- "$1" "$2" 2>/dev/null || true; }
+mtime() { stat -c %Y.%y "$1" 2>/dev/null; }
+# the value of column $2 in the row of index.csv $1 whose name is $3
+csv_col() { awk -F, -v c="$2" -v n="$3" 'NR==1{for(i=1;i<=NF;i++) if($i==c) k=i} NR>1 && $2==n {print $k}' "$1"; }
+
+# ---- --list, --dry-run, --help, bad grids: nothing runs, nothing is written
+expect_status 0 "--list" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --list
+expect_out "index +name +state" "--list has a header"
+expect_out "^ +0 +identity-n4-s1337 +pending +0/20 +identity" "--list shows index, name, state, step and values"
+expect_out "^ +2 +rc-n1-s1337 +pending" "--list shows the include entry last"
+expect_out "3 points: 3 pending" "--list counts states"
+expect_status 0 "--dry-run" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --dry-run
+expect_out "would run 3, skip 0, refuse 0" "--dry-run says what would run"
+expect_out "s2hc train .*/identity-n4-s1337/config.yaml --resume" "--dry-run shows the command"
+[ ! -e "$OUT" ] && ok "--list and --dry-run write nothing" || fail "--list/--dry-run created $OUT"
+expect_status 0 "--help" -- "$S2HC" grid --help
+expect_out "example" "--help shows an example"
+printf 'base: %s/experiments/tiny.yaml\nsweep:\n  residual.method: [hc]\n  train.sead: [1, 2]\n' "$PWD" > "$TMP/typo.yaml"
+expect_status 2 "a typo in a swept key fails the grid" -- "$S2HC" grid "$TMP/typo.yaml" --out "$OUT"
+expect_out "typo.yaml:4:3: key 'train.sead': not a config key \(did you mean 'train.seed'\?\)" "the error names file, line, column and key"
+expect_status 2 "--job out of range" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --job 3
+expect_out "has 3 points" "--job range error"
+[ ! -e "$OUT" ] && ok "a bad grid writes nothing" || fail "a bad grid created $OUT"
+
+# ---- a real grid, -j 2
+expect_status 0 "the smoke grid runs with -j 2" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" -j 2
+expect_out "2 at a time, 1 thread each" "-j 2 on the cores: 1 thread per run"
+expect_out "3/3 finished, 0 failed" "every point finished"
+for n in identity-n4-s1337 s2hc-n4-s1337 rc-n1-s1337; do
+  [ -f "$OUT/$n/run.h5" ] && [ -f "$OUT/$n/train.log" ] && [ -f "$OUT/$n/config.yaml" ] && ok "$n: run.h5, train.log, config.yaml" || fail "$n: files missing"
+  [ "$(csv_col "$OUT/index.csv" state $n)" = finished ] && ok "$n finished in index.csv" || fail "$n not finished in index.csv"
+done
+grep -q "threads: 1" "$OUT/s2hc-n4-s1337/config.yaml" && ok "the child got train.threads 1" || fail "threads not set"
+head -n 1 "$OUT/index.csv" | grep -q "^point,name,run_dir,state,exit_code,step,steps,final_train_loss,val_loss,tokens_per_s,wall_s,residual.method" \
+  && ok "index.csv header" || fail "index.csv header: $(head -n 1 "$OUT/index.csv")"
+[ -n "$(csv_col "$OUT/index.csv" final_train_loss rc-n1-s1337)" ] && [ -n "$(csv_col "$OUT/index.csv" tokens_per_s rc-n1-s1337)" ] \
+  && ok "index.csv has losses and throughput" || fail "index.csv lacks numbers"
+ls "$OUT"/*.tmp "$OUT"/*/*.tmp >/dev/null 2>&1 && fail "temporary files left" || ok "no temporary files left"
+m0=$(mtime "$OUT/identity-n4-s1337/run.h5")
+expect_status 0 "a second run of a finished grid" -- "$S2HC" grid $G "${D[@]}" --out "$OUT"
+expect_out "0 to run, 3 finished" "finished points are skipped"
+[ "$(mtime "$OUT/identity-n4-s1337/run.h5")" = "$m0" ] && ok "finished run untouched" || fail "finished run rewritten"
+[ "$(count "^==== s2hc grid" "$OUT/identity-n4-s1337/train.log")" = 1 ] && ok "ran once" || fail "ran more than once"
+expect_status 0 "--job on a finished point" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --job 1
+expect_out "1/1 finished" "--job reports the one point"
+expect_status 0 "--list after the run" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --list
+expect_out "3 points: 3 finished" "--list reads the states"
+
+# ---- a changed config is refused; --force reruns it
+expect_status 3 "a changed config is refused (exit = 3 points)" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002
+expect_out "REFUSED #0 identity-n4-s1337: .*train.lr: 0.003 \(stored run\) vs 0.002 \(grid\).*--force" "the refusal names the key and --force"
+[ "$(mtime "$OUT/identity-n4-s1337/run.h5")" = "$m0" ] && ok "a refused run is untouched" || fail "refused run rewritten"
+expect_status 0 "--force --job 0 reruns one changed point" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --force --job 0
+expect_status 0 "--list" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --list
+expect_out "3 points: 1 finished, 2 changed" "one rerun, two still changed"
+
+# ---- kill the runner mid-grid, then resume: no point lost, none repeated
+K=$TMP/kill
+KS=(--set train.steps=400 --set train.ckpt_every=50 --set train.eval_every=200 --set probe.every=200 --set train.threads=1)
+"$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K" -j 1 > "$TMP/kill1.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do  # until point 0 finished and point 1 started (at most 2 minutes)
+  grep -q "state=finished" "$K/identity-n4-s1337/grid.status" 2>/dev/null && [ -s "$K/s2hc-n4-s1337/train.log" ] && break
+  sleep 0.1
+done
+sleep 0.3
+kill -TERM $pid; wait $pid; rc=$?
+[ "$rc" = 130 ] && ok "a runner stopped by SIGTERM exits 130" || fail "runner exit $rc after SIGTERM"
+grep -q "stopped #1 s2hc-n4-s1337 at step" "$TMP/kill1.out" && ok "the running point saved and stopped" || fail "no stop line: $(tail -n 3 "$TMP/kill1.out")"
+[ "$(csv_col "$K/index.csv" state s2hc-n4-s1337)" = interrupted ] && ok "index.csv: interrupted" || fail "state $(csv_col "$K/index.csv" state s2hc-n4-s1337)"
+[ "$(csv_col "$K/index.csv" exit_code s2hc-n4-s1337)" = 130 ] && ok "index.csv: exit code 130" || fail "exit code not 130"
+[ "$(csv_col "$K/index.csv" state rc-n1-s1337)" = pending ] && ok "the last point never started" || fail "rc state $(csv_col "$K/index.csv" state rc-n1-s1337)"
+stop_step=$(csv_col "$K/index.csv" step s2hc-n4-s1337)
+m0=$(mtime "$K/identity-n4-s1337/run.h5")
+expect_status 0 "the grid resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K" -j 1
+expect_out "resume  #1 s2hc-n4-s1337 at step $stop_step/400" "the interrupted point resumes from its checkpoint"
+expect_out "3/3 finished" "no point lost"
+[ "$(mtime "$K/identity-n4-s1337/run.h5")" = "$m0" ] && ok "the finished point untouched" || fail "finished point rewritten"
+[ "$(count "^==== s2hc grid" "$K/identity-n4-s1337/train.log")" = 1 ] && ok "point 0 ran once" || fail "point 0 repeated"
+[ "$(count "^==== s2hc grid" "$K/s2hc-n4-s1337/train.log")" = 2 ] && ok "point 1: one run, one resume" || fail "point 1 headers"
+[ "$(count "^==== s2hc grid" "$K/rc-n1-s1337/train.log")" = 1 ] && ok "point 2 ran once" || fail "point 2 headers"
+grep -q "resuming .* from step $stop_step" "$K/s2hc-n4-s1337/train.log" && ok "train resumed at the saved step" || fail "train did not resume"
+if command -v h5dump >/dev/null; then
+  h5dump -d /train/step -y -w 0 "$K/s2hc-n4-s1337/run.h5" | awk '/DATA \{/{f=1;next} f&&/}/{exit} f' | tr -s ', ' '\n\n' | grep '[0-9]' > "$TMP/steps"
+  [ "$(wc -l < "$TMP/steps")" = 400 ] && [ "$(sort -un "$TMP/steps" | wc -l)" = 400 ] && ok "the resumed run logged each of its 400 steps once" || fail "steps logged $(wc -l < "$TMP/steps") ($(sort -un "$TMP/steps" | wc -l) distinct)"
+fi
+w=$(csv_col "$K/index.csv" wall_s s2hc-n4-s1337)
+awk -v w="$w" 'BEGIN{exit !(w > 0)}' && ok "wall time adds up the runs" || fail "wall_s '$w'"
+
+# ---- a killed (SIGKILL) runner: its child saves and stops, the next runner resumes
+K2=$TMP/kill9
+"$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" -j 1 --job 0 > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [ -s "$K2/identity-n4-s1337/train.log" ] && break; sleep 0.1; done
+sleep 0.5
+kill -KILL $pid; wait $pid 2>/dev/null
+for _ in $(seq 1 600); do  # the orphan saves and exits; its lock goes with it
+  "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --list 2>/dev/null | grep -q "identity-n4-s1337 +running" || break
+  sleep 0.1
+done
+expect_status 0 "after SIGKILL of the runner, the point resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --job 0
+expect_out "1/1 finished" "the killed runner's point finished"
+
+# ---- two runners at once never run the same point (one lock per run directory)
+L=$TMP/locks
+LS=(--set train.steps=300 --set train.ckpt_every=150 --set train.threads=1)
+"$S2HC" grid $G "${D[@]}" "${LS[@]}" --out "$L" -j 1 > "$TMP/lockA.out" 2>&1 &
+pa=$!
+"$S2HC" grid $G "${D[@]}" "${LS[@]}" --out "$L" -j 1 > "$TMP/lockB.out" 2>&1 &
+pb=$!
+wait $pa; ra=$?
+wait $pb; rb=$?
+[ "$ra" = 0 ] && [ "$rb" = 0 ] && ok "both runners exit 0" || fail "runner exits $ra $rb"
+for n in identity-n4-s1337 s2hc-n4-s1337 rc-n1-s1337; do
+  [ "$(count "^==== s2hc grid" "$L/$n/train.log")" = 1 ] && ok "$n ran exactly once" || fail "$n ran $(count "^==== s2hc grid" "$L/$n/train.log") times"
+  [ "$(cat "$TMP/lockA.out" "$TMP/lockB.out" | grep -cE "(start|resume) +#[0-9] $n")" = 1 ] && ok "$n started by one runner" || fail "$n started twice"
+done
+cat "$TMP/lockA.out" "$TMP/lockB.out" | grep -q "running elsewhere" && ok "a runner skipped a locked point" || fail "no point was locked by the other runner"
+expect_status 0 "after both runners" -- "$S2HC" grid $G "${D[@]}" "${LS[@]}" --out "$L" --list
+expect_out "3 points: 3 finished" "every point finished once"
+
+# ---- a failing point is recorded; the others finish; the exit code counts it
+F=$TMP/fail
+printf 'base: %s/experiments/tiny.yaml\nset: {model.n_embd: 32, model.block_size: 32, train.batch: 4, train.steps: 10, train.warmup: 1, probe.final_samples: 4, data.ood: [], data.dir: "%s"}\nsweep:\n  data.train: [synth, nothere, synth2]\n  residual.method: [identity]\nname: "{data.train}"\n' \
+  "$PWD" "$TMP/data" > "$TMP/failing.yaml"
+cp -r "$TMP/data/synth" "$TMP/data/synth2"
+expect_status 1 "one failing point: exit code 1" -- "$S2HC" grid "$TMP/failing.yaml" --out "$F" -j 2
+expect_out "FAILED  #1 nothere \(exit 1\)" "the failure is reported"
+expect_out "data prepare" "the run's own error is shown"
+expect_out "2/3 finished, 1 failed" "the other points finished"
+[ "$(csv_col "$F/index.csv" state nothere)" = failed ] && [ "$(csv_col "$F/index.csv" exit_code nothere)" = 1 ] \
+  && ok "index.csv records the failure and its exit code" || fail "failure not in index.csv"
+[ "$(csv_col "$F/index.csv" state synth2)" = finished ] && ok "a point after the failure finished" || fail "synth2 not finished"
+expect_status 1 "a rerun retries the failed point only" -- "$S2HC" grid "$TMP/failing.yaml" --out "$F"
+expect_out "1 to run, 2 finished" "only the failed point reruns"
+
+# ---- Slurm scripts, and submit.sh against a stand-in sbatch
+S=$TMP/slurm
+expect_status 0 "--slurm writes the scripts" -- "$S2HC" grid $G "${D[@]}" --out "$S" --slurm
+A=$S/slurm/array.sbatch; R=$S/slurm/report.sbatch; U=$S/slurm/submit.sh
+grep -q '^#SBATCH --array=0-2%2$' "$A" && ok "array: --array=0-2%2" || fail "array line: $(grep array "$A")"
+grep -q '^#SBATCH --time=00:05:00$' "$A" && ok "array: --time from the slurm block" || fail "no --time"
+grep -q '^#SBATCH --cpus-per-task=1$' "$A" && ok "array: --cpus-per-task" || fail "no --cpus-per-task"
+grep -q "^#SBATCH --output=$S/slurm/%A_%a.out$" "$A" && ok "array: output per task" || fail "no --output"
+grep -q "grid '$PWD/experiments/smoke.yaml' --out '$S' --set 'data.dir=$TMP/data' --set 'data.train=synth' --job \"\$SLURM_ARRAY_TASK_ID\"" "$A" \
+  && ok "array: each task runs its point with the same --set" || fail "array command: $(tail -n 1 "$A")"
+grep -q -- '--kill-on-invalid-dep=yes' "$R" && grep -q -- "--list" "$R" && ok "report: --list, kill on invalid dependency" || fail "report script"
+grep -q -- '--dependency=afterok:"$array"' "$U" && grep -q -- '--parsable' "$U" && ok "submit.sh chains afterok" || fail "submit.sh"
+cat > "$TMP/fake-sbatch" <<'SH'
+#!/bin/sh
+n=$(( $(cat "$0.n" 2>/dev/null || echo 100) + 1 )); echo $n > "$0.n"
+echo "$*" >> "$0.log"; echo "$n;cluster"
+SH
+chmod +x "$TMP/fake-sbatch"
+expect_status 0 "submit.sh with a stand-in sbatch" -- env SBATCH="$TMP/fake-sbatch" sh "$U"
+expect_out "array job 101 \(3 tasks\), report job 102 \(afterok:101\)" "submit.sh reports both jobs"
+grep -q -- "--dependency=afterok:101 --kill-on-invalid-dep=yes .*report.sbatch" "$TMP/fake-sbatch.log" && ok "the report depends on the array's job id" || fail "$(cat "$TMP/fake-sbatch.log")"
+if [ -x "$A" ] && [ -x "$U" ]; then ok "scripts are executable"; else fail "scripts not executable"; fi
+finish grid_cli
