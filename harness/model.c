@@ -13,13 +13,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 #include "../kernels/kernels.h"
+#include "bench.h"
 #include "util.h"
 
 #define RMS_EPS 1e-6 /* RMSNorm of the streams before the coefficient projection */
+
+/* ---- per-op timing (the bench's breakdown, bench.h) ---------------------------------- */
+
+/* Off (NULL) unless the bench turns it on: each op boundary then costs one pointer test.
+ * prof_tick(cat) charges the wall and process CPU time since the previous tick to cat. */
+static double *prof_acc;
+static double prof_last, prof_last_cpu;
+void model_profile(double *acc) { prof_acc = acc; }
+static double prof_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static inline void prof_start(void) {
+    if (!prof_acc) return;
+    prof_last = now_seconds();
+    prof_last_cpu = prof_cpu_now();
+}
+static inline void prof_tick(int cat) {
+    if (!prof_acc) return;
+    double t = now_seconds(), c = prof_cpu_now();
+    prof_acc[cat] += t - prof_last;
+    prof_acc[PROF_N + cat] += c - prof_last_cpu;
+    prof_last = t;
+    prof_last_cpu = c;
+}
 
 /* ---- the parameter table ------------------------------------------------------------ */
 
@@ -235,16 +263,16 @@ void model_init(gpt_model *m, uint64_t seed) {
 
 /* Offsets of every activation inside m->acts, computed once per (config, B). */
 typedef struct {
-    size_t enc, streams, hc_xn, hc_rstd, hc_z, hc_pre, hc_post, hc_H, hc_cache, hc_u;
+    size_t enc, streams, hc_rstd, hc_z, hc_pre, hc_post, hc_H, hc_cache, hc_u;
     size_t ln, ln_mean, ln_rstd, qkv, att, atty, fch, fchg, f;
     size_t xsum, lnf, lnf_mean, lnf_rstd, logits, probs, losses, total;
     /* per-sublayer strides */
-    size_t s_streams, s_xn, s_rstd, s_z, s_pre, s_H, s_cache, s_u, s_ln, s_ln1, s_qkv, s_att, s_atty, s_fch, s_f;
+    size_t s_streams, s_rstd, s_z, s_pre, s_H, s_cache, s_u, s_ln, s_ln1, s_qkv, s_att, s_atty, s_fch, s_f;
 } act_layout;
 
 /* gradient scratch layout */
 typedef struct {
-    size_t dX0, dX1, dxn, dz, du, df, dcoef, dln, dqkv, datt, datty, dfch, dfchg, dxsum, dlnf, dlogits, total;
+    size_t dX0, dX1, hc_part, part_stride, dz, du, df, dln, dqkv, datt, datty, dfch, dfchg, dxsum, dlnf, dlogits, total;
 } grad_layout;
 
 static act_layout layout_acts(const gpt_model *m, int B) {
@@ -255,7 +283,6 @@ static act_layout layout_acts(const gpt_model *m, int B) {
     size_t K = hc ? (size_t)m->spec.K : 0, cs = hc ? (size_t)m->spec.cache : 0;
     size_t nr = hc ? (m->spec.norm == HC_NORM_STREAM ? n : 1) : 0;
     a.s_streams = N * n * C;
-    a.s_xn = hc ? N * n * C : 0;
     a.s_rstd = N * nr;
     a.s_z = N * K;
     a.s_pre = hc ? N * n : 0;
@@ -273,7 +300,6 @@ static act_layout layout_acts(const gpt_model *m, int B) {
 #define TAKE(field, size) do { a.field = o; o += (size); } while (0)
     TAKE(enc, N * C);
     TAKE(streams, (Lh + 1) * a.s_streams);
-    TAKE(hc_xn, Lh * a.s_xn);
     TAKE(hc_rstd, Lh * a.s_rstd);
     TAKE(hc_z, Lh * a.s_z);
     TAKE(hc_pre, Lh * a.s_pre);
@@ -312,11 +338,9 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
 #define TAKE(field, size) do { g.field = o; o += (size); } while (0)
     TAKE(dX0, N * n * C);
     TAKE(dX1, N * n * C);
-    TAKE(dxn, hc ? N * n * C : 0);
     TAKE(dz, N * K);
     TAKE(du, N * C);
     TAKE(df, N * C);
-    TAKE(dcoef, hc ? N * (2 * n + n * n) : 0);
     TAKE(dln, N * C);
     TAKE(dqkv, N * 3 * C);
     TAKE(datt, (size_t)B * NH * T * T);
@@ -326,6 +350,11 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
     TAKE(dxsum, N * C);
     TAKE(dlnf, N * C);
     TAKE(dlogits, N * m->V);
+    /* Last, so that no other offset depends on the thread count: the frame's per-thread
+     * scratch [W' | M | dtheta] (hc_scratch), one part per thread at allocation. */
+    size_t KD = !hc ? 0 : m->spec.norm == HC_NORM_FLAT ? K * n * C : K / n * C; /* Kr x D */
+    g.part_stride = hc ? (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 : 0;
+    TAKE(hc_part, g.part_stride * (size_t)kernels_threads());
 #undef TAKE
     g.total = o;
     return g;
@@ -348,9 +377,7 @@ void model_alloc_acts(gpt_model *m, int B) {
     size_t N = (size_t)B * m->T;
     m->inputs = calloc_check(N, sizeof(int));
     m->targets = calloc_check(N, sizeof(int));
-    int nth = kernels_threads();
-    size_t nt = m->variant ? (size_t)m->spec.n_theta : 0;
-    m->dtheta_thread = calloc_check((size_t)nth * nt + 1, sizeof(real));
+    m->dtheta_thread = calloc_check(1, sizeof(real)); /* unused: the partial sums live in grad_acts */
 }
 
 hc_acts model_hc_acts(const gpt_model *m, int l) {
@@ -358,7 +385,7 @@ hc_acts model_hc_acts(const gpt_model *m, int l) {
     real *A = m->acts;
     hc_acts h;
     h.X = A + a.streams + (size_t)l * a.s_streams;
-    h.xn = A + a.hc_xn + (size_t)l * a.s_xn;
+    h.xn = NULL; /* not kept: the frame folds the norm into the projection */
     h.rstd = A + a.hc_rstd + (size_t)l * a.s_rstd;
     h.z = A + a.hc_z + (size_t)l * a.s_z;
     h.pre = A + a.hc_pre + (size_t)l * a.s_pre;
@@ -395,184 +422,441 @@ void model_free(gpt_model *m) {
 
 /* ---- the hyper-connection frame --------------------------------------------------------- */
 
-/* x' = X / rms * (1 + g). Flat: one rms over the n*C values of a token. Per stream: one rms
- * per stream over C, gain shared by the streams. X, xn (N, n, C); rstd (N) or (N, n). */
-static void hc_norm_forward(const gpt_model *m, real *xn, real *rstd, const real *X, const real *g, size_t N) {
-    const int n = m->n, C = m->C;
-    const int flat = m->spec.norm == HC_NORM_FLAT;
-    const size_t D = flat ? (size_t)n * C : (size_t)C;
-    const size_t rows = flat ? N : N * n;
-#pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < rows; r++) {
-        const real *x = X + r * D;
-        real *y = xn + r * D;
-        double ss = 0;
-        for (size_t k = 0; k < D; k++) ss += (double)x[k] * x[k];
-        real rs = (real)(1.0 / sqrt(ss / (double)D + RMS_EPS));
-        rstd[r] = rs;
-        for (size_t k = 0; k < D; k++) y[k] = x[k] * rs * ((real)1 + g[k]);
+/* The frame in as few passes over the streams, and as few OpenMP regions, as it can
+ * (docs/performance.md):
+ *
+ *   The norm is folded into the projection: with r = 1/rms(x) and W' = W diag(1 + g),
+ *     z = (r x (1 + g)) W^T = r (x W'^T)
+ *   so x' is never formed. Its backward, with dz the gradient of z and D the norm width:
+ *     dx  = r dz W' - (r^2 / D)(dz . z) x
+ *     dW += M diag(1 + g),  dg += column sums of M * W,  where M = (r dz)^T X (K x D).
+ *
+ *   Each thread owns a contiguous range of tokens, the same in every pass, and walks it
+ *   in chunks of HC_CHUNK tokens: a single-threaded GEMM on the chunk (OpenBLAS runs one
+ *   thread inside an OpenMP region: these skinny products are faster that way), then
+ *   the per-token work on the same chunk while it is in cache. Each thread has its own
+ *   copy of W' and its own partial sums (M, dtheta), in the tail of grad_acts.
+ *
+ *   forward:  one region between two sublayers: write-back of sublayer l (X' = H X +
+ *             post f, and the rms of X') then, for the same tokens, sublayer l + 1's
+ *             coefficients (GEMM z = X' W'^T, z *= r, method forward, u = pre . X')
+ *   backward: one region per sublayer: per chunk, per token: dpost, dH, dpre (dots with
+ *             dY, X, f, du), method backward, dX = H^T dY + pre du - c X, dz *= r; then
+ *             dX += dz W' on the chunk and the previous sublayer's df = post . dX; the
+ *             thread's M += dz^T X; after a barrier dW, dg from the threads' M.
+ *
+ * The loops over channels use hc_vec, GCC's vector extension (64 bytes: 16 floats, or
+ * 8 doubles in the gradient-check build): accumulators stay in registers, and the lane of
+ * an element is fixed by its index, so a reduction never depends on alignment or
+ * threads. The arithmetic is a multiply then an add (no FMA contraction under -std=c11),
+ * exactly as in the scalar tails. Sums over threads (M, dtheta) are added in thread
+ * order: bit-identical for a given thread count. */
+
+#ifdef HC_TUNE /* the microbenchmark's knobs (docs/performance.md) */
+static size_t HC_CHUNK = 64, HC_CHUNK_M = 256;
+#else
+#define HC_CHUNK 64                  /* tokens per GEMM + per-token pass */
+#define HC_CHUNK_M 256               /* tokens per M = dz^T X product in the backward */
+#endif
+#define HC_CHUNK_W_MAX (256 * 1024)  /* larger W' (reals): one GEMM per thread (no re-packing) */
+#define HC_COL_BLOCK 64              /* columns per task of the dW, dg update */
+
+#pragma GCC diagnostic ignored "-Wpsabi" /* 64-byte vectors on a build without AVX-512: inlined */
+typedef real hc_vec __attribute__((vector_size(64)));
+#define HC_VL ((int)(64 / sizeof(real)))
+
+static inline hc_vec hc_load(const real *p) {
+    hc_vec v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void hc_store(real *p, hc_vec v) { memcpy(p, &v, sizeof v); }
+
+/* The lanes of v added as a fixed pairwise tree: lane l += lane l + w for w = VL/2 .. 1. */
+static inline real hc_vsum(hc_vec v) {
+#if REAL_IS_DOUBLE
+    typedef long long hc_ivec __attribute__((vector_size(64)));
+    v += __builtin_shuffle(v, (hc_ivec){4, 5, 6, 7, 0, 1, 2, 3});
+    v += __builtin_shuffle(v, (hc_ivec){2, 3, 0, 1, 6, 7, 4, 5});
+    v += __builtin_shuffle(v, (hc_ivec){1, 0, 3, 2, 5, 4, 7, 6});
+#else
+    typedef int hc_ivec __attribute__((vector_size(64)));
+    v += __builtin_shuffle(v, (hc_ivec){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+    v += __builtin_shuffle(v, (hc_ivec){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
+    v += __builtin_shuffle(v, (hc_ivec){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+    v += __builtin_shuffle(v, (hc_ivec){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+#endif
+    return v[0];
+}
+
+/* sum_k a[k] b[k], k < D */
+static inline real hc_dot(const real *a, const real *b, size_t D) {
+    hc_vec acc = {0};
+    size_t k = 0;
+    for (; k + HC_VL <= D; k += HC_VL) acc += hc_load(a + k) * hc_load(b + k);
+    real s = hc_vsum(acc);
+    for (; k < D; k++) s += a[k] * b[k];
+    return s;
+}
+
+/* y = w[0] x[0] + w[1] x[1] + ... + w[m-1] x[m-1] (in that order), rows x[i] = x0 + i*C,
+ * y and x of C values. */
+static inline void hc_combine(real *y, const real *w, const real *x0, int m, int C) {
+    int c = 0;
+    for (; c + HC_VL <= C; c += HC_VL) {
+        hc_vec v = w[0] * hc_load(x0 + c);
+        for (int i = 1; i < m; i++) v += w[i] * hc_load(x0 + (size_t)i * C + c);
+        hc_store(y + c, v);
+    }
+    for (; c < C; c++) {
+        real v = w[0] * x0[c];
+        for (int i = 1; i < m; i++) v += w[i] * x0[(size_t)i * C + c];
+        y[c] = v;
     }
 }
 
-/* Backward of hc_norm_forward: dX += ..., dg += ... (deterministic: dg by channel). */
-static void hc_norm_backward(const gpt_model *m, real *dX, real *dg, const real *dxn, const real *X,
-                             const real *rstd, const real *g, size_t N) {
-    const int n = m->n, C = m->C;
-    const int flat = m->spec.norm == HC_NORM_FLAT;
-    const size_t D = flat ? (size_t)n * C : (size_t)C;
-    const size_t rows = flat ? N : N * n;
-#pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < rows; r++) {
-        const real *x = X + r * D, *dy = dxn + r * D;
-        real *dx = dX + r * D;
-        real rs = rstd[r];
-        double dot = 0; /* sum_k dyhat_k * yhat_k, yhat = x * rs, dyhat = dy * (1 + g) */
-        for (size_t k = 0; k < D; k++) dot += (double)(dy[k] * ((real)1 + g[k])) * (x[k] * rs);
-        real c = (real)(dot / (double)D);
-        for (size_t k = 0; k < D; k++) dx[k] += rs * (dy[k] * ((real)1 + g[k]) - x[k] * rs * c);
-    }
-#pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < D; k++) {
-        double acc = 0;
-        for (size_t r = 0; r < rows; r++) acc += (double)dxn[r * D + k] * X[r * D + k] * rstd[r];
-        dg[k] += (real)acc;
-    }
+/* Norm rows of the streams: the flat norm has one row of n*C values per token; the
+ * per-stream norm one row of C values per (token, stream). */
+static inline int hc_rows_per_token(const gpt_model *m) { return m->spec.norm == HC_NORM_FLAT ? 1 : m->n; }
+
+static inline real hc_rstd_of(const real *x, size_t D) {
+    real ss = hc_dot(x, x, D);
+    return (real)(1.0 / sqrt((double)ss / (double)D + RMS_EPS));
 }
 
-/* Coefficients, read-out: z = x' W^T, per-token method math, u = sum_i pre[i] X[i]. */
-static void hc_frame_in(const gpt_model *m, int l, size_t N) {
+/* The frame's parameters of sublayer l. */
+typedef struct {
+    const real *g, *W, *theta;
+    real *dg, *dW, *dtheta;
+} hc_params;
+
+static hc_params hc_params_of(const gpt_model *m, int l) {
     block_index b = block_at(m, l / 2);
     int pi = b.hc_first[l % 2];
-    const real *g = P(m, pi), *W = P(m, pi + 1), *theta = P(m, pi + 2);
+    hc_params p = {P(m, pi), P(m, pi + 1), P(m, pi + 2), G(m, pi), G(m, pi + 1), G(m, pi + 2)};
+    return p;
+}
+
+/* Sizes of the frame's GEMMs: Kr outputs per norm row of D values. */
+typedef struct {
+    int n, C, K, rpt, Kr, nt;
+    size_t D, nC, KD;
+} hc_dims;
+
+static hc_dims hc_dims_of(const gpt_model *m) {
+    hc_dims d;
+    d.n = m->n;
+    d.C = m->C;
+    d.K = m->spec.K;
+    d.rpt = hc_rows_per_token(m);
+    d.Kr = d.K / d.rpt;
+    d.nt = m->spec.n_theta;
+    d.nC = (size_t)d.n * d.C;
+    d.D = d.nC / (size_t)d.rpt;
+    d.KD = (size_t)d.Kr * d.D;
+    return d;
+}
+
+/* Per-thread scratch in the tail of grad_acts: part p of `nparts` is [W' | M | dtheta]
+ * (Kr*D, Kr*D, n_theta reals) at base + p * stride. */
+typedef struct {
+    real *base;
+    int nparts;
+    size_t stride;
+} hc_scratch;
+
+/* The scratch allocated with the activations (layout_grads sizes it). */
+static hc_scratch hc_scratch_of(const gpt_model *m, const grad_layout *gl) {
+    hc_scratch s = {m->grad_acts + gl->hc_part, 0, gl->part_stride};
+    if (gl->part_stride) s.nparts = (int)((m->n_grad_acts - gl->hc_part) / gl->part_stride);
+    return s;
+}
+
+/* Threads for a frame region: at most the parts allocated (the thread count may have
+ * dropped since model_alloc_acts, never risen past it). */
+static int hc_threads(const hc_scratch *s) { return kernels_threads() < s->nparts ? kernels_threads() : s->nparts; }
+
+/* Tokens per chunk: HC_CHUNK, or the thread's whole range when W' is large (its packing
+ * would then cost more than the chunk's work). */
+static size_t hc_chunk(const hc_dims *d, size_t N) { return d->KD <= HC_CHUNK_W_MAX ? HC_CHUNK : N; }
+
+static inline int hc_tid(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static inline int hc_nthreads(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* This thread's token range [t0, t1): contiguous, the same in every frame region. */
+static inline void hc_range(size_t N, size_t *t0, size_t *t1) {
+    const size_t tid = (size_t)hc_tid(), nth = (size_t)hc_nthreads();
+    *t0 = N * tid / nth;
+    *t1 = N * (tid + 1) / nth;
+}
+
+/* W' = W diag(1 + g), (Kr, D), into this thread's copy. */
+static void hc_scaled_weight(real *restrict Wg, const hc_params *p, const hc_dims *d) {
+    for (int k = 0; k < d->Kr; k++) {
+        const real *w = p->W + (size_t)k * d->D;
+        real *o = Wg + (size_t)k * d->D;
+#pragma omp simd
+        for (size_t j = 0; j < d->D; j++) o[j] = w[j] * ((real)1 + p->g[j]);
+    }
+}
+
+/* Coefficients and read-out of sublayer l for tokens [t0, t1) (rstd in place):
+ * z = r (X W'^T), per-token method math, u = sum_i pre[i] X[i]. */
+static void hc_in_range(const gpt_model *m, int l, real *Wg, size_t t0, size_t t1, size_t N) {
+    hc_params p = hc_params_of(m, l);
     hc_acts h = model_hc_acts(m, l);
-    const int n = m->n, C = m->C, K = m->spec.K, cs = m->spec.cache;
-    hc_norm_forward(m, h.xn, h.rstd, h.X, g, N);
-    if (m->spec.norm == HC_NORM_FLAT)
-        matmul_forward(h.z, h.xn, W, NULL, N, n * C, K);
-    else
-        matmul_forward(h.z, h.xn, W, NULL, N * n, C, K / n);
-    const hc_spec *spec = &m->spec;
-#pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++) {
-        hc_forward(spec, theta, h.z + t * K, h.pre + t * n, h.post + t * n, h.H + t * n * n, h.cache + t * cs);
-        const real *X = h.X + t * n * C;
-        real *u = h.u + t * C;
-        for (int c = 0; c < C; c++) u[c] = 0;
-        for (int i = 0; i < n; i++) {
-            real p = h.pre[t * n + i];
-            const real *xi = X + (size_t)i * C;
-            for (int c = 0; c < C; c++) u[c] += p * xi[c];
+    hc_dims d = hc_dims_of(m);
+    const size_t chunk = hc_chunk(&d, N);
+    const int n = d.n, K = d.K, cs = m->spec.cache;
+    hc_scaled_weight(Wg, &p, &d);
+    for (size_t c0 = t0; c0 < t1; c0 += chunk) {
+        const size_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
+        matmul_forward(h.z + c0 * K, h.X + c0 * d.nC, Wg, NULL, (c1 - c0) * d.rpt, (int)d.D, d.Kr);
+        for (size_t t = c0; t < c1; t++) {
+            real *z = h.z + t * K;
+            for (int r = 0; r < d.rpt; r++) {
+                const real rs = h.rstd[t * d.rpt + r];
+                for (int k = 0; k < d.Kr; k++) z[r * d.Kr + k] *= rs;
+            }
+            real *pre = h.pre + t * n;
+            hc_forward(&m->spec, p.theta, z, pre, h.post + t * n, h.H + t * n * n, h.cache + t * cs);
+            hc_combine(h.u + t * d.C, pre, h.X + t * d.nC, n, d.C);
         }
     }
 }
 
-/* Write-back: X_next[i] = sum_j H[i,j] X[j] + post[i] f. */
-static void hc_frame_out(const gpt_model *m, int l, real *Xnext, size_t N) {
+/* Write-back of sublayer l for tokens [t0, t1): X_next[i] = sum_j H[i,j] X[j] + post[i] f;
+ * with rstd_next, also the rstd of X_next's norm rows while they are in cache. */
+static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, size_t t0, size_t t1) {
     hc_acts h = model_hc_acts(m, l);
-    const int n = m->n, C = m->C;
-#pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++) {
-        const real *X = h.X + t * n * C, *H = h.H + t * n * n, *f = h.f + t * C;
-        real *Y = Xnext + t * n * C;
+    hc_dims d = hc_dims_of(m);
+    const int n = d.n, C = d.C;
+    for (size_t t = t0; t < t1; t++) {
+        const real *X = h.X + t * d.nC, *f = h.f + t * C, *H = h.H + t * n * n;
+        real *Y = Xnext + t * d.nC;
         for (int i = 0; i < n; i++) {
             real *y = Y + (size_t)i * C;
-            real q = h.post[t * n + i];
-            for (int c = 0; c < C; c++) y[c] = q * f[c];
-            for (int j = 0; j < n; j++) {
-                real w = H[i * n + j];
-                const real *xj = X + (size_t)j * C;
-                for (int c = 0; c < C; c++) y[c] += w * xj[c];
+            const real q = h.post[t * n + i], *Hi = H + i * n;
+            int c = 0;
+            for (; c + HC_VL <= C; c += HC_VL) {
+                hc_vec v = q * hc_load(f + c);
+                for (int j = 0; j < n; j++) v += Hi[j] * hc_load(X + (size_t)j * C + c);
+                hc_store(y + c, v);
+            }
+            for (; c < C; c++) {
+                real v = q * f[c];
+                for (int j = 0; j < n; j++) v += Hi[j] * X[(size_t)j * C + c];
+                y[c] = v;
             }
         }
+        if (rstd_next)
+            for (int r = 0; r < d.rpt; r++) rstd_next[t * d.rpt + r] = hc_rstd_of(Y + r * d.D, d.D);
     }
 }
 
-/* Backward of hc_frame_out: from dY (grad of X_next) -> dX (overwritten), df (overwritten),
- * dpost and dH into dcoef (N, 2n + n*n: [dpre | dpost | dH], dpre filled later). */
-static void hc_frame_out_backward(const gpt_model *m, int l, const real *dY, real *dX, real *df, real *dcoef,
-                                  size_t N) {
-    hc_acts h = model_hc_acts(m, l);
-    const int n = m->n, C = m->C, nc = 2 * n + n * n;
-#pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++) {
-        const real *X = h.X + t * n * C, *H = h.H + t * n * n, *f = h.f + t * C, *dy = dY + t * n * C;
-        real *dx = dX + t * n * C, *d = dcoef + t * nc, *dft = df + t * C;
-        real *dpost = d + n, *dH = d + 2 * n;
-        for (int c = 0; c < C; c++) dft[c] = 0;
-        for (int j = 0; j < n; j++)
-            for (int c = 0; c < C; c++) dx[(size_t)j * C + c] = 0;
-        for (int i = 0; i < n; i++) {
-            const real *dyi = dy + (size_t)i * C;
-            real q = h.post[t * n + i];
-            double sp = 0;
-            for (int c = 0; c < C; c++) {
-                sp += (double)dyi[c] * f[c];
-                dft[c] += q * dyi[c];
-            }
-            dpost[i] = (real)sp;
-            for (int j = 0; j < n; j++) {
-                const real *xj = X + (size_t)j * C;
-                real *dxj = dx + (size_t)j * C;
-                real w = H[i * n + j];
-                double s = 0;
-                for (int c = 0; c < C; c++) {
-                    s += (double)dyi[c] * xj[c];
-                    dxj[c] += w * dyi[c];
-                }
-                dH[i * n + j] = (real)s;
-            }
-        }
-    }
-}
-
-/* Backward of hc_frame_in: du -> dpre, dX += pre*du; per-token method backward -> dz, dtheta;
- * projection and norm backward -> dX, dW, dg. */
-static void hc_frame_in_backward(const gpt_model *m, int l, const real *du, real *dX, real *dcoef, real *dz,
-                                 real *dxn, size_t N) {
-    block_index b = block_at(m, l / 2);
-    int pi = b.hc_first[l % 2];
-    const real *g = P(m, pi), *W = P(m, pi + 1), *theta = P(m, pi + 2);
-    real *dg = G(m, pi), *dW = G(m, pi + 1), *dtheta = G(m, pi + 2);
-    hc_acts h = model_hc_acts(m, l);
-    const int n = m->n, C = m->C, K = m->spec.K, cs = m->spec.cache, nc = 2 * n + n * n;
-    const int nt = m->spec.n_theta;
-    const hc_spec *spec = &m->spec;
-    int nth = kernels_threads();
-    memset(m->dtheta_thread, 0, (size_t)nth * nt * sizeof(real));
-    real *acc = m->dtheta_thread;
-#pragma omp parallel num_threads(nth)
+/* One region between sublayers: the write-back of sublayer l_out (l_out < 0: none, the
+ * rstd of X_0 instead), then the coefficients and read-out of sublayer l_in (< 0: none)
+ * for the same tokens. */
+static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_scratch *s, size_t N) {
+    hc_dims d = hc_dims_of(m);
+#pragma omp parallel num_threads(hc_threads(s))
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        real *my = acc + (size_t)tid * nt;
-#pragma omp for schedule(static)
-        for (size_t t = 0; t < N; t++) {
-            const real *X = h.X + t * n * C, *dut = du + t * C;
-            real *dx = dX + t * n * C, *d = dcoef + t * nc;
-            for (int i = 0; i < n; i++) {
-                const real *xi = X + (size_t)i * C;
-                real *dxi = dx + (size_t)i * C;
-                real p = h.pre[t * n + i];
-                double s = 0;
-                for (int c = 0; c < C; c++) {
-                    s += (double)dut[c] * xi[c];
-                    dxi[c] += p * dut[c];
-                }
-                d[i] = (real)s;
-            }
-            hc_backward(spec, theta, h.z + t * K, h.cache + t * cs, d, d + n, d + 2 * n, dz + t * K, my);
+        size_t t0, t1;
+        hc_range(N, &t0, &t1);
+        if (l_out >= 0) {
+            hc_out_range(m, l_out, model_streams(m, l_out + 1), l_in >= 0 ? model_hc_acts(m, l_in).rstd : NULL, t0,
+                         t1);
+        } else {
+            const real *X = model_streams(m, 0);
+            real *rstd = model_hc_acts(m, 0).rstd;
+            for (size_t r = t0 * d.rpt; r < t1 * d.rpt; r++) rstd[r] = hc_rstd_of(X + r * d.D, d.D);
+        }
+        if (l_in >= 0) hc_in_range(m, l_in, s->base + (size_t)hc_tid() * s->stride, t0, t1, N);
+    }
+    prof_tick(PROF_HC_FRAME);
+}
+
+/* df = sum_i post[i] dY[i] (overwritten): the gradient into sublayer l's output. */
+static void hc_frame_out_backward(const gpt_model *m, int l, const real *dY, real *df, size_t N) {
+    hc_acts h = model_hc_acts(m, l);
+    const int n = m->n, C = m->C;
+#pragma omp parallel for schedule(static)
+    for (size_t t = 0; t < N; t++) hc_combine(df + t * C, h.post + t * n, dY + t * n * C, n, C);
+    prof_tick(PROF_HC_FRAME);
+}
+
+/* The dots of one token's backward: dH[i][j] = dy_i . x_j, dpost[i] = dy_i . f,
+ * dpre[i] = du . x_i (0 without du). n is a constant in each instance (hc_token_dots
+ * dispatches), so the n + 1 accumulators of a row live in registers and dy_i is loaded
+ * once per chunk of channels. */
+static inline __attribute__((always_inline)) void hc_token_dots_n(const int n, int C, const real *X,
+                                                                  const real *dy, const real *f, const real *du,
+                                                                  real *dH, real *dpost, real *dpre) {
+    int c0 = C / HC_VL * HC_VL;
+    for (int i = 0; i < n; i++) {
+        const real *dyi = dy + (size_t)i * C;
+        hc_vec acc[HC_MAX_N + 1];
+#pragma GCC unroll 9
+        for (int j = 0; j <= n; j++) acc[j] = (hc_vec){0};
+        for (int c = 0; c < c0; c += HC_VL) {
+            const hc_vec dv = hc_load(dyi + c);
+#pragma GCC unroll 8
+            for (int j = 0; j < n; j++) acc[j] += dv * hc_load(X + (size_t)j * C + c);
+            acc[n] += dv * hc_load(f + c);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++) {
+            real s = hc_vsum(acc[j]);
+            for (int c = c0; c < C; c++) s += dyi[c] * X[(size_t)j * C + c];
+            dH[i * n + j] = s;
+        }
+        real s = hc_vsum(acc[n]);
+        for (int c = c0; c < C; c++) s += dyi[c] * f[c];
+        dpost[i] = s;
+    }
+    if (!du) {
+        for (int i = 0; i < n; i++) dpre[i] = 0;
+        return;
+    }
+    hc_vec acc[HC_MAX_N];
+#pragma GCC unroll 8
+    for (int i = 0; i < n; i++) acc[i] = (hc_vec){0};
+    for (int c = 0; c < c0; c += HC_VL) {
+        const hc_vec dv = hc_load(du + c);
+#pragma GCC unroll 8
+        for (int i = 0; i < n; i++) acc[i] += dv * hc_load(X + (size_t)i * C + c);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < n; i++) {
+        real s = hc_vsum(acc[i]);
+        for (int c = c0; c < C; c++) s += du[c] * X[(size_t)i * C + c];
+        dpre[i] = s;
+    }
+}
+
+static void hc_token_dots(int n, int C, const real *X, const real *dy, const real *f, const real *du, real *dH,
+                          real *dpost, real *dpre) {
+    switch (n) {
+#define HC_DOTS_CASE(k) \
+    case k: hc_token_dots_n(k, C, X, dy, f, du, dH, dpost, dpre); break;
+        HC_DOTS_CASE(1) HC_DOTS_CASE(2) HC_DOTS_CASE(3) HC_DOTS_CASE(4)
+        HC_DOTS_CASE(5) HC_DOTS_CASE(6) HC_DOTS_CASE(7) HC_DOTS_CASE(8)
+#undef HC_DOTS_CASE
+    default: die(1, "hyper-connection frame: n = %d streams is more than %d", n, HC_MAX_N);
+    }
+}
+
+/* One token of the frame's backward: dpost, dH, dpre; the method's backward (dz,
+ * dtheta into my_dtheta); dX = H^T dY + pre du - c X (overwritten); dz *= r. */
+static inline void hc_token_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d,
+                                     size_t t, const real *dY, const real *du, real *dX, real *dz, real *my_dtheta) {
+    const int n = d->n, C = d->C, K = d->K, rpt = d->rpt, Kr = d->Kr;
+    const real *X = h->X + t * d->nC, *dy = dY + t * d->nC, *f = h->f + t * C;
+    const real *dut = du ? du + t * C : NULL;
+    const real *H = h->H + t * n * n, *pre = h->pre + t * n, *z = h->z + t * K;
+    real *dx = dX + t * d->nC;
+    real *dzt = dz + t * K;
+    real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MAX_N * HC_MAX_N], c[HC_MAX_N];
+    hc_token_dots(n, C, X, dy, f, dut, dH, dpost, dpre);
+    hc_backward(&m->spec, p->theta, z, h->cache + t * m->spec.cache, dpre, dpost, dH, dzt, my_dtheta);
+    for (int r = 0; r < rpt; r++) { /* the norm's own term, then dz -> r dz */
+        const real rs = h->rstd[t * rpt + r];
+        real dzz = 0;
+        for (int k = 0; k < Kr; k++) dzz += dzt[r * Kr + k] * z[r * Kr + k];
+        c[r] = rs * rs * dzz / (real)d->D;
+        for (int k = 0; k < Kr; k++) dzt[r * Kr + k] *= rs;
+    }
+    for (int j = 0; j < n; j++) { /* dx_j = pre_j du - c_j x_j + sum_i H_ij dy_i */
+        const real *xj = X + (size_t)j * C;
+        real *dxj = dx + (size_t)j * C;
+        const real cj = c[rpt == 1 ? 0 : j], pj = dut ? pre[j] : 0;
+        const real *duu = dut ? dut : xj; /* with pj = 0 the term vanishes exactly */
+        int cc = 0;
+        for (; cc + HC_VL <= C; cc += HC_VL) {
+            hc_vec v = pj * hc_load(duu + cc) - cj * hc_load(xj + cc);
+            for (int i = 0; i < n; i++) v += H[i * n + j] * hc_load(dy + (size_t)i * C + cc);
+            hc_store(dxj + cc, v);
+        }
+        for (; cc < C; cc++) {
+            real v = pj * duu[cc] - cj * xj[cc];
+            for (int i = 0; i < n; i++) v += H[i * n + j] * dy[(size_t)i * C + cc];
+            dxj[cc] = v;
         }
     }
-    for (int th = 0; th < nth; th++) /* reduce in thread order: deterministic */
-        for (int k = 0; k < nt; k++) dtheta[k] += acc[(size_t)th * nt + k];
-    memset(dxn, 0, N * n * C * sizeof(real));
-    if (m->spec.norm == HC_NORM_FLAT)
-        matmul_backward(dxn, dW, NULL, dz, h.xn, W, N, n * C, K);
-    else
-        matmul_backward(dxn, dW, NULL, dz, h.xn, W, N * n, C, K / n);
-    hc_norm_backward(m, dX, dg, dxn, h.X, h.rstd, g, N);
+}
+
+/* The frame's backward for sublayer l, given dY (gradient of X_{l+1}) and du (gradient
+ * of the read-out; NULL: zero): dX (overwritten), dW, dg, dtheta (added). With df_prev,
+ * also df_prev = sum_i post_{l-1}[i] dX[i], the gradient into sublayer l - 1's output,
+ * while dX is in cache. dz (N, K) is scratch. One region. */
+static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, const real *du, real *dX, real *df_prev,
+                                 real *dz, const hc_scratch *s, size_t N) {
+    hc_params p = hc_params_of(m, l);
+    hc_acts h = model_hc_acts(m, l);
+    const real *post_prev = df_prev ? model_hc_acts(m, l - 1).post : NULL;
+    hc_dims d = hc_dims_of(m);
+    const size_t chunk = hc_chunk(&d, N), mchunk = chunk < N ? HC_CHUNK_M : N;
+#pragma omp parallel num_threads(hc_threads(s))
+    {
+        const int nthr = hc_nthreads();
+        real *Wg = s->base + (size_t)hc_tid() * s->stride, *myM = Wg + d.KD, *myth = myM + d.KD;
+        memset(myM, 0, (d.KD + (size_t)d.nt) * sizeof(real));
+        hc_scaled_weight(Wg, &p, &d);
+        size_t t0, t1;
+        hc_range(N, &t0, &t1);
+        for (size_t s0 = t0; s0 < t1; s0 += mchunk) {
+            const size_t s1 = s0 + mchunk < t1 ? s0 + mchunk : t1;
+            for (size_t c0 = s0; c0 < s1; c0 += chunk) {
+                const size_t c1 = c0 + chunk < s1 ? c0 + chunk : s1;
+                for (size_t t = c0; t < c1; t++) hc_token_backward(m, &p, &h, &d, t, dY, du, dX, dz, myth);
+                /* dX += (r dz) W' on the chunk (single-threaded BLAS), then df of l - 1 */
+                matmul_backward(dX + c0 * d.nC, NULL, NULL, dz + c0 * d.K, NULL, Wg, (c1 - c0) * d.rpt, (int)d.D,
+                                d.Kr);
+                if (df_prev)
+                    for (size_t t = c0; t < c1; t++)
+                        hc_combine(df_prev + t * d.C, post_prev + t * d.n, dX + t * d.nC, d.n, d.C);
+            }
+            /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
+            matmul_backward(NULL, myM, NULL, dz + s0 * d.K, h.X + s0 * d.nC, NULL, (s1 - s0) * d.rpt, (int)d.D,
+                            d.Kr);
+        }
+#pragma omp barrier
+        /* dW += (sum of M) diag(1 + g), dg += column sums of (sum of M) * W, by column blocks */
+        const size_t nblocks = (d.D + HC_COL_BLOCK - 1) / HC_COL_BLOCK;
+#pragma omp for schedule(static)
+        for (size_t blk = 0; blk < nblocks; blk++) {
+            const size_t j0 = blk * HC_COL_BLOCK, len = d.D - j0 < HC_COL_BLOCK ? d.D - j0 : HC_COL_BLOCK;
+            real acc[HC_COL_BLOCK] = {0}, msum[HC_COL_BLOCK];
+            for (int k = 0; k < d.Kr; k++) {
+                const size_t o = (size_t)k * d.D + j0;
+                for (size_t j = 0; j < len; j++) msum[j] = s->base[d.KD + o + j];
+                for (int th = 1; th < nthr; th++)
+                    for (size_t j = 0; j < len; j++) msum[j] += s->base[(size_t)th * s->stride + d.KD + o + j];
+                for (size_t j = 0; j < len; j++) {
+                    p.dW[o + j] += msum[j] * ((real)1 + p.g[j0 + j]);
+                    acc[j] += msum[j] * p.W[o + j];
+                }
+            }
+            for (size_t j = 0; j < len; j++) p.dg[j0 + j] += acc[j];
+        }
+#pragma omp single
+        for (int th = 0; th < nthr; th++) /* dtheta in thread order */
+            for (int k = 0; k < d.nt; k++) p.dtheta[k] += s->base[(size_t)th * s->stride + 2 * d.KD + k];
+    }
+    prof_tick(PROF_HC_FRAME);
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
@@ -581,36 +865,47 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *du, real
  * sublayer output f by 0 (the linear residual path H_res, still with dynamic coefficients). */
 static void sublayers_forward(gpt_model *m, int B, int branches) {
     act_layout a = layout_acts(m, B);
+    grad_layout gl = layout_grads(m, B);
     real *A = m->acts;
     const int T = m->T, C = m->C, NH = m->NH;
     const size_t N = (size_t)B * T;
+    hc_scratch hs = hc_scratch_of(m, &gl);
+    if (m->variant) hc_frames_forward(m, -1, 0, &hs, N); /* rms of X_0, sublayer 0's coefficients */
     for (int l = 0; l < m->Lh; l++) {
         int blk = l / 2, is_mlp = l % 2;
         block_index b = block_at(m, blk);
         hc_acts h = model_hc_acts(m, l);
         real *Xnext = A + a.streams + (size_t)(l + 1) * a.s_streams;
-        if (m->variant) hc_frame_in(m, l, N);
         real *ln = A + a.ln + l * a.s_ln, *mean = A + a.ln_mean + l * a.s_ln1, *rstd = A + a.ln_rstd + l * a.s_ln1;
         if (!branches) {
             memset(h.f, 0, N * C * sizeof(real));
         } else if (!is_mlp) {
             real *qkv = A + a.qkv + blk * a.s_qkv, *att = A + a.att + blk * a.s_att, *atty = A + a.atty + blk * a.s_atty;
             layernorm_forward(ln, mean, rstd, h.u, P(m, b.first + B_LN1W), P(m, b.first + B_LN1B), N, C);
+            prof_tick(PROF_LAYERNORM);
             matmul_forward(qkv, ln, P(m, b.first + B_QKVW), P(m, b.first + B_QKVB), N, C, 3 * C);
+            prof_tick(PROF_MATMUL);
             attention_forward(atty, att, qkv, B, T, C, NH);
+            prof_tick(PROF_ATTENTION);
             matmul_forward(h.f, atty, P(m, b.first + B_PROJW), P(m, b.first + B_PROJB), N, C, C);
+            prof_tick(PROF_MATMUL);
         } else {
             real *fch = A + a.fch + blk * a.s_fch, *fchg = A + a.fchg + blk * a.s_fch;
             layernorm_forward(ln, mean, rstd, h.u, P(m, b.first + B_LN2W), P(m, b.first + B_LN2B), N, C);
+            prof_tick(PROF_LAYERNORM);
             matmul_forward(fch, ln, P(m, b.first + B_FCW), P(m, b.first + B_FCB), N, C, 4 * C);
+            prof_tick(PROF_MATMUL);
             gelu_forward(fchg, fch, N * 4 * C);
+            prof_tick(PROF_GELU);
             matmul_forward(h.f, fchg, P(m, b.first + B_FCPW), P(m, b.first + B_FCPB), N, 4 * C, C);
+            prof_tick(PROF_MATMUL);
         }
         if (m->variant) {
-            hc_frame_out(m, l, Xnext, N);
+            hc_frames_forward(m, l, l + 1 < m->Lh ? l + 1 : -1, &hs, N); /* write-back, next coefficients */
         } else {
 #pragma omp parallel for schedule(static)
             for (size_t k = 0; k < N * C; k++) Xnext[k] = h.X[k] + h.f[k];
+            prof_tick(PROF_EMBED_LOSS);
         }
     }
     m->branches = branches;
@@ -625,12 +920,15 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
     memcpy(m->inputs, inputs, N * sizeof(int));
     if (targets) memcpy(m->targets, targets, N * sizeof(int));
 
+    prof_start();
     real *enc = A + a.enc;
     encoder_forward(enc, inputs, P(m, 0), P(m, 1), B, T, C);
+    prof_tick(PROF_EMBED_LOSS);
     real *X0 = A + a.streams; /* n copies of the embedding */
 #pragma omp parallel for schedule(static)
     for (size_t t = 0; t < N; t++)
         for (int i = 0; i < n; i++) memcpy(X0 + (t * n + i) * C, enc + t * C, (size_t)C * sizeof(real));
+    prof_tick(PROF_HC_STREAMS);
 
     sublayers_forward(m, B, 1);
     real *XL = A + a.streams + (size_t)m->Lh * a.s_streams, *xsum = A + a.xsum;
@@ -641,9 +939,12 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
         for (int i = 0; i < n; i++)
             for (int c = 0; c < C; c++) s[c] += XL[(t * n + i) * C + c];
     }
+    prof_tick(PROF_HC_STREAMS);
     int lnf = m->n_tensors - 2;
     layernorm_forward(A + a.lnf, A + a.lnf_mean, A + a.lnf_rstd, xsum, P(m, lnf), P(m, lnf + 1), N, C);
+    prof_tick(PROF_LAYERNORM);
     matmul_forward(A + a.logits, A + a.lnf, P(m, 0), NULL, N, C, V);
+    prof_tick(PROF_MATMUL);
     if (!targets) { m->mean_loss = 0; return 0; }
     crossentropy_forward(A + a.losses, A + a.probs, A + a.logits, targets, N, V);
     double s = 0;
@@ -651,6 +952,7 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
     for (size_t t = 0; t < N; t++)
         if (targets[t] >= 0) { s += A[a.losses + t]; cnt++; }
     m->mean_loss = (real)(cnt ? s / (double)cnt : 0);
+    prof_tick(PROF_EMBED_LOSS);
     return m->mean_loss;
 }
 
@@ -676,27 +978,28 @@ static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
     act_layout a = layout_acts(m, B);
     grad_layout gl = layout_grads(m, B);
     real *A = m->acts, *D = m->grad_acts;
-    real *du = D + gl.du, *df = D + gl.df, *dln = D + gl.dln;
+    const int hc = m->variant != NULL;
+    real *dln = D + gl.dln;
+    hc_scratch hs = hc_scratch_of(m, &gl);
+    /* df of the last sublayer; each frame backward then computes the previous one's */
+    if (hc && m->branches) hc_frame_out_backward(m, m->Lh - 1, dY, D + gl.df, N);
     for (int l = m->Lh - 1; l >= 0; l--) {
         int blk = l / 2, is_mlp = l % 2;
         block_index b = block_at(m, blk);
         hc_acts h = model_hc_acts(m, l);
-        if (m->variant) {
-            hc_frame_out_backward(m, l, dY, dX, df, D + gl.dcoef, N);
-        } else {
-            memcpy(dX, dY, N * C * sizeof(real)); /* identity path */
-            memcpy(df, dY, N * C * sizeof(real));
-        }
-        if (!m->branches) { /* f = 0: no gradient flows into the sublayer */
-            if (m->variant) {
-                memset(du, 0, N * C * sizeof(real));
-                hc_frame_in_backward(m, l, du, dX, D + gl.dcoef, D + gl.dz, D + gl.dxn, N);
+        if (!m->branches) { /* f = 0: no gradient flows into the sublayer (rc: dX = dY) */
+            if (hc) {
+                hc_frame_in_backward(m, l, dY, NULL, dX, NULL, D + gl.dz, &hs, N);
+                real *tmp = dY;
+                dY = dX;
+                dX = tmp;
             }
-            real *tmp = dY;
-            dY = dX;
-            dX = tmp;
             continue;
         }
+        /* df: the gradient of the sublayer's output. rc: dY itself, and the sublayer's
+         * input gradient adds into dY in place (X_l = X_{l+1} - f: dX = dY + ...). */
+        real *df = hc ? D + gl.df : dY, *dinp = hc ? D + gl.du : dY;
+        if (hc) memset(dinp, 0, N * C * sizeof(real));
         real *ln = A + a.ln + l * a.s_ln, *mean = A + a.ln_mean + l * a.s_ln1, *rstd = A + a.ln_rstd + l * a.s_ln1;
         memset(dln, 0, N * C * sizeof(real));
         if (!is_mlp) {
@@ -706,17 +1009,15 @@ static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
             memset(dqkv, 0, N * 3 * C * sizeof(real));
             matmul_backward(datty, G(m, b.first + B_PROJW), G(m, b.first + B_PROJB), df, atty,
                             P(m, b.first + B_PROJW), N, C, C);
+            prof_tick(PROF_MATMUL);
             attention_backward(dqkv, D + gl.datt, datty, qkv, att, B, T, C, NH);
+            prof_tick(PROF_ATTENTION);
             matmul_backward(dln, G(m, b.first + B_QKVW), G(m, b.first + B_QKVB), dqkv, ln, P(m, b.first + B_QKVW), N,
                             C, 3 * C);
-            if (m->variant) {
-                memset(du, 0, N * C * sizeof(real));
-                layernorm_backward(du, G(m, b.first + B_LN1W), G(m, b.first + B_LN1B), dln, h.u,
-                                   P(m, b.first + B_LN1W), mean, rstd, N, C);
-            } else {
-                layernorm_backward(dX, G(m, b.first + B_LN1W), G(m, b.first + B_LN1B), dln, h.u,
-                                   P(m, b.first + B_LN1W), mean, rstd, N, C);
-            }
+            prof_tick(PROF_MATMUL);
+            layernorm_backward(dinp, G(m, b.first + B_LN1W), G(m, b.first + B_LN1B), dln, h.u, P(m, b.first + B_LN1W),
+                               mean, rstd, N, C);
+            prof_tick(PROF_LAYERNORM);
         } else {
             real *fch = A + a.fch + blk * a.s_fch, *fchg = A + a.fchg + blk * a.s_fch;
             real *dfch = D + gl.dfch, *dfchg = D + gl.dfchg;
@@ -724,22 +1025,22 @@ static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
             memset(dfch, 0, N * 4 * C * sizeof(real));
             matmul_backward(dfchg, G(m, b.first + B_FCPW), G(m, b.first + B_FCPB), df, fchg,
                             P(m, b.first + B_FCPW), N, 4 * C, C);
+            prof_tick(PROF_MATMUL);
             gelu_backward(dfch, fch, dfchg, N * 4 * C);
+            prof_tick(PROF_GELU);
             matmul_backward(dln, G(m, b.first + B_FCW), G(m, b.first + B_FCB), dfch, ln, P(m, b.first + B_FCW), N, C,
                             4 * C);
-            if (m->variant) {
-                memset(du, 0, N * C * sizeof(real));
-                layernorm_backward(du, G(m, b.first + B_LN2W), G(m, b.first + B_LN2B), dln, h.u,
-                                   P(m, b.first + B_LN2W), mean, rstd, N, C);
-            } else {
-                layernorm_backward(dX, G(m, b.first + B_LN2W), G(m, b.first + B_LN2B), dln, h.u,
-                                   P(m, b.first + B_LN2W), mean, rstd, N, C);
-            }
+            prof_tick(PROF_MATMUL);
+            layernorm_backward(dinp, G(m, b.first + B_LN2W), G(m, b.first + B_LN2B), dln, h.u, P(m, b.first + B_LN2W),
+                               mean, rstd, N, C);
+            prof_tick(PROF_LAYERNORM);
         }
-        if (m->variant) hc_frame_in_backward(m, l, du, dX, D + gl.dcoef, D + gl.dz, D + gl.dxn, N);
-        real *tmp = dY; /* dX becomes the upstream gradient of the next (earlier) sublayer */
-        dY = dX;
-        dX = tmp;
+        if (hc) {
+            hc_frame_in_backward(m, l, dY, dinp, dX, l > 0 ? df : NULL, D + gl.dz, &hs, N);
+            real *tmp = dY; /* dX becomes the upstream gradient of the next (earlier) sublayer */
+            dY = dX;
+            dX = tmp;
+        }
     }
     return dY;
 }
@@ -753,19 +1054,24 @@ void model_backward(gpt_model *m, real scale) {
     size_t cnt = 0;
     for (size_t t = 0; t < N; t++) cnt += m->targets[t] >= 0;
     if (!cnt) return;
+    prof_start();
 
     real *dlogits = D + gl.dlogits, *dlnf = D + gl.dlnf, *dxsum = D + gl.dxsum;
     crossentropy_backward(dlogits, A + a.probs, m->targets, scale / (real)cnt, N, V);
+    prof_tick(PROF_EMBED_LOSS);
     memset(dlnf, 0, N * C * sizeof(real));
     matmul_backward(dlnf, G(m, 0), NULL, dlogits, A + a.lnf, P(m, 0), N, C, V);
+    prof_tick(PROF_MATMUL);
     int lnf = m->n_tensors - 2;
     memset(dxsum, 0, N * C * sizeof(real));
     layernorm_backward(dxsum, G(m, lnf), G(m, lnf + 1), dlnf, A + a.xsum, P(m, lnf), A + a.lnf_mean,
                        A + a.lnf_rstd, N, C);
+    prof_tick(PROF_LAYERNORM);
     real *dY = D + gl.dX0, *dX = D + gl.dX1; /* grad of X_{l+1}, grad of X_l */
 #pragma omp parallel for schedule(static)
     for (size_t t = 0; t < N; t++)
         for (int i = 0; i < n; i++) memcpy(dY + (t * n + i) * C, dxsum + t * C, (size_t)C * sizeof(real));
+    prof_tick(PROF_HC_STREAMS);
 
     dY = sublayers_backward(m, dY, dX);
     /* dY is the gradient of X_0 = n copies of the embedding */
@@ -777,7 +1083,9 @@ void model_backward(gpt_model *m, real scale) {
         for (int i = 0; i < n; i++)
             for (int c = 0; c < C; c++) d[c] += dY[(t * n + i) * C + c];
     }
+    prof_tick(PROF_HC_STREAMS);
     encoder_backward(G(m, 0), G(m, 1), denc, m->inputs, B, T, C, V);
+    prof_tick(PROF_EMBED_LOSS);
 }
 
 void model_streams_backward(gpt_model *m, const real *dXL, real *dX0) {

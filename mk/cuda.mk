@@ -16,16 +16,65 @@
 ifndef S2HC_CUDA_MK
 S2HC_CUDA_MK := 1
 _cuda_goal := $(.DEFAULT_GOAL)
+_cuda_standalone := $(filter 1,$(words $(MAKEFILE_LIST)))
 
-BUILD ?= build
 CC ?= gcc
 ifeq ($(CC),cc)
 CC := gcc
 endif
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 
-CUDA_BUILD := $(BUILD)/cuda
+# One CUDA build for every flavour of the CPU build (build-san too): the archive is not
+# instrumented anyway, and nvcc is the slow part.
+CUDA_BUILD := build/cuda
 CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
+
+# The CPU reference for the check programs: the model, the methods and kernels/cpu,
+# compiled for any x86-64 (no -march=native) so a binary built here runs on a GPU machine.
+CUDA_BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
+CUDA_BLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
+CUDA_CPU_SRC  := harness/model.c harness/util.c harness/optim.c harness/config.c harness/presets.c \
+                 $(wildcard harness/residual/*.c) $(wildcard kernels/cpu/*.c)
+CUDA_CPU_OBJ  := $(CUDA_CPU_SRC:%.c=$(CUDA_BUILD)/cpu/%.o)
+CUDA_CPU_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -fopenmp -Wall -Wextra -Werror \
+                   -Wno-unused-function -Wno-format-truncation -I. -I$(CUDA_BLAS_INC) -MMD -MP
+
+$(CUDA_BUILD)/cpu/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CPU_CFLAGS) -c -o $@ $<
+
+
+# The CPU emulator (tests/gpu/emu): the .cu files turned into C++ by cu2cpp.py and run
+# with fibers for CUDA threads. No nvcc and no GPU needed: it checks the device code's
+# arithmetic, indexing and plumbing against the CPU here (slowly), not its speed or races.
+EMU_BUILD := $(CUDA_BUILD)/emu
+EMU_CU    := $(CUDA_SRC) tests/gpu/check.cu
+EMU_OBJ   := $(EMU_CU:%.cu=$(EMU_BUILD)/%.o) $(EMU_BUILD)/emu.o
+CXX ?= g++
+EMU_CXXFLAGS := -std=c++17 -O2 -fopenmp -Itests/gpu/emu -I. -D__CUDACC__ -D__host__= -D__device__= \
+                -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas -MMD -MP
+
+.SECONDARY: $(EMU_CU:%.cu=$(EMU_BUILD)/%.cpp)
+$(EMU_BUILD)/%.cpp: %.cu tests/gpu/emu/cu2cpp.py
+	@mkdir -p $(dir $@)
+	python3 tests/gpu/emu/cu2cpp.py $< $@
+
+$(EMU_BUILD)/%.o: $(EMU_BUILD)/%.cpp
+	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
+
+$(EMU_BUILD)/emu.o: tests/gpu/emu/emu.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
+
+$(EMU_BUILD)/gpu_check_emu: $(EMU_OBJ) $(CUDA_CPU_OBJ)
+	$(CXX) -fopenmp -o $@ $^ -L$(CUDA_BLAS_DIR) -Wl,-rpath,$(CUDA_BLAS_DIR) -lopenblas -lyaml -lm
+
+# The check on the emulator, without the timing and with fewer bf16 / training cases
+# (--quick): about 5 minutes on 2 idle cores. Drop --quick for all of it (about 15).
+cuda-emu-check: $(EMU_BUILD)/gpu_check_emu
+	OPENBLAS_CORETYPE=$${OPENBLAS_CORETYPE:-$$(grep -q avx512f /proc/cpuinfo && echo SkylakeX)} $< --no-bench --quick
+
+-include $(wildcard $(EMU_BUILD)/*/*/*.d $(EMU_BUILD)/*/*.d $(EMU_BUILD)/*.d)
 
 ifeq ($(strip $(NVCC)),)
 CUDA_CFLAGS :=
@@ -34,7 +83,7 @@ CUDA_LIBS   :=
 CUDA_OBJ    :=
 $(info CUDA backend skipped: nvcc not found)
 cuda-build cuda-probe cuda-check-build:
-	@echo "CUDA backend skipped: nvcc not found"
+	@:
 else
 CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
@@ -42,7 +91,7 @@ NVCCFLAGS  ?= -std=c++17 -O3 $(CUDA_ARCH) -I. --Werror all-warnings -Xcompiler -
 CUDA_OBJ   := $(CUDA_SRC:kernels/cuda/%.cu=$(CUDA_BUILD)/%.o)
 CUDA_LIB   := $(CUDA_BUILD)/libs2hc_cuda.a
 CUDA_CFLAGS := -DS2HC_CUDA
-CUDA_LIBS  := $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart -lstdc++
+CUDA_LIBS  := $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart -lstdc++ -lm
 
 $(CUDA_BUILD)/%.o: kernels/cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -60,21 +109,10 @@ $(CUDA_BUILD)/cuda_probe: tests/gpu/probe.c $(CUDA_LIB)
 # x86-64 (no -march=native) and linked with static OpenBLAS and libyaml, plus the few
 # shared libraries the GPU machine may lack in build/cuda/lib (found through $ORIGIN):
 # build here, carry build/cuda to a GPU machine, run tests/gpu/check.sh there.
-CUDA_BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
-CUDA_BLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
-CUDA_CPU_SRC  := harness/model.c harness/util.c harness/optim.c harness/config.c harness/presets.c \
-                 $(wildcard harness/residual/*.c) $(wildcard kernels/cpu/*.c)
-CUDA_CPU_OBJ  := $(CUDA_CPU_SRC:%.c=$(CUDA_BUILD)/cpu/%.o)
-CUDA_CPU_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -fopenmp -Wall -Wextra -Werror \
-                   -Wno-unused-function -Wno-format-truncation -I. -I$(CUDA_BLAS_INC) -MMD -MP
 CUDA_CHECK_LIBS := -L$(CUDA_BLAS_DIR) -Wl,-Bstatic -lopenblas -lyaml -Wl,-Bdynamic -lgfortran -lm \
                    -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
                    -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA_HOME)/lib64
 CUDA_CHECK_SHLIBS := libgfortran.so.5 libquadmath.so.0 libgomp.so.1
-
-$(CUDA_BUILD)/cpu/%.o: %.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CUDA_CPU_CFLAGS) -c -o $@ $<
 
 $(CUDA_BUILD)/check.o: tests/gpu/check.cu
 	@mkdir -p $(dir $@)
@@ -94,14 +132,15 @@ cuda-check-build: $(CUDA_BUILD)/gpu_check $(CUDA_BUILD)/cuda_probe
 cuda-probe: $(CUDA_BUILD)/cuda_probe
 	$(CUDA_BUILD)/cuda_probe
 
--include $(wildcard $(CUDA_BUILD)/*.d $(CUDA_BUILD)/cpu/*/*.d $(CUDA_BUILD)/cpu/*/*/*.d)
+-include $(wildcard $(CUDA_BUILD)/*.d)
 endif
+-include $(wildcard $(CUDA_BUILD)/cpu/*/*.d $(CUDA_BUILD)/cpu/*/*/*.d)
 
-.PHONY: cuda-build cuda-probe cuda-check-build
+.PHONY: cuda-build cuda-probe cuda-check-build cuda-emu-check
 
 # Keep the including Makefile's default goal (`all`); standalone, build the backend.
 ifeq ($(_cuda_goal),)
-ifeq ($(words $(MAKEFILE_LIST)),1)
+ifeq ($(_cuda_standalone),1)
 .DEFAULT_GOAL := cuda-build
 else
 .DEFAULT_GOAL :=

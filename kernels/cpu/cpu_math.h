@@ -85,4 +85,39 @@ static inline double cpu_dot(const real *a, const real *b, size_t n) {
     return s;
 }
 
+/* ---- fixed-lane vectors ----------------------------------------------------------------
+ * cpu_vec is GCC's vector extension over 64 bytes (16 floats, or 8 doubles in the
+ * gradient-check build). An accumulator of this type stays in a register, and element
+ * k of a row always lands in lane k % CPU_VL, so a reduction gives the same bits
+ * whatever the alignment, the vector width the compiler picks or the thread count.
+ * Multiply and add are separate operations (no FMA contraction under -std=c11), as in
+ * the scalar tails. */
+#pragma GCC diagnostic ignored "-Wpsabi" /* 64-byte vectors without AVX-512: all inlined */
+typedef real cpu_vec __attribute__((vector_size(64)));
+#define CPU_VL ((int)(64 / sizeof(real)))
+
+static inline cpu_vec cpu_vload(const real *p) {
+    cpu_vec v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void cpu_vstore(real *p, cpu_vec v) { memcpy(p, &v, sizeof v); }
+
+/* The lanes of v added as a fixed pairwise tree: lane l += lane l + w, w = VL/2 .. 1. */
+static inline real cpu_vsum(cpu_vec v) {
+#if REAL_IS_DOUBLE
+    typedef long long cpu_ivec __attribute__((vector_size(64)));
+    v += __builtin_shuffle(v, (cpu_ivec){4, 5, 6, 7, 0, 1, 2, 3});
+    v += __builtin_shuffle(v, (cpu_ivec){2, 3, 0, 1, 6, 7, 4, 5});
+    v += __builtin_shuffle(v, (cpu_ivec){1, 0, 3, 2, 5, 4, 7, 6});
+#else
+    typedef int cpu_ivec __attribute__((vector_size(64)));
+    v += __builtin_shuffle(v, (cpu_ivec){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+    v += __builtin_shuffle(v, (cpu_ivec){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
+    v += __builtin_shuffle(v, (cpu_ivec){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+    v += __builtin_shuffle(v, (cpu_ivec){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+#endif
+    return v[0];
+}
+
 #endif

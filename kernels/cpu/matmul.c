@@ -1,46 +1,82 @@
 /* matmul.c: the linear layer, out = inp . W^T + bias, through BLAS.
- * W uses PyTorch's [out, in] layout (OC, C). */
+ * W uses PyTorch's [out, in] layout (OC, C).
+ *
+ * Each call is one OpenMP region in which every thread runs single-threaded BLAS on its
+ * own share of the output (OpenBLAS's OpenMP build runs one thread inside a region):
+ * the forward by rows of out, with the bias added while those rows are in cache; the
+ * backward by rows of dinp and by rows of dW and columns of dbias. One fork and join per
+ * call instead of one per BLAS call plus one for the bias: on a loaded machine every
+ * join waits for a thread to be scheduled (docs/performance.md). No share splits a
+ * reduction, so results are bit-identical for a given thread count. Called from inside
+ * another region, the call runs on the calling thread alone.
+ */
+#include <omp.h>
 #include "kernels/kernels.h"
 #include "kernels/cpu/cpu_blas.h"
 
-/* Output channels per task of the bias gradient: 64 doubles of partial sums on the stack,
- * and a whole number of cache lines of dout per row. */
+/* Output channels per block of the bias gradient: 64 doubles of partial sums on the
+ * stack, and a whole number of cache lines of dout per row. */
 #define MATMUL_BIAS_BLOCK 64
+
+/* [lo, hi) of `n` items for thread tid of nth, in units of `align` (the last takes the rest). */
+static inline void share(int n, int tid, int nth, int align, int *lo, int *hi) {
+    int units = (n + align - 1) / align;
+    int u0 = (int)((long long)units * tid / nth), u1 = (int)((long long)units * (tid + 1) / nth);
+    *lo = u0 * align < n ? u0 * align : n;
+    *hi = u1 * align < n ? u1 * align : n;
+}
 
 /* out (N, OC) = inp (N, C) . W^T (C, OC) + bias (OC); bias may be NULL. */
 void matmul_forward(real *out, const real *inp, const real *W, const real *bias, size_t N, int C, int OC) {
     int n = cpu_dim(N, "matmul_forward");
     if (n == 0 || OC <= 0) return;
-    cpu_gemm(0, 1, n, OC, C, 1, inp, C, W, C, 0, out, OC);
-    if (!bias) return;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < N; i++) {
-        real *o = out + i * (size_t)OC;
-        for (int j = 0; j < OC; j++) o[j] += bias[j];
+#pragma omp parallel
+    {
+        int r0, r1;
+        share(n, omp_get_thread_num(), omp_get_num_threads(), 1, &r0, &r1);
+        if (r1 > r0) {
+            cpu_gemm(0, 1, r1 - r0, OC, C, 1, inp + (size_t)r0 * C, C, W, C, 0, out + (size_t)r0 * OC, OC);
+            if (bias)
+                for (int i = r0; i < r1; i++) {
+                    real *o = out + (size_t)i * OC;
+                    for (int j = 0; j < OC; j++) o[j] += bias[j];
+                }
+        }
     }
 }
 
-/* dinp (N, C) += dout (N, OC) . W (OC, C)
- * dW (OC, C)   += dout^T (OC, N) . inp (N, C)
- * dbias (OC)   += sum over the N rows of dout: parallel over blocks of output channels,
- *                 serial over tokens, so the sum order never depends on the threads. */
+/* dinp (N, C) += dout (N, OC) . W (OC, C)          by rows of dinp
+ * dW (OC, C)   += dout^T (OC, N) . inp (N, C)      by rows of dW (each sums all N tokens)
+ * dbias (OC)   += sum over the N rows of dout:      by blocks of output channels, tokens in
+ *                 order, in double: the sum order never depends on the threads. */
 void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
                      size_t N, int C, int OC) {
     int n = cpu_dim(N, "matmul_backward");
     if (n == 0 || OC <= 0) return;
-    if (dinp) cpu_gemm(0, 0, n, C, OC, 1, dout, OC, W, C, 1, dinp, C);
-    if (dW) cpu_gemm(1, 0, OC, C, n, 1, dout, OC, inp, C, 1, dW, C);
-    if (!dbias) return;
-    int nblocks = (OC + MATMUL_BIAS_BLOCK - 1) / MATMUL_BIAS_BLOCK;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblocks; blk++) {
-        int o0 = blk * MATMUL_BIAS_BLOCK;
-        int len = OC - o0 < MATMUL_BIAS_BLOCK ? OC - o0 : MATMUL_BIAS_BLOCK;
-        double acc[MATMUL_BIAS_BLOCK] = {0};
-        for (size_t i = 0; i < N; i++) {
-            const real *d = dout + i * (size_t)OC + o0;
-            for (int j = 0; j < len; j++) acc[j] += d[j];
+#pragma omp parallel
+    {
+        const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+        int lo, hi;
+        if (dinp) {
+            share(n, tid, nth, 1, &lo, &hi);
+            if (hi > lo)
+                cpu_gemm(0, 0, hi - lo, C, OC, 1, dout + (size_t)lo * OC, OC, W, C, 1, dinp + (size_t)lo * C, C);
         }
-        for (int j = 0; j < len; j++) dbias[o0 + j] += (real)acc[j];
+        if (dW) {
+            share(OC, tid, nth, 1, &lo, &hi);
+            if (hi > lo) cpu_gemm(1, 0, hi - lo, C, n, 1, dout + lo, OC, inp, C, 1, dW + (size_t)lo * C, C);
+        }
+        if (dbias) {
+            share(OC, tid, nth, MATMUL_BIAS_BLOCK, &lo, &hi);
+            for (int o0 = lo; o0 < hi; o0 += MATMUL_BIAS_BLOCK) {
+                int len = hi - o0 < MATMUL_BIAS_BLOCK ? hi - o0 : MATMUL_BIAS_BLOCK;
+                double acc[MATMUL_BIAS_BLOCK] = {0};
+                for (size_t i = 0; i < N; i++) {
+                    const real *d = dout + i * (size_t)OC + o0;
+                    for (int j = 0; j < len; j++) acc[j] += d[j];
+                }
+                for (int j = 0; j < len; j++) dbias[o0 + j] += (real)acc[j];
+            }
+        }
     }
 }

@@ -8,13 +8,17 @@
  * and adds the chunk sums in chunk order: the result is the same for any thread count. */
 #define SUMSQ_CHUNKS 256
 #define SUMSQ_LANES 8 /* independent accumulators per chunk, in a fixed order */
+/* Elementwise ops on fewer values run on the calling thread: a fork and join costs more
+ * than the work (biases, norm gains, hyper-connection scalars: most tensors by count). */
+#define VECOPS_PAR_MIN 32768
 
 /* m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m/(1-b1^t);  vhat = v/(1-b2^t)
- * p -= lr (mhat / (sqrt(vhat) + eps) + wd p)   (decoupled weight decay, t 1-based) */
+ * p -= lr (mhat / (sqrt(vhat) + eps) + wd p)   (decoupled weight decay, t 1-based)
+ * (Not vectorised: without -fno-math-errno the compiler keeps sqrtf scalar.) */
 void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                   float eps, float wd, int t) {
     float bc1 = (float)(1.0 - pow(beta1, t)), bc2 = (float)(1.0 - pow(beta2, t));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= VECOPS_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
         float mi = beta1 * m[i] + (1.0f - beta1) * gi;
@@ -47,7 +51,7 @@ double sumsq(const real *x, size_t n) {
 }
 
 void scale_inplace(real *x, real s, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= VECOPS_PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 

@@ -82,10 +82,18 @@ size_t hc_dtheta_rows(const hc_spec *s, size_t N) {
     return g < N ? g : N;
 }
 
+/* The W' / G chunk in floats: HC_MAT_CAP, or S2HC_CUDA_CHUNK (a test hook: tests/gpu/check.cu
+ * sets it small to run the chunked path of the projection with a small model). */
+static size_t hc_mat_cap(void) {
+    const char *e = getenv("S2HC_CUDA_CHUNK");
+    size_t v = e ? (size_t)strtoull(e, NULL, 10) : 0;
+    return v ? v : HC_MAT_CAP;
+}
+
 void hc_scratch_need(const hc_spec *s, size_t N, int C, cuda_scratch_need *need) {
     hc_dims d = hc_dims_of(s, N, C);
     size_t mat = (size_t)d.Kr * d.D;
-    if (mat > HC_MAT_CAP) mat = HC_MAT_CAP;
+    if (mat > hc_mat_cap()) mat = hc_mat_cap();
     if (mat < (size_t)d.D) mat = d.D;
     if (mat > need->hc_mat) need->hc_mat = mat;
     size_t kc = hc_chunk_rows(&d, mat);
@@ -194,18 +202,19 @@ static __global__ void hc_readout_kernel(float *u, const float *X, const float *
 }
 
 /* Sum NV per-thread values over the block (fixed order); thread v < NV gets value v in
- * out[v] (shared, NV floats). red: NV * (blockDim / 32) floats of shared memory. */
-template <int NV>
-__device__ __forceinline__ void hc_block_reduce(float *acc, float *red, float *out) {
+ * out[v] (shared, NV values). red: NV * (blockDim / 32) values of shared memory. */
+template <int NV, typename TV>
+__device__ __forceinline__ void hc_block_reduce(TV *acc, TV *red, TV *out) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
-        float x = warp_sum(acc[v]);
+        TV x = acc[v];
+        for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
         if (lane == 0) red[v * nw + w] = x;
     }
     __syncthreads();
     for (int v = threadIdx.x; v < NV; v += blockDim.x) {
-        float s = 0;
+        TV s = 0;
         for (int k = 0; k < nw; k++) s += red[v * nw + k];
         out[v] = s;
     }
@@ -242,7 +251,7 @@ hc_writeback_kernel(float *Xn, float *rstd_next, int flat, const float *X, const
         }
     }
     if (!rstd_next) return;  /* uniform over the block */
-    hc_block_reduce<NS>(acc, red, ss);
+    hc_block_reduce<NS, float>(acc, red, ss);
     if (threadIdx.x == 0) {
         if (flat) {
             float s = 0;
@@ -255,18 +264,22 @@ hc_writeback_kernel(float *Xn, float *rstd_next, int flat, const float *X, const
 }
 
 /* One block per token: df = sum_i post_i dY_i (written), dpost_i = <dY_i, f>,
- * dH_ij = <dY_i, X_j> into dcoef [ . | dpost | dH ]. */
+ * dH_ij = <dY_i, X_j> into dcoef [ . | dpost | dH ]. The dot products accumulate in
+ * double, as on the CPU: the streams are nearly equal copies early in training, so dH is
+ * close to rank one and the doubly stochastic methods see only its small remainder
+ * (their gradients subtract row and column means); float sums lose that remainder. */
 template <int NS>
 static __global__ void __launch_bounds__(HC_ROW_THREADS)
 hc_out_backward_kernel(float *df, float *dcoef, const float *dY, const float *X, const float *post, const float *f,
                        int C) {
     constexpr int NV = NS * NS + NS;
-    __shared__ float ps[NS], red[NV * (HC_ROW_THREADS / 32)], res[NV];
+    __shared__ float ps[NS];
+    __shared__ double red[NV * (HC_ROW_THREADS / 32)], res[NV];
     const size_t t = blockIdx.x;
     for (int i = threadIdx.x; i < NS; i += blockDim.x) ps[i] = post[t * NS + i];
     __syncthreads();
     const float *dYt = dY + t * NS * C, *Xt = X + t * NS * C, *ft = f + t * C;
-    float acc[NV];
+    double acc[NV];
 #pragma unroll
     for (int v = 0; v < NV; v++) acc[v] = 0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
@@ -279,37 +292,38 @@ hc_out_backward_kernel(float *df, float *dcoef, const float *dY, const float *X,
 #pragma unroll
         for (int i = 0; i < NS; i++) {
             d += ps[i] * dy[i];
-            acc[NS * NS + i] += dy[i] * fc;
+            acc[NS * NS + i] += (double)dy[i] * fc;
 #pragma unroll
-            for (int j = 0; j < NS; j++) acc[i * NS + j] += dy[i] * x[j];
+            for (int j = 0; j < NS; j++) acc[i * NS + j] += (double)dy[i] * x[j];
         }
         df[t * C + c] = d;
     }
-    hc_block_reduce<NV>(acc, red, res);
+    hc_block_reduce<NV, double>(acc, red, res);
     float *dc = dcoef + t * (2 * NS + NS * NS);
     for (int v = threadIdx.x; v < NV; v += blockDim.x) {
-        if (v < NS * NS) dc[2 * NS + v] = res[v];
-        else dc[NS + (v - NS * NS)] = res[v];
+        if (v < NS * NS) dc[2 * NS + v] = (float)res[v];
+        else dc[NS + (v - NS * NS)] = (float)res[v];
     }
 }
 
-/* One block per token: dpre_i = <du, X_i> into dcoef [ dpre | . | . ]. */
+/* One block per token: dpre_i = <du, X_i> into dcoef [ dpre | . | . ] (double sums, as
+ * hc_out_backward_kernel and the CPU). */
 template <int NS>
 static __global__ void __launch_bounds__(HC_ROW_THREADS)
 hc_dpre_kernel(float *dcoef, const float *du, const float *X, int C) {
-    __shared__ float red[NS * (HC_ROW_THREADS / 32)], res[NS];
+    __shared__ double red[NS * (HC_ROW_THREADS / 32)], res[NS];
     const size_t t = blockIdx.x;
     const float *Xt = X + t * NS * C, *dut = du + t * C;
-    float acc[NS];
+    double acc[NS];
 #pragma unroll
     for (int i = 0; i < NS; i++) acc[i] = 0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float d = dut[c];
+        double d = dut[c];
 #pragma unroll
         for (int i = 0; i < NS; i++) acc[i] += d * Xt[(size_t)i * C + c];
     }
-    hc_block_reduce<NS>(acc, red, res);
-    for (int i = threadIdx.x; i < NS; i += blockDim.x) dcoef[t * (2 * NS + NS * NS) + i] = res[i];
+    hc_block_reduce<NS, double>(acc, red, res);
+    for (int i = threadIdx.x; i < NS; i += blockDim.x) dcoef[t * (2 * NS + NS * NS) + i] = (float)res[i];
 }
 
 /* One block per token: dX_j += sum_i H_ij dY_i + pre_j du - s_j X_j, where dX already
@@ -398,6 +412,15 @@ void hc_streams_sum_cuda(cuda_ctx *ctx, float *out, const float *X, size_t N, in
     CUDA_LAUNCH_CHECK();
 }
 
+/* Rows of W per chunk: what hc_scratch_need asked for (the context may hold more). */
+static size_t hc_chunk_of(const hc_spec *s, size_t N, int C) {
+    cuda_scratch_need need;
+    memset(&need, 0, sizeof need);
+    hc_scratch_need(s, N, C, &need);
+    hc_dims d = hc_dims_of(s, N, C);
+    return hc_chunk_rows(&d, need.hc_mat);
+}
+
 static void hc_need(const cuda_ctx *ctx, const hc_spec *s, size_t N, int C, const char *op) {
     cuda_scratch_need need;
     memset(&need, 0, sizeof need);
@@ -435,7 +458,7 @@ void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, s
     if (N == 0) return;
     hc_need(ctx, s, N, C, "hc_frame_in_cuda");
     const hc_dims d = hc_dims_of(s, N, C);
-    const size_t kc = hc_chunk_rows(&d, ctx->hc_mat_n);
+    const size_t kc = hc_chunk_of(s, N, C);
     /* z_raw (rows, Kr) = X (rows, D) W'^T, W' by chunks of kc rows */
     for (size_t j0 = 0; j0 < (size_t)d.Kr; j0 += kc) {
         size_t len = (size_t)d.Kr - j0 < kc ? (size_t)d.Kr - j0 : kc;
@@ -492,7 +515,7 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     CUDA_LAUNCH_CHECK();
     colsum_add_cuda(ctx, fr->dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
     /* the projection: dX = dz W' (overwrites), G = dz^T X -> dW, dg; by chunks of W's rows */
-    const size_t kc = hc_chunk_rows(&d, ctx->hc_mat_n);
+    const size_t kc = hc_chunk_of(s, N, C);
     for (size_t j0 = 0; j0 < (size_t)d.Kr; j0 += kc) {
         size_t len = (size_t)d.Kr - j0 < kc ? (size_t)d.Kr - j0 : kc;
         hc_wprime_kernel<<<cuda_blocks(len * d.D, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(

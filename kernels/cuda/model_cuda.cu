@@ -22,6 +22,9 @@
 #include "kernels/cuda/model_cuda.h"
 
 #define CUDA_MEM_MARGIN ((size_t)512 << 20) /* device memory left free for cuBLAS and the driver */
+#define CUDA_ALIGN 64 /* elements: every matrix and activation starts on a 256-byte boundary */
+
+static size_t align_up(size_t o) { return (o + CUDA_ALIGN - 1) / CUDA_ALIGN * CUDA_ALIGN; }
 
 /* ---- layout ------------------------------------------------------------------------------------ */
 
@@ -29,7 +32,7 @@
 typedef struct {
     int ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcpw, fcpb;
     int hc_norm[2], hc_proj[2];
-    size_t hc_theta[2]; /* offset of theta (contiguous after proj.weight) in the parameter buffer */
+    size_t hc_theta[2]; /* device offset of theta (contiguous after proj.weight) */
 } block_params;
 
 /* Offsets (elements) into the activation buffers, as model.c's act_layout. */
@@ -51,7 +54,11 @@ struct cuda_model {
     hc_spec spec;              /* device copy (perms in device memory) */
     int n_tensors;
     param_info *pinfo;         /* host copy of the table */
-    size_t n_params;
+    size_t n_params;           /* the CPU buffer's length */
+    size_t *doff;              /* device offset of each tensor: the CPU layout with every
+                                  rank-2 tensor moved up to a 64-element boundary, so the
+                                  GEMMs get aligned operands; rank-1 runs (theta) stay contiguous */
+    size_t n_dev;              /* the device buffers' length (padding is zero and stays zero) */
     block_params *bp;
     int wte, wpe, lnfw, lnfb;
     float *params, *grads, *mom, *var;
@@ -85,7 +92,7 @@ static dev_layout layout_of(const cuda_model *cm) {
     a.s_qkv = N * 3 * C;
     a.s_fch = N * 4 * C;
     size_t o = 0;
-#define TAKE(field, size) do { a.field = o; o += (size); } while (0)
+#define TAKE(field, size) do { o = align_up(o); a.field = o; o += (size); } while (0)
     TAKE(enc, fr ? N * C : 0);
     TAKE(streams, (Lh + 1) * a.s_streams);
     TAKE(rstd, (Lh + 1) * a.s_rstd);
@@ -246,7 +253,7 @@ static int resolve_params(cuda_model *cm, char *err, size_t errlen) {
                          tot, cm->spec.n_theta);
                 return -1;
             }
-            b->hc_theta[s] = off;
+            b->hc_theta[s] = cm->doff[b->hc_proj[s] + 1];
         }
     }
 #undef FIND
@@ -317,8 +324,22 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
         return NULL;
     }
     memcpy(cm->pinfo, m->pinfo, (size_t)m->n_tensors * sizeof(param_info));
+    cm->doff = (size_t *)malloc((size_t)(m->n_tensors + 1) * sizeof(size_t));
+    if (!cm->doff) {
+        fprintf(stderr, "s2hc: cuda: out of host memory\n");
+        exit(1);
+    }
+    size_t o = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        if (m->pinfo[i].rank >= 2) o = align_up(o);
+        cm->doff[i] = o;
+        o += m->pinfo[i].numel;
+    }
+    cm->n_dev = align_up(o);
+    cm->doff[m->n_tensors] = cm->n_dev;
     if (resolve_params(cm, err, errlen) != 0) {
         free(cm->pinfo);
+        free(cm->doff);
         free(cm->bp);
         free(cm);
         return NULL;
@@ -327,7 +348,7 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
     cm->a = layout_of(cm);
     cuda_scratch_need need;
     scratch_of(cm, &need);
-    const size_t P = cm->n_params, N = cm->N;
+    const size_t P = cm->n_dev, N = cm->N;
     size_t tok = 3 * N + 2 * (size_t)cm->V + 1;
     cm->bytes = 4 * P * sizeof(float) + (use_bf16 ? P * sizeof(bf16) : 0) + cm->a.total * sizeof(float) +
                 cm->a.b_total * sizeof(bf16) + cm->a.g_total * sizeof(float) + tok * sizeof(int) +
@@ -338,6 +359,7 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
         snprintf(err, errlen, "cuda: the model needs %.2f GiB of device memory at batch %d; %s has %.2f GiB free",
                  (double)cm->bytes / (1 << 30), B, gpu, (double)free_b / (1 << 30));
         free(cm->pinfo);
+        free(cm->doff);
         free(cm->bp);
         free(cm);
         return NULL;
@@ -364,7 +386,7 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
         exit(1);
     }
     for (int i = 0; i < cm->n_tensors; i++) {
-        ss[i] = cm->pinfo[i].offset;
+        ss[i] = cm->doff[i];
         wd[i] = (cm->pinfo[i].decay || cm->cfg.decay_1d) ? (float)cm->cfg.weight_decay : 0.0f;
     }
     ss[cm->n_tensors] = P;
@@ -399,40 +421,50 @@ void cuda_model_free(cuda_model *cm) {
     cudaFreeHost(cm->h_losses);
     cuda_ctx_free(&cm->ctx);
     free(cm->pinfo);
+    free(cm->doff);
     free(cm->bp);
     free(cm);
 }
 
 /* ---- transfers ------------------------------------------------------------------------------------- */
 
+/* Host (CPU layout, n_params) <-> device (padded layout), tensor by tensor. */
+static void to_device(cuda_model *cm, float *dev, const float *host) {
+    for (int i = 0; i < cm->n_tensors; i++)
+        CUDA_CHECK(cudaMemcpyAsync(dev + cm->doff[i], host + cm->pinfo[i].offset, cm->pinfo[i].numel * sizeof(float),
+                                   cudaMemcpyHostToDevice, cm->ctx.stream));
+}
+static void to_host(cuda_model *cm, float *host, const float *dev) {
+    for (int i = 0; i < cm->n_tensors; i++)
+        CUDA_CHECK(cudaMemcpyAsync(host + cm->pinfo[i].offset, dev + cm->doff[i], cm->pinfo[i].numel * sizeof(float),
+                                   cudaMemcpyDeviceToHost, cm->ctx.stream));
+}
+
 void cuda_upload_params(cuda_model *cm, const gpt_model *m) {
-    CUDA_CHECK(cudaMemcpyAsync(cm->params, m->params, cm->n_params * sizeof(float), cudaMemcpyHostToDevice,
-                               cm->ctx.stream));
-    if (cm->params_bf) cuda_to_bf16(&cm->ctx, cm->params_bf, cm->params, cm->n_params);
+    to_device(cm, cm->params, m->params);
+    if (cm->params_bf) cuda_to_bf16(&cm->ctx, cm->params_bf, cm->params, cm->n_dev);
     CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
 }
 
 void cuda_download_params(cuda_model *cm, gpt_model *m) {
-    CUDA_CHECK(cudaMemcpyAsync(m->params, cm->params, cm->n_params * sizeof(float), cudaMemcpyDeviceToHost,
-                               cm->ctx.stream));
+    to_host(cm, m->params, cm->params);
     CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
 }
 
 void cuda_download_grads(cuda_model *cm, gpt_model *m) {
-    CUDA_CHECK(cudaMemcpyAsync(m->grads, cm->grads, cm->n_params * sizeof(float), cudaMemcpyDeviceToHost,
-                               cm->ctx.stream));
+    to_host(cm, m->grads, cm->grads);
     CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
 }
 
 void cuda_upload_optim(cuda_model *cm, const float *mom, const float *var) {
-    CUDA_CHECK(cudaMemcpyAsync(cm->mom, mom, cm->n_params * sizeof(float), cudaMemcpyHostToDevice, cm->ctx.stream));
-    CUDA_CHECK(cudaMemcpyAsync(cm->var, var, cm->n_params * sizeof(float), cudaMemcpyHostToDevice, cm->ctx.stream));
+    to_device(cm, cm->mom, mom);
+    to_device(cm, cm->var, var);
     CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
 }
 
 void cuda_download_optim(cuda_model *cm, float *mom, float *var) {
-    CUDA_CHECK(cudaMemcpyAsync(mom, cm->mom, cm->n_params * sizeof(float), cudaMemcpyDeviceToHost, cm->ctx.stream));
-    CUDA_CHECK(cudaMemcpyAsync(var, cm->var, cm->n_params * sizeof(float), cudaMemcpyDeviceToHost, cm->ctx.stream));
+    to_host(cm, mom, cm->mom);
+    to_host(cm, var, cm->var);
     CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
 }
 
@@ -474,9 +506,9 @@ void cuda_synchronize(cuda_model *cm) { CUDA_CHECK(cudaStreamSynchronize(cm->ctx
 
 /* ---- forward ------------------------------------------------------------------------------------- */
 
-#define PAR(i) (cm->params + cm->pinfo[i].offset)
-#define PBF(i) (cm->params_bf ? cm->params_bf + cm->pinfo[i].offset : (const bf16 *)NULL)
-#define GRD(i) (cm->grads + cm->pinfo[i].offset)
+#define PAR(i) (cm->params + cm->doff[i])
+#define PBF(i) (cm->params_bf ? cm->params_bf + cm->doff[i] : (const bf16 *)NULL)
+#define GRD(i) (cm->grads + cm->doff[i])
 #define ACT(field) (cm->acts + cm->a.field)
 #define GSC(field) (cm->gacts + cm->a.field)
 #define ABF(field) (cm->ctx.use_bf16 ? cm->acts_bf + cm->a.field : (bf16 *)NULL)
@@ -710,14 +742,14 @@ float cuda_forward_backward(cuda_model *cm, const int *inputs, const int *target
 }
 
 void cuda_zero_grad(cuda_model *cm) {
-    CUDA_CHECK(cudaMemsetAsync(cm->grads, 0, cm->n_params * sizeof(float), cm->ctx.stream));
+    CUDA_CHECK(cudaMemsetAsync(cm->grads, 0, cm->n_dev * sizeof(float), cm->ctx.stream));
 }
 
-double cuda_grad_norm(cuda_model *cm) { return sqrt(sumsq_cuda(&cm->ctx, cm->grads, cm->n_params)); }
+double cuda_grad_norm(cuda_model *cm) { return sqrt(sumsq_cuda(&cm->ctx, cm->grads, cm->n_dev)); }
 
 void cuda_step(cuda_model *cm, double lr, double grad_norm, int t) {
     const s2hc_config *c = &cm->cfg;
     float gscale = (c->clip > 0 && grad_norm > c->clip) ? (float)(c->clip / grad_norm) : 1.0f;
-    adamw_all_cuda(&cm->ctx, cm->params, cm->params_bf, cm->grads, cm->mom, cm->var, cm->n_params, cm->seg_start,
+    adamw_all_cuda(&cm->ctx, cm->params, cm->params_bf, cm->grads, cm->mom, cm->var, cm->n_dev, cm->seg_start,
                    cm->seg_wd, cm->n_tensors, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, gscale, t);
 }

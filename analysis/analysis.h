@@ -1,0 +1,161 @@
+/* analysis.h: read run files, compute what every figure and table of the paper shows,
+ * and write the report. Prefix an_.
+ *
+ *   s2hc analyze RUNS_OR_GRID_DIRS... -o OUT   plain data (OUT/data: .dat for gnuplot,
+ *                                              .csv for people), tables (OUT/tables:
+ *                                              .md, .tex, .html, .csv) and the claims
+ *   gnuplot -e "dir='OUT'" plots/STEM.gp       one figure each: OUT/STEM.png and .svg
+ *   s2hc report RUNS_OR_GRID_DIRS... -o OUT    analyze (unless --no-analyze), draw (unless
+ *                                              --no-plots) and write OUT/index.html
+ *
+ * Files, one concept each:
+ *   stats.c     mean ± std, moving average, quantiles, Student t, paired test, bootstrap
+ *   runs.c      finding run files under directories, loading them, labels and grouping
+ *   figures.c   the data files behind each figure
+ *   tables.c    the tables (Markdown, LaTeX, HTML, CSV) and the claims with verdicts
+ *   analyze.c   `s2hc analyze`
+ *   report.c    `s2hc report`: the HTML page
+ * docs/paper.md describes the chain, every figure, the presets and the budgets.
+ */
+#ifndef S2HC_ANALYSIS_H
+#define S2HC_ANALYSIS_H
+#include <stddef.h>
+#include <stdio.h>
+#include "../probes/h5.h"
+
+/* `s2hc analyze` and `s2hc report`; argv[0] is the command name. Return the process exit
+ * status: 0 ok, 1 failure, 2 usage error. */
+int analyze_main(int argc, char **argv);
+int report_main(int argc, char **argv);
+
+/* ---- statistics (stats.c) -------------------------------------------------------------- */
+
+/* Mean and sample standard deviation (n - 1 in the denominator; 0 when n < 2) of the
+ * finite values of v[0..n). Returns how many values were finite (mean NaN when none). */
+int an_mean_std(const double *v, int n, double *mean, double *std);
+/* Mean of the last `window` values of v[0..n) (all of them when n < window); *used gets
+ * how many values were averaged. NaN when n = 0. */
+double an_tail_mean(const double *v, size_t n, size_t window, size_t *used);
+/* q-quantile (q in [0, 1]) of the finite values, linear interpolation between closest
+ * ranks (numpy's default). Does not modify v. NaN when none is finite. */
+double an_quantile(const double *v, size_t n, double q);
+/* Student t: P(T <= t) for df degrees of freedom (regularised incomplete beta). */
+double an_t_cdf(double t, double df);
+/* Two-sided 97.5 % quantile of Student t with df degrees of freedom (for 95 % intervals). */
+double an_t_crit95(double df);
+
+/* A paired comparison of a against b over n pairs (d_i = a_i - b_i). */
+typedef struct {
+    int n;            /* pairs with both values finite */
+    double mean_diff; /* mean of d */
+    double sd_diff;   /* sample standard deviation of d (0 when n < 2) */
+    double t, p;      /* paired t statistic and two-sided p value (NaN when n < 2 or sd = 0) */
+    double lo, hi;    /* 95 % interval of the mean difference: t interval when n >= 2, else NaN */
+    double boot_lo, boot_hi; /* 95 % percentile bootstrap interval of the mean difference
+                                (2000 resamples, fixed seed; NaN when n < 2) */
+} an_paired;
+void an_paired_test(const double *a, const double *b, int n, an_paired *out);
+/* "within noise" (the 95 % t interval holds 0), "a lower", "a higher", or "1 seed, no
+ * interval" / "no pairs". Static string. */
+const char *an_paired_verdict(const an_paired *p);
+
+/* ---- runs (runs.c) ----------------------------------------------------------------------- */
+
+typedef struct {
+    char dir[512];          /* the run directory (holds run.h5) */
+    char name[160];         /* its basename */
+    char method[32];        /* residual.method */
+    char variant[64];       /* method, plus "+expm" / "+exact" for non-default s2hc core/init */
+    char corpus[32];        /* data.train */
+    char scale[32];         /* the preset whose model size matches, else "L<l>-C<c>-T<t>" */
+    char status[32];        /* root attribute status ("finished", "diverged", ...) */
+    int n;                  /* residual streams */
+    long seed;
+    int n_layer, n_embd, n_head, block_size, batch, grad_accum, steps;
+    int probe_every, eval_every;
+    double n_params, n_aux;
+    int bench;              /* 1: no probes and no evals during training (a throughput run) */
+    char *config_key;       /* the config without name, out, threads, backend (repeat detection) */
+    h5log log;
+} an_run;
+
+typedef struct {
+    an_run *r;
+    int n, cap;
+} an_runset;
+
+/* Load every run under each path: a run directory (holds run.h5), a run.h5 file, or a
+ * directory whose subdirectories (one level, or two for a directory of grids) hold runs.
+ * A run whose config equals another's but for its name, out dir, threads and backend
+ * repeats it (the harness is deterministic) and is dropped with a note. Returns the number of runs loaded; problems are printed to stderr and the
+ * run is skipped. The caller frees with an_runset_free. */
+int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose);
+void an_runset_free(an_runset *rs);
+/* Load one run.h5 into r (fills every field). 0, or -1 with the reason in err. */
+int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen);
+void an_run_free(an_run *r);
+/* A series by path or NULL. */
+const h5log_series *an_series(const an_run *r, const char *path);
+/* Element i of a series as a double (NaN when out of range). */
+double an_series_get(const h5log_series *s, size_t i);
+/* The whole series as doubles, malloc'd; *count gets rows * row_elems. NULL if absent. */
+double *an_series_copy(const an_run *r, const char *path, size_t *count);
+/* A scalar static dataset (or the last element of a series), NaN if absent. */
+double an_scalar(const an_run *r, const char *path);
+
+/* ---- numbers shared by the tables, the claims and the tests ---------------------------- */
+
+/* Window of the final train loss: the paper's 200-step moving average. */
+#define AN_LOSS_WINDOW 200
+/* Final train loss: mean of the last AN_LOSS_WINDOW logged losses (*used: how many). */
+double an_final_train_loss(const an_run *r, size_t *used);
+/* The last validation loss (NaN if none). */
+double an_final_val_loss(const an_run *r);
+/* Median of /train/tokens_per_s over steps, the first step left out when there are more
+ * than two (warm-up). NaN if none. */
+double an_median_throughput(const an_run *r);
+/* Largest |row or column sum - 1| over the per-token matrices of every sublayer of the
+ * final probe (max of /final/colsum_dev_max, /final/rowsum_dev_max). NaN if absent. */
+double an_final_sum_dev(const an_run *r, int columns);
+/* Largest |column (or row) sum - 1| of the per-sequence composite products. */
+double an_composite_sum_dev(const an_run *r, int columns);
+/* Fraction of H_res entries (final probe histogram, every sublayer) below -thresh, and the
+ * total count of entries. */
+double an_negative_fraction(const an_run *r, double thresh, double *total);
+
+/* ---- the pipeline (analyze.c, figures.c, tables.c) ------------------------------------ */
+
+typedef struct {
+    const char *out;        /* output directory */
+    const an_runset *rs;
+    FILE *log;              /* progress (stderr) */
+    /* the primary cell for the figures: the largest scale, docs when present */
+    char scale[32], corpus[32];
+} an_ctx;
+
+/* Write OUT/data/... for every figure. 0 or -1. */
+int an_write_figures(an_ctx *c);
+/* Write OUT/tables/... and OUT/tables/claims.*. 0 or -1. */
+int an_write_tables(an_ctx *c);
+/* Pick the primary scale and corpus (see an_ctx). */
+void an_pick_primary(an_ctx *c);
+/* The runs of variant v in scale/corpus (non-bench), sorted by seed, into idx (cap
+ * entries); returns the count. NULL scale/corpus match any. */
+int an_cell_runs(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
+                 int *idx, int cap);
+/* The representative run of a variant for the figures: the lowest seed in the primary
+ * cell; -1 if none. n = 0 matches any stream count. */
+int an_rep_run(const an_ctx *c, const char *variant);
+
+/* Helpers to write files under OUT: fopen of OUT/sub/name (directories created); exits
+ * through the caller's error path (NULL with a message). */
+FILE *an_open(const char *out, const char *sub, const char *name);
+int an_mkdirs(const char *path);
+
+/* Method display order and names. */
+extern const char *const an_method_order[];
+const char *an_pretty(const char *variant);
+/* A label without spaces for figures: "s²HC+expm". */
+void an_label(const char *variant, char *buf, size_t len);
+
+#endif

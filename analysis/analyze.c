@@ -1,0 +1,165 @@
+/* analyze.c: `s2hc analyze RUNS_OR_GRID_DIRS... -o OUT`. Loads every run, picks the cell
+ * the figures show (the largest scale, docs when trained on it), writes OUT/data (figure
+ * data, meta.gp, captions.tsv, summary.txt) and OUT/tables (tables and claims). */
+#include "analysis.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void analyze_usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc analyze RUNS_OR_GRID_DIRS... -o OUT [-q]\n\n"
+            "Read every run under the given paths (a run directory, a run.h5, or a directory of\n"
+            "runs such as a grid's out dir) and write what the figures and tables show:\n"
+            "  OUT/data/*.dat      plain columns for gnuplot (plots/*.gp read only these)\n"
+            "  OUT/data/*.csv      the same for people; OUT/data/meta.gp lists what has data\n"
+            "  OUT/tables/*.{md,tex,html,csv}   Table 1, Table 2, ablation, throughput, runs,\n"
+            "                      scales, and the claims with verdicts\n"
+            "Runs with probe.every = 0 and train.eval_every = 0 (streams.yaml) count for\n"
+            "throughput only. Repeated runs (the same config under another name) count once.\n"
+            "  -o OUT   output directory (default out/analysis)\n"
+            "  -q       quiet: no progress lines\n\n"
+            "example:\n"
+            "  s2hc analyze runs/paper runs/ablations runs/streams -o out/paper\n");
+}
+
+/* One line per figure: what we measured, in numbers (the report puts it in the caption). */
+static void write_captions(an_ctx *c) {
+    FILE *f = an_open(c->out, "data", "captions.tsv");
+    if (!f) return;
+    const an_runset *rs = c->rs;
+    int ri;
+    /* fig02: final row-max median and diag frac */
+    fprintf(f, "fig02_rowmax\t");
+    static const char *const hv[] = {"mhc", "mhc_lite", "kromhc", "s2hc", NULL};
+    for (int i = 0; hv[i]; i++)
+        if ((ri = an_rep_run(c, hv[i])) >= 0 && an_series(&rs->r[ri], "/probe/diag_frac"))
+            fprintf(f, "%s: median row max %.3f, diagonal-dominant %.1f %% at step %.0f. ", an_pretty(hv[i]),
+                    an_scalar(&rs->r[ri], "/probe/row_max_median"), 100 * an_scalar(&rs->r[ri], "/probe/diag_frac"),
+                    an_scalar(&rs->r[ri], "/probe/step"));
+    fprintf(f, "\n");
+    /* fig05: max grad norm per method */
+    fprintf(f, "fig05_gradnorm\t");
+    static const char *const gv[] = {"rc", "hc", "mhc", "mhc_lite", "kromhc", "s2hc", NULL};
+    for (int i = 0; gv[i]; i++) {
+        if ((ri = an_rep_run(c, gv[i])) < 0) continue;
+        size_t n = 0;
+        double *g = an_series_copy(&rs->r[ri], "/train/grad_norm", &n), mx = 0;
+        for (size_t k = 0; g && k < n; k++) if (isfinite(g[k]) && g[k] > mx) mx = g[k];
+        double med = g ? an_quantile(g, n, 0.5) : NAN;
+        free(g);
+        fprintf(f, "%s: median %.3g, max %.3g. ", an_pretty(gv[i]), med, mx);
+    }
+    fprintf(f, "\n");
+    /* fig06: sums */
+    fprintf(f, "fig06_colsums\t");
+    for (int i = 0; hv[i]; i++)
+        if ((ri = an_rep_run(c, hv[i])) >= 0 && an_series(&rs->r[ri], "/final/composite_colsum")) {
+            size_t n = 0;
+            double *v = an_series_copy(&rs->r[ri], "/final/H_res_colsum", &n);
+            double lo = an_quantile(v, n, 0), hi = an_quantile(v, n, 1);
+            free(v);
+            v = an_series_copy(&rs->r[ri], "/final/composite_colsum", &n);
+            double clo = an_quantile(v, n, 0), chi = an_quantile(v, n, 1);
+            free(v);
+            fprintf(f, "%s: per-layer column sums in [%.4f, %.4f], composite [%.4f, %.4f]. ", an_pretty(hv[i]), lo, hi, clo, chi);
+        }
+    fprintf(f, "\n");
+    /* fig08: negative share */
+    fprintf(f, "fig08_entries\t");
+    static const char *const ev[] = {"hc", "mhc", "mhc_lite", "kromhc", "s2hc", NULL};
+    for (int i = 0; ev[i]; i++)
+        if ((ri = an_rep_run(c, ev[i])) >= 0 && an_series(&rs->r[ri], "/final/hist_counts")) {
+            double tot, fr = an_negative_fraction(&rs->r[ri], 0.01, &tot);
+            fprintf(f, "%s: %.2f %% of entries below −0.01. ", an_pretty(ev[i]), 100 * fr);
+        }
+    fprintf(f, "\n");
+    /* figv2_05: smallest nonzero-expected deviation sv of s2hc */
+    fprintf(f, "figv2_05_devsv\t");
+    for (int i = 0; hv[i]; i++)
+        if ((ri = an_rep_run(c, hv[i])) >= 0) {
+            const h5log_series *d = an_series(&rs->r[ri], "/final/dev_sv_mean");
+            if (!d || d->row_rank < 2) continue;
+            size_t Lh = d->row_dims[0], n = d->row_dims[1];
+            double top = 0, last = 0;
+            for (size_t l = 0; l < Lh; l++) {
+                top += an_series_get(d, l * n) / (double)Lh;
+                last = fmax(last, an_series_get(d, l * n + n - 1));
+            }
+            fprintf(f, "%s: mean largest deviation singular value %.3f, largest last one %.2e. ", an_pretty(hv[i]), top, last);
+        }
+    fprintf(f, "\n");
+    fclose(f);
+}
+
+static void write_summary(an_ctx *c) {
+    FILE *f = an_open(c->out, "data", "summary.txt");
+    if (!f) return;
+    int bench = 0, main_runs = 0, maxseeds = 0, minseeds = 1 << 30;
+    for (int i = 0; i < c->rs->n; i++) { if (c->rs->r[i].bench) bench++; else main_runs++; }
+    for (int vi = 0; an_method_order[vi]; vi++) {
+        int idx[64];
+        int k = an_cell_runs(c->rs, c->scale, c->corpus, an_method_order[vi], 0, idx, 64);
+        if (!k) continue;
+        if (k > maxseeds) maxseeds = k;
+        if (k < minseeds) minseeds = k;
+    }
+    if (minseeds > maxseeds) minseeds = 0;
+    fprintf(f, "scale=%s\ncorpus=%s\nruns=%d\ncomparison_runs=%d\nthroughput_runs=%d\nseeds_min=%d\nseeds_max=%d\n", c->scale,
+            c->corpus, c->rs->n, main_runs, bench, minseeds, maxseeds);
+    int ri = an_rep_run(c, "s2hc");
+    if (ri < 0) ri = an_rep_run(c, "rc");
+    if (ri >= 0) {
+        const an_run *r = &c->rs->r[ri];
+        fprintf(f, "model=%d layers, %d heads, C = %d, T = %d, batch %d x %d, %d steps\n", r->n_layer, r->n_head, r->n_embd,
+                r->block_size, r->batch, r->grad_accum, r->steps);
+    }
+    fclose(f);
+}
+
+int analyze_main(int argc, char **argv) {
+    const char *out = "out/analysis";
+    int quiet = 0;
+    char **paths = calloc((size_t)argc + 1, sizeof *paths);
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { analyze_usage(stdout); free(paths); return 0; }
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "-q")) quiet = 1;
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "s2hc analyze: error: unknown option '%s'\n\n", argv[i]);
+            analyze_usage(stderr);
+            free(paths);
+            return 2;
+        } else paths[np++] = argv[i];
+    }
+    if (!np) {
+        fprintf(stderr, "s2hc analyze: error: no runs given\n\n");
+        analyze_usage(stderr);
+        free(paths);
+        return 2;
+    }
+    an_runset rs;
+    int n = an_runset_load(&rs, paths, np, !quiet);
+    free(paths);
+    if (!n) {
+        fprintf(stderr, "s2hc analyze: error: no readable run files under the given paths\n");
+        an_runset_free(&rs);
+        return 1;
+    }
+    if (an_mkdirs(out) != 0) {
+        fprintf(stderr, "s2hc analyze: error: cannot create %s\n", out);
+        an_runset_free(&rs);
+        return 1;
+    }
+    an_ctx c = {.out = out, .rs = &rs, .log = stderr};
+    an_pick_primary(&c);
+    if (!quiet)
+        fprintf(stderr, "s2hc analyze: %d runs; figures from scale %s, corpus %s -> %s/data, %s/tables\n", n, c.scale,
+                c.corpus, out, out);
+    int rc = an_write_figures(&c) | an_write_tables(&c);
+    write_captions(&c);
+    write_summary(&c);
+    an_runset_free(&rs);
+    return rc ? 1 : 0;
+}

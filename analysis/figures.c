@@ -1,0 +1,669 @@
+/* figures.c: the data behind every figure, one plain text file per curve or panel under
+ * OUT/data/, plus OUT/data/meta.gp (gnuplot variables: which methods have data, layer
+ * counts, labels) so each script in plots/ only draws. Matrices are written as
+ * "column row value" triples (x = input stream j, y = output stream i). */
+#include "analysis.h"
+#include "../harness/config.h"
+#include "../harness/model.h"
+#include "../harness/presets.h"
+#include "../harness/util.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Display cap of the gradient norm (paper Fig 5 clamps HC at 5). */
+#define AN_GRAD_CLAMP 5.0
+
+/* Variants drawn in the H_res figures (Fig 1 left, 2, 6, 9, v2 Fig 5). */
+static const char *const hres_variants[] = {"mhc", "mhc_lite", "kromhc", "s2hc", NULL};
+/* Variants whose cost grows with n (Fig 7). */
+static const char *const stream_variants[] = {"hc", "mhc", "mhc_lite", "kromhc", "s2hc", NULL};
+
+int an_cell_runs(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
+                 int *idx, int cap) {
+    int k = 0;
+    for (int i = 0; i < rs->n && k < cap; i++) {
+        const an_run *r = &rs->r[i];
+        if (r->bench) continue;
+        if (scale && strcmp(r->scale, scale)) continue;
+        if (corpus && strcmp(r->corpus, corpus)) continue;
+        if (variant && strcmp(r->variant, variant)) continue;
+        if (n && r->n != n) continue;
+        idx[k++] = i;
+    }
+    /* sort by seed (insertion sort; a handful of runs) */
+    for (int a = 1; a < k; a++)
+        for (int b = a; b > 0 && rs->r[idx[b]].seed < rs->r[idx[b - 1]].seed; b--) {
+            int t = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = t;
+        }
+    return k;
+}
+
+void an_pick_primary(an_ctx *c) {
+    const an_runset *rs = c->rs;
+    long best = -1;
+    c->scale[0] = c->corpus[0] = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const an_run *r = &rs->r[i];
+        if (r->bench) continue;
+        long size = (long)r->n_layer * r->n_embd * r->block_size;
+        if (size > best) { best = size; snprintf(c->scale, sizeof c->scale, "%s", r->scale); }
+    }
+    for (int i = 0; i < rs->n; i++) {
+        const an_run *r = &rs->r[i];
+        if (r->bench || strcmp(r->scale, c->scale)) continue;
+        if (!strcmp(r->corpus, "docs")) { snprintf(c->corpus, sizeof c->corpus, "docs"); break; }
+        if (!c->corpus[0] || strcmp(r->corpus, c->corpus) < 0) snprintf(c->corpus, sizeof c->corpus, "%s", r->corpus);
+    }
+}
+
+int an_rep_run(const an_ctx *c, const char *variant) {
+    int idx[64];
+    int k = an_cell_runs(c->rs, c->scale, c->corpus, variant, 0, idx, 64);
+    if (k) return idx[0];
+    /* fall back to any scale / corpus (e.g. identity from a grid at another corpus) */
+    k = an_cell_runs(c->rs, c->scale, NULL, variant, 0, idx, 64);
+    if (k) return idx[0];
+    k = an_cell_runs(c->rs, NULL, NULL, variant, 0, idx, 64);
+    return k ? idx[0] : -1;
+}
+
+int an_mkdirs(const char *path) { return mkdir_p(path); }
+
+FILE *an_open(const char *out, const char *sub, const char *name) {
+    char dir[1024], p[1200];
+    snprintf(dir, sizeof dir, "%s/%s", out, sub);
+    an_mkdirs(dir);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (!f) fprintf(stderr, "s2hc analyze: error: cannot write %s\n", p);
+    return f;
+}
+
+/* "column row value" for an n x n matrix (row-major), blank line between rows. */
+static void write_cells(FILE *f, const double *H, int n) {
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < n; j++) fprintf(f, "%d %d %.6g\n", j, i, H[i * n + j]);
+        fprintf(f, "\n");
+    }
+}
+
+/* Row sums at x = n (right of the matrix), column sums at y = n (below it). */
+static void write_sums(FILE *f, const double *H, int n) {
+    for (int i = 0; i < n; i++) {
+        double s = 0;
+        for (int j = 0; j < n; j++) s += H[i * n + j];
+        fprintf(f, "%d %d %.4f\n", n, i, s);
+    }
+    for (int j = 0; j < n; j++) {
+        double s = 0;
+        for (int i = 0; i < n; i++) s += H[i * n + j];
+        fprintf(f, "%d %d %.4f\n", j, n, s);
+    }
+}
+
+/* Append " v" to a space-separated list. */
+static void list_add(char *list, size_t len, const char *v) {
+    size_t l = strlen(list);
+    snprintf(list + l, len - l, "%s%s", l ? " " : "", v);
+}
+
+
+/* ---- Fig 1 left, Fig 9: heat maps --------------------------------------------------- */
+
+static void fig_heatmaps(an_ctx *c, FILE *meta) {
+    char list[256] = "", labels[512] = "";
+    int mid_layer = -1, n_show = 0, depths[4] = {0, 0, 0, 0}, Lh_seen = 0;
+    for (int vi = 0; hres_variants[vi]; vi++) {
+        int ri = an_rep_run(c, hres_variants[vi]);
+        if (ri < 0) continue;
+        const an_run *r = &c->rs->r[ri];
+        const h5log_series *hm = an_series(r, "/final/H_res_mean"), *hs = an_series(r, "/final/H_res"),
+                           *cp = an_series(r, "/final/composite");
+        if (!hm || !hs || !cp) continue;
+        int n = r->n, Lh = (int)(hm->row_elems / (size_t)(n * n));
+        if (Lh < 1) continue;
+        Lh_seen = Lh;
+        list_add(list, sizeof list, hres_variants[vi]);
+        char lab[64];
+        an_label(hres_variants[vi], lab, sizeof lab);
+        list_add(labels, sizeof labels, lab);
+        n_show = n;
+        /* Fig 1 left: the token mean over every final-probe sequence at the middle sublayer */
+        mid_layer = Lh / 2;
+        double H[64];
+        char name[128];
+        for (int e = 0; e < n * n; e++) H[e] = an_series_get(hm, (size_t)mid_layer * n * n + e);
+        snprintf(name, sizeof name, "fig1_hres_%s.dat", hres_variants[vi]);
+        FILE *f = an_open(c->out, "data", name);
+        if (!f) continue;
+        fprintf(f, "# %s: token-averaged H_res (/final/H_res_mean) of sublayer %d of %d, run %s\n"
+                   "# column j (input stream), row i (output stream), H_res[i,j]\n", r->variant, mid_layer + 1, Lh, r->dir);
+        write_cells(f, H, n);
+        fclose(f);
+        /* Fig 9: sequence 0's token-averaged matrices at four depths, and its composite */
+        depths[0] = 0;
+        depths[1] = Lh >= 4 ? (Lh * 1) / 4 : (Lh > 1 ? 1 : 0);
+        depths[2] = Lh >= 4 ? (Lh * 3) / 4 - 1 : (Lh > 2 ? 2 : Lh - 1);
+        depths[3] = Lh - 1;
+        if (Lh == 24) { depths[1] = 5; depths[2] = 17; depths[3] = 22; } /* the paper's 1, 6, 18, 23 */
+        for (int k = 0; k < 5; k++) {
+            if (k < 4)
+                for (int e = 0; e < n * n; e++) H[e] = an_series_get(hs, (size_t)depths[k] * n * n + e);
+            else
+                for (int e = 0; e < n * n; e++) H[e] = an_series_get(cp, (size_t)e);
+            snprintf(name, sizeof name, "fig9_%s_%d.dat", hres_variants[vi], k);
+            if (!(f = an_open(c->out, "data", name))) continue;
+            fprintf(f, "# %s, validation sequence 0 (token-averaged), %s; column row value\n", r->variant,
+                    k < 4 ? "one sublayer" : "composite H_{Lh-1}...H_0");
+            write_cells(f, H, n);
+            fclose(f);
+            snprintf(name, sizeof name, "fig9_%s_%d_sums.dat", hres_variants[vi], k);
+            if (!(f = an_open(c->out, "data", name))) continue;
+            fprintf(f, "# row sums at x = n, column sums at y = n\n");
+            write_sums(f, H, n);
+            fclose(f);
+        }
+    }
+    fprintf(meta, "hres_methods = \"%s\"\nhres_labels = \"%s\"\nhres_n = %d\nfig1_layer = %d\nLh = %d\n", list,
+            labels, n_show, mid_layer + 1, Lh_seen);
+    fprintf(meta, "fig9_depths = \"%d %d %d %d\"\n", depths[0] + 1, depths[1] + 1, depths[2] + 1, depths[3] + 1);
+}
+
+/* ---- Fig 1 middle: OOD perplexity relative to RC ----------------------------------- */
+
+/* OOD corpora of a run (the groups under /eval/ood), into names[k][32]. */
+static int ood_corpora(const an_run *r, char names[][32], int cap) {
+    int k = 0;
+    for (int i = 0; i < r->log.n_series && k < cap; i++) {
+        const char *p = r->log.series[i].path;
+        if (strncmp(p, "/eval/ood/", 10)) continue;
+        const char *end = strrchr(p, '/');
+        if (!end || strcmp(end, "/ppl")) continue;
+        int len = (int)(end - (p + 10));
+        if (len <= 0 || len >= 32) continue;
+        memcpy(names[k], p + 10, (size_t)len);
+        names[k][len] = 0;
+        k++;
+    }
+    return k;
+}
+
+/* Mean over the cell's seeds of the OOD perplexity on `corpus`. */
+static double cell_ood_ppl(const an_ctx *c, const char *variant, const char *corpus) {
+    int idx[64];
+    int k = an_cell_runs(c->rs, c->scale, c->corpus, variant, 0, idx, 64);
+    double v[64], m;
+    char p[128];
+    snprintf(p, sizeof p, "/eval/ood/%s/ppl", corpus);
+    for (int i = 0; i < k; i++) v[i] = an_scalar(&c->rs->r[idx[i]], p);
+    return an_mean_std(v, k, &m, NULL) ? m : NAN;
+}
+
+static void fig_ood(an_ctx *c, FILE *meta) {
+    int rc = an_rep_run(c, "rc");
+    FILE *f = an_open(c->out, "data", "fig1_ood.dat");
+    if (!f) return;
+    char corp[16][32];
+    int nc = rc >= 0 ? ood_corpora(&c->rs->r[rc], corp, 16) : 0;
+    const char *vs[16];
+    int nv = 0;
+    for (int i = 0; an_method_order[i]; i++) {
+        const char *v = an_method_order[i];
+        /* the paper's methods only (the ablations have their own table) */
+        if (strcmp(v, "hc") && strcmp(v, "mhc") && strcmp(v, "mhc_lite") && strcmp(v, "kromhc") && strcmp(v, "s2hc")) continue;
+        int idx[4];
+        if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) > 0 && nv < 16) vs[nv++] = v;
+    }
+    fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s, mean over seeds)\n",
+            c->scale, c->corpus);
+    fprintf(f, "# corpus");
+    for (int j = 0; j < nv; j++) fprintf(f, " %s", vs[j]);
+    fprintf(f, "\n");
+    int rows = 0;
+    for (int k = 0; k < nc; k++) {
+        double base = cell_ood_ppl(c, "rc", corp[k]);
+        if (!isfinite(base)) continue;
+        fprintf(f, "%s", corp[k]);
+        for (int j = 0; j < nv; j++) fprintf(f, " %.6g", cell_ood_ppl(c, vs[j], corp[k]) / base);
+        fprintf(f, "\n");
+        rows++;
+    }
+    fclose(f);
+    char labels[512] = "";
+    for (int j = 0; j < nv; j++) {
+        char lab[64];
+        an_label(vs[j], lab, sizeof lab);
+        list_add(labels, sizeof labels, lab);
+    }
+    char ids[256] = "";
+    for (int j = 0; j < nv; j++) list_add(ids, sizeof ids, vs[j]);
+    fprintf(meta, "ood_rows = %d\nood_cols = %d\nood_labels = \"%s\"\nood_methods = \"%s\"\n", rows, nv, labels, ids);
+}
+
+/* ---- Fig 1 right, Fig 7 right: auxiliary parameters vs n ---------------------------- */
+
+static void fig_params(an_ctx *c, FILE *meta) {
+    /* the scale of the primary runs (their config), else small */
+    s2hc_config cfg;
+    config_defaults(&cfg);
+    int ri = an_rep_run(c, "s2hc");
+    if (ri < 0) ri = c->rs->n ? 0 : -1;
+    if (ri >= 0) {
+        cfg.n_layer = c->rs->r[ri].n_layer;
+        cfg.n_embd = c->rs->r[ri].n_embd;
+        cfg.n_head = c->rs->r[ri].n_head;
+        cfg.block_size = c->rs->r[ri].block_size;
+    } else preset_apply(&cfg, "small");
+    FILE *f = an_open(c->out, "data", "params.dat");
+    FILE *g = an_open(c->out, "data", "params.csv");
+    if (!f || !g) { if (f) fclose(f); if (g) fclose(g); return; }
+    fprintf(f, "# auxiliary (hyper-connection) parameters per method against n: C = %d, %d layers (%d sublayers);"
+               " counted from the parameter table, as `s2hc params`\nn", cfg.n_embd, cfg.n_layer, 2 * cfg.n_layer);
+    fprintf(g, "method,n,C,n_layer,aux_params,total_params\n");
+    for (int vi = 0; stream_variants[vi]; vi++) fprintf(f, " %s", an_pretty(stream_variants[vi]));
+    fprintf(f, "\n");
+    for (int n = 2; n <= 8; n++) {
+        fprintf(f, "%d", n);
+        for (int vi = 0; stream_variants[vi]; vi++) {
+            snprintf(cfg.method, sizeof cfg.method, "%s", stream_variants[vi]);
+            cfg.n_streams = n;
+            param_info *pt = NULL;
+            int np = 0;
+            size_t total = 0, aux = 0;
+            char err[256];
+            if (model_param_table(&cfg, &pt, &np, &total, &aux, err, sizeof err) != 0) {
+                fprintf(f, " NaN");
+                continue;
+            }
+            free(pt);
+            fprintf(f, " %zu", aux);
+            fprintf(g, "%s,%d,%d,%d,%zu,%zu\n", stream_variants[vi], n, cfg.n_embd, cfg.n_layer, aux, total);
+        }
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    fclose(g);
+    fprintf(meta, "params_C = %d\nparams_layers = %d\n", cfg.n_embd, cfg.n_layer);
+}
+
+/* ---- Fig 2: row-wise max and diagonal dominance over training ---------------------- */
+
+static void fig_rowmax(an_ctx *c, FILE *meta) {
+    char list[256] = "";
+    for (int vi = 0; hres_variants[vi]; vi++) {
+        int ri = an_rep_run(c, hres_variants[vi]);
+        if (ri < 0) continue;
+        const an_run *r = &c->rs->r[ri];
+        const h5log_series *st = an_series(r, "/probe/step"), *p10 = an_series(r, "/probe/row_max_p10"),
+                           *med = an_series(r, "/probe/row_max_median"), *p90 = an_series(r, "/probe/row_max_p90"),
+                           *df = an_series(r, "/probe/diag_frac");
+        if (!st || !st->rows || !p10 || !med || !p90 || !df) continue;
+        char name[64];
+        snprintf(name, sizeof name, "fig2_%s.dat", hres_variants[vi]);
+        FILE *f = an_open(c->out, "data", name);
+        if (!f) continue;
+        list_add(list, sizeof list, hres_variants[vi]);
+        fprintf(f, "# %s (%s): step, row-max p10, median, p90 over every row of every per-token H_res of every sublayer,"
+                   " fraction of matrices whose row maxima all sit on the diagonal\n", r->variant, r->dir);
+        for (size_t i = 0; i < st->rows; i++)
+            fprintf(f, "%.0f %.6g %.6g %.6g %.6g\n", an_series_get(st, i), an_series_get(p10, i), an_series_get(med, i),
+                    an_series_get(p90, i), an_series_get(df, i));
+        fclose(f);
+    }
+    fprintf(meta, "fig2_methods = \"%s\"\n", list);
+}
+
+/* ---- Fig 3, 10, 11: stream cosine similarity per layer over training ---------------- */
+
+static void fig_cos(an_ctx *c, FILE *meta) {
+    static const char *const vs[] = {"identity", "mhc", "s2hc", "mhc_lite", NULL};
+    double lo = 1;
+    for (int vi = 0; vs[vi]; vi++) {
+        int ri = an_rep_run(c, vs[vi]), ok = 0, Lh = 0;
+        if (ri >= 0) {
+            const an_run *r = &c->rs->r[ri];
+            const h5log_series *st = an_series(r, "/probe/step"), *cs = an_series(r, "/probe/cos_sim");
+            if (st && cs && st->rows && cs->rows == st->rows) {
+                char name[64];
+                snprintf(name, sizeof name, "fig3_cos_%s.dat", vs[vi]);
+                FILE *f = an_open(c->out, "data", name);
+                if (f) {
+                    Lh = (int)cs->row_elems;
+                    fprintf(f, "# %s (%s, %s, %s): step, then per sublayer the mean pairwise cosine similarity of the"
+                               " streams after mixing (H_res . X)\n", r->variant, r->scale, r->corpus, r->dir);
+                    for (size_t i = 0; i < st->rows; i++) {
+                        fprintf(f, "%.0f", an_series_get(st, i));
+                        for (int l = 0; l < Lh; l++) {
+                            double x = an_series_get(cs, i * (size_t)Lh + l);
+                            if (isfinite(x) && x < lo) lo = x;
+                            fprintf(f, " %.6g", x);
+                        }
+                        fprintf(f, "\n");
+                    }
+                    fclose(f);
+                    ok = 1;
+                }
+            }
+        }
+        fprintf(meta, "cos_%s = %d\ncos_%s_Lh = %d\n", vs[vi], ok, vs[vi], Lh);
+    }
+    fprintf(meta, "cos_min = %.6g\n", lo);
+}
+
+/* ---- Fig 5: gradient norm ------------------------------------------------------------ */
+
+static void fig_grad(an_ctx *c, FILE *meta) {
+    char list[256] = "", labels[512] = "";
+    double gmax_all = 0;
+    for (int i = 0; an_method_order[i]; i++) {
+        const char *v = an_method_order[i];
+        if (strchr(v, '+') || !strcmp(v, "identity") || !strcmp(v, "orthogonal") || !strcmp(v, "s2hc_rot")) continue;
+        int idx[4];
+        if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) == 0) continue;
+        const an_run *r = &c->rs->r[idx[0]];
+        const h5log_series *st = an_series(r, "/train/step"), *g = an_series(r, "/train/grad_norm");
+        if (!st || !g || !st->rows) continue;
+        char name[64];
+        snprintf(name, sizeof name, "fig5_%s.dat", v);
+        FILE *f = an_open(c->out, "data", name);
+        if (!f) continue;
+        list_add(list, sizeof list, v);
+        char lab[64];
+        an_label(v, lab, sizeof lab);
+        list_add(labels, sizeof labels, lab);
+        fprintf(f, "# %s (%s): step, gradient norm before clipping clamped at %.0f for display, raw value\n", v, r->dir,
+                AN_GRAD_CLAMP);
+        for (size_t k = 0; k < st->rows; k++) {
+            double x = an_series_get(g, k);
+            if (isfinite(x) && x > gmax_all) gmax_all = x;
+            fprintf(f, "%.0f %.6g %.6g\n", an_series_get(st, k), isfinite(x) ? fmin(x, AN_GRAD_CLAMP) : AN_GRAD_CLAMP, x);
+        }
+        fclose(f);
+    }
+    fprintf(meta, "fig5_methods = \"%s\"\nfig5_labels = \"%s\"\ngrad_clamp = %g\ngrad_max = %g\n", list, labels,
+            AN_GRAD_CLAMP, gmax_all);
+}
+
+/* ---- Fig 6: column sums and the cumulative composite norm -------------------------- */
+
+static void write_box(FILE *f, double x, const double *v, size_t n) {
+    fprintf(f, "%g %.6g %.6g %.6g %.6g %.6g\n", x, an_quantile(v, n, 0), an_quantile(v, n, 0.25), an_quantile(v, n, 0.5),
+            an_quantile(v, n, 0.75), an_quantile(v, n, 1));
+}
+
+/* Per-sublayer sum distributions (columns or rows) and the composite's, for one method. */
+static void write_sums_fig(an_ctx *c, const an_run *r, const char *v, int k, int nv, int rows, FILE *fcomp) {
+    const h5log_series *cs = an_series(r, rows ? "/final/H_res_rowsum" : "/final/H_res_colsum");
+    if (!cs || cs->row_rank < 2) return;
+    size_t S = cs->rows, Lh = cs->row_dims[0], n = cs->row_dims[1];
+    char name[64];
+    snprintf(name, sizeof name, "fig6_%s_%s.dat", rows ? "rowsum" : "colsum", v);
+    FILE *f = an_open(c->out, "data", name);
+    if (!f) return;
+    fprintf(f, "# %s: sublayer (offset per method for display), min, p25, median, p75, max of the %s sums of the %zu"
+               " sequences' token-averaged H_res\n", r->variant, rows ? "row" : "column", S);
+    double *w = malloc((S * n + 1) * sizeof *w);
+    double off = nv > 1 ? -0.3 + 0.6 * k / (nv - 1) : 0;
+    for (size_t l = 0; l < Lh; l++) {
+        size_t m = 0;
+        for (size_t s = 0; s < S; s++)
+            for (size_t j = 0; j < n; j++) w[m++] = an_series_get(cs, (s * Lh + l) * n + j);
+        write_box(f, (double)(l + 1) + off, w, m);
+    }
+    fclose(f);
+    free(w);
+    size_t m = 0;
+    double *x = an_series_copy(r, rows ? "/final/composite_rowsum" : "/final/composite_colsum", &m);
+    char lab[64];
+    an_label(v, lab, sizeof lab);
+    if (x && m)
+        fprintf(fcomp, "%d %.6g %.6g %.6g %.6g %.6g %s\n", k, an_quantile(x, m, 0), an_quantile(x, m, 0.25),
+                an_quantile(x, m, 0.5), an_quantile(x, m, 0.75), an_quantile(x, m, 1), lab);
+    free(x);
+}
+
+static void fig_colsums(an_ctx *c, FILE *meta) {
+    char list[256] = "";
+    int k = 0, nv = 0;
+    for (int vi = 0; hres_variants[vi]; vi++) {
+        int ri = an_rep_run(c, hres_variants[vi]);
+        if (ri >= 0 && an_series(&c->rs->r[ri], "/final/H_res_colsum")) nv++;
+    }
+    FILE *fc = an_open(c->out, "data", "fig6_composite.dat"), *fr = an_open(c->out, "data", "fig6_composite_rows.dat");
+    if (!fc || !fr) { if (fc) fclose(fc); if (fr) fclose(fr); return; }
+    fprintf(fc, "# index, min, p25, median, p75, max of the column sums of each sequence's composite product, method\n");
+    fprintf(fr, "# index, min, p25, median, p75, max of the row sums of each sequence's composite product, method\n");
+    for (int vi = 0; hres_variants[vi]; vi++) {
+        int ri = an_rep_run(c, hres_variants[vi]);
+        if (ri < 0) continue;
+        const an_run *r = &c->rs->r[ri];
+        const h5log_series *cn = an_series(r, "/final/cum_spectral_norm");
+        if (!an_series(r, "/final/H_res_colsum") || !cn) continue;
+        list_add(list, sizeof list, hres_variants[vi]);
+        write_sums_fig(c, r, hres_variants[vi], k, nv, 0, fc);
+        write_sums_fig(c, r, hres_variants[vi], k, nv, 1, fr);
+        char name[64];
+        FILE *f;
+        snprintf(name, sizeof name, "fig6_cumnorm_%s.dat", hres_variants[vi]);
+        if ((f = an_open(c->out, "data", name))) {
+            size_t Lc = cn->row_elems;
+            double *v = malloc((cn->rows + 1) * sizeof *v);
+            fprintf(f, "# %s: depth l (sublayers), mean and std over %zu sequences of ||H_l ... H_1||_2\n", r->variant,
+                    cn->rows);
+            for (size_t l = 0; l < Lc; l++) {
+                size_t cnt = 0;
+                for (size_t s = 0; s < cn->rows; s++) v[cnt++] = an_series_get(cn, s * Lc + l);
+                double mean, sd;
+                an_mean_std(v, (int)cnt, &mean, &sd);
+                fprintf(f, "%zu %.6g %.6g\n", l + 1, mean, sd);
+            }
+            free(v);
+            fclose(f);
+        }
+        /* per-token worst deviations per sublayer (log scale in the figure) */
+        const h5log_series *dc = an_series(r, "/final/colsum_dev_max"), *dr = an_series(r, "/final/rowsum_dev_max");
+        snprintf(name, sizeof name, "fig6_sumdev_%s.dat", hres_variants[vi]);
+        if (dc && dr && (f = an_open(c->out, "data", name))) {
+            fprintf(f, "# %s: sublayer, max over every token of |column sum - 1|, of |row sum - 1| (per-token H_res)\n",
+                    r->variant);
+            for (size_t l = 0; l < dc->row_elems; l++)
+                fprintf(f, "%zu %.6g %.6g\n", l + 1, an_series_get(dc, l), an_series_get(dr, l));
+            fclose(f);
+        }
+        k++;
+    }
+    fclose(fc);
+    fclose(fr);
+    fprintf(meta, "fig6_methods = \"%s\"\n", list);
+}
+
+/* ---- Fig 7 left: throughput vs n ---------------------------------------------------- */
+
+static void fig_throughput(an_ctx *c, FILE *meta) {
+    char list[256] = "", scale[32] = "";
+    /* the bench runs' scale (the most common among them); else the main runs' */
+    int use_bench = 0;
+    for (int i = 0; i < c->rs->n; i++)
+        if (c->rs->r[i].bench) { use_bench = 1; snprintf(scale, sizeof scale, "%s", c->rs->r[i].scale); break; }
+    if (!use_bench) snprintf(scale, sizeof scale, "%s", c->scale);
+    for (int vi = 0; stream_variants[vi]; vi++) {
+        double tp[9];
+        int have = 0;
+        for (int n = 2; n <= 8; n++) {
+            double v[64];
+            int k = 0;
+            for (int i = 0; i < c->rs->n && k < 64; i++) {
+                const an_run *r = &c->rs->r[i];
+                if (r->bench != use_bench || strcmp(r->scale, scale) || strcmp(r->variant, stream_variants[vi]) || r->n != n)
+                    continue;
+                v[k++] = an_median_throughput(r);
+            }
+            double m = NAN;
+            if (k) an_mean_std(v, k, &m, NULL);
+            tp[n] = m;
+            if (isfinite(m)) have++;
+        }
+        if (!have) continue;
+        char name[64];
+        snprintf(name, sizeof name, "fig7_tput_%s.dat", stream_variants[vi]);
+        FILE *f = an_open(c->out, "data", name);
+        if (!f) continue;
+        list_add(list, sizeof list, stream_variants[vi]);
+        fprintf(f, "# %s at %s: n, training tokens/s (median over steps, mean over runs)\n", stream_variants[vi], scale);
+        for (int n = 2; n <= 8; n++)
+            if (isfinite(tp[n])) fprintf(f, "%d %.6g\n", n, tp[n]);
+        fclose(f);
+    }
+    fprintf(meta, "fig7_methods = \"%s\"\nfig7_scale = \"%s\"\n", list, scale);
+}
+
+/* ---- Fig 8: distribution of H_res entries ------------------------------------------- */
+
+static void fig_hist(an_ctx *c, FILE *meta) {
+    char list[256] = "";
+    static const char *const vs[] = {"hc", "mhc", "mhc_lite", "kromhc", "s2hc", NULL};
+    for (int vi = 0; vs[vi]; vi++) {
+        int ri = an_rep_run(c, vs[vi]);
+        if (ri < 0) continue;
+        const an_run *r = &c->rs->r[ri];
+        const h5log_series *h = an_series(r, "/final/hist_counts"), *e = an_series(r, "/final/hist_edges");
+        if (!h || !e || h->row_rank < 1) continue;
+        size_t bins = h->row_dims[h->row_rank - 1], layers = h->row_elems / bins;
+        double tot = 0;
+        double *acc = calloc(bins, sizeof *acc);
+        for (size_t l = 0; l < layers; l++)
+            for (size_t b = 0; b < bins; b++) { acc[b] += an_series_get(h, l * bins + b); tot += an_series_get(h, l * bins + b); }
+        char name[64];
+        snprintf(name, sizeof name, "fig8_%s.dat", vs[vi]);
+        FILE *f = an_open(c->out, "data", name);
+        if (f && tot > 0) {
+            list_add(list, sizeof list, vs[vi]);
+            fprintf(f, "# %s: bin centre, fraction of all H_res entries (every token, every sublayer) in the bin\n", r->variant);
+            for (size_t b = 0; b < bins; b++)
+                fprintf(f, "%.4f %.6g\n", 0.5 * (an_series_get(e, b) + an_series_get(e, b + 1)), acc[b] / tot);
+        }
+        if (f) fclose(f);
+        free(acc);
+    }
+    fprintf(meta, "fig8_methods = \"%s\"\n", list);
+}
+
+/* ---- v2 Fig 5: deviation singular values per layer ---------------------------------- */
+
+static void fig_devsv(an_ctx *c, FILE *meta) {
+    char list[256] = "";
+    int nmax = 0;
+    for (int vi = 0; hres_variants[vi]; vi++) {
+        int ri = an_rep_run(c, hres_variants[vi]);
+        if (ri < 0) continue;
+        const an_run *r = &c->rs->r[ri];
+        const h5log_series *d = an_series(r, "/final/dev_sv_mean");
+        if (!d || d->row_rank < 2) continue;
+        size_t Lh = d->row_dims[0], n = d->row_dims[1];
+        char name[64];
+        snprintf(name, sizeof name, "figv2_5_%s.dat", hres_variants[vi]);
+        FILE *f = an_open(c->out, "data", name);
+        if (!f) continue;
+        list_add(list, sizeof list, hres_variants[vi]);
+        if ((int)n > nmax) nmax = (int)n;
+        fprintf(f, "# %s: sublayer, singular values (descending) of H_res_mean - J, J = ones/n\n", r->variant);
+        for (size_t l = 0; l < Lh; l++) {
+            fprintf(f, "%zu", l + 1);
+            for (size_t k = 0; k < n; k++) fprintf(f, " %.6g", an_series_get(d, l * n + k));
+            fprintf(f, "\n");
+        }
+        fclose(f);
+    }
+    fprintf(meta, "devsv_methods = \"%s\"\ndevsv_n = %d\n", list, nmax);
+}
+
+/* ---- Beyond: Jacobian norms ---------------------------------------------------------- */
+
+static void fig_jacobian(an_ctx *c, FILE *meta) {
+    FILE *f = an_open(c->out, "data", "beyond_jacobian.dat");
+    if (!f) return;
+    fprintf(f, "# index, method, full-network ||dX_L/dX_0||_2 mean, std, residual path only mean, std, sequences\n");
+    int k = 0;
+    for (int i = 0; an_method_order[i]; i++) {
+        const char *v = an_method_order[i];
+        int ri = -1, idx[4];
+        if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) > 0) ri = idx[0];
+        else if ((!strcmp(v, "identity") || !strcmp(v, "orthogonal") || !strncmp(v, "s2hc", 4)) &&
+                 an_cell_runs(c->rs, c->scale, NULL, v, 0, idx, 4) > 0) ri = idx[0];
+        if (ri < 0) continue;
+        const an_run *r = &c->rs->r[ri];
+        size_t nf = 0, nr = 0;
+        double *jf = an_series_copy(r, "/final/jacobian_norm", &nf), *jr = an_series_copy(r, "/final/jacobian_norm_residual", &nr);
+        if (jf && jr && nf) {
+            double mf, sf, mr, sr;
+            an_mean_std(jf, (int)nf, &mf, &sf);
+            an_mean_std(jr, (int)nr, &mr, &sr);
+            char lab[64];
+            an_label(v, lab, sizeof lab);
+            fprintf(f, "%d %s %.6g %.6g %.6g %.6g %zu\n", k++, lab, mf, sf, mr, sr, nf);
+        }
+        free(jf);
+        free(jr);
+    }
+    fclose(f);
+    fprintf(meta, "jac_rows = %d\n", k);
+}
+
+/* ---- loss curves (context for Table 1) ---------------------------------------------- */
+
+static void fig_loss(an_ctx *c, FILE *meta) {
+    char list[256] = "", labels[512] = "";
+    for (int i = 0; an_method_order[i]; i++) {
+        const char *v = an_method_order[i];
+        int idx[4];
+        if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) == 0) continue;
+        const an_run *r = &c->rs->r[idx[0]];
+        size_t n = 0, ns = 0;
+        double *loss = an_series_copy(r, "/train/loss", &n), *st = an_series_copy(r, "/train/step", &ns);
+        if (!loss || !st || !n) { free(loss); free(st); continue; }
+        char name[64];
+        snprintf(name, sizeof name, "loss_%s.dat", v);
+        FILE *f = an_open(c->out, "data", name);
+        if (f) {
+            list_add(list, sizeof list, v);
+            char lab[64];
+            an_label(v, lab, sizeof lab);
+            list_add(labels, sizeof labels, lab);
+            size_t w = n / 20 > 1 ? n / 20 : 1;
+            fprintf(f, "# %s: step, train loss, moving average over %zu steps\n", v, w);
+            double acc = 0;
+            for (size_t k = 0; k < n; k++) {
+                acc += loss[k];
+                if (k >= w) acc -= loss[k - w];
+                size_t cnt = k + 1 < w ? k + 1 : w;
+                fprintf(f, "%.0f %.6g %.6g\n", st[k], loss[k], acc / (double)cnt);
+            }
+            fclose(f);
+        }
+        free(loss);
+        free(st);
+    }
+    fprintf(meta, "loss_methods = \"%s\"\nloss_labels = \"%s\"\n", list, labels);
+}
+
+int an_write_figures(an_ctx *c) {
+    FILE *meta = an_open(c->out, "data", "meta.gp");
+    if (!meta) return -1;
+    fprintf(meta, "# written by s2hc analyze: what the figure scripts draw (lists of methods with data)\n");
+    fprintf(meta, "scale = \"%s\"\ncorpus = \"%s\"\n", c->scale, c->corpus);
+    fig_heatmaps(c, meta);
+    fig_ood(c, meta);
+    fig_params(c, meta);
+    fig_rowmax(c, meta);
+    fig_cos(c, meta);
+    fig_grad(c, meta);
+    fig_colsums(c, meta);
+    fig_throughput(c, meta);
+    fig_hist(c, meta);
+    fig_devsv(c, meta);
+    fig_jacobian(c, meta);
+    fig_loss(c, meta);
+    fclose(meta);
+    return 0;
+}

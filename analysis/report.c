@@ -1,0 +1,339 @@
+/* report.c: `s2hc report RUNS_OR_GRID_DIRS... -o OUT`: analyze (unless --no-analyze),
+ * draw every figure with gnuplot (unless --no-plots) and write OUT/index.html: one page
+ * with a section per figure and table (what the paper showed, what we measured, at which
+ * scale and seeds, the paper's numbers beside ours) and the claims with verdicts. The
+ * figures sit beside the page as PNG (shown) and SVG (linked). */
+#include "analysis.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Every figure of the report: the script plots/<stem>.gp writes OUT/<stem>.{png,svg}. */
+typedef struct {
+    const char *stem, *title, *paper, *ours;
+} an_figure;
+
+static const an_figure figures[] = {
+    {"fig01_overview", "Fig 1: learned residual matrices, out-of-domain perplexity, parameter overhead",
+     "Left: learned 4×4 H_res of mHC and mHC-lite sit at the identity, s²HC's mixes streams with negative entries. "
+     "Middle: s²HC has the lowest perplexity relative to RC on five out-of-domain corpora. Right: mHC-lite's auxiliary "
+     "parameters explode with n (6.07B total at n = 8 for the 0.12B model).",
+     "Top: token-averaged H_res (final probe, every validation sequence) of the middle sublayer, values printed in the "
+     "cells. Bottom left: perplexity / perplexity of RC per out-of-domain corpus (below 1 = better than RC). Bottom right: "
+     "auxiliary parameters against n, counted from the parameter table at the runs' width and depth."},
+    {"fig02_rowmax", "Fig 2: identity degeneration during training",
+     "For mHC and mHC-lite the median row-wise maximum of H_res stays near 1 (10–90 % band narrow) and nearly every matrix "
+     "has all its row maxima on the diagonal: both degenerate to the identity.",
+     "Median and 10–90 % band of the row maxima over every row of every per-token H_res of every sublayer of the fixed "
+     "probe batch, and the fraction of per-token matrices whose row maxima all sit on the diagonal; s²HC for contrast."},
+    {"fig03_cos_mhc", "Fig 3: stream similarity, identity baseline vs mHC",
+     "With a fixed identity H_res the streams become near copies of each other (cosine similarity near 1) layer by layer; "
+     "mHC behaves the same way.",
+     "Mean pairwise cosine similarity among the n streams after mixing (H_res·X), one line per sublayer, over training; "
+     "the identity baseline comes from the ablation grid."},
+    {"fig10_cos_s2hc", "Fig 10: stream similarity, identity baseline vs s²HC",
+     "s²HC keeps the streams more diverse than the identity baseline.", "As Fig 3, for s²HC."},
+    {"fig11_cos_mhc_lite", "Fig 11: stream similarity, identity baseline vs mHC-lite",
+     "mHC-lite, like mHC, follows the identity baseline.", "As Fig 3, for mHC-lite."},
+    {"fig05_gradnorm", "Fig 5: gradient norm over training",
+     "HC's global gradient norm explodes (the plot clamps it at 5); mHC, mHC-lite and s²HC stay bounded.",
+     "Global gradient norm before clipping at every step of one run per method, clamped at 5 for display (the raw values "
+     "are in data/fig5_*.dat)."},
+    {"fig06_colsums", "Fig 6: column sums and the composite's spectral norm",
+     "mHC's per-layer column sums reach 1.4 and its composite's 1.6 (v2: 2.0 and 3.6 over 28 layers); s²HC and mHC-lite are "
+     "exactly 1. The spectral norm of s²HC's cumulative composite stays at 1 at every depth.",
+     "Left: min/quartiles/max of the column sums of each sequence's token-averaged H_res per sublayer. Middle: the same "
+     "for the column sums of the composite product over all sublayers. Right: spectral norm of the cumulative composite "
+     "over the first l sublayers, mean ± std over sequences."},
+    {"fig07_streams", "Fig 7: cost against the number of streams",
+     "Left: training throughput falls with n, fastest for mHC-lite. Right: auxiliary parameters against n, log scale: "
+     "mHC-lite grows factorially.",
+     "Left: median training tokens/s of the streams grid's runs (n = 2..8) on this machine. Right: counted auxiliary "
+     "parameters, log scale."},
+    {"fig08_entries", "Fig 8: distribution of H_res entries",
+     "mHC's and mHC-lite's entries are non-negative and concentrated at 0 and 1; s²HC's spread on both sides of zero.",
+     "Histogram (fraction per 0.01 bin, log scale) of every entry of every per-token H_res of every sublayer over the "
+     "final probe's validation sequences."},
+    {"fig09_heatmaps", "Fig 9: H_res at four depths and the composite",
+     "Heat maps at layers 1, 6, 18, 23 and of the composite, with row and column sums printed on the axes: mHC's sums "
+     "drift from 1, s²HC's do not.",
+     "Token-averaged H_res of validation sequence 0 at four depths (first, about a quarter, about three quarters, last "
+     "sublayer) and the composite product; row sums on the right, column sums below."},
+    {"figv2_05_devsv", "v2 Fig 5: singular values of the deviation H_res − J",
+     "s²HC's deviation part has two singular values near 1 and one at 0.77 (selective attenuation); the last is 0 since "
+     "the mean direction is kept.",
+     "Singular values (descending) of the token-averaged H_res minus J = 11ᵀ/n per sublayer, one panel per method."},
+    {"beyond_jacobian", "Beyond the paper: full-network Jacobian vs the residual path",
+     "The paper argues from the linear residual path only (‖Π H_res‖ ≤ 1).",
+     "Spectral norm of d(final streams)/d(initial streams) for the full network (branches on) and for the residual path "
+     "alone (branches off), mean ± std over validation sequences, log scale."},
+    {"fig00_loss", "Training loss (context for Table 1)", "Not a figure of the paper.",
+     "Training loss per step and its moving average, one run per method, in the cell the figures show."},
+};
+
+typedef struct {
+    const char *stem, *title, *paper;
+} an_table_sec;
+
+static const an_table_sec tables[] = {
+    {"table1", "Table 1: final train and validation loss",
+     "Validation loss, FineWeb-Edu, M / L: RC 3.325 / 3.048, HC 3.288 / 3.111, mHC 3.255 / 3.009, mHC-lite 3.254 / 3.006, "
+     "s²HC 3.233 / 3.003 (one seed each, no intervals)."},
+    {"table2", "Table 2: out-of-domain perplexity",
+     "The paper's corpora (C4, Dolma, Falcon, RedPajama, Wikitext) are not available offline; we evaluate on five "
+     "out-of-domain corpora from Debian packages instead. Compare the ordering, not the values."},
+    {"table2_paper", "The paper's Table 2 (L model), for reference", ""},
+    {"ablation", "Ablation: what each part of s²HC contributes",
+     "v2 Tables 2–3: fixed identity vs orthogonal vs s²HC. The rotation-only control (Σ = I), the matrix-exponential "
+     "core and the exact identity initialisation are the open questions of the v2 review, answered here by experiment."},
+    {"throughput", "Throughput and parameters",
+     "Fig 7: throughput falls with n; mHC-lite's parameters reach 5.95B auxiliary at n = 8 (C = 768, 24 sublayers)."},
+    {"scales", "Model sizes and budgets", "The paper: M = 12 layers × 768 (0.12B), L = 24 × 1024 (0.36B), 10 000 steps."},
+    {"runs", "Every run", ""},
+};
+
+static void report_usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc report RUNS_OR_GRID_DIRS... -o OUT [--no-analyze] [--no-plots]\n"
+            "                   [--plots DIR] [--title TEXT]\n\n"
+            "Build OUT/index.html for any set of runs: analyze them (s2hc analyze ... -o OUT), draw\n"
+            "every figure with gnuplot (DIR/<figure>.gp, DIR = plots by default) and write one page\n"
+            "with a section per figure and table, the paper's numbers beside ours, and the claims\n"
+            "with verdicts (reproduced / not reproduced / inconclusive at this scale).\n"
+            "  -o OUT          output directory (default out/report)\n"
+            "  --no-analyze    use OUT/data and OUT/tables as they are (make paper does this)\n"
+            "  --no-plots      do not run gnuplot (use the figures already in OUT)\n"
+            "  --plots DIR     where the figure scripts are (default ./plots, else plots/ beside bin/)\n\n"
+            "examples:\n"
+            "  s2hc report runs/paper runs/ablations runs/streams -o out/paper\n"
+            "  s2hc report runs/my-baseline runs/tiny-s2hc -o out/mine\n");
+}
+
+static int file_exists_(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && st.st_size > 0;
+}
+
+static void put_esc(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else fputc(*s, f);
+    }
+}
+
+/* Copy OUT/tables/<stem>.html into f (or a note when it is missing). */
+static void include_file(FILE *f, const char *out, const char *sub, const char *name) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s/%s", out, sub, name);
+    FILE *in = fopen(p, "r");
+    if (!in) { fprintf(f, "<p class=\"missing\">missing: %s/%s</p>\n", sub, name); return; }
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, f);
+    fclose(in);
+}
+
+/* A value from OUT/data/summary.txt ("key=value" lines) into buf ("" if absent). */
+static void summary_get(const char *out, const char *key, char *buf, size_t len) {
+    char p[1200], line[1024];
+    buf[0] = 0;
+    snprintf(p, sizeof p, "%s/data/summary.txt", out);
+    FILE *f = fopen(p, "r");
+    if (!f) return;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == '=') {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(buf, len, "%s", line + kl + 1);
+            break;
+        }
+    fclose(f);
+}
+
+/* The measured-numbers line of a figure from OUT/data/captions.tsv. */
+static void caption_get(const char *out, const char *stem, char *buf, size_t len) {
+    char p[1200], line[4096];
+    buf[0] = 0;
+    snprintf(p, sizeof p, "%s/data/captions.tsv", out);
+    FILE *f = fopen(p, "r");
+    if (!f) return;
+    size_t kl = strlen(stem);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, stem, kl) && line[kl] == '\t') {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(buf, len, "%s", line + kl + 1);
+            break;
+        }
+    fclose(f);
+}
+
+static int run_plots(const char *out, const char *plots) {
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "s2hc report: gnuplot not found: figures not drawn (make deps installs it)\n");
+        return 1;
+    }
+    int bad = 0;
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        char script[1024], cmd[3000];
+        snprintf(script, sizeof script, "%s/%s.gp", plots, figures[i].stem);
+        if (!file_exists_(script)) { fprintf(stderr, "s2hc report: no script %s\n", script); bad++; continue; }
+        snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'\" '%s'", out, script);
+        if (system(cmd) != 0) { fprintf(stderr, "s2hc report: %s failed\n", script); bad++; }
+    }
+    return bad;
+}
+
+int report_main(int argc, char **argv) {
+    const char *out = "out/report", *plots = "plots", *title = "s²HC: the paper's figures and tables, regenerated";
+    int analyze = 1, draw = 1;
+    char **args = calloc((size_t)argc + 4, sizeof *args);
+    int na = 0;
+    args[na++] = "analyze";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { report_usage(stdout); free(args); return 0; }
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--plots") && i + 1 < argc) plots = argv[++i];
+        else if (!strcmp(argv[i], "--title") && i + 1 < argc) title = argv[++i];
+        else if (!strcmp(argv[i], "--no-analyze")) analyze = 0;
+        else if (!strcmp(argv[i], "--no-plots")) draw = 0;
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "s2hc report: error: unknown option '%s'\n\n", argv[i]);
+            report_usage(stderr);
+            free(args);
+            return 2;
+        } else args[na++] = argv[i];
+    }
+    if (analyze) {
+        if (na == 1) {
+            fprintf(stderr, "s2hc report: error: no runs given\n\n");
+            report_usage(stderr);
+            free(args);
+            return 2;
+        }
+        args[na++] = "-o";
+        args[na++] = (char *)out;
+        int rc = analyze_main(na, args);
+        if (rc) { free(args); return rc; }
+    }
+    free(args);
+    char p[1200];
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    if (!file_exists_(p)) {
+        fprintf(stderr, "s2hc report: error: %s missing: run s2hc analyze first (or drop --no-analyze)\n", p);
+        return 1;
+    }
+    /* plots/ relative to the working directory, else beside the binary (bin/../plots) */
+    char plots_alt[1024];
+    struct stat st;
+    if (draw && stat(plots, &st) != 0) {
+        char exe[900];
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (len > 0) {
+            exe[len] = 0;
+            char *sl = strrchr(exe, '/');
+            if (sl) *sl = 0;
+            snprintf(plots_alt, sizeof plots_alt, "%s/../plots", exe);
+            if (stat(plots_alt, &st) == 0) plots = plots_alt;
+        }
+    }
+    if (draw) run_plots(out, plots);
+
+    snprintf(p, sizeof p, "%s/index.html", out);
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { fprintf(stderr, "s2hc report: error: cannot write %s\n", tmp); return 1; }
+    char scale[64], corpus[64], runs[32], cruns[32], truns[32], smin[16], smax[16], model[256];
+    summary_get(out, "scale", scale, sizeof scale);
+    summary_get(out, "corpus", corpus, sizeof corpus);
+    summary_get(out, "runs", runs, sizeof runs);
+    summary_get(out, "comparison_runs", cruns, sizeof cruns);
+    summary_get(out, "throughput_runs", truns, sizeof truns);
+    summary_get(out, "seeds_min", smin, sizeof smin);
+    summary_get(out, "seeds_max", smax, sizeof smax);
+    summary_get(out, "model", model, sizeof model);
+    time_t now = time(NULL);
+    char when[64];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&now));
+    char seeds[64];
+    if (!strcmp(smin, smax)) snprintf(seeds, sizeof seeds, "%s seed%s per method", smin, strcmp(smin, "1") ? "s" : "");
+    else snprintf(seeds, sizeof seeds, "%s–%s seeds per method", smin, smax);
+
+    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>");
+    put_esc(f, title);
+    fprintf(f, "</title>\n<style>\n"
+               "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.45;color:#222}\n"
+               "h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}\n"
+               "figure{margin:1em 0} figure img{max-width:100%%;border:1px solid #eee}\n"
+               "figcaption{font-size:.92em;background:#f7f7f7;padding:.6em .8em;border-left:3px solid #888}\n"
+               "table.t{border-collapse:collapse;font-size:.85em;margin:.6em 0} table.t td,table.t th{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}\n"
+               "table.t th{background:#eee} td.yes{background:#dfd} td.no{background:#fdd} td.maybe{background:#ffd}\n"
+               ".missing{color:#a00} .meta{color:#555;font-size:.9em} nav a{margin-right:.8em}\n"
+               "</style></head><body>\n<h1>");
+    put_esc(f, title);
+    fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from %s runs (%s compared, %s for "
+               "throughput only). The figures show the <b>%s</b> scale trained on <b>%s</b>, %s; model: %s. The paper's runs "
+               "are 0.12B–0.36B-parameter GPT-2 models on GPUs and FineWeb-Edu / OpenWebText: compare orderings and shapes, "
+               "not values.</p>\n",
+            when, runs, cruns, truns, scale, corpus, seeds, model);
+    fprintf(f, "<nav><a href=\"#claims\">claims</a>");
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) fprintf(f, "<a href=\"#%s\">%s</a>", figures[i].stem, figures[i].stem);
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) fprintf(f, "<a href=\"#%s\">%s</a>", tables[i].stem, tables[i].stem);
+    fprintf(f, "</nav>\n");
+
+    fprintf(f, "<h2 id=\"claims\">Claims</h2>\n<p>Each qualitative claim of the paper, the numbers we measured, and a "
+               "verdict computed from them (thresholds in docs/paper.md).</p>\n");
+    include_file(f, out, "tables", "claims.html");
+
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        const an_figure *g = &figures[i];
+        char png[1200], meas[4096];
+        snprintf(png, sizeof png, "%s/%s.png", out, g->stem);
+        caption_get(out, g->stem, meas, sizeof meas);
+        fprintf(f, "<h2 id=\"%s\">", g->stem);
+        put_esc(f, g->title);
+        fprintf(f, "</h2>\n<figure>\n");
+        if (file_exists_(png)) fprintf(f, "<a href=\"%s.svg\"><img src=\"%s.png\" alt=\"%s\"></a>\n", g->stem, g->stem, g->stem);
+        else fprintf(f, "<p class=\"missing\">%s.png was not drawn (gnuplot missing or failed)</p>\n", g->stem);
+        fprintf(f, "<figcaption><b>The paper:</b> ");
+        put_esc(f, g->paper);
+        fprintf(f, "<br><b>What we measured:</b> ");
+        put_esc(f, g->ours);
+        if (meas[0]) { fprintf(f, " "); put_esc(f, meas); }
+        fprintf(f, "<br><b>Scale:</b> %s, trained on %s, %s. Data: <code>data/</code>; script: <code>plots/%s.gp</code>; "
+                   "vector version: <a href=\"%s.svg\">%s.svg</a>.</figcaption>\n</figure>\n",
+                scale, corpus, seeds, g->stem, g->stem, g->stem);
+    }
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        const an_table_sec *t = &tables[i];
+        fprintf(f, "<h2 id=\"%s\">", t->stem);
+        put_esc(f, t->title);
+        fprintf(f, "</h2>\n");
+        if (t->paper[0]) { fprintf(f, "<p><b>The paper:</b> "); put_esc(f, t->paper); fprintf(f, "</p>\n"); }
+        char md[256];
+        snprintf(md, sizeof md, "%s.md", t->stem);
+        /* the caption is the first line of the Markdown version */
+        char mdp[1300], line[2048] = "";
+        snprintf(mdp, sizeof mdp, "%s/tables/%s", out, md);
+        FILE *in = fopen(mdp, "r");
+        if (in) { if (!fgets(line, sizeof line, in)) line[0] = 0; fclose(in); }
+        line[strcspn(line, "\n")] = 0;
+        if (line[0]) { fprintf(f, "<p>"); put_esc(f, line); fprintf(f, "</p>\n"); }
+        char html[256];
+        snprintf(html, sizeof html, "%s.html", t->stem);
+        include_file(f, out, "tables", html);
+        fprintf(f, "<p class=\"meta\">Also as <a href=\"tables/%s.md\">Markdown</a>, <a href=\"tables/%s.tex\">LaTeX</a>, "
+                   "<a href=\"tables/%s.csv\">CSV</a>.</p>\n", t->stem, t->stem, t->stem);
+    }
+    fprintf(f, "<h2>How this page was made</h2>\n<p><code>make paper PRESET=...</code> trains the grids "
+               "(experiments/paper.yaml, ablations.yaml, streams.yaml), then <code>s2hc analyze</code> writes "
+               "<code>data/</code> and <code>tables/</code>, <code>gnuplot plots/*.gp</code> draws the figures and "
+               "<code>s2hc report</code> writes this page; docs/paper.md explains each step.</p>\n</body></html>\n");
+    if (fclose(f) != 0 || rename(tmp, p) != 0) { fprintf(stderr, "s2hc report: error: cannot write %s\n", p); return 1; }
+    fprintf(stderr, "s2hc report: %s\n", p);
+    return 0;
+}

@@ -1,0 +1,317 @@
+/* runs.c: find run files, load them, name them. A run is described by its root
+ * attributes and its resolved config (the `config` attribute, parsed with the harness's
+ * own reader), so the analysis never guesses from directory names. */
+#include "analysis.h"
+#include "../harness/config.h"
+#include "../harness/presets.h"
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *const an_method_order[] = {"rc", "identity", "hc", "mhc", "mhc_lite", "kromhc", "orthogonal",
+                                       "s2hc", "s2hc_rot", "s2hc+expm", "s2hc+exact", NULL};
+
+const char *an_pretty(const char *v) {
+    static const struct { const char *id, *name; } names[] = {
+        {"rc", "RC"}, {"identity", "identity"}, {"hc", "HC"}, {"mhc", "mHC"}, {"mhc_lite", "mHC-lite"},
+        {"kromhc", "KromHC"}, {"orthogonal", "orthogonal"}, {"s2hc", "s²HC"}, {"s2hc_rot", "s²HC-rot"},
+        {"s2hc+expm", "s²HC (expm core)"}, {"s2hc+exact", "s²HC (exact init)"},
+        {"s2hc+expm+exact", "s²HC (expm, exact init)"}, {"s2hc_rot+expm", "s²HC-rot (expm)"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(names[i].id, v)) return names[i].name;
+    return v;
+}
+
+void an_label(const char *v, char *buf, size_t len) {
+    char base[64];
+    snprintf(base, sizeof base, "%s", v);
+    char *plus = strchr(base, '+');
+    if (plus) *plus = 0;
+    snprintf(buf, len, "%s%s", an_pretty(base), plus ? strchr(v, '+') : "");
+}
+
+/* The config text without the keys that do not change what a run computes (its name,
+ * where it is written, its thread count): two runs with equal keys are repeats. */
+static char *config_key(const char *yaml) {
+    size_t n = strlen(yaml);
+    char *k = malloc(n + 1), *o = k;
+    const char *p = yaml;
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) + 1 : strlen(p);
+        const char *q = p;
+        while (*q == ' ') q++;
+        if (strncmp(q, "name:", 5) && strncmp(q, "out:", 4) && strncmp(q, "threads:", 8) && strncmp(q, "backend:", 8)) {
+            memcpy(o, p, len);
+            o += len;
+        }
+        p += len;
+    }
+    *o = 0;
+    return k;
+}
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+static int is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static const h5log_attr *find_attr(const h5log *log, const char *obj, const char *name) {
+    for (int i = 0; i < log->n_attrs; i++)
+        if (!strcmp(log->attrs[i].path, obj) && !strcmp(log->attrs[i].name, name)) return &log->attrs[i];
+    return NULL;
+}
+
+static void scale_label(const s2hc_config *c, char *out, size_t len) {
+    for (int i = 0; preset_names[i]; i++) {
+        s2hc_config p = *c;
+        if (preset_apply(&p, preset_names[i]) != 0) continue;
+        if (p.n_layer == c->n_layer && p.n_embd == c->n_embd && p.block_size == c->block_size &&
+            p.n_head == c->n_head) {
+            snprintf(out, len, "%s", preset_names[i]);
+            return;
+        }
+    }
+    snprintf(out, len, "L%d-C%d-T%d", c->n_layer, c->n_embd, c->block_size);
+}
+
+int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    h5log_init(&r->log);
+    if (h5log_load(&r->log, run_h5, err, errlen) != 0) return -1;
+    snprintf(r->dir, sizeof r->dir, "%s", run_h5);
+    char *slash = strrchr(r->dir, '/');
+    if (slash) *slash = 0; else snprintf(r->dir, sizeof r->dir, ".");
+    const char *base = strrchr(r->dir, '/');
+    snprintf(r->name, sizeof r->name, "%s", base ? base + 1 : r->dir);
+    const char *yaml = h5log_get_attr_str(&r->log, "/", "config");
+    if (!yaml) {
+        snprintf(err, errlen, "%s: no config attribute on / (not an s2hc run file?)", run_h5);
+        h5log_free(&r->log);
+        return -1;
+    }
+    s2hc_config c;
+    config_defaults(&c);
+    if (config_from_yaml_text(&c, yaml, run_h5) != 0) {
+        snprintf(err, errlen, "%s: its config attribute does not parse", run_h5);
+        h5log_free(&r->log);
+        return -1;
+    }
+    snprintf(r->method, sizeof r->method, "%s", c.method);
+    snprintf(r->corpus, sizeof r->corpus, "%s", c.train_corpus);
+    snprintf(r->variant, sizeof r->variant, "%s", c.method);
+    if (!strncmp(c.method, "s2hc", 4)) {
+        if (strcmp(c.core, "cayley") != 0) strncat(r->variant, "+expm", sizeof r->variant - strlen(r->variant) - 1);
+        if (strcmp(c.init, "tanh4") != 0) strncat(r->variant, "+exact", sizeof r->variant - strlen(r->variant) - 1);
+    }
+    scale_label(&c, r->scale, sizeof r->scale);
+    const char *st = h5log_get_attr_str(&r->log, "/", "status");
+    snprintf(r->status, sizeof r->status, "%s", st ? st : "unknown");
+    r->n = c.n_streams;
+    r->seed = (long)c.seed;
+    r->n_layer = c.n_layer;
+    r->n_embd = c.n_embd;
+    r->n_head = c.n_head;
+    r->block_size = c.block_size;
+    r->batch = c.batch;
+    r->grad_accum = c.grad_accum;
+    r->steps = c.steps;
+    r->probe_every = c.probe_every;
+    r->eval_every = c.eval_every;
+    const h5log_attr *a = find_attr(&r->log, "/", "n_params");
+    r->n_params = a && !a->is_string ? a->num : NAN;
+    a = find_attr(&r->log, "/", "n_aux_params");
+    r->n_aux = a && !a->is_string ? a->num : NAN;
+    r->bench = c.probe_every == 0 && c.eval_every == 0;
+    r->config_key = config_key(yaml);
+    return 0;
+}
+
+void an_run_free(an_run *r) {
+    h5log_free(&r->log);
+    free(r->config_key);
+    r->config_key = NULL;
+}
+
+const h5log_series *an_series(const an_run *r, const char *path) {
+    int i = h5log_find(&r->log, path);
+    return i < 0 ? NULL : &r->log.series[i];
+}
+
+double an_series_get(const h5log_series *s, size_t i) {
+    if (!s || i >= s->rows * s->row_elems) return NAN;
+    switch (s->type) {
+    case H5LOG_F32: return ((const float *)s->data)[i];
+    case H5LOG_F64: return ((const double *)s->data)[i];
+    default: return (double)((const int64_t *)s->data)[i];
+    }
+}
+
+double *an_series_copy(const an_run *r, const char *path, size_t *count) {
+    const h5log_series *s = an_series(r, path);
+    if (count) *count = 0;
+    if (!s) return NULL;
+    size_t n = s->rows * s->row_elems;
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; i < n; i++) v[i] = an_series_get(s, i);
+    if (count) *count = n;
+    return v;
+}
+
+double an_scalar(const an_run *r, const char *path) {
+    const h5log_series *s = an_series(r, path);
+    if (!s || !s->rows) return NAN;
+    return an_series_get(s, s->rows * s->row_elems - 1);
+}
+
+/* ---- collecting runs ----------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void add_run(an_runset *rs, const char *h5, int verbose) {
+    if (rs->n == rs->cap) {
+        rs->cap = rs->cap ? 2 * rs->cap : 32;
+        rs->r = realloc(rs->r, (size_t)rs->cap * sizeof *rs->r);
+    }
+    char err[512];
+    an_run *r = &rs->r[rs->n];
+    if (an_run_load(r, h5, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc analyze: skipping %s\n", err);
+        return;
+    }
+    for (int i = 0; i < rs->n; i++) {
+        const an_run *o = &rs->r[i];
+        if (!strcmp(o->config_key, r->config_key)) {
+            if (verbose) fprintf(stderr, "s2hc analyze: %s repeats %s (the same config); using the first\n", r->dir, o->dir);
+            an_run_free(r);
+            return;
+        }
+    }
+    rs->n++;
+}
+
+/* Runs in dir (depth 0: dir itself; then its subdirectories, up to `depth` levels). */
+static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *found) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/run.h5", dir);
+    if (is_file(p)) { add_run(rs, p, verbose); (*found)++; return; }
+    if (depth == 0) return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char **names = NULL;
+    int nn = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if (nn == cap) { cap = cap ? 2 * cap : 64; names = realloc(names, (size_t)cap * sizeof *names); }
+        names[nn++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)nn, sizeof *names, cmp_str);
+    for (int i = 0; i < nn; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        if (is_dir(p)) scan(rs, p, depth - 1, verbose, found);
+        free(names[i]);
+    }
+    free(names);
+}
+
+int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
+    memset(rs, 0, sizeof *rs);
+    for (int i = 0; i < npaths; i++) {
+        int found = 0;
+        size_t len = strlen(paths[i]);
+        if (is_file(paths[i]) && len >= 3 && !strcmp(paths[i] + len - 3, ".h5")) {
+            add_run(rs, paths[i], verbose);
+            found = 1;
+        } else if (is_dir(paths[i])) {
+            scan(rs, paths[i], 2, verbose, &found);
+        } else {
+            fprintf(stderr, "s2hc analyze: %s: %s\n", paths[i], strerror(ENOENT));
+            continue;
+        }
+        if (!found) fprintf(stderr, "s2hc analyze: %s: no run.h5 found in it or its subdirectories\n", paths[i]);
+    }
+    return rs->n;
+}
+
+void an_runset_free(an_runset *rs) {
+    for (int i = 0; i < rs->n; i++) an_run_free(&rs->r[i]);
+    free(rs->r);
+    memset(rs, 0, sizeof *rs);
+}
+
+/* ---- numbers per run ----------------------------------------------------------------- */
+
+double an_final_train_loss(const an_run *r, size_t *used) {
+    size_t n = 0;
+    double *v = an_series_copy(r, "/train/loss", &n);
+    double m = an_tail_mean(v, n, AN_LOSS_WINDOW, used);
+    free(v);
+    return m;
+}
+
+double an_final_val_loss(const an_run *r) { return an_scalar(r, "/eval/val_loss"); }
+
+double an_median_throughput(const an_run *r) {
+    size_t n = 0;
+    double *v = an_series_copy(r, "/train/tokens_per_s", &n);
+    if (!v) return NAN;
+    double m = n > 2 ? an_quantile(v + 1, n - 1, 0.5) : an_quantile(v, n, 0.5);
+    free(v);
+    return m;
+}
+
+static double series_max(const an_run *r, const char *path) {
+    size_t n = 0;
+    double *v = an_series_copy(r, path, &n), m = NAN;
+    for (size_t i = 0; v && i < n; i++)
+        if (isfinite(v[i]) && (isnan(m) || v[i] > m)) m = v[i];
+    free(v);
+    return m;
+}
+
+double an_final_sum_dev(const an_run *r, int columns) {
+    return series_max(r, columns ? "/final/colsum_dev_max" : "/final/rowsum_dev_max");
+}
+
+double an_composite_sum_dev(const an_run *r, int columns) {
+    size_t n = 0;
+    double *v = an_series_copy(r, columns ? "/final/composite_colsum" : "/final/composite_rowsum", &n), m = NAN;
+    for (size_t i = 0; v && i < n; i++) {
+        double d = fabs(v[i] - 1);
+        if (isfinite(d) && (isnan(m) || d > m)) m = d;
+    }
+    free(v);
+    return m;
+}
+
+double an_negative_fraction(const an_run *r, double thresh, double *total) {
+    const h5log_series *h = an_series(r, "/final/hist_counts"), *e = an_series(r, "/final/hist_edges"),
+                       *o = an_series(r, "/final/hist_outside");
+    if (total) *total = 0;
+    if (!h || !e || h->row_rank < 1) return NAN;
+    size_t bins = h->row_dims[h->row_rank - 1], layers = h->row_elems / bins;
+    double neg = 0, all = 0;
+    for (size_t l = 0; l < layers; l++)
+        for (size_t b = 0; b < bins; b++) {
+            double c = an_series_get(h, l * bins + b);
+            all += c;
+            if (an_series_get(e, b + 1) <= -thresh) neg += c;
+        }
+    for (size_t l = 0; o && l < layers; l++) {
+        neg += an_series_get(o, l * 2);
+        all += an_series_get(o, l * 2) + an_series_get(o, l * 2 + 1);
+    }
+    if (total) *total = all;
+    return all > 0 ? neg / all : NAN;
+}

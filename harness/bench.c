@@ -1,0 +1,880 @@
+/* bench.c: `s2hc bench`, training speed on this machine measured against its limit.
+ *
+ * Sections, in the order they run (docs/performance.md explains every column):
+ *   gemm       sgemm GFLOP/s through the linked BLAS: the linear layers of one training
+ *              step of each preset (forward and both backward products, in the model's
+ *              proportions) and a large square product. The model-shape rate is the
+ *              limit that MFU is measured against.
+ *   methods    for the tiny and small presets and every residual method at n = 4 (rc at
+ *              n = 1): median step time, tokens/s, MFU and the step time over rc's.
+ *              The models are built once and stepped in interleaved rounds, so a change
+ *              of machine load hits every method alike; a method's overhead is the
+ *              median over rounds of (its median step / rc's median step in that round).
+ *   breakdown  one step of each method split by op (bench.h's categories), from
+ *              model.c's timing hook, averaged over a few steps.
+ *   streams    tokens/s and memory against n = 2..8 for mhc, mhc_lite, kromhc, s2hc at
+ *              the small preset (Fig 7 left), with rc stepped beside each for a ratio.
+ *   probes     training tokens/s through `s2hc train` with probes at their default
+ *              interval and off (needs prepared data; skipped in --quick).
+ *
+ * A step is what train.c does for one micro-batch: zero grads, forward, backward,
+ * gradient norm, AdamW. Tokens are random (speed does not depend on them).
+ *
+ * Model FLOPs per token (the same for every method: the frame is overhead, not model):
+ *   6 * (parameters in matmuls: 12 L C^2 + V C for the tied LM head) + 12 L T C
+ * (attention: QK^T and PV, forward 4TC per layer, backward twice that; the causal mask
+ * is not subtracted, as in PaLM's and nanoGPT's MFU). MFU = FLOPs/token * tokens/s /
+ * the model-shape sgemm rate of the same preset measured in the same run.
+ */
+#include "bench.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <cblas.h>
+#include "../kernels/kernels.h"
+#include "model.h"
+#include "optim.h"
+#include "presets.h"
+#include "run.h"
+#include "util.h"
+
+const char *const prof_names[PROF_N] = {"matmul",   "attention",  "layernorm",  "gelu",
+                                        "hc_frame", "hc_streams", "embed_loss", "optimizer"};
+
+#define BENCH_N 4                 /* streams for the methods table */
+#define BENCH_SEED 1234
+#define BENCH_MEM_LIMIT_GB 6.0    /* streams sweep: skip configurations estimated above this */
+#define BENCH_STREAM_BUDGET_S 4.0 /* streams sweep: stop stepping one configuration after this */
+
+static const char *const bench_methods[] = {"rc",         "identity", "hc",   "mhc",      "mhc_lite",
+                                            "kromhc",     "orthogonal", "s2hc", "s2hc_rot", NULL};
+static const char *const sweep_methods[] = {"mhc", "mhc_lite", "kromhc", "s2hc", NULL};
+
+typedef struct {
+    int quick;
+    int rounds, steps, warmup;  /* methods table: rounds x steps per method, warm-up first */
+    int prof_steps;
+    int sweep_steps;
+    int probes;                 /* 1: run the probes section */
+    int probe_steps;
+    double mem_limit_gb;
+    const char *csv_dir;
+    const char *only_preset;    /* NULL: tiny and small */
+} bench_opts;
+
+/* ---- small helpers ----------------------------------------------------------------- */
+
+static double load1(void) {
+    double l[3] = {0, 0, 0};
+    if (getloadavg(l, 3) < 1) return -1;
+    return l[0];
+}
+
+/* CPU seconds of the whole process (every thread): under load the wall clock also counts
+ * the time our threads wait for a core; this does not. */
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double median(double *v, int n) {
+    if (n <= 0) return NAN;
+    double *s = malloc_check((size_t)n * sizeof *s);
+    memcpy(s, v, (size_t)n * sizeof *s);
+    for (int i = 1; i < n; i++) /* insertion sort: n is small */
+        for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            double t = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = t;
+        }
+    double r = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return r;
+}
+
+static double minimum(const double *v, int n) {
+    double m = INFINITY;
+    for (int i = 0; i < n; i++) m = v[i] < m ? v[i] : m;
+    return m;
+}
+
+/* Current resident set (MB) from /proc/self/statm; the peak is getrusage's maxrss. */
+static double rss_now_mb(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    long size = 0, res = 0;
+    int ok = fscanf(f, "%ld %ld", &size, &res) == 2;
+    fclose(f);
+    return ok ? (double)res * (double)sysconf(_SC_PAGESIZE) / 1048576.0 : -1;
+}
+
+static double rss_peak_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+static FILE *csv_open(const bench_opts *o, const char *name, const char *header) {
+    if (!o->csv_dir) return NULL;
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", o->csv_dir, name);
+    FILE *f = fopen(p, "w");
+    if (!f) {
+        fprintf(stderr, "s2hc: error: bench: cannot write %s: %s\n", p, strerror(errno));
+        return NULL;
+    }
+    fprintf(f, "%s\n", header);
+    return f;
+}
+
+/* ---- the config of one benchmarked model -------------------------------------------- */
+
+static int bench_config(s2hc_config *c, const char *preset, const char *method, int n) {
+    config_defaults(c);
+    if (preset_apply(c, preset) != 0) return -1;
+    snprintf(c->method, sizeof c->method, "%s", method);
+    c->n_streams = strcmp(method, "rc") == 0 ? 1 : n;
+    c->grad_accum = 1;
+    c->seed = BENCH_SEED;
+    return 0;
+}
+
+/* 6 * (matmul parameters) + attention, per token (see the top of the file). */
+static double model_flops_per_token(const s2hc_config *c) {
+    double L = c->n_layer, C = c->n_embd, T = c->block_size, V = c->vocab;
+    return 6.0 * (12.0 * L * C * C + V * C) + 12.0 * L * T * C;
+}
+
+/* ---- gemm: the machine's limit -------------------------------------------------------- */
+
+typedef struct {
+    int ta, tb, M, N, K;
+} gemm_shape;
+
+/* Time `reps` repetitions of a list of products (row-major C = op(A) op(B)); wall seconds
+ * of each repetition into t[], process CPU seconds into cpu[] (may be NULL). Buffers are
+ * sized for the largest product. */
+static void gemm_time(const gemm_shape *s, int ns, int reps, double *t, double *cpu) {
+    size_t amax = 0, bmax = 0, cmax = 0;
+    for (int i = 0; i < ns; i++) {
+        size_t a = (size_t)s[i].M * s[i].K, b = (size_t)s[i].K * s[i].N, c = (size_t)s[i].M * s[i].N;
+        amax = a > amax ? a : amax;
+        bmax = b > bmax ? b : bmax;
+        cmax = c > cmax ? c : cmax;
+    }
+    float *A = malloc_check(amax * sizeof(float)), *B = malloc_check(bmax * sizeof(float)),
+          *C = malloc_check(cmax * sizeof(float));
+    rng_t r;
+    rng_seed(&r, 7);
+    for (size_t i = 0; i < amax; i++) A[i] = (float)(rng_uniform(&r) - 0.5);
+    for (size_t i = 0; i < bmax; i++) B[i] = (float)(rng_uniform(&r) - 0.5);
+    memset(C, 0, cmax * sizeof(float));
+    for (int rep = -1; rep < reps; rep++) { /* rep -1 warms up (threads, caches) */
+        double t0 = now_seconds(), c0 = cpu_seconds();
+        for (int i = 0; i < ns; i++) {
+            const gemm_shape *g = &s[i];
+            int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
+            cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->M,
+                        g->N, g->K, 1.0f, A, lda, B, ldb, 1.0f, C, g->N);
+        }
+        if (rep >= 0) {
+            t[rep] = now_seconds() - t0;
+            if (cpu) cpu[rep] = cpu_seconds() - c0;
+        }
+    }
+    free(A);
+    free(B);
+    free(C);
+}
+
+static double gemm_flops(const gemm_shape *s, int ns) {
+    double f = 0;
+    for (int i = 0; i < ns; i++) f += 2.0 * s[i].M * s[i].N * s[i].K;
+    return f;
+}
+
+/* The linear layers of one training step of a config: per layer qkv, attn proj, fc, mlp
+ * proj; once the LM head. Forward out = in W^T (N, OC, C); backward dinp = dout W
+ * (N, C, OC) and dW = dout^T in (OC, C, N). Returns the count (<= 15). */
+static int model_gemms(const s2hc_config *c, gemm_shape *s, int *per_layer) {
+    int N = c->batch * c->block_size, C = c->n_embd, V = c->vocab;
+    int oc[5] = {3 * C, C, 4 * C, C, V}, ic[5] = {C, C, C, 4 * C, C};
+    int k = 0;
+    for (int i = 0; i < 5; i++) {
+        s[k++] = (gemm_shape){0, 1, N, oc[i], ic[i]};
+        s[k++] = (gemm_shape){0, 0, N, ic[i], oc[i]};
+        s[k++] = (gemm_shape){1, 0, oc[i], ic[i], N};
+    }
+    *per_layer = 12; /* the first 12 products repeat L times, the LM head's 3 once */
+    return k;
+}
+
+typedef struct {
+    double square, square_best;        /* GFLOP/s, 1024^3 (median, best) */
+    double model[2], model_best[2];    /* per preset (tiny, small): the step's linear layers */
+} gemm_limits;
+
+static const char *const bench_presets[] = {"tiny", "small"};
+
+static void section_gemm(const bench_opts *o, gemm_limits *g, FILE *csv) {
+    int reps = o->quick ? 5 : 15;
+    double t[64];
+    printf("\n== sgemm through %s (core %s, %d threads) ==\n", "OpenBLAS", openblas_get_corename(),
+           openblas_get_num_threads());
+    printf("  %-34s %10s %10s\n", "shape", "median", "best");
+    int S = o->quick ? 512 : 1024;
+    gemm_shape sq = {0, 0, S, S, S};
+    gemm_time(&sq, 1, reps, t, NULL);
+    double f = gemm_flops(&sq, 1);
+    g->square = f / median(t, reps) / 1e9;
+    g->square_best = f / minimum(t, reps) / 1e9;
+    printf("  %-34s %10.1f %10.1f GFLOP/s\n", S == 1024 ? "square 1024^3" : "square 512^3", g->square, g->square_best);
+    if (csv) fprintf(csv, "square,%d,%d,%d,%.2f,%.2f,%.2f\n", S, S, S, g->square, g->square_best, load1());
+    for (int p = 0; p < 2; p++) {
+        s2hc_config c;
+        bench_config(&c, bench_presets[p], "rc", 1);
+        gemm_shape s[16];
+        int per_layer, ns = model_gemms(&c, s, &per_layer);
+        /* each product alone (for the CSV), then the step's mix in proportion */
+        double tot_t = 0, tot_t_best = 0, tot_f = 0;
+        for (int i = 0; i < ns; i++) {
+            gemm_time(&s[i], 1, reps, t, NULL);
+            double fi = gemm_flops(&s[i], 1), mult = i < per_layer ? c.n_layer : 1;
+            double med = median(t, reps), best = minimum(t, reps);
+            tot_t += mult * med;
+            tot_t_best += mult * best;
+            tot_f += mult * fi;
+            if (csv)
+                fprintf(csv, "%s:%s%s,%d,%d,%d,%.2f,%.2f,%.2f\n", bench_presets[p], s[i].ta ? "T" : "N",
+                        s[i].tb ? "T" : "N", s[i].M, s[i].N, s[i].K, fi / med / 1e9, fi / best / 1e9, load1());
+        }
+        g->model[p] = tot_f / tot_t / 1e9;
+        g->model_best[p] = tot_f / tot_t_best / 1e9;
+        char label[64];
+        snprintf(label, sizeof label, "%s: step's linear layers (N=%d)", bench_presets[p], c.batch * c.block_size);
+        printf("  %-34s %10.1f %10.1f GFLOP/s\n", label, g->model[p], g->model_best[p]);
+        if (csv)
+            fprintf(csv, "%s:step,%d,0,0,%.2f,%.2f,%.2f\n", bench_presets[p], c.batch * c.block_size, g->model[p],
+                    g->model_best[p], load1());
+    }
+}
+
+/* ---- a model under the bench ----------------------------------------------------------- */
+
+typedef struct {
+    s2hc_config cfg;
+    gpt_model m;
+    adamw_state opt;
+    int *inputs, *targets;
+    int ok;
+    double *times, *cpu; /* every timed step: wall and CPU seconds */
+    int ntimes, cap;
+    double *round_med, *round_cpu; /* per round: median step, wall and CPU */
+    double last_cpu;     /* CPU seconds of the last bench_step */
+} bench_model;
+
+static int bench_model_open(bench_model *b, const char *preset, const char *method, int n, char *err, size_t errlen) {
+    memset(b, 0, sizeof *b);
+    bench_config(&b->cfg, preset, method, n);
+    if (model_build(&b->m, &b->cfg, err, errlen) != 0) return -1;
+    model_init(&b->m, BENCH_SEED);
+    model_alloc_acts(&b->m, b->cfg.batch);
+    optim_init(&b->opt, &b->m);
+    size_t N = (size_t)b->cfg.batch * b->cfg.block_size;
+    b->inputs = malloc_check(N * sizeof(int));
+    b->targets = malloc_check(N * sizeof(int));
+    rng_t r;
+    rng_seed(&r, BENCH_SEED + 1);
+    for (size_t i = 0; i < N; i++) {
+        b->inputs[i] = (int)(rng_u64(&r) % (uint64_t)b->cfg.vocab);
+        b->targets[i] = (int)(rng_u64(&r) % (uint64_t)b->cfg.vocab);
+    }
+    b->ok = 1;
+    return 0;
+}
+
+static void bench_model_close(bench_model *b) {
+    if (!b->ok) return;
+    optim_free(&b->opt);
+    model_free(&b->m);
+    free(b->inputs);
+    free(b->targets);
+    free(b->times);
+    free(b->cpu);
+    free(b->round_med);
+    free(b->round_cpu);
+    memset(b, 0, sizeof *b);
+}
+
+/* One training step (train.c's, one micro-batch); returns its seconds. With prof, the
+ * model's ops and the optimizer accumulate into prof[2 * PROF_N] (wall, then CPU). */
+static double bench_step(bench_model *b, double *prof) {
+    gpt_model *m = &b->m;
+    double c0 = cpu_seconds(), t0 = now_seconds();
+    model_profile(prof);
+    model_zero_grad(m);
+    model_forward(m, b->inputs, b->targets, b->cfg.batch);
+    model_backward(m, 1);
+    model_profile(NULL);
+    double t1 = now_seconds(), c1 = cpu_seconds();
+    double gn = grad_global_norm(m);
+    optim_step(&b->opt, m, 1e-4, gn);
+    double t2 = now_seconds();
+    double c2 = cpu_seconds();
+    b->last_cpu = c2 - c0;
+    if (prof) {
+        prof[PROF_OPTIM] += t2 - t1;
+        prof[PROF_N + PROF_OPTIM] += c2 - c1;
+    }
+    return t2 - t0;
+}
+
+static void bench_record(bench_model *b, double t) {
+    if (b->ntimes == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 64;
+        double *nt = realloc(b->times, (size_t)b->cap * sizeof *nt), *nc = realloc(b->cpu, (size_t)b->cap * sizeof *nc);
+        if (!nt || !nc) die(1, "out of memory");
+        b->times = nt;
+        b->cpu = nc;
+    }
+    b->cpu[b->ntimes] = b->last_cpu;
+    b->times[b->ntimes++] = t;
+}
+
+/* Bytes of the model's own buffers: parameters, gradients, AdamW m and v, activations and
+ * their gradient scratch. */
+static double bench_model_mb(const gpt_model *m) {
+    return ((double)m->n_params * 4 * sizeof(real) + (double)(m->n_acts + m->n_grad_acts) * sizeof(real)) /
+           1048576.0;
+}
+
+/* ---- methods: every method at n = 4, interleaved rounds ------------------------------- */
+
+typedef struct {
+    double step_ms, cpu_ms, tok_s, mfu, mfu_cpu, mfu_square, overhead, overhead_lo, overhead_hi, overhead_cpu;
+} method_result;
+
+/* CPU seconds of the calling thread (the per-token math runs on one). */
+static double thread_cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double maximum(const double *v, int n) {
+    double m = -INFINITY;
+    for (int i = 0; i < n; i++) m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+/* Per-token method math (hc_math.h) on one core: ns per token for forward and backward,
+ * on random coefficients z ~ N(0, 1) (what the frame's per-token pass calls); thread CPU
+ * time, best of 5. */
+static void method_math_ns(const gpt_model *m, double *fwd_ns, double *bwd_ns) {
+    *fwd_ns = *bwd_ns = 0;
+    if (!m->variant) return;
+    const hc_spec *s = &m->spec;
+    const int n = s->n, K = s->K, reps = 512;
+    /* theta of the first frame: the tensors after its norm gain and projection */
+    const param_info *gain = model_find_param(m, "transformer.h.0.attn_hc.norm.weight");
+    const real *theta = m->params + gain[2].offset;
+    real *z = malloc_check((size_t)reps * K * sizeof(real)), *dz = malloc_check((size_t)K * sizeof(real));
+    real *cache = calloc_check((size_t)reps * s->cache + 1, sizeof(real));
+    real *dth = calloc_check((size_t)s->n_theta, sizeof(real));
+    real pre[HC_MAX_N], post[HC_MAX_N], H[HC_MAX_N * HC_MAX_N], dpre[HC_MAX_N], dpost[HC_MAX_N],
+        dH[HC_MAX_N * HC_MAX_N];
+    rng_t r;
+    rng_seed(&r, 11);
+    for (int i = 0; i < reps * K; i++) z[i] = (real)rng_normal(&r);
+    for (int i = 0; i < n; i++) dpre[i] = dpost[i] = (real)rng_normal(&r);
+    for (int i = 0; i < n * n; i++) dH[i] = (real)rng_normal(&r);
+    double best_f = INFINITY, best_b = INFINITY;
+    for (int rep = 0; rep < 5; rep++) { /* the best of 5: a loaded machine only adds time */
+        double t0 = thread_cpu_seconds();
+        for (int t = 0; t < reps; t++)
+            hc_forward(s, theta, z + (size_t)t * K, pre, post, H, cache + (size_t)t * s->cache);
+        double t1 = thread_cpu_seconds();
+        for (int t = 0; t < reps; t++)
+            hc_backward(s, theta, z + (size_t)t * K, cache + (size_t)t * s->cache, dpre, dpost, dH, dz, dth);
+        double t2 = thread_cpu_seconds();
+        best_f = t1 - t0 < best_f ? t1 - t0 : best_f;
+        best_b = t2 - t1 < best_b ? t2 - t1 : best_b;
+    }
+    *fwd_ns = best_f / reps * 1e9;
+    *bwd_ns = best_b / reps * 1e9;
+    free(z);
+    free(dz);
+    free(cache);
+    free(dth);
+}
+
+static void section_methods(const bench_opts *o, const char *preset, const gemm_limits *g, FILE *csv,
+                            FILE *bcsv, method_result *res_out) {
+    int nm = 0;
+    while (bench_methods[nm]) nm++;
+    bench_model *bm = calloc_check((size_t)nm, sizeof *bm);
+    char err[512];
+    for (int i = 0; i < nm; i++)
+        if (bench_model_open(&bm[i], preset, bench_methods[i], BENCH_N, err, sizeof err) != 0)
+            fprintf(stderr, "s2hc: bench: %s: %s (skipped)\n", bench_methods[i], err);
+    if (!bm[0].ok) die(1, "bench: rc does not build");
+    s2hc_config c0;
+    bench_config(&c0, preset, "rc", 1);
+    const size_t N = (size_t)c0.batch * c0.block_size;
+    const double fpt = model_flops_per_token(&c0);
+    gemm_shape gs[16];
+    int per_layer, ngs = model_gemms(&c0, gs, &per_layer);
+    double gflop_step = 0; /* the step's linear layers, as in section_gemm */
+    for (int i = 0; i < ngs; i++) gflop_step += gemm_flops(&gs[i], 1) * (i < per_layer ? c0.n_layer : 1) / 1e9;
+    double l_start = load1();
+    for (int i = 0; i < nm; i++) {
+        if (!bm[i].ok) continue;
+        bm[i].round_med = calloc_check((size_t)o->rounds, sizeof(double));
+        bm[i].round_cpu = calloc_check((size_t)o->rounds, sizeof(double));
+        for (int w = 0; w < o->warmup; w++) bench_step(&bm[i], NULL);
+    }
+    /* Rounds: the step's GEMMs once (this round's limit), then each method `steps` steps,
+     * starting at a different method each round. */
+    double *rt = malloc_check((size_t)o->steps * sizeof *rt), *rc = malloc_check((size_t)o->steps * sizeof *rc);
+    double *gemm_rate = malloc_check((size_t)o->rounds * sizeof *gemm_rate);
+    double *gemm_rate_cpu = malloc_check((size_t)o->rounds * sizeof *gemm_rate_cpu);
+    const double nthr = kernels_threads();
+    for (int r = 0; r < o->rounds; r++) {
+        double tg = 0, cg = 0, tk[1], ck[1];
+        for (int i = 0; i < ngs; i++) {
+            gemm_time(&gs[i], 1, 1, tk, ck);
+            tg += tk[0] * (i < per_layer ? c0.n_layer : 1);
+            cg += ck[0] * (i < per_layer ? c0.n_layer : 1);
+        }
+        gemm_rate[r] = gflop_step / tg;
+        gemm_rate_cpu[r] = gflop_step / (cg / nthr);
+        for (int k = 0; k < nm; k++) {
+            int i = (k + r) % nm;
+            if (!bm[i].ok) continue;
+            bench_step(&bm[i], NULL); /* one untimed step: caches after the previous model */
+            for (int s = 0; s < o->steps; s++) {
+                rt[s] = bench_step(&bm[i], NULL);
+                rc[s] = bm[i].last_cpu;
+                bench_record(&bm[i], rt[s]);
+            }
+            bm[i].round_med[r] = median(rt, o->steps);
+            bm[i].round_cpu[r] = median(rc, o->steps);
+        }
+    }
+    free(rt);
+    free(rc);
+    double l_end = load1();
+    printf("\n== %s preset: L=%d C=%d heads=%d T=%d B=%d, %.2f MFLOP/token, %d threads, %d rounds x %d steps "
+           "(load %.2f -> %.2f) ==\n",
+           preset, c0.n_layer, c0.n_embd, c0.n_head, c0.block_size, c0.batch, fpt / 1e6, kernels_threads(), o->rounds,
+           o->steps, l_start, l_end);
+    printf("  GEMM limit of this preset's linear layers, timed in every round: median %.1f GFLOP/s "
+           "(%.1f-%.1f); from CPU time %.1f\n",
+           median(gemm_rate, o->rounds), minimum(gemm_rate, o->rounds), maximum(gemm_rate, o->rounds),
+           median(gemm_rate_cpu, o->rounds));
+    printf("  %-11s %2s %8s %8s %9s %6s %18s | %8s %6s %8s | %7s %7s\n", "method", "n", "params", "step ms",
+           "tokens/s", "MFU", "x rc wall (range)", "cpu ms", "MFU", "x rc cpu", "math us", "mem MB");
+    double *ratio = malloc_check((size_t)o->rounds * sizeof *ratio), *rcpu = malloc_check((size_t)o->rounds * sizeof *rcpu);
+    double *mfu = malloc_check((size_t)o->rounds * sizeof *mfu), *mfuc = malloc_check((size_t)o->rounds * sizeof *mfuc);
+    for (int i = 0; i < nm; i++) {
+        method_result *R = &res_out[i];
+        memset(R, 0, sizeof *R);
+        if (!bm[i].ok) continue;
+        double med = median(bm[i].times, bm[i].ntimes);
+        for (int r = 0; r < o->rounds; r++) {
+            ratio[r] = bm[i].round_med[r] / bm[0].round_med[r];
+            rcpu[r] = bm[i].round_cpu[r] / bm[0].round_cpu[r];
+            mfu[r] = fpt * (double)N / bm[i].round_med[r] / (gemm_rate[r] * 1e9);
+            mfuc[r] = fpt * (double)N / (bm[i].round_cpu[r] / nthr) / (gemm_rate_cpu[r] * 1e9);
+        }
+        double fns, bns;
+        method_math_ns(&bm[i].m, &fns, &bns);
+        R->step_ms = med * 1e3;
+        R->cpu_ms = median(bm[i].cpu, bm[i].ntimes) * 1e3;
+        R->tok_s = (double)N / med;
+        R->mfu = median(mfu, o->rounds);
+        R->mfu_cpu = median(mfuc, o->rounds);
+        R->mfu_square = fpt * R->tok_s / (g->square * 1e9);
+        R->overhead = median(ratio, o->rounds);
+        R->overhead_lo = minimum(ratio, o->rounds);
+        R->overhead_hi = maximum(ratio, o->rounds);
+        R->overhead_cpu = median(rcpu, o->rounds);
+        char range[40];
+        snprintf(range, sizeof range, "%.3f (%.2f-%.2f)", R->overhead, R->overhead_lo, R->overhead_hi);
+        printf("  %-11s %2d %8zu %8.2f %9.0f %5.1f%% %18s | %8.2f %5.1f%% %8.3f | %7.2f %7.1f\n", bench_methods[i],
+               bm[i].m.n, bm[i].m.n_params, R->step_ms, R->tok_s, 100 * R->mfu, range, R->cpu_ms, 100 * R->mfu_cpu,
+               R->overhead_cpu, (fns + bns) / 1e3, bench_model_mb(&bm[i].m));
+        if (csv)
+            fprintf(csv,
+                    "%s,%s,%d,%d,%zu,%zu,%.0f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%.1f,%.1f,"
+                    "%.2f,%d,%d,%.2f,%.2f\n",
+                    preset, bench_methods[i], bm[i].m.n, kernels_threads(), bm[i].m.n_params, bm[i].m.n_aux, fpt,
+                    R->step_ms, minimum(bm[i].times, bm[i].ntimes) * 1e3, R->cpu_ms, R->tok_s, R->mfu, R->mfu_cpu,
+                    R->mfu_square, R->overhead, R->overhead_lo, R->overhead_hi, R->overhead_cpu, fns, bns,
+                    median(gemm_rate, o->rounds), median(gemm_rate_cpu, o->rounds), bench_model_mb(&bm[i].m),
+                    o->rounds, o->steps, l_start, l_end);
+    }
+    free(ratio);
+    free(rcpu);
+    free(mfu);
+    free(mfuc);
+    free(gemm_rate);
+    free(gemm_rate_cpu);
+
+    /* breakdown: a few profiled steps per method, wall and CPU time per category */
+    const size_t P2 = 2 * PROF_N;
+    double *prof = calloc_check((size_t)nm * P2, sizeof(double));
+    double *tot = calloc_check((size_t)nm * 2, sizeof(double));
+    for (int i = 0; i < nm; i++) {
+        if (!bm[i].ok) continue;
+        for (int s = 0; s < o->prof_steps; s++) {
+            tot[2 * i] += bench_step(&bm[i], prof + (size_t)i * P2);
+            tot[2 * i + 1] += bm[i].last_cpu;
+        }
+        for (size_t k = 0; k < P2; k++) prof[(size_t)i * P2 + k] /= o->prof_steps;
+        tot[2 * i] /= o->prof_steps;
+        tot[2 * i + 1] /= o->prof_steps;
+    }
+    for (int kind = 0; kind < 2; kind++) {
+        printf("\n  one step by op, %s ms (%s preset, mean of %d profiled steps)\n",
+               kind ? "CPU (all threads)" : "wall", preset, o->prof_steps);
+        printf("  %-11s", "method");
+        for (int k = 0; k < PROF_N; k++) printf(" %9.9s", prof_names[k]);
+        printf(" %9s %9s\n", "other", "total");
+        for (int i = 0; i < nm; i++) {
+            if (!bm[i].ok) continue;
+            const double *p = prof + (size_t)i * P2 + (size_t)kind * PROF_N, T = tot[2 * i + kind];
+            double sum = 0;
+            printf("  %-11s", bench_methods[i]);
+            for (int k = 0; k < PROF_N; k++) {
+                printf(" %9.2f", p[k] * 1e3);
+                sum += p[k];
+            }
+            printf(" %9.2f %9.2f\n", (T - sum) * 1e3, T * 1e3);
+        }
+    }
+    if (bcsv)
+        for (int i = 0; i < nm; i++) {
+            if (!bm[i].ok) continue;
+            const double *p = prof + (size_t)i * P2;
+            double sw = 0, sc = 0;
+            for (int k = 0; k < PROF_N; k++) {
+                fprintf(bcsv, "%s,%s,%d,%s,%.4f,%.4f,%.4f\n", preset, bench_methods[i], bm[i].m.n, prof_names[k],
+                        p[k] * 1e3, p[PROF_N + k] * 1e3, p[k] / tot[2 * i]);
+                sw += p[k];
+                sc += p[PROF_N + k];
+            }
+            fprintf(bcsv, "%s,%s,%d,other,%.4f,%.4f,%.4f\n", preset, bench_methods[i], bm[i].m.n,
+                    (tot[2 * i] - sw) * 1e3, (tot[2 * i + 1] - sc) * 1e3, (tot[2 * i] - sw) / tot[2 * i]);
+            fprintf(bcsv, "%s,%s,%d,total,%.4f,%.4f,1\n", preset, bench_methods[i], bm[i].m.n, tot[2 * i] * 1e3,
+                    tot[2 * i + 1] * 1e3);
+        }
+    free(prof);
+    free(tot);
+    for (int i = 0; i < nm; i++) bench_model_close(&bm[i]);
+    free(bm);
+}
+
+/* ---- streams: n = 2..8 ----------------------------------------------------------------- */
+
+/* A rough upper estimate of a configuration's memory (MB) before building it: the
+ * parameter table gives the parameters; the activations are dominated by (Lh + 1)
+ * copies of the streams and, per sublayer, the projection z and its gradient. */
+static double sweep_estimate_mb(const s2hc_config *c) {
+    param_info *pi = NULL;
+    int nt = 0;
+    size_t total = 0, aux = 0;
+    char err[256];
+    if (model_param_table(c, &pi, &nt, &total, &aux, err, sizeof err) != 0) return -1;
+    free(pi);
+    /* K from the projection's shape: aux per sublayer ~ K * n * C + ... */
+    double Lh = 2.0 * c->n_layer, nC = (double)c->n_streams * c->n_embd;
+    double K = (double)aux / Lh / nC;
+    double N = (double)c->batch * c->block_size;
+    double acts = N * ((3 * Lh + 6) * nC + (Lh + 1) * K + 20.0 * Lh * c->n_embd) +
+                  (double)c->batch * c->n_head * c->block_size * c->block_size * (c->n_layer + 1);
+    return ((double)total * 4 + acts) * sizeof(real) / 1048576.0;
+}
+
+static void section_streams(const bench_opts *o, FILE *csv) {
+    const char *preset = o->only_preset ? o->only_preset : "small";
+    s2hc_config c0;
+    bench_config(&c0, preset, "rc", 1);
+    const size_t N = (size_t)c0.batch * c0.block_size;
+    char err[512];
+    bench_model rc;
+    if (bench_model_open(&rc, preset, "rc", 1, err, sizeof err) != 0) return;
+    bench_step(&rc, NULL);
+    printf("\n== streams: %s preset, tokens/s and memory against n (Fig 7 left) ==\n", preset);
+    printf("  %-9s %2s %10s %9s %9s %8s %8s %8s %10s %10s %9s %6s\n", "method", "n", "aux", "step ms", "tokens/s",
+           "x rc", "cpu ms", "x rc cpu", "model MB", "rss MB", "peak MB", "load");
+    double *t = malloc_check((size_t)(o->sweep_steps + 4) * sizeof *t);
+    double *tr = malloc_check((size_t)(o->sweep_steps + 4) * sizeof *tr);
+    double *c = malloc_check((size_t)(o->sweep_steps + 4) * sizeof *c);
+    double *cr = malloc_check((size_t)(o->sweep_steps + 4) * sizeof *cr);
+    for (int mi = 0; sweep_methods[mi]; mi++) {
+        for (int n = 2; n <= 8; n++) {
+            s2hc_config sc;
+            bench_config(&sc, preset, sweep_methods[mi], n);
+            double est = sweep_estimate_mb(&sc);
+            if (est < 0 || est > o->mem_limit_gb * 1024) {
+                printf("  %-9s %2d  skipped: about %.1f GB (limit %.1f GB, --mem-limit)\n", sweep_methods[mi], n,
+                       est / 1024, o->mem_limit_gb);
+                if (csv)
+                    fprintf(csv, "%s,%s,%d,,,,,,,,%.1f,,,,0,skipped\n", preset, sweep_methods[mi], n, est);
+                continue;
+            }
+            bench_model b;
+            if (bench_model_open(&b, preset, sweep_methods[mi], n, err, sizeof err) != 0) {
+                printf("  %-9s %2d  skipped: %s\n", sweep_methods[mi], n, err);
+                continue;
+            }
+            bench_step(&b, NULL); /* warm-up: first touch of the buffers */
+            int k = 0;
+            double t0 = now_seconds();
+            /* alternate rc and the configuration step by step: the ratio sees the same load */
+            while (k < o->sweep_steps && (k < 2 || now_seconds() - t0 < BENCH_STREAM_BUDGET_S)) {
+                tr[k] = bench_step(&rc, NULL);
+                cr[k] = rc.last_cpu;
+                t[k] = bench_step(&b, NULL);
+                c[k] = b.last_cpu;
+                k++;
+            }
+            double med = median(t, k), medrc = median(tr, k), mc = median(c, k), mcr = median(cr, k);
+            double mb = bench_model_mb(&b.m), rss = rss_now_mb(), peak = rss_peak_mb(), l = load1();
+            printf("  %-9s %2d %10zu %9.2f %9.0f %8.3f %8.2f %8.3f %10.1f %10.1f %9.1f %6.2f\n", sweep_methods[mi], n,
+                   b.m.n_aux, med * 1e3, (double)N / med, med / medrc, mc * 1e3, mc / mcr, mb, rss, peak, l);
+            if (csv)
+                fprintf(csv, "%s,%s,%d,%zu,%zu,%.4f,%.1f,%.4f,%.4f,%.4f,%.1f,%.1f,%.1f,%.2f,%d,ok\n", preset,
+                        sweep_methods[mi], n, b.m.n_params, b.m.n_aux, med * 1e3, (double)N / med, med / medrc,
+                        mc * 1e3, mc / mcr, mb, rss, peak, l, k);
+            bench_model_close(&b);
+        }
+    }
+    free(t);
+    free(tr);
+    free(c);
+    free(cr);
+    bench_model_close(&rc);
+}
+
+/* ---- probes: `s2hc train` with probes at the default interval and off ------------------ */
+
+static int rm_rf(const char *path) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    return system(cmd);
+}
+
+/* `s2hc train` for `steps` steps of s2hc n = 4 at a preset on the docs corpus with
+ * probe.every = every and a one-sequence final probe: its wall and process CPU seconds.
+ * Returns 0, or -1 if it could not run. */
+static int probe_run(const char *tmpdir, const char *preset, int steps, int every, double *wall, double *cpu) {
+    char set_steps[64], set_out[700], set_every[64], cfg_path[800];
+    snprintf(cfg_path, sizeof cfg_path, "%s/bench.yaml", tmpdir);
+    FILE *f = fopen(cfg_path, "w");
+    if (!f) return -1;
+    fprintf(f, "residual: {method: s2hc, n_streams: 4}\ntrain: {eval_every: 0, eval_batches: 1, ckpt_every: 0}\n"
+               "data: {ood: []}\n");
+    fclose(f);
+    snprintf(set_steps, sizeof set_steps, "train.steps=%d", steps);
+    snprintf(set_out, sizeof set_out, "run.out=%s/runs", tmpdir);
+    snprintf(set_every, sizeof set_every, "probe.every=%d", every);
+    /* the preset's sizes, written out (config keys, not the preset table) */
+    s2hc_config sm;
+    bench_config(&sm, preset, "s2hc", BENCH_N);
+    char k1[64], k2[64], k3[64], k4[64], k5[64];
+    snprintf(k1, sizeof k1, "model.n_layer=%d", sm.n_layer);
+    snprintf(k2, sizeof k2, "model.n_head=%d", sm.n_head);
+    snprintf(k3, sizeof k3, "model.n_embd=%d", sm.n_embd);
+    snprintf(k4, sizeof k4, "model.block_size=%d", sm.block_size);
+    snprintf(k5, sizeof k5, "train.batch=%d", sm.batch);
+    const char *argv[] = {"train", cfg_path, "--quiet", "--force", "--set", set_steps, "--set", set_out, "--set",
+                          set_every, "--set", k1, "--set", k2, "--set", k3, "--set", k4, "--set", k5, "--set",
+                          "probe.final_samples=1", "--set", "train.warmup=0", NULL};
+    int argc = 24;
+    double t0 = now_seconds(), c0 = cpu_seconds();
+    int rc = train_main(argc, (char **)argv);
+    *wall = now_seconds() - t0;
+    *cpu = cpu_seconds() - c0;
+    return rc == 0 ? 0 : -1;
+}
+
+static void section_probes(const bench_opts *o, FILE *csv) {
+    const char *preset = o->only_preset ? o->only_preset : "small";
+    s2hc_config c;
+    config_defaults(&c);
+    char shard[1200];
+    data_shard_path(shard, sizeof shard, c.data_dir, c.train_corpus, "train");
+    const int every = o->probe_steps;
+    printf("\n== probes: s2hc n=4, %s preset, `s2hc train` with probe.every=%d vs 0 ==\n", preset, every);
+    if (!file_exists(shard)) {
+        printf("  skipped: %s is missing (run `s2hc data prepare`)\n", shard);
+        return;
+    }
+    char tmpdir[] = "/tmp/s2hc-bench.XXXXXX";
+    if (!mkdtemp(tmpdir)) {
+        printf("  skipped: cannot make a temporary folder\n");
+        return;
+    }
+    /* Runs of `every` and 2 * `every` steps, probes on and off: the difference of the two
+     * lengths removes the fixed costs (start, final eval, final probe, checkpoint) and
+     * leaves `every` steps with exactly one probe (on) or none (off). */
+    const int s1 = every, s2 = 2 * every;
+    double w[4], cp[4];
+    int bad = probe_run(tmpdir, preset, s1, every, &w[0], &cp[0]) | probe_run(tmpdir, preset, s1, 0, &w[1], &cp[1]) |
+              probe_run(tmpdir, preset, s2, every, &w[2], &cp[2]) | probe_run(tmpdir, preset, s2, 0, &w[3], &cp[3]);
+    rm_rf(tmpdir);
+    if (bad) {
+        printf("  skipped: `s2hc train` failed\n");
+        return;
+    }
+    s2hc_config sm;
+    bench_config(&sm, preset, "s2hc", BENCH_N);
+    const double N = (double)sm.batch * sm.block_size, nthr = kernels_threads();
+    /* per step: wall, and CPU spread over the threads (what the step would take with a
+     * core per thread; a loaded machine disturbs it much less) */
+    double on_w = (w[2] - w[0]) / (s2 - s1), off_w = (w[3] - w[1]) / (s2 - s1);
+    double on_c = (cp[2] - cp[0]) / (s2 - s1) / nthr, off_c = (cp[3] - cp[1]) / (s2 - s1) / nthr;
+    printf("  %-14s %12s %12s %14s %14s\n", "", "wall ms/step", "tokens/s", "cpu/thr ms/step", "tokens/s (cpu)");
+    printf("  %-14s %12.2f %12.0f %14.2f %14.0f\n", "probes on", on_w * 1e3, N / on_w, on_c * 1e3, N / on_c);
+    printf("  %-14s %12.2f %12.0f %14.2f %14.0f\n", "probes off", off_w * 1e3, N / off_w, off_c * 1e3, N / off_c);
+    printf("  probes cost %.1f%% of the training time (wall), %.1f%% (CPU), at one probe per %d steps\n",
+           100 * (on_w / off_w - 1), 100 * (on_c / off_c - 1), every);
+    if (csv) {
+        fprintf(csv, "%s,s2hc,4,%d,%.4f,%.1f,%.4f,%.1f,%.2f\n", preset, every, on_w * 1e3, N / on_w, on_c * 1e3,
+                N / on_c, load1());
+        fprintf(csv, "%s,s2hc,4,0,%.4f,%.1f,%.4f,%.1f,%.2f\n", preset, off_w * 1e3, N / off_w, off_c * 1e3, N / off_c,
+                load1());
+    }
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc bench [--quick] [--csv DIR] [--preset tiny|small] [--rounds R] [--steps S]\n"
+            "                  [--threads N] [--mem-limit GB] [--no-streams] [--no-probes]\n"
+            "\n"
+            "Measure training speed against the machine's limit: sgemm GFLOP/s, tokens/s and MFU of\n"
+            "every residual method at n = 4 (tiny and small presets), each method's step time over\n"
+            "rc's, a breakdown of one step by op, tokens/s and memory against n = 2..8. Prints the\n"
+            "tables and writes them as CSV (gemm, bench, breakdown, streams, probes .csv).\n"
+            "  --quick         fewer repetitions, no probes section (about a minute)\n"
+            "  --csv DIR       where the CSV files go (default out/bench; 'none' for no files)\n"
+            "  --preset P      only this preset for the methods table and the sweep\n"
+            "  --rounds R      interleaved rounds per method (default 5, quick 2)\n"
+            "  --steps S       timed steps per method per round (default 5, quick 3)\n"
+            "  --threads N     OpenMP threads (default: all cores)\n"
+            "  --mem-limit GB  skip sweep configurations estimated above this (default %.0f)\n"
+            "  --no-methods, --no-streams, --no-probes   skip that section\n"
+            "  --probe-steps S the probes section compares S and 2S steps (default: probe.every)\n"
+            "Set OMP_WAIT_POLICY=passive on a loaded machine (docs/performance.md).\n"
+            "\n"
+            "example:\n"
+            "  s2hc bench --quick --csv out/bench\n",
+            BENCH_MEM_LIMIT_GB);
+}
+
+int bench_main(int argc, char **argv) {
+    bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.csv_dir = "out/bench";
+    o.mem_limit_gb = BENCH_MEM_LIMIT_GB;
+    o.probes = 1;
+    int rounds = 0, steps = 0, threads = 0, streams = 1, methods = 1, probe_steps = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--quick")) o.quick = 1;
+        else if (!strcmp(a, "--csv") && more) o.csv_dir = argv[++i];
+        else if (!strcmp(a, "--preset") && more) o.only_preset = argv[++i];
+        else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
+        else if (!strcmp(a, "--steps") && more) steps = atoi(argv[++i]);
+        else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--mem-limit") && more) o.mem_limit_gb = atof(argv[++i]);
+        else if (!strcmp(a, "--no-streams")) streams = 0;
+        else if (!strcmp(a, "--no-methods")) methods = 0;
+        else if (!strcmp(a, "--probe-steps") && more) probe_steps = atoi(argv[++i]);
+        else if (!strcmp(a, "--no-probes")) o.probes = 0;
+        else {
+            fprintf(stderr, "s2hc: error: bench: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (o.only_preset && strcmp(o.only_preset, "tiny") && strcmp(o.only_preset, "small")) {
+        fprintf(stderr, "s2hc: error: bench: --preset must be tiny or small (got '%s')\n", o.only_preset);
+        return 2;
+    }
+    if (!strcmp(o.csv_dir, "none")) o.csv_dir = NULL;
+    o.rounds = rounds > 0 ? rounds : o.quick ? 2 : 5;
+    o.steps = steps > 0 ? steps : o.quick ? 3 : 5;
+    o.warmup = 2;
+    o.prof_steps = o.quick ? 2 : 5;
+    o.sweep_steps = o.quick ? 3 : 8;
+    s2hc_config dflt;
+    config_defaults(&dflt);
+    o.probe_steps = probe_steps > 0 ? probe_steps : dflt.probe_every > 0 ? dflt.probe_every : 100;
+    if (o.quick) o.probes = 0;
+#ifdef _OPENMP
+    if (threads > 0) omp_set_num_threads(threads);
+#endif
+    if (o.csv_dir && mkdir_p(o.csv_dir) != 0) {
+        fprintf(stderr, "s2hc: error: bench: cannot create %s: %s\n", o.csv_dir, strerror(errno));
+        return 1;
+    }
+    const char *wp = getenv("OMP_WAIT_POLICY"), *pb = getenv("OMP_PROC_BIND"), *ct = getenv("OPENBLAS_CORETYPE");
+    printf("s2hc bench %s: %d threads, OMP_WAIT_POLICY=%s OMP_PROC_BIND=%s OPENBLAS_CORETYPE=%s, load %.2f\n",
+           s2hc_version(), kernels_threads(), wp ? wp : "(unset)", pb ? pb : "(unset)", ct ? ct : "(unset)", load1());
+
+    FILE *gcsv = csv_open(&o, "gemm.csv", "shape,M,N,K,gflops_median,gflops_best,load1");
+    gemm_limits g;
+    section_gemm(&o, &g, gcsv);
+    if (gcsv) fclose(gcsv);
+
+    FILE *csv = csv_open(&o, "bench.csv",
+                         "preset,method,n,threads,params,aux_params,flops_per_token,step_ms_median,step_ms_min,"
+                         "cpu_ms_median,tokens_per_s,mfu,mfu_cpu,mfu_square,overhead_vs_rc,overhead_min,"
+                         "overhead_max,overhead_cpu,math_fwd_ns,math_bwd_ns,gemm_gflops_in_run,gemm_gflops_cpu,"
+                         "model_mb,rounds,steps_per_round,load1_start,load1_end");
+    FILE *bcsv = csv_open(&o, "breakdown.csv", "preset,method,n,category,wall_ms_per_step,cpu_ms_per_step,wall_fraction");
+    int nm = 0;
+    while (bench_methods[nm]) nm++;
+    method_result *res = calloc_check((size_t)nm, sizeof *res);
+    for (int p = 0; p < 2 && methods; p++) {
+        if (o.only_preset && strcmp(o.only_preset, bench_presets[p])) continue;
+        section_methods(&o, bench_presets[p], &g, csv, bcsv, res);
+    }
+    free(res);
+    if (csv) fclose(csv);
+    if (bcsv) fclose(bcsv);
+
+    if (streams) {
+        FILE *scsv = csv_open(&o, "streams.csv",
+                              "preset,method,n,params,aux_params,step_ms_median,tokens_per_s,x_rc,cpu_ms_median,"
+                              "x_rc_cpu,model_mb,rss_mb,peak_rss_mb,load1,steps,status");
+        section_streams(&o, scsv);
+        if (scsv) fclose(scsv);
+    }
+    if (o.probes) {
+        FILE *pcsv = csv_open(&o, "probes.csv", "preset,method,n,probe_every,wall_ms_per_step,tokens_per_s,cpu_ms_per_step_per_thread,"
+                                          "tokens_per_s_cpu,load1");
+        section_probes(&o, pcsv);
+        if (pcsv) fclose(pcsv);
+    }
+    if (o.csv_dir) printf("\nCSV written to %s/ (gemm, bench, breakdown%s%s)\n", o.csv_dir, streams ? ", streams" : "",
+                          o.probes ? ", probes" : "");
+    return 0;
+}

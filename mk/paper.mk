@@ -1,0 +1,127 @@
+# mk/paper.mk: `make paper` — every figure and table of the paper, regenerated, in one report.
+#
+#   make paper [PRESET=tiny|small|M|L]     the whole chain (default PRESET=small); docs/paper.md
+#
+# The chain, one target per step, each printing where it is and rerunning only what changed:
+#   paper-deps      scripts/deps.sh (installs missing Debian packages; quiet when all present)
+#   $(BIN)          the build
+#   paper-data      s2hc data prepare (cached shards are kept)
+#   paper-grids     s2hc grid experiments/{paper,ablations,streams}.yaml --set preset=$(PRESET)
+#                   -> runs/$(PRESET)/{paper,ablations,streams}/index.csv (resumable; finished
+#                   points are never retrained)
+#   paper-analyze   s2hc analyze -> $(PAPER_OUT)/data/*.dat, tables/*.{md,tex,html,csv}
+#   paper-figures   gnuplot plots/<figure>.gp -> $(PAPER_OUT)/<figure>.{png,svg}
+#   paper-report    s2hc report --no-analyze --no-plots -> $(PAPER_OUT)/index.html
+# Figures depend on the analysis output only, the analysis on the grids' index.csv files
+# (and the analysis sources), never on the binary's timestamp: rebuilding does not retrain.
+#   make paper-clean    removes $(PAPER_OUT) (never the runs)
+#
+# Budgets on a 2-core CPU: PRESET=tiny under 5 minutes, PRESET=small under an hour. The
+# step counts below size each preset to fit (the grid files keep their own defaults for
+# small, M and L; tiny shortens everything).
+PRESET    ?= small
+PAPER_OUT ?= out/paper
+PAPER_RUNS ?= runs/$(PRESET)
+# The command that analyses and reports (bin/s2hc once main.c has analyze/report).
+PAPER_S2HC ?= $(BIN)
+PAPER_J   ?=
+
+# Per-preset overrides (--set) for the grids. The streams grid's runs count for throughput
+# only, so their end-of-training probe is off (probe.final_samples=0). "common" goes to paper.yaml and
+# ablations.yaml alike so the two grids' s2hc runs are the same config (the analysis
+# counts a repeated config once) and identity is comparable with the paper grid's runs.
+ifeq ($(PRESET),tiny)
+PAPER_COMMON := --set train.steps=100 --set train.warmup=10 --set train.lr=3e-3 --set train.min_lr=3e-4 \
+                --set train.eval_every=50 --set train.eval_batches=4 --set train.ckpt_every=0 \
+                --set probe.every=10 --set probe.final_samples=32 --set train.seed=1337
+PAPER_SET_PAPER := $(PAPER_COMMON)
+PAPER_SET_ABL   := $(PAPER_COMMON)
+# streams at tiny: a 1-layer, 16-wide model, 3 steps (mHC-lite at n = 8 still has 10M
+# parameters and its end-of-training probe takes over a minute)
+PAPER_SET_STREAMS := --set train.steps=3 --set train.warmup=1 --set probe.final_samples=0 --set model.n_layer=1 \
+                     --set model.n_embd=16 --set model.n_head=1 --set model.block_size=32 --set train.batch=4
+else ifeq ($(PRESET),small)
+# the grid files' own small settings (500 steps, probes every 50, 128 final samples)
+PAPER_SET_PAPER :=
+PAPER_SET_ABL   :=
+# streams: 4-sequence steps (mHC-lite at n = 8 costs ~100 s per 16-sequence step on one core)
+PAPER_SET_STREAMS := --set probe.final_samples=0 --set train.batch=4
+else
+# M and L: the preset's 10 000 steps and the grid files' eval/probe cadence (GPUs, Slurm)
+PAPER_SET_PAPER :=
+PAPER_SET_ABL   := --set train.steps=10000 --set train.warmup=200 --set train.eval_every=500 --set train.ckpt_every=500 \
+                   --set probe.every=250 --set probe.final_samples=256
+PAPER_SET_STREAMS := --set probe.final_samples=0
+endif
+
+# A grid's exit status is the number of failed or diverged points: the report shows them
+# (HC diverging is one of the paper's claims), so only a bad grid (2) or an interrupt stops.
+PAPER_GRID_RC = if [ $$rc -eq 2 ] || [ $$rc -ge 128 ]; then exit $$rc; fi; \
+	  [ $$rc -eq 0 ] || echo "paper: $(@D): $$rc point(s) failed or diverged (see $@); the report shows them"
+
+PAPER_GRIDS := $(PAPER_RUNS)/paper/index.csv $(PAPER_RUNS)/ablations/index.csv $(PAPER_RUNS)/streams/index.csv
+PAPER_FIGS  := fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams \
+               fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian
+PAPER_PNG   := $(PAPER_FIGS:%=$(PAPER_OUT)/%.png)
+PAPER_META  := $(PAPER_OUT)/data/meta.gp
+PAPER_SRC   := $(wildcard analysis/*.c analysis/*.h)
+
+.PHONY: paper paper-deps paper-data paper-grids paper-analyze paper-figures paper-report paper-clean
+
+paper: $(PAPER_OUT)/index.html
+	@echo "paper: done: $(PAPER_OUT)/index.html (PRESET=$(PRESET), runs in $(PAPER_RUNS))"
+
+paper-deps:
+	@echo "paper: [1/7] deps"
+	@scripts/deps.sh
+
+paper-data: | paper-deps $(BIN)
+	@echo "paper: [3/7] data (s2hc data prepare; cached corpora are kept)"
+	@$(BIN) data prepare >/dev/null
+
+# A preset stamp: rewritten only when PRESET changes, so switching presets reruns the analysis.
+$(PAPER_OUT)/.preset: FORCE
+	@mkdir -p $(@D)
+	@echo "$(PRESET) $(PAPER_RUNS)" | cmp -s - $@ || echo "$(PRESET) $(PAPER_RUNS)" > $@
+
+$(PAPER_RUNS)/paper/index.csv: experiments/paper.yaml mk/paper.mk | paper-data
+	@echo "paper: [4/7] grid experiments/paper.yaml (preset $(PRESET)) -> $(@D)"
+	@rc=0; $(BIN) grid experiments/paper.yaml --set preset=$(PRESET) $(PAPER_SET_PAPER) --out $(@D) --force $(PAPER_J) || rc=$$?; \
+	  $(PAPER_GRID_RC)
+	@touch $@
+
+$(PAPER_RUNS)/ablations/index.csv: experiments/ablations.yaml mk/paper.mk | paper-data
+	@echo "paper: [4/7] grid experiments/ablations.yaml (preset $(PRESET)) -> $(@D)"
+	@rc=0; $(BIN) grid experiments/ablations.yaml --set preset=$(PRESET) $(PAPER_SET_ABL) --out $(@D) --force $(PAPER_J) || rc=$$?; \
+	  $(PAPER_GRID_RC)
+	@touch $@
+
+$(PAPER_RUNS)/streams/index.csv: experiments/streams.yaml mk/paper.mk | paper-data
+	@echo "paper: [4/7] grid experiments/streams.yaml (preset $(PRESET)) -> $(@D)"
+	@rc=0; $(BIN) grid experiments/streams.yaml --set preset=$(PRESET) $(PAPER_SET_STREAMS) --out $(@D) --force $(PAPER_J) || rc=$$?; \
+	  $(PAPER_GRID_RC)
+	@touch $@
+
+paper-grids: $(PAPER_GRIDS)
+
+$(PAPER_META): $(PAPER_GRIDS) $(PAPER_SRC) $(PAPER_OUT)/.preset | $(BIN)
+	@echo "paper: [5/7] analyze -> $(PAPER_OUT)/data, $(PAPER_OUT)/tables"
+	@rm -rf $(PAPER_OUT)/data $(PAPER_OUT)/tables
+	$(PAPER_S2HC) analyze $(PAPER_RUNS)/paper $(PAPER_RUNS)/ablations $(PAPER_RUNS)/streams -o $(PAPER_OUT)
+
+paper-analyze: $(PAPER_META)
+
+$(PAPER_OUT)/%.png: plots/%.gp plots/style.gp $(PAPER_META)
+	@echo "paper: [6/7] figure $* -> $(PAPER_OUT)/$*.png, .svg"
+	@gnuplot -e "dir='$(PAPER_OUT)'" $<
+
+paper-figures: $(PAPER_PNG)
+
+$(PAPER_OUT)/index.html: $(PAPER_PNG) $(PAPER_META)
+	@echo "paper: [7/7] report -> $@"
+	$(PAPER_S2HC) report --no-analyze --no-plots -o $(PAPER_OUT)
+
+paper-report: $(PAPER_OUT)/index.html
+
+paper-clean:
+	rm -rf $(PAPER_OUT)

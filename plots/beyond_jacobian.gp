@@ -1,0 +1,24 @@
+# Beyond the paper: spectral norm of d(final streams)/d(initial streams) for the full
+# network (branches on) and for the residual path alone (branches off), mean ± std over
+# validation sequences, per method. Data: beyond_jacobian.dat
+# (index, method, full mean, full std, residual mean, residual std, sequences).
+load system("dirname ".ARG0)."/style.gp"
+stem = "beyond_jacobian"
+W = 1100; H = 550
+do for [fmt in "png svg"] {
+  reset
+  eval term(fmt)
+  set title sprintf("Beyond: full-network Jacobian norm vs residual-path norm (%s, %s)", scale, corpus)
+  if (jac_rows == 0) {
+    eval nodata("no run with a Jacobian estimate"); plot 2 notitle
+  } else {
+    set ylabel "||dX_L / dX_0||_2 (mean ± std over sequences)"
+    set style data histogram; set style histogram errorbars gap 2 lw 1.2
+    set style fill solid 0.8 border -1; set boxwidth 0.9
+    set grid ytics; set key top left font ",10"
+    set logscale y; set yrange [0.5:*]
+    set xtics rotate by -30
+    plot data("beyond_jacobian.dat") using 3:4:xtic(2) title "full network" lc rgb "#0072b2", \
+         "" using 5:6 title "residual path only" lc rgb "#d55e00"
+  }
+}

@@ -1,0 +1,19 @@
+# Training loss per step (faint) and its moving average (bold), one run per method, in the
+# cell the figures show: context for Table 1. Data: loss_<method>.dat (step, loss, moving average).
+load system("dirname ".ARG0)."/style.gp"
+stem = "fig00_loss"
+W = 1100; H = 550
+K = words(loss_methods)
+do for [fmt in "png svg"] {
+  reset
+  eval term(fmt)
+  set title sprintf("Training loss (%s, %s)", scale, corpus)
+  if (K == 0) {
+    eval nodata("no runs"); plot 2 notitle
+  } else {
+    set xlabel "training step"; set ylabel "train loss (nats per byte)"
+    set grid; set key top right font ",10"
+    plot for [k = 1:K] data("loss_".word(loss_methods, k).".dat") using 1:3 with lines lw 2 \
+         lc rgb color(word(loss_methods, k)) title label(word(loss_methods, k))
+  }
+}

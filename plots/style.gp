@@ -1,0 +1,26 @@
+# style.gp: shared by every figure script (load it first). It reads the analysis output's
+# list of what has data (DIR/data/meta.gp, written by `s2hc analyze`) and defines colours,
+# labels and the two terminals every figure is drawn with (PNG for the page, SVG for print).
+#   gnuplot -e "dir='out/paper'" plots/fig02_rowmax.gp   ->  out/paper/fig02_rowmax.{png,svg}
+if (!exists("dir")) dir = "out/paper"
+load dir."/data/meta.gp"
+data(name) = dir."/data/".name
+
+# one colour and one display name per method, the same in every figure
+color(m) = m eq "rc" ? "#555555" : m eq "identity" ? "#999999" : m eq "hc" ? "#e69f00" : \
+           m eq "mhc" ? "#0072b2" : m eq "mhc_lite" ? "#56b4e9" : m eq "kromhc" ? "#009e73" : \
+           m eq "orthogonal" ? "#cc79a7" : m eq "s2hc" ? "#d55e00" : m eq "s2hc_rot" ? "#f0e442" : "#000000"
+label(m) = m eq "rc" ? "RC" : m eq "identity" ? "identity" : m eq "hc" ? "HC" : m eq "mhc" ? "mHC" : \
+           m eq "mhc_lite" ? "mHC-lite" : m eq "kromhc" ? "KromHC" : m eq "orthogonal" ? "orthogonal" : \
+           m eq "s2hc" ? "s^2HC" : m eq "s2hc_rot" ? "s^2HC-rot" : m
+
+# term(fmt): the terminal and output file for "png" or "svg"; W, H and stem set by the script
+term(fmt) = fmt eq "png" ? \
+    sprintf("set terminal pngcairo enhanced size %d,%d font 'DejaVu Sans,11' linewidth 1.3; set output '%s/%s.png'", W, H, dir, stem) : \
+    sprintf("set terminal svg enhanced size %d,%d font 'DejaVu Sans,11' background '#ffffff'; set output '%s/%s.svg'", W, H, dir, stem)
+
+# nodata(msg): an empty panel that says why (use: eval nodata("..."); plot 2 notitle)
+nodata(msg) = sprintf("set label 99 \"%s\" at graph 0.5, graph 0.5 center; set xrange [0:1]; set yrange [0:1]; unset xtics; unset ytics; unset key", msg)
+
+# diverging palette for H_res heat maps: blue below 0, white at 0, red at 1
+hres_palette = "set palette defined (-0.5 '#2166ac', 0 '#ffffff', 0.5 '#f4a582', 1 '#b2182b'); set cbrange [-0.5:1]"

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# paper_cli.sh: the report chain end to end on a tiny grid of very short runs (a few steps
+# of a tiny model on a synthetic corpus the test makes): `s2hc analyze` writes every data
+# file and table, gnuplot draws every figure (PNG and SVG, non-empty), `s2hc report`
+# writes index.html referencing every figure and table, with the claims and verdicts;
+# `--no-analyze` without analysis output fails; a path without runs fails.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+# analyze/report may come from another binary while main.c is being wired (S2HC_REPORT)
+REPORT=${S2HC_REPORT:-$S2HC}
+
+make_synth_data "$TMP/data" 2>/dev/null
+[ -s "$TMP/data/synth/train.bin" ] && ok "synthetic corpus" || fail "no synthetic corpus"
+
+# the grid: every method the figures draw (n = 4, rc at n = 1, identity for Fig 3), plus
+# two throughput-only runs (no probes, no evals) at n = 2 and 3 for Fig 7
+cat > "$TMP/grid.yaml" <<EOF
+base: $PWD/experiments/tiny.yaml
+set:
+  model.n_embd: 32
+  model.block_size: 32
+  train.batch: 4
+  train.steps: 6
+  train.warmup: 1
+  train.eval_every: 3
+  train.eval_batches: 1
+  train.ckpt_every: 0
+  probe.every: 3
+  probe.final_samples: 4
+  data.ood: [synth]
+sweep:
+  residual.method: [identity, hc, mhc, mhc_lite, kromhc, s2hc]
+include:
+  - {residual.method: rc, residual.n_streams: 1}
+  - {residual.method: s2hc, residual.n_streams: 2, probe.every: 0, train.eval_every: 0}
+  - {residual.method: mhc, residual.n_streams: 3, probe.every: 0, train.eval_every: 0}
+name: "{residual.method}-n{residual.n_streams}"
+EOF
+expect_status 0 "the tiny grid trains" -- "$S2HC" grid "$TMP/grid.yaml" --set data.dir="$TMP/data" \
+  --set data.train=synth --out "$TMP/runs" -j 2
+expect_out "9/9 finished" "every point finished"
+
+OUT=$TMP/report
+expect_status 0 "s2hc report builds the page" -- "$REPORT" report "$TMP/runs" -o "$OUT"
+expect_out "index.html" "report names the page"
+
+FIGS="fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams
+      fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian"
+TABLES="table1 table2 table2_paper ablation throughput runs scales claims"
+for f in $FIGS; do
+  for e in png svg; do
+    [ -s "$OUT/$f.$e" ] && ok "$f.$e" || fail "$f.$e missing or empty"
+  done
+  # a drawn figure is more than an empty frame
+  sz=$(stat -c %s "$OUT/$f.png" 2>/dev/null || echo 0)
+  [ "$sz" -gt 8000 ] && ok "$f.png has content" || fail "$f.png is only $sz bytes"
+  grep -q "src=\"$f.png\"" "$OUT/index.html" && ok "index.html shows $f" || fail "index.html lacks $f.png"
+done
+for t in $TABLES; do
+  for e in md tex html csv; do
+    [ -s "$OUT/tables/$t.$e" ] && ok "$t.$e" || fail "tables/$t.$e missing or empty"
+  done
+  grep -q "id=\"tbl-$t\"" "$OUT/index.html" && ok "index.html holds $t" || fail "index.html lacks table $t"
+done
+# every method of the grid is in Table 1, with its paper numbers beside it
+for m in RC HC mHC mHC-lite KromHC 's²HC'; do
+  grep -q "| $m |" "$OUT/tables/table1.md" && ok "table1 row $m" || fail "table1 lacks $m"
+done
+grep -q "3.233 / 3.003" "$OUT/tables/table1.md" && ok "table1 has the paper's s2HC numbers" || fail "paper numbers missing"
+grep -q "1 seed, no interval" "$OUT/tables/table1.md" && ok "single seed said so" || fail "single-seed note missing"
+# the claims: six rows, each with a verdict
+n=$(grep -cE "\| (reproduced|not reproduced|inconclusive)" "$OUT/tables/claims.md")
+[ "$n" = 6 ] && ok "six claims with verdicts" || fail "claims with verdicts: $n"
+grep -q 'id="claims"' "$OUT/index.html" && ok "claims section" || fail "no claims section"
+# the throughput-only runs feed Fig 7 and not Table 1
+grep -q "^2 " "$OUT/data/fig7_tput_s2hc.dat" && ok "fig7 has s2hc at n = 2" || fail "fig7 lacks s2hc n = 2"
+grep -q "s2hc-n2" "$OUT/tables/table1.md" && fail "a throughput run in table1" || ok "throughput runs stay out of table1"
+# identity from the grid reaches Fig 3
+grep -q "cos_identity = 1" "$OUT/data/meta.gp" && ok "identity baseline present" || fail "identity baseline missing"
+
+# the page for a single run works too
+expect_status 0 "report on one run" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one"
+[ -s "$TMP/one/index.html" ] && [ -s "$TMP/one/fig01_overview.png" ] && ok "one-run page" || fail "one-run page missing"
+# errors
+expect_status 1 "--no-analyze without analysis output" -- "$REPORT" report --no-analyze -o "$TMP/empty"
+expect_out "run s2hc analyze first" "says what to do"
+mkdir -p "$TMP/norun"
+expect_status 1 "a directory without runs" -- "$REPORT" analyze "$TMP/norun" -o "$TMP/x"
+expect_out "no run.h5 found" "names the problem"
+expect_status 2 "analyze without runs is a usage error" -- "$REPORT" analyze -o "$TMP/x"
+expect_status 0 "report --help" -- "$REPORT" report --help
+expect_out "example" "--help shows an example"
+finish paper_cli

@@ -1,0 +1,2 @@
+/* cuda_runtime.h for the CPU emulator (emu.h). */
+#include "emu.h"

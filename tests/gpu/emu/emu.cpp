@@ -1,0 +1,359 @@
+/* emu.cpp: the CPU emulator's scheduler, runtime API and cuBLAS subset (see emu.h).
+ *
+ * Fibers: each CUDA thread of a block is a fiber with its own stack; a hand-written
+ * x86-64 context switch (callee-saved registers and the stack pointer) makes a barrier
+ * cost nanoseconds, so kernels with many shuffles stay usable. The scheduler runs every
+ * live fiber up to its next barrier (or its end), then releases them all. */
+#include "emu.h"
+#include <time.h>
+#include <vector>
+#include "cublas_v2.h"
+
+#if !defined(__x86_64__)
+#error "the CUDA emulator's context switch is written for x86-64"
+#endif
+
+thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+thread_local void *emu_dyn_smem = NULL;
+thread_local double emu_xchg[1024];
+
+/* emu_switch(from, to): save callee-saved registers on the current stack, store the stack
+ * pointer in *from, load `to`, restore and return into the other context. */
+extern "C" void emu_switch(void **from, void *to);
+asm(R"(
+    .text
+    .globl emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+)");
+
+namespace {
+enum { RUNNABLE = 0, AT_BARRIER = 1, DONE = 2 };
+struct fiber {
+    void *sp;
+    int state;
+    unsigned x, y, z;
+};
+const size_t STACK_BYTES = (size_t)256 << 10;
+thread_local std::vector<fiber> fibers;
+thread_local std::vector<char *> stacks;
+thread_local void *sched_sp = NULL;
+thread_local int cur = 0;
+thread_local const std::function<void()> *body = NULL;
+void *fiber_stack(char *base);
+
+/* Run block number b of the launch on this OS thread. */
+void run_block(size_t b, dim3 grid, dim3 block, size_t smem, const std::function<void()> *f) {
+    const int nt = (int)(block.x * block.y * block.z);
+    while ((int)stacks.size() < nt) {
+        char *s = (char *)malloc(STACK_BYTES);
+        if (!s) abort();
+        stacks.push_back(s);
+    }
+    fibers.resize(nt);
+    thread_local std::vector<unsigned char> shm;
+    if (shm.size() < smem + 256) shm.resize(smem + 256);
+    unsigned char *dyn = (unsigned char *)(((uintptr_t)shm.data() + 127) & ~(uintptr_t)127);
+    memset(dyn, 0xff, smem); /* uninitialised shared floats read as NaN */
+    emu_dyn_smem = dyn;
+    body = f;
+    gridDim = grid;
+    blockDim = block;
+    blockIdx = dim3((unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((size_t)grid.x * grid.y)));
+    for (int t = 0; t < nt; t++) {
+        fibers[t].sp = fiber_stack(stacks[t]);
+        fibers[t].state = RUNNABLE;
+        fibers[t].x = t % block.x;
+        fibers[t].y = (t / block.x) % block.y;
+        fibers[t].z = t / (block.x * block.y);
+    }
+    for (;;) {
+        for (int t = 0; t < nt; t++) {
+            if (fibers[t].state != RUNNABLE) continue;
+            cur = t;
+            threadIdx = dim3(fibers[t].x, fibers[t].y, fibers[t].z);
+            emu_switch(&sched_sp, fibers[t].sp);
+        }
+        int waiting = 0;
+        for (int t = 0; t < nt; t++)
+            if (fibers[t].state == AT_BARRIER) {
+                fibers[t].state = RUNNABLE;
+                waiting++;
+            }
+        if (!waiting) break;
+    }
+    emu_dyn_smem = NULL;
+}
+
+void fiber_start() {
+    (*body)();
+    fibers[cur].state = DONE;
+    emu_switch(&fibers[cur].sp, sched_sp);
+    __builtin_unreachable();
+}
+
+/* A fresh fiber: a stack that "returns" into fiber_start with the ABI's alignment. */
+void *fiber_stack(char *base) {
+    uintptr_t top = ((uintptr_t)(base + STACK_BYTES)) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 64);
+    for (int i = 0; i < 6; i++) sp[i] = NULL; /* r15 r14 r13 r12 rbx rbp */
+    sp[6] = (void *)fiber_start;              /* emu_switch's ret lands here */
+    sp[7] = NULL;
+    return sp;
+}
+}  // namespace
+
+void emu_barrier(void) {
+    fibers[cur].state = AT_BARRIER;
+    emu_switch(&fibers[cur].sp, sched_sp);
+}
+
+int emu_linear_tid(void) { return (int)(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y); }
+
+/* ---- profile (S2HC_EMU_PROFILE=1): seconds per kernel name and in the cuBLAS loops ---- */
+#include <map>
+#include <string>
+static double now(void);
+namespace {
+struct profile {
+    std::map<std::string, double> t;
+    std::map<std::string, long> n;
+    ~profile() {
+        if (!getenv("S2HC_EMU_PROFILE")) return;
+        for (auto &kv : t) fprintf(stderr, "emu profile: %-32s %8ld launches %9.3f s\n", kv.first.c_str(), n[kv.first], kv.second);
+    }
+} prof;
+}  // namespace
+static void prof_add(const char *name, double dt) {
+    prof.t[name] += dt;
+    prof.n[name]++;
+}
+
+void emu_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char *name, std::function<void()> f) {
+    (void)stream; /* one stream of work: everything is in order anyway */
+    double t0 = now();
+    struct at_end {
+        const char *name;
+        double t0;
+        ~at_end() { prof_add(name, now() - t0); }
+    } timer{name, t0};
+    const int nt = (int)(block.x * block.y * block.z);
+    if (nt <= 0 || nt > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
+        fprintf(stderr, "emu: bad launch (%u %u %u) x (%u %u %u)\n", grid.x, grid.y, grid.z, block.x, block.y, block.z);
+        abort();
+    }
+    const size_t nblocks = (size_t)grid.x * grid.y * grid.z;
+    const std::function<void()> *fp = &f;
+#pragma omp parallel for schedule(dynamic, 1) if (nblocks > 1)
+    for (size_t b = 0; b < nblocks; b++) run_block(b, grid, block, smem, fp);
+}
+
+/* ---- runtime API ----------------------------------------------------------------------------- */
+
+static int emu_no_gpu(void) { return getenv("S2HC_EMU_NO_GPU") != NULL; }
+
+cudaError_t cudaGetDeviceCount(int *n) {
+    if (emu_no_gpu()) return 35; /* cudaErrorInsufficientDriver, as on a machine without a driver */
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
+    (void)dev;
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "CPU emulator (tests/gpu/emu)");
+    p->major = 9;
+    p->minor = 0;
+    p->totalGlobalMem = (size_t)64 << 30;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : 101; }
+cudaError_t cudaGetDevice(int *dev) {
+    *dev = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int dev) {
+    (void)dev;
+    *v = a == cudaDevAttrMultiProcessorCount ? 132 : 232448;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) {
+    return e == 35 ? "CUDA driver version is insufficient for CUDA runtime version (emulated)" : "emulated CUDA error";
+}
+cudaError_t cudaMalloc(void **p, size_t n) {
+    size_t r = (n + 255) / 256 * 256;
+    *p = aligned_alloc(256, r ? r : 256);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, r); /* as uninitialised device memory: NaN floats */
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
+cudaError_t cudaFree(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
+    *free_b = (size_t)60 << 30;
+    *total_b = (size_t)64 << 30;
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) {
+    (void)k;
+    if (n) memmove(d, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st) {
+    (void)st;
+    return cudaMemcpy(d, s, n, k);
+}
+cudaError_t cudaMemset(void *d, int v, size_t n) {
+    if (n) memset(d, v, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) {
+    (void)st;
+    return cudaMemset(d, v, n);
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    (void)flags;
+    *s = (cudaStream_t)1;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    (void)s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    (void)s;
+    return cudaSuccess;
+}
+struct emu_event {
+    double t;
+};
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = new emu_event{0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    (void)s;
+    e->t = now();
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    (void)e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    *ms = (float)((b->t - a->t) * 1e3);
+    return cudaSuccess;
+}
+
+/* ---- cuBLAS ---------------------------------------------------------------------------------- */
+
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    *h = (cublasHandle_t)1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    (void)h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    (void)h;
+    (void)s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
+    (void)h;
+    (void)m;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* column-major C (m, n) = alpha op(A) op(B) + beta C, with element readers for A and B */
+template <typename TA, typename TB>
+static void gemm_ref(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, TA a, int lda, TB b,
+                     int ldb, float beta, float *C, int ldc) {
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float s = 0;
+            for (int p = 0; p < k; p++) {
+                float x = ta == CUBLAS_OP_N ? a((size_t)i + (size_t)p * lda) : a((size_t)p + (size_t)i * lda);
+                float y = tb == CUBLAS_OP_N ? b((size_t)p + (size_t)j * ldb) : b((size_t)j + (size_t)p * ldb);
+                s += x * y;
+            }
+            float *c = &C[(size_t)i + (size_t)j * ldc];
+            *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
+        }
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
+                           float *C, int ldc) {
+    (void)h;
+    struct at_end {
+        double t0;
+        ~at_end() { prof_add("cublasSgemm", now() - t0); }
+    } timer{now()};
+    gemm_ref(ta, tb, m, n, k, *alpha, [A](size_t i) { return A[i]; }, lda, [B](size_t i) { return B[i]; }, ldb, *beta,
+             C, ldc);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
+                            int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t comp,
+                            cublasGemmAlgo_t algo) {
+    (void)h;
+    (void)comp;
+    (void)algo;
+    if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    struct at_end {
+        double t0;
+        ~at_end() { prof_add("cublasGemmEx", now() - t0); }
+    } timer{now()};
+    const __nv_bfloat16 *a = (const __nv_bfloat16 *)A, *b = (const __nv_bfloat16 *)B;
+    gemm_ref(ta, tb, m, n, k, *(const float *)alpha, [a](size_t i) { return __bfloat162float(a[i]); }, lda,
+             [b](size_t i) { return __bfloat162float(b[i]); }, ldb, *(const float *)beta, (float *)C, ldc);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemv(cublasHandle_t h, cublasOperation_t t, int m, int n, const float *alpha, const float *A,
+                           int lda, const float *x, int incx, const float *beta, float *y, int incy) {
+    (void)h;
+    if (t != CUBLAS_OP_N) return CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int i = 0; i < m; i++) {
+        float s = 0;
+        for (int j = 0; j < n; j++) s += A[(size_t)i + (size_t)j * lda] * x[(size_t)j * incx];
+        float *o = &y[(size_t)i * incy];
+        *o = *beta == 0.0f ? *alpha * s : *alpha * s + *beta * *o;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}

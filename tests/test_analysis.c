@@ -1,0 +1,349 @@
+/* test_analysis.c: the analysis numbers against values computed independently.
+ *  - statistics on known inputs: mean ± std, tail moving average, quantiles (numpy's
+ *    linear rule), Student t (closed forms for 1 and 2 degrees of freedom), 95 % critical
+ *    values, the paired t test and its verdicts, the bootstrap interval;
+ *  - run files built here with known series (h5log), saved, loaded back by the analysis:
+ *    config-derived fields, final train loss (moving average), val loss, median
+ *    throughput, row/column-sum deviations, the negative-entry fraction;
+ *  - `analyze` on a set of such runs (3 seeds x rc, mhc, s2hc, a throughput run and a
+ *    repeat): Table 1's cells equal mean ± std and the paired difference computed here,
+ *    the gradient-norm data are clamped at 5, a repeated config is counted once, every
+ *    table exists in four formats, and the claims carry verdicts.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "../analysis/analysis.h"
+#include "../harness/config.h"
+#include "../harness/util.h"
+#include "t.h"
+
+static char tmpdir[256];
+
+/* ---- statistics ---------------------------------------------------------------------- */
+
+static void test_mean_std(void) {
+    double v[] = {2, 4, 4, 4, 5, 5, 7, 9}, m, s;
+    CHECK(an_mean_std(v, 8, &m, &s) == 8, "count");
+    CHECK_CLOSE(m, 5.0, 1e-15, 0, "mean");
+    CHECK_CLOSE(s, sqrt(32.0 / 7.0), 1e-14, 0, "sample std (n - 1)");
+    double w[] = {1, NAN, 3};
+    CHECK(an_mean_std(w, 3, &m, &s) == 2, "NaN skipped");
+    CHECK_CLOSE(m, 2.0, 1e-15, 0, "mean without NaN");
+    double one = 3.5;
+    an_mean_std(&one, 1, &m, &s);
+    CHECK(m == 3.5 && s == 0, "one value: std 0");
+    CHECK(an_mean_std(NULL, 0, &m, &s) == 0 && isnan(m), "no value: NaN");
+}
+
+static void test_tail_mean(void) {
+    double v[300];
+    for (int i = 0; i < 300; i++) v[i] = i;
+    size_t used;
+    /* last 200 of 0..299: 100..299, mean 199.5 */
+    CHECK_CLOSE(an_tail_mean(v, 300, 200, &used), 199.5, 1e-12, 0, "moving average of the last 200");
+    CHECK(used == 200, "used %zu", used);
+    CHECK_CLOSE(an_tail_mean(v, 50, 200, &used), 24.5, 1e-12, 0, "shorter than the window: the whole run");
+    CHECK(used == 50, "used %zu", used);
+    CHECK(isnan(an_tail_mean(v, 0, 200, &used)) && used == 0, "empty");
+}
+
+static void test_quantile(void) {
+    double v[] = {4, 1, 3, 2};
+    CHECK_CLOSE(an_quantile(v, 4, 0.25), 1.75, 1e-15, 0, "numpy linear q=0.25");
+    CHECK_CLOSE(an_quantile(v, 4, 0.5), 2.5, 1e-15, 0, "median");
+    CHECK_CLOSE(an_quantile(v, 4, 0.0), 1.0, 0, 0, "min");
+    CHECK_CLOSE(an_quantile(v, 4, 1.0), 4.0, 0, 0, "max");
+    CHECK(v[0] == 4 && v[1] == 1, "input untouched");
+    double w[] = {NAN, 5, INFINITY};
+    CHECK_CLOSE(an_quantile(w, 3, 0.5), 5.0, 0, 0, "non-finite values ignored");
+}
+
+static void test_student_t(void) {
+    double ts[] = {-3, -0.5, 0, 0.7, 2, 10};
+    for (int i = 0; i < 6; i++) {
+        double t = ts[i];
+        CHECK_CLOSE(an_t_cdf(t, 1), 0.5 + atan(t) / M_PI, 1e-12, 0, "Cauchy cdf at %g", t);
+        CHECK_CLOSE(an_t_cdf(t, 2), 0.5 + t / (2 * sqrt(2 + t * t)), 1e-12, 0, "df=2 cdf at %g", t);
+    }
+    CHECK_CLOSE(an_t_crit95(1), 12.706204736174694, 1e-8, 0, "t crit df 1");
+    CHECK_CLOSE(an_t_crit95(2), 4.302652729749464, 1e-9, 0, "t crit df 2");
+    CHECK_CLOSE(an_t_crit95(4), 2.7764451051977934, 1e-9, 0, "t crit df 4");
+    CHECK_CLOSE(an_t_crit95(1e6), 1.959966, 1e-5, 0, "t crit large df = normal");
+}
+
+static void test_paired(void) {
+    /* d = 0.5, 0.1, 0.9: mean 0.5, sd 0.4, se 0.4/sqrt(3) */
+    double a[] = {1, 2, 3}, b[] = {0.5, 1.9, 2.1};
+    an_paired p;
+    an_paired_test(a, b, 3, &p);
+    double se = 0.4 / sqrt(3.0), t = 0.5 / se;
+    CHECK(p.n == 3, "pairs");
+    CHECK_CLOSE(p.mean_diff, 0.5, 1e-12, 0, "mean diff");
+    CHECK_CLOSE(p.sd_diff, 0.4, 1e-12, 0, "sd diff");
+    CHECK_CLOSE(p.t, t, 1e-9, 0, "t");
+    CHECK_CLOSE(p.p, 1 - t / sqrt(2 + t * t), 1e-9, 0, "two-sided p, df 2 closed form");
+    CHECK_CLOSE(p.lo, 0.5 - 4.302652729749464 * se, 1e-8, 0, "lower 95 %%");
+    CHECK_CLOSE(p.hi, 0.5 + 4.302652729749464 * se, 1e-8, 0, "upper 95 %%");
+    CHECK(!strcmp(an_paired_verdict(&p), "within noise"), "interval holds 0: %s", an_paired_verdict(&p));
+    CHECK(p.boot_lo >= 0.1 - 1e-12 && p.boot_hi <= 0.9 + 1e-12 && p.boot_lo <= 0.5 && p.boot_hi >= 0.5,
+          "bootstrap interval [%g, %g] inside the range of d and around the mean", p.boot_lo, p.boot_hi);
+    an_paired q;
+    an_paired_test(a, b, 3, &q);
+    CHECK(q.boot_lo == p.boot_lo && q.boot_hi == p.boot_hi, "bootstrap is reproducible");
+    /* a clear difference */
+    double c[] = {1.0, 2.0, 3.0, 4.0}, d[] = {2.0, 3.1, 3.9, 5.05};
+    an_paired_test(c, d, 4, &p);
+    CHECK(!strcmp(an_paired_verdict(&p), "a lower"), "a lower: %s", an_paired_verdict(&p));
+    an_paired_test(d, c, 4, &p);
+    CHECK(!strcmp(an_paired_verdict(&p), "a higher"), "a higher: %s", an_paired_verdict(&p));
+    an_paired_test(c, d, 1, &p);
+    CHECK(!strcmp(an_paired_verdict(&p), "1 seed, no interval") && isnan(p.lo), "one pair: %s", an_paired_verdict(&p));
+    double e[] = {NAN, 1}, f[] = {1, NAN};
+    an_paired_test(e, f, 2, &p);
+    CHECK(p.n == 0 && !strcmp(an_paired_verdict(&p), "no pairs"), "no finite pair");
+}
+
+/* ---- synthetic run files ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *method;
+    int n;
+    long seed;
+    int steps;
+    double loss0;     /* loss at step i: loss0 + 0.001 * (steps - i) */
+    double val;       /* final val loss */
+    double grad_peak; /* one grad norm of this size at step steps/2 */
+    double tps;       /* tokens/s: tps + (i % 3) */
+    int bench;
+    const char *name;
+    int n_layer;
+} synth;
+
+static void write_run(const char *dir, const synth *s) {
+    s2hc_config c;
+    config_defaults(&c);
+    c.n_layer = s->n_layer ? s->n_layer : 2;
+    c.n_head = 2;
+    c.n_embd = 32;
+    c.block_size = 32;
+    snprintf(c.method, sizeof c.method, "%s", s->method);
+    c.n_streams = s->n;
+    c.seed = (uint64_t)s->seed;
+    c.steps = s->steps;
+    c.warmup = 1;
+    snprintf(c.train_corpus, sizeof c.train_corpus, "synth");
+    c.probe_every = s->bench ? 0 : 10;
+    c.eval_every = s->bench ? 0 : 50;
+    snprintf(c.name, sizeof c.name, "%s", s->name);
+    char *yaml = config_to_yaml(&c);
+    h5log log;
+    h5log_init(&log);
+    h5log_attr_str(&log, "/", "config", yaml);
+    h5log_attr_str(&log, "/", "method", s->method);
+    h5log_attr_str(&log, "/", "status", "finished");
+    h5log_attr_num(&log, "/", "n_params", 12345);
+    h5log_attr_num(&log, "/", "n_aux_params", 100 * s->n);
+    free(yaml);
+    int st = h5log_series_add(&log, "/train/step", H5LOG_I64, 0, NULL, "step", NULL);
+    int lo = h5log_series_add(&log, "/train/loss", H5LOG_F32, 0, NULL, "loss", NULL);
+    int gn = h5log_series_add(&log, "/train/grad_norm", H5LOG_F32, 0, NULL, "grad", NULL);
+    int tp = h5log_series_add(&log, "/train/tokens_per_s", H5LOG_F32, 0, NULL, "tps", NULL);
+    for (int i = 1; i <= s->steps; i++) {
+        int64_t step = i;
+        float l = (float)(s->loss0 + 0.001 * (s->steps - i)), g = i == s->steps / 2 ? (float)s->grad_peak : 1.0f,
+              t = (float)(s->tps + (i % 3));
+        h5log_append(&log, st, &step);
+        h5log_append(&log, lo, &l);
+        h5log_append(&log, gn, &g);
+        h5log_append(&log, tp, &t);
+    }
+    int es = h5log_series_add(&log, "/eval/step", H5LOG_I64, 0, NULL, "eval step", NULL);
+    int ev = h5log_series_add(&log, "/eval/val_loss", H5LOG_F64, 0, NULL, "val", NULL);
+    int64_t e1 = s->steps / 2, e2 = s->steps;
+    double v1 = s->val + 1, v2 = s->val;
+    h5log_append(&log, es, &e1);
+    h5log_append(&log, ev, &v1);
+    h5log_append(&log, es, &e2);
+    h5log_append(&log, ev, &v2);
+    double ppl = exp(s->val + 0.5);
+    h5log_static_set(&log, "/eval/ood/other/ppl", H5LOG_F64, 0, NULL, &ppl, "ppl");
+    if (s->n > 1 && !s->bench) {
+        /* final probe: 2 layers; histogram of 250 bins on [-1, 1.5): 10 entries at -0.5
+         * (bin 50), 90 at 1.0 (bin 200) per layer; column-sum deviations */
+        int Lh = 2 * c.n_layer;
+        size_t hd[2] = {(size_t)Lh, 250}, ed[1] = {251}, od[2] = {(size_t)Lh, 2}, ld[1] = {(size_t)Lh};
+        double *hist = calloc((size_t)Lh * 250, sizeof *hist), edges[251], *outside = calloc((size_t)Lh * 2, sizeof *outside);
+        for (int k = 0; k <= 250; k++) edges[k] = -1.0 + 0.01 * k;
+        for (int l = 0; l < Lh; l++) {
+            hist[l * 250 + 50] = 10;
+            hist[l * 250 + 200] = 90;
+            outside[l * 2] = 1; /* one entry below -1 per layer */
+        }
+        h5log_static_set(&log, "/final/hist_counts", H5LOG_F64, 2, hd, hist, "hist");
+        h5log_static_set(&log, "/final/hist_edges", H5LOG_F64, 1, ed, edges, "edges");
+        h5log_static_set(&log, "/final/hist_outside", H5LOG_F64, 2, od, outside, "outside");
+        double cs[16], rs[16];
+        for (int l = 0; l < Lh; l++) { cs[l] = 1e-7 * (l + 1); rs[l] = 2e-3 * (l + 1); }
+        h5log_static_set(&log, "/final/colsum_dev_max", H5LOG_F64, 1, ld, cs, "cs");
+        h5log_static_set(&log, "/final/rowsum_dev_max", H5LOG_F64, 1, ld, rs, "rs");
+        free(hist);
+        free(outside);
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, s->name);
+    mkdir_p(path);
+    snprintf(path, sizeof path, "%s/%s/run.h5", dir, s->name);
+    CHECK(h5log_save(&log, path) == 0, "save %s", path);
+    h5log_free(&log);
+}
+
+static void test_run_load(void) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/one", tmpdir);
+    synth s = {.method = "mhc", .n = 4, .seed = 7, .steps = 300, .loss0 = 2.0, .val = 1.5, .grad_peak = 3,
+               .tps = 1000, .name = "r1"};
+    write_run(dir, &s);
+    char p[600], err[512];
+    snprintf(p, sizeof p, "%s/r1/run.h5", dir);
+    an_run r;
+    CHECK(an_run_load(&r, p, err, sizeof err) == 0, "load: %s", err);
+    CHECK(!strcmp(r.method, "mhc") && !strcmp(r.variant, "mhc") && r.n == 4 && r.seed == 7, "fields from the config");
+    CHECK(!strcmp(r.corpus, "synth") && !strcmp(r.name, "r1") && !strcmp(r.status, "finished"), "corpus, name, status");
+    CHECK(!strcmp(r.scale, "L2-C32-T32"), "scale label: %s", r.scale);
+    CHECK(r.n_aux == 400 && r.n_params == 12345 && !r.bench, "attributes");
+    /* train loss at step i = 2 + 0.001 (300 - i), as float; the last 200 steps i = 101..300 */
+    double want = 0;
+    for (int i = 101; i <= 300; i++) want += (double)(float)(2.0 + 0.001 * (300 - i));
+    want /= 200;
+    size_t used;
+    CHECK_CLOSE(an_final_train_loss(&r, &used), want, 1e-12, 0, "final train loss = mean of the last 200");
+    CHECK(used == 200, "window %zu", used);
+    CHECK_CLOSE(an_final_val_loss(&r), 1.5, 0, 0, "last val loss");
+    /* tokens/s 1000 + (i % 3) over steps 2..300: median of {1000, 1001, 1002} repeated: 1001 */
+    CHECK_CLOSE(an_median_throughput(&r), 1001, 0, 0, "median throughput");
+    CHECK_CLOSE(an_final_sum_dev(&r, 1), 4e-7, 1e-18, 0, "max |column sum - 1|");
+    CHECK_CLOSE(an_final_sum_dev(&r, 0), 8e-3, 1e-15, 0, "max |row sum - 1|");
+    double tot;
+    /* per layer 10 at -0.5 and 1 below -1 out of 101 */
+    CHECK_CLOSE(an_negative_fraction(&r, 0.01, &tot), 11.0 / 101.0, 1e-15, 0, "negative fraction");
+    CHECK_CLOSE(tot, 4 * 101, 0, 0, "entries");
+    CHECK(isnan(an_composite_sum_dev(&r, 1)), "absent dataset: NaN");
+    an_run_free(&r);
+    snprintf(p, sizeof p, "%s/nothing.h5", dir);
+    CHECK(an_run_load(&r, p, err, sizeof err) != 0 && strlen(err) > 0, "a missing file is refused: %s", err);
+}
+
+/* Read a whole file into a static buffer. */
+static const char *slurp(const char *path) {
+    static char buf[1 << 16];
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return buf;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static void test_analyze(void) {
+    char dir[400], out[400];
+    snprintf(dir, sizeof dir, "%s/grid", tmpdir);
+    snprintf(out, sizeof out, "%s/out", tmpdir);
+    double val[3][3] = {{2.00, 2.10, 2.05}, {1.95, 2.02, 2.01}, {1.90, 2.00, 1.96}}; /* rc, mhc, s2hc x seeds */
+    const char *methods[3] = {"rc", "mhc", "s2hc"};
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < 3; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s-s%d", methods[m], k);
+            synth s = {.method = methods[m], .n = m ? 4 : 1, .seed = 10 + k, .steps = 120, .loss0 = 2.5 - 0.1 * m,
+                       .val = val[m][k], .grad_peak = m == 1 ? 12.0 : 2.0, .tps = 500, .name = strdup(name)};
+            write_run(dir, &s);
+            free((void *)s.name);
+        }
+    /* a repeat of s2hc seed 10 under another name (counted once), a throughput run */
+    synth rep = {.method = "s2hc", .n = 4, .seed = 10, .steps = 120, .loss0 = 2.3, .val = 9.0, .grad_peak = 2, .tps = 500,
+                 .name = "zz-repeat"};
+    write_run(dir, &rep);
+    synth bench = {.method = "s2hc", .n = 6, .seed = 1, .steps = 5, .loss0 = 5, .val = 5, .grad_peak = 1, .tps = 321,
+                   .bench = 1, .name = "bench-n6"};
+    write_run(dir, &bench);
+
+    char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
+    CHECK(analyze_main(5, argv) == 0, "analyze runs");
+    char p[600];
+    const char *stems[] = {"table1", "table2", "table2_paper", "ablation", "throughput", "runs", "scales", "claims"};
+    const char *ext[] = {"md", "tex", "html", "csv"};
+    for (int i = 0; i < 8; i++)
+        for (int e = 0; e < 4; e++) {
+            snprintf(p, sizeof p, "%s/tables/%s.%s", out, stems[i], ext[e]);
+            CHECK(strlen(slurp(p)) > 20, "%s written", p);
+        }
+    /* Table 1: s2hc's val loss mean ± std over its 3 seeds (the repeat ignored) */
+    double m, s;
+    an_mean_std(val[2], 3, &m, &s);
+    char want[128];
+    snprintf(want, sizeof want, "%.4f ± %.4f (3)", m, s);
+    snprintf(p, sizeof p, "%s/tables/table1.csv", out);
+    const char *t1 = slurp(p);
+    CHECK(strstr(t1, want) != NULL, "table1 has s2hc val '%s':\n%s", want, t1);
+    /* the paired difference s2hc - rc by seed */
+    double d[3];
+    for (int k = 0; k < 3; k++) d[k] = val[2][k] - val[0][k];
+    an_mean_std(d, 3, &m, &s);
+    snprintf(want, sizeof want, "%+.4f", m);
+    CHECK(strstr(t1, want) != NULL, "table1 has the paired Δ %s", want);
+    double se = s / sqrt(3.0);
+    snprintf(want, sizeof want, "[%+.4f, %+.4f]", m - 4.302652729749464 * se, m + 4.302652729749464 * se);
+    CHECK(strstr(t1, want) != NULL, "table1 has the 95 %% interval %s", want);
+    /* final train loss of rc: loss0 = 2.5 over 120 steps (all of them, shorter than 200) */
+    double tl = 0;
+    for (int i = 1; i <= 120; i++) tl += (double)(float)(2.5 + 0.001 * (120 - i));
+    /* three identical seeds: std 0 */
+    snprintf(want, sizeof want, "%.4f ± 0.0000 (3)", tl / 120);
+    CHECK(strstr(t1, want) != NULL, "table1 has rc's train loss %s", want);
+    snprintf(p, sizeof p, "%s/tables/table1.md", out);
+    CHECK(strstr(slurp(p), "runs shorter than that average their whole log") != NULL, "short runs are said to be so");
+    /* gradient norm data clamped at 5 (mhc has a 12 at step 60) */
+    snprintf(p, sizeof p, "%s/data/fig5_mhc.dat", out);
+    CHECK(strstr(slurp(p), "\n60 5 12\n") != NULL, "fig5 clamps 12 at 5 and keeps the raw value");
+    /* the throughput run is there, and only for throughput */
+    snprintf(p, sizeof p, "%s/data/fig7_tput_s2hc.dat", out);
+    CHECK(strstr(slurp(p), "\n6 322.5\n") != NULL, "fig7: s2hc n = 6 at the median 322.5 tokens/s:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/tables/runs.csv", out);
+    const char *runs = slurp(p);
+    CHECK(strstr(runs, "zz-repeat") == NULL, "the repeated config is counted once");
+    CHECK(strstr(runs, "throughput only") != NULL, "bench run marked");
+    snprintf(p, sizeof p, "%s/tables/claims.md", out);
+    const char *cl = slurp(p);
+    CHECK(strstr(cl, "reproduced") != NULL || strstr(cl, "inconclusive") != NULL, "claims have verdicts");
+    CHECK(strstr(cl, "5.949B") != NULL, "mHC-lite at n = 8, M: 5.949B counted");
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    CHECK(strstr(slurp(p), "fig5_methods = \"rc mhc s2hc\"") != NULL, "meta lists the gradient-norm methods");
+
+    char *bad[] = {"analyze", "-o", out, NULL};
+    CHECK(analyze_main(3, bad) == 2, "no runs: usage error");
+    char nowhere[500];
+    snprintf(nowhere, sizeof nowhere, "%s/none", tmpdir);
+    char *none[] = {"analyze", nowhere, "-o", out, "-q", NULL};
+    CHECK(analyze_main(5, none) == 1, "no readable runs: failure");
+}
+
+int main(void) {
+    T_NAME("test_analysis");
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
+    mkdir_p(tmpdir);
+    T_RUN(test_mean_std);
+    T_RUN(test_tail_mean);
+    T_RUN(test_quantile);
+    T_RUN(test_student_t);
+    T_RUN(test_paired);
+    T_RUN(test_run_load);
+    T_RUN(test_analyze);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return T_END();
+}
