@@ -96,4 +96,11 @@ clean:
 
 # Optional fragments: the CUDA backend (mk/cuda.mk), local Slurm checks (mk/grid.mk), ...
 -include $(wildcard mk/*.mk)
+# Link the CUDA backend when mk/cuda.mk found nvcc (the variables are empty otherwise).
+# The sanitizer build stays CPU-only: the CUDA runtime is not built for ASan/LSan.
+ifneq ($(SAN),1)
+CFLAGS += $(CUDA_CFLAGS)
+LDLIBS := $(CUDA_LIBS) $(LDLIBS)
+$(BIN) $(TEST_BIN): $(CUDA_LIB)
+endif
 -include $(shell find build build-san -name '*.d' 2>/dev/null)

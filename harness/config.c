@@ -70,6 +70,7 @@ static const char *const cores[] = {"cayley", "expm", NULL};
 static const char *const inits[] = {"tanh4", "exact", NULL};
 static const char *const proj_inits[] = {"zero", "normal", NULL};
 static const char *const backends[] = {"auto", "cpu", "cuda", NULL};
+static const char *const precisions[] = {"fp32", "bf16", NULL};
 
 static const char *const sections[] = {"model", "residual", "train", "data", "run", "probe", NULL};
 
@@ -133,6 +134,8 @@ static const cfg_key cfg_keys[] = {
           "run directory name under run.out; empty: derived as <method>-n<n_streams>-s<seed> (e.g. s2hc-n4-s1337)"),
     KPATH("run.out", out_dir, "runs", "parent directory of run directories"),
     KENUM("run.backend", backend, "auto", backends, "compute backend: auto picks cuda when a GPU is usable, else cpu"),
+    KENUM("run.precision", precision, "fp32", precisions,
+          "cuda: fp32, or bf16 mixed precision (bf16 matmuls, fp32 master weights and small-matrix math)"),
 
     /* probe */
     KINT("probe.every", probe_every, "100", 0, INT_MAX, "steps between probes of H_res and the streams; 0 = off"),

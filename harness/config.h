@@ -61,6 +61,7 @@ typedef struct {
     char name[CFG_STR];               /* run name; runs/<name>/ */
     char out_dir[CFG_PATH];           /* parent of run directories (runs) */
     char backend[CFG_STR];            /* auto | cpu | cuda */
+    char precision[CFG_STR];          /* fp32 | bf16 (cuda only) */
 
     /* probes (issue: probes) */
     int probe_every;                  /* steps between probes, 0 = off */

@@ -689,12 +689,35 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
     prof_tick(PROF_HC_FRAME);
 }
 
-/* df = sum_i post[i] dY[i] (overwritten): the gradient into sublayer l's output. */
-static void hc_frame_out_backward(const gpt_model *m, int l, const real *dY, real *df, size_t N) {
+/* Inside a region: zero this thread's share of the gradient scratch that sublayer l's
+ * backward adds into (its kernels add; zeroing here replaces serial memsets). du is
+ * zeroed by token range [t0, t1), the rows this thread's frame backward reads, and only
+ * after it has read them. */
+static void zero_sublayer_scratch(const gpt_model *m, const grad_layout *gl, int l, size_t N, size_t t0, size_t t1) {
+    real *D = m->grad_acts;
+    const size_t C = (size_t)m->C, tid = (size_t)hc_tid(), nth = (size_t)hc_nthreads();
+    size_t off[4] = {gl->dln, l % 2 ? gl->dfchg : gl->datty, l % 2 ? gl->dfch : gl->dqkv, 0};
+    size_t len[4] = {N * C, l % 2 ? 4 * N * C : N * C, l % 2 ? 4 * N * C : 3 * N * C, 0};
+    for (int k = 0; k < 3; k++) {
+        size_t lo = len[k] * tid / nth, hi = len[k] * (tid + 1) / nth;
+        memset(D + off[k] + lo, 0, (hi - lo) * sizeof(real));
+    }
+    if (m->variant) memset(D + gl->du + t0 * C, 0, (t1 - t0) * C * sizeof(real));
+}
+
+/* One region: df = sum_i post[i] dY[i] (overwritten), the gradient into sublayer l's
+ * output; and the scratch of sublayer l's backward zeroed. */
+static void hc_frame_out_backward(const gpt_model *m, int l, const real *dY, real *df, const grad_layout *gl,
+                                  size_t N) {
     hc_acts h = model_hc_acts(m, l);
     const int n = m->n, C = m->C;
-#pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++) hc_combine(df + t * C, h.post + t * n, dY + t * n * C, n, C);
+#pragma omp parallel
+    {
+        size_t t0, t1;
+        hc_range(N, &t0, &t1);
+        for (size_t t = t0; t < t1; t++) hc_combine(df + t * C, h.post + t * n, dY + t * n * C, n, C);
+        zero_sublayer_scratch(m, gl, l, N, t0, t1);
+    }
     prof_tick(PROF_HC_FRAME);
 }
 
@@ -801,9 +824,10 @@ static inline void hc_token_backward(const gpt_model *m, const hc_params *p, con
 /* The frame's backward for sublayer l, given dY (gradient of X_{l+1}) and du (gradient
  * of the read-out; NULL: zero): dX (overwritten), dW, dg, dtheta (added). With df_prev,
  * also df_prev = sum_i post_{l-1}[i] dX[i], the gradient into sublayer l - 1's output,
- * while dX is in cache. dz (N, K) is scratch. One region. */
+ * while dX is in cache, and the scratch of sublayer l - 1's backward zeroed (gl). dz
+ * (N, K) is scratch. One region. */
 static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, const real *du, real *dX, real *df_prev,
-                                 real *dz, const hc_scratch *s, size_t N) {
+                                 real *dz, const hc_scratch *s, const grad_layout *gl, size_t N) {
     hc_params p = hc_params_of(m, l);
     hc_acts h = model_hc_acts(m, l);
     const real *post_prev = df_prev ? model_hc_acts(m, l - 1).post : NULL;
@@ -833,6 +857,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
             matmul_backward(NULL, myM, NULL, dz + s0 * d.K, h.X + s0 * d.nC, NULL, (s1 - s0) * d.rpt, (int)d.D,
                             d.Kr);
         }
+        if (df_prev) zero_sublayer_scratch(m, gl, l - 1, N, t0, t1); /* du rows read above: mine */
 #pragma omp barrier
         /* dW += (sum of M) diag(1 + g), dg += column sums of (sum of M) * W, by column blocks */
         const size_t nblocks = (d.D + HC_COL_BLOCK - 1) / HC_COL_BLOCK;
@@ -981,15 +1006,16 @@ static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
     const int hc = m->variant != NULL;
     real *dln = D + gl.dln;
     hc_scratch hs = hc_scratch_of(m, &gl);
-    /* df of the last sublayer; each frame backward then computes the previous one's */
-    if (hc && m->branches) hc_frame_out_backward(m, m->Lh - 1, dY, D + gl.df, N);
+    /* df of the last sublayer; each frame backward then computes the previous one's and
+     * zeroes the previous one's scratch */
+    if (hc && m->branches) hc_frame_out_backward(m, m->Lh - 1, dY, D + gl.df, &gl, N);
     for (int l = m->Lh - 1; l >= 0; l--) {
         int blk = l / 2, is_mlp = l % 2;
         block_index b = block_at(m, blk);
         hc_acts h = model_hc_acts(m, l);
         if (!m->branches) { /* f = 0: no gradient flows into the sublayer (rc: dX = dY) */
             if (hc) {
-                hc_frame_in_backward(m, l, dY, NULL, dX, NULL, D + gl.dz, &hs, N);
+                hc_frame_in_backward(m, l, dY, NULL, dX, NULL, D + gl.dz, &hs, &gl, N);
                 real *tmp = dY;
                 dY = dX;
                 dX = tmp;
@@ -999,14 +1025,14 @@ static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
         /* df: the gradient of the sublayer's output. rc: dY itself, and the sublayer's
          * input gradient adds into dY in place (X_l = X_{l+1} - f: dX = dY + ...). */
         real *df = hc ? D + gl.df : dY, *dinp = hc ? D + gl.du : dY;
-        if (hc) memset(dinp, 0, N * C * sizeof(real));
+        if (!hc) { /* the frame's regions zero this for the methods with one */
+#pragma omp parallel
+            zero_sublayer_scratch(m, &gl, l, N, 0, 0);
+        }
         real *ln = A + a.ln + l * a.s_ln, *mean = A + a.ln_mean + l * a.s_ln1, *rstd = A + a.ln_rstd + l * a.s_ln1;
-        memset(dln, 0, N * C * sizeof(real));
         if (!is_mlp) {
             real *qkv = A + a.qkv + blk * a.s_qkv, *att = A + a.att + blk * a.s_att, *atty = A + a.atty + blk * a.s_atty;
             real *datty = D + gl.datty, *dqkv = D + gl.dqkv;
-            memset(datty, 0, N * C * sizeof(real));
-            memset(dqkv, 0, N * 3 * C * sizeof(real));
             matmul_backward(datty, G(m, b.first + B_PROJW), G(m, b.first + B_PROJB), df, atty,
                             P(m, b.first + B_PROJW), N, C, C);
             prof_tick(PROF_MATMUL);
@@ -1021,8 +1047,6 @@ static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
         } else {
             real *fch = A + a.fch + blk * a.s_fch, *fchg = A + a.fchg + blk * a.s_fch;
             real *dfch = D + gl.dfch, *dfchg = D + gl.dfchg;
-            memset(dfchg, 0, N * 4 * C * sizeof(real));
-            memset(dfch, 0, N * 4 * C * sizeof(real));
             matmul_backward(dfchg, G(m, b.first + B_FCPW), G(m, b.first + B_FCPB), df, fchg,
                             P(m, b.first + B_FCPW), N, 4 * C, C);
             prof_tick(PROF_MATMUL);
@@ -1036,7 +1060,7 @@ static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
             prof_tick(PROF_LAYERNORM);
         }
         if (hc) {
-            hc_frame_in_backward(m, l, dY, dinp, dX, l > 0 ? df : NULL, D + gl.dz, &hs, N);
+            hc_frame_in_backward(m, l, dY, dinp, dX, l > 0 ? df : NULL, D + gl.dz, &hs, &gl, N);
             real *tmp = dY; /* dX becomes the upstream gradient of the next (earlier) sublayer */
             dY = dX;
             dX = tmp;

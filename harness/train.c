@@ -22,6 +22,7 @@
 #include "checkpoint.h"
 #include "optim.h"
 #include "../probes/probes.h"
+#include "../kernels/cuda/model_cuda.h"
 #include "run.h"
 #include "util.h"
 
@@ -189,10 +190,6 @@ int train_main(int argc, char **argv) {
         omp_set_num_threads(cfg.threads);
 #endif
     }
-    if (!strcmp(cfg.backend, "cuda")) {
-        fprintf(stderr, "s2hc: error: %s: key 'run.backend': this build has no CUDA backend\n", cfg_path);
-        return RUN_USAGE;
-    }
 
     char dir[CFG_PATH + CFG_STR + 2], run_path[sizeof dir + 16], ckpt_path[sizeof dir + 16];
     run_dir_of(&cfg, dir, sizeof dir);
@@ -208,6 +205,7 @@ int train_main(int argc, char **argv) {
     char *yaml = NULL;
     int *inputs = NULL, *targets = NULL;
     probe_state *probe = NULL;
+    cuda_model *cm = NULL; /* the device model when training on a GPU */
     int status = RUN_OK;
     memset(&loader, 0, sizeof loader);
     memset(&val, 0, sizeof val);
@@ -294,6 +292,30 @@ int train_main(int argc, char **argv) {
     } else if (resume && !quiet) {
         printf("no checkpoint in %s; starting from step 0\n", dir);
     }
+    /* the backend: cuda when asked for (a clear error without a usable GPU), or with auto
+       when a GPU is usable; parameters and optimizer state then live on the device and
+       are copied back for evals, probes and checkpoints */
+    char gpu[256] = "";
+    int want_cuda = !strcmp(cfg.backend, "cuda");
+    if (want_cuda || !strcmp(cfg.backend, "auto")) {
+        if (cuda_available(gpu, sizeof gpu) > 0) {
+            cm = cuda_model_create(&model, cfg.batch, !strcmp(cfg.precision, "bf16"), err, sizeof err);
+            if (!cm && want_cuda) {
+                fprintf(stderr, "s2hc: error: %s: key 'run.backend' is cuda: %s\n", cfg_path, err);
+                { status = RUN_USAGE; goto out; }
+            }
+            if (!cm && !quiet) printf("backend: cpu (the GPU cannot take this model: %s)\n", err);
+            if (cm && start > 0) cuda_upload_optim(cm, opt.m, opt.v);
+        } else if (want_cuda) {
+            fprintf(stderr, "s2hc: error: %s: key 'run.backend' is cuda, but %s\n", cfg_path,
+                    gpu[0] ? gpu : "no GPU is usable");
+            { status = RUN_USAGE; goto out; }
+        }
+    }
+    if (!quiet) {
+        if (cm) printf("backend: cuda on %s, %s\n", gpu, cfg.precision);
+        else if (!strcmp(cfg.backend, "auto")) printf("backend: cpu (auto: %s)\n", gpu[0] ? gpu : "no GPU");
+    }
     if (mkdir_p(dir) != 0) {
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
         { status = RUN_FAILED; goto out; }
@@ -309,7 +331,9 @@ int train_main(int argc, char **argv) {
     h5log_attr_num(&log, "/", "n_streams", model.n);
     h5log_attr_num(&log, "/", "seed", (double)cfg.seed);
     h5log_attr_str(&log, "/", "git_commit", s2hc_version());
-    h5log_attr_str(&log, "/", "backend", "cpu");
+    h5log_attr_str(&log, "/", "backend", cm ? "cuda" : "cpu");
+    h5log_attr_str(&log, "/", "device", cm ? gpu : "cpu");
+    h5log_attr_str(&log, "/", "precision", cm ? cfg.precision : "fp32");
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
     h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
     h5log_attr_str(&log, "/", "H_res_convention",
@@ -347,16 +371,25 @@ int train_main(int argc, char **argv) {
     int step = start;
     for (; step < cfg.steps; step++) {
         double t0 = now_seconds();
-        model_zero_grad(&model);
-        double loss = 0;
-        for (int micro = 0; micro < cfg.grad_accum; micro++) {
-            loader_next(&loader, B, T, inputs, targets);
-            loss += model_forward(&model, inputs, targets, B);
-            model_backward(&model, (real)(1.0 / cfg.grad_accum));
+        double loss = 0, gn;
+        if (cm) {
+            cuda_zero_grad(cm);
+            for (int micro = 0; micro < cfg.grad_accum; micro++) {
+                loader_next(&loader, B, T, inputs, targets);
+                loss += cuda_forward_backward(cm, inputs, targets, (float)(1.0 / cfg.grad_accum));
+            }
+            gn = cuda_grad_norm(cm);
+        } else {
+            model_zero_grad(&model);
+            for (int micro = 0; micro < cfg.grad_accum; micro++) {
+                loader_next(&loader, B, T, inputs, targets);
+                loss += model_forward(&model, inputs, targets, B);
+                model_backward(&model, (real)(1.0 / cfg.grad_accum));
+            }
+            gn = grad_global_norm(&model);
         }
         loss /= cfg.grad_accum;
         if (step + 1 == fault_step) loss = NAN;
-        double gn = grad_global_norm(&model);
         double lr = lr_at(&cfg, step);
         if (!isfinite(loss) || !isfinite(gn)) {
             fprintf(stderr, "%ss2hc: step %d: %s is %s: the run diverged; the last good checkpoint is kept\n",
@@ -374,7 +407,12 @@ int train_main(int argc, char **argv) {
             status = RUN_DIVERGED;
             break;
         }
-        optim_step(&opt, &model, lr, gn);
+        if (cm) {
+            cuda_step(cm, lr, gn, step + 1);
+            opt.t = step + 1;
+        } else {
+            optim_step(&opt, &model, lr, gn);
+        }
         double dt = now_seconds() - t0;
         double tps = (double)N * cfg.grad_accum / dt;
         int64_t s64 = step + 1;
@@ -391,8 +429,16 @@ int train_main(int argc, char **argv) {
             progress_line(tty, step + 1, cfg.steps, loss, lr, gn, tps, eta);
 
         int last = step + 1 == cfg.steps;
-        if (probe && ((step + 1) % cfg.probe_every == 0 || last)) probe_step(probe, step + 1);
-        if (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 && !last) {
+        if (stop_after > 0 && steps_done_here >= stop_after && !last) g_stop = SIGTERM;
+        int do_probe = probe && ((step + 1) % cfg.probe_every == 0 || last);
+        int do_eval = cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 && !last;
+        int do_ckpt = (cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0 && !last) || g_stop;
+        if (cm && (do_probe || do_eval || do_ckpt || last)) { /* the host model for evals, probes, files */
+            cuda_download_params(cm, &model);
+            if (do_ckpt || last) cuda_download_optim(cm, opt.m, opt.v);
+        }
+        if (do_probe) probe_step(probe, step + 1);
+        if (do_eval) {
             double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B);
             int es = h5log_series_add(&log, "/eval/step", H5LOG_I64, 0, NULL, "optimizer step of each eval row", "");
             int ev = h5log_series_add(&log, "/eval/val_loss", H5LOG_F64, 0, NULL,
@@ -401,8 +447,7 @@ int train_main(int argc, char **argv) {
             h5log_append(&log, ev, &vl);
             if (!quiet) printf("%sstep %d: val loss %.4f\n", tty ? "\n" : "", step + 1, vl);
         }
-        if (stop_after > 0 && steps_done_here >= stop_after && !last) g_stop = SIGTERM;
-        if ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0 && !last) || g_stop) {
+        if (do_ckpt) {
             if (save_state(ckpt_path, &model, &opt, step + 1, rng.s, loader.rng, yaml) != 0 ||
                 h5log_save(&log, run_path) != 0) {
                 status = RUN_FAILED;
@@ -444,6 +489,7 @@ int train_main(int argc, char **argv) {
 
 out:
     if (probe) probe_close(probe);
+    if (cm) cuda_model_free(cm);
     free(inputs);
     free(targets);
     free(yaml);

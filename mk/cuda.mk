@@ -1,9 +1,10 @@
 # mk/cuda.mk: the CUDA backend (kernels/cuda/*.cu) and its GPU check.
 #
-# Included by the main Makefile (`-include mk/*.mk`, placed after `all:`), or standalone:
+# Included by the main Makefile (`-include $(wildcard mk/*.mk)`), or standalone:
 #   make -f mk/cuda.mk cuda-build     compile every .cu (zero warnings: -Werror), the archive,
 #                                     the C probe and the check program build/cuda/gpu_check
 #   make -f mk/cuda.mk cuda-probe     build and run the probe ("no GPU: ..." without one)
+#   make -f mk/cuda.mk cuda-emu-check the check's comparisons on a CPU emulator (no nvcc/GPU)
 #   tests/gpu/check.sh                build, then check against the CPU on a GPU
 #
 # For the main Makefile it defines (all empty when nvcc is not found):
@@ -37,7 +38,7 @@ CUDA_CPU_SRC  := harness/model.c harness/util.c harness/optim.c harness/config.c
                  $(wildcard harness/residual/*.c) $(wildcard kernels/cpu/*.c)
 CUDA_CPU_OBJ  := $(CUDA_CPU_SRC:%.c=$(CUDA_BUILD)/cpu/%.o)
 CUDA_CPU_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -fopenmp -Wall -Wextra -Werror \
-                   -Wno-unused-function -Wno-format-truncation -I. -I$(CUDA_BLAS_INC) -MMD -MP
+                   -Wno-unused-function -Wno-format-truncation -Wno-psabi -I. -I$(CUDA_BLAS_INC) -MMD -MP
 
 $(CUDA_BUILD)/cpu/%.o: %.c
 	@mkdir -p $(dir $@)

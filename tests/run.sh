@@ -18,7 +18,8 @@ for t in "$BUILD"/tests/test_* "$BUILD"/tests/dbl_* tests/cli/*.sh; do
   [ -e "$t" ] || continue
   case "$t" in *.d|*.o|*/lib.sh) continue;; esac
   start=$(date +%s.%N)
-  out=$("$t" 2>"$S2HC_TEST_TMP/stderr"); rc=$?
+  log="$S2HC_TEST_TMP/$(basename "$t").log"
+  out=$("$t" 2>"$log.err"); rc=$?
   line=$(printf '%s\n' "$out" | grep -E '^[A-Za-z0-9_./-]+: [0-9]+ passed, [0-9]+ failed' | tail -n 1)
   p=$(printf '%s' "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\1/')
   f=$(printf '%s' "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\2/')
@@ -27,7 +28,9 @@ for t in "$BUILD"/tests/test_* "$BUILD"/tests/dbl_* tests/cli/*.sh; do
   secs=$(awk -v a="$start" -v b="$(date +%s.%N)" "BEGIN{print b-a}")
   printf '%-40s %4d passed, %d failed  (%.1fs)\n' "$(basename "$t")" "$p" "$f" "$secs"
   if [ "$f" != 0 ] || [ "$rc" != 0 ]; then
-    echo "---- $t (exit $rc) stderr:"; tail -n 40 "$S2HC_TEST_TMP/stderr"; echo "----"
+    echo "---- $t (exit $rc):"
+    printf '%s\n' "$out" | grep -E 'FAIL' | head -n 20
+    tail -n 40 "$log.err"; echo "----"
   fi
   passed=$((passed + p)); failed=$((failed + f))
 done

@@ -54,8 +54,9 @@ void attention_forward(real *out, real *att, const real *qkv, int B, int T, int 
 #pragma omp simd
             for (int j = 0; j <= t; j++) p[j] = CPU_EXP(p[j] - mx);
             real inv = (real)(1.0 / cpu_sum(p, (size_t)t + 1));
+#pragma omp simd
             for (int j = 0; j <= t; j++) p[j] *= inv;
-            for (int j = t + 1; j < T; j++) p[j] = 0;
+            memset(p + t + 1, 0, (size_t)(T - t - 1) * sizeof(real));
         }
         for (int t = 0; t < T; t++) memcpy(O + (size_t)t * C, V + (size_t)t * C3, (size_t)hs * sizeof(real));
         cpu_trmm_lower_left(T, hs, P, T, O, C);
@@ -93,8 +94,9 @@ void attention_backward(real *dqkv, real *datt_scratch, const real *dout, const 
                 const real *p = P + (size_t)t * T;
                 real *d = dS + (size_t)t * T;
                 real s = (real)cpu_dot(p, d, (size_t)t + 1);
+#pragma omp simd
                 for (int j = 0; j <= t; j++) d[j] = scale * p[j] * (d[j] - s);
-                for (int j = t + 1; j < r1; j++) d[j] = 0;
+                if (t + 1 < r1) memset(d + t + 1, 0, (size_t)(r1 - t - 1) * sizeof(real));
             }
             cpu_gemm(0, 0, m, hs, r1, 1, dSb, T, K, C3, 1, dQ + (size_t)r0 * C3, C3);
             cpu_gemm(1, 0, r1, hs, m, 1, dSb, T, Q + (size_t)r0 * C3, C3, 1, dK, C3);

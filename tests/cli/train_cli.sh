@@ -41,4 +41,13 @@ expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/
 expect_out "differs" "the refusal names the difference"
 expect_status 1 "training on a missing corpus fails" -- "$S2HC" train "$TMP/t.yaml" --set data.train=nothere --set run.name=x
 expect_out "data prepare" "the error says to prepare data"
+# the backend: cuda without a usable GPU is a clear error before anything is written;
+# auto says which it chose (this test suite runs where no GPU is lent)
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
+  expect_status 2 "backend cuda without a GPU exits 2" -- "$S2HC" train "$TMP/t.yaml" --set run.backend=cuda --set run.name=gpu
+  expect_out "key 'run.backend' is cuda" "the error names the key"
+  [ ! -e "$TMP/runs/gpu" ] && ok "nothing written without a GPU" || fail "a run directory was created"
+  expect_status 0 "backend auto falls back to the CPU" -- "$S2HC" train "$TMP/t.yaml" --set run.name=auto --set train.steps=3 --set train.warmup=1
+  expect_out "backend: cpu" "auto says which backend it chose"
+fi
 finish train_cli
