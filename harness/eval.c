@@ -120,23 +120,13 @@ int eval_main(int argc, char **argv) {
     if (batches > 0) cfg.eval_batches = batches;
     gpt_model m;
     if (model_build(&m, &cfg, err, sizeof err) != 0) { fprintf(stderr, "s2hc: error: %s: %s\n", runp, err); return 1; }
-    ckpt_tensor *t = calloc_check((size_t)m.n_tensors, sizeof *t);
-    for (int i = 0; i < m.n_tensors; i++) {
-        t[i].name = m.pinfo[i].name;
-        t[i].rank = m.pinfo[i].rank;
-        for (int k = 0; k < 4; k++) t[i].shape[k] = m.pinfo[i].shape[k];
-        t[i].data = m.params + m.pinfo[i].offset;
-    }
-    ckpt_meta meta;
-    memset(&meta, 0, sizeof meta);
-    if (ckpt_load(ckpt, t, NULL, NULL, m.n_tensors, &meta, err, sizeof err) != 0) {
+    int64_t ckpt_step = 0;
+    if (run_load_weights(&m, ckpt, &ckpt_step, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
         return 1;
     }
-    free(t);
-    free((char *)meta.config_yaml);
     model_alloc_acts(&m, cfg.batch);
-    eval_all(&m, &log, (int)meta.step, 1);
+    eval_all(&m, &log, (int)ckpt_step, 1);
     int rc = h5log_save(&log, runp) == 0 ? 0 : 1;
     h5log_free(&log);
     model_free(&m);

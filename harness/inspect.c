@@ -558,18 +558,8 @@ int probe_main(int argc, char **argv) {
         h5log_free(&log);
         return 1;
     }
-    ckpt_tensor *views = calloc_check((size_t)m.n_tensors, sizeof *views);
-    for (int i = 0; i < m.n_tensors; i++) {
-        views[i].name = m.pinfo[i].name;
-        views[i].rank = m.pinfo[i].rank;
-        for (int k = 0; k < 4; k++) views[i].shape[k] = m.pinfo[i].shape[k];
-        views[i].data = m.params + m.pinfo[i].offset;
-    }
-    ckpt_meta meta;
-    memset(&meta, 0, sizeof meta);
-    int rc = ckpt_load(ckpt_path, views, NULL, NULL, m.n_tensors, &meta, err, sizeof err);
-    free(views);
-    free((char *)meta.config_yaml);
+    int64_t ckpt_step = 0;
+    int rc = run_load_weights(&m, ckpt_path, &ckpt_step, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
         model_free(&m);
@@ -588,10 +578,10 @@ int probe_main(int argc, char **argv) {
     model_alloc_acts(&m, batch > 0 ? batch : cfg.batch);
     if (samples <= 0) samples = cfg.final_samples;
     printf("probing %s (method %s, n = %d, step %lld) over %d validation sequences of %d tokens...\n", dir, cfg.method,
-           m.n, (long long)meta.step, samples, m.T);
+           m.n, (long long)ckpt_step, samples, m.T);
     fflush(stdout);
     double t0 = now_seconds();
-    rc = probe_final(&m, &val, samples, &log, (int)meta.step);
+    rc = probe_final(&m, &val, samples, &log, (int)ckpt_step);
     if (rc == 0) rc = h5log_save(&log, run_path) != 0;
     else rc = 1;
     if (rc == 0) {

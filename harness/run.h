@@ -5,6 +5,7 @@
 #include "data.h"
 #include "model.h"
 #include "../probes/h5.h"
+#include "checkpoint.h"
 
 /* Exit codes of `s2hc train` (also recorded by grids). */
 enum { RUN_OK = 0, RUN_FAILED = 1, RUN_USAGE = 2, RUN_DIVERGED = 3, RUN_INTERRUPTED = 130 };
@@ -21,6 +22,13 @@ double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B);
  * table and record /eval/... in the log at `step`. Missing OOD corpora are reported and
  * skipped. Returns the validation loss. */
 double eval_all(gpt_model *m, h5log *log, int step, int verbose);
+
+/* Views of a model-shaped buffer (params, or an AdamW moment) as checkpoint tensors,
+ * named and shaped from the parameter table; malloc'd, the caller frees. */
+ckpt_tensor *run_ckpt_views(const gpt_model *m, float *base);
+/* Load a checkpoint's weights (not the optimizer state) into m. 0, or -1 with the reason
+ * (naming the file and tensor) in err; *step (may be NULL) gets the checkpoint's step. */
+int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *err, size_t errlen);
 
 int train_main(int argc, char **argv);
 int eval_main(int argc, char **argv);

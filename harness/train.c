@@ -119,7 +119,7 @@ static void declare_train_series(h5log *log, train_series *s) {
                                 "training throughput of the step (forward + backward + update)", "tokens/s");
 }
 
-static ckpt_tensor *ckpt_views(const gpt_model *m, float *base) {
+ckpt_tensor *run_ckpt_views(const gpt_model *m, float *base) {
     ckpt_tensor *t = calloc_check((size_t)m->n_tensors, sizeof *t);
     for (int i = 0; i < m->n_tensors; i++) {
         t[i].name = m->pinfo[i].name;
@@ -130,9 +130,20 @@ static ckpt_tensor *ckpt_views(const gpt_model *m, float *base) {
     return t;
 }
 
+int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *err, size_t errlen) {
+    ckpt_tensor *t = run_ckpt_views(m, m->params);
+    ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    int rc = ckpt_load(ckpt_path, t, NULL, NULL, m->n_tensors, &meta, err, errlen);
+    free(t);
+    free((char *)meta.config_yaml);
+    if (rc == 0 && step) *step = meta.step;
+    return rc;
+}
+
 static int save_state(const char *ckpt_path, const gpt_model *m, const adamw_state *o, int step, uint64_t rng,
                       uint64_t loader_rng, const char *yaml) {
-    ckpt_tensor *p = ckpt_views(m, m->params), *mm = ckpt_views(m, o->m), *vv = ckpt_views(m, o->v);
+    ckpt_tensor *p = run_ckpt_views(m, m->params), *mm = run_ckpt_views(m, o->m), *vv = run_ckpt_views(m, o->v);
     ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
     meta.step = step;
@@ -266,8 +277,8 @@ int train_main(int argc, char **argv) {
         }
         const char *stored_yaml = h5log_get_attr_str(&log, "/", "config");
         if (stored_yaml && check_resume_config(stored_yaml, &cfg, yaml, run_path, cfg_path) != 0) { status = RUN_USAGE; goto out; }
-        ckpt_tensor *p = ckpt_views(&model, model.params), *mm = ckpt_views(&model, opt.m),
-                    *vv = ckpt_views(&model, opt.v);
+        ckpt_tensor *p = run_ckpt_views(&model, model.params), *mm = run_ckpt_views(&model, opt.m),
+                    *vv = run_ckpt_views(&model, opt.v);
         ckpt_meta meta;
         memset(&meta, 0, sizeof meta);
         rc = ckpt_load(ckpt_path, p, mm, vv, model.n_tensors, &meta, err, sizeof err);

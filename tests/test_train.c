@@ -122,19 +122,8 @@ static void test_same_seed_same_losses(void) {
 static int load_weights(const char *name, gpt_model *m) {
     char p[700], err[512];
     snprintf(p, sizeof p, "%s/runs/%s/ckpt.h5", tmp, name);
-    ckpt_tensor *t = calloc_check((size_t)m->n_tensors, sizeof *t);
-    for (int i = 0; i < m->n_tensors; i++) {
-        t[i].name = m->pinfo[i].name;
-        t[i].rank = m->pinfo[i].rank;
-        for (int k = 0; k < 4; k++) t[i].shape[k] = m->pinfo[i].shape[k];
-        t[i].data = m->params + m->pinfo[i].offset;
-    }
-    ckpt_meta meta;
-    memset(&meta, 0, sizeof meta);
-    int rc = ckpt_load(p, t, NULL, NULL, m->n_tensors, &meta, err, sizeof err);
+    int rc = run_load_weights(m, p, NULL, err, sizeof err);
     if (rc) CHECK(0, "%s", err);
-    free((char *)meta.config_yaml);
-    free(t);
     return rc;
 }
 
