@@ -4,6 +4,7 @@
 #include "analysis.h"
 #include "../harness/config.h"
 #include "../harness/presets.h"
+#include "../harness/util.h"
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -212,11 +213,16 @@ static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *fo
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
-        if (nn == cap) { cap = cap ? 2 * cap : 64; names = realloc(names, (size_t)cap * sizeof *names); }
+        if (nn == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nv = realloc(names, (size_t)cap * sizeof *names);
+            if (!nv) die(1, "out of memory listing %s", dir);
+            names = nv;
+        }
         names[nn++] = strdup(e->d_name);
     }
     closedir(d);
-    qsort(names, (size_t)nn, sizeof *names, cmp_str);
+    if (nn > 1) qsort(names, (size_t)nn, sizeof *names, cmp_str);
     for (int i = 0; i < nn; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         if (is_dir(p)) scan(rs, p, depth - 1, verbose, found);
