@@ -452,12 +452,8 @@ void model_free(gpt_model *m) {
  * exactly as in the scalar tails. Sums over threads (M, dtheta) are added in thread
  * order: bit-identical for a given thread count. */
 
-#ifdef HC_TUNE /* the microbenchmark's knobs (docs/performance.md) */
-static size_t HC_CHUNK = 64, HC_CHUNK_M = 256;
-#else
-#define HC_CHUNK 64                  /* tokens per GEMM + per-token pass */
-#define HC_CHUNK_M 256               /* tokens per M = dz^T X product in the backward */
-#endif
+#define HC_CHUNK 64                  /* tokens per GEMM + per-token pass (32..128 measured alike) */
+#define HC_CHUNK_M 256               /* tokens per M = dz^T X product (64: slower; 256..all alike) */
 #define HC_CHUNK_W_MAX (256 * 1024)  /* larger W' (reals): one GEMM per thread (no re-packing) */
 #define HC_COL_BLOCK 64              /* columns per task of the dW, dg update */
 
@@ -928,7 +924,7 @@ static void sublayers_forward(gpt_model *m, int B, int branches) {
         if (m->variant) {
             hc_frames_forward(m, l, l + 1 < m->Lh ? l + 1 : -1, &hs, N); /* write-back, next coefficients */
         } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
             for (size_t k = 0; k < N * C; k++) Xnext[k] = h.X[k] + h.f[k];
             prof_tick(PROF_EMBED_LOSS);
         }

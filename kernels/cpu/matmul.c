@@ -38,7 +38,8 @@ void matmul_forward(real *out, const real *inp, const real *W, const real *bias,
             cpu_gemm(0, 1, r1 - r0, OC, C, 1, inp + (size_t)r0 * C, C, W, C, 0, out + (size_t)r0 * OC, OC);
             if (bias)
                 for (int i = r0; i < r1; i++) {
-                    real *o = out + (size_t)i * OC;
+                    real *restrict o = out + (size_t)i * OC;
+#pragma omp simd
                     for (int j = 0; j < OC; j++) o[j] += bias[j];
                 }
         }
@@ -73,7 +74,10 @@ void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const 
                 double acc[MATMUL_BIAS_BLOCK] = {0};
                 for (size_t i = 0; i < N; i++) {
                     const real *d = dout + i * (size_t)OC + o0;
-                    for (int j = 0; j < len; j++) acc[j] += d[j];
+                    if (len == MATMUL_BIAS_BLOCK) /* a fixed trip count the compiler vectorises */
+                        for (int j = 0; j < MATMUL_BIAS_BLOCK; j++) acc[j] += d[j];
+                    else
+                        for (int j = 0; j < len; j++) acc[j] += d[j];
                 }
                 for (int j = 0; j < len; j++) dbias[o0 + j] += (real)acc[j];
             }
