@@ -15,7 +15,8 @@
  *   streams    tokens/s and memory against n = 2..8 for mhc, mhc_lite, kromhc, s2hc at
  *              the small preset (Fig 7 left), with rc stepped beside each for a ratio.
  *   probes     training tokens/s through `s2hc train` with probes at their default
- *              interval and off (needs prepared data; skipped in --quick).
+ *              interval and off (whole runs, alternated), and a direct timing of one
+ *              probe_step against one step (needs prepared data; skipped in --quick).
  *
  * A step is what train.c does for one micro-batch: zero grads, forward, backward,
  * gradient norm, AdamW. Tokens are random (speed does not depend on them).
@@ -759,13 +760,17 @@ static void section_probes(const bench_opts *o, FILE *csv) {
         printf("  skipped: cannot make a temporary folder\n");
         return;
     }
-    /* Runs of `every` and 2 * `every` steps, probes on and off: the difference of the two
-     * lengths removes the fixed costs (start, final eval, final probe, checkpoint) and
-     * leaves `every` steps with exactly one probe (on) or none (off). */
-    const int s1 = every, s2 = 2 * every;
+    /* Runs of 2 * `every` steps (so probes run at steps 0, every and 2 * every), probes
+     * on and off, alternated twice; the faster of each pair counts (a loaded machine only
+     * adds time). The fixed costs (start, final eval and probe of one sequence, the
+     * checkpoint) are the same in both, so the ratio is the probes' cost. */
+    const int steps = 2 * every;
     double w[4], cp[4];
-    int bad = probe_run(tmpdir, preset, s1, every, &w[0], &cp[0]) | probe_run(tmpdir, preset, s1, 0, &w[1], &cp[1]) |
-              probe_run(tmpdir, preset, s2, every, &w[2], &cp[2]) | probe_run(tmpdir, preset, s2, 0, &w[3], &cp[3]);
+    int bad = 0;
+    for (int r = 0; r < 2; r++) {
+        bad |= probe_run(tmpdir, preset, steps, every, &w[2 * r], &cp[2 * r]);
+        bad |= probe_run(tmpdir, preset, steps, 0, &w[2 * r + 1], &cp[2 * r + 1]);
+    }
     rm_rf(tmpdir);
     if (bad) {
         printf("  skipped: `s2hc train` failed\n");
@@ -776,9 +781,10 @@ static void section_probes(const bench_opts *o, FILE *csv) {
     const double N = (double)sm.batch * sm.block_size, nthr = kernels_threads();
     /* per step: wall, and CPU spread over the threads (what the step would take with a
      * core per thread; a loaded machine disturbs it much less) */
-    double on_w = (w[2] - w[0]) / (s2 - s1), off_w = (w[3] - w[1]) / (s2 - s1);
-    double on_c = (cp[2] - cp[0]) / (s2 - s1) / nthr, off_c = (cp[3] - cp[1]) / (s2 - s1) / nthr;
-    printf("  %-14s %12s %12s %14s %14s\n", "", "wall ms/step", "tokens/s", "cpu/thr ms/step", "tokens/s (cpu)");
+    double on_w = (w[0] < w[2] ? w[0] : w[2]) / steps, off_w = (w[1] < w[3] ? w[1] : w[3]) / steps;
+    double on_c = (cp[0] < cp[2] ? cp[0] : cp[2]) / steps / nthr, off_c = (cp[1] < cp[3] ? cp[1] : cp[3]) / steps / nthr;
+    printf("  %-14s %12s %12s %14s %14s   (whole `s2hc train` runs of %d steps)\n", "", "wall ms/step", "tokens/s",
+           "cpu/thr ms/step", "tokens/s (cpu)", steps);
     printf("  %-14s %12.2f %12.0f %14.2f %14.0f\n", "probes on", on_w * 1e3, N / on_w, on_c * 1e3, N / on_c);
     printf("  %-14s %12.2f %12.0f %14.2f %14.0f\n", "probes off", off_w * 1e3, N / off_w, off_c * 1e3, N / off_c);
     printf("  probes cost %.1f%% of the training time (wall), %.1f%% (CPU), at one probe per %d steps\n",
@@ -856,7 +862,7 @@ static void usage(FILE *f) {
             "  --threads N     OpenMP threads (default: all cores)\n"
             "  --mem-limit GB  skip sweep configurations estimated above this (default %.0f)\n"
             "  --no-methods, --no-streams, --no-probes   skip that section\n"
-            "  --probe-steps S the probes section compares S and 2S steps (default: probe.every)\n"
+            "  --probe-steps S probe interval of the probes section (default: probe.every)\n"
             "Set OMP_WAIT_POLICY=passive on a loaded machine (docs/performance.md).\n"
             "\n"
             "example:\n"

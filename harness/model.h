@@ -39,7 +39,7 @@ typedef struct {
 /* Per-sublayer pointers into the activation buffer. */
 typedef struct {
     real *X;       /* (N, n, C) input streams of this sublayer */
-    real *xn;      /* (N, n*C) normalised streams x' */
+    real *xn;      /* NULL: x' is folded into the projection and never stored */
     real *rstd;    /* (N) or (N, n) for per-stream norm */
     real *z;       /* (N, K) projection */
     real *pre;     /* (N, n) */
@@ -70,7 +70,7 @@ typedef struct {
     real *acts; size_t n_acts;
     real *grad_acts; size_t n_grad_acts;
     int *inputs, *targets;
-    real *dtheta_thread;  /* per-thread theta gradient accumulators */
+    real *dtheta_thread;  /* unused (per-thread partial sums live in the tail of grad_acts) */
     real mean_loss;
     int branches;         /* 1 unless the last forward was model_streams_forward(..., 0) */
 } gpt_model;
