@@ -18,6 +18,7 @@
 #include <omp.h>
 #endif
 #include "../kernels/kernels.h"
+#include "../kernels/cpu/cpu_math.h"
 #include "bench.h"
 #include "util.h"
 
@@ -457,33 +458,12 @@ void model_free(gpt_model *m) {
 #define HC_CHUNK_W_MAX (256 * 1024)  /* larger W' (reals): one GEMM per thread (no re-packing) */
 #define HC_COL_BLOCK 64              /* columns per task of the dW, dg update */
 
-#pragma GCC diagnostic ignored "-Wpsabi" /* 64-byte vectors on a build without AVX-512: inlined */
-typedef real hc_vec __attribute__((vector_size(64)));
-#define HC_VL ((int)(64 / sizeof(real)))
-
-static inline hc_vec hc_load(const real *p) {
-    hc_vec v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void hc_store(real *p, hc_vec v) { memcpy(p, &v, sizeof v); }
-
-/* The lanes of v added as a fixed pairwise tree: lane l += lane l + w for w = VL/2 .. 1. */
-static inline real hc_vsum(hc_vec v) {
-#if REAL_IS_DOUBLE
-    typedef long long hc_ivec __attribute__((vector_size(64)));
-    v += __builtin_shuffle(v, (hc_ivec){4, 5, 6, 7, 0, 1, 2, 3});
-    v += __builtin_shuffle(v, (hc_ivec){2, 3, 0, 1, 6, 7, 4, 5});
-    v += __builtin_shuffle(v, (hc_ivec){1, 0, 3, 2, 5, 4, 7, 6});
-#else
-    typedef int hc_ivec __attribute__((vector_size(64)));
-    v += __builtin_shuffle(v, (hc_ivec){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-    v += __builtin_shuffle(v, (hc_ivec){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-    v += __builtin_shuffle(v, (hc_ivec){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-    v += __builtin_shuffle(v, (hc_ivec){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
-#endif
-    return v[0];
-}
+/* the fixed-lane vectors of the CPU kernels (kernels/cpu/cpu_math.h) */
+typedef cpu_vec hc_vec;
+#define HC_VL CPU_VL
+#define hc_load cpu_vload
+#define hc_store cpu_vstore
+#define hc_vsum cpu_vsum
 
 /* sum_k a[k] b[k], k < D */
 static inline real hc_dot(const real *a, const real *b, size_t D) {
