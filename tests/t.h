@@ -54,4 +54,27 @@ static inline int t_end_(void) {
 }
 #define T_NAME(s) (t_prog_ = (s))
 
+/* A scratch directory for one test binary: $S2HC_TEST_TMP/<sub> (set by tests/run.sh),
+ * else a fresh /tmp/s2hc-test-<sub>.XXXXXX. */
+#include <sys/stat.h>
+static inline void t_setup_tmp(const char *sub, char *dir, size_t len) {
+    const char *t = getenv("S2HC_TEST_TMP");
+    if (t && *t) {
+        snprintf(dir, len, "%s/%s", t, sub);
+        mkdir(dir, 0700);
+    } else {
+        snprintf(dir, len, "/tmp/s2hc-test-%s.XXXXXX", sub);
+        if (!mkdtemp(dir)) { perror("mkdtemp"); exit(1); }
+    }
+}
+
+/* Write text to dir/name; the full path goes to path. Exits on failure. */
+static inline void t_write_file(const char *dir, const char *name, const char *text, char *path, size_t len) {
+    snprintf(path, len, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) { perror(path); exit(1); }
+    fputs(text, f);
+    fclose(f);
+}
+
 #endif

@@ -15,23 +15,11 @@
 
 static char tmp_dir[512];
 
-static void setup_tmp(void) {
-    const char *t = getenv("S2HC_TEST_TMP");
-    if (t && *t) {
-        snprintf(tmp_dir, sizeof tmp_dir, "%s/grid", t);
-        mkdir(tmp_dir, 0700);
-    } else {
-        snprintf(tmp_dir, sizeof tmp_dir, "/tmp/s2hc-test-grid.XXXXXX");
-        if (!mkdtemp(tmp_dir)) { perror("mkdtemp"); exit(1); }
-    }
-}
+static void setup_tmp(void) { t_setup_tmp("grid", tmp_dir, sizeof tmp_dir); }
 
+/* Write text to tmp_dir/name; the full path goes to path. */
 static void write_file(const char *name, const char *text, char *path, size_t len) {
-    snprintf(path, len, "%s/%s", tmp_dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); exit(1); }
-    fputs(text, f);
-    fclose(f);
+    t_write_file(tmp_dir, name, text, path, len);
 }
 
 static char *read_text(const char *path) {
