@@ -218,6 +218,20 @@ static void fmt_paired(char *diff, size_t dl, char *ci, size_t cl, char *verdict
     else snprintf(verdict, vl, "%s", v);
 }
 
+/* Variant v against the baseline `base` in one cell: the validation losses paired by seed,
+ * formatted into diff, ci and verdict (left as they are when v is the baseline or no pair
+ * exists). */
+static void paired_vs(const an_runset *rs, const char *scale, const char *corpus, const char *v, const char *base,
+                      const char *base_pretty, char *diff, size_t dl, char *ci, size_t cl, char *verdict, size_t vl) {
+    if (strcmp(v, base) == 0) return;
+    double x[64], y[64];
+    int np = pair_cell(rs, scale, corpus, v, base, m_val, x, y, 64);
+    if (!np) return;
+    an_paired p;
+    an_paired_test(x, y, np, &p);
+    fmt_paired(diff, dl, ci, cl, verdict, vl, &p, an_pretty(v), base_pretty);
+}
+
 /* The paper's numbers (digest §3). */
 static const struct { const char *v; double val_M, val_L, ppl_L[5]; } paper[] = {
     {"rc", 3.325, 3.048, {104.4, 260.7, 132.5, 1725.9, 62.0}},
@@ -269,15 +283,8 @@ static void table1(an_ctx *c) {
                 snprintf(stx, sizeof stx, "%d", steps);
                 fmt_ms(trs, sizeof trs, tr, k, 4);
                 fmt_ms(vas, sizeof vas, va, k, 4);
-                if (strcmp(v, "rc") != 0) {
-                    double x[64], y[64];
-                    int np = pair_cell(c->rs, sc[a], co[b], v, "rc", m_val, x, y, 64);
-                    if (np) {
-                        an_paired p;
-                        an_paired_test(x, y, np, &p);
-                        fmt_paired(diff, sizeof diff, ci, sizeof ci, verdict, sizeof verdict, &p, an_pretty(v), "RC");
-                    }
-                }
+                paired_vs(c->rs, sc[a], co[b], v, "rc", "RC", diff, sizeof diff, ci, sizeof ci, verdict,
+                          sizeof verdict);
                 int pr = paper_row(v);
                 if (pr >= 0) snprintf(pap, sizeof pap, "%.3f / %.3f", paper[pr].val_M, paper[pr].val_L);
                 const char *cells[] = {sc[a], co[b], an_pretty(v), ntxt, stx, trs, vas, diff, ci, verdict, pap};
@@ -458,15 +465,8 @@ static void table_ablation(an_ctx *c) {
                 an_mean_std(jf, k, &m, NULL);
                 an_mean_std(jr, k, &m2, NULL);
                 snprintf(js, sizeof js, "%.3g / %.3g", m, m2);
-                if (strcmp(v, "s2hc") != 0) {
-                    double x[64], y[64];
-                    int np = pair_cell(c->rs, sc[a], co[b], v, "s2hc", m_val, x, y, 64);
-                    if (np) {
-                        an_paired p;
-                        an_paired_test(x, y, np, &p);
-                        fmt_paired(diff, sizeof diff, ci, sizeof ci, verdict, sizeof verdict, &p, an_pretty(v), "s²HC");
-                    }
-                }
+                paired_vs(c->rs, sc[a], co[b], v, "s2hc", "s²HC", diff, sizeof diff, ci, sizeof ci, verdict,
+                          sizeof verdict);
                 const char *cells[] = {sc[a], co[b], an_pretty(v), trs, vas, oos, diff, ci, verdict, sds, cns, js};
                 tbl_row(&t, cells);
             }
