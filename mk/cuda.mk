@@ -11,7 +11,7 @@
 #   CUDA_CFLAGS   -DS2HC_CUDA: model_cuda.h then declares the real API instead of stubs
 #   CUDA_LIB      build/cuda/libs2hc_cuda.a
 #   CUDA_LIBS     the archive and what it needs: -lcublas -lcublasLt -lcudart -lstdc++,
-#                 with -L and -rpath to the toolkit's lib64
+#                 with -L and -rpath to the toolkit's library folder (CUDA_LIBDIR)
 #   CUDA_OBJ      the archive's objects
 # Targets: sm_90 machine code plus compute_90 PTX (Hopper and newer; see docs/cuda.md).
 ifndef S2HC_CUDA_MK
@@ -77,22 +77,38 @@ cuda-emu-check: $(EMU_BUILD)/gpu_check_emu
 
 -include $(wildcard $(EMU_BUILD)/*/*/*.d $(EMU_BUILD)/*/*.d $(EMU_BUILD)/*.d)
 
+# The toolkit's root and library folder. nvcc may be a wrapper script elsewhere on PATH
+# (/usr/local/bin/nvcc exec'ing the real one), so ask nvcc itself for its TOP, and look
+# for the libraries where toolkits put them: lib64, or targets/<arch>/lib.
+ifneq ($(strip $(NVCC)),)
+ifneq ($(origin CUDA_HOME),command line)
+CUDA_HOME := $(or $(realpath $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | \
+                 sed -n 's/^#\$$ TOP=//p' | head -n 1)),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))))
+endif
+CUDA_LIBDIR ?= $(firstword $(foreach d,lib64 targets/x86_64-linux/lib lib,\
+                 $(if $(wildcard $(CUDA_HOME)/$(d)/libcublas.so),$(CUDA_HOME)/$(d))))
+ifeq ($(strip $(CUDA_LIBDIR)),)
+$(info CUDA backend skipped: nvcc is $(NVCC), but no libcublas.so under $(CUDA_HOME))
+override NVCC :=
+endif
+else
+$(info CUDA backend skipped: nvcc not found)
+endif
+
 ifeq ($(strip $(NVCC)),)
 CUDA_CFLAGS :=
 CUDA_LIB    :=
 CUDA_LIBS   :=
 CUDA_OBJ    :=
-$(info CUDA backend skipped: nvcc not found)
 cuda-build cuda-probe cuda-check-build:
 	@:
 else
-CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCCFLAGS  ?= -std=c++17 -O3 $(CUDA_ARCH) -I. --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
 CUDA_OBJ   := $(CUDA_SRC:kernels/cuda/%.cu=$(CUDA_BUILD)/%.o)
 CUDA_LIB   := $(CUDA_BUILD)/libs2hc_cuda.a
 CUDA_CFLAGS := -DS2HC_CUDA
-CUDA_LIBS  := $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart -lstdc++ -lm
+CUDA_LIBS  := $(CUDA_LIB) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcublasLt -lcudart -lstdc++ -lm
 
 $(CUDA_BUILD)/%.o: kernels/cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -111,8 +127,8 @@ $(CUDA_BUILD)/cuda_probe: tests/gpu/probe.c $(CUDA_LIB)
 # shared libraries the GPU machine may lack in build/cuda/lib (found through $ORIGIN):
 # build here, carry build/cuda to a GPU machine, run tests/gpu/check.sh there.
 CUDA_CHECK_LIBS := -L$(CUDA_BLAS_DIR) -Wl,-Bstatic -lopenblas -lyaml -Wl,-Bdynamic -lgfortran -lm \
-                   -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
-                   -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA_HOME)/lib64
+                   -L$(CUDA_LIBDIR) -lcublas -lcublasLt -lcudart_static -ldl -lrt -lpthread -lstdc++ \
+                   -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA_LIBDIR)
 CUDA_CHECK_SHLIBS := libgfortran.so.5 libquadmath.so.0 libgomp.so.1
 
 $(CUDA_BUILD)/check.o: tests/gpu/check.cu
