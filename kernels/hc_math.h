@@ -332,12 +332,19 @@ HOSTDEV static inline void hc_expm_dual(int d, const real *A, const real *E, rea
 /* ---- rotation generator: Q = map(skew(gamma * tanh(tau * z + b))) ------------------
  * d x d orthogonal from k = d(d-1)/2 projection outputs z, with scalars gamma, tau and a
  * bias b[k]; map = Cayley (expm = 0) or the matrix exponential (expm = 1). Used by
- * `orthogonal` (d = n) and by the two cores of `s2hc` / `s2hc_rot` (d = n - 1). */
+ * `orthogonal` (d = n) and by the two cores of `s2hc` / `s2hc_rot` (d = n - 1).
+ * The forward leaves Q and the k tanh values in the token's cache (HC_ROT_CACHE(d)
+ * reals: Q, then tanh); the backward reads them instead of recomputing (tanh is most of
+ * the cost of these methods' per-token math). */
 
-HOSTDEV static inline void hc_rot_skew(int d, real gamma, real tau, const real *b, const real *z, real *A) {
+#define HC_ROT_CACHE(d) ((d) * (d) + (d) * ((d) - 1) / 2)
+
+/* A = skew(gamma t), t = tanh(tau z + b) computed (tc == NULL) or given. */
+HOSTDEV static inline void hc_rot_skew(int d, real gamma, real tau, const real *b, const real *z, const real *tc,
+                                       real *A) {
     real a[HC_MAX_N * (HC_MAX_N - 1) / 2] = {0};
     const int k = d * (d - 1) / 2;
-    for (int p = 0; p < k; p++) a[p] = gamma * RTANH(tau * z[p] + b[p]);
+    for (int p = 0; p < k; p++) a[p] = gamma * (tc ? tc[p] : RTANH(tau * z[p] + b[p]));
     hc_skew(d, a, A);
 }
 
@@ -355,36 +362,42 @@ HOSTDEV static inline void hc_orth_polish(int d, real *Q) {
     for (int i = 0; i < d * d; i++) Q[i] = T[i];
 }
 
+/* Q (d x d); the cache rc gets Q and the tanh values. */
 HOSTDEV static inline void hc_rot_forward(int d, int expm, real gamma, real tau, const real *b, const real *z,
-                                          real *Q) {
+                                          real *Q, real *rc) {
     real A[HC_MM] = {0};
-    hc_rot_skew(d, gamma, tau, b, z, A);
+    const int k = d * (d - 1) / 2;
+    real *tc = rc + d * d;
+    for (int p = 0; p < k; p++) tc[p] = RTANH(tau * z[p] + b[p]);
+    hc_rot_skew(d, gamma, tau, b, z, tc, A);
     if (expm) hc_expm_dual(d, A, 0, Q, 0);
     else hc_cayley(d, A, Q);
     hc_orth_polish(d, Q);
+    for (int i = 0; i < d * d; i++) rc[i] = Q[i];
 }
 
-/* Given dQ: overwrite dz[k], add into *dgamma, *dtau, db[k]. */
-HOSTDEV static inline void hc_rot_backward(int d, int expm, real gamma, real tau, const real *b, const real *z,
+/* Given dQ and the forward's cache rc: overwrite dz[k], add into *dgamma, *dtau, db[k].
+ * The Cayley backward takes the cached, polished Q for the exact Cayley output (they
+ * differ by rounding: the polish is a no-op in exact arithmetic). */
+HOSTDEV static inline void hc_rot_backward(int d, int expm, real gamma, real tau, const real *z, const real *rc,
                                            const real *dQ, real *dz, real *dgamma, real *dtau, real *db) {
-    real A[HC_MM] = {0}, dA[HC_MM] = {0};
+    real dA[HC_MM] = {0};
     real da[HC_MAX_N * (HC_MAX_N - 1) / 2] = {0};
     const int k = d * (d - 1) / 2;
+    const real *tc = rc + d * d;
     if (k == 0) return;
-    hc_rot_skew(d, gamma, tau, b, z, A);
     if (expm) {
-        real At[HC_MM] = {0}, X[HC_MM] = {0};
+        real A[HC_MM] = {0}, At[HC_MM] = {0}, X[HC_MM] = {0};
+        hc_rot_skew(d, gamma, tau, 0, z, tc, A);
         for (int i = 0; i < d; i++)
             for (int j = 0; j < d; j++) At[i * d + j] = A[j * d + i];
         hc_expm_dual(d, At, dQ, X, dA);
     } else {
-        real Q[HC_MM] = {0};
-        hc_cayley(d, A, Q);
-        hc_cayley_backward(d, Q, dQ, dA);
+        hc_cayley_backward(d, rc, dQ, dA);
     }
     hc_skew_backward(d, dA, da);
     for (int p = 0; p < k; p++) {
-        real t = RTANH(tau * z[p] + b[p]);
+        real t = tc[p];
         *dgamma += da[p] * t;
         real du = da[p] * gamma * ((real)1 - t * t);
         dz[p] = du * tau;
@@ -442,18 +455,30 @@ HOSTDEV static inline void hc_hc_backward(const hc_spec *s, const real *theta, c
     }
 }
 
-/* ---- mhc: log-domain Sinkhorn-Knopp on exp(alpha_res mat(z_res) + b_res) -----------
+/* ---- mhc: Sinkhorn-Knopp on exp(alpha_res mat(z_res) + b_res) ---------------------
  *   theta = [gates, alpha_res, b_res[n*n]]      z = [gates, z_res[n*n]]    K = 2n + n^2
- * With logits L = alpha_res z_res + b_res (row-major, our H convention), the iterate is
- * kept as potentials: log M = L - r_i - c_j. A row step sets r = lse_j(L - c) (the rows
- * of exp(log M) then sum to 1), a column step c = lse_i(L - r). `sinkhorn_iters`
+ * With logits L = alpha_res z_res + b_res (row-major, our H convention), `sinkhorn_iters`
  * iterations, each rows then columns (row_col: columns exact) or columns then rows
- * (col_row: rows exact); no epsilon anywhere (lse is shifted by its max, so any finite
- * logits work); exp only at the end: H = exp(L - r - c), the last half-step done as a
- * max-shifted softmax so the exact side is exact to rounding.
- * Cache: the potential vector after every half-step, 2 * iters * n reals per token.
- * Backward runs the unrolled half-steps in reverse: a row step y = x - lse_row(x) has
- * dx = dy - exp(y) * rowsum(dy), with y = L - r - c rebuilt from the cached potentials. */
+ * (col_row: rows exact); no epsilon anywhere. Two exact-arithmetic-equal forms, chosen
+ * per token from the logits alone (so forward and backward always agree):
+ *
+ * linear (spread max L - min L <= HC_MHC_LINEAR_SPREAD, every token in practice):
+ *   E = exp(L - max L) once; the iterate is M = diag(a) E diag(b), a row step sets
+ *   a_i = 1 / sum_j E_ij b_j, a column step b_j = 1 / sum_i a_i E_ij. n^2 exps per token
+ *   instead of one per entry per half-step. Every E_ij >= exp(-spread), so the scalings
+ *   stay within exp(spread) * n of 1: far inside float's range.
+ * log (larger spreads): the iterate kept as potentials, log M = L - r_i - c_j; a row
+ *   step sets r = lse_j(L - c), a column step c = lse_i(L - r); lse is shifted by its
+ *   max, so any finite logits work.
+ * Either way the last half-step normalises in the linear domain, H = e / sum, so the
+ * exact side is exact to rounding.
+ * Cache: the vector the half-step set (a or b; r or c) after every half-step,
+ * 2 * iters * n reals per token.
+ * Backward runs the unrolled half-steps in reverse on G = dL(log M): a row step
+ * y = x - lse_row(x) has dx = dy - exp(y) * rowsum(dy), with exp(y) = M after the step
+ * rebuilt from the cache (linear: E a b, no exp; log: exp(L - r - c)). */
+
+#define HC_MHC_LINEAR_SPREAD 32.0
 
 HOSTDEV static inline int hc_mhc_is_row_step(const hc_spec *s, int t) {
     return ((t & 1) == 0) != (s->sinkhorn_col_first != 0);
@@ -465,10 +490,23 @@ HOSTDEV static inline void hc_mhc_logits(int n, const real *theta, const real *z
     for (int i = 0; i < n * n; i++) Lg[i] = a * zr[i] + b[i];
 }
 
-/* The potentials r, c in force after half-step t (zeros before any step). */
-HOSTDEV static inline void hc_mhc_potentials(const hc_spec *s, const real *cache, int t, real *r, real *c) {
+/* 1 when the linear form applies; *mx = max L. NaN logits take the log form. */
+HOSTDEV static inline int hc_mhc_linear(int n, const real *Lg, real *mx) {
+    real lo = Lg[0], hi = Lg[0];
+    for (int i = 1; i < n * n; i++) {
+        lo = Lg[i] < lo ? Lg[i] : lo;
+        hi = Lg[i] > hi ? Lg[i] : hi;
+    }
+    *mx = hi;
+    return hi - lo <= (real)HC_MHC_LINEAR_SPREAD;
+}
+
+/* The row and column vectors in force after half-step t (v0 before any step: 0 for
+ * potentials, 1 for scalings). */
+HOSTDEV static inline void hc_mhc_potentials(const hc_spec *s, const real *cache, int t, real v0, real *r,
+                                             real *c) {
     const int n = s->n;
-    for (int i = 0; i < n; i++) { r[i] = 0; c[i] = 0; }
+    for (int i = 0; i < n; i++) { r[i] = v0; c[i] = v0; }
     for (int u = t - 1; u <= t; u++) {
         if (u < 0) continue;
         real *dst = hc_mhc_is_row_step(s, u) ? r : c;
@@ -476,12 +514,38 @@ HOSTDEV static inline void hc_mhc_potentials(const hc_spec *s, const real *cache
     }
 }
 
-HOSTDEV static inline void hc_mhc_forward(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
-                                          real *H, real *cache) {
+HOSTDEV static inline void hc_mhc_sinkhorn_lin_n(const hc_spec *s, const int n, const real *Lg, real mx, real *H,
+                                                 real *cache) {
+    const int steps = 2 * s->sinkhorn_iters;
+    real E[HC_MM] = {0}, a[HC_MAX_N] = {0}, b[HC_MAX_N] = {0};
+    for (int i = 0; i < n * n; i++) E[i] = REXP(Lg[i] - mx);
+    for (int i = 0; i < n; i++) { a[i] = 1; b[i] = 1; }
+    for (int t = 0; t < steps; t++) {
+        const int row = hc_mhc_is_row_step(s, t), last = t == steps - 1;
+        real *sc = row ? a : b;
+        const real *other = row ? b : a;
+        const int si = row ? n : 1, sj = row ? 1 : n;   /* E[i][j] of the step's own view */
+        for (int i = 0; i < n; i++) {
+            real sum = 0;
+            for (int j = 0; j < n; j++) sum += E[i * si + j * sj] * other[j];
+            sc[i] = (real)1 / sum;
+            if (last)
+                for (int j = 0; j < n; j++) H[i * si + j * sj] = E[i * si + j * sj] * other[j] / sum;
+        }
+        for (int i = 0; i < n; i++) cache[t * n + i] = sc[i];
+    }
+}
+
+/* n = 4 compiled as its own copy (the method's default; about twice as fast). */
+HOSTDEV HC_FLATTEN static inline void hc_mhc_sinkhorn_lin(const hc_spec *s, const real *Lg, real mx, real *H,
+                                                          real *cache) {
+    if (s->n == 4) hc_mhc_sinkhorn_lin_n(s, 4, Lg, mx, H, cache);
+    else hc_mhc_sinkhorn_lin_n(s, s->n, Lg, mx, H, cache);
+}
+
+HOSTDEV static inline void hc_mhc_sinkhorn_log(const hc_spec *s, const real *Lg, real *H, real *cache) {
     const int n = s->n, steps = 2 * s->sinkhorn_iters;
-    real Lg[HC_MM] = {0}, r[HC_MAX_N] = {0}, c[HC_MAX_N] = {0};
-    hc_gates_forward(n, theta, z, pre, post);
-    hc_mhc_logits(n, theta, z, Lg);
+    real r[HC_MAX_N] = {0}, c[HC_MAX_N] = {0};
     for (int t = 0; t < steps; t++) {
         int row = hc_mhc_is_row_step(s, t), last = t == steps - 1;
         real *pot = row ? r : c;
@@ -499,9 +563,9 @@ HOSTDEV static inline void hc_mhc_forward(const hc_spec *s, const real *theta, c
                 if (last) H[row ? i * n + j : j * n + i] = e;
             }
             pot[i] = mx + RLOG(sum);
-            /* The last half-step normalises in the linear domain, H = e / sum: the same
-             * value as exp(L - r - c), but its sums are exact to rounding even when the
-             * potentials are large (|r| ~ 100 would cost 1e-5 in float through exp). */
+            /* H = e / sum: the same value as exp(L - r - c), but its sums are exact to
+             * rounding even when the potentials are large (|r| ~ 100 would cost 1e-5 in
+             * float through exp). */
             if (last)
                 for (int j = 0; j < n; j++) H[row ? i * n + j : j * n + i] /= sum;
         }
@@ -509,26 +573,50 @@ HOSTDEV static inline void hc_mhc_forward(const hc_spec *s, const real *theta, c
     }
 }
 
-HOSTDEV static inline void hc_mhc_backward(const hc_spec *s, const real *theta, const real *z, const real *cache,
-                                           const real *dpre, const real *dpost, const real *dH, real *dz,
-                                           real *dtheta) {
-    const int n = s->n, steps = 2 * s->sinkhorn_iters, g0 = HC_GATE_THETA(n);
-    real Lg[HC_MM] = {0}, G[HC_MM] = {0}, r[HC_MAX_N] = {0}, c[HC_MAX_N] = {0};
+HOSTDEV static inline void hc_mhc_forward(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
+                                          real *H, real *cache) {
+    real Lg[HC_MM] = {0}, mx = 0;
+    hc_gates_forward(s->n, theta, z, pre, post);
+    hc_mhc_logits(s->n, theta, z, Lg);
+    if (hc_mhc_linear(s->n, Lg, &mx)) hc_mhc_sinkhorn_lin(s, Lg, mx, H, cache);
+    else hc_mhc_sinkhorn_log(s, Lg, H, cache);
+}
+
+/* M after half-step t, from the cache. */
+HOSTDEV static inline void hc_mhc_iterate(const hc_spec *s, const int n, const real *Lg, const real *E,
+                                          const real *cache, int t, real *M) {
+    real r[HC_MAX_N] = {0}, c[HC_MAX_N] = {0};
+    if (E) {
+        hc_mhc_potentials(s, cache, t, 1, r, c);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) M[i * n + j] = r[i] * E[i * n + j] * c[j];
+    } else {
+        hc_mhc_potentials(s, cache, t, 0, r, c);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) M[i * n + j] = REXP(Lg[i * n + j] - r[i] - c[j]);
+    }
+}
+
+HOSTDEV static inline void hc_mhc_backward_n(const hc_spec *s, const int n, const real *theta, const real *z,
+                                             const real *cache, const real *dpre, const real *dpost, const real *dH,
+                                             real *dz, real *dtheta) {
+    const int steps = 2 * s->sinkhorn_iters, g0 = HC_GATE_THETA(n);
+    real Lg[HC_MM] = {0}, G[HC_MM] = {0}, E[HC_MM] = {0}, M[HC_MM] = {0}, mx = 0;
     hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
     hc_mhc_logits(n, theta, z, Lg);
-    hc_mhc_potentials(s, cache, steps - 1, r, c);
-    for (int i = 0; i < n; i++)          /* through H = exp(log M) */
-        for (int j = 0; j < n; j++) G[i * n + j] = dH[i * n + j] * REXP(Lg[i * n + j] - r[i] - c[j]);
+    const int lin = hc_mhc_linear(n, Lg, &mx);
+    if (lin)
+        for (int i = 0; i < n * n; i++) E[i] = REXP(Lg[i] - mx);
+    hc_mhc_iterate(s, n, Lg, lin ? E : 0, cache, steps - 1, M);
+    for (int i = 0; i < n * n; i++) G[i] = dH[i] * M[i];   /* through H = exp(log M) */
     for (int t = steps - 1; t >= 0; t--) {
-        int row = hc_mhc_is_row_step(s, t);
-        hc_mhc_potentials(s, cache, t, r, c);
+        const int row = hc_mhc_is_row_step(s, t);
+        const int si = row ? n : 1, sj = row ? 1 : n;
+        if (t < steps - 1) hc_mhc_iterate(s, n, Lg, lin ? E : 0, cache, t, M);
         for (int i = 0; i < n; i++) {
             real sum = 0;
-            for (int j = 0; j < n; j++) sum += row ? G[i * n + j] : G[j * n + i];
-            for (int j = 0; j < n; j++) {
-                int e = row ? i * n + j : j * n + i;
-                G[e] -= REXP(Lg[e] - r[e / n] - c[e % n]) * sum;
-            }
+            for (int j = 0; j < n; j++) sum += G[i * si + j * sj];
+            for (int j = 0; j < n; j++) G[i * si + j * sj] -= M[i * si + j * sj] * sum;
         }
     }
     const real a = theta[g0];
@@ -539,6 +627,13 @@ HOSTDEV static inline void hc_mhc_backward(const hc_spec *s, const real *theta, 
         dtheta[g0] += G[e] * zr[e];
         dtheta[g0 + 1 + e] += G[e];
     }
+}
+
+HOSTDEV HC_FLATTEN static inline void hc_mhc_backward(const hc_spec *s, const real *theta, const real *z,
+                                                      const real *cache, const real *dpre, const real *dpost,
+                                                      const real *dH, real *dz, real *dtheta) {
+    if (s->n == 4) hc_mhc_backward_n(s, 4, theta, z, cache, dpre, dpost, dH, dz, dtheta);
+    else hc_mhc_backward_n(s, s->n, theta, z, cache, dpre, dpost, dH, dz, dtheta);
 }
 
 /* ---- permutation mixtures (mhc_lite, the factors of kromhc) ------------------------
@@ -708,19 +803,19 @@ HOSTDEV static inline void hc_kromhc_backward(const hc_spec *s, const real *thet
  * map = Cayley (default) or expm (core: expm). Orthogonal, but the mean is not kept. */
 
 HOSTDEV static inline void hc_orthogonal_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
-                                                 real *post, real *H) {
+                                                 real *post, real *H, real *cache) {
     const int n = s->n, g0 = HC_GATE_THETA(n);
     hc_gates_forward(n, theta, z, pre, post);
-    hc_rot_forward(n, s->core_expm, theta[g0 + 1], theta[g0], theta + g0 + 2, z + HC_GATE_Z(n), H);
+    hc_rot_forward(n, s->core_expm, theta[g0 + 1], theta[g0], theta + g0 + 2, z + HC_GATE_Z(n), H, cache);
 }
 
 HOSTDEV static inline void hc_orthogonal_backward(const hc_spec *s, const real *theta, const real *z,
-                                                  const real *dpre, const real *dpost, const real *dH, real *dz,
-                                                  real *dtheta) {
+                                                  const real *cache, const real *dpre, const real *dpost,
+                                                  const real *dH, real *dz, real *dtheta) {
     const int n = s->n, g0 = HC_GATE_THETA(n);
     hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
-    hc_rot_backward(n, s->core_expm, theta[g0 + 1], theta[g0], theta + g0 + 2, z + HC_GATE_Z(n), dH,
-                    dz + HC_GATE_Z(n), dtheta + g0 + 1, dtheta + g0, dtheta + g0 + 2);
+    hc_rot_backward(n, s->core_expm, theta[g0 + 1], theta[g0], z + HC_GATE_Z(n), cache, dH, dz + HC_GATE_Z(n),
+                    dtheta + g0 + 1, dtheta + g0, dtheta + g0 + 2);
 }
 
 /* ---- s2hc and s2hc_rot: H = J + U_Z U_core Sigma V_core^T U_Z^T --------------------
@@ -791,11 +886,17 @@ HOSTDEV static inline hc_s2hc_layout hc_s2hc_layout_of(int n, int rot_only) {
     return L;
 }
 
-/* The per-token pieces: cores U (d x d), V (d x d), Sigma sig[d] with dsig/du. */
+/* The token's cache: U's rotation cache (U first), V's, then Sigma sig[d] and dsig/du[d]. */
+#define HC_S2HC_CACHE(n) (2 * HC_ROT_CACHE((n) - 1) + 2 * ((n) - 1))
+
+/* The per-token pieces into the cache: cores U (d x d), V (d x d), Sigma sig[d] with dsig/du. */
 HOSTDEV static inline void hc_s2hc_parts(const hc_spec *s, const real *th, const real *zz, hc_s2hc_layout L,
-                                         real *U, real *V, real *sig, real *dsig) {
-    hc_rot_forward(L.d, s->core_expm, th[L.gamma_u], th[L.tau_u], th + L.b_u, zz + L.z_u, U);
-    hc_rot_forward(L.d, s->core_expm, th[L.gamma_v], th[L.tau_v], th + L.b_v, zz + L.z_v, V);
+                                         real *cache) {
+    const int rc = HC_ROT_CACHE(L.d);
+    real Q[HC_MM] = {0};
+    real *sig = cache + 2 * rc, *dsig = sig + L.d;
+    hc_rot_forward(L.d, s->core_expm, th[L.gamma_u], th[L.tau_u], th + L.b_u, zz + L.z_u, Q, cache);
+    hc_rot_forward(L.d, s->core_expm, th[L.gamma_v], th[L.tau_v], th + L.b_v, zz + L.z_v, Q, cache + rc);
     for (int i = 0; i < L.d; i++) {
         if (L.b_s < 0) { sig[i] = 1; dsig[i] = 0; }
         else sig[i] = hc_s2hc_sigma(s->exact_init, th[L.tau_s] * zz[L.z_s + i] + th[L.b_s + i], &dsig[i]);
@@ -803,14 +904,14 @@ HOSTDEV static inline void hc_s2hc_parts(const hc_spec *s, const real *th, const
 }
 
 HOSTDEV static inline void hc_s2hc_forward(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
-                                           real *H) {
+                                           real *H, real *cache) {
     const int n = s->n;
     const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
     const int d = L.d;
-    real U[HC_MM] = {0}, V[HC_MM] = {0}, D[HC_MM] = {0}, UZ[HC_MM] = {0}, T[HC_MM] = {0};
-    real sig[HC_MAX_N] = {0}, dsig[HC_MAX_N] = {0};
+    real D[HC_MM] = {0}, UZ[HC_MM] = {0}, T[HC_MM] = {0};
     hc_gates_forward(n, theta, z, pre, post);
-    hc_s2hc_parts(s, theta + HC_GATE_THETA(n), z + HC_GATE_Z(n), L, U, V, sig, dsig);
+    hc_s2hc_parts(s, theta + HC_GATE_THETA(n), z + HC_GATE_Z(n), L, cache);
+    const real *U = cache, *V = cache + HC_ROT_CACHE(d), *sig = cache + 2 * HC_ROT_CACHE(d);
     for (int a = 0; a < d; a++)          /* D = U Sigma V^T - I */
         for (int b = 0; b < d; b++) {
             real v = 0;
@@ -823,18 +924,18 @@ HOSTDEV static inline void hc_s2hc_forward(const hc_spec *s, const real *theta, 
     for (int i = 0; i < n; i++) H[i * n + i] += 1;
 }
 
-HOSTDEV static inline void hc_s2hc_backward(const hc_spec *s, const real *theta, const real *z, const real *dpre,
-                                            const real *dpost, const real *dH, real *dz, real *dtheta) {
+HOSTDEV static inline void hc_s2hc_backward(const hc_spec *s, const real *theta, const real *z, const real *cache,
+                                            const real *dpre, const real *dpost, const real *dH, real *dz,
+                                            real *dtheta) {
     const int n = s->n;
     const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
-    const int d = L.d;
+    const int d = L.d, rc = HC_ROT_CACHE(d);
     const real *th = theta + HC_GATE_THETA(n), *zz = z + HC_GATE_Z(n);
     real *dth = dtheta + HC_GATE_THETA(n), *dzz = dz + HC_GATE_Z(n);
-    real U[HC_MM] = {0}, V[HC_MM] = {0}, UZ[HC_MM] = {0}, T[HC_MM] = {0};
+    real UZ[HC_MM] = {0}, T[HC_MM] = {0};
     real dD[HC_MM] = {0}, dU[HC_MM] = {0}, dV[HC_MM] = {0};
-    real sig[HC_MAX_N] = {0}, dsig[HC_MAX_N] = {0};
+    const real *U = cache, *V = cache + rc, *sig = cache + 2 * rc, *dsig = sig + d;
     hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
-    hc_s2hc_parts(s, th, zz, L, U, V, sig, dsig);
     hc_helmert_basis(n, UZ);
     hc_mm_tn(d, n, n, UZ, dH, T);        /* dD = U_Z^T dH U_Z */
     hc_mm(d, n, d, T, UZ, dD);
@@ -848,10 +949,10 @@ HOSTDEV static inline void hc_s2hc_backward(const hc_spec *s, const real *theta,
             dU[a * d + c] = su * sig[c];
             dV[a * d + c] = sv * sig[c];
         }
-    hc_rot_backward(d, s->core_expm, th[L.gamma_u], th[L.tau_u], th + L.b_u, zz + L.z_u, dU, dzz + L.z_u,
-                    dth + L.gamma_u, dth + L.tau_u, dth + L.b_u);
-    hc_rot_backward(d, s->core_expm, th[L.gamma_v], th[L.tau_v], th + L.b_v, zz + L.z_v, dV, dzz + L.z_v,
-                    dth + L.gamma_v, dth + L.tau_v, dth + L.b_v);
+    hc_rot_backward(d, s->core_expm, th[L.gamma_u], th[L.tau_u], zz + L.z_u, U, dU, dzz + L.z_u, dth + L.gamma_u,
+                    dth + L.tau_u, dth + L.b_u);
+    hc_rot_backward(d, s->core_expm, th[L.gamma_v], th[L.tau_v], zz + L.z_v, V, dV, dzz + L.z_v, dth + L.gamma_v,
+                    dth + L.tau_v, dth + L.b_v);
     if (L.b_s < 0) return;
     for (int c = 0; c < d; c++) {        /* dsigma_c = (U^T dD V)_cc */
         real g = 0;
@@ -875,14 +976,16 @@ HOSTDEV static inline void hc_forward(const hc_spec *s, const real *theta, const
     case HC_MHC: hc_mhc_forward(s, theta, z, pre, post, H, cache); break;
     case HC_MHC_LITE: hc_mhc_lite_forward(s, theta, z, pre, post, H); break;
     case HC_KROMHC: hc_kromhc_forward(s, theta, z, pre, post, H); break;
-    case HC_ORTHOGONAL: hc_orthogonal_forward(s, theta, z, pre, post, H); break;
+    case HC_ORTHOGONAL: hc_orthogonal_forward(s, theta, z, pre, post, H, cache); break;
     case HC_S2HC:
-    case HC_S2HC_ROT: hc_s2hc_forward(s, theta, z, pre, post, H); break;
+    case HC_S2HC_ROT: hc_s2hc_forward(s, theta, z, pre, post, H, cache); break;
     default: break;
     }
 }
 
-/* Per token: given dpre[n], dpost[n], dH[n*n], overwrite dz[K] and add into dtheta. */
+/* Per token: given dpre[n], dpost[n], dH[n*n], overwrite dz[K] and add into dtheta.
+ * cache is what hc_forward wrote for the same token, theta and z (mhc, orthogonal, s2hc
+ * and s2hc_rot read it). */
 HOSTDEV static inline void hc_backward(const hc_spec *s, const real *theta, const real *z, const real *cache,
                                        const real *dpre, const real *dpost, const real *dH, real *dz,
                                        real *dtheta) {
@@ -892,9 +995,9 @@ HOSTDEV static inline void hc_backward(const hc_spec *s, const real *theta, cons
     case HC_MHC: hc_mhc_backward(s, theta, z, cache, dpre, dpost, dH, dz, dtheta); break;
     case HC_MHC_LITE: hc_mhc_lite_backward(s, theta, z, dpre, dpost, dH, dz, dtheta); break;
     case HC_KROMHC: hc_kromhc_backward(s, theta, z, dpre, dpost, dH, dz, dtheta); break;
-    case HC_ORTHOGONAL: hc_orthogonal_backward(s, theta, z, dpre, dpost, dH, dz, dtheta); break;
+    case HC_ORTHOGONAL: hc_orthogonal_backward(s, theta, z, cache, dpre, dpost, dH, dz, dtheta); break;
     case HC_S2HC:
-    case HC_S2HC_ROT: hc_s2hc_backward(s, theta, z, dpre, dpost, dH, dz, dtheta); break;
+    case HC_S2HC_ROT: hc_s2hc_backward(s, theta, z, cache, dpre, dpost, dH, dz, dtheta); break;
     default: break;
     }
 }

@@ -37,4 +37,13 @@ typedef float real;
 #define HOSTDEV
 #endif
 
+/* HC_FLATTEN: inline everything this function calls, so that a body written for a
+ * run-time n and called with a constant n (a specialisation for the common n = 4) is
+ * compiled for that constant: loops unrolled, strides folded. */
+#if defined(__GNUC__)
+#define HC_FLATTEN __attribute__((flatten))
+#else
+#define HC_FLATTEN
+#endif
+
 #endif

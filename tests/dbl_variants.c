@@ -212,6 +212,47 @@ static void test_fd_all(void) {
     }
 }
 
+/* mhc's two forms of the iteration (linear scalings when the logits' spread is at most
+ * HC_MHC_LINEAR_SPREAD, log-domain potentials above): the same H to rounding on logits
+ * both can take, and each form's backward against finite differences on logits that
+ * select it (the FD table above mostly exercises the linear form). */
+static void test_mhc_forms(void) {
+    rng_t r;
+    rng_seed(&r, 11);
+    double worst_h = 0, worst_fd[2] = {0, 0};
+    int seen[2] = {0, 0};
+    for (int order = 0; order < 2; order++)
+        for (int n = 2; n <= HC_MAX_N; n++) {
+            inst I;
+            if (inst_make(&I, &cases[2 + order], n) != 0) { CHECK(0, "setup"); continue; }
+            for (int t = 0; t < 6; t++) {
+                inst_randomise(&I, &r, 0.5, 1.0);
+                real Lg[HC_MM], H1[HC_MM], H2[HC_MM], mx;
+                hc_mhc_logits(n, I.theta, I.z, Lg);
+                CHECK(hc_mhc_linear(n, Lg, &mx), "n=%d: moderate logits took the log form", n);
+                hc_mhc_sinkhorn_lin(&I.s, Lg, mx, H1, I.cache);
+                hc_mhc_sinkhorn_log(&I.s, Lg, H2, I.cache);
+                for (int i = 0; i < n * n; i++) worst_h = fmax(worst_h, fabs(H1[i] - H2[i]));
+                /* each form through the whole forward/backward: alpha_res sets the spread */
+                for (int form = 0; form < 2; form++) {
+                    I.theta[HC_GATE_THETA(n)] = form ? 25.0 : 1.0;
+                    hc_mhc_logits(n, I.theta, I.z, Lg);
+                    int lin = hc_mhc_linear(n, Lg, &mx);
+                    if (lin == form) continue;   /* this draw does not select the form */
+                    seen[form]++;
+                    double e = fd_compare(&I, bwd_true, &r);
+                    CHECK(e <= 1e-6, "n=%d %s form: FD error %.3g", n, form ? "log" : "linear", e);
+                    worst_fd[form] = fmax(worst_fd[form], e);
+                }
+            }
+            inst_free(&I);
+        }
+    CHECK(worst_h <= 1e-12, "linear and log forms differ by %.3g", worst_h);
+    CHECK(seen[0] >= 20 && seen[1] >= 20, "forms exercised: linear %d, log %d", seen[0], seen[1]);
+    printf("  mhc forms: H linear vs log %.2e; FD linear %.2e (%d draws), log %.2e (%d draws)\n", worst_h,
+           worst_fd[0], seen[0], worst_fd[1], seen[1]);
+}
+
 /* dz is overwritten (garbage in, same answer out); dtheta accumulates. */
 static void test_overwrite_accumulate(void) {
     rng_t r;
@@ -280,6 +321,7 @@ static void test_exact_init_kink(void) {
             for (int i = 0; i < n * n; i++) I.dH[i] = rng_normal(&r);
             real *dz = malloc_check((size_t)I.s.K * sizeof(real));
             real *dth = calloc_check((size_t)I.s.n_theta, sizeof(real));
+            inst_loss(&I); /* fills the cache */
             hc_backward(&I.s, I.theta, I.z, I.cache, I.dpre, I.dpost, I.dH, dz, dth);
             hc_s2hc_layout L = hc_s2hc_layout_of(n, 0);
             int bs = HC_GATE_THETA(n) + L.b_s;
@@ -383,6 +425,7 @@ static void test_expm_closed_forms(void) {
 int main(void) {
     T_NAME("dbl_variants");
     T_RUN(test_fd_all);
+    T_RUN(test_mhc_forms);
     T_RUN(test_overwrite_accumulate);
     T_RUN(test_planted_fault);
     T_RUN(test_exact_init_kink);

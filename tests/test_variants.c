@@ -362,11 +362,12 @@ static void test_expm_cores(void) {
     for (int d = 2; d <= 7; d++)
         for (int t = 0; t < 50; t++) {
             int k = d * (d - 1) / 2;
-            real a[28], z[28], A[HC_MM], Q[HC_MM], Qr[HC_MM];
+            real a[28], z[28], A[HC_MM], Q[HC_MM], Qr[HC_MM], rc[HC_ROT_CACHE(HC_MAX_N)];
             real gamma = t % 2 ? (real)6 : (real)1.5;
             for (int p = 0; p < k; p++) { a[p] = (real)rng_normal(&r); z[p] = (real)rng_normal(&r); }
-            hc_rot_forward(d, 1, gamma, (real)0.5, a, z, Q);
-            hc_rot_skew(d, gamma, (real)0.5, a, z, A);
+            hc_rot_forward(d, 1, gamma, (real)0.5, a, z, Q, rc);
+            for (int i = 0; i < d * d; i++) CHECK(rc[i] == Q[i], "d=%d: the cache holds Q", d);
+            hc_rot_skew(d, gamma, (real)0.5, a, z, NULL, A);
             hc_expm_dual(d, A, NULL, Qr, NULL);
             double Qd[HC_MM], Qrd[HC_MM];
             for (int i = 0; i < d * d; i++) { Qd[i] = Q[i]; Qrd[i] = Qr[i]; }

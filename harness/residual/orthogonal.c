@@ -15,7 +15,7 @@ static int orthogonal_setup(hc_spec *s, const s2hc_config *c, char *err, size_t 
     s->n = n;
     s->K = HC_GATE_Z(n) + k;
     s->n_theta = HC_GATE_THETA(n) + 2 + k;
-    s->cache = 0;
+    s->cache = HC_ROT_CACHE(n);    /* Q and its tanh values */
     s->norm = HC_NORM_FLAT;
     s->core_expm = expm;
     return 0;

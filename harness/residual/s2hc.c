@@ -37,7 +37,7 @@ static int s2hc_setup(hc_spec *s, const s2hc_config *c, char *err, size_t errlen
     s->n = n;
     s->K = HC_GATE_Z(n) + d * d;               /* 2k + d = d^2 */
     s->n_theta = HC_GATE_THETA(n) + 5 + d * d;
-    s->cache = 0;                              /* backward recomputes the cores */
+    s->cache = HC_S2HC_CACHE(n);               /* the cores, their tanh values, Sigma */
     s->norm = HC_NORM_FLAT;
     s->core_expm = expm;
     s->exact_init = exact;

@@ -18,7 +18,7 @@ static int s2hc_rot_setup(hc_spec *s, const s2hc_config *c, char *err, size_t er
     s->n = n;
     s->K = HC_GATE_Z(n) + 2 * k;
     s->n_theta = HC_GATE_THETA(n) + 4 + 2 * k;
-    s->cache = 0;
+    s->cache = HC_S2HC_CACHE(n);   /* the cores and their tanh values (Sigma = I) */
     s->norm = HC_NORM_FLAT;
     s->core_expm = expm;
     return 0;
