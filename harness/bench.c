@@ -863,7 +863,7 @@ static void usage(FILE *f) {
             "  --mem-limit GB  skip sweep configurations estimated above this (default %.0f)\n"
             "  --no-methods, --no-streams, --no-probes   skip that section\n"
             "  --probe-steps S probe interval of the probes section (default: probe.every)\n"
-            "Set OMP_WAIT_POLICY=passive on a loaded machine (docs/performance.md).\n"
+            "OMP_WAIT_POLICY is passive unless you set it (docs/performance.md).\n"
             "\n"
             "example:\n"
             "  s2hc bench --quick --csv out/bench\n",

@@ -11,21 +11,58 @@
 #include "../probes/probes.h"
 #include "../analysis/analysis.h"
 #include "bench.h"
+#include "../kernels/kernels.h"
+#include "../kernels/cuda/model_cuda.h"
 
-/* OpenBLAS 0.3.21 does not recognise some recent CPUs and silently falls back to SSE3
- * kernels (3-5x slower). OPENBLAS_CORETYPE fixes it, but only before the library loads,
- * which happens before main: so set it and re-execute ourselves once. */
-static void blas_env_fixup(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE") || getenv("S2HC_NO_REEXEC")) return;
-    const char *core = NULL;
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) core = "SkylakeX";
-    else if (__builtin_cpu_supports("avx2")) core = "Haswell";
-    if (!core) return;
-    setenv("OPENBLAS_CORETYPE", core, 1);
+/* Two settings of the runtime libraries that are read when they load, before main, so
+ * they are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
+ *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently
+ *                      falls back to SSE3 kernels (3-5x slower GEMMs);
+ *   OMP_WAIT_POLICY    passive: an idle OpenMP thread sleeps instead of spinning, which on
+ *                      a shared or loaded machine is up to 4x faster (a spinning thread
+ *                      steals the core its partner waits for) and on an idle one the same
+ *                      within noise (docs/performance.md, "Settings").
+ * A value the user set is kept. */
+static void runtime_env_fixup(char **argv) {
+    if (getenv("S2HC_NO_REEXEC")) return;
+    int again = 0;
+    if (!getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        again = 1;
+    }
+    if (!getenv("OPENBLAS_CORETYPE")) {
+        const char *core = NULL;
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f")) core = "SkylakeX";
+        else if (__builtin_cpu_supports("avx2")) core = "Haswell";
+        if (core) {
+            setenv("OPENBLAS_CORETYPE", core, 1);
+            again = 1;
+        }
+    }
+    if (!again) return;
     setenv("S2HC_NO_REEXEC", "1", 1);
     execv("/proc/self/exe", argv);
-    /* exec failed: carry on with the generic kernels */
+    /* exec failed: carry on with the runtime's defaults */
+}
+
+/* s2hc version [-v]: the commit; with -v also what this process runs with. */
+static int version_main(int argc, char **argv) {
+    if (argc > 2 || (argc == 2 && strcmp(argv[1], "-v") && strcmp(argv[1], "--verbose"))) {
+        fprintf(stderr, "usage: s2hc version [-v]\n");
+        return 2;
+    }
+    printf("s2hc %s\n", s2hc_version());
+    if (argc < 2) return 0;
+    char gpu[256];
+    int ngpu = cuda_available(gpu, sizeof gpu);
+    const char *wp = getenv("OMP_WAIT_POLICY"), *ct = getenv("OPENBLAS_CORETYPE");
+    printf("  reals             %s\n", REAL_IS_DOUBLE ? "double" : "float");
+    printf("  CPU threads       %d (train.threads or OMP_NUM_THREADS)\n", kernels_threads());
+    printf("  OMP_WAIT_POLICY   %s\n", wp ? wp : "(unset)");
+    printf("  OPENBLAS_CORETYPE %s\n", ct ? ct : "(unset: OpenBLAS's own detection)");
+    printf("  GPUs              %d: %s\n", ngpu, gpu);
+    return 0;
 }
 
 static void usage(FILE *f) {
@@ -48,7 +85,7 @@ static void usage(FILE *f) {
             "  params               auxiliary parameter counts of every method against n\n"
             "  methods              the residual methods, one line each\n"
             "  config               every config key with its type, default and meaning (also: help config)\n"
-            "  version              the build's git commit\n"
+            "  version [-v]         the build's git commit (-v: threads, BLAS, GPU)\n"
             "\n"
             "example:\n"
             "  s2hc data prepare && s2hc train experiments/tiny.yaml --set train.steps=50\n",
@@ -62,12 +99,12 @@ static int methods_main(void) {
 }
 
 int main(int argc, char **argv) {
-    blas_env_fixup(argv);
+    runtime_env_fixup(argv);
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") && argc > 2 && !strcmp(argv[2], "config")) { config_print_schema(stdout); return 0; }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("s2hc %s\n", s2hc_version()); return 0; }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return version_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return eval_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);

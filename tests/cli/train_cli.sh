@@ -50,4 +50,12 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
   expect_status 0 "backend auto falls back to the CPU" -- "$S2HC" train "$TMP/t.yaml" --set run.name=auto --set train.steps=3 --set train.warmup=1
   expect_out "backend: cpu" "auto says which backend it chose"
 fi
+# the runtime settings the binary makes for itself (re-executing once), and keeps when given
+expect_status 0 "version -v" -- env -u OMP_WAIT_POLICY -u OPENBLAS_CORETYPE "$S2HC" version -v
+expect_out "OMP_WAIT_POLICY +passive" "OMP_WAIT_POLICY defaults to passive"
+if grep -q avx512f /proc/cpuinfo; then expect_out "OPENBLAS_CORETYPE +SkylakeX" "OPENBLAS_CORETYPE set on AVX-512"; fi
+expect_status 0 "version -v with the user's settings" -- env OMP_WAIT_POLICY=active OPENBLAS_CORETYPE=Haswell "$S2HC" version -v
+expect_out "OMP_WAIT_POLICY +active" "the user's OMP_WAIT_POLICY is kept"
+expect_out "OPENBLAS_CORETYPE +Haswell" "the user's OPENBLAS_CORETYPE is kept"
+expect_status 2 "version with a bad flag" -- "$S2HC" version --bogus
 finish train_cli
