@@ -490,7 +490,8 @@ HOSTDEV static inline void hc_mhc_logits(int n, const real *theta, const real *z
     for (int i = 0; i < n * n; i++) Lg[i] = a * zr[i] + b[i];
 }
 
-/* 1 when the linear form applies; *mx = max L. NaN logits take the log form. */
+/* 1 when the linear form applies; *mx = max L. (NaN logits give a NaN H in either form;
+ * the trainer stops on the non-finite loss.) */
 HOSTDEV static inline int hc_mhc_linear(int n, const real *Lg, real *mx) {
     real lo = Lg[0], hi = Lg[0];
     for (int i = 1; i < n * n; i++) {
