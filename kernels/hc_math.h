@@ -339,12 +339,11 @@ HOSTDEV static inline void hc_expm_dual(int d, const real *A, const real *E, rea
 
 #define HC_ROT_CACHE(d) ((d) * (d) + (d) * ((d) - 1) / 2)
 
-/* A = skew(gamma t), t = tanh(tau z + b) computed (tc == NULL) or given. */
-HOSTDEV static inline void hc_rot_skew(int d, real gamma, real tau, const real *b, const real *z, const real *tc,
-                                       real *A) {
+/* A = skew(gamma t), from the tanh values t = tanh(tau z + b) (the cache's tail). */
+HOSTDEV static inline void hc_rot_skew(int d, real gamma, const real *tc, real *A) {
     real a[HC_MAX_N * (HC_MAX_N - 1) / 2] = {0};
     const int k = d * (d - 1) / 2;
-    for (int p = 0; p < k; p++) a[p] = gamma * (tc ? tc[p] : RTANH(tau * z[p] + b[p]));
+    for (int p = 0; p < k; p++) a[p] = gamma * tc[p];
     hc_skew(d, a, A);
 }
 
@@ -369,7 +368,7 @@ HOSTDEV static inline void hc_rot_forward(int d, int expm, real gamma, real tau,
     const int k = d * (d - 1) / 2;
     real *tc = rc + d * d;
     for (int p = 0; p < k; p++) tc[p] = RTANH(tau * z[p] + b[p]);
-    hc_rot_skew(d, gamma, tau, b, z, tc, A);
+    hc_rot_skew(d, gamma, tc, A);
     if (expm) hc_expm_dual(d, A, 0, Q, 0);
     else hc_cayley(d, A, Q);
     hc_orth_polish(d, Q);
@@ -388,7 +387,7 @@ HOSTDEV static inline void hc_rot_backward(int d, int expm, real gamma, real tau
     if (k == 0) return;
     if (expm) {
         real A[HC_MM] = {0}, At[HC_MM] = {0}, X[HC_MM] = {0};
-        hc_rot_skew(d, gamma, tau, 0, z, tc, A);
+        hc_rot_skew(d, gamma, tc, A);
         for (int i = 0; i < d; i++)
             for (int j = 0; j < d; j++) At[i * d + j] = A[j * d + i];
         hc_expm_dual(d, At, dQ, X, dA);

@@ -367,7 +367,7 @@ static void test_expm_cores(void) {
             for (int p = 0; p < k; p++) { a[p] = (real)rng_normal(&r); z[p] = (real)rng_normal(&r); }
             hc_rot_forward(d, 1, gamma, (real)0.5, a, z, Q, rc);
             for (int i = 0; i < d * d; i++) CHECK(rc[i] == Q[i], "d=%d: the cache holds Q", d);
-            hc_rot_skew(d, gamma, (real)0.5, a, z, NULL, A);
+            hc_rot_skew(d, gamma, rc + d * d, A);   /* the generator from the cached tanh values */
             hc_expm_dual(d, A, NULL, Qr, NULL);
             double Qd[HC_MM], Qrd[HC_MM];
             for (int i = 0; i < d * d; i++) { Qd[i] = Q[i]; Qrd[i] = Qr[i]; }
