@@ -411,8 +411,8 @@ static double maximum(const double *v, int n) {
 }
 
 /* Per-token method math (hc_math.h) on one core: ns per token for forward and backward,
- * on random coefficients z ~ N(0, 1) (what the frame's per-token pass calls); thread CPU
- * time, best of 5. */
+ * on random coefficients z ~ N(0, 1), through the many-token calls the frame makes
+ * (mhc in vector lanes); thread CPU time, best of 5. */
 static void method_math_ns(const gpt_model *m, double *fwd_ns, double *bwd_ns) {
     *fwd_ns = *bwd_ns = 0;
     if (!m->variant) return;
@@ -421,24 +421,22 @@ static void method_math_ns(const gpt_model *m, double *fwd_ns, double *bwd_ns) {
     /* theta of the first frame: the tensors after its norm gain and projection */
     const param_info *gain = model_find_param(m, "transformer.h.0.attn_hc.norm.weight");
     const real *theta = m->params + gain[2].offset;
-    real *z = malloc_check((size_t)reps * K * sizeof(real)), *dz = malloc_check((size_t)K * sizeof(real));
+    real *z = malloc_check((size_t)reps * K * sizeof(real)), *dz = malloc_check((size_t)reps * K * sizeof(real));
     real *cache = calloc_check((size_t)reps * s->cache + 1, sizeof(real));
     real *dth = calloc_check((size_t)s->n_theta, sizeof(real));
-    real pre[HC_MAX_N], post[HC_MAX_N], H[HC_MAX_N * HC_MAX_N], dpre[HC_MAX_N], dpost[HC_MAX_N],
-        dH[HC_MAX_N * HC_MAX_N];
+    real *io = malloc_check((size_t)reps * (4 * n + 2 * n * n) * sizeof(real));
+    real *pre = io, *post = pre + reps * n, *H = post + reps * n, *dpre = H + (size_t)reps * n * n,
+         *dpost = dpre + reps * n, *dH = dpost + reps * n;
     rng_t r;
     rng_seed(&r, 11);
     for (int i = 0; i < reps * K; i++) z[i] = (real)rng_normal(&r);
-    for (int i = 0; i < n; i++) dpre[i] = dpost[i] = (real)rng_normal(&r);
-    for (int i = 0; i < n * n; i++) dH[i] = (real)rng_normal(&r);
+    for (int i = 0; i < reps * (2 * n + n * n); i++) dpre[i] = (real)rng_normal(&r);
     double best_f = INFINITY, best_b = INFINITY;
     for (int rep = 0; rep < 5; rep++) { /* the best of 5: a loaded machine only adds time */
         double t0 = thread_cpu_seconds();
-        for (int t = 0; t < reps; t++)
-            hc_forward(s, theta, z + (size_t)t * K, pre, post, H, cache + (size_t)t * s->cache);
+        hc_forward_tokens(s, theta, z, reps, pre, post, H, cache);
         double t1 = thread_cpu_seconds();
-        for (int t = 0; t < reps; t++)
-            hc_backward(s, theta, z + (size_t)t * K, cache + (size_t)t * s->cache, dpre, dpost, dH, dz, dth);
+        hc_backward_tokens(s, theta, z, cache, reps, dpre, dpost, dH, dz, dth);
         double t2 = thread_cpu_seconds();
         best_f = t1 - t0 < best_f ? t1 - t0 : best_f;
         best_b = t2 - t1 < best_b ? t2 - t1 : best_b;
@@ -449,6 +447,7 @@ static void method_math_ns(const gpt_model *m, double *fwd_ns, double *bwd_ns) {
     free(dz);
     free(cache);
     free(dth);
+    free(io);
 }
 
 static void section_methods(const bench_opts *o, const char *preset, const gemm_limits *g, FILE *csv,

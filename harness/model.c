@@ -607,10 +607,10 @@ static void hc_in_range(const gpt_model *m, int l, real *Wg, size_t t0, size_t t
                 const real rs = h.rstd[t * d.rpt + r];
                 for (int k = 0; k < d.Kr; k++) z[r * d.Kr + k] *= rs;
             }
-            real *pre = h.pre + t * n;
-            hc_forward(&m->spec, p.theta, z, pre, h.post + t * n, h.H + t * n * n, h.cache + t * cs);
-            hc_combine(h.u + t * d.C, pre, h.X + t * d.nC, n, d.C);
         }
+        hc_forward_tokens(&m->spec, p.theta, h.z + c0 * K, (int)(c1 - c0), h.pre + c0 * n, h.post + c0 * n,
+                          h.H + c0 * n * n, h.cache + c0 * cs);
+        for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, h.X + t * d.nC, n, d.C);
     }
 }
 
@@ -758,19 +758,24 @@ static void hc_token_dots(int n, int C, const real *X, const real *dy, const rea
     }
 }
 
-/* One token of the frame's backward: dpost, dH, dpre; the method's backward (dz,
- * dtheta into my_dtheta); dX = H^T dY + pre du - c X (overwritten); dz *= r. */
-static inline void hc_token_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d,
-                                     size_t t, const real *dY, const real *du, real *dX, real *dz, real *my_dtheta) {
+/* The dots of token t's backward (hc_token_dots) into dH, dpost, dpre. */
+static inline void hc_token_grads(const hc_acts *h, const hc_dims *d, size_t t, const real *dY, const real *du,
+                                  real *dH, real *dpost, real *dpre) {
+    hc_token_dots(d->n, d->C, h->X + t * d->nC, dY + t * d->nC, h->f + t * d->C, du ? du + t * d->C : NULL, dH,
+                  dpost, dpre);
+}
+
+/* Token t after the method's backward has written its dz: the norm's own term,
+ * dX = H^T dY + pre du - c X (overwritten), dz *= r. */
+static inline void hc_token_dx(const hc_acts *h, const hc_dims *d, size_t t, const real *dY, const real *du, real *dX,
+                               real *dz) {
     const int n = d->n, C = d->C, K = d->K, rpt = d->rpt, Kr = d->Kr;
-    const real *X = h->X + t * d->nC, *dy = dY + t * d->nC, *f = h->f + t * C;
+    const real *X = h->X + t * d->nC, *dy = dY + t * d->nC;
     const real *dut = du ? du + t * C : NULL;
     const real *H = h->H + t * n * n, *pre = h->pre + t * n, *z = h->z + t * K;
     real *dx = dX + t * d->nC;
     real *dzt = dz + t * K;
-    real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MAX_N * HC_MAX_N], c[HC_MAX_N];
-    hc_token_dots(n, C, X, dy, f, dut, dH, dpost, dpre);
-    hc_backward(&m->spec, p->theta, z, h->cache + t * m->spec.cache, dpre, dpost, dH, dzt, my_dtheta);
+    real c[HC_MAX_N];
     for (int r = 0; r < rpt; r++) { /* the norm's own term, then dz -> r dz */
         const real rs = h->rstd[t * rpt + r];
         real dzz = 0;
@@ -794,6 +799,22 @@ static inline void hc_token_backward(const gpt_model *m, const hc_params *p, con
             for (int i = 0; i < n; i++) v += H[i * n + j] * dy[(size_t)i * C + cc];
             dxj[cc] = v;
         }
+    }
+}
+
+/* Tokens [t0, t1) of the frame's backward, hc_lanes() at a time (one for most methods,
+ * so a token's rows are still in L1 for its dX): the dots, the method's backward (dz,
+ * dtheta into my_dtheta), then each token's dX and dz *= r. */
+static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
+                               size_t t1, const real *dY, const real *du, real *dX, real *dz, real *my_dtheta) {
+    const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
+    real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
+    for (size_t g0 = t0; g0 < t1; g0 += (size_t)lanes) {
+        const int g = t1 - g0 < (size_t)lanes ? (int)(t1 - g0) : lanes;
+        for (int i = 0; i < g; i++) hc_token_grads(h, d, g0 + i, dY, du, dH + i * n * n, dpost + i * n, dpre + i * n);
+        hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
+                           my_dtheta);
+        for (int i = 0; i < g; i++) hc_token_dx(h, d, g0 + i, dY, du, dX, dz);
     }
 }
 
@@ -821,7 +842,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
             const size_t s1 = s0 + mchunk < t1 ? s0 + mchunk : t1;
             for (size_t c0 = s0; c0 < s1; c0 += chunk) {
                 const size_t c1 = c0 + chunk < s1 ? c0 + chunk : s1;
-                for (size_t t = c0; t < c1; t++) hc_token_backward(m, &p, &h, &d, t, dY, du, dX, dz, myth);
+                hc_tokens_backward(m, &p, &h, &d, c0, c1, dY, du, dX, dz, myth);
                 /* dX += (r dz) W' on the chunk (single-threaded BLAS), then df of l - 1 */
                 matmul_backward(dX + c0 * d.nC, NULL, NULL, dz + c0 * d.K, NULL, Wg, (c1 - c0) * d.rpt, (int)d.D,
                                 d.Kr);

@@ -21,6 +21,7 @@
 #ifndef S2HC_HC_MATH_H
 #define S2HC_HC_MATH_H
 #include <math.h>
+#include <stddef.h>
 #include "real.h"
 
 /* Method ids. Stored in files: append only, never renumber. */
@@ -501,46 +502,58 @@ HOSTDEV static inline int hc_mhc_linear(int n, const real *Lg, real *mx) {
     return hi - lo <= (real)HC_MHC_LINEAR_SPREAD;
 }
 
-/* The row and column vectors in force after half-step t (v0 before any step: 0 for
- * potentials, 1 for scalings). */
-HOSTDEV static inline void hc_mhc_potentials(const hc_spec *s, const real *cache, int t, real v0, real *r,
-                                             real *c) {
-    const int n = s->n;
-    for (int i = 0; i < n; i++) { r[i] = v0; c[i] = v0; }
-    for (int u = t - 1; u <= t; u++) {
-        if (u < 0) continue;
-        real *dst = hc_mhc_is_row_step(s, u) ? r : c;
-        for (int i = 0; i < n; i++) dst[i] = cache[u * n + i];
-    }
-}
+/* Lanes: V tokens at once, element e of token v at [e * V + v] (V = 1: one token in its
+ * own layout); the cache at cache[v * vs + e] (each token's own layout, vs = its stride).
+ * A lane does the one-token arithmetic in the same order, so a token gets the same bits
+ * in a lane as alone; the CPU compiles V = HC_LANES into vector code over tokens, which
+ * turns the iteration's chain of dependent divisions into independent lanes. */
+#ifdef __CUDACC__
+#define HC_LANES 1   /* a CUDA thread is one token */
+#else
+#define HC_LANES 16
+#endif
 
-HOSTDEV static inline void hc_mhc_sinkhorn_lin_n(const hc_spec *s, const int n, const real *Lg, real mx, real *H,
-                                                 real *cache) {
+/* The linear form from E = exp(L - max L): H, and the cache of every half-step. */
+HOSTDEV static inline void hc_mhc_scalings_v(const hc_spec *s, const int n, const int V, const real *E, real *H,
+                                             real *cache, size_t vs) {
     const int steps = 2 * s->sinkhorn_iters;
-    real E[HC_MM] = {0}, a[HC_MAX_N] = {0}, b[HC_MAX_N] = {0};
-    for (int i = 0; i < n * n; i++) E[i] = REXP(Lg[i] - mx);
-    for (int i = 0; i < n; i++) { a[i] = 1; b[i] = 1; }
+    real a[HC_MAX_N * HC_LANES] = {0}, b[HC_MAX_N * HC_LANES] = {0}, sum[HC_LANES] = {0};
+    for (int k = 0; k < n * V; k++) { a[k] = 1; b[k] = 1; }
     for (int t = 0; t < steps; t++) {
         const int row = hc_mhc_is_row_step(s, t), last = t == steps - 1;
         real *sc = row ? a : b;
         const real *other = row ? b : a;
         const int si = row ? n : 1, sj = row ? 1 : n;   /* E[i][j] of the step's own view */
         for (int i = 0; i < n; i++) {
-            real sum = 0;
-            for (int j = 0; j < n; j++) sum += E[i * si + j * sj] * other[j];
-            sc[i] = (real)1 / sum;
+            for (int v = 0; v < V; v++) sum[v] = 0;
+            for (int j = 0; j < n; j++) {
+                const real *e = E + (i * si + j * sj) * V, *o = other + j * V;
+                for (int v = 0; v < V; v++) sum[v] += e[v] * o[v];
+            }
+            for (int v = 0; v < V; v++) sc[i * V + v] = (real)1 / sum[v];
             if (last)
-                for (int j = 0; j < n; j++) H[i * si + j * sj] = E[i * si + j * sj] * other[j] / sum;
+                for (int j = 0; j < n; j++) {
+                    const int e = (i * si + j * sj) * V;
+                    for (int v = 0; v < V; v++) H[e + v] = E[e + v] * other[j * V + v] / sum[v];
+                }
         }
-        for (int i = 0; i < n; i++) cache[t * n + i] = sc[i];
+        for (int i = 0; i < n; i++)
+            for (int v = 0; v < V; v++) cache[v * vs + (size_t)(t * n + i)] = sc[i * V + v];
     }
 }
 
-/* n = 4 compiled as its own copy (the default n; 1.77 -> 1.41 us per token). */
+/* E = exp(L - mx) of one token. */
+HOSTDEV static inline void hc_mhc_exp(int n, const real *Lg, real mx, real *E) {
+    for (int i = 0; i < n * n; i++) E[i] = REXP(Lg[i] - mx);
+}
+
+/* One token's linear form. n = 4 compiled as its own copy (the default n). */
 HOSTDEV HC_FLATTEN static inline void hc_mhc_sinkhorn_lin(const hc_spec *s, const real *Lg, real mx, real *H,
                                                           real *cache) {
-    if (s->n == 4) hc_mhc_sinkhorn_lin_n(s, 4, Lg, mx, H, cache);
-    else hc_mhc_sinkhorn_lin_n(s, s->n, Lg, mx, H, cache);
+    real E[HC_MM] = {0};
+    hc_mhc_exp(s->n, Lg, mx, E);
+    if (s->n == 4) hc_mhc_scalings_v(s, 4, 1, E, H, cache, 0);
+    else hc_mhc_scalings_v(s, s->n, 1, E, H, cache, 0);
 }
 
 HOSTDEV static inline void hc_mhc_sinkhorn_log(const hc_spec *s, const real *Lg, real *H, real *cache) {
@@ -582,43 +595,56 @@ HOSTDEV static inline void hc_mhc_forward(const hc_spec *s, const real *theta, c
     else hc_mhc_sinkhorn_log(s, Lg, H, cache);
 }
 
-/* M after half-step t, from the cache. */
-HOSTDEV static inline void hc_mhc_iterate(const hc_spec *s, const int n, const real *Lg, const real *E,
-                                          const real *cache, int t, real *M) {
-    real r[HC_MAX_N] = {0}, c[HC_MAX_N] = {0};
-    if (E) {
-        hc_mhc_potentials(s, cache, t, 1, r, c);
+/* M after half-step t (lanes), from the cache: the linear form's M = diag(a) E diag(b)
+ * from X = E, or the log form's M = exp(L - r - c) from X = L. */
+HOSTDEV static inline void hc_mhc_iterate_v(const hc_spec *s, const int n, const int V, const int lin,
+                                            const real *X, const real *cache, size_t vs, int t, real *M) {
+    real r[HC_MAX_N * HC_LANES] = {0}, c[HC_MAX_N * HC_LANES] = {0};
+    for (int k = 0; k < n * V; k++) { r[k] = lin ? 1 : 0; c[k] = r[k]; }
+    for (int u = t - 1; u <= t; u++) {
+        if (u < 0) continue;
+        real *dst = hc_mhc_is_row_step(s, u) ? r : c;
         for (int i = 0; i < n; i++)
-            for (int j = 0; j < n; j++) M[i * n + j] = r[i] * E[i * n + j] * c[j];
-    } else {
-        hc_mhc_potentials(s, cache, t, 0, r, c);
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < n; j++) M[i * n + j] = REXP(Lg[i * n + j] - r[i] - c[j]);
+            for (int v = 0; v < V; v++) dst[i * V + v] = cache[v * vs + (size_t)(u * n + i)];
     }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            const int e = (i * n + j) * V;
+            if (lin)
+                for (int v = 0; v < V; v++) M[e + v] = r[i * V + v] * X[e + v] * c[j * V + v];
+            else
+                for (int v = 0; v < V; v++) M[e + v] = REXP(X[e + v] - r[i * V + v] - c[j * V + v]);
+        }
 }
 
-HOSTDEV static inline void hc_mhc_backward_n(const hc_spec *s, const int n, const real *theta, const real *z,
-                                             const real *cache, const real *dpre, const real *dpost, const real *dH,
-                                             real *dz, real *dtheta) {
-    const int steps = 2 * s->sinkhorn_iters, g0 = HC_GATE_THETA(n);
-    real Lg[HC_MM] = {0}, G[HC_MM] = {0}, E[HC_MM] = {0}, M[HC_MM] = {0}, mx = 0;
-    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
-    hc_mhc_logits(n, theta, z, Lg);
-    const int lin = hc_mhc_linear(n, Lg, &mx);
-    if (lin)
-        for (int i = 0; i < n * n; i++) E[i] = REXP(Lg[i] - mx);
-    hc_mhc_iterate(s, n, Lg, lin ? E : 0, cache, steps - 1, M);
-    for (int i = 0; i < n * n; i++) G[i] = dH[i] * M[i];   /* through H = exp(log M) */
+/* G = dL from dH (lanes): through H = exp(log M), then the half-steps in reverse. */
+HOSTDEV static inline void hc_mhc_unroll_back_v(const hc_spec *s, const int n, const int V, const int lin,
+                                                const real *X, const real *cache, size_t vs, const real *dH,
+                                                real *G) {
+    const int steps = 2 * s->sinkhorn_iters;
+    real M[HC_MM * HC_LANES] = {0}, sum[HC_LANES] = {0};
+    hc_mhc_iterate_v(s, n, V, lin, X, cache, vs, steps - 1, M);
+    for (int k = 0; k < n * n * V; k++) G[k] = dH[k] * M[k];
     for (int t = steps - 1; t >= 0; t--) {
         const int row = hc_mhc_is_row_step(s, t);
         const int si = row ? n : 1, sj = row ? 1 : n;
-        if (t < steps - 1) hc_mhc_iterate(s, n, Lg, lin ? E : 0, cache, t, M);
+        if (t < steps - 1) hc_mhc_iterate_v(s, n, V, lin, X, cache, vs, t, M);
         for (int i = 0; i < n; i++) {
-            real sum = 0;
-            for (int j = 0; j < n; j++) sum += G[i * si + j * sj];
-            for (int j = 0; j < n; j++) G[i * si + j * sj] -= M[i * si + j * sj] * sum;
+            for (int v = 0; v < V; v++) sum[v] = 0;
+            for (int j = 0; j < n; j++)
+                for (int v = 0; v < V; v++) sum[v] += G[(i * si + j * sj) * V + v];
+            for (int j = 0; j < n; j++) {
+                const int e = (i * si + j * sj) * V;
+                for (int v = 0; v < V; v++) G[e + v] -= M[e + v] * sum[v];
+            }
         }
     }
+}
+
+/* dz_res and dtheta from one token's G = dL. */
+HOSTDEV static inline void hc_mhc_dlogits(int n, const real *theta, const real *z, const real *G, real *dz,
+                                          real *dtheta) {
+    const int g0 = HC_GATE_THETA(n);
     const real a = theta[g0];
     const real *zr = z + HC_GATE_Z(n);
     real *dzr = dz + HC_GATE_Z(n);
@@ -629,12 +655,83 @@ HOSTDEV static inline void hc_mhc_backward_n(const hc_spec *s, const int n, cons
     }
 }
 
+HOSTDEV static inline void hc_mhc_backward_n(const hc_spec *s, const int n, const real *theta, const real *z,
+                                             const real *cache, const real *dpre, const real *dpost, const real *dH,
+                                             real *dz, real *dtheta) {
+    real Lg[HC_MM] = {0}, G[HC_MM] = {0}, E[HC_MM] = {0}, mx = 0;
+    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
+    hc_mhc_logits(n, theta, z, Lg);
+    const int lin = hc_mhc_linear(n, Lg, &mx);
+    if (lin) hc_mhc_exp(n, Lg, mx, E);
+    hc_mhc_unroll_back_v(s, n, 1, lin, lin ? E : Lg, cache, 0, dH, G);
+    hc_mhc_dlogits(n, theta, z, G, dz, dtheta);
+}
+
 HOSTDEV HC_FLATTEN static inline void hc_mhc_backward(const hc_spec *s, const real *theta, const real *z,
                                                       const real *cache, const real *dpre, const real *dpost,
                                                       const real *dH, real *dz, real *dtheta) {
     if (s->n == 4) hc_mhc_backward_n(s, 4, theta, z, cache, dpre, dpost, dH, dz, dtheta);
     else hc_mhc_backward_n(s, s->n, theta, z, cache, dpre, dpost, dH, dz, dtheta);
 }
+
+#if HC_LANES > 1
+/* HC_LANES consecutive tokens in lanes (z, pre, post, H, cache at strides K, n, n*n and
+ * spec->cache), when every one takes the linear form; 0 (nothing written) otherwise. */
+static inline int hc_mhc_forward_lanes_n(const hc_spec *s, const int n, const real *theta, const real *z, real *pre,
+                                         real *post, real *H, real *cache) {
+    const int V = HC_LANES, K = s->K, nn = n * n;
+    real Lg[HC_MM] = {0}, E[HC_MM * HC_LANES] = {0}, Hv[HC_MM * HC_LANES] = {0}, mx = 0;
+    for (int v = 0; v < V; v++) {
+        hc_mhc_logits(n, theta, z + (size_t)v * K, Lg);
+        if (!hc_mhc_linear(n, Lg, &mx)) return 0;
+        for (int e = 0; e < nn; e++) E[e * V + v] = REXP(Lg[e] - mx);
+    }
+    for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + (size_t)v * K, pre + v * n, post + v * n);
+    hc_mhc_scalings_v(s, n, V, E, Hv, cache, (size_t)s->cache);
+    for (int v = 0; v < V; v++)
+        for (int e = 0; e < nn; e++) H[v * nn + e] = Hv[e * V + v];
+    return 1;
+}
+
+/* The backward of the same HC_LANES tokens (dpre, dpost, dH, dz at strides n, n, n*n, K);
+ * dtheta gets each token's terms in token order, as token by token. */
+static inline int hc_mhc_backward_lanes_n(const hc_spec *s, const int n, const real *theta, const real *z,
+                                          const real *cache, const real *dpre, const real *dpost, const real *dH,
+                                          real *dz, real *dtheta) {
+    const int V = HC_LANES, K = s->K, nn = n * n;
+    real Lg[HC_MM] = {0}, E[HC_MM * HC_LANES] = {0}, dHv[HC_MM * HC_LANES] = {0}, G[HC_MM * HC_LANES] = {0},
+         Gt[HC_MM] = {0}, mx = 0;
+    for (int v = 0; v < V; v++) {
+        hc_mhc_logits(n, theta, z + (size_t)v * K, Lg);
+        if (!hc_mhc_linear(n, Lg, &mx)) return 0;
+        for (int e = 0; e < nn; e++) {
+            E[e * V + v] = REXP(Lg[e] - mx);
+            dHv[e * V + v] = dH[v * nn + e];
+        }
+    }
+    hc_mhc_unroll_back_v(s, n, V, 1, E, cache, (size_t)s->cache, dHv, G);
+    for (int v = 0; v < V; v++) {
+        const real *zt = z + (size_t)v * K;
+        hc_gates_backward(n, theta, zt, dpre + v * n, dpost + v * n, dz + (size_t)v * K, dtheta);
+        for (int e = 0; e < nn; e++) Gt[e] = G[e * V + v];
+        hc_mhc_dlogits(n, theta, zt, Gt, dz + (size_t)v * K, dtheta);
+    }
+    return 1;
+}
+
+HC_FLATTEN static inline int hc_mhc_forward_lanes(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                                  real *post, real *H, real *cache) {
+    if (s->n == 4) return hc_mhc_forward_lanes_n(s, 4, theta, z, pre, post, H, cache);
+    return hc_mhc_forward_lanes_n(s, s->n, theta, z, pre, post, H, cache);
+}
+
+HC_FLATTEN static inline int hc_mhc_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                   const real *cache, const real *dpre, const real *dpost,
+                                                   const real *dH, real *dz, real *dtheta) {
+    if (s->n == 4) return hc_mhc_backward_lanes_n(s, 4, theta, z, cache, dpre, dpost, dH, dz, dtheta);
+    return hc_mhc_backward_lanes_n(s, s->n, theta, z, cache, dpre, dpost, dH, dz, dtheta);
+}
+#endif
 
 /* ---- permutation mixtures (mhc_lite, the factors of kromhc) ------------------------
  * F (m x m) = sum_k softmax(alpha z + b)_k P_k over np permutations, P_k[i][perms[k*m+i]]
@@ -1001,5 +1098,54 @@ HOSTDEV static inline void hc_backward(const hc_spec *s, const real *theta, cons
     default: break;
     }
 }
+
+/* ---- many tokens --------------------------------------------------------------------- */
+
+/* Tokens that hc_forward_tokens and hc_backward_tokens take at once: mhc runs its
+ * iteration over HC_LANES tokens in vector lanes; the others token by token. */
+static inline int hc_lanes(const hc_spec *s) { return s->method == HC_MHC ? HC_LANES : 1; }
+
+#ifndef __CUDACC__
+/* hc_forward of `count` consecutive tokens (z, pre, post, H, cache at strides K, n, n*n,
+ * spec->cache), the same bits as token by token. */
+static inline void hc_forward_tokens(const hc_spec *s, const real *theta, const real *z, int count, real *pre,
+                                     real *post, real *H, real *cache) {
+    const int n = s->n, K = s->K, cs = s->cache;
+    int t = 0;
+#if HC_LANES > 1
+    if (s->method == HC_MHC)
+        for (; t + HC_LANES <= count; t += HC_LANES)
+            if (!hc_mhc_forward_lanes(s, theta, z + (size_t)t * K, pre + t * n, post + t * n, H + (size_t)t * n * n,
+                                      cache + (size_t)t * cs))
+                for (int u = t; u < t + HC_LANES; u++)
+                    hc_forward(s, theta, z + (size_t)u * K, pre + u * n, post + u * n, H + (size_t)u * n * n,
+                               cache + (size_t)u * cs);
+#endif
+    for (; t < count; t++)
+        hc_forward(s, theta, z + (size_t)t * K, pre + t * n, post + t * n, H + (size_t)t * n * n,
+                   cache + (size_t)t * cs);
+}
+
+/* hc_backward of `count` consecutive tokens (dpre, dpost, dH, dz at strides n, n, n*n,
+ * K), the same bits as token by token (dtheta included). */
+static inline void hc_backward_tokens(const hc_spec *s, const real *theta, const real *z, const real *cache,
+                                      int count, const real *dpre, const real *dpost, const real *dH, real *dz,
+                                      real *dtheta) {
+    const int n = s->n, K = s->K, cs = s->cache;
+    int t = 0;
+#if HC_LANES > 1
+    if (s->method == HC_MHC)
+        for (; t + HC_LANES <= count; t += HC_LANES)
+            if (!hc_mhc_backward_lanes(s, theta, z + (size_t)t * K, cache + (size_t)t * cs, dpre + t * n,
+                                       dpost + t * n, dH + (size_t)t * n * n, dz + (size_t)t * K, dtheta))
+                for (int u = t; u < t + HC_LANES; u++)
+                    hc_backward(s, theta, z + (size_t)u * K, cache + (size_t)u * cs, dpre + u * n, dpost + u * n,
+                                dH + (size_t)u * n * n, dz + (size_t)u * K, dtheta);
+#endif
+    for (; t < count; t++)
+        hc_backward(s, theta, z + (size_t)t * K, cache + (size_t)t * cs, dpre + t * n, dpost + t * n,
+                    dH + (size_t)t * n * n, dz + (size_t)t * K, dtheta);
+}
+#endif
 
 #endif

@@ -325,6 +325,60 @@ static void test_mhc_sinkhorn(void) {
     }
 }
 
+/* hc_forward_tokens / hc_backward_tokens (what the frame calls: mhc in groups of
+ * HC_LANES tokens in vector lanes) against hc_forward / hc_backward token by token: the
+ * same bits for every method, n and Sinkhorn order, with a tail shorter than a group and
+ * one group holding a token whose logits take the log form (that group falls back). A
+ * lane that read another lane's row or column, or a cache written at the wrong stride,
+ * changes bits here. */
+static void test_many_tokens(void) {
+    enum { NT = 2 * HC_LANES + 7 };
+    rng_t r;
+    rng_seed(&r, 21);
+    int groups = 0;
+    for (int ci = 0; ci < N_CASES; ci++)
+        for (int n = 2; n <= HC_MAX_N; n++) {
+            if (!strcmp(cases[ci].method, "mhc_lite") && n > 5) continue; /* n! logits: slow, same code */
+            inst I;
+            if (inst_make(&I, &cases[ci], n)) { CHECK(0, "setup"); continue; }
+            const hc_spec *s = &I.s;
+            const int K = s->K, cs = s->cache, nn = n * n;
+            inst_randomise(&I, &r, 0.3, 1.0);
+            real *z = malloc_check((size_t)NT * K * sizeof(real)), *dz1 = calloc_check((size_t)NT * K, sizeof(real)),
+                 *dz2 = calloc_check((size_t)NT * K, sizeof(real));
+            real *pre = malloc_check((size_t)NT * n * 2 * sizeof(real)), *post = pre + NT * n;
+            real *pre2 = malloc_check((size_t)NT * n * 2 * sizeof(real)), *post2 = pre2 + NT * n;
+            real *H = malloc_check((size_t)NT * nn * 2 * sizeof(real)), *H2 = H + NT * nn;
+            real *c1 = calloc_check((size_t)NT * cs + 1, sizeof(real)), *c2 = calloc_check((size_t)NT * cs + 1, sizeof(real));
+            real *dp = malloc_check((size_t)NT * (2 * n + nn) * sizeof(real)), *dq = dp + NT * n, *dH = dq + NT * n;
+            real *th1 = calloc_check((size_t)s->n_theta, sizeof(real)), *th2 = calloc_check((size_t)s->n_theta, sizeof(real));
+            for (int i = 0; i < NT * K; i++) z[i] = (real)rng_normal(&r);
+            for (int i = 0; i < NT * (2 * n + nn); i++) dp[i] = (real)rng_normal(&r);
+            if (s->method == HC_MHC) /* token HC_LANES + 3: a logit spread above the linear form's */
+                z[(size_t)(HC_LANES + 3) * K + HC_GATE_Z(n)] = (real)(80 / I.theta[HC_GATE_THETA(n)]);
+            for (int t = 0; t < NT; t++) {
+                hc_forward(s, I.theta, z + t * K, pre + t * n, post + t * n, H + t * nn, c1 + t * cs);
+                hc_backward(s, I.theta, z + t * K, c1 + t * cs, dp + t * n, dq + t * n, dH + t * nn, dz1 + t * K, th1);
+            }
+            hc_forward_tokens(s, I.theta, z, NT, pre2, post2, H2, c2);
+            hc_backward_tokens(s, I.theta, z, c2, NT, dp, dq, dH, dz2, th2);
+            int same = !memcmp(pre, pre2, (size_t)NT * n * 2 * sizeof(real)) &&
+                       !memcmp(H, H2, (size_t)NT * nn * sizeof(real)) && !memcmp(c1, c2, (size_t)NT * cs * sizeof(real)) &&
+                       !memcmp(dz1, dz2, (size_t)NT * K * sizeof(real)) &&
+                       !memcmp(th1, th2, (size_t)s->n_theta * sizeof(real));
+            CHECK(same, "%s n=%d: many tokens differ from token by token", cases[ci].label, n);
+            if (s->method == HC_MHC) {
+                real Lg[HC_MM], mx;
+                hc_mhc_logits(n, I.theta, z + (size_t)(HC_LANES + 3) * K, Lg);
+                CHECK(!hc_mhc_linear(n, Lg, &mx), "%s n=%d: the planted token takes the linear form", cases[ci].label, n);
+                groups += hc_lanes(s) > 1;
+            }
+            free(z); free(dz1); free(dz2); free(pre); free(pre2); free(H); free(c1); free(c2); free(dp); free(th1); free(th2);
+            inst_free(&I);
+        }
+    printf("  many-token forms equal token by token (mhc in %d-token lanes, %d configurations)\n", HC_LANES, groups);
+}
+
 static void test_orthogonal(void) {
     rng_t r;
     rng_seed(&r, 4);
@@ -764,6 +818,7 @@ int main(void) {
     T_RUN(test_birkhoff);
     T_RUN(test_kromhc_kronecker);
     T_RUN(test_mhc_sinkhorn);
+    T_RUN(test_many_tokens);
     T_RUN(test_orthogonal);
     T_RUN(test_expm_cores);
     T_RUN(test_cayley_closed_form);
