@@ -491,6 +491,62 @@ static inline void hc_combine(real *y, const real *w, const real *x0, int m, int
     }
 }
 
+/* M (Kr, D) += A^T X over `rows` rows: A (rows, Kr), X (rows, D); the frame's dW product.
+ * OpenBLAS packs X for every call, and with Kr <= 32 outputs the packing is most of the
+ * time (docs/performance.md, log item 10); here tiles of up to 8 rows of M by two vectors
+ * of columns stay in registers while the rows of X stream through from L2. Each element
+ * sums its rows in order, then adds to M: bit-identical for a given thread count. The
+ * only code built with FMA contraction (as BLAS is): it halves the tile's instructions,
+ * and no test compares these sums bit for bit with a scalar loop. */
+#define HC_MT_K 8
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+static inline __attribute__((always_inline)) void hc_at_x_tile(const int kb, real *M, const real *A, const real *X,
+                                                             size_t rows, int Kr, size_t D, size_t j, int nv) {
+    hc_vec acc[HC_MT_K][2];
+#pragma GCC unroll 8
+    for (int k = 0; k < HC_MT_K; k++) acc[k][0] = acc[k][1] = (hc_vec){0};
+    for (size_t t = 0; t < rows; t++) {
+        const real *x = X + t * D + j, *a = A + t * (size_t)Kr;
+        const hc_vec x0 = hc_load(x), x1 = nv == 2 ? hc_load(x + HC_VL) : x0;
+#pragma GCC unroll 8
+        for (int k = 0; k < kb; k++) {
+            acc[k][0] += a[k] * x0;
+            if (nv == 2) acc[k][1] += a[k] * x1;
+        }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < kb; k++)
+        for (int v = 0; v < nv; v++) {
+            real *m = M + (size_t)k * D + j + (size_t)v * HC_VL;
+            hc_store(m, hc_load(m) + acc[k][v]);
+        }
+}
+
+static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D) {
+    for (int k0 = 0; k0 < Kr; k0 += HC_MT_K) {
+        const int kb = Kr - k0 < HC_MT_K ? Kr - k0 : HC_MT_K;
+        real *Mk = M + (size_t)k0 * D;
+        const real *Ak = A + k0;
+        size_t j = 0;
+        for (; j + 2 * HC_VL <= D; j += 2 * HC_VL) switch (kb) {
+#define HC_AT_X_CASE(c) \
+            case c: hc_at_x_tile(c, Mk, Ak, X, rows, Kr, D, j, 2); break;
+            HC_AT_X_CASE(1) HC_AT_X_CASE(2) HC_AT_X_CASE(3) HC_AT_X_CASE(4)
+            HC_AT_X_CASE(5) HC_AT_X_CASE(6) HC_AT_X_CASE(7) HC_AT_X_CASE(8)
+#undef HC_AT_X_CASE
+            }
+        for (; j + HC_VL <= D; j += HC_VL) hc_at_x_tile(kb, Mk, Ak, X, rows, Kr, D, j, 1);
+        for (; j < D; j++) /* columns past the last vector */
+            for (int k = 0; k < kb; k++) {
+                real s = 0;
+                for (size_t t = 0; t < rows; t++) s += Ak[t * (size_t)Kr + k] * X[t * D + j];
+                Mk[(size_t)k * D + j] += s;
+            }
+    }
+}
+#pragma GCC pop_options
+
 /* Norm rows of the streams: the flat norm has one row of n*C values per token; the
  * per-stream norm one row of C values per (token, stream). */
 static inline int hc_rows_per_token(const gpt_model *m) { return m->spec.norm == HC_NORM_FLAT ? 1 : m->n; }
@@ -851,8 +907,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                         hc_combine(df_prev + t * d.C, post_prev + t * d.n, dX + t * d.nC, d.n, d.C);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
-            matmul_backward(NULL, myM, NULL, dz + s0 * d.K, h.X + s0 * d.nC, NULL, (s1 - s0) * d.rpt, (int)d.D,
-                            d.Kr);
+            hc_at_x(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D);
         }
         if (df_prev) zero_sublayer_scratch(m, gl, l - 1, N, t0, t1); /* du rows read above: mine */
 #pragma omp barrier

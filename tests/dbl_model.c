@@ -61,6 +61,7 @@ static double gradcheck(const char *method, int n, const char *opt_key, const ch
     tiny_config(&c, method, n);
     if (opt_key && !strcmp(opt_key, "core")) snprintf(c.core, sizeof c.core, "%s", opt_val);
     if (opt_key && !strcmp(opt_key, "init")) snprintf(c.init, sizeof c.init, "%s", opt_val);
+    if (opt_key && !strcmp(opt_key, "n_embd")) c.n_embd = atoi(opt_val);
     if (opt_key && !strcmp(opt_key, "sinkhorn_order")) snprintf(c.sinkhorn_order, sizeof c.sinkhorn_order, "%s", opt_val);
     gpt_model m;
     char err[256];
@@ -144,6 +145,10 @@ static void test_method_options(void) {
         gradcheck("s2hc", 5, NULL, NULL); /* LU path for the 4x4 cores */
     }
     if (hc_variant_find("mhc")) gradcheck("mhc", 4, "sinkhorn_order", "col_row");
+    /* n C = 18 and 30 channels: not a multiple of the vector width, so the frame's
+     * loops run their scalar tails */
+    gradcheck("identity", 3, "n_embd", "6");
+    if (hc_variant_find("s2hc")) gradcheck("s2hc", 5, "n_embd", "6");
 }
 
 /* The checker itself must be able to fail: corrupt one analytic gradient entry of a real
