@@ -4,7 +4,7 @@
  * global grad norm (NaN/inf -> the run is marked diverged, the last good checkpoint
  * kept); clip; AdamW at the scheduled lr; one row of /train in the run log.
  * Every eval_every steps: validation loss. Every ckpt_every steps and at the end:
- * ckpt.h5 and run.h5, both written atomically. SIGINT/SIGTERM: finish the step, save,
+ * run.h5, then ckpt.h5, each written atomically. SIGINT/SIGTERM: finish the step, save,
  * exit 130, so `--resume` continues exactly.
  */
 #include <errno.h>
@@ -459,8 +459,11 @@ int train_main(int argc, char **argv) {
             if (!quiet) printf("%sstep %d: val loss %.4f\n", tty ? "\n" : "", step + 1, vl);
         }
         if (do_ckpt) {
-            if (save_state(ckpt_path, &model, &opt, step + 1, rng.s, loader.rng, yaml) != 0 ||
-                h5log_save(&log, run_path) != 0) {
+            /* run.h5 first: killed between the two saves, --resume drops the rows logged
+               after the checkpoint it finds; the other order loses the rows since the
+               last save (tests/cli/kill_cli.sh) */
+            if (h5log_save(&log, run_path) != 0 ||
+                save_state(ckpt_path, &model, &opt, step + 1, rng.s, loader.rng, yaml) != 0) {
                 status = RUN_FAILED;
                 break;
             }
@@ -483,12 +486,18 @@ int train_main(int argc, char **argv) {
             if (probe_final(&model, &val, cfg.final_samples, &log, cfg.steps) == 0 && !quiet)
                 printf("final probe done in %.1fs\n", now_seconds() - tp);
         }
-        char fin[32];
-        iso_now(fin, sizeof fin);
-        h5log_attr_str(&log, "/", "status", "finished");
-        h5log_attr_str(&log, "/", "finished", fin);
-        h5log_attr_num(&log, "/", "wall_seconds", now_seconds() - t_start);
-        if (save_state(ckpt_path, &model, &opt, cfg.steps, rng.s, loader.rng, yaml) != 0) status = RUN_FAILED;
+        /* every row on disk before the last checkpoint, "finished" only after it: killed
+           in between, --resume redoes the final eval and probe and loses no row */
+        if (h5log_save(&log, run_path) != 0 ||
+            save_state(ckpt_path, &model, &opt, cfg.steps, rng.s, loader.rng, yaml) != 0) {
+            status = RUN_FAILED;
+        } else {
+            char fin[32];
+            iso_now(fin, sizeof fin);
+            h5log_attr_str(&log, "/", "status", "finished");
+            h5log_attr_str(&log, "/", "finished", fin);
+            h5log_attr_num(&log, "/", "wall_seconds", now_seconds() - t_start);
+        }
     }
     if (h5log_save(&log, run_path) != 0) status = RUN_FAILED;
     if (status == RUN_OK && !quiet)
