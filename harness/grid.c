@@ -1785,13 +1785,17 @@ static void surface_errors(grid_runner *r, const char *log, long off) {
     if (end - off > 65536) off = end - 65536;
     fseek(f, off, SEEK_SET);
     char line[1024], last[3][1024] = {"", "", ""};
-    int shown = 0, nl = 0;
+    int shown = 0, nl = 0, prev = 0;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\r\n")] = '\0';
         if (!line[0]) continue;
         copy_str(last[nl % 3], sizeof last[0], line);
         nl++;
-        if ((strstr(line, "error") || strstr(line, "diverged") || line[0] == ' ') && shown < 4) {
+        /* an error line and the indented lines that continue it (not the indented lines
+           of the resolved config that train prints first) */
+        int is_err = strstr(line, "error") || strstr(line, "diverged");
+        prev = (is_err || (prev && line[0] == ' ')) && shown < 4;
+        if (prev) {
             if (r->tty) printf("\r\033[K");
             printf("           | %s\n", line);
             shown++;

@@ -2,8 +2,8 @@
 # grid_cli.sh: `s2hc grid` end to end on a small corpus the test makes: --list, --dry-run,
 # a bad key, a real 3-point grid with -j 2, resume after the runner is killed mid-grid
 # (no point lost, none repeated, finished runs untouched), two runners at once (locks),
-# a failing point, a changed config refused and --force, --job, and the Slurm scripts
-# (submit.sh checked against a stand-in sbatch).
+# a failing point, a diverged point, a changed config refused and --force, --job, and the
+# Slurm scripts (submit.sh checked against a stand-in sbatch).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 
@@ -156,6 +156,19 @@ expect_out "2/3 finished, 1 failed" "the other points finished"
 [ "$(csv_col "$F/index.csv" state synth2)" = finished ] && ok "a point after the failure finished" || fail "synth2 not finished"
 expect_status 1 "a rerun retries the failed point only" -- "$S2HC" grid "$TMP/failing.yaml" --out "$F"
 expect_out "1 to run, 2 finished" "only the failed point reruns"
+
+# ---- a diverged point: recorded, counted, its own message shown (not the config that
+# train prints first), skipped by the next runner (S2HC_FAULT_NAN_AT_STEP: train's hook)
+V=$TMP/diverge
+expect_status 1 "a diverged point: exit code 1" -- env S2HC_FAULT_NAN_AT_STEP=5 "$S2HC" grid $G "${D[@]}" --out "$V" --job 1
+expect_out "DIVERGED #1 s2hc-n4-s1337 at step 5" "the divergence is reported"
+expect_out "\| s2hc: step 5: the loss is NaN: the run diverged" "the run's own message is shown"
+grep -Eq "^ +\|   [a-z_0-9]+: [^ ]+$" "$TMP/out" && fail "config lines shown as the error: $(grep -E '^ +\|' "$TMP/out" | head -n 3)" \
+  || ok "no config lines shown as the error"
+[ "$(csv_col "$V/index.csv" state s2hc-n4-s1337)" = diverged ] && [ "$(csv_col "$V/index.csv" exit_code s2hc-n4-s1337)" = 3 ] \
+  && ok "index.csv: diverged, exit code 3" || fail "index.csv: $(grep s2hc-n4 "$V/index.csv")"
+expect_status 1 "the next runner skips the diverged point and counts it" -- "$S2HC" grid $G "${D[@]}" --out "$V" -j 2
+expect_out "2/3 finished, 0 failed, 1 diverged" "the others finish, the diverged one stays"
 
 # ---- Slurm scripts, and submit.sh against a stand-in sbatch
 S=$TMP/slurm
