@@ -35,7 +35,7 @@
 #define SHARD_VERSION 1u
 #define SHARD_HEADER_BYTES 32
 /* Bump whenever a cleanup rule or the split changes: cached corpora are then rebuilt. */
-#define DATA_CLEANUP_VERSION "s2hc-data-1"
+#define DATA_CLEANUP_VERSION "s2hc-data-2"
 #define DATA_VAL_PERMILLE 10           /* last 1 % of each source goes to val.bin */
 #define DATA_MAX_JOBS 8                /* converter worker processes at most */
 #define GCIDE_SPAN_MAX 100             /* longest \hyph*en*a*tion\ span removed */
@@ -513,12 +513,26 @@ static int starts_with(const char *s, size_t n, const char *prefix) {
     return n >= k && memcmp(s, prefix, k) == 0;
 }
 
+/* An info index entry's location wrapped onto a line of its own: blanks, "(line",
+ * blanks, digits, ")". */
+static int info_line_ref(const char *l, size_t len) {
+    size_t k = 0;
+    while (k < len && l[k] == ' ') k++;
+    if (k == 0 || !starts_with(l + k, len - k, "(line")) return 0;
+    k += 5;
+    while (k < len && l[k] == ' ') k++;
+    size_t d = k;
+    while (k < len && l[k] >= '0' && l[k] <= '9') k++;
+    return k > d && k + 1 == len && l[k] == ')';
+}
+
 size_t data_info_clean(const char *in, size_t n, char *out) {
     /* GNU info: keep only nodes (text after a \x1f line whose next line starts with
      * "File: "), drop that header line, drop menu and index lines ("* ...:" at column
-     * 0), and turn "*note TEXT: LABEL." into "TEXT" ("," after LABEL is kept). */
+     * 0) with the "(line N)" that a long index entry wraps onto the next line, and turn
+     * "*note TEXT: LABEL." into "TEXT" ("," after LABEL is kept). */
     size_t o = 0, i = 0;
-    int in_node = 0;
+    int in_node = 0, after_entry = 0;
     while (i < n) {
         size_t e = i;
         while (e < n && in[e] != '\n') e++;
@@ -534,9 +548,16 @@ size_t data_info_clean(const char *in, size_t n, char *out) {
             continue;
         }
         if (!in_node || (len >= 2 && l[0] == '*' && l[1] == ' ' && memchr(l, ':', len))) {
+            after_entry = in_node;
             i = next;
             continue;
         }
+        if (after_entry && info_line_ref(l, len)) { /* a wrapped index entry's "(line N)" */
+            after_entry = 0;
+            i = next;
+            continue;
+        }
+        after_entry = 0;
         /* copy the line, rewriting cross-references (which may continue on the next lines) */
         size_t j = i;
         while (j < e) {

@@ -300,9 +300,15 @@ static void test_info_clean(void) {
                "\x1f\nFile: x.info,  Node: A,  Prev: Top\n\n"
                "Use *note yield: 656. to return, see *note next(): 416, or *note\nfoo():\n1a2. and *note Intro::.\n"
                "   * an indented bullet: stays\n"
+               "\x1f\nFile: x.info,  Node: Index,  Prev: A\n\nIndex\n*****\n\n* Menu:\n\n"
+               "* abs(): A.    (line 7)\n"
+               "* a long entry, wrapped: A.\n                                        (line  12)\n"
+               "      (line 3)\n"
+               "(line 4)\n"
                "\x1f\nTag Table:\nNode: Top\x7f" "100\n\x1f\nEnd Tag Table\n",
                "\nTitle\n*****\n\n\n\n\nUse yield to return, see next(), or \nfoo() and Intro.\n"
-               "   * an indented bullet: stays\n");
+               "   * an indented bullet: stays\n"
+               "\nIndex\n*****\n\n\n      (line 3)\n(line 4)\n");
 }
 
 static void test_small_rules(void) {
