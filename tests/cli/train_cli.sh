@@ -58,4 +58,21 @@ expect_status 0 "version -v with the user's settings" -- env OMP_WAIT_POLICY=act
 expect_out "OMP_WAIT_POLICY +active" "the user's OMP_WAIT_POLICY is kept"
 expect_out "OPENBLAS_CORETYPE +Haswell" "the user's OPENBLAS_CORETYPE is kept"
 expect_status 2 "version with a bad flag" -- "$S2HC" version --bogus
+# kromhc says in its run file how n factorises; a prime n is one factor (= mhc_lite)
+for nk in 8:2x2x2 5:5; do
+  n=${nk%%:*}; f=${nk#*:}
+  expect_status 0 "kromhc n=$n trains" -- "$S2HC" train "$TMP/t.yaml" --set residual.method=kromhc \
+    --set residual.n_streams=$n --set train.steps=2 --set train.warmup=1 --set run.name=krom$n
+  expect_out "kromhc: factors $f" "kromhc n=$n prints its factors"
+  [ "$n" = 5 ] && expect_out "n is prime: a single factor" "a prime n is said to be a single factor"
+  if command -v h5dump >/dev/null; then
+    expect_status 0 "h5dump reads kromhc_factors (n=$n)" -- h5dump -a /kromhc_factors "$TMP/runs/krom$n/run.h5"
+    expect_out "\"$f\"" "run file records kromhc factors $f"
+  fi
+done
+if command -v h5dump >/dev/null; then
+  expect_status 0 "h5dump reads kromhc_note (n=5)" -- h5dump -a /kromhc_note "$TMP/runs/krom5/run.h5"
+  expect_out "exactly mhc_lite" "the run file says prime-n kromhc is mhc_lite"
+  expect_status 1 "no kromhc_note for n=8" -- h5dump -a /kromhc_note "$TMP/runs/krom8/run.h5"
+fi
 finish train_cli
