@@ -296,6 +296,14 @@ int train_main(int argc, char **argv) {
         rng.s = meta.rng;
         loader.rng = meta.loader_rng;
         opt.t = start;
+        const char *was = h5log_get_attr_str(&log, "/", "status");
+        if (start >= cfg.steps && was && !strcmp(was, "finished")) {
+            /* nothing left to train; evaluating again would only append a duplicate eval
+               row and overwrite the finished run's wall time (`s2hc eval` re-evaluates) */
+            if (!quiet) printf("%s already finished at step %d (train.steps = %d); nothing to do\n", dir, start, cfg.steps);
+            status = RUN_OK;
+            goto out;
+        }
         h5log_truncate_group(&log, "/train", "/train/step", start);
         h5log_truncate_group(&log, "/eval", "/eval/step", start);
         h5log_truncate_group(&log, "/probe", "/probe/step", start);

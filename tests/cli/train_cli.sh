@@ -31,7 +31,13 @@ if command -v h5dump >/dev/null; then
 fi
 expect_status 2 "a second train of the same run is refused" -- "$S2HC" train "$TMP/t.yaml"
 expect_out "--resume" "the refusal says how to continue"
+rows_before=$(h5dump -d /eval/step "$TMP/runs/tour/run.h5" 2>/dev/null | grep -m1 DATASPACE)
 expect_status 0 "--resume of a finished run" -- "$S2HC" train "$TMP/t.yaml" --resume
+expect_out "already finished at step 30" "a finished run says there is nothing to do"
+grep -q "nan" "$TMP/out" && fail "resume of a finished run prints nan" || ok "no nan on resume of a finished run"
+rows_after=$(h5dump -d /eval/step "$TMP/runs/tour/run.h5" 2>/dev/null | grep -m1 DATASPACE)
+[ "$rows_before" = "$rows_after" ] && ok "resume of a finished run adds no eval row" \
+  || fail "eval rows changed on resume of a finished run: $rows_before -> $rows_after"
 expect_status 0 "train with --set" -- "$S2HC" train "$TMP/t.yaml" --set model.n_layer=1 --set train.steps=5 --set run.name=small
 expect_out "n_layer: 1" "--set changes the resolved config"
 expect_status 0 "eval a run" -- "$S2HC" eval "$TMP/runs/tour"
