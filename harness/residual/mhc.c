@@ -1,9 +1,10 @@
 /* mhc: manifold-constrained HC (DeepSeek, arXiv 2512.24880). H_res = Sinkhorn-Knopp of
- * exp(alpha_res mat(z_res) + b_res) in the log domain, `sinkhorn_iters` iterations of
- * row then column normalisation (row_col: column sums exact, the authors' code) or the
- * reverse (col_row: row sums exact, the mHC paper's equation). Init: b_res 0 on the
- * diagonal, -8 off it. The log-domain iteration, its cache and its backward are
- * described in kernels/hc_math.h (mhc section). */
+ * exp(alpha_res mat(z_res) + b_res), `sinkhorn_iters` iterations of row then column
+ * normalisation (row_col: column sums exact, the authors' code) or the reverse (col_row:
+ * row sums exact, the mHC paper's equation), in linear scalings when the logits' spread
+ * allows and in the log domain above it. Init: b_res 0 on the diagonal, -8 off it. The
+ * two forms, their cache and the backward are described in kernels/hc_math.h (mhc
+ * section) and docs/methods.md. */
 #include <stdio.h>
 #include "residual.h"
 
@@ -52,7 +53,7 @@ static double mhc_aux(int n, double C) {
 const hc_variant hc_variant_mhc = {
     .name = "mhc",
     .id = HC_MHC,
-    .summary = "mHC (DeepSeek): log-domain Sinkhorn-Knopp, 20 iterations, approximately doubly stochastic",
+    .summary = "mHC (DeepSeek): Sinkhorn-Knopp (linear scalings; log domain for wide logits), 20 iterations, approximately doubly stochastic",
     .setup = mhc_setup,
     .teardown = NULL,
     .tensors = mhc_tensors,
