@@ -22,6 +22,7 @@
 #define S2HC_HC_MATH_H
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 #include "real.h"
 
 /* Method ids. Stored in files: append only, never renumber. */
@@ -72,35 +73,133 @@ typedef struct {
                                    by the variant (setup allocates, teardown frees). */
 } hc_spec;
 
-HOSTDEV static inline real hc_sigmoid(real x) {
-    return (real)1 / ((real)1 + REXP(-x));
+/* ---- exp and tanh of many values ---------------------------------------------------
+ * hc_exp_many, hc_tanh_many: y[i] = exp(x[i]), tanh(x[i]) for i < k (in place allowed).
+ * libm computes one value at a time (tanhf ~14 ns, expf ~5 ns here, and hc spends 48
+ * tanh per token); the CPU float build computes 16 at once in GCC vector code when
+ * there are enough values: one vector is a ~110-cycle dependency chain where libm's
+ * independent calls overlap, so libm stays below 32 exps or 8 tanhs (measured);
+ * hc_exp_many_vec always takes the vector code (the same bits for any k):
+ *   exp: x = n ln2 + r (n rounded to nearest, ln2 split in two for an exact n ln2),
+ *        exp(r) by Cephes' degree-6 polynomial, 2^n put into the exponent bits; x below
+ *        -87.3 gives 0, above 88.3 saturates at exp(88.3); NaN stays NaN.
+ *   tanh: |x| < 0.625 by Cephes' odd polynomial (no cancellation near 0), else
+ *        sign(x) (1 - 2 / (exp(2|x|) + 1)).
+ * Both within 2 ulp of the correctly rounded value (tests/test_variants.c checks a sweep).
+ * The double build (gradient checks) and CUDA use libm. */
+#if !defined(__CUDACC__) && !REAL_IS_DOUBLE
+typedef float hc_f16 __attribute__((vector_size(64)));
+typedef int hc_i16 __attribute__((vector_size(64)));
+#define HC_F16(c) ((hc_f16){c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c})
+
+static inline hc_f16 hc_sel16(hc_i16 m, hc_f16 a, hc_f16 b) { return (hc_f16)(((hc_i16)a & m) | ((hc_i16)b & ~m)); }
+
+static inline hc_f16 hc_exp16(hc_f16 x0) {
+    const hc_f16 lo = HC_F16(-87.3f), hi = HC_F16(88.3f), shift = HC_F16(12582912.0f); /* 1.5 * 2^23 */
+    hc_f16 x = hc_sel16(x0 < lo, lo, x0);
+    x = hc_sel16(x > hi, hi, x);
+    hc_f16 n = x * HC_F16(1.44269504088896341f) + shift;
+    n = n - shift; /* rounded to the nearest integer */
+    hc_f16 r = x - n * HC_F16(0.693359375f);
+    r = r - n * HC_F16(-2.12194440e-4f);
+    hc_f16 p = HC_F16(1.9875691500e-4f);
+    p = p * r + HC_F16(1.3981999507e-3f);
+    p = p * r + HC_F16(8.3334519073e-3f);
+    p = p * r + HC_F16(4.1665795894e-2f);
+    p = p * r + HC_F16(1.6666665459e-1f);
+    p = p * r + HC_F16(5.0000001201e-1f);
+    p = p * r * r + r + HC_F16(1.0f);
+    const hc_i16 e = (__builtin_convertvector(n, hc_i16) + 127) << 23;
+    return hc_sel16(x0 < lo, HC_F16(0.0f), p * (hc_f16)e);
 }
+
+static inline hc_f16 hc_tanh16(hc_f16 x) {
+    const hc_i16 sign = (hc_i16)x & (hc_i16)HC_F16(-0.0f);
+    const hc_f16 a = (hc_f16)((hc_i16)x & ~(hc_i16)HC_F16(-0.0f)), z = x * x;
+    hc_f16 p = HC_F16(-5.70498872745e-3f);
+    p = p * z + HC_F16(2.06390887954e-2f);
+    p = p * z - HC_F16(5.37397155531e-2f);
+    p = p * z + HC_F16(1.33314422036e-1f);
+    p = p * z - HC_F16(3.33332819422e-1f);
+    const hc_f16 small = p * z * x + x;
+    const hc_f16 big = HC_F16(1.0f) - HC_F16(2.0f) / (hc_exp16(a + a) + HC_F16(1.0f));
+    return hc_sel16(a < HC_F16(0.625f), small, (hc_f16)((hc_i16)big | sign));
+}
+
+/* f over k values, 16 at a time (the last block padded with zeros). */
+#define HC_MANY(name, f16, f1, kmin)                                        \
+    static inline void name(int k, const real *x, real *y) {                \
+        if (k < kmin) {                                                     \
+            for (int i = 0; i < k; i++) y[i] = f1(x[i]);                    \
+            return;                                                         \
+        }                                                                   \
+        int b = 0;                                                          \
+        for (; b + 16 <= k; b += 16) {                                      \
+            hc_f16 v;                                                       \
+            memcpy(&v, x + b, sizeof v);                                    \
+            v = f16(v);                                                     \
+            memcpy(y + b, &v, sizeof v);                                    \
+        }                                                                   \
+        if (b < k) { /* the last values, padded with zeros */               \
+            real t[16] = {0};                                               \
+            memcpy(t, x + b, (size_t)(k - b) * sizeof(real));               \
+            hc_f16 v;                                                       \
+            memcpy(&v, t, sizeof v);                                        \
+            v = f16(v);                                                     \
+            memcpy(t, &v, sizeof v);                                        \
+            memcpy(y + b, t, (size_t)(k - b) * sizeof(real));               \
+        }                                                                   \
+    }
+HC_MANY(hc_exp_many, hc_exp16, REXP, 32)
+HC_MANY(hc_exp_many_vec, hc_exp16, REXP, 0)
+HC_MANY(hc_tanh_many, hc_tanh16, RTANH, 8)
+#undef HC_MANY
+#else
+HOSTDEV static inline void hc_exp_many(int k, const real *x, real *y) {
+    for (int i = 0; i < k; i++) y[i] = REXP(x[i]);
+}
+HOSTDEV static inline void hc_exp_many_vec(int k, const real *x, real *y) { hc_exp_many(k, x, y); }
+HOSTDEV static inline void hc_tanh_many(int k, const real *x, real *y) {
+    for (int i = 0; i < k; i++) y[i] = RTANH(x[i]);
+}
+#endif
 
 /* ---- the shared mHC-style gates --------------------------------------------------- */
 
 #define HC_GATE_THETA(n) (2 + 2 * (n))
 #define HC_GATE_Z(n) (2 * (n))
 
-HOSTDEV static inline void hc_gates_forward(int n, const real *theta, const real *z, real *pre, real *post) {
+/* e[i] = exp(-logit) of the 2n gates: pre's n, then post's n. */
+HOSTDEV static inline void hc_gates_exp(int n, const real *theta, const real *z, real *e) {
     const real ap = theta[0], aq = theta[1];
     const real *bp = theta + 2, *bq = theta + 2 + n;
+    for (int i = 0; i < n; i++) { /* 2n <= 16 values: libm (see hc_exp_many) */
+        e[i] = REXP(-(ap * z[i] + bp[i]));
+        e[n + i] = REXP(-(aq * z[n + i] + bq[i]));
+    }
+}
+
+HOSTDEV static inline void hc_gates_forward(int n, const real *theta, const real *z, real *pre, real *post) {
+    real e[2 * HC_MAX_N] = {0};
+    hc_gates_exp(n, theta, z, e);
     for (int i = 0; i < n; i++) {
-        pre[i] = hc_sigmoid(ap * z[i] + bp[i]);
-        post[i] = (real)2 * hc_sigmoid(aq * z[n + i] + bq[i]);
+        pre[i] = (real)1 / ((real)1 + e[i]);
+        post[i] = (real)2 * ((real)1 / ((real)1 + e[n + i]));
     }
 }
 
 HOSTDEV static inline void hc_gates_backward(int n, const real *theta, const real *z, const real *dpre,
                                              const real *dpost, real *dz, real *dtheta) {
     const real ap = theta[0], aq = theta[1];
-    const real *bp = theta + 2, *bq = theta + 2 + n;
+    real e[2 * HC_MAX_N] = {0};
+    hc_gates_exp(n, theta, z, e);
     for (int i = 0; i < n; i++) {
-        real s = hc_sigmoid(ap * z[i] + bp[i]);
+        real s = (real)1 / ((real)1 + e[i]);
         real g = dpre[i] * s * ((real)1 - s);          /* d/d(logit) */
         dz[i] = g * ap;
         dtheta[0] += g * z[i];
         dtheta[2 + i] += g;
-        real t = hc_sigmoid(aq * z[n + i] + bq[i]);
+        real t = (real)1 / ((real)1 + e[n + i]);
         real h = dpost[i] * (real)2 * t * ((real)1 - t);
         dz[n + i] = h * aq;
         dtheta[1] += h * z[n + i];
@@ -368,7 +467,8 @@ HOSTDEV static inline void hc_rot_forward(int d, int expm, real gamma, real tau,
     real A[HC_MM] = {0};
     const int k = d * (d - 1) / 2;
     real *tc = rc + d * d;
-    for (int p = 0; p < k; p++) tc[p] = RTANH(tau * z[p] + b[p]);
+    for (int p = 0; p < k; p++) tc[p] = tau * z[p] + b[p];
+    hc_tanh_many(k, tc, tc);
     hc_rot_skew(d, gamma, tc, A);
     if (expm) hc_expm_dual(d, A, 0, Q, 0);
     else hc_cayley(d, A, Q);
@@ -421,11 +521,13 @@ HOSTDEV static inline void hc_hc_forward(const hc_spec *s, const real *theta, co
     const int n = s->n, m = n + 2;
     const real sa = theta[0], sb = theta[1];
     const real *ps = theta + 2, *qs = theta + 2 + n, *rs = theta + 2 + 2 * n;
+    real tz[HC_MAX_N * (HC_MAX_N + 2)];
+    hc_tanh_many(n * m, z, tz);
     for (int i = 0; i < n; i++) {
-        const real *zi = z + i * m;
-        pre[i] = sa * RTANH(zi[0]) + ps[i];
-        post[i] = sb * RTANH(zi[1]) + qs[i];
-        for (int j = 0; j < n; j++) H[j * n + i] = sa * RTANH(zi[2 + j]) + rs[j * n + i];
+        const real *ti = tz + i * m;
+        pre[i] = sa * ti[0] + ps[i];
+        post[i] = sb * ti[1] + qs[i];
+        for (int j = 0; j < n; j++) H[j * n + i] = sa * ti[2 + j] + rs[j * n + i];
     }
 }
 
@@ -434,20 +536,22 @@ HOSTDEV static inline void hc_hc_backward(const hc_spec *s, const real *theta, c
     const int n = s->n, m = n + 2;
     const real sa = theta[0], sb = theta[1];
     real *dps = dtheta + 2, *dqs = dtheta + 2 + n, *drs = dtheta + 2 + 2 * n;
+    real tz[HC_MAX_N * (HC_MAX_N + 2)];
+    hc_tanh_many(n * m, z, tz);
     for (int i = 0; i < n; i++) {
-        const real *zi = z + i * m;
+        const real *zi = tz + i * m;
         real *dzi = dz + i * m;
-        real t = RTANH(zi[0]);
+        real t = zi[0];
         dtheta[0] += dpre[i] * t;
         dzi[0] = dpre[i] * sa * ((real)1 - t * t);
         dps[i] += dpre[i];
-        t = RTANH(zi[1]);
+        t = zi[1];
         dtheta[1] += dpost[i] * t;
         dzi[1] = dpost[i] * sb * ((real)1 - t * t);
         dqs[i] += dpost[i];
         for (int j = 0; j < n; j++) {
             real g = dH[j * n + i];
-            t = RTANH(zi[2 + j]);
+            t = zi[2 + j];
             dtheta[0] += g * t;
             dzi[2 + j] = g * sa * ((real)1 - t * t);
             drs[j * n + i] += g;
@@ -544,7 +648,8 @@ HOSTDEV static inline void hc_mhc_scalings_v(const hc_spec *s, const int n, cons
 
 /* E = exp(L - mx) of one token. */
 HOSTDEV static inline void hc_mhc_exp(int n, const real *Lg, real mx, real *E) {
-    for (int i = 0; i < n * n; i++) E[i] = REXP(Lg[i] - mx);
+    for (int i = 0; i < n * n; i++) E[i] = Lg[i] - mx;
+    hc_exp_many_vec(n * n, E, E); /* the lanes' exp, whatever n: a token's bits never depend on its path */
 }
 
 /* One token's linear form. n = 4 compiled as its own copy (the default n). */
@@ -684,8 +789,9 @@ static inline int hc_mhc_forward_lanes_n(const hc_spec *s, const int n, const re
     for (int v = 0; v < V; v++) {
         hc_mhc_logits(n, theta, z + (size_t)v * K, Lg);
         if (!hc_mhc_linear(n, Lg, &mx)) return 0;
-        for (int e = 0; e < nn; e++) E[e * V + v] = REXP(Lg[e] - mx);
+        for (int e = 0; e < nn; e++) E[e * V + v] = Lg[e] - mx;
     }
+    hc_exp_many_vec(nn * V, E, E);
     for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + (size_t)v * K, pre + v * n, post + v * n);
     hc_mhc_scalings_v(s, n, V, E, Hv, cache, (size_t)s->cache);
     for (int v = 0; v < V; v++)
@@ -705,10 +811,11 @@ static inline int hc_mhc_backward_lanes_n(const hc_spec *s, const int n, const r
         hc_mhc_logits(n, theta, z + (size_t)v * K, Lg);
         if (!hc_mhc_linear(n, Lg, &mx)) return 0;
         for (int e = 0; e < nn; e++) {
-            E[e * V + v] = REXP(Lg[e] - mx);
+            E[e * V + v] = Lg[e] - mx;
             dHv[e * V + v] = dH[v * nn + e];
         }
     }
+    hc_exp_many_vec(nn * V, E, E);
     hc_mhc_unroll_back_v(s, n, V, 1, E, cache, (size_t)s->cache, dHv, G);
     for (int v = 0; v < V; v++) {
         const real *zt = z + (size_t)v * K;
@@ -756,11 +863,17 @@ HOSTDEV static inline void hc_perm_mix_forward(int m, int np, const unsigned cha
         mx = l > mx ? l : mx;
     }
     for (int i = 0; i < m * m; i++) F[i] = 0;
-    for (int k = 0; k < np; k++) {
-        real e = REXP(alpha * z[k] + b[k] - mx);
-        hc_kahan_add(&sum, &sum_c, e);
-        const unsigned char *p = perms + (size_t)k * m;
-        for (int i = 0; i < m; i++) hc_kahan_add(&F[i * m + p[i]], &Fc[i * m + p[i]], e);
+    for (int k0 = 0; k0 < np; k0 += 16) {
+        const int kb = np - k0 < 16 ? np - k0 : 16;
+        real ev[16];
+        for (int q = 0; q < kb; q++) ev[q] = alpha * z[k0 + q] + b[k0 + q] - mx;
+        hc_exp_many(kb, ev, ev);
+        for (int q = 0; q < kb; q++) {
+            const real e = ev[q];
+            hc_kahan_add(&sum, &sum_c, e);
+            const unsigned char *p = perms + (size_t)(k0 + q) * m;
+            for (int i = 0; i < m; i++) hc_kahan_add(&F[i * m + p[i]], &Fc[i * m + p[i]], e);
+        }
     }
     real r = (real)1 / sum;
     for (int i = 0; i < m * m; i++) F[i] *= r;
@@ -775,10 +888,9 @@ HOSTDEV static inline void hc_perm_mix_backward(int m, int np, const unsigned ch
         mx = l > mx ? l : mx;
     }
     real sum_c = 0;
-    for (int k = 0; k < np; k++) {
-        dz[k] = REXP(alpha * z[k] + b[k] - mx);
-        hc_kahan_add(&sum, &sum_c, dz[k]);
-    }
+    for (int k = 0; k < np; k++) dz[k] = alpha * z[k] + b[k] - mx;
+    hc_exp_many(np, dz, dz);
+    for (int k = 0; k < np; k++) hc_kahan_add(&sum, &sum_c, dz[k]);
     real r = (real)1 / sum;
     for (int k = 0; k < np; k++) {        /* dot = sum_k w_k dw_k, dw_k = <dF, P_k> */
         const unsigned char *p = perms + (size_t)k * m;

@@ -325,6 +325,53 @@ static void test_mhc_sinkhorn(void) {
     }
 }
 
+/* hc_exp_many and hc_tanh_many (the float build's vector exp and tanh) against double
+ * libm over a sweep, at lengths that take the libm path, whole vectors and a padded
+ * tail; the edges: exp underflows to 0 below -87.3 and never overflows, tanh keeps its
+ * sign and reaches +-1, NaN stays NaN. */
+static void test_exp_tanh_many(void) {
+    enum { NV = 4096 + 13 };
+    real *x = malloc_check(NV * sizeof(real)), *y = malloc_check(NV * sizeof(real));
+    double worst_e = 0, worst_t = 0;
+    const int lens[] = {5, 16, 31, 32, 45, NV};
+    for (int li = 0; li < 6; li++) {
+        const int k = lens[li];
+        for (int i = 0; i < k; i++) x[i] = (real)(-87.0 + 175.0 * i / (k - 1));
+        hc_exp_many(k, x, y);
+        for (int i = 0; i < k; i++) {
+            double ref = exp((double)x[i]), e = fabs(y[i] - ref) / ref;
+            CHECK(e <= 4e-7, "exp(%.6g) = %.9g, want %.9g (k = %d)", (double)x[i], (double)y[i], ref, k);
+            worst_e = fmax(worst_e, e);
+        }
+        for (int i = 0; i < k; i++) x[i] = (real)(-12.0 + 24.0 * i / (k - 1) + (i % 3 ? 0 : 1e-4 * i / k));
+        hc_tanh_many(k, x, y);
+        for (int i = 0; i < k; i++) {
+            double ref = tanh((double)x[i]), e = fabs(y[i] - ref) / fmax(fabs(ref), 1e-30);
+            CHECK(e <= 4e-7, "tanh(%.6g) = %.9g, want %.9g (k = %d)", (double)x[i], (double)y[i], ref, k);
+            worst_t = fmax(worst_t, e);
+        }
+    }
+    for (int i = 0; i < 40; i++) x[i] = (real)((i % 2 ? 1 : -1) * pow(10.0, -30 + 0.9 * i)); /* tiny to huge */
+    hc_tanh_many(40, x, y);
+    for (int i = 0; i < 40; i++) {
+        double ref = tanh((double)x[i]), e = fabs(y[i] - ref) / fabs(ref);
+        CHECK(e <= 4e-7, "tanh(%.3g) = %.9g, want %.9g", (double)x[i], (double)y[i], ref);
+        worst_t = fmax(worst_t, e);
+    }
+    real edge[32] = {-1000, -88, (real)NAN, 0, 89, 1000, (real)INFINITY, (real)-INFINITY};
+    real ye[32], yt[32];
+    hc_exp_many(32, edge, ye);
+    hc_tanh_many(32, edge, yt);
+    CHECK(ye[0] == 0 && ye[1] == 0 && isnan(ye[2]) && ye[3] == 1, "exp edges %g %g %g %g", ye[0], ye[1], ye[2], ye[3]);
+    CHECK(isfinite(ye[4]) && ye[4] > 1e38 && isfinite(ye[5]) && isfinite(ye[6]) && ye[7] == 0, "exp saturates");
+    CHECK(yt[0] == -1 && yt[1] == -1 && isnan(yt[2]) && yt[3] == 0 && yt[4] == 1 && yt[5] == 1 && yt[6] == 1 &&
+              yt[7] == -1, "tanh edges");
+    printf("  exp, tanh of many values: worst relative error %.2e, %.2e (float eps %.2e)\n", worst_e, worst_t,
+           (double)REAL_EPS * 0 + 5.96e-8);
+    free(x);
+    free(y);
+}
+
 /* hc_forward_tokens / hc_backward_tokens (what the frame calls: mhc in groups of
  * HC_LANES tokens in vector lanes) against hc_forward / hc_backward token by token: the
  * same bits for every method, n and Sinkhorn order, with a tail shorter than a group and
@@ -819,6 +866,7 @@ int main(void) {
     T_RUN(test_kromhc_kronecker);
     T_RUN(test_mhc_sinkhorn);
     T_RUN(test_many_tokens);
+    T_RUN(test_exp_tanh_many);
     T_RUN(test_orthogonal);
     T_RUN(test_expm_cores);
     T_RUN(test_cayley_closed_form);
