@@ -273,7 +273,7 @@ typedef struct {
 
 /* gradient scratch layout */
 typedef struct {
-    size_t dX0, dX1, hc_part, part_stride, dz, du, df, dln, dqkv, datt, datty, dfch, dfchg, dxsum, dlnf, dlogits, total;
+    size_t dX, hc_part, part_stride, dz, du, df, dln, dqkv, datt, datty, dfch, dfchg, dxsum, dlnf, dlogits, total;
 } grad_layout;
 
 static act_layout layout_acts(const gpt_model *m, int B) {
@@ -337,8 +337,7 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
     size_t K = hc ? (size_t)m->spec.K : 0;
     size_t o = 0;
 #define TAKE(field, size) do { g.field = o; o += (size); } while (0)
-    TAKE(dX0, N * n * C);
-    TAKE(dX1, N * n * C);
+    TAKE(dX, N * n * C); /* the streams' gradient, X_Lh's then in place down to X_0's */
     TAKE(dz, N * K);
     TAKE(du, N * C);
     TAKE(df, N * C);
@@ -822,7 +821,8 @@ static inline void hc_token_grads(const hc_acts *h, const hc_dims *d, size_t t, 
 }
 
 /* Token t after the method's backward has written its dz: the norm's own term,
- * dX = H^T dY + pre du - c X (overwritten), dz *= r. */
+ * dX = H^T dY + pre du - c X (overwritten), dz *= r. dX may be dY itself: each block of
+ * channels reads all n rows of dY before it writes any row of dX. */
 static inline void hc_token_dx(const hc_acts *h, const hc_dims *d, size_t t, const real *dY, const real *du, real *dX,
                                real *dz) {
     const int n = d->n, C = d->C, K = d->K, rpt = d->rpt, Kr = d->Kr;
@@ -839,21 +839,30 @@ static inline void hc_token_dx(const hc_acts *h, const hc_dims *d, size_t t, con
         c[r] = rs * rs * dzz / (real)d->D;
         for (int k = 0; k < Kr; k++) dzt[r * Kr + k] *= rs;
     }
-    for (int j = 0; j < n; j++) { /* dx_j = pre_j du - c_j x_j + sum_i H_ij dy_i */
-        const real *xj = X + (size_t)j * C;
-        real *dxj = dx + (size_t)j * C;
-        const real cj = c[rpt == 1 ? 0 : j], pj = dut ? pre[j] : 0;
-        const real *duu = dut ? dut : xj; /* with pj = 0 the term vanishes exactly */
-        int cc = 0;
-        for (; cc + HC_VL <= C; cc += HC_VL) {
-            hc_vec v = pj * hc_load(duu + cc) - cj * hc_load(xj + cc);
-            for (int i = 0; i < n; i++) v += H[i * n + j] * hc_load(dy + (size_t)i * C + cc);
-            hc_store(dxj + cc, v);
+    real cj[HC_MAX_N], pj[HC_MAX_N];
+    for (int j = 0; j < n; j++) {
+        cj[j] = c[rpt == 1 ? 0 : j];
+        pj[j] = dut ? pre[j] : 0;
+    }
+    const real *duu = dut ? dut : X; /* with pj = 0 the term vanishes exactly */
+    int cc = 0;
+    for (; cc + HC_VL <= C; cc += HC_VL) { /* dx_j = pre_j du - c_j x_j + sum_i H_ij dy_i */
+        hc_vec dv[HC_MAX_N];
+        for (int i = 0; i < n; i++) dv[i] = hc_load(dy + (size_t)i * C + cc);
+        const hc_vec uv = hc_load(duu + cc);
+        for (int j = 0; j < n; j++) {
+            hc_vec v = pj[j] * uv - cj[j] * hc_load(X + (size_t)j * C + cc);
+            for (int i = 0; i < n; i++) v += H[i * n + j] * dv[i];
+            hc_store(dx + (size_t)j * C + cc, v);
         }
-        for (; cc < C; cc++) {
-            real v = pj * duu[cc] - cj * xj[cc];
-            for (int i = 0; i < n; i++) v += H[i * n + j] * dy[(size_t)i * C + cc];
-            dxj[cc] = v;
+    }
+    for (; cc < C; cc++) {
+        real dv[HC_MAX_N];
+        for (int i = 0; i < n; i++) dv[i] = dy[(size_t)i * C + cc];
+        for (int j = 0; j < n; j++) {
+            real v = pj[j] * duu[cc] - cj[j] * X[(size_t)j * C + cc];
+            for (int i = 0; i < n; i++) v += H[i * n + j] * dv[i];
+            dx[(size_t)j * C + cc] = v;
         }
     }
 }
@@ -875,10 +884,10 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
 }
 
 /* The frame's backward for sublayer l, given dY (gradient of X_{l+1}) and du (gradient
- * of the read-out; NULL: zero): dX (overwritten), dW, dg, dtheta (added). With df_prev,
- * also df_prev = sum_i post_{l-1}[i] dX[i], the gradient into sublayer l - 1's output,
- * while dX is in cache, and the scratch of sublayer l - 1's backward zeroed (gl). dz
- * (N, K) is scratch. One region. */
+ * of the read-out; NULL: zero): dX (overwritten; may be dY itself, as the model passes
+ * it), dW, dg, dtheta (added). With df_prev, also df_prev = sum_i post_{l-1}[i] dX[i],
+ * the gradient into sublayer l - 1's output, while dX is in cache, and the scratch of
+ * sublayer l - 1's backward zeroed (gl). dz (N, K) is scratch. One region. */
 static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, const real *du, real *dX, real *df_prev,
                                  real *dz, const hc_scratch *s, const grad_layout *gl, size_t N) {
     hc_params p = hc_params_of(m, l);
@@ -1046,10 +1055,11 @@ real *model_streams(const gpt_model *m, int l) {
 
 /* ---- backward ------------------------------------------------------------------------------- */
 
-/* Backward through the Lh sublayers: dY holds the gradient of X_Lh on entry; dX is
- * scratch of the same size. Parameter gradients accumulate. Returns the buffer (dY or
- * dX) that holds the gradient of X_0. Honours the branches flag of the last forward. */
-static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
+/* Backward through the Lh sublayers: dY holds the gradient of X_Lh on entry and that of
+ * X_0 on return (each frame backward overwrites the gradient of X_{l+1} with that of X_l
+ * in place: no second buffer to stream through). Parameter gradients accumulate.
+ * Honours the branches flag of the last forward. */
+static void sublayers_backward(gpt_model *m, real *dY) {
     const int B = m->B, T = m->T, C = m->C, NH = m->NH;
     const size_t N = (size_t)B * T;
     act_layout a = layout_acts(m, B);
@@ -1066,12 +1076,7 @@ static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
         block_index b = block_at(m, blk);
         hc_acts h = model_hc_acts(m, l);
         if (!m->branches) { /* f = 0: no gradient flows into the sublayer (rc: dX = dY) */
-            if (hc) {
-                hc_frame_in_backward(m, l, dY, NULL, dX, NULL, D + gl.dz, &hs, &gl, N);
-                real *tmp = dY;
-                dY = dX;
-                dX = tmp;
-            }
+            if (hc) hc_frame_in_backward(m, l, dY, NULL, dY, NULL, D + gl.dz, &hs, &gl, N);
             continue;
         }
         /* df: the gradient of the sublayer's output. rc: dY itself, and the sublayer's
@@ -1111,14 +1116,8 @@ static real *sublayers_backward(gpt_model *m, real *dY, real *dX) {
                                mean, rstd, N, C);
             prof_tick(PROF_LAYERNORM);
         }
-        if (hc) {
-            hc_frame_in_backward(m, l, dY, dinp, dX, l > 0 ? df : NULL, D + gl.dz, &hs, &gl, N);
-            real *tmp = dY; /* dX becomes the upstream gradient of the next (earlier) sublayer */
-            dY = dX;
-            dX = tmp;
-        }
+        if (hc) hc_frame_in_backward(m, l, dY, dinp, dY, l > 0 ? df : NULL, D + gl.dz, &hs, &gl, N);
     }
-    return dY;
 }
 
 void model_backward(gpt_model *m, real scale) {
@@ -1143,13 +1142,13 @@ void model_backward(gpt_model *m, real scale) {
     layernorm_backward(dxsum, G(m, lnf), G(m, lnf + 1), dlnf, A + a.xsum, P(m, lnf), A + a.lnf_mean,
                        A + a.lnf_rstd, N, C);
     prof_tick(PROF_LAYERNORM);
-    real *dY = D + gl.dX0, *dX = D + gl.dX1; /* grad of X_{l+1}, grad of X_l */
+    real *dY = D + gl.dX; /* grad of X_Lh, then in place down to X_0 */
 #pragma omp parallel for schedule(static)
     for (size_t t = 0; t < N; t++)
         for (int i = 0; i < n; i++) memcpy(dY + (t * n + i) * C, dxsum + t * C, (size_t)C * sizeof(real));
     prof_tick(PROF_HC_STREAMS);
 
-    dY = sublayers_backward(m, dY, dX);
+    sublayers_backward(m, dY);
     /* dY is the gradient of X_0 = n copies of the embedding */
     real *denc = D + gl.du;
 #pragma omp parallel for schedule(static)
@@ -1167,8 +1166,8 @@ void model_backward(gpt_model *m, real scale) {
 void model_streams_backward(gpt_model *m, const real *dXL, real *dX0) {
     grad_layout gl = layout_grads(m, m->B);
     size_t sz = (size_t)m->B * m->T * m->n * m->C;
-    real *dY = m->grad_acts + gl.dX0, *dX = m->grad_acts + gl.dX1;
+    real *dY = m->grad_acts + gl.dX;
     memcpy(dY, dXL, sz * sizeof(real));
-    real *g = sublayers_backward(m, dY, dX);
-    memcpy(dX0, g, sz * sizeof(real));
+    sublayers_backward(m, dY);
+    memcpy(dX0, dY, sz * sizeof(real));
 }
