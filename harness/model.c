@@ -492,11 +492,12 @@ static inline void hc_combine(real *y, const real *w, const real *x0, int m, int
 
 /* M (Kr, D) += A^T X over `rows` rows: A (rows, Kr), X (rows, D); the frame's dW product.
  * OpenBLAS packs X for every call, and with Kr <= 32 outputs the packing is most of the
- * time (docs/performance.md, log item 10); here tiles of up to 8 rows of M by two vectors
- * of columns stay in registers while the rows of X stream through from L2. Each element
- * sums its rows in order, then adds to M: bit-identical for a given thread count. The
- * only code built with FMA contraction (as BLAS is): it halves the tile's instructions,
- * and no test compares these sums bit for bit with a scalar loop. */
+ * time (docs/performance.md, log item 10). Here the rows go in blocks of 16 (their X
+ * in L1), and for each block tiles of up to 8 rows of M by two vectors of columns are
+ * loaded into registers, take the block's rows in order, and go back: every element
+ * sums its rows in a fixed order, bit-identical for a given thread count. The only
+ * code built with FMA contraction (as BLAS is): it halves the tile's instructions, and
+ * no test compares these sums bit for bit with a scalar loop. */
 #define HC_MT_K 8
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
@@ -504,7 +505,10 @@ static inline __attribute__((always_inline)) void hc_at_x_tile(const int kb, rea
                                                              size_t rows, int Kr, size_t D, size_t j, int nv) {
     hc_vec acc[HC_MT_K][2];
 #pragma GCC unroll 8
-    for (int k = 0; k < HC_MT_K; k++) acc[k][0] = acc[k][1] = (hc_vec){0};
+    for (int k = 0; k < HC_MT_K; k++) {
+        acc[k][0] = k < kb ? hc_load(M + (size_t)k * D + j) : (hc_vec){0};
+        acc[k][1] = k < kb && nv == 2 ? hc_load(M + (size_t)k * D + j + HC_VL) : (hc_vec){0};
+    }
     for (size_t t = 0; t < rows; t++) {
         const real *x = X + t * D + j, *a = A + t * (size_t)Kr;
         const hc_vec x0 = hc_load(x), x1 = nv == 2 ? hc_load(x + HC_VL) : x0;
@@ -516,13 +520,10 @@ static inline __attribute__((always_inline)) void hc_at_x_tile(const int kb, rea
     }
 #pragma GCC unroll 8
     for (int k = 0; k < kb; k++)
-        for (int v = 0; v < nv; v++) {
-            real *m = M + (size_t)k * D + j + (size_t)v * HC_VL;
-            hc_store(m, hc_load(m) + acc[k][v]);
-        }
+        for (int v = 0; v < nv; v++) hc_store(M + (size_t)k * D + j + (size_t)v * HC_VL, acc[k][v]);
 }
 
-static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D) {
+static void hc_at_x_rows(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D) {
     for (int k0 = 0; k0 < Kr; k0 += HC_MT_K) {
         const int kb = Kr - k0 < HC_MT_K ? Kr - k0 : HC_MT_K;
         real *Mk = M + (size_t)k0 * D;
@@ -542,6 +543,15 @@ static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, 
                 for (size_t t = 0; t < rows; t++) s += Ak[t * (size_t)Kr + k] * X[t * D + j];
                 Mk[(size_t)k * D + j] += s;
             }
+    }
+}
+
+/* Blocks of HC_MT_ROWS rows (32 KB of X at D = 512: L1) through every tile. */
+#define HC_MT_ROWS 16
+static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D) {
+    for (size_t r0 = 0; r0 < rows; r0 += HC_MT_ROWS) {
+        const size_t nr = rows - r0 < HC_MT_ROWS ? rows - r0 : HC_MT_ROWS;
+        hc_at_x_rows(M, A + r0 * (size_t)Kr, X + r0 * D, nr, Kr, D);
     }
 }
 #pragma GCC pop_options
