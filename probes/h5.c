@@ -24,8 +24,9 @@
 
 #include "harness/util.h"
 
-/* Target bytes per chunk of a series; small series get smaller chunks (next power of two
- * of their row count) so a short run does not pay 64 KiB per dataset. */
+/* Target bytes per chunk of a series or static dataset; small ones get smaller chunks
+ * (next power of two of their length on the first axis) so a short run does not pay
+ * 64 KiB per dataset. */
 #define H5LOG_CHUNK_BYTES 65536
 #define H5LOG_MIN_CAP 16
 
@@ -437,22 +438,34 @@ static int h5log_write_series(hid_t f, const h5log *log, const h5log_series *s, 
         return -1;
     }
 
+    /* dims: the on-disk shape; a series gets the row axis in front, a static dataset
+       keeps its own shape (a scalar dataspace when it has no axis) */
     hsize_t dims[H5LOG_MAX_RANK + 1], maxd[H5LOG_MAX_RANK + 1], chunk[H5LOG_MAX_RANK + 1];
-    int rank, rc = -1;
+    int rank = s->fixed ? s->row_rank : 1 + s->row_rank, rc = -1;
     hid_t sp = H5I_INVALID_HID, dcpl = H5P_DEFAULT, d = H5I_INVALID_HID;
-    if (s->fixed) {
-        rank = s->row_rank;
-        for (int i = 0; i < rank; i++) dims[i] = s->row_dims[i];
-        sp = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
-    } else {
-        rank = 1 + s->row_rank;
-        size_t rb = s->row_elems * h5log_esize(s->type);
-        hsize_t most = rb >= H5LOG_CHUNK_BYTES ? 1 : H5LOG_CHUNK_BYTES / rb, want = 1;
-        while (want < s->rows && want < most) want *= 2;
+    if (s->fixed) for (int i = 0; i < rank; i++) dims[i] = s->row_dims[i];
+    else {
         dims[0] = s->rows;
+        for (int i = 0; i < s->row_rank; i++) dims[i + 1] = s->row_dims[i];
+    }
+    /* Every dataset with an axis is chunked and extendable on its first axis (maxdims
+       [H5S_UNLIMITED, dims[1..]]), static ones included: other tools may append to any
+       of them. A chunk holds the whole of the other axes and a power of two of first-axis
+       slices, at most H5LOG_CHUNK_BYTES (one slice if a slice is larger). A scalar cannot
+       be chunked; nor can a slice with no element (HDF5 refuses a chunk dimension of 0):
+       those stay contiguous. */
+    size_t slice = h5log_esize(s->type);
+    for (int i = 1; i < rank; i++) slice *= dims[i];
+    if (rank == 0) {
+        sp = H5Screate(H5S_SCALAR);
+    } else if (slice == 0) {
+        sp = H5Screate_simple(rank, dims, NULL);
+    } else {
+        hsize_t most = slice >= H5LOG_CHUNK_BYTES ? 1 : H5LOG_CHUNK_BYTES / slice, want = 1;
+        while (want < dims[0] && want < most) want *= 2;
         maxd[0] = H5S_UNLIMITED;
         chunk[0] = want < most ? want : most;
-        for (int i = 0; i < s->row_rank; i++) dims[i + 1] = maxd[i + 1] = chunk[i + 1] = s->row_dims[i];
+        for (int i = 1; i < rank; i++) maxd[i] = chunk[i] = dims[i];
         sp = H5Screate_simple(rank, dims, maxd);
         dcpl = H5Pcreate(H5P_DATASET_CREATE);
         if (dcpl < 0 || H5Pset_chunk(dcpl, rank, chunk) < 0) goto done;

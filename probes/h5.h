@@ -5,9 +5,10 @@
  *    or per probe), held in memory while training and saved atomically (temp file +
  *    rename) at every checkpoint, eval and at the end, so the file on disk is always a
  *    complete, readable HDF5 file however training is killed. Series are stored as
- *    chunked, extendable datasets of shape [rows, row_dims...] with a `description`
- *    attribute (and `units` where they have one). Static datasets (written once, e.g.
- *    /final/...) are series with one row whose leading dimension is dropped on disk.
+ *    datasets of shape [rows, row_dims...] with a `description` attribute (and `units`
+ *    where they have one). Static datasets (written once, e.g. /final/...) are series
+ *    with one row whose leading dimension is dropped on disk. Every dataset with an axis,
+ *    static or not, is chunked and extendable on its first axis (docs/runfile.md).
  *  - the checkpoint (checkpoint.h).
  */
 #ifndef S2HC_H5_H

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <hdf5.h>
+
 #include "harness/checkpoint.h"
 #include "probes/h5.h"
 #include "t.h"
@@ -196,6 +198,84 @@ static void test_log_static_replace(void) {
     h5log_attr_str(&a, "/final", "k", "two");
     CHECK(a.n_attrs == 1 && !strcmp(h5log_get_attr_str(&a, "/final", "k"), "two"), "attribute replaced");
     h5log_free(&a);
+}
+
+/* Static datasets with an axis (/final/...) are chunked and extendable on their first
+ * axis like the series, with their shape, dtype and description kept; a scalar stays a
+ * scalar. Checked through HDF5 itself, then by appending a slice as another tool would. */
+static void check_layout(hid_t f, const char *path, int rank, const hsize_t *want_dims, hsize_t want_chunk0) {
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    CHECK(d >= 0, "open %s", path);
+    if (d < 0) return;
+    hid_t sp = H5Dget_space(d), dcpl = H5Dget_create_plist(d);
+    hsize_t dims[8] = {0}, maxd[8] = {0}, chunk[8] = {0};
+    CHECK(H5Sget_simple_extent_ndims(sp) == rank, "%s rank %d", path, H5Sget_simple_extent_ndims(sp));
+    H5Sget_simple_extent_dims(sp, dims, maxd);
+    CHECK(H5Pget_layout(dcpl) == H5D_CHUNKED, "%s is chunked (layout %d)", path, (int)H5Pget_layout(dcpl));
+    CHECK(maxd[0] == H5S_UNLIMITED, "%s: maxdims[0] unlimited", path);
+    for (int i = 0; i < rank; i++) CHECK(dims[i] == want_dims[i], "%s dim %d: %llu", path, i, (unsigned long long)dims[i]);
+    for (int i = 1; i < rank; i++) CHECK(maxd[i] == dims[i], "%s: maxdims[%d] fixed", path, i);
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        CHECK(H5Pget_chunk(dcpl, rank, chunk) == rank, "%s chunk rank", path);
+        CHECK(chunk[0] == want_chunk0, "%s chunk[0] %llu, wanted %llu", path, (unsigned long long)chunk[0],
+              (unsigned long long)want_chunk0);
+        for (int i = 1; i < rank; i++) CHECK(chunk[i] == dims[i], "%s: a chunk holds whole slices", path);
+    }
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Dclose(d);
+}
+
+static void test_static_chunked(void) {
+    h5log a, b;
+    build_log(&a, 10);
+    /* 1000 x 16 float64: 128 B a slice, so 512 slices (64 KiB) a chunk, two chunks */
+    static double big[1000 * 16];
+    for (int i = 0; i < 1000 * 16; i++) big[i] = i * 0.5;
+    size_t dbig[2] = {1000, 16}, d1[1] = {3};
+    int64_t w[3] = {7, 8, 9};
+    h5log_static_set(&a, "/final/big", H5LOG_F64, 2, dbig, big, "a static dataset larger than a chunk");
+    h5log_static_set(&a, "/final/window", H5LOG_I64, 1, d1, w, "a rank-1 static dataset");
+    const char *p = tmp_path("static.h5");
+    CHECK(h5log_save(&a, p) == 0, "save");
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0, "H5Fopen %s", p);
+    if (f < 0) { h5log_free(&a); return; }
+    check_layout(f, "/final/composite", 2, (hsize_t[]){2, 3}, 2);
+    check_layout(f, "/final/big", 2, (hsize_t[]){1000, 16}, 512);
+    check_layout(f, "/final/window", 1, (hsize_t[]){3}, 4);
+    hid_t d = H5Dopen2(f, "/final/samples", H5P_DEFAULT), sp = H5Dget_space(d);
+    CHECK(H5Sget_simple_extent_type(sp) == H5S_SCALAR, "a scalar static dataset stays scalar");
+    H5Sclose(sp);
+    H5Dclose(d);
+    d = H5Dopen2(f, "/final/window", H5P_DEFAULT);
+    hid_t ty = H5Dget_type(d);
+    CHECK(H5Tequal(ty, H5T_STD_I64LE) > 0, "dtype kept");
+    H5Tclose(ty);
+    /* append a slice as another tool would */
+    hsize_t grown[1] = {4}, start[1] = {3}, one[1] = {1};
+    int64_t extra = 10;
+    CHECK(H5Dset_extent(d, grown) >= 0, "/final/window extends");
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, one, NULL);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, one, NULL);
+    CHECK(H5Dwrite(d, H5T_NATIVE_INT64, ms, fs, H5P_DEFAULT, &extra) >= 0, "append a slice");
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Dclose(d);
+    H5Fclose(f);
+    /* the project's reader sees the same statics, descriptions and values */
+    h5log_init(&b);
+    char err[512] = "";
+    CHECK(h5log_load(&b, p, err, sizeof err) == 0, "load: %s", err);
+    int bi = h5log_find(&b, "/final/big"), wi = h5log_find(&b, "/final/window");
+    CHECK(bi >= 0 && b.series[bi].fixed && b.series[bi].row_rank == 2 &&
+              !memcmp(b.series[bi].data, big, sizeof big),
+          "/final/big read back");
+    CHECK(bi >= 0 && !strcmp(b.series[bi].description, "a static dataset larger than a chunk"), "description kept");
+    CHECK(wi >= 0 && b.series[wi].fixed && b.series[wi].row_dims[0] == 4 && ((int64_t *)b.series[wi].data)[3] == 10,
+          "the appended slice is read back");
+    h5log_free(&a);
+    h5log_free(&b);
 }
 
 static void test_truncate_group(void) {
@@ -512,6 +592,7 @@ int main(void) {
     setup_tmpdir();
     T_RUN(test_log_roundtrip);
     T_RUN(test_log_static_replace);
+    T_RUN(test_static_chunked);
     T_RUN(test_truncate_group);
     T_RUN(test_save_twice_and_atomic);
     T_RUN(test_log_load_bad);

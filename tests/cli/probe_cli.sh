@@ -29,6 +29,9 @@ if command -v h5dump >/dev/null; then
   expect_out 'DATASET "H_res_mean"' "/probe/H_res_mean is there"
   expect_out 'DATASET "composite"' "/final/composite is there"
   expect_out 'DATASET "jacobian_norm_residual"' "/final/jacobian_norm_residual is there"
+  expect_status 0 "h5dump -p /final/H_res" -- h5dump -p -H -d /final/H_res "$TMP/runs/pm/run.h5"
+  expect_out '\( 8, 2, 4, 4 \) / \( H5S_UNLIMITED, 2, 4, 4 \)' "/final/H_res is extendable on its first axis"
+  expect_out 'CHUNKED \( 8, 2, 4, 4 \)' "/final/H_res is chunked"
   expect_status 0 "h5dump /probe/step" -- h5dump -d /probe/step "$TMP/runs/pm/run.h5"
   expect_out '0, 10, 20' "probes at steps 0, 10 and 20"
 fi
