@@ -1112,7 +1112,9 @@ static int swept_keys(const grid_spec *g, const char **keys, int max) {
 /* Locks are open file description locks (F_OFD_SETLK) on <dir>/.lock: like flock they
  * belong to the open file, so the child that inherits the descriptor keeps the point
  * locked for as long as it lives, even if the runner dies; unlike flock they can be
- * tested without taking them (F_OFD_GETLK), so --list never disturbs a runner. */
+ * tested without taking them (F_OFD_GETLK), so --list never disturbs a runner. A child
+ * keeps its own point's lock only: the others are close-on-exec and launch returns once
+ * the child has exec'd. */
 static int lock_cmd(int fd, int cmd, short type) {
     struct flock fl;
     memset(&fl, 0, sizeof fl);
@@ -1895,6 +1897,27 @@ static void launch(grid_runner *r, int i) {
 
     char threads[16];
     snprintf(threads, sizeof threads, "%d", r->threads);
+    /* tests only: the child waits this long between fork and exec (tests/cli/grid_cli.sh
+       widens that window to show that nothing happens in it) */
+    const char *delay = getenv("S2HC_TEST_EXEC_DELAY_MS");
+    long delay_ms = delay ? strtol(delay, NULL, 10) : 0;
+    /* Between fork and exec the child holds a copy of every descriptor of the runner,
+       the lock of each running sibling point included (they are O_CLOEXEC: exec closes
+       them). An OFD lock lasts until its last descriptor closes, so a sibling that ends
+       in that window stayed locked after reap closed the runner's copy: index.csv and the
+       progress counts read it as running, another runner skipped it as running elsewhere.
+       So the runner waits for the exec: `ready` is a close-on-exec pipe whose write end
+       only the child keeps; read returns 0 once the child has exec'd (or exited), and
+       until then the runner closes no lock. */
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) {
+        close(fd);
+        close(logfd);
+        s->state = GS_FAILED;
+        r->failed++;
+        event(r, 1, "FAILED  #%d %s: pipe: %s", p->index, p->name, strerror(errno));
+        return;
+    }
     pid_t parent = getpid();
     fflush(stdout);
     fflush(stderr);
@@ -1915,10 +1938,20 @@ static void launch(grid_runner *r, int i) {
         setenv("OMP_NUM_THREADS", threads, 1);
         setenv("OPENBLAS_NUM_THREADS", threads, 1);
         char *argv[] = {(char *)"s2hc", (char *)"train", cfgp, (char *)mode, NULL};
+        if (delay_ms > 0) {
+            struct timespec ts = {delay_ms / 1000, delay_ms % 1000 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         execv(r->exe, argv);
         dprintf(2, "s2hc: error: grid: cannot run %s: %s\n", r->exe, strerror(errno));
         _exit(127);
     }
+    close(ready[1]);
+    if (pid > 0) {
+        char c;
+        while (read(ready[0], &c, 1) < 0 && errno == EINTR) {}
+    }
+    close(ready[0]);
     close(logfd);
     if (pid < 0) {
         close(fd);

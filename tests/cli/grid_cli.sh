@@ -2,8 +2,8 @@
 # grid_cli.sh: `s2hc grid` end to end on a small corpus the test makes: --list, --dry-run,
 # a bad key, a real 3-point grid with -j 2, resume after the runner is killed mid-grid
 # (no point lost, none repeated, finished runs untouched), two runners at once (locks),
-# a failing point, a diverged point, a changed config refused and --force, --job, and the
-# Slurm scripts (submit.sh checked against a stand-in sbatch).
+# a failing point, points ending while another starts, a diverged point, a changed config
+# refused and --force, --job, and the Slurm scripts (submit.sh checked against a stand-in sbatch).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 
@@ -156,6 +156,19 @@ expect_out "2/3 finished, 1 failed" "the other points finished"
 [ "$(csv_col "$F/index.csv" state synth2)" = finished ] && ok "a point after the failure finished" || fail "synth2 not finished"
 expect_status 1 "a rerun retries the failed point only" -- "$S2HC" grid "$TMP/failing.yaml" --out "$F"
 expect_out "1 to run, 2 finished" "only the failed point reruns"
+
+# ---- points that end while the next one starts: a child between fork and exec holds
+# no other point's lock, so the runner, index.csv and other runners see that point ended
+# (S2HC_TEST_EXEC_DELAY_MS: the runner's hook, holds each child 300 ms before exec; the
+# first two points fail at once, together; the third starts between their two reaps)
+R=$TMP/race
+printf 'base: %s/experiments/tiny.yaml\nset: {data.ood: [], data.dir: "%s"}\nsweep:\n  data.train: [gone1, gone2, gone3]\nname: "{data.train}"\n' \
+  "$PWD" "$TMP/data" > "$TMP/race.yaml"
+expect_status 3 "three failing points with -j 2, each exec held 300 ms" -- env S2HC_TEST_EXEC_DELAY_MS=300 "$S2HC" grid "$TMP/race.yaml" --out "$R" -j 2
+last=$(grep "FAILED  #" "$TMP/out" | tail -n 1)
+case "$last" in *"(0/3 done, 0 running, 3 failed, 0 left"*) ok "the progress after the last point counts every failure";;
+  *) fail "a point that ended read as running: $last";; esac
+[ "$(grep -c ',failed,' "$R/index.csv")" = 3 ] && ok "index.csv: three failed" || fail "index.csv: $(cat "$R/index.csv")"
 
 # ---- a diverged point: recorded, counted, its own message shown (not the config that
 # train prints first), skipped by the next runner (S2HC_FAULT_NAN_AT_STEP: train's hook)
