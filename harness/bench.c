@@ -450,6 +450,15 @@ static void method_math_ns(const gpt_model *m, double *fwd_ns, double *bwd_ns) {
     free(io);
 }
 
+/* out (C) = sum of the n rows (C each) at rows. */
+static void floor_row_sum(float *out, const float *rows, size_t n, size_t C) {
+#pragma omp simd
+    for (size_t j = 0; j < C; j++) out[j] = rows[j];
+    for (size_t i = 1; i < n; i++)
+#pragma omp simd
+        for (size_t j = 0; j < C; j++) out[j] += rows[i * C + j];
+}
+
 /* The frame's floor: CPU seconds per step of its passes over the streams alone, the
  * least any implementation must move (no projection, no method math, no dots beyond
  * one per row), at this machine's memory speed: per sublayer the forward reads X_l and
@@ -477,11 +486,7 @@ static double frame_floor_cpu(const s2hc_config *c, int n) {
                 for (size_t i = 0; i < (size_t)n; i++)
 #pragma omp simd
                     for (size_t j = 0; j < C; j++) y[i * C + j] = x[i * C + j] + ff[j];
-#pragma omp simd
-                for (size_t j = 0; j < C; j++) uk[j] = y[j];
-                for (size_t i = 1; i < (size_t)n; i++)
-#pragma omp simd
-                    for (size_t j = 0; j < C; j++) uk[j] += y[i * C + j];
+                floor_row_sum(uk, y, (size_t)n, C);
             }
             t += thread_cpu_seconds() - t0;
         }
@@ -497,11 +502,7 @@ static double frame_floor_cpu(const s2hc_config *c, int n) {
                 for (size_t i = 0; i < (size_t)n; i++)
 #pragma omp simd
                     for (size_t j = 0; j < C; j++) dy[i * C + j] = dy[i * C + j] + a * x[i * C + j];
-#pragma omp simd
-                for (size_t j = 0; j < C; j++) d[j] = dy[j];
-                for (size_t i = 1; i < (size_t)n; i++)
-#pragma omp simd
-                    for (size_t j = 0; j < C; j++) d[j] += dy[i * C + j];
+                floor_row_sum(d, dy, (size_t)n, C);
             }
             t += thread_cpu_seconds() - t0;
         }
