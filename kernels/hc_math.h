@@ -86,8 +86,9 @@ typedef struct {
  *   tanh: |x| < 0.625 by Cephes' odd polynomial (no cancellation near 0), else
  *        sign(x) (1 - 2 / (exp(2|x|) + 1)).
  * Both within 2 ulp of the correctly rounded value (tests/test_variants.c checks a sweep).
- * The double build (gradient checks) and CUDA use libm. */
-#if !defined(__CUDACC__) && !REAL_IS_DOUBLE
+ * The double build (gradient checks), CUDA and CPUs without AVX-512 (where a 16-float
+ * vector is emulated and its return changes the ABI) use libm. */
+#if defined(__AVX512F__) && !defined(__CUDACC__) && !REAL_IS_DOUBLE
 typedef float hc_f16 __attribute__((vector_size(64)));
 typedef int hc_i16 __attribute__((vector_size(64)));
 #define HC_F16(c) ((hc_f16){c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c})
