@@ -947,6 +947,18 @@ static void usage(FILE *f) {
             BENCH_MEM_LIMIT_GB);
 }
 
+/* A positive whole number for option `opt`, or a message and 0. */
+static int bench_count(const char *opt, const char *s, int *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < 1 || v > 1000000) {
+        fprintf(stderr, "s2hc: error: bench: %s: expected a whole number >= 1, got '%s'\n", opt, s);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
 int bench_main(int argc, char **argv) {
     bench_opts o;
     memset(&o, 0, sizeof o);
@@ -961,13 +973,20 @@ int bench_main(int argc, char **argv) {
         else if (!strcmp(a, "--quick")) o.quick = 1;
         else if (!strcmp(a, "--csv") && more) o.csv_dir = argv[++i];
         else if (!strcmp(a, "--preset") && more) o.only_preset = argv[++i];
-        else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
-        else if (!strcmp(a, "--steps") && more) steps = atoi(argv[++i]);
-        else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--mem-limit") && more) o.mem_limit_gb = atof(argv[++i]);
+        else if (!strcmp(a, "--rounds") && more) { if (!bench_count(a, argv[++i], &rounds)) return 2; }
+        else if (!strcmp(a, "--steps") && more) { if (!bench_count(a, argv[++i], &steps)) return 2; }
+        else if (!strcmp(a, "--threads") && more) { if (!bench_count(a, argv[++i], &threads)) return 2; }
+        else if (!strcmp(a, "--mem-limit") && more) {
+            char *end;
+            o.mem_limit_gb = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || !(o.mem_limit_gb > 0)) {
+                fprintf(stderr, "s2hc: error: bench: --mem-limit: expected a number of GB > 0, got '%s'\n", argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--no-streams")) streams = 0;
         else if (!strcmp(a, "--no-methods")) methods = 0;
-        else if (!strcmp(a, "--probe-steps") && more) probe_steps = atoi(argv[++i]);
+        else if (!strcmp(a, "--probe-steps") && more) { if (!bench_count(a, argv[++i], &probe_steps)) return 2; }
         else if (!strcmp(a, "--no-probes")) o.probes = 0;
         else {
             fprintf(stderr, "s2hc: error: bench: unknown or incomplete option '%s'\n", a);
