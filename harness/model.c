@@ -492,7 +492,7 @@ static inline void hc_combine(real *y, const real *w, const real *x0, int m, int
 
 /* M (Kr, D) += A^T X over `rows` rows: A (rows, Kr), X (rows, D); the frame's dW product.
  * OpenBLAS packs X for every call, and with Kr <= 32 outputs the packing is most of the
- * time (docs/performance.md, log item 10). Here the rows go in blocks of 16 (their X
+ * time (docs/performance.md, log item 11). Here the rows go in blocks of 16 (their X
  * in L1), and for each block tiles of up to 8 rows of M by two vectors of columns are
  * loaded into registers, take the block's rows in order, and go back: every element
  * sums its rows in a fixed order, bit-identical for a given thread count. The only

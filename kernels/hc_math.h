@@ -89,6 +89,7 @@ typedef struct {
  * The double build (gradient checks), CUDA and CPUs without AVX-512 (where a 16-float
  * vector is emulated and its return changes the ABI) use libm. */
 #if defined(__AVX512F__) && !defined(__CUDACC__) && !REAL_IS_DOUBLE
+#define HC_VEC_MATH 1
 typedef float hc_f16 __attribute__((vector_size(64)));
 typedef int hc_i16 __attribute__((vector_size(64)));
 #define HC_F16(c) ((hc_f16){c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c})
@@ -156,6 +157,7 @@ HC_MANY(hc_exp_many_vec, hc_exp16, REXP, 0)
 HC_MANY(hc_tanh_many, hc_tanh16, RTANH, 8)
 #undef HC_MANY
 #else
+#define HC_VEC_MATH 0
 HOSTDEV static inline void hc_exp_many(int k, const real *x, real *y) {
     for (int i = 0; i < k; i++) y[i] = REXP(x[i]);
 }

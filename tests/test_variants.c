@@ -362,12 +362,14 @@ static void test_exp_tanh_many(void) {
     real ye[32], yt[32];
     hc_exp_many(32, edge, ye);
     hc_tanh_many(32, edge, yt);
-    CHECK(ye[0] == 0 && ye[1] == 0 && isnan(ye[2]) && ye[3] == 1, "exp edges %g %g %g %g", ye[0], ye[1], ye[2], ye[3]);
-    CHECK(isfinite(ye[4]) && ye[4] > 1e38 && isfinite(ye[5]) && isfinite(ye[6]) && ye[7] == 0, "exp saturates");
+    CHECK(ye[0] == 0 && isnan(ye[2]) && ye[3] == 1 && ye[7] == 0, "exp edges %g %g %g %g", ye[0], ye[2], ye[3], ye[7]);
     CHECK(yt[0] == -1 && yt[1] == -1 && isnan(yt[2]) && yt[3] == 0 && yt[4] == 1 && yt[5] == 1 && yt[6] == 1 &&
               yt[7] == -1, "tanh edges");
-    printf("  exp, tanh of many values: worst relative error %.2e, %.2e (float eps %.2e)\n", worst_e, worst_t,
-           (double)REAL_EPS * 0 + 5.96e-8);
+#if HC_VEC_MATH /* the vector exp: 0 below -87.3, saturates at exp(88.3) instead of overflowing */
+    CHECK(ye[1] == 0 && isfinite(ye[4]) && ye[4] > 1e38 && isfinite(ye[5]) && isfinite(ye[6]), "exp saturates");
+#endif
+    printf("  exp, tanh of many values (%s): worst relative error %.2e, %.2e (half a float ulp: 5.96e-08)\n",
+           HC_VEC_MATH ? "16-lane vector code" : "libm", worst_e, worst_t);
     free(x);
     free(y);
 }
