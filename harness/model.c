@@ -449,8 +449,9 @@ void model_free(gpt_model *m) {
  * 8 doubles in the gradient-check build): accumulators stay in registers, and the lane of
  * an element is fixed by its index, so a reduction never depends on alignment or
  * threads. The arithmetic is a multiply then an add (no FMA contraction under -std=c11),
- * exactly as in the scalar tails. Sums over threads (M, dtheta) are added in thread
- * order: bit-identical for a given thread count. */
+ * exactly as in the scalar tails; the one exception is the dW product's tiles
+ * (hc_at_x), built with FMA like the BLAS they replace. Sums over threads (M, dtheta)
+ * are added in thread order: bit-identical for a given thread count. */
 
 #define HC_CHUNK 64                  /* tokens per GEMM + per-token pass (32..128 measured alike) */
 #define HC_CHUNK_M 256               /* tokens per M = dz^T X product (64: slower; 256..all alike) */
