@@ -27,8 +27,15 @@ do for [fmt in "png svg"] {
       set boxwidth 0.15 absolute
       set style fill solid 0.5 border -1
       set xrange [0.4:Lh + 0.6]; set xtics 1
-      set yrange [*<0.99:1.01<*]
       f(m) = data(sprintf("fig6_%s_%s.dat", side == 1 ? "colsum" : "rowsum", m))
+      # at least [0.99, 1.01], wider (with a margin) where the whiskers reach: sums exactly
+      # 1 would leave gnuplot's autoscale an empty range
+      lo = 0.99; hi = 1.01
+      do for [k = 1:K] {
+        stats f(word(fig6_methods, k)) using 2 nooutput; lo = STATS_min < lo ? STATS_min : lo
+        stats f(word(fig6_methods, k)) using 6 nooutput; hi = STATS_max > hi ? STATS_max : hi
+      }
+      pad = 0.04 * (hi - lo); set yrange [lo < 0.99 ? lo - pad : lo : hi > 1.01 ? hi + pad : hi]
       plot for [k = 1:K] f(word(fig6_methods, k)) using 1:3:2:6:5 with candlesticks whiskerbars \
              lc rgb color(word(fig6_methods, k)) title label(word(fig6_methods, k)), \
            for [k = 1:K] f(word(fig6_methods, k)) using 1:4:4:4:4 with candlesticks lc rgb "black" notitle, \
@@ -38,9 +45,11 @@ do for [fmt in "png svg"] {
       set ylabel sprintf("%s sum of the composite", what); set grid
       set boxwidth 0.4 absolute; set style fill solid 0.5 border -1
       set xrange [-0.6:K - 0.4]
-      set yrange [*<0.99:1.01<*]
       unset key
       g = data(side == 1 ? "fig6_composite.dat" : "fig6_composite_rows.dat")
+      stats g using 2 nooutput; lo = STATS_min < 0.99 ? STATS_min : 0.99
+      stats g using 6 nooutput; hi = STATS_max > 1.01 ? STATS_max : 1.01
+      pad = 0.04 * (hi - lo); set yrange [lo < 0.99 ? lo - pad : lo : hi > 1.01 ? hi + pad : hi]
       plot g using 1:3:2:6:5:xtic(7) with candlesticks whiskerbars lc rgb "#666666" notitle, \
            g using 1:4:4:4:4 with candlesticks lc rgb "black" notitle, \
            1 with lines dt 2 lc rgb "black" notitle
@@ -50,7 +59,15 @@ do for [fmt in "png svg"] {
         set xlabel "depth l (sublayers)"; set ylabel "||H_l ... H_1||_2 (mean ± std)"
         set grid; set key top left font ",9"; set xtics 1
         set xrange [0.5:Lh + 0.5]
-        set yrange [*<0.99:1.01<*]; set format y "%.4f"
+        lo = 0.99; hi = 1.01
+        do for [k = 1:K] {
+          stats data("fig6_cumnorm_".word(fig6_methods, k).".dat") using ($2 - $3) nooutput
+          lo = STATS_min < lo ? STATS_min : lo
+          stats data("fig6_cumnorm_".word(fig6_methods, k).".dat") using ($2 + $3) nooutput
+          hi = STATS_max > hi ? STATS_max : hi
+        }
+        pad = 0.04 * (hi - lo); set yrange [lo < 0.99 ? lo - pad : lo : hi > 1.01 ? hi + pad : hi]
+        set format y "%.4f"
         plot for [k = 1:K] data("fig6_cumnorm_".word(fig6_methods, k).".dat") using 1:2:3 with yerrorlines pt 7 ps 0.6 \
                lc rgb color(word(fig6_methods, k)) title label(word(fig6_methods, k))
       } else {

@@ -43,6 +43,8 @@ expect_out "9/9 finished" "every point finished"
 OUT=$TMP/report
 expect_status 0 "s2hc report builds the page" -- "$REPORT" report "$TMP/runs" -o "$OUT"
 expect_out "index.html" "report names the page"
+if grep -q "Warning" "$TMP/out"; then fail "gnuplot warned:"; grep "Warning" "$TMP/out" | head -n 3 >&2
+else ok "gnuplot drew every figure without a warning"; fi
 
 FIGS="fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams
       fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian"
