@@ -358,13 +358,15 @@ int train_main(int argc, char **argv) {
     h5log_attr_str(&log, "/", "H_res_convention",
                    "X_next = H_res . X: H_res[i, j] is the weight of input stream j in output stream i");
     char kron[32] = "";
+    const char *kron_note = "n is prime: a single factor, so kromhc is exactly mhc_lite";
+    int kron_prime = 0;
     if (!strcmp(cfg.method, "kromhc")) {
         /* the factorisation; a prime n has one factor, which makes kromhc mhc_lite */
         int f[4];
         hc_kromhc_factor_string(model.n, kron, sizeof kron);
         h5log_attr_str(&log, "/", "kromhc_factors", kron);
-        if (hc_kromhc_factorise(model.n, f) == 1)
-            h5log_attr_str(&log, "/", "kromhc_note", "n is prime: a single factor, so kromhc is exactly mhc_lite");
+        kron_prime = hc_kromhc_factorise(model.n, f) == 1;
+        if (kron_prime) h5log_attr_str(&log, "/", "kromhc_note", kron_note);
     }
     if (!h5log_get_attr_str(&log, "/", "started")) h5log_attr_str(&log, "/", "started", when);
     h5log_attr_str(&log, "/", "status", "running");
@@ -387,9 +389,8 @@ int train_main(int argc, char **argv) {
         printf("---- config ----\n%s----------------\n", yaml);
         printf("model: %zu parameters (%zu in hyper-connections), method %s, n = %d, %d threads\n",
                model.n_params, model.n_aux, cfg.method, model.n, kernels_threads());
-        if (kron[0])
-            printf("kromhc: factors %s%s\n", kron,
-                   strchr(kron, 'x') ? "" : " (n is prime: a single factor, so kromhc is exactly mhc_lite)");
+        if (kron[0]) printf("kromhc: factors %s%s%s%s\n", kron, kron_prime ? " (" : "", kron_prime ? kron_note : "",
+                            kron_prime ? ")" : "");
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
