@@ -465,6 +465,7 @@ static void floor_row_sum(float *out, const float *rows, size_t n, size_t C) {
  * f and writes X_{l+1} and u; the backward reads dY, X_l, f and du and writes dX (in
  * place over dY) and df. A 32 MB write between passes stands for the sublayer's own
  * work, which evicts the streams from cache as in a real step. One thread; best of 3. */
+static volatile float frame_floor_sink;
 static double frame_floor_cpu(const s2hc_config *c, int n) {
     const size_t N = (size_t)c->batch * c->block_size, C = (size_t)c->n_embd, nC = (size_t)n * C;
     const int Lh = 2 * c->n_layer;
@@ -472,7 +473,7 @@ static double frame_floor_cpu(const s2hc_config *c, int n) {
     float *X = calloc_check((size_t)(Lh + 1) * S, sizeof(float)), *f = calloc_check((size_t)Lh * N * C, sizeof(float));
     float *dY = calloc_check(S, sizeof(float)), *u = calloc_check(N * C, sizeof(float));
     float *df = calloc_check(N * C, sizeof(float)), *junk = calloc_check(junk_n, sizeof(float));
-    double best = INFINITY, sink = 0;
+    double best = INFINITY;
     for (int rep = 0; rep < 3; rep++) {
         double t = 0;
         for (int l = 0; l < Lh; l++) {
@@ -507,9 +508,8 @@ static double frame_floor_cpu(const s2hc_config *c, int n) {
             t += thread_cpu_seconds() - t0;
         }
         best = t < best ? t : best;
-        sink += dY[rep] + df[rep];
     }
-    if (sink == 12345.678) printf(" ");  /* keep the passes */
+    frame_floor_sink = dY[0] + df[0]; /* the passes' results are used: none is dropped */
     free(X);
     free(f);
     free(dY);
