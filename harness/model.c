@@ -221,8 +221,8 @@ int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen) {
     m->n_tensors = t.n;
     m->n_params = t.total;
     m->n_aux = t.aux;
-    m->params = calloc_check(m->n_params, sizeof(real));
-    m->grads = calloc_check(m->n_params, sizeof(real));
+    m->params = calloc_huge(m->n_params, sizeof(real));
+    m->grads = calloc_huge(m->n_params, sizeof(real));
     return 0;
 }
 
@@ -372,8 +372,8 @@ void model_alloc_acts(gpt_model *m, int B) {
     grad_layout g = layout_grads(m, B);
     m->n_acts = a.total;
     m->n_grad_acts = g.total;
-    m->acts = calloc_check(a.total, sizeof(real));
-    m->grad_acts = calloc_check(g.total, sizeof(real));
+    m->acts = calloc_huge(a.total, sizeof(real));
+    m->grad_acts = calloc_huge(g.total, sizeof(real));
     size_t N = (size_t)B * m->T;
     m->inputs = calloc_check(N, sizeof(int));
     m->targets = calloc_check(N, sizeof(int));
@@ -655,29 +655,24 @@ static void hc_scaled_weight(real *restrict Wg, const hc_params *p, const hc_dim
     }
 }
 
-/* Coefficients and read-out of sublayer l for tokens [t0, t1) (rstd in place):
- * z = r (X W'^T), per-token method math, u = sum_i pre[i] X[i]. */
-static void hc_in_range(const gpt_model *m, int l, real *Wg, size_t t0, size_t t1, size_t N) {
+/* Coefficients and read-out of sublayer l for the chunk [c0, c1) (rstd in place), with
+ * W' already in Wg: z = r (X W'^T), per-token method math, u = sum_i pre[i] X[i]. */
+static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, size_t c1) {
     hc_params p = hc_params_of(m, l);
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
-    const size_t chunk = hc_chunk(&d, N);
     const int n = d.n, K = d.K, cs = m->spec.cache;
-    hc_scaled_weight(Wg, &p, &d);
-    for (size_t c0 = t0; c0 < t1; c0 += chunk) {
-        const size_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
-        matmul_forward(h.z + c0 * K, h.X + c0 * d.nC, Wg, NULL, (c1 - c0) * d.rpt, (int)d.D, d.Kr);
-        for (size_t t = c0; t < c1; t++) {
-            real *z = h.z + t * K;
-            for (int r = 0; r < d.rpt; r++) {
-                const real rs = h.rstd[t * d.rpt + r];
-                for (int k = 0; k < d.Kr; k++) z[r * d.Kr + k] *= rs;
-            }
+    matmul_forward(h.z + c0 * K, h.X + c0 * d.nC, Wg, NULL, (c1 - c0) * d.rpt, (int)d.D, d.Kr);
+    for (size_t t = c0; t < c1; t++) {
+        real *z = h.z + t * K;
+        for (int r = 0; r < d.rpt; r++) {
+            const real rs = h.rstd[t * d.rpt + r];
+            for (int k = 0; k < d.Kr; k++) z[r * d.Kr + k] *= rs;
         }
-        hc_forward_tokens(&m->spec, p.theta, h.z + c0 * K, (int)(c1 - c0), h.pre + c0 * n, h.post + c0 * n,
-                          h.H + c0 * n * n, h.cache + c0 * cs);
-        for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, h.X + t * d.nC, n, d.C);
     }
+    hc_forward_tokens(&m->spec, p.theta, h.z + c0 * K, (int)(c1 - c0), h.pre + c0 * n, h.post + c0 * n,
+                      h.H + c0 * n * n, h.cache + c0 * cs);
+    for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, h.X + t * d.nC, n, d.C);
 }
 
 /* Write-back of sublayer l for tokens [t0, t1): X_next[i] = sum_j H[i,j] X[j] + post[i] f;
@@ -710,23 +705,34 @@ static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next
 }
 
 /* One region between sublayers: the write-back of sublayer l_out (l_out < 0: none, the
- * rstd of X_0 instead), then the coefficients and read-out of sublayer l_in (< 0: none)
- * for the same tokens. */
+ * rstd of X_0 instead), then the coefficients and read-out of sublayer l_in (< 0: none),
+ * chunk by chunk, so that the coefficient GEMM reads the rows of X_{l_in} the write-back
+ * has just left in cache. */
 static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_scratch *s, size_t N) {
     hc_dims d = hc_dims_of(m);
+    const size_t chunk = hc_chunk(&d, N);
 #pragma omp parallel num_threads(hc_threads(s))
     {
         size_t t0, t1;
         hc_range(N, &t0, &t1);
-        if (l_out >= 0) {
-            hc_out_range(m, l_out, model_streams(m, l_out + 1), l_in >= 0 ? model_hc_acts(m, l_in).rstd : NULL, t0,
-                         t1);
-        } else {
-            const real *X = model_streams(m, 0);
-            real *rstd = model_hc_acts(m, 0).rstd;
-            for (size_t r = t0 * d.rpt; r < t1 * d.rpt; r++) rstd[r] = hc_rstd_of(X + r * d.D, d.D);
+        real *Wg = s->base + (size_t)hc_tid() * s->stride;
+        real *Xnext = l_out >= 0 ? model_streams(m, l_out + 1) : NULL;
+        real *rstd_in = l_in >= 0 ? model_hc_acts(m, l_in).rstd : NULL;
+        if (l_in >= 0) {
+            hc_params p = hc_params_of(m, l_in);
+            hc_scaled_weight(Wg, &p, &d);
         }
-        if (l_in >= 0) hc_in_range(m, l_in, s->base + (size_t)hc_tid() * s->stride, t0, t1, N);
+        for (size_t c0 = t0; c0 < t1; c0 += chunk) {
+            const size_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
+            if (l_out >= 0) {
+                hc_out_range(m, l_out, Xnext, rstd_in, c0, c1);
+            } else {
+                const real *X = model_streams(m, 0);
+                real *rstd = model_hc_acts(m, 0).rstd;
+                for (size_t r = c0 * d.rpt; r < c1 * d.rpt; r++) rstd[r] = hc_rstd_of(X + r * d.D, d.D);
+            }
+            if (l_in >= 0) hc_in_chunk(m, l_in, Wg, c0, c1);
+        }
     }
     prof_tick(PROF_HC_FRAME);
 }
@@ -878,15 +884,35 @@ static inline void hc_token_dx(const hc_acts *h, const hc_dims *d, size_t t, con
     }
 }
 
+/* Ask for the len reals at p (write: for writing) ahead of their use. */
+static inline void hc_prefetch(const real *p, size_t len, int write) {
+    const char *b = (const char *)p, *e = (const char *)(p + len);
+    if (write)
+        for (; b < e; b += 64) __builtin_prefetch(b, 1);
+    else
+        for (; b < e; b += 64) __builtin_prefetch(b, 0);
+}
+
+/* Tokens ahead of the one in work whose rows the frame's backward prefetches: the
+ * hardware's streams restart at every 4 KB page, two tokens' rows at n C = 512. */
+#define HC_PREFETCH_AHEAD 2
+
 /* Tokens [t0, t1) of the frame's backward, hc_lanes() at a time (one for most methods,
  * so a token's rows are still in L1 for its dX): the dots, the method's backward (dz,
  * dtheta into my_dtheta), then each token's dX and dz *= r. */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *dY, const real *du, real *dX, real *dz, real *my_dtheta) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
+    const size_t ahead = lanes > HC_PREFETCH_AHEAD ? (size_t)lanes : HC_PREFETCH_AHEAD;
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
     for (size_t g0 = t0; g0 < t1; g0 += (size_t)lanes) {
         const int g = t1 - g0 < (size_t)lanes ? (int)(t1 - g0) : lanes;
+        for (size_t t = g0 + ahead; t < g0 + ahead + (size_t)g && t < t1; t++) {
+            hc_prefetch(h->X + t * d->nC, d->nC, 0);
+            hc_prefetch(dY + t * d->nC, d->nC, 1);
+            hc_prefetch(h->f + t * d->C, d->C, 0);
+            if (du) hc_prefetch(du + t * d->C, d->C, 0);
+        }
         for (int i = 0; i < g; i++) hc_token_grads(h, d, g0 + i, dY, du, dH + i * n * n, dpost + i * n, dpre + i * n);
         hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
                            my_dtheta);

@@ -7,8 +7,8 @@
 
 void optim_init(adamw_state *o, const gpt_model *model) {
     o->n = model->n_params;
-    o->m = calloc_check(o->n, sizeof(float));
-    o->v = calloc_check(o->n, sizeof(float));
+    o->m = calloc_huge(o->n, sizeof(float));
+    o->v = calloc_huge(o->n, sizeof(float));
     o->t = 0;
 }
 

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -23,6 +24,22 @@ void *calloc_check_(size_t n, size_t size, const char *file, int line) {
         fprintf(stderr, "s2hc: error: out of memory allocating %zu x %zu bytes at %s:%d\n", n, size, file, line);
         exit(1);
     }
+    return p;
+}
+
+void *calloc_huge_(size_t n, size_t size, const char *file, int line) {
+    const size_t huge = (size_t)2 << 20, bytes = (n ? n : 1) * (size ? size : 1);
+    if (bytes < CALLOC_HUGE_MIN) return calloc_check_(n, size, file, line);
+    const size_t rounded = (bytes + huge - 1) / huge * huge;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, rounded)) {
+        fprintf(stderr, "s2hc: error: out of memory allocating %zu x %zu bytes at %s:%d\n", n, size, file, line);
+        exit(1);
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: refused (THP off), the pages stay 4 KB */
+#endif
+    memset(p, 0, bytes);
     return p;
 }
 

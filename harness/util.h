@@ -9,9 +9,17 @@
 
 void *malloc_check_(size_t size, const char *file, int line);
 void *calloc_check_(size_t n, size_t size, const char *file, int line);
+/* calloc_check for the big buffers a step streams through (activations, gradients,
+ * parameters, optimizer moments): from CALLOC_HUGE_MIN bytes on, 2 MB aligned and marked
+ * for transparent huge pages (madvise), so the streams' pages cost the TLB 512 times
+ * fewer entries; where the kernel does not give huge pages it is plain zeroed memory.
+ * Free with free(). docs/performance.md, log item 15. */
+#define CALLOC_HUGE_MIN ((size_t)4 << 20)
+void *calloc_huge_(size_t n, size_t size, const char *file, int line);
 FILE *fopen_check_(const char *path, const char *mode, const char *file, int line);
 #define malloc_check(sz) malloc_check_((sz), __FILE__, __LINE__)
 #define calloc_check(n, sz) calloc_check_((n), (sz), __FILE__, __LINE__)
+#define calloc_huge(n, sz) calloc_huge_((n), (sz), __FILE__, __LINE__)
 #define fopen_check(p, m) fopen_check_((p), (m), __FILE__, __LINE__)
 
 /* Print "s2hc: error: ..." to stderr and exit with `code`. */

@@ -7,6 +7,7 @@
  *  - checkpoint round trip through the model's tensor table; a truncated one is refused.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,24 @@ static double *read_losses(const char *name, size_t *n) {
     memcpy(v, log.series[s].data, *n * sizeof(double));
     h5log_free(&log);
     return v;
+}
+
+/* The big buffers' allocator: zeroed like calloc, 2 MB aligned from CALLOC_HUGE_MIN on
+ * (the huge-page hint needs whole 2 MB pages), plain calloc below; writable to the end. */
+static void test_calloc_huge(void) {
+    const size_t sizes[] = {1000, CALLOC_HUGE_MIN / 4 - 1, CALLOC_HUGE_MIN / 4, CALLOC_HUGE_MIN / 4 * 3 + 5};
+    for (int round = 0; round < 2; round++) /* the second round may get the first's memory back */
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            float *p = calloc_huge(sizes[k], sizeof(float));
+            size_t nonzero = 0;
+            for (size_t i = 0; i < sizes[k]; i++) nonzero += p[i] != 0;
+            CHECK(nonzero == 0, "%zu floats: %zu not zero", sizes[k], nonzero);
+            if (sizes[k] * sizeof(float) >= CALLOC_HUGE_MIN)
+                CHECK((uintptr_t)p % ((size_t)2 << 20) == 0, "%zu floats at %p: not 2 MB aligned", sizes[k],
+                      (void *)p);
+            for (size_t i = 0; i < sizes[k]; i++) p[i] = -1.0f; /* dirty it for the next round */
+            free(p);
+        }
 }
 
 static void test_loss_falls(void) {
@@ -325,6 +344,7 @@ int main(void) {
     snprintf(d, sizeof d, "%s/data", tmp);
     mkdir_p(d);
     make_corpus(d);
+    T_RUN(test_calloc_huge);
     T_RUN(test_frame_applies_H_as_rows_are_outputs);
     T_RUN(test_loss_falls);
     T_RUN(test_same_seed_same_losses);
