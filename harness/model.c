@@ -437,10 +437,12 @@ void model_free(gpt_model *m) {
  *   the per-token work on the same chunk while it is in cache. Each thread has its own
  *   copy of W' and its own partial sums (M, dtheta), in the tail of grad_acts.
  *
- *   forward:  one region between two sublayers: write-back of sublayer l (X' = H X +
- *             post f, and the rms of X') then, for the same tokens, sublayer l + 1's
+ *   forward:  one region between two sublayers, per chunk of 64 tokens: write-back of
+ *             sublayer l (X' = H X + post f, and the rms of X'), then sublayer l + 1's
  *             coefficients (GEMM z = X' W'^T, z *= r, method forward, u = pre . X')
- *   backward: one region per sublayer: per chunk, per token: dpost, dH, dpre (dots with
+ *             while the chunk's rows of X' are in cache
+ *   backward: one region per sublayer: per chunk, per token (the rows of the token
+ *             after next prefetched): dpost, dH, dpre (dots with
  *             dY, X, f, du), method backward, dX = H^T dY + pre du - c X, dz *= r; then
  *             dX += dz W' on the chunk and the previous sublayer's df = post . dX; the
  *             thread's M += dz^T X; after a barrier dW, dg from the threads' M.
