@@ -73,6 +73,13 @@ $(BUILD)/tests/test_%: tests/test_%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
+# tests/test_frame.c includes harness/model.c to reach its static frame kernels, so it
+# links everything but model.o (as tools/frame_bench does, mk/bench.mk).
+LIB_OBJ_NO_MODEL := $(filter-out $(BUILD)/harness/model.o,$(LIB_OBJ))
+$(BUILD)/tests/test_frame: tests/test_frame.c $(LIB_OBJ_NO_MODEL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
+
 $(BUILD)/tests/dbl_%: tests/dbl_%.c $(DBL_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DS2HC_DOUBLE $(LDFLAGS) -o $@ $< $(DBL_OBJ) $(LDLIBS)

@@ -8,43 +8,12 @@
 #include "grid.h"
 #include "presets.h"
 #include "run.h"
+#include "util.h"
 #include "../probes/probes.h"
 #include "../analysis/analysis.h"
 #include "bench.h"
 #include "../kernels/kernels.h"
 #include "../kernels/cuda/model_cuda.h"
-
-/* Two settings of the runtime libraries that are read when they load, before main, so
- * they are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
- *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently
- *                      falls back to SSE3 kernels (3-5x slower GEMMs);
- *   OMP_WAIT_POLICY    passive: an idle OpenMP thread sleeps instead of spinning, which on
- *                      a shared or loaded machine is up to 4x faster (a spinning thread
- *                      steals the core its partner waits for) and on an idle one the same
- *                      within noise (docs/performance.md, "Settings").
- * A value the user set is kept. */
-static void runtime_env_fixup(char **argv) {
-    if (getenv("S2HC_NO_REEXEC")) return;
-    int again = 0;
-    if (!getenv("OMP_WAIT_POLICY")) {
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-        again = 1;
-    }
-    if (!getenv("OPENBLAS_CORETYPE")) {
-        const char *core = NULL;
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f")) core = "SkylakeX";
-        else if (__builtin_cpu_supports("avx2")) core = "Haswell";
-        if (core) {
-            setenv("OPENBLAS_CORETYPE", core, 1);
-            again = 1;
-        }
-    }
-    if (!again) return;
-    setenv("S2HC_NO_REEXEC", "1", 1);
-    execv("/proc/self/exe", argv);
-    /* exec failed: carry on with the runtime's defaults */
-}
 
 /* s2hc version [-v]: the commit; with -v also what this process runs with. */
 static int version_main(int argc, char **argv) {

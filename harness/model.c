@@ -549,6 +549,55 @@ static void hc_at_x_rows(real *M, const real *A, const real *X, size_t rows, int
     }
 }
 
+/* Z = X W^T, (rows, Kr) from X (rows, D) and W (Kr, D): the frame's coefficient
+ * projection z = X W'^T. OpenBLAS runs these shapes (K = 8..32 outputs, D = 128..1024)
+ * at about half the FMA rate. Tiles of HC_XW_R rows by up to HC_XW_K outputs keep 24
+ * accumulators in registers while a tile's W rows (12 KB at D = 512: L1) meet every
+ * row of X; each accumulator then sums its lanes by the fixed tree and adds the columns
+ * past the last vector in order: bit-identical for a given thread count. */
+#define HC_XW_R 4
+#define HC_XW_K 6
+static inline __attribute__((always_inline)) void hc_x_wt_tile(const int rb, const int kb, real *Z, const real *X,
+                                                             const real *W, int Kr, size_t D) {
+    hc_vec acc[HC_XW_R][HC_XW_K];
+#pragma GCC unroll 4
+    for (int r = 0; r < HC_XW_R; r++)
+#pragma GCC unroll 6
+        for (int k = 0; k < HC_XW_K; k++) acc[r][k] = (hc_vec){0};
+    size_t j = 0;
+    for (; j + HC_VL <= D; j += HC_VL) {
+        hc_vec x[HC_XW_R] = {{0}};
+#pragma GCC unroll 4
+        for (int r = 0; r < rb; r++) x[r] = hc_load(X + (size_t)r * D + j);
+#pragma GCC unroll 6
+        for (int k = 0; k < kb; k++) {
+            const hc_vec w = hc_load(W + (size_t)k * D + j);
+#pragma GCC unroll 4
+            for (int r = 0; r < rb; r++) acc[r][k] += x[r] * w;
+        }
+    }
+    for (int r = 0; r < rb; r++)
+        for (int k = 0; k < kb; k++) {
+            real s = hc_vsum(acc[r][k]);
+            for (size_t c = j; c < D; c++) s += X[(size_t)r * D + c] * W[(size_t)k * D + c];
+            Z[(size_t)r * Kr + k] = s;
+        }
+}
+
+static void hc_x_wt(real *Z, const real *X, const real *W, size_t rows, int Kr, size_t D) {
+    for (int k0 = 0; k0 < Kr; k0 += HC_XW_K) {
+        const int kb = Kr - k0 < HC_XW_K ? Kr - k0 : HC_XW_K;
+        const real *Wk = W + (size_t)k0 * D;
+        size_t r0 = 0;
+        for (; r0 + HC_XW_R <= rows; r0 += HC_XW_R) switch (kb) {
+#define HC_X_WT_CASE(c)             case c: hc_x_wt_tile(HC_XW_R, c, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D); break;
+            HC_X_WT_CASE(1) HC_X_WT_CASE(2) HC_X_WT_CASE(3) HC_X_WT_CASE(4) HC_X_WT_CASE(5) HC_X_WT_CASE(6)
+#undef HC_X_WT_CASE
+            }
+        if (r0 < rows) hc_x_wt_tile((int)(rows - r0), kb, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D);
+    }
+}
+
 /* Blocks of HC_MT_ROWS rows (32 KB of X at D = 512: L1) through every tile. */
 #define HC_MT_ROWS 16
 static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D) {
@@ -664,7 +713,7 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, si
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
     const int n = d.n, K = d.K, cs = m->spec.cache;
-    matmul_forward(h.z + c0 * K, h.X + c0 * d.nC, Wg, NULL, (c1 - c0) * d.rpt, (int)d.D, d.Kr);
+    hc_x_wt(h.z + c0 * K, h.X + c0 * d.nC, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
     for (size_t t = c0; t < c1; t++) {
         real *z = h.z + t * K;
         for (int r = 0; r < d.rpt; r++) {

@@ -3,13 +3,28 @@
 #   make bench                        build, then bin/s2hc bench (CSV under out/bench/)
 #   make bench BENCH_ARGS=--quick     the short version (about a minute on 2 cores)
 #   make bench BENCH_ARGS="--preset small --no-probes"
+#   make bench-frame                  the frame's regions and parts timed alone, one thread
+#   make bench-frame FRAME_ARGS="--methods s2hc --n 8"
 #
 # OMP_WAIT_POLICY defaults to passive (here and in the s2hc binary itself): on a shared or
 # loaded machine OpenMP threads that spin while waiting make every step several times
 # slower (docs/performance.md); set OMP_WAIT_POLICY=active yourself on a dedicated
 # machine. OPENBLAS_CORETYPE is set by the s2hc binary itself.
 BENCH_ARGS ?=
+FRAME_ARGS ?=
+# tools/frame_bench.c includes harness/model.c (its static frame functions), so it links
+# everything but model.o.
+FRAME_BENCH := $(BUILD)/tools/frame_bench
 
-.PHONY: bench
+.PHONY: bench bench-frame
 bench: $(BIN)
 	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(BIN) bench $(BENCH_ARGS)
+
+bench-frame: $(FRAME_BENCH)
+	$(FRAME_BENCH) $(FRAME_ARGS)
+
+$(FRAME_BENCH): tools/frame_bench.c $(LIB_OBJ_NO_MODEL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
+
+tests-build: $(FRAME_BENCH)

@@ -2,7 +2,7 @@
 # Run every test binary and shell test; end with the plain "N passed, N failed" line.
 set -u
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+export BUILD=${BUILD:-build}
 export S2HC_BIN=${S2HC_BIN:-$PWD/bin/s2hc}
 export S2HC_TEST_TMP=$(mktemp -d /tmp/s2hc-test.XXXXXX)
 trap 'rm -rf "$S2HC_TEST_TMP"' EXIT

@@ -2,6 +2,8 @@
 # `s2hc bench` from the shell: bad options refused up front, and the smallest real run
 # (tiny preset, one round of one step, no sweep, no probes) writes its CSV files with
 # every method, rc's own ratio exactly 1, a breakdown per method and the frame floor.
+# Then tools/frame_bench (make bench-frame): options checked, one row per method with
+# every column a positive number, and the cold regions no cheaper than their floor.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 expect_status 0 "bench --help" -- "$S2HC" bench --help
@@ -34,4 +36,23 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
 awk -F, '$2 == "frame_floor" { n++; if (!($7 > 0 && $7 < 1) || !($6 > 0)) bad = 1 }
          END { exit !(n == 1 && !bad) }' "$TMP/csv/breakdown.csv" && ok "one frame_floor row, 0 < fraction < 1" \
   || fail "frame_floor row in breakdown.csv"
+FB=${BUILD:-build}/tools/frame_bench
+expect_status 0 "frame_bench --help" -- "$FB" --help
+expect_out "ns per token" "frame_bench --help says its unit"
+for bad in "--n 9" "--n 0" "--reps x" "--bogus"; do
+  expect_status 2 "frame_bench $bad is refused" -- "$FB" $bad
+done
+expect_status 1 "frame_bench refuses rc (no frame)" -- "$FB" --preset tiny --methods rc --reps 1
+expect_out "rc has no hyper-connection frame" "the message names the method"
+expect_status 0 "frame_bench runs on the tiny preset" -- "$FB" --preset tiny --methods identity,mhc,s2hc --reps 1
+for m in identity mhc s2hc; do
+  # 21 numbers after the name (the "|" separators are fields too): all > 0 except the two
+  # "over floor" columns, which may be anything; the cold regions at least the floor's
+  # pass minus 50 % (timer noise on a tiny preset)
+  awk -v m="$m" '$1 == m { n = 0; for (i = 2; i <= NF; i++) if ($i != "|") { v[++n] = $i + 0 }
+                  if (n != 21) exit 1
+                  for (i = 1; i <= 21; i++) if (i != 9 && i != 10 && !(v[i] > 0)) exit 1
+                  if (v[4] < 0.5 * v[2] || v[5] < 0.5 * v[3]) exit 1; found = 1 }
+                END { exit !found }' "$TMP/out" && ok "frame_bench row for $m" || fail "frame_bench row for $m"
+done
 finish bench_cli

@@ -1,0 +1,126 @@
+/* test_frame.c: the frame's own small-product kernels in harness/model.c (static, so this
+ * test includes the file) against sums in double:
+ *   hc_x_wt   Z = X W^T     (the coefficient projection z = X W'^T)
+ *   hc_at_x   M += A^T X    (the dW product M = (r dz)^T X)
+ * over shapes that reach every tile size and every tail (rows not a multiple of the row
+ * tile, outputs not a multiple of the output tile, columns past the last vector), each
+ * within the float rounding bound of its sum; and a row's z the same bits wherever it
+ * sits in a block (a full tile or the tail), so chunk and thread boundaries do not move
+ * a token's coefficients. */
+#include "../harness/model.c"
+#include <float.h>
+#include "t.h"
+
+static void fill(real *v, size_t n, rng_t *r) {
+    for (size_t i = 0; i < n; i++) v[i] = (real)(2 * rng_uniform(r) - 1);
+}
+
+/* |got - want| within 2 D eps sum|terms| (the bound of a D-term float sum, doubled) */
+static int close_to(double got, double want, double abs_sum, size_t D) {
+    return fabs(got - want) <= 2.0 * (double)D * FLT_EPSILON * abs_sum + 1e-30;
+}
+
+static const size_t rows_list[] = {1, 3, 4, 5, 7, 64};
+static const int k_list[] = {1, 5, 6, 7, 8, 12, 17, 24, 32};
+static const size_t d_list[] = {16, 18, 30, 128, 512};
+#define NELEM(a) (sizeof(a) / sizeof *(a))
+
+static void test_x_wt_against_double(void) {
+    rng_t r;
+    rng_seed(&r, 11);
+    int bad = 0, cases = 0;
+    for (size_t a = 0; a < NELEM(rows_list); a++)
+        for (size_t b = 0; b < NELEM(k_list); b++)
+            for (size_t c = 0; c < NELEM(d_list); c++) {
+                const size_t rows = rows_list[a], D = d_list[c];
+                const int K = k_list[b];
+                real *X = malloc_check(rows * D * sizeof(real)), *W = malloc_check((size_t)K * D * sizeof(real));
+                real *Z = malloc_check(rows * (size_t)K * sizeof(real));
+                fill(X, rows * D, &r);
+                fill(W, (size_t)K * D, &r);
+                hc_x_wt(Z, X, W, rows, K, D);
+                for (size_t t = 0; t < rows; t++)
+                    for (int k = 0; k < K; k++) {
+                        double s = 0, sa = 0;
+                        for (size_t j = 0; j < D; j++) {
+                            double p = (double)X[t * D + j] * (double)W[(size_t)k * D + j];
+                            s += p;
+                            sa += fabs(p);
+                        }
+                        if (!close_to(Z[t * (size_t)K + k], s, sa, D)) {
+                            if (bad++ < 5)
+                                CHECK(0, "rows %zu K %d D %zu: z[%zu][%d] = %.9g, want %.9g", rows, K, D, t, k,
+                                      (double)Z[t * (size_t)K + k], s);
+                        }
+                    }
+                cases++;
+                free(X);
+                free(W);
+                free(Z);
+            }
+    CHECK(bad == 0, "%d values off over %d shapes", bad, cases);
+}
+
+static void test_x_wt_row_position(void) {
+    rng_t r;
+    rng_seed(&r, 12);
+    const size_t rows = 7, D = 130; /* a tile of 4, a tail of 3; columns past the vectors */
+    const int K = 17;               /* tiles of 6, 6, 5 */
+    real X[7 * 130], W[17 * 130], Z[7 * 17], z1[17];
+    fill(X, rows * D, &r);
+    fill(W, (size_t)K * D, &r);
+    hc_x_wt(Z, X, W, rows, K, D);
+    int same = 1;
+    for (size_t t = 0; t < rows; t++) {
+        hc_x_wt(z1, X + t * D, W, 1, K, D);
+        same &= memcmp(z1, Z + t * K, sizeof z1) == 0;
+    }
+    CHECK(same, "a row's z differs between its block and alone");
+}
+
+static void test_at_x_against_double(void) {
+    rng_t r;
+    rng_seed(&r, 13);
+    int bad = 0, cases = 0;
+    for (size_t a = 0; a < NELEM(rows_list); a++)
+        for (size_t b = 0; b < NELEM(k_list); b++)
+            for (size_t c = 0; c < NELEM(d_list); c++) {
+                const size_t rows = rows_list[a], D = d_list[c];
+                const int K = k_list[b];
+                real *A = malloc_check(rows * (size_t)K * sizeof(real)), *X = malloc_check(rows * D * sizeof(real));
+                real *M = malloc_check((size_t)K * D * sizeof(real)), *M0 = malloc_check((size_t)K * D * sizeof(real));
+                fill(A, rows * (size_t)K, &r);
+                fill(X, rows * D, &r);
+                fill(M0, (size_t)K * D, &r); /* it adds into M */
+                memcpy(M, M0, (size_t)K * D * sizeof(real));
+                hc_at_x(M, A, X, rows, K, D);
+                for (int k = 0; k < K; k++)
+                    for (size_t j = 0; j < D; j++) {
+                        double s = M0[(size_t)k * D + j], sa = fabs(s);
+                        for (size_t t = 0; t < rows; t++) {
+                            double p = (double)A[t * (size_t)K + k] * (double)X[t * D + j];
+                            s += p;
+                            sa += fabs(p);
+                        }
+                        if (!close_to(M[(size_t)k * D + j], s, sa, rows + 1)) {
+                            if (bad++ < 5)
+                                CHECK(0, "rows %zu K %d D %zu: M[%d][%zu] = %.9g, want %.9g", rows, K, D, k, j,
+                                      (double)M[(size_t)k * D + j], s);
+                        }
+                    }
+                cases++;
+                free(A);
+                free(X);
+                free(M);
+                free(M0);
+            }
+    CHECK(bad == 0, "%d values off over %d shapes", bad, cases);
+}
+
+int main(void) {
+    t_prog_ = "test_frame";
+    T_RUN(test_x_wt_against_double);
+    T_RUN(test_x_wt_row_position);
+    T_RUN(test_at_x_against_double);
+    return T_END();
+}
