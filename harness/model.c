@@ -451,8 +451,9 @@ void model_free(gpt_model *m) {
  * 8 doubles in the gradient-check build): accumulators stay in registers, and the lane of
  * an element is fixed by its index, so a reduction never depends on alignment or
  * threads. The arithmetic is a multiply then an add (no FMA contraction under -std=c11),
- * exactly as in the scalar tails; the one exception is the dW product's tiles
- * (hc_at_x), built with FMA like the BLAS they replace. Sums over threads (M, dtheta)
+ * exactly as in the scalar tails; the exceptions are the tiles of the projection and of
+ * the dW product (hc_x_wt, hc_at_x), built with FMA like the BLAS they replace. Sums
+ * over threads (M, dtheta)
  * are added in thread order: bit-identical for a given thread count. */
 
 #define HC_CHUNK 64                  /* tokens per GEMM + per-token pass (32..128 measured alike) */
@@ -498,9 +499,10 @@ static inline void hc_combine(real *y, const real *w, const real *x0, int m, int
  * time (docs/performance.md, log item 11). Here the rows go in blocks of 16 (their X
  * in L1), and for each block tiles of up to 8 rows of M by two vectors of columns are
  * loaded into registers, take the block's rows in order, and go back: every element
- * sums its rows in a fixed order, bit-identical for a given thread count. The only
- * code built with FMA contraction (as BLAS is): it halves the tile's instructions, and
- * no test compares these sums bit for bit with a scalar loop. */
+ * sums its rows in a fixed order, bit-identical for a given thread count. This and
+ * hc_x_wt are the only code built with FMA contraction (as BLAS is): it halves the
+ * tiles' instructions, and no test compares these sums bit for bit with a scalar loop
+ * (tests/test_frame compares them with sums in double, within float rounding). */
 #define HC_MT_K 8
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
