@@ -453,8 +453,8 @@ void model_free(gpt_model *m) {
  * threads. The arithmetic is a multiply then an add (no FMA contraction under -std=c11),
  * exactly as in the scalar tails; the exceptions are the tiles of the projection and of
  * the dW product (hc_x_wt, hc_at_x), built with FMA like the BLAS they replace. Sums
- * over threads (M, dtheta)
- * are added in thread order: bit-identical for a given thread count. */
+ * over threads (M, dtheta) are added in thread order: bit-identical for a given thread
+ * count. */
 
 #define HC_CHUNK 64                  /* tokens per GEMM + per-token pass (32..128 measured alike) */
 #define HC_CHUNK_M 256               /* tokens per M = dz^T X product (64: slower; 256..all alike) */
