@@ -582,19 +582,28 @@ HOSTDEV static inline void hc_orth_polish_v(int d, int V, real *Q) {
     for (int i = 0; i < d * d * V; i++) Q[i] = T[i];
 }
 
-/* Q (d x d) and the tanh values t (k) in lanes, of V tokens whose k z values lie at
- * token stride zs. */
-HOSTDEV static inline void hc_rot_forward_v(int d, int V, int expm, real gamma, real tau, const real *b, const real *z,
-                                            size_t zs, real *Q, real *t) {
-    real A[HC_MM * HC_LANES];
-    const int k = d * (d - 1) / 2;
+/* u = tau z + b (k values in lanes) of V tokens whose k z values lie at token stride zs. */
+HOSTDEV static inline void hc_rot_pre_v(int k, int V, real tau, const real *b, const real *z, size_t zs, real *u) {
     for (int p = 0; p < k; p++)
-        for (int v = 0; v < V; v++) t[p * V + v] = tau * z[v * zs + (size_t)p] + b[p];
-    hc_tanh_many_vec(k * V, t, t);
+        for (int v = 0; v < V; v++) u[p * V + v] = tau * z[v * zs + (size_t)p] + b[p];
+}
+
+/* Q (d x d, lanes) from the tanh values t = tanh(u) (k, lanes). */
+HOSTDEV static inline void hc_rot_core_v(int d, int V, int expm, real gamma, const real *t, real *Q) {
+    real A[HC_MM * HC_LANES];
     hc_rot_skew_v(d, V, gamma, t, A);
     if (expm) hc_expm_dual_v(d, V, A, 0, Q, 0);
     else hc_cayley_v(d, V, A, Q);
     hc_orth_polish_v(d, V, Q);
+}
+
+/* Q and the tanh values t in lanes. */
+HOSTDEV static inline void hc_rot_forward_v(int d, int V, int expm, real gamma, real tau, const real *b, const real *z,
+                                            size_t zs, real *Q, real *t) {
+    const int k = d * (d - 1) / 2;
+    hc_rot_pre_v(k, V, tau, b, z, zs, t);
+    hc_tanh_many_vec(k * V, t, t);
+    hc_rot_core_v(d, V, expm, gamma, t, Q);
 }
 
 /* One token: Q (d x d); the cache rc gets Q and the tanh values. */
@@ -1218,10 +1227,10 @@ HOSTDEV static inline void hc_helmert_basis(int n, real *U) {
         for (int c = 0; c < n - 1; c++) U[r * (n - 1) + c] = hc_helmert(r, c);
 }
 
-/* Sigma and dSigma/du of m entries (any layout) from their t = tanh(u). tanh 4 is taken
- * by the same tanh as t, so that u = 4 gives sigma = 1 exactly. The fold is a select per
- * entry (lanes take different branches). */
-HOSTDEV static inline void hc_s2hc_sigma_v(int exact, int m, const real *t, real *sig, real *dsig) {
+/* Sigma and dSigma/du of m entries (any layout) from their t = tanh(u); t4 = tanh 4,
+ * taken by the same tanh as t so that u = 4 gives sigma = 1 exactly. The fold is a
+ * select per entry (lanes take different branches). */
+HOSTDEV static inline void hc_s2hc_sigma_v(int exact, int m, const real *t, real t4, real *sig, real *dsig) {
     if (!exact) {
         for (int i = 0; i < m; i++) {
             sig[i] = t[i];
@@ -1229,10 +1238,8 @@ HOSTDEV static inline void hc_s2hc_sigma_v(int exact, int m, const real *t, real
         }
         return;
     }
-    real t0 = (real)HC_S2HC_SIGMA_BIAS;
-    hc_tanh_many_vec(1, &t0, &t0);
     for (int i = 0; i < m; i++) {
-        const real x = t[i] / t0, dx = ((real)1 - t[i] * t[i]) / t0;
+        const real x = t[i] / t4, dx = ((real)1 - t[i] * t[i]) / t4;
         const int hi = x > 1, lo = x < -1;
         sig[i] = hi ? (real)2 - x : lo ? (real)-2 - x : x;
         dsig[i] = hi || lo ? -dx : dx;
@@ -1241,9 +1248,9 @@ HOSTDEV static inline void hc_s2hc_sigma_v(int exact, int m, const real *t, real
 
 /* One entry: sigma(u), *dsdu. */
 HOSTDEV static inline real hc_s2hc_sigma(int exact, real u, real *dsdu) {
-    real t = u, sg = 0;
-    hc_tanh_many_vec(1, &t, &t);
-    hc_s2hc_sigma_v(exact, 1, &t, &sg, dsdu);
+    real t[2] = {u, (real)HC_S2HC_SIGMA_BIAS}, sg = 0;
+    hc_tanh_many_vec(2, t, t);
+    hc_s2hc_sigma_v(exact, 1, t, t[1], &sg, dsdu);
     return sg;
 }
 
@@ -1285,20 +1292,23 @@ HOSTDEV static inline void hc_s2hc_forward_v(const hc_spec *s, const int n, cons
     const int d = L.d, k = L.k, rc = HC_ROT_CACHE(d);
     const size_t K = (size_t)s->K, cs = (size_t)s->cache;
     const real *th = theta + HC_GATE_THETA(n), *zz = z + HC_GATE_Z(n);
-    real U[HC_MM * HC_LANES], Vc[HC_MM * HC_LANES], tU[HC_ROT_K * HC_LANES], tV[HC_ROT_K * HC_LANES];
-    real sig[HC_MAX_N * HC_LANES], dsig[HC_MAX_N * HC_LANES], S[HC_LANES];
-    real D[HC_MM * HC_LANES], UZ[HC_MM * HC_LANES], T[HC_MM * HC_LANES], Hl[HC_MM * HC_LANES];
+    real U[HC_MM * HC_LANES], Vc[HC_MM * HC_LANES], sig[HC_MAX_N * HC_LANES], dsig[HC_MAX_N * HC_LANES];
+    real D[HC_MM * HC_LANES], UZ[HC_MM * HC_LANES], T[HC_MM * HC_LANES], Hl[HC_MM * HC_LANES], S[HC_LANES];
+    real t[(2 * HC_ROT_K + HC_MAX_N) * HC_LANES + 1];   /* tanh of U's, V's, Sigma's u; then of 4 */
+    real *tU = t, *tV = t + k * V, *ts = t + 2 * k * V;
+    const int m = L.b_s < 0 ? 2 * k * V : (2 * k + d) * V, t4 = L.b_s >= 0 && s->exact_init;
     for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + v * K, pre + v * n, post + v * n);
-    hc_rot_forward_v(d, V, s->core_expm, th[L.gamma_u], th[L.tau_u], th + L.b_u, zz + L.z_u, K, U, tU);
-    hc_rot_forward_v(d, V, s->core_expm, th[L.gamma_v], th[L.tau_v], th + L.b_v, zz + L.z_v, K, Vc, tV);
-    if (L.b_s < 0) {
+    hc_rot_pre_v(k, V, th[L.tau_u], th + L.b_u, zz + L.z_u, K, tU);
+    hc_rot_pre_v(k, V, th[L.tau_v], th + L.b_v, zz + L.z_v, K, tV);
+    if (L.b_s >= 0) hc_rot_pre_v(d, V, th[L.tau_s], th + L.b_s, zz + L.z_s, K, ts);
+    t[m] = (real)HC_S2HC_SIGMA_BIAS;
+    hc_tanh_many_vec(m + t4, t, t);      /* one call: a token alone pads one vector, not three */
+    hc_rot_core_v(d, V, s->core_expm, th[L.gamma_u], tU, U);
+    hc_rot_core_v(d, V, s->core_expm, th[L.gamma_v], tV, Vc);
+    if (L.b_s < 0)
         for (int i = 0; i < d * V; i++) { sig[i] = 1; dsig[i] = 0; }
-    } else {
-        for (int i = 0; i < d; i++)
-            for (int v = 0; v < V; v++) sig[i * V + v] = th[L.tau_s] * zz[v * K + (size_t)(L.z_s + i)] + th[L.b_s + i];
-        hc_tanh_many_vec(d * V, sig, sig);
-        hc_s2hc_sigma_v(s->exact_init, d * V, sig, sig, dsig);
-    }
+    else
+        hc_s2hc_sigma_v(s->exact_init, d * V, ts, t[m], sig, dsig);
     for (int a = 0; a < d; a++)          /* D = U Sigma V^T - I */
         for (int b = 0; b < d; b++) {
             for (int v = 0; v < V; v++) S[v] = 0;
