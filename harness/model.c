@@ -950,9 +950,9 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
  * hardware's streams restart at every 4 KB page, two tokens' rows at n C = 512. */
 #define HC_PREFETCH_AHEAD 2
 
-/* Tokens [t0, t1) of the frame's backward, hc_lanes() at a time (one for most methods,
- * so a token's rows are still in L1 for its dX): the dots, the method's backward (dz,
- * dtheta into my_dtheta), then each token's dX and dz *= r. */
+/* Tokens [t0, t1) of the frame's backward, hc_lanes() at a time (one for the methods
+ * without lanes, so a token's rows are still in L1 for its dX): the dots, the method's
+ * backward (dz, dtheta into my_dtheta), then each token's dX and dz *= r. */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *dY, const real *du, real *dX, real *dz, real *my_dtheta) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);

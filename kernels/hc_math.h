@@ -79,7 +79,7 @@ typedef struct {
  * tanh per token); the CPU float build computes 16 at once in GCC vector code when
  * there are enough values: one vector is a ~110-cycle dependency chain where libm's
  * independent calls overlap, so libm stays below 32 exps or 8 tanhs (measured);
- * hc_exp_many_vec always takes the vector code (the same bits for any k):
+ * hc_exp_many_vec, hc_tanh_many_vec always take the vector code (the same bits for any k):
  *   exp: x = n ln2 + r (n rounded to nearest, ln2 split in two for an exact n ln2),
  *        exp(r) by Cephes' degree-6 polynomial, 2^n put into the exponent bits; x below
  *        -87.3 gives 0, above 88.3 saturates at exp(88.3); NaN stays NaN.
@@ -155,6 +155,7 @@ static inline hc_f16 hc_tanh16(hc_f16 x) {
 HC_MANY(hc_exp_many, hc_exp16, REXP, 32)
 HC_MANY(hc_exp_many_vec, hc_exp16, REXP, 0)
 HC_MANY(hc_tanh_many, hc_tanh16, RTANH, 8)
+HC_MANY(hc_tanh_many_vec, hc_tanh16, RTANH, 0)
 #undef HC_MANY
 #else
 #define HC_VEC_MATH 0
@@ -165,6 +166,7 @@ HOSTDEV static inline void hc_exp_many_vec(int k, const real *x, real *y) { hc_e
 HOSTDEV static inline void hc_tanh_many(int k, const real *x, real *y) {
     for (int i = 0; i < k; i++) y[i] = RTANH(x[i]);
 }
+HOSTDEV static inline void hc_tanh_many_vec(int k, const real *x, real *y) { hc_tanh_many(k, x, y); }
 #endif
 
 /* ---- the shared mHC-style gates --------------------------------------------------- */
@@ -235,10 +237,39 @@ HOSTDEV static inline void hc_identity_backward(const hc_spec *s, const real *th
 #define HC_EXPM_THETA 0.25           /* expm: scale until ||A||_F / 2^s <= this; truncation
                                         error <= 0.25^13 / 13! ~ 2.4e-18 relative */
 #define HC_MM (HC_MAX_N * HC_MAX_N)
-/* Local arrays below are sized for HC_MAX_N and zero-initialised: the loops fill only
- * d x d of them, which gcc's -Wmaybe-uninitialized cannot follow under every -O/-march. */
+/* Local arrays below are sized for HC_MAX_N (times HC_LANES in lanes). Outside the lanes
+ * they are zero-initialised: the loops fill only d x d of them, which gcc's
+ * -Wmaybe-uninitialized cannot follow under every -O/-march. The lanes' arrays are not
+ * (zeroing their 4 KB per call would cost as much as the math); every loop there writes
+ * an element before any reads it. */
 
-/* ---- small dense linear algebra (row-major, d <= HC_MAX_N) ------------------------- */
+/* ---- lanes --------------------------------------------------------------------------
+ * V tokens at once, element e of token v at [e * V + v] (V = 1: one token in its own
+ * layout). A lane does the one-token arithmetic in the same order, so a token gets the
+ * same bits in a lane as alone; the CPU compiles V = HC_LANES into vector code over
+ * tokens, which turns each token's chains of dependent operations (mhc's iteration, the
+ * cores' inverses and products) into independent lanes. Where one token's arithmetic
+ * depends on its data (a pivot row, a number of squarings), every lane runs the union
+ * and keeps its own by a select: a select moves bits, so a lane still gets its own. */
+#ifdef __CUDACC__
+#define HC_LANES 1   /* a CUDA thread is one token */
+#else
+#define HC_LANES 16
+#endif
+
+/* x[e * V + v] = src[v * ts + e] for e < m: V tokens' m values (token stride ts) into lanes. */
+HOSTDEV static inline void hc_lanes_get(int m, int V, const real *src, size_t ts, real *x) {
+    for (int v = 0; v < V; v++)
+        for (int e = 0; e < m; e++) x[e * V + v] = src[v * ts + (size_t)e];
+}
+
+/* The reverse: dst[v * ts + e] = x[e * V + v]. */
+HOSTDEV static inline void hc_lanes_put(int m, int V, const real *x, real *dst, size_t ts) {
+    for (int v = 0; v < V; v++)
+        for (int e = 0; e < m; e++) dst[v * ts + (size_t)e] = x[e * V + v];
+}
+
+/* ---- small dense linear algebra (row-major, d <= HC_MAX_N, in lanes) ---------------- */
 
 HOSTDEV static inline int hc_factorial(int m) {
     int f = 1;
@@ -246,144 +277,197 @@ HOSTDEV static inline int hc_factorial(int m) {
     return f;
 }
 
-HOSTDEV static inline void hc_eye(int d, real *A) {
+HOSTDEV static inline void hc_eye_v(int d, int V, real *A) {
     for (int i = 0; i < d; i++)
-        for (int j = 0; j < d; j++) A[i * d + j] = (real)(i == j);
+        for (int j = 0; j < d; j++)
+            for (int v = 0; v < V; v++) A[(i * d + j) * V + v] = (real)(i == j);
 }
 
 /* C (a x c) = A (a x b) . B (b x c) */
-HOSTDEV static inline void hc_mm(int a, int b, int c, const real *A, const real *B, real *C) {
+HOSTDEV static inline void hc_mm_v(int a, int b, int c, int V, const real *A, const real *B, real *C) {
+    real s[HC_LANES];
     for (int i = 0; i < a; i++)
         for (int j = 0; j < c; j++) {
-            real s = 0;
-            for (int k = 0; k < b; k++) s += A[i * b + k] * B[k * c + j];
-            C[i * c + j] = s;
+            for (int v = 0; v < V; v++) s[v] = 0;
+            for (int k = 0; k < b; k++)
+                for (int v = 0; v < V; v++) s[v] += A[(i * b + k) * V + v] * B[(k * c + j) * V + v];
+            for (int v = 0; v < V; v++) C[(i * c + j) * V + v] = s[v];
         }
 }
 
+HOSTDEV static inline void hc_mm(int a, int b, int c, const real *A, const real *B, real *C) {
+    hc_mm_v(a, b, c, 1, A, B, C);
+}
+
 /* C (a x c) = A^T . B with A (b x a), B (b x c) */
-HOSTDEV static inline void hc_mm_tn(int a, int b, int c, const real *A, const real *B, real *C) {
+HOSTDEV static inline void hc_mm_tn_v(int a, int b, int c, int V, const real *A, const real *B, real *C) {
+    real s[HC_LANES];
     for (int i = 0; i < a; i++)
         for (int j = 0; j < c; j++) {
-            real s = 0;
-            for (int k = 0; k < b; k++) s += A[k * a + i] * B[k * c + j];
-            C[i * c + j] = s;
+            for (int v = 0; v < V; v++) s[v] = 0;
+            for (int k = 0; k < b; k++)
+                for (int v = 0; v < V; v++) s[v] += A[(k * a + i) * V + v] * B[(k * c + j) * V + v];
+            for (int v = 0; v < V; v++) C[(i * c + j) * V + v] = s[v];
         }
 }
 
 /* C (a x c) = A . B^T with A (a x b), B (c x b) */
-HOSTDEV static inline void hc_mm_nt(int a, int b, int c, const real *A, const real *B, real *C) {
+HOSTDEV static inline void hc_mm_nt_v(int a, int b, int c, int V, const real *A, const real *B, real *C) {
+    real s[HC_LANES];
     for (int i = 0; i < a; i++)
         for (int j = 0; j < c; j++) {
-            real s = 0;
-            for (int k = 0; k < b; k++) s += A[i * b + k] * B[j * b + k];
-            C[i * c + j] = s;
+            for (int v = 0; v < V; v++) s[v] = 0;
+            for (int k = 0; k < b; k++)
+                for (int v = 0; v < V; v++) s[v] += A[(i * b + k) * V + v] * B[(j * b + k) * V + v];
+            for (int v = 0; v < V; v++) C[(i * c + j) * V + v] = s[v];
         }
 }
 
 /* 3 x 3 inverse in closed form (adjugate / determinant). */
-HOSTDEV static inline void hc_inv3_adj(const real *M, real *Mi) {
-    const real a = M[0], b = M[1], c = M[2], d = M[3], e = M[4], f = M[5], g = M[6], h = M[7], i = M[8];
-    const real A = e * i - f * h, B = f * g - d * i, C = d * h - e * g;
-    const real det = a * A + b * B + c * C, r = (real)1 / det;
-    Mi[0] = A * r;  Mi[1] = (c * h - b * i) * r;  Mi[2] = (b * f - c * e) * r;
-    Mi[3] = B * r;  Mi[4] = (a * i - c * g) * r;  Mi[5] = (c * d - a * f) * r;
-    Mi[6] = C * r;  Mi[7] = (b * g - a * h) * r;  Mi[8] = (a * e - b * d) * r;
+HOSTDEV static inline void hc_inv3_adj_v(int V, const real *M, real *Mi) {
+    for (int v = 0; v < V; v++) {
+        const real a = M[0 * V + v], b = M[1 * V + v], c = M[2 * V + v], d = M[3 * V + v], e = M[4 * V + v];
+        const real f = M[5 * V + v], g = M[6 * V + v], h = M[7 * V + v], i = M[8 * V + v];
+        const real A = e * i - f * h, B = f * g - d * i, C = d * h - e * g;
+        const real det = a * A + b * B + c * C, r = (real)1 / det;
+        Mi[0 * V + v] = A * r;  Mi[1 * V + v] = (c * h - b * i) * r;  Mi[2 * V + v] = (b * f - c * e) * r;
+        Mi[3 * V + v] = B * r;  Mi[4 * V + v] = (a * i - c * g) * r;  Mi[5 * V + v] = (c * d - a * f) * r;
+        Mi[6 * V + v] = C * r;  Mi[7 * V + v] = (b * g - a * h) * r;  Mi[8 * V + v] = (a * e - b * d) * r;
+    }
 }
 
+HOSTDEV static inline void hc_inv3_adj(const real *M, real *Mi) { hc_inv3_adj_v(1, M, Mi); }
+
 /* d x d inverse by LU with partial pivoting (row swaps), then d triangular solves.
- * M must be non-singular (I + skew always is: its eigenvalues are 1 + i*lambda). */
-HOSTDEV static inline void hc_inv_lu(int d, const real *M, real *Mi) {
-    real LU[HC_MM] = {0};
-    int piv[HC_MAX_N] = {0};
-    for (int i = 0; i < d * d; i++) LU[i] = M[i];
-    for (int i = 0; i < d; i++) piv[i] = i;
+ * M must be non-singular (I + skew always is: its eigenvalues are 1 + i*lambda).
+ * The pivot row differs between lanes: each lane tracks its own, and every row below
+ * the diagonal is swapped in by a select where it is that lane's pivot (no lane
+ * swaps where its pivot is the diagonal, as one token alone). */
+HOSTDEV static inline void hc_inv_lu_v(int d, int V, const real *M, real *Mi) {
+    real LU[HC_MM * HC_LANES], y[HC_MAX_N * HC_LANES], best[HC_LANES], s[HC_LANES];
+    int piv[HC_MAX_N * HC_LANES], p[HC_LANES];
+    for (int i = 0; i < d * d * V; i++) LU[i] = M[i];
+    for (int i = 0; i < d; i++)
+        for (int v = 0; v < V; v++) piv[i * V + v] = i;
     for (int k = 0; k < d; k++) {
-        int p = k;
+        for (int v = 0; v < V; v++) {   /* the first largest |LU[r][k]|, r >= k */
+            p[v] = k;
+            best[v] = RFABS(LU[(k * d + k) * V + v]);
+        }
         for (int r = k + 1; r < d; r++)
-            if (RFABS(LU[r * d + k]) > RFABS(LU[p * d + k])) p = r;
-        if (p != k) {
-            for (int c = 0; c < d; c++) {
-                real t = LU[k * d + c]; LU[k * d + c] = LU[p * d + c]; LU[p * d + c] = t;
+            for (int v = 0; v < V; v++) {
+                const real x = RFABS(LU[(r * d + k) * V + v]);
+                const int gt = x > best[v];
+                p[v] = gt ? r : p[v];
+                best[v] = gt ? x : best[v];
             }
-            int t = piv[k]; piv[k] = piv[p]; piv[p] = t;
+        for (int r = k + 1; r < d; r++) {
+            for (int c = 0; c < d; c++)
+                for (int v = 0; v < V; v++) {
+                    const int sw = p[v] == r;
+                    const real a = LU[(k * d + c) * V + v], b = LU[(r * d + c) * V + v];
+                    LU[(k * d + c) * V + v] = sw ? b : a;
+                    LU[(r * d + c) * V + v] = sw ? a : b;
+                }
+            for (int v = 0; v < V; v++) {
+                const int sw = p[v] == r, a = piv[k * V + v], b = piv[r * V + v];
+                piv[k * V + v] = sw ? b : a;
+                piv[r * V + v] = sw ? a : b;
+            }
         }
         for (int r = k + 1; r < d; r++) {
-            real l = LU[r * d + k] / LU[k * d + k];
-            LU[r * d + k] = l;
-            for (int c = k + 1; c < d; c++) LU[r * d + c] -= l * LU[k * d + c];
+            for (int v = 0; v < V; v++) LU[(r * d + k) * V + v] = LU[(r * d + k) * V + v] / LU[(k * d + k) * V + v];
+            for (int c = k + 1; c < d; c++)
+                for (int v = 0; v < V; v++)
+                    LU[(r * d + c) * V + v] -= LU[(r * d + k) * V + v] * LU[(k * d + c) * V + v];
         }
     }
     for (int j = 0; j < d; j++) {          /* column j of M^-1: L U x = P e_j */
-        real y[HC_MAX_N] = {0};
         for (int r = 0; r < d; r++) {
-            real s = (real)(piv[r] == j);
-            for (int c = 0; c < r; c++) s -= LU[r * d + c] * y[c];
-            y[r] = s;
+            for (int v = 0; v < V; v++) s[v] = (real)(piv[r * V + v] == j);
+            for (int c = 0; c < r; c++)
+                for (int v = 0; v < V; v++) s[v] -= LU[(r * d + c) * V + v] * y[c * V + v];
+            for (int v = 0; v < V; v++) y[r * V + v] = s[v];
         }
         for (int r = d - 1; r >= 0; r--) {
-            real s = y[r];
-            for (int c = r + 1; c < d; c++) s -= LU[r * d + c] * y[c];
-            y[r] = s / LU[r * d + r];
+            for (int v = 0; v < V; v++) s[v] = y[r * V + v];
+            for (int c = r + 1; c < d; c++)
+                for (int v = 0; v < V; v++) s[v] -= LU[(r * d + c) * V + v] * y[c * V + v];
+            for (int v = 0; v < V; v++) y[r * V + v] = s[v] / LU[(r * d + r) * V + v];
         }
-        for (int r = 0; r < d; r++) Mi[r * d + j] = y[r];
+        for (int r = 0; r < d; r++)
+            for (int v = 0; v < V; v++) Mi[(r * d + j) * V + v] = y[r * V + v];
     }
 }
 
+HOSTDEV static inline void hc_inv_lu(int d, const real *M, real *Mi) { hc_inv_lu_v(d, 1, M, Mi); }
+
 /* Inverse of a small matrix: closed forms up to 3 x 3, LU beyond. */
-HOSTDEV static inline void hc_inv_small(int d, const real *M, real *Mi) {
+HOSTDEV static inline void hc_inv_small_v(int d, int V, const real *M, real *Mi) {
     if (d == 1) {
-        Mi[0] = (real)1 / M[0];
+        for (int v = 0; v < V; v++) Mi[v] = (real)1 / M[v];
     } else if (d == 2) {
-        real r = (real)1 / (M[0] * M[3] - M[1] * M[2]);
-        Mi[0] = M[3] * r; Mi[1] = -M[1] * r; Mi[2] = -M[2] * r; Mi[3] = M[0] * r;
+        for (int v = 0; v < V; v++) {
+            const real a = M[0 * V + v], b = M[1 * V + v], c = M[2 * V + v], e = M[3 * V + v];
+            const real r = (real)1 / (a * e - b * c);
+            Mi[0 * V + v] = e * r; Mi[1 * V + v] = -b * r; Mi[2 * V + v] = -c * r; Mi[3 * V + v] = a * r;
+        }
     } else if (d == 3) {
-        hc_inv3_adj(M, Mi);
+        hc_inv3_adj_v(V, M, Mi);
     } else {
-        hc_inv_lu(d, M, Mi);
+        hc_inv_lu_v(d, V, M, Mi);
     }
 }
+
+HOSTDEV static inline void hc_inv_small(int d, const real *M, real *Mi) { hc_inv_small_v(d, 1, M, Mi); }
 
 /* skew(a): the strict upper triangle filled row-major ((0,1), (0,2), ..., (1,2), ...)
  * with a, the lower triangle with -a. a has d(d-1)/2 values. */
-HOSTDEV static inline void hc_skew(int d, const real *a, real *A) {
+HOSTDEV static inline void hc_skew_v(int d, int V, const real *a, real *A) {
     int p = 0;
     for (int i = 0; i < d; i++) {
-        A[i * d + i] = 0;
-        for (int j = i + 1; j < d; j++, p++) {
-            A[i * d + j] = a[p];
-            A[j * d + i] = -a[p];
-        }
+        for (int v = 0; v < V; v++) A[(i * d + i) * V + v] = 0;
+        for (int j = i + 1; j < d; j++, p++)
+            for (int v = 0; v < V; v++) {
+                A[(i * d + j) * V + v] = a[p * V + v];
+                A[(j * d + i) * V + v] = -a[p * V + v];
+            }
     }
 }
 
+HOSTDEV static inline void hc_skew(int d, const real *a, real *A) { hc_skew_v(d, 1, a, A); }
+
 /* Backward of hc_skew: da[p] = dA[i][j] - dA[j][i] (overwrites da). */
-HOSTDEV static inline void hc_skew_backward(int d, const real *dA, real *da) {
+HOSTDEV static inline void hc_skew_backward_v(int d, int V, const real *dA, real *da) {
     int p = 0;
     for (int i = 0; i < d; i++)
-        for (int j = i + 1; j < d; j++, p++) da[p] = dA[i * d + j] - dA[j * d + i];
+        for (int j = i + 1; j < d; j++, p++)
+            for (int v = 0; v < V; v++) da[p * V + v] = dA[(i * d + j) * V + v] - dA[(j * d + i) * V + v];
 }
 
 /* Cayley(A) = (I + A)^-1 (I - A) = 2 (I + A)^-1 - I: orthogonal with det +1 for skew A
  * (it never reaches eigenvalue -1). */
-HOSTDEV static inline void hc_cayley(int d, const real *A, real *Q) {
-    real M[HC_MM] = {0}, Mi[HC_MM] = {0};
-    for (int i = 0; i < d * d; i++) M[i] = A[i];
-    for (int i = 0; i < d; i++) M[i * d + i] += 1;
-    hc_inv_small(d, M, Mi);
-    for (int i = 0; i < d * d; i++) Q[i] = 2 * Mi[i];
-    for (int i = 0; i < d; i++) Q[i * d + i] -= 1;
+HOSTDEV static inline void hc_cayley_v(int d, int V, const real *A, real *Q) {
+    real M[HC_MM * HC_LANES], Mi[HC_MM * HC_LANES];
+    for (int i = 0; i < d * d * V; i++) M[i] = A[i];
+    for (int i = 0; i < d; i++)
+        for (int v = 0; v < V; v++) M[(i * d + i) * V + v] += 1;
+    hc_inv_small_v(d, V, M, Mi);
+    for (int i = 0; i < d * d * V; i++) Q[i] = 2 * Mi[i];
+    for (int i = 0; i < d; i++)
+        for (int v = 0; v < V; v++) Q[(i * d + i) * V + v] -= 1;
 }
 
 /* Backward of hc_cayley given its output Q: with M = I + A, Q = 2 M^-1 - I, so
  * dA = -2 M^-T dQ M^-T, and M^-1 = (Q + I) / 2 gives dA = -1/2 (Q^T + I) dQ (Q^T + I). */
-HOSTDEV static inline void hc_cayley_backward(int d, const real *Q, const real *dQ, real *dA) {
-    real P[HC_MM] = {0}, T[HC_MM] = {0};
+HOSTDEV static inline void hc_cayley_backward_v(int d, int V, const real *Q, const real *dQ, real *dA) {
+    real P[HC_MM * HC_LANES], T[HC_MM * HC_LANES];
     for (int i = 0; i < d; i++)
-        for (int j = 0; j < d; j++) P[i * d + j] = Q[j * d + i] + (real)(i == j);
-    hc_mm(d, d, d, P, dQ, T);
-    hc_mm(d, d, d, T, P, dA);
-    for (int i = 0; i < d * d; i++) dA[i] *= (real)-0.5;
+        for (int j = 0; j < d; j++)
+            for (int v = 0; v < V; v++) P[(i * d + j) * V + v] = Q[(j * d + i) * V + v] + (real)(i == j);
+    hc_mm_v(d, d, d, V, P, dQ, T);
+    hc_mm_v(d, d, d, V, T, P, dA);
+    for (int i = 0; i < d * d * V; i++) dA[i] *= (real)-0.5;
 }
 
 /* The matrix exponential X = exp(A) and, when E != NULL, its Frechet derivative
@@ -394,42 +478,68 @@ HOSTDEV static inline void hc_cayley_backward(int d, const real *Q, const real *
  * [[A, E], [0, A]] has L(A, E) in its corner), so Y is the exact derivative of the
  * computed approximant. The reverse-mode gradient is dA = L(A^T, dX): the adjoint of
  * a polynomial's derivative is the derivative at the transpose, and the Frobenius norm
- * (which chooses s) is transpose-invariant. */
-HOSTDEV static inline void hc_expm_dual(int d, const real *A, const real *E, real *X, real *Y) {
-    real B[HC_MM] = {0}, F[HC_MM] = {0}, RX[HC_MM] = {0};
-    real RY[HC_MM] = {0}, TX[HC_MM] = {0}, TY[HC_MM] = {0};
-    const int dd = d * d;
-    real nrm = 0;
-    for (int i = 0; i < dd; i++) nrm += A[i] * A[i];
-    nrm = RSQRTV(nrm);
-    real sc = 1;
+ * (which chooses s) is transpose-invariant.
+ * In lanes s is each lane's own: all run the most squarings, a lane past its s keeps
+ * its pair by a select. */
+
+/* s for ||A||_F = nrm, and *sc = 2^-s. */
+HOSTDEV static inline int hc_expm_scaling(real nrm, real *sc) {
+    real c = 1;
     int s = 0;
-    while (nrm * sc > (real)HC_EXPM_THETA && s < 64) { sc *= (real)0.5; s++; }
-    for (int i = 0; i < dd; i++) { B[i] = A[i] * sc; F[i] = E ? E[i] * sc : 0; }
-    hc_eye(d, RX);
-    for (int i = 0; i < dd; i++) RY[i] = 0;
+    while (nrm * c > (real)HC_EXPM_THETA && s < 64) { c *= (real)0.5; s++; }
+    *sc = c;
+    return s;
+}
+
+HOSTDEV static inline void hc_expm_dual_v(int d, int V, const real *A, const real *E, real *X, real *Y) {
+    real B[HC_MM * HC_LANES], F[HC_MM * HC_LANES], RX[HC_MM * HC_LANES];
+    real RY[HC_MM * HC_LANES], TX[HC_MM * HC_LANES], TY[HC_MM * HC_LANES];
+    real nrm[HC_LANES], sc[HC_LANES];
+    int s[HC_LANES], smax = 0;
+    const int dd = d * d;
+    for (int v = 0; v < V; v++) nrm[v] = 0;
+    for (int i = 0; i < dd; i++)
+        for (int v = 0; v < V; v++) nrm[v] += A[i * V + v] * A[i * V + v];
+    for (int v = 0; v < V; v++) {
+        s[v] = hc_expm_scaling(RSQRTV(nrm[v]), &sc[v]);
+        smax = s[v] > smax ? s[v] : smax;
+    }
+    for (int i = 0; i < dd; i++)
+        for (int v = 0; v < V; v++) {
+            B[i * V + v] = A[i * V + v] * sc[v];
+            F[i * V + v] = E ? E[i * V + v] * sc[v] : 0;
+        }
+    hc_eye_v(d, V, RX);
+    for (int i = 0; i < dd * V; i++) RY[i] = 0;
     for (int k = HC_EXPM_TAYLOR; k >= 1; k--) {   /* R <- I + B R / k on the pair */
-        hc_mm(d, d, d, B, RX, TX);
+        hc_mm_v(d, d, d, V, B, RX, TX);
         if (E) {
-            hc_mm(d, d, d, B, RY, TY);
-            hc_mm(d, d, d, F, RX, RY);
-            for (int i = 0; i < dd; i++) RY[i] = (TY[i] + RY[i]) / (real)k;
+            hc_mm_v(d, d, d, V, B, RY, TY);
+            hc_mm_v(d, d, d, V, F, RX, RY);
+            for (int i = 0; i < dd * V; i++) RY[i] = (TY[i] + RY[i]) / (real)k;
         }
-        for (int i = 0; i < dd; i++) RX[i] = TX[i] / (real)k;
-        for (int i = 0; i < d; i++) RX[i * d + i] += 1;
+        for (int i = 0; i < dd * V; i++) RX[i] = TX[i] / (real)k;
+        for (int i = 0; i < d; i++)
+            for (int v = 0; v < V; v++) RX[(i * d + i) * V + v] += 1;
     }
-    for (int q = 0; q < s; q++) {                 /* (X, Y) <- (X X, X Y + Y X) */
-        hc_mm(d, d, d, RX, RX, TX);
+    for (int q = 0; q < smax; q++) {              /* (X, Y) <- (X X, X Y + Y X) */
+        hc_mm_v(d, d, d, V, RX, RX, TX);
         if (E) {
-            hc_mm(d, d, d, RX, RY, TY);
-            hc_mm(d, d, d, RY, RX, F);
-            for (int i = 0; i < dd; i++) RY[i] = TY[i] + F[i];
+            hc_mm_v(d, d, d, V, RX, RY, TY);
+            hc_mm_v(d, d, d, V, RY, RX, F);
+            for (int i = 0; i < dd; i++)
+                for (int v = 0; v < V; v++) RY[i * V + v] = q < s[v] ? TY[i * V + v] + F[i * V + v] : RY[i * V + v];
         }
-        for (int i = 0; i < dd; i++) RX[i] = TX[i];
+        for (int i = 0; i < dd; i++)
+            for (int v = 0; v < V; v++) RX[i * V + v] = q < s[v] ? TX[i * V + v] : RX[i * V + v];
     }
-    for (int i = 0; i < dd; i++) X[i] = RX[i];
+    for (int i = 0; i < dd * V; i++) X[i] = RX[i];
     if (E && Y)
-        for (int i = 0; i < dd; i++) Y[i] = RY[i];
+        for (int i = 0; i < dd * V; i++) Y[i] = RY[i];
+}
+
+HOSTDEV static inline void hc_expm_dual(int d, const real *A, const real *E, real *X, real *Y) {
+    hc_expm_dual_v(d, 1, A, E, X, Y);
 }
 
 /* ---- rotation generator: Q = map(skew(gamma * tanh(tau * z + b))) ------------------
@@ -438,16 +548,23 @@ HOSTDEV static inline void hc_expm_dual(int d, const real *A, const real *E, rea
  * `orthogonal` (d = n) and by the two cores of `s2hc` / `s2hc_rot` (d = n - 1).
  * The forward leaves Q and the k tanh values in the token's cache (HC_ROT_CACHE(d)
  * reals: Q, then tanh); the backward reads them instead of recomputing (tanh is most of
- * the cost of these methods' per-token math). */
+ * the cost of these methods' per-token math). The tanh is the vector one whatever the
+ * count (hc_tanh_many_vec), so a token's bits do not depend on how many tokens share
+ * the call. */
 
 #define HC_ROT_CACHE(d) ((d) * (d) + (d) * ((d) - 1) / 2)
+#define HC_ROT_K (HC_MAX_N * (HC_MAX_N - 1) / 2)
 
 /* A = skew(gamma t), from the tanh values t = tanh(tau z + b) (the cache's tail). */
-HOSTDEV static inline void hc_rot_skew(int d, real gamma, const real *tc, real *A) {
-    real a[HC_MAX_N * (HC_MAX_N - 1) / 2] = {0};
+HOSTDEV static inline void hc_rot_skew_v(int d, int V, real gamma, const real *t, real *A) {
+    real a[HC_ROT_K * HC_LANES];
     const int k = d * (d - 1) / 2;
-    for (int p = 0; p < k; p++) a[p] = gamma * tc[p];
-    hc_skew(d, a, A);
+    for (int i = 0; i < k * V; i++) a[i] = gamma * t[i];
+    hc_skew_v(d, V, a, A);
+}
+
+HOSTDEV static inline void hc_rot_skew(int d, real gamma, const real *tc, real *A) {
+    hc_rot_skew_v(d, 1, gamma, tc, A);
 }
 
 /* One Newton-Schulz step towards the nearest orthogonal matrix: Q <- Q (3I - Q^T Q) / 2.
@@ -455,58 +572,80 @@ HOSTDEV static inline void hc_rot_skew(int d, real gamma, const real *tc, real *
  * conditioned I + A (|gamma| ~ 10) or many expm squarings leave e ~ 2e-5; after the step
  * it is rounding (~1e-6 at d = 8). A no-op in exact arithmetic, so the backward treats it
  * as the identity (in double it moves Q by ~1e-16). */
-HOSTDEV static inline void hc_orth_polish(int d, real *Q) {
-    real G[HC_MM] = {0}, T[HC_MM] = {0};
-    hc_mm_tn(d, d, d, Q, Q, G);
-    for (int i = 0; i < d * d; i++) G[i] = -(real)0.5 * G[i];
-    for (int i = 0; i < d; i++) G[i * d + i] += (real)1.5;
-    hc_mm(d, d, d, Q, G, T);
-    for (int i = 0; i < d * d; i++) Q[i] = T[i];
+HOSTDEV static inline void hc_orth_polish_v(int d, int V, real *Q) {
+    real G[HC_MM * HC_LANES], T[HC_MM * HC_LANES];
+    hc_mm_tn_v(d, d, d, V, Q, Q, G);
+    for (int i = 0; i < d * d * V; i++) G[i] = -(real)0.5 * G[i];
+    for (int i = 0; i < d; i++)
+        for (int v = 0; v < V; v++) G[(i * d + i) * V + v] += (real)1.5;
+    hc_mm_v(d, d, d, V, Q, G, T);
+    for (int i = 0; i < d * d * V; i++) Q[i] = T[i];
 }
 
-/* Q (d x d); the cache rc gets Q and the tanh values. */
+/* u = tau z + b (k values in lanes) of V tokens whose k z values lie at token stride zs. */
+HOSTDEV static inline void hc_rot_pre_v(int k, int V, real tau, const real *b, const real *z, size_t zs, real *u) {
+    for (int p = 0; p < k; p++)
+        for (int v = 0; v < V; v++) u[p * V + v] = tau * z[v * zs + (size_t)p] + b[p];
+}
+
+/* Q (d x d, lanes) from the tanh values t = tanh(u) (k, lanes). */
+HOSTDEV static inline void hc_rot_core_v(int d, int V, int expm, real gamma, const real *t, real *Q) {
+    real A[HC_MM * HC_LANES];
+    hc_rot_skew_v(d, V, gamma, t, A);
+    if (expm) hc_expm_dual_v(d, V, A, 0, Q, 0);
+    else hc_cayley_v(d, V, A, Q);
+    hc_orth_polish_v(d, V, Q);
+}
+
+/* Q and the tanh values t in lanes. */
+HOSTDEV static inline void hc_rot_forward_v(int d, int V, int expm, real gamma, real tau, const real *b, const real *z,
+                                            size_t zs, real *Q, real *t) {
+    const int k = d * (d - 1) / 2;
+    hc_rot_pre_v(k, V, tau, b, z, zs, t);
+    hc_tanh_many_vec(k * V, t, t);
+    hc_rot_core_v(d, V, expm, gamma, t, Q);
+}
+
+/* One token: Q (d x d); the cache rc gets Q and the tanh values. */
 HOSTDEV static inline void hc_rot_forward(int d, int expm, real gamma, real tau, const real *b, const real *z,
                                           real *Q, real *rc) {
-    real A[HC_MM] = {0};
-    const int k = d * (d - 1) / 2;
-    real *tc = rc + d * d;
-    for (int p = 0; p < k; p++) tc[p] = tau * z[p] + b[p];
-    hc_tanh_many(k, tc, tc);
-    hc_rot_skew(d, gamma, tc, A);
-    if (expm) hc_expm_dual(d, A, 0, Q, 0);
-    else hc_cayley(d, A, Q);
-    hc_orth_polish(d, Q);
+    hc_rot_forward_v(d, 1, expm, gamma, tau, b, z, 0, Q, rc + d * d);
     for (int i = 0; i < d * d; i++) rc[i] = Q[i];
 }
 
-/* Given dQ and the forward's cache rc: overwrite dz[k], add into *dgamma, *dtau, db[k].
- * The Cayley backward takes the cached, polished Q for the exact Cayley output (they
- * differ by rounding: the polish is a no-op in exact arithmetic). */
-HOSTDEV static inline void hc_rot_backward(int d, int expm, real gamma, real tau, const real *z, const real *rc,
-                                           const real *dQ, real *dz, real *dgamma, real *dtau, real *db) {
-    real dA[HC_MM] = {0};
-    real da[HC_MAX_N * (HC_MAX_N - 1) / 2] = {0};
+/* Given dQ and the forward's Q and t (lanes): overwrite dz[k] (token stride zs, as z),
+ * add into *dgamma, *dtau, db[k], token after token. The Cayley backward takes the
+ * cached, polished Q for the exact Cayley output (they differ by rounding: the polish
+ * is a no-op in exact arithmetic). */
+HOSTDEV static inline void hc_rot_backward_v(int d, int V, int expm, real gamma, real tau, const real *z, size_t zs,
+                                             const real *Q, const real *t, const real *dQ, real *dz, real *dgamma,
+                                             real *dtau, real *db) {
+    real dA[HC_MM * HC_LANES], da[HC_ROT_K * HC_LANES], du[HC_ROT_K * HC_LANES];
     const int k = d * (d - 1) / 2;
-    const real *tc = rc + d * d;
     if (k == 0) return;
     if (expm) {
-        real A[HC_MM] = {0}, At[HC_MM] = {0}, X[HC_MM] = {0};
-        hc_rot_skew(d, gamma, tc, A);
+        real A[HC_MM * HC_LANES], At[HC_MM * HC_LANES], X[HC_MM * HC_LANES];
+        hc_rot_skew_v(d, V, gamma, t, A);
         for (int i = 0; i < d; i++)
-            for (int j = 0; j < d; j++) At[i * d + j] = A[j * d + i];
-        hc_expm_dual(d, At, dQ, X, dA);
+            for (int j = 0; j < d; j++)
+                for (int v = 0; v < V; v++) At[(i * d + j) * V + v] = A[(j * d + i) * V + v];
+        hc_expm_dual_v(d, V, At, dQ, X, dA);
     } else {
-        hc_cayley_backward(d, rc, dQ, dA);
+        hc_cayley_backward_v(d, V, Q, dQ, dA);
     }
-    hc_skew_backward(d, dA, da);
-    for (int p = 0; p < k; p++) {
-        real t = tc[p];
-        *dgamma += da[p] * t;
-        real du = da[p] * gamma * ((real)1 - t * t);
-        dz[p] = du * tau;
-        *dtau += du * z[p];
-        db[p] += du;
-    }
+    hc_skew_backward_v(d, V, dA, da);
+    for (int i = 0; i < k * V; i++) du[i] = da[i] * gamma * ((real)1 - t[i] * t[i]);
+    real g = *dgamma, ta = *dtau;   /* the sums in token order, as token by token */
+    for (int v = 0; v < V; v++)
+        for (int p = 0; p < k; p++) {
+            const int e = p * V + v;
+            g += da[e] * t[e];
+            dz[v * zs + (size_t)p] = du[e] * tau;
+            ta += du[e] * z[v * zs + (size_t)p];
+            db[p] += du[e];
+        }
+    *dgamma = g;
+    *dtau = ta;
 }
 
 /* ---- hc: Zhu et al. dynamic hyper-connections (unconstrained, HC_NORM_STREAM) ------
@@ -609,16 +748,9 @@ HOSTDEV static inline int hc_mhc_linear(int n, const real *Lg, real *mx) {
     return hi - lo <= (real)HC_MHC_LINEAR_SPREAD;
 }
 
-/* Lanes: V tokens at once, element e of token v at [e * V + v] (V = 1: one token in its
- * own layout); the cache at cache[v * vs + e] (each token's own layout, vs = its stride).
- * A lane does the one-token arithmetic in the same order, so a token gets the same bits
- * in a lane as alone; the CPU compiles V = HC_LANES into vector code over tokens, which
- * turns the iteration's chain of dependent divisions into independent lanes. */
-#ifdef __CUDACC__
-#define HC_LANES 1   /* a CUDA thread is one token */
-#else
-#define HC_LANES 16
-#endif
+/* In lanes (see hc_lanes_get); the cache at cache[v * vs + e] (each token's own layout,
+ * vs = its stride). The lanes turn the iteration's chain of dependent divisions into
+ * independent lanes. */
 
 /* The linear form from E = exp(L - max L): H, and the cache of every half-step. */
 HOSTDEV static inline void hc_mhc_scalings_v(const hc_spec *s, const int n, const int V, const real *E, real *H,
@@ -1012,22 +1144,49 @@ HOSTDEV static inline void hc_kromhc_backward(const hc_spec *s, const real *thet
 
 /* ---- orthogonal: H = map(skew(gamma tanh(tau z + b))) over the full n x n ----------
  *   theta = [gates, tau, gamma, b_res[n(n-1)/2]], z = [gates, z_res[n(n-1)/2]]
- * map = Cayley (default) or expm (core: expm). Orthogonal, but the mean is not kept. */
+ * map = Cayley (default) or expm (core: expm). Orthogonal, but the mean is not kept.
+ * V tokens in lanes (z, pre, post, H, cache, dz at strides K, n, n*n, spec->cache, K);
+ * the gates token by token. */
 
-HOSTDEV static inline void hc_orthogonal_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
-                                                 real *post, real *H, real *cache) {
-    const int n = s->n, g0 = HC_GATE_THETA(n);
-    hc_gates_forward(n, theta, z, pre, post);
-    hc_rot_forward(n, s->core_expm, theta[g0 + 1], theta[g0], theta + g0 + 2, z + HC_GATE_Z(n), H, cache);
+HOSTDEV static inline void hc_orthogonal_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                                   const real *z, real *pre, real *post, real *H, real *cache) {
+    const int g0 = HC_GATE_THETA(n), nn = n * n, k = n * (n - 1) / 2;
+    const size_t K = (size_t)s->K, cs = (size_t)s->cache;
+    real Q[HC_MM * HC_LANES], t[HC_ROT_K * HC_LANES];
+    for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + v * K, pre + v * n, post + v * n);
+    hc_rot_forward_v(n, V, s->core_expm, theta[g0 + 1], theta[g0], theta + g0 + 2, z + HC_GATE_Z(n), K, Q, t);
+    hc_lanes_put(nn, V, Q, H, (size_t)nn);
+    hc_lanes_put(nn, V, Q, cache, cs);
+    hc_lanes_put(k, V, t, cache + nn, cs);
 }
 
-HOSTDEV static inline void hc_orthogonal_backward(const hc_spec *s, const real *theta, const real *z,
-                                                  const real *cache, const real *dpre, const real *dpost,
-                                                  const real *dH, real *dz, real *dtheta) {
-    const int n = s->n, g0 = HC_GATE_THETA(n);
-    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
-    hc_rot_backward(n, s->core_expm, theta[g0 + 1], theta[g0], z + HC_GATE_Z(n), cache, dH, dz + HC_GATE_Z(n),
-                    dtheta + g0 + 1, dtheta + g0, dtheta + g0 + 2);
+HOSTDEV static inline void hc_orthogonal_backward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                                    const real *z, const real *cache, const real *dpre,
+                                                    const real *dpost, const real *dH, real *dz, real *dtheta) {
+    const int g0 = HC_GATE_THETA(n), nn = n * n, k = n * (n - 1) / 2;
+    const size_t K = (size_t)s->K, cs = (size_t)s->cache;
+    real Q[HC_MM * HC_LANES], t[HC_ROT_K * HC_LANES], dQ[HC_MM * HC_LANES];
+    for (int v = 0; v < V; v++)
+        hc_gates_backward(n, theta, z + v * K, dpre + v * n, dpost + v * n, dz + v * K, dtheta);
+    hc_lanes_get(nn, V, cache, cs, Q);
+    hc_lanes_get(k, V, cache + nn, cs, t);
+    hc_lanes_get(nn, V, dH, (size_t)nn, dQ);
+    hc_rot_backward_v(n, V, s->core_expm, theta[g0 + 1], theta[g0], z + HC_GATE_Z(n), K, Q, t, dQ, dz + HC_GATE_Z(n),
+                      dtheta + g0 + 1, dtheta + g0, dtheta + g0 + 2);
+}
+
+/* One token (V = 1); n = 4 compiled as its own copy (the default n). */
+HOSTDEV HC_FLATTEN static inline void hc_orthogonal_forward(const hc_spec *s, const real *theta, const real *z,
+                                                            real *pre, real *post, real *H, real *cache) {
+    if (s->n == 4) hc_orthogonal_forward_v(s, 4, 1, theta, z, pre, post, H, cache);
+    else hc_orthogonal_forward_v(s, s->n, 1, theta, z, pre, post, H, cache);
+}
+
+HOSTDEV HC_FLATTEN static inline void hc_orthogonal_backward(const hc_spec *s, const real *theta, const real *z,
+                                                             const real *cache, const real *dpre, const real *dpost,
+                                                             const real *dH, real *dz, real *dtheta) {
+    if (s->n == 4) hc_orthogonal_backward_v(s, 4, 1, theta, z, cache, dpre, dpost, dH, dz, dtheta);
+    else hc_orthogonal_backward_v(s, s->n, 1, theta, z, cache, dpre, dpost, dH, dz, dtheta);
 }
 
 /* ---- s2hc and s2hc_rot: H = J + U_Z U_core Sigma V_core^T U_Z^T --------------------
@@ -1068,15 +1227,31 @@ HOSTDEV static inline void hc_helmert_basis(int n, real *U) {
         for (int c = 0; c < n - 1; c++) U[r * (n - 1) + c] = hc_helmert(r, c);
 }
 
+/* Sigma and dSigma/du of m entries (any layout) from their t = tanh(u); t4 = tanh 4,
+ * taken by the same tanh as t so that u = 4 gives sigma = 1 exactly. The fold is a
+ * select per entry (lanes take different branches). */
+HOSTDEV static inline void hc_s2hc_sigma_v(int exact, int m, const real *t, real t4, real *sig, real *dsig) {
+    if (!exact) {
+        for (int i = 0; i < m; i++) {
+            sig[i] = t[i];
+            dsig[i] = (real)1 - t[i] * t[i];
+        }
+        return;
+    }
+    for (int i = 0; i < m; i++) {
+        const real x = t[i] / t4, dx = ((real)1 - t[i] * t[i]) / t4;
+        const int hi = x > 1, lo = x < -1;
+        sig[i] = hi ? (real)2 - x : lo ? (real)-2 - x : x;
+        dsig[i] = hi || lo ? -dx : dx;
+    }
+}
+
+/* One entry: sigma(u), *dsdu. */
 HOSTDEV static inline real hc_s2hc_sigma(int exact, real u, real *dsdu) {
-    real t = RTANH(u), dt = (real)1 - t * t;
-    if (!exact) { *dsdu = dt; return t; }
-    const real t0 = RTANH((real)HC_S2HC_SIGMA_BIAS);
-    real x = t / t0, dx = dt / t0;
-    if (x > 1) { *dsdu = -dx; return (real)2 - x; }
-    if (x < -1) { *dsdu = -dx; return (real)-2 - x; }
-    *dsdu = dx;
-    return x;
+    real t[2] = {u, (real)HC_S2HC_SIGMA_BIAS}, sg = 0;
+    hc_tanh_many_vec(2, t, t);
+    hc_s2hc_sigma_v(exact, 1, t, t[1], &sg, dsdu);
+    return sg;
 }
 
 /* Offsets into the method part of theta and z (relative to the gates' end); -1 absent. */
@@ -1101,80 +1276,132 @@ HOSTDEV static inline hc_s2hc_layout hc_s2hc_layout_of(int n, int rot_only) {
 /* The token's cache: U's rotation cache (U first), V's, then Sigma sig[d] and dsig/du[d]. */
 #define HC_S2HC_CACHE(n) (2 * HC_ROT_CACHE((n) - 1) + 2 * ((n) - 1))
 
-/* The per-token pieces into the cache: cores U (d x d), V (d x d), Sigma sig[d] with dsig/du. */
-HOSTDEV static inline void hc_s2hc_parts(const hc_spec *s, const real *th, const real *zz, hc_s2hc_layout L,
-                                         real *cache) {
-    const int rc = HC_ROT_CACHE(L.d);
-    real Q[HC_MM] = {0};
-    real *sig = cache + 2 * rc, *dsig = sig + L.d;
-    hc_rot_forward(L.d, s->core_expm, th[L.gamma_u], th[L.tau_u], th + L.b_u, zz + L.z_u, Q, cache);
-    hc_rot_forward(L.d, s->core_expm, th[L.gamma_v], th[L.tau_v], th + L.b_v, zz + L.z_v, Q, cache + rc);
-    for (int i = 0; i < L.d; i++) {
-        if (L.b_s < 0) { sig[i] = 1; dsig[i] = 0; }
-        else sig[i] = hc_s2hc_sigma(s->exact_init, th[L.tau_s] * zz[L.z_s + i] + th[L.b_s + i], &dsig[i]);
-    }
+/* U_Z in lanes (the same in every lane). */
+HOSTDEV static inline void hc_helmert_basis_v(int n, int V, real *UZ) {
+    real U[HC_MM];
+    hc_helmert_basis(n, U);
+    for (int e = 0; e < n * (n - 1); e++)
+        for (int v = 0; v < V; v++) UZ[e * V + v] = U[e];
 }
 
-HOSTDEV static inline void hc_s2hc_forward(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
-                                           real *H, real *cache) {
-    const int n = s->n;
+/* V tokens in lanes (z, pre, post, H, cache, dz at strides K, n, n*n, spec->cache, K);
+ * the gates token by token. */
+HOSTDEV static inline void hc_s2hc_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                             const real *z, real *pre, real *post, real *H, real *cache) {
     const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
-    const int d = L.d;
-    real D[HC_MM] = {0}, UZ[HC_MM] = {0}, T[HC_MM] = {0};
-    hc_gates_forward(n, theta, z, pre, post);
-    hc_s2hc_parts(s, theta + HC_GATE_THETA(n), z + HC_GATE_Z(n), L, cache);
-    const real *U = cache, *V = cache + HC_ROT_CACHE(d), *sig = cache + 2 * HC_ROT_CACHE(d);
+    const int d = L.d, k = L.k, rc = HC_ROT_CACHE(d);
+    const size_t K = (size_t)s->K, cs = (size_t)s->cache;
+    const real *th = theta + HC_GATE_THETA(n), *zz = z + HC_GATE_Z(n);
+    real U[HC_MM * HC_LANES], Vc[HC_MM * HC_LANES], sig[HC_MAX_N * HC_LANES], dsig[HC_MAX_N * HC_LANES];
+    real D[HC_MM * HC_LANES], UZ[HC_MM * HC_LANES], T[HC_MM * HC_LANES], Hl[HC_MM * HC_LANES], S[HC_LANES];
+    real t[(2 * HC_ROT_K + HC_MAX_N) * HC_LANES + 1];   /* tanh of U's, V's, Sigma's u; then of 4 */
+    real *tU = t, *tV = t + k * V, *ts = t + 2 * k * V;
+    const int m = L.b_s < 0 ? 2 * k * V : (2 * k + d) * V, t4 = L.b_s >= 0 && s->exact_init;
+    for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + v * K, pre + v * n, post + v * n);
+    hc_rot_pre_v(k, V, th[L.tau_u], th + L.b_u, zz + L.z_u, K, tU);
+    hc_rot_pre_v(k, V, th[L.tau_v], th + L.b_v, zz + L.z_v, K, tV);
+    if (L.b_s >= 0) hc_rot_pre_v(d, V, th[L.tau_s], th + L.b_s, zz + L.z_s, K, ts);
+    t[m] = (real)HC_S2HC_SIGMA_BIAS;
+    hc_tanh_many_vec(m + t4, t, t);      /* one call: a token alone pads one vector, not three */
+    hc_rot_core_v(d, V, s->core_expm, th[L.gamma_u], tU, U);
+    hc_rot_core_v(d, V, s->core_expm, th[L.gamma_v], tV, Vc);
+    if (L.b_s < 0)
+        for (int i = 0; i < d * V; i++) { sig[i] = 1; dsig[i] = 0; }
+    else
+        hc_s2hc_sigma_v(s->exact_init, d * V, ts, t[m], sig, dsig);
     for (int a = 0; a < d; a++)          /* D = U Sigma V^T - I */
         for (int b = 0; b < d; b++) {
-            real v = 0;
-            for (int c = 0; c < d; c++) v += U[a * d + c] * sig[c] * V[b * d + c];
-            D[a * d + b] = v - (real)(a == b);
+            for (int v = 0; v < V; v++) S[v] = 0;
+            for (int c = 0; c < d; c++)
+                for (int v = 0; v < V; v++)
+                    S[v] += U[(a * d + c) * V + v] * sig[c * V + v] * Vc[(b * d + c) * V + v];
+            for (int v = 0; v < V; v++) D[(a * d + b) * V + v] = S[v] - (real)(a == b);
         }
-    hc_helmert_basis(n, UZ);
-    hc_mm(n, d, d, UZ, D, T);            /* T = U_Z D (n x d) */
-    hc_mm_nt(n, d, n, T, UZ, H);         /* H = T U_Z^T */
-    for (int i = 0; i < n; i++) H[i * n + i] += 1;
+    hc_helmert_basis_v(n, V, UZ);
+    hc_mm_v(n, d, d, V, UZ, D, T);       /* T = U_Z D (n x d) */
+    hc_mm_nt_v(n, d, n, V, T, UZ, Hl);   /* H = T U_Z^T */
+    for (int i = 0; i < n; i++)
+        for (int v = 0; v < V; v++) Hl[(i * n + i) * V + v] += 1;
+    hc_lanes_put(n * n, V, Hl, H, (size_t)(n * n));
+    hc_lanes_put(d * d, V, U, cache, cs);
+    hc_lanes_put(k, V, tU, cache + d * d, cs);
+    hc_lanes_put(d * d, V, Vc, cache + rc, cs);
+    hc_lanes_put(k, V, tV, cache + rc + d * d, cs);
+    hc_lanes_put(d, V, sig, cache + 2 * rc, cs);
+    hc_lanes_put(d, V, dsig, cache + 2 * rc + d, cs);
 }
 
-HOSTDEV static inline void hc_s2hc_backward(const hc_spec *s, const real *theta, const real *z, const real *cache,
-                                            const real *dpre, const real *dpost, const real *dH, real *dz,
-                                            real *dtheta) {
-    const int n = s->n;
+HOSTDEV static inline void hc_s2hc_backward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                              const real *z, const real *cache, const real *dpre, const real *dpost,
+                                              const real *dH, real *dz, real *dtheta) {
     const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
-    const int d = L.d, rc = HC_ROT_CACHE(d);
+    const int d = L.d, k = L.k, rc = HC_ROT_CACHE(d);
+    const size_t K = (size_t)s->K, cs = (size_t)s->cache;
     const real *th = theta + HC_GATE_THETA(n), *zz = z + HC_GATE_Z(n);
     real *dth = dtheta + HC_GATE_THETA(n), *dzz = dz + HC_GATE_Z(n);
-    real UZ[HC_MM] = {0}, T[HC_MM] = {0};
-    real dD[HC_MM] = {0}, dU[HC_MM] = {0}, dV[HC_MM] = {0};
-    const real *U = cache, *V = cache + rc, *sig = cache + 2 * rc, *dsig = sig + d;
-    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
-    hc_helmert_basis(n, UZ);
-    hc_mm_tn(d, n, n, UZ, dH, T);        /* dD = U_Z^T dH U_Z */
-    hc_mm(d, n, d, T, UZ, dD);
+    real U[HC_MM * HC_LANES], Vc[HC_MM * HC_LANES], tU[HC_ROT_K * HC_LANES], tV[HC_ROT_K * HC_LANES];
+    real sig[HC_MAX_N * HC_LANES], dsig[HC_MAX_N * HC_LANES], du[HC_MAX_N * HC_LANES];
+    real UZ[HC_MM * HC_LANES], T[HC_MM * HC_LANES], dHl[HC_MM * HC_LANES], dD[HC_MM * HC_LANES];
+    real dU[HC_MM * HC_LANES], dV[HC_MM * HC_LANES], su[HC_LANES], sv[HC_LANES];
+    for (int v = 0; v < V; v++)
+        hc_gates_backward(n, theta, z + v * K, dpre + v * n, dpost + v * n, dz + v * K, dtheta);
+    hc_lanes_get(d * d, V, cache, cs, U);
+    hc_lanes_get(k, V, cache + d * d, cs, tU);
+    hc_lanes_get(d * d, V, cache + rc, cs, Vc);
+    hc_lanes_get(k, V, cache + rc + d * d, cs, tV);
+    hc_lanes_get(d, V, cache + 2 * rc, cs, sig);
+    hc_lanes_get(d, V, cache + 2 * rc + d, cs, dsig);
+    hc_lanes_get(n * n, V, dH, (size_t)(n * n), dHl);
+    hc_helmert_basis_v(n, V, UZ);
+    hc_mm_tn_v(d, n, n, V, UZ, dHl, T);  /* dD = U_Z^T dH U_Z */
+    hc_mm_v(d, n, d, V, T, UZ, dD);
     for (int a = 0; a < d; a++)          /* D = U diag(sig) V^T: dU = dD V Sigma, dV = dD^T U Sigma */
         for (int c = 0; c < d; c++) {
-            real su = 0, sv = 0;
-            for (int b = 0; b < d; b++) {
-                su += dD[a * d + b] * V[b * d + c];
-                sv += dD[b * d + a] * U[b * d + c];
+            for (int v = 0; v < V; v++) { su[v] = 0; sv[v] = 0; }
+            for (int b = 0; b < d; b++)
+                for (int v = 0; v < V; v++) {
+                    su[v] += dD[(a * d + b) * V + v] * Vc[(b * d + c) * V + v];
+                    sv[v] += dD[(b * d + a) * V + v] * U[(b * d + c) * V + v];
+                }
+            for (int v = 0; v < V; v++) {
+                dU[(a * d + c) * V + v] = su[v] * sig[c * V + v];
+                dV[(a * d + c) * V + v] = sv[v] * sig[c * V + v];
             }
-            dU[a * d + c] = su * sig[c];
-            dV[a * d + c] = sv * sig[c];
         }
-    hc_rot_backward(d, s->core_expm, th[L.gamma_u], th[L.tau_u], zz + L.z_u, U, dU, dzz + L.z_u, dth + L.gamma_u,
-                    dth + L.tau_u, dth + L.b_u);
-    hc_rot_backward(d, s->core_expm, th[L.gamma_v], th[L.tau_v], zz + L.z_v, V, dV, dzz + L.z_v, dth + L.gamma_v,
-                    dth + L.tau_v, dth + L.b_v);
+    hc_rot_backward_v(d, V, s->core_expm, th[L.gamma_u], th[L.tau_u], zz + L.z_u, K, U, tU, dU, dzz + L.z_u,
+                      dth + L.gamma_u, dth + L.tau_u, dth + L.b_u);
+    hc_rot_backward_v(d, V, s->core_expm, th[L.gamma_v], th[L.tau_v], zz + L.z_v, K, Vc, tV, dV, dzz + L.z_v,
+                      dth + L.gamma_v, dth + L.tau_v, dth + L.b_v);
     if (L.b_s < 0) return;
     for (int c = 0; c < d; c++) {        /* dsigma_c = (U^T dD V)_cc */
-        real g = 0;
+        for (int v = 0; v < V; v++) su[v] = 0;
         for (int a = 0; a < d; a++)
-            for (int b = 0; b < d; b++) g += U[a * d + c] * dD[a * d + b] * V[b * d + c];
-        real du = g * dsig[c];
-        dzz[L.z_s + c] = du * th[L.tau_s];
-        dth[L.tau_s] += du * zz[L.z_s + c];
-        dth[L.b_s + c] += du;
+            for (int b = 0; b < d; b++)
+                for (int v = 0; v < V; v++)
+                    su[v] += U[(a * d + c) * V + v] * dD[(a * d + b) * V + v] * Vc[(b * d + c) * V + v];
+        for (int v = 0; v < V; v++) du[c * V + v] = su[v] * dsig[c * V + v];
     }
+    for (int v = 0; v < V; v++)          /* the sums in token order, as token by token */
+        for (int c = 0; c < d; c++) {
+            const real g = du[c * V + v];
+            dzz[v * K + (size_t)(L.z_s + c)] = g * th[L.tau_s];
+            dth[L.tau_s] += g * zz[v * K + (size_t)(L.z_s + c)];
+            dth[L.b_s + c] += g;
+        }
+}
+
+/* One token (V = 1); n = 4 compiled as its own copy (the default n). */
+HOSTDEV HC_FLATTEN static inline void hc_s2hc_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                                      real *post, real *H, real *cache) {
+    if (s->n == 4) hc_s2hc_forward_v(s, 4, 1, theta, z, pre, post, H, cache);
+    else hc_s2hc_forward_v(s, s->n, 1, theta, z, pre, post, H, cache);
+}
+
+HOSTDEV HC_FLATTEN static inline void hc_s2hc_backward(const hc_spec *s, const real *theta, const real *z,
+                                                       const real *cache, const real *dpre, const real *dpost,
+                                                       const real *dH, real *dz, real *dtheta) {
+    if (s->n == 4) hc_s2hc_backward_v(s, 4, 1, theta, z, cache, dpre, dpost, dH, dz, dtheta);
+    else hc_s2hc_backward_v(s, s->n, 1, theta, z, cache, dpre, dpost, dH, dz, dtheta);
 }
 
 /* ---- dispatch ----------------------------------------------------------------------- */
@@ -1216,11 +1443,70 @@ HOSTDEV static inline void hc_backward(const hc_spec *s, const real *theta, cons
 
 /* ---- many tokens --------------------------------------------------------------------- */
 
-/* Tokens that hc_forward_tokens and hc_backward_tokens take at once: mhc runs its
- * iteration over HC_LANES tokens in vector lanes; the others token by token. */
-static inline int hc_lanes(const hc_spec *s) { return s->method == HC_MHC ? HC_LANES : 1; }
+/* Tokens that hc_forward_tokens and hc_backward_tokens take at once: mhc, orthogonal,
+ * s2hc and s2hc_rot run HC_LANES tokens in vector lanes; the others token by token. */
+static inline int hc_lanes(const hc_spec *s) {
+    const int m = s->method;
+    return m == HC_MHC || m == HC_ORTHOGONAL || m == HC_S2HC || m == HC_S2HC_ROT ? HC_LANES : 1;
+}
 
 #ifndef __CUDACC__
+#if HC_LANES > 1
+/* HC_LANES consecutive tokens (strides as below) in lanes; n = 4 compiled as its own copy. */
+#define HC_LANES_N(f, ...)                                 \
+    do {                                                   \
+        if (s->n == 4) f(s, 4, HC_LANES, __VA_ARGS__);     \
+        else f(s, s->n, HC_LANES, __VA_ARGS__);            \
+    } while (0)
+
+HC_FLATTEN static inline void hc_orthogonal_forward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                          real *pre, real *post, real *H, real *cache) {
+    HC_LANES_N(hc_orthogonal_forward_v, theta, z, pre, post, H, cache);
+}
+
+HC_FLATTEN static inline void hc_orthogonal_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                           const real *cache, const real *dpre, const real *dpost,
+                                                           const real *dH, real *dz, real *dtheta) {
+    HC_LANES_N(hc_orthogonal_backward_v, theta, z, cache, dpre, dpost, dH, dz, dtheta);
+}
+
+HC_FLATTEN static inline void hc_s2hc_forward_lanes(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                                    real *post, real *H, real *cache) {
+    HC_LANES_N(hc_s2hc_forward_v, theta, z, pre, post, H, cache);
+}
+
+HC_FLATTEN static inline void hc_s2hc_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                     const real *cache, const real *dpre, const real *dpost,
+                                                     const real *dH, real *dz, real *dtheta) {
+    HC_LANES_N(hc_s2hc_backward_v, theta, z, cache, dpre, dpost, dH, dz, dtheta);
+}
+#undef HC_LANES_N
+
+/* HC_LANES tokens in lanes; 0 (nothing written) where they must go token by token (mhc:
+ * a token in the log form). */
+static inline int hc_forward_lanes(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
+                                   real *H, real *cache) {
+    switch (s->method) {
+    case HC_MHC: return hc_mhc_forward_lanes(s, theta, z, pre, post, H, cache);
+    case HC_ORTHOGONAL: hc_orthogonal_forward_lanes(s, theta, z, pre, post, H, cache); return 1;
+    case HC_S2HC:
+    case HC_S2HC_ROT: hc_s2hc_forward_lanes(s, theta, z, pre, post, H, cache); return 1;
+    default: return 0;
+    }
+}
+
+static inline int hc_backward_lanes(const hc_spec *s, const real *theta, const real *z, const real *cache,
+                                    const real *dpre, const real *dpost, const real *dH, real *dz, real *dtheta) {
+    switch (s->method) {
+    case HC_MHC: return hc_mhc_backward_lanes(s, theta, z, cache, dpre, dpost, dH, dz, dtheta);
+    case HC_ORTHOGONAL: hc_orthogonal_backward_lanes(s, theta, z, cache, dpre, dpost, dH, dz, dtheta); return 1;
+    case HC_S2HC:
+    case HC_S2HC_ROT: hc_s2hc_backward_lanes(s, theta, z, cache, dpre, dpost, dH, dz, dtheta); return 1;
+    default: return 0;
+    }
+}
+#endif
+
 /* hc_forward of `count` consecutive tokens (z, pre, post, H, cache at strides K, n, n*n,
  * spec->cache), the same bits as token by token. */
 static inline void hc_forward_tokens(const hc_spec *s, const real *theta, const real *z, int count, real *pre,
@@ -1228,10 +1514,10 @@ static inline void hc_forward_tokens(const hc_spec *s, const real *theta, const 
     const int n = s->n, K = s->K, cs = s->cache;
     int t = 0;
 #if HC_LANES > 1
-    if (s->method == HC_MHC)
+    if (hc_lanes(s) > 1)
         for (; t + HC_LANES <= count; t += HC_LANES)
-            if (!hc_mhc_forward_lanes(s, theta, z + (size_t)t * K, pre + t * n, post + t * n, H + (size_t)t * n * n,
-                                      cache + (size_t)t * cs))
+            if (!hc_forward_lanes(s, theta, z + (size_t)t * K, pre + t * n, post + t * n, H + (size_t)t * n * n,
+                                  cache + (size_t)t * cs))
                 for (int u = t; u < t + HC_LANES; u++)
                     hc_forward(s, theta, z + (size_t)u * K, pre + u * n, post + u * n, H + (size_t)u * n * n,
                                cache + (size_t)u * cs);
@@ -1249,10 +1535,10 @@ static inline void hc_backward_tokens(const hc_spec *s, const real *theta, const
     const int n = s->n, K = s->K, cs = s->cache;
     int t = 0;
 #if HC_LANES > 1
-    if (s->method == HC_MHC)
+    if (hc_lanes(s) > 1)
         for (; t + HC_LANES <= count; t += HC_LANES)
-            if (!hc_mhc_backward_lanes(s, theta, z + (size_t)t * K, cache + (size_t)t * cs, dpre + t * n,
-                                       dpost + t * n, dH + (size_t)t * n * n, dz + (size_t)t * K, dtheta))
+            if (!hc_backward_lanes(s, theta, z + (size_t)t * K, cache + (size_t)t * cs, dpre + t * n, dpost + t * n,
+                                   dH + (size_t)t * n * n, dz + (size_t)t * K, dtheta))
                 for (int u = t; u < t + HC_LANES; u++)
                     hc_backward(s, theta, z + (size_t)u * K, cache + (size_t)u * cs, dpre + u * n, dpost + u * n,
                                 dH + (size_t)u * n * n, dz + (size_t)u * K, dtheta);

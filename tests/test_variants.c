@@ -374,25 +374,68 @@ static void test_exp_tanh_many(void) {
     free(y);
 }
 
-/* hc_forward_tokens / hc_backward_tokens (what the frame calls: mhc in groups of
- * HC_LANES tokens in vector lanes) against hc_forward / hc_backward token by token: the
- * same bits for every method, n and Sinkhorn order, with a tail shorter than a group and
- * one group holding a token whose logits take the log form (that group falls back). A
- * lane that read another lane's row or column, or a cache written at the wrong stride,
- * changes bits here. */
+/* The data-dependent path a rotation core takes for a token (what lanes must merge by
+ * selects): expm its number of squarings; Cayley at d >= 4 the LU's pivot rows (found
+ * here in double, as base-d digits); 0 for Cayley's closed forms. */
+static int rot_path(int d, int expm, real gamma, const real *tc) {
+    real A[HC_MM];
+    hc_rot_skew(d, gamma, tc, A);
+    if (expm) {
+        real nrm = 0, sc;
+        for (int i = 0; i < d * d; i++) nrm += A[i] * A[i];
+        return hc_expm_scaling(RSQRTV(nrm), &sc);
+    }
+    if (d < 4) return 0;
+    double M[HC_MM];
+    int code = 0;
+    for (int i = 0; i < d * d; i++) M[i] = A[i] + (i % (d + 1) == 0);
+    for (int k = 0; k < d; k++) {
+        int p = k;
+        for (int r = k + 1; r < d; r++)
+            if (fabs(M[r * d + k]) > fabs(M[p * d + k])) p = r;
+        for (int c = 0; c < d; c++) { double x = M[k * d + c]; M[k * d + c] = M[p * d + c]; M[p * d + c] = x; }
+        for (int r = k + 1; r < d; r++) {
+            double l = M[r * d + k] / M[k * d + k];
+            for (int c = k; c < d; c++) M[r * d + c] -= l * M[k * d + c];
+        }
+        code = code * d + p;
+    }
+    return code;
+}
+
+/* hc_forward_tokens / hc_backward_tokens (what the frame calls: mhc, orthogonal, s2hc
+ * and s2hc_rot in groups of HC_LANES tokens in vector lanes) against hc_forward /
+ * hc_backward token by token: the same bits for every method, n, Sinkhorn order, core
+ * and init, with a tail shorter than a group. mhc: one group holds a token whose logits
+ * take the log form (that group falls back). The rotation methods get gamma = 3, tau = 1
+ * (generators up to +-3; s2hc's tau_s = 1 too) and a token with generator 0 in the
+ * first group, so that lanes of one group take different paths (checked: expm
+ * squarings, Cayley's pivot rows at d >= 4, exact init's Sigma fold on both sides) that
+ * the lanes merge by selects. A lane
+ * that read another lane's row or column, a cache written at the wrong stride, or a
+ * select that let a lane take another's path changes bits here. */
 static void test_many_tokens(void) {
     enum { NT = 2 * HC_LANES + 7 };
     rng_t r;
     rng_seed(&r, 21);
-    int groups = 0;
+    int groups = 0, mixed_total = 0;
     for (int ci = 0; ci < N_CASES; ci++)
         for (int n = 2; n <= HC_MAX_N; n++) {
             if (!strcmp(cases[ci].method, "mhc_lite") && n > 5) continue; /* n! logits: slow, same code */
             inst I;
             if (inst_make(&I, &cases[ci], n)) { CHECK(0, "setup"); continue; }
             const hc_spec *s = &I.s;
-            const int K = s->K, cs = s->cache, nn = n * n;
+            const int K = s->K, cs = s->cache, nn = n * n, g0 = HC_GATE_THETA(n);
+            const int rot = s->method == HC_ORTHOGONAL || s->method == HC_S2HC || s->method == HC_S2HC_ROT;
+            const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
+            real *th = I.theta + g0;
             inst_randomise(&I, &r, 0.3, 1.0);
+            if (s->method == HC_ORTHOGONAL) { th[0] = 1; th[1] = 3; }
+            if (s->method == HC_S2HC || s->method == HC_S2HC_ROT) {
+                th[L.tau_u] = th[L.tau_v] = 1;
+                th[L.gamma_u] = th[L.gamma_v] = 3;
+                if (L.tau_s >= 0) th[L.tau_s] = 1;   /* u = z + b_s, b_s ~ 4: Sigma folded in about half */
+            }
             real *z = malloc_check((size_t)NT * K * sizeof(real)), *dz1 = calloc_check((size_t)NT * K, sizeof(real)),
                  *dz2 = calloc_check((size_t)NT * K, sizeof(real));
             real *pre = malloc_check((size_t)NT * n * 2 * sizeof(real)), *post = pre + NT * n;
@@ -405,6 +448,11 @@ static void test_many_tokens(void) {
             for (int i = 0; i < NT * (2 * n + nn); i++) dp[i] = (real)rng_normal(&r);
             if (s->method == HC_MHC) /* token HC_LANES + 3: a logit spread above the linear form's */
                 z[(size_t)(HC_LANES + 3) * K + HC_GATE_Z(n)] = (real)(80 / I.theta[HC_GATE_THETA(n)]);
+            real *z5 = z + 5 * K + HC_GATE_Z(n);   /* token 5: generators tanh(1 * -b + b) = 0 */
+            if (s->method == HC_ORTHOGONAL)
+                for (int p = 0; p < n * (n - 1) / 2; p++) z5[p] = -th[2 + p];
+            if (s->method == HC_S2HC || s->method == HC_S2HC_ROT)
+                for (int p = 0; p < L.k; p++) { z5[L.z_u + p] = -th[L.b_u + p]; z5[L.z_v + p] = -th[L.b_v + p]; }
             for (int t = 0; t < NT; t++) {
                 hc_forward(s, I.theta, z + t * K, pre + t * n, post + t * n, H + t * nn, c1 + t * cs);
                 hc_backward(s, I.theta, z + t * K, c1 + t * cs, dp + t * n, dq + t * n, dH + t * nn, dz1 + t * K, th1);
@@ -420,12 +468,45 @@ static void test_many_tokens(void) {
                 real Lg[HC_MM], mx;
                 hc_mhc_logits(n, I.theta, z + (size_t)(HC_LANES + 3) * K, Lg);
                 CHECK(!hc_mhc_linear(n, Lg, &mx), "%s n=%d: the planted token takes the linear form", cases[ci].label, n);
-                groups += hc_lanes(s) > 1;
             }
+            if (rot) {
+                CHECK(hc_lanes(s) == HC_LANES, "%s n=%d: not in lanes", cases[ci].label, n);
+                const int orth = s->method == HC_ORTHOGONAL, d = orth ? n : n - 1, rc = HC_ROT_CACHE(d);
+                const int branchy = (s->core_expm && d >= 2) || d >= 4;
+                int mixed = 0, fold = 0;
+                for (int gi = 0; gi + HC_LANES <= NT; gi += HC_LANES)
+                    for (int core = 0; core < (orth ? 1 : 2); core++) {
+                        const real gamma = orth ? th[1] : th[core ? L.gamma_v : L.gamma_u];
+                        const real *tc = c1 + (size_t)gi * cs + core * rc + d * d;
+                        const int p0 = rot_path(d, s->core_expm, gamma, tc);
+                        int differ = 0;
+                        for (int v = 1; v < HC_LANES; v++)
+                            differ |= rot_path(d, s->core_expm, gamma, tc + (size_t)v * cs) != p0;
+                        mixed += differ;
+                    }
+                if (s->method == HC_S2HC && s->exact_init)   /* dSigma/du < 0: folded */
+                    for (int gi = 0; gi + HC_LANES <= NT; gi += HC_LANES) {
+                        int neg = 0, pos = 0;
+                        for (int v = 0; v < HC_LANES; v++)
+                            for (int c = 0; c < d; c++) {
+                                const real ds = c1[(size_t)(gi + v) * cs + 2 * rc + d + c];
+                                neg += ds < 0;
+                                pos += ds > 0;
+                            }
+                        fold += neg && pos;
+                    }
+                if (HC_LANES > 1 && branchy)
+                    CHECK(mixed > 0, "%s n=%d: no group mixes the cores' paths", cases[ci].label, n);
+                if (HC_LANES > 1 && s->method == HC_S2HC && s->exact_init)
+                    CHECK(fold > 0, "%s n=%d: no group mixes folded and unfolded Sigma", cases[ci].label, n);
+                mixed_total += mixed;
+            }
+            groups += hc_lanes(s) > 1;
             free(z); free(dz1); free(dz2); free(pre); free(pre2); free(H); free(c1); free(c2); free(dp); free(th1); free(th2);
             inst_free(&I);
         }
-    printf("  many-token forms equal token by token (mhc in %d-token lanes, %d configurations)\n", HC_LANES, groups);
+    printf("  many-token forms equal token by token (%d configurations in %d-token lanes; %d groups of rotation"
+           " cores whose lanes take different paths)\n", groups, HC_LANES, mixed_total);
 }
 
 static void test_orthogonal(void) {
