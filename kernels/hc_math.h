@@ -90,6 +90,7 @@ typedef struct {
  * vector is emulated and its return changes the ABI) use libm. */
 #if defined(__AVX512F__) && !defined(__CUDACC__) && !REAL_IS_DOUBLE
 #define HC_VEC_MATH 1
+#include <immintrin.h>
 typedef float hc_f16 __attribute__((vector_size(64)));
 typedef int hc_i16 __attribute__((vector_size(64)));
 #define HC_F16(c) ((hc_f16){c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c})
@@ -257,14 +258,68 @@ HOSTDEV static inline void hc_identity_backward(const hc_spec *s, const real *th
 #define HC_LANES 16
 #endif
 
+#if HC_VEC_MATH
+/* r[i][c] -> r[c][i] for a 16 x 16 block of floats in registers. The stage of size s
+ * swaps bit s of the row index with bit s of the column index: rows a and a + s (bit s of
+ * a clear) become a's and b's low halves of each 2s-block, then their high halves. Four
+ * stages, 64 two-source shuffles, where element by element a block is 256 scalar loads
+ * and as many stores (mhc_lite moves every logit between the layouts). Moves bits only. */
+static inline void hc_transpose16(hc_f16 *r) {
+#define HC_TR_STAGE(s, ...)                                                         \
+    do {                                                                            \
+        const hc_i16 lo = {__VA_ARGS__}, hi = lo + s;                               \
+        _Pragma("GCC unroll 16") for (int a = 0; a < 16; a++) if (!(a & s)) {       \
+            const hc_f16 x = r[a], y = r[a + s];                                    \
+            r[a] = __builtin_shuffle(x, y, lo);                                     \
+            r[a + s] = __builtin_shuffle(x, y, hi);                                 \
+        }                                                                           \
+    } while (0)
+    /* lo[c] = c (bit s of c clear), 16 + c - s (set): a's c, else b's c - s; hi = lo + s */
+    HC_TR_STAGE(8, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    HC_TR_STAGE(4, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    HC_TR_STAGE(2, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    HC_TR_STAGE(1, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+#undef HC_TR_STAGE
+}
+#endif
+
 /* x[e * V + v] = src[v * ts + e] for e < m: V tokens' m values (token stride ts) into lanes. */
 HOSTDEV static inline void hc_lanes_get(int m, int V, const real *src, size_t ts, real *x) {
+#if HC_VEC_MATH
+    if (V == 16 && m >= 8) { /* by blocks of 16 values, transposed in registers */
+        for (int e0 = 0; e0 < m; e0 += 16) {
+            const int w = m - e0 < 16 ? m - e0 : 16;
+            const __mmask16 k = (__mmask16)((1u << w) - 1); /* a short block: no access past w values */
+            hc_f16 r[16];
+            for (int v = 0; v < 16; v++) r[v] = (hc_f16)_mm512_maskz_loadu_ps(k, src + v * ts + (size_t)e0);
+            hc_transpose16(r);
+            for (int e = 0; e < w; e++) memcpy(x + (e0 + e) * 16, &r[e], sizeof r[e]);
+        }
+        return;
+    }
+#endif
     for (int v = 0; v < V; v++)
         for (int e = 0; e < m; e++) x[e * V + v] = src[v * ts + (size_t)e];
 }
 
 /* The reverse: dst[v * ts + e] = x[e * V + v]. */
 HOSTDEV static inline void hc_lanes_put(int m, int V, const real *x, real *dst, size_t ts) {
+#if HC_VEC_MATH
+    if (V == 16 && m >= 8) {
+        for (int e0 = 0; e0 < m; e0 += 16) {
+            const int w = m - e0 < 16 ? m - e0 : 16;
+            hc_f16 r[16];
+            for (int e = 0; e < 16; e++) {
+                if (e < w) memcpy(&r[e], x + (e0 + e) * 16, sizeof r[e]);
+                else r[e] = HC_F16(0.0f);
+            }
+            hc_transpose16(r);
+            const __mmask16 k = (__mmask16)((1u << w) - 1);
+            for (int v = 0; v < 16; v++) _mm512_mask_storeu_ps(dst + v * ts + (size_t)e0, k, (__m512)r[v]);
+        }
+        return;
+    }
+#endif
     for (int v = 0; v < V; v++)
         for (int e = 0; e < m; e++) dst[v * ts + (size_t)e] = x[e * V + v];
 }
@@ -1003,8 +1058,9 @@ HOSTDEV static inline void hc_kahan_add_v(int V, real *s, real *c, const real *x
 /* t[q * V + v] = alpha z_v[k0 + q] + b[k0 + q], q < kb: a block of logits in lanes. */
 HOSTDEV static inline void hc_perm_logits_v(int k0, int kb, int V, real alpha, const real *b, const real *z,
                                             size_t zs, real *t) {
-    for (int v = 0; v < V; v++)
-        for (int q = 0; q < kb; q++) t[q * V + v] = alpha * z[v * zs + (size_t)(k0 + q)] + b[k0 + q];
+    hc_lanes_get(kb, V, z + k0, zs, t);
+    for (int q = 0; q < kb; q++)
+        for (int v = 0; v < V; v++) t[q * V + v] = alpha * t[q * V + v] + b[k0 + q];
 }
 
 HOSTDEV static inline int hc_perm_block(int np, int k0) {
@@ -1069,30 +1125,42 @@ HOSTDEV static inline void hc_perm_mix_forward_v(int m, int V, int np, const uns
         for (int v = 0; v < V; v++) F[e * V + v] = S[e * V + v] * sum[v];
 }
 
+/* dz = alpha g and db += g (tokens in order) for kb logits, g by token at g[v * HC_PERM_BLOCK
+ * + q]. Called with kb = HC_PERM_BLOCK as a constant for whole blocks: gcc -O2 vectorises
+ * only loops whose trip count it knows. */
+HOSTDEV static inline void hc_perm_grad_put(int kb, int V, real alpha, const real *g, real *dz, size_t zs,
+                                           real *db) {
+    for (int v = 0; v < V; v++) {
+        const real *gv = g + v * HC_PERM_BLOCK;
+        real *d = dz + v * zs;
+        for (int q = 0; q < kb; q++) d[q] = alpha * gv[q];
+        for (int q = 0; q < kb; q++) db[q] += gv[q];
+    }
+}
+
 /* Given dF (lanes): overwrite dz[np] of every token, add into *dalpha (each token's sum
  * of its np terms, in token order) and db[np] (each k's terms in token order). */
 HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int np, const unsigned char *perms, real alpha,
                                                   const real *b, const real *z, size_t zs, const real *dF, real *dz,
                                                   real *dalpha, real *db) {
     real mx[HC_LANES], sum[HC_LANES], sum_c[HC_LANES], dot[HC_LANES], da[HC_LANES], dw[HC_LANES];
-    real t[HC_PERM_BLOCK * HC_LANES];
+    real t[HC_PERM_BLOCK * HC_LANES], zt[HC_PERM_BLOCK * HC_LANES];
     hc_perm_max_v(np, V, alpha, b, z, zs, mx);
     for (int v = 0; v < V; v++) sum[v] = sum_c[v] = dot[v] = da[v] = 0;
     for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) { /* exp(l - mx) parked in dz, and its sum */
         const int kb = hc_perm_block(np, k0);
         hc_perm_exp_v(k0, kb, V, alpha, b, z, zs, mx, t);
         for (int q = 0; q < kb; q++) hc_kahan_add_v(V, sum, sum_c, t + q * V);
-        for (int v = 0; v < V; v++)
-            for (int q = 0; q < kb; q++) dz[v * zs + (size_t)(k0 + q)] = t[q * V + v];
+        hc_lanes_put(kb, V, t, dz + k0, zs);
     }
     for (int v = 0; v < V; v++) sum[v] = (real)1 / sum[v];
     for (int pass = 0; pass < 2; pass++) /* dot = sum_k w_k dw_k, dw_k = <dF, P_k>; then the gradient */
         for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
             const int kb = hc_perm_block(np, k0);
-            for (int v = 0; v < V; v++) /* w = e / sum */
-                for (int q = 0; q < kb; q++) t[q * V + v] = dz[v * zs + (size_t)(k0 + q)] * sum[v];
+            hc_lanes_get(kb, V, dz + k0, zs, t);
             for (int q = 0; q < kb; q++) {
                 real *w = t + q * V;
+                for (int v = 0; v < V; v++) w[v] *= sum[v]; /* w = e / sum */
                 hc_perm_dot_v(m, V, perms + (size_t)(k0 + q) * m, dF, dw);
                 if (!pass)
                     for (int v = 0; v < V; v++) dot[v] += w[v] * dw[v];
@@ -1100,15 +1168,12 @@ HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int np, const un
                     for (int v = 0; v < V; v++) w[v] = w[v] * (dw[v] - dot[v]); /* d/d(logit_k) */
             }
             if (!pass) continue;
-            for (int v = 0; v < V; v++)
-                for (int q = 0; q < kb; q++) {
-                    const size_t k = v * zs + (size_t)(k0 + q);
-                    const real g = t[q * V + v];
-                    dz[k] = alpha * g;
-                    da[v] += g * z[k];
-                }
+            hc_lanes_get(kb, V, z + k0, zs, zt);
             for (int q = 0; q < kb; q++)
-                for (int v = 0; v < V; v++) db[k0 + q] += t[q * V + v];
+                for (int v = 0; v < V; v++) da[v] += t[q * V + v] * zt[q * V + v];
+            hc_lanes_put(kb, V, t, zt, HC_PERM_BLOCK); /* g by token: db's sums over tokens by vectors over k */
+            if (kb == HC_PERM_BLOCK) hc_perm_grad_put(HC_PERM_BLOCK, V, alpha, zt, dz + k0, zs, db + k0);
+            else hc_perm_grad_put(kb, V, alpha, zt, dz + k0, zs, db + k0);
         }
     for (int v = 0; v < V; v++) *dalpha += da[v];
 }
