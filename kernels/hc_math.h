@@ -1147,34 +1147,38 @@ HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int np, const un
     real t[HC_PERM_BLOCK * HC_LANES], zt[HC_PERM_BLOCK * HC_LANES];
     hc_perm_max_v(np, V, alpha, b, z, zs, mx);
     for (int v = 0; v < V; v++) sum[v] = sum_c[v] = dot[v] = da[v] = 0;
-    for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) { /* exp(l - mx) parked in dz, and its sum */
+    /* e = exp(l - mx) parked in dz, its sum, and dot = sum_k e_k dw_k / sum (= sum_k w_k
+     * dw_k with w = e / sum, dw_k = <dF, P_k>: one pass over the logits fewer) */
+    for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
         const int kb = hc_perm_block(np, k0);
         hc_perm_exp_v(k0, kb, V, alpha, b, z, zs, mx, t);
-        for (int q = 0; q < kb; q++) hc_kahan_add_v(V, sum, sum_c, t + q * V);
+        for (int q = 0; q < kb; q++) {
+            const real *e = t + q * V;
+            hc_kahan_add_v(V, sum, sum_c, e);
+            hc_perm_dot_v(m, V, perms + (size_t)(k0 + q) * m, dF, dw);
+            for (int v = 0; v < V; v++) dot[v] += e[v] * dw[v];
+        }
         hc_lanes_put(kb, V, t, dz + k0, zs);
     }
-    for (int v = 0; v < V; v++) sum[v] = (real)1 / sum[v];
-    for (int pass = 0; pass < 2; pass++) /* dot = sum_k w_k dw_k, dw_k = <dF, P_k>; then the gradient */
-        for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
-            const int kb = hc_perm_block(np, k0);
-            hc_lanes_get(kb, V, dz + k0, zs, t);
-            for (int q = 0; q < kb; q++) {
-                real *w = t + q * V;
-                for (int v = 0; v < V; v++) w[v] *= sum[v]; /* w = e / sum */
-                hc_perm_dot_v(m, V, perms + (size_t)(k0 + q) * m, dF, dw);
-                if (!pass)
-                    for (int v = 0; v < V; v++) dot[v] += w[v] * dw[v];
-                else
-                    for (int v = 0; v < V; v++) w[v] = w[v] * (dw[v] - dot[v]); /* d/d(logit_k) */
-            }
-            if (!pass) continue;
-            hc_lanes_get(kb, V, z + k0, zs, zt);
-            for (int q = 0; q < kb; q++)
-                for (int v = 0; v < V; v++) da[v] += t[q * V + v] * zt[q * V + v];
-            hc_lanes_put(kb, V, t, zt, HC_PERM_BLOCK); /* g by token: db's sums over tokens by vectors over k */
-            if (kb == HC_PERM_BLOCK) hc_perm_grad_put(HC_PERM_BLOCK, V, alpha, zt, dz + k0, zs, db + k0);
-            else hc_perm_grad_put(kb, V, alpha, zt, dz + k0, zs, db + k0);
+    for (int v = 0; v < V; v++) {
+        sum[v] = (real)1 / sum[v];
+        dot[v] *= sum[v];
+    }
+    for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
+        const int kb = hc_perm_block(np, k0);
+        hc_lanes_get(kb, V, dz + k0, zs, t);
+        for (int q = 0; q < kb; q++) {
+            real *w = t + q * V;
+            hc_perm_dot_v(m, V, perms + (size_t)(k0 + q) * m, dF, dw);
+            for (int v = 0; v < V; v++) w[v] = w[v] * sum[v] * (dw[v] - dot[v]); /* d/d(logit_k) = w_k (dw_k - dot) */
         }
+        hc_lanes_get(kb, V, z + k0, zs, zt);
+        for (int q = 0; q < kb; q++)
+            for (int v = 0; v < V; v++) da[v] += t[q * V + v] * zt[q * V + v];
+        hc_lanes_put(kb, V, t, zt, HC_PERM_BLOCK); /* g by token: db's sums over tokens by vectors over k */
+        if (kb == HC_PERM_BLOCK) hc_perm_grad_put(HC_PERM_BLOCK, V, alpha, zt, dz + k0, zs, db + k0);
+        else hc_perm_grad_put(kb, V, alpha, zt, dz + k0, zs, db + k0);
+    }
     for (int v = 0; v < V; v++) *dalpha += da[v];
 }
 
