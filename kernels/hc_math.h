@@ -1081,13 +1081,17 @@ HOSTDEV static inline void hc_perm_max_v(int np, int V, real alpha, const real *
     }
 }
 
-/* t = exp(logit - mx) of a block, in lanes. */
-HOSTDEV static inline void hc_perm_exp_v(int k0, int kb, int V, real alpha, const real *b, const real *z, size_t zs,
-                                         const real *mx, real *t) {
+/* t = exp(logit - mx) of a block, in lanes. vexp: the vector exp for any count, so that a
+ * token's bits never depend on its path (mhc_lite); else hc_exp_many, libm below 32
+ * values (kromhc, whose small factors run token by token only: one padded vector of
+ * exps per factor would cost it more than its libm calls). */
+HOSTDEV static inline void hc_perm_exp_v(int k0, int kb, int V, int vexp, real alpha, const real *b, const real *z,
+                                         size_t zs, const real *mx, real *t) {
     hc_perm_logits_v(k0, kb, V, alpha, b, z, zs, t);
     for (int q = 0; q < kb; q++)
         for (int v = 0; v < V; v++) t[q * V + v] -= mx[v];
-    hc_exp_many_vec(kb * V, t, t); /* the lanes' exp for any count: a token's bits never depend on its path */
+    if (vexp) hc_exp_many_vec(kb * V, t, t);
+    else hc_exp_many(kb * V, t, t);
 }
 
 /* dw[v] = <dF, P> for one permutation p, in lanes. */
@@ -1099,8 +1103,8 @@ HOSTDEV static inline void hc_perm_dot_v(int m, int V, const unsigned char *p, c
     }
 }
 
-HOSTDEV static inline void hc_perm_mix_forward_v(int m, int V, int np, const unsigned char *perms, real alpha,
-                                                 const real *b, const real *z, size_t zs, real *F) {
+HOSTDEV static inline void hc_perm_mix_forward_v(int m, int V, int vexp, int np, const unsigned char *perms,
+                                                 real alpha, const real *b, const real *z, size_t zs, real *F) {
     real mx[HC_LANES], sum[HC_LANES], sum_c[HC_LANES], t[HC_PERM_BLOCK * HC_LANES];
     real S[HC_MM * HC_LANES], Sc[HC_MM * HC_LANES]; /* F's sums and their Kahan compensations
                                                        (local: no store into F can alias) */
@@ -1109,7 +1113,7 @@ HOSTDEV static inline void hc_perm_mix_forward_v(int m, int V, int np, const uns
     for (int v = 0; v < V; v++) sum[v] = sum_c[v] = 0;
     for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
         const int kb = hc_perm_block(np, k0);
-        hc_perm_exp_v(k0, kb, V, alpha, b, z, zs, mx, t);
+        hc_perm_exp_v(k0, kb, V, vexp, alpha, b, z, zs, mx, t);
         for (int q = 0; q < kb; q++) {
             const real *e = t + q * V;
             const unsigned char *p = perms + (size_t)(k0 + q) * m;
@@ -1140,9 +1144,9 @@ HOSTDEV static inline void hc_perm_grad_put(int kb, int V, real alpha, const rea
 
 /* Given dF (lanes): overwrite dz[np] of every token, add into *dalpha (each token's sum
  * of its np terms, in token order) and db[np] (each k's terms in token order). */
-HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int np, const unsigned char *perms, real alpha,
-                                                  const real *b, const real *z, size_t zs, const real *dF, real *dz,
-                                                  real *dalpha, real *db) {
+HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int vexp, int np, const unsigned char *perms,
+                                                  real alpha, const real *b, const real *z, size_t zs, const real *dF,
+                                                  real *dz, real *dalpha, real *db) {
     real mx[HC_LANES], sum[HC_LANES], sum_c[HC_LANES], dot[HC_LANES], da[HC_LANES], dw[HC_LANES];
     real t[HC_PERM_BLOCK * HC_LANES], zt[HC_PERM_BLOCK * HC_LANES];
     hc_perm_max_v(np, V, alpha, b, z, zs, mx);
@@ -1151,7 +1155,7 @@ HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int np, const un
      * dw_k with w = e / sum, dw_k = <dF, P_k>: one pass over the logits fewer) */
     for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
         const int kb = hc_perm_block(np, k0);
-        hc_perm_exp_v(k0, kb, V, alpha, b, z, zs, mx, t);
+        hc_perm_exp_v(k0, kb, V, vexp, alpha, b, z, zs, mx, t);
         for (int q = 0; q < kb; q++) {
             const real *e = t + q * V;
             hc_kahan_add_v(V, sum, sum_c, e);
@@ -1182,15 +1186,15 @@ HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int np, const un
     for (int v = 0; v < V; v++) *dalpha += da[v];
 }
 
-/* One token (V = 1), as kromhc's factors use it. */
+/* One token (V = 1) with hc_exp_many, as kromhc's factors use it. */
 HOSTDEV static inline void hc_perm_mix_forward(int m, int np, const unsigned char *perms, real alpha, const real *b,
                                                const real *z, real *F) {
-    hc_perm_mix_forward_v(m, 1, np, perms, alpha, b, z, 0, F);
+    hc_perm_mix_forward_v(m, 1, 0, np, perms, alpha, b, z, 0, F);
 }
 
 HOSTDEV static inline void hc_perm_mix_backward(int m, int np, const unsigned char *perms, real alpha, const real *b,
                                                 const real *z, const real *dF, real *dz, real *dalpha, real *db) {
-    hc_perm_mix_backward_v(m, 1, np, perms, alpha, b, z, 0, dF, dz, dalpha, db);
+    hc_perm_mix_backward_v(m, 1, 0, np, perms, alpha, b, z, 0, dF, dz, dalpha, db);
 }
 
 /* mhc_lite: theta = [gates, alpha_res, b_res[n!]], z = [gates, z_res[n!]], K = 2n + n!.
@@ -1202,7 +1206,7 @@ HOSTDEV static inline void hc_mhc_lite_forward_v(const hc_spec *s, const int n, 
     const size_t K = (size_t)s->K;
     real F[HC_MM * HC_LANES];
     for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + v * K, pre + v * n, post + v * n);
-    hc_perm_mix_forward_v(n, V, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, F);
+    hc_perm_mix_forward_v(n, V, 1, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, F);
     hc_lanes_put(nn, V, F, H, (size_t)nn);
 }
 
@@ -1215,7 +1219,7 @@ HOSTDEV static inline void hc_mhc_lite_backward_v(const hc_spec *s, const int n,
     hc_lanes_get(nn, V, dH, (size_t)nn, dF);
     for (int v = 0; v < V; v++)
         hc_gates_backward(n, theta, z + v * K, dpre + v * n, dpost + v * n, dz + v * K, dtheta);
-    hc_perm_mix_backward_v(n, V, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, dF,
+    hc_perm_mix_backward_v(n, V, 1, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, dF,
                            dz + HC_GATE_Z(n), dtheta + g0, dtheta + g0 + 1);
 }
 
