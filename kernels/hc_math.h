@@ -90,6 +90,7 @@ typedef struct {
  * vector is emulated and its return changes the ABI) use libm. */
 #if defined(__AVX512F__) && !defined(__CUDACC__) && !REAL_IS_DOUBLE
 #define HC_VEC_MATH 1
+#include <immintrin.h>
 typedef float hc_f16 __attribute__((vector_size(64)));
 typedef int hc_i16 __attribute__((vector_size(64)));
 #define HC_F16(c) ((hc_f16){c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c})
@@ -257,14 +258,68 @@ HOSTDEV static inline void hc_identity_backward(const hc_spec *s, const real *th
 #define HC_LANES 16
 #endif
 
+#if HC_VEC_MATH
+/* r[i][c] -> r[c][i] for a 16 x 16 block of floats in registers. The stage of size s
+ * swaps bit s of the row index with bit s of the column index: rows a and a + s (bit s of
+ * a clear) become a's and b's low halves of each 2s-block, then their high halves. Four
+ * stages, 64 two-source shuffles, where element by element a block is 256 scalar loads
+ * and as many stores (mhc_lite moves every logit between the layouts). Moves bits only. */
+static inline void hc_transpose16(hc_f16 *r) {
+#define HC_TR_STAGE(s, ...)                                                         \
+    do {                                                                            \
+        const hc_i16 lo = {__VA_ARGS__}, hi = lo + s;                               \
+        _Pragma("GCC unroll 16") for (int a = 0; a < 16; a++) if (!(a & s)) {       \
+            const hc_f16 x = r[a], y = r[a + s];                                    \
+            r[a] = __builtin_shuffle(x, y, lo);                                     \
+            r[a + s] = __builtin_shuffle(x, y, hi);                                 \
+        }                                                                           \
+    } while (0)
+    /* lo[c] = c (bit s of c clear), 16 + c - s (set): a's c, else b's c - s; hi = lo + s */
+    HC_TR_STAGE(8, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    HC_TR_STAGE(4, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    HC_TR_STAGE(2, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    HC_TR_STAGE(1, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+#undef HC_TR_STAGE
+}
+#endif
+
 /* x[e * V + v] = src[v * ts + e] for e < m: V tokens' m values (token stride ts) into lanes. */
 HOSTDEV static inline void hc_lanes_get(int m, int V, const real *src, size_t ts, real *x) {
+#if HC_VEC_MATH
+    if (V == 16 && m >= 8) { /* by blocks of 16 values, transposed in registers */
+        for (int e0 = 0; e0 < m; e0 += 16) {
+            const int w = m - e0 < 16 ? m - e0 : 16;
+            const __mmask16 k = (__mmask16)((1u << w) - 1); /* a short block: no access past w values */
+            hc_f16 r[16];
+            for (int v = 0; v < 16; v++) r[v] = (hc_f16)_mm512_maskz_loadu_ps(k, src + v * ts + (size_t)e0);
+            hc_transpose16(r);
+            for (int e = 0; e < w; e++) memcpy(x + (e0 + e) * 16, &r[e], sizeof r[e]);
+        }
+        return;
+    }
+#endif
     for (int v = 0; v < V; v++)
         for (int e = 0; e < m; e++) x[e * V + v] = src[v * ts + (size_t)e];
 }
 
 /* The reverse: dst[v * ts + e] = x[e * V + v]. */
 HOSTDEV static inline void hc_lanes_put(int m, int V, const real *x, real *dst, size_t ts) {
+#if HC_VEC_MATH
+    if (V == 16 && m >= 8) {
+        for (int e0 = 0; e0 < m; e0 += 16) {
+            const int w = m - e0 < 16 ? m - e0 : 16;
+            hc_f16 r[16];
+            for (int e = 0; e < 16; e++) {
+                if (e < w) memcpy(&r[e], x + (e0 + e) * 16, sizeof r[e]);
+                else r[e] = HC_F16(0.0f);
+            }
+            hc_transpose16(r);
+            const __mmask16 k = (__mmask16)((1u << w) - 1);
+            for (int v = 0; v < 16; v++) _mm512_mask_storeu_ps(dst + v * ts + (size_t)e0, k, (__m512)r[v]);
+        }
+        return;
+    }
+#endif
     for (int v = 0; v < V; v++)
         for (int e = 0; e < m; e++) dst[v * ts + (size_t)e] = x[e * V + v];
 }
@@ -980,85 +1035,206 @@ HC_FLATTEN static inline int hc_mhc_backward_lanes(const hc_spec *s, const real 
  * = 1. Exactly doubly stochastic and non-negative. Nothing is cached: forward and
  * backward each recompute the softmax (n! can be 40320); backward parks the weights in
  * dz, which it overwrites anyway. The forward sums with Kahan compensation: a plain float
- * sum of 40320 terms leaves row sums off by ~5e-5, compensated ones by ~1e-7. */
+ * sum of 40320 terms leaves row sums off by ~5e-5, compensated ones by ~1e-7.
+ * In lanes (see hc_lanes_get): z and dz of token v at [v * zs + k] (each token's own row,
+ * so the parked weights are each lane's own), F and dF at [e * V + v]. The table is the
+ * same for every token, so every lane runs the same sequence and each compensated add
+ * into F is one vector operation over V tokens. The logits go through a block of
+ * HC_PERM_BLOCK permutations at a time (a block times V on the stack, whatever n!), the
+ * exp is the vector one whatever the count, and the sums into dtheta keep token order. */
 
-/* s += x with compensation c (Kahan). Needs strict IEEE evaluation (no -ffast-math). */
-HOSTDEV static inline void hc_kahan_add(real *s, real *c, real x) {
-    real y = x - *c, t = *s + y;
-    *c = (t - *s) - y;
-    *s = t;
+#define HC_PERM_BLOCK 16
+
+/* s += x with compensation c (Kahan), in lanes. Needs strict IEEE evaluation (no
+ * -ffast-math, no contraction). */
+HOSTDEV static inline void hc_kahan_add_v(int V, real *s, real *c, const real *x) {
+    for (int v = 0; v < V; v++) {
+        real y = x[v] - c[v], t = s[v] + y;
+        c[v] = (t - s[v]) - y;
+        s[v] = t;
+    }
 }
 
-HOSTDEV static inline void hc_perm_mix_forward(int m, int np, const unsigned char *perms, real alpha, const real *b,
-                                               const real *z, real *F) {
-    real mx = -INFINITY, sum = 0, sum_c = 0;
-    real Fc[HC_MM] = {0};                 /* Kahan compensations: n! terms per entry in float */
-    for (int k = 0; k < np; k++) {
-        real l = alpha * z[k] + b[k];
-        mx = l > mx ? l : mx;
+/* t[q * V + v] = alpha z_v[k0 + q] + b[k0 + q], q < kb: a block of logits in lanes. */
+HOSTDEV static inline void hc_perm_logits_v(int k0, int kb, int V, real alpha, const real *b, const real *z,
+                                            size_t zs, real *t) {
+    hc_lanes_get(kb, V, z + k0, zs, t);
+    for (int q = 0; q < kb; q++)
+        for (int v = 0; v < V; v++) t[q * V + v] = alpha * t[q * V + v] + b[k0 + q];
+}
+
+HOSTDEV static inline int hc_perm_block(int np, int k0) {
+    return np - k0 < HC_PERM_BLOCK ? np - k0 : HC_PERM_BLOCK;
+}
+
+/* mx[v] = token v's largest logit. Over k, then the lanes: the compare-and-select chain
+ * of one token becomes V independent ones. */
+HOSTDEV static inline void hc_perm_max_v(int np, int V, real alpha, const real *b, const real *z, size_t zs,
+                                         real *mx) {
+    real t[HC_PERM_BLOCK * HC_LANES];
+    for (int v = 0; v < V; v++) mx[v] = -INFINITY;
+    for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
+        const int kb = hc_perm_block(np, k0);
+        hc_perm_logits_v(k0, kb, V, alpha, b, z, zs, t);
+        for (int q = 0; q < kb; q++)
+            for (int v = 0; v < V; v++) mx[v] = t[q * V + v] > mx[v] ? t[q * V + v] : mx[v];
     }
-    for (int i = 0; i < m * m; i++) F[i] = 0;
-    for (int k0 = 0; k0 < np; k0 += 16) {
-        const int kb = np - k0 < 16 ? np - k0 : 16;
-        real ev[16];
-        for (int q = 0; q < kb; q++) ev[q] = alpha * z[k0 + q] + b[k0 + q] - mx;
-        hc_exp_many(kb, ev, ev);
+}
+
+/* t = exp(logit - mx) of a block, in lanes. vexp: the vector exp for any count, so that a
+ * token's bits never depend on its path (mhc_lite); else hc_exp_many, libm below 32
+ * values (kromhc, whose small factors run token by token only: one padded vector of
+ * exps per factor would cost it more than its libm calls). */
+HOSTDEV static inline void hc_perm_exp_v(int k0, int kb, int V, int vexp, real alpha, const real *b, const real *z,
+                                         size_t zs, const real *mx, real *t) {
+    hc_perm_logits_v(k0, kb, V, alpha, b, z, zs, t);
+    for (int q = 0; q < kb; q++)
+        for (int v = 0; v < V; v++) t[q * V + v] -= mx[v];
+    if (vexp) hc_exp_many_vec(kb * V, t, t);
+    else hc_exp_many(kb * V, t, t);
+}
+
+/* dw[v] = <dF, P> for one permutation p, in lanes. */
+HOSTDEV static inline void hc_perm_dot_v(int m, int V, const unsigned char *p, const real *dF, real *dw) {
+    for (int v = 0; v < V; v++) dw[v] = 0;
+    for (int i = 0; i < m; i++) {
+        const real *d = dF + (i * m + p[i]) * V;
+        for (int v = 0; v < V; v++) dw[v] += d[v];
+    }
+}
+
+HOSTDEV static inline void hc_perm_mix_forward_v(int m, int V, int vexp, int np, const unsigned char *perms,
+                                                 real alpha, const real *b, const real *z, size_t zs, real *F) {
+    real mx[HC_LANES], sum[HC_LANES], sum_c[HC_LANES], t[HC_PERM_BLOCK * HC_LANES];
+    real S[HC_MM * HC_LANES], Sc[HC_MM * HC_LANES]; /* F's sums and their Kahan compensations
+                                                       (local: no store into F can alias) */
+    hc_perm_max_v(np, V, alpha, b, z, zs, mx);
+    for (int e = 0; e < m * m * V; e++) S[e] = Sc[e] = 0;
+    for (int v = 0; v < V; v++) sum[v] = sum_c[v] = 0;
+    for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
+        const int kb = hc_perm_block(np, k0);
+        hc_perm_exp_v(k0, kb, V, vexp, alpha, b, z, zs, mx, t);
         for (int q = 0; q < kb; q++) {
-            const real e = ev[q];
-            hc_kahan_add(&sum, &sum_c, e);
+            const real *e = t + q * V;
             const unsigned char *p = perms + (size_t)(k0 + q) * m;
-            for (int i = 0; i < m; i++) hc_kahan_add(&F[i * m + p[i]], &Fc[i * m + p[i]], e);
+            hc_kahan_add_v(V, sum, sum_c, e);
+            for (int i = 0; i < m; i++) {
+                const int f = (i * m + p[i]) * V;
+                hc_kahan_add_v(V, S + f, Sc + f, e);
+            }
         }
     }
-    real r = (real)1 / sum;
-    for (int i = 0; i < m * m; i++) F[i] *= r;
+    for (int v = 0; v < V; v++) sum[v] = (real)1 / sum[v];
+    for (int e = 0; e < m * m; e++)
+        for (int v = 0; v < V; v++) F[e * V + v] = S[e * V + v] * sum[v];
 }
 
-/* Given dF: overwrite dz[np], add into *dalpha and db[np]. */
+/* dz = alpha g and db += g (tokens in order) for kb logits, g by token at g[v * HC_PERM_BLOCK
+ * + q]. Called with kb = HC_PERM_BLOCK as a constant for whole blocks: gcc -O2 vectorises
+ * only loops whose trip count it knows. */
+HOSTDEV static inline void hc_perm_grad_put(int kb, int V, real alpha, const real *g, real *dz, size_t zs,
+                                           real *db) {
+    for (int v = 0; v < V; v++) {
+        const real *gv = g + v * HC_PERM_BLOCK;
+        real *d = dz + v * zs;
+        for (int q = 0; q < kb; q++) d[q] = alpha * gv[q];
+        for (int q = 0; q < kb; q++) db[q] += gv[q];
+    }
+}
+
+/* Given dF (lanes): overwrite dz[np] of every token, add into *dalpha (each token's sum
+ * of its np terms, in token order) and db[np] (each k's terms in token order). */
+HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int vexp, int np, const unsigned char *perms,
+                                                  real alpha, const real *b, const real *z, size_t zs, const real *dF,
+                                                  real *dz, real *dalpha, real *db) {
+    real mx[HC_LANES], sum[HC_LANES], sum_c[HC_LANES], dot[HC_LANES], da[HC_LANES], dw[HC_LANES];
+    real t[HC_PERM_BLOCK * HC_LANES], zt[HC_PERM_BLOCK * HC_LANES];
+    hc_perm_max_v(np, V, alpha, b, z, zs, mx);
+    for (int v = 0; v < V; v++) sum[v] = sum_c[v] = dot[v] = da[v] = 0;
+    /* e = exp(l - mx) parked in dz, its sum, and dot = sum_k e_k dw_k / sum (= sum_k w_k
+     * dw_k with w = e / sum, dw_k = <dF, P_k>: one pass over the logits fewer) */
+    for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
+        const int kb = hc_perm_block(np, k0);
+        hc_perm_exp_v(k0, kb, V, vexp, alpha, b, z, zs, mx, t);
+        for (int q = 0; q < kb; q++) {
+            const real *e = t + q * V;
+            hc_kahan_add_v(V, sum, sum_c, e);
+            hc_perm_dot_v(m, V, perms + (size_t)(k0 + q) * m, dF, dw);
+            for (int v = 0; v < V; v++) dot[v] += e[v] * dw[v];
+        }
+        hc_lanes_put(kb, V, t, dz + k0, zs);
+    }
+    for (int v = 0; v < V; v++) {
+        sum[v] = (real)1 / sum[v];
+        dot[v] *= sum[v];
+    }
+    for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
+        const int kb = hc_perm_block(np, k0);
+        hc_lanes_get(kb, V, dz + k0, zs, t);
+        for (int q = 0; q < kb; q++) {
+            real *w = t + q * V;
+            hc_perm_dot_v(m, V, perms + (size_t)(k0 + q) * m, dF, dw);
+            for (int v = 0; v < V; v++) w[v] = w[v] * sum[v] * (dw[v] - dot[v]); /* d/d(logit_k) = w_k (dw_k - dot) */
+        }
+        hc_lanes_get(kb, V, z + k0, zs, zt);
+        for (int q = 0; q < kb; q++)
+            for (int v = 0; v < V; v++) da[v] += t[q * V + v] * zt[q * V + v];
+        hc_lanes_put(kb, V, t, zt, HC_PERM_BLOCK); /* g by token: db's sums over tokens by vectors over k */
+        if (kb == HC_PERM_BLOCK) hc_perm_grad_put(HC_PERM_BLOCK, V, alpha, zt, dz + k0, zs, db + k0);
+        else hc_perm_grad_put(kb, V, alpha, zt, dz + k0, zs, db + k0);
+    }
+    for (int v = 0; v < V; v++) *dalpha += da[v];
+}
+
+/* One token (V = 1) with hc_exp_many, as kromhc's factors use it. */
+HOSTDEV static inline void hc_perm_mix_forward(int m, int np, const unsigned char *perms, real alpha, const real *b,
+                                               const real *z, real *F) {
+    hc_perm_mix_forward_v(m, 1, 0, np, perms, alpha, b, z, 0, F);
+}
+
 HOSTDEV static inline void hc_perm_mix_backward(int m, int np, const unsigned char *perms, real alpha, const real *b,
                                                 const real *z, const real *dF, real *dz, real *dalpha, real *db) {
-    real mx = -INFINITY, sum = 0, dot = 0;
-    for (int k = 0; k < np; k++) {
-        real l = alpha * z[k] + b[k];
-        mx = l > mx ? l : mx;
-    }
-    real sum_c = 0;
-    for (int k = 0; k < np; k++) dz[k] = alpha * z[k] + b[k] - mx;
-    hc_exp_many(np, dz, dz);
-    for (int k = 0; k < np; k++) hc_kahan_add(&sum, &sum_c, dz[k]);
-    real r = (real)1 / sum;
-    for (int k = 0; k < np; k++) {        /* dot = sum_k w_k dw_k, dw_k = <dF, P_k> */
-        const unsigned char *p = perms + (size_t)k * m;
-        real dw = 0;
-        for (int i = 0; i < m; i++) dw += dF[i * m + p[i]];
-        dz[k] *= r;
-        dot += dz[k] * dw;
-    }
-    for (int k = 0; k < np; k++) {
-        const unsigned char *p = perms + (size_t)k * m;
-        real dw = 0;
-        for (int i = 0; i < m; i++) dw += dF[i * m + p[i]];
-        real g = dz[k] * (dw - dot);      /* d/d(logit_k) */
-        dz[k] = alpha * g;
-        *dalpha += g * z[k];
-        db[k] += g;
-    }
+    hc_perm_mix_backward_v(m, 1, 0, np, perms, alpha, b, z, 0, dF, dz, dalpha, db);
 }
 
-/* mhc_lite: theta = [gates, alpha_res, b_res[n!]], z = [gates, z_res[n!]], K = 2n + n!. */
-HOSTDEV static inline void hc_mhc_lite_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
-                                               real *post, real *H) {
-    const int n = s->n, g0 = HC_GATE_THETA(n);
-    hc_gates_forward(n, theta, z, pre, post);
-    hc_perm_mix_forward(n, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), H);
+/* mhc_lite: theta = [gates, alpha_res, b_res[n!]], z = [gates, z_res[n!]], K = 2n + n!.
+ * V tokens in lanes (z, pre, post, H, dz at strides K, n, n, n*n, K); the gates token by
+ * token. */
+HOSTDEV static inline void hc_mhc_lite_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                                 const real *z, real *pre, real *post, real *H) {
+    const int g0 = HC_GATE_THETA(n), nn = n * n;
+    const size_t K = (size_t)s->K;
+    real F[HC_MM * HC_LANES];
+    for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + v * K, pre + v * n, post + v * n);
+    hc_perm_mix_forward_v(n, V, 1, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, F);
+    hc_lanes_put(nn, V, F, H, (size_t)nn);
 }
 
-HOSTDEV static inline void hc_mhc_lite_backward(const hc_spec *s, const real *theta, const real *z, const real *dpre,
-                                                const real *dpost, const real *dH, real *dz, real *dtheta) {
-    const int n = s->n, g0 = HC_GATE_THETA(n);
-    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
-    hc_perm_mix_backward(n, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), dH,
-                         dz + HC_GATE_Z(n), dtheta + g0, dtheta + g0 + 1);
+HOSTDEV static inline void hc_mhc_lite_backward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                                  const real *z, const real *dpre, const real *dpost, const real *dH,
+                                                  real *dz, real *dtheta) {
+    const int g0 = HC_GATE_THETA(n), nn = n * n;
+    const size_t K = (size_t)s->K;
+    real dF[HC_MM * HC_LANES];
+    hc_lanes_get(nn, V, dH, (size_t)nn, dF);
+    for (int v = 0; v < V; v++)
+        hc_gates_backward(n, theta, z + v * K, dpre + v * n, dpost + v * n, dz + v * K, dtheta);
+    hc_perm_mix_backward_v(n, V, 1, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, dF,
+                           dz + HC_GATE_Z(n), dtheta + g0, dtheta + g0 + 1);
+}
+
+/* One token (V = 1); n = 4 compiled as its own copy (the default n). */
+HOSTDEV HC_FLATTEN static inline void hc_mhc_lite_forward(const hc_spec *s, const real *theta, const real *z,
+                                                          real *pre, real *post, real *H) {
+    if (s->n == 4) hc_mhc_lite_forward_v(s, 4, 1, theta, z, pre, post, H);
+    else hc_mhc_lite_forward_v(s, s->n, 1, theta, z, pre, post, H);
+}
+
+HOSTDEV HC_FLATTEN static inline void hc_mhc_lite_backward(const hc_spec *s, const real *theta, const real *z,
+                                                           const real *dpre, const real *dpost, const real *dH,
+                                                           real *dz, real *dtheta) {
+    if (s->n == 4) hc_mhc_lite_backward_v(s, 4, 1, theta, z, dpre, dpost, dH, dz, dtheta);
+    else hc_mhc_lite_backward_v(s, s->n, 1, theta, z, dpre, dpost, dH, dz, dtheta);
 }
 
 /* ---- kromhc: H = F_0 (x) F_1 (x) ... , each factor a permutation mixture ------------
@@ -1443,11 +1619,13 @@ HOSTDEV static inline void hc_backward(const hc_spec *s, const real *theta, cons
 
 /* ---- many tokens --------------------------------------------------------------------- */
 
-/* Tokens that hc_forward_tokens and hc_backward_tokens take at once: mhc, orthogonal,
- * s2hc and s2hc_rot run HC_LANES tokens in vector lanes; the others token by token. */
+/* Tokens that hc_forward_tokens and hc_backward_tokens take at once: mhc, mhc_lite,
+ * orthogonal, s2hc and s2hc_rot run HC_LANES tokens in vector lanes; the others token by
+ * token (kromhc's factors are permutation mixtures too, but its Kronecker products are
+ * per token). */
 static inline int hc_lanes(const hc_spec *s) {
     const int m = s->method;
-    return m == HC_MHC || m == HC_ORTHOGONAL || m == HC_S2HC || m == HC_S2HC_ROT ? HC_LANES : 1;
+    return m == HC_MHC || m == HC_MHC_LITE || m == HC_ORTHOGONAL || m == HC_S2HC || m == HC_S2HC_ROT ? HC_LANES : 1;
 }
 
 #ifndef __CUDACC__
@@ -1458,6 +1636,17 @@ static inline int hc_lanes(const hc_spec *s) {
         if (s->n == 4) f(s, 4, HC_LANES, __VA_ARGS__);     \
         else f(s, s->n, HC_LANES, __VA_ARGS__);            \
     } while (0)
+
+HC_FLATTEN static inline void hc_mhc_lite_forward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                        real *pre, real *post, real *H) {
+    HC_LANES_N(hc_mhc_lite_forward_v, theta, z, pre, post, H);
+}
+
+HC_FLATTEN static inline void hc_mhc_lite_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                         const real *dpre, const real *dpost, const real *dH,
+                                                         real *dz, real *dtheta) {
+    HC_LANES_N(hc_mhc_lite_backward_v, theta, z, dpre, dpost, dH, dz, dtheta);
+}
 
 HC_FLATTEN static inline void hc_orthogonal_forward_lanes(const hc_spec *s, const real *theta, const real *z,
                                                           real *pre, real *post, real *H, real *cache) {
@@ -1488,6 +1677,7 @@ static inline int hc_forward_lanes(const hc_spec *s, const real *theta, const re
                                    real *H, real *cache) {
     switch (s->method) {
     case HC_MHC: return hc_mhc_forward_lanes(s, theta, z, pre, post, H, cache);
+    case HC_MHC_LITE: hc_mhc_lite_forward_lanes(s, theta, z, pre, post, H); return 1;
     case HC_ORTHOGONAL: hc_orthogonal_forward_lanes(s, theta, z, pre, post, H, cache); return 1;
     case HC_S2HC:
     case HC_S2HC_ROT: hc_s2hc_forward_lanes(s, theta, z, pre, post, H, cache); return 1;
@@ -1499,6 +1689,7 @@ static inline int hc_backward_lanes(const hc_spec *s, const real *theta, const r
                                     const real *dpre, const real *dpost, const real *dH, real *dz, real *dtheta) {
     switch (s->method) {
     case HC_MHC: return hc_mhc_backward_lanes(s, theta, z, cache, dpre, dpost, dH, dz, dtheta);
+    case HC_MHC_LITE: hc_mhc_lite_backward_lanes(s, theta, z, dpre, dpost, dH, dz, dtheta); return 1;
     case HC_ORTHOGONAL: hc_orthogonal_backward_lanes(s, theta, z, cache, dpre, dpost, dH, dz, dtheta); return 1;
     case HC_S2HC:
     case HC_S2HC_ROT: hc_s2hc_backward_lanes(s, theta, z, cache, dpre, dpost, dH, dz, dtheta); return 1;
