@@ -108,6 +108,6 @@ clean:
 ifneq ($(SAN),1)
 CFLAGS += $(CUDA_CFLAGS)
 LDLIBS := $(CUDA_LIBS) $(LDLIBS)
-$(BIN) $(TEST_BIN): $(CUDA_LIB)
+$(BIN) $(TEST_BIN) $(FRAME_BENCH): $(CUDA_LIB)
 endif
 -include $(shell find build build-san -name '*.d' 2>/dev/null)
