@@ -46,7 +46,11 @@ ifeq ($(SAN),1)
 BIN := $(BUILD)/s2hc
 endif
 
-.SECONDARY:
+# Objects reached only through pattern rules are "intermediate" to make, which deletes
+# them after a build: keep them. (A bare `.SECONDARY:` would keep everything, but it
+# also makes every missing file intermediate, which make then does not rebuild: FORCE,
+# a grid's index.csv after a preset switch. tests/cli/build.sh checks both.)
+.SECONDARY: $(DBL_OBJ) $(LIB_OBJ) $(BUILD)/harness/main.o
 .PHONY: all deps test test-san clean data tests-build
 all: $(BIN)
 

@@ -55,9 +55,8 @@ CXX ?= g++
 EMU_CXXFLAGS := -std=c++17 -O2 -fopenmp -Itests/gpu/emu -I. -D__CUDACC__ -D__host__= -D__device__= \
                 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas -MMD -MP
 
-# The generated .cpp files are kept by the top Makefile's `.SECONDARY:` (every target).
-# Do not list targets after `.SECONDARY:` here: that turns the "every target" form off,
-# and make then deletes the double-precision test objects after each build.
+# The generated .cpp files are intermediate (reached through two pattern rules): kept.
+.SECONDARY: $(EMU_CU:%.cu=$(EMU_BUILD)/%.cpp)
 $(EMU_BUILD)/%.cpp: %.cu tests/gpu/emu/cu2cpp.py
 	@mkdir -p $(dir $@)
 	python3 tests/gpu/emu/cu2cpp.py $< $@
