@@ -25,41 +25,47 @@ static const int k_list[] = {1, 5, 6, 7, 8, 12, 17, 24, 32};
 static const size_t d_list[] = {16, 18, 30, 128, 512};
 #define NELEM(a) (sizeof(a) / sizeof *(a))
 
-static void test_x_wt_against_double(void) {
+/* Every shape of the lists through one kernel's check; a check returns the values off. */
+typedef int (*shape_check)(size_t rows, int K, size_t D, rng_t *r);
+static void over_shapes(shape_check check, uint64_t seed, const char *what) {
     rng_t r;
-    rng_seed(&r, 11);
+    rng_seed(&r, seed);
     int bad = 0, cases = 0;
     for (size_t a = 0; a < NELEM(rows_list); a++)
         for (size_t b = 0; b < NELEM(k_list); b++)
-            for (size_t c = 0; c < NELEM(d_list); c++) {
-                const size_t rows = rows_list[a], D = d_list[c];
-                const int K = k_list[b];
-                real *X = malloc_check(rows * D * sizeof(real)), *W = malloc_check((size_t)K * D * sizeof(real));
-                real *Z = malloc_check(rows * (size_t)K * sizeof(real));
-                fill(X, rows * D, &r);
-                fill(W, (size_t)K * D, &r);
-                hc_x_wt(Z, X, W, rows, K, D);
-                for (size_t t = 0; t < rows; t++)
-                    for (int k = 0; k < K; k++) {
-                        double s = 0, sa = 0;
-                        for (size_t j = 0; j < D; j++) {
-                            double p = (double)X[t * D + j] * (double)W[(size_t)k * D + j];
-                            s += p;
-                            sa += fabs(p);
-                        }
-                        if (!close_to(Z[t * (size_t)K + k], s, sa, D)) {
-                            if (bad++ < 5)
-                                CHECK(0, "rows %zu K %d D %zu: z[%zu][%d] = %.9g, want %.9g", rows, K, D, t, k,
-                                      (double)Z[t * (size_t)K + k], s);
-                        }
-                    }
-                cases++;
-                free(X);
-                free(W);
-                free(Z);
+            for (size_t c = 0; c < NELEM(d_list); c++, cases++) {
+                const int off = check(rows_list[a], k_list[b], d_list[c], &r);
+                if (off && bad < 5)
+                    CHECK(0, "%s: rows %zu K %d D %zu: %d values off", what, rows_list[a], k_list[b], d_list[c], off);
+                bad += off;
             }
-    CHECK(bad == 0, "%d values off over %d shapes", bad, cases);
+    CHECK(bad == 0, "%s: %d values off over %d shapes", what, bad, cases);
 }
+
+static int x_wt_shape(size_t rows, int K, size_t D, rng_t *r) {
+    real *X = malloc_check(rows * D * sizeof(real)), *W = malloc_check((size_t)K * D * sizeof(real));
+    real *Z = malloc_check(rows * (size_t)K * sizeof(real));
+    int bad = 0;
+    fill(X, rows * D, r);
+    fill(W, (size_t)K * D, r);
+    hc_x_wt(Z, X, W, rows, K, D);
+    for (size_t t = 0; t < rows; t++)
+        for (int k = 0; k < K; k++) {
+            double sum = 0, sa = 0;
+            for (size_t j = 0; j < D; j++) {
+                double p = (double)X[t * D + j] * (double)W[(size_t)k * D + j];
+                sum += p;
+                sa += fabs(p);
+            }
+            bad += !close_to(Z[t * (size_t)K + k], sum, sa, D);
+        }
+    free(X);
+    free(W);
+    free(Z);
+    return bad;
+}
+
+static void test_x_wt_against_double(void) { over_shapes(x_wt_shape, 11, "hc_x_wt"); }
 
 static void test_x_wt_row_position(void) {
     rng_t r;
@@ -78,44 +84,33 @@ static void test_x_wt_row_position(void) {
     CHECK(same, "a row's z differs between its block and alone");
 }
 
-static void test_at_x_against_double(void) {
-    rng_t r;
-    rng_seed(&r, 13);
-    int bad = 0, cases = 0;
-    for (size_t a = 0; a < NELEM(rows_list); a++)
-        for (size_t b = 0; b < NELEM(k_list); b++)
-            for (size_t c = 0; c < NELEM(d_list); c++) {
-                const size_t rows = rows_list[a], D = d_list[c];
-                const int K = k_list[b];
-                real *A = malloc_check(rows * (size_t)K * sizeof(real)), *X = malloc_check(rows * D * sizeof(real));
-                real *M = malloc_check((size_t)K * D * sizeof(real)), *M0 = malloc_check((size_t)K * D * sizeof(real));
-                fill(A, rows * (size_t)K, &r);
-                fill(X, rows * D, &r);
-                fill(M0, (size_t)K * D, &r); /* it adds into M */
-                memcpy(M, M0, (size_t)K * D * sizeof(real));
-                hc_at_x(M, A, X, rows, K, D);
-                for (int k = 0; k < K; k++)
-                    for (size_t j = 0; j < D; j++) {
-                        double s = M0[(size_t)k * D + j], sa = fabs(s);
-                        for (size_t t = 0; t < rows; t++) {
-                            double p = (double)A[t * (size_t)K + k] * (double)X[t * D + j];
-                            s += p;
-                            sa += fabs(p);
-                        }
-                        if (!close_to(M[(size_t)k * D + j], s, sa, rows + 1)) {
-                            if (bad++ < 5)
-                                CHECK(0, "rows %zu K %d D %zu: M[%d][%zu] = %.9g, want %.9g", rows, K, D, k, j,
-                                      (double)M[(size_t)k * D + j], s);
-                        }
-                    }
-                cases++;
-                free(A);
-                free(X);
-                free(M);
-                free(M0);
+static int at_x_shape(size_t rows, int K, size_t D, rng_t *r) {
+    real *A = malloc_check(rows * (size_t)K * sizeof(real)), *X = malloc_check(rows * D * sizeof(real));
+    real *M = malloc_check((size_t)K * D * sizeof(real)), *M0 = malloc_check((size_t)K * D * sizeof(real));
+    int bad = 0;
+    fill(A, rows * (size_t)K, r);
+    fill(X, rows * D, r);
+    fill(M0, (size_t)K * D, r); /* it adds into M */
+    memcpy(M, M0, (size_t)K * D * sizeof(real));
+    hc_at_x(M, A, X, rows, K, D);
+    for (int k = 0; k < K; k++)
+        for (size_t j = 0; j < D; j++) {
+            double sum = M0[(size_t)k * D + j], sa = fabs(sum);
+            for (size_t t = 0; t < rows; t++) {
+                double p = (double)A[t * (size_t)K + k] * (double)X[t * D + j];
+                sum += p;
+                sa += fabs(p);
             }
-    CHECK(bad == 0, "%d values off over %d shapes", bad, cases);
+            bad += !close_to(M[(size_t)k * D + j], sum, sa, rows + 1);
+        }
+    free(A);
+    free(X);
+    free(M);
+    free(M0);
+    return bad;
 }
+
+static void test_at_x_against_double(void) { over_shapes(at_x_shape, 13, "hc_at_x"); }
 
 int main(void) {
     t_prog_ = "test_frame";
