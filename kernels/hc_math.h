@@ -170,64 +170,6 @@ HOSTDEV static inline void hc_tanh_many(int k, const real *x, real *y) {
 HOSTDEV static inline void hc_tanh_many_vec(int k, const real *x, real *y) { hc_tanh_many(k, x, y); }
 #endif
 
-/* ---- the shared mHC-style gates --------------------------------------------------- */
-
-#define HC_GATE_THETA(n) (2 + 2 * (n))
-#define HC_GATE_Z(n) (2 * (n))
-
-/* e[i] = exp(-logit) of the 2n gates: pre's n, then post's n. */
-HOSTDEV static inline void hc_gates_exp(int n, const real *theta, const real *z, real *e) {
-    const real ap = theta[0], aq = theta[1];
-    const real *bp = theta + 2, *bq = theta + 2 + n;
-    for (int i = 0; i < n; i++) { /* 2n <= 16 values: libm (see hc_exp_many) */
-        e[i] = REXP(-(ap * z[i] + bp[i]));
-        e[n + i] = REXP(-(aq * z[n + i] + bq[i]));
-    }
-}
-
-HOSTDEV static inline void hc_gates_forward(int n, const real *theta, const real *z, real *pre, real *post) {
-    real e[2 * HC_MAX_N] = {0};
-    hc_gates_exp(n, theta, z, e);
-    for (int i = 0; i < n; i++) {
-        pre[i] = (real)1 / ((real)1 + e[i]);
-        post[i] = (real)2 * ((real)1 / ((real)1 + e[n + i]));
-    }
-}
-
-HOSTDEV static inline void hc_gates_backward(int n, const real *theta, const real *z, const real *dpre,
-                                             const real *dpost, real *dz, real *dtheta) {
-    const real ap = theta[0], aq = theta[1];
-    real e[2 * HC_MAX_N] = {0};
-    hc_gates_exp(n, theta, z, e);
-    for (int i = 0; i < n; i++) {
-        real s = (real)1 / ((real)1 + e[i]);
-        real g = dpre[i] * s * ((real)1 - s);          /* d/d(logit) */
-        dz[i] = g * ap;
-        dtheta[0] += g * z[i];
-        dtheta[2 + i] += g;
-        real t = (real)1 / ((real)1 + e[n + i]);
-        real h = dpost[i] * (real)2 * t * ((real)1 - t);
-        dz[n + i] = h * aq;
-        dtheta[1] += h * z[n + i];
-        dtheta[2 + n + i] += h;
-    }
-}
-
-/* ---- identity: H_res = I, dynamic gates (the fixed-identity ablation) -------------- */
-
-HOSTDEV static inline void hc_identity_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
-                                               real *post, real *H) {
-    const int n = s->n;
-    hc_gates_forward(n, theta, z, pre, post);
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) H[i * n + j] = (real)(i == j);
-}
-
-HOSTDEV static inline void hc_identity_backward(const hc_spec *s, const real *theta, const real *z,
-                                                const real *dpre, const real *dpost, real *dz, real *dtheta) {
-    hc_gates_backward(s->n, theta, z, dpre, dpost, dz, dtheta);
-}
-
 /* ---- named constants of the methods' inits and numerics ---------------------------- */
 
 #define HC_MHC_OFFDIAG_BIAS (-8.0)   /* mhc: b_res off the diagonal (0 on it) */
@@ -322,6 +264,108 @@ HOSTDEV static inline void hc_lanes_put(int m, int V, const real *x, real *dst, 
 #endif
     for (int v = 0; v < V; v++)
         for (int e = 0; e < m; e++) dst[v * ts + (size_t)e] = x[e * V + v];
+}
+
+/* ---- the shared mHC-style gates --------------------------------------------------- */
+
+#define HC_GATE_THETA(n) (2 + 2 * (n))
+#define HC_GATE_Z(n) (2 * (n))
+
+/* e[i * V + v] = exp(-logit) of the 2n gates of V tokens (pre's n, then post's n; token
+ * v's z at v * zs): the lanes' exp whatever V, so a token's gates have the same bits in
+ * lanes as alone. */
+HOSTDEV static inline void hc_gates_exp_v(int n, int V, const real *theta, const real *z, size_t zs, real *e) {
+    const real ap = theta[0], aq = theta[1];
+    const real *bp = theta + 2, *bq = theta + 2 + n;
+    hc_lanes_get(2 * n, V, z, zs, e);
+    for (int i = 0; i < n; i++)
+        for (int v = 0; v < V; v++) {
+            e[i * V + v] = -(ap * e[i * V + v] + bp[i]);
+            e[(n + i) * V + v] = -(aq * e[(n + i) * V + v] + bq[i]);
+        }
+    hc_exp_many_vec(2 * n * V, e, e);
+}
+
+/* The gates of V tokens (z at stride zs, pre and post at stride n). */
+HOSTDEV static inline void hc_gates_forward_v(int n, int V, const real *theta, const real *z, size_t zs, real *pre,
+                                              real *post) {
+    real e[2 * HC_MAX_N * HC_LANES] = {0}; /* 1 KB: gcc cannot follow the 2n V writes */
+    hc_gates_exp_v(n, V, theta, z, zs, e);
+    for (int k = 0; k < 2 * n * V; k++) e[k] = (real)1 / ((real)1 + e[k]);
+    for (int v = 0; v < V; v++)
+        for (int i = 0; i < n; i++) {
+            pre[v * n + i] = e[i * V + v];
+            post[v * n + i] = (real)2 * e[(n + i) * V + v];
+        }
+}
+
+/* Their backward (dpre, dpost at stride n, dz at zs); dtheta gets each token's terms in
+ * token order, as token by token. */
+HOSTDEV static inline void hc_gates_backward_v(int n, int V, const real *theta, const real *z, size_t zs,
+                                               const real *dpre, const real *dpost, real *dz, real *dtheta) {
+    const real ap = theta[0], aq = theta[1];
+    real e[2 * HC_MAX_N * HC_LANES] = {0}, d[2 * HC_MAX_N * HC_LANES];
+    hc_gates_exp_v(n, V, theta, z, zs, e);
+    for (int v = 0; v < V; v++)
+        for (int i = 0; i < n; i++) {
+            d[i * V + v] = dpre[v * n + i];
+            d[(n + i) * V + v] = dpost[v * n + i];
+        }
+    for (int i = 0; i < n; i++)
+        for (int v = 0; v < V; v++) { /* d/d(logit) */
+            const real s = (real)1 / ((real)1 + e[i * V + v]), t = (real)1 / ((real)1 + e[(n + i) * V + v]);
+            d[i * V + v] = d[i * V + v] * s * ((real)1 - s);
+            d[(n + i) * V + v] = d[(n + i) * V + v] * (real)2 * t * ((real)1 - t);
+        }
+    for (int v = 0; v < V; v++) {
+        const real *zt = z + v * zs;
+        real *dzt = dz + v * zs;
+        for (int i = 0; i < n; i++) {
+            const real g = d[i * V + v], h = d[(n + i) * V + v];
+            dzt[i] = g * ap;
+            dtheta[0] += g * zt[i];
+            dtheta[2 + i] += g;
+            dzt[n + i] = h * aq;
+            dtheta[1] += h * zt[n + i];
+            dtheta[2 + n + i] += h;
+        }
+    }
+}
+
+HOSTDEV static inline void hc_gates_forward(int n, const real *theta, const real *z, real *pre, real *post) {
+    hc_gates_forward_v(n, 1, theta, z, 0, pre, post);
+}
+
+HOSTDEV static inline void hc_gates_backward(int n, const real *theta, const real *z, const real *dpre,
+                                             const real *dpost, real *dz, real *dtheta) {
+    hc_gates_backward_v(n, 1, theta, z, 0, dpre, dpost, dz, dtheta);
+}
+
+/* ---- identity: H_res = I, dynamic gates (the fixed-identity ablation) -------------- */
+
+/* V tokens (z, pre, post, H at strides K, n, n, n*n). */
+HOSTDEV static inline void hc_identity_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                                 const real *z, real *pre, real *post, real *H) {
+    hc_gates_forward_v(n, V, theta, z, (size_t)s->K, pre, post);
+    for (int v = 0; v < V; v++)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) H[(v * n + i) * n + j] = (real)(i == j);
+}
+
+HOSTDEV static inline void hc_identity_backward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                                  const real *z, const real *dpre, const real *dpost, real *dz,
+                                                  real *dtheta) {
+    hc_gates_backward_v(n, V, theta, z, (size_t)s->K, dpre, dpost, dz, dtheta);
+}
+
+HOSTDEV static inline void hc_identity_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                               real *post, real *H) {
+    hc_identity_forward_v(s, s->n, 1, theta, z, pre, post, H);
+}
+
+HOSTDEV static inline void hc_identity_backward(const hc_spec *s, const real *theta, const real *z,
+                                                const real *dpre, const real *dpost, real *dz, real *dtheta) {
+    hc_identity_backward_v(s, s->n, 1, theta, z, dpre, dpost, dz, dtheta);
 }
 
 /* ---- small dense linear algebra (row-major, d <= HC_MAX_N, in lanes) ---------------- */
@@ -713,47 +757,77 @@ HOSTDEV static inline void hc_rot_backward_v(int d, int V, int expm, real gamma,
  * A_r has rows indexed by input stream and HC applies A_r^T. res_static is stored in our
  * H convention (row = output stream). */
 
-HOSTDEV static inline void hc_hc_forward(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
-                                         real *H) {
-    const int n = s->n, m = n + 2;
+/* V tokens in lanes (z, pre, post, H, dz at strides K, n, n, n*n, K). */
+HOSTDEV static inline void hc_hc_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                           const real *z, real *pre, real *post, real *H) {
+    const int m = n + 2;
     const real sa = theta[0], sb = theta[1];
     const real *ps = theta + 2, *qs = theta + 2 + n, *rs = theta + 2 + 2 * n;
-    real tz[HC_MAX_N * (HC_MAX_N + 2)];
-    hc_tanh_many(n * m, z, tz);
+    real tz[HC_MAX_N * (HC_MAX_N + 2) * HC_LANES], Hl[HC_MM * HC_LANES];
+    hc_lanes_get(n * m, V, z, (size_t)s->K, tz);
+    hc_tanh_many_vec(n * m * V, tz, tz);
     for (int i = 0; i < n; i++) {
-        const real *ti = tz + i * m;
-        pre[i] = sa * ti[0] + ps[i];
-        post[i] = sb * ti[1] + qs[i];
-        for (int j = 0; j < n; j++) H[j * n + i] = sa * ti[2 + j] + rs[j * n + i];
+        const real *ti = tz + i * m * V;
+        for (int v = 0; v < V; v++) {
+            pre[v * n + i] = sa * ti[v] + ps[i];
+            post[v * n + i] = sb * ti[V + v] + qs[i];
+        }
+        for (int j = 0; j < n; j++)
+            for (int v = 0; v < V; v++) Hl[(j * n + i) * V + v] = sa * ti[(2 + j) * V + v] + rs[j * n + i];
+    }
+    hc_lanes_put(n * n, V, Hl, H, (size_t)(n * n));
+}
+
+/* A token's terms of s_alpha and s_beta are summed before they are added to dtheta: one
+ * addition per token in each chain through dtheta; the other sums keep token order. */
+HOSTDEV static inline void hc_hc_backward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                            const real *z, const real *dpre, const real *dpost, const real *dH,
+                                            real *dz, real *dtheta) {
+    const int m = n + 2;
+    const real sa = theta[0], sb = theta[1];
+    real *dps = dtheta + 2, *dqs = dtheta + 2 + n, *drs = dtheta + 2 + 2 * n;
+    real tz[HC_MAX_N * (HC_MAX_N + 2) * HC_LANES], dHl[HC_MM * HC_LANES], sA[HC_LANES], sB[HC_LANES];
+    hc_lanes_get(n * m, V, z, (size_t)s->K, tz);
+    hc_tanh_many_vec(n * m * V, tz, tz);
+    hc_lanes_get(n * n, V, dH, (size_t)(n * n), dHl);
+    for (int v = 0; v < V; v++) sA[v] = sB[v] = 0;
+    for (int i = 0; i < n; i++) { /* tz becomes dz, entry by entry */
+        real *ti = tz + i * m * V;
+        for (int v = 0; v < V; v++) {
+            const real dp = dpre[v * n + i], dq = dpost[v * n + i], t = ti[v], u = ti[V + v];
+            sA[v] += dp * t;
+            ti[v] = dp * sa * ((real)1 - t * t);
+            sB[v] += dq * u;
+            ti[V + v] = dq * sb * ((real)1 - u * u);
+        }
+        for (int j = 0; j < n; j++)
+            for (int v = 0; v < V; v++) {
+                const real g = dHl[(j * n + i) * V + v], t = ti[(2 + j) * V + v];
+                sA[v] += g * t;
+                ti[(2 + j) * V + v] = g * sa * ((real)1 - t * t);
+            }
+    }
+    hc_lanes_put(n * m, V, tz, dz, (size_t)s->K);
+    for (int v = 0; v < V; v++) {
+        dtheta[0] += sA[v];
+        dtheta[1] += sB[v];
+        for (int i = 0; i < n; i++) {
+            dps[i] += dpre[v * n + i];
+            dqs[i] += dpost[v * n + i];
+            for (int j = 0; j < n; j++) drs[j * n + i] += dHl[(j * n + i) * V + v];
+        }
     }
 }
 
-HOSTDEV static inline void hc_hc_backward(const hc_spec *s, const real *theta, const real *z, const real *dpre,
-                                          const real *dpost, const real *dH, real *dz, real *dtheta) {
-    const int n = s->n, m = n + 2;
-    const real sa = theta[0], sb = theta[1];
-    real *dps = dtheta + 2, *dqs = dtheta + 2 + n, *drs = dtheta + 2 + 2 * n;
-    real tz[HC_MAX_N * (HC_MAX_N + 2)];
-    hc_tanh_many(n * m, z, tz);
-    for (int i = 0; i < n; i++) {
-        const real *zi = tz + i * m;
-        real *dzi = dz + i * m;
-        real t = zi[0];
-        dtheta[0] += dpre[i] * t;
-        dzi[0] = dpre[i] * sa * ((real)1 - t * t);
-        dps[i] += dpre[i];
-        t = zi[1];
-        dtheta[1] += dpost[i] * t;
-        dzi[1] = dpost[i] * sb * ((real)1 - t * t);
-        dqs[i] += dpost[i];
-        for (int j = 0; j < n; j++) {
-            real g = dH[j * n + i];
-            t = zi[2 + j];
-            dtheta[0] += g * t;
-            dzi[2 + j] = g * sa * ((real)1 - t * t);
-            drs[j * n + i] += g;
-        }
-    }
+HOSTDEV HC_FLATTEN static inline void hc_hc_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                                    real *post, real *H) {
+    hc_hc_forward_v(s, s->n, 1, theta, z, pre, post, H);
+}
+
+HOSTDEV HC_FLATTEN static inline void hc_hc_backward(const hc_spec *s, const real *theta, const real *z,
+                                                     const real *dpre, const real *dpost, const real *dH, real *dz,
+                                                     real *dtheta) {
+    hc_hc_backward_v(s, s->n, 1, theta, z, dpre, dpost, dH, dz, dtheta);
 }
 
 /* ---- mhc: Sinkhorn-Knopp on exp(alpha_res mat(z_res) + b_res) ---------------------
@@ -805,14 +879,18 @@ HOSTDEV static inline int hc_mhc_linear(int n, const real *Lg, real *mx) {
 
 /* In lanes (see hc_lanes_get); the cache at cache[v * vs + e] (each token's own layout,
  * vs = its stride). The lanes turn the iteration's chain of dependent divisions into
- * independent lanes. */
+ * independent lanes. The cache moves between the layouts through a window of whole
+ * half-steps, at most HC_MHC_WIN values per token (one 16 x 16 block transposed in
+ * registers on the CPU), instead of value by value. */
+#define HC_MHC_WIN 16
 
 /* The linear form from E = exp(L - max L): H, and the cache of every half-step. */
 HOSTDEV static inline void hc_mhc_scalings_v(const hc_spec *s, const int n, const int V, const real *E, real *H,
                                              real *cache, size_t vs) {
-    const int steps = 2 * s->sinkhorn_iters;
-    real a[HC_MAX_N * HC_LANES] = {0}, b[HC_MAX_N * HC_LANES] = {0}, sum[HC_LANES] = {0};
+    const int steps = 2 * s->sinkhorn_iters, hw = HC_MHC_WIN / n;
+    real a[HC_MAX_N * HC_LANES], b[HC_MAX_N * HC_LANES], sum[HC_LANES], w[HC_MHC_WIN * HC_LANES];
     for (int k = 0; k < n * V; k++) { a[k] = 1; b[k] = 1; }
+    int u0 = 0; /* the window holds half-steps [u0, t) */
     for (int t = 0; t < steps; t++) {
         const int row = hc_mhc_is_row_step(s, t), last = t == steps - 1;
         real *sc = row ? a : b;
@@ -831,8 +909,12 @@ HOSTDEV static inline void hc_mhc_scalings_v(const hc_spec *s, const int n, cons
                     for (int v = 0; v < V; v++) H[e + v] = E[e + v] * other[j * V + v] / sum[v];
                 }
         }
-        for (int i = 0; i < n; i++)
-            for (int v = 0; v < V; v++) cache[v * vs + (size_t)(t * n + i)] = sc[i * V + v];
+        real *slot = w + (size_t)(t - u0) * n * V;
+        for (int k = 0; k < n * V; k++) slot[k] = sc[k];
+        if (t + 1 - u0 == hw || last) {
+            hc_lanes_put((t + 1 - u0) * n, V, w, cache + (size_t)u0 * n, vs);
+            u0 = t + 1;
+        }
     }
 }
 
@@ -890,17 +972,19 @@ HOSTDEV static inline void hc_mhc_forward(const hc_spec *s, const real *theta, c
     else hc_mhc_sinkhorn_log(s, Lg, H, cache);
 }
 
-/* M after half-step t (lanes), from the cache: the linear form's M = diag(a) E diag(b)
- * from X = E, or the log form's M = exp(L - r - c) from X = L. */
+/* M after half-step t (lanes), from the window w (half-steps from u0 on, holding t - 1
+ * and t): the linear form's M = diag(a) E diag(b) from X = E, or the log form's
+ * M = exp(L - r - c) from X = L. */
 HOSTDEV static inline void hc_mhc_iterate_v(const hc_spec *s, const int n, const int V, const int lin,
-                                            const real *X, const real *cache, size_t vs, int t, real *M) {
-    real r[HC_MAX_N * HC_LANES] = {0}, c[HC_MAX_N * HC_LANES] = {0};
-    for (int k = 0; k < n * V; k++) { r[k] = lin ? 1 : 0; c[k] = r[k]; }
-    for (int u = t - 1; u <= t; u++) {
-        if (u < 0) continue;
-        real *dst = hc_mhc_is_row_step(s, u) ? r : c;
-        for (int i = 0; i < n; i++)
-            for (int v = 0; v < V; v++) dst[i * V + v] = cache[v * vs + (size_t)(u * n + i)];
+                                            const real *X, const real *w, int u0, int t, real *M) {
+    real unit[HC_MAX_N * HC_LANES];
+    const real *r = unit, *c = unit;
+    if (t == 0)
+        for (int k = 0; k < n * V; k++) unit[k] = lin ? 1 : 0;
+    for (int u = t > 0 ? t - 1 : 0; u <= t; u++) {
+        const real *p = w + (size_t)(u - u0) * n * V;
+        if (hc_mhc_is_row_step(s, u)) r = p;
+        else c = p;
     }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) {
@@ -916,14 +1000,20 @@ HOSTDEV static inline void hc_mhc_iterate_v(const hc_spec *s, const int n, const
 HOSTDEV static inline void hc_mhc_unroll_back_v(const hc_spec *s, const int n, const int V, const int lin,
                                                 const real *X, const real *cache, size_t vs, const real *dH,
                                                 real *G) {
-    const int steps = 2 * s->sinkhorn_iters;
-    real M[HC_MM * HC_LANES] = {0}, sum[HC_LANES] = {0};
-    hc_mhc_iterate_v(s, n, V, lin, X, cache, vs, steps - 1, M);
-    for (int k = 0; k < n * n * V; k++) G[k] = dH[k] * M[k];
+    const int steps = 2 * s->sinkhorn_iters, hw = HC_MHC_WIN / n;
+    real M[HC_MM * HC_LANES], sum[HC_LANES], w[HC_MHC_WIN * HC_LANES];
+    int u0 = 0, u1 = 0; /* the window holds half-steps [u0, u1) */
     for (int t = steps - 1; t >= 0; t--) {
         const int row = hc_mhc_is_row_step(s, t);
         const int si = row ? n : 1, sj = row ? 1 : n;
-        if (t < steps - 1) hc_mhc_iterate_v(s, n, V, lin, X, cache, vs, t, M);
+        if (t >= u1 || (t > 0 ? t - 1 : 0) < u0) { /* the hw half-steps up to t */
+            u1 = t + 1;
+            u0 = u1 > hw ? u1 - hw : 0;
+            hc_lanes_get((u1 - u0) * n, V, cache + (size_t)u0 * n, vs, w);
+        }
+        hc_mhc_iterate_v(s, n, V, lin, X, w, u0, t, M);
+        if (t == steps - 1)
+            for (int k = 0; k < n * n * V; k++) G[k] = dH[k] * M[k];
         for (int i = 0; i < n; i++) {
             for (int v = 0; v < V; v++) sum[v] = 0;
             for (int j = 0; j < n; j++)
@@ -936,17 +1026,25 @@ HOSTDEV static inline void hc_mhc_unroll_back_v(const hc_spec *s, const int n, c
     }
 }
 
-/* dz_res and dtheta from one token's G = dL. */
-HOSTDEV static inline void hc_mhc_dlogits(int n, const real *theta, const real *z, const real *G, real *dz,
-                                          real *dtheta) {
-    const int g0 = HC_GATE_THETA(n);
+/* dz_res and dtheta from G = dL of V tokens (lanes; z and dz of token v at v * zs). A
+ * token's term of alpha_res is summed over its n^2 entries before it is added to dtheta:
+ * one addition per token in the chain through dtheta. */
+HOSTDEV static inline void hc_mhc_dlogits_v(int n, int V, const real *theta, const real *z, size_t zs,
+                                            const real *G, real *dz, real *dtheta) {
+    const int g0 = HC_GATE_THETA(n), nn = n * n;
     const real a = theta[g0];
-    const real *zr = z + HC_GATE_Z(n);
-    real *dzr = dz + HC_GATE_Z(n);
-    for (int e = 0; e < n * n; e++) {
-        dzr[e] = a * G[e];
-        dtheta[g0] += G[e] * zr[e];
-        dtheta[g0 + 1 + e] += G[e];
+    real zr[HC_MM * HC_LANES], dzr[HC_MM * HC_LANES], sa[HC_LANES];
+    hc_lanes_get(nn, V, z + HC_GATE_Z(n), zs, zr);
+    for (int v = 0; v < V; v++) sa[v] = 0;
+    for (int e = 0; e < nn; e++)
+        for (int v = 0; v < V; v++) {
+            dzr[e * V + v] = a * G[e * V + v];
+            sa[v] += G[e * V + v] * zr[e * V + v];
+        }
+    hc_lanes_put(nn, V, dzr, dz + HC_GATE_Z(n), zs);
+    for (int v = 0; v < V; v++) {
+        dtheta[g0] += sa[v];
+        for (int e = 0; e < nn; e++) dtheta[g0 + 1 + e] += G[e * V + v];
     }
 }
 
@@ -959,7 +1057,7 @@ HOSTDEV static inline void hc_mhc_backward_n(const hc_spec *s, const int n, cons
     const int lin = hc_mhc_linear(n, Lg, &mx);
     if (lin) hc_mhc_exp(n, Lg, mx, E);
     hc_mhc_unroll_back_v(s, n, 1, lin, lin ? E : Lg, cache, 0, dH, G);
-    hc_mhc_dlogits(n, theta, z, G, dz, dtheta);
+    hc_mhc_dlogits_v(n, 1, theta, z, 0, G, dz, dtheta);
 }
 
 HOSTDEV HC_FLATTEN static inline void hc_mhc_backward(const hc_spec *s, const real *theta, const real *z,
@@ -970,22 +1068,41 @@ HOSTDEV HC_FLATTEN static inline void hc_mhc_backward(const hc_spec *s, const re
 }
 
 #if HC_LANES > 1
+/* The logits of HC_LANES tokens in lanes, minus each token's largest: E = L - max L
+ * before the exp; 0 when a token takes the log form. */
+static inline int hc_mhc_shifted_logits_v(const int n, const real *theta, const real *z, size_t zs, real *E) {
+    const int V = HC_LANES, nn = n * n;
+    const real a = theta[HC_GATE_THETA(n)], *b = theta + HC_GATE_THETA(n) + 1;
+    real lo[HC_LANES], hi[HC_LANES];
+    hc_lanes_get(nn, V, z + HC_GATE_Z(n), zs, E);
+    for (int e = 0; e < nn; e++)
+        for (int v = 0; v < V; v++) E[e * V + v] = a * E[e * V + v] + b[e];
+    for (int v = 0; v < V; v++) lo[v] = hi[v] = E[v];
+    for (int e = 1; e < nn; e++) /* hc_mhc_linear's order */
+        for (int v = 0; v < V; v++) {
+            const real x = E[e * V + v];
+            lo[v] = x < lo[v] ? x : lo[v];
+            hi[v] = x > hi[v] ? x : hi[v];
+        }
+    int lin = 1;
+    for (int v = 0; v < V; v++) lin &= hi[v] - lo[v] <= (real)HC_MHC_LINEAR_SPREAD;
+    if (!lin) return 0;
+    for (int e = 0; e < nn; e++)
+        for (int v = 0; v < V; v++) E[e * V + v] -= hi[v];
+    return 1;
+}
+
 /* HC_LANES consecutive tokens in lanes (z, pre, post, H, cache at strides K, n, n*n and
  * spec->cache), when every one takes the linear form; 0 (nothing written) otherwise. */
 static inline int hc_mhc_forward_lanes_n(const hc_spec *s, const int n, const real *theta, const real *z, real *pre,
                                          real *post, real *H, real *cache) {
     const int V = HC_LANES, K = s->K, nn = n * n;
-    real Lg[HC_MM] = {0}, E[HC_MM * HC_LANES] = {0}, Hv[HC_MM * HC_LANES] = {0}, mx = 0;
-    for (int v = 0; v < V; v++) {
-        hc_mhc_logits(n, theta, z + (size_t)v * K, Lg);
-        if (!hc_mhc_linear(n, Lg, &mx)) return 0;
-        for (int e = 0; e < nn; e++) E[e * V + v] = Lg[e] - mx;
-    }
+    real E[HC_MM * HC_LANES], Hv[HC_MM * HC_LANES];
+    if (!hc_mhc_shifted_logits_v(n, theta, z, (size_t)K, E)) return 0;
     hc_exp_many_vec(nn * V, E, E);
-    for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + (size_t)v * K, pre + v * n, post + v * n);
+    hc_gates_forward_v(n, V, theta, z, (size_t)K, pre, post);
     hc_mhc_scalings_v(s, n, V, E, Hv, cache, (size_t)s->cache);
-    for (int v = 0; v < V; v++)
-        for (int e = 0; e < nn; e++) H[v * nn + e] = Hv[e * V + v];
+    hc_lanes_put(nn, V, Hv, H, (size_t)nn);
     return 1;
 }
 
@@ -995,24 +1112,13 @@ static inline int hc_mhc_backward_lanes_n(const hc_spec *s, const int n, const r
                                           const real *cache, const real *dpre, const real *dpost, const real *dH,
                                           real *dz, real *dtheta) {
     const int V = HC_LANES, K = s->K, nn = n * n;
-    real Lg[HC_MM] = {0}, E[HC_MM * HC_LANES] = {0}, dHv[HC_MM * HC_LANES] = {0}, G[HC_MM * HC_LANES] = {0},
-         Gt[HC_MM] = {0}, mx = 0;
-    for (int v = 0; v < V; v++) {
-        hc_mhc_logits(n, theta, z + (size_t)v * K, Lg);
-        if (!hc_mhc_linear(n, Lg, &mx)) return 0;
-        for (int e = 0; e < nn; e++) {
-            E[e * V + v] = Lg[e] - mx;
-            dHv[e * V + v] = dH[v * nn + e];
-        }
-    }
+    real E[HC_MM * HC_LANES], dHv[HC_MM * HC_LANES], G[HC_MM * HC_LANES];
+    if (!hc_mhc_shifted_logits_v(n, theta, z, (size_t)K, E)) return 0;
     hc_exp_many_vec(nn * V, E, E);
+    hc_lanes_get(nn, V, dH, (size_t)nn, dHv);
     hc_mhc_unroll_back_v(s, n, V, 1, E, cache, (size_t)s->cache, dHv, G);
-    for (int v = 0; v < V; v++) {
-        const real *zt = z + (size_t)v * K;
-        hc_gates_backward(n, theta, zt, dpre + v * n, dpost + v * n, dz + (size_t)v * K, dtheta);
-        for (int e = 0; e < nn; e++) Gt[e] = G[e * V + v];
-        hc_mhc_dlogits(n, theta, zt, Gt, dz + (size_t)v * K, dtheta);
-    }
+    hc_gates_backward_v(n, V, theta, z, (size_t)K, dpre, dpost, dz, dtheta);
+    hc_mhc_dlogits_v(n, V, theta, z, (size_t)K, G, dz, dtheta);
     return 1;
 }
 
@@ -1146,8 +1252,8 @@ HOSTDEV static inline void hc_perm_grad_put(int kb, int V, real alpha, const rea
  * of its np terms, in token order) and db[np] (each k's terms in token order). */
 HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int vexp, int np, const unsigned char *perms,
                                                   real alpha, const real *b, const real *z, size_t zs, const real *dF,
-                                                  real *dz, real *dalpha, real *db) {
-    real mx[HC_LANES], sum[HC_LANES], sum_c[HC_LANES], dot[HC_LANES], da[HC_LANES], dw[HC_LANES];
+                                                  real *dz, real *da, real *db) {
+    real mx[HC_LANES], sum[HC_LANES], sum_c[HC_LANES], dot[HC_LANES], dw[HC_LANES];
     real t[HC_PERM_BLOCK * HC_LANES], zt[HC_PERM_BLOCK * HC_LANES];
     hc_perm_max_v(np, V, alpha, b, z, zs, mx);
     for (int v = 0; v < V; v++) sum[v] = sum_c[v] = dot[v] = da[v] = 0;
@@ -1183,29 +1289,22 @@ HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int vexp, int np
         if (kb == HC_PERM_BLOCK) hc_perm_grad_put(HC_PERM_BLOCK, V, alpha, zt, dz + k0, zs, db + k0);
         else hc_perm_grad_put(kb, V, alpha, zt, dz + k0, zs, db + k0);
     }
-    for (int v = 0; v < V; v++) *dalpha += da[v];
 }
 
-/* One token (V = 1) with hc_exp_many, as kromhc's factors use it. */
+/* One token (V = 1). */
 HOSTDEV static inline void hc_perm_mix_forward(int m, int np, const unsigned char *perms, real alpha, const real *b,
                                                const real *z, real *F) {
-    hc_perm_mix_forward_v(m, 1, 0, np, perms, alpha, b, z, 0, F);
-}
-
-HOSTDEV static inline void hc_perm_mix_backward(int m, int np, const unsigned char *perms, real alpha, const real *b,
-                                                const real *z, const real *dF, real *dz, real *dalpha, real *db) {
-    hc_perm_mix_backward_v(m, 1, 0, np, perms, alpha, b, z, 0, dF, dz, dalpha, db);
+    hc_perm_mix_forward_v(m, 1, 1, np, perms, alpha, b, z, 0, F);
 }
 
 /* mhc_lite: theta = [gates, alpha_res, b_res[n!]], z = [gates, z_res[n!]], K = 2n + n!.
- * V tokens in lanes (z, pre, post, H, dz at strides K, n, n, n*n, K); the gates token by
- * token. */
+ * V tokens in lanes (z, pre, post, H, dz at strides K, n, n, n*n, K). */
 HOSTDEV static inline void hc_mhc_lite_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
                                                  const real *z, real *pre, real *post, real *H) {
     const int g0 = HC_GATE_THETA(n), nn = n * n;
     const size_t K = (size_t)s->K;
     real F[HC_MM * HC_LANES];
-    for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + v * K, pre + v * n, post + v * n);
+    hc_gates_forward_v(n, V, theta, z, K, pre, post);
     hc_perm_mix_forward_v(n, V, 1, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, F);
     hc_lanes_put(nn, V, F, H, (size_t)nn);
 }
@@ -1215,12 +1314,12 @@ HOSTDEV static inline void hc_mhc_lite_backward_v(const hc_spec *s, const int n,
                                                   real *dz, real *dtheta) {
     const int g0 = HC_GATE_THETA(n), nn = n * n;
     const size_t K = (size_t)s->K;
-    real dF[HC_MM * HC_LANES];
+    real dF[HC_MM * HC_LANES], da[HC_LANES];
     hc_lanes_get(nn, V, dH, (size_t)nn, dF);
-    for (int v = 0; v < V; v++)
-        hc_gates_backward(n, theta, z + v * K, dpre + v * n, dpost + v * n, dz + v * K, dtheta);
+    hc_gates_backward_v(n, V, theta, z, K, dpre, dpost, dz, dtheta);
     hc_perm_mix_backward_v(n, V, 1, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, dF,
-                           dz + HC_GATE_Z(n), dtheta + g0, dtheta + g0 + 1);
+                           dz + HC_GATE_Z(n), da, dtheta + g0 + 1);
+    for (int v = 0; v < V; v++) dtheta[g0] += da[v];
 }
 
 /* One token (V = 1); n = 4 compiled as its own copy (the default n). */
@@ -1244,78 +1343,106 @@ HOSTDEV HC_FLATTEN static inline void hc_mhc_lite_backward(const hc_spec *s, con
  * H[i][j] = prod_f F_f[i_f][j_f]. A Kronecker product of doubly stochastic matrices is
  * doubly stochastic. Nothing cached. */
 
-HOSTDEV static inline void hc_kromhc_factors(const hc_spec *s, const real *theta, const real *z, real *F) {
+/* The factors of V tokens in lanes (z at stride zs): factor f at F + o_f V, o_f the sum
+ * of the earlier factors' m^2, entry [a][b] at ((a m_f + b) V + v). */
+HOSTDEV static inline void hc_kromhc_factors_v(const hc_spec *s, const int V, const real *theta, const real *z,
+                                               size_t zs, real *F) {
     const int n = s->n, g0 = HC_GATE_THETA(n);
     const real *b = theta + g0 + 1, *zl = z + HC_GATE_Z(n);
     const unsigned char *pp = s->perms;
     for (int f = 0; f < s->n_factors; f++) {
-        int m = s->factors[f], np = hc_factorial(m);
-        hc_perm_mix_forward(m, np, pp, theta[g0], b, zl, F);
-        F += m * m; b += np; zl += np; pp += (size_t)np * m;
+        const int m = s->factors[f], np = hc_factorial(m);
+        hc_perm_mix_forward_v(m, V, 1, np, pp, theta[g0], b, zl, zs, F);
+        F += m * m * V; b += np; zl += np; pp += (size_t)np * m;
     }
 }
 
-/* digits of stream index i in the factor radices, factor 0 most significant */
-HOSTDEV static inline void hc_kromhc_digits(const hc_spec *s, int i, int *dig) {
-    for (int f = s->n_factors - 1; f >= 0; f--) {
-        dig[f] = i % s->factors[f];
-        i /= s->factors[f];
+/* For every stream index i, its entry offset in each factor: row (digit of i) times m_f
+ * plus o_f, with the digits in the factor radices, factor 0 most significant; col[i][f]
+ * the same digit alone. */
+HOSTDEV static inline void hc_kromhc_index(const hc_spec *s, int row[HC_MAX_N][4], int col[HC_MAX_N][4]) {
+    for (int i = 0; i < s->n; i++) {
+        int r = i, o = 0;
+        for (int f = s->n_factors - 1; f >= 0; f--) {
+            col[i][f] = r % s->factors[f];
+            r /= s->factors[f];
+        }
+        for (int f = 0; f < s->n_factors; f++) {
+            row[i][f] = o + col[i][f] * s->factors[f];
+            o += s->factors[f] * s->factors[f];
+        }
     }
+}
+
+/* V tokens in lanes (z, pre, post, H, dz at strides K, n, n, n*n, K). */
+HOSTDEV static inline void hc_kromhc_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                               const real *z, real *pre, real *post, real *H) {
+    const size_t K = (size_t)s->K;
+    real F[HC_MM * HC_LANES], Hl[HC_MM * HC_LANES];
+    int row[HC_MAX_N][4], col[HC_MAX_N][4];
+    hc_gates_forward_v(n, V, theta, z, K, pre, post);
+    hc_kromhc_factors_v(s, V, theta, z, K, F);
+    hc_kromhc_index(s, row, col);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            real *h = Hl + (i * n + j) * V;
+            for (int v = 0; v < V; v++) h[v] = 1;
+            for (int f = 0; f < s->n_factors; f++) {
+                const real *Ff = F + (row[i][f] + col[j][f]) * V;
+                for (int v = 0; v < V; v++) h[v] *= Ff[v];
+            }
+        }
+    hc_lanes_put(n * n, V, Hl, H, (size_t)(n * n));
+}
+
+/* dtheta gets each token's terms in token order, as token by token: the factors' terms
+ * of alpha_res (shared) by token, then by factor. */
+HOSTDEV static inline void hc_kromhc_backward_v(const hc_spec *s, const int n, const int V, const real *theta,
+                                                const real *z, const real *dpre, const real *dpost, const real *dH,
+                                                real *dz, real *dtheta) {
+    const int g0 = HC_GATE_THETA(n), nf = s->n_factors;
+    const size_t K = (size_t)s->K;
+    real F[HC_MM * HC_LANES], dF[HC_MM * HC_LANES], dHl[HC_MM * HC_LANES], da[4 * HC_LANES];
+    int row[HC_MAX_N][4], col[HC_MAX_N][4], tot = 0;
+    hc_gates_backward_v(n, V, theta, z, K, dpre, dpost, dz, dtheta);
+    hc_kromhc_factors_v(s, V, theta, z, K, F);
+    hc_kromhc_index(s, row, col);
+    hc_lanes_get(n * n, V, dH, (size_t)(n * n), dHl);
+    for (int f = 0; f < nf; f++) tot += s->factors[f] * s->factors[f];
+    for (int e = 0; e < tot * V; e++) dF[e] = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            for (int f = 0; f < nf; f++) {
+                real t[HC_LANES];
+                for (int v = 0; v < V; v++) t[v] = dHl[(i * n + j) * V + v];
+                for (int g = 0; g < nf; g++)
+                    if (g != f) {
+                        const real *Fg = F + (row[i][g] + col[j][g]) * V;
+                        for (int v = 0; v < V; v++) t[v] *= Fg[v];
+                    }
+                real *d = dF + (row[i][f] + col[j][f]) * V;
+                for (int v = 0; v < V; v++) d[v] += t[v];
+            }
+    const real *b = theta + g0 + 1, *zl = z + HC_GATE_Z(n);
+    real *dzl = dz + HC_GATE_Z(n), *db = dtheta + g0 + 1, *dFf = dF;
+    const unsigned char *pp = s->perms;
+    for (int f = 0; f < nf; f++) {
+        const int m = s->factors[f], np = hc_factorial(m);
+        hc_perm_mix_backward_v(m, V, 1, np, pp, theta[g0], b, zl, K, dFf, dzl, da + f * V, db);
+        b += np; zl += np; dzl += np; db += np; dFf += m * m * V; pp += (size_t)np * m;
+    }
+    for (int v = 0; v < V; v++)
+        for (int f = 0; f < nf; f++) dtheta[g0] += da[f * V + v];
 }
 
 HOSTDEV static inline void hc_kromhc_forward(const hc_spec *s, const real *theta, const real *z, real *pre,
                                              real *post, real *H) {
-    const int n = s->n;
-    real F[HC_MM] = {0};
-    int di[4] = {0}, dj[4] = {0};
-    hc_gates_forward(n, theta, z, pre, post);
-    hc_kromhc_factors(s, theta, z, F);
-    for (int i = 0; i < n; i++) {
-        hc_kromhc_digits(s, i, di);
-        for (int j = 0; j < n; j++) {
-            hc_kromhc_digits(s, j, dj);
-            real v = 1;
-            const real *Ff = F;
-            for (int f = 0; f < s->n_factors; f++) {
-                int m = s->factors[f];
-                v *= Ff[di[f] * m + dj[f]];
-                Ff += m * m;
-            }
-            H[i * n + j] = v;
-        }
-    }
+    hc_kromhc_forward_v(s, s->n, 1, theta, z, pre, post, H);
 }
 
 HOSTDEV static inline void hc_kromhc_backward(const hc_spec *s, const real *theta, const real *z, const real *dpre,
                                               const real *dpost, const real *dH, real *dz, real *dtheta) {
-    const int n = s->n, g0 = HC_GATE_THETA(n);
-    real F[HC_MM] = {0}, dF[HC_MM] = {0};
-    int di[4] = {0}, dj[4] = {0}, off[4] = {0};
-    hc_gates_backward(n, theta, z, dpre, dpost, dz, dtheta);
-    hc_kromhc_factors(s, theta, z, F);
-    int tot = 0;
-    for (int f = 0; f < s->n_factors; f++) { off[f] = tot; tot += s->factors[f] * s->factors[f]; }
-    for (int e = 0; e < tot; e++) dF[e] = 0;
-    for (int i = 0; i < n; i++) {
-        hc_kromhc_digits(s, i, di);
-        for (int j = 0; j < n; j++) {
-            hc_kromhc_digits(s, j, dj);
-            for (int f = 0; f < s->n_factors; f++) {
-                real v = dH[i * n + j];
-                for (int g = 0; g < s->n_factors; g++)
-                    if (g != f) v *= F[off[g] + di[g] * s->factors[g] + dj[g]];
-                dF[off[f] + di[f] * s->factors[f] + dj[f]] += v;
-            }
-        }
-    }
-    const real *b = theta + g0 + 1, *zl = z + HC_GATE_Z(n);
-    real *dzl = dz + HC_GATE_Z(n), *db = dtheta + g0 + 1;
-    const unsigned char *pp = s->perms;
-    for (int f = 0; f < s->n_factors; f++) {
-        int m = s->factors[f], np = hc_factorial(m);
-        hc_perm_mix_backward(m, np, pp, theta[g0], b, zl, dF + off[f], dzl, dtheta + g0, db);
-        b += np; zl += np; dzl += np; db += np; pp += (size_t)np * m;
-    }
+    hc_kromhc_backward_v(s, s->n, 1, theta, z, dpre, dpost, dH, dz, dtheta);
 }
 
 /* ---- orthogonal: H = map(skew(gamma tanh(tau z + b))) over the full n x n ----------
@@ -1329,7 +1456,7 @@ HOSTDEV static inline void hc_orthogonal_forward_v(const hc_spec *s, const int n
     const int g0 = HC_GATE_THETA(n), nn = n * n, k = n * (n - 1) / 2;
     const size_t K = (size_t)s->K, cs = (size_t)s->cache;
     real Q[HC_MM * HC_LANES], t[HC_ROT_K * HC_LANES];
-    for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + v * K, pre + v * n, post + v * n);
+    hc_gates_forward_v(n, V, theta, z, K, pre, post);
     hc_rot_forward_v(n, V, s->core_expm, theta[g0 + 1], theta[g0], theta + g0 + 2, z + HC_GATE_Z(n), K, Q, t);
     hc_lanes_put(nn, V, Q, H, (size_t)nn);
     hc_lanes_put(nn, V, Q, cache, cs);
@@ -1342,8 +1469,7 @@ HOSTDEV static inline void hc_orthogonal_backward_v(const hc_spec *s, const int 
     const int g0 = HC_GATE_THETA(n), nn = n * n, k = n * (n - 1) / 2;
     const size_t K = (size_t)s->K, cs = (size_t)s->cache;
     real Q[HC_MM * HC_LANES], t[HC_ROT_K * HC_LANES], dQ[HC_MM * HC_LANES];
-    for (int v = 0; v < V; v++)
-        hc_gates_backward(n, theta, z + v * K, dpre + v * n, dpost + v * n, dz + v * K, dtheta);
+    hc_gates_backward_v(n, V, theta, z, K, dpre, dpost, dz, dtheta);
     hc_lanes_get(nn, V, cache, cs, Q);
     hc_lanes_get(k, V, cache + nn, cs, t);
     hc_lanes_get(nn, V, dH, (size_t)nn, dQ);
@@ -1473,7 +1599,7 @@ HOSTDEV static inline void hc_s2hc_forward_v(const hc_spec *s, const int n, cons
     real t[(2 * HC_ROT_K + HC_MAX_N) * HC_LANES + 1];   /* tanh of U's, V's, Sigma's u; then of 4 */
     real *tU = t, *tV = t + k * V, *ts = t + 2 * k * V;
     const int m = L.b_s < 0 ? 2 * k * V : (2 * k + d) * V, t4 = L.b_s >= 0 && s->exact_init;
-    for (int v = 0; v < V; v++) hc_gates_forward(n, theta, z + v * K, pre + v * n, post + v * n);
+    hc_gates_forward_v(n, V, theta, z, K, pre, post);
     hc_rot_pre_v(k, V, th[L.tau_u], th + L.b_u, zz + L.z_u, K, tU);
     hc_rot_pre_v(k, V, th[L.tau_v], th + L.b_v, zz + L.z_v, K, tV);
     if (L.b_s >= 0) hc_rot_pre_v(d, V, th[L.tau_s], th + L.b_s, zz + L.z_s, K, ts);
@@ -1519,8 +1645,7 @@ HOSTDEV static inline void hc_s2hc_backward_v(const hc_spec *s, const int n, con
     real sig[HC_MAX_N * HC_LANES], dsig[HC_MAX_N * HC_LANES], du[HC_MAX_N * HC_LANES];
     real UZ[HC_MM * HC_LANES], T[HC_MM * HC_LANES], dHl[HC_MM * HC_LANES], dD[HC_MM * HC_LANES];
     real dU[HC_MM * HC_LANES], dV[HC_MM * HC_LANES], su[HC_LANES], sv[HC_LANES];
-    for (int v = 0; v < V; v++)
-        hc_gates_backward(n, theta, z + v * K, dpre + v * n, dpost + v * n, dz + v * K, dtheta);
+    hc_gates_backward_v(n, V, theta, z, K, dpre, dpost, dz, dtheta);
     hc_lanes_get(d * d, V, cache, cs, U);
     hc_lanes_get(k, V, cache + d * d, cs, tU);
     hc_lanes_get(d * d, V, cache + rc, cs, Vc);
@@ -1619,14 +1744,9 @@ HOSTDEV static inline void hc_backward(const hc_spec *s, const real *theta, cons
 
 /* ---- many tokens --------------------------------------------------------------------- */
 
-/* Tokens that hc_forward_tokens and hc_backward_tokens take at once: mhc, mhc_lite,
- * orthogonal, s2hc and s2hc_rot run HC_LANES tokens in vector lanes; the others token by
- * token (kromhc's factors are permutation mixtures too, but its Kronecker products are
- * per token). */
-static inline int hc_lanes(const hc_spec *s) {
-    const int m = s->method;
-    return m == HC_MHC || m == HC_MHC_LITE || m == HC_ORTHOGONAL || m == HC_S2HC || m == HC_S2HC_ROT ? HC_LANES : 1;
-}
+/* Tokens that hc_forward_tokens and hc_backward_tokens take at once: every method runs
+ * HC_LANES tokens in vector lanes. */
+static inline int hc_lanes(const hc_spec *s) { return s->method == HC_RC ? 1 : HC_LANES; }
 
 #ifndef __CUDACC__
 #if HC_LANES > 1
@@ -1636,6 +1756,39 @@ static inline int hc_lanes(const hc_spec *s) {
         if (s->n == 4) f(s, 4, HC_LANES, __VA_ARGS__);     \
         else f(s, s->n, HC_LANES, __VA_ARGS__);            \
     } while (0)
+
+HC_FLATTEN static inline void hc_hc_forward_lanes(const hc_spec *s, const real *theta, const real *z, real *pre,
+                                                  real *post, real *H) {
+    HC_LANES_N(hc_hc_forward_v, theta, z, pre, post, H);
+}
+
+HC_FLATTEN static inline void hc_hc_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                   const real *dpre, const real *dpost, const real *dH, real *dz,
+                                                   real *dtheta) {
+    HC_LANES_N(hc_hc_backward_v, theta, z, dpre, dpost, dH, dz, dtheta);
+}
+
+HC_FLATTEN static inline void hc_identity_forward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                        real *pre, real *post, real *H) {
+    HC_LANES_N(hc_identity_forward_v, theta, z, pre, post, H);
+}
+
+HC_FLATTEN static inline void hc_identity_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                         const real *dpre, const real *dpost, real *dz,
+                                                         real *dtheta) {
+    HC_LANES_N(hc_identity_backward_v, theta, z, dpre, dpost, dz, dtheta);
+}
+
+HC_FLATTEN static inline void hc_kromhc_forward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                      real *pre, real *post, real *H) {
+    HC_LANES_N(hc_kromhc_forward_v, theta, z, pre, post, H);
+}
+
+HC_FLATTEN static inline void hc_kromhc_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+                                                       const real *dpre, const real *dpost, const real *dH,
+                                                       real *dz, real *dtheta) {
+    HC_LANES_N(hc_kromhc_backward_v, theta, z, dpre, dpost, dH, dz, dtheta);
+}
 
 HC_FLATTEN static inline void hc_mhc_lite_forward_lanes(const hc_spec *s, const real *theta, const real *z,
                                                         real *pre, real *post, real *H) {
@@ -1676,6 +1829,9 @@ HC_FLATTEN static inline void hc_s2hc_backward_lanes(const hc_spec *s, const rea
 static inline int hc_forward_lanes(const hc_spec *s, const real *theta, const real *z, real *pre, real *post,
                                    real *H, real *cache) {
     switch (s->method) {
+    case HC_IDENTITY: hc_identity_forward_lanes(s, theta, z, pre, post, H); return 1;
+    case HC_HC: hc_hc_forward_lanes(s, theta, z, pre, post, H); return 1;
+    case HC_KROMHC: hc_kromhc_forward_lanes(s, theta, z, pre, post, H); return 1;
     case HC_MHC: return hc_mhc_forward_lanes(s, theta, z, pre, post, H, cache);
     case HC_MHC_LITE: hc_mhc_lite_forward_lanes(s, theta, z, pre, post, H); return 1;
     case HC_ORTHOGONAL: hc_orthogonal_forward_lanes(s, theta, z, pre, post, H, cache); return 1;
@@ -1688,6 +1844,9 @@ static inline int hc_forward_lanes(const hc_spec *s, const real *theta, const re
 static inline int hc_backward_lanes(const hc_spec *s, const real *theta, const real *z, const real *cache,
                                     const real *dpre, const real *dpost, const real *dH, real *dz, real *dtheta) {
     switch (s->method) {
+    case HC_IDENTITY: hc_identity_backward_lanes(s, theta, z, dpre, dpost, dz, dtheta); return 1;
+    case HC_HC: hc_hc_backward_lanes(s, theta, z, dpre, dpost, dH, dz, dtheta); return 1;
+    case HC_KROMHC: hc_kromhc_backward_lanes(s, theta, z, dpre, dpost, dH, dz, dtheta); return 1;
     case HC_MHC: return hc_mhc_backward_lanes(s, theta, z, cache, dpre, dpost, dH, dz, dtheta);
     case HC_MHC_LITE: hc_mhc_lite_backward_lanes(s, theta, z, dpre, dpost, dH, dz, dtheta); return 1;
     case HC_ORTHOGONAL: hc_orthogonal_backward_lanes(s, theta, z, cache, dpre, dpost, dH, dz, dtheta); return 1;

@@ -423,6 +423,8 @@ static void test_many_tokens(void) {
         for (int n = 2; n <= HC_MAX_N; n++) {
             inst I;
             if (inst_make(&I, &cases[ci], n)) { CHECK(0, "setup"); continue; }
+            if (I.s.method == HC_MHC && (n == 3 || n == 5)) /* half-steps not a multiple of the cache window */
+                I.s.sinkhorn_iters = n == 3 ? 1 : 7;
             const hc_spec *s = &I.s;
             const int K = s->K, cs = s->cache, nn = n * n, g0 = HC_GATE_THETA(n);
             const int rot = s->method == HC_ORTHOGONAL || s->method == HC_S2HC || s->method == HC_S2HC_ROT;
