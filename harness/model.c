@@ -450,9 +450,11 @@ void model_free(gpt_model *m) {
  * The loops over channels use hc_vec, GCC's vector extension (64 bytes: 16 floats, or
  * 8 doubles in the gradient-check build): accumulators stay in registers, and the lane of
  * an element is fixed by its index, so a reduction never depends on alignment or
- * threads. The arithmetic is a multiply then an add (no FMA contraction under -std=c11),
- * exactly as in the scalar tails; the exceptions are the tiles of the projection and of
- * the dW product (hc_x_wt, hc_at_x), built with FMA like the BLAS they replace. Sums
+ * threads. The frame's own loops (HC_FMA: the dots, dX, write-back, read-out, df, the
+ * norm) and the tiles of the projection and of the dW product (hc_x_wt, hc_at_x) are
+ * built with FMA contraction, like the BLAS they sit beside; a channel always takes the
+ * same path (vector body or scalar tail, fixed by C), so its bits do not depend on
+ * anything but the code. The per-token method math (hc_math.h) is not contracted. Sums
  * over threads (M, dtheta) are added in thread order: bit-identical for a given thread
  * count. */
 
@@ -468,8 +470,11 @@ typedef cpu_vec hc_vec;
 #define hc_store cpu_vstore
 #define hc_vsum cpu_vsum
 
+/* The frame's loops over channels, built with FMA contraction (the header comment). */
+#define HC_FMA __attribute__((optimize("fp-contract=fast")))
+
 /* sum_k a[k] b[k], k < D */
-static inline real hc_dot(const real *a, const real *b, size_t D) {
+static inline HC_FMA real hc_dot(const real *a, const real *b, size_t D) {
     hc_vec acc = {0};
     size_t k = 0;
     for (; k + HC_VL <= D; k += HC_VL) acc += hc_load(a + k) * hc_load(b + k);
@@ -480,7 +485,7 @@ static inline real hc_dot(const real *a, const real *b, size_t D) {
 
 /* y = w[0] x[0] + w[1] x[1] + ... + w[m-1] x[m-1] (in that order), rows x[i] = x0 + i*C,
  * y and x of C values. */
-static inline void hc_combine(real *y, const real *w, const real *x0, int m, int C) {
+static inline HC_FMA void hc_combine(real *y, const real *w, const real *x0, int m, int C) {
     int c = 0;
     for (; c + HC_VL <= C; c += HC_VL) {
         hc_vec v = w[0] * hc_load(x0 + c);
@@ -500,8 +505,8 @@ static inline void hc_combine(real *y, const real *w, const real *x0, int m, int
  * in L1), and for each block tiles of up to 8 rows of M by two vectors of columns are
  * loaded into registers, take the block's rows in order, and go back: every element
  * sums its rows in a fixed order, bit-identical for a given thread count. This and
- * hc_x_wt are the only code built with FMA contraction (as BLAS is): it halves the
- * tiles' instructions, and no test compares these sums bit for bit with a scalar loop
+ * hc_x_wt are built with FMA contraction (as BLAS is): it halves the tiles'
+ * instructions, and no test compares these sums bit for bit with a scalar loop
  * (tests/test_frame compares them with sums in double, within float rounding). */
 #define HC_MT_K 8
 #pragma GCC push_options
@@ -730,7 +735,7 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, si
 
 /* Write-back of sublayer l for tokens [t0, t1): X_next[i] = sum_j H[i,j] X[j] + post[i] f;
  * with rstd_next, also the rstd of X_next's norm rows while they are in cache. */
-static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, size_t t0, size_t t1) {
+static HC_FMA void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, size_t t0, size_t t1) {
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
     const int n = d.n, C = d.C;
@@ -826,9 +831,10 @@ static void hc_frame_out_backward(const gpt_model *m, int l, const real *dY, rea
  * dpre[i] = du . x_i (0 without du). n is a constant in each instance (hc_token_dots
  * dispatches), so the n + 1 accumulators of a row live in registers and dy_i is loaded
  * once per chunk of channels. */
-static inline __attribute__((always_inline)) void hc_token_dots_n(const int n, int C, const real *X,
-                                                                  const real *dy, const real *f, const real *du,
-                                                                  real *dH, real *dpost, real *dpre) {
+static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const int n, int C, const real *X,
+                                                                         const real *dy, const real *f,
+                                                                         const real *du, real *dH, real *dpost,
+                                                                         real *dpre) {
     int c0 = C / HC_VL * HC_VL;
     for (int i = 0; i < n; i++) {
         const real *dyi = dy + (size_t)i * C;
@@ -871,7 +877,7 @@ static inline __attribute__((always_inline)) void hc_token_dots_n(const int n, i
     }
 }
 
-static void hc_token_dots(int n, int C, const real *X, const real *dy, const real *f, const real *du, real *dH,
+static HC_FMA void hc_token_dots(int n, int C, const real *X, const real *dy, const real *f, const real *du, real *dH,
                           real *dpost, real *dpre) {
     switch (n) {
 #define HC_DOTS_CASE(k) \
@@ -893,7 +899,7 @@ static inline void hc_token_grads(const hc_acts *h, const hc_dims *d, size_t t, 
 /* Token t after the method's backward has written its dz: the norm's own term,
  * dX = H^T dY + pre du - c X (overwritten), dz *= r. dX may be dY itself: each block of
  * channels reads all n rows of dY before it writes any row of dX. */
-static inline void hc_token_dx(const hc_acts *h, const hc_dims *d, size_t t, const real *dY, const real *du, real *dX,
+static inline HC_FMA void hc_token_dx(const hc_acts *h, const hc_dims *d, size_t t, const real *dY, const real *du, real *dX,
                                real *dz) {
     const int n = d->n, C = d->C, K = d->K, rpt = d->rpt, Kr = d->Kr;
     const real *X = h->X + t * d->nC, *dy = dY + t * d->nC;
