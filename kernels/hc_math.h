@@ -200,6 +200,15 @@ HOSTDEV static inline void hc_tanh_many_vec(int k, const real *x, real *y) { hc_
 #define HC_LANES 16
 #endif
 
+/* HC_WIDE marks a function whose lanes loops GCC should vectorise in 512-bit vectors (one
+ * per 16 tokens): on these CPUs it prefers 256-bit ones by default, two instructions for
+ * every operation of a lane group. Moves no bits: the lanes loops are elementwise. */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define HC_WIDE __attribute__((target("prefer-vector-width=512")))
+#else
+#define HC_WIDE
+#endif
+
 #if HC_VEC_MATH
 /* r[i][c] -> r[c][i] for a 16 x 16 block of floats in registers. The stage of size s
  * swaps bit s of the row index with bit s of the column index: rows a and a + s (bit s of
@@ -884,33 +893,47 @@ HOSTDEV static inline int hc_mhc_linear(int n, const real *Lg, real *mx) {
  * registers on the CPU), instead of value by value. */
 #define HC_MHC_WIN 16
 
-/* The linear form from E = exp(L - max L): H, and the cache of every half-step. */
+/* One half-step (lanes; row: a row step, else a column step): sc = 1 / the sums of E's
+ * rows (columns) scaled by the other side's scalings; on the last, H = E other / sum. */
+HOSTDEV static inline void hc_mhc_half_step_v(const int n, const int V, const int row, const int last,
+                                              const real *E, const real *other, real *sc, real *H) {
+    const int si = row ? n : 1, sj = row ? 1 : n;   /* E[i][j] of the step's own view */
+    real sum[HC_LANES];
+    for (int i = 0; i < n; i++) {
+        for (int v = 0; v < V; v++) sum[v] = 0;
+        for (int j = 0; j < n; j++) {
+            const real *e = E + (i * si + j * sj) * V, *o = other + j * V;
+            for (int v = 0; v < V; v++) sum[v] += e[v] * o[v];
+        }
+        for (int v = 0; v < V; v++) sc[i * V + v] = (real)1 / sum[v];
+        if (last)
+            for (int j = 0; j < n; j++) {
+                const int e = (i * si + j * sj) * V;
+                for (int v = 0; v < V; v++) H[e + v] = E[e + v] * other[j * V + v] / sum[v];
+            }
+    }
+}
+
+/* The linear form from E = exp(L - max L): H, and the cache of every half-step. Each
+ * half-step's scalings go straight into the window (the other side's are the previous
+ * slot: a window holds at least two). */
 HOSTDEV static inline void hc_mhc_scalings_v(const hc_spec *s, const int n, const int V, const real *E, real *H,
                                              real *cache, size_t vs) {
     const int steps = 2 * s->sinkhorn_iters, hw = HC_MHC_WIN / n;
-    real a[HC_MAX_N * HC_LANES], b[HC_MAX_N * HC_LANES], sum[HC_LANES], w[HC_MHC_WIN * HC_LANES];
-    for (int k = 0; k < n * V; k++) { a[k] = 1; b[k] = 1; }
+    real ones[HC_MAX_N * HC_LANES], w[HC_MHC_WIN * HC_LANES];
+    for (int k = 0; k < n * V; k++) ones[k] = 1;
+    const real *prev_a = ones, *prev_b = ones;
     int u0 = 0; /* the window holds half-steps [u0, t) */
     for (int t = 0; t < steps; t++) {
-        const int row = hc_mhc_is_row_step(s, t), last = t == steps - 1;
-        real *sc = row ? a : b;
-        const real *other = row ? b : a;
-        const int si = row ? n : 1, sj = row ? 1 : n;   /* E[i][j] of the step's own view */
-        for (int i = 0; i < n; i++) {
-            for (int v = 0; v < V; v++) sum[v] = 0;
-            for (int j = 0; j < n; j++) {
-                const real *e = E + (i * si + j * sj) * V, *o = other + j * V;
-                for (int v = 0; v < V; v++) sum[v] += e[v] * o[v];
-            }
-            for (int v = 0; v < V; v++) sc[i * V + v] = (real)1 / sum[v];
-            if (last)
-                for (int j = 0; j < n; j++) {
-                    const int e = (i * si + j * sj) * V;
-                    for (int v = 0; v < V; v++) H[e + v] = E[e + v] * other[j * V + v] / sum[v];
-                }
-        }
+        const int last = t == steps - 1;
         real *slot = w + (size_t)(t - u0) * n * V;
-        for (int k = 0; k < n * V; k++) slot[k] = sc[k];
+        if (hc_mhc_is_row_step(s, t)) {
+            hc_mhc_half_step_v(n, V, 1, last, E, prev_b, slot, H);
+            prev_a = slot;
+        } else {
+            hc_mhc_half_step_v(n, V, 0, last, E, prev_a, slot, H);
+            prev_b = slot;
+        }
         if (t + 1 - u0 == hw || last) {
             hc_lanes_put((t + 1 - u0) * n, V, w, cache + (size_t)u0 * n, vs);
             u0 = t + 1;
@@ -996,16 +1019,30 @@ HOSTDEV static inline void hc_mhc_iterate_v(const hc_spec *s, const int n, const
         }
 }
 
+/* Back through one half-step (lanes; row: a row step, else a column step) that left M:
+ * y = x - lse(x) over each row (column) has dx = dy - exp(y) sum(dy). */
+HOSTDEV static inline void hc_mhc_back_step_v(const int n, const int V, const int row, const real *M, real *G) {
+    const int si = row ? n : 1, sj = row ? 1 : n;
+    real sum[HC_LANES];
+    for (int i = 0; i < n; i++) {
+        for (int v = 0; v < V; v++) sum[v] = 0;
+        for (int j = 0; j < n; j++)
+            for (int v = 0; v < V; v++) sum[v] += G[(i * si + j * sj) * V + v];
+        for (int j = 0; j < n; j++) {
+            const int e = (i * si + j * sj) * V;
+            for (int v = 0; v < V; v++) G[e + v] -= M[e + v] * sum[v];
+        }
+    }
+}
+
 /* G = dL from dH (lanes): through H = exp(log M), then the half-steps in reverse. */
 HOSTDEV static inline void hc_mhc_unroll_back_v(const hc_spec *s, const int n, const int V, const int lin,
                                                 const real *X, const real *cache, size_t vs, const real *dH,
                                                 real *G) {
     const int steps = 2 * s->sinkhorn_iters, hw = HC_MHC_WIN / n;
-    real M[HC_MM * HC_LANES], sum[HC_LANES], w[HC_MHC_WIN * HC_LANES];
+    real M[HC_MM * HC_LANES], w[HC_MHC_WIN * HC_LANES];
     int u0 = 0, u1 = 0; /* the window holds half-steps [u0, u1) */
     for (int t = steps - 1; t >= 0; t--) {
-        const int row = hc_mhc_is_row_step(s, t);
-        const int si = row ? n : 1, sj = row ? 1 : n;
         if (t >= u1 || (t > 0 ? t - 1 : 0) < u0) { /* the hw half-steps up to t */
             u1 = t + 1;
             u0 = u1 > hw ? u1 - hw : 0;
@@ -1014,15 +1051,8 @@ HOSTDEV static inline void hc_mhc_unroll_back_v(const hc_spec *s, const int n, c
         hc_mhc_iterate_v(s, n, V, lin, X, w, u0, t, M);
         if (t == steps - 1)
             for (int k = 0; k < n * n * V; k++) G[k] = dH[k] * M[k];
-        for (int i = 0; i < n; i++) {
-            for (int v = 0; v < V; v++) sum[v] = 0;
-            for (int j = 0; j < n; j++)
-                for (int v = 0; v < V; v++) sum[v] += G[(i * si + j * sj) * V + v];
-            for (int j = 0; j < n; j++) {
-                const int e = (i * si + j * sj) * V;
-                for (int v = 0; v < V; v++) G[e + v] -= M[e + v] * sum[v];
-            }
-        }
+        if (hc_mhc_is_row_step(s, t)) hc_mhc_back_step_v(n, V, 1, M, G);
+        else hc_mhc_back_step_v(n, V, 0, M, G);
     }
 }
 
@@ -1122,13 +1152,13 @@ static inline int hc_mhc_backward_lanes_n(const hc_spec *s, const int n, const r
     return 1;
 }
 
-HC_FLATTEN static inline int hc_mhc_forward_lanes(const hc_spec *s, const real *theta, const real *z, real *pre,
+HC_WIDE HC_FLATTEN static inline int hc_mhc_forward_lanes(const hc_spec *s, const real *theta, const real *z, real *pre,
                                                   real *post, real *H, real *cache) {
     if (s->n == 4) return hc_mhc_forward_lanes_n(s, 4, theta, z, pre, post, H, cache);
     return hc_mhc_forward_lanes_n(s, s->n, theta, z, pre, post, H, cache);
 }
 
-HC_FLATTEN static inline int hc_mhc_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+HC_WIDE HC_FLATTEN static inline int hc_mhc_backward_lanes(const hc_spec *s, const real *theta, const real *z,
                                                    const real *cache, const real *dpre, const real *dpost,
                                                    const real *dH, real *dz, real *dtheta) {
     if (s->n == 4) return hc_mhc_backward_lanes_n(s, 4, theta, z, cache, dpre, dpost, dH, dz, dtheta);
@@ -1757,12 +1787,12 @@ static inline int hc_lanes(const hc_spec *s) { return s->method == HC_RC ? 1 : H
         else f(s, s->n, HC_LANES, __VA_ARGS__);            \
     } while (0)
 
-HC_FLATTEN static inline void hc_hc_forward_lanes(const hc_spec *s, const real *theta, const real *z, real *pre,
+HC_WIDE HC_FLATTEN static inline void hc_hc_forward_lanes(const hc_spec *s, const real *theta, const real *z, real *pre,
                                                   real *post, real *H) {
     HC_LANES_N(hc_hc_forward_v, theta, z, pre, post, H);
 }
 
-HC_FLATTEN static inline void hc_hc_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+HC_WIDE HC_FLATTEN static inline void hc_hc_backward_lanes(const hc_spec *s, const real *theta, const real *z,
                                                    const real *dpre, const real *dpost, const real *dH, real *dz,
                                                    real *dtheta) {
     HC_LANES_N(hc_hc_backward_v, theta, z, dpre, dpost, dH, dz, dtheta);
@@ -1790,12 +1820,12 @@ HC_FLATTEN static inline void hc_kromhc_backward_lanes(const hc_spec *s, const r
     HC_LANES_N(hc_kromhc_backward_v, theta, z, dpre, dpost, dH, dz, dtheta);
 }
 
-HC_FLATTEN static inline void hc_mhc_lite_forward_lanes(const hc_spec *s, const real *theta, const real *z,
+HC_WIDE HC_FLATTEN static inline void hc_mhc_lite_forward_lanes(const hc_spec *s, const real *theta, const real *z,
                                                         real *pre, real *post, real *H) {
     HC_LANES_N(hc_mhc_lite_forward_v, theta, z, pre, post, H);
 }
 
-HC_FLATTEN static inline void hc_mhc_lite_backward_lanes(const hc_spec *s, const real *theta, const real *z,
+HC_WIDE HC_FLATTEN static inline void hc_mhc_lite_backward_lanes(const hc_spec *s, const real *theta, const real *z,
                                                          const real *dpre, const real *dpost, const real *dH,
                                                          real *dz, real *dtheta) {
     HC_LANES_N(hc_mhc_lite_backward_v, theta, z, dpre, dpost, dH, dz, dtheta);
