@@ -483,6 +483,9 @@ static inline HC_FMA real hc_dot(const real *a, const real *b, size_t D) {
     return s;
 }
 
+/* Weights of a plain sum of stream rows (hc_combine). */
+static const real hc_ones[HC_MAX_N] = {1, 1, 1, 1, 1, 1, 1, 1};
+
 /* y = w[0] x[0] + w[1] x[1] + ... + w[m-1] x[m-1] (in that order), rows x[i] = x0 + i*C,
  * y and x of C values. */
 static inline HC_FMA void hc_combine(real *y, const real *w, const real *x0, int m, int C) {
@@ -734,8 +737,11 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, si
 }
 
 /* Write-back of sublayer l for tokens [t0, t1): X_next[i] = sum_j H[i,j] X[j] + post[i] f;
- * with rstd_next, also the rstd of X_next's norm rows while they are in cache. */
-static HC_FMA void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, size_t t0, size_t t1) {
+ * with rstd_next, also the rstd of X_next's norm rows while they are in cache; with sum,
+ * also sum = X_next[0] + ... + X_next[n-1] (the last sublayer: the input of the final
+ * LayerNorm). */
+static HC_FMA void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, real *sum, size_t t0,
+                                size_t t1) {
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
     const int n = d.n, C = d.C;
@@ -759,14 +765,18 @@ static HC_FMA void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rs
         }
         if (rstd_next)
             for (int r = 0; r < d.rpt; r++) rstd_next[t * d.rpt + r] = hc_rstd_of(Y + r * d.D, d.D);
+        if (sum) hc_combine(sum + t * C, hc_ones, Y, n, C);
     }
 }
 
 /* One region between sublayers: the write-back of sublayer l_out (l_out < 0: none, the
  * rstd of X_0 instead), then the coefficients and read-out of sublayer l_in (< 0: none),
  * chunk by chunk, so that the coefficient GEMM reads the rows of X_{l_in} the write-back
- * has just left in cache. */
-static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_scratch *s, size_t N) {
+ * has just left in cache. The ends of the stack, when given: X_0 = n copies of enc (its
+ * rows written before their rstd), and sum = the sum of X_Lh's streams (the last
+ * write-back). */
+static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_scratch *s, size_t N, const real *enc,
+                              real *sum) {
     hc_dims d = hc_dims_of(m);
     const size_t chunk = hc_chunk(&d, N);
 #pragma omp parallel num_threads(hc_threads(s))
@@ -783,10 +793,13 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
         for (size_t c0 = t0; c0 < t1; c0 += chunk) {
             const size_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
             if (l_out >= 0) {
-                hc_out_range(m, l_out, Xnext, rstd_in, c0, c1);
+                hc_out_range(m, l_out, Xnext, rstd_in, sum, c0, c1);
             } else {
-                const real *X = model_streams(m, 0);
-                real *rstd = model_hc_acts(m, 0).rstd;
+                real *X = model_streams(m, 0), *rstd = model_hc_acts(m, 0).rstd;
+                if (enc)
+                    for (size_t t = c0; t < c1; t++)
+                        for (int i = 0; i < d.n; i++)
+                            memcpy(X + t * d.nC + (size_t)i * d.C, enc + t * d.C, (size_t)d.C * sizeof(real));
                 for (size_t r = c0 * d.rpt; r < c1 * d.rpt; r++) rstd[r] = hc_rstd_of(X + r * d.D, d.D);
             }
             if (l_in >= 0) hc_in_chunk(m, l_in, Wg, c0, c1);
@@ -812,16 +825,21 @@ static void zero_sublayer_scratch(const gpt_model *m, const grad_layout *gl, int
 }
 
 /* One region: df = sum_i post[i] dY[i] (overwritten), the gradient into sublayer l's
- * output; and the scratch of sublayer l's backward zeroed. */
-static void hc_frame_out_backward(const gpt_model *m, int l, const real *dY, real *df, const grad_layout *gl,
-                                  size_t N) {
+ * output; and the scratch of sublayer l's backward zeroed. With g, first dY[i] = g for
+ * every stream (the gradient of X_Lh from that of the sum of its streams). */
+static void hc_frame_out_backward(const gpt_model *m, int l, real *dY, const real *g, real *df,
+                                  const grad_layout *gl, size_t N) {
     hc_acts h = model_hc_acts(m, l);
     const int n = m->n, C = m->C;
 #pragma omp parallel
     {
         size_t t0, t1;
         hc_range(N, &t0, &t1);
-        for (size_t t = t0; t < t1; t++) hc_combine(df + t * C, h.post + t * n, dY + t * n * C, n, C);
+        for (size_t t = t0; t < t1; t++) {
+            if (g)
+                for (int i = 0; i < n; i++) memcpy(dY + (t * n + i) * C, g + t * C, (size_t)C * sizeof(real));
+            hc_combine(df + t * C, h.post + t * n, dY + t * n * C, n, C);
+        }
         zero_sublayer_scratch(m, gl, l, N, t0, t1);
     }
     prof_tick(PROF_HC_FRAME);
@@ -983,9 +1001,11 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
  * of the read-out; NULL: zero): dX (overwritten; may be dY itself, as the model passes
  * it), dW, dg, dtheta (added). With df_prev, also df_prev = sum_i post_{l-1}[i] dX[i],
  * the gradient into sublayer l - 1's output, while dX is in cache, and the scratch of
- * sublayer l - 1's backward zeroed (gl). dz (N, K) is scratch. One region. */
+ * sublayer l - 1's backward zeroed (gl). With dsum (sublayer 0), also dsum = the sum of
+ * dX's streams (the gradient of the embedding that X_0 copies n times). dz (N, K) is
+ * scratch. One region. */
 static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, const real *du, real *dX, real *df_prev,
-                                 real *dz, const hc_scratch *s, const grad_layout *gl, size_t N) {
+                                 real *dsum, real *dz, const hc_scratch *s, const grad_layout *gl, size_t N) {
     hc_params p = hc_params_of(m, l);
     hc_acts h = model_hc_acts(m, l);
     const real *post_prev = df_prev ? model_hc_acts(m, l - 1).post : NULL;
@@ -1010,6 +1030,8 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                 if (df_prev)
                     for (size_t t = c0; t < c1; t++)
                         hc_combine(df_prev + t * d.C, post_prev + t * d.n, dX + t * d.nC, d.n, d.C);
+                if (dsum) /* after this chunk's du rows were read: dsum may be du itself */
+                    for (size_t t = c0; t < c1; t++) hc_combine(dsum + t * d.C, hc_ones, dX + t * d.nC, d.n, d.C);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
             hc_at_x(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D);
@@ -1043,16 +1065,19 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
 
 /* ---- forward -------------------------------------------------------------------------------- */
 
-/* The Lh sublayers, from the streams already in X_0 to X_Lh. branches = 0 replaces every
- * sublayer output f by 0 (the linear residual path H_res, still with dynamic coefficients). */
-static void sublayers_forward(gpt_model *m, int B, int branches) {
+/* The Lh sublayers, from the streams in X_0 to X_Lh. branches = 0 replaces every sublayer
+ * output f by 0 (the linear residual path H_res, still with dynamic coefficients). With a
+ * frame, enc and xsum (or NULL) are its ends: X_0 = n copies of enc is written by the
+ * first frame region (else X_0 is already there), xsum = the sum of X_Lh's streams by
+ * the last. */
+static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc, real *xsum) {
     act_layout a = layout_acts(m, B);
     grad_layout gl = layout_grads(m, B);
     real *A = m->acts;
     const int T = m->T, C = m->C, NH = m->NH;
     const size_t N = (size_t)B * T;
     hc_scratch hs = hc_scratch_of(m, &gl);
-    if (m->variant) hc_frames_forward(m, -1, 0, &hs, N); /* rms of X_0, sublayer 0's coefficients */
+    if (m->variant) hc_frames_forward(m, -1, 0, &hs, N, enc, NULL); /* X_0 and its rms, sublayer 0's coefficients */
     for (int l = 0; l < m->Lh; l++) {
         int blk = l / 2, is_mlp = l % 2;
         block_index b = block_at(m, blk);
@@ -1083,7 +1108,8 @@ static void sublayers_forward(gpt_model *m, int B, int branches) {
             prof_tick(PROF_MATMUL);
         }
         if (m->variant) {
-            hc_frames_forward(m, l, l + 1 < m->Lh ? l + 1 : -1, &hs, N); /* write-back, next coefficients */
+            const int last = l + 1 == m->Lh; /* write-back, next coefficients (last: the sum) */
+            hc_frames_forward(m, l, last ? -1 : l + 1, &hs, N, NULL, last ? xsum : NULL);
         } else {
 #pragma omp parallel for simd schedule(static)
             for (size_t k = 0; k < N * C; k++) Xnext[k] = h.X[k] + h.f[k];
@@ -1097,7 +1123,7 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
     if (!m->acts || m->B != B) model_alloc_acts(m, B);
     act_layout a = layout_acts(m, B);
     real *A = m->acts;
-    const int T = m->T, C = m->C, n = m->n, V = m->V;
+    const int T = m->T, C = m->C, V = m->V;
     const size_t N = (size_t)B * T;
     memcpy(m->inputs, inputs, N * sizeof(int));
     if (targets) memcpy(m->targets, targets, N * sizeof(int));
@@ -1106,22 +1132,19 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
     real *enc = A + a.enc;
     encoder_forward(enc, inputs, P(m, 0), P(m, 1), B, T, C);
     prof_tick(PROF_EMBED_LOSS);
-    real *X0 = A + a.streams; /* n copies of the embedding */
+    real *X0 = A + a.streams, *xsum = A + a.xsum;
+    if (m->variant) { /* the frame's first and last regions write X_0 and xsum */
+        sublayers_forward(m, B, 1, enc, xsum);
+    } else { /* rc: one stream, copied in and out */
 #pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++)
-        for (int i = 0; i < n; i++) memcpy(X0 + (t * n + i) * C, enc + t * C, (size_t)C * sizeof(real));
-    prof_tick(PROF_HC_STREAMS);
-
-    sublayers_forward(m, B, 1);
-    real *XL = A + a.streams + (size_t)m->Lh * a.s_streams, *xsum = A + a.xsum;
+        for (size_t t = 0; t < N; t++) memcpy(X0 + t * C, enc + t * C, (size_t)C * sizeof(real));
+        prof_tick(PROF_HC_STREAMS);
+        sublayers_forward(m, B, 1, NULL, NULL);
+        const real *XL = A + a.streams + (size_t)m->Lh * a.s_streams;
 #pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++) {
-        real *s = xsum + t * C;
-        for (int c = 0; c < C; c++) s[c] = 0;
-        for (int i = 0; i < n; i++)
-            for (int c = 0; c < C; c++) s[c] += XL[(t * n + i) * C + c];
+        for (size_t t = 0; t < N; t++) memcpy(xsum + t * C, XL + t * C, (size_t)C * sizeof(real));
+        prof_tick(PROF_HC_STREAMS);
     }
-    prof_tick(PROF_HC_STREAMS);
     int lnf = m->n_tensors - 2;
     layernorm_forward(A + a.lnf, A + a.lnf_mean, A + a.lnf_rstd, xsum, P(m, lnf), P(m, lnf + 1), N, C);
     prof_tick(PROF_LAYERNORM);
@@ -1141,7 +1164,7 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
 void model_streams_forward(gpt_model *m, const real *X0, int branches) {
     act_layout a = layout_acts(m, m->B);
     memcpy(m->acts + a.streams, X0, a.s_streams * sizeof(real));
-    sublayers_forward(m, m->B, branches);
+    sublayers_forward(m, m->B, branches, NULL, NULL);
 }
 
 real *model_streams(const gpt_model *m, int l) {
@@ -1151,11 +1174,13 @@ real *model_streams(const gpt_model *m, int l) {
 
 /* ---- backward ------------------------------------------------------------------------------- */
 
-/* Backward through the Lh sublayers: dY holds the gradient of X_Lh on entry and that of
- * X_0 on return (each frame backward overwrites the gradient of X_{l+1} with that of X_l
- * in place: no second buffer to stream through). Parameter gradients accumulate.
- * Honours the branches flag of the last forward. */
-static void sublayers_backward(gpt_model *m, real *dY) {
+/* Backward through the Lh sublayers: dY holds the gradient of X_Lh on entry (with g, a
+ * frame and branches: n copies of g, which the first region writes) and that of X_0 on
+ * return (each frame backward overwrites the gradient of X_{l+1} with that of X_l in
+ * place: no second buffer to stream through); with dsum (a frame), also the sum of X_0's
+ * streams' gradients. Parameter gradients accumulate. Honours the branches flag of the
+ * last forward. */
+static void sublayers_backward(gpt_model *m, real *dY, const real *g, real *dsum) {
     const int B = m->B, T = m->T, C = m->C, NH = m->NH;
     const size_t N = (size_t)B * T;
     act_layout a = layout_acts(m, B);
@@ -1166,13 +1191,13 @@ static void sublayers_backward(gpt_model *m, real *dY) {
     hc_scratch hs = hc_scratch_of(m, &gl);
     /* df of the last sublayer; each frame backward then computes the previous one's and
      * zeroes the previous one's scratch */
-    if (hc && m->branches) hc_frame_out_backward(m, m->Lh - 1, dY, D + gl.df, &gl, N);
+    if (hc && m->branches) hc_frame_out_backward(m, m->Lh - 1, dY, g, D + gl.df, &gl, N);
     for (int l = m->Lh - 1; l >= 0; l--) {
         int blk = l / 2, is_mlp = l % 2;
         block_index b = block_at(m, blk);
         hc_acts h = model_hc_acts(m, l);
         if (!m->branches) { /* f = 0: no gradient flows into the sublayer (rc: dX = dY) */
-            if (hc) hc_frame_in_backward(m, l, dY, NULL, dY, NULL, D + gl.dz, &hs, &gl, N);
+            if (hc) hc_frame_in_backward(m, l, dY, NULL, dY, NULL, l == 0 ? dsum : NULL, D + gl.dz, &hs, &gl, N);
             continue;
         }
         /* df: the gradient of the sublayer's output. rc: dY itself, and the sublayer's
@@ -1212,7 +1237,8 @@ static void sublayers_backward(gpt_model *m, real *dY) {
                                mean, rstd, N, C);
             prof_tick(PROF_LAYERNORM);
         }
-        if (hc) hc_frame_in_backward(m, l, dY, dinp, dY, l > 0 ? df : NULL, D + gl.dz, &hs, &gl, N);
+        if (hc)
+            hc_frame_in_backward(m, l, dY, dinp, dY, l > 0 ? df : NULL, l == 0 ? dsum : NULL, D + gl.dz, &hs, &gl, N);
     }
 }
 
@@ -1238,23 +1264,23 @@ void model_backward(gpt_model *m, real scale) {
     layernorm_backward(dxsum, G(m, lnf), G(m, lnf + 1), dlnf, A + a.xsum, P(m, lnf), A + a.lnf_mean,
                        A + a.lnf_rstd, N, C);
     prof_tick(PROF_LAYERNORM);
-    real *dY = D + gl.dX; /* grad of X_Lh, then in place down to X_0 */
+    /* dY: the gradient of X_Lh = n copies of dxsum, then in place down to X_0's; denc (the
+     * du buffer, free by then): the embedding's = the sum of dY's streams. With a frame
+     * its regions write both as they pass (the copies in the first when it computes df). */
+    real *dY = D + gl.dX, *denc = D + gl.du;
+    const int in_frame = m->variant && m->branches;
+    if (!in_frame) {
 #pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++)
-        for (int i = 0; i < n; i++) memcpy(dY + (t * n + i) * C, dxsum + t * C, (size_t)C * sizeof(real));
-    prof_tick(PROF_HC_STREAMS);
-
-    sublayers_backward(m, dY);
-    /* dY is the gradient of X_0 = n copies of the embedding */
-    real *denc = D + gl.du;
-#pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++) {
-        real *d = denc + t * C;
-        for (int c = 0; c < C; c++) d[c] = 0;
-        for (int i = 0; i < n; i++)
-            for (int c = 0; c < C; c++) d[c] += dY[(t * n + i) * C + c];
+        for (size_t t = 0; t < N; t++)
+            for (int i = 0; i < n; i++) memcpy(dY + (t * n + i) * C, dxsum + t * C, (size_t)C * sizeof(real));
+        prof_tick(PROF_HC_STREAMS);
     }
-    prof_tick(PROF_HC_STREAMS);
+    sublayers_backward(m, dY, in_frame ? dxsum : NULL, m->variant ? denc : NULL);
+    if (!m->variant) { /* rc: one stream */
+#pragma omp parallel for schedule(static)
+        for (size_t t = 0; t < N; t++) memcpy(denc + t * C, dY + t * C, (size_t)C * sizeof(real));
+        prof_tick(PROF_HC_STREAMS);
+    }
     encoder_backward(G(m, 0), G(m, 1), denc, m->inputs, B, T, C, V);
     prof_tick(PROF_EMBED_LOSS);
 }
@@ -1264,6 +1290,6 @@ void model_streams_backward(gpt_model *m, const real *dXL, real *dX0) {
     size_t sz = (size_t)m->B * m->T * m->n * m->C;
     real *dY = m->grad_acts + gl.dX;
     memcpy(dY, dXL, sz * sizeof(real));
-    sublayers_backward(m, dY);
+    sublayers_backward(m, dY, NULL, NULL);
     memcpy(dX0, dY, sz * sizeof(real));
 }

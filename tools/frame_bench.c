@@ -130,15 +130,15 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             double t0;
             evict();
             t0 = cpu_now();
-            hc_frames_forward(&m, l, l + 1, &hs, N);
+            hc_frames_forward(&m, l, l + 1, &hs, N, NULL, NULL);
             s[0] += cpu_now() - t0;
             evict();
             t0 = cpu_now();
-            hc_frame_in_backward(&m, l + 1, dY, du, dY, df, dz, &hs, &gl, N);
+            hc_frame_in_backward(&m, l + 1, dY, du, dY, df, NULL, dz, &hs, &gl, N);
             s[1] += cpu_now() - t0;
             evict();
             t0 = cpu_now();
-            hc_out_range(&m, l, model_streams(&m, l + 1), model_hc_acts(&m, l + 1).rstd, 0, N);
+            hc_out_range(&m, l, model_streams(&m, l + 1), model_hc_acts(&m, l + 1).rstd, NULL, 0, N);
             s[2] += cpu_now() - t0;
             hc_acts h = model_hc_acts(&m, l + 1);
             real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM];
@@ -174,7 +174,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
         MIN_OF(hb[1], hc_forward_tokens(&m.spec, p.theta, h.z, (int)NT, h.pre, h.post, h.H, h.cache));
         MIN_OF(hb[2], for (size_t t = 0; t < NT; t++) hc_combine(h.u + t * d.C, h.pre + t * d.n, h.X + t * d.nC, d.n,
                                                                   d.C));
-        MIN_OF(hb[3], hc_out_range(&m, 1, model_streams(&m, 2), model_hc_acts(&m, 2).rstd, 0, NT));
+        MIN_OF(hb[3], hc_out_range(&m, 1, model_streams(&m, 2), model_hc_acts(&m, 2).rstd, NULL, 0, NT));
         MIN_OF(hb[4], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes) for (int i = 0; i < lanes; i++)
                           hc_token_grads(&h, &d, g0 + i, dY, du, dH + i * d.n * d.n, dpost + i * d.n, dpre + i * d.n));
         MIN_OF(hb[5], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes)
