@@ -1038,9 +1038,10 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
         }
         if (df_prev) zero_sublayer_scratch(m, gl, l - 1, N, t0, t1); /* du rows read above: mine */
 #pragma omp barrier
-        /* dW += (sum of M) diag(1 + g), dg += column sums of (sum of M) * W, by column blocks */
+        /* dW += (sum of M) diag(1 + g), dg += column sums of (sum of M) * W, by column
+         * blocks; dtheta (other values) by thread 0 meanwhile: no barrier until the end */
         const size_t nblocks = (d.D + HC_COL_BLOCK - 1) / HC_COL_BLOCK;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (size_t blk = 0; blk < nblocks; blk++) {
             const size_t j0 = blk * HC_COL_BLOCK, len = d.D - j0 < HC_COL_BLOCK ? d.D - j0 : HC_COL_BLOCK;
             real acc[HC_COL_BLOCK] = {0}, msum[HC_COL_BLOCK];
@@ -1056,9 +1057,9 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
             }
             for (size_t j = 0; j < len; j++) p.dg[j0 + j] += acc[j];
         }
-#pragma omp single
-        for (int th = 0; th < nthr; th++) /* dtheta in thread order */
-            for (int k = 0; k < d.nt; k++) p.dtheta[k] += s->base[(size_t)th * s->stride + 2 * d.KD + k];
+        if (hc_tid() == 0)
+            for (int th = 0; th < nthr; th++) /* dtheta in thread order */
+                for (int k = 0; k < d.nt; k++) p.dtheta[k] += s->base[(size_t)th * s->stride + 2 * d.KD + k];
     }
     prof_tick(PROF_HC_FRAME);
 }
