@@ -970,17 +970,15 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
         for (; b < e; b += 64) __builtin_prefetch(b, 0);
 }
 
-/* Tokens ahead of the one in work whose rows the frame's backward prefetches: the
- * hardware's streams restart at every 4 KB page, two tokens' rows at n C = 512. */
-#define HC_PREFETCH_AHEAD 2
-
-/* Tokens [t0, t1) of the frame's backward, hc_lanes() at a time (one for the methods
- * without lanes, so a token's rows are still in L1 for its dX): the dots, the method's
- * backward (dz, dtheta into my_dtheta), then each token's dX and dz *= r. */
+/* Tokens [t0, t1) of the frame's backward, hc_lanes() at a time: the dots, the method's
+ * backward (dz, dtheta into my_dtheta), then each token's dX and dz *= r. The next
+ * group's rows and method cache are prefetched meanwhile (the hardware's streams
+ * restart at every 4 KB page, and a group reads its tokens' caches as 16 interleaved
+ * streams). */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *dY, const real *du, real *dX, real *dz, real *my_dtheta) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
-    const size_t ahead = lanes > HC_PREFETCH_AHEAD ? (size_t)lanes : HC_PREFETCH_AHEAD;
+    const size_t ahead = (size_t)lanes;
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
     for (size_t g0 = t0; g0 < t1; g0 += (size_t)lanes) {
         const int g = t1 - g0 < (size_t)lanes ? (int)(t1 - g0) : lanes;
@@ -989,6 +987,7 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
             hc_prefetch(dY + t * d->nC, d->nC, 1);
             hc_prefetch(h->f + t * d->C, d->C, 0);
             if (du) hc_prefetch(du + t * d->C, d->C, 0);
+            if (cs) hc_prefetch(h->cache + t * cs, (size_t)cs, 0);
         }
         for (int i = 0; i < g; i++) hc_token_grads(h, d, g0 + i, dY, du, dH + i * n * n, dpost + i * n, dpre + i * n);
         hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
