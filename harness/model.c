@@ -440,12 +440,16 @@ void model_free(gpt_model *m) {
  *   forward:  one region between two sublayers, per chunk of 64 tokens: write-back of
  *             sublayer l (X' = H X + post f, and the rms of X'), then sublayer l + 1's
  *             coefficients (GEMM z = X' W'^T, z *= r, method forward, u = pre . X')
- *             while the chunk's rows of X' are in cache
- *   backward: one region per sublayer: per chunk, per token (the rows of the token
- *             after next prefetched): dpost, dH, dpre (dots with
- *             dY, X, f, du), method backward, dX = H^T dY + pre du - c X, dz *= r; then
- *             dX += dz W' on the chunk and the previous sublayer's df = post . dX; the
- *             thread's M += dz^T X; after a barrier dW, dg from the threads' M.
+ *             while the chunk's rows of X' are in cache; the first region also writes
+ *             X_0's copies of the embedding, the last the sum of X_Lh's streams
+ *   backward: one region per sublayer: per chunk, per group of 16 tokens (the next
+ *             group's rows and method cache prefetched): dpost, dH, dpre (dots with
+ *             dY, X, f, du), method backward in lanes, dX = H^T dY + pre du - c X,
+ *             dz *= r; then dX += dz W' on the chunk and the previous sublayer's
+ *             df = post . dX (sublayer 0: the sum of dX's streams); the thread's
+ *             M += dz^T X; after a barrier dW, dg from the threads' M. The last
+ *             sublayer's df comes from a region of its own, which also writes dX_Lh's
+ *             copies of the gradient of the streams' sum.
  *
  * The loops over channels use hc_vec, GCC's vector extension (64 bytes: 16 floats, or
  * 8 doubles in the gradient-check build): accumulators stay in registers, and the lane of
