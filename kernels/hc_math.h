@@ -1217,17 +1217,14 @@ HOSTDEV static inline void hc_perm_max_v(int np, int V, real alpha, const real *
     }
 }
 
-/* t = exp(logit - mx) of a block, in lanes. vexp: the vector exp for any count, so that a
- * token's bits never depend on its path (mhc_lite); else hc_exp_many, libm below 32
- * values (kromhc, whose small factors run token by token only: one padded vector of
- * exps per factor would cost it more than its libm calls). */
-HOSTDEV static inline void hc_perm_exp_v(int k0, int kb, int V, int vexp, real alpha, const real *b, const real *z,
-                                         size_t zs, const real *mx, real *t) {
+/* t = exp(logit - mx) of a block, in lanes: the vector exp for any count, so that a
+ * token's bits never depend on its path. */
+HOSTDEV static inline void hc_perm_exp_v(int k0, int kb, int V, real alpha, const real *b, const real *z, size_t zs,
+                                         const real *mx, real *t) {
     hc_perm_logits_v(k0, kb, V, alpha, b, z, zs, t);
     for (int q = 0; q < kb; q++)
         for (int v = 0; v < V; v++) t[q * V + v] -= mx[v];
-    if (vexp) hc_exp_many_vec(kb * V, t, t);
-    else hc_exp_many(kb * V, t, t);
+    hc_exp_many_vec(kb * V, t, t);
 }
 
 /* dw[v] = <dF, P> for one permutation p, in lanes. */
@@ -1239,7 +1236,7 @@ HOSTDEV static inline void hc_perm_dot_v(int m, int V, const unsigned char *p, c
     }
 }
 
-HOSTDEV static inline void hc_perm_mix_forward_v(int m, int V, int vexp, int np, const unsigned char *perms,
+HOSTDEV static inline void hc_perm_mix_forward_v(int m, int V, int np, const unsigned char *perms,
                                                  real alpha, const real *b, const real *z, size_t zs, real *F) {
     real mx[HC_LANES], sum[HC_LANES], sum_c[HC_LANES], t[HC_PERM_BLOCK * HC_LANES];
     real S[HC_MM * HC_LANES], Sc[HC_MM * HC_LANES]; /* F's sums and their Kahan compensations
@@ -1249,7 +1246,7 @@ HOSTDEV static inline void hc_perm_mix_forward_v(int m, int V, int vexp, int np,
     for (int v = 0; v < V; v++) sum[v] = sum_c[v] = 0;
     for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
         const int kb = hc_perm_block(np, k0);
-        hc_perm_exp_v(k0, kb, V, vexp, alpha, b, z, zs, mx, t);
+        hc_perm_exp_v(k0, kb, V, alpha, b, z, zs, mx, t);
         for (int q = 0; q < kb; q++) {
             const real *e = t + q * V;
             const unsigned char *p = perms + (size_t)(k0 + q) * m;
@@ -1278,9 +1275,10 @@ HOSTDEV static inline void hc_perm_grad_put(int kb, int V, real alpha, const rea
     }
 }
 
-/* Given dF (lanes): overwrite dz[np] of every token, add into *dalpha (each token's sum
- * of its np terms, in token order) and db[np] (each k's terms in token order). */
-HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int vexp, int np, const unsigned char *perms,
+/* Given dF (lanes): overwrite dz[np] of every token, set da[v] (token v's term of alpha:
+ * the sum of its np terms; the caller adds them into dtheta in its order) and add into
+ * db[np] (each k's terms in token order). */
+HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int np, const unsigned char *perms,
                                                   real alpha, const real *b, const real *z, size_t zs, const real *dF,
                                                   real *dz, real *da, real *db) {
     real mx[HC_LANES], sum[HC_LANES], sum_c[HC_LANES], dot[HC_LANES], dw[HC_LANES];
@@ -1291,7 +1289,7 @@ HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int vexp, int np
      * dw_k with w = e / sum, dw_k = <dF, P_k>: one pass over the logits fewer) */
     for (int k0 = 0; k0 < np; k0 += HC_PERM_BLOCK) {
         const int kb = hc_perm_block(np, k0);
-        hc_perm_exp_v(k0, kb, V, vexp, alpha, b, z, zs, mx, t);
+        hc_perm_exp_v(k0, kb, V, alpha, b, z, zs, mx, t);
         for (int q = 0; q < kb; q++) {
             const real *e = t + q * V;
             hc_kahan_add_v(V, sum, sum_c, e);
@@ -1324,7 +1322,7 @@ HOSTDEV static inline void hc_perm_mix_backward_v(int m, int V, int vexp, int np
 /* One token (V = 1). */
 HOSTDEV static inline void hc_perm_mix_forward(int m, int np, const unsigned char *perms, real alpha, const real *b,
                                                const real *z, real *F) {
-    hc_perm_mix_forward_v(m, 1, 1, np, perms, alpha, b, z, 0, F);
+    hc_perm_mix_forward_v(m, 1, np, perms, alpha, b, z, 0, F);
 }
 
 /* mhc_lite: theta = [gates, alpha_res, b_res[n!]], z = [gates, z_res[n!]], K = 2n + n!.
@@ -1335,7 +1333,7 @@ HOSTDEV static inline void hc_mhc_lite_forward_v(const hc_spec *s, const int n, 
     const size_t K = (size_t)s->K;
     real F[HC_MM * HC_LANES];
     hc_gates_forward_v(n, V, theta, z, K, pre, post);
-    hc_perm_mix_forward_v(n, V, 1, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, F);
+    hc_perm_mix_forward_v(n, V, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, F);
     hc_lanes_put(nn, V, F, H, (size_t)nn);
 }
 
@@ -1347,7 +1345,7 @@ HOSTDEV static inline void hc_mhc_lite_backward_v(const hc_spec *s, const int n,
     real dF[HC_MM * HC_LANES], da[HC_LANES];
     hc_lanes_get(nn, V, dH, (size_t)nn, dF);
     hc_gates_backward_v(n, V, theta, z, K, dpre, dpost, dz, dtheta);
-    hc_perm_mix_backward_v(n, V, 1, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, dF,
+    hc_perm_mix_backward_v(n, V, s->n_perms, s->perms, theta[g0], theta + g0 + 1, z + HC_GATE_Z(n), K, dF,
                            dz + HC_GATE_Z(n), da, dtheta + g0 + 1);
     for (int v = 0; v < V; v++) dtheta[g0] += da[v];
 }
@@ -1382,7 +1380,7 @@ HOSTDEV static inline void hc_kromhc_factors_v(const hc_spec *s, const int V, co
     const unsigned char *pp = s->perms;
     for (int f = 0; f < s->n_factors; f++) {
         const int m = s->factors[f], np = hc_factorial(m);
-        hc_perm_mix_forward_v(m, V, 1, np, pp, theta[g0], b, zl, zs, F);
+        hc_perm_mix_forward_v(m, V, np, pp, theta[g0], b, zl, zs, F);
         F += m * m * V; b += np; zl += np; pp += (size_t)np * m;
     }
 }
@@ -1458,7 +1456,7 @@ HOSTDEV static inline void hc_kromhc_backward_v(const hc_spec *s, const int n, c
     const unsigned char *pp = s->perms;
     for (int f = 0; f < nf; f++) {
         const int m = s->factors[f], np = hc_factorial(m);
-        hc_perm_mix_backward_v(m, V, 1, np, pp, theta[g0], b, zl, K, dFf, dzl, da + f * V, db);
+        hc_perm_mix_backward_v(m, V, np, pp, theta[g0], b, zl, K, dFf, dzl, da + f * V, db);
         b += np; zl += np; dzl += np; db += np; dFf += m * m * V; pp += (size_t)np * m;
     }
     for (int v = 0; v < V; v++)
@@ -1478,8 +1476,7 @@ HOSTDEV static inline void hc_kromhc_backward(const hc_spec *s, const real *thet
 /* ---- orthogonal: H = map(skew(gamma tanh(tau z + b))) over the full n x n ----------
  *   theta = [gates, tau, gamma, b_res[n(n-1)/2]], z = [gates, z_res[n(n-1)/2]]
  * map = Cayley (default) or expm (core: expm). Orthogonal, but the mean is not kept.
- * V tokens in lanes (z, pre, post, H, cache, dz at strides K, n, n*n, spec->cache, K);
- * the gates token by token. */
+ * V tokens in lanes (z, pre, post, H, cache, dz at strides K, n, n*n, spec->cache, K). */
 
 HOSTDEV static inline void hc_orthogonal_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
                                                    const real *z, real *pre, real *post, real *H, real *cache) {
@@ -1616,8 +1613,7 @@ HOSTDEV static inline void hc_helmert_basis_v(int n, int V, real *UZ) {
         for (int v = 0; v < V; v++) UZ[e * V + v] = U[e];
 }
 
-/* V tokens in lanes (z, pre, post, H, cache, dz at strides K, n, n*n, spec->cache, K);
- * the gates token by token. */
+/* V tokens in lanes (z, pre, post, H, cache, dz at strides K, n, n*n, spec->cache, K). */
 HOSTDEV static inline void hc_s2hc_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
                                              const real *z, real *pre, real *post, real *H, real *cache) {
     const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
