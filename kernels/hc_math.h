@@ -75,11 +75,10 @@ typedef struct {
 
 /* ---- exp and tanh of many values ---------------------------------------------------
  * hc_exp_many, hc_tanh_many: y[i] = exp(x[i]), tanh(x[i]) for i < k (in place allowed).
- * libm computes one value at a time (tanhf ~14 ns, expf ~5 ns here, and hc spends 48
- * tanh per token); the CPU float build computes 16 at once in GCC vector code when
- * there are enough values: one vector is a ~110-cycle dependency chain where libm's
- * independent calls overlap, so libm stays below 32 exps or 8 tanhs (measured);
- * hc_exp_many_vec, hc_tanh_many_vec always take the vector code (the same bits for any k):
+ * libm computes one value at a time (tanhf ~14 ns, expf ~5 ns here); the CPU float build
+ * computes 16 at once in GCC vector code, the same bits for any k (a token's exps in a
+ * group of 16 tokens or alone; one vector is a ~110-cycle dependency chain, so a token
+ * alone pays more than libm's overlapping calls, and only tails and tests do):
  *   exp: x = n ln2 + r (n rounded to nearest, ln2 split in two for an exact n ln2),
  *        exp(r) by Cephes' degree-6 polynomial, 2^n put into the exponent bits; x below
  *        -87.3 gives 0, above 88.3 saturates at exp(88.3); NaN stays NaN.
@@ -130,12 +129,8 @@ static inline hc_f16 hc_tanh16(hc_f16 x) {
 }
 
 /* f over k values, 16 at a time (the last block padded with zeros). */
-#define HC_MANY(name, f16, f1, kmin)                                        \
+#define HC_MANY(name, f16)                                                  \
     static inline void name(int k, const real *x, real *y) {                \
-        if (k < kmin) {                                                     \
-            for (int i = 0; i < k; i++) y[i] = f1(x[i]);                    \
-            return;                                                         \
-        }                                                                   \
         int b = 0;                                                          \
         for (; b + 16 <= k; b += 16) {                                      \
             hc_f16 v;                                                       \
@@ -153,21 +148,17 @@ static inline hc_f16 hc_tanh16(hc_f16 x) {
             memcpy(y + b, t, (size_t)(k - b) * sizeof(real));               \
         }                                                                   \
     }
-HC_MANY(hc_exp_many, hc_exp16, REXP, 32)
-HC_MANY(hc_exp_many_vec, hc_exp16, REXP, 0)
-HC_MANY(hc_tanh_many, hc_tanh16, RTANH, 8)
-HC_MANY(hc_tanh_many_vec, hc_tanh16, RTANH, 0)
+HC_MANY(hc_exp_many, hc_exp16)
+HC_MANY(hc_tanh_many, hc_tanh16)
 #undef HC_MANY
 #else
 #define HC_VEC_MATH 0
 HOSTDEV static inline void hc_exp_many(int k, const real *x, real *y) {
     for (int i = 0; i < k; i++) y[i] = REXP(x[i]);
 }
-HOSTDEV static inline void hc_exp_many_vec(int k, const real *x, real *y) { hc_exp_many(k, x, y); }
 HOSTDEV static inline void hc_tanh_many(int k, const real *x, real *y) {
     for (int i = 0; i < k; i++) y[i] = RTANH(x[i]);
 }
-HOSTDEV static inline void hc_tanh_many_vec(int k, const real *x, real *y) { hc_tanh_many(k, x, y); }
 #endif
 
 /* ---- named constants of the methods' inits and numerics ---------------------------- */
@@ -292,7 +283,7 @@ HOSTDEV static inline void hc_gates_exp_v(int n, int V, const real *theta, const
             e[i * V + v] = -(ap * e[i * V + v] + bp[i]);
             e[(n + i) * V + v] = -(aq * e[(n + i) * V + v] + bq[i]);
         }
-    hc_exp_many_vec(2 * n * V, e, e);
+    hc_exp_many(2 * n * V, e, e);
 }
 
 /* The gates of V tokens (z at stride zs, pre and post at stride n). */
@@ -657,7 +648,7 @@ HOSTDEV static inline void hc_expm_dual(int d, const real *A, const real *E, rea
  * The forward leaves Q and the k tanh values in the token's cache (HC_ROT_CACHE(d)
  * reals: Q, then tanh); the backward reads them instead of recomputing (tanh is most of
  * the cost of these methods' per-token math). The tanh is the vector one whatever the
- * count (hc_tanh_many_vec), so a token's bits do not depend on how many tokens share
+ * count (hc_tanh_many), so a token's bits do not depend on how many tokens share
  * the call. */
 
 #define HC_ROT_CACHE(d) ((d) * (d) + (d) * ((d) - 1) / 2)
@@ -710,7 +701,7 @@ HOSTDEV static inline void hc_rot_forward_v(int d, int V, int expm, real gamma, 
                                             size_t zs, real *Q, real *t) {
     const int k = d * (d - 1) / 2;
     hc_rot_pre_v(k, V, tau, b, z, zs, t);
-    hc_tanh_many_vec(k * V, t, t);
+    hc_tanh_many(k * V, t, t);
     hc_rot_core_v(d, V, expm, gamma, t, Q);
 }
 
@@ -774,7 +765,7 @@ HOSTDEV static inline void hc_hc_forward_v(const hc_spec *s, const int n, const 
     const real *ps = theta + 2, *qs = theta + 2 + n, *rs = theta + 2 + 2 * n;
     real tz[HC_MAX_N * (HC_MAX_N + 2) * HC_LANES], Hl[HC_MM * HC_LANES];
     hc_lanes_get(n * m, V, z, (size_t)s->K, tz);
-    hc_tanh_many_vec(n * m * V, tz, tz);
+    hc_tanh_many(n * m * V, tz, tz);
     for (int i = 0; i < n; i++) {
         const real *ti = tz + i * m * V;
         for (int v = 0; v < V; v++) {
@@ -797,7 +788,7 @@ HOSTDEV static inline void hc_hc_backward_v(const hc_spec *s, const int n, const
     real *dps = dtheta + 2, *dqs = dtheta + 2 + n, *drs = dtheta + 2 + 2 * n;
     real tz[HC_MAX_N * (HC_MAX_N + 2) * HC_LANES], dHl[HC_MM * HC_LANES], sA[HC_LANES], sB[HC_LANES];
     hc_lanes_get(n * m, V, z, (size_t)s->K, tz);
-    hc_tanh_many_vec(n * m * V, tz, tz);
+    hc_tanh_many(n * m * V, tz, tz);
     hc_lanes_get(n * n, V, dH, (size_t)(n * n), dHl);
     for (int v = 0; v < V; v++) sA[v] = sB[v] = 0;
     for (int i = 0; i < n; i++) { /* tz becomes dz, entry by entry */
@@ -944,7 +935,7 @@ HOSTDEV static inline void hc_mhc_scalings_v(const hc_spec *s, const int n, cons
 /* E = exp(L - mx) of one token. */
 HOSTDEV static inline void hc_mhc_exp(int n, const real *Lg, real mx, real *E) {
     for (int i = 0; i < n * n; i++) E[i] = Lg[i] - mx;
-    hc_exp_many_vec(n * n, E, E); /* the lanes' exp, whatever n: a token's bits never depend on its path */
+    hc_exp_many(n * n, E, E); /* the lanes' exp, whatever n: a token's bits never depend on its path */
 }
 
 /* One token's linear form. n = 4 compiled as its own copy (the default n). */
@@ -1129,7 +1120,7 @@ static inline int hc_mhc_forward_lanes_n(const hc_spec *s, const int n, const re
     const int V = HC_LANES, K = s->K, nn = n * n;
     real E[HC_MM * HC_LANES], Hv[HC_MM * HC_LANES];
     if (!hc_mhc_shifted_logits_v(n, theta, z, (size_t)K, E)) return 0;
-    hc_exp_many_vec(nn * V, E, E);
+    hc_exp_many(nn * V, E, E);
     hc_gates_forward_v(n, V, theta, z, (size_t)K, pre, post);
     hc_mhc_scalings_v(s, n, V, E, Hv, cache, (size_t)s->cache);
     hc_lanes_put(nn, V, Hv, H, (size_t)nn);
@@ -1144,7 +1135,7 @@ static inline int hc_mhc_backward_lanes_n(const hc_spec *s, const int n, const r
     const int V = HC_LANES, K = s->K, nn = n * n;
     real E[HC_MM * HC_LANES], dHv[HC_MM * HC_LANES], G[HC_MM * HC_LANES];
     if (!hc_mhc_shifted_logits_v(n, theta, z, (size_t)K, E)) return 0;
-    hc_exp_many_vec(nn * V, E, E);
+    hc_exp_many(nn * V, E, E);
     hc_lanes_get(nn, V, dH, (size_t)nn, dHv);
     hc_mhc_unroll_back_v(s, n, V, 1, E, cache, (size_t)s->cache, dHv, G);
     hc_gates_backward_v(n, V, theta, z, (size_t)K, dpre, dpost, dz, dtheta);
@@ -1224,7 +1215,7 @@ HOSTDEV static inline void hc_perm_exp_v(int k0, int kb, int V, real alpha, cons
     hc_perm_logits_v(k0, kb, V, alpha, b, z, zs, t);
     for (int q = 0; q < kb; q++)
         for (int v = 0; v < V; v++) t[q * V + v] -= mx[v];
-    hc_exp_many_vec(kb * V, t, t);
+    hc_exp_many(kb * V, t, t);
 }
 
 /* dw[v] = <dF, P> for one permutation p, in lanes. */
@@ -1578,7 +1569,7 @@ HOSTDEV static inline void hc_s2hc_sigma_v(int exact, int m, const real *t, real
 /* One entry: sigma(u), *dsdu. */
 HOSTDEV static inline real hc_s2hc_sigma(int exact, real u, real *dsdu) {
     real t[2] = {u, (real)HC_S2HC_SIGMA_BIAS}, sg = 0;
-    hc_tanh_many_vec(2, t, t);
+    hc_tanh_many(2, t, t);
     hc_s2hc_sigma_v(exact, 1, t, t[1], &sg, dsdu);
     return sg;
 }
@@ -1630,7 +1621,7 @@ HOSTDEV static inline void hc_s2hc_forward_v(const hc_spec *s, const int n, cons
     hc_rot_pre_v(k, V, th[L.tau_v], th + L.b_v, zz + L.z_v, K, tV);
     if (L.b_s >= 0) hc_rot_pre_v(d, V, th[L.tau_s], th + L.b_s, zz + L.z_s, K, ts);
     t[m] = (real)HC_S2HC_SIGMA_BIAS;
-    hc_tanh_many_vec(m + t4, t, t);      /* one call: a token alone pads one vector, not three */
+    hc_tanh_many(m + t4, t, t);      /* one call: a token alone pads one vector, not three */
     hc_rot_core_v(d, V, s->core_expm, th[L.gamma_u], tU, U);
     hc_rot_core_v(d, V, s->core_expm, th[L.gamma_v], tV, Vc);
     if (L.b_s < 0)

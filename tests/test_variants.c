@@ -326,8 +326,7 @@ static void test_mhc_sinkhorn(void) {
 }
 
 /* hc_exp_many and hc_tanh_many (the float build's vector exp and tanh) against double
- * libm over a sweep, at lengths that take the libm path, whole vectors and a padded
- * tail; the edges: exp underflows to 0 below -87.3 and never overflows, tanh keeps its
+ * libm over a sweep, at lengths under one vector, whole vectors and a padded tail; the edges: exp underflows to 0 below -87.3 and never overflows, tanh keeps its
  * sign and reaches +-1, NaN stays NaN. */
 static void test_exp_tanh_many(void) {
     enum { NV = 4096 + 13 };
