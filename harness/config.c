@@ -135,7 +135,7 @@ static const cfg_key cfg_keys[] = {
     KPATH("run.out", out_dir, "runs", "parent directory of run directories"),
     KENUM("run.backend", backend, "auto", backends, "compute backend: auto picks cuda when a GPU is usable, else cpu"),
     KENUM("run.precision", precision, "fp32", precisions,
-          "cuda: fp32, or bf16 mixed precision (bf16 matmuls, fp32 master weights and small-matrix math)"),
+          "cuda: fp32, or bf16 mixed precision (bf16 matmuls, fp32 master weights and small-matrix math); the cpu backend trains in fp32"),
 
     /* probe */
     KINT("probe.every", probe_every, "100", 0, INT_MAX, "steps between probes of H_res and the streams; 0 = off"),

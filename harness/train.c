@@ -334,6 +334,9 @@ int train_main(int argc, char **argv) {
     if (!quiet) {
         if (cm) printf("backend: cuda on %s, %s\n", gpu, cfg.precision);
         else if (!strcmp(cfg.backend, "auto")) printf("backend: cpu (auto: %s)\n", gpu[0] ? gpu : "no GPU");
+        if (!cm && strcmp(cfg.precision, "fp32"))
+            printf("precision: fp32 (run.precision %s is for the cuda backend; the cpu backend trains in fp32, "
+                   "and the run file says so)\n", cfg.precision);
     }
     if (mkdir_p(dir) != 0) {
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));

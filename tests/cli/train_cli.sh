@@ -55,6 +55,9 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
   [ ! -e "$TMP/runs/gpu" ] && ok "nothing written without a GPU" || fail "a run directory was created"
   expect_status 0 "backend auto falls back to the CPU" -- "$S2HC" train "$TMP/t.yaml" --set run.name=auto --set train.steps=3 --set train.warmup=1
   expect_out "backend: cpu" "auto says which backend it chose"
+  expect_status 0 "bf16 on the CPU trains" -- "$S2HC" train "$TMP/t.yaml" --set run.name=bf --set run.precision=bf16 --set train.steps=2 --set train.warmup=1
+  expect_out "precision: fp32 \\(run.precision bf16 is for the cuda backend" "the CPU says it trains in fp32"
+  [ "$(h5dump -a /precision "$TMP/runs/bf/run.h5" 2>/dev/null | grep -c '"fp32"')" = 1 ] && ok "the run file records fp32" || fail "the run file's precision is not fp32"
 fi
 # the runtime settings the binary makes for itself (re-executing once), and keeps when given
 expect_status 0 "version -v" -- env -u OMP_WAIT_POLICY -u OPENBLAS_CORETYPE "$S2HC" version -v
