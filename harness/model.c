@@ -432,9 +432,9 @@ void model_free(gpt_model *m) {
  *     dW += M diag(1 + g),  dg += column sums of M * W,  where M = (r dz)^T X (K x D).
  *
  *   Each thread owns a contiguous range of tokens, the same in every pass, and walks it
- *   in chunks of HC_CHUNK tokens: a single-threaded GEMM on the chunk (OpenBLAS runs one
- *   thread inside an OpenMP region: these skinny products are faster that way), then
- *   the per-token work on the same chunk while it is in cache. Each thread has its own
+ *   in chunks of HC_CHUNK tokens: the chunk's product with W' (register tiles, one
+ *   thread each: these skinny products are faster that way), then the per-token work on
+ *   the same chunk while it is in cache. Each thread has its own
  *   copy of W' and its own partial sums (M, dtheta), in the tail of grad_acts.
  *
  *   forward:  one region between two sublayers, per chunk of 64 tokens: write-back of
@@ -444,12 +444,13 @@ void model_free(gpt_model *m) {
  *             X_0's copies of the embedding, the last the sum of X_Lh's streams
  *   backward: one region per sublayer: per chunk, per group of 16 tokens (the next
  *             group's rows and method cache prefetched): dpost, dH, dpre (dots with
- *             dY, X, f, du), method backward in lanes, dX = H^T dY + pre du - c X,
- *             dz *= r; then dX += dz W' on the chunk and the previous sublayer's
- *             df = post . dX (sublayer 0: the sum of dX's streams); the thread's
- *             M += dz^T X; after a barrier dW, dg from the threads' M. The last
- *             sublayer's df comes from a region of its own, which also writes dX_Lh's
- *             copies of the gradient of the streams' sum.
+ *             dY, X, f, du), method backward in lanes, dz *= r, then in one pass over
+ *             the group, a few tokens at a time (each row of W' loaded serves them
+ *             all): dX = H^T dY + pre du - c X + dz W' and the previous sublayer's
+ *             df = post . dX (sublayer 0: the sum of dX's streams); per larger chunk
+ *             the thread's M += dz^T X; after a barrier dW, dg from the threads' M.
+ *             The last sublayer's df comes from a region of its own, which also
+ *             writes dX_Lh's copies of the gradient of the streams' sum.
  *
  * The loops over channels use hc_vec, GCC's vector extension (64 bytes: 16 floats, or
  * 8 doubles in the gradient-check build): accumulators stay in registers, and the lane of
@@ -918,50 +919,151 @@ static inline void hc_token_grads(const hc_acts *h, const hc_dims *d, size_t t, 
                   dpost, dpre);
 }
 
-/* Token t after the method's backward has written its dz: the norm's own term,
- * dX = H^T dY + pre du - c X (overwritten), dz *= r. dX may be dY itself: each block of
- * channels reads all n rows of dY before it writes any row of dX. */
-static inline HC_FMA void hc_token_dx(const hc_acts *h, const hc_dims *d, size_t t, const real *dY, const real *du, real *dX,
-                               real *dz) {
-    const int n = d->n, C = d->C, K = d->K, rpt = d->rpt, Kr = d->Kr;
-    const real *X = h->X + t * d->nC, *dy = dY + t * d->nC;
-    const real *dut = du ? du + t * C : NULL;
-    const real *H = h->H + t * n * n, *pre = h->pre + t * n, *z = h->z + t * K;
-    real *dx = dX + t * d->nC;
+/* Token t after the method's backward has written its dz: the norm's own coefficient
+ * of each stream, cj[j] = r^2 (dz . z) / D of stream j's norm row, pj[j] = pre[j] (0
+ * without du), and dz *= r. */
+static inline void hc_token_dx_coefs(const hc_acts *h, const hc_dims *d, size_t t, int has_du, real *dz, real *cj,
+                                     real *pj) {
+    const int n = d->n, K = d->K, rpt = d->rpt, Kr = d->Kr;
+    const real *z = h->z + t * K;
     real *dzt = dz + t * K;
     real c[HC_MAX_N];
-    for (int r = 0; r < rpt; r++) { /* the norm's own term, then dz -> r dz */
+    for (int r = 0; r < rpt; r++) {
         const real rs = h->rstd[t * rpt + r];
         real dzz = 0;
         for (int k = 0; k < Kr; k++) dzz += dzt[r * Kr + k] * z[r * Kr + k];
         c[r] = rs * rs * dzz / (real)d->D;
         for (int k = 0; k < Kr; k++) dzt[r * Kr + k] *= rs;
     }
-    real cj[HC_MAX_N], pj[HC_MAX_N];
     for (int j = 0; j < n; j++) {
         cj[j] = c[rpt == 1 ? 0 : j];
-        pj[j] = dut ? pre[j] : 0;
+        pj[j] = has_du ? h->pre[t * n + j] : 0;
     }
-    const real *duu = dut ? dut : X; /* with pj = 0 the term vanishes exactly */
-    int cc = 0;
-    for (; cc + HC_VL <= C; cc += HC_VL) { /* dx_j = pre_j du - c_j x_j + sum_i H_ij dy_i */
-        hc_vec dv[HC_MAX_N];
-        for (int i = 0; i < n; i++) dv[i] = hc_load(dy + (size_t)i * C + cc);
-        const hc_vec uv = hc_load(duu + cc);
-        for (int j = 0; j < n; j++) {
-            hc_vec v = pj[j] * uv - cj[j] * hc_load(X + (size_t)j * C + cc);
-            for (int i = 0; i < n; i++) v += H[i * n + j] * dv[i];
-            hc_store(dx + (size_t)j * C + cc, v);
-        }
+}
+
+/* dX of TT tokens from t0 in one pass (the coefficients of hc_token_dx_coefs in cj, pj,
+ * n per token): for each stream j,
+ *   dx_j = pre_j du - c_j x_j + sum_i H_ij dy_i + sum_k (r dz)_k W'[k, cols of j]
+ * the last sum being the projection's backward (W' is (Kr, D): stream j's columns are
+ * jC.. of row 0's dz with one norm row per token, or all D = C of row j's). Each row of
+ * W' loaded serves the TT tokens. n is a constant in each instance (hc_tokens_dx
+ * dispatches). dX may be dY itself: each block of channels of a token reads its n rows
+ * of dY before it writes any row of dX. */
+static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const int n, const int TT, const hc_acts *h,
+                                                                        const hc_dims *d, size_t t0, const real *dY,
+                                                                        const real *du, real *dX, const real *dz,
+                                                                        const real *cj, const real *pj,
+                                                                        const real *Wg, const real *wsum,
+                                                                        real *sum) {
+    const int C = d->C, Kr = d->Kr, flat = d->rpt == 1;
+    const size_t nC = d->nC, D = d->D;
+    const real *X[4], *dy[4], *uu[4], *H[4], *zz[4], *ws[4];
+    real *dx[4], *sm[4];
+    for (int t = 0; t < TT; t++) {
+        const size_t tt = t0 + (size_t)t;
+        X[t] = h->X + tt * nC;
+        dy[t] = dY + tt * nC;
+        uu[t] = du ? du + tt * C : X[t]; /* with pj = 0 the term vanishes exactly */
+        dx[t] = dX + tt * nC;
+        H[t] = h->H + tt * (size_t)(n * n);
+        zz[t] = dz + tt * (size_t)d->K;
+        ws[t] = wsum ? wsum + tt * (size_t)n : hc_ones;
+        sm[t] = sum ? sum + tt * C : NULL;
     }
-    for (; cc < C; cc++) {
-        real dv[HC_MAX_N];
-        for (int i = 0; i < n; i++) dv[i] = dy[(size_t)i * C + cc];
-        for (int j = 0; j < n; j++) {
-            real v = pj[j] * duu[cc] - cj[j] * X[(size_t)j * C + cc];
-            for (int i = 0; i < n; i++) v += H[i * n + j] * dv[i];
-            dx[(size_t)j * C + cc] = v;
+    int c = 0;
+    for (; c + HC_VL <= C; c += HC_VL) {
+        hc_vec acc[4][HC_MAX_N];
+#pragma GCC unroll 4
+        for (int t = 0; t < TT; t++) {
+            hc_vec dv[HC_MAX_N];
+#pragma GCC unroll 8
+            for (int i = 0; i < n; i++) dv[i] = hc_load(dy[t] + (size_t)i * C + c);
+            const hc_vec uv = hc_load(uu[t] + c);
+#pragma GCC unroll 8
+            for (int j = 0; j < n; j++) {
+                hc_vec v = pj[t * n + j] * uv - cj[t * n + j] * hc_load(X[t] + (size_t)j * C + c);
+#pragma GCC unroll 8
+                for (int i = 0; i < n; i++) v += H[t][i * n + j] * dv[i];
+                acc[t][j] = v;
+            }
         }
+        if (flat) { /* one norm row: stream j's columns of W' row k, dz_k of the token */
+            for (int k = 0; k < Kr; k++) {
+                hc_vec w[HC_MAX_N];
+#pragma GCC unroll 8
+                for (int j = 0; j < n; j++) w[j] = hc_load(Wg + (size_t)k * D + (size_t)j * C + c);
+#pragma GCC unroll 4
+                for (int t = 0; t < TT; t++) {
+                    const real b = zz[t][k];
+#pragma GCC unroll 8
+                    for (int j = 0; j < n; j++) acc[t][j] += b * w[j];
+                }
+            }
+        } else { /* a norm row per stream: W' row k's columns c for every stream, dz of row j */
+            for (int k = 0; k < Kr; k++) {
+                const hc_vec w = hc_load(Wg + (size_t)k * D + c);
+#pragma GCC unroll 4
+                for (int t = 0; t < TT; t++)
+#pragma GCC unroll 8
+                    for (int j = 0; j < n; j++) acc[t][j] += zz[t][j * Kr + k] * w;
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < TT; t++)
+#pragma GCC unroll 8
+            for (int j = 0; j < n; j++) hc_store(dx[t] + (size_t)j * C + c, acc[t][j]);
+        if (sum) /* after the block's du was read: sum may be du itself */
+#pragma GCC unroll 4
+            for (int t = 0; t < TT; t++) {
+                hc_vec v = ws[t][0] * acc[t][0];
+#pragma GCC unroll 8
+                for (int j = 1; j < n; j++) v += ws[t][j] * acc[t][j];
+                hc_store(sm[t] + c, v);
+            }
+    }
+    for (; c < C; c++)
+        for (int t = 0; t < TT; t++) {
+            real dvs[HC_MAX_N];
+            for (int i = 0; i < n; i++) dvs[i] = dy[t][(size_t)i * C + c];
+            for (int j = 0; j < n; j++) {
+                real v = pj[t * n + j] * uu[t][c] - cj[t * n + j] * X[t][(size_t)j * C + c];
+                for (int i = 0; i < n; i++) v += H[t][i * n + j] * dvs[i];
+                const real *w = Wg + (flat ? (size_t)j * C + c : (size_t)c);
+                const int zr = flat ? 0 : j * Kr;
+                for (int k = 0; k < Kr; k++) v += zz[t][zr + k] * w[(size_t)k * D];
+                dx[t][(size_t)j * C + c] = v;
+            }
+            if (sum) {
+                real v = ws[t][0] * dx[t][c];
+                for (int j = 1; j < n; j++) v += ws[t][j] * dx[t][(size_t)j * C + c];
+                sm[t][c] = v;
+            }
+        }
+}
+
+/* Tokens per tile of hc_tokens_dx: the TT n rows of dY a block of channels holds. */
+#define HC_DX_TILE(n) ((n) <= 4 ? 4 : 2)
+
+/* dX of the g tokens from t0 (hc_tokens_dx_n), in tiles of HC_DX_TILE(n) tokens and
+ * single tokens for the rest. cj, pj: n per token, from hc_token_dx_coefs. */
+static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, int g, const real *dY, const real *du,
+                                real *dX, const real *dz, const real *cj, const real *pj, const real *Wg,
+                                const real *wsum, real *sum) {
+    const int n = d->n, tile = HC_DX_TILE(n);
+    int i = 0;
+    switch (n) {
+#define HC_DX_CASE(k)                                                                                           \
+    case k:                                                                                                     \
+        for (; i + HC_DX_TILE(k) <= g; i += HC_DX_TILE(k))                                                      \
+            hc_tokens_dx_n(k, HC_DX_TILE(k), h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wg,    \
+                           wsum, sum);                                                                          \
+        for (; i < g; i++)                                                                                      \
+            hc_tokens_dx_n(k, 1, h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wg, wsum, sum);  \
+        break;
+        HC_DX_CASE(1) HC_DX_CASE(2) HC_DX_CASE(3) HC_DX_CASE(4)
+        HC_DX_CASE(5) HC_DX_CASE(6) HC_DX_CASE(7) HC_DX_CASE(8)
+#undef HC_DX_CASE
+    default: die(1, "hyper-connection frame: n = %d streams is more than %d (tile %d)", n, HC_MAX_N, tile);
     }
 }
 
@@ -980,10 +1082,12 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
  * restart at every 4 KB page, and a group reads its tokens' caches as 16 interleaved
  * streams). */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
-                               size_t t1, const real *dY, const real *du, real *dX, real *dz, real *my_dtheta) {
+                               size_t t1, const real *dY, const real *du, real *dX, real *dz, const real *Wg,
+                               const real *wsum, real *sum, real *my_dtheta) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
     const size_t ahead = (size_t)lanes;
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
+    real cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
     for (size_t g0 = t0; g0 < t1; g0 += (size_t)lanes) {
         const int g = t1 - g0 < (size_t)lanes ? (int)(t1 - g0) : lanes;
         for (size_t t = g0 + ahead; t < g0 + ahead + (size_t)g && t < t1; t++) {
@@ -996,7 +1100,8 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
         for (int i = 0; i < g; i++) hc_token_grads(h, d, g0 + i, dY, du, dH + i * n * n, dpost + i * n, dpre + i * n);
         hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
                            my_dtheta);
-        for (int i = 0; i < g; i++) hc_token_dx(h, d, g0 + i, dY, du, dX, dz);
+        for (int i = 0; i < g; i++) hc_token_dx_coefs(h, d, g0 + i, du != NULL, dz, cj + i * n, pj + i * n);
+        hc_tokens_dx(h, d, g0, g, dY, du, dX, dz, cj, pj, Wg, wsum, sum);
     }
 }
 
@@ -1026,15 +1131,10 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
             const size_t s1 = s0 + mchunk < t1 ? s0 + mchunk : t1;
             for (size_t c0 = s0; c0 < s1; c0 += chunk) {
                 const size_t c1 = c0 + chunk < s1 ? c0 + chunk : s1;
-                hc_tokens_backward(m, &p, &h, &d, c0, c1, dY, du, dX, dz, myth);
-                /* dX += (r dz) W' on the chunk (single-threaded BLAS), then df of l - 1 */
-                matmul_backward(dX + c0 * d.nC, NULL, NULL, dz + c0 * d.K, NULL, Wg, (c1 - c0) * d.rpt, (int)d.D,
-                                d.Kr);
-                if (df_prev)
-                    for (size_t t = c0; t < c1; t++)
-                        hc_combine(df_prev + t * d.C, post_prev + t * d.n, dX + t * d.nC, d.n, d.C);
-                if (dsum) /* after this chunk's du rows were read: dsum may be du itself */
-                    for (size_t t = c0; t < c1; t++) hc_combine(dsum + t * d.C, hc_ones, dX + t * d.nC, d.n, d.C);
+                /* with dX, df of l - 1 (or sublayer 0's dsum, which may be du itself: each
+                   block of a token's du is read before its dsum is written) */
+                hc_tokens_backward(m, &p, &h, &d, c0, c1, dY, du, dX, dz, Wg, df_prev ? post_prev : NULL,
+                                   df_prev ? df_prev : dsum, myth);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
             hc_at_x(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D);

@@ -12,7 +12,8 @@
  *            forward region   write-back of sublayer l and coefficients of l + 1, by chunks
  *            backward region  everything hc_frame_in_backward does, its zeroing included
  *            write-back       X_{l+1} = H X_l + post f alone, and its rms
- *            dots + dX        the backward's two per-token loops alone
+ *            dots + dX        the backward's dots and its dX pass alone (dX with the
+ *                             projection's term dz W' and the previous sublayer's df)
  *            zeroing          the zeroing of the next sublayer's gradient scratch (which
  *                             the frame's region does for rc's kernels: rc pays it too)
  *            floor fwd/bwd    the passes over the streams with nothing else (as the
@@ -46,7 +47,7 @@ static void evict(void) { memset(junk, ++junk_round & 0x7f, junk_n * sizeof(floa
 
 typedef struct {
     double fwd, bwd, out, dotsdx, zero, floor_f, floor_b;         /* cold */
-    double h_z, h_mf, h_read, h_out, h_dots, h_mb, h_dx, h_gemm, h_df, h_dw; /* hot */
+    double h_z, h_mf, h_read, h_out, h_dots, h_mb, h_dx, h_dw; /* hot */
 } frame_times;
 
 /* The floor's passes (bench.c's frame_floor_cpu) on the model's own buffers, sublayer l. */
@@ -140,13 +141,19 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             t0 = cpu_now();
             hc_out_range(&m, l, model_streams(&m, l + 1), model_hc_acts(&m, l + 1).rstd, NULL, 0, N);
             s[2] += cpu_now() - t0;
-            hc_acts h = model_hc_acts(&m, l + 1);
-            real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM];
+            hc_acts h = model_hc_acts(&m, l + 1), a0 = model_hc_acts(&m, l);
+            real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM], cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
+            const hc_params pl = hc_params_of(&m, l + 1);
+            hc_scaled_weight(hs.base, &pl, &d); /* sublayer l + 1's W' for dX's projection term */
             evict();
             t0 = cpu_now();
-            for (size_t t = 0; t < N; t++) {
-                hc_token_grads(&h, &d, t, dY, du, dH, dpost, dpre);
-                hc_token_dx(&h, &d, t, dY, du, dY, dz);
+            for (size_t g0 = 0; g0 < N; g0 += HC_LANES) {
+                const int g = N - g0 < HC_LANES ? (int)(N - g0) : HC_LANES;
+                for (int i = 0; i < g; i++) {
+                    hc_token_grads(&h, &d, g0 + i, dY, du, dH, dpost, dpre);
+                    hc_token_dx_coefs(&h, &d, g0 + i, 1, dz, cj + i * d.n, pj + i * d.n);
+                }
+                hc_tokens_dx(&h, &d, g0, g, dY, du, dY, dz, cj, pj, hs.base, a0.post, df);
             }
             s[3] += cpu_now() - t0;
             evict();
@@ -159,12 +166,13 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
     /* hot: 256 tokens (or all) in cache, best of many */
     const size_t NT = N < 256 ? N : 256;
     const int lanes = hc_lanes(&m.spec), K = d.K, cs = m.spec.cache;
-    hc_acts h = model_hc_acts(&m, 1);
+    hc_acts h = model_hc_acts(&m, 1), h0 = model_hc_acts(&m, 0);
     hc_params p = hc_params_of(&m, 1);
     real *Wg = hs.base, *myM = Wg + d.KD, *myth = myM + d.KD;
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
-    double hb[10];
-    for (int k = 0; k < 10; k++) hb[k] = INFINITY;
+    real cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
+    double hb[8];
+    for (int k = 0; k < 8; k++) hb[k] = INFINITY;
     hc_scaled_weight(Wg, &p, &d);
     for (int rep = 0; rep < 20 * reps; rep++) {
         MIN_OF(hb[0], for (size_t c0 = 0; c0 < NT; c0 += HC_CHUNK) {
@@ -180,14 +188,11 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
         MIN_OF(hb[5], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes)
                           hc_backward_tokens(&m.spec, p.theta, h.z + g0 * K, h.cache + g0 * cs, lanes, dpre, dpost, dH,
                                              dz + g0 * K, myth));
-        MIN_OF(hb[6], for (size_t t = 0; t < NT; t++) hc_token_dx(&h, &d, t, dY, du, dY, dz));
-        MIN_OF(hb[7], for (size_t c0 = 0; c0 < NT; c0 += HC_CHUNK) {
-            const size_t c1 = c0 + HC_CHUNK < NT ? c0 + HC_CHUNK : NT;
-            matmul_backward(dY + c0 * d.nC, NULL, NULL, dz + c0 * K, NULL, Wg, (c1 - c0) * d.rpt, (int)d.D, d.Kr);
+        MIN_OF(hb[6], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes) {
+            for (int i = 0; i < lanes; i++) hc_token_dx_coefs(&h, &d, g0 + i, 1, dz, cj + i * d.n, pj + i * d.n);
+            hc_tokens_dx(&h, &d, g0, lanes, dY, du, dY, dz, cj, pj, Wg, h0.post, df);
         });
-        MIN_OF(hb[8], for (size_t t = 0; t < NT; t++) hc_combine(df + t * d.C, h.post + t * d.n, dY + t * d.nC, d.n,
-                                                                  d.C));
-        MIN_OF(hb[9], hc_at_x(myM, dz, h.X, NT * d.rpt, d.Kr, d.D));
+        MIN_OF(hb[7], hc_at_x(myM, dz, h.X, NT * d.rpt, d.Kr, d.D));
     }
     /* the floor last: it writes over the model's streams and gradients */
     for (int rep = 0; rep < reps; rep++) {
@@ -209,12 +214,12 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
     const double cold = 1e9 / ((double)L * (double)N), hot = 1e9 / (double)NT;
     r->fwd = b[0] * cold, r->bwd = b[1] * cold, r->out = b[2] * cold, r->dotsdx = b[3] * cold, r->zero = b[4] * cold;
     r->floor_f = b[5] * cold, r->floor_b = b[6] * cold;
-    double *hv[10] = {&r->h_z, &r->h_mf, &r->h_read, &r->h_out, &r->h_dots, &r->h_mb, &r->h_dx, &r->h_gemm, &r->h_df, &r->h_dw};
-    for (int k = 0; k < 10; k++) *hv[k] = hb[k] * hot;
-    printf("%-11s %3d %5.0f %5.0f | %6.0f %6.0f %6.0f %6.0f %6.0f | %6.0f %6.0f | %5.0f %6.0f %5.0f %5.0f %5.0f | %5.0f %6.0f %5.0f %5.0f %5.0f %5.0f\n",
+    double *hv[8] = {&r->h_z, &r->h_mf, &r->h_read, &r->h_out, &r->h_dots, &r->h_mb, &r->h_dx, &r->h_dw};
+    for (int k = 0; k < 8; k++) *hv[k] = hb[k] * hot;
+    printf("%-11s %3d %5.0f %5.0f | %6.0f %6.0f %6.0f %6.0f %6.0f | %6.0f %6.0f | %5.0f %6.0f %5.0f %5.0f %5.0f | %5.0f %6.0f %5.0f %5.0f\n",
            method, K, r->floor_f, r->floor_b, r->fwd, r->bwd, r->out, r->dotsdx, r->zero, r->fwd - r->floor_f,
            r->bwd - r->zero - r->floor_b, r->h_out, r->h_z, r->h_mf, r->h_read, r->h_out + r->h_z + r->h_mf + r->h_read,
-           r->h_dots, r->h_mb, r->h_dx, r->h_gemm, r->h_df, r->h_dw);
+           r->h_dots, r->h_mb, r->h_dx, r->h_dw);
     fflush(stdout);
     free(in);
     free(tg);
@@ -266,9 +271,9 @@ int main(int argc, char **argv) {
     printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)\n", preset, n, reps);
     printf("%-11s %3s %11s | %-34s | %-13s | %-29s | %s\n", "", "", "floor", "cold", "cold over floor",
            "hot forward", "hot backward");
-    printf("%-11s %3s %5s %5s | %6s %6s %6s %6s %6s | %6s %6s | %5s %6s %5s %5s %5s | %5s %6s %5s %5s %5s %5s\n",
+    printf("%-11s %3s %5s %5s | %6s %6s %6s %6s %6s | %6s %6s | %5s %6s %5s %5s %5s | %5s %6s %5s %5s\n",
            "method", "K", "fwd", "bwd", "fwd", "bwd", "wback", "dotsdX", "zero", "fwd", "bwd-z", "wback", "zGEMM",
-           "meth", "read", "sum", "dots", "meth", "dX", "dzW'", "df", "dW");
+           "meth", "read", "sum", "dots", "meth", "dX", "dW");
     char list[512];
     snprintf(list, sizeof list, "%s", methods);
     int status = 0;
