@@ -813,10 +813,27 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
     prof_tick(PROF_HC_FRAME);
 }
 
+/* Inside a region: zero this thread's share of the gradient scratch that sublayer l's
+ * backward adds into (its kernels add; zeroing here replaces serial memsets). du is
+ * zeroed by token range [t0, t1), the rows this thread's frame backward reads, and only
+ * after it has read them. */
+static void zero_sublayer_scratch(const gpt_model *m, const grad_layout *gl, int l, size_t N, size_t t0, size_t t1) {
+    real *D = m->grad_acts;
+    const size_t C = (size_t)m->C, tid = (size_t)hc_tid(), nth = (size_t)hc_nthreads();
+    size_t off[4] = {gl->dln, l % 2 ? gl->dfchg : gl->datty, l % 2 ? gl->dfch : gl->dqkv, 0};
+    size_t len[4] = {N * C, l % 2 ? 4 * N * C : N * C, l % 2 ? 4 * N * C : 3 * N * C, 0};
+    for (int k = 0; k < 3; k++) {
+        size_t lo = len[k] * tid / nth, hi = len[k] * (tid + 1) / nth;
+        memset(D + off[k] + lo, 0, (hi - lo) * sizeof(real));
+    }
+    if (m->variant) memset(D + gl->du + t0 * C, 0, (t1 - t0) * C * sizeof(real));
+}
+
 /* One region: df = sum_i post[i] dY[i] (overwritten), the gradient into sublayer l's
- * output. With g, first dY[i] = g for every stream (the gradient of X_Lh from that of
- * the sum of its streams). */
-static void hc_frame_out_backward(const gpt_model *m, int l, real *dY, const real *g, real *df, size_t N) {
+ * output; and the scratch of sublayer l's backward zeroed. With g, first dY[i] = g for
+ * every stream (the gradient of X_Lh from that of the sum of its streams). */
+static void hc_frame_out_backward(const gpt_model *m, int l, real *dY, const real *g, real *df,
+                                  const grad_layout *gl, size_t N) {
     hc_acts h = model_hc_acts(m, l);
     const int n = m->n, C = m->C;
 #pragma omp parallel
@@ -828,6 +845,7 @@ static void hc_frame_out_backward(const gpt_model *m, int l, real *dY, const rea
                 for (int i = 0; i < n; i++) memcpy(dY + (t * n + i) * C, g + t * C, (size_t)C * sizeof(real));
             hc_combine(df + t * C, h.post + t * n, dY + t * n * C, n, C);
         }
+        zero_sublayer_scratch(m, gl, l, N, t0, t1);
     }
     prof_tick(PROF_HC_FRAME);
 }
@@ -1090,11 +1108,12 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
 /* The frame's backward for sublayer l, given dY (gradient of X_{l+1}) and du (gradient
  * of the read-out; NULL: zero): dX (overwritten; may be dY itself, as the model passes
  * it), dW, dg, dtheta (added). With df_prev, also df_prev = sum_i post_{l-1}[i] dX[i],
- * the gradient into sublayer l - 1's output, while dX is in cache. With dsum (sublayer 0), also dsum = the sum of
+ * the gradient into sublayer l - 1's output, while dX is in cache, and the scratch of
+ * sublayer l - 1's backward zeroed (gl). With dsum (sublayer 0), also dsum = the sum of
  * dX's streams (the gradient of the embedding that X_0 copies n times). dz (N, K) is
  * scratch. One region. */
 static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, const real *du, real *dX, real *df_prev,
-                                 real *dsum, real *dz, const hc_scratch *s, size_t N) {
+                                 real *dsum, real *dz, const hc_scratch *s, const grad_layout *gl, size_t N) {
     hc_params p = hc_params_of(m, l);
     hc_acts h = model_hc_acts(m, l);
     const real *post_prev = df_prev ? model_hc_acts(m, l - 1).post : NULL;
@@ -1120,6 +1139,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
             hc_at_x(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D);
         }
+        if (df_prev) zero_sublayer_scratch(m, gl, l - 1, N, t0, t1); /* du rows read above: mine */
 #pragma omp barrier
         /* dW += (sum of M) diag(1 + g), dg += column sums of (sum of M) * W, by column
          * blocks; dtheta (other values) by thread 0 meanwhile: no barrier until the end */
@@ -1275,54 +1295,54 @@ static void sublayers_backward(gpt_model *m, real *dY, const real *g, real *dsum
     hc_scratch hs = hc_scratch_of(m, &gl);
     /* df of the last sublayer; each frame backward then computes the previous one's and
      * zeroes the previous one's scratch */
-    if (hc && m->branches) hc_frame_out_backward(m, m->Lh - 1, dY, g, D + gl.df, N);
+    if (hc && m->branches) hc_frame_out_backward(m, m->Lh - 1, dY, g, D + gl.df, &gl, N);
     for (int l = m->Lh - 1; l >= 0; l--) {
         int blk = l / 2, is_mlp = l % 2;
         block_index b = block_at(m, blk);
         hc_acts h = model_hc_acts(m, l);
         if (!m->branches) { /* f = 0: no gradient flows into the sublayer (rc: dX = dY) */
-            if (hc) hc_frame_in_backward(m, l, dY, NULL, dY, NULL, l == 0 ? dsum : NULL, D + gl.dz, &hs, N);
+            if (hc) hc_frame_in_backward(m, l, dY, NULL, dY, NULL, l == 0 ? dsum : NULL, D + gl.dz, &hs, &gl, N);
             continue;
         }
         /* df: the gradient of the sublayer's output. rc: dY itself, and the sublayer's
          * input gradient adds into dY in place (X_l = X_{l+1} - f: dX = dY + ...). */
         real *df = hc ? D + gl.df : dY, *dinp = hc ? D + gl.du : dY;
-        /* every gradient buffer below has one writer, which overwrites it (no zeroing);
-           rc's LayerNorm adds into dY, the methods' overwrites du */
-        void (*lnb)(real *, real *, real *, const real *, const real *, const real *, const real *, const real *,
-                    size_t, int) = hc ? layernorm_backward_set : layernorm_backward;
+        if (!hc) { /* the frame's regions zero this for the methods with one */
+#pragma omp parallel
+            zero_sublayer_scratch(m, &gl, l, N, 0, 0);
+        }
         real *ln = A + a.ln + l * a.s_ln, *mean = A + a.ln_mean + l * a.s_ln1, *rstd = A + a.ln_rstd + l * a.s_ln1;
         if (!is_mlp) {
             real *qkv = A + a.qkv + blk * a.s_qkv, *att = A + a.att + blk * a.s_att, *atty = A + a.atty + blk * a.s_atty;
             real *datty = D + gl.datty, *dqkv = D + gl.dqkv;
-            matmul_backward_set(datty, G(m, b.first + B_PROJW), G(m, b.first + B_PROJB), df, atty,
+            matmul_backward(datty, G(m, b.first + B_PROJW), G(m, b.first + B_PROJB), df, atty,
                             P(m, b.first + B_PROJW), N, C, C);
             prof_tick(PROF_MATMUL);
-            attention_backward_set(dqkv, D + gl.datt, datty, qkv, att, B, T, C, NH);
+            attention_backward(dqkv, D + gl.datt, datty, qkv, att, B, T, C, NH);
             prof_tick(PROF_ATTENTION);
-            matmul_backward_set(dln, G(m, b.first + B_QKVW), G(m, b.first + B_QKVB), dqkv, ln, P(m, b.first + B_QKVW), N,
+            matmul_backward(dln, G(m, b.first + B_QKVW), G(m, b.first + B_QKVB), dqkv, ln, P(m, b.first + B_QKVW), N,
                             C, 3 * C);
             prof_tick(PROF_MATMUL);
-            lnb(dinp, G(m, b.first + B_LN1W), G(m, b.first + B_LN1B), dln, h.u, P(m, b.first + B_LN1W), mean, rstd,
-                N, C);
+            layernorm_backward(dinp, G(m, b.first + B_LN1W), G(m, b.first + B_LN1B), dln, h.u, P(m, b.first + B_LN1W),
+                               mean, rstd, N, C);
             prof_tick(PROF_LAYERNORM);
         } else {
             real *fch = A + a.fch + blk * a.s_fch, *fchg = A + a.fchg + blk * a.s_fch;
             real *dfch = D + gl.dfch, *dfchg = D + gl.dfchg;
-            matmul_backward_set(dfchg, G(m, b.first + B_FCPW), G(m, b.first + B_FCPB), df, fchg,
+            matmul_backward(dfchg, G(m, b.first + B_FCPW), G(m, b.first + B_FCPB), df, fchg,
                             P(m, b.first + B_FCPW), N, 4 * C, C);
             prof_tick(PROF_MATMUL);
-            gelu_backward_set(dfch, fch, dfchg, N * 4 * C);
+            gelu_backward(dfch, fch, dfchg, N * 4 * C);
             prof_tick(PROF_GELU);
-            matmul_backward_set(dln, G(m, b.first + B_FCW), G(m, b.first + B_FCB), dfch, ln, P(m, b.first + B_FCW), N, C,
+            matmul_backward(dln, G(m, b.first + B_FCW), G(m, b.first + B_FCB), dfch, ln, P(m, b.first + B_FCW), N, C,
                             4 * C);
             prof_tick(PROF_MATMUL);
-            lnb(dinp, G(m, b.first + B_LN2W), G(m, b.first + B_LN2B), dln, h.u, P(m, b.first + B_LN2W), mean, rstd,
-                N, C);
+            layernorm_backward(dinp, G(m, b.first + B_LN2W), G(m, b.first + B_LN2B), dln, h.u, P(m, b.first + B_LN2W),
+                               mean, rstd, N, C);
             prof_tick(PROF_LAYERNORM);
         }
         if (hc)
-            hc_frame_in_backward(m, l, dY, dinp, dY, l > 0 ? df : NULL, l == 0 ? dsum : NULL, D + gl.dz, &hs, N);
+            hc_frame_in_backward(m, l, dY, dinp, dY, l > 0 ? df : NULL, l == 0 ? dsum : NULL, D + gl.dz, &hs, &gl, N);
     }
 }
 
@@ -1340,10 +1360,12 @@ void model_backward(gpt_model *m, real scale) {
     real *dlogits = D + gl.dlogits, *dlnf = D + gl.dlnf, *dxsum = D + gl.dxsum;
     crossentropy_backward(dlogits, A + a.probs, m->targets, scale / (real)cnt, N, V);
     prof_tick(PROF_EMBED_LOSS);
-    matmul_backward_set(dlnf, G(m, 0), NULL, dlogits, A + a.lnf, P(m, 0), N, C, V);
+    memset(dlnf, 0, N * C * sizeof(real));
+    matmul_backward(dlnf, G(m, 0), NULL, dlogits, A + a.lnf, P(m, 0), N, C, V);
     prof_tick(PROF_MATMUL);
     int lnf = m->n_tensors - 2;
-    layernorm_backward_set(dxsum, G(m, lnf), G(m, lnf + 1), dlnf, A + a.xsum, P(m, lnf), A + a.lnf_mean,
+    memset(dxsum, 0, N * C * sizeof(real));
+    layernorm_backward(dxsum, G(m, lnf), G(m, lnf + 1), dlnf, A + a.xsum, P(m, lnf), A + a.lnf_mean,
                        A + a.lnf_rstd, N, C);
     prof_tick(PROF_LAYERNORM);
     /* dY: the gradient of X_Lh = n copies of dxsum, then in place down to X_0's; denc (the

@@ -17,19 +17,12 @@ void matmul_forward(real *out, const real *inp, const real *W, const real *bias,
 /* dinp (N, C) += dout . W;  dW (OC, C) += dout^T . inp;  dbias (OC) += column sums of dout. */
 void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
                      size_t N, int C, int OC);
-/* The same with dinp overwritten: dinp = dout . W (the same bits as adding into zeros), for
- * a gradient buffer this op alone writes: the step need not zero it first. */
-void matmul_backward_set(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
-                         size_t N, int C, int OC);
 
 /* LayerNorm over C with affine w, b; mean and rstd (N) are saved for backward. eps 1e-5. */
 void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
                        size_t N, int C);
 void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
                         const real *mean, const real *rstd, size_t N, int C);
-/* The same with dinp overwritten (dw, db add); the same values as adding into zeros. */
-void layernorm_backward_set(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
-                            const real *mean, const real *rstd, size_t N, int C);
 
 /* Causal multi-head self-attention.
  * qkv (B, T, 3C) holds q | k | v, head h uses channels [h*hs, (h+1)*hs) of each, hs = C/NH.
@@ -39,15 +32,10 @@ void attention_forward(real *out, real *att, const real *qkv, int B, int T, int 
 /* dqkv (B, T, 3C) += gradient; datt_scratch is (B, NH, T, T) scratch (may be overwritten). */
 void attention_backward(real *dqkv, real *datt_scratch, const real *dout, const real *qkv, const real *att,
                         int B, int T, int C, int NH);
-/* The same with dqkv overwritten (the same bits as adding into zeros). */
-void attention_backward_set(real *dqkv, real *datt_scratch, const real *dout, const real *qkv, const real *att,
-                            int B, int T, int C, int NH);
 
 /* GELU, tanh approximation (GPT-2). */
 void gelu_forward(real *out, const real *inp, size_t N);
-/* dinp += gelu'(inp) dout; the _set form overwrites dinp (the same bits as adding into zeros). */
 void gelu_backward(real *dinp, const real *inp, const real *dout, size_t N);
-void gelu_backward_set(real *dinp, const real *inp, const real *dout, size_t N);
 
 /* Token + position embedding: out (B, T, C) = wte[inp[b,t]] + wpe[t]. */
 void encoder_forward(real *out, const int *inp, const real *wte, const real *wpe, int B, int T, int C);

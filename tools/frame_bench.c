@@ -10,10 +10,12 @@
  *   cold   the streams are out of cache, as after a sublayer's own work in a step: a
  *          32 MB write between passes evicts them. Best of --reps, over the sublayers.
  *            forward region   write-back of sublayer l and coefficients of l + 1, by chunks
- *            backward region  everything hc_frame_in_backward does
+ *            backward region  everything hc_frame_in_backward does, its zeroing included
  *            write-back       X_{l+1} = H X_l + post f alone, and its rms
  *            dots + dX        the backward's dots and its dX pass alone (dX with the
  *                             projection's term dz W' and the previous sublayer's df)
+ *            zeroing          the zeroing of the next sublayer's gradient scratch (which
+ *                             the frame's region does for rc's kernels: rc pays it too)
  *            floor fwd/bwd    the passes over the streams with nothing else (as the
  *                             bench's frame floor: no projection, no method)
  *   hot    the same parts over 256 tokens already in cache: what they cost as compute.
@@ -44,7 +46,7 @@ static void evict(void) { memset(junk, ++junk_round & 0x7f, junk_n * sizeof(floa
     } while (0)
 
 typedef struct {
-    double fwd, bwd, out, dotsdx, floor_f, floor_b;               /* cold */
+    double fwd, bwd, out, dotsdx, zero, floor_f, floor_b;         /* cold */
     double h_z, h_mf, h_read, h_out, h_dots, h_mb, h_dx, h_dw; /* hot */
 } frame_times;
 
@@ -133,7 +135,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             s[0] += cpu_now() - t0;
             evict();
             t0 = cpu_now();
-            hc_frame_in_backward(&m, l + 1, dY, du, dY, df, NULL, dz, &hs, N);
+            hc_frame_in_backward(&m, l + 1, dY, du, dY, df, NULL, dz, &hs, &gl, N);
             s[1] += cpu_now() - t0;
             evict();
             t0 = cpu_now();
@@ -154,8 +156,12 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
                 hc_tokens_dx(&h, &d, g0, g, dY, du, dY, dz, cj, pj, hs.base, a0.post, df);
             }
             s[3] += cpu_now() - t0;
+            evict();
+            t0 = cpu_now();
+            zero_sublayer_scratch(&m, &gl, l, N, 0, N);
+            s[4] += cpu_now() - t0;
         }
-        for (int k = 0; k < 4; k++) b[k] = s[k] < b[k] ? s[k] : b[k];
+        for (int k = 0; k < 5; k++) b[k] = s[k] < b[k] ? s[k] : b[k];
     }
     /* hot: 256 tokens (or all) in cache, best of many */
     const size_t NT = N < 256 ? N : 256;
@@ -206,13 +212,13 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
         b[6] = s6 < b[6] ? s6 : b[6];
     }
     const double cold = 1e9 / ((double)L * (double)N), hot = 1e9 / (double)NT;
-    r->fwd = b[0] * cold, r->bwd = b[1] * cold, r->out = b[2] * cold, r->dotsdx = b[3] * cold;
+    r->fwd = b[0] * cold, r->bwd = b[1] * cold, r->out = b[2] * cold, r->dotsdx = b[3] * cold, r->zero = b[4] * cold;
     r->floor_f = b[5] * cold, r->floor_b = b[6] * cold;
     double *hv[8] = {&r->h_z, &r->h_mf, &r->h_read, &r->h_out, &r->h_dots, &r->h_mb, &r->h_dx, &r->h_dw};
     for (int k = 0; k < 8; k++) *hv[k] = hb[k] * hot;
-    printf("%-11s %3d %5.0f %5.0f | %6.0f %6.0f %6.0f %6.0f | %6.0f %6.0f | %5.0f %6.0f %5.0f %5.0f %5.0f | %5.0f %6.0f %5.0f %5.0f\n",
-           method, K, r->floor_f, r->floor_b, r->fwd, r->bwd, r->out, r->dotsdx, r->fwd - r->floor_f,
-           r->bwd - r->floor_b, r->h_out, r->h_z, r->h_mf, r->h_read, r->h_out + r->h_z + r->h_mf + r->h_read,
+    printf("%-11s %3d %5.0f %5.0f | %6.0f %6.0f %6.0f %6.0f %6.0f | %6.0f %6.0f | %5.0f %6.0f %5.0f %5.0f %5.0f | %5.0f %6.0f %5.0f %5.0f\n",
+           method, K, r->floor_f, r->floor_b, r->fwd, r->bwd, r->out, r->dotsdx, r->zero, r->fwd - r->floor_f,
+           r->bwd - r->zero - r->floor_b, r->h_out, r->h_z, r->h_mf, r->h_read, r->h_out + r->h_z + r->h_mf + r->h_read,
            r->h_dots, r->h_mb, r->h_dx, r->h_dw);
     fflush(stdout);
     free(in);
@@ -263,10 +269,10 @@ int main(int argc, char **argv) {
     omp_set_num_threads(1); /* model_alloc_acts sizes the frame scratch for this */
     junk = calloc_huge(junk_n, sizeof(float));
     printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)\n", preset, n, reps);
-    printf("%-11s %3s %11s | %-27s | %-13s | %-29s | %s\n", "", "", "floor", "cold", "cold over floor",
+    printf("%-11s %3s %11s | %-34s | %-13s | %-29s | %s\n", "", "", "floor", "cold", "cold over floor",
            "hot forward", "hot backward");
-    printf("%-11s %3s %5s %5s | %6s %6s %6s %6s | %6s %6s | %5s %6s %5s %5s %5s | %5s %6s %5s %5s\n",
-           "method", "K", "fwd", "bwd", "fwd", "bwd", "wback", "dotsdX", "fwd", "bwd", "wback", "zGEMM",
+    printf("%-11s %3s %5s %5s | %6s %6s %6s %6s %6s | %6s %6s | %5s %6s %5s %5s %5s | %5s %6s %5s %5s\n",
+           "method", "K", "fwd", "bwd", "fwd", "bwd", "wback", "dotsdX", "zero", "fwd", "bwd-z", "wback", "zGEMM",
            "meth", "read", "sum", "dots", "meth", "dX", "dW");
     char list[512];
     snprintf(list, sizeof list, "%s", methods);

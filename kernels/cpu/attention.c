@@ -69,8 +69,8 @@ void attention_forward(real *out, real *att, const real *qkv, int B, int T, int 
  *   dQ += dS K,   dK += dS^T Q,   dV += P^T dO
  * per block of query rows [r0, r1), over key rows [0, r1) only. Entries of the scratch
  * right of column r1 - 1 in a block are never written or read. */
-static void attention_backward_to(real *dqkv, real *datt_scratch, const real *dout, const real *qkv, const real *att,
-                                  int B, int T, int C, int NH, int set) {
+void attention_backward(real *dqkv, real *datt_scratch, const real *dout, const real *qkv, const real *att,
+                        int B, int T, int C, int NH) {
     attention_check("attention_backward", B, T, C, NH);
     int hs = C / NH, C3 = 3 * C;
     real scale = (real)(1.0 / sqrt((double)hs));
@@ -98,28 +98,9 @@ static void attention_backward_to(real *dqkv, real *datt_scratch, const real *do
                 for (int j = 0; j <= t; j++) d[j] = scale * p[j] * (d[j] - s);
                 if (t + 1 < r1) memset(d + t + 1, 0, (size_t)(r1 - t - 1) * sizeof(real));
             }
-            cpu_gemm(0, 0, m, hs, r1, 1, dSb, T, K, C3, set ? 0 : 1, dQ + (size_t)r0 * C3, C3);
-            if (set && r0 > 0) { /* key rows below r0 hold earlier blocks' sums; r0.. are new */
-                cpu_gemm(1, 0, r0, hs, m, 1, dSb, T, Q + (size_t)r0 * C3, C3, 1, dK, C3);
-                cpu_gemm(1, 0, r0, hs, m, 1, Pb, T, dO + (size_t)r0 * C, C, 1, dV, C3);
-            }
-            const int k0 = set ? r0 : 0; /* first key row of the call below */
-            cpu_gemm(1, 0, r1 - k0, hs, m, 1, dSb + k0, T, Q + (size_t)r0 * C3, C3, set ? 0 : 1,
-                     dK + (size_t)k0 * C3, C3);
-            cpu_gemm(1, 0, r1 - k0, hs, m, 1, Pb + k0, T, dO + (size_t)r0 * C, C, set ? 0 : 1, dV + (size_t)k0 * C3,
-                     C3);
+            cpu_gemm(0, 0, m, hs, r1, 1, dSb, T, K, C3, 1, dQ + (size_t)r0 * C3, C3);
+            cpu_gemm(1, 0, r1, hs, m, 1, dSb, T, Q + (size_t)r0 * C3, C3, 1, dK, C3);
+            cpu_gemm(1, 0, r1, hs, m, 1, Pb, T, dO + (size_t)r0 * C, C, 1, dV, C3);
         }
     }
-}
-
-void attention_backward(real *dqkv, real *datt_scratch, const real *dout, const real *qkv, const real *att,
-                        int B, int T, int C, int NH) {
-    attention_backward_to(dqkv, datt_scratch, dout, qkv, att, B, T, C, NH, 0);
-}
-
-/* dqkv overwritten: dQ's rows and each block's new key rows of dK, dV with beta = 0, the
- * key rows earlier blocks summed with beta = 1 (the same sums as adding into zeros). */
-void attention_backward_set(real *dqkv, real *datt_scratch, const real *dout, const real *qkv, const real *att,
-                            int B, int T, int C, int NH) {
-    attention_backward_to(dqkv, datt_scratch, dout, qkv, att, B, T, C, NH, 1);
 }

@@ -51,12 +51,12 @@ void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const
 }
 
 /* With n = (x - mean) rstd and g = dout * w (per row):
- *   dinp += rstd (g - mean_c(g) - n mean_c(g n))    (layernorm_backward_set: =)
+ *   dinp += rstd (g - mean_c(g) - n mean_c(g n))
  *   dw   += sum_rows dout n,   db += sum_rows dout
  * One region: dinp by rows, then (without waiting) dw, db by blocks of channels, serial
  * over rows; no two threads add into the same value and no order depends on threads. */
-static void layernorm_backward_to(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
-                                  const real *mean, const real *rstd, size_t N, int C, const int set) {
+void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                        const real *mean, const real *rstd, size_t N, int C) {
     const int nblocks = (dw || db) ? (C + LAYERNORM_BLOCK - 1) / LAYERNORM_BLOCK : 0;
 #pragma omp parallel
     {
@@ -80,12 +80,11 @@ static void layernorm_backward_to(real *dinp, real *dw, real *db, const real *do
                     gnsum += g * ((x[c] - m) * r);
                 }
                 const real gmean = gsum / (real)C, gnmean = gnsum / (real)C;
-                if (set)
 #pragma omp simd
-                    for (int k = 0; k < C; k++) di[k] = r * (d[k] * w[k] - gmean - ((x[k] - m) * r) * gnmean);
-                else
-#pragma omp simd
-                    for (int k = 0; k < C; k++) di[k] += r * (d[k] * w[k] - gmean - ((x[k] - m) * r) * gnmean);
+                for (int k = 0; k < C; k++) {
+                    real nrm = (x[k] - m) * r;
+                    di[k] += r * (d[k] * w[k] - gmean - nrm * gnmean);
+                }
             }
         }
 #pragma omp for schedule(static)
@@ -114,15 +113,4 @@ static void layernorm_backward_to(real *dinp, real *dw, real *db, const real *do
             }
         }
     }
-}
-
-void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
-                        const real *mean, const real *rstd, size_t N, int C) {
-    layernorm_backward_to(dinp, dw, db, dout, inp, w, mean, rstd, N, C, 0);
-}
-
-/* dinp overwritten (dw, db still add): neither reads dinp nor needs it zeroed. */
-void layernorm_backward_set(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
-                            const real *mean, const real *rstd, size_t N, int C) {
-    layernorm_backward_to(dinp, dw, db, dout, inp, w, mean, rstd, N, C, 1);
 }

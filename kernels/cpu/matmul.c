@@ -46,12 +46,12 @@ void matmul_forward(real *out, const real *inp, const real *W, const real *bias,
     }
 }
 
-/* dinp (N, C) = beta dinp + dout (N, OC) . W (OC, C)   by rows of dinp (beta 1 or 0)
+/* dinp (N, C) += dout (N, OC) . W (OC, C)          by rows of dinp
  * dW (OC, C)   += dout^T (OC, N) . inp (N, C)      by rows of dW (each sums all N tokens)
  * dbias (OC)   += sum over the N rows of dout:      by blocks of output channels, tokens in
  *                 order, in double: the sum order never depends on the threads. */
-static void matmul_backward_beta(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
-                                 size_t N, int C, int OC, real beta) {
+void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
+                     size_t N, int C, int OC) {
     int n = cpu_dim(N, "matmul_backward");
     if (n == 0 || OC <= 0) return;
 #pragma omp parallel
@@ -61,7 +61,7 @@ static void matmul_backward_beta(real *dinp, real *dW, real *dbias, const real *
         if (dinp) {
             share(n, tid, nth, 1, &lo, &hi);
             if (hi > lo)
-                cpu_gemm(0, 0, hi - lo, C, OC, 1, dout + (size_t)lo * OC, OC, W, C, beta, dinp + (size_t)lo * C, C);
+                cpu_gemm(0, 0, hi - lo, C, OC, 1, dout + (size_t)lo * OC, OC, W, C, 1, dinp + (size_t)lo * C, C);
         }
         if (dW) {
             share(OC, tid, nth, 1, &lo, &hi);
@@ -83,17 +83,4 @@ static void matmul_backward_beta(real *dinp, real *dW, real *dbias, const real *
             }
         }
     }
-}
-
-void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
-                     size_t N, int C, int OC) {
-    matmul_backward_beta(dinp, dW, dbias, dout, inp, W, N, C, OC, 1);
-}
-
-/* dinp = dout . W: BLAS with beta = 0 neither reads dinp nor needs it zeroed, and its sums
- * are those of beta = 1 over zeros (each element's products summed in the same order, then
- * added to 0). */
-void matmul_backward_set(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
-                         size_t N, int C, int OC) {
-    matmul_backward_beta(dinp, dW, dbias, dout, inp, W, N, C, OC, 0);
 }

@@ -46,12 +46,12 @@ expect_status 1 "frame_bench refuses rc (no frame)" -- "$FB" --preset tiny --met
 expect_out "rc has no hyper-connection frame" "the message names the method"
 expect_status 0 "frame_bench runs on the tiny preset" -- "$FB" --preset tiny --methods identity,mhc,s2hc --reps 1
 for m in identity mhc s2hc; do
-  # 18 numbers after the name (the "|" separators are fields too): all > 0 except the two
+  # 19 numbers after the name (the "|" separators are fields too): all > 0 except the two
   # "over floor" columns, which may be anything; the cold regions at least the floor's
   # pass minus 50 % (timer noise on a tiny preset)
   awk -v m="$m" '$1 == m { n = 0; for (i = 2; i <= NF; i++) if ($i != "|") { v[++n] = $i + 0 }
-                  if (n != 18) exit 1
-                  for (i = 1; i <= 18; i++) if (i != 8 && i != 9 && !(v[i] > 0)) exit 1
+                  if (n != 19) exit 1
+                  for (i = 1; i <= 19; i++) if (i != 9 && i != 10 && !(v[i] > 0)) exit 1
                   if (v[4] < 0.5 * v[2] || v[5] < 0.5 * v[3]) exit 1; found = 1 }
                 END { exit !found }' "$TMP/out" && ok "frame_bench row for $m" || fail "frame_bench row for $m"
 done
