@@ -434,8 +434,8 @@ void model_free(gpt_model *m) {
  *   Each thread owns a contiguous range of tokens, the same in every pass, and walks it
  *   in chunks of HC_CHUNK tokens: the chunk's product with W' (register tiles, one
  *   thread each: these skinny products are faster that way), then the per-token work on
- *   the same chunk while it is in cache. Each thread has its own
- *   copy of W' and its own partial sums (M, dtheta), in the tail of grad_acts.
+ *   the same chunk while it is in cache. Each thread has its own copy of W' and its own
+ *   partial sums (M, dtheta), in the tail of grad_acts.
  *
  *   forward:  one region between two sublayers, per chunk of 64 tokens: write-back of
  *             sublayer l (X' = H X + post f, and the rms of X'), then sublayer l + 1's
@@ -1049,7 +1049,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
 static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, int g, const real *dY, const real *du,
                                 real *dX, const real *dz, const real *cj, const real *pj, const real *Wg,
                                 const real *wsum, real *sum) {
-    const int n = d->n, tile = HC_DX_TILE(n);
+    const int n = d->n;
     int i = 0;
     switch (n) {
 #define HC_DX_CASE(k)                                                                                           \
@@ -1063,7 +1063,7 @@ static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, i
         HC_DX_CASE(1) HC_DX_CASE(2) HC_DX_CASE(3) HC_DX_CASE(4)
         HC_DX_CASE(5) HC_DX_CASE(6) HC_DX_CASE(7) HC_DX_CASE(8)
 #undef HC_DX_CASE
-    default: die(1, "hyper-connection frame: n = %d streams is more than %d (tile %d)", n, HC_MAX_N, tile);
+    default: die(1, "hyper-connection frame: n = %d streams is more than %d", n, HC_MAX_N);
     }
 }
 
