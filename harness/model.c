@@ -1077,7 +1077,8 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
 }
 
 /* Tokens [t0, t1) of the frame's backward, hc_lanes() at a time: the dots, the method's
- * backward (dz, dtheta into my_dtheta), then each token's dX and dz *= r. The next
+ * backward (dz, dtheta into my_dtheta), each token's dz *= r and norm coefficients, then
+ * the group's dX pass (hc_tokens_dx, with sum = wsum . dX when sum is given). The next
  * group's rows and method cache are prefetched meanwhile (the hardware's streams
  * restart at every 4 KB page, and a group reads its tokens' caches as 16 interleaved
  * streams). */
@@ -1108,7 +1109,7 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
 /* The frame's backward for sublayer l, given dY (gradient of X_{l+1}) and du (gradient
  * of the read-out; NULL: zero): dX (overwritten; may be dY itself, as the model passes
  * it), dW, dg, dtheta (added). With df_prev, also df_prev = sum_i post_{l-1}[i] dX[i],
- * the gradient into sublayer l - 1's output, while dX is in cache, and the scratch of
+ * the gradient into sublayer l - 1's output, in the pass that writes dX, and the scratch of
  * sublayer l - 1's backward zeroed (gl). With dsum (sublayer 0), also dsum = the sum of
  * dX's streams (the gradient of the embedding that X_0 copies n times). dz (N, K) is
  * scratch. One region. */
