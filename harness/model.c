@@ -1078,27 +1078,30 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
 
 /* Tokens [t0, t1) of the frame's backward, hc_lanes() at a time: the dots, the method's
  * backward (dz, dtheta into my_dtheta), each token's dz *= r and norm coefficients, then
- * the group's dX pass (hc_tokens_dx, with sum = wsum . dX when sum is given). The next
- * group's rows and method cache are prefetched meanwhile (the hardware's streams
- * restart at every 4 KB page, and a group reads its tokens' caches as 16 interleaved
- * streams). */
+ * the group's dX pass (hc_tokens_dx, with sum = wsum . dX when sum is given). While a
+ * token's dots run, the next token's rows and method cache are prefetched: the
+ * hardware's streams restart at every 4 KB page, a group reads its tokens' caches as
+ * 16 interleaved streams, and one token ahead measured faster than a whole group
+ * ahead (docs/performance.md, log item 28); the dX pass finds them in L2. */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *dY, const real *du, real *dX, real *dz, const real *Wg,
                                const real *wsum, real *sum, real *my_dtheta) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
-    const size_t ahead = (size_t)lanes;
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
     real cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
     for (size_t g0 = t0; g0 < t1; g0 += (size_t)lanes) {
         const int g = t1 - g0 < (size_t)lanes ? (int)(t1 - g0) : lanes;
-        for (size_t t = g0 + ahead; t < g0 + ahead + (size_t)g && t < t1; t++) {
-            hc_prefetch(h->X + t * d->nC, d->nC, 0);
-            hc_prefetch(dY + t * d->nC, d->nC, 1);
-            hc_prefetch(h->f + t * d->C, d->C, 0);
-            if (du) hc_prefetch(du + t * d->C, d->C, 0);
-            if (cs) hc_prefetch(h->cache + t * cs, (size_t)cs, 0);
+        for (int i = 0; i < g; i++) {
+            const size_t t = g0 + (size_t)i + 1; /* the next token's rows, while this one's dots run */
+            if (t < t1) {
+                hc_prefetch(h->X + t * d->nC, d->nC, 0);
+                hc_prefetch(dY + t * d->nC, d->nC, 1);
+                hc_prefetch(h->f + t * d->C, d->C, 0);
+                if (du) hc_prefetch(du + t * d->C, d->C, 0);
+                if (cs) hc_prefetch(h->cache + t * cs, (size_t)cs, 0);
+            }
+            hc_token_grads(h, d, g0 + i, dY, du, dH + i * n * n, dpost + i * n, dpre + i * n);
         }
-        for (int i = 0; i < g; i++) hc_token_grads(h, d, g0 + i, dY, du, dH + i * n * n, dpost + i * n, dpre + i * n);
         hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
                            my_dtheta);
         for (int i = 0; i < g; i++) hc_token_dx_coefs(h, d, g0 + i, du != NULL, dz, cj + i * n, pj + i * n);
