@@ -51,6 +51,8 @@ endif
 # also makes every missing file intermediate, which make then does not rebuild: FORCE,
 # a grid's index.csv after a preset switch. tests/cli/build.sh checks both.)
 .SECONDARY: $(DBL_OBJ) $(LIB_OBJ) $(BUILD)/harness/main.o
+# AdamW's square roots in vector code (kernels/cpu/vecops.c says why)
+$(BUILD)/kernels/cpu/vecops.o $(BUILD)/dbl/kernels/cpu/vecops.o: CFLAGS += -fno-math-errno
 .PHONY: all deps test test-san clean data tests-build
 all: $(BIN)
 

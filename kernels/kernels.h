@@ -52,6 +52,12 @@ void crossentropy_backward(real *dlogits, const real *probs, const int *targets,
  * bias-corrected moments at step t (1-based). */
 void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                   float eps, float wd, int t);
+/* The same on n values, on the calling thread, with the bias corrections bc = 1 - beta^t
+ * given (adamw_bias_correction): for an optimizer that shares its tensors' values out
+ * among the threads of one parallel region. The same bits as adamw_update. */
+void adamw_update_span(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                       float eps, float wd, float bc1, float bc2);
+float adamw_bias_correction(float beta, int t);
 
 /* Sum of squares of x (n), accumulated in double, deterministic for a given thread count. */
 double sumsq(const real *x, size_t n);

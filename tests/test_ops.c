@@ -365,6 +365,32 @@ static void test_adamw(void) {
     double u = 2 / (2 + eps), hand = 0;
     for (int t = 1; t <= 2; t++) hand -= lr * (u + wd * hand);
     CHECK_CLOSE(p[3], hand, 1e-7, 1e-6, "p[3] by hand");
+
+    /* A tensor long enough for the threads and the vector code, and a length that leaves
+     * a tail: the same bits as the formula in scalar float, one value at a time. */
+    const size_t sizes[2] = {100003, 37};
+    for (int k = 0; k < 2; k++) {
+        const size_t N = sizes[k];
+        float *P = malloc(N * sizeof *P), *Gr = malloc(N * sizeof *Gr), *M = calloc(N, sizeof *M),
+              *Vv = calloc(N, sizeof *Vv), *sp = malloc(N * sizeof *sp), *sm = calloc(N, sizeof *sm),
+              *sv = calloc(N, sizeof *sv);
+        for (size_t i = 0; i < N; i++) P[i] = sp[i] = (float)(urand() * 4 - 2);
+        size_t bad = 0;
+        for (int t = 1; t <= 3; t++) {
+            for (size_t i = 0; i < N; i++) Gr[i] = (float)((urand() - 0.5) * (i % 7 == 0 ? 1e-6 : 1));
+            const float fb1 = 0.9f, fb2 = 0.95f, fl = 3e-3f, fe = 1e-8f, fw = 0.1f;
+            adamw_update(P, Gr, M, Vv, N, fl, fb1, fb2, fe, fw, t);
+            const float bc1 = (float)(1.0 - pow(fb1, t)), bc2 = (float)(1.0 - pow(fb2, t));
+            for (size_t i = 0; i < N; i++) {
+                float mi = fb1 * sm[i] + (1.0f - fb1) * Gr[i], vi = fb2 * sv[i] + (1.0f - fb2) * Gr[i] * Gr[i];
+                sm[i] = mi, sv[i] = vi;
+                sp[i] -= fl * ((mi / bc1) / (sqrtf(vi / bc2) + fe) + fw * sp[i]);
+                bad += memcmp(&P[i], &sp[i], 4) || memcmp(&M[i], &sm[i], 4) || memcmp(&Vv[i], &sv[i], 4);
+            }
+        }
+        CHECK(bad == 0, "adamw over %zu values: %zu differ in their bits from the scalar formula", N, bad);
+        free(P); free(Gr); free(M); free(Vv); free(sp); free(sm); free(sv);
+    }
 }
 
 static void test_sumsq_scale(void) {

@@ -12,13 +12,16 @@
  * than the work (biases, norm gains, hyper-connection scalars: most tensors by count). */
 #define VECOPS_PAR_MIN 32768
 
-/* m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m/(1-b1^t);  vhat = v/(1-b2^t)
- * p -= lr (mhat / (sqrt(vhat) + eps) + wd p)   (decoupled weight decay, t 1-based)
- * (Not vectorised: without -fno-math-errno the compiler keeps sqrtf scalar.) */
-void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                  float eps, float wd, int t) {
-    float bc1 = (float)(1.0 - pow(beta1, t)), bc2 = (float)(1.0 - pow(beta2, t));
-#pragma omp parallel for schedule(static) if (n >= VECOPS_PAR_MIN)
+/* m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m/bc1;  vhat = v/bc2
+ * p -= lr (mhat / (sqrt(vhat) + eps) + wd p)   (decoupled weight decay)
+ * on the calling thread. In vector code: this file is built with -fno-math-errno
+ * (Makefile), without which the compiler keeps sqrtf scalar; scalar divisions and
+ * square roots made AdamW ~9 ns per parameter (docs/performance.md, log item 28). Vector
+ * sqrt and division round as the scalar ones do and nothing is contracted: the same
+ * bits (tests/test_ops). */
+void adamw_update_span(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                       float eps, float wd, float bc1, float bc2) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
         float mi = beta1 * m[i] + (1.0f - beta1) * gi;
@@ -29,6 +32,19 @@ void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float 
         p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
     }
 }
+
+void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, int t) {
+    const float bc1 = adamw_bias_correction(beta1, t), bc2 = adamw_bias_correction(beta2, t);
+#pragma omp parallel if (n >= VECOPS_PAR_MIN)
+    {
+        const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+        const size_t lo = n * id / nt, hi = n * (id + 1) / nt;
+        adamw_update_span(p + lo, g + lo, m + lo, v + lo, hi - lo, lr, beta1, beta2, eps, wd, bc1, bc2);
+    }
+}
+
+float adamw_bias_correction(float beta, int t) { return (float)(1.0 - pow(beta, t)); }
 
 double sumsq(const real *x, size_t n) {
     double part[SUMSQ_CHUNKS];
