@@ -4,7 +4,9 @@
  *  - stopping half-way and resuming gives final weights identical to an uninterrupted run;
  *  - the frame applies H_res as X_next = H_res . X (checked against an independent
  *    recomputation from the stored activations, with H_res far from the identity);
- *  - checkpoint round trip through the model's tensor table; a truncated one is refused.
+ *  - checkpoint round trip through the model's tensor table; a truncated one is refused;
+ *  - the optimizer step, one region over all tensors, equals AdamW tensor by tensor, bit
+ *    for bit, with one thread and with two.
  */
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +16,10 @@
 #include <unistd.h>
 #include "../harness/checkpoint.h"
 #include "../harness/model.h"
+#include "../harness/optim.h"
+#include "../harness/presets.h"
+#include "../kernels/kernels.h"
+#include <omp.h>
 #include "../harness/run.h"
 #include "../harness/util.h"
 #include "t.h"
@@ -336,6 +342,62 @@ static void test_divergence_is_recorded(void) {
     CHECK(rc == RUN_OK || rc == RUN_DIVERGED, "hc at lr 5: exit %d", rc);
 }
 
+/* optim_step shares all the tensors' values out among the threads of one region: with
+ * one thread and with two it must give the bits of adamw_update applied tensor by tensor
+ * (each with its own weight decay), parameters and both moments. */
+static void test_optim_step_is_adamw_per_tensor(void) {
+    s2hc_config c;
+    config_defaults(&c);
+    CHECK(preset_apply(&c, "tiny") == 0, "tiny preset");
+    snprintf(c.method, sizeof c.method, "s2hc");
+    c.n_streams = 4;
+    gpt_model m;
+    char err[256];
+    CHECK(model_build(&m, &c, err, sizeof err) == 0, "%s", err);
+    model_init(&m, 3);
+    CHECK(m.n_params > 65536 && m.n_tensors > 10, "a model of many tensors: %zu values in %d", m.n_params,
+          m.n_tensors);
+    adamw_state o;
+    optim_init(&o, &m);
+    rng_t r;
+    rng_seed(&r, 7);
+    const size_t N = m.n_params, bytes = N * sizeof(float);
+    for (size_t i = 0; i < N; i++) {
+        m.grads[i] = (real)(rng_normal(&r) * 0.01);
+        o.m[i] = (float)(rng_normal(&r) * 0.001);
+        o.v[i] = (float)(rng_uniform(&r) * 1e-5);
+    }
+    float *p0 = malloc_check(bytes), *m0 = malloc_check(bytes), *v0 = malloc_check(bytes);
+    float *rp = malloc_check(bytes), *rm = malloc_check(bytes), *rv = malloc_check(bytes);
+    memcpy(p0, m.params, bytes), memcpy(m0, o.m, bytes), memcpy(v0, o.v, bytes);
+    memcpy(rp, p0, bytes), memcpy(rm, m0, bytes), memcpy(rv, v0, bytes);
+    const int t = 4;
+    const double lr = 2e-3;
+    int decayed = 0;
+    for (int i = 0; i < m.n_tensors; i++) {
+        const param_info *pi = &m.pinfo[i];
+        const float wd = (pi->decay || c.decay_1d) ? (float)c.weight_decay : 0.0f;
+        decayed += wd > 0;
+        adamw_update(rp + pi->offset, m.grads + pi->offset, rm + pi->offset, rv + pi->offset, pi->numel, (float)lr,
+                     (float)c.beta1, (float)c.beta2, (float)c.eps, wd, t);
+    }
+    CHECK(decayed > 0 && decayed < m.n_tensors, "tensors with and without decay: %d of %d", decayed, m.n_tensors);
+    const int threads0 = omp_get_max_threads();
+    for (int th = 1; th <= 2; th++) {
+        omp_set_num_threads(th);
+        memcpy(m.params, p0, bytes), memcpy(o.m, m0, bytes), memcpy(o.v, v0, bytes);
+        o.t = t - 1;
+        optim_step(&o, &m, lr, 0.5 * c.clip); /* under the clip: no scaling */
+        CHECK(memcmp(m.params, rp, bytes) == 0, "%d thread(s): parameters differ from AdamW tensor by tensor", th);
+        CHECK(memcmp(o.m, rm, bytes) == 0 && memcmp(o.v, rv, bytes) == 0,
+              "%d thread(s): moments differ from AdamW tensor by tensor", th);
+    }
+    omp_set_num_threads(threads0);
+    free(p0), free(m0), free(v0), free(rp), free(rm), free(rv);
+    optim_free(&o);
+    model_free(&m);
+}
+
 int main(void) {
     T_NAME("test_train");
     const char *base = getenv("S2HC_TEST_TMP");
@@ -345,6 +407,7 @@ int main(void) {
     mkdir_p(d);
     make_corpus(d);
     T_RUN(test_calloc_huge);
+    T_RUN(test_optim_step_is_adamw_per_tensor);
     T_RUN(test_frame_applies_H_as_rows_are_outputs);
     T_RUN(test_loss_falls);
     T_RUN(test_same_seed_same_losses);
