@@ -941,7 +941,7 @@ static void usage(FILE *f) {
             "  --mem-limit GB  skip sweep configurations estimated above this (default %.0f)\n"
             "  --no-methods, --no-streams, --no-probes   skip that section\n"
             "  --probe-steps S probe interval of the probes section (default: probe.every)\n"
-            "OMP_WAIT_POLICY is passive unless you set it (docs/performance.md).\n"
+            "GOMP_SPINCOUNT is 3000 unless you set it or OMP_WAIT_POLICY (docs/performance.md).\n"
             "\n"
             "example:\n"
             "  s2hc bench --quick --csv out/bench\n",
@@ -1016,9 +1016,12 @@ int bench_main(int argc, char **argv) {
         fprintf(stderr, "s2hc: error: bench: cannot create %s: %s\n", o.csv_dir, strerror(errno));
         return 1;
     }
-    const char *wp = getenv("OMP_WAIT_POLICY"), *pb = getenv("OMP_PROC_BIND"), *ct = getenv("OPENBLAS_CORETYPE");
-    printf("s2hc bench %s: %d threads, OMP_WAIT_POLICY=%s OMP_PROC_BIND=%s OPENBLAS_CORETYPE=%s, load %.2f\n",
-           s2hc_version(), kernels_threads(), wp ? wp : "(unset)", pb ? pb : "(unset)", ct ? ct : "(unset)", load1());
+    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT"), *pb = getenv("OMP_PROC_BIND"),
+               *ct = getenv("OPENBLAS_CORETYPE");
+    printf("s2hc bench %s: %d threads, OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s OMP_PROC_BIND=%s OPENBLAS_CORETYPE=%s, "
+           "load %.2f\n",
+           s2hc_version(), kernels_threads(), wp ? wp : "(unset)", sc ? sc : "(unset)", pb ? pb : "(unset)",
+           ct ? ct : "(unset)", load1());
 
     FILE *gcsv = csv_open(&o, "gemm.csv", "shape,M,N,K,gflops_median,gflops_best,load1");
     gemm_limits g;

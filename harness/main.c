@@ -25,10 +25,11 @@ static int version_main(int argc, char **argv) {
     if (argc < 2) return 0;
     char gpu[256];
     int ngpu = cuda_available(gpu, sizeof gpu);
-    const char *wp = getenv("OMP_WAIT_POLICY"), *ct = getenv("OPENBLAS_CORETYPE");
+    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT"), *ct = getenv("OPENBLAS_CORETYPE");
     printf("  reals             %s\n", REAL_IS_DOUBLE ? "double" : "float");
     printf("  CPU threads       %d (train.threads or OMP_NUM_THREADS)\n", kernels_threads());
     printf("  OMP_WAIT_POLICY   %s\n", wp ? wp : "(unset)");
+    printf("  GOMP_SPINCOUNT    %s\n", sc ? sc : "(unset)");
     printf("  OPENBLAS_CORETYPE %s\n", ct ? ct : "(unset: OpenBLAS's own detection)");
     printf("  GPUs              %d: %s\n", ngpu, gpu);
     return 0;

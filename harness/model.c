@@ -814,10 +814,10 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
 }
 
 /* Inside a region: zero this thread's share of the gradient scratch that sublayer l's
- * backward adds into (its kernels add; zeroing here replaces serial memsets). du is
- * zeroed by token range [t0, t1), the rows this thread's frame backward reads, and only
- * after it has read them. */
-static void zero_sublayer_scratch(const gpt_model *m, const grad_layout *gl, int l, size_t N, size_t t0, size_t t1) {
+ * backward adds into (its kernels add; zeroing here replaces serial memsets). du, the
+ * LayerNorm's input gradient of the methods with a frame, needs none: that LayerNorm
+ * writes it (layernorm_backward_set). */
+static void zero_sublayer_scratch(const gpt_model *m, const grad_layout *gl, int l, size_t N) {
     real *D = m->grad_acts;
     const size_t C = (size_t)m->C, tid = (size_t)hc_tid(), nth = (size_t)hc_nthreads();
     size_t off[4] = {gl->dln, l % 2 ? gl->dfchg : gl->datty, l % 2 ? gl->dfch : gl->dqkv, 0};
@@ -826,7 +826,6 @@ static void zero_sublayer_scratch(const gpt_model *m, const grad_layout *gl, int
         size_t lo = len[k] * tid / nth, hi = len[k] * (tid + 1) / nth;
         memset(D + off[k] + lo, 0, (hi - lo) * sizeof(real));
     }
-    if (m->variant) memset(D + gl->du + t0 * C, 0, (t1 - t0) * C * sizeof(real));
 }
 
 /* One region: df = sum_i post[i] dY[i] (overwritten), the gradient into sublayer l's
@@ -845,7 +844,7 @@ static void hc_frame_out_backward(const gpt_model *m, int l, real *dY, const rea
                 for (int i = 0; i < n; i++) memcpy(dY + (t * n + i) * C, g + t * C, (size_t)C * sizeof(real));
             hc_combine(df + t * C, h.post + t * n, dY + t * n * C, n, C);
         }
-        zero_sublayer_scratch(m, gl, l, N, t0, t1);
+        zero_sublayer_scratch(m, gl, l, N);
     }
     prof_tick(PROF_HC_FRAME);
 }
@@ -1143,7 +1142,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
             hc_at_x(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D);
         }
-        if (df_prev) zero_sublayer_scratch(m, gl, l - 1, N, t0, t1); /* du rows read above: mine */
+        if (df_prev) zero_sublayer_scratch(m, gl, l - 1, N);
 #pragma omp barrier
         /* dW += (sum of M) diag(1 + g), dg += column sums of (sum of M) * W, by column
          * blocks; dtheta (other values) by thread 0 meanwhile: no barrier until the end */
@@ -1310,10 +1309,14 @@ static void sublayers_backward(gpt_model *m, real *dY, const real *g, real *dsum
         }
         /* df: the gradient of the sublayer's output. rc: dY itself, and the sublayer's
          * input gradient adds into dY in place (X_l = X_{l+1} - f: dX = dY + ...). */
+        /* dinp: rc adds the LayerNorm's input gradient into dY; a frame gets it written
+         * into du, which its backward reads */
         real *df = hc ? D + gl.df : dY, *dinp = hc ? D + gl.du : dY;
+        void (*ln_backward)(real *, real *, real *, const real *, const real *, const real *, const real *,
+                            const real *, size_t, int) = hc ? layernorm_backward_set : layernorm_backward;
         if (!hc) { /* the frame's regions zero this for the methods with one */
 #pragma omp parallel
-            zero_sublayer_scratch(m, &gl, l, N, 0, 0);
+            zero_sublayer_scratch(m, &gl, l, N);
         }
         real *ln = A + a.ln + l * a.s_ln, *mean = A + a.ln_mean + l * a.s_ln1, *rstd = A + a.ln_rstd + l * a.s_ln1;
         if (!is_mlp) {
@@ -1327,8 +1330,8 @@ static void sublayers_backward(gpt_model *m, real *dY, const real *g, real *dsum
             matmul_backward(dln, G(m, b.first + B_QKVW), G(m, b.first + B_QKVB), dqkv, ln, P(m, b.first + B_QKVW), N,
                             C, 3 * C);
             prof_tick(PROF_MATMUL);
-            layernorm_backward(dinp, G(m, b.first + B_LN1W), G(m, b.first + B_LN1B), dln, h.u, P(m, b.first + B_LN1W),
-                               mean, rstd, N, C);
+            ln_backward(dinp, G(m, b.first + B_LN1W), G(m, b.first + B_LN1B), dln, h.u, P(m, b.first + B_LN1W),
+                        mean, rstd, N, C);
             prof_tick(PROF_LAYERNORM);
         } else {
             real *fch = A + a.fch + blk * a.s_fch, *fchg = A + a.fchg + blk * a.s_fch;
@@ -1341,8 +1344,8 @@ static void sublayers_backward(gpt_model *m, real *dY, const real *g, real *dsum
             matmul_backward(dln, G(m, b.first + B_FCW), G(m, b.first + B_FCB), dfch, ln, P(m, b.first + B_FCW), N, C,
                             4 * C);
             prof_tick(PROF_MATMUL);
-            layernorm_backward(dinp, G(m, b.first + B_LN2W), G(m, b.first + B_LN2B), dln, h.u, P(m, b.first + B_LN2W),
-                               mean, rstd, N, C);
+            ln_backward(dinp, G(m, b.first + B_LN2W), G(m, b.first + B_LN2B), dln, h.u, P(m, b.first + B_LN2W),
+                        mean, rstd, N, C);
             prof_tick(PROF_LAYERNORM);
         }
         if (hc)
@@ -1368,9 +1371,8 @@ void model_backward(gpt_model *m, real scale) {
     matmul_backward(dlnf, G(m, 0), NULL, dlogits, A + a.lnf, P(m, 0), N, C, V);
     prof_tick(PROF_MATMUL);
     int lnf = m->n_tensors - 2;
-    memset(dxsum, 0, N * C * sizeof(real));
-    layernorm_backward(dxsum, G(m, lnf), G(m, lnf + 1), dlnf, A + a.xsum, P(m, lnf), A + a.lnf_mean,
-                       A + a.lnf_rstd, N, C);
+    layernorm_backward_set(dxsum, G(m, lnf), G(m, lnf + 1), dlnf, A + a.xsum, P(m, lnf), A + a.lnf_mean,
+                           A + a.lnf_rstd, N, C);
     prof_tick(PROF_LAYERNORM);
     /* dY: the gradient of X_Lh = n copies of dxsum, then in place down to X_0's; denc (the
      * du buffer, free by then): the embedding's = the sum of dY's streams. With a frame

@@ -128,21 +128,26 @@ void fmt_duration(double s, char *buf, size_t len) {
     else snprintf(buf, len, "%lds", t);
 }
 
-/* Two settings of the runtime libraries that are read when they load, before main, so
- * they are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
+/* Settings of the runtime libraries that are read when they load, before main, so they
+ * are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
  *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently
  *                      falls back to SSE3 kernels (3-5x slower GEMMs);
- *   OMP_WAIT_POLICY    passive: an idle OpenMP thread sleeps instead of spinning, which on
- *                      a shared or loaded machine is up to 4x faster (a spinning thread
- *                      steals the core its partner waits for) and on an idle one the same
- *                      within noise (docs/performance.md, "Settings").
- * A value the user set is kept. Used by every program of the project (harness/main.c,
- * tools/). */
+ *   GOMP_SPINCOUNT     3000 (when neither it nor OMP_WAIT_POLICY is set): a thread that
+ *                      reaches the end of a parallel region spins that many times (about
+ *                      0.02-0.15 ms, by the CPU's pause) before it sleeps. A training step
+ *                      opens ~100 regions; waking a sleeping thread cost ~50 us each on
+ *                      a virtual machine (OMP_WAIT_POLICY=passive: ~5 ms per step, 5-8 %),
+ *                      while libgomp's own default spin (300 000, milliseconds) lets a
+ *                      thread steal the core its partner waits for on a loaded machine (up
+ *                      to 4x slower). With more threads than cores libgomp cuts the spin to
+ *                      100 itself (docs/performance.md, "Settings").
+ * A value the user set is kept (OMP_WAIT_POLICY=passive: no spin at all). Used by every
+ * program of the project (harness/main.c, tools/). */
 void runtime_env_fixup(char **argv) {
     if (getenv("S2HC_NO_REEXEC")) return;
     int again = 0;
-    if (!getenv("OMP_WAIT_POLICY")) {
-        setenv("OMP_WAIT_POLICY", "passive", 1);
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {
+        setenv("GOMP_SPINCOUNT", RUNTIME_SPINCOUNT, 1);
         again = 1;
     }
     if (!getenv("OPENBLAS_CORETYPE")) {

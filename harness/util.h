@@ -22,8 +22,9 @@ FILE *fopen_check_(const char *path, const char *mode, const char *file, int lin
 #define calloc_huge(n, sz) calloc_huge_((n), (sz), __FILE__, __LINE__)
 #define fopen_check(p, m) fopen_check_((p), (m), __FILE__, __LINE__)
 
-/* Set OPENBLAS_CORETYPE and OMP_WAIT_POLICY when unset and re-execute the program once
+/* Set OPENBLAS_CORETYPE and GOMP_SPINCOUNT when unset and re-execute the program once
  * (the libraries read them when they load); call first thing in main. util.c says why. */
+#define RUNTIME_SPINCOUNT "3000"
 void runtime_env_fixup(char **argv);
 
 /* Print "s2hc: error: ..." to stderr and exit with `code`. */

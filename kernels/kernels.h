@@ -23,6 +23,9 @@ void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const
                        size_t N, int C);
 void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
                         const real *mean, const real *rstd, size_t N, int C);
+/* The same with dinp written (=) rather than added into: no zeroed buffer needed. */
+void layernorm_backward_set(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                            const real *mean, const real *rstd, size_t N, int C);
 
 /* Causal multi-head self-attention.
  * qkv (B, T, 3C) holds q | k | v, head h uses channels [h*hs, (h+1)*hs) of each, hs = C/NH.

@@ -6,10 +6,9 @@
 #   make bench-frame                  the frame's regions and parts timed alone, one thread
 #   make bench-frame FRAME_ARGS="--methods s2hc --n 8"
 #
-# OMP_WAIT_POLICY defaults to passive (here and in the s2hc binary itself): on a shared or
-# loaded machine OpenMP threads that spin while waiting make every step several times
-# slower (docs/performance.md); set OMP_WAIT_POLICY=active yourself on a dedicated
-# machine. OPENBLAS_CORETYPE is set by the s2hc binary itself.
+# The s2hc binary sets GOMP_SPINCOUNT (a short spin, then sleep) and OPENBLAS_CORETYPE
+# itself when they are unset (docs/performance.md, "Settings"); set OMP_WAIT_POLICY or
+# GOMP_SPINCOUNT yourself to measure another wait policy.
 BENCH_ARGS ?=
 FRAME_ARGS ?=
 # tools/frame_bench.c includes harness/model.c (its static frame functions), so it links
@@ -18,7 +17,7 @@ FRAME_BENCH := $(BUILD)/tools/frame_bench
 
 .PHONY: bench bench-frame
 bench: $(BIN)
-	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(BIN) bench $(BENCH_ARGS)
+	$(BIN) bench $(BENCH_ARGS)
 
 bench-frame: $(FRAME_BENCH)
 	$(FRAME_BENCH) $(FRAME_ARGS)

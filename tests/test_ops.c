@@ -475,6 +475,17 @@ static void test_backward_adds(void) {
     CHECK(not_doubled(g1[0], g2[0], N * C) == 0, "layernorm dinp");
     CHECK(not_doubled(g1[1], g2[1], C) == 0, "layernorm dw");
     CHECK(not_doubled(g1[2], g2[2], C) == 0, "layernorm db");
+    /* layernorm_backward_set writes dinp over whatever is there (NaN here) with what
+     * layernorm_backward adds to zero, and adds dw, db as it does */
+    for (size_t i = 0; i < N * C; i++) g2[0][i] = (real)NAN;
+    memset(g2[1], 0, C * sizeof(real));
+    memset(g2[2], 0, C * sizeof(real));
+    layernorm_backward_set(g2[0], g2[1], g2[2], dout, x, w, mean, rstd, N, C);
+    size_t set_bad = 0;
+    for (size_t i = 0; i < N * C; i++) set_bad += !(g2[0][i] == g1[0][i]);
+    CHECK(set_bad == 0, "layernorm_backward_set dinp: %zu of %zu values differ", set_bad, N * C);
+    CHECK(!memcmp(g2[1], g1[1], C * sizeof(real)) && !memcmp(g2[2], g1[2], C * sizeof(real)),
+          "layernorm_backward_set dw, db");
 
     RESET();
     real *att = ralloc((size_t)B * NH * T * T), *scratch = ralloc((size_t)B * NH * T * T), *o = ralloc(N * C);

@@ -158,7 +158,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             s[3] += cpu_now() - t0;
             evict();
             t0 = cpu_now();
-            zero_sublayer_scratch(&m, &gl, l, N, 0, N);
+            zero_sublayer_scratch(&m, &gl, l, N);
             s[4] += cpu_now() - t0;
         }
         for (int k = 0; k < 5; k++) b[k] = s[k] < b[k] ? s[k] : b[k];

@@ -51,12 +51,13 @@ void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const
 }
 
 /* With n = (x - mean) rstd and g = dout * w (per row):
- *   dinp += rstd (g - mean_c(g) - n mean_c(g n))
+ *   dinp += rstd (g - mean_c(g) - n mean_c(g n))      (layernorm_backward_set: dinp =)
  *   dw   += sum_rows dout n,   db += sum_rows dout
  * One region: dinp by rows, then (without waiting) dw, db by blocks of channels, serial
  * over rows; no two threads add into the same value and no order depends on threads. */
-void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
-                        const real *mean, const real *rstd, size_t N, int C) {
+static inline __attribute__((always_inline)) void ln_backward(const int add, real *dinp, real *dw, real *db,
+                                                             const real *dout, const real *inp, const real *w,
+                                                             const real *mean, const real *rstd, size_t N, int C) {
     const int nblocks = (dw || db) ? (C + LAYERNORM_BLOCK - 1) / LAYERNORM_BLOCK : 0;
 #pragma omp parallel
     {
@@ -83,7 +84,8 @@ void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const 
 #pragma omp simd
                 for (int k = 0; k < C; k++) {
                     real nrm = (x[k] - m) * r;
-                    di[k] += r * (d[k] * w[k] - gmean - nrm * gnmean);
+                    const real v = r * (d[k] * w[k] - gmean - nrm * gnmean);
+                    di[k] = add ? di[k] + v : v;
                 }
             }
         }
@@ -113,4 +115,14 @@ void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const 
             }
         }
     }
+}
+
+void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                        const real *mean, const real *rstd, size_t N, int C) {
+    ln_backward(1, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+void layernorm_backward_set(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                            const real *mean, const real *rstd, size_t N, int C) {
+    ln_backward(0, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }

@@ -60,12 +60,16 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
   [ "$(h5dump -a /precision "$TMP/runs/bf/run.h5" 2>/dev/null | grep -c '"fp32"')" = 1 ] && ok "the run file records fp32" || fail "the run file's precision is not fp32"
 fi
 # the runtime settings the binary makes for itself (re-executing once), and keeps when given
-expect_status 0 "version -v" -- env -u OMP_WAIT_POLICY -u OPENBLAS_CORETYPE "$S2HC" version -v
-expect_out "OMP_WAIT_POLICY +passive" "OMP_WAIT_POLICY defaults to passive"
+expect_status 0 "version -v" -- env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_CORETYPE "$S2HC" version -v
+expect_out "OMP_WAIT_POLICY +\(unset\)" "OMP_WAIT_POLICY left to the user"
+expect_out "GOMP_SPINCOUNT +3000" "GOMP_SPINCOUNT defaults to a short spin"
 if grep -q avx512f /proc/cpuinfo; then expect_out "OPENBLAS_CORETYPE +SkylakeX" "OPENBLAS_CORETYPE set on AVX-512"; fi
-expect_status 0 "version -v with the user's settings" -- env OMP_WAIT_POLICY=active OPENBLAS_CORETYPE=Haswell "$S2HC" version -v
+expect_status 0 "version -v with the user's settings" -- env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active OPENBLAS_CORETYPE=Haswell "$S2HC" version -v
 expect_out "OMP_WAIT_POLICY +active" "the user's OMP_WAIT_POLICY is kept"
+expect_out "GOMP_SPINCOUNT +\(unset\)" "no spin count added to the user's OMP_WAIT_POLICY"
 expect_out "OPENBLAS_CORETYPE +Haswell" "the user's OPENBLAS_CORETYPE is kept"
+expect_status 0 "version -v with the user's spin count" -- env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=123 "$S2HC" version -v
+expect_out "GOMP_SPINCOUNT +123" "the user's GOMP_SPINCOUNT is kept"
 expect_status 2 "version with a bad flag" -- "$S2HC" version --bogus
 # kromhc says in its run file how n factorises; a prime n is one factor (= mhc_lite)
 for nk in 8:2x2x2 5:5; do
