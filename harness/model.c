@@ -491,19 +491,51 @@ static inline HC_FMA real hc_dot(const real *a, const real *b, size_t D) {
 /* Weights of a plain sum of stream rows (hc_combine). */
 static const real hc_ones[HC_MAX_N] = {1, 1, 1, 1, 1, 1, 1, 1};
 
+/* v as it is, in a register, opaque to the compiler: it is neither folded into an FMA as
+ * a memory operand nor fused with the products it is later added to. */
+static inline __attribute__((always_inline)) hc_vec hc_opaque(hc_vec v) {
+#ifdef __AVX512F__
+    __asm__("" : "+v"(v));
+#endif
+    return v;
+}
+
+/* s in every lane, held in a register: GCC otherwise folds each use of a broadcast
+ * coefficient into its FMA as a {1to16} memory operand, one load per FMA. (s - 0 is s
+ * exactly, -0 included.) */
+static inline __attribute__((always_inline)) hc_vec hc_splat(real s) { return hc_opaque(s - (hc_vec){0}); }
+
 /* y = w[0] x[0] + w[1] x[1] + ... + w[m-1] x[m-1] (in that order), rows x[i] = x0 + i*C,
- * y and x of C values. */
-static inline HC_FMA void hc_combine(real *y, const real *w, const real *x0, int m, int C) {
+ * y and x of C values. m is a constant in each instance (hc_combine dispatches), the
+ * weights in registers. */
+static inline __attribute__((always_inline)) HC_FMA void hc_combine_n(const int m, real *y, const real *w,
+                                                                      const real *x0, int C) {
+    hc_vec wv[HC_MAX_N];
+#pragma GCC unroll 8
+    for (int i = 0; i < m; i++) wv[i] = hc_splat(w[i]);
     int c = 0;
     for (; c + HC_VL <= C; c += HC_VL) {
-        hc_vec v = w[0] * hc_load(x0 + c);
-        for (int i = 1; i < m; i++) v += w[i] * hc_load(x0 + (size_t)i * C + c);
+        /* the first product rounded on its own, each later one fused into the sum */
+        hc_vec v = hc_opaque(wv[0] * hc_load(x0 + c));
+#pragma GCC unroll 8
+        for (int i = 1; i < m; i++) v += wv[i] * hc_load(x0 + (size_t)i * C + c);
         hc_store(y + c, v);
     }
     for (; c < C; c++) {
         real v = w[0] * x0[c];
         for (int i = 1; i < m; i++) v += w[i] * x0[(size_t)i * C + c];
         y[c] = v;
+    }
+}
+
+static HC_FMA void hc_combine(real *y, const real *w, const real *x0, int m, int C) {
+    switch (m) {
+#define HC_COMBINE_CASE(k) \
+    case k: hc_combine_n(k, y, w, x0, C); break;
+        HC_COMBINE_CASE(1) HC_COMBINE_CASE(2) HC_COMBINE_CASE(3) HC_COMBINE_CASE(4)
+        HC_COMBINE_CASE(5) HC_COMBINE_CASE(6) HC_COMBINE_CASE(7) HC_COMBINE_CASE(8)
+#undef HC_COMBINE_CASE
+    default: die(1, "hyper-connection frame: n = %d streams is more than %d", m, HC_MAX_N);
     }
 }
 
@@ -741,33 +773,65 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, si
     for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, h.X + t * d.nC, n, d.C);
 }
 
+/* Write-back of one token: Y[i] = post[i] f + H[i,0] X[0] + ... + H[i,n-1] X[n-1] (in that
+ * order). n is a constant in each instance (hc_out_token dispatches): a block of
+ * channels of the n rows of X and of f is loaded once for the n rows of Y, and the
+ * token's n^2 + n coefficients stay in registers. */
+static inline __attribute__((always_inline)) HC_FMA void hc_out_token_n(const int n, int C, const real *X,
+                                                                        const real *f, const real *H,
+                                                                        const real *post, real *Y) {
+    hc_vec hv[HC_MM], qv[HC_MAX_N];
+#pragma GCC unroll 8
+    for (int i = 0; i < n; i++) {
+        qv[i] = hc_splat(post[i]);
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++) hv[i * n + j] = hc_splat(H[i * n + j]);
+    }
+    int c = 0;
+    for (; c + HC_VL <= C; c += HC_VL) {
+        hc_vec xv[HC_MAX_N];
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++) xv[j] = hc_load(X + (size_t)j * C + c);
+        const hc_vec fv = hc_load(f + c);
+#pragma GCC unroll 8
+        for (int i = 0; i < n; i++) {
+            hc_vec v = hc_opaque(qv[i] * fv); /* as in hc_combine_n */
+#pragma GCC unroll 8
+            for (int j = 0; j < n; j++) v += hv[i * n + j] * xv[j];
+            hc_store(Y + (size_t)i * C + c, v);
+        }
+    }
+    for (; c < C; c++)
+        for (int i = 0; i < n; i++) {
+            real v = post[i] * f[c];
+            for (int j = 0; j < n; j++) v += H[i * n + j] * X[(size_t)j * C + c];
+            Y[(size_t)i * C + c] = v;
+        }
+}
+
+static HC_FMA void hc_out_token(int n, int C, const real *X, const real *f, const real *H, const real *post,
+                                real *Y) {
+    switch (n) {
+#define HC_OUT_CASE(k) \
+    case k: hc_out_token_n(k, C, X, f, H, post, Y); break;
+        HC_OUT_CASE(1) HC_OUT_CASE(2) HC_OUT_CASE(3) HC_OUT_CASE(4)
+        HC_OUT_CASE(5) HC_OUT_CASE(6) HC_OUT_CASE(7) HC_OUT_CASE(8)
+#undef HC_OUT_CASE
+    default: die(1, "hyper-connection frame: n = %d streams is more than %d", n, HC_MAX_N);
+    }
+}
+
 /* Write-back of sublayer l for tokens [t0, t1): X_next[i] = sum_j H[i,j] X[j] + post[i] f;
  * with rstd_next, also the rstd of X_next's norm rows while they are in cache; with sum,
  * also sum = X_next[0] + ... + X_next[n-1] (the last sublayer: the input of the final
  * LayerNorm). */
-static HC_FMA void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, real *sum, size_t t0,
-                                size_t t1) {
+static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, real *sum, size_t t0, size_t t1) {
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
     const int n = d.n, C = d.C;
     for (size_t t = t0; t < t1; t++) {
-        const real *X = h.X + t * d.nC, *f = h.f + t * C, *H = h.H + t * n * n;
         real *Y = Xnext + t * d.nC;
-        for (int i = 0; i < n; i++) {
-            real *y = Y + (size_t)i * C;
-            const real q = h.post[t * n + i], *Hi = H + i * n;
-            int c = 0;
-            for (; c + HC_VL <= C; c += HC_VL) {
-                hc_vec v = q * hc_load(f + c);
-                for (int j = 0; j < n; j++) v += Hi[j] * hc_load(X + (size_t)j * C + c);
-                hc_store(y + c, v);
-            }
-            for (; c < C; c++) {
-                real v = q * f[c];
-                for (int j = 0; j < n; j++) v += Hi[j] * X[(size_t)j * C + c];
-                y[c] = v;
-            }
-        }
+        hc_out_token(n, C, h.X + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
         if (rstd_next)
             for (int r = 0; r < d.rpt; r++) rstd_next[t * d.rpt + r] = hc_rstd_of(Y + r * d.D, d.D);
         if (sum) hc_combine(sum + t * C, hc_ones, Y, n, C);
