@@ -877,19 +877,47 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
     prof_tick(PROF_HC_FRAME);
 }
 
-/* Inside a region: zero this thread's share of the gradient scratch that sublayer l's
- * backward adds into (its kernels add; zeroing here replaces serial memsets). du, the
- * LayerNorm's input gradient of the methods with a frame, needs none: that LayerNorm
- * writes it (layernorm_backward_set). */
-static void zero_sublayer_scratch(const gpt_model *m, const grad_layout *gl, int l, size_t N) {
+/* This thread's share of the gradient scratch that sublayer l's backward adds into (its
+ * kernels add), as a cursor that zeroes it a piece at a time (hc_zero_next): the frame's
+ * backward spreads it over its tokens (hc_tokens_backward), the rest zero it at once
+ * (zero_sublayer_scratch). du, the LayerNorm's input gradient of the methods with a
+ * frame, needs none: that LayerNorm writes it (layernorm_backward_set). */
+typedef struct {
+    real *p[3];
+    size_t left[3];
+    int k;
+} hc_zero_cursor;
+
+static hc_zero_cursor hc_zero_share(const gpt_model *m, const grad_layout *gl, int l, size_t N) {
     real *D = m->grad_acts;
     const size_t C = (size_t)m->C, tid = (size_t)hc_tid(), nth = (size_t)hc_nthreads();
-    size_t off[4] = {gl->dln, l % 2 ? gl->dfchg : gl->datty, l % 2 ? gl->dfch : gl->dqkv, 0};
-    size_t len[4] = {N * C, l % 2 ? 4 * N * C : N * C, l % 2 ? 4 * N * C : 3 * N * C, 0};
+    const size_t off[3] = {gl->dln, l % 2 ? gl->dfchg : gl->datty, l % 2 ? gl->dfch : gl->dqkv};
+    const size_t len[3] = {N * C, l % 2 ? 4 * N * C : N * C, l % 2 ? 4 * N * C : 3 * N * C};
+    hc_zero_cursor z = {.k = 0};
     for (int k = 0; k < 3; k++) {
-        size_t lo = len[k] * tid / nth, hi = len[k] * (tid + 1) / nth;
-        memset(D + off[k] + lo, 0, (hi - lo) * sizeof(real));
+        const size_t lo = len[k] * tid / nth, hi = len[k] * (tid + 1) / nth;
+        z.p[k] = D + off[k] + lo;
+        z.left[k] = hi - lo;
     }
+    return z;
+}
+
+/* Zero the next `count` reals of the share (all that is left: SIZE_MAX). */
+static void hc_zero_next(hc_zero_cursor *z, size_t count) {
+    while (count && z->k < 3) {
+        const size_t c = count < z->left[z->k] ? count : z->left[z->k];
+        memset(z->p[z->k], 0, c * sizeof(real));
+        z->p[z->k] += c;
+        z->left[z->k] -= c;
+        count -= c;
+        if (!z->left[z->k]) z->k++;
+    }
+}
+
+/* Inside a region: zero this thread's share of sublayer l's gradient scratch. */
+static void zero_sublayer_scratch(const gpt_model *m, const grad_layout *gl, int l, size_t N) {
+    hc_zero_cursor z = hc_zero_share(m, gl, l, N);
+    hc_zero_next(&z, SIZE_MAX);
 }
 
 /* One region: df = sum_i post[i] dY[i] (overwritten), the gradient into sublayer l's
@@ -1145,10 +1173,12 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
  * token's dots run, the next token's rows and method cache are prefetched: the
  * hardware's streams restart at every 4 KB page, a group reads its tokens' caches as
  * 16 interleaved streams, and one token ahead measured faster than a whole group
- * ahead (docs/performance.md, log item 28); the dX pass finds them in L2. */
+ * ahead (docs/performance.md, log item 28); the dX pass finds them in L2. With zc, also
+ * zper more reals of the zeroing zc walks, before each token's dots: its stores drain
+ * while the token's work runs. */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *dY, const real *du, real *dX, real *dz, const real *Wg,
-                               const real *wsum, real *sum, real *my_dtheta) {
+                               const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc, size_t zper) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
     real cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
@@ -1163,6 +1193,7 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
                 if (du) hc_prefetch(du + t * d->C, d->C, 0);
                 if (cs) hc_prefetch(h->cache + t * cs, (size_t)cs, 0);
             }
+            if (zc) hc_zero_next(zc, zper);
             hc_token_grads(h, d, g0 + i, dY, du, dH + i * n * n, dpost + i * n, dpre + i * n);
         }
         hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
@@ -1194,6 +1225,15 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
         hc_scaled_weight(Wg, &p, &d);
         size_t t0, t1;
         hc_range(N, &t0, &t1);
+        /* sublayer l - 1's scratch zeroed a piece per token (a multiple of 16 reals) while
+           the tokens' work runs, not in a pass of its own (docs/performance.md, item 29) */
+        hc_zero_cursor zc = {.k = 3};
+        size_t zper = 0;
+        if (df_prev) {
+            zc = hc_zero_share(m, gl, l - 1, N);
+            const size_t tot = zc.left[0] + zc.left[1] + zc.left[2];
+            zper = t1 > t0 ? ((tot + (t1 - t0) - 1) / (t1 - t0) + 15) / 16 * 16 : 0;
+        }
         for (size_t s0 = t0; s0 < t1; s0 += mchunk) {
             const size_t s1 = s0 + mchunk < t1 ? s0 + mchunk : t1;
             for (size_t c0 = s0; c0 < s1; c0 += chunk) {
@@ -1201,12 +1241,12 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                 /* with dX, df of l - 1 (or sublayer 0's dsum, which may be du itself: each
                    block of a token's du is read before its dsum is written) */
                 hc_tokens_backward(m, &p, &h, &d, c0, c1, dY, du, dX, dz, Wg, df_prev ? post_prev : NULL,
-                                   df_prev ? df_prev : dsum, myth);
+                                   df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL, zper);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
             hc_at_x(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D);
         }
-        if (df_prev) zero_sublayer_scratch(m, gl, l - 1, N);
+        if (df_prev) hc_zero_next(&zc, SIZE_MAX); /* what the tokens' pieces left */
 #pragma omp barrier
         /* dW += (sum of M) diag(1 + g), dg += column sums of (sum of M) * W, by column
          * blocks; dtheta (other values) by thread 0 meanwhile: no barrier until the end */
