@@ -27,15 +27,12 @@
 /* ---- per-op timing (the bench's breakdown, bench.h) ---------------------------------- */
 
 /* Off (NULL) unless the bench turns it on: each op boundary then costs one pointer test.
- * prof_tick(cat) charges the wall and process CPU time since the previous tick to cat. */
+ * prof_tick(cat) charges the wall and CPU time (of all the threads, each read by itself:
+ * threads_cpu_seconds) since the previous tick to cat. */
 static double *prof_acc;
 static double prof_last, prof_last_cpu;
 void model_profile(double *acc) { prof_acc = acc; }
-static double prof_cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double prof_cpu_now(void) { return threads_cpu_seconds(); }
 static inline void prof_start(void) {
     if (!prof_acc) return;
     prof_last = now_seconds();
@@ -46,7 +43,7 @@ static inline void prof_tick(int cat) {
     double t = now_seconds(), c = prof_cpu_now();
     prof_acc[cat] += t - prof_last;
     prof_acc[PROF_N + cat] += c - prof_last_cpu;
-    prof_last = t;
+    prof_last = now_seconds(); /* the CPU clocks' own region not charged to the next op */
     prof_last_cpu = c;
 }
 

@@ -69,6 +69,17 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double threads_cpu_seconds(void) {
+    double s = 0;
+#pragma omp parallel reduction(+ : s)
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        s += (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+    return s;
+}
+
 int mkdir_p(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

@@ -32,6 +32,12 @@ void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), no
 
 /* Wall-clock seconds (monotonic). */
 double now_seconds(void);
+/* CPU seconds of the OpenMP threads (the calling one included), each reading its own
+ * clock; call outside a parallel region. Linux adds a running thread's time to the
+ * process clock (CLOCK_PROCESS_CPUTIME_ID) only at a scheduler tick or when it stops, so
+ * over a few milliseconds a thread that spin-waits (GOMP_SPINCOUNT) goes missing from
+ * it; a thread's own clock is exact when the thread reads it. */
+double threads_cpu_seconds(void);
 
 /* mkdir -p. Returns 0 on success, -1 with errno set. */
 int mkdir_p(const char *path);
