@@ -14,8 +14,9 @@
  *            write-back       X_{l+1} = H X_l + post f alone, and its rms
  *            dots + dX        the backward's dots and its dX pass alone (dX with the
  *                             projection's term dz W' and the previous sublayer's df)
- *            zeroing          the zeroing of the next sublayer's gradient scratch (which
- *                             the frame's region does for rc's kernels: rc pays it too)
+ *            zeroing          the zeroing of the next sublayer's gradient scratch in one
+ *                             pass (which the frame's region does for rc's kernels, a
+ *                             piece per token: rc pays it too)
  *            floor fwd/bwd    the passes over the streams with nothing else (as the
  *                             bench's frame floor: no projection, no method)
  *   hot    the same parts over 256 tokens already in cache: what they cost as compute.
