@@ -144,8 +144,9 @@ void fmt_duration(double s, char *buf, size_t len) {
  *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently
  *                      falls back to SSE3 kernels (3-5x slower GEMMs);
  *   GOMP_SPINCOUNT     3000 (when neither it nor OMP_WAIT_POLICY is set): a thread that
- *                      reaches the end of a parallel region spins that many times (about
- *                      0.02-0.15 ms, by the CPU's pause) before it sleeps. A training step
+ *                      reaches the end of a parallel region spins that many times (a
+ *                      `pause` each: ~0.04 ms on the build machine, 0.01-0.2 ms by CPU)
+ *                      before it sleeps. A training step
  *                      opens ~100 regions; waking a sleeping thread cost ~50 us each on
  *                      a virtual machine (OMP_WAIT_POLICY=passive: ~5 ms per step, 5-8 %),
  *                      while libgomp's own default spin (300 000, milliseconds) lets a
