@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -1408,10 +1407,9 @@ static void sublayers_backward(gpt_model *m, real *dY, const real *g, real *dsum
             if (hc) hc_frame_in_backward(m, l, dY, NULL, dY, NULL, l == 0 ? dsum : NULL, D + gl.dz, &hs, &gl, N);
             continue;
         }
-        /* df: the gradient of the sublayer's output. rc: dY itself, and the sublayer's
-         * input gradient adds into dY in place (X_l = X_{l+1} - f: dX = dY + ...). */
-        /* dinp: rc adds the LayerNorm's input gradient into dY; a frame gets it written
-         * into du, which its backward reads */
+        /* df: the gradient of the sublayer's output; dinp: that of its input. rc: both dY
+         * itself, the LayerNorm adding its input gradient into dY in place (X_l = X_{l+1}
+         * - f: dX = dY + ...); a frame: df, and du written, which its backward reads. */
         real *df = hc ? D + gl.df : dY, *dinp = hc ? D + gl.du : dY;
         void (*ln_backward)(real *, real *, real *, const real *, const real *, const real *, const real *,
                             const real *, size_t, int) = hc ? layernorm_backward_set : layernorm_backward;

@@ -23,6 +23,7 @@
  *
  * usage: frame_bench [--preset tiny|small] [--n N] [--methods a,b,...] [--reps R]
  */
+#include <time.h>
 #include "../harness/model.c"
 #include "../harness/config.h"
 #include "../harness/presets.h"
