@@ -27,6 +27,7 @@
 #define HC_ROW_THREADS 128             /* block-per-token stream kernels */
 #define HC_FUSE_SCALE_K 256            /* K up to this: the coefficient kernel scales z itself */
 #define HC_FIX_ROWS 32                 /* rows of W per partial sum of dg */
+#define HC_STACK_SLACK 256             /* stack bytes over the kernels' own frames (ptxas: 5.3 KB) */
 
 /* ---- spec, sizes, scratch ----------------------------------------------------------------------- */
 
@@ -152,6 +153,23 @@ hc_coef_backward_kernel(hc_spec s, const float *theta, const float *z, const flo
             for (int k = 0; k < Kr; k++) dzt[r * Kr + k] *= rs;
         }
     }
+}
+
+/* The per-thread stack of the per-token kernels (the methods' small matrices, ~4-6 KB;
+ * the driver's default is 1 KB), set before the model's memory is counted: the driver
+ * reserves a thread's stack for every thread the GPU can hold (an H200: 132 x 2048), and
+ * left to grow it at the first launch it would take over a GiB after the model's
+ * memory check had passed, and fail that launch on a full device. */
+size_t hc_frame_reserve_stack(void) {
+    cudaFuncAttributes fa, ba;
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, hc_coef_forward_kernel));
+    CUDA_CHECK(cudaFuncGetAttributes(&ba, hc_coef_backward_kernel));
+    const size_t frame = fa.localSizeBytes > ba.localSizeBytes ? fa.localSizeBytes : ba.localSizeBytes;
+    const size_t need = (frame + HC_STACK_SLACK + 255) / 256 * 256;
+    size_t cur = 0;
+    CUDA_CHECK(cudaDeviceGetLimit(&cur, cudaLimitStackSize));
+    if (need > cur) CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, need));
+    return need > cur ? need : cur;
 }
 
 /* ---- stream kernels -------------------------------------------------------------------------------- */

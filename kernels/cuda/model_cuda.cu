@@ -23,6 +23,7 @@
 
 #define CUDA_MEM_MARGIN ((size_t)512 << 20) /* device memory left free for cuBLAS and the driver */
 #define CUDA_ALIGN 64 /* elements: every matrix and activation starts on a 256-byte boundary */
+#define CUDA_GRID_Y_MAX 65535 /* the largest gridDim.y */
 
 static size_t align_up(size_t o) { return (o + CUDA_ALIGN - 1) / CUDA_ALIGN * CUDA_ALIGN; }
 
@@ -292,6 +293,13 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
         snprintf(err, errlen, "cuda: B * T * n_streams does not fit a cuBLAS int");
         return NULL;
     }
+    /* grid dimensions y: attention's B * n_head, the LayerNorm weights' row chunks */
+    if ((size_t)B * m->NH > CUDA_GRID_Y_MAX ||
+        ((size_t)B * m->T + CUDA_COLSUM_ROWS - 1) / CUDA_COLSUM_ROWS > CUDA_GRID_Y_MAX) {
+        snprintf(err, errlen, "cuda: batch %d is too large for a launch grid (B * n_head and B * T / %d at most %d)",
+                 B, CUDA_COLSUM_ROWS, CUDA_GRID_Y_MAX);
+        return NULL;
+    }
     CUDA_CHECK(cudaSetDevice(0));
     cuda_model *cm = (cuda_model *)calloc(1, sizeof *cm);
     if (!cm) {
@@ -353,6 +361,7 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
     cm->bytes = 4 * P * sizeof(float) + (use_bf16 ? P * sizeof(bf16) : 0) + cm->a.total * sizeof(float) +
                 cm->a.b_total * sizeof(bf16) + cm->a.g_total * sizeof(float) + tok * sizeof(int) +
                 scratch_bytes(&need) + (size_t)(cm->n_tensors + 1) * (sizeof(size_t) + sizeof(float));
+    if (cm->frame) hc_frame_reserve_stack(); /* reserved now, so that free_b counts it */
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (cm->bytes + CUDA_MEM_MARGIN > free_b) {

@@ -629,6 +629,51 @@ static void check_model_one(const char *method, int lowp, int n) {
     model_free(&m);
 }
 
+/* What cuda_model_create refuses or sets up before any launch: a batch whose grid would
+ * pass gridDim.y's 65535 (B * n_head) is refused with the reason; with a frame, the
+ * per-thread stack the per-token kernels need (5.3 KB per ptxas, the driver's default 1
+ * KB) is already the device's limit, so its reservation was counted in the memory check
+ * (the emulator has no device stack: that half runs on a GPU only). */
+static void check_create_limits(void) {
+    s2hc_config cfg;
+    small_config(&cfg, "s2hc", 4);
+    gpt_model m;
+    char err[512];
+    if (model_build(&m, &cfg, err, sizeof err) != 0) {
+        printf("  limits     model_build failed: %s\n", err);
+        g_fail++;
+        return;
+    }
+    model_init(&m, 7);
+    const int big = 65535 / cfg.n_head + 1;
+    cuda_model *cm = cuda_model_create(&m, big, 0, err, sizeof err);
+    const int refused = !cm && strstr(err, "launch grid") != NULL;
+    printf("  limits     batch %d x %d heads refused with its reason: %s%s%s\n", big, cfg.n_head,
+           refused ? "yes" : "NO", cm ? "" : " -- ", cm ? "" : err);
+    refused ? g_pass++ : g_fail++;
+    if (cm) cuda_model_free(cm);
+    model_alloc_acts(&m, cfg.batch);
+    cm = cuda_model_create(&m, cfg.batch, 0, err, sizeof err);
+    if (!cm) {
+        printf("  limits     cuda_model_create failed: %s\n", err);
+        g_fail++;
+        model_free(&m);
+        return;
+    }
+    size_t stack = 0;
+    CUDA_CHECK(cudaDeviceGetLimit(&stack, cudaLimitStackSize));
+#ifdef S2HC_EMU_H
+    printf("  limits     per-thread stack %zu bytes (the emulator has no device stack: not checked)\n", stack);
+#else
+    const int ok = stack >= 4096;
+    printf("  limits     per-thread stack %zu bytes before any launch (the per-token kernels need ~5.3 KB): %s\n",
+           stack, ok ? "ok" : "NOT SET");
+    ok ? g_pass++ : g_fail++;
+#endif
+    cuda_model_free(cm);
+    model_free(&m);
+}
+
 static void check_models(void) {
     printf("[3] one forward + backward of a small model (2 x 128, T 96, B 2), gpu against cpu\n");
     for (int i = 0; model_methods[i]; i++) check_model_one(model_methods[i], 0, strcmp(model_methods[i], "rc") ? 4 : 1);
@@ -639,6 +684,7 @@ static void check_models(void) {
     setenv("S2HC_CUDA_CHUNK", "50000", 1);
     check_model_one("mhc_lite", 0, 6);
     unsetenv("S2HC_CUDA_CHUNK");
+    check_create_limits();
 }
 
 static void train_one(const char *method, int lowp) {

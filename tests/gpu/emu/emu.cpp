@@ -210,6 +210,17 @@ cudaError_t cudaFree(void *p) {
     return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+static size_t emu_stack_limit = 1024; /* the driver's default per-thread stack */
+cudaError_t cudaDeviceGetLimit(size_t *v, cudaLimit l) {
+    (void)l;
+    *v = emu_stack_limit;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSetLimit(cudaLimit l, size_t v) {
+    (void)l;
+    emu_stack_limit = v;
+    return cudaSuccess;
+}
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
     *free_b = (size_t)60 << 30;
     *total_b = (size_t)64 << 30;

@@ -112,6 +112,17 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 template <typename K>
 static inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int) { return cudaSuccess; }
+/* A kernel's attributes: no device stack here (its fibers have their own). */
+struct cudaFuncAttributes {
+    size_t localSizeBytes;
+};
+template <typename K>
+static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, K) {
+    a->localSizeBytes = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetLimit(size_t *v, cudaLimit l);
+cudaError_t cudaDeviceSetLimit(cudaLimit l, size_t v);
 
 #include "cuda_bf16.h"
 
