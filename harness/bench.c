@@ -354,8 +354,7 @@ static double bench_step(bench_model *b, double *prof) {
     double c0 = cpu_seconds(), t0 = now_seconds();
     model_profile(prof);
     model_zero_grad(m);
-    model_forward(m, b->inputs, b->targets, b->cfg.batch);
-    model_backward(m, 1);
+    model_forward_backward(m, b->inputs, b->targets, b->cfg.batch, 1); /* with prof: the op-parallel step */
     model_profile(NULL);
     double t1 = now_seconds(), c1 = cpu_seconds(), t1b = now_seconds(); /* t1b: after c1's region */
     double gn = grad_global_norm(m);
@@ -382,10 +381,11 @@ static void bench_record(bench_model *b, double t) {
     b->times[b->ntimes++] = t;
 }
 
-/* Bytes of the model's own buffers: parameters, gradients, AdamW m and v, activations and
- * their gradient scratch. */
+/* Bytes of the model's own buffers: parameters, gradients (the batch slices' too),
+ * AdamW m and v, activations and their gradient scratch. */
 static double bench_model_mb(const gpt_model *m) {
-    return ((double)m->n_params * 4 * sizeof(real) + (double)(m->n_acts + m->n_grad_acts) * sizeof(real)) /
+    const double slices = m->n_slices > 1 ? m->n_slices - 1 : 0;
+    return ((double)m->n_params * (4 + slices) * sizeof(real) + (double)(m->n_acts + m->n_grad_acts) * sizeof(real)) /
            1048576.0;
 }
 

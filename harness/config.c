@@ -71,6 +71,7 @@ static const char *const inits[] = {"tanh4", "exact", NULL};
 static const char *const proj_inits[] = {"zero", "normal", NULL};
 static const char *const backends[] = {"auto", "cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "bf16", NULL};
+static const char *const parallels[] = {"batch", "ops", NULL};
 
 static const char *const sections[] = {"model", "residual", "train", "data", "run", "probe", NULL};
 
@@ -120,6 +121,10 @@ static const cfg_key cfg_keys[] = {
     KINT("train.ckpt_every", ckpt_every, "500", 0, INT_MAX, "steps between checkpoints; 0 = only at the end"),
     KINT("train.log_every", log_every, "10", 1, INT_MAX, "steps between progress lines when stdout is not a terminal"),
     KINT("train.threads", threads, "0", 0, 4096, "OpenMP threads; 0 = all cores"),
+    KENUM("train.parallel", parallel, "batch", parallels,
+          "cpu, 2+ threads: batch = each thread runs the whole step on its slice of the micro-batch (no barrier "
+          "between ops; 5-8 % faster on 2 cores), ops = every op split over the threads; bit-identical for a given "
+          "thread count, not to each other"),
 
     /* data */
     KPATH("data.dir", data_dir, "data", "directory of prepared token shards (`s2hc data prepare` writes it)"),

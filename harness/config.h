@@ -50,6 +50,7 @@ typedef struct {
     int ckpt_every;       /* steps between checkpoints (0 = only at the end) */
     int log_every;        /* steps between progress lines when not a terminal */
     int threads;          /* OpenMP threads, 0 = all cores */
+    char parallel[CFG_STR]; /* batch | ops: how a training step uses the threads (model_forward_backward) */
 
     /* data */
     char data_dir[CFG_PATH];          /* where `s2hc data prepare` writes shards (data) */

@@ -357,19 +357,27 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
 }
 
 void model_alloc_acts(gpt_model *m, int B) {
-    if (m->acts && m->B == B) return;
+    if (m->acts && m->B == B && m->n_slices == kernels_threads()) return;
     free(m->acts);
     free(m->grad_acts);
     free(m->inputs);
     free(m->targets);
     free(m->dtheta_thread);
+    free(m->slice_grads);
     m->B = B;
     act_layout a = layout_acts(m, B);
     grad_layout g = layout_grads(m, B);
     m->n_acts = a.total;
     m->n_grad_acts = g.total;
+    /* batch slices (model_forward_backward): every activation and gradient buffer but the
+     * frame's per-thread scratch is a multiple of B, so the slices' layouts tile the
+     * batch's; each slice has its own scratch (S - 1 more), and slices 1.. their own
+     * parameter gradients */
+    const int S = kernels_threads();
+    m->n_slices = S;
+    m->slice_grads = S > 1 ? calloc_huge((size_t)(S - 1) * m->n_params, sizeof(real)) : NULL;
     m->acts = calloc_huge(a.total, sizeof(real));
-    m->grad_acts = calloc_huge(g.total, sizeof(real));
+    m->grad_acts = calloc_huge(g.total + (size_t)(S > 1 ? S - 1 : 0) * (g.total - g.hc_part), sizeof(real));
     size_t N = (size_t)B * m->T;
     m->inputs = calloc_check(N, sizeof(int));
     m->targets = calloc_check(N, sizeof(int));
@@ -405,6 +413,7 @@ void model_zero_grad(gpt_model *m) { memset(m->grads, 0, m->n_params * sizeof(re
 
 void model_free(gpt_model *m) {
     if (m->variant && m->variant->teardown) m->variant->teardown(&m->spec);
+    free(m->slice_grads);
     free(m->pinfo);
     free(m->params);
     free(m->grads);
@@ -1492,6 +1501,72 @@ void model_backward(gpt_model *m, real scale) {
     }
     encoder_backward(G(m, 0), G(m, 1), denc, m->inputs, B, T, C, V);
     prof_tick(PROF_EMBED_LOSS);
+}
+
+/* Slice k of S of a batch of B sequences: sequences [B k / S, B (k + 1) / S). */
+static int slice_start(int B, int S, int k) { return (int)((long)B * k / S); }
+
+real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale) {
+    model_alloc_acts(m, B);
+    const int S = m->n_slices, T = m->T;
+    if (S <= 1 || B < S || !targets || prof_acc || omp_in_parallel() || omp_get_max_active_levels() > 1 ||
+        strcmp(m->cfg.parallel, "ops") == 0) {
+        real loss = model_forward(m, inputs, targets, B);
+        model_backward(m, scale);
+        return loss;
+    }
+    /* the slices' shares of the buffers, their valid targets and their models */
+    gpt_model *sl = malloc_check((size_t)S * sizeof *sl);
+    size_t *cnt = malloc_check((size_t)S * sizeof *cnt), total = 0, ao = 0, go = 0;
+    for (int k = 0; k < S; k++) {
+        const int b0 = slice_start(B, S, k), b1 = slice_start(B, S, k + 1);
+        const size_t t0 = (size_t)b0 * T, t1 = (size_t)b1 * T;
+        sl[k] = *m;
+        sl[k].B = b1 - b0;
+        sl[k].acts = m->acts + ao;
+        sl[k].grad_acts = m->grad_acts + go;
+        sl[k].n_acts = layout_acts(&sl[k], sl[k].B).total;
+        sl[k].n_grad_acts = layout_grads(&sl[k], sl[k].B).total;
+        sl[k].inputs = m->inputs + t0;
+        sl[k].targets = m->targets + t0;
+        sl[k].grads = k ? m->slice_grads + (size_t)(k - 1) * m->n_params : m->grads;
+        ao += sl[k].n_acts;
+        go += sl[k].n_grad_acts;
+        cnt[k] = 0;
+        for (size_t t = t0; t < t1; t++) cnt[k] += targets[t] >= 0;
+        total += cnt[k];
+    }
+    double *lk = malloc_check((size_t)S * sizeof *lk);
+#pragma omp parallel num_threads(S)
+    {
+        const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+        /* slice k on thread k (on fewer threads than asked, the rest in turn): inside
+           this region every kernel's own region runs on this thread alone */
+        for (int k = tid; k < S; k += nth) {
+            gpt_model *q = &sl[k];
+            const size_t t0 = (size_t)slice_start(B, S, k) * T;
+            if (k) memset(q->grads, 0, m->n_params * sizeof(real));
+            lk[k] = model_forward(q, inputs + t0, targets + t0, q->B);
+            /* the batch mean: this slice's mean weighted by its share of the valid targets */
+            if (cnt[k]) model_backward(q, scale * (real)((double)cnt[k] / (double)total));
+        }
+#pragma omp barrier
+        /* grads += slices 1..S-1, in slice order, each thread a contiguous share */
+        const size_t P = m->n_params, i0 = P * (size_t)tid / (size_t)nth, i1 = P * (size_t)(tid + 1) / (size_t)nth;
+        for (int j = 1; j < S; j++) {
+            const real *g = m->slice_grads + (size_t)(j - 1) * P;
+#pragma omp simd
+            for (size_t i = i0; i < i1; i++) m->grads[i] += g[i];
+        }
+    }
+    double loss = 0;
+    for (int k = 0; k < S; k++) loss += total ? (double)lk[k] * (double)cnt[k] / (double)total : 0;
+    free(lk);
+    free(sl);
+    free(cnt);
+    m->mean_loss = (real)loss;
+    m->branches = 1;
+    return m->mean_loss;
 }
 
 void model_streams_backward(gpt_model *m, const real *dXL, real *dX0) {

@@ -71,6 +71,8 @@ typedef struct {
     real *grad_acts; size_t n_grad_acts;
     int *inputs, *targets;
     real *dtheta_thread;  /* unused (per-thread partial sums live in the tail of grad_acts) */
+    int n_slices;         /* threads model_alloc_acts prepared batch slices for (<= 1: none) */
+    real *slice_grads;    /* (n_slices - 1) x n_params: the parameter gradients of slices 1.. */
     real mean_loss;
     int branches;         /* 1 unless the last forward was model_streams_forward(..., 0) */
 } gpt_model;
@@ -94,6 +96,17 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B);
 /* Backward of the last forward (with targets): grads += d(mean loss)/d(params) * scale. */
 void model_backward(gpt_model *m, real scale);
 void model_zero_grad(gpt_model *m);
+/* One training micro-batch: model_forward then model_backward(scale), returns the mean
+ * loss. With several threads and B >= threads, each thread runs the whole forward and
+ * backward of its own slice of the batch (contiguous sequences; slice k's activations in
+ * its share of the model's buffers, its parameter gradients in its own buffer, added
+ * into grads in slice order): no barrier between ops. The same gradients as the two
+ * calls up to float rounding; bit-identical for a given thread count. Otherwise (one
+ * thread, B < threads, train.parallel = ops, nested parallelism allowed, the bench's
+ * per-op profile on) exactly the two calls. The
+ * activations afterwards are the slices' (model_hc_acts and the logits are then not
+ * the batch's: probes and eval run model_forward themselves). */
+real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale);
 void model_free(gpt_model *m);
 
 /* Find a tensor by name; NULL if absent. */

@@ -418,8 +418,7 @@ int train_main(int argc, char **argv) {
             model_zero_grad(&model);
             for (int micro = 0; micro < cfg.grad_accum; micro++) {
                 loader_next(&loader, B, T, inputs, targets);
-                loss += model_forward(&model, inputs, targets, B);
-                model_backward(&model, (real)(1.0 / cfg.grad_accum));
+                loss += model_forward_backward(&model, inputs, targets, B, (real)(1.0 / cfg.grad_accum));
             }
             gn = grad_global_norm(&model);
         }

@@ -275,6 +275,80 @@ static void test_frame_applies_H_as_rows_are_outputs(void) {
     }
 }
 
+/* A micro-batch by slices (model_forward_backward, one slice of the batch per thread):
+ * the loss and every gradient as model_forward + model_backward within float rounding
+ * (the sums over tokens are split differently), slices of unequal size (B = 5 over 2
+ * threads) and ignored targets included; the same bits twice; with one thread, fewer
+ * sequences than threads or train.parallel = ops, the very bits of the two calls; and
+ * the gradients added to what was there (accumulation over micro-batches). */
+static void sliced_case(const char *method, int B, int threads, const char *parallel) {
+    s2hc_config c;
+    config_defaults(&c);
+    c.n_layer = 2; c.n_head = 2; c.n_embd = 32; c.block_size = 16;
+    snprintf(c.method, sizeof c.method, "%s", method);
+    c.n_streams = strcmp(method, "rc") ? 4 : 1;
+    snprintf(c.proj_init, sizeof c.proj_init, "normal"); /* z != 0: every path of the frame */
+    snprintf(c.parallel, sizeof c.parallel, "%s", parallel);
+    gpt_model a, b;
+    char err[256];
+    CHECK(model_build(&a, &c, err, sizeof err) == 0, "%s", err);
+    CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
+    model_init(&a, 5);
+    model_init(&b, 5);
+    const size_t N = (size_t)B * c.block_size, P = a.n_params;
+    int *in = malloc_check(N * sizeof(int)), *tg = malloc_check(N * sizeof(int));
+    rng_t r;
+    rng_seed(&r, 17);
+    for (size_t i = 0; i < N; i++) {
+        in[i] = (int)(rng_u64(&r) % 256);
+        tg[i] = i % 7 == 3 ? -1 : (int)(rng_u64(&r) % 256); /* some targets ignored */
+    }
+    omp_set_num_threads(threads);
+    real *g1 = malloc_check(P * sizeof(real)), *g0 = malloc_check(P * sizeof(real));
+    /* reference: the two calls, on top of a gradient already there */
+    model_zero_grad(&a);
+    for (size_t i = 0; i < P; i++) a.grads[i] = (real)(1e-3 * (double)(i % 13));
+    const real la = model_forward(&a, in, tg, B);
+    model_backward(&a, 0.5);
+    for (size_t i = 0; i < P; i++) b.grads[i] = (real)(1e-3 * (double)(i % 13));
+    const real lb = model_forward_backward(&b, in, tg, B, 0.5);
+    memcpy(g1, b.grads, P * sizeof(real));
+    for (size_t i = 0; i < P; i++) b.grads[i] = (real)(1e-3 * (double)(i % 13));
+    const real lb2 = model_forward_backward(&b, in, tg, B, 0.5);
+    CHECK(memcmp(g1, b.grads, P * sizeof(real)) == 0 && lb == lb2, "%s B=%d threads=%d: two calls differ", method, B,
+          threads);
+    double gmax = 0, worst = 0;
+    for (size_t i = 0; i < P; i++) gmax = fmax(gmax, fabs((double)a.grads[i]));
+    for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)a.grads[i] - (double)b.grads[i]));
+    CHECK_CLOSE(la, lb, 0, 1e-5, "%s B=%d threads=%d: loss", method, B, threads);
+    CHECK(worst <= 1e-5 * gmax, "%s B=%d threads=%d: gradients differ by %.3g (largest %.3g)", method, B, threads,
+          worst, gmax);
+    if (threads == 1 || B < threads || !strcmp(parallel, "ops")) {
+        memcpy(g0, a.grads, P * sizeof(real));
+        CHECK(memcmp(g0, b.grads, P * sizeof(real)) == 0 && la == lb, "%s B=%d threads=%d %s: not the two calls",
+              method, B, threads, parallel);
+    }
+    free(g0);
+    free(g1);
+    free(in);
+    free(tg);
+    model_free(&a);
+    model_free(&b);
+}
+
+static void test_sliced_step_is_the_step(void) {
+    const int saved = omp_get_max_threads();
+    const char *methods[] = {"rc", "s2hc", "mhc", "hc"};
+    for (int i = 0; i < 4; i++) {
+        sliced_case(methods[i], 4, 2, "batch");
+        sliced_case(methods[i], 5, 2, "batch");
+        sliced_case(methods[i], 3, 1, "batch");
+    }
+    sliced_case("s2hc", 2, 3, "batch"); /* fewer sequences than threads: the two calls */
+    sliced_case("s2hc", 4, 2, "ops");   /* the op-parallel step, asked for */
+    omp_set_num_threads(saved);
+}
+
 /* Every method trains with a falling loss (issue: variants). */
 static void test_every_method_trains(void) {
     char cfg[700];
@@ -409,6 +483,7 @@ int main(void) {
     T_RUN(test_calloc_huge);
     T_RUN(test_optim_step_is_adamw_per_tensor);
     T_RUN(test_frame_applies_H_as_rows_are_outputs);
+    T_RUN(test_sliced_step_is_the_step);
     T_RUN(test_loss_falls);
     T_RUN(test_same_seed_same_losses);
     T_RUN(test_resume_is_exact);
