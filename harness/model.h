@@ -103,9 +103,9 @@ void model_zero_grad(gpt_model *m);
  * into grads in slice order): no barrier between ops. The same gradients as the two
  * calls up to float rounding; bit-identical for a given thread count. Otherwise (one
  * thread, B < threads, train.parallel = ops, nested parallelism allowed, the bench's
- * per-op profile on) exactly the two calls. The
- * activations afterwards are the slices' (model_hc_acts and the logits are then not
- * the batch's: probes and eval run model_forward themselves). */
+ * per-op profile on) exactly the two calls. The activations afterwards are the slices'
+ * (model_hc_acts and the logits are then not the batch's: probes and eval run
+ * model_forward themselves). */
 real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale);
 void model_free(gpt_model *m);
 
