@@ -646,7 +646,7 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
         tot[2 * i + 1] /= o->prof_steps;
     }
     for (int kind = 0; kind < 2; kind++) {
-        printf("\n  one step by op, %s ms (%s preset, mean of %d profiled steps)\n",
+        printf("\n  one step by op, %s ms (%s preset, mean of %d profiled steps, every op split over the threads)\n",
                kind ? "CPU (all threads)" : "wall", preset, o->prof_steps);
         printf("  %-11s", "method");
         for (int k = 0; k < PROF_N; k++) printf(" %9.9s", prof_names[k]);
