@@ -356,8 +356,16 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
     return g;
 }
 
+/* Batch slices for a micro-batch of B (model_forward_backward): one per thread, when
+ * train.parallel is batch, there are two or more threads and at least as many sequences;
+ * else 1 (none). */
+static int slices_for(const gpt_model *m, int B) {
+    const int S = kernels_threads();
+    return S > 1 && B >= S && strcmp(m->cfg.parallel, "ops") != 0 ? S : 1;
+}
+
 void model_alloc_acts(gpt_model *m, int B) {
-    if (m->acts && m->B == B && m->n_slices == kernels_threads()) return;
+    if (m->acts && m->B == B && m->n_slices == slices_for(m, B)) return;
     free(m->acts);
     free(m->grad_acts);
     free(m->inputs);
@@ -371,13 +379,13 @@ void model_alloc_acts(gpt_model *m, int B) {
     m->n_grad_acts = g.total;
     /* batch slices (model_forward_backward): every activation and gradient buffer but the
      * frame's per-thread scratch is a multiple of B, so the slices' layouts tile the
-     * batch's; each slice has its own scratch (S - 1 more), and slices 1.. their own
-     * parameter gradients */
-    const int S = kernels_threads();
+     * batch's; each slice has its own scratch (S - 1 more here), and slices 1.. their own
+     * parameter gradients (allocated at the first sliced step: not for evaluation) */
+    const int S = slices_for(m, B);
     m->n_slices = S;
-    m->slice_grads = S > 1 ? calloc_huge((size_t)(S - 1) * m->n_params, sizeof(real)) : NULL;
+    m->slice_grads = NULL;
     m->acts = calloc_huge(a.total, sizeof(real));
-    m->grad_acts = calloc_huge(g.total + (size_t)(S > 1 ? S - 1 : 0) * (g.total - g.hc_part), sizeof(real));
+    m->grad_acts = calloc_huge(g.total + (size_t)(S - 1) * (g.total - g.hc_part), sizeof(real));
     size_t N = (size_t)B * m->T;
     m->inputs = calloc_check(N, sizeof(int));
     m->targets = calloc_check(N, sizeof(int));
@@ -1509,12 +1517,12 @@ static int slice_start(int B, int S, int k) { return (int)((long)B * k / S); }
 real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale) {
     model_alloc_acts(m, B);
     const int S = m->n_slices, T = m->T;
-    if (S <= 1 || B < S || !targets || prof_acc || omp_in_parallel() || omp_get_max_active_levels() > 1 ||
-        strcmp(m->cfg.parallel, "ops") == 0) {
+    if (S <= 1 || !targets || prof_acc || omp_in_parallel() || omp_get_max_active_levels() > 1) {
         real loss = model_forward(m, inputs, targets, B);
         model_backward(m, scale);
         return loss;
     }
+    if (!m->slice_grads) m->slice_grads = calloc_huge((size_t)(S - 1) * m->n_params, sizeof(real));
     /* the slices' shares of the buffers, their valid targets and their models */
     gpt_model *sl = malloc_check((size_t)S * sizeof *sl);
     size_t *cnt = malloc_check((size_t)S * sizeof *cnt), total = 0, ao = 0, go = 0;

@@ -71,8 +71,9 @@ typedef struct {
     real *grad_acts; size_t n_grad_acts;
     int *inputs, *targets;
     real *dtheta_thread;  /* unused (per-thread partial sums live in the tail of grad_acts) */
-    int n_slices;         /* threads model_alloc_acts prepared batch slices for (<= 1: none) */
-    real *slice_grads;    /* (n_slices - 1) x n_params: the parameter gradients of slices 1.. */
+    int n_slices;         /* batch slices model_alloc_acts prepared for (1: none) */
+    real *slice_grads;    /* (n_slices - 1) x n_params: the parameter gradients of slices 1..
+                             (allocated by the first sliced step) */
     real mean_loss;
     int branches;         /* 1 unless the last forward was model_streams_forward(..., 0) */
 } gpt_model;
