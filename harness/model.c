@@ -1552,7 +1552,7 @@ real model_forward_backward(gpt_model *m, const int *inputs, const int *targets,
            this region every kernel's own region runs on this thread alone */
         for (int k = tid; k < S; k += nth) {
             gpt_model *q = &sl[k];
-            const size_t t0 = (size_t)slice_start(B, S, k) * T;
+            const size_t t0 = (size_t)(q->inputs - m->inputs); /* the slice's first token */
             if (k) memset(q->grads, 0, m->n_params * sizeof(real));
             lk[k] = model_forward(q, inputs + t0, targets + t0, q->B);
             /* the batch mean: this slice's mean weighted by its share of the valid targets */

@@ -27,9 +27,9 @@
 /* Copy a host spec to `dev`, with perms (mhc_lite, kromhc) uploaded to device memory. */
 void hc_spec_to_device(const hc_spec *host, hc_spec *dev);
 void hc_spec_free_device(hc_spec *dev);
-/* Set the device's per-thread stack to what the per-token kernels need (before the
- * model's memory is counted: the driver reserves it at once); returns the limit. */
-size_t hc_frame_reserve_stack(void);
+/* Raise the device's per-thread stack to what the per-token kernels need (before the
+ * model's memory is counted: the driver reserves it at once). */
+void hc_frame_reserve_stack(void);
 
 /* One sublayer's frame: its parameters, gradients and activations (device pointers). */
 typedef struct {

@@ -160,7 +160,7 @@ hc_coef_backward_kernel(hc_spec s, const float *theta, const float *z, const flo
  * reserves a thread's stack for every thread the GPU can hold (an H200: 132 x 2048), and
  * left to grow it at the first launch it would take over a GiB after the model's
  * memory check had passed, and fail that launch on a full device. */
-size_t hc_frame_reserve_stack(void) {
+void hc_frame_reserve_stack(void) {
     cudaFuncAttributes fa, ba;
     CUDA_CHECK(cudaFuncGetAttributes(&fa, hc_coef_forward_kernel));
     CUDA_CHECK(cudaFuncGetAttributes(&ba, hc_coef_backward_kernel));
@@ -169,7 +169,6 @@ size_t hc_frame_reserve_stack(void) {
     size_t cur = 0;
     CUDA_CHECK(cudaDeviceGetLimit(&cur, cudaLimitStackSize));
     if (need > cur) CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, need));
-    return need > cur ? need : cur;
 }
 
 /* ---- stream kernels -------------------------------------------------------------------------------- */
