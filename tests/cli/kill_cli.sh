@@ -7,7 +7,7 @@
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 make_synth_data "$TMP/data"
-STEPS=400
+STEPS=1000
 cat > "$TMP/k.yaml" <<YAML
 model: {n_layer: 2, n_head: 2, n_embd: 16, block_size: 16}
 residual: {method: mhc, n_streams: 8}
