@@ -631,7 +631,7 @@ static inline __attribute__((always_inline)) void hc_x_wt_tile(const int rb, con
         for (int r = 0; r < rb; r++) x[r] = hc_load(X + (size_t)r * D + j);
 #pragma GCC unroll 6
         for (int k = 0; k < kb; k++) {
-            const hc_vec w = hc_load(W + (size_t)k * D + j);
+            const hc_vec w = hc_opaque(hc_load(W + (size_t)k * D + j));
 #pragma GCC unroll 4
             for (int r = 0; r < rb; r++) acc[r][k] += x[r] * w;
         }
@@ -1095,17 +1095,17 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             for (int k = 0; k < Kr; k++) {
                 hc_vec w[HC_MAX_N];
 #pragma GCC unroll 8
-                for (int j = 0; j < n; j++) w[j] = hc_load(Wg + (size_t)k * D + (size_t)j * C + c);
+                for (int j = 0; j < n; j++) w[j] = hc_opaque(hc_load(Wg + (size_t)k * D + (size_t)j * C + c));
 #pragma GCC unroll 4
                 for (int t = 0; t < TT; t++) {
-                    const real b = zz[t][k];
+                    const hc_vec b = hc_splat(zz[t][k]);
 #pragma GCC unroll 8
                     for (int j = 0; j < n; j++) acc[t][j] += b * w[j];
                 }
             }
         } else { /* a norm row per stream: W' row k's columns c for every stream, dz of row j */
             for (int k = 0; k < Kr; k++) {
-                const hc_vec w = hc_load(Wg + (size_t)k * D + c);
+                const hc_vec w = hc_opaque(hc_load(Wg + (size_t)k * D + c));
 #pragma GCC unroll 4
                 for (int t = 0; t < TT; t++)
 #pragma GCC unroll 8
