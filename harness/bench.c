@@ -1020,6 +1020,8 @@ int bench_main(int argc, char **argv) {
            "load %.2f\n",
            s2hc_version(), kernels_threads(), wp ? wp : "(unset)", sc ? sc : "(unset)", pb ? pb : "(unset)",
            ct ? ct : "(unset)", load1());
+    const char *blas_note = openblas_coretype_advice();
+    if (blas_note) printf("note: %s\n", blas_note);
 
     FILE *gcsv = csv_open(&o, "gemm.csv", "shape,M,N,K,gflops_median,gflops_best,load1");
     gemm_limits g;

@@ -31,6 +31,8 @@ static int version_main(int argc, char **argv) {
     printf("  OMP_WAIT_POLICY   %s\n", wp ? wp : "(unset)");
     printf("  GOMP_SPINCOUNT    %s\n", sc ? sc : "(unset)");
     printf("  OPENBLAS_CORETYPE %s\n", ct ? ct : "(unset: OpenBLAS's own detection)");
+    const char *blas_note = openblas_coretype_advice();
+    if (blas_note) printf("  note: %s\n", blas_note);
     printf("  GPUs              %d: %s\n", ngpu, gpu);
     return 0;
 }

@@ -392,6 +392,8 @@ int train_main(int argc, char **argv) {
         printf("---- config ----\n%s----------------\n", yaml);
         printf("model: %zu parameters (%zu in hyper-connections), method %s, n = %d, %d threads\n",
                model.n_params, model.n_aux, cfg.method, model.n, kernels_threads());
+        const char *blas_note = openblas_coretype_advice();
+        if (blas_note && !cm) printf("note: %s\n", blas_note);
         if (kron[0]) printf("kromhc: factors %s%s%s%s\n", kron, kron_prime ? " (" : "", kron_prime ? kron_note : "",
                             kron_prime ? ")" : "");
     }

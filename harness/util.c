@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -155,6 +156,39 @@ void fmt_duration(double s, char *buf, size_t len) {
  *                      100 itself (docs/performance.md, "Settings").
  * A value the user set is kept (OMP_WAIT_POLICY=passive: no spin at all). Used by every
  * program of the project (harness/main.c, tools/). */
+/* The vector extension of OpenBLAS 0.3.21's kernels by core name (OPENBLAS_CORETYPE):
+ * 1 SSE, 2 AVX, 3 AVX2, 4 AVX-512; 0 for a name not listed. */
+static int coretype_rank(const char *name) {
+    static const struct {
+        const char *name;
+        int rank;
+    } cores[] = {{"Katmai", 1},     {"Coppermine", 1},  {"Northwood", 1}, {"Prescott", 1},   {"Banias", 1},
+                 {"Atom", 1},       {"Core2", 1},       {"Penryn", 1},    {"Dunnington", 1}, {"Nehalem", 1},
+                 {"Athlon", 1},     {"Opteron", 1},     {"Opteron_SSE3", 1}, {"Barcelona", 1}, {"Nano", 1},
+                 {"Bobcat", 1},     {"Sandybridge", 2}, {"Bulldozer", 2}, {"Piledriver", 2}, {"Steamroller", 2},
+                 {"Excavator", 2},  {"Haswell", 3},     {"Zen", 3},       {"SkylakeX", 4},   {"Cooperlake", 4},
+                 {"SapphireRapids", 4}};
+    for (size_t i = 0; i < sizeof cores / sizeof cores[0]; i++)
+        if (!strcasecmp(name, cores[i].name)) return cores[i].rank;
+    return 0;
+}
+
+const char *openblas_coretype_advice(void) {
+    static char msg[320];
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    if (!ct || !*ct) return NULL;
+    __builtin_cpu_init();
+    const int have = __builtin_cpu_supports("avx512f") ? 4 : __builtin_cpu_supports("avx2") ? 3 : 0;
+    const int rank = coretype_rank(ct);
+    if (!rank || rank >= have) return NULL;
+    snprintf(msg, sizeof msg,
+             "OPENBLAS_CORETYPE=%s (from the environment) selects %s kernels, but this CPU has %s: "
+             "unset it (s2hc then sets %s) for faster matrix products",
+             ct, rank == 1 ? "SSE" : rank == 2 ? "AVX" : "AVX2", have == 4 ? "AVX-512" : "AVX2",
+             have == 4 ? "SkylakeX" : "Haswell");
+    return msg;
+}
+
 void runtime_env_fixup(char **argv) {
     if (getenv("S2HC_NO_REEXEC")) return;
     int again = 0;

@@ -27,6 +27,11 @@ FILE *fopen_check_(const char *path, const char *mode, const char *file, int lin
 #define RUNTIME_SPINCOUNT "3000"
 void runtime_env_fixup(char **argv);
 
+/* NULL, or one line of advice when OPENBLAS_CORETYPE names kernels for an older vector
+ * extension than this CPU has (e.g. Haswell's AVX2 on an AVX-512 CPU: sgemm 1.75x slower
+ * on one build machine); printed by `s2hc train`, `s2hc bench` and `s2hc version -v`. */
+const char *openblas_coretype_advice(void);
+
 /* Print "s2hc: error: ..." to stderr and exit with `code`. */
 void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 

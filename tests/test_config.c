@@ -1,8 +1,10 @@
 /* test_config.c: the configuration module: defaults, a full file, every error class with
  * its exact location and key, --set overrides, cross-field validation, the YAML round
  * trip (byte-identical struct), the schema printout, docs/config.md in sync with the
- * schema, experiments/tiny.yaml, and a mutation fuzz over a valid file. */
+ * schema, experiments/tiny.yaml, a mutation fuzz over a valid file, and the advice printed
+ * when OPENBLAS_CORETYPE selects kernels older than the CPU. */
 #include "harness/config.h"
+#include "harness/util.h"
 #include "tests/t.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -676,6 +678,34 @@ static void test_fuzz(void) {
     free(text);
 }
 
+/* openblas_coretype_advice: a line exactly when OPENBLAS_CORETYPE names kernels older
+ * than the CPU's widest vector extension (whatever this machine has), never for the
+ * right kernels, an unknown name or no setting; the environment is restored after. */
+static void test_blas_advice(void) {
+    const char *was = getenv("OPENBLAS_CORETYPE");
+    char saved[64] = "";
+    if (was) snprintf(saved, sizeof saved, "%s", was);
+    __builtin_cpu_init();
+    const int avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
+    static const struct {
+        const char *value;
+        int older_than_avx2, older_than_avx512;
+    } cases[] = {{"Prescott", 1, 1}, {"sandybridge", 1, 1}, {"Haswell", 0, 1}, {"ZEN", 0, 1},
+                 {"SkylakeX", 0, 0}, {"Cooperlake", 0, 0},  {"NoSuchCore", 0, 0}, {"", 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("OPENBLAS_CORETYPE", cases[i].value, 1);
+        const int want = avx512 ? cases[i].older_than_avx512 : avx2 ? cases[i].older_than_avx2 : 0;
+        const char *a = openblas_coretype_advice();
+        CHECK(!!a == want, "OPENBLAS_CORETYPE=%s: advice %s, expected %s", cases[i].value, a ? a : "(none)",
+              want ? "a line" : "none");
+        if (a) CHECK(strstr(a, cases[i].value) && strstr(a, avx512 ? "SkylakeX" : "Haswell"),
+                     "the advice names the setting and the kernels to use: %s", a);
+    }
+    unsetenv("OPENBLAS_CORETYPE");
+    CHECK(!openblas_coretype_advice(), "no advice without the variable");
+    if (was) setenv("OPENBLAS_CORETYPE", saved, 1);
+}
+
 int main(void) {
     T_NAME("test_config");
     setup_tmp();
@@ -692,5 +722,6 @@ int main(void) {
     T_RUN(test_docs_in_sync);
     T_RUN(test_tiny_yaml);
     T_RUN(test_fuzz);
+    T_RUN(test_blas_advice);
     return T_END();
 }
