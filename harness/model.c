@@ -1074,11 +1074,36 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
         ws[t] = wsum ? wsum + tt * (size_t)n : hc_ones;
         sm[t] = sum ? sum + tt * C : NULL;
     }
+    const int C0 = C / HC_VL * HC_VL;
+    if (n <= 4) /* the stream terms token by token, H in registers across the channels */
+        for (int t = 0; t < TT; t++) {
+            hc_vec hv[16];
+#pragma GCC unroll 16
+            for (int e = 0; e < n * n; e++) hv[e] = hc_splat(H[t][e]);
+            for (int c = 0; c < C0; c += HC_VL) {
+                hc_vec dv[4];
+#pragma GCC unroll 4
+                for (int i = 0; i < n; i++) dv[i] = hc_load(dy[t] + (size_t)i * C + c);
+                const hc_vec uv = hc_load(uu[t] + c);
+#pragma GCC unroll 4
+                for (int j = 0; j < n; j++) {
+                    hc_vec v = pj[t * n + j] * uv - cj[t * n + j] * hc_load(X[t] + (size_t)j * C + c);
+#pragma GCC unroll 4
+                    for (int i = 0; i < n; i++) v += hv[i * n + j] * dv[i];
+                    hc_store(dx[t] + (size_t)j * C + c, v);
+                }
+            }
+        }
     int c = 0;
     for (; c + HC_VL <= C; c += HC_VL) {
         hc_vec acc[4][HC_MAX_N];
 #pragma GCC unroll 4
         for (int t = 0; t < TT; t++) {
+            if (n <= 4) {
+#pragma GCC unroll 8
+                for (int j = 0; j < n; j++) acc[t][j] = hc_load(dx[t] + (size_t)j * C + c);
+                continue;
+            }
             hc_vec dv[HC_MAX_N];
 #pragma GCC unroll 8
             for (int i = 0; i < n; i++) dv[i] = hc_load(dy[t] + (size_t)i * C + c);
