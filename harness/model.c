@@ -1050,9 +1050,12 @@ static inline void hc_token_dx_coefs(const hc_acts *h, const hc_dims *d, size_t 
  *   dx_j = pre_j du - c_j x_j + sum_i H_ij dy_i + sum_k (r dz)_k W'[k, cols of j]
  * the last sum being the projection's backward (W' is (Kr, D): stream j's columns are
  * jC.. of row 0's dz with one norm row per token, or all D = C of row j's). Each row of
- * W' loaded serves the TT tokens. n is a constant in each instance (hc_tokens_dx
- * dispatches). dX may be dY itself: each block of channels of a token reads its n rows
- * of dY before it writes any row of dX. */
+ * W' loaded serves the TT tokens. Up to 4 streams, the first three terms go first, token
+ * by token, with the token's n^2 coefficients H_ij in registers for all its blocks of
+ * channels (not one broadcast load per block), into dX; the projection's terms are then
+ * added block by block (the same operations in the same order either way). n is a
+ * constant in each instance (hc_tokens_dx dispatches). dX may be dY itself: each block
+ * of channels of a token reads its n rows of dY before it writes any row of dX. */
 static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const int n, const int TT, const hc_acts *h,
                                                                         const hc_dims *d, size_t t0, const real *dY,
                                                                         const real *du, real *dX, const real *dz,
