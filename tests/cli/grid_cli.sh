@@ -79,14 +79,17 @@ expect_out "3 points: 1 finished, 2 changed" "one rerun, two still changed"
 
 # ---- kill the runner mid-grid, then resume: no point lost, none repeated
 K=$TMP/kill
-KS=(--set train.steps=400 --set train.ckpt_every=50 --set train.eval_every=200 --set probe.every=200 --set train.threads=1)
+KS=(--set train.steps=1000 --set train.ckpt_every=50 --set train.eval_every=200 --set probe.every=200 --set train.threads=1)
 "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K" -j 1 > "$TMP/kill1.out" 2>&1 &
 pid=$!
-for _ in $(seq 1 1200); do  # until point 0 finished and point 1 started (at most 2 minutes)
-  grep -q "state=finished" "$K/identity-n4-s1337/grid.status" 2>/dev/null && [ -s "$K/s2hc-n4-s1337/train.log" ] && break
+# until point 0 finished and point 1 printed its first step (its trainer then handles
+# SIGTERM; before, it may still be starting up: 0.7 s on a machine whose CUDA driver
+# takes that long to say it has no GPU); at most 2 minutes
+for _ in $(seq 1 1200); do
+  grep -q "state=finished" "$K/identity-n4-s1337/grid.status" 2>/dev/null &&
+    grep -Eq "^step +[0-9]+/1000" "$K/s2hc-n4-s1337/train.log" 2>/dev/null && break
   sleep 0.1
 done
-sleep 0.3
 kill -TERM $pid; wait $pid; rc=$?
 [ "$rc" = 130 ] && ok "a runner stopped by SIGTERM exits 130" || fail "runner exit $rc after SIGTERM"
 grep -q "stopped #1 s2hc-n4-s1337 at step" "$TMP/kill1.out" && ok "the running point saved and stopped" || fail "no stop line: $(tail -n 3 "$TMP/kill1.out")"
@@ -96,7 +99,7 @@ grep -q "stopped #1 s2hc-n4-s1337 at step" "$TMP/kill1.out" && ok "the running p
 stop_step=$(csv_col "$K/index.csv" step s2hc-n4-s1337)
 m0=$(mtime "$K/identity-n4-s1337/run.h5")
 expect_status 0 "the grid resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K" -j 1
-expect_out "resume  #1 s2hc-n4-s1337 at step $stop_step/400" "the interrupted point resumes from its checkpoint"
+expect_out "resume  #1 s2hc-n4-s1337 at step $stop_step/1000" "the interrupted point resumes from its checkpoint"
 expect_out "3/3 finished" "no point lost"
 [ "$(mtime "$K/identity-n4-s1337/run.h5")" = "$m0" ] && ok "the finished point untouched" || fail "finished point rewritten"
 [ "$(count "^==== s2hc grid" "$K/identity-n4-s1337/train.log")" = 1 ] && ok "point 0 ran once" || fail "point 0 repeated"
@@ -105,7 +108,7 @@ expect_out "3/3 finished" "no point lost"
 grep -q "resuming .* from step $stop_step" "$K/s2hc-n4-s1337/train.log" && ok "train resumed at the saved step" || fail "train did not resume"
 if command -v h5dump >/dev/null; then
   h5dump -d /train/step -y -w 0 "$K/s2hc-n4-s1337/run.h5" | awk '/DATA \{/{f=1;next} f&&/}/{exit} f' | tr -s ', ' '\n\n' | grep '[0-9]' > "$TMP/steps"
-  [ "$(wc -l < "$TMP/steps")" = 400 ] && [ "$(sort -un "$TMP/steps" | wc -l)" = 400 ] && ok "the resumed run logged each of its 400 steps once" || fail "steps logged $(wc -l < "$TMP/steps") ($(sort -un "$TMP/steps" | wc -l) distinct)"
+  [ "$(wc -l < "$TMP/steps")" = 1000 ] && [ "$(sort -un "$TMP/steps" | wc -l)" = 1000 ] && ok "the resumed run logged each of its 1000 steps once" || fail "steps logged $(wc -l < "$TMP/steps") ($(sort -un "$TMP/steps" | wc -l) distinct)"
 fi
 w=$(csv_col "$K/index.csv" wall_s s2hc-n4-s1337)
 awk -v w="$w" 'BEGIN{exit !(w > 0)}' && ok "wall time adds up the runs" || fail "wall_s '$w'"
