@@ -1050,12 +1050,12 @@ static inline void hc_token_dx_coefs(const hc_acts *h, const hc_dims *d, size_t 
  *   dx_j = pre_j du - c_j x_j + sum_i H_ij dy_i + sum_k (r dz)_k W'[k, cols of j]
  * the last sum being the projection's backward (W' is (Kr, D): stream j's columns are
  * jC.. of row 0's dz with one norm row per token, or all D = C of row j's). Each row of
- * W' loaded serves the TT tokens. Up to 4 streams, the first three terms go first, token
- * by token, with the token's n^2 coefficients H_ij in registers for all its blocks of
- * channels (not one broadcast load per block), into dX; the projection's terms are then
- * added block by block (the same operations in the same order either way). n is a
- * constant in each instance (hc_tokens_dx dispatches). dX may be dY itself: each block
- * of channels of a token reads its n rows of dY before it writes any row of dX. */
+ * W' loaded serves the TT tokens. The first three terms go first, token by token, with
+ * the token's n^2 coefficients H_ij in registers for all its blocks of channels up to 4
+ * streams (beyond, one broadcast load each per block), into dX; the
+ * projection's terms are then added block by block. n is a constant in each instance
+ * (hc_tokens_dx dispatches). dX may be dY itself: each block of channels of a token
+ * reads its n rows of dY before it writes any row of dX. */
 static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const int n, const int TT, const hc_acts *h,
                                                                         const hc_dims *d, size_t t0, const real *dY,
                                                                         const real *du, real *dX, const real *dz,
@@ -1078,35 +1078,12 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
         sm[t] = sum ? sum + tt * C : NULL;
     }
     const int C0 = C / HC_VL * HC_VL;
-    if (n <= 4) /* the stream terms token by token, H in registers across the channels */
-        for (int t = 0; t < TT; t++) {
-            hc_vec hv[16];
+    for (int t = 0; t < TT; t++) { /* the stream terms, token by token */
+        hc_vec hv[16]; /* up to 4 streams, the n^2 coefficients in registers */
+        if (n <= 4)
 #pragma GCC unroll 16
             for (int e = 0; e < n * n; e++) hv[e] = hc_splat(H[t][e]);
-            for (int c = 0; c < C0; c += HC_VL) {
-                hc_vec dv[4];
-#pragma GCC unroll 4
-                for (int i = 0; i < n; i++) dv[i] = hc_load(dy[t] + (size_t)i * C + c);
-                const hc_vec uv = hc_load(uu[t] + c);
-#pragma GCC unroll 4
-                for (int j = 0; j < n; j++) {
-                    hc_vec v = pj[t * n + j] * uv - cj[t * n + j] * hc_load(X[t] + (size_t)j * C + c);
-#pragma GCC unroll 4
-                    for (int i = 0; i < n; i++) v += hv[i * n + j] * dv[i];
-                    hc_store(dx[t] + (size_t)j * C + c, v);
-                }
-            }
-        }
-    int c = 0;
-    for (; c + HC_VL <= C; c += HC_VL) {
-        hc_vec acc[4][HC_MAX_N];
-#pragma GCC unroll 4
-        for (int t = 0; t < TT; t++) {
-            if (n <= 4) {
-#pragma GCC unroll 8
-                for (int j = 0; j < n; j++) acc[t][j] = hc_load(dx[t] + (size_t)j * C + c);
-                continue;
-            }
+        for (int c = 0; c < C0; c += HC_VL) {
             hc_vec dv[HC_MAX_N];
 #pragma GCC unroll 8
             for (int i = 0; i < n; i++) dv[i] = hc_load(dy[t] + (size_t)i * C + c);
@@ -1115,10 +1092,18 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             for (int j = 0; j < n; j++) {
                 hc_vec v = pj[t * n + j] * uv - cj[t * n + j] * hc_load(X[t] + (size_t)j * C + c);
 #pragma GCC unroll 8
-                for (int i = 0; i < n; i++) v += H[t][i * n + j] * dv[i];
-                acc[t][j] = v;
+                for (int i = 0; i < n; i++) v += (n <= 4 ? hv[i * n + j] : H[t][i * n + j] - (hc_vec){0}) * dv[i];
+                hc_store(dx[t] + (size_t)j * C + c, v);
             }
         }
+    }
+    int c = 0;
+    for (; c + HC_VL <= C; c += HC_VL) { /* then the projection's terms, tile by tile */
+        hc_vec acc[4][HC_MAX_N];
+#pragma GCC unroll 4
+        for (int t = 0; t < TT; t++)
+#pragma GCC unroll 8
+            for (int j = 0; j < n; j++) acc[t][j] = hc_load(dx[t] + (size_t)j * C + c);
         if (flat) { /* one norm row: stream j's columns of W' row k, dz_k of the token */
             for (int k = 0; k < Kr; k++) {
                 hc_vec w[HC_MAX_N];

@@ -140,22 +140,6 @@ void fmt_duration(double s, char *buf, size_t len) {
     else snprintf(buf, len, "%lds", t);
 }
 
-/* Settings of the runtime libraries that are read when they load, before main, so they
- * are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
- *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently
- *                      falls back to SSE3 kernels (3-5x slower GEMMs);
- *   GOMP_SPINCOUNT     3000 (when neither it nor OMP_WAIT_POLICY is set): a thread that
- *                      reaches the end of a parallel region spins that many times (a
- *                      `pause` each: ~0.04 ms on the build machine, 0.01-0.2 ms by CPU)
- *                      before it sleeps. A training step
- *                      opens ~100 regions; waking a sleeping thread cost ~50 us each on
- *                      a virtual machine (OMP_WAIT_POLICY=passive: ~5 ms per step, 5-8 %),
- *                      while libgomp's own default spin (300 000, milliseconds) lets a
- *                      thread steal the core its partner waits for on a loaded machine (up
- *                      to 4x slower). With more threads than cores libgomp cuts the spin to
- *                      100 itself (docs/performance.md, "Settings").
- * A value the user set is kept (OMP_WAIT_POLICY=passive: no spin at all). Used by every
- * program of the project (harness/main.c, tools/). */
 /* The vector extension of OpenBLAS 0.3.21's kernels by core name (OPENBLAS_CORETYPE):
  * 1 SSE, 2 AVX, 3 AVX2, 4 AVX-512; 0 for a name not listed. */
 static int coretype_rank(const char *name) {
@@ -189,6 +173,22 @@ const char *openblas_coretype_advice(void) {
     return msg;
 }
 
+/* Settings of the runtime libraries that are read when they load, before main, so they
+ * are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
+ *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently
+ *                      falls back to SSE3 kernels (3-5x slower GEMMs);
+ *   GOMP_SPINCOUNT     3000 (when neither it nor OMP_WAIT_POLICY is set): a thread that
+ *                      reaches the end of a parallel region spins that many times (a
+ *                      `pause` each: ~0.04 ms on the build machine, 0.01-0.2 ms by CPU)
+ *                      before it sleeps. A training step
+ *                      opens ~100 regions; waking a sleeping thread cost ~50 us each on
+ *                      a virtual machine (OMP_WAIT_POLICY=passive: ~5 ms per step, 5-8 %),
+ *                      while libgomp's own default spin (300 000, milliseconds) lets a
+ *                      thread steal the core its partner waits for on a loaded machine (up
+ *                      to 4x slower). With more threads than cores libgomp cuts the spin to
+ *                      100 itself (docs/performance.md, "Settings").
+ * A value the user set is kept (OMP_WAIT_POLICY=passive: no spin at all). Used by every
+ * program of the project (harness/main.c, tools/). */
 void runtime_env_fixup(char **argv) {
     if (getenv("S2HC_NO_REEXEC")) return;
     int again = 0;
