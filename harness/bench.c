@@ -60,6 +60,7 @@ const char *const prof_names[PROF_N] = {"matmul",   "attention",  "layernorm",  
 static const char *const bench_methods[] = {"rc",         "identity", "hc",   "mhc",      "mhc_lite",
                                             "kromhc",     "orthogonal", "s2hc", "s2hc_rot", NULL};
 static const char *const sweep_methods[] = {"mhc", "mhc_lite", "kromhc", "s2hc", NULL};
+#define BENCH_MAX_METHODS 16
 
 typedef struct {
     int quick;
@@ -71,6 +72,8 @@ typedef struct {
     double mem_limit_gb;
     const char *csv_dir;
     const char *only_preset;    /* NULL: tiny and small */
+    const char *methods[BENCH_MAX_METHODS + 1]; /* the methods table, rc first; NULL-ended */
+    const char *sweep[BENCH_MAX_METHODS + 1];   /* the streams sweep; NULL-ended */
 } bench_opts;
 
 /* ---- small helpers ----------------------------------------------------------------- */
@@ -520,13 +523,14 @@ static double frame_floor_cpu(const s2hc_config *c, int n) {
 
 static void section_methods(const bench_opts *o, const char *preset, const gemm_limits *g, FILE *csv,
                             FILE *bcsv, method_result *res_out) {
+    const char *const *names = o->methods;
     int nm = 0;
-    while (bench_methods[nm]) nm++;
+    while (names[nm]) nm++;
     bench_model *bm = calloc_check((size_t)nm, sizeof *bm);
     char err[512];
     for (int i = 0; i < nm; i++)
-        if (bench_model_open(&bm[i], preset, bench_methods[i], BENCH_N, err, sizeof err) != 0)
-            fprintf(stderr, "s2hc: bench: %s: %s (skipped)\n", bench_methods[i], err);
+        if (bench_model_open(&bm[i], preset, names[i], BENCH_N, err, sizeof err) != 0)
+            fprintf(stderr, "s2hc: bench: %s: %s (skipped)\n", names[i], err);
     if (!bm[0].ok) die(1, "bench: rc does not build");
     s2hc_config c0;
     bench_config(&c0, preset, "rc", 1);
@@ -611,14 +615,14 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
         R->overhead_cpu = median(rcpu, o->rounds);
         char range[40];
         snprintf(range, sizeof range, "%.3f (%.2f-%.2f)", R->overhead, R->overhead_lo, R->overhead_hi);
-        printf("  %-11s %2d %8zu %8.2f %9.0f %5.1f%% %18s | %8.2f %5.1f%% %8.3f | %7.2f %7.1f\n", bench_methods[i],
+        printf("  %-11s %2d %8zu %8.2f %9.0f %5.1f%% %18s | %8.2f %5.1f%% %8.3f | %7.2f %7.1f\n", names[i],
                bm[i].m.n, bm[i].m.n_params, R->step_ms, R->tok_s, 100 * R->mfu, range, R->cpu_ms, 100 * R->mfu_cpu,
                R->overhead_cpu, (fns + bns) / 1e3, bench_model_mb(&bm[i].m));
         if (csv)
             fprintf(csv,
                     "%s,%s,%d,%d,%zu,%zu,%.0f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%.1f,%.1f,"
                     "%.2f,%d,%d,%.2f,%.2f\n",
-                    preset, bench_methods[i], bm[i].m.n, kernels_threads(), bm[i].m.n_params, bm[i].m.n_aux, fpt,
+                    preset, names[i], bm[i].m.n, kernels_threads(), bm[i].m.n_params, bm[i].m.n_aux, fpt,
                     R->step_ms, minimum(bm[i].times, bm[i].ntimes) * 1e3, R->cpu_ms, R->tok_s, R->mfu, R->mfu_cpu,
                     R->mfu_square, R->overhead, R->overhead_lo, R->overhead_hi, R->overhead_cpu, fns, bns,
                     median(gemm_rate, o->rounds), median(gemm_rate_cpu, o->rounds), bench_model_mb(&bm[i].m),
@@ -655,7 +659,7 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
             if (!bm[i].ok) continue;
             const double *p = prof + (size_t)i * P2 + (size_t)kind * PROF_N, T = tot[2 * i + kind];
             double sum = 0;
-            printf("  %-11s", bench_methods[i]);
+            printf("  %-11s", names[i]);
             for (int k = 0; k < PROF_N; k++) {
                 printf(" %9.2f", p[k] * 1e3);
                 sum += p[k];
@@ -669,14 +673,14 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
             const double *p = prof + (size_t)i * P2;
             double sw = 0, sc = 0;
             for (int k = 0; k < PROF_N; k++) {
-                fprintf(bcsv, "%s,%s,%d,%s,%.4f,%.4f,%.4f\n", preset, bench_methods[i], bm[i].m.n, prof_names[k],
+                fprintf(bcsv, "%s,%s,%d,%s,%.4f,%.4f,%.4f\n", preset, names[i], bm[i].m.n, prof_names[k],
                         p[k] * 1e3, p[PROF_N + k] * 1e3, p[k] / tot[2 * i]);
                 sw += p[k];
                 sc += p[PROF_N + k];
             }
-            fprintf(bcsv, "%s,%s,%d,other,%.4f,%.4f,%.4f\n", preset, bench_methods[i], bm[i].m.n,
+            fprintf(bcsv, "%s,%s,%d,other,%.4f,%.4f,%.4f\n", preset, names[i], bm[i].m.n,
                     (tot[2 * i] - sw) * 1e3, (tot[2 * i + 1] - sc) * 1e3, (tot[2 * i] - sw) / tot[2 * i]);
-            fprintf(bcsv, "%s,%s,%d,total,%.4f,%.4f,1\n", preset, bench_methods[i], bm[i].m.n, tot[2 * i] * 1e3,
+            fprintf(bcsv, "%s,%s,%d,total,%.4f,%.4f,1\n", preset, names[i], bm[i].m.n, tot[2 * i] * 1e3,
                     tot[2 * i + 1] * 1e3);
         }
     if (bm[0].ok) { /* the frame's floor against rc's step, both in CPU time */
@@ -717,6 +721,7 @@ static double sweep_estimate_mb(const s2hc_config *c) {
 
 static void section_streams(const bench_opts *o, FILE *csv) {
     const char *preset = o->only_preset ? o->only_preset : "small";
+    const char *const *sweep = o->sweep;
     s2hc_config c0;
     bench_config(&c0, preset, "rc", 1);
     const size_t N = (size_t)c0.batch * c0.block_size;
@@ -731,21 +736,21 @@ static void section_streams(const bench_opts *o, FILE *csv) {
     double *tr = malloc_check((size_t)(o->sweep_steps + 4) * sizeof *tr);
     double *c = malloc_check((size_t)(o->sweep_steps + 4) * sizeof *c);
     double *cr = malloc_check((size_t)(o->sweep_steps + 4) * sizeof *cr);
-    for (int mi = 0; sweep_methods[mi]; mi++) {
+    for (int mi = 0; sweep[mi]; mi++) {
         for (int n = 2; n <= 8; n++) {
             s2hc_config sc;
-            bench_config(&sc, preset, sweep_methods[mi], n);
+            bench_config(&sc, preset, sweep[mi], n);
             double est = sweep_estimate_mb(&sc);
             if (est < 0 || est > o->mem_limit_gb * 1024) {
-                printf("  %-9s %2d  skipped: about %.1f GB (limit %.1f GB, --mem-limit)\n", sweep_methods[mi], n,
+                printf("  %-9s %2d  skipped: about %.1f GB (limit %.1f GB, --mem-limit)\n", sweep[mi], n,
                        est / 1024, o->mem_limit_gb);
                 if (csv)
-                    fprintf(csv, "%s,%s,%d,,,,,,,,%.1f,,,,0,skipped\n", preset, sweep_methods[mi], n, est);
+                    fprintf(csv, "%s,%s,%d,,,,,,,,%.1f,,,,0,skipped\n", preset, sweep[mi], n, est);
                 continue;
             }
             bench_model b;
-            if (bench_model_open(&b, preset, sweep_methods[mi], n, err, sizeof err) != 0) {
-                printf("  %-9s %2d  skipped: %s\n", sweep_methods[mi], n, err);
+            if (bench_model_open(&b, preset, sweep[mi], n, err, sizeof err) != 0) {
+                printf("  %-9s %2d  skipped: %s\n", sweep[mi], n, err);
                 continue;
             }
             bench_step(&b, NULL); /* warm-up: first touch of the buffers */
@@ -761,11 +766,11 @@ static void section_streams(const bench_opts *o, FILE *csv) {
             }
             double med = median(t, k), medrc = median(tr, k), mc = median(c, k), mcr = median(cr, k);
             double mb = bench_model_mb(&b.m), rss = rss_now_mb(), peak = rss_peak_mb(), l = load1();
-            printf("  %-9s %2d %10zu %9.2f %9.0f %8.3f %8.2f %8.3f %10.1f %10.1f %9.1f %6.2f\n", sweep_methods[mi], n,
+            printf("  %-9s %2d %10zu %9.2f %9.0f %8.3f %8.2f %8.3f %10.1f %10.1f %9.1f %6.2f\n", sweep[mi], n,
                    b.m.n_aux, med * 1e3, (double)N / med, med / medrc, mc * 1e3, mc / mcr, mb, rss, peak, l);
             if (csv)
                 fprintf(csv, "%s,%s,%d,%zu,%zu,%.4f,%.1f,%.4f,%.4f,%.4f,%.1f,%.1f,%.1f,%.2f,%d,ok\n", preset,
-                        sweep_methods[mi], n, b.m.n_params, b.m.n_aux, med * 1e3, (double)N / med, med / medrc,
+                        sweep[mi], n, b.m.n_params, b.m.n_aux, med * 1e3, (double)N / med, med / medrc,
                         mc * 1e3, mc / mcr, mb, rss, peak, l, k);
             bench_model_close(&b);
         }
@@ -923,7 +928,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: s2hc bench [--quick] [--csv DIR|none] [--preset tiny|small] [--rounds R] [--steps S]\n"
             "                  [--threads N] [--mem-limit GB] [--probe-steps S]\n"
-            "                  [--no-methods] [--no-streams] [--no-probes]\n"
+            "                  [--methods M1,M2,...] [--no-methods] [--no-streams] [--no-probes]\n"
             "\n"
             "Measure training speed against the machine's limit: sgemm GFLOP/s, tokens/s and MFU of\n"
             "every residual method at n = 4 (tiny and small presets), each method's step time over\n"
@@ -937,6 +942,8 @@ static void usage(FILE *f) {
             "  --steps S       timed steps per method per round (default 5, quick 3)\n"
             "  --threads N     OpenMP threads (default: all cores)\n"
             "  --mem-limit GB  skip sweep configurations estimated above this (default %.0f)\n"
+            "  --methods LIST  these methods only (comma-separated; rc is always measured, as the\n"
+            "                  baseline of the ratios); the sweep then takes the listed methods\n"
             "  --no-methods, --no-streams, --no-probes   skip that section\n"
             "  --probe-steps S probe interval of the probes section (default: probe.every)\n"
             "GOMP_SPINCOUNT is 3000 unless you set it or OMP_WAIT_POLICY (docs/performance.md).\n"
@@ -958,12 +965,52 @@ static int bench_count(const char *opt, const char *s, int *out) {
     return 1;
 }
 
+/* --methods LIST: the methods table's methods (rc first, added when not listed: the
+ * ratios are over it) and the streams sweep's (every listed method but rc). A name that
+ * is not a residual method is an error naming it and the methods there are. */
+static int bench_method_list(const char *list, bench_opts *o) {
+    char buf[512];
+    if (strlen(list) >= sizeof buf) {
+        fprintf(stderr, "s2hc: error: bench: --methods: list too long\n");
+        return 0;
+    }
+    snprintf(buf, sizeof buf, "%s", list);
+    int nm = 1, ns = 0;
+    o->methods[0] = "rc";
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const char *name = NULL;
+        if (!strcmp(tok, "rc")) continue;
+        for (int i = 0; hc_variants[i]; i++)
+            if (!strcmp(tok, hc_variants[i]->name)) name = hc_variants[i]->name;
+        if (!name) {
+            fprintf(stderr, "s2hc: error: bench: --methods: unknown method '%s' (methods: rc", tok);
+            for (int i = 0; hc_variants[i]; i++) fprintf(stderr, ", %s", hc_variants[i]->name);
+            fprintf(stderr, ")\n");
+            return 0;
+        }
+        int dup = 0;
+        for (int i = 0; i < nm; i++) dup |= !strcmp(o->methods[i], name);
+        if (dup) continue;
+        if (nm == BENCH_MAX_METHODS) {
+            fprintf(stderr, "s2hc: error: bench: --methods: more than %d methods\n", BENCH_MAX_METHODS);
+            return 0;
+        }
+        o->methods[nm++] = name;
+        o->sweep[ns++] = name;
+    }
+    o->methods[nm] = NULL;
+    o->sweep[ns] = NULL;
+    return 1;
+}
+
 int bench_main(int argc, char **argv) {
     bench_opts o;
     memset(&o, 0, sizeof o);
     o.csv_dir = "out/bench";
     o.mem_limit_gb = BENCH_MEM_LIMIT_GB;
     o.probes = 1;
+    for (int i = 0; bench_methods[i]; i++) o.methods[i] = bench_methods[i];
+    for (int i = 0; sweep_methods[i]; i++) o.sweep[i] = sweep_methods[i];
     int rounds = 0, steps = 0, threads = 0, streams = 1, methods = 1, probe_steps = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -987,6 +1034,7 @@ int bench_main(int argc, char **argv) {
         else if (!strcmp(a, "--no-methods")) methods = 0;
         else if (!strcmp(a, "--probe-steps") && more) { if (!bench_count(a, argv[++i], &probe_steps)) return 2; }
         else if (!strcmp(a, "--no-probes")) o.probes = 0;
+        else if (!strcmp(a, "--methods") && more) { if (!bench_method_list(argv[++i], &o)) return 2; }
         else {
             fprintf(stderr, "s2hc: error: bench: unknown or incomplete option '%s'\n", a);
             usage(stderr);
@@ -1035,7 +1083,7 @@ int bench_main(int argc, char **argv) {
                          "model_mb,rounds,steps_per_round,load1_start,load1_end");
     FILE *bcsv = csv_open(&o, "breakdown.csv", "preset,method,n,category,wall_ms_per_step,cpu_ms_per_step,wall_fraction");
     int nm = 0;
-    while (bench_methods[nm]) nm++;
+    while (o.methods[nm]) nm++;
     method_result *res = calloc_check((size_t)nm, sizeof *res);
     for (int p = 0; p < 2 && methods; p++) {
         if (o.only_preset && strcmp(o.only_preset, bench_presets[p])) continue;

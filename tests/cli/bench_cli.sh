@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `s2hc bench` from the shell: bad options refused up front, and the smallest real run
 # (tiny preset, one round of one step, no sweep, no probes) writes its CSV files with
-# every method, rc's own ratio exactly 1, a breakdown per method and the frame floor.
+# every method, rc's own ratio exactly 1, a breakdown per method and the frame floor;
+# --methods narrows the table and the sweep to the listed methods, rc kept.
 # Then tools/frame_bench (make bench-frame): options checked, one row per method with
 # every column a positive number, and the cold regions no cheaper than their floor.
 cd "$(dirname "$0")/../.." || exit 1
@@ -36,6 +37,16 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
 awk -F, '$2 == "frame_floor" { n++; if (!($7 > 0 && $7 < 1) || !($6 > 0)) bad = 1 }
          END { exit !(n == 1 && !bad) }' "$TMP/csv/breakdown.csv" && ok "one frame_floor row, 0 < fraction < 1" \
   || fail "frame_floor row in breakdown.csv"
+# --methods: a subset, rc always first, a repeated name once; the sweep takes the listed
+expect_status 2 "bench --methods with an unknown name is refused" -- "$S2HC" bench --methods s2hc,foo
+expect_out "--methods: unknown method 'foo' \(methods: rc, identity" "the message names it and the methods there are"
+expect_status 0 "bench --methods s2hc,mhc,s2hc runs" -- "$S2HC" bench --quick --preset tiny --no-probes \
+  --rounds 1 --steps 1 --methods s2hc,mhc,s2hc --csv "$TMP/csv2"
+got=$(awk -F, 'NR > 1 { printf "%s ", $2 }' "$TMP/csv2/bench.csv")
+[ "$got" = "rc s2hc mhc " ] && ok "bench.csv: rc, s2hc, mhc, once each" || fail "bench.csv methods: '$got'"
+got=$(awk -F, 'NR > 1 { printf "%s%s ", $2, $3 }' "$TMP/csv2/streams.csv")
+[ "$got" = "s2hc2 s2hc3 s2hc4 s2hc5 s2hc6 s2hc7 s2hc8 mhc2 mhc3 mhc4 mhc5 mhc6 mhc7 mhc8 " ] &&
+  ok "streams.csv: the listed methods at n = 2..8" || fail "streams.csv rows: '$got'"
 FB=${BUILD:-build}/tools/frame_bench
 expect_status 0 "frame_bench --help" -- "$FB" --help
 expect_out "ns per token" "frame_bench --help says its unit"
