@@ -722,6 +722,7 @@ static double sweep_estimate_mb(const s2hc_config *c) {
 static void section_streams(const bench_opts *o, FILE *csv) {
     const char *preset = o->only_preset ? o->only_preset : "small";
     const char *const *sweep = o->sweep;
+    if (!sweep[0]) return; /* --methods rc: nothing to sweep */
     s2hc_config c0;
     bench_config(&c0, preset, "rc", 1);
     const size_t N = (size_t)c0.batch * c0.block_size;
