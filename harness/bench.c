@@ -979,25 +979,23 @@ static int bench_method_list(const char *list, bench_opts *o) {
     int nm = 1, ns = 0;
     o->methods[0] = "rc";
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        const char *name = NULL;
         if (!strcmp(tok, "rc")) continue;
-        for (int i = 0; hc_variants[i]; i++)
-            if (!strcmp(tok, hc_variants[i]->name)) name = hc_variants[i]->name;
-        if (!name) {
+        const hc_variant *v = hc_variant_find(tok);
+        if (!v) {
             fprintf(stderr, "s2hc: error: bench: --methods: unknown method '%s' (methods: rc", tok);
             for (int i = 0; hc_variants[i]; i++) fprintf(stderr, ", %s", hc_variants[i]->name);
             fprintf(stderr, ")\n");
             return 0;
         }
         int dup = 0;
-        for (int i = 0; i < nm; i++) dup |= !strcmp(o->methods[i], name);
+        for (int i = 0; i < nm; i++) dup |= !strcmp(o->methods[i], v->name);
         if (dup) continue;
         if (nm == BENCH_MAX_METHODS) {
             fprintf(stderr, "s2hc: error: bench: --methods: more than %d methods\n", BENCH_MAX_METHODS);
             return 0;
         }
-        o->methods[nm++] = name;
-        o->sweep[ns++] = name;
+        o->methods[nm++] = v->name;
+        o->sweep[ns++] = v->name;
     }
     o->methods[nm] = NULL;
     o->sweep[ns] = NULL;
