@@ -672,8 +672,17 @@ static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, 
  * per-stream norm one row of C values per (token, stream). */
 static inline int hc_rows_per_token(const gpt_model *m) { return m->spec.norm == HC_NORM_FLAT ? 1 : m->n; }
 
-static inline real hc_rstd_of(const real *x, size_t D) {
-    real ss = hc_dot(x, x, D);
+static inline HC_FMA real hc_rstd_of(const real *x, size_t D) {
+    hc_vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    size_t k = 0;
+    for (; k + 4 * HC_VL <= D; k += 4 * HC_VL) {
+        const hc_vec v0 = hc_load(x + k), v1 = hc_load(x + k + HC_VL);
+        const hc_vec v2 = hc_load(x + k + 2 * HC_VL), v3 = hc_load(x + k + 3 * HC_VL);
+        a0 += v0 * v0, a1 += v1 * v1, a2 += v2 * v2, a3 += v3 * v3;
+    }
+    for (; k + HC_VL <= D; k += HC_VL) { const hc_vec v = hc_load(x + k); a0 += v * v; }
+    real ss = hc_vsum((a0 + a1) + (a2 + a3));
+    for (; k < D; k++) ss += x[k] * x[k];
     return (real)(1.0 / sqrt((double)ss / (double)D + RMS_EPS));
 }
 
