@@ -491,16 +491,6 @@ typedef cpu_vec hc_vec;
 /* The frame's loops over channels, built with FMA contraction (the header comment). */
 #define HC_FMA __attribute__((optimize("fp-contract=fast")))
 
-/* sum_k a[k] b[k], k < D */
-static inline HC_FMA real hc_dot(const real *a, const real *b, size_t D) {
-    hc_vec acc = {0};
-    size_t k = 0;
-    for (; k + HC_VL <= D; k += HC_VL) acc += hc_load(a + k) * hc_load(b + k);
-    real s = hc_vsum(acc);
-    for (; k < D; k++) s += a[k] * b[k];
-    return s;
-}
-
 /* Weights of a plain sum of stream rows (hc_combine). */
 static const real hc_ones[HC_MAX_N] = {1, 1, 1, 1, 1, 1, 1, 1};
 
@@ -672,6 +662,9 @@ static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, 
  * per-stream norm one row of C values per (token, stream). */
 static inline int hc_rows_per_token(const gpt_model *m) { return m->spec.norm == HC_NORM_FLAT ? 1 : m->n; }
 
+/* 1 / sqrt(mean(x^2) + eps) of a norm row of D values. Four accumulators, each block of
+ * 4 vectors in turn: one accumulator made a serial chain of D / 16 FMAs, the latency of
+ * the write-back's loop (log item 33). */
 static inline HC_FMA real hc_rstd_of(const real *x, size_t D) {
     hc_vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     size_t k = 0;
