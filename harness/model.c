@@ -508,6 +508,15 @@ static inline __attribute__((always_inline)) hc_vec hc_opaque(hc_vec v) {
  * exactly, -0 included.) */
 static inline __attribute__((always_inline)) hc_vec hc_splat(real s) { return hc_opaque(s - (hc_vec){0}); }
 
+/* The end of a dot product kept in vector lanes: the lane sum of acc (blocks [0, c0)),
+ * then a[c] b[c] for the leftover channels c0 <= c < D, in order. */
+static inline __attribute__((always_inline)) HC_FMA real hc_dot_end(hc_vec acc, const real *a, const real *b,
+                                                                    size_t c0, size_t D) {
+    real s = hc_vsum(acc);
+    for (size_t c = c0; c < D; c++) s += a[c] * b[c];
+    return s;
+}
+
 /* y = w[0] x[0] + w[1] x[1] + ... + w[m-1] x[m-1] (in that order), rows x[i] = x0 + i*C,
  * y and x of C values. m is a constant in each instance (hc_combine dispatches), the
  * weights in registers. */
@@ -627,11 +636,8 @@ static inline __attribute__((always_inline)) void hc_x_wt_tile(const int rb, con
         }
     }
     for (int r = 0; r < rb; r++)
-        for (int k = 0; k < kb; k++) {
-            real s = hc_vsum(acc[r][k]);
-            for (size_t c = j; c < D; c++) s += X[(size_t)r * D + c] * W[(size_t)k * D + c];
-            Z[(size_t)r * Kr + k] = s;
-        }
+        for (int k = 0; k < kb; k++)
+            Z[(size_t)r * Kr + k] = hc_dot_end(acc[r][k], X + (size_t)r * D, W + (size_t)k * D, j, D);
 }
 
 static void hc_x_wt(real *Z, const real *X, const real *W, size_t rows, int Kr, size_t D) {
@@ -993,21 +999,11 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
         for (int i = 0; i < n; i++) {
             const real *dyi = dy + (size_t)i * C;
 #pragma GCC unroll 4
-            for (int j = 0; j < n; j++) {
-                real s = hc_vsum(ah[i * (n + 1) + j]);
-                for (int c = c0; c < C; c++) s += dyi[c] * X[(size_t)j * C + c];
-                dH[i * n + j] = s;
-            }
-            real s = hc_vsum(ah[i * (n + 1) + n]);
-            for (int c = c0; c < C; c++) s += dyi[c] * f[c];
-            dpost[i] = s;
+            for (int j = 0; j < n; j++) dH[i * n + j] = hc_dot_end(ah[i * (n + 1) + j], dyi, X + (size_t)j * C, c0, C);
+            dpost[i] = hc_dot_end(ah[i * (n + 1) + n], dyi, f, c0, C);
         }
 #pragma GCC unroll 4
-        for (int j = 0; j < n; j++) {
-            real s = hc_vsum(ap[j]);
-            for (int c = c0; c < C; c++) s += du[c] * X[(size_t)j * C + c];
-            dpre[j] = s;
-        }
+        for (int j = 0; j < n; j++) dpre[j] = hc_dot_end(ap[j], du, X + (size_t)j * C, c0, C);
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -1022,14 +1018,8 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
             acc[n] += dv * hc_load(f + c);
         }
 #pragma GCC unroll 8
-        for (int j = 0; j < n; j++) {
-            real s = hc_vsum(acc[j]);
-            for (int c = c0; c < C; c++) s += dyi[c] * X[(size_t)j * C + c];
-            dH[i * n + j] = s;
-        }
-        real s = hc_vsum(acc[n]);
-        for (int c = c0; c < C; c++) s += dyi[c] * f[c];
-        dpost[i] = s;
+        for (int j = 0; j < n; j++) dH[i * n + j] = hc_dot_end(acc[j], dyi, X + (size_t)j * C, c0, C);
+        dpost[i] = hc_dot_end(acc[n], dyi, f, c0, C);
     }
     if (!du) {
         for (int i = 0; i < n; i++) dpre[i] = 0;
@@ -1044,11 +1034,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
         for (int i = 0; i < n; i++) acc[i] += dv * hc_load(X + (size_t)i * C + c);
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < n; i++) {
-        real s = hc_vsum(acc[i]);
-        for (int c = c0; c < C; c++) s += du[c] * X[(size_t)i * C + c];
-        dpre[i] = s;
-    }
+    for (int i = 0; i < n; i++) dpre[i] = hc_dot_end(acc[i], du, X + (size_t)i * C, c0, C);
 }
 
 static HC_FMA void hc_token_dots(int n, int C, const real *X, const real *dy, const real *f, const real *du, real *dH,
