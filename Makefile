@@ -64,9 +64,16 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-# the build's git commit, compiled into version.o only (rebuilt every time)
+# The build's git commit, compiled into version.o only. The commit is written to a stamp
+# file when it differs from the one there, and version.o depends on the stamp: it is
+# rebuilt when the commit changes (or the tree turns dirty), and not on every make, which
+# would relink every binary and recompile model.c into test_frame each time.
 GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
-$(BUILD)/harness/version.o: harness/version.c FORCE
+VERSION_STAMP := $(BUILD)/harness/version.commit
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(BUILD)/harness && { [ "$$(cat $(VERSION_STAMP) 2>/dev/null)" = '$(GIT_COMMIT)' ] || echo '$(GIT_COMMIT)' > $(VERSION_STAMP); })
+endif
+$(BUILD)/harness/version.o: harness/version.c $(VERSION_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DS2HC_GIT='"$(GIT_COMMIT)"' -c -o $@ $<
 FORCE:

@@ -3,7 +3,7 @@
 # pattern rules are kept (.SECONDARY with their list: the double-precision test objects;
 # make once deleted them after every build, so any change recompiled all of them). And no
 # target is kept from being rebuilt: a bare `.SECONDARY:` made every missing file
-# "intermediate", so FORCE never forced (the binary's version string went stale) and
+# "intermediate", so a forced target was never rebuilt and
 # `make paper` after `make paper PRESET=tiny` found the small grids' missing index.csv
 # "not needed" and reported the tiny runs as small ones.
 cd "$(dirname "$0")/../.." || exit 1
@@ -13,8 +13,25 @@ SANARG=; [ "$B" = build-san ] && SANARG=SAN=1
 n=$(ls "$B"/dbl/harness/*.o "$B"/dbl/kernels/cpu/*.o 2>/dev/null | wc -l)
 [ "$n" -ge 5 ] && ok "the double-precision objects are kept after the build ($n)" \
   || fail "the double-precision objects were deleted after the build ($n left)"
-make -n $SANARG "$B/harness/version.o" 2>&1 | grep -q -- "-DS2HC_GIT=" \
-  && ok "version.o is rebuilt every time (FORCE forces)" || fail "FORCE does not force: version.o not rebuilt"
+# version.o follows the commit: rebuilt when the commit recorded in its stamp differs
+# from the tree's, and only then (every binary links it; test_frame recompiles model.c).
+S="$B/harness/version.commit"
+if [ -f "$S" ] && [ -f "$B/harness/version.o" ]; then
+  cp -p "$S" "$TMP/stamp"
+  make -n $SANARG "$B/harness/version.o" >"$TMP/vout" 2>&1
+  grep -q -- "-DS2HC_GIT=" "$TMP/vout" \
+    && fail "version.o is rebuilt although the commit is the one it was built for" \
+    || ok "version.o is not rebuilt for the same commit"
+  make -n $SANARG "$B/tests/test_frame" 2>&1 | grep -q "tests/test_frame.c" \
+    && fail "test_frame is rebuilt with nothing changed" || ok "test_frame is not rebuilt with nothing changed"
+  echo 0000000 >"$S"
+  make -n $SANARG "$B/harness/version.o" 2>&1 | grep -q -- "-DS2HC_GIT='\"$(git rev-parse --short HEAD)" \
+    && ok "version.o is rebuilt, with the tree's commit, when the stamp names another" \
+    || fail "version.o not rebuilt after the commit changed (the version string would go stale)"
+  cp -p "$TMP/stamp" "$S"
+else
+  fail "no $S or version.o: the build did not record its commit"
+fi
 # a finished tiny report, then the default preset: the small grids must be planned
 P="$TMP/paper" R="$TMP/runs"
 mkdir -p "$P/data" "$R"
