@@ -774,6 +774,26 @@ static void hc_scaled_weight(real *restrict Wg, const hc_params *p, const hc_dim
     }
 }
 
+/* W' = W diag(1 + g) for the backward's dX pass, by blocks of HC_VL channels: block b's
+ * columns of every row and stream side by side, [b][k][j][HC_VL] (j over the n streams
+ * of a row with one norm row per token, else one), then the leftover channels,
+ * [k][j][C - C0]. The pass walks each block's Kr * n vectors as one run of memory: in
+ * rows of W', the same vectors lie at a stride of C reals, Kr * n lines that fall into a
+ * few sets of L1 (32 lines of 512-byte stride share 8 of its 64 sets). */
+static void hc_scaled_weight_blocks(real *restrict Wb, const hc_params *p, const hc_dims *d) {
+    const int nj = d->rpt == 1 ? d->n : 1, C = d->C, C0 = C / HC_VL * HC_VL, Kr = d->Kr;
+    for (int k = 0; k < Kr; k++)
+        for (int j = 0; j < nj; j++) {
+            const size_t col = (size_t)k * d->D + (size_t)j * C; /* row k, stream j's columns */
+            for (int c = 0; c < C0; c++)
+                Wb[(((size_t)(c / HC_VL) * Kr + k) * nj + j) * HC_VL + c % HC_VL] =
+                    p->W[col + c] * ((real)1 + p->g[(size_t)j * C + c]);
+            for (int c = C0; c < C; c++)
+                Wb[(size_t)Kr * nj * C0 + ((size_t)k * nj + j) * (C - C0) + (c - C0)] =
+                    p->W[col + c] * ((real)1 + p->g[(size_t)j * C + c]);
+        }
+}
+
 /* Coefficients and read-out of sublayer l for the chunk [c0, c1) (rstd in place), with
  * W' already in Wg: z = r (X W'^T), per-token method math, u = sum_i pre[i] X[i]. */
 static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, size_t c1) {
@@ -1082,8 +1102,9 @@ static inline void hc_token_dx_coefs(const hc_acts *h, const hc_dims *d, size_t 
  * n per token): for each stream j,
  *   dx_j = pre_j du - c_j x_j + sum_i H_ij dy_i + sum_k (r dz)_k W'[k, cols of j]
  * the last sum being the projection's backward (W' is (Kr, D): stream j's columns are
- * jC.. of row 0's dz with one norm row per token, or all D = C of row j's). Each row of
- * W' loaded serves the TT tokens. The first three terms go first, token by token, with
+ * jC.. of row 0's dz with one norm row per token, or all D = C of row j's), read from
+ * Wb in the blocks of hc_scaled_weight_blocks. Each vector of W' loaded serves the TT
+ * tokens. The first three terms go first, token by token, with
  * the token's n^2 coefficients H_ij in registers for all its blocks of channels up to 4
  * streams (beyond, one broadcast load each per block), into dX; the
  * projection's terms are then added block by block. n is a constant in each instance
@@ -1093,10 +1114,10 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
                                                                         const hc_dims *d, size_t t0, const real *dY,
                                                                         const real *du, real *dX, const real *dz,
                                                                         const real *cj, const real *pj,
-                                                                        const real *Wg, const real *wsum,
+                                                                        const real *Wb, const real *wsum,
                                                                         real *sum) {
     const int C = d->C, Kr = d->Kr, flat = d->rpt == 1;
-    const size_t nC = d->nC, D = d->D;
+    const size_t nC = d->nC;
     const real *X[4], *dy[4], *uu[4], *H[4], *zz[4], *ws[4];
     real *dx[4], *sm[4];
     for (int t = 0; t < TT; t++) {
@@ -1130,8 +1151,10 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             }
         }
     }
+    const int nj = flat ? n : 1;
     int c = 0;
     for (; c + HC_VL <= C; c += HC_VL) { /* then the projection's terms, tile by tile */
+        const real *wb = Wb + (size_t)(c / HC_VL) * Kr * nj * HC_VL; /* this block's W' */
         hc_vec acc[4][HC_MAX_N];
 #pragma GCC unroll 4
         for (int t = 0; t < TT; t++)
@@ -1141,7 +1164,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             for (int k = 0; k < Kr; k++) {
                 hc_vec w[HC_MAX_N];
 #pragma GCC unroll 8
-                for (int j = 0; j < n; j++) w[j] = hc_opaque(hc_load(Wg + (size_t)k * D + (size_t)j * C + c));
+                for (int j = 0; j < n; j++) w[j] = hc_opaque(hc_load(wb + (size_t)(k * n + j) * HC_VL));
 #pragma GCC unroll 4
                 for (int t = 0; t < TT; t++) {
                     const hc_vec b = hc_splat(zz[t][k]);
@@ -1151,7 +1174,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             }
         } else { /* a norm row per stream: W' row k's columns c for every stream, dz of row j */
             for (int k = 0; k < Kr; k++) {
-                const hc_vec w = hc_opaque(hc_load(Wg + (size_t)k * D + c));
+                const hc_vec w = hc_opaque(hc_load(wb + (size_t)k * HC_VL));
 #pragma GCC unroll 4
                 for (int t = 0; t < TT; t++)
 #pragma GCC unroll 8
@@ -1178,9 +1201,9 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             for (int j = 0; j < n; j++) {
                 real v = pj[t * n + j] * uu[t][c] - cj[t * n + j] * X[t][(size_t)j * C + c];
                 for (int i = 0; i < n; i++) v += H[t][i * n + j] * dvs[i];
-                const real *w = Wg + (flat ? (size_t)j * C + c : (size_t)c);
+                const real *w = Wb + (size_t)Kr * nj * C0 + (size_t)(flat ? j : 0) * (C - C0) + (c - C0);
                 const int zr = flat ? 0 : j * Kr;
-                for (int k = 0; k < Kr; k++) v += zz[t][zr + k] * w[(size_t)k * D];
+                for (int k = 0; k < Kr; k++) v += zz[t][zr + k] * w[(size_t)k * nj * (C - C0)];
                 dx[t][(size_t)j * C + c] = v;
             }
             if (sum) {
@@ -1197,7 +1220,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
 /* dX of the g tokens from t0 (hc_tokens_dx_n), in tiles of HC_DX_TILE(n) tokens and
  * single tokens for the rest. cj, pj: n per token, from hc_token_dx_coefs. */
 static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, int g, const real *dY, const real *du,
-                                real *dX, const real *dz, const real *cj, const real *pj, const real *Wg,
+                                real *dX, const real *dz, const real *cj, const real *pj, const real *Wb,
                                 const real *wsum, real *sum) {
     const int n = d->n;
     int i = 0;
@@ -1205,10 +1228,10 @@ static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, i
 #define HC_DX_CASE(k)                                                                                           \
     case k:                                                                                                     \
         for (; i + HC_DX_TILE(k) <= g; i += HC_DX_TILE(k))                                                      \
-            hc_tokens_dx_n(k, HC_DX_TILE(k), h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wg,    \
+            hc_tokens_dx_n(k, HC_DX_TILE(k), h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wb,    \
                            wsum, sum);                                                                          \
         for (; i < g; i++)                                                                                      \
-            hc_tokens_dx_n(k, 1, h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wg, wsum, sum);  \
+            hc_tokens_dx_n(k, 1, h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wb, wsum, sum);  \
         break;
         HC_DX_CASE(1) HC_DX_CASE(2) HC_DX_CASE(3) HC_DX_CASE(4)
         HC_DX_CASE(5) HC_DX_CASE(6) HC_DX_CASE(7) HC_DX_CASE(8)
@@ -1236,7 +1259,7 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
  * zper more reals of the zeroing zc walks, before each token's dots: its stores drain
  * while the token's work runs. */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
-                               size_t t1, const real *dY, const real *du, real *dX, real *dz, const real *Wg,
+                               size_t t1, const real *dY, const real *du, real *dX, real *dz, const real *Wb,
                                const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc, size_t zper) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
@@ -1258,7 +1281,7 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
         hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
                            my_dtheta);
         for (int i = 0; i < g; i++) hc_token_dx_coefs(h, d, g0 + i, du != NULL, dz, cj + i * n, pj + i * n);
-        hc_tokens_dx(h, d, g0, g, dY, du, dX, dz, cj, pj, Wg, wsum, sum);
+        hc_tokens_dx(h, d, g0, g, dY, du, dX, dz, cj, pj, Wb, wsum, sum);
     }
 }
 
@@ -1279,9 +1302,9 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
 #pragma omp parallel num_threads(hc_threads(s))
     {
         const int nthr = hc_nthreads();
-        real *Wg = s->base + (size_t)hc_tid() * s->stride, *myM = Wg + d.KD, *myth = myM + d.KD;
+        real *Wb = s->base + (size_t)hc_tid() * s->stride, *myM = Wb + d.KD, *myth = myM + d.KD;
         memset(myM, 0, (d.KD + (size_t)d.nt) * sizeof(real));
-        hc_scaled_weight(Wg, &p, &d);
+        hc_scaled_weight_blocks(Wb, &p, &d);
         size_t t0, t1;
         hc_range(N, &t0, &t1);
         /* sublayer l - 1's scratch zeroed a piece per token (a multiple of 16 reals) while
@@ -1299,7 +1322,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                 const size_t c1 = c0 + chunk < s1 ? c0 + chunk : s1;
                 /* with dX, df of l - 1 (or sublayer 0's dsum, which may be du itself: each
                    block of a token's du is read before its dsum is written) */
-                hc_tokens_backward(m, &p, &h, &d, c0, c1, dY, du, dX, dz, Wg, df_prev ? post_prev : NULL,
+                hc_tokens_backward(m, &p, &h, &d, c0, c1, dY, du, dX, dz, Wb, df_prev ? post_prev : NULL,
                                    df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL, zper);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */

@@ -146,7 +146,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             hc_acts h = model_hc_acts(&m, l + 1), a0 = model_hc_acts(&m, l);
             real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM], cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
             const hc_params pl = hc_params_of(&m, l + 1);
-            hc_scaled_weight(hs.base, &pl, &d); /* sublayer l + 1's W' for dX's projection term */
+            hc_scaled_weight_blocks(hs.base, &pl, &d); /* sublayer l + 1's W' for dX's projection term */
             evict();
             t0 = cpu_now();
             for (size_t g0 = 0; g0 < N; g0 += HC_LANES) {
@@ -176,6 +176,8 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
     double hb[8];
     for (int k = 0; k < 8; k++) hb[k] = INFINITY;
     hc_scaled_weight(Wg, &p, &d);
+    real *Wb = malloc_check(d.KD * sizeof(real)); /* W' in dX's blocks */
+    hc_scaled_weight_blocks(Wb, &p, &d);
     for (int rep = 0; rep < 20 * reps; rep++) {
         MIN_OF(hb[0], for (size_t c0 = 0; c0 < NT; c0 += HC_CHUNK) {
             const size_t c1 = c0 + HC_CHUNK < NT ? c0 + HC_CHUNK : NT;
@@ -192,7 +194,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
                                              dz + g0 * K, myth));
         MIN_OF(hb[6], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes) {
             for (int i = 0; i < lanes; i++) hc_token_dx_coefs(&h, &d, g0 + i, 1, dz, cj + i * d.n, pj + i * d.n);
-            hc_tokens_dx(&h, &d, g0, lanes, dY, du, dY, dz, cj, pj, Wg, h0.post, df);
+            hc_tokens_dx(&h, &d, g0, lanes, dY, du, dY, dz, cj, pj, Wb, h0.post, df);
         });
         MIN_OF(hb[7], hc_at_x(myM, dz, h.X, NT * d.rpt, d.Kr, d.D));
     }
@@ -223,6 +225,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
            r->bwd - r->zero - r->floor_b, r->h_out, r->h_z, r->h_mf, r->h_read, r->h_out + r->h_z + r->h_mf + r->h_read,
            r->h_dots, r->h_mb, r->h_dx, r->h_dw);
     fflush(stdout);
+    free(Wb);
     free(in);
     free(tg);
     model_free(&m);
