@@ -719,7 +719,8 @@ static hc_dims hc_dims_of(const gpt_model *m) {
 }
 
 /* Per-thread scratch in the tail of grad_acts: part p of `nparts` is [W' | M | dtheta]
- * (Kr*D, Kr*D, n_theta reals) at base + p * stride. */
+ * (Kr*D, Kr*D, n_theta reals) at base + p * stride; W' by rows in the forward
+ * (hc_scaled_weight), in dX's blocks in the backward (hc_scaled_weight_blocks). */
 typedef struct {
     real *base;
     int nparts;
@@ -785,12 +786,14 @@ static void hc_scaled_weight_blocks(real *restrict Wb, const hc_params *p, const
     for (int k = 0; k < Kr; k++)
         for (int j = 0; j < nj; j++) {
             const size_t col = (size_t)k * d->D + (size_t)j * C; /* row k, stream j's columns */
-            for (int c = 0; c < C0; c++)
-                Wb[(((size_t)(c / HC_VL) * Kr + k) * nj + j) * HC_VL + c % HC_VL] =
-                    p->W[col + c] * ((real)1 + p->g[(size_t)j * C + c]);
+            const real *w = p->W + col, *g = p->g + (size_t)j * C;
+            for (int c0 = 0; c0 < C0; c0 += HC_VL) {
+                real *o = Wb + (((size_t)(c0 / HC_VL) * Kr + k) * nj + j) * HC_VL;
+#pragma omp simd
+                for (int v = 0; v < HC_VL; v++) o[v] = w[c0 + v] * ((real)1 + g[c0 + v]);
+            }
             for (int c = C0; c < C; c++)
-                Wb[(size_t)Kr * nj * C0 + ((size_t)k * nj + j) * (C - C0) + (c - C0)] =
-                    p->W[col + c] * ((real)1 + p->g[(size_t)j * C + c]);
+                Wb[(size_t)Kr * nj * C0 + ((size_t)k * nj + j) * (C - C0) + (c - C0)] = w[c] * ((real)1 + g[c]);
         }
 }
 
