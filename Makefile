@@ -9,9 +9,9 @@ ifeq ($(CC),cc)
 CC := gcc
 endif
 SAN     ?= 0
-# The sanitizer build at -O1 (AddressSanitizer's advice for a usable speed): its tests
-# run as fast as at -O2, and it compiles in half the time (harness/model.c's frame
-# kernels take minutes under UBSan at -O2).
+# The sanitizer build at -O1 (AddressSanitizer's advice for a usable speed): it compiles
+# in half the time of -O2 (harness/model.c's frame kernels take minutes under UBSan
+# there) and its suite runs ~10 % longer (docs/performance.md, log item 34).
 ifeq ($(SAN),1)
 OPT     ?= -O1 -march=native
 endif
