@@ -478,6 +478,8 @@ void model_free(gpt_model *m) {
 
 #define HC_CHUNK 64                  /* tokens per GEMM + per-token pass (32..128 measured alike) */
 #define HC_CHUNK_M 256               /* tokens per M = dz^T X product (64: slower; 256..all alike) */
+_Static_assert(HC_CHUNK % HC_LANES == 0 && HC_CHUNK_M % HC_LANES == 0,
+               "the frame's chunks start whole groups of HC_LANES tokens (hc_range)");
 #define HC_CHUNK_W_MAX (256 * 1024)  /* larger W' (reals): one GEMM per thread (no re-packing) */
 #define HC_COL_BLOCK 64              /* columns per task of the dW, dg update */
 
@@ -758,11 +760,14 @@ static inline int hc_nthreads(void) {
 #endif
 }
 
-/* This thread's token range [t0, t1): contiguous, the same in every frame region. */
+/* This thread's token range [t0, t1): contiguous, the same in every frame region, its
+ * ends at multiples of HC_LANES (but N's): the method cache of every whole group of
+ * HC_LANES tokens is kept in lanes (hc_forward_tokens), so the forward and the backward
+ * must group the tokens alike, whatever the threads. */
 static inline void hc_range(size_t N, size_t *t0, size_t *t1) {
-    const size_t tid = (size_t)hc_tid(), nth = (size_t)hc_nthreads();
-    *t0 = N * tid / nth;
-    *t1 = N * (tid + 1) / nth;
+    const size_t tid = (size_t)hc_tid(), nth = (size_t)hc_nthreads(), L = HC_LANES;
+    *t0 = N * tid / nth / L * L;
+    *t1 = tid + 1 == nth ? N : N * (tid + 1) / nth / L * L;
 }
 
 /* W' = W diag(1 + g), (Kr, D), into this thread's copy. */

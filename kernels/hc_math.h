@@ -266,6 +266,31 @@ HOSTDEV static inline void hc_lanes_put(int m, int V, const real *x, real *dst, 
         for (int e = 0; e < m; e++) dst[v * ts + (size_t)e] = x[e * V + v];
 }
 
+/* A method's cache of V tokens is kept in lanes, element e of token v at cache[e * V + v]
+ * (V = 1: the token's own layout), so the lanes code writes and reads it as plain runs of
+ * memory, without transposes. hc_forward_tokens and hc_backward_tokens keep each whole
+ * group of HC_LANES tokens so (hc_cache_token_get and _put reach one token of a group).
+ * m values from element e0 on, between the lanes x and the cache: */
+HOSTDEV static inline void hc_cache_put(int m, int V, const real *x, real *cache, int e0) {
+    real *dst = cache + (size_t)e0 * V;
+    for (int i = 0; i < m * V; i++) dst[i] = x[i];
+}
+
+HOSTDEV static inline void hc_cache_get(int m, int V, const real *cache, int e0, real *x) {
+    const real *src = cache + (size_t)e0 * V;
+    for (int i = 0; i < m * V; i++) x[i] = src[i];
+}
+
+/* Token v's cs values of a group of HC_LANES tokens whose cache is in lanes, from and to
+ * the token's own layout x. */
+HOSTDEV static inline void hc_cache_token_get(int cs, const real *group, int v, real *x) {
+    for (int e = 0; e < cs; e++) x[e] = group[(size_t)e * HC_LANES + v];
+}
+
+HOSTDEV static inline void hc_cache_token_put(int cs, const real *x, real *group, int v) {
+    for (int e = 0; e < cs; e++) group[(size_t)e * HC_LANES + v] = x[e];
+}
+
 /* ---- the shared mHC-style gates --------------------------------------------------- */
 
 #define HC_GATE_THETA(n) (2 + 2 * (n))
@@ -877,12 +902,10 @@ HOSTDEV static inline int hc_mhc_linear(int n, const real *Lg, real *mx) {
     return hi - lo <= (real)HC_MHC_LINEAR_SPREAD;
 }
 
-/* In lanes (see hc_lanes_get); the cache at cache[v * vs + e] (each token's own layout,
- * vs = its stride). The lanes turn the iteration's chain of dependent divisions into
- * independent lanes. The cache moves between the layouts through a window of whole
- * half-steps, at most HC_MHC_WIN values per token (one 16 x 16 block transposed in
- * registers on the CPU), instead of value by value. */
-#define HC_MHC_WIN 16
+/* In lanes (see hc_lanes_get), the cache in lanes too (hc_cache_put): half-step t's n
+ * scalings (or potentials) at cache[t * n * V]. The lanes turn the iteration's chain of
+ * dependent divisions into independent lanes, and each half-step's scalings are written
+ * where the backward reads them: no copy between layouts. */
 
 /* One half-step (lanes; row: a row step, else a column step): sc = 1 / the sums of E's
  * rows (columns) scaled by the other side's scalings; on the last, H = E other / sum. */
@@ -905,29 +928,24 @@ HOSTDEV static inline void hc_mhc_half_step_v(const int n, const int V, const in
     }
 }
 
-/* The linear form from E = exp(L - max L): H, and the cache of every half-step. Each
- * half-step's scalings go straight into the window (the other side's are the previous
- * slot: a window holds at least two). */
+/* The linear form from E = exp(L - max L): H, and the cache of every half-step (lanes:
+ * each half-step's scalings straight into their place; the other side's are the
+ * previous half-step's). */
 HOSTDEV static inline void hc_mhc_scalings_v(const hc_spec *s, const int n, const int V, const real *E, real *H,
-                                             real *cache, size_t vs) {
-    const int steps = 2 * s->sinkhorn_iters, hw = HC_MHC_WIN / n;
-    real ones[HC_MAX_N * HC_LANES], w[HC_MHC_WIN * HC_LANES];
+                                             real *cache) {
+    const int steps = 2 * s->sinkhorn_iters;
+    real ones[HC_MAX_N * HC_LANES];
     for (int k = 0; k < n * V; k++) ones[k] = 1;
     const real *prev_a = ones, *prev_b = ones;
-    int u0 = 0; /* the window holds half-steps [u0, t) */
     for (int t = 0; t < steps; t++) {
         const int last = t == steps - 1;
-        real *slot = w + (size_t)(t - u0) * n * V;
+        real *slot = cache + (size_t)t * n * V;
         if (hc_mhc_is_row_step(s, t)) {
             hc_mhc_half_step_v(n, V, 1, last, E, prev_b, slot, H);
             prev_a = slot;
         } else {
             hc_mhc_half_step_v(n, V, 0, last, E, prev_a, slot, H);
             prev_b = slot;
-        }
-        if (t + 1 - u0 == hw || last) {
-            hc_lanes_put((t + 1 - u0) * n, V, w, cache + (size_t)u0 * n, vs);
-            u0 = t + 1;
         }
     }
 }
@@ -943,8 +961,8 @@ HOSTDEV HC_FLATTEN static inline void hc_mhc_sinkhorn_lin(const hc_spec *s, cons
                                                           real *cache) {
     real E[HC_MM] = {0};
     hc_mhc_exp(s->n, Lg, mx, E);
-    if (s->n == 4) hc_mhc_scalings_v(s, 4, 1, E, H, cache, 0);
-    else hc_mhc_scalings_v(s, s->n, 1, E, H, cache, 0);
+    if (s->n == 4) hc_mhc_scalings_v(s, 4, 1, E, H, cache);
+    else hc_mhc_scalings_v(s, s->n, 1, E, H, cache);
 }
 
 HOSTDEV static inline void hc_mhc_sinkhorn_log(const hc_spec *s, const real *Lg, real *H, real *cache) {
@@ -986,17 +1004,17 @@ HOSTDEV static inline void hc_mhc_forward(const hc_spec *s, const real *theta, c
     else hc_mhc_sinkhorn_log(s, Lg, H, cache);
 }
 
-/* M after half-step t (lanes), from the window w (half-steps from u0 on, holding t - 1
- * and t): the linear form's M = diag(a) E diag(b) from X = E, or the log form's
+/* M after half-step t (lanes), from the cache (half-step u's scalings at cache[u * n * V]):
+ * the linear form's M = diag(a) E diag(b) from X = E, or the log form's
  * M = exp(L - r - c) from X = L. */
 HOSTDEV static inline void hc_mhc_iterate_v(const hc_spec *s, const int n, const int V, const int lin,
-                                            const real *X, const real *w, int u0, int t, real *M) {
+                                            const real *X, const real *cache, int t, real *M) {
     real unit[HC_MAX_N * HC_LANES];
     const real *r = unit, *c = unit;
     if (t == 0)
         for (int k = 0; k < n * V; k++) unit[k] = lin ? 1 : 0;
     for (int u = t > 0 ? t - 1 : 0; u <= t; u++) {
-        const real *p = w + (size_t)(u - u0) * n * V;
+        const real *p = cache + (size_t)u * n * V;
         if (hc_mhc_is_row_step(s, u)) r = p;
         else c = p;
     }
@@ -1026,20 +1044,14 @@ HOSTDEV static inline void hc_mhc_back_step_v(const int n, const int V, const in
     }
 }
 
-/* G = dL from dH (lanes): through H = exp(log M), then the half-steps in reverse. */
+/* G = dL from dH (lanes, the cache too): through H = exp(log M), then the half-steps in
+ * reverse. */
 HOSTDEV static inline void hc_mhc_unroll_back_v(const hc_spec *s, const int n, const int V, const int lin,
-                                                const real *X, const real *cache, size_t vs, const real *dH,
-                                                real *G) {
-    const int steps = 2 * s->sinkhorn_iters, hw = HC_MHC_WIN / n;
-    real M[HC_MM * HC_LANES], w[HC_MHC_WIN * HC_LANES];
-    int u0 = 0, u1 = 0; /* the window holds half-steps [u0, u1) */
+                                                const real *X, const real *cache, const real *dH, real *G) {
+    const int steps = 2 * s->sinkhorn_iters;
+    real M[HC_MM * HC_LANES];
     for (int t = steps - 1; t >= 0; t--) {
-        if (t >= u1 || (t > 0 ? t - 1 : 0) < u0) { /* the hw half-steps up to t */
-            u1 = t + 1;
-            u0 = u1 > hw ? u1 - hw : 0;
-            hc_lanes_get((u1 - u0) * n, V, cache + (size_t)u0 * n, vs, w);
-        }
-        hc_mhc_iterate_v(s, n, V, lin, X, w, u0, t, M);
+        hc_mhc_iterate_v(s, n, V, lin, X, cache, t, M);
         if (t == steps - 1)
             for (int k = 0; k < n * n * V; k++) G[k] = dH[k] * M[k];
         if (hc_mhc_is_row_step(s, t)) hc_mhc_back_step_v(n, V, 1, M, G);
@@ -1077,7 +1089,7 @@ HOSTDEV static inline void hc_mhc_backward_n(const hc_spec *s, const int n, cons
     hc_mhc_logits(n, theta, z, Lg);
     const int lin = hc_mhc_linear(n, Lg, &mx);
     if (lin) hc_mhc_exp(n, Lg, mx, E);
-    hc_mhc_unroll_back_v(s, n, 1, lin, lin ? E : Lg, cache, 0, dH, G);
+    hc_mhc_unroll_back_v(s, n, 1, lin, lin ? E : Lg, cache, dH, G);
     hc_mhc_dlogits_v(n, 1, theta, z, 0, G, dz, dtheta);
 }
 
@@ -1113,8 +1125,8 @@ static inline int hc_mhc_shifted_logits_v(const int n, const real *theta, const 
     return 1;
 }
 
-/* HC_LANES consecutive tokens in lanes (z, pre, post, H, cache at strides K, n, n*n and
- * spec->cache), when every one takes the linear form; 0 (nothing written) otherwise. */
+/* HC_LANES consecutive tokens in lanes (z, pre, post, H at strides K, n, n*n; the cache in
+ * lanes), when every one takes the linear form; 0 (nothing written) otherwise. */
 static inline int hc_mhc_forward_lanes_n(const hc_spec *s, const int n, const real *theta, const real *z, real *pre,
                                          real *post, real *H, real *cache) {
     const int V = HC_LANES, K = s->K, nn = n * n;
@@ -1122,7 +1134,7 @@ static inline int hc_mhc_forward_lanes_n(const hc_spec *s, const int n, const re
     if (!hc_mhc_shifted_logits_v(n, theta, z, (size_t)K, E)) return 0;
     hc_exp_many(nn * V, E, E);
     hc_gates_forward_v(n, V, theta, z, (size_t)K, pre, post);
-    hc_mhc_scalings_v(s, n, V, E, Hv, cache, (size_t)s->cache);
+    hc_mhc_scalings_v(s, n, V, E, Hv, cache);
     hc_lanes_put(nn, V, Hv, H, (size_t)nn);
     return 1;
 }
@@ -1137,7 +1149,7 @@ static inline int hc_mhc_backward_lanes_n(const hc_spec *s, const int n, const r
     if (!hc_mhc_shifted_logits_v(n, theta, z, (size_t)K, E)) return 0;
     hc_exp_many(nn * V, E, E);
     hc_lanes_get(nn, V, dH, (size_t)nn, dHv);
-    hc_mhc_unroll_back_v(s, n, V, 1, E, cache, (size_t)s->cache, dHv, G);
+    hc_mhc_unroll_back_v(s, n, V, 1, E, cache, dHv, G);
     hc_gates_backward_v(n, V, theta, z, (size_t)K, dpre, dpost, dz, dtheta);
     hc_mhc_dlogits_v(n, V, theta, z, (size_t)K, G, dz, dtheta);
     return 1;
@@ -1467,29 +1479,29 @@ HOSTDEV static inline void hc_kromhc_backward(const hc_spec *s, const real *thet
 /* ---- orthogonal: H = map(skew(gamma tanh(tau z + b))) over the full n x n ----------
  *   theta = [gates, tau, gamma, b_res[n(n-1)/2]], z = [gates, z_res[n(n-1)/2]]
  * map = Cayley (default) or expm (core: expm). Orthogonal, but the mean is not kept.
- * V tokens in lanes (z, pre, post, H, cache, dz at strides K, n, n*n, spec->cache, K). */
+ * V tokens in lanes (z, pre, post, H, dz at strides K, n, n*n, K; the cache in lanes). */
 
 HOSTDEV static inline void hc_orthogonal_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
                                                    const real *z, real *pre, real *post, real *H, real *cache) {
     const int g0 = HC_GATE_THETA(n), nn = n * n, k = n * (n - 1) / 2;
-    const size_t K = (size_t)s->K, cs = (size_t)s->cache;
+    const size_t K = (size_t)s->K;
     real Q[HC_MM * HC_LANES], t[HC_ROT_K * HC_LANES];
     hc_gates_forward_v(n, V, theta, z, K, pre, post);
     hc_rot_forward_v(n, V, s->core_expm, theta[g0 + 1], theta[g0], theta + g0 + 2, z + HC_GATE_Z(n), K, Q, t);
     hc_lanes_put(nn, V, Q, H, (size_t)nn);
-    hc_lanes_put(nn, V, Q, cache, cs);
-    hc_lanes_put(k, V, t, cache + nn, cs);
+    hc_cache_put(nn, V, Q, cache, 0);
+    hc_cache_put(k, V, t, cache, nn);
 }
 
 HOSTDEV static inline void hc_orthogonal_backward_v(const hc_spec *s, const int n, const int V, const real *theta,
                                                     const real *z, const real *cache, const real *dpre,
                                                     const real *dpost, const real *dH, real *dz, real *dtheta) {
     const int g0 = HC_GATE_THETA(n), nn = n * n, k = n * (n - 1) / 2;
-    const size_t K = (size_t)s->K, cs = (size_t)s->cache;
+    const size_t K = (size_t)s->K;
     real Q[HC_MM * HC_LANES], t[HC_ROT_K * HC_LANES], dQ[HC_MM * HC_LANES];
     hc_gates_backward_v(n, V, theta, z, K, dpre, dpost, dz, dtheta);
-    hc_lanes_get(nn, V, cache, cs, Q);
-    hc_lanes_get(k, V, cache + nn, cs, t);
+    hc_cache_get(nn, V, cache, 0, Q);
+    hc_cache_get(k, V, cache, nn, t);
     hc_lanes_get(nn, V, dH, (size_t)nn, dQ);
     hc_rot_backward_v(n, V, s->core_expm, theta[g0 + 1], theta[g0], z + HC_GATE_Z(n), K, Q, t, dQ, dz + HC_GATE_Z(n),
                       dtheta + g0 + 1, dtheta + g0, dtheta + g0 + 2);
@@ -1604,12 +1616,12 @@ HOSTDEV static inline void hc_helmert_basis_v(int n, int V, real *UZ) {
         for (int v = 0; v < V; v++) UZ[e * V + v] = U[e];
 }
 
-/* V tokens in lanes (z, pre, post, H, cache, dz at strides K, n, n*n, spec->cache, K). */
+/* V tokens in lanes (z, pre, post, H, dz at strides K, n, n*n, K; the cache in lanes). */
 HOSTDEV static inline void hc_s2hc_forward_v(const hc_spec *s, const int n, const int V, const real *theta,
                                              const real *z, real *pre, real *post, real *H, real *cache) {
     const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
     const int d = L.d, k = L.k, rc = HC_ROT_CACHE(d);
-    const size_t K = (size_t)s->K, cs = (size_t)s->cache;
+    const size_t K = (size_t)s->K;
     const real *th = theta + HC_GATE_THETA(n), *zz = z + HC_GATE_Z(n);
     real U[HC_MM * HC_LANES], Vc[HC_MM * HC_LANES], sig[HC_MAX_N * HC_LANES], dsig[HC_MAX_N * HC_LANES];
     real D[HC_MM * HC_LANES], UZ[HC_MM * HC_LANES], T[HC_MM * HC_LANES], Hl[HC_MM * HC_LANES], S[HC_LANES];
@@ -1642,12 +1654,12 @@ HOSTDEV static inline void hc_s2hc_forward_v(const hc_spec *s, const int n, cons
     for (int i = 0; i < n; i++)
         for (int v = 0; v < V; v++) Hl[(i * n + i) * V + v] += 1;
     hc_lanes_put(n * n, V, Hl, H, (size_t)(n * n));
-    hc_lanes_put(d * d, V, U, cache, cs);
-    hc_lanes_put(k, V, tU, cache + d * d, cs);
-    hc_lanes_put(d * d, V, Vc, cache + rc, cs);
-    hc_lanes_put(k, V, tV, cache + rc + d * d, cs);
-    hc_lanes_put(d, V, sig, cache + 2 * rc, cs);
-    hc_lanes_put(d, V, dsig, cache + 2 * rc + d, cs);
+    hc_cache_put(d * d, V, U, cache, 0);
+    hc_cache_put(k, V, tU, cache, d * d);
+    hc_cache_put(d * d, V, Vc, cache, rc);
+    hc_cache_put(k, V, tV, cache, rc + d * d);
+    hc_cache_put(d, V, sig, cache, 2 * rc);
+    hc_cache_put(d, V, dsig, cache, 2 * rc + d);
 }
 
 HOSTDEV static inline void hc_s2hc_backward_v(const hc_spec *s, const int n, const int V, const real *theta,
@@ -1655,7 +1667,7 @@ HOSTDEV static inline void hc_s2hc_backward_v(const hc_spec *s, const int n, con
                                               const real *dH, real *dz, real *dtheta) {
     const hc_s2hc_layout L = hc_s2hc_layout_of(n, s->method == HC_S2HC_ROT);
     const int d = L.d, k = L.k, rc = HC_ROT_CACHE(d);
-    const size_t K = (size_t)s->K, cs = (size_t)s->cache;
+    const size_t K = (size_t)s->K;
     const real *th = theta + HC_GATE_THETA(n), *zz = z + HC_GATE_Z(n);
     real *dth = dtheta + HC_GATE_THETA(n), *dzz = dz + HC_GATE_Z(n);
     real U[HC_MM * HC_LANES], Vc[HC_MM * HC_LANES], tU[HC_ROT_K * HC_LANES], tV[HC_ROT_K * HC_LANES];
@@ -1663,12 +1675,12 @@ HOSTDEV static inline void hc_s2hc_backward_v(const hc_spec *s, const int n, con
     real UZ[HC_MM * HC_LANES], T[HC_MM * HC_LANES], dHl[HC_MM * HC_LANES], dD[HC_MM * HC_LANES];
     real dU[HC_MM * HC_LANES], dV[HC_MM * HC_LANES], su[HC_LANES], sv[HC_LANES];
     hc_gates_backward_v(n, V, theta, z, K, dpre, dpost, dz, dtheta);
-    hc_lanes_get(d * d, V, cache, cs, U);
-    hc_lanes_get(k, V, cache + d * d, cs, tU);
-    hc_lanes_get(d * d, V, cache + rc, cs, Vc);
-    hc_lanes_get(k, V, cache + rc + d * d, cs, tV);
-    hc_lanes_get(d, V, cache + 2 * rc, cs, sig);
-    hc_lanes_get(d, V, cache + 2 * rc + d, cs, dsig);
+    hc_cache_get(d * d, V, cache, 0, U);
+    hc_cache_get(k, V, cache, d * d, tU);
+    hc_cache_get(d * d, V, cache, rc, Vc);
+    hc_cache_get(k, V, cache, rc + d * d, tV);
+    hc_cache_get(d, V, cache, 2 * rc, sig);
+    hc_cache_get(d, V, cache, 2 * rc + d, dsig);
     hc_lanes_get(n * n, V, dH, (size_t)(n * n), dHl);
     hc_helmert_basis_v(n, V, UZ);
     hc_mm_tn_v(d, n, n, V, UZ, dHl, T);  /* dD = U_Z^T dH U_Z */
@@ -1874,8 +1886,13 @@ static inline int hc_backward_lanes(const hc_spec *s, const real *theta, const r
 }
 #endif
 
-/* hc_forward of `count` consecutive tokens (z, pre, post, H, cache at strides K, n, n*n,
- * spec->cache), the same bits as token by token. */
+/* hc_forward of `count` consecutive tokens (z, pre, post, H at strides K, n, n*n), the
+ * same bits as token by token. The cache (spec->cache reals per token): each whole group
+ * of HC_LANES tokens from the first in lanes, in the group's HC_LANES * spec->cache
+ * reals (hc_cache_put); the tokens after the last whole group each in its own layout.
+ * hc_backward_tokens reads it so: the backward must take the same tokens from the same
+ * first one, in whole groups (the frame's ranges and chunks start at multiples of
+ * HC_LANES). */
 static inline void hc_forward_tokens(const hc_spec *s, const real *theta, const real *z, int count, real *pre,
                                      real *post, real *H, real *cache) {
     const int n = s->n, K = s->K, cs = s->cache;
@@ -1885,9 +1902,11 @@ static inline void hc_forward_tokens(const hc_spec *s, const real *theta, const 
         for (; t + HC_LANES <= count; t += HC_LANES)
             if (!hc_forward_lanes(s, theta, z + (size_t)t * K, pre + t * n, post + t * n, H + (size_t)t * n * n,
                                   cache + (size_t)t * cs))
-                for (int u = t; u < t + HC_LANES; u++)
-                    hc_forward(s, theta, z + (size_t)u * K, pre + u * n, post + u * n, H + (size_t)u * n * n,
-                               cache + (size_t)u * cs);
+                for (int u = t; u < t + HC_LANES; u++) { /* token by token, the cache moved into lanes */
+                    real own[cs > 0 ? cs : 1];
+                    hc_forward(s, theta, z + (size_t)u * K, pre + u * n, post + u * n, H + (size_t)u * n * n, own);
+                    hc_cache_token_put(cs, own, cache + (size_t)t * cs, u - t);
+                }
 #endif
     for (; t < count; t++)
         hc_forward(s, theta, z + (size_t)t * K, pre + t * n, post + t * n, H + (size_t)t * n * n,
@@ -1895,7 +1914,8 @@ static inline void hc_forward_tokens(const hc_spec *s, const real *theta, const 
 }
 
 /* hc_backward of `count` consecutive tokens (dpre, dpost, dH, dz at strides n, n, n*n,
- * K), the same bits as token by token (dtheta included). */
+ * K; the cache as hc_forward_tokens left it), the same bits as token by token (dtheta
+ * included). */
 static inline void hc_backward_tokens(const hc_spec *s, const real *theta, const real *z, const real *cache,
                                       int count, const real *dpre, const real *dpost, const real *dH, real *dz,
                                       real *dtheta) {
@@ -1906,9 +1926,12 @@ static inline void hc_backward_tokens(const hc_spec *s, const real *theta, const
         for (; t + HC_LANES <= count; t += HC_LANES)
             if (!hc_backward_lanes(s, theta, z + (size_t)t * K, cache + (size_t)t * cs, dpre + t * n, dpost + t * n,
                                    dH + (size_t)t * n * n, dz + (size_t)t * K, dtheta))
-                for (int u = t; u < t + HC_LANES; u++)
-                    hc_backward(s, theta, z + (size_t)u * K, cache + (size_t)u * cs, dpre + u * n, dpost + u * n,
+                for (int u = t; u < t + HC_LANES; u++) {
+                    real own[cs > 0 ? cs : 1];
+                    hc_cache_token_get(cs, cache + (size_t)t * cs, u - t, own);
+                    hc_backward(s, theta, z + (size_t)u * K, own, dpre + u * n, dpost + u * n,
                                 dH + (size_t)u * n * n, dz + (size_t)u * K, dtheta);
+                }
 #endif
     for (; t < count; t++)
         hc_backward(s, theta, z + (size_t)t * K, cache + (size_t)t * cs, dpre + t * n, dpost + t * n,
