@@ -628,6 +628,19 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
                     median(gemm_rate, o->rounds), median(gemm_rate_cpu, o->rounds), bench_model_mb(&bm[i].m),
                     o->rounds, o->steps, l_start, l_end);
     }
+    int id = -1; /* identity: the streams and their gates with no mixing math */
+    for (int i = 1; i < nm; i++)
+        if (bm[i].ok && !strcmp(names[i], "identity")) id = i;
+    if (id > 0 && nm > 2) {
+        printf("  x identity wall (the same rounds): what each method costs beyond carrying n = %d streams\n   ",
+               BENCH_N);
+        for (int i = 1; i < nm; i++) {
+            if (!bm[i].ok || i == id) continue;
+            for (int r = 0; r < o->rounds; r++) ratio[r] = bm[i].round_med[r] / bm[id].round_med[r];
+            printf(" %s %.3f", names[i], median(ratio, o->rounds));
+        }
+        printf("\n");
+    }
     free(ratio);
     free(rcpu);
     free(mfu);

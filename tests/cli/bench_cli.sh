@@ -19,6 +19,10 @@ expect_status 2 "bench --mem-limit 0 is refused" -- "$S2HC" bench --mem-limit 0
 expect_status 0 "the smallest bench runs" -- "$S2HC" bench --quick --preset tiny --no-streams --no-probes \
   --rounds 1 --steps 1 --csv "$TMP/csv"
 expect_out "thread: [0-9.]+ ms CPU per step = [0-9.]+% of rc's step" "the frame floor is printed"
+# with identity among the methods: every other method (not rc, not identity) over identity
+got=$(grep -A1 '^  x identity wall' "$TMP/out" | tail -n 1 | awk '{ for (i = 1; i < NF; i += 2) if ($(i + 1) + 0 > 0) printf "%s ", $i }')
+[ "$got" = "hc mhc mhc_lite kromhc orthogonal s2hc s2hc_rot " ] && ok "x identity: the other methods, each > 0" \
+  || fail "x identity line: '$got'"
 for f in gemm bench breakdown; do
   if [ -s "$TMP/csv/$f.csv" ]; then ok "$f.csv written"; else fail "$f.csv missing or empty"; fi
 done
@@ -42,6 +46,7 @@ expect_status 2 "bench --methods with an unknown name is refused" -- "$S2HC" ben
 expect_out "--methods: unknown method 'foo' \(methods: rc, identity" "the message names it and the methods there are"
 expect_status 0 "bench --methods s2hc,mhc,s2hc runs" -- "$S2HC" bench --quick --preset tiny --no-probes \
   --rounds 1 --steps 1 --methods s2hc,mhc,s2hc --csv "$TMP/csv2"
+grep -q 'x identity' "$TMP/out" && fail "x identity printed without identity" || ok "no x identity line without identity"
 got=$(awk -F, 'NR > 1 { printf "%s ", $2 }' "$TMP/csv2/bench.csv")
 [ "$got" = "rc s2hc mhc " ] && ok "bench.csv: rc, s2hc, mhc, once each" || fail "bench.csv methods: '$got'"
 got=$(awk -F, 'NR > 1 { printf "%s%s ", $2, $3 }' "$TMP/csv2/streams.csv")
