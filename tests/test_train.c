@@ -350,6 +350,76 @@ static void test_sliced_step_is_the_step(void) {
 }
 
 /* Every method trains with a falling loss (issue: variants). */
+/* The method cache of a whole group of 16 tokens is kept in the lanes' layout, so the
+ * frame's forward and backward must group the tokens alike whatever their threads
+ * (hc_range ends at multiples of 16). Here N = 3 x 37 = 111 tokens (a ragged last
+ * group) go forward on one thread count and backward on another (1 and 3: ranges from
+ * 0 and from 32, 64; 3 and 2), for every method with a cache: the loss and gradients
+ * equal the one-thread step's within float rounding. Ranges split at N t / threads
+ * (37, 74) would read the cache of tokens 37.. as groups it was not written in (tried:
+ * every method here fails). */
+static void test_frame_groups_any_threads(void) {
+    const int saved = omp_get_max_threads();
+    const char *methods[] = {"mhc", "s2hc", "s2hc_rot", "orthogonal"};
+    const int splits[][2] = {{1, 3}, {3, 1}, {3, 2}};
+    for (int mi = 0; mi < 4; mi++) {
+        s2hc_config c;
+        config_defaults(&c);
+        c.n_layer = 2; c.n_head = 2; c.n_embd = 32; c.block_size = 37;
+        snprintf(c.method, sizeof c.method, "%s", methods[mi]);
+        c.n_streams = 4;
+        snprintf(c.proj_init, sizeof c.proj_init, "normal");
+        snprintf(c.parallel, sizeof c.parallel, "ops");
+        gpt_model a, b;
+        char err[256];
+        CHECK(model_build(&a, &c, err, sizeof err) == 0, "%s", err);
+        CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
+        model_init(&a, 9);
+        model_init(&b, 9);
+        for (int t = 0; t < a.n_tensors; t++) /* the scales 0.01 -> 1: tokens' coefficients differ */
+            if (strstr(a.pinfo[t].name, "alpha_") || strstr(a.pinfo[t].name, ".tau"))
+                for (size_t i = 0; i < a.pinfo[t].numel; i++) {
+                    a.params[a.pinfo[t].offset + i] *= 100;
+                    b.params[b.pinfo[t].offset + i] *= 100;
+                }
+        const int B = 3;
+        const size_t N = (size_t)B * c.block_size, P = a.n_params;
+        int *in = malloc_check(N * sizeof(int)), *tg = malloc_check(N * sizeof(int));
+        rng_t r;
+        rng_seed(&r, 23);
+        for (size_t i = 0; i < N; i++) {
+            in[i] = (int)(rng_u64(&r) % 256);
+            tg[i] = (int)(rng_u64(&r) % 256);
+        }
+        omp_set_num_threads(1);
+        model_zero_grad(&a);
+        const real la = model_forward(&a, in, tg, B);
+        model_backward(&a, 1);
+        double gmax = 0;
+        for (size_t i = 0; i < P; i++) gmax = fmax(gmax, fabs((double)a.grads[i]));
+        omp_set_num_threads(3);
+        model_alloc_acts(&b, B); /* the frame's scratch for 3 threads (its regions take up to that many) */
+        for (int k = 0; k < 3; k++) {
+            omp_set_num_threads(splits[k][0]);
+            model_zero_grad(&b);
+            const real lb = model_forward(&b, in, tg, B);
+            omp_set_num_threads(splits[k][1]);
+            model_backward(&b, 1);
+            double worst = 0;
+            for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)a.grads[i] - (double)b.grads[i]));
+            CHECK(la == lb, "%s: forward on %d threads: loss %.9g, one thread %.9g", methods[mi], splits[k][0],
+                  (double)lb, (double)la);
+            CHECK(worst <= 1e-5 * gmax, "%s: forward on %d threads, backward on %d: gradients differ by %.3g "
+                  "(largest %.3g)", methods[mi], splits[k][0], splits[k][1], worst, gmax);
+        }
+        free(in);
+        free(tg);
+        model_free(&a);
+        model_free(&b);
+    }
+    omp_set_num_threads(saved);
+}
+
 static void test_every_method_trains(void) {
     char cfg[700];
     snprintf(cfg, sizeof cfg, "%s/methods.yaml", tmp);
@@ -484,6 +554,7 @@ int main(void) {
     T_RUN(test_optim_step_is_adamw_per_tensor);
     T_RUN(test_frame_applies_H_as_rows_are_outputs);
     T_RUN(test_sliced_step_is_the_step);
+    T_RUN(test_frame_groups_any_threads);
     T_RUN(test_loss_falls);
     T_RUN(test_same_seed_same_losses);
     T_RUN(test_resume_is_exact);
