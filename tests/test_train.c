@@ -281,28 +281,42 @@ static void test_frame_applies_H_as_rows_are_outputs(void) {
  * threads) and ignored targets included; the same bits twice; with one thread, fewer
  * sequences than threads or train.parallel = ops, the very bits of the two calls; and
  * the gradients added to what was there (accumulation over micro-batches). */
-static void sliced_case(const char *method, int B, int threads, const char *parallel) {
+/* Two identical small models (2 layers, 32 wide, T tokens; z != 0: every path of the
+ * frame) of `method` for the step tests, built and initialised from `seed`. */
+static void twin_models(const char *method, int T, const char *parallel, uint64_t seed, gpt_model *a, gpt_model *b) {
     s2hc_config c;
     config_defaults(&c);
-    c.n_layer = 2; c.n_head = 2; c.n_embd = 32; c.block_size = 16;
+    c.n_layer = 2; c.n_head = 2; c.n_embd = 32; c.block_size = T;
     snprintf(c.method, sizeof c.method, "%s", method);
     c.n_streams = strcmp(method, "rc") ? 4 : 1;
-    snprintf(c.proj_init, sizeof c.proj_init, "normal"); /* z != 0: every path of the frame */
+    snprintf(c.proj_init, sizeof c.proj_init, "normal");
     snprintf(c.parallel, sizeof c.parallel, "%s", parallel);
-    gpt_model a, b;
     char err[256];
-    CHECK(model_build(&a, &c, err, sizeof err) == 0, "%s", err);
-    CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
-    model_init(&a, 5);
-    model_init(&b, 5);
-    const size_t N = (size_t)B * c.block_size, P = a.n_params;
-    int *in = malloc_check(N * sizeof(int)), *tg = malloc_check(N * sizeof(int));
+    CHECK(model_build(a, &c, err, sizeof err) == 0, "%s", err);
+    CHECK(model_build(b, &c, err, sizeof err) == 0, "%s", err);
+    model_init(a, seed);
+    model_init(b, seed);
+}
+
+/* N random byte tokens and targets (with ignore, every seventh target from the fourth
+ * ignored); free both. */
+static void random_tokens(size_t N, uint64_t seed, int ignore, int **in, int **tg) {
+    *in = malloc_check(N * sizeof(int));
+    *tg = malloc_check(N * sizeof(int));
     rng_t r;
-    rng_seed(&r, 17);
+    rng_seed(&r, seed);
     for (size_t i = 0; i < N; i++) {
-        in[i] = (int)(rng_u64(&r) % 256);
-        tg[i] = i % 7 == 3 ? -1 : (int)(rng_u64(&r) % 256); /* some targets ignored */
+        (*in)[i] = (int)(rng_u64(&r) % 256);
+        (*tg)[i] = ignore && i % 7 == 3 ? -1 : (int)(rng_u64(&r) % 256);
     }
+}
+
+static void sliced_case(const char *method, int B, int threads, const char *parallel) {
+    gpt_model a, b;
+    twin_models(method, 16, parallel, 5, &a, &b);
+    const size_t N = (size_t)B * a.T, P = a.n_params;
+    int *in, *tg;
+    random_tokens(N, 17, 1, &in, &tg);
     omp_set_num_threads(threads);
     real *g1 = malloc_check(P * sizeof(real)), *g0 = malloc_check(P * sizeof(real));
     /* reference: the two calls, on top of a gradient already there */
@@ -363,19 +377,8 @@ static void test_frame_groups_any_threads(void) {
     const char *methods[] = {"mhc", "s2hc", "s2hc_rot", "orthogonal"};
     const int splits[][2] = {{1, 3}, {3, 1}, {3, 2}};
     for (int mi = 0; mi < 4; mi++) {
-        s2hc_config c;
-        config_defaults(&c);
-        c.n_layer = 2; c.n_head = 2; c.n_embd = 32; c.block_size = 37;
-        snprintf(c.method, sizeof c.method, "%s", methods[mi]);
-        c.n_streams = 4;
-        snprintf(c.proj_init, sizeof c.proj_init, "normal");
-        snprintf(c.parallel, sizeof c.parallel, "ops");
         gpt_model a, b;
-        char err[256];
-        CHECK(model_build(&a, &c, err, sizeof err) == 0, "%s", err);
-        CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
-        model_init(&a, 9);
-        model_init(&b, 9);
+        twin_models(methods[mi], 37, "ops", 9, &a, &b);
         for (int t = 0; t < a.n_tensors; t++) /* the scales 0.01 -> 1: tokens' coefficients differ */
             if (strstr(a.pinfo[t].name, "alpha_") || strstr(a.pinfo[t].name, ".tau"))
                 for (size_t i = 0; i < a.pinfo[t].numel; i++) {
@@ -383,14 +386,9 @@ static void test_frame_groups_any_threads(void) {
                     b.params[b.pinfo[t].offset + i] *= 100;
                 }
         const int B = 3;
-        const size_t N = (size_t)B * c.block_size, P = a.n_params;
-        int *in = malloc_check(N * sizeof(int)), *tg = malloc_check(N * sizeof(int));
-        rng_t r;
-        rng_seed(&r, 23);
-        for (size_t i = 0; i < N; i++) {
-            in[i] = (int)(rng_u64(&r) % 256);
-            tg[i] = (int)(rng_u64(&r) % 256);
-        }
+        const size_t N = (size_t)B * a.T, P = a.n_params;
+        int *in, *tg;
+        random_tokens(N, 23, 0, &in, &tg);
         omp_set_num_threads(1);
         model_zero_grad(&a);
         const real la = model_forward(&a, in, tg, B);
