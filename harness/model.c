@@ -489,6 +489,7 @@ typedef cpu_vec hc_vec;
 #define hc_load cpu_vload
 #define hc_store cpu_vstore
 #define hc_vsum cpu_vsum
+#define hc_vsum_many cpu_vsum_many
 
 /* The frame's loops over channels, built with FMA contraction (the header comment). */
 #define HC_FMA __attribute__((optimize("fp-contract=fast")))
@@ -510,11 +511,11 @@ static inline __attribute__((always_inline)) hc_vec hc_opaque(hc_vec v) {
  * exactly, -0 included.) */
 static inline __attribute__((always_inline)) hc_vec hc_splat(real s) { return hc_opaque(s - (hc_vec){0}); }
 
-/* The end of a dot product kept in vector lanes: the lane sum of acc (blocks [0, c0)),
- * then a[c] b[c] for the leftover channels c0 <= c < D, in order. */
-static inline __attribute__((always_inline)) HC_FMA real hc_dot_end(hc_vec acc, const real *a, const real *b,
-                                                                    size_t c0, size_t D) {
-    real s = hc_vsum(acc);
+/* The end of a dot product kept in vector lanes: s, the lane sum of its accumulator
+ * (blocks [0, c0); hc_vsum_many sums many accumulators at once), then a[c] b[c] for the
+ * leftover channels c0 <= c < D, in order. */
+static inline __attribute__((always_inline)) HC_FMA real hc_dot_tail(real s, const real *a, const real *b, size_t c0,
+                                                                     size_t D) {
     for (size_t c = c0; c < D; c++) s += a[c] * b[c];
     return s;
 }
@@ -614,7 +615,8 @@ static void hc_at_x_rows(real *M, const real *A, const real *X, size_t rows, int
  * projection z = X W'^T. OpenBLAS runs these shapes (K = 8..32 outputs, D = 128..1024)
  * at about half the FMA rate. Tiles of HC_XW_R rows by up to HC_XW_K outputs keep 24
  * accumulators in registers while a tile's W rows (12 KB at D = 512: L1) meet every
- * row of X; each accumulator then sums its lanes by the fixed tree and adds the columns
+ * row of X; the 24 accumulators then sum their lanes together by the fixed tree
+ * (hc_vsum_many, a tenth of the tile's time when each summed alone) and add the columns
  * past the last vector in order: bit-identical for a given thread count. */
 #define HC_XW_R 4
 #define HC_XW_K 6
@@ -637,9 +639,11 @@ static inline __attribute__((always_inline)) void hc_x_wt_tile(const int rb, con
             for (int r = 0; r < rb; r++) acc[r][k] += x[r] * w;
         }
     }
+    real s[HC_XW_R * HC_XW_K];
+    hc_vsum_many(HC_XW_R * HC_XW_K, &acc[0][0], s);
     for (int r = 0; r < rb; r++)
         for (int k = 0; k < kb; k++)
-            Z[(size_t)r * Kr + k] = hc_dot_end(acc[r][k], X + (size_t)r * D, W + (size_t)k * D, j, D);
+            Z[(size_t)r * Kr + k] = hc_dot_tail(s[r * HC_XW_K + k], X + (size_t)r * D, W + (size_t)k * D, j, D);
 }
 
 static void hc_x_wt(real *Z, const real *X, const real *W, size_t rows, int Kr, size_t D) {
@@ -1000,14 +1004,15 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
                                                                          real *dpre) {
     int c0 = C / HC_VL * HC_VL;
     if (n <= 4 && du) {
-        /* every dot of the token in one pass: n^2 + 2n accumulators (24 at n = 4) in
-         * registers, each block of X, f, du and dy loaded once. Each accumulator takes
-         * its blocks in the same order as below: the same bits. */
-        hc_vec ah[HC_MAX_N * (HC_MAX_N + 1)], ap[HC_MAX_N];
+        /* every dot of the token in one pass: n^2 + 2n accumulators (24 at n = 4: dH's,
+         * dpost's, dpre's) in registers, each block of X, f, du and dy loaded once. Each
+         * accumulator takes its blocks in the same order as below, and their lanes are
+         * summed together (hc_vsum_many): the same bits. */
+        const int nn = n * n;
+        hc_vec a[HC_MAX_N * (HC_MAX_N + 2)];
+        real s[HC_MAX_N * (HC_MAX_N + 2)];
 #pragma GCC unroll 24
-        for (int k = 0; k < n * (n + 1); k++) ah[k] = (hc_vec){0};
-#pragma GCC unroll 4
-        for (int j = 0; j < n; j++) ap[j] = (hc_vec){0};
+        for (int k = 0; k < nn + 2 * n; k++) a[k] = (hc_vec){0};
         for (int c = 0; c < c0; c += HC_VL) {
             hc_vec xv[HC_MAX_N];
 #pragma GCC unroll 4
@@ -1017,26 +1022,28 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
             for (int i = 0; i < n; i++) {
                 const hc_vec dv = hc_load(dy + (size_t)i * C + c);
 #pragma GCC unroll 4
-                for (int j = 0; j < n; j++) ah[i * (n + 1) + j] += dv * xv[j];
-                ah[i * (n + 1) + n] += dv * fv;
+                for (int j = 0; j < n; j++) a[i * n + j] += dv * xv[j];
+                a[nn + i] += dv * fv;
             }
 #pragma GCC unroll 4
-            for (int j = 0; j < n; j++) ap[j] += uv * xv[j];
+            for (int j = 0; j < n; j++) a[nn + n + j] += uv * xv[j];
         }
+        hc_vsum_many(nn + 2 * n, a, s);
 #pragma GCC unroll 4
         for (int i = 0; i < n; i++) {
             const real *dyi = dy + (size_t)i * C;
 #pragma GCC unroll 4
-            for (int j = 0; j < n; j++) dH[i * n + j] = hc_dot_end(ah[i * (n + 1) + j], dyi, X + (size_t)j * C, c0, C);
-            dpost[i] = hc_dot_end(ah[i * (n + 1) + n], dyi, f, c0, C);
+            for (int j = 0; j < n; j++) dH[i * n + j] = hc_dot_tail(s[i * n + j], dyi, X + (size_t)j * C, c0, C);
+            dpost[i] = hc_dot_tail(s[nn + i], dyi, f, c0, C);
         }
 #pragma GCC unroll 4
-        for (int j = 0; j < n; j++) dpre[j] = hc_dot_end(ap[j], du, X + (size_t)j * C, c0, C);
+        for (int j = 0; j < n; j++) dpre[j] = hc_dot_tail(s[nn + n + j], du, X + (size_t)j * C, c0, C);
         return;
     }
     for (int i = 0; i < n; i++) {
         const real *dyi = dy + (size_t)i * C;
         hc_vec acc[HC_MAX_N + 1];
+        real s[HC_MAX_N + 1];
 #pragma GCC unroll 9
         for (int j = 0; j <= n; j++) acc[j] = (hc_vec){0};
         for (int c = 0; c < c0; c += HC_VL) {
@@ -1045,15 +1052,17 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
             for (int j = 0; j < n; j++) acc[j] += dv * hc_load(X + (size_t)j * C + c);
             acc[n] += dv * hc_load(f + c);
         }
+        hc_vsum_many(n + 1, acc, s);
 #pragma GCC unroll 8
-        for (int j = 0; j < n; j++) dH[i * n + j] = hc_dot_end(acc[j], dyi, X + (size_t)j * C, c0, C);
-        dpost[i] = hc_dot_end(acc[n], dyi, f, c0, C);
+        for (int j = 0; j < n; j++) dH[i * n + j] = hc_dot_tail(s[j], dyi, X + (size_t)j * C, c0, C);
+        dpost[i] = hc_dot_tail(s[n], dyi, f, c0, C);
     }
     if (!du) {
         for (int i = 0; i < n; i++) dpre[i] = 0;
         return;
     }
     hc_vec acc[HC_MAX_N];
+    real s[HC_MAX_N];
 #pragma GCC unroll 8
     for (int i = 0; i < n; i++) acc[i] = (hc_vec){0};
     for (int c = 0; c < c0; c += HC_VL) {
@@ -1061,8 +1070,9 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
 #pragma GCC unroll 8
         for (int i = 0; i < n; i++) acc[i] += dv * hc_load(X + (size_t)i * C + c);
     }
+    hc_vsum_many(n, acc, s);
 #pragma GCC unroll 8
-    for (int i = 0; i < n; i++) dpre[i] = hc_dot_end(acc[i], du, X + (size_t)i * C, c0, C);
+    for (int i = 0; i < n; i++) dpre[i] = hc_dot_tail(s[i], du, X + (size_t)i * C, c0, C);
 }
 
 static HC_FMA void hc_token_dots(int n, int C, const real *X, const real *dy, const real *f, const real *du, real *dH,

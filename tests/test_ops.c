@@ -435,6 +435,50 @@ static void test_cpu_expf(void) {
     CHECK(cpu_expf(INFINITY) == cpu_expf(1000) && cpu_expf(-INFINITY) == cpu_expf(-1000), "infinite inputs");
 }
 
+/* cpu_vsum_many against cpu_vsum of each vector and against the documented tree written
+ * out in scalars, bit for bit, for every count 1..40 (and the counts the frame inlines
+ * as constants). The values span 2^-20..2^20 in both signs, so a sum in another order
+ * rounds differently (checked: the plain left-to-right sum must differ somewhere). */
+static void vsum_check(int m, const cpu_vec *a, const real *got, int *bad, int *order_matters) {
+    for (int p = 0; p < m; p++) {
+        real t[CPU_VL], seq = 0;
+        memcpy(t, &a[p], sizeof t);
+        for (int l = 0; l < CPU_VL; l++) seq += t[l];
+        for (int w = CPU_VL / 2; w >= 1; w /= 2)
+            for (int l = 0; l < w; l++) t[l] += t[l + w];
+        const real one = cpu_vsum(a[p]);
+        if (memcmp(&got[p], &one, sizeof one) || memcmp(&got[p], &t[0], sizeof t[0])) (*bad)++;
+        if (seq != t[0]) (*order_matters)++;
+    }
+}
+
+static void test_cpu_vsum_many(void) {
+    enum { MAXM = 40 };
+    cpu_vec a[MAXM];
+    real got[MAXM];
+    uint64_t st = 12345;
+    int bad = 0, order_matters = 0;
+    for (int p = 0; p < MAXM; p++)
+        for (int l = 0; l < CPU_VL; l++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            const double u = (double)(st >> 11) / 9007199254740992.0;
+            const int e = (int)(st >> 3 & 31) - 16;
+            a[p][l] = (real)((st & 1 ? -1.0 : 1.0) * (1.0 + u) * ldexp(1.0, e));
+        }
+    for (int m = 1; m <= MAXM; m++) {
+        memset(got, 0xff, sizeof got);
+        cpu_vsum_many(m, a, got);
+        vsum_check(m, a, got, &bad, &order_matters);
+        for (int p = m; p < MAXM; p++) bad += !isnan(got[p]); /* nothing written past m */
+    }
+    /* the constant counts of the frame (dots at n = 2..4, the projection's 4 x 6 tile) */
+    cpu_vsum_many(8, a, got), vsum_check(8, a, got, &bad, &order_matters);
+    cpu_vsum_many(15, a, got), vsum_check(15, a, got, &bad, &order_matters);
+    cpu_vsum_many(24, a, got), vsum_check(24, a, got, &bad, &order_matters);
+    CHECK(bad == 0, "cpu_vsum_many: %d sums differ from cpu_vsum's tree (or were written past m)", bad);
+    CHECK(order_matters > 0, "the test's values must make the order of the sum visible");
+}
+
 /* ---- backward rules ---- */
 
 /* g2 after two calls == 2 * g1 after one (both from zero). */
@@ -596,6 +640,7 @@ int main(void) {
     T_RUN(test_adamw);
     T_RUN(test_sumsq_scale);
     T_RUN(test_cpu_expf);
+    T_RUN(test_cpu_vsum_many);
     T_RUN(test_backward_adds);
     T_RUN(test_determinism);
     T_RUN(test_checker_catches_fault);
