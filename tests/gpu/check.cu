@@ -399,9 +399,11 @@ static void check_ops(void) {
     check_attention(&ctx, &r, 0, 2, 100, 128, 4);
     check_attention(&ctx, &r, 0, 2, 200, 256, 4);
     check_attention(&ctx, &r, 0, 1, 70, 96, 4);
+    check_attention(&ctx, &r, 0, 1, 130, 256, 2); /* hs 128 fp32: the largest shared memory (166 KB) */
     check_attention(&ctx, &r, 1, 2, 100, 128, 4);
     check_attention(&ctx, &r, 1, 2, 200, 256, 4);
     check_attention(&ctx, &r, 1, 1, 130, 256, 2);
+    check_attention(&ctx, &r, 1, 1, 70, 96, 4);   /* hs 24 in bf16 mode: the fp32 fallback */
     check_optim(&ctx, &r, 100003);
     printf("  ops        %d comparisons, %d failed\n", g_pass - p0 + g_fail - f0, g_fail - f0);
     cuda_ctx_free(&ctx);

@@ -6,9 +6,11 @@
 #   tests/gpu/check.sh                  everything (a few minutes on an H200)
 #   tests/gpu/check.sh --no-bench       the comparisons only
 #   tests/gpu/check.sh --verbose        one line per compared tensor
+#   tests/gpu/check.sh --only PART      one part (ops, hc, model, train, bench); without
+#                                       it each part runs in a process of its own
 #
 # Without a GPU: builds, prints "no GPU: compiled only", exits 0. Exit status 1 on any
-# failed comparison or build error.
+# failed comparison or build error, or when nvidia-smi lists a GPU that CUDA cannot use.
 #
 # On a GPU machine that lacks this project's CPU build dependencies (OpenBLAS and libyaml
 # headers), build here first (`make -f mk/cuda.mk cuda-build`) and carry build/cuda/gpu_check,
@@ -61,8 +63,32 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2>/dev/null;
   export OPENBLAS_CORETYPE=SkylakeX
 fi
 
-if [ -x "$PROBE" ]; then "$PROBE" || exit 1; fi
-"$BIN" "$@"
-rc=$?
+# A GPU the driver lists but CUDA cannot use (a driver older than the runtime, say) must
+# fail, not pass as "no GPU: compiled only".
+gpus_listed=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if [ -x "$PROBE" ]; then "$PROBE" 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" = 0 ] || exit 1; fi
+
+# Each part in a process of its own, unless the caller chose one: a CUDA error ends its
+# process (exit 1), and the parts after it still run and report.
+parts="ops hc model train bench"
+for a in "$@"; do [ "$a" = --only ] && parts=""; done
+rc=0
+if [ -z "$parts" ]; then
+  "$BIN" "$@" 2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+else
+  for p in $parts; do
+    "$BIN" "$@" --only "$p" 2>&1 | tee -a "$log"
+    r=${PIPESTATUS[0]}
+    [ "$r" = 0 ] || { echo "check.sh: part $p FAILED (exit $r)"; rc=1; }
+    grep -q "no GPU: compiled only" "$log" && break
+  done
+fi
+if [ "${gpus_listed:-0}" -gt 0 ] && grep -q "no GPU" "$log"; then
+  echo "check.sh: nvidia-smi lists $gpus_listed GPU(s), but CUDA could not use them: FAILED"
+  exit 1
+fi
 if [ "$rc" = 0 ]; then echo "check.sh: ok"; else echo "check.sh: FAILED (exit $rc)"; fi
 exit "$rc"
