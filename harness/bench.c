@@ -140,10 +140,14 @@ static FILE *csv_open(const bench_opts *o, const char *name, const char *header)
 
 /* ---- the config of one benchmarked model -------------------------------------------- */
 
+/* --proj-bf16: every method's projection products with bf16 operands (residual.proj_precision) */
+static int bench_proj_bf16;
+
 static int bench_config(s2hc_config *c, const char *preset, const char *method, int n) {
     config_defaults(c);
     if (preset_apply(c, preset) != 0) return -1;
     snprintf(c->method, sizeof c->method, "%s", method);
+    if (bench_proj_bf16) snprintf(c->proj_precision, sizeof c->proj_precision, "bf16");
     c->n_streams = strcmp(method, "rc") == 0 ? 1 : n;
     c->grad_accum = 1;
     c->seed = BENCH_SEED;
@@ -942,7 +946,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: s2hc bench [--quick] [--csv DIR|none] [--preset tiny|small] [--rounds R] [--steps S]\n"
             "                  [--threads N] [--mem-limit GB] [--probe-steps S]\n"
-            "                  [--methods M1,M2,...] [--no-methods] [--no-streams] [--no-probes]\n"
+            "                  [--methods M1,M2,...] [--no-methods] [--no-streams] [--no-probes] [--proj-bf16]\n"
             "\n"
             "Measure training speed against the machine's limit: sgemm GFLOP/s, tokens/s and MFU of\n"
             "every residual method at n = 4 (tiny and small presets), each method's step time over\n"
@@ -960,6 +964,8 @@ static void usage(FILE *f) {
             "                  baseline of the ratios); the sweep then takes the listed methods\n"
             "  --no-methods, --no-streams, --no-probes   skip that section\n"
             "  --probe-steps S probe interval of the probes section (default: probe.every)\n"
+            "  --proj-bf16     every method's projection products with bf16 operands\n"
+            "                  (residual.proj_precision: bf16; rc has none)\n"
             "GOMP_SPINCOUNT is 3000 unless you set it or OMP_WAIT_POLICY (docs/performance.md).\n"
             "\n"
             "example:\n"
@@ -1046,6 +1052,13 @@ int bench_main(int argc, char **argv) {
         else if (!strcmp(a, "--no-methods")) methods = 0;
         else if (!strcmp(a, "--probe-steps") && more) { if (!bench_count(a, argv[++i], &probe_steps)) return 2; }
         else if (!strcmp(a, "--no-probes")) o.probes = 0;
+        else if (!strcmp(a, "--proj-bf16")) {
+            if (!model_bf16_built()) {
+                fprintf(stderr, "s2hc: error: bench: --proj-bf16 needs AVX512_BF16, and this build has none\n");
+                return 2;
+            }
+            bench_proj_bf16 = 1;
+        }
         else if (!strcmp(a, "--methods") && more) { if (!bench_method_list(argv[++i], &o)) return 2; }
         else {
             fprintf(stderr, "s2hc: error: bench: unknown or incomplete option '%s'\n", a);
@@ -1080,6 +1093,7 @@ int bench_main(int argc, char **argv) {
            "load %.2f\n",
            s2hc_version(), kernels_threads(), wp ? wp : "(unset)", sc ? sc : "(unset)", pb ? pb : "(unset)",
            ct ? ct : "(unset)", load1());
+    if (bench_proj_bf16) printf("projection products: bf16 operands, fp32 sums (--proj-bf16)\n");
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("note: %s\n", blas_note);
 

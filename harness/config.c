@@ -69,6 +69,7 @@ static const char *const lite_offsets[] = {"fixed", "scaled", NULL};
 static const char *const cores[] = {"cayley", "expm", NULL};
 static const char *const inits[] = {"tanh4", "exact", NULL};
 static const char *const proj_inits[] = {"zero", "normal", NULL};
+static const char *const proj_precisions[] = {"fp32", "bf16", NULL};
 static const char *const backends[] = {"auto", "cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "bf16", NULL};
 static const char *const parallels[] = {"batch", "ops", NULL};
@@ -100,6 +101,8 @@ static const cfg_key cfg_keys[] = {
           "s2hc: tanh4 starts Sigma at tanh(4) = 0.99933 (the paper), exact starts at H_res = I exactly"),
     KENUM("residual.proj_init", proj_init, "zero", proj_inits,
           "initial projection W of the dynamic coefficients: zero (the paper) or normal N(0, 0.02) (the authors' training script for s2hc)"),
+    KENUM("residual.proj_precision", proj_precision, "fp32", proj_precisions,
+          "cpu: the coefficient projection's three products (z = x'W^T, dz W', dz^T x) in fp32, or with bf16 operands and fp32 sums (AVX512_BF16 dot products, twice the fp32 multiply rate; the rest of the step stays fp32); the cuda backend runs them in fp32"),
 
     /* train */
     KINT("train.batch", batch, "16", 1, 65536, "sequences per micro-batch (B)"),

@@ -23,6 +23,15 @@
 
 #define RMS_EPS 1e-6 /* RMSNorm of the streams before the coefficient projection */
 
+/* The frame's projection products with bf16 operands (residual.proj_precision: bf16):
+ * built where the compiler targets AVX512_BF16 (-march=native on such a CPU), in float. */
+#if !REAL_IS_DOUBLE && defined(__AVX512BF16__) && defined(__AVX512BW__)
+#define HC_BF16 1
+#include <immintrin.h>
+#else
+#define HC_BF16 0
+#endif
+
 /* ---- per-op timing (the bench's breakdown, bench.h) ---------------------------------- */
 
 /* Off (NULL) unless the bench turns it on: each op boundary then costs one pointer test.
@@ -199,10 +208,19 @@ static block_index block_at(const gpt_model *m, int l) {
 
 /* ---- build, init, free ---------------------------------------------------------------- */
 
+int model_bf16_built(void) { return HC_BF16; }
+
 int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     m->cfg = *c;
     if (spec_for(c, &m->spec, &m->variant, err, errlen) != 0) return -1;
+    m->proj_bf16 = m->variant && strcmp(c->proj_precision, "bf16") == 0;
+    if (m->proj_bf16 && !HC_BF16) {
+        snprintf(err, errlen,
+                 "residual.proj_precision: bf16 needs AVX512_BF16, and this build has none (%s); use fp32",
+                 REAL_IS_DOUBLE ? "the double-precision build" : "built for a CPU without it");
+        return -1;
+    }
     m->method = m->spec.method;
     m->L = c->n_layer;
     m->C = c->n_embd;
@@ -269,8 +287,18 @@ typedef struct {
 
 /* gradient scratch layout */
 typedef struct {
-    size_t dX, hc_part, part_stride, dz, du, df, dln, dqkv, datt, datty, dfch, dfchg, dxsum, dlnf, dlogits, total;
+    size_t dX, hc_part, part_stride, part_bf16, dz, du, df, dln, dqkv, datt, datty, dfch, dfchg, dxsum, dlnf, dlogits,
+        total;
 } grad_layout;
+
+/* The bf16 parts of a thread's scratch (residual.proj_precision: bf16), in reals from
+ * the part's bf16 region: the forward's W' (hc_scaled_weight_bf16), the dX pass's
+ * (hc_scaled_weight_pairs_bf16), hc_at_x_bf16's rounded rows and a group's dz pairs
+ * (hc_tokens_backward); each a multiple of 16 reals. */
+typedef struct {
+    size_t wf, wp, ax, zp, total;
+} hc_bf16_parts;
+static hc_bf16_parts hc_bf16_parts_of(const gpt_model *m);
 
 static act_layout layout_acts(const gpt_model *m, int B) {
     act_layout a;
@@ -349,7 +377,8 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
     /* Last, so that no other offset depends on the thread count: the frame's per-thread
      * scratch [W' | M | dtheta] (hc_scratch), one part per thread at allocation. */
     size_t KD = !hc ? 0 : m->spec.norm == HC_NORM_FLAT ? K * n * C : K / n * C; /* Kr x D */
-    g.part_stride = hc ? (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 : 0;
+    g.part_bf16 = hc && m->proj_bf16 ? (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 : 0;
+    g.part_stride = !hc ? 0 : (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 + (g.part_bf16 ? hc_bf16_parts_of(m).total : 0);
     TAKE(hc_part, g.part_stride * (size_t)kernels_threads());
 #undef TAKE
     g.total = o;
@@ -520,6 +549,9 @@ static inline __attribute__((always_inline)) HC_FMA real hc_dot_tail(real s, con
     return s;
 }
 
+/* An operand of the projection's products as they take it: itself, or rounded to bf16. */
+static inline real hc_proj_operand(real x, int bf16);
+
 /* y = w[0] x[0] + w[1] x[1] + ... + w[m-1] x[m-1] (in that order), rows x[i] = x0 + i*C,
  * y and x of C values. m is a constant in each instance (hc_combine dispatches), the
  * weights in registers. */
@@ -662,6 +694,8 @@ static void hc_x_wt(real *Z, const real *X, const real *W, size_t rows, int Kr, 
 
 /* Blocks of HC_MT_ROWS rows (32 KB of X at D = 512: L1) through every tile. */
 #define HC_MT_ROWS 16
+#define HC_MT_ROWS_BF 32 /* hc_at_x_bf16: rows per block (16 pairs), their rounded X 32 KB at D = 512 */
+#define HC_MT_K_BF 12    /* hc_at_x_bf16: outputs per tile at most, the blocks of a row even */
 static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D) {
     for (size_t r0 = 0; r0 < rows; r0 += HC_MT_ROWS) {
         const size_t nr = rows - r0 < HC_MT_ROWS ? rows - r0 : HC_MT_ROWS;
@@ -669,6 +703,188 @@ static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, 
     }
 }
 #pragma GCC pop_options
+
+/* ---- the projection's products with bf16 operands (residual.proj_precision: bf16) ----
+ * vdpbf16ps multiplies 32 pairs of bf16 values and adds each pair's two products into
+ * one of 16 fp32 lanes: twice the multiply-adds of an fp32 FMA per instruction, at the
+ * same rate on the AVX512_BF16 cores measured (docs/performance.md, log item 36). The
+ * three products of the coefficient projection round their operands to bf16 (to nearest
+ * even, as vcvtne2ps2bf16) and sum in fp32 in a fixed order: bit-identical for a given
+ * thread count, and the products of two bf16 values are exact in fp32, so each sum is
+ * within the float rounding of the sum of the rounded operands' products (tests/test_frame). */
+#if HC_BF16
+typedef __m512bh hc_bh;
+
+/* bf16 of x as its 16 bits, rounded to nearest even; NaN stays NaN, and a denormal becomes
+ * a signed zero as vcvtne2ps2bf16 makes it. */
+static inline uint32_t hc_bf16_bits(float x) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (b >> 16) | 0x40u;
+    if (!(b & 0x7f800000u)) return (b >> 16) & 0x8000u;
+    return (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+}
+
+static inline float hc_bf16_value(uint32_t h) {
+    const uint32_t b = h << 16;
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* The bf16 pair (a, b) in one 32-bit word, a in the low half: vdpbf16ps's element 2i. */
+static inline uint32_t hc_bf16_pair(float a, float b) { return hc_bf16_bits(a) | hc_bf16_bits(b) << 16; }
+
+/* 32 values x[0..w) (0 past w) as bf16, in order. */
+static inline __attribute__((always_inline)) hc_bh hc_bf16_load32(const real *x, int w) {
+    if (w >= 32) return _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
+    const __mmask16 lo = (__mmask16)(w >= 16 ? 0xffffu : (1u << w) - 1u);
+    const __mmask16 hi = (__mmask16)(w <= 16 ? 0u : (1u << (w - 16)) - 1u);
+    return _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, x + 16), _mm512_maskz_loadu_ps(lo, x));
+}
+
+/* Reals of a row of D values in bf16, padded to whole vectors of 32 (in reals: half). */
+static inline size_t hc_bf16_row(size_t D) { return (D + 31) / 32 * 16; }
+
+/* hc_x_wt with bf16 operands: Z = X W'^T, W' from hc_scaled_weight_bf16. Tiles of
+ * HC_XW_R rows by HC_XW_K outputs as in fp32; each row's block of 32 values is rounded
+ * once per tile, the zeros past D meet W''s zero padding. */
+static inline __attribute__((always_inline)) void hc_x_wt_bf16_tile(const int rb, const int kb, real *Z,
+                                                                  const real *X, const real *Wf, int Kr,
+                                                                  size_t D) {
+    const size_t rl = hc_bf16_row(D);
+    __m512 acc[HC_XW_R][HC_XW_K];
+#pragma GCC unroll 4
+    for (int r = 0; r < HC_XW_R; r++)
+#pragma GCC unroll 6
+        for (int k = 0; k < HC_XW_K; k++) acc[r][k] = _mm512_setzero_ps();
+    for (size_t j = 0; j < D; j += 32) {
+        const int w = D - j < 32 ? (int)(D - j) : 32;
+        hc_bh x[HC_XW_R];
+#pragma GCC unroll 4
+        for (int r = 0; r < HC_XW_R; r++) x[r] = r < rb ? hc_bf16_load32(X + (size_t)r * D + j, w) : x[0];
+#pragma GCC unroll 6
+        for (int k = 0; k < kb; k++) {
+            hc_bh wv;
+            memcpy(&wv, Wf + (size_t)k * rl + j / 2, sizeof wv);
+#pragma GCC unroll 4
+            for (int r = 0; r < rb; r++) acc[r][k] = _mm512_dpbf16_ps(acc[r][k], x[r], wv);
+        }
+    }
+    real s[HC_XW_R * HC_XW_K];
+    hc_vsum_many(HC_XW_R * HC_XW_K, (const hc_vec *)&acc[0][0], s);
+    for (int r = 0; r < rb; r++)
+        for (int k = 0; k < kb; k++) Z[(size_t)r * Kr + k] = s[r * HC_XW_K + k];
+}
+
+static void hc_x_wt_bf16(real *Z, const real *X, const real *Wf, size_t rows, int Kr, size_t D) {
+    const size_t rl = hc_bf16_row(D);
+    for (int k0 = 0; k0 < Kr; k0 += HC_XW_K) {
+        const int kb = Kr - k0 < HC_XW_K ? Kr - k0 : HC_XW_K;
+        const real *Wk = Wf + (size_t)k0 * rl;
+        size_t r0 = 0;
+        for (; r0 + HC_XW_R <= rows; r0 += HC_XW_R) switch (kb) {
+#define HC_X_WT_BF_CASE(c) \
+            case c: hc_x_wt_bf16_tile(HC_XW_R, c, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D); break;
+            HC_X_WT_BF_CASE(1) HC_X_WT_BF_CASE(2) HC_X_WT_BF_CASE(3)
+            HC_X_WT_BF_CASE(4) HC_X_WT_BF_CASE(5) HC_X_WT_BF_CASE(6)
+#undef HC_X_WT_BF_CASE
+            }
+        if (r0 < rows) hc_x_wt_bf16_tile((int)(rows - r0), kb, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D);
+    }
+}
+
+/* A tile of hc_at_x_bf16: kb outputs (rows of M from Mk) by nv vectors of 16 channels
+ * from j, over the np pairs of rows in xp (X's, D words each) and ak (A's, Kr each). */
+static inline __attribute__((always_inline)) void hc_at_x_bf16_tile(const int kb, const int nv, real *Mk,
+                                                                   const uint32_t *ak, const uint32_t *xp,
+                                                                   size_t np, int Kr, size_t D, size_t j) {
+    __m512 acc[HC_MT_K_BF][2];
+#pragma GCC unroll 12
+    for (int k = 0; k < HC_MT_K_BF; k++) acc[k][0] = acc[k][1] = _mm512_setzero_ps(); /* kb constant: no trace */
+#pragma GCC unroll 12
+    for (int k = 0; k < kb; k++)
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) acc[k][v] = _mm512_loadu_ps(Mk + (size_t)k * D + j + (size_t)v * 16);
+    for (size_t p = 0; p < np; p++) {
+        hc_bh x[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) memcpy(&x[v], xp + p * D + j + (size_t)v * 16, sizeof x[v]);
+        const uint32_t *a = ak + p * (size_t)Kr;
+#pragma GCC unroll 12
+        for (int k = 0; k < kb; k++) {
+            const hc_bh av = (hc_bh)_mm512_set1_epi32((int)a[k]);
+#pragma GCC unroll 2
+            for (int v = 0; v < nv; v++) acc[k][v] = _mm512_dpbf16_ps(acc[k][v], av, x[v]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int k = 0; k < kb; k++)
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) _mm512_storeu_ps(Mk + (size_t)k * D + j + (size_t)v * 16, acc[k][v]);
+}
+
+/* hc_at_x with bf16 operands: M += A^T X, the sum over rows taken two rows at a time (the
+ * pair of a vdpbf16ps lane: rows 2p and 2p + 1, a zero row after an odd last one). Each
+ * block of HC_MT_ROWS_BF rows is first rounded into sc (hc_at_x_bf16_scratch reals): X's
+ * pairs interleaved channel by channel, [p][c][2], and A's, [p][k][2]; then tiles of up
+ * to HC_MT_K_BF outputs (a row's outputs in even blocks) by 32 channels take the pairs
+ * in order. Columns past the last vector of 16: the rounded products in fp32, row by
+ * row. */
+static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D, real *sc) {
+    const size_t D16 = D / 16 * 16;
+    uint32_t *xp = (uint32_t *)sc, *ap = xp + (size_t)HC_MT_ROWS_BF / 2 * D;
+    const __m512i ilv = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (size_t r0 = 0; r0 < rows; r0 += HC_MT_ROWS_BF) {
+        const size_t nr = rows - r0 < HC_MT_ROWS_BF ? rows - r0 : HC_MT_ROWS_BF, np = (nr + 1) / 2;
+        for (size_t p = 0; p < np; p++) {
+            const real *x0 = X + (r0 + 2 * p) * D, *a0 = A + (r0 + 2 * p) * (size_t)Kr;
+            const int two = 2 * p + 1 < nr;
+            const real *x1 = two ? x0 + D : NULL, *a1 = two ? a0 + Kr : NULL;
+            for (int k = 0; k < Kr; k++) ap[p * (size_t)Kr + k] = hc_bf16_pair(a0[k], two ? a1[k] : 0.0f);
+            for (size_t c = 0; c < D16; c += 16) {
+                const __m512 lo = _mm512_loadu_ps(x0 + c), hi = two ? _mm512_loadu_ps(x1 + c) : _mm512_setzero_ps();
+                const __m512i v = _mm512_permutexvar_epi16(ilv, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+                _mm512_storeu_si512(xp + p * D + c, v);
+            }
+        }
+        const int nblk = (Kr + HC_MT_K_BF - 1) / HC_MT_K_BF, kbs = (Kr + nblk - 1) / nblk; /* even blocks */
+        for (int k0 = 0; k0 < Kr; k0 += kbs) {
+            const int kb = Kr - k0 < kbs ? Kr - k0 : kbs;
+            real *Mk = M + (size_t)k0 * D;
+            const uint32_t *ak = ap + k0;
+            size_t j = 0;
+            switch (kb) {
+#define HC_AT_X_BF_CASE(c)                                                                 \
+            case c:                                                                        \
+                for (; j + 32 <= D16; j += 32) hc_at_x_bf16_tile(c, 2, Mk, ak, xp, np, Kr, D, j); \
+                if (j < D16) hc_at_x_bf16_tile(c, 1, Mk, ak, xp, np, Kr, D, j);           \
+                break;
+                HC_AT_X_BF_CASE(1) HC_AT_X_BF_CASE(2) HC_AT_X_BF_CASE(3) HC_AT_X_BF_CASE(4)
+                HC_AT_X_BF_CASE(5) HC_AT_X_BF_CASE(6) HC_AT_X_BF_CASE(7) HC_AT_X_BF_CASE(8)
+                HC_AT_X_BF_CASE(9) HC_AT_X_BF_CASE(10) HC_AT_X_BF_CASE(11) HC_AT_X_BF_CASE(12)
+#undef HC_AT_X_BF_CASE
+            }
+        }
+        for (size_t j = D16; j < D; j++) /* columns past the last vector */
+            for (int k = 0; k < Kr; k++) {
+                real s = 0;
+                for (size_t t = r0; t < r0 + nr; t++)
+                    s += hc_bf16_value(hc_bf16_bits(A[t * (size_t)Kr + k])) * hc_bf16_value(hc_bf16_bits(X[t * D + j]));
+                M[(size_t)k * D + j] += s;
+            }
+    }
+}
+#endif
+
+static inline real hc_proj_operand(real x, int bf16) {
+#if HC_BF16
+    if (bf16) return hc_bf16_value(hc_bf16_bits(x));
+#endif
+    (void)bf16;
+    return x;
+}
 
 /* Norm rows of the streams: the flat norm has one row of n*C values per token; the
  * per-stream norm one row of C values per (token, stream). */
@@ -724,18 +940,54 @@ static hc_dims hc_dims_of(const gpt_model *m) {
     return d;
 }
 
+/* Scratch of hc_at_x_bf16, in reals: HC_MT_ROWS_BF / 2 pairs of rows of X (D words each)
+ * and of A (Kr words each). */
+static inline size_t hc_at_x_bf16_scratch(int Kr, size_t D) { return (size_t)HC_MT_ROWS_BF / 2 * (D + (size_t)Kr); }
+
+static hc_bf16_parts hc_bf16_parts_of(const gpt_model *m) {
+    const hc_dims d = hc_dims_of(m);
+    const size_t nj = d.rpt == 1 ? (size_t)d.n : 1, C = (size_t)d.C, C0 = C / HC_VL * HC_VL;
+    const size_t Kr = (size_t)d.Kr, Kp = (Kr + 1) / 2;
+    const size_t sz[4] = {Kr * ((d.D + 31) / 32 * 16), Kp * nj * C0 + Kr * nj * (C - C0),
+                          hc_at_x_bf16_scratch(d.Kr, d.D), (size_t)HC_LANES * (size_t)d.rpt * Kp};
+    size_t o[4], t = 0;
+    for (int i = 0; i < 4; i++) {
+        o[i] = t;
+        t += (sz[i] + 15) / 16 * 16;
+    }
+    hc_bf16_parts p = {o[0], o[1], o[2], o[3], t};
+    return p;
+}
+
+#if HC_BF16
+/* The r dz of `count` tokens (K each, from dz) in bf16 pairs for the dX pass: per token
+ * and norm row, Kp = ceil(Kr / 2) words, word q the pair (2q, 2q + 1) (0 past Kr). */
+static void hc_dz_pairs_bf16(const hc_dims *d, const real *dz, int count, uint32_t *zp) {
+    const int Kr = d->Kr, Kp = (Kr + 1) / 2;
+    for (int i = 0; i < count * d->rpt; i++) {
+        const real *z = dz + (size_t)i * Kr;
+        for (int q = 0; q < Kp; q++) zp[(size_t)i * Kp + q] = hc_bf16_pair(z[2 * q], 2 * q + 1 < Kr ? z[2 * q + 1] : 0.0f);
+    }
+}
+
+#endif
+
 /* Per-thread scratch in the tail of grad_acts: part p of `nparts` is [W' | M | dtheta]
  * (Kr*D, Kr*D, n_theta reals) at base + p * stride; W' by rows in the forward
- * (hc_scaled_weight), in dX's blocks in the backward (hc_scaled_weight_blocks). */
+ * (hc_scaled_weight), in dX's blocks in the backward (hc_scaled_weight_blocks). With
+ * residual.proj_precision bf16, a bf16 region follows (hc_bf16_parts) whose W' copies and
+ * scratch the products take instead. */
 typedef struct {
     real *base;
     int nparts;
-    size_t stride;
+    size_t stride, bf16; /* bf16: the offset in a part of its bf16 region (hc_bf16_parts), 0 without */
+    hc_bf16_parts bp;
 } hc_scratch;
 
 /* The scratch allocated with the activations (layout_grads sizes it). */
 static hc_scratch hc_scratch_of(const gpt_model *m, const grad_layout *gl) {
-    hc_scratch s = {m->grad_acts + gl->hc_part, 0, gl->part_stride};
+    hc_scratch s = {m->grad_acts + gl->hc_part, 0, gl->part_stride, gl->part_bf16, {0}};
+    if (s.bf16) s.bp = hc_bf16_parts_of(m);
     if (gl->part_stride) s.nparts = (int)((m->n_grad_acts - gl->hc_part) / gl->part_stride);
     return s;
 }
@@ -806,6 +1058,54 @@ static void hc_scaled_weight_blocks(real *restrict Wb, const hc_params *p, const
         }
 }
 
+#if HC_BF16
+/* W' for the backward's dX pass with bf16 operands (hc_scaled_weight_blocks' values): the
+ * rows in pairs, rows 2q and 2q + 1 (a zero row past Kr) side by side channel by channel
+ * in 32-bit words, row 2q in the low half (vdpbf16ps's element 2i), by blocks of HC_VL
+ * channels, [b][q][j][HC_VL]; then the leftover channels as hc_scaled_weight_blocks
+ * keeps them, [k][j][C - C0], each value rounded to bf16. Kp = ceil(Kr / 2) pairs. */
+static void hc_scaled_weight_pairs_bf16(real *restrict Wp, const hc_params *p, const hc_dims *d) {
+    const int nj = d->rpt == 1 ? d->n : 1, C = d->C, C0 = C / HC_VL * HC_VL, Kr = d->Kr, Kp = (Kr + 1) / 2;
+    uint32_t *o32 = (uint32_t *)Wp;
+    for (int q = 0; q < Kp; q++)
+        for (int j = 0; j < nj; j++) {
+            const real *g = p->g + (size_t)j * C, *w0 = p->W + (size_t)(2 * q) * d->D + (size_t)j * C;
+            const real *w1 = 2 * q + 1 < Kr ? w0 + d->D : NULL;
+            for (int c0 = 0; c0 < C0; c0 += HC_VL) {
+                uint32_t *o = o32 + (((size_t)(c0 / HC_VL) * Kp + q) * nj + j) * HC_VL;
+                for (int v = 0; v < HC_VL; v++) {
+                    const int c = c0 + v;
+                    o[v] = hc_bf16_pair(w0[c] * ((real)1 + g[c]), w1 ? w1[c] * ((real)1 + g[c]) : 0.0f);
+                }
+            }
+        }
+    real *t = Wp + (size_t)Kp * nj * C0;
+    for (int k = 0; k < Kr; k++)
+        for (int j = 0; j < nj; j++) {
+            const real *w = p->W + (size_t)k * d->D + (size_t)j * C, *g = p->g + (size_t)j * C;
+            for (int c = C0; c < C; c++)
+                t[((size_t)k * nj + j) * (C - C0) + (c - C0)] = hc_bf16_value(hc_bf16_bits(w[c] * ((real)1 + g[c])));
+        }
+}
+
+/* W' = W diag(1 + g) (hc_scaled_weight's values) in bf16, row by row, each row padded with
+ * zeros to hc_bf16_row(D). */
+static void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const hc_dims *d) {
+    const size_t rl = hc_bf16_row(d->D);
+    real buf[32];
+    for (int k = 0; k < d->Kr; k++) {
+        const real *w = p->W + (size_t)k * d->D;
+        for (size_t j0 = 0; j0 < d->D; j0 += 32) {
+            const int wn = d->D - j0 < 32 ? (int)(d->D - j0) : 32;
+            for (int j = 0; j < wn; j++) buf[j] = w[j0 + j] * ((real)1 + p->g[j0 + j]);
+            const hc_bh v = hc_bf16_load32(buf, wn);
+            memcpy(Wf + (size_t)k * rl + j0 / 2, &v, sizeof v);
+        }
+    }
+}
+
+#endif
+
 /* Coefficients and read-out of sublayer l for the chunk [c0, c1) (rstd in place), with
  * W' already in Wg: z = r (X W'^T), per-token method math, u = sum_i pre[i] X[i]. */
 static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, size_t c1) {
@@ -813,7 +1113,11 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, si
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
     const int n = d.n, K = d.K, cs = m->spec.cache;
-    hc_x_wt(h.z + c0 * K, h.X + c0 * d.nC, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
+#if HC_BF16
+    if (m->proj_bf16) hc_x_wt_bf16(h.z + c0 * K, h.X + c0 * d.nC, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
+    else
+#endif
+        hc_x_wt(h.z + c0 * K, h.X + c0 * d.nC, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
     for (size_t t = c0; t < c1; t++) {
         real *z = h.z + t * K;
         for (int r = 0; r < d.rpt; r++) {
@@ -910,7 +1214,13 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
         real *rstd_in = l_in >= 0 ? model_hc_acts(m, l_in).rstd : NULL;
         if (l_in >= 0) {
             hc_params p = hc_params_of(m, l_in);
-            hc_scaled_weight(Wg, &p, &d);
+#if HC_BF16
+            if (s->bf16) { /* W' in bf16 (hc_in_chunk takes it so with proj_bf16) */
+                Wg += s->bf16 + s->bp.wf;
+                hc_scaled_weight_bf16(Wg, &p, &d);
+            } else
+#endif
+                hc_scaled_weight(Wg, &p, &d);
         }
         for (size_t c0 = t0; c0 < t1; c0 += chunk) {
             const size_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
@@ -1133,8 +1443,8 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
                                                                         const real *du, real *dX, const real *dz,
                                                                         const real *cj, const real *pj,
                                                                         const real *Wb, const real *wsum,
-                                                                        real *sum) {
-    const int C = d->C, Kr = d->Kr, flat = d->rpt == 1;
+                                                                        real *sum, const uint32_t *zp) {
+    const int C = d->C, Kr = d->Kr, flat = d->rpt == 1, Kp = (Kr + 1) / 2;
     const size_t nC = d->nC;
     const real *X[4], *dy[4], *uu[4], *H[4], *zz[4], *ws[4];
     real *dx[4], *sm[4];
@@ -1178,6 +1488,35 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
         for (int t = 0; t < TT; t++)
 #pragma GCC unroll 8
             for (int j = 0; j < n; j++) acc[t][j] = hc_load(dx[t] + (size_t)j * C + c);
+#if HC_BF16
+        if (zp) { /* bf16 operands: W' in pairs of rows (hc_scaled_weight_pairs_bf16), dz's
+                     pairs of the TT tokens (their rows of Kp words from zp) */
+            const uint32_t *wp = (const uint32_t *)Wb + (size_t)(c / HC_VL) * Kp * nj * HC_VL;
+            for (int q = 0; q < Kp; q++) {
+                if (flat) {
+                    hc_bh w[HC_MAX_N];
+#pragma GCC unroll 8
+                    for (int j = 0; j < n; j++) memcpy(&w[j], wp + ((size_t)q * n + j) * HC_VL, sizeof w[j]);
+#pragma GCC unroll 4
+                    for (int t = 0; t < TT; t++) {
+                        const hc_bh b = (hc_bh)_mm512_set1_epi32((int)zp[(size_t)t * Kp + q]);
+#pragma GCC unroll 8
+                        for (int j = 0; j < n; j++) acc[t][j] = (hc_vec)_mm512_dpbf16_ps((__m512)acc[t][j], b, w[j]);
+                    }
+                } else {
+                    hc_bh w;
+                    memcpy(&w, wp + (size_t)q * HC_VL, sizeof w);
+#pragma GCC unroll 4
+                    for (int t = 0; t < TT; t++)
+#pragma GCC unroll 8
+                        for (int j = 0; j < n; j++) {
+                            const hc_bh b = (hc_bh)_mm512_set1_epi32((int)zp[((size_t)t * n + j) * Kp + q]);
+                            acc[t][j] = (hc_vec)_mm512_dpbf16_ps((__m512)acc[t][j], b, w);
+                        }
+                }
+            }
+        } else
+#endif
         if (flat) { /* one norm row: stream j's columns of W' row k, dz_k of the token */
             for (int k = 0; k < Kr; k++) {
                 hc_vec w[HC_MAX_N];
@@ -1219,9 +1558,9 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             for (int j = 0; j < n; j++) {
                 real v = pj[t * n + j] * uu[t][c] - cj[t * n + j] * X[t][(size_t)j * C + c];
                 for (int i = 0; i < n; i++) v += H[t][i * n + j] * dvs[i];
-                const real *w = Wb + (size_t)Kr * nj * C0 + (size_t)(flat ? j : 0) * (C - C0) + (c - C0);
+                const real *w = Wb + (size_t)(zp ? Kp : Kr) * nj * C0 + (size_t)(flat ? j : 0) * (C - C0) + (c - C0);
                 const int zr = flat ? 0 : j * Kr;
-                for (int k = 0; k < Kr; k++) v += zz[t][zr + k] * w[(size_t)k * nj * (C - C0)];
+                for (int k = 0; k < Kr; k++) v += hc_proj_operand(zz[t][zr + k], zp != NULL) * w[(size_t)k * nj * (C - C0)];
                 dx[t][(size_t)j * C + c] = v;
             }
             if (sum) {
@@ -1239,7 +1578,8 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
  * single tokens for the rest. cj, pj: n per token, from hc_token_dx_coefs. */
 static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, int g, const real *dY, const real *du,
                                 real *dX, const real *dz, const real *cj, const real *pj, const real *Wb,
-                                const real *wsum, real *sum) {
+                                const real *wsum, real *sum, const uint32_t *zp) {
+    const size_t zrow = (size_t)d->rpt * (size_t)((d->Kr + 1) / 2); /* a token's words in zp */
     const int n = d->n;
     int i = 0;
     switch (n) {
@@ -1247,9 +1587,10 @@ static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, i
     case k:                                                                                                     \
         for (; i + HC_DX_TILE(k) <= g; i += HC_DX_TILE(k))                                                      \
             hc_tokens_dx_n(k, HC_DX_TILE(k), h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wb,    \
-                           wsum, sum);                                                                          \
+                           wsum, sum, zp ? zp + (size_t)i * zrow : NULL);                                       \
         for (; i < g; i++)                                                                                      \
-            hc_tokens_dx_n(k, 1, h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wb, wsum, sum);  \
+            hc_tokens_dx_n(k, 1, h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wb, wsum, sum,   \
+                           zp ? zp + (size_t)i * zrow : NULL);                                                  \
         break;
         HC_DX_CASE(1) HC_DX_CASE(2) HC_DX_CASE(3) HC_DX_CASE(4)
         HC_DX_CASE(5) HC_DX_CASE(6) HC_DX_CASE(7) HC_DX_CASE(8)
@@ -1278,7 +1619,8 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
  * while the token's work runs. */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *dY, const real *du, real *dX, real *dz, const real *Wb,
-                               const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc, size_t zper) {
+                               const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc, size_t zper,
+                               uint32_t *zp) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
     real cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
@@ -1299,7 +1641,10 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
         hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
                            my_dtheta);
         for (int i = 0; i < g; i++) hc_token_dx_coefs(h, d, g0 + i, du != NULL, dz, cj + i * n, pj + i * n);
-        hc_tokens_dx(h, d, g0, g, dY, du, dX, dz, cj, pj, Wb, wsum, sum);
+#if HC_BF16
+        if (zp) hc_dz_pairs_bf16(d, dz + g0 * K, g, zp);
+#endif
+        hc_tokens_dx(h, d, g0, g, dY, du, dX, dz, cj, pj, Wb, wsum, sum, zp);
     }
 }
 
@@ -1321,8 +1666,15 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
     {
         const int nthr = hc_nthreads();
         real *Wb = s->base + (size_t)hc_tid() * s->stride, *myM = Wb + d.KD, *myth = myM + d.KD;
+        real *bf = s->bf16 ? Wb + s->bf16 : NULL; /* the bf16 region (proj_bf16) */
         memset(myM, 0, (d.KD + (size_t)d.nt) * sizeof(real));
-        hc_scaled_weight_blocks(Wb, &p, &d);
+#if HC_BF16
+        if (bf) {
+            Wb = bf + s->bp.wp;
+            hc_scaled_weight_pairs_bf16(Wb, &p, &d);
+        } else
+#endif
+            hc_scaled_weight_blocks(Wb, &p, &d);
         size_t t0, t1;
         hc_range(N, &t0, &t1);
         /* sublayer l - 1's scratch zeroed a piece per token (a multiple of 16 reals) while
@@ -1341,10 +1693,15 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                 /* with dX, df of l - 1 (or sublayer 0's dsum, which may be du itself: each
                    block of a token's du is read before its dsum is written) */
                 hc_tokens_backward(m, &p, &h, &d, c0, c1, dY, du, dX, dz, Wb, df_prev ? post_prev : NULL,
-                                   df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL, zper);
+                                   df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL, zper,
+                                   bf ? (uint32_t *)(bf + s->bp.zp) : NULL);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
-            hc_at_x(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D);
+#if HC_BF16
+            if (bf) hc_at_x_bf16(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D, bf + s->bp.ax);
+            else
+#endif
+                hc_at_x(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D);
         }
         if (df_prev) hc_zero_next(&zc, SIZE_MAX); /* what the tokens' pieces left */
 #pragma omp barrier

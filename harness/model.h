@@ -76,7 +76,12 @@ typedef struct {
                              (allocated by the first sliced step) */
     real mean_loss;
     int branches;         /* 1 unless the last forward was model_streams_forward(..., 0) */
+    int proj_bf16;        /* residual.proj_precision: bf16 (the frame's projection products) */
 } gpt_model;
+
+/* 1 when this build has the frame's projection products with bf16 operands
+ * (residual.proj_precision: bf16: a float build for a CPU with AVX512_BF16), else 0. */
+int model_bf16_built(void);
 
 /* Build the parameter table for a config without allocating tensors: used by
  * `s2hc params` at the paper's sizes. *out is malloc'd (caller frees). Returns 0, or -1

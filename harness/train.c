@@ -316,7 +316,13 @@ int train_main(int argc, char **argv) {
        are copied back for evals, probes and checkpoints */
     char gpu[256] = "";
     int want_cuda = !strcmp(cfg.backend, "cuda");
-    if (want_cuda || !strcmp(cfg.backend, "auto")) {
+    if (model.proj_bf16 && want_cuda) {
+        fprintf(stderr, "s2hc: error: %s: key 'residual.proj_precision' is bf16, a cpu option (the cuda backend runs "
+                "the projection in fp32); set run.backend: cpu, or run.precision: bf16 for the cuda backend's "
+                "mixed precision\n", cfg_path);
+        { status = RUN_USAGE; goto out; }
+    }
+    if (want_cuda || (!strcmp(cfg.backend, "auto") && !model.proj_bf16)) {
         if (cuda_available(gpu, sizeof gpu) > 0) {
             cm = cuda_model_create(&model, cfg.batch, !strcmp(cfg.precision, "bf16"), err, sizeof err);
             if (!cm && want_cuda) {
@@ -333,7 +339,11 @@ int train_main(int argc, char **argv) {
     }
     if (!quiet) {
         if (cm) printf("backend: cuda on %s, %s\n", gpu, cfg.precision);
-        else if (!strcmp(cfg.backend, "auto")) printf("backend: cpu (auto: %s)\n", gpu[0] ? gpu : "no GPU");
+        else if (!strcmp(cfg.backend, "auto"))
+            printf("backend: cpu (auto: %s)\n", model.proj_bf16 ? "residual.proj_precision bf16 is a cpu option"
+                                                 : gpu[0] ? gpu : "no GPU");
+        if (model.proj_bf16)
+            printf("projection: bf16 operands, fp32 sums (residual.proj_precision); the rest of the step in fp32\n");
         if (!cm && strcmp(cfg.precision, "fp32"))
             printf("precision: fp32 (run.precision %s is for the cuda backend; the cpu backend trains in fp32, "
                    "and the run file says so)\n", cfg.precision);

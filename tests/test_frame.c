@@ -112,10 +112,119 @@ static int at_x_shape(size_t rows, int K, size_t D, rng_t *r) {
 
 static void test_at_x_against_double(void) { over_shapes(at_x_shape, 13, "hc_at_x"); }
 
+#if HC_BF16
+/* ---- the products with bf16 operands (residual.proj_precision: bf16) ----
+ * Each against the sum in double of the products of its operands rounded to bf16 (such a
+ * product is exact in float, so only the order of the float sum differs: the same bound
+ * as above); and the rounding itself against the hardware's. */
+static double bfr(real x) { return (double)hc_bf16_value(hc_bf16_bits(x)); }
+
+static void test_bf16_rounding_is_the_hardwares(void) {
+    rng_t r;
+    rng_seed(&r, 21);
+    int bad = 0, n = 0;
+    float v[32];
+    for (int rep = 0; rep < 20000; rep++) {
+        for (int i = 0; i < 32; i++) {
+            uint32_t b = (uint32_t)rng_u64(&r);
+            if (i % 4 == 1) b = (b & 0xffff0000u) | 0x8000u;        /* ties to even */
+            if (i % 8 == 2) b &= 0x807fffffu;                       /* denormals and zeros */
+            if (i % 16 == 3) b |= 0x7f800000u;                      /* inf and NaN */
+            memcpy(&v[i], &b, sizeof b);
+        }
+        const hc_bh h = hc_bf16_load32(v, 32);
+        uint16_t hw[32];
+        memcpy(hw, &h, sizeof hw);
+        for (int i = 0; i < 32; i++, n++) bad += hc_bf16_bits(v[i]) != hw[i];
+    }
+    CHECK(bad == 0, "hc_bf16_bits differs from vcvtne2ps2bf16 on %d of %d values", bad, n);
+    CHECK(hc_bf16_bits(1.0f + 1.0f / 256) == 0x3f80 && hc_bf16_bits(1.0f + 3.0f / 256) == 0x3f82,
+          "ties round to even");
+}
+
+static int x_wt_bf16_shape(size_t rows, int K, size_t D, rng_t *r) {
+    real *X = malloc_check(rows * D * sizeof(real)), *W = malloc_check((size_t)K * D * sizeof(real));
+    real *g = calloc_check(D, sizeof(real)), *Z = malloc_check(rows * (size_t)K * sizeof(real));
+    real *Wf = malloc_check((size_t)K * hc_bf16_row(D) * sizeof(real));
+    int bad = 0;
+    fill(X, rows * D, r);
+    fill(W, (size_t)K * D, r);
+    hc_params p = {.g = g, .W = W};
+    hc_dims d = {.Kr = K, .D = D};
+    hc_scaled_weight_bf16(Wf, &p, &d);
+    hc_x_wt_bf16(Z, X, Wf, rows, K, D);
+    for (size_t t = 0; t < rows; t++)
+        for (int k = 0; k < K; k++) {
+            double sum = 0, sa = 0;
+            for (size_t j = 0; j < D; j++) {
+                double q = bfr(X[t * D + j]) * bfr(W[(size_t)k * D + j]);
+                sum += q;
+                sa += fabs(q);
+            }
+            bad += !close_to(Z[t * (size_t)K + k], sum, sa, D);
+        }
+    free(X), free(W), free(g), free(Z), free(Wf);
+    return bad;
+}
+
+static void test_x_wt_bf16_against_double(void) { over_shapes(x_wt_bf16_shape, 23, "hc_x_wt_bf16"); }
+
+static int at_x_bf16_shape(size_t rows, int K, size_t D, rng_t *r) {
+    real *A = malloc_check(rows * (size_t)K * sizeof(real)), *X = malloc_check(rows * D * sizeof(real));
+    real *M = malloc_check((size_t)K * D * sizeof(real)), *M0 = malloc_check((size_t)K * D * sizeof(real));
+    real *sc = malloc_check(hc_at_x_bf16_scratch(K, D) * sizeof(real));
+    int bad = 0;
+    fill(A, rows * (size_t)K, r);
+    fill(X, rows * D, r);
+    fill(M0, (size_t)K * D, r);
+    memcpy(M, M0, (size_t)K * D * sizeof(real));
+    hc_at_x_bf16(M, A, X, rows, K, D, sc);
+    for (int k = 0; k < K; k++)
+        for (size_t j = 0; j < D; j++) {
+            double sum = M0[(size_t)k * D + j], sa = fabs(sum);
+            for (size_t t = 0; t < rows; t++) {
+                double q = bfr(A[t * (size_t)K + k]) * bfr(X[t * D + j]);
+                sum += q;
+                sa += fabs(q);
+            }
+            bad += !close_to(M[(size_t)k * D + j], sum, sa, rows + 1);
+        }
+    free(A), free(X), free(M), free(M0), free(sc);
+    return bad;
+}
+
+static void test_at_x_bf16_against_double(void) { over_shapes(at_x_bf16_shape, 29, "hc_at_x_bf16"); }
+
+/* The products really round: against the fp32 kernel's z, differences of bf16's size. */
+static void test_bf16_is_not_fp32(void) {
+    rng_t r;
+    rng_seed(&r, 31);
+    enum { R = 8, K = 12, D = 256 };
+    real X[R * D], W[K * D], g[D] = {0}, Z[R * K], Zb[R * K], Wf[K * D];
+    fill(X, R * D, &r);
+    fill(W, K * D, &r);
+    hc_params p = {.g = g, .W = W};
+    hc_dims d = {.Kr = K, .D = D};
+    hc_scaled_weight_bf16(Wf, &p, &d);
+    hc_x_wt(Z, X, W, R, K, D);
+    hc_x_wt_bf16(Zb, X, Wf, R, K, D);
+    double worst = 0;
+    for (int i = 0; i < R * K; i++) worst = fmax(worst, fabs((double)Z[i] - (double)Zb[i]));
+    CHECK(worst > 1e-4 && worst < 0.1, "bf16 z against fp32 z: largest difference %.3g (bf16's rounding is ~1e-2)",
+          worst);
+}
+#endif
+
 int main(void) {
     t_prog_ = "test_frame";
     T_RUN(test_x_wt_against_double);
     T_RUN(test_x_wt_row_position);
     T_RUN(test_at_x_against_double);
+#if HC_BF16
+    T_RUN(test_bf16_rounding_is_the_hardwares);
+    T_RUN(test_x_wt_bf16_against_double);
+    T_RUN(test_at_x_bf16_against_double);
+    T_RUN(test_bf16_is_not_fp32);
+#endif
     return T_END();
 }

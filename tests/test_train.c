@@ -418,6 +418,80 @@ static void test_frame_groups_any_threads(void) {
     omp_set_num_threads(saved);
 }
 
+/* residual.proj_precision: bf16, the step with the projection's three products in bf16
+ * against the fp32 step of the same model: the loss and every gradient tensor within
+ * bf16's rounding of their own scale, yet not the fp32 bits; the bf16 step the same bits
+ * run twice. The projections' weights x 30, so that their terms (z's, dz W' in the
+ * streams' gradient, dW) weigh in every gradient. s2hc (one norm row per token), hc (a
+ * norm row per stream), mhc_lite (K = 32); T = 37 with B = 3: groups left over. */
+static void test_proj_bf16_step(void) {
+    const char *methods[] = {"s2hc", "hc", "mhc_lite"};
+    for (int mi = 0; mi < 3; mi++) {
+        s2hc_config c;
+        config_defaults(&c);
+        c.n_layer = 2; c.n_head = 2; c.n_embd = 32; c.block_size = 37;
+        snprintf(c.method, sizeof c.method, "%s", methods[mi]);
+        c.n_streams = 4;
+        snprintf(c.proj_init, sizeof c.proj_init, "normal");
+        gpt_model a, b, b2;
+        char err[256];
+        CHECK(model_build(&a, &c, err, sizeof err) == 0, "%s", err);
+        snprintf(c.proj_precision, sizeof c.proj_precision, "bf16");
+        if (!model_bf16_built()) {
+            CHECK(model_build(&b, &c, err, sizeof err) != 0 && strstr(err, "AVX512_BF16"),
+                  "without AVX512_BF16, proj_precision bf16 must be refused by name: %s", err);
+            model_free(&a);
+            return;
+        }
+        CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
+        CHECK(model_build(&b2, &c, err, sizeof err) == 0, "%s", err);
+        gpt_model *ms[3] = {&a, &b, &b2};
+        for (int k = 0; k < 3; k++) {
+            model_init(ms[k], 3);
+            for (int t = 0; t < ms[k]->n_tensors; t++)
+                if (strstr(ms[k]->pinfo[t].name, "proj.weight"))
+                    for (size_t i = 0; i < ms[k]->pinfo[t].numel; i++) ms[k]->params[ms[k]->pinfo[t].offset + i] *= 30;
+        }
+        const int B = 3;
+        const size_t N = (size_t)B * a.T;
+        int *in, *tg;
+        random_tokens(N, 41, 0, &in, &tg);
+        real loss[3];
+        for (int k = 0; k < 3; k++) {
+            model_zero_grad(ms[k]);
+            loss[k] = model_forward(ms[k], in, tg, B);
+            model_backward(ms[k], 1);
+        }
+        CHECK(fabs((double)loss[0] - (double)loss[1]) <= 1e-2 * fabs((double)loss[0]) && loss[0] != loss[1],
+              "%s: loss bf16 %.9g, fp32 %.9g", methods[mi], (double)loss[1], (double)loss[0]);
+        CHECK(loss[1] == loss[2] && memcmp(b.grads, b2.grads, b.n_params * sizeof(real)) == 0,
+              "%s: the bf16 step differs between two runs", methods[mi]);
+        double gmax = 0, worst_rel = 0;
+        int off = 0, differ = 0;
+        for (size_t i = 0; i < a.n_params; i++) gmax = fmax(gmax, fabs((double)a.grads[i]));
+        for (int t = 0; t < a.n_tensors; t++) {
+            const real *ga = a.grads + a.pinfo[t].offset, *gb = b.grads + b.pinfo[t].offset;
+            double scale = 1e-3 * gmax, diff = 0;
+            for (size_t i = 0; i < a.pinfo[t].numel; i++) scale = fmax(scale, fabs((double)ga[i]));
+            for (size_t i = 0; i < a.pinfo[t].numel; i++) {
+                diff = fmax(diff, fabs((double)ga[i] - (double)gb[i]));
+                differ |= ga[i] != gb[i];
+            }
+            worst_rel = fmax(worst_rel, diff / scale);
+            if (diff > 0.1 * scale && off++ < 3)
+                CHECK(0, "%s: %s: bf16 gradient off by %.3g of its scale %.3g", methods[mi], a.pinfo[t].name,
+                      diff / scale, scale);
+        }
+        CHECK(off == 0 && differ, "%s: %d gradient tensors off (worst %.3g of scale); any bits differ: %d",
+              methods[mi], off, worst_rel, differ);
+        printf("  %s: bf16 projection against fp32: loss %.3g relative, gradients %.3g of scale\n", methods[mi],
+               fabs((double)loss[0] - (double)loss[1]) / fabs((double)loss[0]), worst_rel);
+        free(in);
+        free(tg);
+        for (int k = 0; k < 3; k++) model_free(ms[k]);
+    }
+}
+
 static void test_every_method_trains(void) {
     char cfg[700];
     snprintf(cfg, sizeof cfg, "%s/methods.yaml", tmp);
@@ -557,6 +631,7 @@ int main(void) {
     T_RUN(test_same_seed_same_losses);
     T_RUN(test_resume_is_exact);
     T_RUN(test_truncated_checkpoint_refused);
+    T_RUN(test_proj_bf16_step);
     T_RUN(test_every_method_trains);
     T_RUN(test_divergence_is_recorded);
     return T_END();

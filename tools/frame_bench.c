@@ -86,9 +86,49 @@ static void floor_backward(const real *X, const real *f, const real *du, real *d
     }
 }
 
-static int time_method(const char *preset, const char *method, int n, int reps, frame_times *r) {
+/* The three products as the model runs them: fp32, or with bf16 operands (--bf16). */
+static void fb_weights_dx(const gpt_model *m, const hc_scratch *hs, real *Wb, const hc_params *p, const hc_dims *d) {
+#if HC_BF16
+    if (m->proj_bf16) { hc_scaled_weight_pairs_bf16(Wb, p, d); return; }
+#endif
+    (void)m, (void)hs;
+    hc_scaled_weight_blocks(Wb, p, d);
+}
+
+static uint32_t *fb_pairs(const gpt_model *m, const hc_scratch *hs, const hc_dims *d, const real *dz, int count) {
+#if HC_BF16
+    if (m->proj_bf16) {
+        uint32_t *zp = (uint32_t *)(hs->base + hs->bf16 + hs->bp.zp);
+        hc_dz_pairs_bf16(d, dz, count, zp);
+        return zp;
+    }
+#endif
+    (void)m, (void)hs, (void)d, (void)dz, (void)count;
+    return NULL;
+}
+
+static void fb_x_wt(const gpt_model *m, const hc_scratch *hs, real *Z, const real *X, const real *Wg, size_t rows,
+                    const hc_dims *d) {
+#if HC_BF16
+    if (m->proj_bf16) { hc_x_wt_bf16(Z, X, hs->base + hs->bf16 + hs->bp.wf, rows, d->Kr, d->D); return; }
+#endif
+    (void)m, (void)hs;
+    hc_x_wt(Z, X, Wg, rows, d->Kr, d->D);
+}
+
+static void fb_at_x(const gpt_model *m, const hc_scratch *hs, real *M, const real *A, const real *X, size_t rows,
+                    const hc_dims *d) {
+#if HC_BF16
+    if (m->proj_bf16) { hc_at_x_bf16(M, A, X, rows, d->Kr, d->D, hs->base + hs->bf16 + hs->bp.ax); return; }
+#endif
+    (void)m, (void)hs;
+    hc_at_x(M, A, X, rows, d->Kr, d->D);
+}
+
+static int time_method(const char *preset, const char *method, int n, int reps, int bf16, frame_times *r) {
     s2hc_config c;
     config_defaults(&c);
+    if (bf16) snprintf(c.proj_precision, sizeof c.proj_precision, "bf16");
     if (preset_apply(&c, preset)) {
         fprintf(stderr, "frame_bench: unknown preset '%s' (tiny, small)\n", preset);
         return 1;
@@ -146,7 +186,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             hc_acts h = model_hc_acts(&m, l + 1), a0 = model_hc_acts(&m, l);
             real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM], cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
             const hc_params pl = hc_params_of(&m, l + 1);
-            hc_scaled_weight_blocks(hs.base, &pl, &d); /* sublayer l + 1's W' for dX's projection term */
+            fb_weights_dx(&m, &hs, hs.base, &pl, &d); /* sublayer l + 1's W' for dX's projection term */
             evict();
             t0 = cpu_now();
             for (size_t g0 = 0; g0 < N; g0 += HC_LANES) {
@@ -155,7 +195,8 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
                     hc_token_grads(&h, &d, g0 + i, dY, du, dH, dpost, dpre);
                     hc_token_dx_coefs(&h, &d, g0 + i, 1, dz, cj + i * d.n, pj + i * d.n);
                 }
-                hc_tokens_dx(&h, &d, g0, g, dY, du, dY, dz, cj, pj, hs.base, a0.post, df);
+                hc_tokens_dx(&h, &d, g0, g, dY, du, dY, dz, cj, pj, hs.base, a0.post, df,
+                             fb_pairs(&m, &hs, &d, dz + g0 * d.K, g));
             }
             s[3] += cpu_now() - t0;
             evict();
@@ -176,12 +217,15 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
     double hb[8];
     for (int k = 0; k < 8; k++) hb[k] = INFINITY;
     hc_scaled_weight(Wg, &p, &d);
+#if HC_BF16
+    if (m.proj_bf16) hc_scaled_weight_bf16(hs.base + hs.bf16 + hs.bp.wf, &p, &d);
+#endif
     real *Wb = malloc_check(d.KD * sizeof(real)); /* W' in dX's blocks */
-    hc_scaled_weight_blocks(Wb, &p, &d);
+    fb_weights_dx(&m, &hs, Wb, &p, &d);
     for (int rep = 0; rep < 20 * reps; rep++) {
         MIN_OF(hb[0], for (size_t c0 = 0; c0 < NT; c0 += HC_CHUNK) {
             const size_t c1 = c0 + HC_CHUNK < NT ? c0 + HC_CHUNK : NT;
-            hc_x_wt(h.z + c0 * K, h.X + c0 * d.nC, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
+            fb_x_wt(&m, &hs, h.z + c0 * K, h.X + c0 * d.nC, Wg, (c1 - c0) * d.rpt, &d);
         });
         MIN_OF(hb[1], hc_forward_tokens(&m.spec, p.theta, h.z, (int)NT, h.pre, h.post, h.H, h.cache));
         MIN_OF(hb[2], for (size_t t = 0; t < NT; t++) hc_combine(h.u + t * d.C, h.pre + t * d.n, h.X + t * d.nC, d.n,
@@ -194,9 +238,10 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
                                              dz + g0 * K, myth));
         MIN_OF(hb[6], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes) {
             for (int i = 0; i < lanes; i++) hc_token_dx_coefs(&h, &d, g0 + i, 1, dz, cj + i * d.n, pj + i * d.n);
-            hc_tokens_dx(&h, &d, g0, lanes, dY, du, dY, dz, cj, pj, Wb, h0.post, df);
+            hc_tokens_dx(&h, &d, g0, lanes, dY, du, dY, dz, cj, pj, Wb, h0.post, df,
+                         fb_pairs(&m, &hs, &d, dz + g0 * K, lanes));
         });
-        MIN_OF(hb[7], hc_at_x(myM, dz, h.X, NT * d.rpt, d.Kr, d.D));
+        MIN_OF(hb[7], fb_at_x(&m, &hs, myM, dz, h.X, NT * d.rpt, &d));
     }
     /* the floor last: it writes over the model's streams and gradients */
     for (int rep = 0; rep < reps; rep++) {
@@ -233,19 +278,20 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: frame_bench [--preset tiny|small] [--n N] [--methods a,b,...] [--reps R]\n"
+    fprintf(f, "usage: frame_bench [--preset tiny|small] [--n N] [--methods a,b,...] [--reps R] [--bf16]\n"
                "The hyper-connection frame's regions and their parts timed alone, one thread, in ns per token\n"
                "and sublayer (tools/frame_bench.c and docs/performance.md explain every column).\n"
                "  --preset P    model shape (default small)\n"
                "  --n N         streams (default 4)\n"
                "  --methods M   comma-separated residual methods (default identity,hc,mhc,s2hc)\n"
-               "  --reps R      repetitions, the best kept (default 5)\n");
+               "  --reps R      repetitions, the best kept (default 5)\n"
+               "  --bf16        the projection's products with bf16 operands (residual.proj_precision: bf16)\n");
 }
 
 int main(int argc, char **argv) {
     runtime_env_fixup(argv);
     const char *preset = "small", *methods = "identity,hc,mhc,s2hc";
-    int n = 4, reps = 5;
+    int n = 4, reps = 5, bf16 = 0;
     for (int i = 1; i < argc; i++) {
         const int more = i + 1 < argc;
         char *end = NULL;
@@ -254,6 +300,8 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(argv[i], "--preset") && more) {
             preset = argv[++i];
+        } else if (!strcmp(argv[i], "--bf16")) {
+            bf16 = 1;
         } else if (!strcmp(argv[i], "--methods") && more) {
             methods = argv[++i];
         } else if ((!strcmp(argv[i], "--n") || !strcmp(argv[i], "--reps")) && more) {
@@ -273,7 +321,8 @@ int main(int argc, char **argv) {
     }
     omp_set_num_threads(1); /* model_alloc_acts sizes the frame scratch for this */
     junk = calloc_huge(junk_n, sizeof(float));
-    printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)\n", preset, n, reps);
+    printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)%s\n", preset, n, reps,
+           bf16 ? ", projection products in bf16" : "");
     printf("%-11s %3s %11s | %-34s | %-13s | %-29s | %s\n", "", "", "floor", "cold", "cold over floor",
            "hot forward", "hot backward");
     printf("%-11s %3s %5s %5s | %6s %6s %6s %6s %6s | %6s %6s | %5s %6s %5s %5s %5s | %5s %6s %5s %5s\n",
@@ -284,7 +333,7 @@ int main(int argc, char **argv) {
     int status = 0;
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         frame_times r;
-        status |= time_method(preset, tok, n, reps, &r);
+        status |= time_method(preset, tok, n, reps, bf16, &r);
     }
     free(junk);
     return status;
