@@ -2,9 +2,11 @@
 # `s2hc bench` from the shell: bad options refused up front, and the smallest real run
 # (tiny preset, one round of one step, no sweep, no probes) writes its CSV files with
 # every method, rc's own ratio exactly 1, a breakdown per method and the frame floor;
-# --methods narrows the table and the sweep to the listed methods, rc kept.
+# --methods narrows the table and the sweep to the listed methods, rc kept; --proj-bf16
+# puts the projection in bf16 and says so in the CSV (or is refused by name).
 # Then tools/frame_bench (make bench-frame): options checked, one row per method with
-# every column a positive number, and the cold regions no cheaper than their floor.
+# every column a positive number, and the cold regions no cheaper than their floor;
+# --bf16 likewise.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 expect_status 0 "bench --help" -- "$S2HC" bench --help
@@ -37,6 +39,10 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
          $2 == "rc" && $(c["overhead_vs_rc"]) + 0 != 1 { bad = 1 }
          $2 != "rc" && !($(c["overhead_vs_rc"]) + 0 > 0) { bad = 1 }
          END { exit bad }' "$TMP/csv/bench.csv" && ok "overhead_vs_rc: rc 1, the others > 0" || fail "overhead_vs_rc column"
+# proj_precision: fp32 for every method by default
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; if (!c["proj_precision"]) bad = 1; next }
+         $(c["proj_precision"]) != "fp32" { bad = 1 }
+         END { exit bad }' "$TMP/csv/bench.csv" && ok "proj_precision: fp32 by default" || fail "proj_precision column"
 # the floor: one row, a fraction of rc's step strictly between 0 and 1
 awk -F, '$2 == "frame_floor" { n++; if (!($7 > 0 && $7 < 1) || !($6 > 0)) bad = 1 }
          END { exit !(n == 1 && !bad) }' "$TMP/csv/breakdown.csv" && ok "one frame_floor row, 0 < fraction < 1" \
@@ -52,6 +58,21 @@ got=$(awk -F, 'NR > 1 { printf "%s ", $2 }' "$TMP/csv2/bench.csv")
 got=$(awk -F, 'NR > 1 { printf "%s%s ", $2, $3 }' "$TMP/csv2/streams.csv")
 [ "$got" = "s2hc2 s2hc3 s2hc4 s2hc5 s2hc6 s2hc7 s2hc8 mhc2 mhc3 mhc4 mhc5 mhc6 mhc7 mhc8 " ] &&
   ok "streams.csv: the listed methods at n = 2..8" || fail "streams.csv rows: '$got'"
+# --proj-bf16: the bf16 projection where the build has it (the column says so, rc has no
+# projection), else a refusal that names what is missing
+"$S2HC" bench --quick --preset tiny --no-probes --no-streams --rounds 1 --steps 1 --methods s2hc --proj-bf16 \
+  --csv "$TMP/csv3" > "$TMP/out" 2>&1
+st=$?
+if [ $st = 0 ]; then
+  got=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } { printf "%s:%s ", $2, $(c["proj_precision"]) }' \
+        "$TMP/csv3/bench.csv")
+  [ "$got" = "rc:fp32 s2hc:bf16 " ] && ok "bench --proj-bf16: s2hc's projection in bf16" || fail "--proj-bf16 rows: '$got'"
+  grep -q "projection products: bf16" "$TMP/out" && ok "bench --proj-bf16 says so" || fail "no bf16 line"
+elif [ $st = 2 ] && grep -q "needs AVX512_BF16" "$TMP/out"; then
+  ok "bench --proj-bf16 refused by name (no AVX512_BF16 in this build)"
+else
+  fail "bench --proj-bf16: exit $st"
+fi
 FB=${BUILD:-build}/tools/frame_bench
 expect_status 0 "frame_bench --help" -- "$FB" --help
 expect_out "ns per token" "frame_bench --help says its unit"
@@ -71,4 +92,13 @@ for m in identity mhc s2hc; do
                   if (v[4] < 0.5 * v[2] || v[5] < 0.5 * v[3]) exit 1; found = 1 }
                 END { exit !found }' "$TMP/out" && ok "frame_bench row for $m" || fail "frame_bench row for $m"
 done
+"$FB" --preset tiny --methods s2hc --reps 1 --bf16 > "$TMP/out" 2>&1
+st=$?
+if [ $st = 0 ] && grep -q "products in bf16" "$TMP/out" && grep -q "^s2hc " "$TMP/out"; then
+  ok "frame_bench --bf16 times the bf16 products"
+elif [ $st = 1 ] && grep -q "AVX512_BF16" "$TMP/out"; then
+  ok "frame_bench --bf16 refused by name (no AVX512_BF16 in this build)"
+else
+  fail "frame_bench --bf16: exit $st"
+fi
 finish bench_cli
