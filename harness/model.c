@@ -378,7 +378,9 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
      * scratch [W' | M | dtheta] (hc_scratch), one part per thread at allocation. */
     size_t KD = !hc ? 0 : m->spec.norm == HC_NORM_FLAT ? K * n * C : K / n * C; /* Kr x D */
     g.part_bf16 = hc && m->proj_bf16 ? (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 : 0;
-    g.part_stride = !hc ? 0 : (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 + (g.part_bf16 ? hc_bf16_parts_of(m).total : 0);
+    g.part_stride = !hc ? 0
+                        : (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 +
+                              (g.part_bf16 ? hc_bf16_parts_of(m).total : 0);
     TAKE(hc_part, g.part_stride * (size_t)kernels_threads());
 #undef TAKE
     g.total = o;
@@ -966,7 +968,8 @@ static void hc_dz_pairs_bf16(const hc_dims *d, const real *dz, int count, uint32
     const int Kr = d->Kr, Kp = (Kr + 1) / 2;
     for (int i = 0; i < count * d->rpt; i++) {
         const real *z = dz + (size_t)i * Kr;
-        for (int q = 0; q < Kp; q++) zp[(size_t)i * Kp + q] = hc_bf16_pair(z[2 * q], 2 * q + 1 < Kr ? z[2 * q + 1] : 0.0f);
+        for (int q = 0; q < Kp; q++)
+            zp[(size_t)i * Kp + q] = hc_bf16_pair(z[2 * q], 2 * q + 1 < Kr ? z[2 * q + 1] : 0.0f);
     }
 }
 
@@ -1560,7 +1563,8 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
                 for (int i = 0; i < n; i++) v += H[t][i * n + j] * dvs[i];
                 const real *w = Wb + (size_t)(zp ? Kp : Kr) * nj * C0 + (size_t)(flat ? j : 0) * (C - C0) + (c - C0);
                 const int zr = flat ? 0 : j * Kr;
-                for (int k = 0; k < Kr; k++) v += hc_proj_operand(zz[t][zr + k], zp != NULL) * w[(size_t)k * nj * (C - C0)];
+                for (int k = 0; k < Kr; k++)
+                    v += hc_proj_operand(zz[t][zr + k], zp != NULL) * w[(size_t)k * nj * (C - C0)];
                 dx[t][(size_t)j * C + c] = v;
             }
             if (sum) {
