@@ -366,6 +366,7 @@ int train_main(int argc, char **argv) {
     h5log_attr_str(&log, "/", "backend", cm ? "cuda" : "cpu");
     h5log_attr_str(&log, "/", "device", cm ? gpu : "cpu");
     h5log_attr_str(&log, "/", "precision", cm ? cfg.precision : "fp32");
+    h5log_attr_str(&log, "/", "proj_precision", model.proj_bf16 ? "bf16" : "fp32");
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
     h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
     h5log_attr_str(&log, "/", "H_res_convention",

@@ -58,6 +58,25 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
   expect_status 0 "bf16 on the CPU trains" -- "$S2HC" train "$TMP/t.yaml" --set run.name=bf --set run.precision=bf16 --set train.steps=2 --set train.warmup=1
   expect_out "precision: fp32 \\(run.precision bf16 is for the cuda backend" "the CPU says it trains in fp32"
   [ "$(h5dump -a /precision "$TMP/runs/bf/run.h5" 2>/dev/null | grep -c '"fp32"')" = 1 ] && ok "the run file records fp32" || fail "the run file's precision is not fp32"
+  # residual.proj_precision bf16: a cpu option, refused on cuda before anything is written
+  expect_status 2 "proj_precision bf16 with backend cuda exits 2" -- "$S2HC" train "$TMP/t.yaml" --set run.backend=cuda \
+    --set residual.proj_precision=bf16 --set run.name=pbc
+  expect_out "key 'residual.proj_precision' is bf16, a cpu option" "the error names the key"
+  [ ! -e "$TMP/runs/pbc" ] && ok "nothing written" || fail "a run directory was created"
+fi
+# residual.proj_precision bf16 on the CPU: trains and says so (or, without AVX512_BF16 in
+# the build, is refused by name)
+"$S2HC" train "$TMP/t.yaml" --set run.name=pb --set residual.method=s2hc --set residual.proj_precision=bf16 \
+  --set train.steps=2 --set train.warmup=1 > "$TMP/pb.out" 2>&1
+st=$?
+if [ $st = 0 ]; then
+  grep -q "projection: bf16 operands" "$TMP/pb.out" && ok "proj_precision bf16 says so" || fail "no projection line"
+  [ "$(h5dump -a /proj_precision "$TMP/runs/pb/run.h5" 2>/dev/null | grep -c '"bf16"')" = 1 ] &&
+    ok "the run file records proj_precision bf16" || fail "the run file's proj_precision is not bf16"
+elif [ $st = 2 ] && grep -q "needs AVX512_BF16" "$TMP/pb.out"; then
+  ok "proj_precision bf16 refused by name (no AVX512_BF16 in this build)"
+else
+  fail "proj_precision bf16: exit $st"
 fi
 # the runtime settings the binary makes for itself (re-executing once), and keeps when given
 expect_status 0 "version -v" -- env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_CORETYPE "$S2HC" version -v
