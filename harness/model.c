@@ -377,10 +377,9 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
     /* Last, so that no other offset depends on the thread count: the frame's per-thread
      * scratch [W' | M | dtheta] (hc_scratch), one part per thread at allocation. */
     size_t KD = !hc ? 0 : m->spec.norm == HC_NORM_FLAT ? K * n * C : K / n * C; /* Kr x D */
-    g.part_bf16 = hc && m->proj_bf16 ? (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 : 0;
-    g.part_stride = !hc ? 0
-                        : (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 +
-                              (g.part_bf16 ? hc_bf16_parts_of(m).total : 0);
+    const size_t fp32_part = hc ? (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 : 0;
+    g.part_bf16 = hc && m->proj_bf16 ? fp32_part : 0; /* the bf16 region follows [W' | M | dtheta] */
+    g.part_stride = fp32_part + (g.part_bf16 ? hc_bf16_parts_of(m).total : 0);
     TAKE(hc_part, g.part_stride * (size_t)kernels_threads());
 #undef TAKE
     g.total = o;
@@ -551,9 +550,6 @@ static inline __attribute__((always_inline)) HC_FMA real hc_dot_tail(real s, con
     return s;
 }
 
-/* An operand of the projection's products as they take it: itself, or rounded to bf16. */
-static inline real hc_proj_operand(real x, int bf16);
-
 /* y = w[0] x[0] + w[1] x[1] + ... + w[m-1] x[m-1] (in that order), rows x[i] = x0 + i*C,
  * y and x of C values. m is a constant in each instance (hc_combine dispatches), the
  * weights in registers. */
@@ -714,6 +710,13 @@ static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, 
  * even, as vcvtne2ps2bf16) and sum in fp32 in a fixed order: bit-identical for a given
  * thread count, and the products of two bf16 values are exact in fp32, so each sum is
  * within the float rounding of the sum of the rounded operands' products (tests/test_frame). */
+/* Reals of a row of D values in bf16, padded to whole vectors of 32 (in reals: half). */
+static inline size_t hc_bf16_row(size_t D) { return (D + 31) / 32 * 16; }
+
+/* Scratch of hc_at_x_bf16, in reals: HC_MT_ROWS_BF / 2 pairs of rows of X (D words each)
+ * and of A (Kr words each). */
+static inline size_t hc_at_x_bf16_scratch(int Kr, size_t D) { return (size_t)HC_MT_ROWS_BF / 2 * (D + (size_t)Kr); }
+
 #if HC_BF16
 typedef __m512bh hc_bh;
 
@@ -734,6 +737,9 @@ static inline float hc_bf16_value(uint32_t h) {
     return x;
 }
 
+/* x rounded to bf16, as a float (exactly: bf16 is float's upper half). */
+static inline float hc_bf16_round(float x) { return hc_bf16_value(hc_bf16_bits(x)); }
+
 /* The bf16 pair (a, b) in one 32-bit word, a in the low half: vdpbf16ps's element 2i. */
 static inline uint32_t hc_bf16_pair(float a, float b) { return hc_bf16_bits(a) | hc_bf16_bits(b) << 16; }
 
@@ -745,8 +751,6 @@ static inline __attribute__((always_inline)) hc_bh hc_bf16_load32(const real *x,
     return _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, x + 16), _mm512_maskz_loadu_ps(lo, x));
 }
 
-/* Reals of a row of D values in bf16, padded to whole vectors of 32 (in reals: half). */
-static inline size_t hc_bf16_row(size_t D) { return (D + 31) / 32 * 16; }
 
 /* hc_x_wt with bf16 operands: Z = X W'^T, W' from hc_scaled_weight_bf16. Tiles of
  * HC_XW_R rows by HC_XW_K outputs as in fp32; each row's block of 32 values is rounded
@@ -873,16 +877,17 @@ static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int
             for (int k = 0; k < Kr; k++) {
                 real s = 0;
                 for (size_t t = r0; t < r0 + nr; t++)
-                    s += hc_bf16_value(hc_bf16_bits(A[t * (size_t)Kr + k])) * hc_bf16_value(hc_bf16_bits(X[t * D + j]));
+                    s += hc_bf16_round(A[t * (size_t)Kr + k]) * hc_bf16_round(X[t * D + j]);
                 M[(size_t)k * D + j] += s;
             }
     }
 }
 #endif
 
+/* An operand of the projection's products as they take it: itself, or rounded to bf16. */
 static inline real hc_proj_operand(real x, int bf16) {
 #if HC_BF16
-    if (bf16) return hc_bf16_value(hc_bf16_bits(x));
+    if (bf16) return hc_bf16_round(x);
 #endif
     (void)bf16;
     return x;
@@ -942,15 +947,11 @@ static hc_dims hc_dims_of(const gpt_model *m) {
     return d;
 }
 
-/* Scratch of hc_at_x_bf16, in reals: HC_MT_ROWS_BF / 2 pairs of rows of X (D words each)
- * and of A (Kr words each). */
-static inline size_t hc_at_x_bf16_scratch(int Kr, size_t D) { return (size_t)HC_MT_ROWS_BF / 2 * (D + (size_t)Kr); }
-
 static hc_bf16_parts hc_bf16_parts_of(const gpt_model *m) {
     const hc_dims d = hc_dims_of(m);
     const size_t nj = d.rpt == 1 ? (size_t)d.n : 1, C = (size_t)d.C, C0 = C / HC_VL * HC_VL;
     const size_t Kr = (size_t)d.Kr, Kp = (Kr + 1) / 2;
-    const size_t sz[4] = {Kr * ((d.D + 31) / 32 * 16), Kp * nj * C0 + Kr * nj * (C - C0),
+    const size_t sz[4] = {Kr * hc_bf16_row(d.D), Kp * nj * C0 + Kr * nj * (C - C0),
                           hc_at_x_bf16_scratch(d.Kr, d.D), (size_t)HC_LANES * (size_t)d.rpt * Kp};
     size_t o[4], t = 0;
     for (int i = 0; i < 4; i++) {
@@ -1087,7 +1088,7 @@ static void hc_scaled_weight_pairs_bf16(real *restrict Wp, const hc_params *p, c
         for (int j = 0; j < nj; j++) {
             const real *w = p->W + (size_t)k * d->D + (size_t)j * C, *g = p->g + (size_t)j * C;
             for (int c = C0; c < C; c++)
-                t[((size_t)k * nj + j) * (C - C0) + (c - C0)] = hc_bf16_value(hc_bf16_bits(w[c] * ((real)1 + g[c])));
+                t[((size_t)k * nj + j) * (C - C0) + (c - C0)] = hc_bf16_round(w[c] * ((real)1 + g[c]));
         }
 }
 

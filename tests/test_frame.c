@@ -117,7 +117,7 @@ static void test_at_x_against_double(void) { over_shapes(at_x_shape, 13, "hc_at_
  * Each against the sum in double of the products of its operands rounded to bf16 (such a
  * product is exact in float, so only the order of the float sum differs: the same bound
  * as above); and the rounding itself against the hardware's. */
-static double bfr(real x) { return (double)hc_bf16_value(hc_bf16_bits(x)); }
+static double bfr(real x) { return (double)hc_bf16_round(x); }
 
 static void test_bf16_rounding_is_the_hardwares(void) {
     rng_t r;
