@@ -47,7 +47,8 @@ $(CUDA_BUILD)/cpu/%.o: %.c
 
 # The CPU emulator (tests/gpu/emu): the .cu files turned into C++ by cu2cpp.py and run
 # with fibers for CUDA threads. No nvcc and no GPU needed: it checks the device code's
-# arithmetic, indexing and plumbing against the CPU here (slowly), not its speed or races.
+# arithmetic, indexing, plumbing and (in its several orders) barriers against the CPU
+# here, slowly; not its speed.
 EMU_BUILD := $(CUDA_BUILD)/emu
 EMU_CU    := $(CUDA_SRC) tests/gpu/check.cu
 EMU_OBJ   := $(EMU_CU:%.cu=$(EMU_BUILD)/%.o) $(EMU_BUILD)/emu.o
@@ -56,7 +57,7 @@ EMU_CXXFLAGS := -std=c++17 -O2 -fopenmp -Itests/gpu/emu -I. -D__CUDACC__ -D__hos
                 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas -MMD -MP
 
 # The generated .cpp files are intermediate (reached through two pattern rules): kept.
-.SECONDARY: $(EMU_CU:%.cu=$(EMU_BUILD)/%.cpp)
+.SECONDARY: $(EMU_CU:%.cu=$(EMU_BUILD)/%.cpp) $(EMU_BUILD)/tests/gpu/emu/selftest.cpp
 $(EMU_BUILD)/%.cpp: %.cu tests/gpu/emu/cu2cpp.py
 	@mkdir -p $(dir $@)
 	python3 tests/gpu/emu/cu2cpp.py $< $@
@@ -71,12 +72,24 @@ $(EMU_BUILD)/emu.o: tests/gpu/emu/emu.cpp
 $(EMU_BUILD)/gpu_check_emu: $(EMU_OBJ) $(CUDA_CPU_OBJ)
 	$(CXX) -fopenmp -o $@ $^ -L$(CUDA_BLAS_DIR) -Wl,-rpath,$(CUDA_BLAS_DIR) -lopenblas -lyaml -lm
 
-# The check on the emulator, without the timing and with fewer bf16 / training cases
-# (--quick): about 5 minutes on 2 idle cores. Drop --quick for all of it (about 15).
-cuda-emu-check: $(EMU_BUILD)/gpu_check_emu
-	OPENBLAS_CORETYPE=$${OPENBLAS_CORETYPE:-$$(grep -q avx512f /proc/cpuinfo && echo SkylakeX)} $< --no-bench --quick
+# The emulator's own check (tests/cli/emu_check.sh, part of make test): kernels with and
+# without the barriers they need, and the rules it enforces.
+$(EMU_BUILD)/emu_selftest: $(EMU_BUILD)/tests/gpu/emu/selftest.o $(EMU_BUILD)/emu.o
+	$(CXX) -fopenmp -o $@ $^
 
--include $(wildcard $(EMU_BUILD)/*/*/*.d $(EMU_BUILD)/*/*.d $(EMU_BUILD)/*.d)
+# The check on the emulator, without the timing and with fewer bf16 / training cases
+# (--quick), once in each of the emulator's orders (EMU_ORDERS; tests/gpu/emu/emu.h): the
+# comparisons pass in all of them only if the kernels' barriers order every exchange.
+# 1-2 minutes per order on 2 idle cores (random ones are the slower). Drop --quick for all of it.
+EMU_ORDERS ?= asc desc random:1 random:2
+cuda-emu-check: $(EMU_BUILD)/gpu_check_emu
+	@set -e; for o in $(EMU_ORDERS); do \
+	  echo "== S2HC_EMU_ORDER=$$o"; \
+	  S2HC_EMU_ORDER=$$o OPENBLAS_CORETYPE=$${OPENBLAS_CORETYPE:-$$(grep -q avx512f /proc/cpuinfo && echo SkylakeX)} \
+	    $< --no-bench --quick; \
+	done
+
+-include $(wildcard $(EMU_BUILD)/*/*/*/*.d $(EMU_BUILD)/*/*/*.d $(EMU_BUILD)/*/*.d $(EMU_BUILD)/*.d)
 
 # The toolkit's root and library folder. nvcc may be a wrapper script elsewhere on PATH
 # (/usr/local/bin/nvcc exec'ing the real one), so ask nvcc itself for its TOP, and look

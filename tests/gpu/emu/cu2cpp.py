@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """cu2cpp.py: turn a .cu file of this project into C++ for the CPU emulator (emu.h).
 
-Two rewrites, everything else is left to macros (see emu.h):
-  kernel<<<grid, block[, smem[, stream]]>>>(args)  ->  emu_launch(grid, block, smem, stream, "kernel", [&]() { kernel(args); })
+Three rewrites, everything else is left to macros (see emu.h):
+  kernel<<<grid, block[, smem[, stream]]>>>(args)  ->  emu_launch((const void *)(kernel), grid, block, smem, stream, "kernel",
+                                                                  [&]() { kernel(args); })
   extern __shared__ [__align__(n)] T name[];       ->  T *name = (T *)emu_dyn_smem;
+  __shared__ T a[..], b[..];                       ->  the same, then EMU_SHARED_POISON(a); EMU_SHARED_POISON(b);
+                                                       (NaN at each block's start, as the dynamic buffer)
 usage: cu2cpp.py IN.cu OUT.cpp
 """
 import re
@@ -72,15 +75,25 @@ def rewrite_launches(src):
         smem = cfg[2] if len(cfg) > 2 else '0'
         stream = cfg[3] if len(cfg) > 3 else '(cudaStream_t)0'
         out.append(src[pos:k])
-        out.append('emu_launch(%s, %s, %s, %s, "%s", [&]() { %s(%s); })'
-                   % (cfg[0], cfg[1], smem, stream, callee.split('<')[0], callee, args))
+        out.append('emu_launch((const void *)(%s), %s, %s, %s, %s, "%s", [&]() { %s(%s); })'
+                   % (callee, cfg[0], cfg[1], smem, stream, callee.split('<')[0], callee, args))
         pos = q + 1
+
+
+def poison_static_shared(src):
+    """After each `__shared__` declaration (a line of its own), on the same line so that
+    line numbers hold: fill each declared array with NaN once per block."""
+    def rep(m):
+        names = [re.match(r'\s*(\w+)', d).group(1) for d in split_top(m.group(2))]
+        return m.group(0) + ''.join(' EMU_SHARED_POISON(%s);' % n for n in names)
+    return re.sub(r'^[ \t]*__shared__\s+((?:const\s+)?\w+)\s+([^;]+);', rep, src, flags=re.M)
 
 
 def main():
     src = open(sys.argv[1]).read()
     src = re.sub(r'extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w ]+?)\s+(\w+)\[\];',
                  r'\1 *\2 = (\1 *)emu_dyn_smem;', src)
+    src = poison_static_shared(src)
     src = rewrite_launches(src)
     with open(sys.argv[2], 'w') as f:
         f.write('#include "emu.h"\n#line 1 "%s"\n' % sys.argv[1])

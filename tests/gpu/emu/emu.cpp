@@ -2,8 +2,10 @@
  *
  * Fibers: each CUDA thread of a block is a fiber with its own stack; a hand-written
  * x86-64 context switch (callee-saved registers and the stack pointer) makes a barrier
- * cost nanoseconds, so kernels with many shuffles stay usable. The scheduler runs every
- * live fiber up to its next barrier (or its end), then releases them all. */
+ * cost nanoseconds, so kernels with many shuffles stay usable. The scheduler runs the
+ * fibers warp by warp, in an order S2HC_EMU_ORDER sets: each up to its next barrier (or
+ * its end), a warp on through its warp barriers, and releases __syncthreads when every
+ * live fiber waits there. */
 #include "emu.h"
 #include <time.h>
 #include <vector>
@@ -15,6 +17,7 @@
 
 thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 thread_local void *emu_dyn_smem = NULL;
+thread_local unsigned long emu_block_serial = 0;
 thread_local double emu_xchg[1024];
 
 /* emu_switch(from, to): save callee-saved registers on the current stack, store the stack
@@ -44,11 +47,12 @@ emu_switch:
 )");
 
 namespace {
-enum { RUNNABLE = 0, AT_BARRIER = 1, DONE = 2 };
+enum { RUNNABLE = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
 struct fiber {
     void *sp;
     int state;
     unsigned x, y, z;
+    unsigned mask; /* the lanes its __syncwarp / shuffle waits for */
 };
 const size_t STACK_BYTES = (size_t)256 << 10;
 thread_local std::vector<fiber> fibers;
@@ -56,7 +60,138 @@ thread_local std::vector<char *> stacks;
 thread_local void *sched_sp = NULL;
 thread_local int cur = 0;
 thread_local const std::function<void()> *body = NULL;
+thread_local const char *kernel_name = "";
+unsigned launch_seq = 0; /* launches so far (one host thread launches) */
 void *fiber_stack(char *base);
+
+/* The order fibers run in (S2HC_EMU_ORDER): asc (the default) runs the warps of a block
+ * first to last, desc last to first with each warp's lanes from the highest; both run a
+ * warp on through its __syncwarp's and shuffles up to the block's next __syncthreads
+ * before the next warp starts. random[:SEED] runs a warp chosen at random up to its next
+ * barrier of either kind, its lanes in a random order, then chooses again. A read of
+ * another warp's (or lane's) write that no barrier orders sees the value from before it
+ * in some of these orders; the check passes in all of them only if the kernels' barriers
+ * order every exchange. */
+enum order_kind { ORDER_ASC, ORDER_DESC, ORDER_RANDOM };
+struct order_t {
+    order_kind kind;
+    uint64_t seed;
+};
+const order_t &order() {
+    static const order_t o = [] {
+        order_t r = {ORDER_ASC, 1};
+        const char *e = getenv("S2HC_EMU_ORDER");
+        char *end = NULL;
+        if (!e || !strcmp(e, "asc"))
+            r.kind = ORDER_ASC;
+        else if (!strcmp(e, "desc"))
+            r.kind = ORDER_DESC;
+        else if (!strcmp(e, "random"))
+            r.kind = ORDER_RANDOM;
+        else if (!strncmp(e, "random:", 7) && (r.seed = strtoull(e + 7, &end, 10), end != e + 7 && !*end))
+            r.kind = ORDER_RANDOM;
+        else {
+            fprintf(stderr, "emu: S2HC_EMU_ORDER is '%s'; expected asc, desc, random or random:SEED\n", e);
+            exit(2);
+        }
+        return r;
+    }();
+    return o;
+}
+/* splitmix64: the random order's choices, seeded per block so that they do not depend on
+ * which OpenMP thread runs the block */
+uint64_t mix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+[[noreturn]] void emu_fail(const char *what, int t) {
+    fprintf(stderr, "emu: kernel %s, block (%u %u %u), thread (%u %u %u): %s\n", kernel_name, blockIdx.x, blockIdx.y,
+            blockIdx.z, fibers[t].x, fibers[t].y, fibers[t].z, what);
+    abort();
+}
+
+/* Release warp w's lanes from their __syncwarp / shuffle once every lane it names waits
+ * there. A named lane that has returned or does not exist is an error (undefined on the
+ * GPU); one waiting at __syncthreads instead waits for ever, found as a deadlock below. */
+bool release_warp(int w, int nt) {
+    const int lo = w * 32, hi = lo + 32 < nt ? lo + 32 : nt;
+    unsigned need = 0;
+    int waiting = -1;
+    for (int t = lo; t < hi; t++)
+        if (fibers[t].state == AT_WARP) {
+            if (waiting >= 0 && fibers[t].mask != fibers[waiting].mask)
+                emu_fail("lanes of one warp wait at __syncwarp / shuffles with different masks", t);
+            waiting = t;
+            need = fibers[t].mask;
+        }
+    if (waiting < 0) return false;
+    for (int l = 0; l < 32; l++) {
+        if (!(need >> l & 1)) continue;
+        if (lo + l >= hi) emu_fail("a __syncwarp / shuffle names a lane the block does not have", waiting);
+        if (fibers[lo + l].state == DONE) emu_fail("a __syncwarp / shuffle names a lane that has returned", waiting);
+        if (fibers[lo + l].state != AT_WARP) return false;
+    }
+    for (int t = lo; t < hi; t++)
+        if (fibers[t].state == AT_WARP) fibers[t].state = RUNNABLE;
+    return true;
+}
+
+/* Run fiber t up to its next barrier or its end; true when that opened its warp's barrier. */
+bool step(int t, int nt) {
+    cur = t;
+    threadIdx = dim3(fibers[t].x, fibers[t].y, fibers[t].z);
+    emu_switch(&sched_sp, fibers[t].sp);
+    return fibers[t].state != AT_BLOCK && release_warp(t / 32, nt);
+}
+
+/* asc / desc: every fiber in the order, each up to its next barrier; a warp whose barrier
+ * opens is taken up again from its first lane (in the order) before the scan goes on. */
+void run_in_order(int nt, bool desc) {
+    for (int i = 0; i < nt;) {
+        const int t = desc ? nt - 1 - i : i;
+        if (fibers[t].state != RUNNABLE) {
+            i++;
+            continue;
+        }
+        if (step(t, nt)) {
+            const int w = t / 32, first = desc ? (w * 32 + 31 < nt ? w * 32 + 31 : nt - 1) : w * 32;
+            i = desc ? nt - 1 - first : first;
+            continue;
+        }
+        i++;
+    }
+}
+
+/* random: a warp with runnable lanes, chosen at random, runs them (in a random order) up to
+ * their next barriers; then another choice, until none is runnable. */
+void run_random(int nt, uint64_t *rng) {
+    const int nw = (nt + 31) / 32;
+    int warps[32], lanes[32];
+    for (;;) {
+        int nr = 0;
+        for (int w = 0; w < nw; w++)
+            for (int t = w * 32; t < nt && t < w * 32 + 32; t++)
+                if (fibers[t].state == RUNNABLE) {
+                    warps[nr++] = w;
+                    break;
+                }
+        if (!nr) return;
+        const int w = warps[mix(rng) % (uint64_t)nr];
+        int nl = 0;
+        for (int t = w * 32; t < nt && t < w * 32 + 32; t++)
+            if (fibers[t].state == RUNNABLE) lanes[nl++] = t;
+        for (int i = nl - 1; i > 0; i--) {
+            int j = (int)(mix(rng) % (uint64_t)(i + 1)), x = lanes[i];
+            lanes[i] = lanes[j];
+            lanes[j] = x;
+        }
+        for (int i = 0; i < nl; i++)
+            if (step(lanes[i], nt)) break;
+    }
+}
 
 /* Run block number b of the launch on this OS thread. */
 void run_block(size_t b, dim3 grid, dim3 block, size_t smem, const std::function<void()> *f) {
@@ -72,6 +207,7 @@ void run_block(size_t b, dim3 grid, dim3 block, size_t smem, const std::function
     unsigned char *dyn = (unsigned char *)(((uintptr_t)shm.data() + 127) & ~(uintptr_t)127);
     memset(dyn, 0xff, smem); /* uninitialised shared floats read as NaN */
     emu_dyn_smem = dyn;
+    emu_block_serial++;
     body = f;
     gridDim = grid;
     blockDim = block;
@@ -82,21 +218,27 @@ void run_block(size_t b, dim3 grid, dim3 block, size_t smem, const std::function
         fibers[t].x = t % block.x;
         fibers[t].y = (t / block.x) % block.y;
         fibers[t].z = t / (block.x * block.y);
+        fibers[t].mask = 0;
     }
+    const order_t &ord = order();
+    uint64_t rng = ord.seed * 0x2545f4914f6cdd1dull + ((uint64_t)launch_seq << 32) + b;
     for (;;) {
+        if (ord.kind == ORDER_RANDOM)
+            run_random(nt, &rng);
+        else
+            run_in_order(nt, ord.kind == ORDER_DESC);
+        int live = 0;
         for (int t = 0; t < nt; t++) {
-            if (fibers[t].state != RUNNABLE) continue;
-            cur = t;
-            threadIdx = dim3(fibers[t].x, fibers[t].y, fibers[t].z);
-            emu_switch(&sched_sp, fibers[t].sp);
+            if (fibers[t].state == DONE) continue;
+            live++;
+            if (fibers[t].state == AT_WARP)
+                emu_fail("waits at a __syncwarp / shuffle that its warp's other lanes never reach (they wait at "
+                         "__syncthreads or returned)",
+                         t);
         }
-        int waiting = 0;
+        if (!live) break;
         for (int t = 0; t < nt; t++)
-            if (fibers[t].state == AT_BARRIER) {
-                fibers[t].state = RUNNABLE;
-                waiting++;
-            }
-        if (!waiting) break;
+            if (fibers[t].state == AT_BLOCK) fibers[t].state = RUNNABLE;
     }
     emu_dyn_smem = NULL;
 }
@@ -120,7 +262,14 @@ void *fiber_stack(char *base) {
 }  // namespace
 
 void emu_barrier(void) {
-    fibers[cur].state = AT_BARRIER;
+    fibers[cur].state = AT_BLOCK;
+    emu_switch(&fibers[cur].sp, sched_sp);
+}
+
+void emu_warp_barrier(unsigned mask) {
+    if (!(mask >> (cur & 31) & 1)) emu_fail("calls __syncwarp / a shuffle with a mask that leaves itself out", cur);
+    fibers[cur].state = AT_WARP;
+    fibers[cur].mask = mask;
     emu_switch(&fibers[cur].sp, sched_sp);
 }
 
@@ -145,7 +294,20 @@ static void prof_add(const char *name, double dt) {
     prof.n[name]++;
 }
 
-void emu_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char *name, std::function<void()> f) {
+/* Dynamic shared memory: the default limit, the most an H100 / H200 block may opt in to,
+ * and each kernel's limit as cudaFuncSetAttribute set it. */
+static const size_t SMEM_DEFAULT = 48 << 10, SMEM_OPTIN = 232448;
+static std::map<const void *, size_t> smem_limit;
+static cudaError_t last_error = cudaSuccess;
+
+cudaError_t emu_set_smem_limit(const void *fn, int bytes) {
+    if (bytes < 0 || (size_t)bytes > SMEM_OPTIN) return cudaErrorInvalidValue;
+    smem_limit[fn] = (size_t)bytes;
+    return cudaSuccess;
+}
+
+void emu_launch(const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char *name,
+                std::function<void()> f) {
     (void)stream; /* one stream of work: everything is in order anyway */
     double t0 = now();
     struct at_end {
@@ -153,15 +315,30 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const c
         double t0;
         ~at_end() { prof_add(name, now() - t0); }
     } timer{name, t0};
-    const int nt = (int)(block.x * block.y * block.z);
-    if (nt <= 0 || nt > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
-        fprintf(stderr, "emu: bad launch (%u %u %u) x (%u %u %u)\n", grid.x, grid.y, grid.z, block.x, block.y, block.z);
-        abort();
+    const long nt = (long)block.x * block.y * block.z;
+    if (nt <= 0 || nt > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535) {
+        fprintf(stderr, "emu: kernel %s: a launch the GPU refuses: (%u %u %u) x (%u %u %u)\n", name, grid.x, grid.y,
+                grid.z, block.x, block.y, block.z);
+        last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    auto lim = smem_limit.find(fn);
+    const size_t limit = lim == smem_limit.end() ? SMEM_DEFAULT : lim->second;
+    if (smem > limit) {
+        fprintf(stderr, "emu: kernel %s: %zu bytes of dynamic shared memory, its limit is %zu%s\n", name, smem, limit,
+                lim == smem_limit.end() ? " (no cudaFuncSetAttribute raised it)" : "");
+        last_error = cudaErrorInvalidValue;
+        return;
     }
     const size_t nblocks = (size_t)grid.x * grid.y * grid.z;
     const std::function<void()> *fp = &f;
+    const bool desc = order().kind == ORDER_DESC;
+    launch_seq++;
 #pragma omp parallel for schedule(dynamic, 1) if (nblocks > 1)
-    for (size_t b = 0; b < nblocks; b++) run_block(b, grid, block, smem, fp);
+    for (size_t b = 0; b < nblocks; b++) {
+        kernel_name = name;
+        run_block(desc ? nblocks - 1 - b : b, grid, block, smem, fp);
+    }
 }
 
 /* ---- runtime API ----------------------------------------------------------------------------- */
@@ -193,9 +370,18 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int dev) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
 const char *cudaGetErrorString(cudaError_t e) {
-    return e == 35 ? "CUDA driver version is insufficient for CUDA runtime version (emulated)" : "emulated CUDA error";
+    switch (e) {
+    case 35: return "CUDA driver version is insufficient for CUDA runtime version (emulated)";
+    case cudaErrorInvalidValue: return "invalid argument (emulated)";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument (emulated)";
+    default: return "emulated CUDA error";
+    }
 }
 cudaError_t cudaMalloc(void **p, size_t n) {
     size_t r = (n + 255) / 256 * 256;

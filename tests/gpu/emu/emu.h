@@ -4,12 +4,17 @@
  * limits or real warp behaviour.
  *
  *  - A block runs as blockDim cooperative fibers on one OS thread; blocks are spread over
- *    the OpenMP threads (they never talk to each other). __syncthreads, __syncwarp and every shuffle are block-wide
- *    barriers (stricter than CUDA: this project's kernels call them uniformly). A thread
- *    that returns leaves the barrier count, as on the GPU.
+ *    the OpenMP threads (they never talk to each other). __syncthreads is a barrier of the
+ *    block (a thread that returns leaves its count, as on the GPU); __syncwarp and every
+ *    shuffle are barriers of the warp only, of the lanes their mask names (each must still
+ *    be running). S2HC_EMU_ORDER chooses the order the fibers run in (emu.cpp: asc,
+ *    desc, random[:SEED]); an exchange between warps or lanes that no barrier orders
+ *    reads a stale value in some of them, so the check run in each finds such races. A
+ *    shuffle orders memory here as __syncwarp does, which the GPU does not promise.
  *  - __shared__ variables are thread_local function statics (one block at a time per OS
- *    thread); dynamic shared memory is a buffer per OS thread (cu2cpp.py rewrites
- *    `extern __shared__`).
+ *    thread), filled with NaN when the block's first thread reaches them (cu2cpp.py adds
+ *    EMU_SHARED_POISON); dynamic shared memory is a buffer per OS thread, NaN at each
+ *    block's start (cu2cpp.py rewrites `extern __shared__`).
  *  - WMMA: every lane holds the whole 16x16 fragment; load, store and mma follow the
  *    documented row- / column-major and ldm semantics; bf16 is rounded to nearest even.
  *  - cuBLAS: column-major reference loops (fp32 accumulation).
@@ -46,33 +51,47 @@ struct dim3 {
 typedef dim3 uint3;
 extern thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 extern thread_local void *emu_dyn_smem;
+extern thread_local unsigned long emu_block_serial; /* blocks run so far on this OS thread, from 1 */
+/* NaN bytes in a static __shared__ array once per block: the first of the block's threads
+ * to reach its declaration does it, before any thread can have written to it. */
+#define EMU_SHARED_POISON(x)                                 \
+    do {                                                     \
+        static thread_local unsigned long emu_poisoned_ = 0; \
+        if (emu_poisoned_ != emu_block_serial) {             \
+            emu_poisoned_ = emu_block_serial;                \
+            memset((void *)&(x), 0xff, sizeof(x));           \
+        }                                                    \
+    } while (0)
 
 typedef struct emu_stream *cudaStream_t;
-/* Run a kernel; `name` feeds the profile printed at exit when S2HC_EMU_PROFILE is set. */
-void emu_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char *name, std::function<void()> body);
+/* Run a kernel (`fn`: the kernel function, for its attributes); `name` feeds the profile
+ * printed at exit when S2HC_EMU_PROFILE is set. A launch the GPU would refuse (more than
+ * 1024 threads, an empty grid, more dynamic shared memory than the kernel's limit: 48 KiB
+ * unless cudaFuncSetAttribute raised it, at most the H100 / H200's 227 KiB) runs nothing
+ * and leaves its error for cudaGetLastError, as on the GPU. */
+void emu_launch(const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char *name,
+                std::function<void()> body);
 void emu_barrier(void);
+void emu_warp_barrier(unsigned mask);
 int emu_linear_tid(void);
 extern thread_local double emu_xchg[1024];
 
 static inline void __syncthreads(void) { emu_barrier(); }
-static inline void __syncwarp(unsigned mask = 0xffffffffu) {
-    (void)mask;
-    emu_barrier();
-}
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { emu_warp_barrier(mask); }
 template <typename T>
 static inline T __shfl_xor_sync(unsigned mask, T v, int lanemask) {
-    (void)mask;
     int t = emu_linear_tid();
     emu_xchg[t] = (double)v;
-    emu_barrier();
+    emu_warp_barrier(mask);
     T r = (T)emu_xchg[(t & ~31) | ((t & 31) ^ lanemask)];
-    emu_barrier();
+    emu_warp_barrier(mask);
     return r;
 }
 
 /* ---- runtime API ----------------------------------------------------------------------------- */
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
+cudaError_t emu_set_smem_limit(const void *fn, int bytes); /* cudaFuncSetAttribute's */
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInvalidConfiguration = 9 };
 typedef struct emu_event *cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyHostToHost };
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount, cudaDevAttrMaxSharedMemoryPerBlockOptin };
@@ -111,7 +130,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 template <typename K>
-static inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int) { return cudaSuccess; }
+static inline cudaError_t cudaFuncSetAttribute(K k, cudaFuncAttribute a, int v) {
+    return a == cudaFuncAttributeMaxDynamicSharedMemorySize ? emu_set_smem_limit((const void *)k, v) : cudaSuccess;
+}
 /* A kernel's attributes: no device stack here (its fibers have their own). */
 struct cudaFuncAttributes {
     size_t localSizeBytes;

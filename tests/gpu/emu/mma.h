@@ -1,6 +1,9 @@
 /* mma.h for the CPU emulator: WMMA 16x16x16 fragments held whole by every lane.
- * The lanes of a warp run one after another here, so a store is collective: every lane
- * has loaded (and multiplied) before lane 0 alone writes, then the warp goes on. */
+ * No WMMA call is a barrier here: each lane loads the whole tile when it gets there, and
+ * lane 0 alone stores its fragment when it gets there. So a lane that reads a tile a
+ * store wrote, or writes memory a load reads, sees the other lanes' side only if a
+ * __syncwarp (or __syncthreads) orders the two, which is what the GPU's memory model asks
+ * for; in some of the emulator's orders (emu.h) a missing one shows. */
 #ifndef S2HC_EMU_MMA_H
 #define S2HC_EMU_MMA_H
 #include "emu.h"
@@ -64,11 +67,9 @@ inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const 
 }
 inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t l) {
     emu_wmma_check(p, ldm, 4);
-    emu_barrier();
     if ((emu_linear_tid() & 31) == 0)
         for (int r = 0; r < 16; r++)
             for (int c = 0; c < 16; c++) (l == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.x[r * 16 + c];
-    emu_barrier();
 }
 template <typename LA, typename LB>
 inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,

@@ -1,0 +1,252 @@
+/* selftest.cu: the CPU emulator's own check (tests/cli/emu_check.sh runs it).
+ *
+ * Each kernel exchanges values through shared memory; the "ok" ones order every exchange
+ * with a barrier, the racy ones leave one out, as a kernel of kernels/cuda might; and
+ * smem_limit checks the launch limits of dynamic shared memory. Built through cu2cpp.py
+ * like the real kernels, so it also checks the rewrites.
+ *
+ *   emu_selftest            one line per kernel: "NAME right" or "NAME wrong", then
+ *                           "selftest: N right, N wrong"
+ *   emu_selftest --bad MODE one kernel that breaks a rule the emulator enforces (it must
+ *                           abort and say which): returned-lane, divergent, mask
+ *
+ * The order comes from S2HC_EMU_ORDER (emu.h): the ok kernels must be right in every
+ * order, each racy one wrong in the orders named next to it. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NT 64 /* two warps */
+
+/* lanes swap through shared memory, a __syncwarp between write and read */
+static __global__ void warp_swap_ok(float *out) {
+    out += blockIdx.x * NT;
+    extern __shared__ float s[];
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    s[t] = (float)(t + 1);
+    __syncwarp();
+    out[t] = s[w * 32 + (31 - lane)];
+}
+/* the same without the __syncwarp: wrong in every order (a lane reads before its partner writes) */
+static __global__ void warp_swap_racy(float *out) {
+    out += blockIdx.x * NT;
+    extern __shared__ float s[];
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    s[t] = (float)(t + 1);
+    out[t] = s[w * 32 + (31 - lane)];
+}
+/* the two warps swap halves, a __syncthreads between */
+static __global__ void block_swap_ok(float *out) {
+    out += blockIdx.x * NT;
+    extern __shared__ float s[];
+    const int t = threadIdx.x;
+    s[t] = (float)(t + 1);
+    __syncthreads();
+    out[t] = s[NT - 1 - t];
+}
+/* only a __syncwarp between: the other warp has not written yet (every order) */
+static __global__ void block_swap_warp_only(float *out) {
+    out += blockIdx.x * NT;
+    extern __shared__ float s[];
+    const int t = threadIdx.x;
+    s[t] = (float)(t + 1);
+    __syncwarp();
+    out[t] = s[NT - 1 - t];
+}
+/* the same two with a static __shared__ array: every block computes the same values, so
+ * only the emulator's NaN at each block's start keeps the previous block's (or launch's)
+ * values from hiding the race */
+static __global__ void static_swap_ok(float *out) {
+    out += blockIdx.x * NT;
+    __shared__ float s[NT];
+    const int t = threadIdx.x;
+    s[t] = (float)(t + 1);
+    __syncthreads();
+    out[t] = s[NT - 1 - t];
+}
+static __global__ void static_swap_warp_only(float *out) {
+    out += blockIdx.x * NT;
+    __shared__ float s[NT];
+    const int t = threadIdx.x;
+    s[t] = (float)(t + 1);
+    __syncwarp();
+    out[t] = s[NT - 1 - t];
+}
+/* a buffer reused: read the other warp's half, then overwrite one's own half. Without the
+ * barrier between, one warp overwrites before the other has read (asc and desc). */
+static __global__ void reuse_ok(float *out) {
+    out += blockIdx.x * NT;
+    extern __shared__ float s[];
+    const int t = threadIdx.x;
+    s[t] = (float)(t + 1);
+    __syncthreads();
+    float v = s[(t + 32) % NT];
+    __syncthreads();
+    s[t] = (float)(100 + t);
+    __syncthreads();
+    out[t] = v + s[(t + 32) % NT];
+}
+static __global__ void reuse_racy(float *out) {
+    out += blockIdx.x * NT;
+    extern __shared__ float s[];
+    const int t = threadIdx.x;
+    s[t] = (float)(t + 1);
+    __syncthreads();
+    float v = s[(t + 32) % NT];
+    s[t] = (float)(100 + t);
+    __syncthreads();
+    out[t] = v + s[(t + 32) % NT];
+}
+/* a warp's staging area spans its neighbour's row, as in the attention kernels: warp w
+ * writes row w, then (after a __syncwarp) reads it back; later it stages 64 values at
+ * 64 w, over rows 2w and 2w + 1. Without the __syncthreads before the staging, warp 0 can
+ * stage over row 1 between warp 1's write and read: only a random order interleaves the
+ * warps that finely. */
+static __global__ void stage_ok(float *out) {
+    out += blockIdx.x * NT;
+    extern __shared__ float s[];
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    s[w * 32 + lane] = (float)(t + 1);
+    __syncwarp();
+    float v = s[w * 32 + (31 - lane)];
+    __syncthreads();
+    float *stage = s + w * 64;
+    stage[lane] = v;
+    stage[lane + 32] = v;
+    __syncwarp();
+    out[t] = stage[31 - lane] + stage[63 - lane];
+}
+static __global__ void stage_racy(float *out) {
+    out += blockIdx.x * NT;
+    extern __shared__ float s[];
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    s[w * 32 + lane] = (float)(t + 1);
+    __syncwarp();
+    float v = s[w * 32 + (31 - lane)];
+    __syncwarp(); /* the warp's own reads are done; the other warp's may not be */
+    float *stage = s + w * 64;
+    stage[lane] = v;
+    stage[lane + 32] = v;
+    __syncwarp();
+    out[t] = stage[31 - lane] + stage[63 - lane];
+}
+/* a reduction by shuffles (as cuda_common.cuh's): every lane gets the warp's sum */
+static __global__ void shuffle_sum_ok(float *out) {
+    out += blockIdx.x * NT;
+    const int t = threadIdx.x;
+    float v = (float)(t + 1);
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    out[t] = v;
+}
+
+/* dynamic shared memory past 48 KiB: refused unless cudaFuncSetAttribute raised the limit */
+static __global__ void big_smem(float *out) {
+    out += blockIdx.x * NT;
+    extern __shared__ float s[];
+    const int t = threadIdx.x;
+    s[16000 + t] = (float)(t + 1);
+    __syncthreads();
+    out[t] = s[16000 + NT - 1 - t];
+}
+
+/* rules the emulator enforces */
+static __global__ void bad_returned_lane(float *out) {
+    const int t = threadIdx.x;
+    if ((t & 31) == 5) return;
+    out[t] = __shfl_xor_sync(0xffffffffu, (float)t, 1);
+}
+static __global__ void bad_divergent(float *out) {
+    const int t = threadIdx.x;
+    if ((t & 31) < 16)
+        __syncwarp();
+    else
+        __syncthreads();
+    out[t] = (float)t;
+}
+static __global__ void bad_mask(float *out) {
+    const int t = threadIdx.x;
+    __syncwarp((t & 31) < 16 ? 0x0000ffffu : 0xffffffffu);
+    out[t] = (float)t;
+}
+
+/* expected values: what each kernel computes when every exchange is ordered */
+static float expect(const char *name, int t) {
+    const int lane = t & 31, w = t >> 5;
+    if (!strcmp(name, "warp_swap_ok") || !strcmp(name, "warp_swap_racy")) return (float)(w * 32 + (31 - lane) + 1);
+    if (!strcmp(name, "block_swap_ok") || !strcmp(name, "block_swap_warp_only") || !strcmp(name, "static_swap_ok") ||
+        !strcmp(name, "static_swap_warp_only") || !strcmp(name, "smem_limit"))
+        return (float)(NT - t);
+    if (!strcmp(name, "reuse_ok") || !strcmp(name, "reuse_racy")) return (float)((t + 32) % NT + 1 + 100 + (t + 32) % NT);
+    if (!strcmp(name, "stage_ok") || !strcmp(name, "stage_racy")) return 2.0f * (float)(w * 32 + lane + 1);
+    if (!strcmp(name, "shuffle_sum_ok")) return (float)(w * 32 * 32 + 32 * 33 / 2);
+    return -1;
+}
+
+static int run(const char *name, int blocks) {
+    float *d;
+    size_t n = (size_t)blocks * NT;
+    if (cudaMalloc((void **)&d, n * sizeof(float)) != cudaSuccess) return -1;
+    size_t sm = 2 * NT * sizeof(float);
+    if (!strcmp(name, "smem_limit")) {
+        /* refused at 64 KiB without the attribute, refused an attribute past 227 KiB, run with it */
+        const size_t big = 64 << 10;
+        big_smem<<<blocks, NT, big>>>(d);
+        int refused = cudaGetLastError() != cudaSuccess;
+        int bad_attr = cudaFuncSetAttribute(big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, 300000) != cudaSuccess;
+        int set = cudaFuncSetAttribute(big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)big) == cudaSuccess;
+        if (!refused || !bad_attr || !set) {
+            cudaFree(d);
+            return 0;
+        }
+        big_smem<<<blocks, NT, big>>>(d);
+        if (cudaGetLastError() != cudaSuccess) {
+            cudaFree(d);
+            return 0;
+        }
+    }
+    if (!strcmp(name, "smem_limit")) {
+    } else if (!strcmp(name, "warp_swap_ok")) warp_swap_ok<<<blocks, NT, sm>>>(d);
+    else if (!strcmp(name, "warp_swap_racy")) warp_swap_racy<<<blocks, NT, sm>>>(d);
+    else if (!strcmp(name, "block_swap_ok")) block_swap_ok<<<blocks, NT, sm>>>(d);
+    else if (!strcmp(name, "block_swap_warp_only")) block_swap_warp_only<<<blocks, NT, sm>>>(d);
+    /* twice: the second launch finds the first one's values in the array but for the NaN */
+    else if (!strcmp(name, "static_swap_ok")) for (int k = 0; k < 2; k++) static_swap_ok<<<blocks, NT>>>(d);
+    else if (!strcmp(name, "static_swap_warp_only")) for (int k = 0; k < 2; k++) static_swap_warp_only<<<blocks, NT>>>(d);
+    else if (!strcmp(name, "reuse_ok")) reuse_ok<<<blocks, NT, sm>>>(d);
+    else if (!strcmp(name, "reuse_racy")) reuse_racy<<<blocks, NT, sm>>>(d);
+    else if (!strcmp(name, "stage_ok")) stage_ok<<<blocks, NT, sm>>>(d);
+    else if (!strcmp(name, "stage_racy")) stage_racy<<<blocks, NT, sm>>>(d);
+    else if (!strcmp(name, "shuffle_sum_ok")) shuffle_sum_ok<<<blocks, NT, sm>>>(d);
+    else if (!strcmp(name, "returned-lane")) bad_returned_lane<<<1, NT>>>(d);
+    else if (!strcmp(name, "divergent")) bad_divergent<<<1, NT>>>(d);
+    else if (!strcmp(name, "mask")) bad_mask<<<1, NT>>>(d);
+    else return -1;
+    float h[64 * NT];
+    cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(d);
+    int right = 1;
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != expect(name, (int)(i % NT))) right = 0;
+    return right;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--bad")) {
+        int r = run(argv[2], 1);
+        fprintf(stderr, "emu_selftest: --bad %s ran to its end (%d)\n", argv[2], r);
+        return r < 0 ? 2 : 0;
+    }
+    static const char *names[] = {"warp_swap_ok",   "warp_swap_racy",        "block_swap_ok", "block_swap_warp_only",
+                                  "static_swap_ok", "static_swap_warp_only", "reuse_ok",      "reuse_racy",
+                                  "stage_ok",       "stage_racy",            "shuffle_sum_ok", "smem_limit"};
+    int nr = 0, nw = 0;
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        int r = run(names[k], 64);
+        printf("%s %s\n", names[k], r == 1 ? "right" : "wrong");
+        if (r == 1) nr++;
+        else nw++;
+    }
+    printf("selftest: %d right, %d wrong\n", nr, nw);
+    return 0;
+}
