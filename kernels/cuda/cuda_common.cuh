@@ -57,7 +57,20 @@ typedef struct cuda_ctx {
     float *att_D; size_t att_D_n;     /* attention backward: rowsum(dO * O) */
     float *hc_mat; size_t hc_mat_n;   /* frame: W' = W (1 + g) and the dW product, by chunks */
     float *hc_dth; size_t hc_dth_n;   /* frame: per-thread theta gradients */
+    struct cuda_prof *prof;           /* op timing, NULL when off (cuda_prof_mark) */
 } cuda_ctx;
+
+/* Op timing (cuda_profile_start / cuda_profile_stop, model_cuda.h): while ctx->prof is
+ * set, cuda_prof_mark(ctx, cat) records an event on the stream after an op, and the
+ * device time since the previous mark is charged to cat. The categories are
+ * CUDA_PROF_* (model_cuda.h); CUDA_PROF_MARKS marks per profiled stretch at most. */
+#define CUDA_PROF_MARKS 8192
+typedef struct cuda_prof {
+    cudaEvent_t ev[CUDA_PROF_MARKS];
+    unsigned char cat[CUDA_PROF_MARKS];
+    int n, made, overflow;
+} cuda_prof;
+void cuda_prof_mark(cuda_ctx *ctx, int cat);
 
 /* Create the context on the current device (cuBLAS handle, a stream, no TF32). */
 void cuda_ctx_init(cuda_ctx *ctx, int use_bf16);

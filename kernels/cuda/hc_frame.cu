@@ -19,6 +19,7 @@
  */
 #include <math.h>
 #include "kernels/cuda/hc_cuda.cuh"
+#include "kernels/cuda/model_cuda.h" /* CUDA_PROF_* */
 #include "kernels/cuda/ops_cuda.cuh"
 
 #define HC_MAT_CAP ((size_t)1 << 25)   /* floats of the W' / G chunk (128 MiB) */
@@ -491,13 +492,16 @@ void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, s
                                                                                                d.Kr);
         CUDA_LAUNCH_CHECK();
     }
+    cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
     hc_coef_forward_kernel<<<cuda_blocks(N, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
         *s, fr->theta, fr->z, fr->rstd, fuse, fr->pre, fr->post, fr->H, fr->cache, N);
     CUDA_LAUNCH_CHECK();
+    cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
     size_t tot = N * (size_t)C;
     hc_readout_kernel<<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(fr->u, fr->X, fr->pre, N, s->n,
                                                                                         C);
     CUDA_LAUNCH_CHECK();
+    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
 
 void hc_frame_out_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, float *Xnext, float *rstd_next,
@@ -507,6 +511,7 @@ void hc_frame_out_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, 
     HC_DISPATCH_N(s->n, (hc_writeback_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
                             Xnext, rstd_next, flat, fr->X, fr->H, fr->post, fr->f, C)));
     CUDA_LAUNCH_CHECK();
+    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
 
 void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *dY, float *df,
@@ -515,6 +520,7 @@ void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_
     HC_DISPATCH_N(s->n, (hc_out_backward_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
                             df, dcoef, dY, fr->X, fr->post, fr->f, C)));
     CUDA_LAUNCH_CHECK();
+    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
 
 void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *du,
@@ -525,12 +531,14 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     /* dpre, then the method's backward per token (dz, theta rows, <dz, z>, dz *= rstd) */
     HC_DISPATCH_N(s->n, (hc_dpre_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(dcoef, du, fr->X, C)));
     CUDA_LAUNCH_CHECK();
+    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
     size_t G = hc_dtheta_rows(s, N);
     CUDA_CHECK(cudaMemsetAsync(ctx->hc_dth, 0, G * (size_t)s->n_theta * sizeof(float), ctx->stream));
     hc_coef_backward_kernel<<<cuda_blocks(G, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
         *s, fr->theta, fr->z, fr->cache, dcoef, dz, ctx->hc_dth, fr->rstd, srow, N, G);
     CUDA_LAUNCH_CHECK();
     colsum_add_cuda(ctx, fr->dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
+    cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
     /* the projection: dX = dz W' (overwrites), G = dz^T X -> dW, dg; by chunks of W's rows */
     const size_t kc = hc_chunk_of(s, N, C);
     for (size_t j0 = 0; j0 < (size_t)d.Kr; j0 += kc) {
@@ -548,10 +556,12 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
         CUDA_LAUNCH_CHECK();
         colsum_add_cuda(ctx, (float *)fr->dg, ctx->part, groups, (size_t)d.D);
     }
+    cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
     /* dX += H^T dY + pre du - s X */
     const int flat = s->norm != HC_NORM_STREAM;
     const float invD = 1.0f / (float)d.D;
     HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
                             dX, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow, flat, C, invD)));
     CUDA_LAUNCH_CHECK();
+    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }

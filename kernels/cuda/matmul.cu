@@ -75,6 +75,23 @@ void cuda_ctx_init(cuda_ctx *ctx, int use_bf16) {
     CUBLAS_CHECK(cublasSetMathMode(ctx->blas, CUBLAS_DEFAULT_MATH));
 }
 
+/* Events are made as the marks need them, so that a stretch pays only for the events it
+ * uses; cuda_profile_stop (model_cuda.cu) destroys them. */
+void cuda_prof_mark(cuda_ctx *ctx, int cat) {
+    cuda_prof *p = ctx->prof;
+    if (!p) return;
+    if (p->n >= CUDA_PROF_MARKS) {
+        p->overflow = 1;
+        return;
+    }
+    if (p->n == p->made) {
+        CUDA_CHECK(cudaEventCreate(&p->ev[p->n]));
+        p->made++;
+    }
+    CUDA_CHECK(cudaEventRecord(p->ev[p->n], ctx->stream));
+    p->cat[p->n++] = (unsigned char)cat;
+}
+
 void cuda_ctx_free(cuda_ctx *ctx) {
     if (!ctx->blas) return;
     cudaStreamSynchronize(ctx->stream);

@@ -513,6 +513,46 @@ int cuda_model_bf16(const cuda_model *cm) { return cm->ctx.use_bf16; }
 int cuda_model_attention_tc(const cuda_model *cm) { return attention_uses_tensor_cores(&cm->ctx, cm->C, cm->NH); }
 void cuda_synchronize(cuda_model *cm) { CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream)); }
 
+/* ---- op timing (model_cuda.h) -------------------------------------------------------------- */
+
+static const char *const prof_names[CUDA_PROF_N] = {"matmul", "attention", "layernorm", "gelu",  "embed+loss",
+                                                    "streams", "hc proj",  "hc math",   "zeroing", "optimizer"};
+const char *cuda_profile_name(int k) { return k >= 0 && k < CUDA_PROF_N ? prof_names[k] : "?"; }
+
+void cuda_profile_start(cuda_model *cm) {
+    cuda_ctx *ctx = &cm->ctx;
+    if (!ctx->prof) {
+        ctx->prof = (cuda_prof *)calloc(1, sizeof(cuda_prof));
+        if (!ctx->prof) {
+            fprintf(stderr, "s2hc: kernels/cuda: cuda_profile_start: out of host memory\n");
+            exit(1);
+        }
+    }
+    ctx->prof->n = 0;
+    ctx->prof->overflow = 0;
+    cuda_prof_mark(ctx, CUDA_PROF_N); /* the start: no category */
+}
+
+double cuda_profile_stop(cuda_model *cm, double ms[CUDA_PROF_N]) {
+    cuda_ctx *ctx = &cm->ctx;
+    cuda_prof *p = ctx->prof;
+    for (int k = 0; k < CUDA_PROF_N; k++) ms[k] = 0;
+    if (!p) return -1;
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    double total = 0;
+    for (int i = 1; i < p->n; i++) {
+        float t = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&t, p->ev[i - 1], p->ev[i]));
+        ms[p->cat[i]] += t;
+        total += t;
+    }
+    int overflow = p->overflow;
+    for (int i = 0; i < p->made; i++) cudaEventDestroy(p->ev[i]);
+    free(p);
+    ctx->prof = NULL;
+    return overflow ? -1 : total;
+}
+
 /* ---- forward ------------------------------------------------------------------------------------- */
 
 #define PAR(i) (cm->params + cm->doff[i])
@@ -576,6 +616,9 @@ static float *xsum_of(cuda_model *cm) {
     return cm->frame ? ACT(xsum) : cm->acts + cm->a.streams + (size_t)cm->Lh * cm->a.s_streams;
 }
 
+/* After an op: its device time, when a profile runs (cuda_profile_start). */
+#define MARK(cat) cuda_prof_mark(ctx, CUDA_PROF_##cat)
+
 /* Forward; with dlogits != NULL the cross-entropy also writes d(loss)/d(logits) * scale. */
 static float forward(cuda_model *cm, const int *inputs, const int *targets, int backward, float scale) {
     cuda_ctx *ctx = &cm->ctx;
@@ -588,9 +631,12 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
     float *X0 = cm->acts + a->streams;
     if (cm->frame) {
         encoder_forward_cuda(ctx, ACT(enc), d_in, PAR(cm->wte), PAR(cm->wpe), B, T, C);
+        MARK(EMBED);
         hc_streams_init_cuda(ctx, &cm->spec, X0, ACT(rstd), ACT(enc), N, C);
+        MARK(STREAMS);
     } else {
         encoder_forward_cuda(ctx, X0, d_in, PAR(cm->wte), PAR(cm->wpe), B, T, C);
+        MARK(EMBED);
     }
     for (int l = 0; l < cm->Lh; l++) {
         const int blk = l / 2, is_mlp = l % 2;
@@ -611,29 +657,41 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
             float *qkv = ACT(qkv) + blk * a->s_qkv, *lse = ACT(lse) + blk * a->s_lse, *atty = ACT(atty) + blk * a->s_C;
             bf16 *atty_bf = cm->ctx.use_bf16 ? ABF(b_atty) + blk * a->s_C : NULL;
             layernorm_forward_cuda(ctx, ln, ln_bf, mean, rstd, u, PAR(b->ln1w), PAR(b->ln1b), N, C);
+            MARK(LAYERNORM);
             matmul_forward_cuda(ctx, qkv, ln, ln_bf, PAR(b->qkvw), PBF(b->qkvw), PAR(b->qkvb), N, C, 3 * C);
+            MARK(MATMUL);
             attention_forward_cuda(ctx, atty, atty_bf, lse, qkv, B, T, C, NH);
+            MARK(ATTENTION);
             matmul_forward_cuda(ctx, f, atty, atty_bf, PAR(b->projw), PBF(b->projw), PAR(b->projb), N, C, C);
+            MARK(MATMUL);
         } else {
             float *fch = ACT(fch) + blk * a->s_fch, *fchg = ACT(fchg) + blk * a->s_fch;
             bf16 *fchg_bf = cm->ctx.use_bf16 ? ABF(b_fchg) + blk * a->s_fch : NULL;
             layernorm_forward_cuda(ctx, ln, ln_bf, mean, rstd, u, PAR(b->ln2w), PAR(b->ln2b), N, C);
+            MARK(LAYERNORM);
             matmul_forward_cuda(ctx, fch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), PAR(b->fcb), N, C, 4 * C);
+            MARK(MATMUL);
             gelu_forward_cuda(ctx, fchg, fchg_bf, fch, N * 4 * C);
+            MARK(GELU);
             matmul_forward_cuda(ctx, f, fchg, fchg_bf, PAR(b->fcpw), PBF(b->fcpw), PAR(b->fcpb), N, 4 * C, C);
+            MARK(MATMUL);
         }
         if (cm->frame) {
             float *rstd_next = cm->acts + a->rstd + (l + 1) * a->s_rstd;
             hc_frame_out_cuda(ctx, &cm->spec, &fr, Xn, rstd_next, N, C);
         } else {
             add_cuda(ctx, Xn, X, f, N * C);
+            MARK(STREAMS);
         }
     }
     float *xsum = xsum_of(cm);
     if (cm->frame) hc_streams_sum_cuda(ctx, xsum, cm->acts + a->streams + (size_t)cm->Lh * a->s_streams, N, cm->n, C);
+    MARK(STREAMS);
     layernorm_forward_cuda(ctx, ACT(lnf), ABF(b_lnf), ACT(lnf_mean), ACT(lnf_rstd), xsum, PAR(cm->lnfw), PAR(cm->lnfb),
                            N, C);
+    MARK(LAYERNORM);
     matmul_forward_cuda(ctx, ACT(logits), ACT(lnf), ABF(b_lnf), PAR(cm->wte), PBF(cm->wte), NULL, N, C, V);
+    MARK(MATMUL);
     if (!targets) {
         CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
         return 0;
@@ -641,6 +699,7 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
     float sc = cnt ? scale / (float)cnt : 0.0f;
     crossentropy_fused_cuda(ctx, ACT(losses), backward ? GSC(dlogits) : NULL, ACT(logits), d_tg, sc, N, V);
     CUDA_CHECK(cudaMemcpyAsync(cm->h_losses, ACT(losses), N * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+    MARK(EMBED);
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     double s = 0;
     for (size_t t = 0; t < N; t++)
@@ -661,19 +720,26 @@ static void backward(cuda_model *cm) {
 
     float *dlnf = GSC(dlnf), *xsum = xsum_of(cm);
     ZERO(dlnf, N * C);
+    MARK(ZERO);
     matmul_backward_cuda(ctx, dlnf, GRD(cm->wte), NULL, GSC(dlogits), ACT(lnf), ABF(b_lnf), PAR(cm->wte), PBF(cm->wte),
                          N, C, V);
+    MARK(MATMUL);
     float *dY = GSC(dX0), *dX = GSC(dX1);
     if (cm->frame) {
         float *dxsum = GSC(dxsum);
         ZERO(dxsum, N * C);
+        MARK(ZERO);
         layernorm_backward_cuda(ctx, dxsum, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw), ACT(lnf_mean),
                                 ACT(lnf_rstd), N, C);
+        MARK(LAYERNORM);
         hc_streams_init_cuda(ctx, &cm->spec, dY, NULL, dxsum, N, C);
+        MARK(STREAMS);
     } else {
         ZERO(dY, N * C);
+        MARK(ZERO);
         layernorm_backward_cuda(ctx, dY, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw), ACT(lnf_mean),
                                 ACT(lnf_rstd), N, C);
+        MARK(LAYERNORM);
     }
     float *du = GSC(du), *dln = GSC(dln);
     for (int l = cm->Lh - 1; l >= 0; l--) {
@@ -689,6 +755,7 @@ static void backward(cuda_model *cm) {
         } else {
             df = dY; /* X' = X + f: f and X both get dY */
             CUDA_CHECK(cudaMemcpyAsync(dX, dY, N * C * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
+            MARK(STREAMS);
         }
         float *u = cm->frame ? fr.u : cm->acts + a->streams + l * a->s_streams;
         float *ln = ACT(ln) + l * a->s_C, *mean = ACT(ln_mean) + l * N, *rstd = ACT(ln_rstd) + l * N;
@@ -696,30 +763,41 @@ static void backward(cuda_model *cm) {
         float *dinp = cm->frame ? du : dX; /* where LayerNorm's input gradient goes */
         if (cm->frame) ZERO(du, N * C);
         ZERO(dln, N * C);
+        MARK(ZERO);
         if (!is_mlp) {
             float *qkv = ACT(qkv) + blk * a->s_qkv, *lse = ACT(lse) + blk * a->s_lse, *atty = ACT(atty) + blk * a->s_C;
             const bf16 *atty_bf = cm->ctx.use_bf16 ? ABF(b_atty) + blk * a->s_C : NULL;
             float *datty = GSC(datty), *dqkv = GSC(dqkv);
             ZERO(datty, N * C);
             ZERO(dqkv, N * 3 * C);
+            MARK(ZERO);
             matmul_backward_cuda(ctx, datty, GRD(b->projw), GRD(b->projb), df, atty, atty_bf, PAR(b->projw),
                                  PBF(b->projw), N, C, C);
+            MARK(MATMUL);
             attention_backward_cuda(ctx, dqkv, datty, qkv, atty, lse, B, T, C, NH);
+            MARK(ATTENTION);
             matmul_backward_cuda(ctx, dln, GRD(b->qkvw), GRD(b->qkvb), dqkv, ln, ln_bf, PAR(b->qkvw), PBF(b->qkvw), N,
                                  C, 3 * C);
+            MARK(MATMUL);
             layernorm_backward_cuda(ctx, dinp, GRD(b->ln1w), GRD(b->ln1b), dln, u, PAR(b->ln1w), mean, rstd, N, C);
+            MARK(LAYERNORM);
         } else {
             float *fch = ACT(fch) + blk * a->s_fch, *fchg = ACT(fchg) + blk * a->s_fch;
             const bf16 *fchg_bf = cm->ctx.use_bf16 ? ABF(b_fchg) + blk * a->s_fch : NULL;
             float *dfch = GSC(dfch), *dfchg = GSC(dfchg);
             ZERO(dfchg, N * 4 * C);
             ZERO(dfch, N * 4 * C);
+            MARK(ZERO);
             matmul_backward_cuda(ctx, dfchg, GRD(b->fcpw), GRD(b->fcpb), df, fchg, fchg_bf, PAR(b->fcpw),
                                  PBF(b->fcpw), N, 4 * C, C);
+            MARK(MATMUL);
             gelu_backward_cuda(ctx, dfch, fch, dfchg, N * 4 * C);
+            MARK(GELU);
             matmul_backward_cuda(ctx, dln, GRD(b->fcw), GRD(b->fcb), dfch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), N, C,
                                  4 * C);
+            MARK(MATMUL);
             layernorm_backward_cuda(ctx, dinp, GRD(b->ln2w), GRD(b->ln2b), dln, u, PAR(b->ln2w), mean, rstd, N, C);
+            MARK(LAYERNORM);
         }
         if (cm->frame)
             hc_frame_in_backward_cuda(ctx, &cm->spec, &fr, du, dY, dX, GSC(dcoef), GSC(dz), GSC(srow), N, C);
@@ -732,8 +810,10 @@ static void backward(cuda_model *cm) {
     if (cm->frame) {
         hc_streams_sum_cuda(ctx, du, dY, N, cm->n, C);
         denc = du;
+        MARK(STREAMS);
     }
     encoder_backward_cuda(ctx, GRD(cm->wte), GRD(cm->wpe), denc, order, ids, starts, cm->n_ids, B, T, C);
+    MARK(EMBED);
 }
 
 /* ---- the public step ------------------------------------------------------------------------------ */
@@ -752,13 +832,19 @@ float cuda_forward_backward(cuda_model *cm, const int *inputs, const int *target
 
 void cuda_zero_grad(cuda_model *cm) {
     CUDA_CHECK(cudaMemsetAsync(cm->grads, 0, cm->n_dev * sizeof(float), cm->ctx.stream));
+    cuda_prof_mark(&cm->ctx, CUDA_PROF_ZERO);
 }
 
-double cuda_grad_norm(cuda_model *cm) { return sqrt(sumsq_cuda(&cm->ctx, cm->grads, cm->n_dev)); }
+double cuda_grad_norm(cuda_model *cm) {
+    double s = sumsq_cuda(&cm->ctx, cm->grads, cm->n_dev);
+    cuda_prof_mark(&cm->ctx, CUDA_PROF_OPTIM);
+    return sqrt(s);
+}
 
 void cuda_step(cuda_model *cm, double lr, double grad_norm, int t) {
     const s2hc_config *c = &cm->cfg;
     float gscale = (c->clip > 0 && grad_norm > c->clip) ? (float)(c->clip / grad_norm) : 1.0f;
     adamw_all_cuda(&cm->ctx, cm->params, cm->params_bf, cm->grads, cm->mom, cm->var, cm->n_dev, cm->seg_start,
                    cm->seg_wd, cm->n_tensors, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, gscale, t);
+    cuda_prof_mark(&cm->ctx, CUDA_PROF_OPTIM);
 }

@@ -89,6 +89,29 @@ int cuda_model_attention_tc(const cuda_model *cm);
 /* Wait for the device (timing). */
 void cuda_synchronize(cuda_model *cm);
 
+/* The device time of a stretch of calls by kind of op: cuda_profile_start, then e.g. one
+ * training step (cuda_zero_grad, cuda_forward_backward, cuda_grad_norm, cuda_step), then
+ * cuda_profile_stop fills ms[CUDA_PROF_N] (cuda_profile_name(k) names category k) and
+ * returns their sum in ms, or -1 when the stretch had more ops than it could time. Timing
+ * puts an event after every op, which costs the device next to nothing. */
+enum {
+    CUDA_PROF_MATMUL,    /* the linear layers and the LM head, forward and backward */
+    CUDA_PROF_ATTENTION, /* attention forward and backward */
+    CUDA_PROF_LAYERNORM,
+    CUDA_PROF_GELU,
+    CUDA_PROF_EMBED,     /* embedding, cross-entropy and the loss to the host */
+    CUDA_PROF_STREAMS,   /* the residual streams: rc's adds and copies; the frame's read-out,
+                            write-back, their backward, the stack's ends */
+    CUDA_PROF_HC_PROJ,   /* the frame's coefficient projection: z, dX = dz W', dW, dg */
+    CUDA_PROF_HC_MATH,   /* the methods' per-token math (hc_math.h), forward and backward */
+    CUDA_PROF_ZERO,      /* zeroing of gradients and gradient scratch */
+    CUDA_PROF_OPTIM,     /* gradient norm and AdamW */
+    CUDA_PROF_N
+};
+void cuda_profile_start(cuda_model *cm);
+double cuda_profile_stop(cuda_model *cm, double ms[CUDA_PROF_N]);
+const char *cuda_profile_name(int k);
+
 #else /* built without CUDA: stubs, so callers need no #ifdef */
 
 static inline int cuda_available(char *name, size_t len) {
@@ -125,6 +148,10 @@ static inline size_t cuda_model_bytes(const cuda_model *cm) { (void)cm; return 0
 static inline int cuda_model_bf16(const cuda_model *cm) { (void)cm; return 0; }
 static inline int cuda_model_attention_tc(const cuda_model *cm) { (void)cm; return 0; }
 static inline void cuda_synchronize(cuda_model *cm) { (void)cm; }
+enum { CUDA_PROF_N = 10 };
+static inline void cuda_profile_start(cuda_model *cm) { (void)cm; }
+static inline double cuda_profile_stop(cuda_model *cm, double *ms) { (void)cm; (void)ms; return -1; }
+static inline const char *cuda_profile_name(int k) { (void)k; return ""; }
 
 #endif
 

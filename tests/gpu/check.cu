@@ -689,6 +689,32 @@ static void check_models(void) {
     check_create_limits();
 }
 
+/* One more step timed op by op (cuda_profile_*, the bench's breakdown): every kind of op
+ * the model has gets time, rc none in the frame's projection and math, and the parts sum
+ * to no more than the step's wall time. */
+static void profile_one(cuda_model *cm, const char *method, rng_t *r, int *inp, int *tg, size_t N, int V) {
+    random_batch(r, inp, tg, N, V);
+    cuda_synchronize(cm);
+    double t0 = now_seconds(), ms[CUDA_PROF_N];
+    cuda_profile_start(cm);
+    cuda_zero_grad(cm);
+    cuda_forward_backward(cm, inp, tg, 1.0f);
+    cuda_step(cm, 1e-4, cuda_grad_norm(cm), TRAIN_STEPS + 1);
+    double sum = cuda_profile_stop(cm, ms), wall = (now_seconds() - t0) * 1e3;
+    const int hc = strcmp(method, "rc") != 0;
+    char missing[256] = "";
+    for (int c = 0; c < CUDA_PROF_N; c++) {
+        int frame_only = c == CUDA_PROF_HC_PROJ || c == CUDA_PROF_HC_MATH;
+        if ((ms[c] > 0) != (hc || !frame_only))
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %s%s", cuda_profile_name(c),
+                     ms[c] > 0 ? "(timed)" : "(none)");
+    }
+    int ok = sum > 0 && sum <= wall * 1.001 + 0.01 && !missing[0];
+    printf("  profile    %s: %.3f ms over %d kinds of op, step wall %.3f ms%s%s  %s\n", method, sum, CUDA_PROF_N, wall,
+           missing[0] ? "; wrong:" : "", missing, ok ? "ok" : "FAIL");
+    ok ? g_pass++ : g_fail++;
+}
+
 static void train_one(const char *method, int lowp) {
     const int n = strcmp(method, "rc") ? 4 : 1;
     s2hc_config cfg;
@@ -739,6 +765,7 @@ static void train_one(const char *method, int lowp) {
     g_verbose = 1;
     report(lowp ? "train bf16" : "train fp32", what, worst, lowp ? TOL_TRAIN_BF16 : TOL_TRAIN_F32);
     g_verbose = v;
+    if (!lowp) profile_one(cm, method, &r, inp, tg, N, m.V);
     free(inp);
     free(tg);
     optim_free(&opt);
@@ -826,6 +853,8 @@ static void bench(int bf16_only) {
            "GiB");
     for (int prec = 1; prec >= (bf16_only ? 1 : 0); prec--) {
         double t_rc = 0;
+        double prof[8][CUDA_PROF_N], prof_sum[8], step_ms[8];
+        int profiled[8] = {0};
         for (int k = 0; methods[k]; k++) {
             const char *method = methods[k];
             if (strcmp(method, "rc") && !hc_variant_find(method)) continue;
@@ -869,6 +898,14 @@ static void bench(int bf16_only) {
             cuda_synchronize(cm);
             double dt = (now_seconds() - t0) / BENCH_STEPS;
             if (!strcmp(method, "rc")) t_rc = dt;
+            /* one more step, its device time by kind of op */
+            cuda_profile_start(cm);
+            cuda_zero_grad(cm);
+            cuda_forward_backward(cm, inp, tg, 1.0f);
+            cuda_step(cm, 1e-4, cuda_grad_norm(cm), BENCH_WARMUP + BENCH_STEPS + 1);
+            prof_sum[k] = cuda_profile_stop(cm, prof[k]);
+            step_ms[k] = dt * 1e3;
+            profiled[k] = 1;
             double mfu = model_flops(&m, N) / dt / (prec ? rate16 : rate32);
             char vs[32] = "-";
             if (strcmp(method, "rc") && t_rc > 0) snprintf(vs, sizeof vs, "%+.1f%%", 100.0 * (dt / t_rc - 1));
@@ -880,6 +917,18 @@ static void bench(int bf16_only) {
             free(tg);
             cuda_model_free(cm);
             model_free(&m);
+        }
+        /* where a step's device time goes: the frame's parts against rc's streams */
+        printf("  %s, ms per step by op (one step timed op by op; sum against the step's wall time):\n  %-9s",
+               prec ? "bf16" : "fp32", "method");
+        for (int c = 0; c < CUDA_PROF_N; c++) printf(" %9.9s", cuda_profile_name(c));
+        printf(" %9s %9s\n", "sum", "step");
+        for (int k = 0; methods[k]; k++) {
+            if (!profiled[k]) continue;
+            printf("  %-9s", methods[k]);
+            for (int c = 0; c < CUDA_PROF_N; c++) printf(" %9.3f", prof[k][c]);
+            if (prof_sum[k] < 0) printf(" %9s %9.3f  (too many ops to time)\n", "-", step_ms[k]);
+            else printf(" %9.3f %9.3f\n", prof_sum[k], step_ms[k]);
         }
     }
 }
