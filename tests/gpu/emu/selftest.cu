@@ -19,117 +19,77 @@
 
 #define NT 64 /* two warps */
 
-/* lanes swap through shared memory, a __syncwarp between write and read */
-static __global__ void warp_swap_ok(float *out) {
+/* Each kernel comes in two forms, `full` choosing between them (uniform over the block, so
+ * a barrier under it is legal): with the barrier the exchange needs, and with a weaker one
+ * or none, as a kernel of kernels/cuda might have it. */
+
+/* lanes swap through shared memory: a __syncwarp between write and read, or nothing
+ * (wrong in every order: a lane reads before its partner writes) */
+static __global__ void warp_swap(float *out, int full) {
     out += blockIdx.x * NT;
     extern __shared__ float s[];
     const int t = threadIdx.x, lane = t & 31, w = t >> 5;
     s[t] = (float)(t + 1);
-    __syncwarp();
+    if (full) __syncwarp();
     out[t] = s[w * 32 + (31 - lane)];
 }
-/* the same without the __syncwarp: wrong in every order (a lane reads before its partner writes) */
-static __global__ void warp_swap_racy(float *out) {
-    out += blockIdx.x * NT;
-    extern __shared__ float s[];
-    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-    s[t] = (float)(t + 1);
-    out[t] = s[w * 32 + (31 - lane)];
-}
-/* the two warps swap halves, a __syncthreads between */
-static __global__ void block_swap_ok(float *out) {
+/* the two warps swap halves: a __syncthreads between, or only a __syncwarp (the other warp
+ * has not written yet, in every order) */
+static __global__ void block_swap(float *out, int full) {
     out += blockIdx.x * NT;
     extern __shared__ float s[];
     const int t = threadIdx.x;
     s[t] = (float)(t + 1);
-    __syncthreads();
+    if (full) __syncthreads();
+    else __syncwarp();
     out[t] = s[NT - 1 - t];
 }
-/* only a __syncwarp between: the other warp has not written yet (every order) */
-static __global__ void block_swap_warp_only(float *out) {
-    out += blockIdx.x * NT;
-    extern __shared__ float s[];
-    const int t = threadIdx.x;
-    s[t] = (float)(t + 1);
-    __syncwarp();
-    out[t] = s[NT - 1 - t];
-}
-/* the same two with a static __shared__ array: every block computes the same values, so
- * only the emulator's NaN at each block's start keeps the previous block's (or launch's)
- * values from hiding the race */
-static __global__ void static_swap_ok(float *out) {
+/* the same with a static __shared__ array: every block computes the same values, so only
+ * the emulator's NaN at each block's start keeps the previous block's (or launch's) values
+ * from hiding the race */
+static __global__ void static_swap(float *out, int full) {
     out += blockIdx.x * NT;
     __shared__ float s[NT];
     const int t = threadIdx.x;
     s[t] = (float)(t + 1);
-    __syncthreads();
-    out[t] = s[NT - 1 - t];
-}
-static __global__ void static_swap_warp_only(float *out) {
-    out += blockIdx.x * NT;
-    __shared__ float s[NT];
-    const int t = threadIdx.x;
-    s[t] = (float)(t + 1);
-    __syncwarp();
+    if (full) __syncthreads();
+    else __syncwarp();
     out[t] = s[NT - 1 - t];
 }
 /* a buffer reused: read the other warp's half, then overwrite one's own half. Without the
  * barrier between, one warp overwrites before the other has read (asc and desc). */
-static __global__ void reuse_ok(float *out) {
+static __global__ void reuse(float *out, int full) {
     out += blockIdx.x * NT;
     extern __shared__ float s[];
     const int t = threadIdx.x;
     s[t] = (float)(t + 1);
     __syncthreads();
     float v = s[(t + 32) % NT];
-    __syncthreads();
-    s[t] = (float)(100 + t);
-    __syncthreads();
-    out[t] = v + s[(t + 32) % NT];
-}
-static __global__ void reuse_racy(float *out) {
-    out += blockIdx.x * NT;
-    extern __shared__ float s[];
-    const int t = threadIdx.x;
-    s[t] = (float)(t + 1);
-    __syncthreads();
-    float v = s[(t + 32) % NT];
+    if (full) __syncthreads();
     s[t] = (float)(100 + t);
     __syncthreads();
     out[t] = v + s[(t + 32) % NT];
 }
 /* a warp's staging area spans its neighbour's row, as in the attention kernels: warp w
  * writes row w, then (after a __syncwarp) reads it back; later it stages 64 values at
- * 64 w, over rows 2w and 2w + 1. Without the __syncthreads before the staging, warp 0 can
+ * 64 w, over rows 2w and 2w + 1. With a __syncwarp instead of the __syncthreads before
+ * the staging (the warp's own reads are done, the other warp's may not be), warp 0 can
  * stage over row 1 between warp 1's write and read: only a random order interleaves the
  * warps that finely. */
-static __global__ void stage_ok(float *out) {
+static __global__ void stage(float *out, int full) {
     out += blockIdx.x * NT;
     extern __shared__ float s[];
     const int t = threadIdx.x, lane = t & 31, w = t >> 5;
     s[w * 32 + lane] = (float)(t + 1);
     __syncwarp();
     float v = s[w * 32 + (31 - lane)];
-    __syncthreads();
-    float *stage = s + w * 64;
-    stage[lane] = v;
-    stage[lane + 32] = v;
+    if (full) __syncthreads();
+    else __syncwarp();
+    float *st = s + w * 64;
+    st[lane] = v;
+    st[lane + 32] = v;
     __syncwarp();
-    out[t] = stage[31 - lane] + stage[63 - lane];
-}
-static __global__ void stage_racy(float *out) {
-    out += blockIdx.x * NT;
-    extern __shared__ float s[];
-    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-    s[w * 32 + lane] = (float)(t + 1);
-    __syncwarp();
-    float v = s[w * 32 + (31 - lane)];
-    __syncwarp(); /* the warp's own reads are done; the other warp's may not be */
-    float *stage = s + w * 64;
-    stage[lane] = v;
-    stage[lane + 32] = v;
-    __syncwarp();
-    out[t] = stage[31 - lane] + stage[63 - lane];
+    out[t] = st[31 - lane] + st[63 - lane];
 }
 /* a reduction by shuffles (as cuda_common.cuh's): every lane gets the warp's sum */
 static __global__ void shuffle_sum_ok(float *out) {
@@ -173,14 +133,26 @@ static __global__ void bad_mask(float *out) {
 /* expected values: what each kernel computes when every exchange is ordered */
 static float expect(const char *name, int t) {
     const int lane = t & 31, w = t >> 5;
-    if (!strcmp(name, "warp_swap_ok") || !strcmp(name, "warp_swap_racy")) return (float)(w * 32 + (31 - lane) + 1);
-    if (!strcmp(name, "block_swap_ok") || !strcmp(name, "block_swap_warp_only") || !strcmp(name, "static_swap_ok") ||
-        !strcmp(name, "static_swap_warp_only") || !strcmp(name, "smem_limit"))
+    if (!strncmp(name, "warp_swap", 9)) return (float)(w * 32 + (31 - lane) + 1);
+    if (!strncmp(name, "block_swap", 10) || !strncmp(name, "static_swap", 11) || !strcmp(name, "smem_limit"))
         return (float)(NT - t);
-    if (!strcmp(name, "reuse_ok") || !strcmp(name, "reuse_racy")) return (float)((t + 32) % NT + 1 + 100 + (t + 32) % NT);
-    if (!strcmp(name, "stage_ok") || !strcmp(name, "stage_racy")) return 2.0f * (float)(w * 32 + lane + 1);
+    if (!strncmp(name, "reuse", 5)) return (float)((t + 32) % NT + 1 + 100 + (t + 32) % NT);
+    if (!strncmp(name, "stage", 5)) return 2.0f * (float)(w * 32 + lane + 1);
     if (!strcmp(name, "shuffle_sum_ok")) return (float)(w * 32 * 32 + 32 * 33 / 2);
     return -1;
+}
+
+/* big_smem refused at 64 KiB without the attribute, an attribute past 227 KiB refused, then
+ * run with the attribute set: 1 when all three hold */
+static int smem_limit_run(float *d, int blocks) {
+    const size_t big = 64 << 10;
+    big_smem<<<blocks, NT, big>>>(d);
+    int refused = cudaGetLastError() != cudaSuccess;
+    int bad_attr = cudaFuncSetAttribute(big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, 300000) != cudaSuccess;
+    int set = cudaFuncSetAttribute(big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)big) == cudaSuccess;
+    if (!refused || !bad_attr || !set) return 0;
+    big_smem<<<blocks, NT, big>>>(d);
+    return cudaGetLastError() == cudaSuccess;
 }
 
 static int run(const char *name, int blocks) {
@@ -188,35 +160,18 @@ static int run(const char *name, int blocks) {
     size_t n = (size_t)blocks * NT;
     if (cudaMalloc((void **)&d, n * sizeof(float)) != cudaSuccess) return -1;
     size_t sm = 2 * NT * sizeof(float);
+    const int full = strstr(name, "_ok") != NULL;
     if (!strcmp(name, "smem_limit")) {
-        /* refused at 64 KiB without the attribute, refused an attribute past 227 KiB, run with it */
-        const size_t big = 64 << 10;
-        big_smem<<<blocks, NT, big>>>(d);
-        int refused = cudaGetLastError() != cudaSuccess;
-        int bad_attr = cudaFuncSetAttribute(big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, 300000) != cudaSuccess;
-        int set = cudaFuncSetAttribute(big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)big) == cudaSuccess;
-        if (!refused || !bad_attr || !set) {
+        if (!smem_limit_run(d, blocks)) {
             cudaFree(d);
             return 0;
         }
-        big_smem<<<blocks, NT, big>>>(d);
-        if (cudaGetLastError() != cudaSuccess) {
-            cudaFree(d);
-            return 0;
-        }
-    }
-    if (!strcmp(name, "smem_limit")) {
-    } else if (!strcmp(name, "warp_swap_ok")) warp_swap_ok<<<blocks, NT, sm>>>(d);
-    else if (!strcmp(name, "warp_swap_racy")) warp_swap_racy<<<blocks, NT, sm>>>(d);
-    else if (!strcmp(name, "block_swap_ok")) block_swap_ok<<<blocks, NT, sm>>>(d);
-    else if (!strcmp(name, "block_swap_warp_only")) block_swap_warp_only<<<blocks, NT, sm>>>(d);
+    } else if (!strncmp(name, "warp_swap", 9)) warp_swap<<<blocks, NT, sm>>>(d, full);
+    else if (!strncmp(name, "block_swap", 10)) block_swap<<<blocks, NT, sm>>>(d, full);
     /* twice: the second launch finds the first one's values in the array but for the NaN */
-    else if (!strcmp(name, "static_swap_ok")) for (int k = 0; k < 2; k++) static_swap_ok<<<blocks, NT>>>(d);
-    else if (!strcmp(name, "static_swap_warp_only")) for (int k = 0; k < 2; k++) static_swap_warp_only<<<blocks, NT>>>(d);
-    else if (!strcmp(name, "reuse_ok")) reuse_ok<<<blocks, NT, sm>>>(d);
-    else if (!strcmp(name, "reuse_racy")) reuse_racy<<<blocks, NT, sm>>>(d);
-    else if (!strcmp(name, "stage_ok")) stage_ok<<<blocks, NT, sm>>>(d);
-    else if (!strcmp(name, "stage_racy")) stage_racy<<<blocks, NT, sm>>>(d);
+    else if (!strncmp(name, "static_swap", 11)) for (int k = 0; k < 2; k++) static_swap<<<blocks, NT>>>(d, full);
+    else if (!strncmp(name, "reuse", 5)) reuse<<<blocks, NT, sm>>>(d, full);
+    else if (!strncmp(name, "stage", 5)) stage<<<blocks, NT, sm>>>(d, full);
     else if (!strcmp(name, "shuffle_sum_ok")) shuffle_sum_ok<<<blocks, NT, sm>>>(d);
     else if (!strcmp(name, "returned-lane")) bad_returned_lane<<<1, NT>>>(d);
     else if (!strcmp(name, "divergent")) bad_divergent<<<1, NT>>>(d);
