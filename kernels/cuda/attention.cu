@@ -138,7 +138,7 @@ static __global__ void att_fwd_f32_kernel(float *out, bf16 *out_bf, float *lse, 
 
 /* One block per key tile: thread (key row r, sub) accumulates dK, dV of channels sub + 4k. */
 static __global__ void att_bwd_kv_f32_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
-                                             const float *D, int T, int C, int NH, float scale) {
+                                             const float *D, int T, int C, int NH, float scale, int set) {
     extern __shared__ float sm[];
     const int hs = C / NH, C3 = 3 * C, ld = hs + 1, lp = ATT_TILE + 1;
     const int nt = gridDim.x, kt = blockIdx.x; /* key tile kt meets query tiles kt..nt-1 */
@@ -196,15 +196,15 @@ static __global__ void att_bwd_kv_f32_kernel(float *dqkv, const float *dout, con
     for (int k = 0; k < ATT_F32_SLICE; k++) {
         int d = sub + 4 * k;
         if (d < hs) {
-            dK[d] += scale * dk[k];
-            dV[d] += dv[k];
+            dK[d] = set ? scale * dk[k] : dK[d] + scale * dk[k];
+            dV[d] = set ? dv[k] : dV[d] + dv[k];
         }
     }
 }
 
 /* One block per query tile: thread (query row r, sub) accumulates dQ. */
 static __global__ void att_bwd_q_f32_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
-                                            const float *D, int T, int C, int NH, float scale) {
+                                            const float *D, int T, int C, int NH, float scale, int set) {
     extern __shared__ float sm[];
     const int hs = C / NH, C3 = 3 * C, ld = hs + 1, lp = ATT_TILE + 1;
     const int qt = gridDim.x - 1 - blockIdx.x;
@@ -253,7 +253,7 @@ static __global__ void att_bwd_q_f32_kernel(float *dqkv, const float *dout, cons
 #pragma unroll
     for (int k = 0; k < ATT_F32_SLICE; k++) {
         int d = sub + 4 * k;
-        if (d < hs) dQ[d] += scale * dq[k];
+        if (d < hs) dQ[d] = set ? scale * dq[k] : dQ[d] + scale * dq[k];
     }
 }
 
@@ -377,10 +377,11 @@ att_fwd_tc_kernel(float *out, bf16 *out_bf, float *lse, const float *qkv, int T,
     if (half == 0) lse[(size_t)bh * T + tq] = M[row] + logf(l);
 }
 
-/* Add a warp's 16 x HS float accumulators (fragments acc[HS/16], times `mul`) into rows
- * r0.. of a (T, 3C) gradient, through `stage` (16 x LDO floats of shared memory). */
+/* Add (set: write) a warp's 16 x HS float accumulators (fragments acc[HS/16], times `mul`)
+ * into rows r0.. of a (T, 3C) gradient, through `stage` (16 x LDO floats of shared memory). */
 template <int HS>
-__device__ __forceinline__ void tc_add_rows(float *g, int C3, int T, int t0, frag_acc *acc, float mul, float *stage) {
+__device__ __forceinline__ void tc_add_rows(float *g, int C3, int T, int t0, frag_acc *acc, float mul, float *stage,
+                                            int set) {
     const int LDO = TC_LDO(HS), lane = threadIdx.x & 31;
 #pragma unroll
     for (int db = 0; db < HS / 16; db++) {
@@ -391,7 +392,10 @@ __device__ __forceinline__ void tc_add_rows(float *g, int C3, int T, int t0, fra
     __syncwarp();
     for (int idx = lane; idx < 16 * HS; idx += 32) {
         int rr = idx / HS, d = idx % HS, t = t0 + rr;
-        if (t < T) g[(size_t)t * C3 + d] += stage[rr * LDO + d];
+        if (t < T) {
+            float *gt = g + (size_t)t * C3 + d;
+            *gt = set ? stage[rr * LDO + d] : *gt + stage[rr * LDO + d];
+        }
     }
     __syncwarp();
 }
@@ -401,7 +405,7 @@ __device__ __forceinline__ void tc_add_rows(float *g, int C3, int T, int t0, fra
 template <int HS>
 static __global__ void __launch_bounds__(ATT_TC_THREADS)
 att_bwd_kv_tc_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *D, int T, int C,
-                     int NH, float scale) {
+                     int NH, float scale, int set) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const int C3 = 3 * C, LDB = TC_LDB(HS);
     const int nt = gridDim.x, kt = blockIdx.x;
@@ -462,8 +466,8 @@ att_bwd_kv_tc_kernel(float *dqkv, const float *dout, const float *qkv, const flo
     __syncthreads(); /* ST / dPT become the staging area */
     float *stage = ST + warp * 16 * TC_LDO(HS);
     float *g = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
-    tc_add_rows<HS>(g + C, C3, T, k0 + warp * 16, dK, scale, stage);
-    tc_add_rows<HS>(g + 2 * C, C3, T, k0 + warp * 16, dV, 1.0f, stage);
+    tc_add_rows<HS>(g + C, C3, T, k0 + warp * 16, dK, scale, stage, set);
+    tc_add_rows<HS>(g + 2 * C, C3, T, k0 + warp * 16, dV, 1.0f, stage, set);
 }
 
 /* One block per query tile; warp w owns queries w*16..: S and dP by tensor cores, then
@@ -471,7 +475,7 @@ att_bwd_kv_tc_kernel(float *dqkv, const float *dout, const float *qkv, const flo
 template <int HS>
 static __global__ void __launch_bounds__(ATT_TC_THREADS)
 att_bwd_q_tc_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *D, int T, int C,
-                    int NH, float scale) {
+                    int NH, float scale, int set) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const int C3 = 3 * C, LDB = TC_LDB(HS);
     const int qt = gridDim.x - 1 - blockIdx.x;
@@ -526,7 +530,7 @@ att_bwd_q_tc_kernel(float *dqkv, const float *dout, const float *qkv, const floa
     __syncthreads();
     float *stage = S + warp * 16 * TC_LDO(HS);
     float *g = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
-    tc_add_rows<HS>(g, C3, T, q0 + warp * 16, dQ, scale, stage);
+    tc_add_rows<HS>(g, C3, T, q0 + warp * 16, dQ, scale, stage, set);
 }
 
 /* ---- launchers ------------------------------------------------------------------------------- */
@@ -592,15 +596,17 @@ static void att_fwd_tc(cuda_ctx *ctx, float *out, bf16 *out_bf, float *lse, cons
 
 template <int HS>
 static void att_bwd_tc(cuda_ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *lse, const float *D,
-                       int B, int T, int C, int NH, float scale) {
+                       int B, int T, int C, int NH, float scale, int set) {
     size_t smem = tc_bwd_smem(HS);
     att_check(ctx, "attention_backward_cuda", C, NH, smem);
     att_smem_attr(att_bwd_kv_tc_kernel<HS>, smem);
     att_smem_attr(att_bwd_q_tc_kernel<HS>, smem);
     dim3 grid((unsigned)((T + ATT_TILE - 1) / ATT_TILE), (unsigned)(B * NH));
-    att_bwd_kv_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, ctx->stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale);
+    att_bwd_kv_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, ctx->stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale,
+                                                                          set);
     CUDA_LAUNCH_CHECK();
-    att_bwd_q_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, ctx->stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale);
+    att_bwd_q_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, ctx->stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale,
+                                                                         set);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -623,8 +629,10 @@ void attention_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, float *lse,
     CUDA_LAUNCH_CHECK();
 }
 
-void attention_backward_cuda(cuda_ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, int B, int T, int C, int NH) {
+/* set: dqkv overwritten (every element of its rows t < T is written once: dQ by the query
+ * kernel, dK and dV by the key kernel) instead of added into */
+static void attention_backward_impl(cuda_ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                    const float *lse, int B, int T, int C, int NH, int set) {
     if (B <= 0 || T <= 0) return;
     int hs = C / NH;
     float scale = (float)(1.0 / sqrt((double)hs));
@@ -638,20 +646,30 @@ void attention_backward_cuda(cuda_ctx *ctx, float *dqkv, const float *dout, cons
                                                                                              NH);
     CUDA_LAUNCH_CHECK();
     if (attention_uses_tensor_cores(ctx, C, NH)) {
-        if (hs == 32) att_bwd_tc<32>(ctx, dqkv, dout, qkv, lse, D, B, T, C, NH, scale);
-        else if (hs == 64) att_bwd_tc<64>(ctx, dqkv, dout, qkv, lse, D, B, T, C, NH, scale);
-        else att_bwd_tc<128>(ctx, dqkv, dout, qkv, lse, D, B, T, C, NH, scale);
+        if (hs == 32) att_bwd_tc<32>(ctx, dqkv, dout, qkv, lse, D, B, T, C, NH, scale, set);
+        else if (hs == 64) att_bwd_tc<64>(ctx, dqkv, dout, qkv, lse, D, B, T, C, NH, scale, set);
+        else att_bwd_tc<128>(ctx, dqkv, dout, qkv, lse, D, B, T, C, NH, scale, set);
         return;
     }
     dim3 grid((unsigned)((T + ATT_TILE - 1) / ATT_TILE), (unsigned)(B * NH));
     size_t smem = f32_bwd_kv_smem(hs);
     att_check(ctx, "attention_backward_cuda", C, NH, smem);
     att_smem_attr(att_bwd_kv_f32_kernel, smem);
-    att_bwd_kv_f32_kernel<<<grid, ATT_F32_THREADS, smem, ctx->stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale);
+    att_bwd_kv_f32_kernel<<<grid, ATT_F32_THREADS, smem, ctx->stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale, set);
     CUDA_LAUNCH_CHECK();
     smem = f32_bwd_q_smem(hs);
     att_check(ctx, "attention_backward_cuda", C, NH, smem);
     att_smem_attr(att_bwd_q_f32_kernel, smem);
-    att_bwd_q_f32_kernel<<<grid, ATT_F32_THREADS, smem, ctx->stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale);
+    att_bwd_q_f32_kernel<<<grid, ATT_F32_THREADS, smem, ctx->stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale, set);
     CUDA_LAUNCH_CHECK();
+}
+
+void attention_backward_cuda(cuda_ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int T, int C, int NH) {
+    attention_backward_impl(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, 0);
+}
+
+void attention_backward_set_cuda(cuda_ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                 const float *lse, int B, int T, int C, int NH) {
+    attention_backward_impl(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, 1);
 }

@@ -4,7 +4,8 @@
  * Conventions of the CUDA backend (docs/cuda.md has the whole picture):
  *  - Every op has the shape contract of its CPU twin in kernels/kernels.h: row-major,
  *    N = B*T tokens, PyTorch [out, in] weights, forward overwrites, backward ADDS into
- *    every gradient it is given (NULL skips it).
+ *    every gradient it is given (NULL skips it); the _set forms of some backward ops
+ *    overwrite the input gradient instead (ops_cuda.cuh).
  *  - Activations and gradients are float32 in memory. In bf16 mode (ctx->use_bf16) the
  *    matrix products read bf16 copies of their operands and accumulate in float32.
  *  - Every reduction runs in a fixed order (no atomics): the same inputs give the same

@@ -214,8 +214,10 @@ void matmul_forward_cuda(cuda_ctx *ctx, float *out, const float *inp, const bf16
 /* dinp (N, C) += dout (N, OC) . W (OC, C);  dW (OC, C) += dout^T . inp;  dbias += dout^T 1.
  * bf16 mode: dout is converted once into cvt_b (it is the B operand of the first product
  * and the A operand of the second); inp's copy comes from the forward when it was kept. */
-void matmul_backward_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout, const float *inp,
-                          const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N, int C, int OC) {
+/* beta_in: 1 adds the input gradient into dinp, 0 overwrites it (the _set form) */
+static void matmul_backward_impl(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout,
+                                 const float *inp, const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N,
+                                 int C, int OC, float beta_in) {
     int n = dim_int(N, "matmul_backward_cuda");
     if (n == 0 || OC <= 0) return;
     if (ctx->use_bf16) {
@@ -223,14 +225,14 @@ void matmul_backward_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, c
         if (dinp) {
             /* W's bf16 copy: the model always has one; the op checks may not (then cvt_a) */
             const bf16 *w = bf16_view(ctx, W, W_bf, ctx->cvt_a, ctx->cvt_a_n, (size_t)OC * C, "matmul_backward_cuda");
-            gemm_bf16(ctx, 0, 0, n, C, OC, 1.0f, d, OC, w, C, 1.0f, dinp, C);
+            gemm_bf16(ctx, 0, 0, n, C, OC, 1.0f, d, OC, w, C, beta_in, dinp, C);
         }
         if (dW) {
             const bf16 *a = bf16_view(ctx, inp, inp_bf, ctx->cvt_a, ctx->cvt_a_n, N * (size_t)C, "matmul_backward_cuda");
             gemm_bf16(ctx, 1, 0, OC, C, n, 1.0f, d, OC, a, C, 1.0f, dW, C);
         }
     } else {
-        if (dinp) gemm_f32(ctx, 0, 0, n, C, OC, 1.0f, dout, OC, W, C, 1.0f, dinp, C);
+        if (dinp) gemm_f32(ctx, 0, 0, n, C, OC, 1.0f, dout, OC, W, C, beta_in, dinp, C);
         if (dW) gemm_f32(ctx, 1, 0, OC, C, n, 1.0f, dout, OC, inp, C, 1.0f, dW, C);
     }
     if (dbias) {
@@ -242,4 +244,15 @@ void matmul_backward_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, c
         const float one = 1.0f;
         CUBLAS_CHECK(cublasSgemv(ctx->blas, CUBLAS_OP_N, OC, n, &one, dout, OC, ctx->ones, 1, &one, dbias, 1));
     }
+}
+
+void matmul_backward_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout, const float *inp,
+                          const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N, int C, int OC) {
+    matmul_backward_impl(ctx, dinp, dW, dbias, dout, inp, inp_bf, W, W_bf, N, C, OC, 1.0f);
+}
+
+void matmul_backward_set_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout,
+                              const float *inp, const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N, int C,
+                              int OC) {
+    matmul_backward_impl(ctx, dinp, dW, dbias, dout, inp, inp_bf, W, W_bf, N, C, OC, 0.0f);
 }

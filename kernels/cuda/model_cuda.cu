@@ -709,8 +709,6 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
 
 /* ---- backward ------------------------------------------------------------------------------------ */
 
-#define ZERO(ptr, count) CUDA_CHECK(cudaMemsetAsync((ptr), 0, (count) * sizeof(float), ctx->stream))
-
 static void backward(cuda_model *cm) {
     cuda_ctx *ctx = &cm->ctx;
     const dev_layout *a = &cm->a;
@@ -718,27 +716,23 @@ static void backward(cuda_model *cm) {
     const int B = cm->B, T = cm->T, C = cm->C, NH = cm->NH, V = cm->V;
     const int *order = cm->d_tok + 2 * N, *ids = cm->d_tok + 3 * N, *starts = cm->d_tok + 3 * N + V;
 
+    /* Each gradient scratch below is written whole by the first op that fills it (the _set
+     * forms), so none needs zeroing first; rc's dX, a copy of dY, is added into. */
     float *dlnf = GSC(dlnf), *xsum = xsum_of(cm);
-    ZERO(dlnf, N * C);
-    MARK(ZERO);
-    matmul_backward_cuda(ctx, dlnf, GRD(cm->wte), NULL, GSC(dlogits), ACT(lnf), ABF(b_lnf), PAR(cm->wte), PBF(cm->wte),
-                         N, C, V);
+    matmul_backward_set_cuda(ctx, dlnf, GRD(cm->wte), NULL, GSC(dlogits), ACT(lnf), ABF(b_lnf), PAR(cm->wte),
+                             PBF(cm->wte), N, C, V);
     MARK(MATMUL);
     float *dY = GSC(dX0), *dX = GSC(dX1);
     if (cm->frame) {
         float *dxsum = GSC(dxsum);
-        ZERO(dxsum, N * C);
-        MARK(ZERO);
-        layernorm_backward_cuda(ctx, dxsum, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw), ACT(lnf_mean),
-                                ACT(lnf_rstd), N, C);
+        layernorm_backward_set_cuda(ctx, dxsum, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw),
+                                    ACT(lnf_mean), ACT(lnf_rstd), N, C);
         MARK(LAYERNORM);
         hc_streams_init_cuda(ctx, &cm->spec, dY, NULL, dxsum, N, C);
         MARK(STREAMS);
     } else {
-        ZERO(dY, N * C);
-        MARK(ZERO);
-        layernorm_backward_cuda(ctx, dY, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw), ACT(lnf_mean),
-                                ACT(lnf_rstd), N, C);
+        layernorm_backward_set_cuda(ctx, dY, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw), ACT(lnf_mean),
+                                    ACT(lnf_rstd), N, C);
         MARK(LAYERNORM);
     }
     float *du = GSC(du), *dln = GSC(dln);
@@ -761,42 +755,37 @@ static void backward(cuda_model *cm) {
         float *ln = ACT(ln) + l * a->s_C, *mean = ACT(ln_mean) + l * N, *rstd = ACT(ln_rstd) + l * N;
         const bf16 *ln_bf = cm->ctx.use_bf16 ? ABF(b_ln) + l * a->s_C : NULL;
         float *dinp = cm->frame ? du : dX; /* where LayerNorm's input gradient goes */
-        if (cm->frame) ZERO(du, N * C);
-        ZERO(dln, N * C);
-        MARK(ZERO);
+        /* du is written whole (a frame), dX holds dY and is added into (rc) */
+        void (*ln_backward)(cuda_ctx *, float *, float *, float *, const float *, const float *, const float *,
+                            const float *, const float *, size_t, int) =
+            cm->frame ? layernorm_backward_set_cuda : layernorm_backward_cuda;
         if (!is_mlp) {
             float *qkv = ACT(qkv) + blk * a->s_qkv, *lse = ACT(lse) + blk * a->s_lse, *atty = ACT(atty) + blk * a->s_C;
             const bf16 *atty_bf = cm->ctx.use_bf16 ? ABF(b_atty) + blk * a->s_C : NULL;
             float *datty = GSC(datty), *dqkv = GSC(dqkv);
-            ZERO(datty, N * C);
-            ZERO(dqkv, N * 3 * C);
-            MARK(ZERO);
-            matmul_backward_cuda(ctx, datty, GRD(b->projw), GRD(b->projb), df, atty, atty_bf, PAR(b->projw),
-                                 PBF(b->projw), N, C, C);
+            matmul_backward_set_cuda(ctx, datty, GRD(b->projw), GRD(b->projb), df, atty, atty_bf, PAR(b->projw),
+                                     PBF(b->projw), N, C, C);
             MARK(MATMUL);
-            attention_backward_cuda(ctx, dqkv, datty, qkv, atty, lse, B, T, C, NH);
+            attention_backward_set_cuda(ctx, dqkv, datty, qkv, atty, lse, B, T, C, NH);
             MARK(ATTENTION);
-            matmul_backward_cuda(ctx, dln, GRD(b->qkvw), GRD(b->qkvb), dqkv, ln, ln_bf, PAR(b->qkvw), PBF(b->qkvw), N,
-                                 C, 3 * C);
+            matmul_backward_set_cuda(ctx, dln, GRD(b->qkvw), GRD(b->qkvb), dqkv, ln, ln_bf, PAR(b->qkvw),
+                                     PBF(b->qkvw), N, C, 3 * C);
             MARK(MATMUL);
-            layernorm_backward_cuda(ctx, dinp, GRD(b->ln1w), GRD(b->ln1b), dln, u, PAR(b->ln1w), mean, rstd, N, C);
+            ln_backward(ctx, dinp, GRD(b->ln1w), GRD(b->ln1b), dln, u, PAR(b->ln1w), mean, rstd, N, C);
             MARK(LAYERNORM);
         } else {
             float *fch = ACT(fch) + blk * a->s_fch, *fchg = ACT(fchg) + blk * a->s_fch;
             const bf16 *fchg_bf = cm->ctx.use_bf16 ? ABF(b_fchg) + blk * a->s_fch : NULL;
             float *dfch = GSC(dfch), *dfchg = GSC(dfchg);
-            ZERO(dfchg, N * 4 * C);
-            ZERO(dfch, N * 4 * C);
-            MARK(ZERO);
-            matmul_backward_cuda(ctx, dfchg, GRD(b->fcpw), GRD(b->fcpb), df, fchg, fchg_bf, PAR(b->fcpw),
-                                 PBF(b->fcpw), N, 4 * C, C);
+            matmul_backward_set_cuda(ctx, dfchg, GRD(b->fcpw), GRD(b->fcpb), df, fchg, fchg_bf, PAR(b->fcpw),
+                                     PBF(b->fcpw), N, 4 * C, C);
             MARK(MATMUL);
-            gelu_backward_cuda(ctx, dfch, fch, dfchg, N * 4 * C);
+            gelu_backward_set_cuda(ctx, dfch, fch, dfchg, N * 4 * C);
             MARK(GELU);
-            matmul_backward_cuda(ctx, dln, GRD(b->fcw), GRD(b->fcb), dfch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), N, C,
-                                 4 * C);
+            matmul_backward_set_cuda(ctx, dln, GRD(b->fcw), GRD(b->fcb), dfch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), N,
+                                     C, 4 * C);
             MARK(MATMUL);
-            layernorm_backward_cuda(ctx, dinp, GRD(b->ln2w), GRD(b->ln2b), dln, u, PAR(b->ln2w), mean, rstd, N, C);
+            ln_backward(ctx, dinp, GRD(b->ln2w), GRD(b->ln2b), dln, u, PAR(b->ln2w), mean, rstd, N, C);
             MARK(LAYERNORM);
         }
         if (cm->frame)

@@ -104,7 +104,7 @@ enum {
                             write-back, their backward, the stack's ends */
     CUDA_PROF_HC_PROJ,   /* the frame's coefficient projection: z, dX = dz W', dW, dg */
     CUDA_PROF_HC_MATH,   /* the methods' per-token math (hc_math.h), forward and backward */
-    CUDA_PROF_ZERO,      /* zeroing of gradients and gradient scratch */
+    CUDA_PROF_ZERO,      /* zeroing of the parameters' gradients (cuda_zero_grad) */
     CUDA_PROF_OPTIM,     /* gradient norm and AdamW */
     CUDA_PROF_N
 };

@@ -54,7 +54,8 @@ void layernorm_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, float *mean
 
 /* dinp += rstd (g - mean_c(g) - n mean_c(g n)), g = dout * w, n = (x - mean) rstd. */
 static __global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
-                                                      const float *mean, const float *rstd, size_t N, int C) {
+                                                      const float *mean, const float *rstd, size_t N, int C,
+                                                      int set) {
     size_t row = (size_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= N) return;
@@ -70,7 +71,8 @@ static __global__ void layernorm_backward_dinp_kernel(float *dinp, const float *
     float *di = dinp + row * C;
     for (int c = lane; c < C; c += 32) {
         float nrm = (x[c] - m) * r;
-        di[c] += r * (d[c] * w[c] - gmean - nrm * gnmean);
+        float v = r * (d[c] * w[c] - gmean - nrm * gnmean);
+        di[c] = set ? v : di[c] + v;
     }
 }
 
@@ -103,13 +105,15 @@ static __global__ void layernorm_backward_dwdb_kernel(float *part_w, float *part
     }
 }
 
-void layernorm_backward_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                             const float *w, const float *mean, const float *rstd, size_t N, int C) {
+/* set: overwrite dinp (the _set form) instead of adding into it */
+static void layernorm_backward_impl(cuda_ctx *ctx, float *dinp, float *dw, float *db, const float *dout,
+                                    const float *inp, const float *w, const float *mean, const float *rstd, size_t N,
+                                    int C, int set) {
     if (N == 0) return;
     if (dinp) {
         const int rows_per_block = CUDA_THREADS / 32;
         layernorm_backward_dinp_kernel<<<cuda_blocks(N, rows_per_block), CUDA_THREADS, 0, ctx->stream>>>(
-            dinp, dout, inp, w, mean, rstd, N, C);
+            dinp, dout, inp, w, mean, rstd, N, C, set);
         CUDA_LAUNCH_CHECK();
     }
     if (!dw && !db) return;
@@ -124,6 +128,17 @@ void layernorm_backward_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *db, c
     CUDA_LAUNCH_CHECK();
     if (dw) colsum_add_cuda(ctx, dw, pw, chunks, (size_t)C);
     if (db) colsum_add_cuda(ctx, db, pb, chunks, (size_t)C);
+}
+
+void layernorm_backward_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                             const float *w, const float *mean, const float *rstd, size_t N, int C) {
+    layernorm_backward_impl(ctx, dinp, dw, db, dout, inp, w, mean, rstd, N, C, 0);
+}
+
+void layernorm_backward_set_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const float *w, const float *mean, const float *rstd, size_t N,
+                                 int C) {
+    layernorm_backward_impl(ctx, dinp, dw, db, dout, inp, w, mean, rstd, N, C, 1);
 }
 
 /* ---- column sums, sums, scaling ------------------------------------------------------------- */
@@ -215,13 +230,13 @@ static __global__ void gelu_forward_kernel(float *out, bf16 *out_bf, const float
     if (out_bf) out_bf[i] = __float2bfloat16_rn(y);
 }
 
-static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N) {
+static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int set) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     float x = inp[i];
     float s = 1.0f / (1.0f + expf(-2.0f * GELU_K * (x + GELU_A * x * x * x)));
     float g = s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-    dinp[i] += g * dout[i];
+    dinp[i] = set ? g * dout[i] : dinp[i] + g * dout[i];
 }
 
 void gelu_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, const float *inp, size_t N) {
@@ -232,7 +247,13 @@ void gelu_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, const float *inp
 
 void gelu_backward_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N) {
     if (N == 0) return;
-    gelu_backward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout, N);
+    gelu_backward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout, N, 0);
+    CUDA_LAUNCH_CHECK();
+}
+
+void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N) {
+    if (N == 0) return;
+    gelu_backward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout, N, 1);
     CUDA_LAUNCH_CHECK();
 }
 

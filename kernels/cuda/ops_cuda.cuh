@@ -35,6 +35,12 @@ void matmul_forward_cuda(cuda_ctx *ctx, float *out, const float *inp, const bf16
 /* dinp (N, C) += dout . W;  dW (OC, C) += dout^T . inp;  dbias (OC) += column sums of dout. */
 void matmul_backward_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout, const float *inp,
                           const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N, int C, int OC);
+/* The _set forms of the backward ops overwrite the input gradient (dinp, dqkv) instead of
+ * adding into it, whatever it held (NaN included); the parameter gradients are still
+ * added. They spare the model's backward a zeroing pass over each gradient scratch. */
+void matmul_backward_set_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout,
+                              const float *inp, const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N, int C,
+                              int OC);
 
 /* ---- LayerNorm, GELU, embedding, cross-entropy, optimizer (ops.cu) --------------------- */
 
@@ -42,9 +48,13 @@ void layernorm_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, float *mean
                             const float *w, const float *b, size_t N, int C);
 void layernorm_backward_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                              const float *w, const float *mean, const float *rstd, size_t N, int C);
+void layernorm_backward_set_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const float *w, const float *mean, const float *rstd, size_t N,
+                                 int C);
 
 void gelu_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, const float *inp, size_t N);
 void gelu_backward_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N);
+void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N);
 
 void encoder_forward_cuda(cuda_ctx *ctx, float *out, const int *inp, const float *wte, const float *wpe, int B, int T,
                           int C);
@@ -102,6 +112,8 @@ void attention_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, float *lse,
 /* dqkv (B, T, 3C) += gradient, from dout (B, T, C) and the forward's out and lse. */
 void attention_backward_cuda(cuda_ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
                              const float *lse, int B, int T, int C, int NH);
+void attention_backward_set_cuda(cuda_ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                 const float *lse, int B, int T, int C, int NH);
 /* 1 when the tensor-core path would be used for these sizes in this ctx. */
 int attention_uses_tensor_cores(const cuda_ctx *ctx, int C, int NH);
 

@@ -125,6 +125,12 @@ static void sum_print(const summary *s) {
 
 static float *hnew(size_t n) { return (float *)calloc_check(n ? n : 1, sizeof(float)); }
 
+/* NaN in every float of a device buffer: what a _set op overwrites must not show */
+static void dnan(float *d, size_t n) {
+    CUDA_CHECK(cudaMemset(d, 0xff, n * sizeof(float)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 static float *dnew(const float *h, size_t n) {
     float *d = (float *)cuda_malloc_zero((n ? n : 1) * sizeof(float));
     if (h && n) CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
@@ -199,6 +205,16 @@ static void check_matmul(cuda_ctx *ctx, rng_t *r, int lowp, size_t N, int C, int
     compare(g, "matmul_backward dW", h, dW, (size_t)OC * C, tol);
     dget(h, d_dbias, OC);
     compare(g, "matmul_backward dbias", h, dbias, OC, TOL_F32); /* fp32 GEMV in both modes */
+    /* the _set form over NaN, against the CPU adding into zeros */
+    float *dinp0 = hnew(N * C), *dW0 = hnew((size_t)OC * C);
+    matmul_backward(dinp0, dW0, NULL, dout, inp, W, N, C, OC);
+    dnan(d_dinp, N * C);
+    ctx->use_bf16 = lowp;
+    matmul_backward_set_cuda(ctx, d_dinp, NULL, NULL, d_dout, d_inp, NULL, d_W, NULL, N, C, OC);
+    ctx->use_bf16 = 0;
+    dget(h, d_dinp, N * C);
+    compare(g, "matmul_backward_set dinp", h, dinp0, N * C, tol);
+    free(dinp0); free(dW0);
     free(inp); free(W); free(bias); free(dout); free(dinp); free(dW); free(dbias); free(out); free(h);
     cudaFree(d_inp); cudaFree(d_W); cudaFree(d_bias); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dW);
     cudaFree(d_dbias); cudaFree(d_out);
@@ -235,6 +251,13 @@ static void check_layernorm(cuda_ctx *ctx, rng_t *r, size_t N, int C) {
     compare("ops fp32", "layernorm_backward dw", h, dw, C, TOL_F32);
     dget(h, d_db, C);
     compare("ops fp32", "layernorm_backward db", h, db, C, TOL_F32);
+    float *dinp0 = hnew(N * C), *dw0 = hnew(C), *db0 = hnew(C);
+    layernorm_backward(dinp0, dw0, db0, dout, inp, w, mean, rstd, N, C);
+    dnan(d_dinp, N * C);
+    layernorm_backward_set_cuda(ctx, d_dinp, NULL, NULL, d_dout, d_inp, d_w, d_mean, d_rstd, N, C);
+    dget(h, d_dinp, N * C);
+    compare("ops fp32", "layernorm_backward_set dinp", h, dinp0, N * C, TOL_F32);
+    free(dinp0); free(dw0); free(db0);
     free(inp); free(w); free(b); free(dout); free(out); free(mean); free(rstd); free(dinp); free(dw); free(db);
     free(h);
     cudaFree(d_inp); cudaFree(d_w); cudaFree(d_b); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_mean);
@@ -255,6 +278,13 @@ static void check_gelu(cuda_ctx *ctx, rng_t *r, size_t N) {
     compare("ops fp32", "gelu_forward out", h, out, N, TOL_F32);
     dget(h, d_dinp, N);
     compare("ops fp32", "gelu_backward dinp", h, dinp, N, TOL_F32);
+    float *dinp0 = hnew(N);
+    gelu_backward(dinp0, inp, dout, N);
+    dnan(d_dinp, N);
+    gelu_backward_set_cuda(ctx, d_dinp, d_inp, d_dout, N);
+    dget(h, d_dinp, N);
+    compare("ops fp32", "gelu_backward_set dinp", h, dinp0, N, TOL_F32);
+    free(dinp0);
     free(inp); free(dout); free(out); free(dinp); free(h);
     cudaFree(d_inp); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dinp);
 }
@@ -350,6 +380,16 @@ static void check_attention(cuda_ctx *ctx, rng_t *r, int lowp, int B, int T, int
     snprintf(what, sizeof what, "attention_backward dqkv (T %d, hs %d)", T, C / NH);
     dget(h, d_dqkv, N * 3 * C);
     compare(g, what, h, dqkv, N * 3 * C, tol);
+    float *dqkv0 = hnew(N * 3 * C), *dA0 = hnew(att);
+    attention_backward(dqkv0, dA0, dout, qkv, A, B, T, C, NH);
+    dnan(d_dqkv, N * 3 * C);
+    ctx->use_bf16 = lowp;
+    attention_backward_set_cuda(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
+    ctx->use_bf16 = 0;
+    snprintf(what, sizeof what, "attention_backward_set dqkv (T %d, hs %d)", T, C / NH);
+    dget(h, d_dqkv, N * 3 * C);
+    compare(g, what, h, dqkv0, N * 3 * C, tol);
+    free(dqkv0); free(dA0);
     free(qkv); free(dout); free(out); free(A); free(dA); free(dqkv); free(h);
     cudaFree(d_qkv); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_lse); cudaFree(d_dqkv);
 }
