@@ -128,9 +128,9 @@ static dev_layout layout_of(const cuda_model *cm) {
     a.b_total = o;
     o = 0;
     TAKE(dX0, N * n * C);
-    TAKE(dX1, N * n * C);
+    TAKE(dX1, fr ? N * n * C : 0); /* rc's backward works in dX0 alone */
     TAKE(dz, N * K);
-    TAKE(du, N * C);
+    TAKE(du, fr ? N * C : 0);
     TAKE(df, fr ? N * C : 0);
     TAKE(dcoef, fr ? N * (2 * n + n * n) : 0);
     TAKE(srow, N * nr);
@@ -717,7 +717,7 @@ static void backward(cuda_model *cm) {
     const int *order = cm->d_tok + 2 * N, *ids = cm->d_tok + 3 * N, *starts = cm->d_tok + 3 * N + V;
 
     /* Each gradient scratch below is written whole by the first op that fills it (the _set
-     * forms), so none needs zeroing first; rc's dX, a copy of dY, is added into. */
+     * forms), so none needs zeroing first. */
     float *dlnf = GSC(dlnf), *xsum = xsum_of(cm);
     matmul_backward_set_cuda(ctx, dlnf, GRD(cm->wte), NULL, GSC(dlogits), ACT(lnf), ABF(b_lnf), PAR(cm->wte),
                              PBF(cm->wte), N, C, V);
@@ -747,15 +747,14 @@ static void backward(cuda_model *cm) {
             hc_frame_out_backward_cuda(ctx, &cm->spec, &fr, dY, GSC(df), GSC(dcoef), N, C);
             df = GSC(df);
         } else {
-            df = dY; /* X' = X + f: f and X both get dY */
-            CUDA_CHECK(cudaMemcpyAsync(dX, dY, N * C * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
-            MARK(STREAMS);
+            df = dY; /* X' = X + f: f and X both get dY; X's is dY plus what LayerNorm adds into it */
         }
         float *u = cm->frame ? fr.u : cm->acts + a->streams + l * a->s_streams;
         float *ln = ACT(ln) + l * a->s_C, *mean = ACT(ln_mean) + l * N, *rstd = ACT(ln_rstd) + l * N;
         const bf16 *ln_bf = cm->ctx.use_bf16 ? ABF(b_ln) + l * a->s_C : NULL;
-        float *dinp = cm->frame ? du : dX; /* where LayerNorm's input gradient goes */
-        /* du is written whole (a frame), dX holds dY and is added into (rc) */
+        /* where LayerNorm's input gradient goes: du, written whole (a frame), or dY itself,
+         * added into in place once the sublayer's ops have read it as df (rc) */
+        float *dinp = cm->frame ? du : dY;
         void (*ln_backward)(cuda_ctx *, float *, float *, float *, const float *, const float *, const float *,
                             const float *, const float *, size_t, int) =
             cm->frame ? layernorm_backward_set_cuda : layernorm_backward_cuda;
@@ -788,11 +787,12 @@ static void backward(cuda_model *cm) {
             ln_backward(ctx, dinp, GRD(b->ln2w), GRD(b->ln2b), dln, u, PAR(b->ln2w), mean, rstd, N, C);
             MARK(LAYERNORM);
         }
-        if (cm->frame)
+        if (cm->frame) {
             hc_frame_in_backward_cuda(ctx, &cm->spec, &fr, du, dY, dX, GSC(dcoef), GSC(dz), GSC(srow), N, C);
-        float *tmp = dY; /* dX is the upstream gradient of the next (earlier) sublayer */
-        dY = dX;
-        dX = tmp;
+            float *tmp = dY; /* dX is the upstream gradient of the next (earlier) sublayer */
+            dY = dX;
+            dX = tmp;
+        }
     }
     /* dY: the gradient of X_0 = n copies of the embedding */
     const float *denc = dY;

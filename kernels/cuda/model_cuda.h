@@ -100,7 +100,7 @@ enum {
     CUDA_PROF_LAYERNORM,
     CUDA_PROF_GELU,
     CUDA_PROF_EMBED,     /* embedding, cross-entropy and the loss to the host */
-    CUDA_PROF_STREAMS,   /* the residual streams: rc's adds and copies; the frame's read-out,
+    CUDA_PROF_STREAMS,   /* the residual streams: rc's adds; the frame's read-out,
                             write-back, their backward, the stack's ends */
     CUDA_PROF_HC_PROJ,   /* the frame's coefficient projection: z, dX = dz W', dW, dg */
     CUDA_PROF_HC_MATH,   /* the methods' per-token math (hc_math.h), forward and backward */
