@@ -515,7 +515,7 @@ void cuda_synchronize(cuda_model *cm) { CUDA_CHECK(cudaStreamSynchronize(cm->ctx
 
 /* ---- op timing (model_cuda.h) -------------------------------------------------------------- */
 
-static const char *const prof_names[CUDA_PROF_N] = {"matmul", "attention", "layernorm", "gelu",  "embed+loss",
+static const char *const prof_names[CUDA_PROF_N] = {"matmul", "attention", "layernorm", "gelu",  "emb+loss",
                                                     "streams", "hc proj",  "hc math",   "zeroing", "optimizer"};
 const char *cuda_profile_name(int k) { return k >= 0 && k < CUDA_PROF_N ? prof_names[k] : "?"; }
 
