@@ -72,6 +72,7 @@ typedef struct cuda_prof {
     int n, made, overflow;
 } cuda_prof;
 void cuda_prof_mark(cuda_ctx *ctx, int cat);
+void cuda_prof_free(cuda_ctx *ctx); /* its events and itself; ctx->prof = NULL */
 
 /* Create the context on the current device (cuBLAS handle, a stream, no TF32). */
 void cuda_ctx_init(cuda_ctx *ctx, int use_bf16);

@@ -92,9 +92,18 @@ void cuda_prof_mark(cuda_ctx *ctx, int cat) {
     p->cat[p->n++] = (unsigned char)cat;
 }
 
+void cuda_prof_free(cuda_ctx *ctx) {
+    cuda_prof *p = ctx->prof;
+    if (!p) return;
+    for (int i = 0; i < p->made; i++) cudaEventDestroy(p->ev[i]);
+    free(p);
+    ctx->prof = NULL;
+}
+
 void cuda_ctx_free(cuda_ctx *ctx) {
     if (!ctx->blas) return;
     cudaStreamSynchronize(ctx->stream);
+    cuda_prof_free(ctx); /* a profile started and never stopped */
     cublasDestroy(ctx->blas);
     cudaStreamDestroy(ctx->stream);
     cudaFree(ctx->cvt_a);

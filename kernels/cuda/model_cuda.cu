@@ -547,9 +547,7 @@ double cuda_profile_stop(cuda_model *cm, double ms[CUDA_PROF_N]) {
         total += t;
     }
     int overflow = p->overflow;
-    for (int i = 0; i < p->made; i++) cudaEventDestroy(p->ev[i]);
-    free(p);
-    ctx->prof = NULL;
+    cuda_prof_free(ctx);
     return overflow ? -1 : total;
 }
 
