@@ -9,8 +9,10 @@
  * What is fused, and why (docs/cuda.md): the norm is folded into the projection,
  * z = rstd * (X (W diag(1 + g))^T), so x' is never written; rstd comes out of the
  * previous write-back, which already holds X' in registers. The write-back reads X and f
- * and writes X' once; its backward reads dY, X and f once; the input side's backward writes
- * dX once. The n x C streams are read 3 times and written once per sublayer forward.
+ * and writes X' once; its backward reads dY, X and f once; the input side's backward
+ * (Kr <= 32) is one pass that reads dY and X and writes dX, with the projection's dX term
+ * and the partial products of dW. The n x C streams are read 3 times and written once
+ * per sublayer forward, read 5 times and written once backward.
  *
  * Per-token math runs one thread per token with z, dz and the cache in global memory, so
  * K = 40336 (mhc_lite, n = 8) works like K = 17; spec.perms must be a device pointer

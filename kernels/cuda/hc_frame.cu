@@ -10,9 +10,13 @@
  *   hc_out_bwd     df = sum_i post_i dY_i; dpost_i = <dY_i, f>; dH_ij = <dY_i, X_j>
  *   hc_dpre        dpre_i = <du, X_i>
  *   hc_coef_bwd    per token: hc_backward -> dz, theta rows; s = rstd^2 <dz, z> / D; dz *= rstd
- *   GEMMs          dX = dz W' (by chunks);  G = dz^T X, then dW += G diag(1 + g),
+ *   fused (Kr <= 32, W in one chunk): one pass over the streams,
+ *                  dX = dz W' + H^T dY + pre du - s X, and the token groups' partial G = dz^T X;
+ *                  then dW += G diag(1 + g), dg += colsum(W o G)
+ *   split (otherwise, or S2HC_CUDA_FRAME=split):
+ *     GEMMs        dX = dz W' (by chunks);  G = dz^T X, then dW += G diag(1 + g),
  *                  dg += colsum(W o G)
- *   hc_in_bwd      dX += H^T dY + pre du - s X
+ *     hc_in_bwd    dX += H^T dY + pre du - s X
  * The norm backward in closed form: with v = W'^T dz, the CPU's
  *   dX = rstd (v - x rstd <v, x rstd> / D) and <v, x> = <dz, z> / rstd,
  * so only the per-row scalar s = rstd^2 <dz, z> / D is needed besides the GEMM.
@@ -29,6 +33,10 @@
 #define HC_FUSE_SCALE_K 256            /* K up to this: the coefficient kernel scales z itself */
 #define HC_FIX_ROWS 32                 /* rows of W per partial sum of dg */
 #define HC_STACK_SLACK 256             /* stack bytes over the kernels' own frames (ptxas: 5.3 KB) */
+#define HC_FUSED_KR 32                 /* the fused input backward: rows of W up to this (registers) */
+#define HC_FUSED_TB 32                 /* ... tokens whose coefficients it stages at a time */
+#define HC_FUSED_GROUPS 32             /* ... token groups (partial dW products) at most */
+#define HC_FUSED_MIN_TOKENS 64         /* ... tokens per group at least */
 
 /* ---- spec, sizes, scratch ----------------------------------------------------------------------- */
 
@@ -92,11 +100,32 @@ static size_t hc_mat_cap(void) {
     return v ? v : HC_MAT_CAP;
 }
 
+/* The input side's backward in one pass over the streams (hc_in_backward_fused_kernel)
+ * when W's rows fit its registers (Kr <= HC_FUSED_KR) and W in one chunk: the number of
+ * token groups whose partial dW products it writes (fixed by N and the shapes, so the
+ * sums' order is too), or 0 for the split path. S2HC_CUDA_FRAME=split forces the split
+ * path (a hook for tests/gpu/check.cu, which runs both, and for timing one against the
+ * other). */
+static size_t hc_fused_groups(const hc_spec *s, size_t N, int C) {
+    const char *e = getenv("S2HC_CUDA_FRAME");
+    if (e && !strcmp(e, "split")) return 0;
+    const hc_dims d = hc_dims_of(s, N, C);
+    const size_t mat = (size_t)d.Kr * d.D;
+    if (d.Kr < 1 || d.Kr > HC_FUSED_KR || s->n < 2 || s->n > HC_MAX_N || mat > hc_mat_cap() || N == 0) return 0;
+    size_t G = (N + HC_FUSED_MIN_TOKENS - 1) / HC_FUSED_MIN_TOKENS;
+    if (G > HC_FUSED_GROUPS) G = HC_FUSED_GROUPS;
+    if (G > hc_mat_cap() / mat) G = hc_mat_cap() / mat;
+    const size_t per = (N + G - 1) / G;
+    return (N + per - 1) / per; /* no empty group */
+}
+
 void hc_scratch_need(const hc_spec *s, size_t N, int C, cuda_scratch_need *need) {
     hc_dims d = hc_dims_of(s, N, C);
     size_t mat = (size_t)d.Kr * d.D;
     if (mat > hc_mat_cap()) mat = hc_mat_cap();
     if (mat < (size_t)d.D) mat = d.D;
+    const size_t fg = hc_fused_groups(s, N, C); /* its partial products live in hc_mat */
+    if (fg * (size_t)d.Kr * d.D > mat) mat = fg * (size_t)d.Kr * d.D;
     if (mat > need->hc_mat) need->hc_mat = mat;
     size_t kc = hc_chunk_rows(&d, mat);
     size_t part = ((kc + HC_FIX_ROWS - 1) / HC_FIX_ROWS) * (size_t)d.D;
@@ -377,16 +406,118 @@ hc_in_backward_kernel(float *dX, const float *dY, const float *du, const float *
     }
 }
 
-/* Over a chunk of rows j0.. of W: dW[j, k] += G[j, k] (1 + g_k) and partial sums
- * part[y, k] = sum over the block's rows of W[j, k] G[j, k]. grid (ceil(D / 256), groups). */
-static __global__ void hc_proj_grad_kernel(float *dW, float *part, const float *W, const float *G, const float *g,
-                                           size_t Kc, int D) {
+/* The input side's backward in one pass over the streams, for Kr <= KM rows of W: one
+ * block per 32 channels of every stream (thread (c, j): channel c of stream j) and per
+ * group of tokens, which it walks in order. With dz already times rstd (hc_coef_backward_kernel),
+ *   dX_j = sum_k dz[row, k] W'[k, d] + sum_i H_ij dY_i + pre_j du - s_j X_j   (written once)
+ *   Gp[group, k, d] = sum over the group's rows of dz[row, k] X[row, d]       (dW's product)
+ * where W' = W diag(1 + g), row = the token (flat norm, d = j C + c) or (token, j) (per
+ * stream, d = c; the n streams' sums meet in shared memory, in stream order). The thread
+ * keeps its column of W' and its Kr partial products in registers, so the streams, dY
+ * and du are read once and dX written once: the split path's two GEMMs and in_bwd read
+ * X three times and dY once, and write dX twice and read it once. */
+template <int NS, int KM>
+static __global__ void __launch_bounds__(32 * NS)
+hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, const float *__restrict__ dY,
+                            const float *__restrict__ du, const float *__restrict__ X, const float *__restrict__ H,
+                            const float *__restrict__ pre, const float *__restrict__ rstd,
+                            const float *__restrict__ sdot, const float *__restrict__ dz,
+                            const float *__restrict__ W, const float *__restrict__ g, int flat, int C, int Kr,
+                            float invD, size_t N, size_t per) {
+    __shared__ float dzs[HC_FUSED_TB * NS * KM]; /* also the streams' sums of Gp at the end */
+    __shared__ float Hs[HC_FUSED_TB * NS * NS], prs[HC_FUSED_TB * NS], sj[HC_FUSED_TB * NS];
+    const int lane = threadIdx.x, j = threadIdx.y, tid = j * 32 + lane, nthr = 32 * NS;
+    const int c = blockIdx.x * 32 + lane;
+    const bool on = c < C;
+    const size_t D = flat ? (size_t)NS * C : (size_t)C, d = flat ? (size_t)j * C + c : (size_t)c;
+    const int K = flat ? Kr : NS * Kr, zoff = flat ? 0 : j * Kr;
+    const size_t t0 = (size_t)blockIdx.y * per, t1 = t0 + per < N ? t0 + per : N;
+    float w[KM], ga[KM];
+    const float gk = on ? 1.0f + g[d] : 0.0f;
+#pragma unroll
+    for (int k = 0; k < KM; k++) {
+        w[k] = on && k < Kr ? W[(size_t)k * D + d] * gk : 0.0f;
+        ga[k] = 0.0f;
+    }
+    for (size_t tb = t0; tb < t1; tb += HC_FUSED_TB) {
+        const int nb = (int)(t1 - tb < HC_FUSED_TB ? t1 - tb : HC_FUSED_TB);
+        __syncthreads(); /* the previous batch's coefficients are no longer read */
+        for (int i = tid; i < nb * K; i += nthr) dzs[i] = dz[tb * K + i];
+        for (int i = tid; i < nb * NS * NS; i += nthr) Hs[i] = H[tb * NS * NS + i];
+        for (int i = tid; i < nb * NS; i += nthr) {
+            prs[i] = pre[tb * NS + i];
+            const size_t r = flat ? tb + i / NS : tb * NS + i;
+            const float rs = rstd[r];
+            sj[i] = rs * rs * sdot[r] * invD;
+        }
+        __syncthreads();
+        if (!on) continue;
+        /* the next token's loads are issued before this token's arithmetic */
+        float xn = X[(tb * NS + j) * C + c], dun = du[tb * C + c], dyn[NS];
+#pragma unroll
+        for (int i = 0; i < NS; i++) dyn[i] = dY[(tb * NS + i) * C + c];
+#pragma unroll 1
+        for (int b = 0; b < nb; b++) {
+            const size_t t = tb + b, e = (t * NS + j) * C + c;
+            const float x = xn, duc = dun;
+            float dy[NS];
+#pragma unroll
+            for (int i = 0; i < NS; i++) dy[i] = dyn[i];
+            if (b + 1 < nb) {
+                xn = X[e + (size_t)NS * C];
+                dun = du[(t + 1) * C + c];
+#pragma unroll
+                for (int i = 0; i < NS; i++) dyn[i] = dY[((t + 1) * NS + i) * C + c];
+            }
+            const float *zr = dzs + b * K + zoff;
+            float acc = 0.0f;
+#pragma unroll
+            for (int k = 0; k < KM; k++)
+                if (k < Kr) {
+                    const float dk = zr[k];
+                    acc += dk * w[k];
+                    ga[k] += dk * x;
+                }
+            float v = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NS; i++) v += Hs[(b * NS + i) * NS + j] * dy[i];
+            dX[e] = acc + (v + prs[b * NS + j] * duc - sj[b * NS + j] * x);
+        }
+    }
+    float *gp = Gp + (size_t)blockIdx.y * Kr * D;
+    if (flat) {
+        if (on)
+#pragma unroll
+            for (int k = 0; k < KM; k++)
+                if (k < Kr) gp[(size_t)k * D + d] = ga[k];
+        return;
+    }
+    __syncthreads(); /* dzs is free: the streams' partial products meet there */
+#pragma unroll
+    for (int k = 0; k < KM; k++)
+        if (k < Kr) dzs[(j * KM + k) * 32 + lane] = ga[k];
+    __syncthreads();
+    for (int i = tid; i < Kr * 32; i += nthr) {
+        const int k = i / 32, l = i % 32, cc = blockIdx.x * 32 + l;
+        if (cc >= C) continue;
+        float sum = 0.0f;
+        for (int s = 0; s < NS; s++) sum += dzs[(s * KM + k) * 32 + l];
+        gp[(size_t)k * D + cc] = sum;
+    }
+}
+
+/* Over a chunk of rows j0.. of W: with G the sum of `groups` partial products (group
+ * stride gs floats, in group order), dW[j, k] += G[j, k] (1 + g_k) and partial sums
+ * part[y, k] = sum over the block's rows of W[j, k] G[j, k]. grid (ceil(D / 256), row groups). */
+static __global__ void hc_proj_grad_kernel(float *dW, float *part, const float *W, const float *G, size_t groups,
+                                           size_t gs, const float *g, size_t Kc, int D) {
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= (size_t)D) return;
     size_t j0 = (size_t)blockIdx.y * HC_FIX_ROWS, j1 = j0 + HC_FIX_ROWS < Kc ? j0 + HC_FIX_ROWS : Kc;
     float gk = 1.0f + g[k], acc = 0;
     for (size_t j = j0; j < j1; j++) {
         float gv = G[j * D + k];
+        for (size_t q = 1; q < groups; q++) gv += G[q * gs + j * D + k];
         acc += W[j * D + k] * gv;
         dW[j * D + k] += gv * gk;
     }
@@ -408,6 +539,13 @@ static __global__ void hc_proj_grad_kernel(float *dW, float *part, const float *
         fprintf(stderr, "s2hc: kernels/cuda: hyper-connection frame: n = %d outside 2..%d\n", n, HC_MAX_N); \
         exit(1);                                                                            \
     }
+
+/* The fused kernel's register count: the smallest of 8, 16, 24, 32 that holds Kr rows. */
+#define HC_DISPATCH_KM(Kr, CALL)                                                            \
+    if ((Kr) <= 8) { constexpr int KM = 8; CALL; }                                          \
+    else if ((Kr) <= 16) { constexpr int KM = 16; CALL; }                                   \
+    else if ((Kr) <= 24) { constexpr int KM = 24; CALL; }                                   \
+    else { constexpr int KM = 32; CALL; }
 
 /* ---- host side ------------------------------------------------------------------------------------ */
 
@@ -523,6 +661,18 @@ void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
 
+/* Rows j0 .. j0 + len of W: dW += G diag(1 + g), dg += colsum(W o G), with G the sum of
+ * `groups` partial products gs floats apart. */
+static void hc_proj_grad_cuda(cuda_ctx *ctx, const hc_frame_dev *fr, size_t j0, size_t len, int D, const float *G,
+                              size_t groups, size_t gs) {
+    size_t rg = (len + HC_FIX_ROWS - 1) / HC_FIX_ROWS;
+    dim3 grid(cuda_blocks((size_t)D, CUDA_THREADS), (unsigned)rg);
+    hc_proj_grad_kernel<<<grid, CUDA_THREADS, 0, ctx->stream>>>(fr->dW + j0 * D, ctx->part, fr->W + j0 * D, G, groups,
+                                                                gs, fr->g, len, D);
+    CUDA_LAUNCH_CHECK();
+    colsum_add_cuda(ctx, (float *)fr->dg, ctx->part, rg, (size_t)D);
+}
+
 void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *du,
                                const float *dY, float *dX, float *dcoef, float *dz, float *srow, size_t N, int C) {
     if (N == 0) return;
@@ -539,6 +689,23 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     CUDA_LAUNCH_CHECK();
     colsum_add_cuda(ctx, fr->dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
     cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
+    const int flat = s->norm != HC_NORM_STREAM;
+    const float invD = 1.0f / (float)d.D;
+    const size_t fg = hc_fused_groups(s, N, C);
+    if (fg) {
+        /* dX whole, and the groups' partial products G in hc_mat: the streams read once */
+        const size_t per = (N + fg - 1) / fg;
+        dim3 grid((unsigned)((C + 31) / 32), (unsigned)fg);
+        HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (hc_in_backward_fused_kernel<NS, KM><<<grid, dim3(32, NS), 0,
+                                                                                           ctx->stream>>>(
+                                                      dX, ctx->hc_mat, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow,
+                                                      dz, fr->W, fr->g, flat, C, d.Kr, invD, N, per))));
+        CUDA_LAUNCH_CHECK();
+        cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
+        hc_proj_grad_cuda(ctx, fr, 0, (size_t)d.Kr, d.D, ctx->hc_mat, fg, (size_t)d.Kr * d.D);
+        cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
+        return;
+    }
     /* the projection: dX = dz W' (overwrites), G = dz^T X -> dW, dg; by chunks of W's rows */
     const size_t kc = hc_chunk_of(s, N, C);
     for (size_t j0 = 0; j0 < (size_t)d.Kr; j0 += kc) {
@@ -549,17 +716,10 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
         gemm_f32(ctx, 0, 0, (int)d.rows, d.D, (int)len, 1.0f, dz + j0, d.Kr, ctx->hc_mat, d.D, j0 == 0 ? 0.0f : 1.0f,
                  dX, d.D);
         gemm_f32(ctx, 1, 0, (int)len, d.D, (int)d.rows, 1.0f, dz + j0, d.Kr, fr->X, d.D, 0.0f, ctx->hc_mat, d.D);
-        size_t groups = (len + HC_FIX_ROWS - 1) / HC_FIX_ROWS;
-        dim3 grid(cuda_blocks((size_t)d.D, CUDA_THREADS), (unsigned)groups);
-        hc_proj_grad_kernel<<<grid, CUDA_THREADS, 0, ctx->stream>>>(fr->dW + j0 * d.D, ctx->part, fr->W + j0 * d.D,
-                                                                    ctx->hc_mat, fr->g, len, d.D);
-        CUDA_LAUNCH_CHECK();
-        colsum_add_cuda(ctx, (float *)fr->dg, ctx->part, groups, (size_t)d.D);
+        hc_proj_grad_cuda(ctx, fr, j0, len, d.D, ctx->hc_mat, 1, 0);
     }
     cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
     /* dX += H^T dY + pre du - s X */
-    const int flat = s->norm != HC_NORM_STREAM;
-    const float invD = 1.0f / (float)d.D;
     HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
                             dX, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow, flat, C, invD)));
     CUDA_LAUNCH_CHECK();

@@ -572,11 +572,13 @@ static void check_hc(void) {
 
 /* A small config: 2 blocks, C 128, 4 heads (hs 32: tensor cores in bf16), T 96 (a partial
  * attention tile), byte vocabulary. */
+static int g_embd = 128; /* the small model's width (check_models also runs 80: a partial block of 32 channels) */
+
 static void small_config(s2hc_config *c, const char *method, int n) {
     config_defaults(c);
     c->n_layer = 2;
     c->n_head = 4;
-    c->n_embd = 128;
+    c->n_embd = g_embd;
     c->block_size = 96;
     c->vocab = 256;
     snprintf(c->method, sizeof c->method, "%s", method);
@@ -659,8 +661,11 @@ static void check_model_one(const char *method, int lowp, int n) {
         sum_add_floor(&sm, what, m.grads + p->offset, gc + p->offset, p->numel, tol, floor);
     }
     char tag[64];
-    if (n == 4 || n == 1) snprintf(tag, sizeof tag, "%s", method);
-    else snprintf(tag, sizeof tag, "%s n=%d", method, n);
+    const char *fr = getenv("S2HC_CUDA_FRAME");
+    int k = snprintf(tag, sizeof tag, "%s", method);
+    if (n != 4 && n != 1) k += snprintf(tag + k, sizeof tag - (size_t)k, " n=%d", n);
+    if (g_embd != 128) k += snprintf(tag + k, sizeof tag - (size_t)k, " C=%d", g_embd);
+    if (fr && !strcmp(fr, "split")) snprintf(tag + k, sizeof tag - (size_t)k, " split");
     printf("  %-10s %-12s loss cpu %.6f gpu %.6f;", grp, tag, lc, lg);
     printf(" %d tensors, worst %s %.3e %s\n", sm.n, sm.worst, sm.err, sm.failed ? "FAIL" : "ok");
     free(gc);
@@ -722,10 +727,21 @@ static void check_models(void) {
     for (int i = 0; model_methods[i]; i++)
         if (!g_quick || !strcmp(model_methods[i], "rc") || !strcmp(model_methods[i], "s2hc"))
             check_model_one(model_methods[i], 1, strcmp(model_methods[i], "rc") ? 4 : 1);
-    /* K = 732 > HC_FUSE_SCALE_K, and the projection in 12 chunks of 65 rows: the large-K path */
+    /* K = 732 > HC_FUSE_SCALE_K, and the projection in 12 chunks of 65 rows: the large-K path
+     * (and the input side's backward split: Kr > HC_FUSED_KR) */
     setenv("S2HC_CUDA_CHUNK", "50000", 1);
     check_model_one("mhc_lite", 0, 6);
     unsetenv("S2HC_CUDA_CHUNK");
+    /* the input side's backward: the fused kernel with an odd n and a partial block of
+     * channels (C = 80), flat (s2hc) and per stream (hc); and the split path it replaces */
+    g_embd = 80;
+    check_model_one("s2hc", 0, 3);
+    check_model_one("hc", 0, 3);
+    g_embd = 128;
+    setenv("S2HC_CUDA_FRAME", "split", 1);
+    check_model_one("s2hc", 0, 4);
+    check_model_one("hc", 0, 4);
+    unsetenv("S2HC_CUDA_FRAME");
     check_create_limits();
 }
 
@@ -893,8 +909,10 @@ static void bench(int bf16_only) {
     printf("  cuBLAS %d^3 GEMM: bf16 %.1f TFLOP/s", gm, rate16 / 1e12);
     if (!bf16_only) printf(", fp32 %.1f TFLOP/s", rate32 / 1e12);
     printf("\n");
-    static const char *const methods[] = {"rc", "mhc", "mhc_lite", "s2hc", NULL};
-    printf("  %-9s %-5s %3s %10s %12s %10s %7s %9s\n", "method", "prec", "n", "ms/step", "tokens/s", "vs rc", "MFU",
+    /* "s2hc split": s2hc with the input side's backward split (S2HC_CUDA_FRAME=split), the
+     * path the fused kernel replaces, timed beside it */
+    static const char *const methods[] = {"rc", "mhc", "mhc_lite", "s2hc", "s2hc split", NULL};
+    printf("  %-10s %-5s %3s %10s %12s %10s %7s %9s\n", "method", "prec", "n", "ms/step", "tokens/s", "vs rc", "MFU",
            "GiB");
     for (int prec = 1; prec >= (bf16_only ? 1 : 0); prec--) {
         double t_rc = 0;
@@ -902,8 +920,12 @@ static void bench(int bf16_only) {
         double prof[NM][CUDA_PROF_N], prof_sum[NM], step_ms[NM];
         int profiled[NM] = {0};
         for (int k = 0; methods[k]; k++) {
-            const char *method = methods[k];
+            char method[32];
+            snprintf(method, sizeof method, "%s", methods[k]);
+            const int split = strstr(method, " split") != NULL;
+            if (split) *strstr(method, " split") = 0;
             if (strcmp(method, "rc") && !hc_variant_find(method)) continue;
+            if (split) setenv("S2HC_CUDA_FRAME", "split", 1);
             s2hc_config cfg;
             config_defaults(&cfg);
             if (preset_apply(&cfg, preset) != 0) {
@@ -917,8 +939,9 @@ static void bench(int bf16_only) {
             gpt_model m;
             char err[512];
             if (model_build(&m, &cfg, err, sizeof err) != 0) {
-                printf("  %-9s model_build failed: %s\n", method, err);
+                printf("  %-10s model_build failed: %s\n", method, err);
                 g_fail++;
+                if (split) unsetenv("S2HC_CUDA_FRAME");
                 continue;
             }
             model_init(&m, 1);
@@ -926,8 +949,9 @@ static void bench(int bf16_only) {
             const size_t N = (size_t)B * m.T;
             cuda_model *cm = cuda_model_create(&m, B, prec, err, sizeof err);
             if (!cm) {
-                printf("  %-9s cuda_model_create failed: %s\n", method, err);
+                printf("  %-10s cuda_model_create failed: %s\n", method, err);
                 g_fail++;
+                if (split) unsetenv("S2HC_CUDA_FRAME");
                 model_free(&m);
                 continue;
             }
@@ -959,7 +983,7 @@ static void bench(int bf16_only) {
             double mfu = model_flops(&m, N) / dt / (prec ? rate16 : rate32);
             char vs[32] = "-";
             if (strcmp(method, "rc") && t_rc > 0) snprintf(vs, sizeof vs, "%+.1f%%", 100.0 * (dt / t_rc - 1));
-            printf("  %-9s %-5s %3d %10.2f %12.0f %10s %6.1f%% %9.2f%s\n", method, prec ? "bf16" : "fp32",
+            printf("  %-10s %-5s %3d %10.2f %12.0f %10s %6.1f%% %9.2f%s\n", methods[k], prec ? "bf16" : "fp32",
                    cfg.n_streams, dt * 1e3, (double)N / dt, vs, 100 * mfu,
                    (double)cuda_model_bytes(cm) / (1 << 30), isfinite(loss) ? "" : "  (loss not finite!)");
             if (!isfinite(loss)) g_fail++;
@@ -967,15 +991,16 @@ static void bench(int bf16_only) {
             free(tg);
             cuda_model_free(cm);
             model_free(&m);
+            if (split) unsetenv("S2HC_CUDA_FRAME");
         }
         /* where a step's device time goes: the frame's parts against rc's streams */
-        printf("  %s, ms per step by op (one step timed op by op; sum against the step's wall time):\n  %-9s",
+        printf("  %s, ms per step by op (one step timed op by op; sum against the step's wall time):\n  %-10s",
                prec ? "bf16" : "fp32", "method");
         for (int c = 0; c < CUDA_PROF_N; c++) printf(" %9.9s", cuda_profile_name(c));
         printf(" %9s %9s\n", "sum", "step");
         for (int k = 0; methods[k]; k++) {
             if (!profiled[k]) continue;
-            printf("  %-9s", methods[k]);
+            printf("  %-10s", methods[k]);
             for (int c = 0; c < CUDA_PROF_N; c++) printf(" %9.3f", prof[k][c]);
             if (prof_sum[k] < 0) printf(" %9s %9.3f  (too many ops to time)\n", "-", step_ms[k]);
             else printf(" %9.3f %9.3f\n", prof_sum[k], step_ms[k]);
