@@ -35,7 +35,7 @@
 #define HC_STACK_SLACK 256             /* stack bytes over the kernels' own frames (ptxas: 5.3 KB) */
 #define HC_FUSED_KR 32                 /* the fused input backward: rows of W up to this (registers) */
 #define HC_FUSED_TB 32                 /* ... tokens whose coefficients it stages at a time */
-#define HC_FUSED_GROUPS 32             /* ... token groups (partial dW products) at most */
+#define HC_FUSED_GROUPS 64             /* ... token groups (partial dW products) at most */
 #define HC_FUSED_MIN_TOKENS 64         /* ... tokens per group at least */
 
 /* ---- spec, sizes, scratch ----------------------------------------------------------------------- */
@@ -101,11 +101,10 @@ static size_t hc_mat_cap(void) {
 }
 
 /* The input side's backward in one pass over the streams (hc_in_backward_fused_kernel)
- * when W's rows fit its registers (Kr <= HC_FUSED_KR) and W in one chunk: the number of
- * token groups whose partial dW products it writes (fixed by N and the shapes, so the
- * sums' order is too), or 0 for the split path. S2HC_CUDA_FRAME=split forces the split
- * path (a hook for tests/gpu/check.cu, which runs both, and for timing one against the
- * other). */
+ * when W's rows fit its registers (Kr <= HC_FUSED_KR) and W in one chunk: the most token
+ * groups whose partial dW products it may write (hc_fused_grid picks the number), or 0
+ * for the split path. S2HC_CUDA_FRAME=split forces the split path (a hook for
+ * tests/gpu/check.cu, which runs both, and for timing one against the other). */
 static size_t hc_fused_groups(const hc_spec *s, size_t N, int C) {
     const char *e = getenv("S2HC_CUDA_FRAME");
     if (e && !strcmp(e, "split")) return 0;
@@ -661,6 +660,34 @@ void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
 
+/* Launch the fused input backward with at most gmax token groups; returns the number used.
+ * Its grid is (C / 32 blocks of channels) x (groups), and a grid a little past a whole
+ * number of waves (resident blocks on all SMs) would leave most SMs idle in its last one:
+ * the groups are cut to the largest whole number of waves that gmax allows (the same GPU
+ * always picks the same number, so the sums' order is fixed; another GPU may pick another). */
+template <int NS, int KM>
+static size_t hc_fused_launch(cuda_ctx *ctx, const hc_frame_dev *fr, const float *du, const float *dY, float *dX,
+                              const float *dz, const float *srow, int flat, int C, int Kr, float invD, size_t N,
+                              size_t gmax) {
+    static int per_sm = 0; /* resident blocks per SM: one device per process */
+    if (!per_sm) {
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, hc_in_backward_fused_kernel<NS, KM>, 32 * NS,
+                                                                 0));
+        if (per_sm < 1) per_sm = 1;
+    }
+    const size_t cb = (size_t)(C + 31) / 32, wave = (size_t)per_sm * (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1);
+    size_t groups = gmax;
+    const size_t waves = gmax * cb / wave;
+    if (waves >= 1 && waves * wave / cb >= 1) groups = waves * wave / cb;
+    const size_t per = (N + groups - 1) / groups;
+    groups = (N + per - 1) / per; /* no empty group */
+    dim3 grid((unsigned)cb, (unsigned)groups);
+    hc_in_backward_fused_kernel<NS, KM><<<grid, dim3(32, NS), 0, ctx->stream>>>(
+        dX, ctx->hc_mat, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow, dz, fr->W, fr->g, flat, C, Kr, invD, N, per);
+    CUDA_LAUNCH_CHECK();
+    return groups;
+}
+
 /* Rows j0 .. j0 + len of W: dW += G diag(1 + g), dg += colsum(W o G), with G the sum of
  * `groups` partial products gs floats apart. */
 static void hc_proj_grad_cuda(cuda_ctx *ctx, const hc_frame_dev *fr, size_t j0, size_t len, int D, const float *G,
@@ -694,15 +721,11 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     const size_t fg = hc_fused_groups(s, N, C);
     if (fg) {
         /* dX whole, and the groups' partial products G in hc_mat: the streams read once */
-        const size_t per = (N + fg - 1) / fg;
-        dim3 grid((unsigned)((C + 31) / 32), (unsigned)fg);
-        HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (hc_in_backward_fused_kernel<NS, KM><<<grid, dim3(32, NS), 0,
-                                                                                           ctx->stream>>>(
-                                                      dX, ctx->hc_mat, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow,
-                                                      dz, fr->W, fr->g, flat, C, d.Kr, invD, N, per))));
-        CUDA_LAUNCH_CHECK();
+        size_t groups = 0;
+        HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (groups = hc_fused_launch<NS, KM>(ctx, fr, du, dY, dX, dz, srow, flat,
+                                                                                    C, d.Kr, invD, N, fg))));
         cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
-        hc_proj_grad_cuda(ctx, fr, 0, (size_t)d.Kr, d.D, ctx->hc_mat, fg, (size_t)d.Kr * d.D);
+        hc_proj_grad_cuda(ctx, fr, 0, (size_t)d.Kr, d.D, ctx->hc_mat, groups, (size_t)d.Kr * d.D);
         cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
         return;
     }

@@ -142,6 +142,15 @@ static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, K) {
     a->localSizeBytes = 0;
     return cudaSuccess;
 }
+/* Resident blocks per SM: the emulator knows no registers, so only the thread limit
+ * (2048 per SM, 32 blocks) bounds it. */
+template <typename K>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, K, int threads, size_t smem) {
+    (void)smem;
+    int b = threads > 0 ? 2048 / threads : 0;
+    *n = b < 32 ? b : 32;
+    return cudaSuccess;
+}
 cudaError_t cudaDeviceGetLimit(size_t *v, cudaLimit l);
 cudaError_t cudaDeviceSetLimit(cudaLimit l, size_t v);
 
