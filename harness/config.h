@@ -34,6 +34,7 @@ typedef struct {
     char init[CFG_STR];   /* s2hc: tanh4 | exact */
     char proj_init[CFG_STR]; /* zero (the paper) | normal (the authors' script for s2hc: N(0, 0.02)) */
     char proj_precision[CFG_STR]; /* fp32 | bf16 (cpu: the frame's projection products by AVX512_BF16) */
+    char stream_precision[CFG_STR]; /* fp32 | bf16 (cuda: the n x C streams stored in bf16) */
 
     /* train */
     int batch;            /* B, sequences per micro-batch */

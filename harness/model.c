@@ -1182,6 +1182,21 @@ static HC_FMA void hc_out_token(int n, int C, const real *X, const real *f, cons
     }
 }
 
+/* x rounded to the nearest bf16 value, ties to even (NaN stays NaN), as CUDA's
+ * __float2bfloat16_rn: gpt_model.round_streams. */
+static float hc_stream_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static void hc_round_streams(real *Y, size_t n) {
+    for (size_t i = 0; i < n; i++) Y[i] = (real)hc_stream_bf16((float)Y[i]);
+}
+
 /* Write-back of sublayer l for tokens [t0, t1): X_next[i] = sum_j H[i,j] X[j] + post[i] f;
  * with rstd_next, also the rstd of X_next's norm rows while they are in cache; with sum,
  * also sum = X_next[0] + ... + X_next[n-1] (the last sublayer: the input of the final
@@ -1193,6 +1208,7 @@ static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next
     for (size_t t = t0; t < t1; t++) {
         real *Y = Xnext + t * d.nC;
         hc_out_token(n, C, h.X + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
+        if (m->round_streams) hc_round_streams(Y, d.nC);
         if (rstd_next)
             for (int r = 0; r < d.rpt; r++) rstd_next[t * d.rpt + r] = hc_rstd_of(Y + r * d.D, d.D);
         if (sum) hc_combine(sum + t * C, hc_ones, Y, n, C);
@@ -1224,7 +1240,11 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
                 hc_scaled_weight_bf16(Wg, &p, &d);
             } else
 #endif
+            {
                 hc_scaled_weight(Wg, &p, &d);
+                /* the cuda backend's bf16 streams take W' in bf16 for z = X W'^T */
+                if (m->round_streams) hc_round_streams(Wg, (size_t)d.Kr * d.D);
+            }
         }
         for (size_t c0 = t0; c0 < t1; c0 += chunk) {
             const size_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
@@ -1236,6 +1256,7 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
                     for (size_t t = c0; t < c1; t++)
                         for (int i = 0; i < d.n; i++)
                             memcpy(X + t * d.nC + (size_t)i * d.C, enc + t * d.C, (size_t)d.C * sizeof(real));
+                if (enc && m->round_streams) hc_round_streams(X + c0 * d.nC, (c1 - c0) * d.nC);
                 for (size_t r = c0 * d.rpt; r < c1 * d.rpt; r++) rstd[r] = hc_rstd_of(X + r * d.D, d.D);
             }
             if (l_in >= 0) hc_in_chunk(m, l_in, Wg, c0, c1);

@@ -77,6 +77,10 @@ typedef struct {
     real mean_loss;
     int branches;         /* 1 unless the last forward was model_streams_forward(..., 0) */
     int proj_bf16;        /* residual.proj_precision: bf16 (the frame's projection products) */
+    int round_streams;    /* 1: every value written to the streams is rounded to bf16 (to nearest,
+                             ties to even), the numerics of the cuda backend's
+                             residual.stream_precision: bf16; its reference in tests/gpu/check.cu,
+                             which sets it (model_build leaves it 0: the cpu stores fp32) */
 } gpt_model;
 
 /* 1 when this build has the frame's projection products with bf16 operands

@@ -75,7 +75,7 @@ static const char *const all_keys[] = {
     "model.n_layer", "model.n_head", "model.n_embd", "model.block_size", "model.vocab",
     "residual.method", "residual.n_streams", "residual.sinkhorn_iters", "residual.sinkhorn_order",
     "residual.lite_offset", "residual.lite_offset_value", "residual.core", "residual.init", "residual.proj_init",
-    "residual.proj_precision",
+    "residual.proj_precision", "residual.stream_precision",
     "train.batch", "train.grad_accum", "train.steps", "train.lr", "train.min_lr", "train.warmup",
     "train.weight_decay", "train.decay_1d", "train.beta1", "train.beta2", "train.eps", "train.clip",
     "train.seed", "train.eval_every", "train.eval_batches", "train.ckpt_every", "train.log_every", "train.threads",
@@ -94,6 +94,7 @@ static void test_defaults(void) {
     CHECK(strcmp(c.sinkhorn_order, "row_col") == 0 && strcmp(c.lite_offset, "fixed") == 0, "residual enums");
     CHECK(c.lite_offset_value == -8.0, "lite_offset_value %g", c.lite_offset_value);
     CHECK(strcmp(c.proj_precision, "fp32") == 0, "proj_precision %s", c.proj_precision);
+    CHECK(strcmp(c.stream_precision, "fp32") == 0, "stream_precision %s", c.stream_precision);
     CHECK(strcmp(c.core, "cayley") == 0 && strcmp(c.init, "tanh4") == 0 && strcmp(c.proj_init, "zero") == 0, "s2hc");
     CHECK(c.batch == 16 && c.grad_accum == 1 && c.steps == 1000 && c.warmup == 100, "train ints");
     CHECK(c.lr == 1e-3 && c.min_lr == 1e-4 && c.weight_decay == 0.1 && c.decay_1d == 0, "train reals");

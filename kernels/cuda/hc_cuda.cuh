@@ -37,7 +37,8 @@ void hc_frame_reserve_stack(void);
 typedef struct {
     const float *g, *W, *theta;  /* norm gain (D), projection (Kr, D), static parameters */
     float *dg, *dW, *dtheta;     /* their gradients (+=) */
-    float *X;      /* (N, n, C) streams entering the sublayer */
+    float *X;      /* (N, n, C) streams entering the sublayer: floats, or bf16 values when x_bf16 */
+    int x_bf16;    /* residual.stream_precision: bf16 (X and the write-back's output are bf16) */
     float *rstd;   /* (N) flat, (N, n) per stream: 1 / rms of X (written by whoever wrote X) */
     float *z;      /* (N, K) scaled projection, as on the CPU */
     float *pre, *post, *H, *cache; /* (N, n), (N, n), (N, n, n), (N, spec.cache) */
@@ -50,15 +51,17 @@ typedef struct {
 typedef struct { size_t rows; int D, Kr, nr; } hc_dims;
 hc_dims hc_dims_of(const hc_spec *s, size_t N, int C);
 
-/* Scratch the frame needs for N tokens (adds into need). */
-void hc_scratch_need(const hc_spec *s, size_t N, int C, cuda_scratch_need *need);
+/* Scratch the frame needs for N tokens (adds into need); x_bf16: bf16 streams. */
+void hc_scratch_need(const hc_spec *s, size_t N, int C, int x_bf16, cuda_scratch_need *need);
 /* Per-thread theta rows used by the per-token backward for N tokens. */
 size_t hc_dtheta_rows(const hc_spec *s, size_t N);
 
-/* X0[t, i] = in[t] for every stream i; rstd0 (may be NULL) from the norm of X0. */
-void hc_streams_init_cuda(cuda_ctx *ctx, const hc_spec *s, float *X0, float *rstd0, const float *in, size_t N, int C);
-/* out[t] = sum_i X[t, i] (the final read-out, and the embedding gradient). */
-void hc_streams_sum_cuda(cuda_ctx *ctx, float *out, const float *X, size_t N, int n, int C);
+/* X0[t, i] = in[t] for every stream i (bf16 values when x_bf16); rstd0 (may be NULL) from
+ * the norm of X0 as stored. */
+void hc_streams_init_cuda(cuda_ctx *ctx, const hc_spec *s, float *X0, float *rstd0, const float *in, size_t N, int C,
+                          int x_bf16);
+/* out[t] = sum_i X[t, i] (the final read-out, and the embedding gradient); X bf16 when x_bf16. */
+void hc_streams_sum_cuda(cuda_ctx *ctx, float *out, const float *X, size_t N, int n, int C, int x_bf16);
 
 /* Forward input side: z, pre, post, H, cache and u from X and rstd. */
 void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, size_t N, int C);

@@ -118,7 +118,7 @@ static size_t hc_fused_groups(const hc_spec *s, size_t N, int C) {
     return (N + per - 1) / per; /* no empty group */
 }
 
-void hc_scratch_need(const hc_spec *s, size_t N, int C, cuda_scratch_need *need) {
+void hc_scratch_need(const hc_spec *s, size_t N, int C, int x_bf16, cuda_scratch_need *need) {
     hc_dims d = hc_dims_of(s, N, C);
     size_t mat = (size_t)d.Kr * d.D;
     if (mat > hc_mat_cap()) mat = hc_mat_cap();
@@ -131,6 +131,10 @@ void hc_scratch_need(const hc_spec *s, size_t N, int C, cuda_scratch_need *need)
     if (part > need->part) need->part = part;
     size_t dth = hc_dtheta_rows(s, N) * (size_t)s->n_theta;
     if (dth > need->hc_dth) need->hc_dth = dth;
+    if (x_bf16) { /* bf16 streams: W' chunks in bf16 (cvt_b), and dz in bf16 for the split dW product (cvt_a) */
+        if (kc * d.D > need->cvt_b) need->cvt_b = kc * d.D;
+        if (d.rows * d.Kr > need->cvt_a) need->cvt_a = d.rows * d.Kr;
+    }
 }
 
 /* ---- per-token kernels: hc_math.h itself, one thread per token ----------------------------------- */
@@ -202,48 +206,76 @@ void hc_frame_reserve_stack(void) {
 
 /* ---- stream kernels -------------------------------------------------------------------------------- */
 
+/* The streams X are float, or bf16 (residual.stream_precision: bf16): TX is their type.
+ * Every sum is float; a value written to bf16 streams is rounded to nearest even, and
+ * whatever is computed from it afterwards (the next frame's rms) uses the rounded value. */
+__device__ __forceinline__ float hc_ld(const float *p) { return *p; }
+__device__ __forceinline__ float hc_ld(const bf16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float hc_put(float *p, float v) {
+    *p = v;
+    return v;
+}
+__device__ __forceinline__ float hc_put(bf16 *p, float v) {
+    const bf16 b = __float2bfloat16_rn(v);
+    *p = b;
+    return __bfloat162float(b);
+}
+
 /* W' (Kc, D) = W[j0 .. j0 + Kc) diag(1 + g) */
 static __global__ void hc_wprime_kernel(float *Wp, const float *W, const float *g, size_t Kc, int D) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < Kc * D) Wp[i] = W[i] * (1.0f + g[i % D]);
 }
 
+/* the same, rounded to bf16 (the product with bf16 streams) */
+static __global__ void hc_wprime_bf16_kernel(bf16 *Wp, const float *W, const float *g, size_t Kc, int D) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < Kc * D) Wp[i] = __float2bfloat16_rn(W[i] * (1.0f + g[i % D]));
+}
+
 /* rstd (rows) = 1 / sqrt(mean(x^2) + eps) over D values per row, one block per row */
-static __global__ void hc_rstd_rows_kernel(float *rstd, const float *X, int D) {
+template <typename TX>
+static __global__ void hc_rstd_rows_kernel(float *rstd, const TX *X, int D) {
     __shared__ float sh[32];
     size_t r = blockIdx.x;
-    const float *x = X + r * D;
+    const TX *x = X + r * D;
     float s = 0;
-    for (int k = threadIdx.x; k < D; k += blockDim.x) s += x[k] * x[k];
+    for (int k = threadIdx.x; k < D; k += blockDim.x) {
+        const float v = hc_ld(x + k);
+        s += v * v;
+    }
     s = block_sum(s, sh);
     if (threadIdx.x == 0) rstd[r] = (float)(1.0 / sqrt((double)s / (double)D + HC_RMS_EPS));
 }
 
 /* X[t, i] = in[t] for every stream */
-static __global__ void hc_broadcast_kernel(float *X, const float *in, size_t N, int n, int C) {
+template <typename TX>
+static __global__ void hc_broadcast_kernel(TX *X, const float *in, size_t N, int n, int C) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N * n * C) return;
     size_t t = i / ((size_t)n * C), c = i % C;
-    X[i] = in[t * C + c];
+    hc_put(X + i, in[t * C + c]);
 }
 
 /* out[t] = sum_i X[t, i] */
-static __global__ void hc_sum_kernel(float *out, const float *X, size_t N, int n, int C) {
+template <typename TX>
+static __global__ void hc_sum_kernel(float *out, const TX *X, size_t N, int n, int C) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N * C) return;
     size_t t = i / C, c = i % C;
     float s = 0;
-    for (int k = 0; k < n; k++) s += X[(t * n + k) * C + c];
+    for (int k = 0; k < n; k++) s += hc_ld(X + (t * n + k) * C + c);
     out[i] = s;
 }
 
 /* u[t] = sum_i pre[t, i] X[t, i] */
-static __global__ void hc_readout_kernel(float *u, const float *X, const float *pre, size_t N, int n, int C) {
+template <typename TX>
+static __global__ void hc_readout_kernel(float *u, const TX *X, const float *pre, size_t N, int n, int C) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N * C) return;
     size_t t = i / C, c = i % C;
     float s = 0;
-    for (int k = 0; k < n; k++) s += pre[t * n + k] * X[(t * n + k) * C + c];
+    for (int k = 0; k < n; k++) s += pre[t * n + k] * hc_ld(X + (t * n + k) * C + c);
     u[i] = s;
 }
 
@@ -269,30 +301,31 @@ __device__ __forceinline__ void hc_block_reduce(TV *acc, TV *red, TV *out) {
 
 /* One block per token: X'[i] = post_i f + sum_j H_ij X_j (the CPU's order), and the rms
  * of X' (flat or per stream) for the next frame's norm. */
-template <int NS>
+template <int NS, typename TX>
 static __global__ void __launch_bounds__(HC_ROW_THREADS)
-hc_writeback_kernel(float *Xn, float *rstd_next, int flat, const float *X, const float *H, const float *post,
+hc_writeback_kernel(TX *Xn, float *rstd_next, int flat, const TX *X, const float *H, const float *post,
                     const float *f, int C) {
     __shared__ float Hs[NS * NS], ps[NS], red[NS * (HC_ROW_THREADS / 32)], ss[NS];
     const size_t t = blockIdx.x;
     for (int i = threadIdx.x; i < NS * NS; i += blockDim.x) Hs[i] = H[t * NS * NS + i];
     for (int i = threadIdx.x; i < NS; i += blockDim.x) ps[i] = post[t * NS + i];
     __syncthreads();
-    const float *Xt = X + t * NS * C, *ft = f + t * C;
-    float *Yt = Xn + t * NS * C;
+    const TX *Xt = X + t * NS * C;
+    const float *ft = f + t * C;
+    TX *Yt = Xn + t * NS * C;
     float acc[NS];
 #pragma unroll
     for (int i = 0; i < NS; i++) acc[i] = 0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float x[NS], fc = ft[c];
 #pragma unroll
-        for (int j = 0; j < NS; j++) x[j] = Xt[(size_t)j * C + c];
+        for (int j = 0; j < NS; j++) x[j] = hc_ld(Xt + (size_t)j * C + c);
 #pragma unroll
         for (int i = 0; i < NS; i++) {
             float y = ps[i] * fc;
 #pragma unroll
             for (int j = 0; j < NS; j++) y += Hs[i * NS + j] * x[j];
-            Yt[(size_t)i * C + c] = y;
+            y = hc_put(Yt + (size_t)i * C + c, y);
             acc[i] += y * y;
         }
     }
@@ -314,9 +347,9 @@ hc_writeback_kernel(float *Xn, float *rstd_next, int flat, const float *X, const
  * double, as on the CPU: the streams are nearly equal copies early in training, so dH is
  * close to rank one and the doubly stochastic methods see only its small remainder
  * (their gradients subtract row and column means); float sums lose that remainder. */
-template <int NS>
+template <int NS, typename TX>
 static __global__ void __launch_bounds__(HC_ROW_THREADS)
-hc_out_backward_kernel(float *df, float *dcoef, const float *dY, const float *X, const float *post, const float *f,
+hc_out_backward_kernel(float *df, float *dcoef, const float *dY, const TX *X, const float *post, const float *f,
                        int C) {
     constexpr int NV = NS * NS + NS;
     __shared__ float ps[NS];
@@ -324,7 +357,8 @@ hc_out_backward_kernel(float *df, float *dcoef, const float *dY, const float *X,
     const size_t t = blockIdx.x;
     for (int i = threadIdx.x; i < NS; i += blockDim.x) ps[i] = post[t * NS + i];
     __syncthreads();
-    const float *dYt = dY + t * NS * C, *Xt = X + t * NS * C, *ft = f + t * C;
+    const float *dYt = dY + t * NS * C, *ft = f + t * C;
+    const TX *Xt = X + t * NS * C;
     double acc[NV];
 #pragma unroll
     for (int v = 0; v < NV; v++) acc[v] = 0;
@@ -333,7 +367,7 @@ hc_out_backward_kernel(float *df, float *dcoef, const float *dY, const float *X,
 #pragma unroll
         for (int i = 0; i < NS; i++) {
             dy[i] = dYt[(size_t)i * C + c];
-            x[i] = Xt[(size_t)i * C + c];
+            x[i] = hc_ld(Xt + (size_t)i * C + c);
         }
 #pragma unroll
         for (int i = 0; i < NS; i++) {
@@ -354,19 +388,20 @@ hc_out_backward_kernel(float *df, float *dcoef, const float *dY, const float *X,
 
 /* One block per token: dpre_i = <du, X_i> into dcoef [ dpre | . | . ] (double sums, as
  * hc_out_backward_kernel and the CPU). */
-template <int NS>
+template <int NS, typename TX>
 static __global__ void __launch_bounds__(HC_ROW_THREADS)
-hc_dpre_kernel(float *dcoef, const float *du, const float *X, int C) {
+hc_dpre_kernel(float *dcoef, const float *du, const TX *X, int C) {
     __shared__ double red[NS * (HC_ROW_THREADS / 32)], res[NS];
     const size_t t = blockIdx.x;
-    const float *Xt = X + t * NS * C, *dut = du + t * C;
+    const TX *Xt = X + t * NS * C;
+    const float *dut = du + t * C;
     double acc[NS];
 #pragma unroll
     for (int i = 0; i < NS; i++) acc[i] = 0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         double d = dut[c];
 #pragma unroll
-        for (int i = 0; i < NS; i++) acc[i] += d * Xt[(size_t)i * C + c];
+        for (int i = 0; i < NS; i++) acc[i] += d * hc_ld(Xt + (size_t)i * C + c);
     }
     hc_block_reduce<NS, double>(acc, red, res);
     for (int i = threadIdx.x; i < NS; i += blockDim.x) dcoef[t * (2 * NS + NS * NS) + i] = (float)res[i];
@@ -374,9 +409,9 @@ hc_dpre_kernel(float *dcoef, const float *du, const float *X, int C) {
 
 /* One block per token: dX_j += sum_i H_ij dY_i + pre_j du - s_j X_j, where dX already
  * holds rstd W'^T dz and s_j = rstd^2 <dz, z> / D of the row holding stream j. */
-template <int NS>
+template <int NS, typename TX>
 static __global__ void __launch_bounds__(HC_ROW_THREADS)
-hc_in_backward_kernel(float *dX, const float *dY, const float *du, const float *X, const float *H, const float *pre,
+hc_in_backward_kernel(float *dX, const float *dY, const float *du, const TX *X, const float *H, const float *pre,
                       const float *rstd, const float *sdot, int flat, int C, float invD) {
     __shared__ float Hs[NS * NS], prs[NS], sj[NS];
     const size_t t = blockIdx.x;
@@ -388,7 +423,8 @@ hc_in_backward_kernel(float *dX, const float *dY, const float *du, const float *
         sj[i] = rs * rs * sdot[r] * invD;
     }
     __syncthreads();
-    const float *dYt = dY + t * NS * C, *Xt = X + t * NS * C, *dut = du + t * C;
+    const float *dYt = dY + t * NS * C, *dut = du + t * C;
+    const TX *Xt = X + t * NS * C;
     float *dXt = dX + t * NS * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float dy[NS], duc = dut[c];
@@ -400,7 +436,7 @@ hc_in_backward_kernel(float *dX, const float *dY, const float *du, const float *
 #pragma unroll
             for (int i = 0; i < NS; i++) v += Hs[i * NS + j] * dy[i];
             size_t e = (size_t)j * C + c;
-            dXt[e] += v + prs[j] * duc - sj[j] * Xt[e];
+            dXt[e] += v + prs[j] * duc - sj[j] * hc_ld(Xt + e);
         }
     }
 }
@@ -415,10 +451,10 @@ hc_in_backward_kernel(float *dX, const float *dY, const float *du, const float *
  * keeps its column of W' and its Kr partial products in registers, so the streams, dY
  * and du are read once and dX written once: the split path's two GEMMs and in_bwd read
  * X three times and dY once, and write dX twice and read it once. */
-template <int NS, int KM>
+template <int NS, int KM, typename TX>
 static __global__ void __launch_bounds__(32 * NS)
 hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, const float *__restrict__ dY,
-                            const float *__restrict__ du, const float *__restrict__ X, const float *__restrict__ H,
+                            const float *__restrict__ du, const TX *__restrict__ X, const float *__restrict__ H,
                             const float *__restrict__ pre, const float *__restrict__ rstd,
                             const float *__restrict__ sdot, const float *__restrict__ dz,
                             const float *__restrict__ W, const float *__restrict__ g, int flat, int C, int Kr,
@@ -452,7 +488,7 @@ hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, cons
         __syncthreads();
         if (!on) continue;
         /* the next token's loads are issued before this token's arithmetic */
-        float xn = X[(tb * NS + j) * C + c], dun = du[tb * C + c], dyn[NS];
+        float xn = hc_ld(X + (tb * NS + j) * C + c), dun = du[tb * C + c], dyn[NS];
 #pragma unroll
         for (int i = 0; i < NS; i++) dyn[i] = dY[(tb * NS + i) * C + c];
 #pragma unroll 1
@@ -463,7 +499,7 @@ hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, cons
 #pragma unroll
             for (int i = 0; i < NS; i++) dy[i] = dyn[i];
             if (b + 1 < nb) {
-                xn = X[e + (size_t)NS * C];
+                xn = hc_ld(X + e + (size_t)NS * C);
                 dun = du[(t + 1) * C + c];
 #pragma unroll
                 for (int i = 0; i < NS; i++) dyn[i] = dY[((t + 1) * NS + i) * C + c];
@@ -548,22 +584,32 @@ static __global__ void hc_proj_grad_kernel(float *dW, float *part, const float *
 
 /* ---- host side ------------------------------------------------------------------------------------ */
 
-void hc_streams_init_cuda(cuda_ctx *ctx, const hc_spec *s, float *X0, float *rstd0, const float *in, size_t N, int C) {
+template <typename TX>
+static void hc_streams_init_t(cuda_ctx *ctx, const hc_spec *s, TX *X0, float *rstd0, const float *in, size_t N, int C) {
     const int n = s->n;
     size_t tot = N * (size_t)n * C;
     if (tot == 0) return;
-    hc_broadcast_kernel<<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(X0, in, N, n, C);
+    hc_broadcast_kernel<TX><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(X0, in, N, n, C);
     CUDA_LAUNCH_CHECK();
     if (!rstd0) return;
     hc_dims d = hc_dims_of(s, N, C);
-    hc_rstd_rows_kernel<<<(unsigned)d.rows, HC_ROW_THREADS, 0, ctx->stream>>>(rstd0, X0, d.D);
+    hc_rstd_rows_kernel<TX><<<(unsigned)d.rows, HC_ROW_THREADS, 0, ctx->stream>>>(rstd0, X0, d.D);
     CUDA_LAUNCH_CHECK();
 }
 
-void hc_streams_sum_cuda(cuda_ctx *ctx, float *out, const float *X, size_t N, int n, int C) {
+void hc_streams_init_cuda(cuda_ctx *ctx, const hc_spec *s, float *X0, float *rstd0, const float *in, size_t N, int C,
+                          int x_bf16) {
+    if (x_bf16) hc_streams_init_t(ctx, s, (bf16 *)X0, rstd0, in, N, C);
+    else hc_streams_init_t(ctx, s, X0, rstd0, in, N, C);
+}
+
+void hc_streams_sum_cuda(cuda_ctx *ctx, float *out, const float *X, size_t N, int n, int C, int x_bf16) {
     size_t tot = N * (size_t)C;
     if (tot == 0) return;
-    hc_sum_kernel<<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, X, N, n, C);
+    if (x_bf16)
+        hc_sum_kernel<bf16><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, (const bf16 *)X, N,
+                                                                                             n, C);
+    else hc_sum_kernel<float><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, X, N, n, C);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -571,16 +617,17 @@ void hc_streams_sum_cuda(cuda_ctx *ctx, float *out, const float *X, size_t N, in
 static size_t hc_chunk_of(const hc_spec *s, size_t N, int C) {
     cuda_scratch_need need;
     memset(&need, 0, sizeof need);
-    hc_scratch_need(s, N, C, &need);
+    hc_scratch_need(s, N, C, 0, &need);
     hc_dims d = hc_dims_of(s, N, C);
     return hc_chunk_rows(&d, need.hc_mat);
 }
 
-static void hc_need(const cuda_ctx *ctx, const hc_spec *s, size_t N, int C, const char *op) {
+static void hc_need(const cuda_ctx *ctx, const hc_spec *s, size_t N, int C, int x_bf16, const char *op) {
     cuda_scratch_need need;
     memset(&need, 0, sizeof need);
-    hc_scratch_need(s, N, C, &need);
-    if (need.hc_mat > ctx->hc_mat_n || need.hc_dth > ctx->hc_dth_n || need.part > ctx->part_n) {
+    hc_scratch_need(s, N, C, x_bf16, &need);
+    if (need.hc_mat > ctx->hc_mat_n || need.hc_dth > ctx->hc_dth_n || need.part > ctx->part_n ||
+        need.cvt_a > ctx->cvt_a_n || need.cvt_b > ctx->cvt_b_n) {
         fprintf(stderr, "s2hc: kernels/cuda: %s: frame scratch too small: reserve it first\n", op);
         exit(1);
     }
@@ -611,12 +658,20 @@ void hc_tokens_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta
 
 void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, size_t N, int C) {
     if (N == 0) return;
-    hc_need(ctx, s, N, C, "hc_frame_in_cuda");
+    hc_need(ctx, s, N, C, fr->x_bf16, "hc_frame_in_cuda");
     const hc_dims d = hc_dims_of(s, N, C);
     const size_t kc = hc_chunk_of(s, N, C);
-    /* z_raw (rows, Kr) = X (rows, D) W'^T, W' by chunks of kc rows */
+    /* z_raw (rows, Kr) = X (rows, D) W'^T, W' by chunks of kc rows (bf16 streams: W' in bf16 too) */
     for (size_t j0 = 0; j0 < (size_t)d.Kr; j0 += kc) {
         size_t len = (size_t)d.Kr - j0 < kc ? (size_t)d.Kr - j0 : kc;
+        if (fr->x_bf16) {
+            hc_wprime_bf16_kernel<<<cuda_blocks(len * d.D, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
+                ctx->cvt_b, fr->W + j0 * d.D, fr->g, len, d.D);
+            CUDA_LAUNCH_CHECK();
+            gemm_bf16(ctx, 0, 1, (int)d.rows, (int)len, d.D, 1.0f, (const bf16 *)fr->X, d.D, ctx->cvt_b, d.D, 0.0f,
+                      fr->z + j0, d.Kr);
+            continue;
+        }
         hc_wprime_kernel<<<cuda_blocks(len * d.D, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
             ctx->hc_mat, fr->W + j0 * d.D, fr->g, len, d.D);
         CUDA_LAUNCH_CHECK();
@@ -635,8 +690,12 @@ void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, s
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
     size_t tot = N * (size_t)C;
-    hc_readout_kernel<<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(fr->u, fr->X, fr->pre, N, s->n,
-                                                                                        C);
+    if (fr->x_bf16)
+        hc_readout_kernel<bf16><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
+            fr->u, (const bf16 *)fr->X, fr->pre, N, s->n, C);
+    else
+        hc_readout_kernel<float><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(fr->u, fr->X,
+                                                                                               fr->pre, N, s->n, C);
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
@@ -645,8 +704,12 @@ void hc_frame_out_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, 
                        size_t N, int C) {
     if (N == 0) return;
     const int flat = s->norm != HC_NORM_STREAM;
-    HC_DISPATCH_N(s->n, (hc_writeback_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
-                            Xnext, rstd_next, flat, fr->X, fr->H, fr->post, fr->f, C)));
+    if (fr->x_bf16)
+        HC_DISPATCH_N(s->n, (hc_writeback_kernel<NS, bf16><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                                (bf16 *)Xnext, rstd_next, flat, (const bf16 *)fr->X, fr->H, fr->post, fr->f, C)))
+    else
+        HC_DISPATCH_N(s->n, (hc_writeback_kernel<NS, float><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                                Xnext, rstd_next, flat, fr->X, fr->H, fr->post, fr->f, C)));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
@@ -654,8 +717,12 @@ void hc_frame_out_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, 
 void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *dY, float *df,
                                 float *dcoef, size_t N, int C) {
     if (N == 0) return;
-    HC_DISPATCH_N(s->n, (hc_out_backward_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
-                            df, dcoef, dY, fr->X, fr->post, fr->f, C)));
+    if (fr->x_bf16)
+        HC_DISPATCH_N(s->n, (hc_out_backward_kernel<NS, bf16><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                                df, dcoef, dY, (const bf16 *)fr->X, fr->post, fr->f, C)))
+    else
+        HC_DISPATCH_N(s->n, (hc_out_backward_kernel<NS, float><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                                df, dcoef, dY, fr->X, fr->post, fr->f, C)));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
@@ -665,14 +732,14 @@ void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_
  * number of waves (resident blocks on all SMs) would leave most SMs idle in its last one:
  * the groups are cut to the largest whole number of waves that gmax allows (the same GPU
  * always picks the same number, so the sums' order is fixed; another GPU may pick another). */
-template <int NS, int KM>
-static size_t hc_fused_launch(cuda_ctx *ctx, const hc_frame_dev *fr, const float *du, const float *dY, float *dX,
-                              const float *dz, const float *srow, int flat, int C, int Kr, float invD, size_t N,
-                              size_t gmax) {
+template <int NS, int KM, typename TX>
+static size_t hc_fused_launch(cuda_ctx *ctx, const hc_frame_dev *fr, const TX *X, const float *du, const float *dY,
+                              float *dX, const float *dz, const float *srow, int flat, int C, int Kr, float invD,
+                              size_t N, size_t gmax) {
     static int per_sm = 0; /* resident blocks per SM: one device per process */
     if (!per_sm) {
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, hc_in_backward_fused_kernel<NS, KM>, 32 * NS,
-                                                                 0));
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, hc_in_backward_fused_kernel<NS, KM, TX>,
+                                                                 32 * NS, 0));
         if (per_sm < 1) per_sm = 1;
     }
     const size_t cb = (size_t)(C + 31) / 32, wave = (size_t)per_sm * (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1);
@@ -682,8 +749,8 @@ static size_t hc_fused_launch(cuda_ctx *ctx, const hc_frame_dev *fr, const float
     const size_t per = (N + groups - 1) / groups;
     groups = (N + per - 1) / per; /* no empty group */
     dim3 grid((unsigned)cb, (unsigned)groups);
-    hc_in_backward_fused_kernel<NS, KM><<<grid, dim3(32, NS), 0, ctx->stream>>>(
-        dX, ctx->hc_mat, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow, dz, fr->W, fr->g, flat, C, Kr, invD, N, per);
+    hc_in_backward_fused_kernel<NS, KM, TX><<<grid, dim3(32, NS), 0, ctx->stream>>>(
+        dX, ctx->hc_mat, dY, du, X, fr->H, fr->pre, fr->rstd, srow, dz, fr->W, fr->g, flat, C, Kr, invD, N, per);
     CUDA_LAUNCH_CHECK();
     return groups;
 }
@@ -703,10 +770,16 @@ static void hc_proj_grad_cuda(cuda_ctx *ctx, const hc_frame_dev *fr, size_t j0, 
 void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *du,
                                const float *dY, float *dX, float *dcoef, float *dz, float *srow, size_t N, int C) {
     if (N == 0) return;
-    hc_need(ctx, s, N, C, "hc_frame_in_backward_cuda");
+    hc_need(ctx, s, N, C, fr->x_bf16, "hc_frame_in_backward_cuda");
     const hc_dims d = hc_dims_of(s, N, C);
+    const bf16 *Xb = (const bf16 *)fr->X; /* the streams when fr->x_bf16 */
     /* dpre, then the method's backward per token (dz, theta rows, <dz, z>, dz *= rstd) */
-    HC_DISPATCH_N(s->n, (hc_dpre_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(dcoef, du, fr->X, C)));
+    if (fr->x_bf16)
+        HC_DISPATCH_N(s->n, (hc_dpre_kernel<NS, bf16><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(dcoef, du, Xb,
+                                                                                                      C)))
+    else
+        HC_DISPATCH_N(s->n, (hc_dpre_kernel<NS, float><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(dcoef, du,
+                                                                                                       fr->X, C)));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
     size_t G = hc_dtheta_rows(s, N);
@@ -722,8 +795,13 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     if (fg) {
         /* dX whole, and the groups' partial products G in hc_mat: the streams read once */
         size_t groups = 0;
-        HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (groups = hc_fused_launch<NS, KM>(ctx, fr, du, dY, dX, dz, srow, flat,
-                                                                                    C, d.Kr, invD, N, fg))));
+        if (fr->x_bf16)
+            HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (groups = hc_fused_launch<NS, KM, bf16>(
+                                                          ctx, fr, Xb, du, dY, dX, dz, srow, flat, C, d.Kr, invD, N, fg))))
+        else
+            HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (groups = hc_fused_launch<NS, KM, float>(
+                                                          ctx, fr, fr->X, du, dY, dX, dz, srow, flat, C, d.Kr, invD, N,
+                                                          fg))));
         cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
         hc_proj_grad_cuda(ctx, fr, 0, (size_t)d.Kr, d.D, ctx->hc_mat, groups, (size_t)d.Kr * d.D);
         cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
@@ -731,6 +809,7 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     }
     /* the projection: dX = dz W' (overwrites), G = dz^T X -> dW, dg; by chunks of W's rows */
     const size_t kc = hc_chunk_of(s, N, C);
+    if (fr->x_bf16) cuda_to_bf16(ctx, ctx->cvt_a, dz, d.rows * (size_t)d.Kr); /* for G with bf16 streams */
     for (size_t j0 = 0; j0 < (size_t)d.Kr; j0 += kc) {
         size_t len = (size_t)d.Kr - j0 < kc ? (size_t)d.Kr - j0 : kc;
         hc_wprime_kernel<<<cuda_blocks(len * d.D, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
@@ -738,13 +817,21 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
         CUDA_LAUNCH_CHECK();
         gemm_f32(ctx, 0, 0, (int)d.rows, d.D, (int)len, 1.0f, dz + j0, d.Kr, ctx->hc_mat, d.D, j0 == 0 ? 0.0f : 1.0f,
                  dX, d.D);
-        gemm_f32(ctx, 1, 0, (int)len, d.D, (int)d.rows, 1.0f, dz + j0, d.Kr, fr->X, d.D, 0.0f, ctx->hc_mat, d.D);
+        if (fr->x_bf16)
+            gemm_bf16(ctx, 1, 0, (int)len, d.D, (int)d.rows, 1.0f, ctx->cvt_a + j0, d.Kr, Xb, d.D, 0.0f, ctx->hc_mat,
+                      d.D);
+        else
+            gemm_f32(ctx, 1, 0, (int)len, d.D, (int)d.rows, 1.0f, dz + j0, d.Kr, fr->X, d.D, 0.0f, ctx->hc_mat, d.D);
         hc_proj_grad_cuda(ctx, fr, j0, len, d.D, ctx->hc_mat, 1, 0);
     }
     cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
     /* dX += H^T dY + pre du - s X */
-    HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
-                            dX, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow, flat, C, invD)));
+    if (fr->x_bf16)
+        HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS, bf16><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                                dX, dY, du, Xb, fr->H, fr->pre, fr->rstd, srow, flat, C, invD)))
+    else
+        HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS, float><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                                dX, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow, flat, C, invD)));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }

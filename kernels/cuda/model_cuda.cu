@@ -51,6 +51,8 @@ struct cuda_model {
     cuda_ctx ctx;
     s2hc_config cfg;
     int L, C, NH, T, V, n, Lh, B, frame, nr;
+    int x_bf16;                /* residual.stream_precision: bf16 (frame methods): the streams stored in bf16,
+                                  in the first half of each layer's float slot */
     size_t N;
     hc_spec spec;              /* device copy (perms in device memory) */
     int n_tensors;
@@ -270,7 +272,7 @@ static void scratch_of(const cuda_model *cm, cuda_scratch_need *need) {
     need->part = 2 * ((N + CUDA_COLSUM_ROWS - 1) / CUDA_COLSUM_ROWS) * C;
     need->dpart = CUDA_SUMSQ_BLOCKS + 1;
     need->att_D = (size_t)cm->B * cm->NH * cm->T;
-    if (cm->frame) hc_scratch_need(&cm->spec, N, cm->C, need);
+    if (cm->frame) hc_scratch_need(&cm->spec, N, cm->C, cm->x_bf16, need);
 }
 
 static size_t scratch_bytes(const cuda_scratch_need *s) {
@@ -316,6 +318,7 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
     cm->B = B;
     cm->N = (size_t)B * m->T;
     cm->frame = m->variant != NULL;
+    cm->x_bf16 = cm->frame && !strcmp(m->cfg.stream_precision, "bf16");
     cm->n = cm->frame ? m->spec.n : 1;
     cm->nr = cm->frame ? (m->spec.norm == HC_NORM_STREAM ? m->spec.n : 1) : 0;
     cm->spec = m->spec;
@@ -502,9 +505,20 @@ int cuda_download_hc(cuda_model *cm, int l, float *pre, float *post, float *H) {
 
 int cuda_download_streams(cuda_model *cm, int l, float *X) {
     if (l < 0 || l > cm->Lh) return -1;
-    CUDA_CHECK(cudaMemcpyAsync(X, cm->acts + cm->a.streams + l * cm->a.s_streams, cm->a.s_streams * sizeof(float),
-                               cudaMemcpyDeviceToHost, cm->ctx.stream));
+    const float *src = cm->acts + cm->a.streams + l * cm->a.s_streams;
+    const size_t n = cm->a.s_streams;
+    if (!cm->x_bf16) {
+        CUDA_CHECK(cudaMemcpyAsync(X, src, n * sizeof(float), cudaMemcpyDeviceToHost, cm->ctx.stream));
+        CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+        return 0;
+    }
+    /* bf16 streams: their n values fill the first half of the slot; widened on the host */
+    bf16 *h = (bf16 *)malloc(n * sizeof(bf16));
+    if (!h) return -1;
+    CUDA_CHECK(cudaMemcpyAsync(h, src, n * sizeof(bf16), cudaMemcpyDeviceToHost, cm->ctx.stream));
     CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+    for (size_t i = 0; i < n; i++) X[i] = __bfloat162float(h[i]);
+    free(h);
     return 0;
 }
 
@@ -573,6 +587,7 @@ static hc_frame_dev frame_of(cuda_model *cm, int l) {
     fr.dW = GRD(b->hc_proj[s]);
     fr.dtheta = cm->grads + b->hc_theta[s];
     fr.X = cm->acts + a->streams + l * a->s_streams;
+    fr.x_bf16 = cm->x_bf16;
     fr.rstd = cm->acts + a->rstd + l * a->s_rstd;
     fr.z = cm->acts + a->z + l * a->s_z;
     fr.pre = cm->acts + a->pre + l * a->s_pre;
@@ -630,7 +645,7 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
     if (cm->frame) {
         encoder_forward_cuda(ctx, ACT(enc), d_in, PAR(cm->wte), PAR(cm->wpe), B, T, C);
         MARK(EMBED);
-        hc_streams_init_cuda(ctx, &cm->spec, X0, ACT(rstd), ACT(enc), N, C);
+        hc_streams_init_cuda(ctx, &cm->spec, X0, ACT(rstd), ACT(enc), N, C, cm->x_bf16);
         MARK(STREAMS);
     } else {
         encoder_forward_cuda(ctx, X0, d_in, PAR(cm->wte), PAR(cm->wpe), B, T, C);
@@ -683,7 +698,8 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
         }
     }
     float *xsum = xsum_of(cm);
-    if (cm->frame) hc_streams_sum_cuda(ctx, xsum, cm->acts + a->streams + (size_t)cm->Lh * a->s_streams, N, cm->n, C);
+    if (cm->frame)
+        hc_streams_sum_cuda(ctx, xsum, cm->acts + a->streams + (size_t)cm->Lh * a->s_streams, N, cm->n, C, cm->x_bf16);
     MARK(STREAMS);
     layernorm_forward_cuda(ctx, ACT(lnf), ABF(b_lnf), ACT(lnf_mean), ACT(lnf_rstd), xsum, PAR(cm->lnfw), PAR(cm->lnfb),
                            N, C);
@@ -726,7 +742,7 @@ static void backward(cuda_model *cm) {
         layernorm_backward_set_cuda(ctx, dxsum, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw),
                                     ACT(lnf_mean), ACT(lnf_rstd), N, C);
         MARK(LAYERNORM);
-        hc_streams_init_cuda(ctx, &cm->spec, dY, NULL, dxsum, N, C);
+        hc_streams_init_cuda(ctx, &cm->spec, dY, NULL, dxsum, N, C, 0);
         MARK(STREAMS);
     } else {
         layernorm_backward_set_cuda(ctx, dY, GRD(cm->lnfw), GRD(cm->lnfb), dlnf, xsum, PAR(cm->lnfw), ACT(lnf_mean),
@@ -795,7 +811,7 @@ static void backward(cuda_model *cm) {
     /* dY: the gradient of X_0 = n copies of the embedding */
     const float *denc = dY;
     if (cm->frame) {
-        hc_streams_sum_cuda(ctx, du, dY, N, cm->n, C);
+        hc_streams_sum_cuda(ctx, du, dY, N, cm->n, C, 0);
         denc = du;
         MARK(STREAMS);
     }

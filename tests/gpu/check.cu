@@ -46,6 +46,11 @@ extern "C" {
 #define MODEL_GRAD_FLOOR_BF16 1e-3
 #define TOL_TRAIN_F32 1e-3   /* ten AdamW steps: max relative loss difference */
 #define TOL_TRAIN_BF16 3e-2
+/* fp32 with bf16 streams, against a reference that rounds the same values (gpt_model.
+ * round_streams): a value within float rounding of a bf16 tie may round the other way on
+ * the other backend (2^-9 of it), which the gradients' sums carry along */
+#define TOL_MODEL_XBF16 1e-2
+#define TOL_TRAIN_XBF16 1e-2
 #define TRAIN_STEPS 10
 #define BENCH_WARMUP 2
 #define BENCH_STEPS 5
@@ -78,8 +83,8 @@ static int report(const char *group, const char *what, double err, double tol) {
     int ok = err <= tol; /* NaN compares false */
     if (ok) g_pass++;
     else g_fail++;
-    if (!ok || g_verbose) printf("  %-10s %-52s %10.3e  (tol %.0e)  %s\n", group, what, err, tol, ok ? "ok" : "FAIL");
-    if (!ok && g_ref_scale > 0) printf("  %-10s   (reference max |x| %.3e)\n", "", g_ref_scale);
+    if (!ok || g_verbose) printf("  %-11s %-52s %10.3e  (tol %.0e)  %s\n", group, what, err, tol, ok ? "ok" : "FAIL");
+    if (!ok && g_ref_scale > 0) printf("  %-11s   (reference max |x| %.3e)\n", "", g_ref_scale);
     return ok;
 }
 
@@ -117,7 +122,7 @@ static void sum_add(summary *s, const char *what, const float *gpu, const float 
 }
 
 static void sum_print(const summary *s) {
-    printf("  %-10s %3d tensors  worst %-40s %10.3e  (tol %.0e)  %s\n", s->group, s->n, s->worst, s->err, s->tol,
+    printf("  %-11s %3d tensors  worst %-40s %10.3e  (tol %.0e)  %s\n", s->group, s->n, s->worst, s->err, s->tol,
            s->failed ? "FAIL" : "ok");
 }
 
@@ -499,7 +504,7 @@ static void check_hc_case(cuda_ctx *ctx, const hc_case *hc, rng_t *r, summary *s
     hc_spec_to_device(&s, &ds);
     cuda_scratch_need need;
     memset(&need, 0, sizeof need);
-    hc_scratch_need(&s, Nt, 1, &need);
+    hc_scratch_need(&s, Nt, 1, 0, &need);
     cuda_ctx_reserve(ctx, &need);
     float *d_theta = dnew(theta, nt), *d_z = dnew(z, Nt * K), *d_dcoef = dnew(dcoef, Nt * nc);
     float *d_pre = dnew(NULL, Nt * n), *d_post = dnew(NULL, Nt * n), *d_H = dnew(NULL, Nt * n * n);
@@ -573,12 +578,14 @@ static void check_hc(void) {
 /* A small config: 2 blocks, C 128, 4 heads (hs 32: tensor cores in bf16), T 96 (a partial
  * attention tile), byte vocabulary. */
 static int g_embd = 128; /* the small model's width (check_models also runs 80: a partial block of 32 channels) */
+static int g_xbf16;       /* residual.stream_precision: bf16 (compared at the bf16 tolerances) */
 
 static void small_config(s2hc_config *c, const char *method, int n) {
     config_defaults(c);
     c->n_layer = 2;
     c->n_head = 4;
     c->n_embd = g_embd;
+    if (g_xbf16) snprintf(c->stream_precision, sizeof c->stream_precision, "bf16");
     c->block_size = 96;
     c->vocab = 256;
     snprintf(c->method, sizeof c->method, "%s", method);
@@ -613,6 +620,7 @@ static void check_model_one(const char *method, int lowp, int n) {
         return;
     }
     model_init(&m, 1234);
+    m.round_streams = g_xbf16; /* the reference rounds what it writes to the streams, as the GPU stores them */
     const int B = cfg.batch;
     const size_t N = (size_t)B * m.T;
     model_alloc_acts(&m, B);
@@ -627,7 +635,7 @@ static void check_model_one(const char *method, int lowp, int n) {
     rng_seed(&r, 99);
     int *inp = (int *)calloc_check(N, sizeof(int)), *tg = (int *)calloc_check(N, sizeof(int));
     random_batch(&r, inp, tg, N, m.V);
-    const double tol = lowp ? TOL_MODEL_BF16 : TOL_MODEL_F32;
+    const double tol = lowp ? TOL_MODEL_BF16 : g_xbf16 ? TOL_MODEL_XBF16 : TOL_MODEL_F32;
     char grp[32];
     snprintf(grp, sizeof grp, "model %s", lowp ? "bf16" : "fp32");
     summary sm;
@@ -665,8 +673,9 @@ static void check_model_one(const char *method, int lowp, int n) {
     int k = snprintf(tag, sizeof tag, "%s", method);
     if (n != 4 && n != 1) k += snprintf(tag + k, sizeof tag - (size_t)k, " n=%d", n);
     if (g_embd != 128) k += snprintf(tag + k, sizeof tag - (size_t)k, " C=%d", g_embd);
-    if (fr && !strcmp(fr, "split")) snprintf(tag + k, sizeof tag - (size_t)k, " split");
-    printf("  %-10s %-12s loss cpu %.6f gpu %.6f;", grp, tag, lc, lg);
+    if (fr && !strcmp(fr, "split")) k += snprintf(tag + k, sizeof tag - (size_t)k, " split");
+    if (g_xbf16) snprintf(tag + k, sizeof tag - (size_t)k, " x-bf16");
+    printf("  %-11s %-12s loss cpu %.6f gpu %.6f;", grp, tag, lc, lg);
     printf(" %d tensors, worst %s %.3e %s\n", sm.n, sm.worst, sm.err, sm.failed ? "FAIL" : "ok");
     free(gc);
     free(logits);
@@ -742,6 +751,22 @@ static void check_models(void) {
     check_model_one("s2hc", 0, 4);
     check_model_one("hc", 0, 4);
     unsetenv("S2HC_CUDA_FRAME");
+    /* bf16 streams (residual.stream_precision): the fused input backward flat and per stream
+     * (with a partial block), the split one, and the projection in chunks. (With bf16
+     * products as well, this model's worst gradient reads 4.4e-2 against the bf16
+     * tolerance of 5e-2 on the emulator: too close to judge by; part 4 trains that pair.) */
+    g_xbf16 = 1;
+    check_model_one("s2hc", 0, 4);
+    g_embd = 80;
+    check_model_one("hc", 0, 3);
+    g_embd = 128;
+    setenv("S2HC_CUDA_FRAME", "split", 1);
+    check_model_one("s2hc", 0, 4);
+    unsetenv("S2HC_CUDA_FRAME");
+    setenv("S2HC_CUDA_CHUNK", "50000", 1);
+    check_model_one("mhc_lite", 0, 6);
+    unsetenv("S2HC_CUDA_CHUNK");
+    g_xbf16 = 0;
     check_create_limits();
 }
 
@@ -784,6 +809,7 @@ static void train_one(const char *method, int lowp) {
         return;
     }
     model_init(&m, 4321);
+    m.round_streams = g_xbf16;
     const int B = cfg.batch;
     const size_t N = (size_t)B * m.T;
     model_alloc_acts(&m, B);
@@ -815,11 +841,12 @@ static void train_one(const char *method, int lowp) {
         if (!(e <= worst)) worst = e;
     }
     char what[128];
-    snprintf(what, sizeof what, "%s %d steps: loss %.4f -> %.4f (cpu), %.4f -> %.4f (gpu)", method, TRAIN_STEPS, lc[0],
-             lc[TRAIN_STEPS - 1], lg[0], lg[TRAIN_STEPS - 1]);
+    snprintf(what, sizeof what, "%s%s %d steps: loss %.4f -> %.4f (cpu), %.4f -> %.4f (gpu)", method,
+             g_xbf16 ? " x-bf16" : "", TRAIN_STEPS, lc[0], lc[TRAIN_STEPS - 1], lg[0], lg[TRAIN_STEPS - 1]);
     int v = g_verbose;
     g_verbose = 1;
-    report(lowp ? "train bf16" : "train fp32", what, worst, lowp ? TOL_TRAIN_BF16 : TOL_TRAIN_F32);
+    report(lowp ? "train bf16" : "train fp32", what, worst,
+           lowp ? TOL_TRAIN_BF16 : g_xbf16 ? TOL_TRAIN_XBF16 : TOL_TRAIN_F32);
     g_verbose = v;
     if (!lowp) profile_one(cm, method, &r, inp, tg, N, m.V);
     free(inp);
@@ -836,6 +863,10 @@ static void check_training(void) {
             train_one(model_methods[i], 0);
     train_one("rc", 1);
     train_one("s2hc", 1);
+    g_xbf16 = 1; /* bf16 streams */
+    train_one("s2hc", 0);
+    train_one("s2hc", 1);
+    g_xbf16 = 0;
 }
 
 /* ---- 5. the M preset ------------------------------------------------------------------------------- */
@@ -910,9 +941,10 @@ static void bench(int bf16_only) {
     if (!bf16_only) printf(", fp32 %.1f TFLOP/s", rate32 / 1e12);
     printf("\n");
     /* "s2hc split": s2hc with the input side's backward split (S2HC_CUDA_FRAME=split), the
-     * path the fused kernel replaces, timed beside it */
-    static const char *const methods[] = {"rc", "mhc", "mhc_lite", "s2hc", "s2hc split", NULL};
-    printf("  %-10s %-5s %3s %10s %12s %10s %7s %9s\n", "method", "prec", "n", "ms/step", "tokens/s", "vs rc", "MFU",
+     * path the fused kernel replaces, timed beside it; "s2hc x-bf16": its streams in bf16
+     * (residual.stream_precision) */
+    static const char *const methods[] = {"rc", "mhc", "mhc_lite", "s2hc", "s2hc split", "s2hc x-bf16", NULL};
+    printf("  %-11s %-5s %3s %10s %12s %10s %7s %9s\n", "method", "prec", "n", "ms/step", "tokens/s", "vs rc", "MFU",
            "GiB");
     for (int prec = 1; prec >= (bf16_only ? 1 : 0); prec--) {
         double t_rc = 0;
@@ -922,8 +954,8 @@ static void bench(int bf16_only) {
         for (int k = 0; methods[k]; k++) {
             char method[32];
             snprintf(method, sizeof method, "%s", methods[k]);
-            const int split = strstr(method, " split") != NULL;
-            if (split) *strstr(method, " split") = 0;
+            const int split = strstr(method, " split") != NULL, xbf = strstr(method, " x-bf16") != NULL;
+            if (strchr(method, ' ')) *strchr(method, ' ') = 0;
             if (strcmp(method, "rc") && !hc_variant_find(method)) continue;
             if (split) setenv("S2HC_CUDA_FRAME", "split", 1);
             s2hc_config cfg;
@@ -936,10 +968,11 @@ static void bench(int bf16_only) {
             cfg.vocab = 256;
             snprintf(cfg.method, sizeof cfg.method, "%s", method);
             cfg.n_streams = strcmp(method, "rc") ? 4 : 1;
+            if (xbf) snprintf(cfg.stream_precision, sizeof cfg.stream_precision, "bf16");
             gpt_model m;
             char err[512];
             if (model_build(&m, &cfg, err, sizeof err) != 0) {
-                printf("  %-10s model_build failed: %s\n", method, err);
+                printf("  %-11s model_build failed: %s\n", method, err);
                 g_fail++;
                 if (split) unsetenv("S2HC_CUDA_FRAME");
                 continue;
@@ -949,7 +982,7 @@ static void bench(int bf16_only) {
             const size_t N = (size_t)B * m.T;
             cuda_model *cm = cuda_model_create(&m, B, prec, err, sizeof err);
             if (!cm) {
-                printf("  %-10s cuda_model_create failed: %s\n", method, err);
+                printf("  %-11s cuda_model_create failed: %s\n", method, err);
                 g_fail++;
                 if (split) unsetenv("S2HC_CUDA_FRAME");
                 model_free(&m);
@@ -983,7 +1016,7 @@ static void bench(int bf16_only) {
             double mfu = model_flops(&m, N) / dt / (prec ? rate16 : rate32);
             char vs[32] = "-";
             if (strcmp(method, "rc") && t_rc > 0) snprintf(vs, sizeof vs, "%+.1f%%", 100.0 * (dt / t_rc - 1));
-            printf("  %-10s %-5s %3d %10.2f %12.0f %10s %6.1f%% %9.2f%s\n", methods[k], prec ? "bf16" : "fp32",
+            printf("  %-11s %-5s %3d %10.2f %12.0f %10s %6.1f%% %9.2f%s\n", methods[k], prec ? "bf16" : "fp32",
                    cfg.n_streams, dt * 1e3, (double)N / dt, vs, 100 * mfu,
                    (double)cuda_model_bytes(cm) / (1 << 30), isfinite(loss) ? "" : "  (loss not finite!)");
             if (!isfinite(loss)) g_fail++;
@@ -994,13 +1027,13 @@ static void bench(int bf16_only) {
             if (split) unsetenv("S2HC_CUDA_FRAME");
         }
         /* where a step's device time goes: the frame's parts against rc's streams */
-        printf("  %s, ms per step by op (one step timed op by op; sum against the step's wall time):\n  %-10s",
+        printf("  %s, ms per step by op (one step timed op by op; sum against the step's wall time):\n  %-11s",
                prec ? "bf16" : "fp32", "method");
         for (int c = 0; c < CUDA_PROF_N; c++) printf(" %9.9s", cuda_profile_name(c));
         printf(" %9s %9s\n", "sum", "step");
         for (int k = 0; methods[k]; k++) {
             if (!profiled[k]) continue;
-            printf("  %-10s", methods[k]);
+            printf("  %-11s", methods[k]);
             for (int c = 0; c < CUDA_PROF_N; c++) printf(" %9.3f", prof[k][c]);
             if (prof_sum[k] < 0) printf(" %9s %9.3f  (too many ops to time)\n", "-", step_ms[k]);
             else printf(" %9.3f %9.3f\n", prof_sum[k], step_ms[k]);
