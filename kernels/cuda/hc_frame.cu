@@ -102,7 +102,7 @@ static size_t hc_mat_cap(void) {
 
 /* The input side's backward in one pass over the streams (hc_in_backward_fused_kernel)
  * when W's rows fit its registers (Kr <= HC_FUSED_KR) and W in one chunk: the most token
- * groups whose partial dW products it may write (hc_fused_grid picks the number), or 0
+ * groups whose partial dW products it may write (hc_fused_launch picks the number), or 0
  * for the split path. S2HC_CUDA_FRAME=split forces the split path (a hook for
  * tests/gpu/check.cu, which runs both, and for timing one against the other). */
 static size_t hc_fused_groups(const hc_spec *s, size_t N, int C) {

@@ -7,11 +7,12 @@
  *   2. hc        every residual method's per-token hc_forward / hc_backward on the device
  *                against the host (the same kernels/hc_math.h), mhc_lite at n = 8 included
  *   3. model     one forward and backward of a small model per method on both backends:
- *                loss, logits and every parameter gradient
+ *                loss, logits and every parameter gradient; the frame's fused and split
+ *                input backward, and bf16 streams against a reference rounding the same
  *   4. train     ten AdamW steps of a small model on both backends, losses compared
  *   5. bench     the M preset (12 layers, 12 heads, C 768, T 1024, B 8) for rc, mhc,
- *                mhc_lite, s2hc at n = 4: tokens/s, overhead over rc, MFU against the
- *                measured cuBLAS GEMM rate
+ *                mhc_lite, s2hc at n = 4 (s2hc also split and with bf16 streams): tokens/s,
+ *                overhead over rc, MFU against the measured cuBLAS GEMM rate
  *
  * Error of a tensor: max_i |gpu_i - cpu_i| / max_i |cpu_i| (relative to the tensor's scale;
  * an element-wise ratio is meaningless where the reference crosses zero). NaN or inf in
@@ -578,7 +579,7 @@ static void check_hc(void) {
 /* A small config: 2 blocks, C 128, 4 heads (hs 32: tensor cores in bf16), T 96 (a partial
  * attention tile), byte vocabulary. */
 static int g_embd = 128; /* the small model's width (check_models also runs 80: a partial block of 32 channels) */
-static int g_xbf16;       /* residual.stream_precision: bf16 (compared at the bf16 tolerances) */
+static int g_xbf16;       /* residual.stream_precision: bf16 (the reference rounds the same values: round_streams) */
 
 static void small_config(s2hc_config *c, const char *method, int n) {
     config_defaults(c);
