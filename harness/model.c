@@ -1183,7 +1183,8 @@ static HC_FMA void hc_out_token(int n, int C, const real *X, const real *f, cons
 }
 
 /* x rounded to the nearest bf16 value, ties to even (NaN stays NaN), as CUDA's
- * __float2bfloat16_rn: gpt_model.round_streams. */
+ * __float2bfloat16_rn: gpt_model.round_streams. Not hc_bf16_round: that one exists only in
+ * AVX512_BF16 builds and flushes denormals to zero, as vcvtne2ps2bf16 does. */
 static float hc_stream_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);

@@ -575,6 +575,11 @@ static __global__ void hc_proj_grad_kernel(float *dW, float *part, const float *
         exit(1);                                                                            \
     }
 
+/* The streams' type TX: bf16 with residual.stream_precision: bf16, else float. */
+#define HC_DISPATCH_X(x_bf16, CALL)                                                         \
+    if (x_bf16) { using TX = bf16; CALL; }                                                  \
+    else { using TX = float; CALL; }
+
 /* The fused kernel's register count: the smallest of 8, 16, 24, 32 that holds Kr rows. */
 #define HC_DISPATCH_KM(Kr, CALL)                                                            \
     if ((Kr) <= 8) { constexpr int KM = 8; CALL; }                                          \
@@ -584,32 +589,26 @@ static __global__ void hc_proj_grad_kernel(float *dW, float *part, const float *
 
 /* ---- host side ------------------------------------------------------------------------------------ */
 
-template <typename TX>
-static void hc_streams_init_t(cuda_ctx *ctx, const hc_spec *s, TX *X0, float *rstd0, const float *in, size_t N, int C) {
+void hc_streams_init_cuda(cuda_ctx *ctx, const hc_spec *s, float *X0, float *rstd0, const float *in, size_t N, int C,
+                          int x_bf16) {
     const int n = s->n;
     size_t tot = N * (size_t)n * C;
     if (tot == 0) return;
-    hc_broadcast_kernel<TX><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(X0, in, N, n, C);
+    HC_DISPATCH_X(x_bf16, (hc_broadcast_kernel<TX><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
+                              (TX *)X0, in, N, n, C)));
     CUDA_LAUNCH_CHECK();
     if (!rstd0) return;
     hc_dims d = hc_dims_of(s, N, C);
-    hc_rstd_rows_kernel<TX><<<(unsigned)d.rows, HC_ROW_THREADS, 0, ctx->stream>>>(rstd0, X0, d.D);
+    HC_DISPATCH_X(x_bf16, (hc_rstd_rows_kernel<TX><<<(unsigned)d.rows, HC_ROW_THREADS, 0, ctx->stream>>>(
+                              rstd0, (const TX *)X0, d.D)));
     CUDA_LAUNCH_CHECK();
-}
-
-void hc_streams_init_cuda(cuda_ctx *ctx, const hc_spec *s, float *X0, float *rstd0, const float *in, size_t N, int C,
-                          int x_bf16) {
-    if (x_bf16) hc_streams_init_t(ctx, s, (bf16 *)X0, rstd0, in, N, C);
-    else hc_streams_init_t(ctx, s, X0, rstd0, in, N, C);
 }
 
 void hc_streams_sum_cuda(cuda_ctx *ctx, float *out, const float *X, size_t N, int n, int C, int x_bf16) {
     size_t tot = N * (size_t)C;
     if (tot == 0) return;
-    if (x_bf16)
-        hc_sum_kernel<bf16><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, (const bf16 *)X, N,
-                                                                                             n, C);
-    else hc_sum_kernel<float><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, X, N, n, C);
+    HC_DISPATCH_X(x_bf16, (hc_sum_kernel<TX><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
+                              out, (const TX *)X, N, n, C)));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -690,12 +689,8 @@ void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, s
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
     size_t tot = N * (size_t)C;
-    if (fr->x_bf16)
-        hc_readout_kernel<bf16><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
-            fr->u, (const bf16 *)fr->X, fr->pre, N, s->n, C);
-    else
-        hc_readout_kernel<float><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(fr->u, fr->X,
-                                                                                               fr->pre, N, s->n, C);
+    HC_DISPATCH_X(fr->x_bf16, (hc_readout_kernel<TX><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
+                                  fr->u, (const TX *)fr->X, fr->pre, N, s->n, C)));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
@@ -704,12 +699,10 @@ void hc_frame_out_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, 
                        size_t N, int C) {
     if (N == 0) return;
     const int flat = s->norm != HC_NORM_STREAM;
-    if (fr->x_bf16)
-        HC_DISPATCH_N(s->n, (hc_writeback_kernel<NS, bf16><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
-                                (bf16 *)Xnext, rstd_next, flat, (const bf16 *)fr->X, fr->H, fr->post, fr->f, C)))
-    else
-        HC_DISPATCH_N(s->n, (hc_writeback_kernel<NS, float><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
-                                Xnext, rstd_next, flat, fr->X, fr->H, fr->post, fr->f, C)));
+    HC_DISPATCH_X(fr->x_bf16, HC_DISPATCH_N(s->n, (hc_writeback_kernel<NS, TX><<<(unsigned)N, HC_ROW_THREADS, 0,
+                                                                                  ctx->stream>>>(
+                                                      (TX *)Xnext, rstd_next, flat, (const TX *)fr->X, fr->H, fr->post,
+                                                      fr->f, C))));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
@@ -717,12 +710,9 @@ void hc_frame_out_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, 
 void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *dY, float *df,
                                 float *dcoef, size_t N, int C) {
     if (N == 0) return;
-    if (fr->x_bf16)
-        HC_DISPATCH_N(s->n, (hc_out_backward_kernel<NS, bf16><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
-                                df, dcoef, dY, (const bf16 *)fr->X, fr->post, fr->f, C)))
-    else
-        HC_DISPATCH_N(s->n, (hc_out_backward_kernel<NS, float><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
-                                df, dcoef, dY, fr->X, fr->post, fr->f, C)));
+    HC_DISPATCH_X(fr->x_bf16, HC_DISPATCH_N(s->n, (hc_out_backward_kernel<NS, TX><<<(unsigned)N, HC_ROW_THREADS, 0,
+                                                                                     ctx->stream>>>(
+                                                      df, dcoef, dY, (const TX *)fr->X, fr->post, fr->f, C))));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
@@ -733,9 +723,9 @@ void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_
  * the groups are cut to the largest whole number of waves that gmax allows (the same GPU
  * always picks the same number, so the sums' order is fixed; another GPU may pick another). */
 template <int NS, int KM, typename TX>
-static size_t hc_fused_launch(cuda_ctx *ctx, const hc_frame_dev *fr, const TX *X, const float *du, const float *dY,
-                              float *dX, const float *dz, const float *srow, int flat, int C, int Kr, float invD,
-                              size_t N, size_t gmax) {
+static size_t hc_fused_launch(cuda_ctx *ctx, const hc_frame_dev *fr, const float *du, const float *dY, float *dX,
+                              const float *dz, const float *srow, int flat, int C, int Kr, float invD, size_t N,
+                              size_t gmax) {
     static int per_sm = 0; /* resident blocks per SM: one device per process */
     if (!per_sm) {
         CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, hc_in_backward_fused_kernel<NS, KM, TX>,
@@ -750,7 +740,8 @@ static size_t hc_fused_launch(cuda_ctx *ctx, const hc_frame_dev *fr, const TX *X
     groups = (N + per - 1) / per; /* no empty group */
     dim3 grid((unsigned)cb, (unsigned)groups);
     hc_in_backward_fused_kernel<NS, KM, TX><<<grid, dim3(32, NS), 0, ctx->stream>>>(
-        dX, ctx->hc_mat, dY, du, X, fr->H, fr->pre, fr->rstd, srow, dz, fr->W, fr->g, flat, C, Kr, invD, N, per);
+        dX, ctx->hc_mat, dY, du, (const TX *)fr->X, fr->H, fr->pre, fr->rstd, srow, dz, fr->W, fr->g, flat, C, Kr,
+        invD, N, per);
     CUDA_LAUNCH_CHECK();
     return groups;
 }
@@ -772,14 +763,9 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     if (N == 0) return;
     hc_need(ctx, s, N, C, fr->x_bf16, "hc_frame_in_backward_cuda");
     const hc_dims d = hc_dims_of(s, N, C);
-    const bf16 *Xb = (const bf16 *)fr->X; /* the streams when fr->x_bf16 */
     /* dpre, then the method's backward per token (dz, theta rows, <dz, z>, dz *= rstd) */
-    if (fr->x_bf16)
-        HC_DISPATCH_N(s->n, (hc_dpre_kernel<NS, bf16><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(dcoef, du, Xb,
-                                                                                                      C)))
-    else
-        HC_DISPATCH_N(s->n, (hc_dpre_kernel<NS, float><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(dcoef, du,
-                                                                                                       fr->X, C)));
+    HC_DISPATCH_X(fr->x_bf16, HC_DISPATCH_N(s->n, (hc_dpre_kernel<NS, TX><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
+                                                      dcoef, du, (const TX *)fr->X, C))));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
     size_t G = hc_dtheta_rows(s, N);
@@ -795,13 +781,9 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     if (fg) {
         /* dX whole, and the groups' partial products G in hc_mat: the streams read once */
         size_t groups = 0;
-        if (fr->x_bf16)
-            HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (groups = hc_fused_launch<NS, KM, bf16>(
-                                                          ctx, fr, Xb, du, dY, dX, dz, srow, flat, C, d.Kr, invD, N, fg))))
-        else
-            HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (groups = hc_fused_launch<NS, KM, float>(
-                                                          ctx, fr, fr->X, du, dY, dX, dz, srow, flat, C, d.Kr, invD, N,
-                                                          fg))));
+        HC_DISPATCH_X(fr->x_bf16, HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (groups = hc_fused_launch<NS, KM, TX>(
+                                                                           ctx, fr, du, dY, dX, dz, srow, flat, C, d.Kr,
+                                                                           invD, N, fg)))));
         cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
         hc_proj_grad_cuda(ctx, fr, 0, (size_t)d.Kr, d.D, ctx->hc_mat, groups, (size_t)d.Kr * d.D);
         cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
@@ -818,20 +800,18 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
         gemm_f32(ctx, 0, 0, (int)d.rows, d.D, (int)len, 1.0f, dz + j0, d.Kr, ctx->hc_mat, d.D, j0 == 0 ? 0.0f : 1.0f,
                  dX, d.D);
         if (fr->x_bf16)
-            gemm_bf16(ctx, 1, 0, (int)len, d.D, (int)d.rows, 1.0f, ctx->cvt_a + j0, d.Kr, Xb, d.D, 0.0f, ctx->hc_mat,
-                      d.D);
+            gemm_bf16(ctx, 1, 0, (int)len, d.D, (int)d.rows, 1.0f, ctx->cvt_a + j0, d.Kr, (const bf16 *)fr->X, d.D,
+                      0.0f, ctx->hc_mat, d.D);
         else
             gemm_f32(ctx, 1, 0, (int)len, d.D, (int)d.rows, 1.0f, dz + j0, d.Kr, fr->X, d.D, 0.0f, ctx->hc_mat, d.D);
         hc_proj_grad_cuda(ctx, fr, j0, len, d.D, ctx->hc_mat, 1, 0);
     }
     cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
     /* dX += H^T dY + pre du - s X */
-    if (fr->x_bf16)
-        HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS, bf16><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
-                                dX, dY, du, Xb, fr->H, fr->pre, fr->rstd, srow, flat, C, invD)))
-    else
-        HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS, float><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
-                                dX, dY, du, fr->X, fr->H, fr->pre, fr->rstd, srow, flat, C, invD)));
+    HC_DISPATCH_X(fr->x_bf16, HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS, TX><<<(unsigned)N, HC_ROW_THREADS, 0,
+                                                                                    ctx->stream>>>(
+                                                      dX, dY, du, (const TX *)fr->X, fr->H, fr->pre, fr->rstd, srow,
+                                                      flat, C, invD))));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
 }
