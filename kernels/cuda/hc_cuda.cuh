@@ -29,9 +29,6 @@
 /* Copy a host spec to `dev`, with perms (mhc_lite, kromhc) uploaded to device memory. */
 void hc_spec_to_device(const hc_spec *host, hc_spec *dev);
 void hc_spec_free_device(hc_spec *dev);
-/* Raise the device's per-thread stack to what the per-token kernels need (before the
- * model's memory is counted: the driver reserves it at once). */
-void hc_frame_reserve_stack(void);
 
 /* One sublayer's frame: its parameters, gradients and activations (device pointers). */
 typedef struct {
@@ -77,6 +74,22 @@ void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_
  * paths); dg, dW, dtheta accumulate. dz (N, K) and srow (N, nr) are scratch. */
 void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *du,
                                const float *dY, float *dX, float *dcoef, float *dz, float *srow, size_t N, int C);
+
+/* The per-token math (hc_token.cu): kernels/hc_math.h, one thread per token; at n = 4 a
+ * kernel per method compiled with n and the method constant (hc_token_compiled says which
+ * runs; S2HC_CUDA_TOKEN=generic forces the generic one).
+ * Forward: z (N, K) scaled by rstd per row first when rstd is given; -> pre, post, H, cache.
+ * Backward: thread g of G handles tokens g, g + G, ...: dz (N, K) overwritten, its own theta
+ * row of dth (G, n_theta) added into; with rstd, also srow = <dz, z> per row and dz *= rstd. */
+int hc_token_compiled(const hc_spec *s);
+void hc_coef_forward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, float *z, const float *rstd,
+                          float *pre, float *post, float *H, float *cache, size_t N);
+void hc_coef_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, const float *cache,
+                           const float *dcoef, float *dz, float *dth, const float *rstd, float *srow, size_t N,
+                           size_t G);
+/* Raise the device's per-thread stack to what the per-token kernels need (before the
+ * model's memory is counted: the driver reserves it at once). */
+void hc_frame_reserve_stack(void);
 
 /* The per-token math alone (the device checks compare it with the host):
  * forward over N tokens of z (N, K) -> pre, post, H, cache;

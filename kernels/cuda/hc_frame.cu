@@ -3,13 +3,14 @@
  * Per sublayer, forward:
  *   hc_wprime      W' = W diag(1 + g), in chunks of rows of W
  *   GEMM           z_raw (rows, Kr) = X (rows, D) W'^T
- *   hc_coef_fwd    per token (one thread): z = rstd z_raw, hc_forward -> pre, post, H, cache
+ *   hc_coef_fwd    per token (one thread, hc_token.cu): z = rstd z_raw, hc_forward -> pre, post, H, cache
  *   hc_readout     u = sum_i pre_i X_i
  *   hc_writeback   X' = H X + post f, and rstd of X' for the next frame
  * backward:
  *   hc_out_bwd     df = sum_i post_i dY_i; dpost_i = <dY_i, f>; dH_ij = <dY_i, X_j>
  *   hc_dpre        dpre_i = <du, X_i>
- *   hc_coef_bwd    per token: hc_backward -> dz, theta rows; s = rstd^2 <dz, z> / D; dz *= rstd
+ *   hc_coef_bwd    per token (hc_token.cu): hc_backward -> dz, theta rows; s = rstd^2 <dz, z> / D;
+ *                  dz *= rstd
  *   fused (Kr <= 32, W in one chunk): one pass over the streams,
  *                  dX = dz W' + H^T dY + pre du - s X, and the token groups' partial G = dz^T X;
  *                  then dW += G diag(1 + g), dg += colsum(W o G)
@@ -28,11 +29,9 @@
 
 #define HC_MAT_CAP ((size_t)1 << 25)   /* floats of the W' / G chunk (128 MiB) */
 #define HC_DTH_CAP ((size_t)1 << 26)   /* floats of the per-thread theta rows (256 MiB) */
-#define HC_TOKEN_THREADS 64            /* per-token kernels: kilobytes of local arrays each */
 #define HC_ROW_THREADS 128             /* block-per-token stream kernels */
 #define HC_FUSE_SCALE_K 256            /* K up to this: the coefficient kernel scales z itself */
 #define HC_FIX_ROWS 32                 /* rows of W per partial sum of dg */
-#define HC_STACK_SLACK 256             /* stack bytes over the kernels' own frames (ptxas: 5.3 KB) */
 #define HC_FUSED_KR 32                 /* the fused input backward: rows of W up to this (registers) */
 #define HC_FUSED_TB 32                 /* ... tokens whose coefficients it stages at a time */
 #define HC_FUSED_GROUPS 64             /* ... token groups (partial dW products) at most */
@@ -137,71 +136,12 @@ void hc_scratch_need(const hc_spec *s, size_t N, int C, int x_bf16, cuda_scratch
     }
 }
 
-/* ---- per-token kernels: hc_math.h itself, one thread per token ----------------------------------- */
-
-/* Optionally z *= rstd per row first (scale_rows), then the method's forward. */
-static __global__ void __launch_bounds__(HC_TOKEN_THREADS)
-hc_coef_forward_kernel(hc_spec s, const float *theta, float *z, const float *rstd, int scale_rows, float *pre,
-                       float *post, float *H, float *cache, size_t N) {
-    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= N) return;
-    const int n = s.n, K = s.K;
-    float *zt = z + t * K;
-    if (scale_rows) {
-        const int nr = s.norm == HC_NORM_STREAM ? n : 1, Kr = K / nr;
-        for (int r = 0; r < nr; r++) {
-            float rs = rstd[t * nr + r];
-            for (int k = 0; k < Kr; k++) zt[r * Kr + k] *= rs;
-        }
-    }
-    hc_forward(&s, theta, zt, pre + t * n, post + t * n, H + t * n * n, cache + t * (size_t)s.cache);
-}
+/* ---- projection helpers ------------------------------------------------------------------------- */
 
 /* z (rows, Kr) *= rstd (rows), coalesced (large K) */
 static __global__ void hc_scale_rows_kernel(float *z, const float *rstd, size_t rows, int Kr) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < rows * Kr) z[i] *= rstd[i / Kr];
-}
-
-/* Thread g handles tokens g, g + G, ...: hc_backward into its own theta row; then, when
- * rstd is given, the norm's per-row scalar s and dz *= rstd (the GEMMs' operand). */
-static __global__ void __launch_bounds__(HC_TOKEN_THREADS)
-hc_coef_backward_kernel(hc_spec s, const float *theta, const float *z, const float *cache, const float *dcoef,
-                        float *dz, float *dth, const float *rstd, float *srow, size_t N, size_t G) {
-    size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= G) return;
-    const int n = s.n, K = s.K, nc = 2 * n + n * n;
-    const int nr = s.norm == HC_NORM_STREAM ? n : 1, Kr = K / nr;
-    float *my = dth + g * (size_t)s.n_theta;
-    for (size_t t = g; t < N; t += G) {
-        const float *d = dcoef + t * nc;
-        float *dzt = dz + t * K;
-        const float *zt = z + t * K;
-        hc_backward(&s, theta, zt, cache + t * (size_t)s.cache, d, d + n, d + 2 * n, dzt, my);
-        if (!rstd) continue;
-        for (int r = 0; r < nr; r++) {
-            float rs = rstd[t * nr + r], dot = 0;
-            for (int k = 0; k < Kr; k++) dot += dzt[r * Kr + k] * zt[r * Kr + k];
-            srow[t * nr + r] = dot;  /* <dz, z>; hc_in_backward_kernel makes it rstd^2 <dz, z> / D */
-            for (int k = 0; k < Kr; k++) dzt[r * Kr + k] *= rs;
-        }
-    }
-}
-
-/* The per-thread stack of the per-token kernels (the methods' small matrices, ~4-6 KB;
- * the driver's default is 1 KB), set before the model's memory is counted: the driver
- * reserves a thread's stack for every thread the GPU can hold (an H200: 132 x 2048), and
- * left to grow it at the first launch it would take over a GiB after the model's
- * memory check had passed, and fail that launch on a full device. */
-void hc_frame_reserve_stack(void) {
-    cudaFuncAttributes fa, ba;
-    CUDA_CHECK(cudaFuncGetAttributes(&fa, hc_coef_forward_kernel));
-    CUDA_CHECK(cudaFuncGetAttributes(&ba, hc_coef_backward_kernel));
-    const size_t frame = fa.localSizeBytes > ba.localSizeBytes ? fa.localSizeBytes : ba.localSizeBytes;
-    const size_t need = (frame + HC_STACK_SLACK + 255) / 256 * 256;
-    size_t cur = 0;
-    CUDA_CHECK(cudaDeviceGetLimit(&cur, cudaLimitStackSize));
-    if (need > cur) CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, need));
 }
 
 /* ---- stream kernels -------------------------------------------------------------------------------- */
@@ -443,7 +383,7 @@ hc_in_backward_kernel(float *dX, const float *dY, const float *du, const TX *X, 
 
 /* The input side's backward in one pass over the streams, for Kr <= KM rows of W: one
  * block per 32 channels of every stream (thread (c, j): channel c of stream j) and per
- * group of tokens, which it walks in order. With dz already times rstd (hc_coef_backward_kernel),
+ * group of tokens, which it walks in order. With dz already times rstd (hc_coef_backward_cuda),
  *   dX_j = sum_k dz[row, k] W'[k, d] + sum_i H_ij dY_i + pre_j du - s_j X_j   (written once)
  *   Gp[group, k, d] = sum over the group's rows of dz[row, k] X[row, d]       (dW's product)
  * where W' = W diag(1 + g), row = the token (flat norm, d = j C + c) or (token, j) (per
@@ -632,29 +572,6 @@ static void hc_need(const cuda_ctx *ctx, const hc_spec *s, size_t N, int C, int 
     }
 }
 
-void hc_tokens_forward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, float *pre,
-                            float *post, float *H, float *cache, size_t N) {
-    if (N == 0) return;
-    hc_coef_forward_kernel<<<cuda_blocks(N, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
-        *s, theta, (float *)z, NULL, 0, pre, post, H, cache, N);
-    CUDA_LAUNCH_CHECK();
-}
-
-void hc_tokens_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, const float *cache,
-                             const float *dcoef, float *dz, float *dtheta, size_t N) {
-    if (N == 0) return;
-    size_t G = hc_dtheta_rows(s, N);
-    if (G * (size_t)s->n_theta > ctx->hc_dth_n) {
-        fprintf(stderr, "s2hc: kernels/cuda: hc_tokens_backward_cuda: theta scratch too small: reserve it first\n");
-        exit(1);
-    }
-    CUDA_CHECK(cudaMemsetAsync(ctx->hc_dth, 0, G * (size_t)s->n_theta * sizeof(float), ctx->stream));
-    hc_coef_backward_kernel<<<cuda_blocks(G, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
-        *s, theta, z, cache, dcoef, dz, ctx->hc_dth, NULL, NULL, N, G);
-    CUDA_LAUNCH_CHECK();
-    colsum_add_cuda(ctx, dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
-}
-
 void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, size_t N, int C) {
     if (N == 0) return;
     hc_need(ctx, s, N, C, fr->x_bf16, "hc_frame_in_cuda");
@@ -684,9 +601,7 @@ void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, s
         CUDA_LAUNCH_CHECK();
     }
     cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
-    hc_coef_forward_kernel<<<cuda_blocks(N, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
-        *s, fr->theta, fr->z, fr->rstd, fuse, fr->pre, fr->post, fr->H, fr->cache, N);
-    CUDA_LAUNCH_CHECK();
+    hc_coef_forward_cuda(ctx, s, fr->theta, fr->z, fuse ? fr->rstd : NULL, fr->pre, fr->post, fr->H, fr->cache, N);
     cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
     size_t tot = N * (size_t)C;
     HC_DISPATCH_X(fr->x_bf16, (hc_readout_kernel<TX><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
@@ -770,9 +685,7 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
     size_t G = hc_dtheta_rows(s, N);
     CUDA_CHECK(cudaMemsetAsync(ctx->hc_dth, 0, G * (size_t)s->n_theta * sizeof(float), ctx->stream));
-    hc_coef_backward_kernel<<<cuda_blocks(G, HC_TOKEN_THREADS), HC_TOKEN_THREADS, 0, ctx->stream>>>(
-        *s, fr->theta, fr->z, fr->cache, dcoef, dz, ctx->hc_dth, fr->rstd, srow, N, G);
-    CUDA_LAUNCH_CHECK();
+    hc_coef_backward_cuda(ctx, s, fr->theta, fr->z, fr->cache, dcoef, dz, ctx->hc_dth, fr->rstd, srow, N, G);
     colsum_add_cuda(ctx, fr->dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
     cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
     const int flat = s->norm != HC_NORM_STREAM;

@@ -5,14 +5,16 @@
  *                random inputs, forward and backward (gradients start from random values,
  *                so the "backward adds" contract is checked too); fp32 and bf16
  *   2. hc        every residual method's per-token hc_forward / hc_backward on the device
- *                against the host (the same kernels/hc_math.h), mhc_lite at n = 8 included
+ *                against the host (the same kernels/hc_math.h), mhc_lite at n = 8 included;
+ *                at n = 4 both the kernels compiled for n = 4 and the generic ones
  *   3. model     one forward and backward of a small model per method on both backends:
  *                loss, logits and every parameter gradient; the frame's fused and split
  *                input backward, and bf16 streams against a reference rounding the same
  *   4. train     ten AdamW steps of a small model on both backends, losses compared
  *   5. bench     the M preset (12 layers, 12 heads, C 768, T 1024, B 8) for rc, mhc,
- *                mhc_lite, s2hc at n = 4 (s2hc also split and with bf16 streams): tokens/s,
- *                overhead over rc, MFU against the measured cuBLAS GEMM rate
+ *                mhc_lite, s2hc at n = 4 (s2hc also split, with the generic per-token
+ *                kernels, and with bf16 streams): tokens/s, overhead over rc, MFU against
+ *                the measured cuBLAS GEMM rate
  *
  * Error of a tensor: max_i |gpu_i - cpu_i| / max_i |cpu_i| (relative to the tensor's scale;
  * an element-wise ratio is meaningless where the reference crosses zero). NaN or inf in
@@ -513,7 +515,8 @@ static void check_hc_case(cuda_ctx *ctx, const hc_case *hc, rng_t *r, summary *s
     hc_tokens_forward_cuda(ctx, &ds, d_theta, d_z, d_pre, d_post, d_H, d_cache, Nt);
     hc_tokens_backward_cuda(ctx, &ds, d_theta, d_z, d_cache, d_dcoef, d_dz, d_dth, Nt);
     char what[128], tag[64];
-    snprintf(tag, sizeof tag, "%s n=%d%s%s", hc->method, n, hc->opt_val ? " " : "", hc->opt_val ? hc->opt_val : "");
+    snprintf(tag, sizeof tag, "%s n=%d%s%s%s", hc->method, n, hc->opt_val ? " " : "", hc->opt_val ? hc->opt_val : "",
+             hc_token_compiled(&s) ? " (n=4 kernel)" : "");
     float *h = hnew(Nt * K + Nt * n * n + nt + Nt * cs + 1);
     dget(h, d_pre, Nt * n);
     snprintf(what, sizeof what, "%s pre", tag);
@@ -570,6 +573,11 @@ static void check_hc(void) {
             hc_case c = {hc_variants[k]->name, 4, NULL, NULL};
             check_hc_case(&ctx, &c, &r, &sm);
         }
+    /* the n = 4 cases again with the generic kernels, which the other n run */
+    setenv("S2HC_CUDA_TOKEN", "generic", 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (cases[i].n == 4) check_hc_case(&ctx, &cases[i], &r, &sm);
+    unsetenv("S2HC_CUDA_TOKEN");
     sum_print(&sm);
     cuda_ctx_free(&ctx);
 }
@@ -929,6 +937,30 @@ static double model_flops(const gpt_model *m, size_t tokens) {
     return (6.0 * base + 12.0 * m->L * (double)m->C * m->T) * (double)tokens;
 }
 
+/* BENCH_STEPS timed steps after BENCH_WARMUP: seconds per step; then one more step, its
+ * device time by kind of op (prof, and their sum: negative when there were too many ops to
+ * time). loss: the last step's. */
+static double bench_time(cuda_model *cm, const int *inp, const int *tg, double *loss, double *prof, double *prof_sum) {
+    double t0 = 0;
+    for (int it = 0; it < BENCH_WARMUP + BENCH_STEPS; it++) {
+        if (it == BENCH_WARMUP) {
+            cuda_synchronize(cm);
+            t0 = now_seconds();
+        }
+        cuda_zero_grad(cm);
+        *loss = cuda_forward_backward(cm, inp, tg, 1.0f);
+        cuda_step(cm, 1e-4, cuda_grad_norm(cm), it + 1);
+    }
+    cuda_synchronize(cm);
+    const double dt = (now_seconds() - t0) / BENCH_STEPS;
+    cuda_profile_start(cm);
+    cuda_zero_grad(cm);
+    cuda_forward_backward(cm, inp, tg, 1.0f);
+    cuda_step(cm, 1e-4, cuda_grad_norm(cm), BENCH_WARMUP + BENCH_STEPS + 1);
+    *prof_sum = cuda_profile_stop(cm, prof);
+    return dt;
+}
+
 static void bench(int bf16_only) {
     /* S2HC_GPU_BENCH_PRESET (a test hook): another preset and a 256^3 rate GEMM, so that the
      * emulator can run this part through, its tables included */
@@ -942,10 +974,12 @@ static void bench(int bf16_only) {
     if (!bf16_only) printf(", fp32 %.1f TFLOP/s", rate32 / 1e12);
     printf("\n");
     /* "s2hc split": s2hc with the input side's backward split (S2HC_CUDA_FRAME=split), the
-     * path the fused kernel replaces, timed beside it; "s2hc x-bf16": its streams in bf16
-     * (residual.stream_precision) */
-    static const char *const methods[] = {"rc", "mhc", "mhc_lite", "s2hc", "s2hc split", "s2hc x-bf16", NULL};
-    printf("  %-11s %-5s %3s %10s %12s %10s %7s %9s\n", "method", "prec", "n", "ms/step", "tokens/s", "vs rc", "MFU",
+     * path the fused kernel replaces, timed beside it; "s2hc gen-tok": the same model timed
+     * again with the generic per-token kernels (S2HC_CUDA_TOKEN=generic) instead of the ones
+     * compiled for n = 4; "s2hc x-bf16": its streams in bf16 (residual.stream_precision) */
+    static const char *const methods[] = {"rc",           "mhc",        "mhc_lite",    "s2hc",
+                                          "s2hc gen-tok", "s2hc split", "s2hc x-bf16", NULL};
+    printf("  %-12s %-5s %3s %10s %12s %10s %7s %9s\n", "method", "prec", "n", "ms/step", "tokens/s", "vs rc", "MFU",
            "GiB");
     for (int prec = 1; prec >= (bf16_only ? 1 : 0); prec--) {
         double t_rc = 0;
@@ -956,6 +990,7 @@ static void bench(int bf16_only) {
             char method[32];
             snprintf(method, sizeof method, "%s", methods[k]);
             const int split = strstr(method, " split") != NULL, xbf = strstr(method, " x-bf16") != NULL;
+            if (strstr(method, " gen-tok")) continue; /* timed with the row before it, on its model */
             if (strchr(method, ' ')) *strchr(method, ' ') = 0;
             if (strcmp(method, "rc") && !hc_variant_find(method)) continue;
             if (split) setenv("S2HC_CUDA_FRAME", "split", 1);
@@ -973,7 +1008,7 @@ static void bench(int bf16_only) {
             gpt_model m;
             char err[512];
             if (model_build(&m, &cfg, err, sizeof err) != 0) {
-                printf("  %-11s model_build failed: %s\n", method, err);
+                printf("  %-12s model_build failed: %s\n", method, err);
                 g_fail++;
                 if (split) unsetenv("S2HC_CUDA_FRAME");
                 continue;
@@ -983,7 +1018,7 @@ static void bench(int bf16_only) {
             const size_t N = (size_t)B * m.T;
             cuda_model *cm = cuda_model_create(&m, B, prec, err, sizeof err);
             if (!cm) {
-                printf("  %-11s cuda_model_create failed: %s\n", method, err);
+                printf("  %-12s cuda_model_create failed: %s\n", method, err);
                 g_fail++;
                 if (split) unsetenv("S2HC_CUDA_FRAME");
                 model_free(&m);
@@ -993,34 +1028,26 @@ static void bench(int bf16_only) {
             rng_t r;
             rng_seed(&r, 8);
             random_batch(&r, inp, tg, N, m.V);
-            double t0 = 0, loss = 0;
-            for (int it = 0; it < BENCH_WARMUP + BENCH_STEPS; it++) {
-                if (it == BENCH_WARMUP) {
-                    cuda_synchronize(cm);
-                    t0 = now_seconds();
-                }
-                cuda_zero_grad(cm);
-                loss = cuda_forward_backward(cm, inp, tg, 1.0f);
-                cuda_step(cm, 1e-4, cuda_grad_norm(cm), it + 1);
+            /* this row, then the gen-tok row after it (if any) on the same model */
+            char gen_row[48];
+            snprintf(gen_row, sizeof gen_row, "%s gen-tok", methods[k]);
+            const int gen = methods[k + 1] && !strcmp(methods[k + 1], gen_row);
+            for (int kk = k; kk <= k + gen; kk++) {
+                if (kk > k) setenv("S2HC_CUDA_TOKEN", "generic", 1);
+                double loss = 0;
+                const double dt = bench_time(cm, inp, tg, &loss, prof[kk], &prof_sum[kk]);
+                if (kk > k) unsetenv("S2HC_CUDA_TOKEN");
+                if (!strcmp(method, "rc")) t_rc = dt;
+                step_ms[kk] = dt * 1e3;
+                profiled[kk] = 1;
+                double mfu = model_flops(&m, N) / dt / (prec ? rate16 : rate32);
+                char vs[32] = "-";
+                if (strcmp(method, "rc") && t_rc > 0) snprintf(vs, sizeof vs, "%+.1f%%", 100.0 * (dt / t_rc - 1));
+                printf("  %-12s %-5s %3d %10.2f %12.0f %10s %6.1f%% %9.2f%s\n", methods[kk], prec ? "bf16" : "fp32",
+                       cfg.n_streams, dt * 1e3, (double)N / dt, vs, 100 * mfu,
+                       (double)cuda_model_bytes(cm) / (1 << 30), isfinite(loss) ? "" : "  (loss not finite!)");
+                if (!isfinite(loss)) g_fail++;
             }
-            cuda_synchronize(cm);
-            double dt = (now_seconds() - t0) / BENCH_STEPS;
-            if (!strcmp(method, "rc")) t_rc = dt;
-            /* one more step, its device time by kind of op */
-            cuda_profile_start(cm);
-            cuda_zero_grad(cm);
-            cuda_forward_backward(cm, inp, tg, 1.0f);
-            cuda_step(cm, 1e-4, cuda_grad_norm(cm), BENCH_WARMUP + BENCH_STEPS + 1);
-            prof_sum[k] = cuda_profile_stop(cm, prof[k]);
-            step_ms[k] = dt * 1e3;
-            profiled[k] = 1;
-            double mfu = model_flops(&m, N) / dt / (prec ? rate16 : rate32);
-            char vs[32] = "-";
-            if (strcmp(method, "rc") && t_rc > 0) snprintf(vs, sizeof vs, "%+.1f%%", 100.0 * (dt / t_rc - 1));
-            printf("  %-11s %-5s %3d %10.2f %12.0f %10s %6.1f%% %9.2f%s\n", methods[k], prec ? "bf16" : "fp32",
-                   cfg.n_streams, dt * 1e3, (double)N / dt, vs, 100 * mfu,
-                   (double)cuda_model_bytes(cm) / (1 << 30), isfinite(loss) ? "" : "  (loss not finite!)");
-            if (!isfinite(loss)) g_fail++;
             free(inp);
             free(tg);
             cuda_model_free(cm);
@@ -1028,13 +1055,13 @@ static void bench(int bf16_only) {
             if (split) unsetenv("S2HC_CUDA_FRAME");
         }
         /* where a step's device time goes: the frame's parts against rc's streams */
-        printf("  %s, ms per step by op (one step timed op by op; sum against the step's wall time):\n  %-11s",
+        printf("  %s, ms per step by op (one step timed op by op; sum against the step's wall time):\n  %-12s",
                prec ? "bf16" : "fp32", "method");
         for (int c = 0; c < CUDA_PROF_N; c++) printf(" %9.9s", cuda_profile_name(c));
         printf(" %9s %9s\n", "sum", "step");
         for (int k = 0; methods[k]; k++) {
             if (!profiled[k]) continue;
-            printf("  %-11s", methods[k]);
+            printf("  %-12s", methods[k]);
             for (int c = 0; c < CUDA_PROF_N; c++) printf(" %9.3f", prof[k][c]);
             if (prof_sum[k] < 0) printf(" %9s %9.3f  (too many ops to time)\n", "-", step_ms[k]);
             else printf(" %9.3f %9.3f\n", prof_sum[k], step_ms[k]);
