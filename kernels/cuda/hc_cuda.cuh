@@ -77,27 +77,20 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
 
 /* The per-token math (hc_token.cu): kernels/hc_math.h, one thread per token; at n = 4 a
  * kernel per method compiled with n and the method constant (hc_token_compiled says which
- * runs; S2HC_CUDA_TOKEN=generic forces the generic one).
- * Forward: z (N, K) scaled by rstd per row first when rstd is given; -> pre, post, H, cache.
- * Backward: thread g of G handles tokens g, g + G, ...: dz (N, K) overwritten, its own theta
- * row of dth (G, n_theta) added into; with rstd, also srow = <dz, z> per row and dz *= rstd. */
+ * runs; S2HC_CUDA_TOKEN=generic forces the generic one). The frame calls these; the device
+ * checks call them alone, without rstd, and compare them with the host.
+ * Forward over N tokens of z (N, K), scaled by rstd per row first when rstd is given:
+ * -> pre, post, H, cache.
+ * Backward from dcoef (N, 2n + n^2) = [dpre | dpost | dH]: dz (N, K) overwritten, dtheta
+ * (n_theta) += the sum over tokens (per-thread rows in ctx->hc_dth, summed in a fixed
+ * order); with rstd, also srow = <dz, z> per row and then dz *= rstd. */
 int hc_token_compiled(const hc_spec *s);
 void hc_coef_forward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, float *z, const float *rstd,
                           float *pre, float *post, float *H, float *cache, size_t N);
 void hc_coef_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, const float *cache,
-                           const float *dcoef, float *dz, float *dth, const float *rstd, float *srow, size_t N,
-                           size_t G);
+                           const float *dcoef, float *dz, float *dtheta, const float *rstd, float *srow, size_t N);
 /* Raise the device's per-thread stack to what the per-token kernels need (before the
  * model's memory is counted: the driver reserves it at once). */
 void hc_frame_reserve_stack(void);
-
-/* The per-token math alone (the device checks compare it with the host):
- * forward over N tokens of z (N, K) -> pre, post, H, cache;
- * backward from dcoef (N, 2n + n^2) = [dpre | dpost | dH] -> dz (N, K) overwritten,
- * dtheta (n_theta) += the sum over tokens. */
-void hc_tokens_forward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, float *pre,
-                            float *post, float *H, float *cache, size_t N);
-void hc_tokens_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, const float *cache,
-                             const float *dcoef, float *dz, float *dtheta, size_t N);
 
 #endif

@@ -683,10 +683,7 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
                                                       dcoef, du, (const TX *)fr->X, C))));
     CUDA_LAUNCH_CHECK();
     cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
-    size_t G = hc_dtheta_rows(s, N);
-    CUDA_CHECK(cudaMemsetAsync(ctx->hc_dth, 0, G * (size_t)s->n_theta * sizeof(float), ctx->stream));
-    hc_coef_backward_cuda(ctx, s, fr->theta, fr->z, fr->cache, dcoef, dz, ctx->hc_dth, fr->rstd, srow, N, G);
-    colsum_add_cuda(ctx, fr->dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
+    hc_coef_backward_cuda(ctx, s, fr->theta, fr->z, fr->cache, dcoef, dz, fr->dtheta, fr->rstd, srow, N);
     cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
     const int flat = s->norm != HC_NORM_STREAM;
     const float invD = 1.0f / (float)d.D;

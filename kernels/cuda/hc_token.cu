@@ -134,31 +134,19 @@ void hc_coef_forward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, f
 }
 
 void hc_coef_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, const float *cache,
-                           const float *dcoef, float *dz, float *dth, const float *rstd, float *srow, size_t N,
-                           size_t G) {
+                           const float *dcoef, float *dz, float *dtheta, const float *rstd, float *srow, size_t N) {
     if (N == 0) return;
-    const unsigned blocks = cuda_blocks(G, HC_TOKEN_THREADS);
-    HC_DISPATCH_TOKEN(s, hc_token_compiled(s) && G >= N,
-                      (hc_coef_backward_kernel<NN, MM><<<blocks, HC_TOKEN_THREADS, 0, ctx->stream>>>(
-                          *s, theta, z, cache, dcoef, dz, dth, rstd, srow, N, G)));
-    CUDA_LAUNCH_CHECK();
-}
-
-void hc_tokens_forward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, float *pre,
-                            float *post, float *H, float *cache, size_t N) {
-    hc_coef_forward_cuda(ctx, s, theta, (float *)z, NULL, pre, post, H, cache, N); /* no rstd: z only read */
-}
-
-void hc_tokens_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, const float *z, const float *cache,
-                             const float *dcoef, float *dz, float *dtheta, size_t N) {
-    if (N == 0) return;
-    size_t G = hc_dtheta_rows(s, N);
+    const size_t G = hc_dtheta_rows(s, N);
     if (G * (size_t)s->n_theta > ctx->hc_dth_n) {
-        fprintf(stderr, "s2hc: kernels/cuda: hc_tokens_backward_cuda: theta scratch too small: reserve it first\n");
+        fprintf(stderr, "s2hc: kernels/cuda: hc_coef_backward_cuda: theta scratch too small: reserve it first\n");
         exit(1);
     }
     CUDA_CHECK(cudaMemsetAsync(ctx->hc_dth, 0, G * (size_t)s->n_theta * sizeof(float), ctx->stream));
-    hc_coef_backward_cuda(ctx, s, theta, z, cache, dcoef, dz, ctx->hc_dth, NULL, NULL, N, G);
+    const unsigned blocks = cuda_blocks(G, HC_TOKEN_THREADS);
+    HC_DISPATCH_TOKEN(s, hc_token_compiled(s) && G >= N,
+                      (hc_coef_backward_kernel<NN, MM><<<blocks, HC_TOKEN_THREADS, 0, ctx->stream>>>(
+                          *s, theta, z, cache, dcoef, dz, ctx->hc_dth, rstd, srow, N, G)));
+    CUDA_LAUNCH_CHECK();
     colsum_add_cuda(ctx, dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
 }
 

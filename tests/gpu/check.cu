@@ -512,8 +512,8 @@ static void check_hc_case(cuda_ctx *ctx, const hc_case *hc, rng_t *r, summary *s
     float *d_theta = dnew(theta, nt), *d_z = dnew(z, Nt * K), *d_dcoef = dnew(dcoef, Nt * nc);
     float *d_pre = dnew(NULL, Nt * n), *d_post = dnew(NULL, Nt * n), *d_H = dnew(NULL, Nt * n * n);
     float *d_cache = dnew(NULL, Nt * cs + 1), *d_dz = dnew(NULL, Nt * K), *d_dth = dnew(NULL, nt);
-    hc_tokens_forward_cuda(ctx, &ds, d_theta, d_z, d_pre, d_post, d_H, d_cache, Nt);
-    hc_tokens_backward_cuda(ctx, &ds, d_theta, d_z, d_cache, d_dcoef, d_dz, d_dth, Nt);
+    hc_coef_forward_cuda(ctx, &ds, d_theta, d_z, NULL, d_pre, d_post, d_H, d_cache, Nt);
+    hc_coef_backward_cuda(ctx, &ds, d_theta, d_z, d_cache, d_dcoef, d_dz, d_dth, NULL, NULL, Nt);
     char what[128], tag[64];
     snprintf(tag, sizeof tag, "%s n=%d%s%s%s", hc->method, n, hc->opt_val ? " " : "", hc->opt_val ? hc->opt_val : "",
              hc_token_compiled(&s) ? " (n=4 kernel)" : "");
