@@ -530,7 +530,7 @@ static const real hc_ones[HC_MAX_N] = {1, 1, 1, 1, 1, 1, 1, 1};
 /* v as it is, in a register, opaque to the compiler: it is neither folded into an FMA as
  * a memory operand nor fused with the products it is later added to. */
 static inline __attribute__((always_inline)) hc_vec hc_opaque(hc_vec v) {
-#ifdef __AVX512F__
+#ifdef __AVX__ /* a cpu_vec is one register (cpu_math.h) */
     __asm__("" : "+v"(v));
 #endif
     return v;
@@ -593,7 +593,11 @@ static HC_FMA void hc_combine(real *y, const real *w, const real *x0, int m, int
  * hc_x_wt are built with FMA contraction (as BLAS is): it halves the tiles'
  * instructions, and no test compares these sums bit for bit with a scalar loop
  * (tests/test_frame compares them with sums in double, within float rounding). */
-#define HC_MT_K 8
+#if CPU_NREGS >= 32
+#define HC_MT_K 8 /* 16 accumulators, two x vectors and a broadcast: 19 of 32 registers */
+#else
+#define HC_MT_K 6 /* 12 + 3 of 16 */
+#endif
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
 static inline __attribute__((always_inline)) void hc_at_x_tile(const int kb, real *M, const real *A, const real *X,
@@ -627,8 +631,10 @@ static void hc_at_x_rows(real *M, const real *A, const real *X, size_t rows, int
         for (; j + 2 * HC_VL <= D; j += 2 * HC_VL) switch (kb) {
 #define HC_AT_X_CASE(c) \
             case c: hc_at_x_tile(c, Mk, Ak, X, rows, Kr, D, j, 2); break;
-            HC_AT_X_CASE(1) HC_AT_X_CASE(2) HC_AT_X_CASE(3) HC_AT_X_CASE(4)
-            HC_AT_X_CASE(5) HC_AT_X_CASE(6) HC_AT_X_CASE(7) HC_AT_X_CASE(8)
+            HC_AT_X_CASE(1) HC_AT_X_CASE(2) HC_AT_X_CASE(3) HC_AT_X_CASE(4) HC_AT_X_CASE(5) HC_AT_X_CASE(6)
+#if HC_MT_K > 6
+            HC_AT_X_CASE(7) HC_AT_X_CASE(8)
+#endif
 #undef HC_AT_X_CASE
             }
         for (; j + HC_VL <= D; j += HC_VL) hc_at_x_tile(kb, Mk, Ak, X, rows, Kr, D, j, 1);
@@ -648,8 +654,13 @@ static void hc_at_x_rows(real *M, const real *A, const real *X, size_t rows, int
  * row of X; the 24 accumulators then sum their lanes together by the fixed tree
  * (hc_vsum_many, a tenth of the tile's time when each summed alone) and add the columns
  * past the last vector in order: bit-identical for a given thread count. */
-#define HC_XW_R 4
+#if CPU_NREGS >= 32
+#define HC_XW_R 4 /* 24 accumulators, 4 x vectors, a w vector: 29 of 32 registers */
 #define HC_XW_K 6
+#else
+#define HC_XW_R 3 /* 12 + 3 + 1 of 16 */
+#define HC_XW_K 4
+#endif
 static inline __attribute__((always_inline)) void hc_x_wt_tile(const int rb, const int kb, real *Z, const real *X,
                                                              const real *W, int Kr, size_t D) {
     hc_vec acc[HC_XW_R][HC_XW_K];
@@ -683,7 +694,10 @@ static void hc_x_wt(real *Z, const real *X, const real *W, size_t rows, int Kr, 
         size_t r0 = 0;
         for (; r0 + HC_XW_R <= rows; r0 += HC_XW_R) switch (kb) {
 #define HC_X_WT_CASE(c)             case c: hc_x_wt_tile(HC_XW_R, c, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D); break;
-            HC_X_WT_CASE(1) HC_X_WT_CASE(2) HC_X_WT_CASE(3) HC_X_WT_CASE(4) HC_X_WT_CASE(5) HC_X_WT_CASE(6)
+            HC_X_WT_CASE(1) HC_X_WT_CASE(2) HC_X_WT_CASE(3) HC_X_WT_CASE(4)
+#if HC_XW_K > 4
+            HC_X_WT_CASE(5) HC_X_WT_CASE(6)
+#endif
 #undef HC_X_WT_CASE
             }
         if (r0 < rows) hc_x_wt_tile((int)(rows - r0), kb, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D);

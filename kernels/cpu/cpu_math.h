@@ -28,9 +28,23 @@
 #define CPU_EXPF_LO (-87.3365447f)  /* ln(FLT_MIN): n = -126, the lowest normal exponent */
 #define CPU_LANES 8
 
+/* x > b ? b : x (want_above 0), or x < b ? b : x (1), by selecting bits: a comparison, not
+ * fminf, so NaN passes through; and no branch, which GCC's jump threading would split
+ * into copies of the whole function, one per clamped constant, and so keep an `omp simd`
+ * loop of cpu_expf from vectorising (it did for every AVX2 target: log item 37). */
+static inline float cpu_clampf(float x, float b, int below) {
+    uint32_t xb, bb;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&bb, &b, sizeof bb);
+    const uint32_t take = -(uint32_t)(below ? x < b : x > b);
+    xb = (xb & ~take) | (bb & take);
+    memcpy(&x, &xb, sizeof x);
+    return x;
+}
+
 static inline float cpu_expf(float x) {
-    x = x > CPU_EXPF_HI ? CPU_EXPF_HI : x; /* comparisons, not fminf: NaN passes through */
-    x = x < CPU_EXPF_LO ? CPU_EXPF_LO : x;
+    x = cpu_clampf(x, CPU_EXPF_HI, 0);
+    x = cpu_clampf(x, CPU_EXPF_LO, 1);
     /* n = round(x / ln2): adding 1.5 * 2^23 leaves the rounded integer in the low
      * mantissa bits of t. */
     const float shifter = 12582912.0f;
@@ -86,15 +100,44 @@ static inline double cpu_dot(const real *a, const real *b, size_t n) {
 }
 
 /* ---- fixed-lane vectors ----------------------------------------------------------------
- * cpu_vec is GCC's vector extension over 64 bytes (16 floats, or 8 doubles in the
- * gradient-check build). An accumulator of this type stays in a register, and element
- * k of a row always lands in lane k % CPU_VL, so a reduction gives the same bits
- * whatever the alignment, the vector width the compiler picks or the thread count.
- * Multiply and add are separate operations (no FMA contraction under -std=c11), as in
- * the scalar tails. */
-#pragma GCC diagnostic ignored "-Wpsabi" /* 64-byte vectors without AVX-512: all inlined */
-typedef real cpu_vec __attribute__((vector_size(64)));
-#define CPU_VL ((int)(64 / sizeof(real)))
+ * cpu_vec is GCC's vector extension over CPU_VB bytes: one register of the widest
+ * vectors the build's target has (64 bytes, 16 floats, with AVX-512; 32 bytes, 8 floats,
+ * without), or 8 / 4 doubles in the gradient-check build. An accumulator of this type
+ * stays in a register, and element k of a row always lands in lane k % CPU_VL, so a
+ * reduction gives the same bits whatever the alignment or the thread count (a build for
+ * another vector width sums in other lanes: bit-identical per build, as -march=native
+ * makes it anyway). A vector wider than the target's registers is not an option: GCC
+ * lowers it through the stack, 10-40x slower (docs/performance.md, log item 37).
+ * CPU_NREGS is how many such registers the target has, for the tiles that keep many
+ * accumulators (harness/model.c). Multiply and add are separate operations (no FMA
+ * contraction under -std=c11), as in the scalar tails. */
+#ifdef __AVX512F__
+#define CPU_VB 64
+#define CPU_NREGS 32
+#else
+#define CPU_VB 32
+#define CPU_NREGS 16
+#endif
+typedef real cpu_vec __attribute__((vector_size(CPU_VB)));
+#if REAL_IS_DOUBLE
+#define CPU_VL (CPU_VB / 8)
+#else
+#define CPU_VL (CPU_VB / 4)
+#endif
+_Static_assert(CPU_VL * sizeof(real) == CPU_VB, "CPU_VL: lanes of a cpu_vec");
+#if REAL_IS_DOUBLE
+typedef long long cpu_ivec __attribute__((vector_size(CPU_VB)));
+#else
+typedef int cpu_ivec __attribute__((vector_size(CPU_VB)));
+#endif
+#if CPU_VL == 16
+#define CPU_IOTA {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+#elif CPU_VL == 8
+#define CPU_IOTA {0, 1, 2, 3, 4, 5, 6, 7}
+#else
+#define CPU_IOTA {0, 1, 2, 3}
+#endif
+#pragma GCC diagnostic ignored "-Wpsabi" /* vectors passed by value: all inlined */
 
 static inline cpu_vec cpu_vload(const real *p) {
     cpu_vec v;
@@ -103,39 +146,22 @@ static inline cpu_vec cpu_vload(const real *p) {
 }
 static inline void cpu_vstore(real *p, cpu_vec v) { memcpy(p, &v, sizeof v); }
 
-/* The lanes of v added as a fixed pairwise tree: lane l += lane l + w, w = VL/2 .. 1. */
+/* The lanes of v added as a fixed pairwise tree: lane l += lane l + w, w = VL/2 .. 1
+ * (the partner of lane l is lane l ^ w; the masks fold to constants). */
 static inline real cpu_vsum(cpu_vec v) {
-#if REAL_IS_DOUBLE
-    typedef long long cpu_ivec __attribute__((vector_size(64)));
-    v += __builtin_shuffle(v, (cpu_ivec){4, 5, 6, 7, 0, 1, 2, 3});
-    v += __builtin_shuffle(v, (cpu_ivec){2, 3, 0, 1, 6, 7, 4, 5});
-    v += __builtin_shuffle(v, (cpu_ivec){1, 0, 3, 2, 5, 4, 7, 6});
-#else
-    typedef int cpu_ivec __attribute__((vector_size(64)));
-    v += __builtin_shuffle(v, (cpu_ivec){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-    v += __builtin_shuffle(v, (cpu_ivec){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-    v += __builtin_shuffle(v, (cpu_ivec){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-    v += __builtin_shuffle(v, (cpu_ivec){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
-#endif
+    const cpu_ivec iota = CPU_IOTA;
+#pragma GCC unroll 4
+    for (int w = CPU_VL / 2; w >= 1; w /= 2) v += __builtin_shuffle(v, iota ^ w);
     return v[0];
 }
 
 /* One stage of cpu_vsum_many: x and y each hold runs of 2w lanes (CPU_VL / 2w runs, one
  * per vector summed); the result holds x's runs, then y's, each as w lanes, lane l of a
- * run + lane l + w. w (a constant where it is inlined) picks the masks. */
+ * run + lane l + w. w (a constant where it is inlined) picks the masks: output lane l is
+ * run l / w, element l % w, taken from index (l / w) 2w + l % w = l + (l & -w) of the
+ * pair (x, y), and its partner w further on. */
 static inline __attribute__((always_inline)) cpu_vec cpu_vsum_stage(cpu_vec x, cpu_vec y, const int w) {
-#if REAL_IS_DOUBLE
-    typedef long long cpu_ivec __attribute__((vector_size(64)));
-    const cpu_ivec lo = w == 4   ? (cpu_ivec){0, 1, 2, 3, 8, 9, 10, 11}
-                        : w == 2 ? (cpu_ivec){0, 1, 4, 5, 8, 9, 12, 13}
-                                 : (cpu_ivec){0, 2, 4, 6, 8, 10, 12, 14};
-#else
-    typedef int cpu_ivec __attribute__((vector_size(64)));
-    const cpu_ivec lo = w == 8   ? (cpu_ivec){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}
-                        : w == 4 ? (cpu_ivec){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}
-                        : w == 2 ? (cpu_ivec){0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29}
-                                 : (cpu_ivec){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-#endif
+    const cpu_ivec iota = CPU_IOTA, lo = iota + (iota & -w);
     return __builtin_shuffle(x, y, lo) + __builtin_shuffle(x, y, lo + w);
 }
 
