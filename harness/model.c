@@ -658,8 +658,8 @@ static void hc_at_x_rows(real *M, const real *A, const real *X, size_t rows, int
 #define HC_XW_R 4 /* 24 accumulators, 4 x vectors, a w vector: 29 of 32 registers */
 #define HC_XW_K 6
 #else
-#define HC_XW_R 3 /* 12 + 3 + 1 of 16 */
-#define HC_XW_K 4
+#define HC_XW_R 2 /* 12 + 2 + 1 of 16 (3 x 4 measured 30 % slower: K = 17 left a tile of 1) */
+#define HC_XW_K 6
 #endif
 static inline __attribute__((always_inline)) void hc_x_wt_tile(const int rb, const int kb, real *Z, const real *X,
                                                              const real *W, int Kr, size_t D) {
@@ -694,10 +694,7 @@ static void hc_x_wt(real *Z, const real *X, const real *W, size_t rows, int Kr, 
         size_t r0 = 0;
         for (; r0 + HC_XW_R <= rows; r0 += HC_XW_R) switch (kb) {
 #define HC_X_WT_CASE(c)             case c: hc_x_wt_tile(HC_XW_R, c, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D); break;
-            HC_X_WT_CASE(1) HC_X_WT_CASE(2) HC_X_WT_CASE(3) HC_X_WT_CASE(4)
-#if HC_XW_K > 4
-            HC_X_WT_CASE(5) HC_X_WT_CASE(6)
-#endif
+            HC_X_WT_CASE(1) HC_X_WT_CASE(2) HC_X_WT_CASE(3) HC_X_WT_CASE(4) HC_X_WT_CASE(5) HC_X_WT_CASE(6)
 #undef HC_X_WT_CASE
             }
         if (r0 < rows) hc_x_wt_tile((int)(rows - r0), kb, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D);
@@ -1353,9 +1350,10 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
                                                                          const real *du, real *dH, real *dpost,
                                                                          real *dpre) {
     int c0 = C / HC_VL * HC_VL;
-    if (n <= 4 && du) {
+    if (n <= 4 && du && CPU_NREGS >= 32) {
         /* every dot of the token in one pass: n^2 + 2n accumulators (24 at n = 4: dH's,
-         * dpost's, dpre's) in registers, each block of X, f, du and dy loaded once. Each
+         * dpost's, dpre's) in registers, each block of X, f, du and dy loaded once (with 16
+         * registers they would live on the stack: the loops below instead). Each
          * accumulator takes its blocks in the same order as below, and their lanes are
          * summed together (hc_vsum_many): the same bits. */
         const int nn = n * n;
@@ -1613,7 +1611,11 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
 }
 
 /* Tokens per tile of hc_tokens_dx: the TT n rows of dY a block of channels holds. */
-#define HC_DX_TILE(n) ((n) <= 4 ? 4 : 2)
+#if CPU_NREGS >= 32
+#define HC_DX_TILE(n) ((n) <= 4 ? 4 : 2) /* n <= 4: 16 accumulators, 4 W' vectors, a broadcast */
+#else
+#define HC_DX_TILE(n) ((n) <= 4 ? 2 : 1) /* 8 + 4 + 1 of 16 registers (1, 3, 4: slower) */
+#endif
 
 /* dX of the g tokens from t0 (hc_tokens_dx_n), in tiles of HC_DX_TILE(n) tokens and
  * single tokens for the rest. cj, pj: n per token, from hc_token_dx_coefs. */

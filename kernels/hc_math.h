@@ -76,82 +76,97 @@ typedef struct {
 /* ---- exp and tanh of many values ---------------------------------------------------
  * hc_exp_many, hc_tanh_many: y[i] = exp(x[i]), tanh(x[i]) for i < k (in place allowed).
  * libm computes one value at a time (tanhf ~14 ns, expf ~5 ns here); the CPU float build
- * computes 16 at once in GCC vector code, the same bits for any k (a token's exps in a
- * group of 16 tokens or alone; one vector is a ~110-cycle dependency chain, so a token
- * alone pays more than libm's overlapping calls, and only tails and tests do):
+ * computes HC_XL at once in GCC vector code (16 with AVX-512, 8 with AVX2), the same bits
+ * for any k (a token's exps in a group of 16 tokens or alone; one vector is a ~110-cycle
+ * dependency chain, so a token alone pays more than libm's overlapping calls, and only
+ * tails and tests do):
  *   exp: x = n ln2 + r (n rounded to nearest, ln2 split in two for an exact n ln2),
  *        exp(r) by Cephes' degree-6 polynomial, 2^n put into the exponent bits; x below
  *        -87.3 gives 0, above 88.3 saturates at exp(88.3); NaN stays NaN.
  *   tanh: |x| < 0.625 by Cephes' odd polynomial (no cancellation near 0), else
  *        sign(x) (1 - 2 / (exp(2|x|) + 1)).
  * Both within 2 ulp of the correctly rounded value (tests/test_variants.c checks a sweep).
- * The double build (gradient checks), CUDA and CPUs without AVX-512 (where a 16-float
- * vector is emulated and its return changes the ABI) use libm. */
-#if defined(__AVX512F__) && !defined(__CUDACC__) && !REAL_IS_DOUBLE
-#define HC_VEC_MATH 1
+ * Every operation is elementwise, so the width changes no bits. The double build
+ * (gradient checks), CUDA and CPUs without AVX2 use libm. HC_VEC_MATH (AVX-512 alone)
+ * further marks the 16 x 16 register transposes below, written with AVX-512 intrinsics. */
+#if (defined(__AVX512F__) || defined(__AVX2__)) && !defined(__CUDACC__) && !REAL_IS_DOUBLE
+#define HC_VEC_EXP 1
 #include <immintrin.h>
-typedef float hc_f16 __attribute__((vector_size(64)));
-typedef int hc_i16 __attribute__((vector_size(64)));
-#define HC_F16(c) ((hc_f16){c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c})
+#ifdef __AVX512F__
+#define HC_VEC_MATH 1
+#define HC_XL 16
+#else
+#define HC_VEC_MATH 0
+#define HC_XL 8
+#endif
+typedef float hc_fx __attribute__((vector_size(HC_XL * 4)));
+typedef int hc_ix __attribute__((vector_size(HC_XL * 4)));
+#define HC_FX(c) ((c) - (hc_fx){0}) /* c in every lane (c - 0 is c, -0 included) */
+#if HC_VEC_MATH
+typedef hc_fx hc_f16;
+typedef hc_ix hc_i16;
+#define HC_F16(c) HC_FX(c)
+#endif
 
-static inline hc_f16 hc_sel16(hc_i16 m, hc_f16 a, hc_f16 b) { return (hc_f16)(((hc_i16)a & m) | ((hc_i16)b & ~m)); }
+static inline hc_fx hc_selx(hc_ix m, hc_fx a, hc_fx b) { return (hc_fx)(((hc_ix)a & m) | ((hc_ix)b & ~m)); }
 
-static inline hc_f16 hc_exp16(hc_f16 x0) {
-    const hc_f16 lo = HC_F16(-87.3f), hi = HC_F16(88.3f), shift = HC_F16(12582912.0f); /* 1.5 * 2^23 */
-    hc_f16 x = hc_sel16(x0 < lo, lo, x0);
-    x = hc_sel16(x > hi, hi, x);
-    hc_f16 n = x * HC_F16(1.44269504088896341f) + shift;
+static inline hc_fx hc_expx(hc_fx x0) {
+    const hc_fx lo = HC_FX(-87.3f), hi = HC_FX(88.3f), shift = HC_FX(12582912.0f); /* 1.5 * 2^23 */
+    hc_fx x = hc_selx(x0 < lo, lo, x0);
+    x = hc_selx(x > hi, hi, x);
+    hc_fx n = x * HC_FX(1.44269504088896341f) + shift;
     n = n - shift; /* rounded to the nearest integer */
-    hc_f16 r = x - n * HC_F16(0.693359375f);
-    r = r - n * HC_F16(-2.12194440e-4f);
-    hc_f16 p = HC_F16(1.9875691500e-4f);
-    p = p * r + HC_F16(1.3981999507e-3f);
-    p = p * r + HC_F16(8.3334519073e-3f);
-    p = p * r + HC_F16(4.1665795894e-2f);
-    p = p * r + HC_F16(1.6666665459e-1f);
-    p = p * r + HC_F16(5.0000001201e-1f);
-    p = p * r * r + r + HC_F16(1.0f);
-    const hc_i16 e = (__builtin_convertvector(n, hc_i16) + 127) << 23;
-    return hc_sel16(x0 < lo, HC_F16(0.0f), p * (hc_f16)e);
+    hc_fx r = x - n * HC_FX(0.693359375f);
+    r = r - n * HC_FX(-2.12194440e-4f);
+    hc_fx p = HC_FX(1.9875691500e-4f);
+    p = p * r + HC_FX(1.3981999507e-3f);
+    p = p * r + HC_FX(8.3334519073e-3f);
+    p = p * r + HC_FX(4.1665795894e-2f);
+    p = p * r + HC_FX(1.6666665459e-1f);
+    p = p * r + HC_FX(5.0000001201e-1f);
+    p = p * r * r + r + HC_FX(1.0f);
+    const hc_ix e = (__builtin_convertvector(n, hc_ix) + 127) << 23;
+    return hc_selx(x0 < lo, HC_FX(0.0f), p * (hc_fx)e);
 }
 
-static inline hc_f16 hc_tanh16(hc_f16 x) {
-    const hc_i16 sign = (hc_i16)x & (hc_i16)HC_F16(-0.0f);
-    const hc_f16 a = (hc_f16)((hc_i16)x & ~(hc_i16)HC_F16(-0.0f)), z = x * x;
-    hc_f16 p = HC_F16(-5.70498872745e-3f);
-    p = p * z + HC_F16(2.06390887954e-2f);
-    p = p * z - HC_F16(5.37397155531e-2f);
-    p = p * z + HC_F16(1.33314422036e-1f);
-    p = p * z - HC_F16(3.33332819422e-1f);
-    const hc_f16 small = p * z * x + x;
-    const hc_f16 big = HC_F16(1.0f) - HC_F16(2.0f) / (hc_exp16(a + a) + HC_F16(1.0f));
-    return hc_sel16(a < HC_F16(0.625f), small, (hc_f16)((hc_i16)big | sign));
+static inline hc_fx hc_tanhx(hc_fx x) {
+    const hc_ix sign = (hc_ix)x & (hc_ix)HC_FX(-0.0f);
+    const hc_fx a = (hc_fx)((hc_ix)x & ~(hc_ix)HC_FX(-0.0f)), z = x * x;
+    hc_fx p = HC_FX(-5.70498872745e-3f);
+    p = p * z + HC_FX(2.06390887954e-2f);
+    p = p * z - HC_FX(5.37397155531e-2f);
+    p = p * z + HC_FX(1.33314422036e-1f);
+    p = p * z - HC_FX(3.33332819422e-1f);
+    const hc_fx small = p * z * x + x;
+    const hc_fx big = HC_FX(1.0f) - HC_FX(2.0f) / (hc_expx(a + a) + HC_FX(1.0f));
+    return hc_selx(a < HC_FX(0.625f), small, (hc_fx)((hc_ix)big | sign));
 }
 
-/* f over k values, 16 at a time (the last block padded with zeros). */
-#define HC_MANY(name, f16)                                                  \
+/* f over k values, HC_XL at a time (the last block padded with zeros). */
+#define HC_MANY(name, fx)                                                   \
     static inline void name(int k, const real *x, real *y) {                \
         int b = 0;                                                          \
-        for (; b + 16 <= k; b += 16) {                                      \
-            hc_f16 v;                                                       \
+        for (; b + HC_XL <= k; b += HC_XL) {                                \
+            hc_fx v;                                                        \
             memcpy(&v, x + b, sizeof v);                                    \
-            v = f16(v);                                                     \
+            v = fx(v);                                                      \
             memcpy(y + b, &v, sizeof v);                                    \
         }                                                                   \
         if (b < k) { /* the last values, padded with zeros */               \
-            real t[16] = {0};                                               \
+            real t[HC_XL] = {0};                                            \
             memcpy(t, x + b, (size_t)(k - b) * sizeof(real));               \
-            hc_f16 v;                                                       \
+            hc_fx v;                                                        \
             memcpy(&v, t, sizeof v);                                        \
-            v = f16(v);                                                     \
+            v = fx(v);                                                      \
             memcpy(t, &v, sizeof v);                                        \
             memcpy(y + b, t, (size_t)(k - b) * sizeof(real));               \
         }                                                                   \
     }
-HC_MANY(hc_exp_many, hc_exp16)
-HC_MANY(hc_tanh_many, hc_tanh16)
+HC_MANY(hc_exp_many, hc_expx)
+HC_MANY(hc_tanh_many, hc_tanhx)
 #undef HC_MANY
 #else
+#define HC_VEC_EXP 0
 #define HC_VEC_MATH 0
 HOSTDEV static inline void hc_exp_many(int k, const real *x, real *y) {
     for (int i = 0; i < k; i++) y[i] = REXP(x[i]);
