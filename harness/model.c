@@ -495,8 +495,10 @@ void model_free(gpt_model *m) {
  *             The last sublayer's df comes from a region of its own, which also
  *             writes dX_Lh's copies of the gradient of the streams' sum.
  *
- * The loops over channels use hc_vec, GCC's vector extension (64 bytes: 16 floats, or
- * 8 doubles in the gradient-check build): accumulators stay in registers, and the lane of
+ * The loops over channels use hc_vec, GCC's vector extension one register wide (cpu_vec:
+ * 16 floats with AVX-512, 8 without; half that in the gradient-check build), and the tiles
+ * that keep many accumulators are sized by the registers the target has (CPU_NREGS: 32 or
+ * 16): accumulators stay in registers, and the lane of
  * an element is fixed by its index, so a reduction never depends on alignment or
  * threads. The frame's own loops (HC_FMA: the dots, dX, write-back, read-out, df, the
  * norm) and the tiles of the projection and of the dW product (hc_x_wt, hc_at_x) are

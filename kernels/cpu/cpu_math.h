@@ -107,8 +107,8 @@ static inline double cpu_dot(const real *a, const real *b, size_t n) {
  * reduction gives the same bits whatever the alignment or the thread count (a build for
  * another vector width sums in other lanes: bit-identical per build, as -march=native
  * makes it anyway). A vector wider than the target's registers is not an option: GCC
- * lowers it through the stack, 10-40x slower (docs/performance.md, log item 37).
- * CPU_NREGS is how many such registers the target has, for the tiles that keep many
+ * lowers it through the stack, and the frame's loops ran 7-17x slower so
+ * (docs/performance.md, log item 37). CPU_NREGS is how many such registers the target has, for the tiles that keep many
  * accumulators (harness/model.c). Multiply and add are separate operations (no FMA
  * contraction under -std=c11), as in the scalar tails. */
 #ifdef __AVX512F__
