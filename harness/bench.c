@@ -1093,6 +1093,8 @@ int bench_main(int argc, char **argv) {
            "load %.2f\n",
            s2hc_version(), kernels_threads(), wp ? wp : "(unset)", sc ? sc : "(unset)", pb ? pb : "(unset)",
            ct ? ct : "(unset)", load1());
+    char cpu[128];
+    printf("cpu: %s; kernels built for %s\n", cpu_model_name(cpu, sizeof cpu), kernels_vectors());
     if (bench_proj_bf16) printf("projection products: bf16 operands, fp32 sums (--proj-bf16)\n");
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("note: %s\n", blas_note);

@@ -173,6 +173,24 @@ const char *openblas_coretype_advice(void) {
     return msg;
 }
 
+const char *cpu_model_name(char *buf, size_t len) {
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return buf;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10)) continue;
+        const char *v = strchr(line, ':');
+        if (!v) break;
+        v++;
+        while (*v == ' ' || *v == '\t') v++;
+        snprintf(buf, len, "%.*s", (int)strcspn(v, "\n"), v);
+        break;
+    }
+    fclose(f);
+    return buf;
+}
+
 /* Settings of the runtime libraries that are read when they load, before main, so they
  * are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
  *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently

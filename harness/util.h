@@ -31,6 +31,8 @@ void runtime_env_fixup(char **argv);
  * extension than this CPU has (e.g. Haswell's AVX2 on an AVX-512 CPU: sgemm 1.75x slower
  * on one build machine); printed by `s2hc train`, `s2hc bench` and `s2hc version -v`. */
 const char *openblas_coretype_advice(void);
+/* The CPU's model name (/proc/cpuinfo's first "model name"), or "unknown", in buf. */
+const char *cpu_model_name(char *buf, size_t len);
 
 /* Print "s2hc: error: ..." to stderr and exit with `code`. */
 void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));

@@ -70,4 +70,9 @@ void scale_inplace(real *x, real s, size_t n);
 /* Threads: how many OpenMP threads the ops use. */
 int kernels_threads(void);
 
+/* The vectors this build's kernels use, in words: "16-lane float vectors (AVX-512, 32
+ * registers)" or "8-lane ... (AVX2, 16 registers)" (kernels/cpu/cpu_math.h, cpu_vec), for
+ * the bench's header: the same code runs 2-3x apart on hosts of either kind. */
+const char *kernels_vectors(void);
+
 #endif

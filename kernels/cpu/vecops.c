@@ -2,7 +2,9 @@
  * of squares, in-place scaling; and the thread count of the ops. */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_math.h"
 
 /* sumsq always splits x into this many contiguous chunks, whatever the thread count,
  * and adds the chunk sums in chunk order: the result is the same for any thread count. */
@@ -72,3 +74,20 @@ void scale_inplace(real *x, real s, size_t n) {
 }
 
 int kernels_threads(void) { return omp_get_max_threads(); }
+
+const char *kernels_vectors(void) {
+    static char buf[96];
+    const char *isa =
+#if defined(__AVX512F__)
+        "AVX-512";
+#elif defined(__AVX2__)
+        "AVX2";
+#elif defined(__AVX__)
+        "AVX";
+#else
+        "SSE";
+#endif
+    snprintf(buf, sizeof buf, "%d-lane %s vectors (%s, %d registers)", CPU_VL, REAL_IS_DOUBLE ? "double" : "float", isa,
+             CPU_NREGS);
+    return buf;
+}

@@ -21,6 +21,12 @@ expect_status 2 "bench --mem-limit 0 is refused" -- "$S2HC" bench --mem-limit 0
 expect_status 0 "the smallest bench runs" -- "$S2HC" bench --quick --preset tiny --no-streams --no-probes \
   --rounds 1 --steps 1 --csv "$TMP/csv"
 expect_out "thread: [0-9.]+ ms CPU per step = [0-9.]+% of rc's step" "the frame floor is printed"
+# the header names the CPU and the vectors the kernels were built for: with -march=native
+# (the default build) the widest this CPU has, one register each
+if grep -qw avx512f /proc/cpuinfo; then want="16-lane float vectors \(AVX-512, 32 registers\)"
+elif grep -qw avx2 /proc/cpuinfo; then want="8-lane float vectors \(AVX2, 16 registers\)"
+else want="8-lane float vectors"; fi
+expect_out "^cpu: .+; kernels built for $want" "the header names the CPU and the kernels' vectors"
 # with identity among the methods: every other method (not rc, not identity) over identity
 got=$(grep -A1 '^  x identity wall' "$TMP/out" | tail -n 1 | awk '{ for (i = 1; i < NF; i += 2) if ($(i + 1) + 0 > 0) printf "%s ", $i }')
 [ "$got" = "hc mhc mhc_lite kromhc orthogonal s2hc s2hc_rot " ] && ok "x identity: the other methods, each > 0" \
