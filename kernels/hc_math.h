@@ -238,6 +238,31 @@ static inline void hc_transpose16(hc_f16 *r) {
     HC_TR_STAGE(1, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
 #undef HC_TR_STAGE
 }
+#elif HC_VEC_EXP
+/* AVX2: the same in 8 x 8 blocks of 8-float vectors, three stages of 8 shuffles (a 16 x 16
+ * block of lanes is four of them). */
+static inline void hc_transpose8(hc_fx *r) {
+#define HC_TR_STAGE(s, ...)                                                         \
+    do {                                                                            \
+        const hc_ix lo = {__VA_ARGS__}, hi = lo + s;                                \
+        _Pragma("GCC unroll 8") for (int a = 0; a < 8; a++) if (!(a & s)) {         \
+            const hc_fx x = r[a], y = r[a + s];                                     \
+            r[a] = __builtin_shuffle(x, y, lo);                                     \
+            r[a + s] = __builtin_shuffle(x, y, hi);                                 \
+        }                                                                           \
+    } while (0)
+    /* lo[c] = c (bit s of c clear), 8 + c - s (set), as above */
+    HC_TR_STAGE(4, 0, 1, 2, 3, 8, 9, 10, 11);
+    HC_TR_STAGE(2, 0, 1, 8, 9, 4, 5, 12, 13);
+    HC_TR_STAGE(1, 0, 8, 2, 10, 4, 12, 6, 14);
+#undef HC_TR_STAGE
+}
+
+/* lanes l < w set: vmaskmovps's mask of a block of w < 8 values */
+static inline __m256i hc_mask8(int w) {
+    const hc_ix iota = {0, 1, 2, 3, 4, 5, 6, 7};
+    return (__m256i)(iota < w);
+}
 #endif
 
 /* x[e * V + v] = src[v * ts + e] for e < m: V tokens' m values (token stride ts) into lanes. */
@@ -251,6 +276,23 @@ HOSTDEV static inline void hc_lanes_get(int m, int V, const real *src, size_t ts
             for (int v = 0; v < 16; v++) r[v] = (hc_f16)_mm512_maskz_loadu_ps(k, src + v * ts + (size_t)e0);
             hc_transpose16(r);
             for (int e = 0; e < w; e++) memcpy(x + (e0 + e) * 16, &r[e], sizeof r[e]);
+        }
+        return;
+    }
+#elif HC_VEC_EXP
+    if (V == 16 && m >= 8) { /* by blocks of 8 values and 8 tokens, transposed in registers */
+        for (int e0 = 0; e0 < m; e0 += 8) {
+            const int w = m - e0 < 8 ? m - e0 : 8;
+            const __m256i k = hc_mask8(w); /* a short block: no access past w values */
+            for (int v0 = 0; v0 < 16; v0 += 8) {
+                hc_fx r[8];
+                for (int v = 0; v < 8; v++) {
+                    const real *p = src + (v0 + v) * ts + (size_t)e0;
+                    r[v] = w == 8 ? (hc_fx)_mm256_loadu_ps(p) : (hc_fx)_mm256_maskload_ps(p, k);
+                }
+                hc_transpose8(r);
+                for (int e = 0; e < w; e++) memcpy(x + (e0 + e) * 16 + v0, &r[e], sizeof r[e]);
+            }
         }
         return;
     }
@@ -273,6 +315,27 @@ HOSTDEV static inline void hc_lanes_put(int m, int V, const real *x, real *dst, 
             hc_transpose16(r);
             const __mmask16 k = (__mmask16)((1u << w) - 1);
             for (int v = 0; v < 16; v++) _mm512_mask_storeu_ps(dst + v * ts + (size_t)e0, k, (__m512)r[v]);
+        }
+        return;
+    }
+#elif HC_VEC_EXP
+    if (V == 16 && m >= 8) {
+        for (int e0 = 0; e0 < m; e0 += 8) {
+            const int w = m - e0 < 8 ? m - e0 : 8;
+            const __m256i k = hc_mask8(w);
+            for (int v0 = 0; v0 < 16; v0 += 8) {
+                hc_fx r[8];
+                for (int e = 0; e < 8; e++) {
+                    if (e < w) memcpy(&r[e], x + (e0 + e) * 16 + v0, sizeof r[e]);
+                    else r[e] = HC_FX(0.0f);
+                }
+                hc_transpose8(r);
+                for (int v = 0; v < 8; v++) { /* a masked store is slow on some AMD cores: only for short blocks */
+                    real *p = dst + (v0 + v) * ts + (size_t)e0;
+                    if (w == 8) _mm256_storeu_ps(p, (__m256)r[v]);
+                    else _mm256_maskstore_ps(p, k, (__m256)r[v]);
+                }
+            }
         }
         return;
     }
