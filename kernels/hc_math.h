@@ -215,49 +215,36 @@ HOSTDEV static inline void hc_tanh_many(int k, const real *x, real *y) {
 #define HC_WIDE
 #endif
 
-#if HC_VEC_MATH
-/* r[i][c] -> r[c][i] for a 16 x 16 block of floats in registers. The stage of size s
- * swaps bit s of the row index with bit s of the column index: rows a and a + s (bit s of
- * a clear) become a's and b's low halves of each 2s-block, then their high halves. Four
- * stages, 64 two-source shuffles, where element by element a block is 256 scalar loads
- * and as many stores (mhc_lite moves every logit between the layouts). Moves bits only. */
-static inline void hc_transpose16(hc_f16 *r) {
-#define HC_TR_STAGE(s, ...)                                                         \
-    do {                                                                            \
-        const hc_i16 lo = {__VA_ARGS__}, hi = lo + s;                               \
-        _Pragma("GCC unroll 16") for (int a = 0; a < 16; a++) if (!(a & s)) {       \
-            const hc_f16 x = r[a], y = r[a + s];                                    \
-            r[a] = __builtin_shuffle(x, y, lo);                                     \
-            r[a + s] = __builtin_shuffle(x, y, hi);                                 \
-        }                                                                           \
-    } while (0)
-    /* lo[c] = c (bit s of c clear), 16 + c - s (set): a's c, else b's c - s; hi = lo + s */
-    HC_TR_STAGE(8, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-    HC_TR_STAGE(4, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
-    HC_TR_STAGE(2, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
-    HC_TR_STAGE(1, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
-#undef HC_TR_STAGE
+#if HC_VEC_EXP
+/* r[i][c] -> r[c][i] for an HC_XL x HC_XL block of floats in registers. The stage of size
+ * s swaps bit s of the row index with bit s of the column index: rows a and a + s (bit s
+ * of a clear) become a's and b's low halves of each 2s-block, then their high halves
+ * (lo[c] = c where bit s of c is clear, else HC_XL + c - s: a's c, else b's c - s; hi =
+ * lo + s; the masks fold to constants). log2(HC_XL) stages of HC_XL two-source shuffles
+ * (16 x 16 with AVX-512: 64 shuffles, where element by element a block is 256 scalar
+ * loads and as many stores; AVX2 does a group's 16 x 16 as four 8 x 8 blocks). mhc_lite
+ * moves every logit between the layouts. Moves bits only. */
+static inline void hc_transpose(hc_fx *r) {
+#if HC_XL == 16
+    const hc_ix iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#else
+    const hc_ix iota = {0, 1, 2, 3, 4, 5, 6, 7};
+#endif
+#pragma GCC unroll 4
+    for (int s = HC_XL / 2; s >= 1; s /= 2) {
+        const hc_ix lo = iota + (((iota & s) != 0) & (HC_XL - s)), hi = lo + s;
+#pragma GCC unroll 16
+        for (int a = 0; a < HC_XL; a++)
+            if (!(a & s)) {
+                const hc_fx x = r[a], y = r[a + s];
+                r[a] = __builtin_shuffle(x, y, lo);
+                r[a + s] = __builtin_shuffle(x, y, hi);
+            }
+    }
 }
-#elif HC_VEC_EXP
-/* AVX2: the same in 8 x 8 blocks of 8-float vectors, three stages of 8 shuffles (a 16 x 16
- * block of lanes is four of them). */
-static inline void hc_transpose8(hc_fx *r) {
-#define HC_TR_STAGE(s, ...)                                                         \
-    do {                                                                            \
-        const hc_ix lo = {__VA_ARGS__}, hi = lo + s;                                \
-        _Pragma("GCC unroll 8") for (int a = 0; a < 8; a++) if (!(a & s)) {         \
-            const hc_fx x = r[a], y = r[a + s];                                     \
-            r[a] = __builtin_shuffle(x, y, lo);                                     \
-            r[a + s] = __builtin_shuffle(x, y, hi);                                 \
-        }                                                                           \
-    } while (0)
-    /* lo[c] = c (bit s of c clear), 8 + c - s (set), as above */
-    HC_TR_STAGE(4, 0, 1, 2, 3, 8, 9, 10, 11);
-    HC_TR_STAGE(2, 0, 1, 8, 9, 4, 5, 12, 13);
-    HC_TR_STAGE(1, 0, 8, 2, 10, 4, 12, 6, 14);
-#undef HC_TR_STAGE
-}
+#endif
 
+#if HC_VEC_EXP && !HC_VEC_MATH
 /* lanes l < w set: vmaskmovps's mask of a block of w < 8 values */
 static inline __m256i hc_mask8(int w) {
     const hc_ix iota = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -274,7 +261,7 @@ HOSTDEV static inline void hc_lanes_get(int m, int V, const real *src, size_t ts
             const __mmask16 k = (__mmask16)((1u << w) - 1); /* a short block: no access past w values */
             hc_f16 r[16];
             for (int v = 0; v < 16; v++) r[v] = (hc_f16)_mm512_maskz_loadu_ps(k, src + v * ts + (size_t)e0);
-            hc_transpose16(r);
+            hc_transpose(r);
             for (int e = 0; e < w; e++) memcpy(x + (e0 + e) * 16, &r[e], sizeof r[e]);
         }
         return;
@@ -290,7 +277,7 @@ HOSTDEV static inline void hc_lanes_get(int m, int V, const real *src, size_t ts
                     const real *p = src + (v0 + v) * ts + (size_t)e0;
                     r[v] = w == 8 ? (hc_fx)_mm256_loadu_ps(p) : (hc_fx)_mm256_maskload_ps(p, k);
                 }
-                hc_transpose8(r);
+                hc_transpose(r);
                 for (int e = 0; e < w; e++) memcpy(x + (e0 + e) * 16 + v0, &r[e], sizeof r[e]);
             }
         }
@@ -312,7 +299,7 @@ HOSTDEV static inline void hc_lanes_put(int m, int V, const real *x, real *dst, 
                 if (e < w) memcpy(&r[e], x + (e0 + e) * 16, sizeof r[e]);
                 else r[e] = HC_F16(0.0f);
             }
-            hc_transpose16(r);
+            hc_transpose(r);
             const __mmask16 k = (__mmask16)((1u << w) - 1);
             for (int v = 0; v < 16; v++) _mm512_mask_storeu_ps(dst + v * ts + (size_t)e0, k, (__m512)r[v]);
         }
@@ -329,7 +316,7 @@ HOSTDEV static inline void hc_lanes_put(int m, int V, const real *x, real *dst, 
                     if (e < w) memcpy(&r[e], x + (e0 + e) * 16 + v0, sizeof r[e]);
                     else r[e] = HC_FX(0.0f);
                 }
-                hc_transpose8(r);
+                hc_transpose(r);
                 for (int v = 0; v < 8; v++) { /* a masked store is slow on some AMD cores: only for short blocks */
                     real *p = dst + (v0 + v) * ts + (size_t)e0;
                     if (w == 8) _mm256_storeu_ps(p, (__m256)r[v]);
