@@ -28,7 +28,7 @@
 #define CPU_EXPF_LO (-87.3365447f)  /* ln(FLT_MIN): n = -126, the lowest normal exponent */
 #define CPU_LANES 8
 
-/* x > b ? b : x (want_above 0), or x < b ? b : x (1), by selecting bits: a comparison, not
+/* x > b ? b : x (below 0), or x < b ? b : x (below 1), by selecting bits: a comparison, not
  * fminf, so NaN passes through; and no branch, which GCC's jump threading would split
  * into copies of the whole function, one per clamped constant, and so keep an `omp simd`
  * loop of cpu_expf from vectorising (it did for every AVX2 target: log item 37). */
@@ -102,15 +102,16 @@ static inline double cpu_dot(const real *a, const real *b, size_t n) {
 /* ---- fixed-lane vectors ----------------------------------------------------------------
  * cpu_vec is GCC's vector extension over CPU_VB bytes: one register of the widest
  * vectors the build's target has (64 bytes, 16 floats, with AVX-512; 32 bytes, 8 floats,
- * without), or 8 / 4 doubles in the gradient-check build. An accumulator of this type
- * stays in a register, and element k of a row always lands in lane k % CPU_VL, so a
- * reduction gives the same bits whatever the alignment or the thread count (a build for
- * another vector width sums in other lanes: bit-identical per build, as -march=native
- * makes it anyway). A vector wider than the target's registers is not an option: GCC
- * lowers it through the stack, and the frame's loops ran 7-17x slower so
- * (docs/performance.md, log item 37). CPU_NREGS is how many such registers the target has, for the tiles that keep many
- * accumulators (harness/model.c). Multiply and add are separate operations (no FMA
- * contraction under -std=c11), as in the scalar tails. */
+ * with AVX2; a pair of SSE registers on older targets, which only the CUDA check's
+ * portable reference build is), or 8 / 4 doubles in the gradient-check build. An
+ * accumulator of this type stays in a register, and element k of a row always lands in
+ * lane k % CPU_VL, so a reduction gives the same bits whatever the alignment or the thread
+ * count (a build for another vector width sums in other lanes: bit-identical per build,
+ * as -march=native makes it anyway). A vector wider than the target's registers is not
+ * an option: GCC lowers it through the stack, and the frame's loops ran 7-17x slower so
+ * (docs/performance.md, log item 37). CPU_NREGS is how many such registers the target
+ * has, for the tiles that keep many accumulators (harness/model.c). Multiply and add are
+ * separate operations (no FMA contraction under -std=c11), as in the scalar tails. */
 #ifdef __AVX512F__
 #define CPU_VB 64
 #define CPU_NREGS 32
