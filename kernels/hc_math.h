@@ -102,6 +102,11 @@ typedef struct {
 typedef float hc_fx __attribute__((vector_size(HC_XL * 4)));
 typedef int hc_ix __attribute__((vector_size(HC_XL * 4)));
 #define HC_FX(c) ((c) - (hc_fx){0}) /* c in every lane (c - 0 is c, -0 included) */
+#if HC_XL == 16 /* lane l holds l */
+#define HC_IOTA {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+#else
+#define HC_IOTA {0, 1, 2, 3, 4, 5, 6, 7}
+#endif
 #if HC_VEC_MATH
 typedef hc_fx hc_f16;
 typedef hc_ix hc_i16;
@@ -225,11 +230,7 @@ HOSTDEV static inline void hc_tanh_many(int k, const real *x, real *y) {
  * loads and as many stores; AVX2 does a group's 16 x 16 as four 8 x 8 blocks). mhc_lite
  * moves every logit between the layouts. Moves bits only. */
 static inline void hc_transpose(hc_fx *r) {
-#if HC_XL == 16
-    const hc_ix iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-#else
-    const hc_ix iota = {0, 1, 2, 3, 4, 5, 6, 7};
-#endif
+    const hc_ix iota = HC_IOTA;
 #pragma GCC unroll 4
     for (int s = HC_XL / 2; s >= 1; s /= 2) {
         const hc_ix lo = iota + (((iota & s) != 0) & (HC_XL - s)), hi = lo + s;
@@ -247,7 +248,7 @@ static inline void hc_transpose(hc_fx *r) {
 #if HC_VEC_EXP && !HC_VEC_MATH
 /* lanes l < w set: vmaskmovps's mask of a block of w < 8 values */
 static inline __m256i hc_mask8(int w) {
-    const hc_ix iota = {0, 1, 2, 3, 4, 5, 6, 7};
+    const hc_ix iota = HC_IOTA;
     return (__m256i)(iota < w);
 }
 #endif
