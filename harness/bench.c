@@ -142,12 +142,15 @@ static FILE *csv_open(const bench_opts *o, const char *name, const char *header)
 
 /* --proj-bf16: every method's projection products with bf16 operands (residual.proj_precision) */
 static int bench_proj_bf16;
+/* --stream-bf16: every method's streams stored in bf16 in the training steps (residual.stream_precision) */
+static int bench_stream_bf16;
 
 static int bench_config(s2hc_config *c, const char *preset, const char *method, int n) {
     config_defaults(c);
     if (preset_apply(c, preset) != 0) return -1;
     snprintf(c->method, sizeof c->method, "%s", method);
     if (bench_proj_bf16) snprintf(c->proj_precision, sizeof c->proj_precision, "bf16");
+    if (bench_stream_bf16) snprintf(c->stream_precision, sizeof c->stream_precision, "bf16");
     c->n_streams = strcmp(method, "rc") == 0 ? 1 : n;
     c->grad_accum = 1;
     c->seed = BENCH_SEED;
@@ -625,12 +628,13 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
         if (csv)
             fprintf(csv,
                     "%s,%s,%d,%d,%zu,%zu,%.0f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%.1f,%.1f,"
-                    "%.2f,%d,%d,%.2f,%.2f,%s\n",
+                    "%.2f,%d,%d,%.2f,%.2f,%s,%s\n",
                     preset, names[i], bm[i].m.n, kernels_threads(), bm[i].m.n_params, bm[i].m.n_aux, fpt,
                     R->step_ms, minimum(bm[i].times, bm[i].ntimes) * 1e3, R->cpu_ms, R->tok_s, R->mfu, R->mfu_cpu,
                     R->mfu_square, R->overhead, R->overhead_lo, R->overhead_hi, R->overhead_cpu, fns, bns,
                     median(gemm_rate, o->rounds), median(gemm_rate_cpu, o->rounds), bench_model_mb(&bm[i].m),
-                    o->rounds, o->steps, l_start, l_end, bm[i].m.proj_bf16 ? "bf16" : "fp32");
+                    o->rounds, o->steps, l_start, l_end, bm[i].m.proj_bf16 ? "bf16" : "fp32",
+                    bm[i].m.stream_bf16 ? "bf16" : "fp32");
     }
     int id = -1; /* identity: the streams and their gates with no mixing math */
     for (int i = 1; i < nm; i++)
@@ -947,6 +951,7 @@ static void usage(FILE *f) {
             "usage: s2hc bench [--quick] [--csv DIR|none] [--preset tiny|small] [--rounds R] [--steps S]\n"
             "                  [--threads N] [--mem-limit GB] [--probe-steps S]\n"
             "                  [--methods M1,M2,...] [--no-methods] [--no-streams] [--no-probes] [--proj-bf16]\n"
+            "                  [--stream-bf16]\n"
             "\n"
             "Measure training speed against the machine's limit: sgemm GFLOP/s, tokens/s and MFU of\n"
             "every residual method at n = 4 (tiny and small presets), each method's step time over\n"
@@ -966,6 +971,8 @@ static void usage(FILE *f) {
             "  --probe-steps S probe interval of the probes section (default: probe.every)\n"
             "  --proj-bf16     every method's projection products with bf16 operands\n"
             "                  (residual.proj_precision: bf16; rc has none)\n"
+            "  --stream-bf16   every method's streams stored in bf16 in the training steps\n"
+            "                  (residual.stream_precision: bf16; rc has none)\n"
             "GOMP_SPINCOUNT is 3000 unless you set it or OMP_WAIT_POLICY (docs/performance.md).\n"
             "\n"
             "example:\n"
@@ -1059,6 +1066,7 @@ int bench_main(int argc, char **argv) {
             }
             bench_proj_bf16 = 1;
         }
+        else if (!strcmp(a, "--stream-bf16")) bench_stream_bf16 = 1;
         else if (!strcmp(a, "--methods") && more) { if (!bench_method_list(argv[++i], &o)) return 2; }
         else {
             fprintf(stderr, "s2hc: error: bench: unknown or incomplete option '%s'\n", a);
@@ -1096,6 +1104,7 @@ int bench_main(int argc, char **argv) {
     char cpu[128];
     printf("cpu: %s; kernels built for %s\n", cpu_model_name(cpu, sizeof cpu), kernels_vectors());
     if (bench_proj_bf16) printf("projection products: bf16 operands, fp32 sums (--proj-bf16)\n");
+    if (bench_stream_bf16) printf("streams: stored in bf16 in the training steps (--stream-bf16)\n");
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("note: %s\n", blas_note);
 
@@ -1108,7 +1117,8 @@ int bench_main(int argc, char **argv) {
                          "preset,method,n,threads,params,aux_params,flops_per_token,step_ms_median,step_ms_min,"
                          "cpu_ms_median,tokens_per_s,mfu,mfu_cpu,mfu_square,overhead_vs_rc,overhead_min,"
                          "overhead_max,overhead_cpu,math_fwd_ns,math_bwd_ns,gemm_gflops_in_run,gemm_gflops_cpu,"
-                         "model_mb,rounds,steps_per_round,load1_start,load1_end,proj_precision");
+                         "model_mb,rounds,steps_per_round,load1_start,load1_end,proj_precision,"
+                         "stream_precision");
     FILE *bcsv = csv_open(&o, "breakdown.csv", "preset,method,n,category,wall_ms_per_step,cpu_ms_per_step,wall_fraction");
     int nm = 0;
     while (o.methods[nm]) nm++;

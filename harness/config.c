@@ -104,7 +104,7 @@ static const cfg_key cfg_keys[] = {
     KENUM("residual.proj_precision", proj_precision, "fp32", proj_precisions,
           "cpu: the coefficient projection's three products (z = x'W^T, dz W', dz^T x) in fp32, or with bf16 operands and fp32 sums (AVX512_BF16 dot products, twice the fp32 multiply rate; the rest of the step stays fp32); the cuda backend runs them in fp32"),
     KENUM("residual.stream_precision", stream_precision, "fp32", proj_precisions,
-          "cuda: the n x C residual streams stored in fp32, or in bf16 (half the bytes of the frame's passes over them; their gradients, every sum and the per-token math stay fp32, and the coefficient projection takes bf16 operands); the cpu backend stores them in fp32"),
+          "the n x C residual streams stored in fp32, or in bf16 in the training steps (half the bytes of the frame's passes over them; their gradients, every sum and the per-token math stay fp32, and the coefficient projection takes W' in bf16); evals and probes run fp32 streams"),
 
     /* train */
     KINT("train.batch", batch, "16", 1, 65536, "sequences per micro-batch (B)"),

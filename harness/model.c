@@ -215,6 +215,7 @@ int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen) {
     m->cfg = *c;
     if (spec_for(c, &m->spec, &m->variant, err, errlen) != 0) return -1;
     m->proj_bf16 = m->variant && strcmp(c->proj_precision, "bf16") == 0;
+    m->stream_bf16 = m->variant && strcmp(c->stream_precision, "bf16") == 0;
     if (m->proj_bf16 && !HC_BF16) {
         snprintf(err, errlen,
                  "residual.proj_precision: bf16 needs AVX512_BF16, and this build has none (%s); use fp32",
@@ -277,6 +278,10 @@ void model_init(gpt_model *m, uint64_t seed) {
 /* ---- activations ---------------------------------------------------------------------- */
 
 /* Offsets of every activation inside m->acts, computed once per (config, B). */
+/* Tokens per chunk of the frame's passes (below): per GEMM and per-token pass (32..128
+ * measured alike); with bf16 streams, also the staging rows' (layout_grads). */
+#define HC_CHUNK 64
+
 typedef struct {
     size_t enc, streams, hc_rstd, hc_z, hc_pre, hc_post, hc_H, hc_cache, hc_u;
     size_t ln, ln_mean, ln_rstd, qkv, att, atty, fch, fchg, f;
@@ -287,7 +292,7 @@ typedef struct {
 
 /* gradient scratch layout */
 typedef struct {
-    size_t dX, hc_part, part_stride, part_bf16, dz, du, df, dln, dqkv, datt, datty, dfch, dfchg, dxsum, dlnf, dlogits,
+    size_t dX, hc_part, part_stride, part_bf16, part_stage, dz, du, df, dln, dqkv, datt, datty, dfch, dfchg, dxsum, dlnf, dlogits,
         total;
 } grad_layout;
 
@@ -380,6 +385,10 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
     const size_t fp32_part = hc ? (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 : 0;
     g.part_bf16 = hc && m->proj_bf16 ? fp32_part : 0; /* the bf16 region follows [W' | M | dtheta] */
     g.part_stride = fp32_part + (g.part_bf16 ? hc_bf16_parts_of(m).total : 0);
+    if (hc && m->stream_bf16) { /* then, with bf16 streams, the staging rows (hc_stage) */
+        g.part_stage = g.part_stride;
+        g.part_stride += ((size_t)(HC_CHUNK + 1) * n * C + 15) / 16 * 16;
+    }
     TAKE(hc_part, g.part_stride * (size_t)kernels_threads());
 #undef TAKE
     g.total = o;
@@ -508,7 +517,6 @@ void model_free(gpt_model *m) {
  * over threads (M, dtheta) are added in thread order: bit-identical for a given thread
  * count. */
 
-#define HC_CHUNK 64                  /* tokens per GEMM + per-token pass (32..128 measured alike) */
 #define HC_CHUNK_M 256               /* tokens per M = dz^T X product (64: slower; 256..all alike) */
 _Static_assert(HC_CHUNK % HC_LANES == 0 && HC_CHUNK_M % HC_LANES == 0,
                "the frame's chunks start whole groups of HC_LANES tokens (hc_range)");
@@ -999,11 +1007,14 @@ typedef struct {
     int nparts;
     size_t stride, bf16; /* bf16: the offset in a part of its bf16 region (hc_bf16_parts), 0 without */
     hc_bf16_parts bp;
+    size_t stage;        /* the offset in a part of its staging rows (hc_stage); 0: fp32 streams */
 } hc_scratch;
 
-/* The scratch allocated with the activations (layout_grads sizes it). */
+/* The scratch allocated with the activations (layout_grads sizes it); stage only while
+ * a training step stores the streams in bf16 (stream_bf16_on). */
 static hc_scratch hc_scratch_of(const gpt_model *m, const grad_layout *gl) {
-    hc_scratch s = {m->grad_acts + gl->hc_part, 0, gl->part_stride, gl->part_bf16, {0}};
+    hc_scratch s = {m->grad_acts + gl->hc_part, 0, gl->part_stride, gl->part_bf16, {0},
+                    m->stream_bf16_on ? gl->part_stage : 0};
     if (s.bf16) s.bp = hc_bf16_parts_of(m);
     if (gl->part_stride) s.nparts = (int)((m->n_grad_acts - gl->hc_part) / gl->part_stride);
     return s;
@@ -1014,8 +1025,10 @@ static hc_scratch hc_scratch_of(const gpt_model *m, const grad_layout *gl) {
 static int hc_threads(const hc_scratch *s) { return kernels_threads() < s->nparts ? kernels_threads() : s->nparts; }
 
 /* Tokens per chunk: HC_CHUNK, or the thread's whole range when W' is large (its packing
- * would then cost more than the chunk's work). */
-static size_t hc_chunk(const hc_dims *d, size_t N) { return d->KD <= HC_CHUNK_W_MAX ? HC_CHUNK : N; }
+ * would then cost more than the chunk's work), but with bf16 streams (staged by chunk). */
+static size_t hc_chunk(const hc_dims *d, const hc_scratch *s, size_t N) {
+    return d->KD <= HC_CHUNK_W_MAX || s->stage ? HC_CHUNK : N;
+}
 
 static inline int hc_tid(void) {
 #ifdef _OPENMP
@@ -1124,17 +1137,18 @@ static void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const h
 #endif
 
 /* Coefficients and read-out of sublayer l for the chunk [c0, c1) (rstd in place), with
- * W' already in Wg: z = r (X W'^T), per-token method math, u = sum_i pre[i] X[i]. */
-static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, size_t c1) {
+ * W' already in Wg and the chunk's rows of X_l at X: z = r (X W'^T), per-token method
+ * math, u = sum_i pre[i] X[i]. */
+static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, const real *X, size_t c0, size_t c1) {
     hc_params p = hc_params_of(m, l);
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
     const int n = d.n, K = d.K, cs = m->spec.cache;
 #if HC_BF16
-    if (m->proj_bf16) hc_x_wt_bf16(h.z + c0 * K, h.X + c0 * d.nC, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
+    if (m->proj_bf16) hc_x_wt_bf16(h.z + c0 * K, X, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
     else
 #endif
-        hc_x_wt(h.z + c0 * K, h.X + c0 * d.nC, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
+        hc_x_wt(h.z + c0 * K, X, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
     for (size_t t = c0; t < c1; t++) {
         real *z = h.z + t * K;
         for (int r = 0; r < d.rpt; r++) {
@@ -1144,7 +1158,7 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, size_t c0, si
     }
     hc_forward_tokens(&m->spec, p.theta, h.z + c0 * K, (int)(c1 - c0), h.pre + c0 * n, h.post + c0 * n,
                       h.H + c0 * n * n, h.cache + c0 * cs);
-    for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, h.X + t * d.nC, n, d.C);
+    for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, X + (t - c0) * d.nC, n, d.C);
 }
 
 /* Write-back of one token: Y[i] = post[i] f + H[i,0] X[0] + ... + H[i,n-1] X[n-1] (in that
@@ -1211,18 +1225,72 @@ static void hc_round_streams(real *Y, size_t n) {
     for (size_t i = 0; i < n; i++) Y[i] = (real)hc_stream_bf16((float)Y[i]);
 }
 
+/* ---- the streams stored in bf16 (residual.stream_precision: bf16) ----
+ * A training step with stream_bf16_on stores each X_l in bf16, in the first half of its
+ * fp32 region (the layout stays fp32's: evals and probes run the same buffers in fp32),
+ * which halves the bytes of the frame's passes over the streams. Every value is rounded
+ * as round_streams rounds it; the passes widen a chunk's rows (the write-back: a token's)
+ * to fp32 in the thread's staging rows and run the fp32 code on them: the same sums of
+ * the same values, so the step's loss and gradients are round_streams' bit for bit
+ * (tests/test_frame). */
+typedef struct {
+    real *rows; /* HC_CHUNK tokens' n C values: a chunk of X in fp32 */
+    real *tok;  /* one token's n C: the write-back's input row */
+} hc_stage;
+
+/* The bf16 storage of X_l (l in [0, Lh]). */
+static uint16_t *hc_streams_bf16(const gpt_model *m, int l) { return (uint16_t *)model_streams(m, l); }
+
+/* y = x widened to fp32, exactly: the bf16 bits are a float's high half. */
+static void hc_bf16_widen(real *restrict y, const uint16_t *restrict x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)x[i] << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        y[i] = (real)f;
+    }
+}
+
+/* y rounded to bf16 in place (as hc_stream_bf16: to nearest, ties to even) and its bits
+ * into x; a NaN stays a NaN (quiet, its payload's high bits kept). */
+static void hc_bf16_narrow(uint16_t *restrict x, real *restrict y, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)y[i];
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        const uint32_t q = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) & 0xffff0000u : r;
+        memcpy(&f, &q, sizeof f);
+        y[i] = (real)f;
+        x[i] = (uint16_t)(q >> 16);
+    }
+}
+
 /* Write-back of sublayer l for tokens [t0, t1): X_next[i] = sum_j H[i,j] X[j] + post[i] f;
  * with rstd_next, also the rstd of X_next's norm rows while they are in cache; with sum,
  * also sum = X_next[0] + ... + X_next[n-1] (the last sublayer: the input of the final
- * LayerNorm). */
-static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, real *sum, size_t t0, size_t t1) {
+ * LayerNorm). With st (bf16 streams), token t's row of X_l is widened into st->tok, and
+ * its row of X_next goes to st->rows + (t - t0) n C, rounded, and to X_{l+1}'s bf16
+ * storage (Xnext unused). */
+static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, real *sum, size_t t0, size_t t1,
+                         const hc_stage *st) {
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
     const int n = d.n, C = d.C;
+    const uint16_t *Xb = st ? hc_streams_bf16(m, l) : NULL;
+    uint16_t *Yb = st ? hc_streams_bf16(m, l + 1) : NULL;
     for (size_t t = t0; t < t1; t++) {
-        real *Y = Xnext + t * d.nC;
-        hc_out_token(n, C, h.X + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
-        if (m->round_streams) hc_round_streams(Y, d.nC);
+        real *Y = st ? st->rows + (t - t0) * d.nC : Xnext + t * d.nC;
+        const real *X = h.X + t * d.nC;
+        if (st) {
+            hc_bf16_widen(st->tok, Xb + t * d.nC, d.nC);
+            X = st->tok;
+        }
+        hc_out_token(n, C, X, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
+        if (st) hc_bf16_narrow(Yb + t * d.nC, Y, d.nC);
+        else if (m->round_streams) hc_round_streams(Y, d.nC);
         if (rstd_next)
             for (int r = 0; r < d.rpt; r++) rstd_next[t * d.rpt + r] = hc_rstd_of(Y + r * d.D, d.D);
         if (sum) hc_combine(sum + t * C, hc_ones, Y, n, C);
@@ -1238,12 +1306,13 @@ static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next
 static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_scratch *s, size_t N, const real *enc,
                               real *sum) {
     hc_dims d = hc_dims_of(m);
-    const size_t chunk = hc_chunk(&d, N);
+    const size_t chunk = hc_chunk(&d, s, N);
 #pragma omp parallel num_threads(hc_threads(s))
     {
         size_t t0, t1;
         hc_range(N, &t0, &t1);
         real *Wg = s->base + (size_t)hc_tid() * s->stride;
+        hc_stage stage = {Wg + s->stage, Wg + s->stage + HC_CHUNK * d.nC}, *st = s->stage ? &stage : NULL;
         real *Xnext = l_out >= 0 ? model_streams(m, l_out + 1) : NULL;
         real *rstd_in = l_in >= 0 ? model_hc_acts(m, l_in).rstd : NULL;
         if (l_in >= 0) {
@@ -1256,24 +1325,30 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
 #endif
             {
                 hc_scaled_weight(Wg, &p, &d);
-                /* the cuda backend's bf16 streams take W' in bf16 for z = X W'^T */
-                if (m->round_streams) hc_round_streams(Wg, (size_t)d.Kr * d.D);
+                /* bf16 streams take W' in bf16 for z = X W'^T (as the cuda backend's do) */
+                if (m->round_streams || st) hc_round_streams(Wg, (size_t)d.Kr * d.D);
             }
         }
         for (size_t c0 = t0; c0 < t1; c0 += chunk) {
             const size_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
+            /* the chunk's rows of X_{l_in}: in the streams, or (bf16) in the staging rows */
+            real *Xc = st ? st->rows : model_streams(m, l_out + 1) + c0 * d.nC;
             if (l_out >= 0) {
-                hc_out_range(m, l_out, Xnext, rstd_in, sum, c0, c1);
+                hc_out_range(m, l_out, Xnext, rstd_in, sum, c0, c1, st);
             } else {
-                real *X = model_streams(m, 0), *rstd = model_hc_acts(m, 0).rstd;
+                real *rstd = model_hc_acts(m, 0).rstd;
+                uint16_t *Xb = st ? hc_streams_bf16(m, 0) + c0 * d.nC : NULL;
                 if (enc)
                     for (size_t t = c0; t < c1; t++)
                         for (int i = 0; i < d.n; i++)
-                            memcpy(X + t * d.nC + (size_t)i * d.C, enc + t * d.C, (size_t)d.C * sizeof(real));
-                if (enc && m->round_streams) hc_round_streams(X + c0 * d.nC, (c1 - c0) * d.nC);
-                for (size_t r = c0 * d.rpt; r < c1 * d.rpt; r++) rstd[r] = hc_rstd_of(X + r * d.D, d.D);
+                            memcpy(Xc + (t - c0) * d.nC + (size_t)i * d.C, enc + t * d.C, (size_t)d.C * sizeof(real));
+                else if (st) /* X_0 as the caller left it, in bf16 */
+                    hc_bf16_widen(Xc, Xb, (c1 - c0) * d.nC);
+                if (enc && st) hc_bf16_narrow(Xb, Xc, (c1 - c0) * d.nC);
+                else if (enc && m->round_streams) hc_round_streams(Xc, (c1 - c0) * d.nC);
+                for (size_t r = 0; r < (c1 - c0) * d.rpt; r++) rstd[c0 * d.rpt + r] = hc_rstd_of(Xc + r * d.D, d.D);
             }
-            if (l_in >= 0) hc_in_chunk(m, l_in, Wg, c0, c1);
+            if (l_in >= 0) hc_in_chunk(m, l_in, Wg, Xc, c0, c1);
         }
     }
     prof_tick(PROF_HC_FRAME);
@@ -1437,10 +1512,10 @@ static HC_FMA void hc_token_dots(int n, int C, const real *X, const real *dy, co
     }
 }
 
-/* The dots of token t's backward (hc_token_dots) into dH, dpost, dpre. */
-static inline void hc_token_grads(const hc_acts *h, const hc_dims *d, size_t t, const real *dY, const real *du,
-                                  real *dH, real *dpost, real *dpre) {
-    hc_token_dots(d->n, d->C, h->X + t * d->nC, dY + t * d->nC, h->f + t * d->C, du ? du + t * d->C : NULL, dH,
+/* The dots of token t's backward (hc_token_dots), its row of X at X, into dH, dpost, dpre. */
+static inline void hc_token_grads(const hc_acts *h, const hc_dims *d, size_t t, const real *X, const real *dY,
+                                  const real *du, real *dH, real *dpost, real *dpre) {
+    hc_token_dots(d->n, d->C, X, dY + t * d->nC, h->f + t * d->C, du ? du + t * d->C : NULL, dH,
                   dpost, dpre);
 }
 
@@ -1466,8 +1541,8 @@ static inline void hc_token_dx_coefs(const hc_acts *h, const hc_dims *d, size_t 
     }
 }
 
-/* dX of TT tokens from t0 in one pass (the coefficients of hc_token_dx_coefs in cj, pj,
- * n per token): for each stream j,
+/* dX of TT tokens from t0, their rows of X from Xr, in one pass (the coefficients of
+ * hc_token_dx_coefs in cj, pj, n per token): for each stream j,
  *   dx_j = pre_j du - c_j x_j + sum_i H_ij dy_i + sum_k (r dz)_k W'[k, cols of j]
  * the last sum being the projection's backward (W' is (Kr, D): stream j's columns are
  * jC.. of row 0's dz with one norm row per token, or all D = C of row j's), read from
@@ -1479,8 +1554,9 @@ static inline void hc_token_dx_coefs(const hc_acts *h, const hc_dims *d, size_t 
  * (hc_tokens_dx dispatches). dX may be dY itself: each block of channels of a token
  * reads its n rows of dY before it writes any row of dX. */
 static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const int n, const int TT, const hc_acts *h,
-                                                                        const hc_dims *d, size_t t0, const real *dY,
-                                                                        const real *du, real *dX, const real *dz,
+                                                                        const hc_dims *d, size_t t0, const real *Xr,
+                                                                        const real *dY, const real *du, real *dX,
+                                                                        const real *dz,
                                                                         const real *cj, const real *pj,
                                                                         const real *Wb, const real *wsum,
                                                                         real *sum, const uint32_t *zp) {
@@ -1490,7 +1566,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
     real *dx[4], *sm[4];
     for (int t = 0; t < TT; t++) {
         const size_t tt = t0 + (size_t)t;
-        X[t] = h->X + tt * nC;
+        X[t] = Xr + (size_t)t * nC;
         dy[t] = dY + tt * nC;
         uu[t] = du ? du + tt * C : X[t]; /* with pj = 0 the term vanishes exactly */
         dx[t] = dX + tt * nC;
@@ -1619,10 +1695,11 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
 #define HC_DX_TILE(n) ((n) <= 4 ? 2 : 1) /* 8 + 4 + 1 of 16 registers (1, 3, 4: slower) */
 #endif
 
-/* dX of the g tokens from t0 (hc_tokens_dx_n), in tiles of HC_DX_TILE(n) tokens and
- * single tokens for the rest. cj, pj: n per token, from hc_token_dx_coefs. */
-static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, int g, const real *dY, const real *du,
-                                real *dX, const real *dz, const real *cj, const real *pj, const real *Wb,
+/* dX of the g tokens from t0, their rows of X from Xr (hc_tokens_dx_n), in tiles of
+ * HC_DX_TILE(n) tokens and single tokens for the rest. cj, pj: n per token, from
+ * hc_token_dx_coefs. */
+static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, int g, const real *Xr, const real *dY,
+                                const real *du, real *dX, const real *dz, const real *cj, const real *pj, const real *Wb,
                                 const real *wsum, real *sum, const uint32_t *zp) {
     const size_t zrow = (size_t)d->rpt * (size_t)((d->Kr + 1) / 2); /* a token's words in zp */
     const int n = d->n;
@@ -1631,11 +1708,11 @@ static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, i
 #define HC_DX_CASE(k)                                                                                           \
     case k:                                                                                                     \
         for (; i + HC_DX_TILE(k) <= g; i += HC_DX_TILE(k))                                                      \
-            hc_tokens_dx_n(k, HC_DX_TILE(k), h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wb,    \
-                           wsum, sum, zp ? zp + (size_t)i * zrow : NULL);                                       \
+            hc_tokens_dx_n(k, HC_DX_TILE(k), h, d, t0 + (size_t)i, Xr + (size_t)i * d->nC, dY, du, dX, dz,      \
+                           cj + i * k, pj + i * k, Wb, wsum, sum, zp ? zp + (size_t)i * zrow : NULL);           \
         for (; i < g; i++)                                                                                      \
-            hc_tokens_dx_n(k, 1, h, d, t0 + (size_t)i, dY, du, dX, dz, cj + i * k, pj + i * k, Wb, wsum, sum,   \
-                           zp ? zp + (size_t)i * zrow : NULL);                                                  \
+            hc_tokens_dx_n(k, 1, h, d, t0 + (size_t)i, Xr + (size_t)i * d->nC, dY, du, dX, dz, cj + i * k,      \
+                           pj + i * k, Wb, wsum, sum, zp ? zp + (size_t)i * zrow : NULL);                       \
         break;
         HC_DX_CASE(1) HC_DX_CASE(2) HC_DX_CASE(3) HC_DX_CASE(4)
         HC_DX_CASE(5) HC_DX_CASE(6) HC_DX_CASE(7) HC_DX_CASE(8)
@@ -1653,7 +1730,7 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
         for (; b < e; b += 64) __builtin_prefetch(b, 0);
 }
 
-/* Tokens [t0, t1) of the frame's backward, hc_lanes() at a time: the dots, the method's
+/* Tokens [t0, t1) of the frame's backward, their rows of X from Xr, hc_lanes() at a time: the dots, the method's
  * backward (dz, dtheta into my_dtheta), each token's dz *= r and norm coefficients, then
  * the group's dX pass (hc_tokens_dx, with sum = wsum . dX when sum is given). While a
  * token's dots run, the next token's rows and method cache are prefetched: the
@@ -1663,7 +1740,7 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
  * zper more reals of the zeroing zc walks, before each token's dots: its stores drain
  * while the token's work runs. */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
-                               size_t t1, const real *dY, const real *du, real *dX, real *dz, const real *Wb,
+                               size_t t1, const real *Xr, const real *dY, const real *du, real *dX, real *dz, const real *Wb,
                                const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc, size_t zper,
                                uint32_t *zp) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
@@ -1674,14 +1751,15 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
         for (int i = 0; i < g; i++) {
             const size_t t = g0 + (size_t)i + 1; /* the next token's rows, while this one's dots run */
             if (t < t1) {
-                hc_prefetch(h->X + t * d->nC, d->nC, 0);
+                hc_prefetch(Xr + (t - t0) * d->nC, d->nC, 0);
                 hc_prefetch(dY + t * d->nC, d->nC, 1);
                 hc_prefetch(h->f + t * d->C, d->C, 0);
                 if (du) hc_prefetch(du + t * d->C, d->C, 0);
                 if (cs) hc_prefetch(h->cache + t * cs, (size_t)cs, 0);
             }
             if (zc) hc_zero_next(zc, zper);
-            hc_token_grads(h, d, g0 + i, dY, du, dH + i * n * n, dpost + i * n, dpre + i * n);
+            hc_token_grads(h, d, g0 + i, Xr + (g0 + i - t0) * d->nC, dY, du, dH + i * n * n, dpost + i * n,
+                           dpre + i * n);
         }
         hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
                            my_dtheta);
@@ -1689,7 +1767,7 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
 #if HC_BF16
         if (zp) hc_dz_pairs_bf16(d, dz + g0 * K, g, zp);
 #endif
-        hc_tokens_dx(h, d, g0, g, dY, du, dX, dz, cj, pj, Wb, wsum, sum, zp);
+        hc_tokens_dx(h, d, g0, g, Xr + (g0 - t0) * d->nC, dY, du, dX, dz, cj, pj, Wb, wsum, sum, zp);
     }
 }
 
@@ -1706,7 +1784,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
     hc_acts h = model_hc_acts(m, l);
     const real *post_prev = df_prev ? model_hc_acts(m, l - 1).post : NULL;
     hc_dims d = hc_dims_of(m);
-    const size_t chunk = hc_chunk(&d, N), mchunk = chunk < N ? HC_CHUNK_M : N;
+    const size_t chunk = hc_chunk(&d, s, N), mchunk = s->stage ? chunk : chunk < N ? HC_CHUNK_M : N;
 #pragma omp parallel num_threads(hc_threads(s))
     {
         const int nthr = hc_nthreads();
@@ -1733,20 +1811,28 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
         }
         for (size_t s0 = t0; s0 < t1; s0 += mchunk) {
             const size_t s1 = s0 + mchunk < t1 ? s0 + mchunk : t1;
+            /* the rows of X_l for [s0, s1): in the streams, or widened from bf16 into the
+               staging rows (then mchunk = chunk: one chunk) */
+            const real *Xs = h.X + s0 * d.nC;
+            if (s->stage) {
+                real *rows = s->base + (size_t)hc_tid() * s->stride + s->stage;
+                hc_bf16_widen(rows, hc_streams_bf16(m, l) + s0 * d.nC, (s1 - s0) * d.nC);
+                Xs = rows;
+            }
             for (size_t c0 = s0; c0 < s1; c0 += chunk) {
                 const size_t c1 = c0 + chunk < s1 ? c0 + chunk : s1;
                 /* with dX, df of l - 1 (or sublayer 0's dsum, which may be du itself: each
                    block of a token's du is read before its dsum is written) */
-                hc_tokens_backward(m, &p, &h, &d, c0, c1, dY, du, dX, dz, Wb, df_prev ? post_prev : NULL,
+                hc_tokens_backward(m, &p, &h, &d, c0, c1, Xs + (c0 - s0) * d.nC, dY, du, dX, dz, Wb, df_prev ? post_prev : NULL,
                                    df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL, zper,
                                    bf ? (uint32_t *)(bf + s->bp.zp) : NULL);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
 #if HC_BF16
-            if (bf) hc_at_x_bf16(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D, bf + s->bp.ax);
+            if (bf) hc_at_x_bf16(myM, dz + s0 * d.K, Xs, (s1 - s0) * d.rpt, d.Kr, d.D, bf + s->bp.ax);
             else
 #endif
-                hc_at_x(myM, dz + s0 * d.K, h.X + s0 * d.nC, (s1 - s0) * d.rpt, d.Kr, d.D);
+                hc_at_x(myM, dz + s0 * d.K, Xs, (s1 - s0) * d.rpt, d.Kr, d.D);
         }
         if (df_prev) hc_zero_next(&zc, SIZE_MAX); /* what the tokens' pieces left */
 #pragma omp barrier
@@ -2006,9 +2092,11 @@ static int slice_start(int B, int S, int k) { return (int)((long)B * k / S); }
 real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale) {
     model_alloc_acts(m, B);
     const int S = m->n_slices, T = m->T;
+    m->stream_bf16_on = m->stream_bf16; /* this step's streams in bf16 (the slices copy it) */
     if (S <= 1 || !targets || prof_acc || omp_in_parallel() || omp_get_max_active_levels() > 1) {
         real loss = model_forward(m, inputs, targets, B);
         model_backward(m, scale);
+        m->stream_bf16_on = 0;
         return loss;
     }
     if (!m->slice_grads) m->slice_grads = calloc_huge((size_t)(S - 1) * m->n_params, sizeof(real));
@@ -2061,6 +2149,7 @@ real model_forward_backward(gpt_model *m, const int *inputs, const int *targets,
     free(lk);
     free(sl);
     free(cnt);
+    m->stream_bf16_on = 0;
     m->mean_loss = (real)loss;
     m->branches = 1;
     return m->mean_loss;

@@ -77,10 +77,14 @@ typedef struct {
     real mean_loss;
     int branches;         /* 1 unless the last forward was model_streams_forward(..., 0) */
     int proj_bf16;        /* residual.proj_precision: bf16 (the frame's projection products) */
+    int stream_bf16;      /* residual.stream_precision: bf16 with a frame: the training steps
+                             (model_forward_backward) store the streams in bf16; model_forward and
+                             model_backward called on their own (evals, probes) keep them in fp32 */
+    int stream_bf16_on;   /* set by model_forward_backward for the step it runs (stream_bf16) */
     int round_streams;    /* 1: every value written to the streams is rounded to bf16 (to nearest,
-                             ties to even), the numerics of the cuda backend's
-                             residual.stream_precision: bf16; its reference in tests/gpu/check.cu,
-                             which sets it (model_build leaves it 0: the cpu stores fp32) */
+                             ties to even) but stored in fp32: the numerics of stream_bf16 (and of
+                             the cuda backend's), bit for bit, as a reference (tests/test_frame,
+                             tests/gpu/check.cu set it; model_build leaves it 0) */
 } gpt_model;
 
 /* 1 when this build has the frame's projection products with bf16 operands

@@ -337,8 +337,8 @@ int train_main(int argc, char **argv) {
             { status = RUN_USAGE; goto out; }
         }
     }
-    /* residual.stream_precision bf16 asked of a frame method; the cuda backend stores them so */
-    const int streams_bf16 = model.variant && !strcmp(cfg.stream_precision, "bf16");
+    /* residual.stream_precision bf16 asked of a frame method: both backends' training steps store them so */
+    const int streams_bf16 = model.stream_bf16;
     if (!quiet) {
         if (cm) printf("backend: cuda on %s, %s\n", gpu, cfg.precision);
         else if (!strcmp(cfg.backend, "auto"))
@@ -349,11 +349,9 @@ int train_main(int argc, char **argv) {
         if (!cm && strcmp(cfg.precision, "fp32"))
             printf("precision: fp32 (run.precision %s is for the cuda backend; the cpu backend trains in fp32, "
                    "and the run file says so)\n", cfg.precision);
-        if (!cm && streams_bf16)
-            printf("streams: fp32 (residual.stream_precision bf16 is for the cuda backend; the cpu backend stores "
-                   "them in fp32, and the run file says so)\n");
-        if (cm && streams_bf16)
-            printf("streams: stored in bf16 (residual.stream_precision); their gradients and every sum in fp32\n");
+        if (streams_bf16)
+            printf("streams: stored in bf16 in the training steps (residual.stream_precision); their gradients and "
+                   "every sum in fp32; evals and probes run fp32 streams\n");
     }
     if (mkdir_p(dir) != 0) {
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
@@ -374,7 +372,7 @@ int train_main(int argc, char **argv) {
     h5log_attr_str(&log, "/", "device", cm ? gpu : "cpu");
     h5log_attr_str(&log, "/", "precision", cm ? cfg.precision : "fp32");
     h5log_attr_str(&log, "/", "proj_precision", model.proj_bf16 ? "bf16" : "fp32");
-    h5log_attr_str(&log, "/", "stream_precision", cm && streams_bf16 ? "bf16" : "fp32");
+    h5log_attr_str(&log, "/", "stream_precision", streams_bf16 ? "bf16" : "fp32");
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
     h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
     h5log_attr_str(&log, "/", "H_res_convention",

@@ -492,6 +492,90 @@ static void test_proj_bf16_step(void) {
     }
 }
 
+/* residual.stream_precision: bf16 on the cpu: a training step stores the streams in bf16
+ * and must be, bit for bit, the step of the same model that rounds every value it writes
+ * to the streams (and W') to bf16 but keeps them in fp32 (round_streams, the reference the
+ * cuda backend is checked against): the loss and every gradient. It is not the fp32
+ * step's loss; and model_forward on its own (evals, probes) runs fp32 streams again. Every
+ * frame method at n = 4, one and two threads (the sliced step), C = 32 and 36 (channels
+ * past the last vector), T = 37 (a ragged last group of tokens); n = 2 and 3 for s2hc. */
+static int stream_bf16_case(const char *method, int n, int C, int threads, int B) {
+    s2hc_config c;
+    config_defaults(&c);
+    c.n_layer = 2; c.n_head = 2; c.n_embd = C; c.block_size = 37;
+    snprintf(c.method, sizeof c.method, "%s", method);
+    c.n_streams = n;
+    snprintf(c.proj_init, sizeof c.proj_init, "normal");
+    gpt_model a, b, f;
+    char err[256];
+    CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
+    CHECK(model_build(&f, &c, err, sizeof err) == 0, "%s", err);
+    snprintf(c.stream_precision, sizeof c.stream_precision, "bf16");
+    CHECK(model_build(&a, &c, err, sizeof err) == 0, "%s", err);
+    CHECK(a.stream_bf16 && !b.stream_bf16, "%s: stream_precision bf16 not taken", method);
+    b.round_streams = 1;
+    gpt_model *ms[3] = {&a, &b, &f};
+    for (int k = 0; k < 3; k++) {
+        model_init(ms[k], 7);
+        for (int t = 0; t < ms[k]->n_tensors; t++) /* the tokens' coefficients and projection terms weigh */
+            for (size_t i = 0; i < ms[k]->pinfo[t].numel; i++) {
+                real *v = ms[k]->params + ms[k]->pinfo[t].offset + i;
+                if (strstr(ms[k]->pinfo[t].name, "alpha_") || strstr(ms[k]->pinfo[t].name, ".tau")) *v *= 100;
+                if (strstr(ms[k]->pinfo[t].name, "proj.weight")) *v *= 30;
+            }
+    }
+    const size_t N = (size_t)B * a.T, P = a.n_params;
+    int *in, *tg;
+    random_tokens(N, 43, 1, &in, &tg);
+    omp_set_num_threads(threads);
+    real loss[3];
+    for (int k = 0; k < 3; k++) {
+        model_zero_grad(ms[k]);
+        loss[k] = model_forward_backward(ms[k], in, tg, B, 1);
+    }
+    int bad = 0;
+    for (size_t i = 0; i < P; i++) bad += a.grads[i] != b.grads[i];
+    CHECK(loss[0] == loss[1] && bad == 0,
+          "%s n=%d C=%d threads=%d: bf16 streams against round_streams: loss %.9g vs %.9g, %d of %zu gradients differ",
+          method, n, C, threads, (double)loss[0], (double)loss[1], bad, P);
+    if (threads == 1) { /* one slice: the streams of the batch, in bf16, are the reference's values */
+        const size_t len = N * (size_t)n * (size_t)C;
+        size_t off = 0;
+        for (int l = 0; l <= a.Lh; l++) {
+            const uint16_t *xa = (const uint16_t *)model_streams(&a, l);
+            const real *xb = model_streams(&b, l);
+            for (size_t i = 0; i < len; i++) {
+                const uint32_t u = (uint32_t)xa[i] << 16;
+                float v;
+                memcpy(&v, &u, sizeof v);
+                off += v != xb[i];
+            }
+        }
+        CHECK(off == 0, "%s n=%d: %zu values of the bf16 streams are not the reference's", method, n, off);
+    }
+    CHECK(loss[0] != loss[2], "%s n=%d: the bf16-stream step's loss is the fp32 step's (%.9g)", method, n,
+          (double)loss[2]);
+    CHECK(!a.stream_bf16_on, "%s: the step left its streams in bf16 for what follows", method);
+    const real ea = model_forward(&a, in, tg, B), ef = model_forward(&f, in, tg, B);
+    CHECK(ea == ef, "%s n=%d: model_forward after a bf16 step %.9g, the fp32 model's %.9g", method, n, (double)ea,
+          (double)ef);
+    free(in);
+    free(tg);
+    for (int k = 0; k < 3; k++) model_free(ms[k]);
+    return bad;
+}
+
+static void test_stream_bf16_step(void) {
+    const int saved = omp_get_max_threads();
+    for (int i = 0; hc_variants[i]; i++) {
+        stream_bf16_case(hc_variants[i]->name, 4, 32, 1, 3);
+        stream_bf16_case(hc_variants[i]->name, 4, 36, 2, 4);
+    }
+    stream_bf16_case("s2hc", 2, 36, 2, 3);
+    stream_bf16_case("s2hc", 3, 32, 1, 2);
+    omp_set_num_threads(saved);
+}
+
 static void test_every_method_trains(void) {
     char cfg[700];
     snprintf(cfg, sizeof cfg, "%s/methods.yaml", tmp);
@@ -632,6 +716,7 @@ int main(void) {
     T_RUN(test_resume_is_exact);
     T_RUN(test_truncated_checkpoint_refused);
     T_RUN(test_proj_bf16_step);
+    T_RUN(test_stream_bf16_step);
     T_RUN(test_every_method_trains);
     T_RUN(test_divergence_is_recorded);
     return T_END();

@@ -181,7 +181,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             s[1] += cpu_now() - t0;
             evict();
             t0 = cpu_now();
-            hc_out_range(&m, l, model_streams(&m, l + 1), model_hc_acts(&m, l + 1).rstd, NULL, 0, N);
+            hc_out_range(&m, l, model_streams(&m, l + 1), model_hc_acts(&m, l + 1).rstd, NULL, 0, N, NULL);
             s[2] += cpu_now() - t0;
             hc_acts h = model_hc_acts(&m, l + 1), a0 = model_hc_acts(&m, l);
             real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM], cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
@@ -192,10 +192,10 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             for (size_t g0 = 0; g0 < N; g0 += HC_LANES) {
                 const int g = N - g0 < HC_LANES ? (int)(N - g0) : HC_LANES;
                 for (int i = 0; i < g; i++) {
-                    hc_token_grads(&h, &d, g0 + i, dY, du, dH, dpost, dpre);
+                    hc_token_grads(&h, &d, g0 + i, h.X + (g0 + i) * d.nC, dY, du, dH, dpost, dpre);
                     hc_token_dx_coefs(&h, &d, g0 + i, 1, dz, cj + i * d.n, pj + i * d.n);
                 }
-                hc_tokens_dx(&h, &d, g0, g, dY, du, dY, dz, cj, pj, hs.base, a0.post, df,
+                hc_tokens_dx(&h, &d, g0, g, h.X + g0 * d.nC, dY, du, dY, dz, cj, pj, hs.base, a0.post, df,
                              fb_pairs(&m, &hs, &d, dz + g0 * d.K, g));
             }
             s[3] += cpu_now() - t0;
@@ -230,15 +230,16 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
         MIN_OF(hb[1], hc_forward_tokens(&m.spec, p.theta, h.z, (int)NT, h.pre, h.post, h.H, h.cache));
         MIN_OF(hb[2], for (size_t t = 0; t < NT; t++) hc_combine(h.u + t * d.C, h.pre + t * d.n, h.X + t * d.nC, d.n,
                                                                   d.C));
-        MIN_OF(hb[3], hc_out_range(&m, 1, model_streams(&m, 2), model_hc_acts(&m, 2).rstd, NULL, 0, NT));
+        MIN_OF(hb[3], hc_out_range(&m, 1, model_streams(&m, 2), model_hc_acts(&m, 2).rstd, NULL, 0, NT, NULL));
         MIN_OF(hb[4], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes) for (int i = 0; i < lanes; i++)
-                          hc_token_grads(&h, &d, g0 + i, dY, du, dH + i * d.n * d.n, dpost + i * d.n, dpre + i * d.n));
+                          hc_token_grads(&h, &d, g0 + i, h.X + (g0 + i) * d.nC, dY, du, dH + i * d.n * d.n,
+                                         dpost + i * d.n, dpre + i * d.n));
         MIN_OF(hb[5], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes)
                           hc_backward_tokens(&m.spec, p.theta, h.z + g0 * K, h.cache + g0 * cs, lanes, dpre, dpost, dH,
                                              dz + g0 * K, myth));
         MIN_OF(hb[6], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes) {
             for (int i = 0; i < lanes; i++) hc_token_dx_coefs(&h, &d, g0 + i, 1, dz, cj + i * d.n, pj + i * d.n);
-            hc_tokens_dx(&h, &d, g0, lanes, dY, du, dY, dz, cj, pj, Wb, h0.post, df,
+            hc_tokens_dx(&h, &d, g0, lanes, h.X + g0 * d.nC, dY, du, dY, dz, cj, pj, Wb, h0.post, df,
                          fb_pairs(&m, &hs, &d, dz + g0 * K, lanes));
         });
         MIN_OF(hb[7], fb_at_x(&m, &hs, myM, dz, h.X, NT * d.rpt, &d));

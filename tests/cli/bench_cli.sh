@@ -79,6 +79,15 @@ elif [ $st = 2 ] && grep -q "needs AVX512_BF16" "$TMP/out"; then
 else
   fail "bench --proj-bf16: exit $st"
 fi
+# --stream-bf16: every frame method's streams in bf16 (the column says so; rc has none),
+# fp32 by default
+expect_status 0 "bench --stream-bf16 runs" -- "$S2HC" bench --quick --preset tiny --no-probes --no-streams \
+  --rounds 1 --steps 1 --methods s2hc --stream-bf16 --csv "$TMP/csv4"
+expect_out "streams: stored in bf16" "bench --stream-bf16 says so"
+got=$(awk -F, 'FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } { printf "%s:%s ", $2, $(c["stream_precision"]) }' \
+      "$TMP/csv4/bench.csv" "$TMP/csv2/bench.csv")
+[ "$got" = "rc:fp32 s2hc:bf16 rc:fp32 s2hc:fp32 mhc:fp32 " ] && ok "stream_precision: bf16 with --stream-bf16, else fp32" ||
+  fail "stream_precision rows: '$got'"
 FB=${BUILD:-build}/tools/frame_bench
 expect_status 0 "frame_bench --help" -- "$FB" --help
 expect_out "ns per token" "frame_bench --help says its unit"

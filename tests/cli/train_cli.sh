@@ -58,12 +58,6 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
   expect_status 0 "bf16 on the CPU trains" -- "$S2HC" train "$TMP/t.yaml" --set run.name=bf --set run.precision=bf16 --set train.steps=2 --set train.warmup=1
   expect_out "precision: fp32 \\(run.precision bf16 is for the cuda backend" "the CPU says it trains in fp32"
   [ "$(h5dump -a /precision "$TMP/runs/bf/run.h5" 2>/dev/null | grep -c '"fp32"')" = 1 ] && ok "the run file records fp32" || fail "the run file's precision is not fp32"
-  # residual.stream_precision bf16: a cuda option; the CPU trains with fp32 streams and says so
-  expect_status 0 "stream_precision bf16 on the CPU trains" -- "$S2HC" train "$TMP/t.yaml" --set run.name=sb \
-    --set residual.method=s2hc --set residual.stream_precision=bf16 --set train.steps=2 --set train.warmup=1
-  expect_out "streams: fp32 \\(residual.stream_precision bf16 is for the cuda backend" "the CPU says its streams are fp32"
-  [ "$(h5dump -a /stream_precision "$TMP/runs/sb/run.h5" 2>/dev/null | grep -c '"fp32"')" = 1 ] &&
-    ok "the run file records stream_precision fp32" || fail "the run file's stream_precision is not fp32"
   # residual.proj_precision bf16: a cpu option, refused on cuda before anything is written (a
   # build without AVX512_BF16 refuses it earlier, by the same key)
   expect_status 2 "proj_precision bf16 with backend cuda exits 2" -- "$S2HC" train "$TMP/t.yaml" --set run.backend=cuda \
@@ -72,6 +66,12 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
     "the error names the key"
   [ ! -e "$TMP/runs/pbc" ] && ok "nothing written" || fail "a run directory was created"
 fi
+# residual.stream_precision bf16: the CPU trains with bf16 streams too, and says so
+expect_status 0 "stream_precision bf16 on the CPU trains" -- "$S2HC" train "$TMP/t.yaml" --set run.name=sb --set run.backend=cpu \
+  --set residual.method=s2hc --set residual.stream_precision=bf16 --set train.steps=2 --set train.warmup=1
+expect_out "streams: stored in bf16 in the training steps \\(residual.stream_precision\\)" "the CPU says its streams are bf16"
+[ "$(h5dump -a /stream_precision "$TMP/runs/sb/run.h5" 2>/dev/null | grep -c '"bf16"')" = 1 ] &&
+  ok "the run file records stream_precision bf16" || fail "the run file's stream_precision is not bf16"
 # residual.proj_precision bf16 on the CPU: trains and says so (or, without AVX512_BF16 in
 # the build, is refused by name)
 "$S2HC" train "$TMP/t.yaml" --set run.name=pb --set residual.method=s2hc --set residual.proj_precision=bf16 \
