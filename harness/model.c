@@ -387,7 +387,7 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
     g.part_stride = fp32_part + (g.part_bf16 ? hc_bf16_parts_of(m).total : 0);
     if (hc && m->stream_bf16) { /* then, with bf16 streams, the staging rows (hc_stage) */
         g.part_stage = g.part_stride;
-        g.part_stride += ((size_t)(HC_CHUNK + 1) * n * C + 15) / 16 * 16;
+        g.part_stride += ((size_t)HC_CHUNK * n * C + 15) / 16 * 16;
     }
     TAKE(hc_part, g.part_stride * (size_t)kernels_threads());
 #undef TAKE
@@ -1161,54 +1161,6 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, const real *X
     for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, X + (t - c0) * d.nC, n, d.C);
 }
 
-/* Write-back of one token: Y[i] = post[i] f + H[i,0] X[0] + ... + H[i,n-1] X[n-1] (in that
- * order). n is a constant in each instance (hc_out_token dispatches): a block of
- * channels of the n rows of X and of f is loaded once for the n rows of Y, and the
- * token's n^2 + n coefficients stay in registers. */
-static inline __attribute__((always_inline)) HC_FMA void hc_out_token_n(const int n, int C, const real *X,
-                                                                        const real *f, const real *H,
-                                                                        const real *post, real *Y) {
-    hc_vec hv[HC_MM], qv[HC_MAX_N];
-#pragma GCC unroll 8
-    for (int i = 0; i < n; i++) {
-        qv[i] = hc_splat(post[i]);
-#pragma GCC unroll 8
-        for (int j = 0; j < n; j++) hv[i * n + j] = hc_splat(H[i * n + j]);
-    }
-    int c = 0;
-    for (; c + HC_VL <= C; c += HC_VL) {
-        hc_vec xv[HC_MAX_N];
-#pragma GCC unroll 8
-        for (int j = 0; j < n; j++) xv[j] = hc_load(X + (size_t)j * C + c);
-        const hc_vec fv = hc_load(f + c);
-#pragma GCC unroll 8
-        for (int i = 0; i < n; i++) {
-            hc_vec v = hc_opaque(qv[i] * fv); /* as in hc_combine_n */
-#pragma GCC unroll 8
-            for (int j = 0; j < n; j++) v += hv[i * n + j] * xv[j];
-            hc_store(Y + (size_t)i * C + c, v);
-        }
-    }
-    for (; c < C; c++)
-        for (int i = 0; i < n; i++) {
-            real v = post[i] * f[c];
-            for (int j = 0; j < n; j++) v += H[i * n + j] * X[(size_t)j * C + c];
-            Y[(size_t)i * C + c] = v;
-        }
-}
-
-static HC_FMA void hc_out_token(int n, int C, const real *X, const real *f, const real *H, const real *post,
-                                real *Y) {
-    switch (n) {
-#define HC_OUT_CASE(k) \
-    case k: hc_out_token_n(k, C, X, f, H, post, Y); break;
-        HC_OUT_CASE(1) HC_OUT_CASE(2) HC_OUT_CASE(3) HC_OUT_CASE(4)
-        HC_OUT_CASE(5) HC_OUT_CASE(6) HC_OUT_CASE(7) HC_OUT_CASE(8)
-#undef HC_OUT_CASE
-    default: die(1, "hyper-connection frame: n = %d streams is more than %d", n, HC_MAX_N);
-    }
-}
-
 /* x rounded to the nearest bf16 value, ties to even (NaN stays NaN), as CUDA's
  * __float2bfloat16_rn: gpt_model.round_streams. Not hc_bf16_round: that one exists only in
  * AVX512_BF16 builds and flushes denormals to zero, as vcvtne2ps2bf16 does. */
@@ -1228,52 +1180,127 @@ static void hc_round_streams(real *Y, size_t n) {
 /* ---- the streams stored in bf16 (residual.stream_precision: bf16) ----
  * A training step with stream_bf16_on stores each X_l in bf16, in the first half of its
  * fp32 region (the layout stays fp32's: evals and probes run the same buffers in fp32),
- * which halves the bytes of the frame's passes over the streams. Every value is rounded
- * as round_streams rounds it; the passes widen a chunk's rows (the write-back: a token's)
- * to fp32 in the thread's staging rows and run the fp32 code on them: the same sums of
- * the same values, so the step's loss and gradients are round_streams' bit for bit
- * (tests/test_frame). */
+ * which halves the bytes of the frame's passes over them. Every value is rounded as
+ * round_streams rounds it. The write-back reads X_l's bf16 rows in its loop
+ * (hc_out_token_n) and writes X_{l+1}'s rows in fp32 to the thread's staging rows, where
+ * a pass rounds them and stores their bf16 (hc_bf16_narrow) and the next coefficients
+ * read them; the backward widens a chunk's rows into the staging rows and runs the fp32
+ * code on them. The same sums of the same values: the step's loss and gradients are
+ * round_streams' bit for bit (tests/test_train). */
 typedef struct {
     real *rows; /* HC_CHUNK tokens' n C values: a chunk of X in fp32 */
-    real *tok;  /* one token's n C: the write-back's input row */
 } hc_stage;
 
 /* The bf16 storage of X_l (l in [0, Lh]). */
 static uint16_t *hc_streams_bf16(const gpt_model *m, int l) { return (uint16_t *)model_streams(m, l); }
 
-/* y = x widened to fp32, exactly: the bf16 bits are a float's high half. */
-static void hc_bf16_widen(real *restrict y, const uint16_t *restrict x, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t u = (uint32_t)x[i] << 16;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        y[i] = (real)f;
-    }
+/* A bf16 value as a real, exactly: its bits are a float's high half. */
+static inline real hc_bf16_get(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return (real)f;
 }
 
-/* y rounded to bf16 in place (as hc_stream_bf16: to nearest, ties to even) and its bits
- * into x; a NaN stays a NaN (quiet, its payload's high bits kept). */
+/* y rounded to bf16 (as hc_stream_bf16: to nearest, ties to even; a NaN stays a NaN, quiet,
+ * its payload's high bits kept), its bits stored at x; returns the rounded value. */
+static inline real hc_bf16_put(uint16_t *x, real y) {
+    float f = (float)y;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    u = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) & 0xffff0000u : r;
+    *x = (uint16_t)(u >> 16);
+    memcpy(&f, &u, sizeof f);
+    return (real)f;
+}
+
+/* HC_VL bf16 values as a vector of reals (real may be double: the gradient-check build). */
+typedef uint16_t hc_hvec __attribute__((vector_size(2 * HC_VL)));
+typedef uint32_t hc_uvec __attribute__((vector_size(4 * HC_VL)));
+typedef float hc_fvec __attribute__((vector_size(4 * HC_VL)));
+
+static inline __attribute__((always_inline)) hc_vec hc_bf16_vget(const uint16_t *x) {
+    hc_hvec h;
+    memcpy(&h, x, sizeof h);
+    const hc_uvec u = __builtin_convertvector(h, hc_uvec) << 16;
+    return __builtin_convertvector((hc_fvec)u, hc_vec);
+}
+
+/* y = x widened to reals. */
+static void hc_bf16_widen(real *restrict y, const uint16_t *restrict x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = hc_bf16_get(x[i]);
+}
+
+/* y rounded to bf16 in place, its bits into x. */
 static void hc_bf16_narrow(uint16_t *restrict x, real *restrict y, size_t n) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float f = (float)y[i];
-        uint32_t u;
-        memcpy(&u, &f, sizeof u);
-        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-        const uint32_t q = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) & 0xffff0000u : r;
-        memcpy(&f, &q, sizeof f);
-        y[i] = (real)f;
-        x[i] = (uint16_t)(q >> 16);
+    for (size_t i = 0; i < n; i++) y[i] = hc_bf16_put(x + i, y[i]);
+}
+
+/* Write-back of one token: Y[i] = post[i] f + H[i,0] X[0] + ... + H[i,n-1] X[n-1] (in that
+ * order). n is a constant in each instance (hc_out_token dispatches): a block of
+ * channels of the n rows of X and of f is loaded once for the n rows of Y, and the
+ * token's n^2 + n coefficients stay in registers. With xb (bf16 streams, also a
+ * constant), X is the token's bf16 row, widened as it is loaded. (Rounding Y in this
+ * loop too measured slower than a pass of its own, hc_bf16_narrow: its constants spill
+ * the coefficients' registers; log item 38.) */
+static inline __attribute__((always_inline)) HC_FMA void hc_out_token_n(const int n, const int xb, int C,
+                                                                        const void *X, const real *f,
+                                                                        const real *H, const real *post, real *Y) {
+    const real *Xf = (const real *)X;
+    const uint16_t *Xh = (const uint16_t *)X;
+    hc_vec hv[HC_MM], qv[HC_MAX_N];
+#pragma GCC unroll 8
+    for (int i = 0; i < n; i++) {
+        qv[i] = hc_splat(post[i]);
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++) hv[i * n + j] = hc_splat(H[i * n + j]);
+    }
+    int c = 0;
+    for (; c + HC_VL <= C; c += HC_VL) {
+        hc_vec xv[HC_MAX_N];
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++)
+            xv[j] = xb ? hc_bf16_vget(Xh + (size_t)j * C + c) : hc_load(Xf + (size_t)j * C + c);
+        const hc_vec fv = hc_load(f + c);
+#pragma GCC unroll 8
+        for (int i = 0; i < n; i++) {
+            hc_vec v = hc_opaque(qv[i] * fv); /* as in hc_combine_n */
+#pragma GCC unroll 8
+            for (int j = 0; j < n; j++) v += hv[i * n + j] * xv[j];
+            hc_store(Y + (size_t)i * C + c, v);
+        }
+    }
+    for (; c < C; c++)
+        for (int i = 0; i < n; i++) {
+            real v = post[i] * f[c];
+            for (int j = 0; j < n; j++)
+                v += H[i * n + j] * (xb ? hc_bf16_get(Xh[(size_t)j * C + c]) : Xf[(size_t)j * C + c]);
+            Y[(size_t)i * C + c] = v;
+        }
+}
+
+static HC_FMA void hc_out_token(int n, int xb, int C, const void *X, const real *f, const real *H, const real *post,
+                                real *Y) {
+    switch (n * 2 + !!xb) {
+#define HC_OUT_CASE(k)                                                 \
+    case 2 * k: hc_out_token_n(k, 0, C, X, f, H, post, Y); break;      \
+    case 2 * k + 1: hc_out_token_n(k, 1, C, X, f, H, post, Y); break;
+        HC_OUT_CASE(1) HC_OUT_CASE(2) HC_OUT_CASE(3) HC_OUT_CASE(4)
+        HC_OUT_CASE(5) HC_OUT_CASE(6) HC_OUT_CASE(7) HC_OUT_CASE(8)
+#undef HC_OUT_CASE
+    default: die(1, "hyper-connection frame: n = %d streams is more than %d", n, HC_MAX_N);
     }
 }
 
 /* Write-back of sublayer l for tokens [t0, t1): X_next[i] = sum_j H[i,j] X[j] + post[i] f;
  * with rstd_next, also the rstd of X_next's norm rows while they are in cache; with sum,
  * also sum = X_next[0] + ... + X_next[n-1] (the last sublayer: the input of the final
- * LayerNorm). With st (bf16 streams), token t's row of X_l is widened into st->tok, and
- * its row of X_next goes to st->rows + (t - t0) n C, rounded, and to X_{l+1}'s bf16
- * storage (Xnext unused). */
+ * LayerNorm). With st (bf16 streams), X_l is read from its bf16 storage, and token t's
+ * row of X_next goes rounded to X_{l+1}'s bf16 storage and to st->rows + (t - t0) n C
+ * (Xnext unused). */
 static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, real *sum, size_t t0, size_t t1,
                          const hc_stage *st) {
     hc_acts h = model_hc_acts(m, l);
@@ -1283,14 +1310,13 @@ static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next
     uint16_t *Yb = st ? hc_streams_bf16(m, l + 1) : NULL;
     for (size_t t = t0; t < t1; t++) {
         real *Y = st ? st->rows + (t - t0) * d.nC : Xnext + t * d.nC;
-        const real *X = h.X + t * d.nC;
         if (st) {
-            hc_bf16_widen(st->tok, Xb + t * d.nC, d.nC);
-            X = st->tok;
+            hc_out_token(n, 1, C, Xb + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
+            hc_bf16_narrow(Yb + t * d.nC, Y, d.nC);
+        } else {
+            hc_out_token(n, 0, C, h.X + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
+            if (m->round_streams) hc_round_streams(Y, d.nC);
         }
-        hc_out_token(n, C, X, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
-        if (st) hc_bf16_narrow(Yb + t * d.nC, Y, d.nC);
-        else if (m->round_streams) hc_round_streams(Y, d.nC);
         if (rstd_next)
             for (int r = 0; r < d.rpt; r++) rstd_next[t * d.rpt + r] = hc_rstd_of(Y + r * d.D, d.D);
         if (sum) hc_combine(sum + t * C, hc_ones, Y, n, C);
@@ -1312,7 +1338,7 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
         size_t t0, t1;
         hc_range(N, &t0, &t1);
         real *Wg = s->base + (size_t)hc_tid() * s->stride;
-        hc_stage stage = {Wg + s->stage, Wg + s->stage + HC_CHUNK * d.nC}, *st = s->stage ? &stage : NULL;
+        hc_stage stage = {Wg + s->stage}, *st = s->stage ? &stage : NULL;
         real *Xnext = l_out >= 0 ? model_streams(m, l_out + 1) : NULL;
         real *rstd_in = l_in >= 0 ? model_hc_acts(m, l_in).rstd : NULL;
         if (l_in >= 0) {

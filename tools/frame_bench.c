@@ -21,7 +21,12 @@
  *                             bench's frame floor: no projection, no method)
  *   hot    the same parts over 256 tokens already in cache: what they cost as compute.
  *
- * usage: frame_bench [--preset tiny|small] [--n N] [--methods a,b,...] [--reps R]
+ * With --stream-bf16 the cold forward and backward regions and the cold write-back run on
+ * a twin model whose training step stored its streams in bf16 (residual.stream_precision);
+ * the other parts, which run the same code on fp32 rows either way, on the fp32 model.
+ *
+ * usage: frame_bench [--preset tiny|small] [--n N] [--methods a,b,...] [--reps R] [--bf16]
+ *                    [--stream-bf16]
  */
 #include <time.h>
 #include "../harness/model.c"
@@ -125,7 +130,8 @@ static void fb_at_x(const gpt_model *m, const hc_scratch *hs, real *M, const rea
     hc_at_x(M, A, X, rows, d->Kr, d->D);
 }
 
-static int time_method(const char *preset, const char *method, int n, int reps, int bf16, frame_times *r) {
+static int time_method(const char *preset, const char *method, int n, int reps, int bf16, int sbf16,
+                       frame_times *r) {
     s2hc_config c;
     config_defaults(&c);
     if (bf16) snprintf(c.proj_precision, sizeof c.proj_precision, "bf16");
@@ -160,6 +166,22 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
     grad_layout gl = layout_grads(&m, B);
     hc_scratch hs = hc_scratch_of(&m, &gl);
     real *dY = m.grad_acts + gl.dX, *du = m.grad_acts + gl.du, *df = m.grad_acts + gl.df, *dz = m.grad_acts + gl.dz;
+    /* the cold regions' model: m, or (--stream-bf16) its twin after a step with bf16 streams */
+    gpt_model mb, *mc = &m;
+    if (sbf16) {
+        snprintf(c.stream_precision, sizeof c.stream_precision, "bf16");
+        if (model_build(&mb, &c, err, sizeof err)) die(1, "frame_bench: %s: %s", method, err);
+        model_init(&mb, 1);
+        model_zero_grad(&mb);
+        model_forward_backward(&mb, in, tg, B, 1); /* one thread: the two calls, streams in bf16 */
+        mb.stream_bf16_on = 1;
+        mc = &mb;
+    }
+    grad_layout glc = layout_grads(mc, B);
+    hc_scratch hsc = hc_scratch_of(mc, &glc);
+    hc_stage stc = {hsc.base + hsc.stage};
+    real *dYc = mc->grad_acts + glc.dX, *duc = mc->grad_acts + glc.du, *dfc = mc->grad_acts + glc.df;
+    real *dzc = mc->grad_acts + glc.dz;
     const int L = m.Lh - 1; /* sublayers 1 .. Lh - 1 backward, 0 .. Lh - 2 forward */
     hc_dims d = hc_dims_of(&m);
     memset(r, 0, sizeof *r);
@@ -173,15 +195,17 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             double t0;
             evict();
             t0 = cpu_now();
-            hc_frames_forward(&m, l, l + 1, &hs, N, NULL, NULL);
+            hc_frames_forward(mc, l, l + 1, &hsc, N, NULL, NULL);
             s[0] += cpu_now() - t0;
             evict();
             t0 = cpu_now();
-            hc_frame_in_backward(&m, l + 1, dY, du, dY, df, NULL, dz, &hs, &gl, N);
+            hc_frame_in_backward(mc, l + 1, dYc, duc, dYc, dfc, NULL, dzc, &hsc, &glc, N);
             s[1] += cpu_now() - t0;
             evict();
             t0 = cpu_now();
-            hc_out_range(&m, l, model_streams(&m, l + 1), model_hc_acts(&m, l + 1).rstd, NULL, 0, N, NULL);
+            for (size_t c0 = 0; c0 < N; c0 += HC_CHUNK) /* by chunks: the staging rows hold one */
+                hc_out_range(mc, l, model_streams(mc, l + 1), model_hc_acts(mc, l + 1).rstd, NULL, c0,
+                             c0 + HC_CHUNK < N ? c0 + HC_CHUNK : N, sbf16 ? &stc : NULL);
             s[2] += cpu_now() - t0;
             hc_acts h = model_hc_acts(&m, l + 1), a0 = model_hc_acts(&m, l);
             real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM], cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
@@ -275,24 +299,28 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
     free(in);
     free(tg);
     model_free(&m);
+    if (sbf16) model_free(&mb);
     return 0;
 }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: frame_bench [--preset tiny|small] [--n N] [--methods a,b,...] [--reps R] [--bf16]\n"
+               "                   [--stream-bf16]\n"
                "The hyper-connection frame's regions and their parts timed alone, one thread, in ns per token\n"
                "and sublayer (tools/frame_bench.c and docs/performance.md explain every column).\n"
                "  --preset P    model shape (default small)\n"
                "  --n N         streams (default 4)\n"
                "  --methods M   comma-separated residual methods (default identity,hc,mhc,s2hc)\n"
                "  --reps R      repetitions, the best kept (default 5)\n"
-               "  --bf16        the projection's products with bf16 operands (residual.proj_precision: bf16)\n");
+               "  --bf16        the projection's products with bf16 operands (residual.proj_precision: bf16)\n"
+               "  --stream-bf16 the cold regions and write-back with the streams in bf16\n"
+               "                (residual.stream_precision: bf16)\n");
 }
 
 int main(int argc, char **argv) {
     runtime_env_fixup(argv);
     const char *preset = "small", *methods = "identity,hc,mhc,s2hc";
-    int n = 4, reps = 5, bf16 = 0;
+    int n = 4, reps = 5, bf16 = 0, sbf16 = 0;
     for (int i = 1; i < argc; i++) {
         const int more = i + 1 < argc;
         char *end = NULL;
@@ -303,6 +331,8 @@ int main(int argc, char **argv) {
             preset = argv[++i];
         } else if (!strcmp(argv[i], "--bf16")) {
             bf16 = 1;
+        } else if (!strcmp(argv[i], "--stream-bf16")) {
+            sbf16 = 1;
         } else if (!strcmp(argv[i], "--methods") && more) {
             methods = argv[++i];
         } else if ((!strcmp(argv[i], "--n") || !strcmp(argv[i], "--reps")) && more) {
@@ -322,8 +352,8 @@ int main(int argc, char **argv) {
     }
     omp_set_num_threads(1); /* model_alloc_acts sizes the frame scratch for this */
     junk = calloc_huge(junk_n, sizeof(float));
-    printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)%s\n", preset, n, reps,
-           bf16 ? ", projection products in bf16" : "");
+    printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)%s%s\n", preset, n,
+           reps, bf16 ? ", projection products in bf16" : "", sbf16 ? ", cold regions with bf16 streams" : "");
     printf("%-11s %3s %11s | %-34s | %-13s | %-29s | %s\n", "", "", "floor", "cold", "cold over floor",
            "hot forward", "hot backward");
     printf("%-11s %3s %5s %5s | %6s %6s %6s %6s %6s | %6s %6s | %5s %6s %5s %5s %5s | %5s %6s %5s %5s\n",
@@ -334,7 +364,7 @@ int main(int argc, char **argv) {
     int status = 0;
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         frame_times r;
-        status |= time_method(preset, tok, n, reps, bf16, &r);
+        status |= time_method(preset, tok, n, reps, bf16, sbf16, &r);
     }
     free(junk);
     return status;
