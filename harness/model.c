@@ -277,11 +277,11 @@ void model_init(gpt_model *m, uint64_t seed) {
 
 /* ---- activations ---------------------------------------------------------------------- */
 
-/* Offsets of every activation inside m->acts, computed once per (config, B). */
 /* Tokens per chunk of the frame's passes (below): per GEMM and per-token pass (32..128
  * measured alike); with bf16 streams, also the staging rows' (layout_grads). */
 #define HC_CHUNK 64
 
+/* Offsets of every activation inside m->acts, computed once per (config, B). */
 typedef struct {
     size_t enc, streams, hc_rstd, hc_z, hc_pre, hc_post, hc_H, hc_cache, hc_u;
     size_t ln, ln_mean, ln_rstd, qkv, att, atty, fch, fchg, f;
@@ -292,8 +292,8 @@ typedef struct {
 
 /* gradient scratch layout */
 typedef struct {
-    size_t dX, hc_part, part_stride, part_bf16, part_stage, dz, du, df, dln, dqkv, datt, datty, dfch, dfchg, dxsum, dlnf, dlogits,
-        total;
+    size_t dX, hc_part, part_stride, part_bf16, part_stage, dz, du, df, dln, dqkv, datt, datty, dfch, dfchg, dxsum,
+        dlnf, dlogits, total;
 } grad_layout;
 
 /* The bf16 parts of a thread's scratch (residual.proj_precision: bf16), in reals from
@@ -1582,8 +1582,7 @@ static inline void hc_token_dx_coefs(const hc_acts *h, const hc_dims *d, size_t 
 static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const int n, const int TT, const hc_acts *h,
                                                                         const hc_dims *d, size_t t0, const real *Xr,
                                                                         const real *dY, const real *du, real *dX,
-                                                                        const real *dz,
-                                                                        const real *cj, const real *pj,
+                                                                        const real *dz, const real *cj, const real *pj,
                                                                         const real *Wb, const real *wsum,
                                                                         real *sum, const uint32_t *zp) {
     const int C = d->C, Kr = d->Kr, flat = d->rpt == 1, Kp = (Kr + 1) / 2;
@@ -1725,8 +1724,8 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
  * HC_DX_TILE(n) tokens and single tokens for the rest. cj, pj: n per token, from
  * hc_token_dx_coefs. */
 static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, int g, const real *Xr, const real *dY,
-                                const real *du, real *dX, const real *dz, const real *cj, const real *pj, const real *Wb,
-                                const real *wsum, real *sum, const uint32_t *zp) {
+                                const real *du, real *dX, const real *dz, const real *cj, const real *pj,
+                                const real *Wb, const real *wsum, real *sum, const uint32_t *zp) {
     const size_t zrow = (size_t)d->rpt * (size_t)((d->Kr + 1) / 2); /* a token's words in zp */
     const int n = d->n;
     int i = 0;
@@ -1756,19 +1755,19 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
         for (; b < e; b += 64) __builtin_prefetch(b, 0);
 }
 
-/* Tokens [t0, t1) of the frame's backward, their rows of X from Xr, hc_lanes() at a time: the dots, the method's
- * backward (dz, dtheta into my_dtheta), each token's dz *= r and norm coefficients, then
- * the group's dX pass (hc_tokens_dx, with sum = wsum . dX when sum is given). While a
- * token's dots run, the next token's rows and method cache are prefetched: the
- * hardware's streams restart at every 4 KB page, a group reads its tokens' caches as
- * 16 interleaved streams, and one token ahead measured faster than a whole group
- * ahead (docs/performance.md, log item 28); the dX pass finds them in L2. With zc, also
- * zper more reals of the zeroing zc walks, before each token's dots: its stores drain
- * while the token's work runs. */
+/* Tokens [t0, t1) of the frame's backward (their rows of X from Xr), hc_lanes() at a
+ * time: the dots, the method's backward (dz, dtheta into my_dtheta), each token's
+ * dz *= r and norm coefficients, then the group's dX pass (hc_tokens_dx, with
+ * sum = wsum . dX when sum is given). While a token's dots run, the next token's rows
+ * and method cache are prefetched: the hardware's streams restart at every 4 KB page,
+ * a group reads its tokens' caches as 16 interleaved streams, and one token ahead
+ * measured faster than a whole group ahead (docs/performance.md, log item 28); the dX
+ * pass finds them in L2. With zc, also zper more reals of the zeroing zc walks, before
+ * each token's dots: its stores drain while the token's work runs. */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
-                               size_t t1, const real *Xr, const real *dY, const real *du, real *dX, real *dz, const real *Wb,
-                               const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc, size_t zper,
-                               uint32_t *zp) {
+                               size_t t1, const real *Xr, const real *dY, const real *du, real *dX, real *dz,
+                               const real *Wb, const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc,
+                               size_t zper, uint32_t *zp) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
     real cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
@@ -1849,9 +1848,9 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                 const size_t c1 = c0 + chunk < s1 ? c0 + chunk : s1;
                 /* with dX, df of l - 1 (or sublayer 0's dsum, which may be du itself: each
                    block of a token's du is read before its dsum is written) */
-                hc_tokens_backward(m, &p, &h, &d, c0, c1, Xs + (c0 - s0) * d.nC, dY, du, dX, dz, Wb, df_prev ? post_prev : NULL,
-                                   df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL, zper,
-                                   bf ? (uint32_t *)(bf + s->bp.zp) : NULL);
+                hc_tokens_backward(m, &p, &h, &d, c0, c1, Xs + (c0 - s0) * d.nC, dY, du, dX, dz, Wb,
+                                   df_prev ? post_prev : NULL, df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL,
+                                   zper, bf ? (uint32_t *)(bf + s->bp.zp) : NULL);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
 #if HC_BF16

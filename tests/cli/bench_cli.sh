@@ -116,4 +116,7 @@ elif [ $st = 1 ] && grep -q "AVX512_BF16" "$TMP/out"; then
 else
   fail "frame_bench --bf16: exit $st"
 fi
+expect_status 0 "frame_bench --stream-bf16 runs" -- "$FB" --preset tiny --methods identity,s2hc --reps 1 --stream-bf16
+expect_out "cold regions with bf16 streams" "frame_bench --stream-bf16 says so"
+grep -q "^s2hc " "$TMP/out" && ok "frame_bench --stream-bf16 times s2hc" || fail "frame_bench --stream-bf16: no s2hc row"
 finish bench_cli
