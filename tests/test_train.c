@@ -498,14 +498,16 @@ static void test_proj_bf16_step(void) {
  * cuda backend is checked against): the loss and every gradient. It is not the fp32
  * step's loss; and model_forward on its own (evals, probes) runs fp32 streams again. Every
  * frame method at n = 4, one and two threads (the sliced step), C = 32 and 36 (channels
- * past the last vector), T = 37 (a ragged last group of tokens); n = 2 and 3 for s2hc. */
-static void stream_bf16_case(const char *method, int n, int C, int threads, int B) {
+ * past the last vector), T = 37 (a ragged last group of tokens); n = 2 and 3 for s2hc;
+ * with residual.proj_precision bf16 as well where the build has it (proj). */
+static void stream_bf16_case(const char *method, int n, int C, int threads, int B, int proj) {
     s2hc_config c;
     config_defaults(&c);
     c.n_layer = 2; c.n_head = 2; c.n_embd = C; c.block_size = 37;
     snprintf(c.method, sizeof c.method, "%s", method);
     c.n_streams = n;
     snprintf(c.proj_init, sizeof c.proj_init, "normal");
+    if (proj) snprintf(c.proj_precision, sizeof c.proj_precision, "bf16");
     gpt_model a, b, f;
     char err[256];
     CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
@@ -567,11 +569,15 @@ static void stream_bf16_case(const char *method, int n, int C, int threads, int 
 static void test_stream_bf16_step(void) {
     const int saved = omp_get_max_threads();
     for (int i = 0; hc_variants[i]; i++) {
-        stream_bf16_case(hc_variants[i]->name, 4, 32, 1, 3);
-        stream_bf16_case(hc_variants[i]->name, 4, 36, 2, 4);
+        stream_bf16_case(hc_variants[i]->name, 4, 32, 1, 3, 0);
+        stream_bf16_case(hc_variants[i]->name, 4, 36, 2, 4, 0);
     }
-    stream_bf16_case("s2hc", 2, 36, 2, 3);
-    stream_bf16_case("s2hc", 3, 32, 1, 2);
+    stream_bf16_case("s2hc", 2, 36, 2, 3, 0);
+    stream_bf16_case("s2hc", 3, 32, 1, 2, 0);
+    if (model_bf16_built()) { /* both options: a norm row per token (s2hc), per stream (hc) */
+        stream_bf16_case("s2hc", 4, 36, 2, 4, 1);
+        stream_bf16_case("hc", 4, 32, 1, 3, 1);
+    }
     omp_set_num_threads(saved);
 }
 
