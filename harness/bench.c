@@ -472,14 +472,32 @@ static void floor_row_sum(float *out, const float *rows, size_t n, size_t C) {
  * one per row), at this machine's memory speed: per sublayer the forward reads X_l and
  * f and writes X_{l+1} and u; the backward reads dY, X_l, f and du and writes dX (in
  * place over dY) and df. A 32 MB write between passes stands for the sublayer's own
- * work, which evicts the streams from cache as in a real step. One thread; best of 3. */
+ * work, which evicts the streams from cache as in a real step. One thread; best of 3.
+ * With xb the streams X are bf16 (--stream-bf16; stored by truncation: the bytes, not
+ * the rounding), their gradients fp32 as in the model. */
 static volatile float frame_floor_sink;
-static double frame_floor_cpu(const s2hc_config *c, int n) {
+
+static inline float floor_bf16_get(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+static inline uint16_t floor_bf16_put(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
+static double frame_floor_cpu(const s2hc_config *c, int n, int xb) {
     const size_t N = (size_t)c->batch * c->block_size, C = (size_t)c->n_embd, nC = (size_t)n * C;
     const int Lh = 2 * c->n_layer;
     const size_t S = N * nC, junk_n = (size_t)32 << 18; /* 32 MB of floats */
     /* the model's own allocator: the same pages as a step's streams */
-    float *X = calloc_huge((size_t)(Lh + 1) * S, sizeof(float)), *f = calloc_huge((size_t)Lh * N * C, sizeof(float));
+    float *X = calloc_huge((size_t)(Lh + 1) * S, xb ? sizeof(uint16_t) : sizeof(float));
+    uint16_t *Xh = (uint16_t *)X;
+    float *f = calloc_huge((size_t)Lh * N * C, sizeof(float)), *row = calloc_huge(nC, sizeof(float));
     float *dY = calloc_huge(S, sizeof(float)), *u = calloc_huge(N * C, sizeof(float));
     float *df = calloc_huge(N * C, sizeof(float)), *junk = calloc_huge(junk_n, sizeof(float));
     double best = INFINITY;
@@ -488,11 +506,23 @@ static double frame_floor_cpu(const s2hc_config *c, int n) {
         for (int l = 0; l < Lh; l++) {
             memset(junk, rep + l, junk_n * sizeof(float));
             double t0 = thread_cpu_seconds();
-            const float *Xl = X + (size_t)l * S, *fl = f + (size_t)l * N * C;
-            float *Xn = X + (size_t)(l + 1) * S;
+            const float *fl = f + (size_t)l * N * C;
             for (size_t k = 0; k < N; k++) {
-                const float *x = Xl + k * nC, *ff = fl + k * C;
-                float *y = Xn + k * nC, *uk = u + k * C;
+                const float *ff = fl + k * C;
+                float *uk = u + k * C;
+                if (xb) {
+                    const uint16_t *x = Xh + (size_t)l * S + k * nC;
+                    uint16_t *y = Xh + (size_t)(l + 1) * S + k * nC;
+                    for (size_t i = 0; i < (size_t)n; i++)
+#pragma omp simd
+                        for (size_t j = 0; j < C; j++) row[i * C + j] = floor_bf16_get(x[i * C + j]) + ff[j];
+#pragma omp simd
+                    for (size_t j = 0; j < nC; j++) y[j] = floor_bf16_put(row[j]);
+                    floor_row_sum(uk, row, (size_t)n, C);
+                    continue;
+                }
+                const float *x = X + (size_t)l * S + k * nC;
+                float *y = X + (size_t)(l + 1) * S + k * nC;
                 for (size_t i = 0; i < (size_t)n; i++)
 #pragma omp simd
                     for (size_t j = 0; j < C; j++) y[i * C + j] = x[i * C + j] + ff[j];
@@ -503,15 +533,22 @@ static double frame_floor_cpu(const s2hc_config *c, int n) {
         for (int l = Lh - 1; l >= 0; l--) {
             memset(junk, rep + l + 1, junk_n * sizeof(float));
             double t0 = thread_cpu_seconds();
-            const float *Xl = X + (size_t)l * S, *fl = f + (size_t)l * N * C;
+            const float *fl = f + (size_t)l * N * C;
             for (size_t k = 0; k < N; k++) {
-                const float *x = Xl + k * nC, *ff = fl + k * C, *du = u + k * C;
+                const float *ff = fl + k * C, *du = u + k * C;
                 float *dy = dY + k * nC, *d = df + k * C, a = 0;
 #pragma omp simd reduction(+ : a)
                 for (size_t j = 0; j < C; j++) a += du[j] * ff[j];
-                for (size_t i = 0; i < (size_t)n; i++)
+                if (xb) {
+                    const uint16_t *xh = Xh + (size_t)l * S + k * nC;
 #pragma omp simd
-                    for (size_t j = 0; j < C; j++) dy[i * C + j] = dy[i * C + j] + a * x[i * C + j];
+                    for (size_t j = 0; j < nC; j++) dy[j] = dy[j] + a * floor_bf16_get(xh[j]);
+                } else {
+                    const float *x = X + (size_t)l * S + k * nC;
+                    for (size_t i = 0; i < (size_t)n; i++)
+#pragma omp simd
+                        for (size_t j = 0; j < C; j++) dy[i * C + j] = dy[i * C + j] + a * x[i * C + j];
+                }
                 floor_row_sum(d, dy, (size_t)n, C);
             }
             t += thread_cpu_seconds() - t0;
@@ -525,6 +562,7 @@ static double frame_floor_cpu(const s2hc_config *c, int n) {
     free(u);
     free(df);
     free(junk);
+    free(row);
     return best;
 }
 
@@ -705,10 +743,10 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
                     tot[2 * i + 1] * 1e3);
         }
     if (bm[0].ok) { /* the frame's floor against rc's step, both in CPU time */
-        const double fl = frame_floor_cpu(&c0, BENCH_N), rc_cpu = tot[1];
-        printf("\n  frame floor: its passes over the n = %d streams alone (no projection, no method math), one\n"
+        const double fl = frame_floor_cpu(&c0, BENCH_N, bench_stream_bf16), rc_cpu = tot[1];
+        printf("\n  frame floor: its passes over the n = %d streams%s alone (no projection, no method math), one\n"
                "  thread: %.1f ms CPU per step = %.1f%% of rc's step (%.1f ms CPU): no method can cost less over rc\n",
-               BENCH_N, fl * 1e3, 100 * fl / rc_cpu, rc_cpu * 1e3);
+               BENCH_N, bench_stream_bf16 ? " (bf16)" : "", fl * 1e3, 100 * fl / rc_cpu, rc_cpu * 1e3);
         if (bcsv)
             fprintf(bcsv, "%s,frame_floor,%d,floor,%.4f,%.4f,%.4f\n", preset, BENCH_N, fl * 1e3, fl * 1e3,
                     fl / rc_cpu);

@@ -84,6 +84,7 @@ fi
 expect_status 0 "bench --stream-bf16 runs" -- "$S2HC" bench --quick --preset tiny --no-probes --no-streams \
   --rounds 1 --steps 1 --methods s2hc --stream-bf16 --csv "$TMP/csv4"
 expect_out "streams: stored in bf16" "bench --stream-bf16 says so"
+expect_out "frame floor: its passes over the n = 4 streams \\(bf16\\) alone" "its floor is the bf16 streams' passes"
 got=$(awk -F, 'FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } { printf "%s:%s ", $2, $(c["stream_precision"]) }' \
       "$TMP/csv4/bench.csv" "$TMP/csv2/bench.csv")
 [ "$got" = "rc:fp32 s2hc:bf16 rc:fp32 s2hc:fp32 mhc:fp32 " ] && ok "stream_precision: bf16 with --stream-bf16, else fp32" ||
