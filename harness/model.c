@@ -1203,7 +1203,10 @@ static inline real hc_bf16_get(uint16_t h) {
 }
 
 /* y rounded to bf16 (as hc_stream_bf16: to nearest, ties to even; a NaN stays a NaN, quiet,
- * its payload's high bits kept), its bits stored at x; returns the rounded value. */
+ * its payload's high bits kept), its bits stored at x; returns the rounded value. Written
+ * apart from hc_stream_bf16 on purpose: round_streams is the reference this path is
+ * checked against bit for bit (tests/test_train), and the GPU check holds that reference
+ * to CUDA's rounding. */
 static inline real hc_bf16_put(uint16_t *x, real y) {
     float f = (float)y;
     uint32_t u;
