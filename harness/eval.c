@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "checkpoint.h"
 #include "run.h"
 #include "util.h"
@@ -85,6 +88,48 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     return val;
 }
 
+int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_t *step) {
+    char ckpt[1200], runp[1200], err[1024];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
+    snprintf(runp, sizeof runp, "%s/run.h5", dir);
+    if (!file_exists(ckpt)) {
+        fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt);
+        return 1;
+    }
+    h5log_init(log);
+    if (h5log_load(log, runp, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        h5log_free(log);
+        return 1;
+    }
+    /* the config lives in the run file's root attribute */
+    const char *yaml = h5log_get_attr_str(log, "/", "config");
+    if (!yaml) {
+        fprintf(stderr, "s2hc: error: %s: no root attribute 'config' (not a run file of s2hc train?)\n", runp);
+        h5log_free(log);
+        return 1;
+    }
+    if (config_from_yaml_text(cfg, yaml, runp) != 0) {
+        h5log_free(log);
+        return 1;
+    }
+#ifdef _OPENMP
+    if (cfg->threads > 0) omp_set_num_threads(cfg->threads);
+#endif
+    if (model_build(m, cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s: %s\n", runp, err);
+        h5log_free(log);
+        return 1;
+    }
+    if (run_load_weights(m, ckpt, step, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        model_free(m);
+        h5log_free(log);
+        return 1;
+    }
+    return 0;
+}
+
 static void eval_usage(FILE *f) {
     fprintf(f, "usage: s2hc eval RUN_DIR [--batches N]\n"
                "\n"
@@ -105,26 +150,14 @@ int eval_main(int argc, char **argv) {
         else dir = argv[i];
     }
     if (!dir) { eval_usage(stderr); return 2; }
-    char ckpt[1200], runp[1200], err[1024];
-    snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
-    snprintf(runp, sizeof runp, "%s/run.h5", dir);
-    if (!file_exists(ckpt)) { fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt); return 1; }
-    /* the config lives in the checkpoint: read the meta first with no tensors */
     s2hc_config cfg;
-    h5log log;
-    h5log_init(&log);
-    if (h5log_load(&log, runp, err, sizeof err) != 0) { fprintf(stderr, "s2hc: error: %s\n", err); return 1; }
-    const char *yaml = h5log_get_attr_str(&log, "/", "config");
-    if (!yaml) { fprintf(stderr, "s2hc: error: %s: no config attribute\n", runp); return 1; }
-    if (config_from_yaml_text(&cfg, yaml, runp) != 0) return 1;
-    if (batches > 0) cfg.eval_batches = batches;
     gpt_model m;
-    if (model_build(&m, &cfg, err, sizeof err) != 0) { fprintf(stderr, "s2hc: error: %s: %s\n", runp, err); return 1; }
+    h5log log;
     int64_t ckpt_step = 0;
-    if (run_load_weights(&m, ckpt, &ckpt_step, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: error: %s\n", err);
-        return 1;
-    }
+    if (run_open(dir, &cfg, &m, &log, &ckpt_step) != 0) return 1;
+    if (batches > 0) m.cfg.eval_batches = batches;
+    char runp[1200];
+    snprintf(runp, sizeof runp, "%s/run.h5", dir);
     model_alloc_acts(&m, cfg.batch);
     eval_all(&m, &log, (int)ckpt_step, 1);
     int rc = h5log_save(&log, runp) == 0 ? 0 : 1;

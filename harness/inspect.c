@@ -526,46 +526,18 @@ int probe_main(int argc, char **argv) {
         else { fprintf(stderr, "s2hc: error: probe: one run directory only ('%s')\n", a); return 2; }
     }
     if (!dir) { probe_usage(stderr); return 2; }
-    char run_path[1100], ckpt_path[1100], err[1024];
-    snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
-    snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.h5", dir);
-    h5log log;
-    h5log_init(&log);
-    if (h5log_load(&log, run_path, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: error: %s\n", err);
-        return 1;
-    }
-    const char *yaml = h5log_get_attr_str(&log, "/", "config");
-    if (!yaml) {
-        fprintf(stderr, "s2hc: error: %s: no root attribute 'config' (not a run file of s2hc train?)\n", run_path);
-        h5log_free(&log);
-        return 1;
-    }
     s2hc_config cfg;
-    if (config_from_yaml_text(&cfg, yaml, run_path) != 0) {
-        h5log_free(&log);
-        return 1;
-    }
-    if (data_dir) snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", data_dir);
-    if (cfg.threads > 0) {
-#ifdef _OPENMP
-        omp_set_num_threads(cfg.threads);
-#endif
-    }
     gpt_model m;
-    if (model_build(&m, &cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: error: %s: %s\n", run_path, err);
-        h5log_free(&log);
-        return 1;
-    }
+    h5log log;
     int64_t ckpt_step = 0;
-    int rc = run_load_weights(&m, ckpt_path, &ckpt_step, err, sizeof err);
-    if (rc != 0) {
-        fprintf(stderr, "s2hc: error: %s\n", err);
-        model_free(&m);
-        h5log_free(&log);
-        return 1;
+    if (run_open(dir, &cfg, &m, &log, &ckpt_step) != 0) return 1;
+    if (data_dir) {
+        snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", data_dir);
+        snprintf(m.cfg.data_dir, sizeof m.cfg.data_dir, "%s", data_dir);
     }
+    char run_path[1100], err[1024];
+    snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
+    int rc;
     char val_path[1200];
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
     data_shard val;

@@ -8,6 +8,7 @@
 #include "grid.h"
 #include "presets.h"
 #include "run.h"
+#include "sample.h"
 #include "util.h"
 #include "../probes/probes.h"
 #include "../analysis/analysis.h"
@@ -51,6 +52,7 @@ static void usage(FILE *f) {
             "  eval RUN_DIR         validation and out-of-domain perplexity of a run\n"
             "  probe RUN_DIR        the end-of-training probe over validation sequences (/final)\n"
             "  inspect RUN_DIR      residual matrices of a run, per layer, in the terminal\n"
+            "  sample RUN_DIR       text from a run's model, continuing a prompt\n"
             "  analyze RUNS... -o D plot data and tables from run files (for the report)\n"
             "  report RUNS... -o D  the HTML report: every figure and table, the paper's numbers beside ours\n"
             "  bench                speed against the machine's limit (tokens/s, MFU, overheads)\n"
@@ -87,6 +89,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return bench_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "probe")) return probe_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return inspect_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sample")) return sample_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "methods")) return methods_main();
     if (!strcmp(cmd, "config")) { config_print_schema(stdout); return 0; }
     fprintf(stderr, "s2hc: error: unknown command '%s'\n\n", cmd);

@@ -30,6 +30,12 @@ ckpt_tensor *run_ckpt_views(const gpt_model *m, float *base);
  * (naming the file and tensor) in err; *step (may be NULL) gets the checkpoint's step. */
 int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *err, size_t errlen);
 
+/* Open the run directory `dir` for reading: its run file into log (h5log_free it), the
+ * config stored there into cfg, the model built from it (on the CPU, with the run's
+ * train.threads when set) and the checkpoint's weights loaded, its step into *step (may
+ * be NULL). 0, or 1 after printing the error (naming the file) with nothing left open. */
+int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_t *step);
+
 int train_main(int argc, char **argv);
 int eval_main(int argc, char **argv);
 

@@ -1,0 +1,269 @@
+/* sample.c: text from a trained model, token by token; `s2hc sample RUN_DIR`.
+ *
+ * The models are byte-level: a prompt's bytes are its tokens and every token drawn is a
+ * byte of the output. Each step runs the model's forward over the last T tokens of every
+ * sequence (no cache of keys and values: at the sizes this harness trains on a CPU a
+ * step costs milliseconds) and draws the next token from the logits at the last one. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "run.h"
+#include "sample.h"
+
+typedef struct {
+    real v;
+    int i;
+} sample_entry;
+
+/* Larger logits first, equals by index. */
+static int sample_entry_cmp(const void *a, const void *b) {
+    const sample_entry *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return x->i - y->i;
+}
+
+int sample_pick(const real *logits, int V, const sample_opts *o, rng_t *rng) {
+    int best = 0;
+    for (int i = 0; i < V; i++) {
+        if (!isfinite((double)logits[i])) return -1;
+        if (logits[i] > logits[best]) best = i;
+    }
+    if (o->temperature <= 0 || o->top_k == 1) return best;
+    /* the candidates: every token, or the top_k largest */
+    sample_entry *e = malloc_check((size_t)V * sizeof *e);
+    for (int i = 0; i < V; i++) e[i] = (sample_entry){logits[i], i};
+    int k = V;
+    if (o->top_k > 0 && o->top_k < V) {
+        qsort(e, (size_t)V, sizeof *e, sample_entry_cmp);
+        k = o->top_k;
+    }
+    /* softmax(l / temperature) over them, in double, shifted by the largest */
+    double *w = malloc_check((size_t)k * sizeof *w), total = 0;
+    const double top = (double)logits[best];
+    for (int j = 0; j < k; j++) total += w[j] = exp(((double)e[j].v - top) / o->temperature);
+    const double u = rng_uniform(rng) * total;
+    double cum = 0;
+    int pick = e[k - 1].i;
+    for (int j = 0; j < k; j++) {
+        cum += w[j];
+        if (u < cum) { pick = e[j].i; break; }
+    }
+    free(w);
+    free(e);
+    return pick;
+}
+
+int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, int V, const sample_opts *o,
+                    uint64_t seed, int *out, void (*progress)(int done, void *ctx), void *ctx) {
+    const int T = m->T;
+    const size_t N = (size_t)B * (size_t)T;
+    int *win = malloc_check(N * sizeof(int)), *in = malloc_check(N * sizeof(int));
+    rng_t *rng = malloc_check((size_t)B * sizeof *rng);
+    /* every window starts as the last T tokens of the prompt */
+    int len = plen < T ? plen : T;
+    for (int b = 0; b < B; b++) {
+        memcpy(win + (size_t)b * T, prompt + (plen - len), (size_t)len * sizeof(int));
+        rng_seed(&rng[b], seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(b + 1)));
+    }
+    int status = 0;
+    for (int i = 0; i < ntok && status == 0; i++) {
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) in[(size_t)b * T + t] = t < len ? win[(size_t)b * T + t] : 0;
+        model_forward(m, in, NULL, B);
+        const real *logits = model_logits(m);
+        for (int b = 0; b < B && status == 0; b++) {
+            const int tok = sample_pick(logits + ((size_t)b * T + (size_t)(len - 1)) * (size_t)m->V, V, o, &rng[b]);
+            if (tok < 0) { status = -1; break; }
+            out[(size_t)b * ntok + i] = tok;
+            int *w = win + (size_t)b * T;
+            if (len == T) memmove(w, w + 1, (size_t)(T - 1) * sizeof(int)); /* the oldest token leaves */
+            w[len < T ? len : T - 1] = tok;
+        }
+        if (status == 0) {
+            if (len < T) len++;
+            if (progress) progress(i + 1, ctx);
+        }
+    }
+    free(rng);
+    free(in);
+    free(win);
+    return status;
+}
+
+/* ---- the command ---------------------------------------------------------------------- */
+
+static void sample_usage(FILE *f) {
+    fprintf(f, "usage: s2hc sample RUN_DIR [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
+               "                   [--temperature T] [--top-k K] [--count M] [--seed S]\n"
+               "\n"
+               "Load RUN_DIR/ckpt.h5 and continue the prompt (default: a newline) by N tokens (default\n"
+               "256), bytes drawn one at a time from the model's softmax at temperature T (default 1;\n"
+               "0: the most likely byte every time), among the K most likely only when K > 0 (default\n"
+               "0: all). The model reads the last block_size bytes at each step. With --count M, M\n"
+               "continuations, each from its own seeded generator: continuation i is the same for any\n"
+               "M >= i and the same --seed (default 1). The text goes to stdout (one continuation as it\n"
+               "is made; several, each after a header line), the settings and speed to stderr.\n"
+               "\n"
+               "example:\n"
+               "  s2hc sample runs/tiny --prompt 'The kernel ' --tokens 200 --temperature 0.8 --top-k 40\n");
+}
+
+/* A number option's value, whole and in [lo, hi]; else an error naming the option. */
+static int sample_num(const char *opt, const char *s, double lo, double hi, int whole, double *v) {
+    char *end;
+    errno = 0;
+    const double x = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(x) || x < lo || x > hi || (whole && x != floor(x))) {
+        fprintf(stderr, "s2hc: error: sample: %s: expected %s in [%g, %g], got '%s'\n", opt,
+                whole ? "a whole number" : "a number", lo, hi, s);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/* The bytes of a file, malloc'd; NULL after an error naming it. */
+static unsigned char *sample_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "s2hc: error: sample: %s: %s\n", path, strerror(errno)); return NULL; }
+    size_t cap = 4096, n = 0;
+    unsigned char *buf = malloc_check(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) buf = realloc(buf, cap *= 2);
+        if (!buf) die(1, "out of memory reading %s", path);
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    if (bad) { fprintf(stderr, "s2hc: error: sample: %s: read error\n", path); free(buf); return NULL; }
+    *len = n;
+    return buf;
+}
+
+typedef struct {
+    const int *out;
+    int ntok, count, tty;
+    double t0, last;
+} sample_show;
+
+/* After each step: one continuation goes out as it is made; several show a progress line
+ * on a terminal. */
+static void sample_progress(int done, void *ctx) {
+    sample_show *s = ctx;
+    if (s->count == 1) {
+        putchar(s->out[done - 1]);
+        fflush(stdout);
+        return;
+    }
+    const double now = now_seconds();
+    if (!s->tty || (now - s->last < 0.5 && done < s->ntok)) return;
+    s->last = now;
+    const double rate = done * (double)s->count / (now - s->t0 > 1e-9 ? now - s->t0 : 1e-9);
+    char eta[32];
+    fmt_duration((s->ntok - done) * (double)s->count / rate, eta, sizeof eta);
+    fprintf(stderr, "\r  %d/%d tokens x %d, %.0f tokens/s, ETA %s   ", done, s->ntok, s->count, rate, eta);
+    if (done == s->ntok) fputc('\n', stderr);
+}
+
+int sample_main(int argc, char **argv) {
+    const char *dir = NULL, *prompt_text = NULL, *prompt_file = NULL;
+    double temperature = 1, top_k = 0, ntok = 256, count = 1, seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { sample_usage(stdout); return 0; }
+        const int has = i + 1 < argc;
+        if (!strcmp(a, "--prompt") && has) prompt_text = argv[++i];
+        else if (!strcmp(a, "--prompt-file") && has) prompt_file = argv[++i];
+        else if (!strcmp(a, "--tokens") && has) { if (sample_num(a, argv[++i], 1, 1e6, 1, &ntok)) return 2; }
+        else if (!strcmp(a, "--temperature") && has) { if (sample_num(a, argv[++i], 0, 1e6, 0, &temperature)) return 2; }
+        else if (!strcmp(a, "--top-k") && has) { if (sample_num(a, argv[++i], 0, 65536, 1, &top_k)) return 2; }
+        else if (!strcmp(a, "--count") && has) { if (sample_num(a, argv[++i], 1, 1024, 1, &count)) return 2; }
+        else if (!strcmp(a, "--seed") && has) { if (sample_num(a, argv[++i], 0, 9007199254740992.0, 1, &seed)) return 2; }
+        else if (a[0] == '-') {
+            fprintf(stderr, "s2hc: error: sample: unknown option '%s'%s\n", a, has ? "" : " (or its value is missing)");
+            sample_usage(stderr);
+            return 2;
+        } else if (!dir) dir = a;
+        else { fprintf(stderr, "s2hc: error: sample: one run directory only ('%s')\n", a); return 2; }
+    }
+    if (!dir) { sample_usage(stderr); return 2; }
+    if (prompt_text && prompt_file) {
+        fprintf(stderr, "s2hc: error: sample: --prompt and --prompt-file: give one\n");
+        return 2;
+    }
+    size_t plen;
+    unsigned char *bytes;
+    if (prompt_file) {
+        if (!(bytes = sample_read_file(prompt_file, &plen))) return 1;
+    } else {
+        const char *p = prompt_text ? prompt_text : "\n";
+        plen = strlen(p);
+        bytes = malloc_check(plen + 1);
+        memcpy(bytes, p, plen);
+    }
+    if (plen == 0) {
+        fprintf(stderr, "s2hc: error: sample: %s is empty (the model needs at least one byte to go on from)\n",
+                prompt_file ? prompt_file : "--prompt");
+        free(bytes);
+        return 2;
+    }
+    s2hc_config cfg;
+    gpt_model m;
+    h5log log;
+    int64_t step = 0;
+    if (run_open(dir, &cfg, &m, &log, &step) != 0) { free(bytes); return 1; }
+    h5log_free(&log);
+    const int V = m.V < 256 ? m.V : 256; /* what a byte can say */
+    int *prompt = malloc_check(plen * sizeof(int));
+    int rc = 0;
+    for (size_t i = 0; i < plen && rc == 0; i++) {
+        prompt[i] = bytes[i];
+        if (bytes[i] >= V) {
+            fprintf(stderr, "s2hc: error: sample: %s: byte 0x%02x at offset %zu is outside the model's vocabulary (%d tokens)\n",
+                    prompt_file ? prompt_file : "--prompt", bytes[i], i, m.V);
+            rc = 2;
+        }
+    }
+    const int n_tok = (int)ntok, n_seq = (int)count;
+    int *out = rc ? NULL : malloc_check((size_t)n_seq * (size_t)n_tok * sizeof(int));
+    if (rc == 0) {
+        char topk[32];
+        snprintf(topk, sizeof topk, top_k > 0 ? "%.0f" : "all", top_k);
+        fprintf(stderr, "sampling %s (method %s, n = %d, step %lld, block_size %d): %d tokens x %d, temperature %g, "
+                        "top-k %s, seed %.0f\n", dir, cfg.method, m.n, (long long)step, m.T, n_tok, n_seq, temperature,
+                topk, seed);
+        const sample_opts o = {temperature, (int)top_k};
+        sample_show show = {out, n_tok, n_seq, isatty(2), now_seconds(), 0};
+        if (n_seq == 1) fwrite(bytes, 1, plen, stdout);
+        const int st = sample_generate(&m, n_seq, prompt, (int)plen, n_tok, V, &o, (uint64_t)seed, out,
+                                       sample_progress, &show);
+        if (n_seq == 1) {
+            putchar('\n');
+        } else if (st == 0) {
+            for (int b = 0; b < n_seq; b++) {
+                printf("--- sample %d of %d ---\n", b + 1, n_seq);
+                fwrite(bytes, 1, plen, stdout);
+                for (int i = 0; i < n_tok; i++) putchar(out[(size_t)b * n_tok + i]);
+                putchar('\n');
+            }
+        }
+        fflush(stdout);
+        const double dt = now_seconds() - show.t0;
+        if (st != 0) {
+            fprintf(stderr, "s2hc: error: sample: the model's logits are not finite (%s/ckpt.h5 of a diverged run?)\n",
+                    dir);
+            rc = 1;
+        } else {
+            fprintf(stderr, "%d tokens in %.2f s (%.0f tokens/s)\n", n_tok * n_seq, dt, n_tok * n_seq / (dt > 0 ? dt : 1e-9));
+        }
+    }
+    free(out);
+    free(prompt);
+    free(bytes);
+    model_free(&m);
+    return rc;
+}

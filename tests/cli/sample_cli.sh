@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# `s2hc sample` from the shell: text from a model trained on a small synthetic corpus,
+# reproducible by its seed, and clear errors for bad options and prompts.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+make_synth_data "$TMP/data"
+conf() { # conf NAME METHOD N STEPS WARMUP VOCAB
+  cat > "$TMP/$1.yaml" <<YAML
+model: {n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, vocab: $6}
+residual: {method: $2, n_streams: $3}
+train: {batch: 8, steps: $4, warmup: $5, lr: 0.003, min_lr: 0.0003, eval_every: 0, eval_batches: 1, ckpt_every: 0}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: $1, out: $TMP/runs}
+probe: {every: 0, final_samples: 0}
+YAML
+}
+conf s s2hc 4 600 10 256
+conf v rc 1 5 1 128
+expect_status 0 "sample --help" -- "$S2HC" sample --help
+expect_out "example" "sample --help shows an example"
+expect_status 0 "train s2hc on the synthetic corpus" -- "$S2HC" train "$TMP/s.yaml" --quiet
+R=$TMP/runs/s
+S() { "$S2HC" sample "$R" "$@" 2>"$TMP/err"; }
+
+S --prompt "the cat " --tokens 120 --temperature 0 > "$TMP/g1" && ok "greedy" || fail "greedy: $(cat "$TMP/err")"
+S --prompt "the cat " --tokens 120 --temperature 0 > "$TMP/g2"
+cmp -s "$TMP/g1" "$TMP/g2" && ok "greedy twice: the same text" || fail "greedy differs between runs"
+head -c 8 "$TMP/g1" | grep -qx "the cat " && ok "the prompt comes first" || fail "prompt not echoed: $(head -c 20 "$TMP/g1")"
+[ "$(wc -c < "$TMP/g1")" = 129 ] && ok "prompt + 120 bytes + newline" || fail "length $(wc -c < "$TMP/g1")"
+# the corpus is lower-case words, spaces and full stops: a trained model's greedy text is too
+tr -d 'a-z .\n' < "$TMP/g1" | grep -q . && fail "greedy text has bytes the corpus never has: $(cat "$TMP/g1")" \
+  || ok "greedy text in the corpus's alphabet"
+grep -Eq "(sees|likes|follows|finds|crosses)" "$TMP/g1" && ok "greedy text has the corpus's verbs" \
+  || fail "no verb of the corpus in: $(cat "$TMP/g1")"
+grep -q "method s2hc, n = 4, step 600" "$TMP/err" && ok "settings on stderr" || fail "stderr: $(cat "$TMP/err")"
+grep -Eq "^120 tokens in .* tokens/s" "$TMP/err" && ok "speed on stderr" || fail "stderr: $(cat "$TMP/err")"
+
+S --tokens 200 --seed 5 --top-k 10 > "$TMP/a1"; S --tokens 200 --seed 5 --top-k 10 > "$TMP/a2"
+S --tokens 200 --seed 6 --top-k 10 > "$TMP/a3"
+cmp -s "$TMP/a1" "$TMP/a2" && ok "a seed repeats its sample" || fail "seed 5 twice gave two texts"
+cmp -s "$TMP/a1" "$TMP/a3" && fail "seeds 5 and 6 gave the same text" || ok "another seed, another text"
+S --tokens 200 --seed 5 --top-k 10 --count 3 > "$TMP/c3"
+[ "$(grep -c '^--- sample [123] of 3 ---$' "$TMP/c3")" = 3 ] && ok "--count 3: three headers" || fail "headers: $(head -3 "$TMP/c3")"
+awk '/^--- sample 2 of 3 ---$/{exit} NR>1' "$TMP/c3" > "$TMP/c3first"
+cmp -s "$TMP/a1" "$TMP/c3first" && ok "continuation 1 of 3 is the single one's" || fail "continuation 1 of 3 differs"
+printf 'the dog ' > "$TMP/prompt"
+S --prompt-file "$TMP/prompt" --tokens 10 --temperature 0 > "$TMP/pf"
+head -c 8 "$TMP/pf" | grep -qx "the dog " && ok "--prompt-file" || fail "--prompt-file: $(cat "$TMP/pf")"
+
+expect_status 1 "no checkpoint" -- "$S2HC" sample "$TMP/runs/none"
+expect_out "runs/none/ckpt.h5: no checkpoint" "names the missing checkpoint"
+expect_status 2 "negative temperature" -- "$S2HC" sample "$R" --temperature -1
+expect_out "--temperature: expected a number in \[0, " "names --temperature and its range"
+expect_status 2 "--tokens 0" -- "$S2HC" sample "$R" --tokens 0
+expect_out "--tokens: expected a whole number" "names --tokens"
+expect_status 2 "--top-k 2.5" -- "$S2HC" sample "$R" --top-k 2.5
+expect_out "--top-k: expected a whole number" "names --top-k"
+expect_status 2 "empty prompt" -- "$S2HC" sample "$R" --prompt ""
+expect_out "--prompt is empty" "says the prompt is empty"
+expect_status 1 "missing prompt file" -- "$S2HC" sample "$R" --prompt-file "$TMP/nope"
+expect_out "nope: No such file" "names the prompt file"
+expect_status 2 "both prompts" -- "$S2HC" sample "$R" --prompt x --prompt-file "$TMP/prompt"
+expect_status 2 "unknown option" -- "$S2HC" sample "$R" --temp 1
+expect_out "unknown option '--temp'" "names the option"
+expect_status 0 "train a 128-token vocabulary" -- "$S2HC" train "$TMP/v.yaml" --quiet
+expect_status 2 "a prompt byte past the vocabulary" -- "$S2HC" sample "$TMP/runs/v" --prompt $'ab\xc3\xa9'
+expect_out "byte 0xc3 at offset 2 is outside the model's vocabulary \(128 tokens\)" "names the byte and offset"
+finish sample_cli
