@@ -6,17 +6,19 @@
 #   make bench BENCH_ARGS="--preset small --methods s2hc --rounds 9"   rc and s2hc only
 #   make bench-frame                  the frame's regions and parts timed alone, one thread
 #   make bench-frame FRAME_ARGS="--methods s2hc --n 8"
+#   make bench-layout                 what the streams' layout costs a pass over them, cold
 #
 # The s2hc binary sets GOMP_SPINCOUNT (a short spin, then sleep) and OPENBLAS_CORETYPE
 # itself when they are unset (docs/performance.md, "Settings"); set OMP_WAIT_POLICY or
 # GOMP_SPINCOUNT yourself to measure another wait policy.
 BENCH_ARGS ?=
 FRAME_ARGS ?=
+LAYOUT_ARGS ?=
 # tools/frame_bench.c includes harness/model.c (its static frame functions), so it links
 # everything but model.o.
 FRAME_BENCH := $(BUILD)/tools/frame_bench
 
-.PHONY: bench bench-frame
+.PHONY: bench bench-frame bench-layout
 bench: $(BIN)
 	$(BIN) bench $(BENCH_ARGS)
 
@@ -27,4 +29,12 @@ $(FRAME_BENCH): tools/frame_bench.c $(LIB_OBJ_NO_MODEL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
 
-tests-build: $(FRAME_BENCH)
+LAYOUT_BENCH := $(BUILD)/tools/layout_bench
+bench-layout: $(LAYOUT_BENCH)
+	$(LAYOUT_BENCH) $(LAYOUT_ARGS)
+
+$(LAYOUT_BENCH): tools/layout_bench.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $<
+
+tests-build: $(FRAME_BENCH) $(LAYOUT_BENCH)

@@ -120,4 +120,14 @@ fi
 expect_status 0 "frame_bench --stream-bf16 runs" -- "$FB" --preset tiny --methods identity,s2hc --reps 1 --stream-bf16
 expect_out "cold regions with bf16 streams" "frame_bench --stream-bf16 says so"
 grep -q "^s2hc " "$TMP/out" && ok "frame_bench --stream-bf16 times s2hc" || fail "frame_bench --stream-bf16: no s2hc row"
+LB=${BUILD:-build}/tools/layout_bench
+expect_status 0 "layout_bench --help" -- "$LB" --help
+expect_out "ns per token and sublayer" "layout_bench --help says its unit"
+for bad in "--C 12" "--n 0" "--reps x" "--tokens" "--bogus"; do
+  expect_status 2 "layout_bench $bad is refused" -- "$LB" $bad
+done
+expect_status 0 "layout_bench runs" -- "$LB" --tokens 64 --sublayers 2 --reps 1
+# four rows (two layouts, prefetch or not), three positive times each
+[ "$(awk '/^  (rows|blocked)/ && $(NF-2) > 0 && $(NF-1) > 0 && $NF > 0' "$TMP/out" | wc -l)" = 4 ] &&
+  ok "layout_bench: four rows of three times" || fail "layout_bench rows: $(cat "$TMP/out")"
 finish bench_cli
