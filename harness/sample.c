@@ -61,6 +61,7 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
     const int T = m->T;
     const size_t N = (size_t)B * (size_t)T;
     int *win = malloc_check(N * sizeof(int)), *in = malloc_check(N * sizeof(int));
+    int *next = malloc_check((size_t)B * sizeof(int));
     rng_t *rng = malloc_check((size_t)B * sizeof *rng);
     /* every window starts as the last T tokens of the prompt */
     int len = plen < T ? plen : T;
@@ -69,24 +70,26 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
         rng_seed(&rng[b], seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(b + 1)));
     }
     int status = 0;
-    for (int i = 0; i < ntok && status == 0; i++) {
+    for (int i = 0; i < ntok; i++) {
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) in[(size_t)b * T + t] = t < len ? win[(size_t)b * T + t] : 0;
         model_forward(m, in, NULL, B);
         const real *logits = model_logits(m);
         for (int b = 0; b < B && status == 0; b++) {
-            const int tok = sample_pick(logits + ((size_t)b * T + (size_t)(len - 1)) * (size_t)m->V, V, o, &rng[b]);
-            if (tok < 0) { status = -1; break; }
-            out[(size_t)b * ntok + i] = tok;
+            next[b] = sample_pick(logits + ((size_t)b * T + (size_t)(len - 1)) * (size_t)m->V, V, o, &rng[b]);
+            if (next[b] < 0) status = -1;
+        }
+        if (status != 0) break;
+        for (int b = 0; b < B; b++) {
+            out[(size_t)b * ntok + i] = next[b];
             int *w = win + (size_t)b * T;
             if (len == T) memmove(w, w + 1, (size_t)(T - 1) * sizeof(int)); /* the oldest token leaves */
-            w[len < T ? len : T - 1] = tok;
+            w[len < T ? len : T - 1] = next[b];
         }
-        if (status == 0) {
-            if (len < T) len++;
-            if (progress) progress(i + 1, ctx);
-        }
+        if (len < T) len++;
+        if (progress) progress(i + 1, ctx);
     }
+    free(next);
     free(rng);
     free(in);
     free(win);

@@ -23,7 +23,7 @@ int sample_pick(const real *logits, int V, const sample_opts *o, rng_t *rng);
  * never reads. Tokens are drawn among the first V of the vocabulary (V <= m->V);
  * continuation b from its own generator, seeded from (seed, b), so it does not depend on
  * B. progress (may be NULL) is called after every step with the steps done. 0, or -1
- * when the logits stopped being finite (out then holds the steps before). */
+ * when the logits stopped being finite (out then holds the steps before that one). */
 int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, int V, const sample_opts *o,
                     uint64_t seed, int *out, void (*progress)(int done, void *ctx), void *ctx);
 

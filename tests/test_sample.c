@@ -176,11 +176,30 @@ static void test_generate_progress(void) {
     model_free(&m);
 }
 
+/* A model whose logits are NaN (a diverged run's checkpoint): the continuation stops at
+ * once and says so. */
+static void test_generate_refuses_nan(void) {
+    gpt_model m;
+    if (build(&m, "s2hc", 4)) return;
+    const param_info *lnf = model_find_param(&m, "transformer.ln_f.weight");
+    CHECK(lnf != NULL, "no ln_f.weight");
+    if (lnf) m.params[lnf->offset] = (real)NAN;
+    const int prompt[2] = {1, 2};
+    int out[4] = {-7, -7, -7, -7};
+    const sample_opts o = {1, 0};
+    n_seen = 0;
+    CHECK(sample_generate(&m, 2, prompt, 2, 2, m.V, &o, 1, out, count_steps, NULL) == -1, "NaN logits accepted");
+    CHECK(n_seen == 0, "progress called %d times for no step", n_seen);
+    CHECK(out[0] == -7 && out[1] == -7 && out[2] == -7 && out[3] == -7, "tokens written for a failed step");
+    model_free(&m);
+}
+
 int main(void) {
     T_NAME("test_sample");
     T_RUN(test_pick_greedy);
     T_RUN(test_pick_distribution);
     T_RUN(test_generate);
     T_RUN(test_generate_progress);
+    T_RUN(test_generate_refuses_nan);
     return T_END();
 }
