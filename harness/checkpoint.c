@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness/util.h"
+#include "probes/h5_attr.h"
 #include "probes/h5.h"
 
 #define CKPT_FORMAT "s2hc-ckpt"
@@ -51,27 +52,7 @@ static char *ck_read_str(hid_t obj, const char *name) {
     if (H5Aexists(obj, name) <= 0) return NULL;
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
     if (a < 0) return NULL;
-    hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
-    char *out = NULL;
-    if (ft < 0 || sp < 0 || H5Tget_class(ft) != H5T_STRING || H5Sget_simple_extent_npoints(sp) != 1) goto done;
-    if (H5Tis_variable_str(ft) > 0) {
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        char *p = NULL;
-        if (mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Tset_cset(mt, H5Tget_cset(ft)) >= 0 &&
-            H5Aread(a, mt, &p) >= 0) {
-            out = strdup(p ? p : "");
-            if (p) H5free_memory(p);
-        }
-        if (mt >= 0) H5Tclose(mt);
-    } else {
-        size_t n = H5Tget_size(ft);
-        char *buf = calloc_check(n + 1, 1);
-        if (H5Aread(a, ft, buf) >= 0) out = buf;
-        else free(buf);
-    }
-done:
-    if (sp >= 0) H5Sclose(sp);
-    if (ft >= 0) H5Tclose(ft);
+    char *out = h5_attr_read_str(a);
     H5Aclose(a);
     return out;
 }

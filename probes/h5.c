@@ -11,6 +11,7 @@
  * Groups track link creation order, so a file reads back in the order it was logged.
  */
 #include "probes/h5.h"
+#include "probes/h5_attr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -569,9 +570,7 @@ fail:
 
 /* ------------------------------------------------------------------ load */
 
-/* Read a scalar string attribute (variable or fixed length) as a malloc'd string;
- * NULL if it is not a scalar string. */
-static char *h5_attr_read_str(hid_t a) {
+char *h5_attr_read_str(hid_t a) {
     hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
     char *out = NULL;
     if (ft < 0 || sp < 0 || H5Tget_class(ft) != H5T_STRING || H5Sget_simple_extent_npoints(sp) != 1) goto done;

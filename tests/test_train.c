@@ -705,8 +705,7 @@ static void test_optim_step_is_adamw_per_tensor(void) {
 
 int main(void) {
     T_NAME("test_train");
-    const char *base = getenv("S2HC_TEST_TMP");
-    snprintf(tmp, sizeof tmp, "%s/train", base ? base : "/tmp/s2hc-test-train");
+    t_setup_tmp("train", tmp, sizeof tmp); /* a fresh directory when run alone: runs never collide */
     char d[600];
     snprintf(d, sizeof d, "%s/data", tmp);
     mkdir_p(d);
