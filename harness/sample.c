@@ -194,6 +194,10 @@ int sample_main(int argc, char **argv) {
         else { fprintf(stderr, "s2hc: error: sample: one run directory only ('%s')\n", a); return 2; }
     }
     if (!dir) { sample_usage(stderr); return 2; }
+    if (ntok * count > 1e8) {
+        fprintf(stderr, "s2hc: error: sample: --tokens %.0f x --count %.0f is more than 10^8 tokens\n", ntok, count);
+        return 2;
+    }
     if (prompt_text && prompt_file) {
         fprintf(stderr, "s2hc: error: sample: --prompt and --prompt-file: give one\n");
         return 2;

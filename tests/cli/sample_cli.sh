@@ -55,6 +55,8 @@ expect_status 2 "--tokens 0" -- "$S2HC" sample "$R" --tokens 0
 expect_out "--tokens: expected a whole number" "names --tokens"
 expect_status 2 "--top-k 2.5" -- "$S2HC" sample "$R" --top-k 2.5
 expect_out "--top-k: expected a whole number" "names --top-k"
+expect_status 2 "too many tokens in all" -- "$S2HC" sample "$R" --tokens 1000000 --count 1000
+expect_out "more than 10\^8 tokens" "says how many is too many"
 expect_status 2 "empty prompt" -- "$S2HC" sample "$R" --prompt ""
 expect_out "--prompt is empty" "says the prompt is empty"
 expect_status 1 "missing prompt file" -- "$S2HC" sample "$R" --prompt-file "$TMP/nope"
