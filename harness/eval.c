@@ -3,9 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "checkpoint.h"
 #include "run.h"
 #include "util.h"
@@ -86,48 +83,6 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     }
     h5log_attr_num(log, "/eval/ood", "step", step);
     return val;
-}
-
-int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_t *step) {
-    char ckpt[1200], runp[1200], err[1024];
-    snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
-    snprintf(runp, sizeof runp, "%s/run.h5", dir);
-    if (!file_exists(ckpt)) {
-        fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt);
-        return 1;
-    }
-    h5log_init(log);
-    if (h5log_load(log, runp, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: error: %s\n", err);
-        h5log_free(log);
-        return 1;
-    }
-    /* the config lives in the run file's root attribute */
-    const char *yaml = h5log_get_attr_str(log, "/", "config");
-    if (!yaml) {
-        fprintf(stderr, "s2hc: error: %s: no root attribute 'config' (not a run file of s2hc train?)\n", runp);
-        h5log_free(log);
-        return 1;
-    }
-    if (config_from_yaml_text(cfg, yaml, runp) != 0) {
-        h5log_free(log);
-        return 1;
-    }
-#ifdef _OPENMP
-    if (cfg->threads > 0) omp_set_num_threads(cfg->threads);
-#endif
-    if (model_build(m, cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: error: %s: %s\n", runp, err);
-        h5log_free(log);
-        return 1;
-    }
-    if (run_load_weights(m, ckpt, step, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: error: %s\n", err);
-        model_free(m);
-        h5log_free(log);
-        return 1;
-    }
-    return 0;
 }
 
 static void eval_usage(FILE *f) {

@@ -385,7 +385,7 @@ static grad_layout layout_grads(const gpt_model *m, int B) {
     const size_t fp32_part = hc ? (2 * KD + (size_t)m->spec.n_theta + 15) / 16 * 16 : 0;
     g.part_bf16 = hc && m->proj_bf16 ? fp32_part : 0; /* the bf16 region follows [W' | M | dtheta] */
     g.part_stride = fp32_part + (g.part_bf16 ? hc_bf16_parts_of(m).total : 0);
-    if (hc && m->stream_bf16) { /* then, with bf16 streams, the staging rows (hc_stage) */
+    if (hc && m->stream_bf16) { /* then, with bf16 streams, the staging rows (hc_stage_rows) */
         g.part_stage = g.part_stride;
         g.part_stride += ((size_t)HC_CHUNK * n * C + 15) / 16 * 16;
     }
@@ -1007,7 +1007,7 @@ typedef struct {
     int nparts;
     size_t stride, bf16; /* bf16: the offset in a part of its bf16 region (hc_bf16_parts), 0 without */
     hc_bf16_parts bp;
-    size_t stage;        /* the offset in a part of its staging rows (hc_stage); 0: fp32 streams */
+    size_t stage;        /* the offset in a part of its staging rows (hc_stage_rows); 0: fp32 streams */
 } hc_scratch;
 
 /* The scratch allocated with the activations (layout_grads sizes it); stage only while
@@ -1036,6 +1036,12 @@ static inline int hc_tid(void) {
 #else
     return 0;
 #endif
+}
+
+/* Inside a region: this thread's staging rows (HC_CHUNK tokens' n C values, a chunk of X
+ * in fp32) while the training step stores the streams in bf16; NULL with fp32 streams. */
+static real *hc_stage_rows(const hc_scratch *s) {
+    return s->stage ? s->base + (size_t)hc_tid() * s->stride + s->stage : NULL;
 }
 
 static inline int hc_nthreads(void) {
@@ -1187,10 +1193,6 @@ static void hc_round_streams(real *Y, size_t n) {
  * read them; the backward widens a chunk's rows into the staging rows and runs the fp32
  * code on them. The same sums of the same values: the step's loss and gradients are
  * round_streams' bit for bit (tests/test_train). */
-typedef struct {
-    real *rows; /* HC_CHUNK tokens' n C values: a chunk of X in fp32 */
-} hc_stage;
-
 /* The bf16 storage of X_l (l in [0, Lh]). */
 static uint16_t *hc_streams_bf16(const gpt_model *m, int l) { return (uint16_t *)model_streams(m, l); }
 
@@ -1301,18 +1303,18 @@ static HC_FMA void hc_out_token(int n, int xb, int C, const void *X, const real 
 /* Write-back of sublayer l for tokens [t0, t1): X_next[i] = sum_j H[i,j] X[j] + post[i] f;
  * with rstd_next, also the rstd of X_next's norm rows while they are in cache; with sum,
  * also sum = X_next[0] + ... + X_next[n-1] (the last sublayer: the input of the final
- * LayerNorm). With st (bf16 streams), X_l is read from its bf16 storage, and token t's
- * row of X_next goes rounded to X_{l+1}'s bf16 storage and to st->rows + (t - t0) n C
- * (Xnext unused). */
+ * LayerNorm). With st, the staging rows (bf16 streams), X_l is read from its bf16
+ * storage, and token t's row of X_next goes rounded to X_{l+1}'s bf16 storage and to
+ * st + (t - t0) n C (Xnext unused). */
 static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next, real *sum, size_t t0, size_t t1,
-                         const hc_stage *st) {
+                         real *st) {
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
     const int n = d.n, C = d.C;
     const uint16_t *Xb = st ? hc_streams_bf16(m, l) : NULL;
     uint16_t *Yb = st ? hc_streams_bf16(m, l + 1) : NULL;
     for (size_t t = t0; t < t1; t++) {
-        real *Y = st ? st->rows + (t - t0) * d.nC : Xnext + t * d.nC;
+        real *Y = st ? st + (t - t0) * d.nC : Xnext + t * d.nC;
         if (st) {
             hc_out_token(n, 1, C, Xb + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
             hc_bf16_narrow(Yb + t * d.nC, Y, d.nC);
@@ -1341,7 +1343,7 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
         size_t t0, t1;
         hc_range(N, &t0, &t1);
         real *Wg = s->base + (size_t)hc_tid() * s->stride;
-        hc_stage stage = {Wg + s->stage}, *st = s->stage ? &stage : NULL;
+        real *st = hc_stage_rows(s);
         real *Xnext = l_out >= 0 ? model_streams(m, l_out + 1) : NULL;
         real *rstd_in = l_in >= 0 ? model_hc_acts(m, l_in).rstd : NULL;
         if (l_in >= 0) {
@@ -1361,7 +1363,7 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
         for (size_t c0 = t0; c0 < t1; c0 += chunk) {
             const size_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
             /* the chunk's rows of X_{l_in}: in the streams, or (bf16) in the staging rows */
-            real *Xc = st ? st->rows : model_streams(m, l_out + 1) + c0 * d.nC;
+            real *Xc = st ? st : model_streams(m, l_out + 1) + c0 * d.nC;
             if (l_out >= 0) {
                 hc_out_range(m, l_out, Xnext, rstd_in, sum, c0, c1, st);
             } else {
@@ -1841,12 +1843,9 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
             const size_t s1 = s0 + mchunk < t1 ? s0 + mchunk : t1;
             /* the rows of X_l for [s0, s1): in the streams, or widened from bf16 into the
                staging rows (then mchunk = chunk: one chunk) */
-            const real *Xs = h.X + s0 * d.nC;
-            if (s->stage) {
-                real *rows = s->base + (size_t)hc_tid() * s->stride + s->stage;
-                hc_bf16_widen(rows, hc_streams_bf16(m, l) + s0 * d.nC, (s1 - s0) * d.nC);
-                Xs = rows;
-            }
+            real *rows = hc_stage_rows(s);
+            if (rows) hc_bf16_widen(rows, hc_streams_bf16(m, l) + s0 * d.nC, (s1 - s0) * d.nC);
+            const real *Xs = rows ? rows : h.X + s0 * d.nC;
             for (size_t c0 = s0; c0 < s1; c0 += chunk) {
                 const size_t c1 = c0 + chunk < s1 ? c0 + chunk : s1;
                 /* with dX, df of l - 1 (or sublayer 0's dsum, which may be du itself: each

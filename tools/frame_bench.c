@@ -179,7 +179,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
     }
     grad_layout glc = layout_grads(mc, B);
     hc_scratch hsc = hc_scratch_of(mc, &glc);
-    hc_stage stc = {hsc.base + hsc.stage};
+    real *stc = hsc.base + hsc.stage; /* the staging rows of thread 0 */
     real *dYc = mc->grad_acts + glc.dX, *duc = mc->grad_acts + glc.du, *dfc = mc->grad_acts + glc.df;
     real *dzc = mc->grad_acts + glc.dz;
     const int L = m.Lh - 1; /* sublayers 1 .. Lh - 1 backward, 0 .. Lh - 2 forward */
@@ -205,7 +205,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             t0 = cpu_now();
             for (size_t c0 = 0; c0 < N; c0 += HC_CHUNK) /* by chunks: the staging rows hold one */
                 hc_out_range(mc, l, model_streams(mc, l + 1), model_hc_acts(mc, l + 1).rstd, NULL, c0,
-                             c0 + HC_CHUNK < N ? c0 + HC_CHUNK : N, sbf16 ? &stc : NULL);
+                             c0 + HC_CHUNK < N ? c0 + HC_CHUNK : N, sbf16 ? stc : NULL);
             s[2] += cpu_now() - t0;
             hc_acts h = model_hc_acts(&m, l + 1), a0 = model_hc_acts(&m, l);
             real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM], cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
