@@ -120,6 +120,26 @@ data: $(BIN)
 clean:
 	rm -rf build build-san bin
 
+# Training across processes (harness/dist.c) when OpenMPI's development files are
+# installed (make deps); without them, or in the sanitizer build (OpenMPI's own
+# allocations are not ours to sanitize), one process. A stamp of the flags rebuilds
+# dist.o when they change (MPI installed after a first build).
+ifneq ($(SAN),1)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
+endif
+ifneq ($(MPI_LIBS),)
+MPI_CFLAGS += -DS2HC_MPI
+LDLIBS += $(MPI_LIBS)
+endif
+MPI_STAMP := $(BUILD)/harness/mpi.flags
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(BUILD)/harness && { [ -f $(MPI_STAMP) ] && [ "$$(cat $(MPI_STAMP))" = '$(strip $(MPI_CFLAGS))' ] || echo '$(strip $(MPI_CFLAGS))' > $(MPI_STAMP); })
+endif
+$(BUILD)/harness/dist.o: harness/dist.c $(MPI_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c -o $@ $<
+
 # Optional fragments: the CUDA backend (mk/cuda.mk), local Slurm checks (mk/grid.mk), ...
 -include $(wildcard mk/*.mk)
 # Link the CUDA backend when mk/cuda.mk found nvcc (the variables are empty otherwise).

@@ -15,6 +15,7 @@
 #include "bench.h"
 #include "../kernels/kernels.h"
 #include "../kernels/cuda/model_cuda.h"
+#include "dist.h"
 
 /* s2hc version [-v]: the commit; with -v also what this process runs with. */
 static int version_main(int argc, char **argv) {
@@ -35,6 +36,9 @@ static int version_main(int argc, char **argv) {
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("  note: %s\n", blas_note);
     printf("  GPUs              %d: %s\n", ngpu, gpu);
+    char mpi[256];
+    dist_describe(mpi, sizeof mpi);
+    printf("  processes         %s\n", mpi);
     return 0;
 }
 
@@ -80,6 +84,11 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return version_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
+    if (dist_launched() > 1) { /* W copies of any other command would race on its files */
+        fprintf(stderr, "s2hc: error: %s: launched as %d processes; only `s2hc train` runs across processes "
+                "(docs/distributed.md)\n", cmd, dist_launched());
+        return 2;
+    }
     if (!strcmp(cmd, "eval")) return eval_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "params")) return params_main(argc - 1, argv + 1);

@@ -2116,15 +2116,33 @@ void model_backward(gpt_model *m, real scale) {
 /* Slice k of S of a batch of B sequences: sequences [B k / S, B (k + 1) / S). */
 static int slice_start(int B, int S, int k) { return (int)((long)B * k / S); }
 
-real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale) {
+/* The valid targets (>= 0) of n tokens. */
+static size_t count_valid(const int *targets, size_t n) {
+    size_t c = 0;
+    for (size_t t = 0; t < n; t++) c += targets[t] >= 0;
+    return c;
+}
+
+/* model_forward_backward's step over B sequences that are a part of a larger batch with
+ * `whole` valid targets (0: the part is the whole batch). Returns the part's loss times
+ * its share of the valid targets, sum over its slices in slice order. */
+static double forward_backward_part(gpt_model *m, const int *inputs, const int *targets, int B, real scale,
+                                    size_t whole) {
     model_alloc_acts(m, B);
     const int S = m->n_slices, T = m->T;
     m->stream_bf16_on = m->stream_bf16; /* this step's streams in bf16 (the slices copy it) */
     if (S <= 1 || !targets || prof_acc || omp_in_parallel() || omp_get_max_active_levels() > 1) {
-        real loss = model_forward(m, inputs, targets, B);
-        model_backward(m, scale);
+        const real loss = model_forward(m, inputs, targets, B);
+        double part = loss;
+        if (whole && targets) { /* as a slice below: this part's mean weighted by its share */
+            const size_t cnt = count_valid(targets, (size_t)B * T);
+            if (cnt) model_backward(m, scale * (real)((double)cnt / (double)whole));
+            part = (double)loss * (double)cnt / (double)whole;
+        } else {
+            model_backward(m, scale);
+        }
         m->stream_bf16_on = 0;
-        return loss;
+        return part;
     }
     if (!m->slice_grads) m->slice_grads = calloc_huge((size_t)(S - 1) * m->n_params, sizeof(real));
     /* the slices' shares of the buffers, their valid targets and their models */
@@ -2144,10 +2162,10 @@ real model_forward_backward(gpt_model *m, const int *inputs, const int *targets,
         sl[k].grads = k ? m->slice_grads + (size_t)(k - 1) * m->n_params : m->grads;
         ao += sl[k].n_acts;
         go += sl[k].n_grad_acts;
-        cnt[k] = 0;
-        for (size_t t = t0; t < t1; t++) cnt[k] += targets[t] >= 0;
+        cnt[k] = count_valid(targets + t0, t1 - t0);
         total += cnt[k];
     }
+    if (whole) total = whole;
     double *lk = malloc_check((size_t)S * sizeof *lk);
 #pragma omp parallel num_threads(S)
     {
@@ -2179,7 +2197,17 @@ real model_forward_backward(gpt_model *m, const int *inputs, const int *targets,
     m->stream_bf16_on = 0;
     m->mean_loss = (real)loss;
     m->branches = 1;
-    return m->mean_loss;
+    return loss;
+}
+
+real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale) {
+    const double loss = forward_backward_part(m, inputs, targets, B, scale, 0);
+    return m->mean_loss = (real)loss;
+}
+
+double model_forward_backward_part(gpt_model *m, const int *inputs, const int *targets, int B, real scale,
+                                   size_t whole) {
+    return forward_backward_part(m, inputs, targets, B, scale, whole ? whole : 1);
 }
 
 void model_streams_backward(gpt_model *m, const real *dXL, real *dX0) {

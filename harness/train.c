@@ -6,6 +6,11 @@
  * Every eval_every steps: validation loss. Every ckpt_every steps and at the end:
  * run.h5, then ckpt.h5, each written atomically. SIGINT/SIGTERM: finish the step, save,
  * exit 130, so `--resume` continues exactly.
+ *
+ * Launched as several processes (mpirun, srun: harness/dist.h), rank 0 does all of the
+ * above that reads data or touches a file, and its decisions (resume point, stop,
+ * divergence, exit status) are broadcast; every rank computes the gradient of its part
+ * of each micro-batch and the parts are summed before the step.
  */
 #include <errno.h>
 #include <math.h>
@@ -23,6 +28,7 @@
 #include "optim.h"
 #include "../probes/probes.h"
 #include "../kernels/cuda/model_cuda.h"
+#include "dist.h"
 #include "run.h"
 #include "util.h"
 
@@ -52,6 +58,9 @@ static void usage(FILE *f) {
             "  --force          discard an existing run of the same name and start over\n"
             "  --quiet          no progress line (errors and the summary only)\n"
             "  --stop-after N   stop after N steps of this invocation as if interrupted (saves; for tests)\n"
+            "\n"
+            "Across processes: `mpirun -np W s2hc train CONFIG` (or srun --mpi=pmix) trains one model on W\n"
+            "processes, each the gradient of 1/W of every micro-batch (docs/distributed.md).\n"
             "\n"
             "example:\n"
             "  s2hc train experiments/tiny.yaml --set residual.method=s2hc --set train.steps=50\n");
@@ -210,6 +219,9 @@ static void progress_line(int tty, int step, int steps, double loss, double lr, 
     fflush(stdout);
 }
 
+static int train_run(const char *cfg_path, const char **sets, int nsets, int resume, int force, int quiet,
+                     int stop_after);
+
 int train_main(int argc, char **argv) {
     const char *cfg_path = NULL;
     const char *sets[256];
@@ -233,21 +245,61 @@ int train_main(int argc, char **argv) {
         else { fprintf(stderr, "s2hc: error: train: one config file only ('%s')\n", argv[i]); return RUN_USAGE; }
     }
     if (!cfg_path) { usage(stderr); return RUN_USAGE; }
-    g_stop = 0;
-
-    s2hc_config cfg;
-    int rc = config_load(&cfg, cfg_path, sets, nsets);
-    if (rc) return rc;
-    if (cfg.threads > 0) {
-#ifdef _OPENMP
-        omp_set_num_threads(cfg.threads);
-#endif
+    char derr[512];
+    if (dist_init(&argc, &argv, derr, sizeof derr) != 0) {
+        fprintf(stderr, "s2hc: error: train: %s\n", derr);
+        return RUN_USAGE;
     }
+    int status = train_run(cfg_path, sets, nsets, resume, force, quiet || dist_rank() > 0, stop_after);
+    dist_finalize();
+    return status;
+}
 
-    char dir[CFG_PATH + CFG_STR + 2], run_path[sizeof dir + 16], ckpt_path[sizeof dir + 16];
-    run_dir_of(&cfg, dir, sizeof dir);
-    snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
-    snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.h5", dir);
+/* The rank's part of a micro-batch of B sequences: [B r / W, B (r + 1) / W), as
+ * model_forward_backward cuts slices. */
+static int part_start(int B, int r) { return (int)((long)B * r / dist_size()); }
+
+/* Weights (and AdamW's moments) the same on every rank: a hash of each, compared with
+ * rank 0's. A collective; 0, or -1 with the error printed by rank 0. */
+static int check_ranks_agree(const gpt_model *m, const adamw_state *o) {
+    int first;
+    uint64_t h = dist_hash(m->params, m->n_params) ^ (dist_hash(o->m, m->n_params) * 3) ^
+                 (dist_hash(o->v, m->n_params) * 7);
+    int bad = dist_disagree(h, &first);
+    if (bad && dist_rank() == 0)
+        fprintf(stderr, "s2hc: error: the weights of %d rank(s) differ from rank 0's (the first: rank %d); "
+                "the ranks no longer train one model\n", bad, first);
+    return bad ? -1 : 0;
+}
+
+/* One micro-batch of B sequences on the cpu, its gradient added into grads; returns its
+ * mean loss. Across processes: rank 0's inputs and targets to every rank, this rank's
+ * part (Bp sequences from b0), then the parts' gradients summed in rank order and their
+ * losses added in the same order; rank 0's running sum is in grads, the other ranks'
+ * parts start from zero. */
+static double micro_batch(gpt_model *m, int *inputs, int *targets, int B, int b0, int Bp, real scale) {
+    const int W = dist_size();
+    if (W == 1) return model_forward_backward(m, inputs, targets, B, scale);
+    const size_t N = (size_t)B * m->T, at = (size_t)b0 * m->T;
+    dist_bcast(inputs, N * sizeof(int));
+    dist_bcast(targets, N * sizeof(int));
+    size_t whole = 0;
+    for (size_t t = 0; t < N; t++) whole += targets[t] >= 0;
+    if (dist_rank() > 0) model_zero_grad(m);
+    const double part = model_forward_backward_part(m, inputs + at, targets + at, Bp, scale, whole);
+    dist_sum(m->grads, m->n_params);
+    double *all = malloc_check((size_t)W * sizeof *all), loss = 0;
+    dist_gather_double(part, all);
+    for (int r = 0; r < W; r++) loss += all[r];
+    free(all);
+    return (real)loss;
+}
+
+static int train_run(const char *cfg_path, const char **sets, int nsets, int resume, int force, int quiet,
+                     int stop_after) {
+    g_stop = 0;
+    const int W = dist_size(), rank = dist_rank();
+    int synced = 0; /* whether this rank has joined the agreement on the setup's status */
 
     /* every resource, so that each early exit below frees what was taken */
     data_loader loader;
@@ -259,15 +311,42 @@ int train_main(int argc, char **argv) {
     int *inputs = NULL, *targets = NULL;
     probe_state *probe = NULL;
     cuda_model *cm = NULL; /* the device model when training on a GPU */
+    train_series ts;
     int status = RUN_OK;
+    memset(&ts, 0, sizeof ts);
     memset(&loader, 0, sizeof loader);
     memset(&val, 0, sizeof val);
     memset(&model, 0, sizeof model);
     memset(&opt, 0, sizeof opt);
     h5log_init(&log);
 
-    /* data first: a missing corpus fails before anything is written */
+    s2hc_config cfg;
+    int rc = config_load(&cfg, cfg_path, sets, nsets);
+    if (rc) { status = rc; goto out; }
+    if (cfg.threads > 0) {
+#ifdef _OPENMP
+        omp_set_num_threads(cfg.threads);
+#endif
+    }
+
+    char dir[CFG_PATH + CFG_STR + 2], run_path[sizeof dir + 16], ckpt_path[sizeof dir + 16];
+    run_dir_of(&cfg, dir, sizeof dir);
+    snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
+    snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.h5", dir);
+
+    /* data first: a missing corpus fails before anything is written (rank 0 reads it) */
     char train_path[1200], val_path[1200], err[1024];
+    int done = 0; /* rank 0: a finished run, nothing to do */
+    const int B = cfg.batch, T = cfg.block_size;
+    const size_t N = (size_t)B * T;
+    if (B < W) {
+        if (rank == 0)
+            fprintf(stderr, "s2hc: error: %s: key 'train.batch' is %d, fewer sequences than the %d processes that "
+                    "share each micro-batch\n", cfg_path, B, W);
+        status = RUN_USAGE;
+        goto out;
+    }
+    if (rank > 0) goto parts; /* the other ranks: the model, then the agreement below */
     data_shard_path(train_path, sizeof train_path, cfg.data_dir, cfg.train_corpus, "train");
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
     if (loader_open(&loader, train_path, cfg.seed ^ 0xD1B54A32D192ED03ULL, err, sizeof err) != 0) {
@@ -286,17 +365,21 @@ int train_main(int argc, char **argv) {
         { status = RUN_FAILED; goto out; }
     }
 
+parts:;
+    rng_t rng;
+    rng_seed(&rng, cfg.seed);
     if (model_build(&model, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s: %s\n", cfg_path, err);
         { status = RUN_USAGE; goto out; }
     }
     optim_init(&opt, &model);
-    rng_t rng;
-    rng_seed(&rng, cfg.seed);
     model_init(&model, cfg.seed);
     yaml = config_to_yaml(&cfg);
-
     int start = 0;
+    char gpu[256] = "";
+    const int streams_bf16 = model.stream_bf16; /* residual.stream_precision bf16 of a frame method */
+    if (rank > 0) goto agree;
+
     int have_run = file_exists(run_path), have_ckpt = file_exists(ckpt_path);
     if (force) {
         unlink(run_path);
@@ -343,8 +426,8 @@ int train_main(int argc, char **argv) {
             /* nothing left to train; evaluating again would only append a duplicate eval
                row and overwrite the finished run's wall time (`s2hc eval` re-evaluates) */
             if (!quiet) printf("%s already finished at step %d (train.steps = %d); nothing to do\n", dir, start, cfg.steps);
-            status = RUN_OK;
-            goto out;
+            done = 1;
+            goto agree;
         }
         h5log_truncate_group(&log, "/train", "/train/step", start);
         h5log_truncate_group(&log, "/eval", "/eval/step", start);
@@ -356,15 +439,19 @@ int train_main(int argc, char **argv) {
     /* the backend: cuda when asked for (a clear error without a usable GPU), or with auto
        when a GPU is usable; parameters and optimizer state then live on the device and
        are copied back for evals, probes and checkpoints */
-    char gpu[256] = "";
     int want_cuda = !strcmp(cfg.backend, "cuda");
+    if (W > 1 && want_cuda) {
+        fprintf(stderr, "s2hc: error: %s: key 'run.backend' is cuda, but a training across %d processes runs on the "
+                "cpu backend in this version (docs/distributed.md); set run.backend: cpu or auto\n", cfg_path, W);
+        { status = RUN_USAGE; goto out; }
+    }
     if (model.proj_bf16 && want_cuda) {
         fprintf(stderr, "s2hc: error: %s: key 'residual.proj_precision' is bf16, a cpu option (the cuda backend runs "
                 "the projection in fp32); set run.backend: cpu, or run.precision: bf16 for the cuda backend's "
                 "mixed precision\n", cfg_path);
         { status = RUN_USAGE; goto out; }
     }
-    if (want_cuda || (!strcmp(cfg.backend, "auto") && !model.proj_bf16)) {
+    if (W == 1 && (want_cuda || (!strcmp(cfg.backend, "auto") && !model.proj_bf16))) {
         if (cuda_available(gpu, sizeof gpu) > 0) {
             cm = cuda_model_create(&model, cfg.batch, !strcmp(cfg.precision, "bf16"), err, sizeof err);
             if (!cm && want_cuda) {
@@ -379,12 +466,11 @@ int train_main(int argc, char **argv) {
             { status = RUN_USAGE; goto out; }
         }
     }
-    /* residual.stream_precision bf16 asked of a frame method: both backends' training steps store them so */
-    const int streams_bf16 = model.stream_bf16;
     if (!quiet) {
         if (cm) printf("backend: cuda on %s, %s\n", gpu, cfg.precision);
         else if (!strcmp(cfg.backend, "auto"))
             printf("backend: cpu (auto: %s)\n", model.proj_bf16 ? "residual.proj_precision bf16 is a cpu option"
+                                                 : W > 1 ? "a training across processes runs on the cpu"
                                                  : gpu[0] ? gpu : "no GPU");
         if (model.proj_bf16)
             printf("projection: bf16 operands, fp32 sums (residual.proj_precision); the rest of the step in fp32\n");
@@ -415,6 +501,7 @@ int train_main(int argc, char **argv) {
     h5log_attr_str(&log, "/", "precision", cm ? cfg.precision : "fp32");
     h5log_attr_str(&log, "/", "proj_precision", model.proj_bf16 ? "bf16" : "fp32");
     h5log_attr_str(&log, "/", "stream_precision", streams_bf16 ? "bf16" : "fp32");
+    h5log_attr_num(&log, "/", "processes", W);
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
     h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
     h5log_attr_str(&log, "/", "H_res_convention",
@@ -432,30 +519,68 @@ int train_main(int argc, char **argv) {
     }
     if (!h5log_get_attr_str(&log, "/", "started")) h5log_attr_str(&log, "/", "started", when);
     h5log_attr_str(&log, "/", "status", "running");
-    train_series ts;
     declare_train_series(&log, &ts);
 
-    const int B = cfg.batch, T = cfg.block_size;
-    const size_t N = (size_t)B * T;
     model_alloc_acts(&model, B);
     /* probes: residual matrices and streams on a fixed validation batch (rc: stream RMS and
        the Jacobian baseline only) */
     if (cfg.probe_every > 0) probe = probe_open(&model, &val, &log);
     if (probe && start == 0) probe_step(probe, 0);
-    inputs = malloc_check(N * sizeof(int));
-    targets = malloc_check(N * sizeof(int));
-    int tty = isatty(STDOUT_FILENO) && !quiet;
 
     if (!quiet) {
         printf("s2hc %s | run %s\n", s2hc_version(), dir);
         printf("---- config ----\n%s----------------\n", yaml);
         printf("model: %zu parameters (%zu in hyper-connections), method %s, n = %d, %d threads\n",
                model.n_params, model.n_aux, cfg.method, model.n, kernels_threads());
+        if (W > 1)
+            printf("processes: %d (MPI); each micro-batch of %d sequences cut in %d parts of %d to %d, the "
+                   "parts' gradients summed in rank order\n",
+                   W, B, W, B / W, (B + W - 1) / W);
         const char *blas_note = openblas_coretype_advice();
         if (blas_note && !cm) printf("note: %s\n", blas_note);
         if (kron[0]) printf("kromhc: factors %s%s%s%s\n", kron, kron_prime ? " (" : "", kron_prime ? kron_note : "",
                             kron_prime ? ")" : "");
     }
+
+agree:
+    /* every rank: the setup's status (any rank's failure stops all), then rank 0's resume
+       point, its configuration (each rank's must be the same) and its weights */
+    synced = 1;
+    status = dist_max_int(status);
+    if (status) goto out;
+    {
+        int hdr[2] = {start, done};
+        dist_bcast(hdr, sizeof hdr);
+        start = hdr[0];
+        if (hdr[1]) goto out;
+    }
+    if (W > 1) {
+        size_t len = strlen(yaml) + 1;
+        dist_bcast(&len, sizeof len);
+        char *y0 = malloc_check(len);
+        if (rank == 0) memcpy(y0, yaml, len);
+        dist_bcast(y0, len);
+        const int differs = strcmp(y0, yaml) != 0;
+        free(y0);
+        if (differs)
+            fprintf(stderr, "s2hc: error: rank %d resolved another configuration than rank 0 from %s and its --set "
+                    "(every process must be given the same)\n", rank, cfg_path);
+        status = dist_max_int(differs ? RUN_USAGE : RUN_OK);
+        if (status) goto out;
+        if (start > 0) { /* resumed: rank 0's weights and moments */
+            dist_bcast(model.params, model.n_params * sizeof(real));
+            dist_bcast(opt.m, model.n_params * sizeof(real));
+            dist_bcast(opt.v, model.n_params * sizeof(real));
+        }
+        opt.t = start;
+    }
+    /* this rank's part of each micro-batch (all of it with one process) */
+    const int b0 = part_start(B, rank), Bp = part_start(B, rank + 1) - b0;
+    model_alloc_acts(&model, Bp);
+    inputs = malloc_check(N * sizeof(int));
+    targets = malloc_check(N * sizeof(int));
+    /* (mpirun gives rank 0 a terminal even when its own output is piped: lines, then) */
+    int tty = isatty(STDOUT_FILENO) && !quiet && W == 1;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
@@ -478,15 +603,22 @@ int train_main(int argc, char **argv) {
         } else {
             model_zero_grad(&model);
             for (int micro = 0; micro < cfg.grad_accum; micro++) {
-                loader_next(&loader, B, T, inputs, targets);
-                loss += model_forward_backward(&model, inputs, targets, B, (real)(1.0 / cfg.grad_accum));
+                if (rank == 0) loader_next(&loader, B, T, inputs, targets);
+                loss += micro_batch(&model, inputs, targets, B, b0, Bp, (real)(1.0 / cfg.grad_accum));
             }
             gn = grad_global_norm(&model);
         }
         loss /= cfg.grad_accum;
         if (step + 1 == fault_step) loss = NAN;
+        {   /* rank 0's loss and norm, which every rank has computed alike: the same verdict */
+            double lg[2] = {loss, gn};
+            dist_bcast(lg, sizeof lg);
+            loss = lg[0], gn = lg[1];
+        }
         double lr = lr_at(&cfg, step);
         if (!isfinite(loss) || !isfinite(gn)) {
+            status = RUN_DIVERGED;
+            if (rank > 0) break;
             fprintf(stderr, "%ss2hc: step %d: %s is %s: the run diverged; the last good checkpoint is kept\n",
                     tty ? "\n" : "", step + 1, isfinite(loss) ? "the gradient norm" : "the loss",
                     isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite");
@@ -499,7 +631,6 @@ int train_main(int argc, char **argv) {
             h5log_append(&log, ts.s_tps, &z);
             h5log_attr_str(&log, "/", "status", "diverged");
             h5log_attr_num(&log, "/", "diverged_at_step", step + 1);
-            status = RUN_DIVERGED;
             break;
         }
         if (cm) {
@@ -511,50 +642,58 @@ int train_main(int argc, char **argv) {
         double dt = now_seconds() - t0;
         double tps = (double)N * cfg.grad_accum / dt;
         int64_t s64 = step + 1;
-        h5log_append(&log, ts.s_step, &s64);
-        h5log_append(&log, ts.s_loss, &loss);
-        h5log_append(&log, ts.s_lr, &lr);
-        h5log_append(&log, ts.s_gnorm, &gn);
-        h5log_append(&log, ts.s_tps, &tps);
         last_loss = loss;
         steps_done_here++;
-        double elapsed = now_seconds() - t_start;
-        double eta = elapsed / steps_done_here * (cfg.steps - step - 1);
-        if (!quiet && (tty || (step + 1) % cfg.log_every == 0 || step == start || step + 1 == cfg.steps))
-            progress_line(tty, step + 1, cfg.steps, loss, lr, gn, tps, eta);
-
         int last = step + 1 == cfg.steps;
         if (stop_after > 0 && steps_done_here >= stop_after && !last) g_stop = SIGTERM;
-        int do_probe = probe && ((step + 1) % cfg.probe_every == 0 || last);
-        int do_eval = cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 && !last;
-        int do_ckpt = (cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0 && !last) || g_stop;
-        if (cm && (do_probe || do_eval || do_ckpt || last)) { /* the host model for evals, probes, files */
-            cuda_download_params(cm, &model);
-            if (do_ckpt || last) cuda_download_optim(cm, opt.m, opt.v);
+        /* rank 0's stop (a signal reaches every rank; rank 0's decides) */
+        int stop = g_stop != 0;
+        dist_bcast(&stop, sizeof stop);
+        int do_ckpt = (cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0 && !last) || stop;
+        if (W > 1 && (do_ckpt || last) && check_ranks_agree(&model, &opt) != 0) {
+            status = RUN_FAILED;
+            break;
         }
-        if (do_probe) probe_step(probe, step + 1);
-        if (do_eval) {
-            double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B);
-            int es = h5log_series_add(&log, "/eval/step", H5LOG_I64, 0, NULL, "optimizer step of each eval row", "");
-            int ev = h5log_series_add(&log, "/eval/val_loss", H5LOG_F64, 0, NULL,
-                                      "validation loss (held-out last 1% of the training corpus)", "nats/token");
-            h5log_append(&log, es, &s64);
-            h5log_append(&log, ev, &vl);
-            if (!quiet) printf("%sstep %d: val loss %.4f\n", tty ? "\n" : "", step + 1, vl);
-        }
-        if (do_ckpt) {
+        if (rank == 0) { /* the log, the progress line, probes, evals and files */
+            h5log_append(&log, ts.s_step, &s64);
+            h5log_append(&log, ts.s_loss, &loss);
+            h5log_append(&log, ts.s_lr, &lr);
+            h5log_append(&log, ts.s_gnorm, &gn);
+            h5log_append(&log, ts.s_tps, &tps);
+            double elapsed = now_seconds() - t_start;
+            double eta = elapsed / steps_done_here * (cfg.steps - step - 1);
+            if (!quiet && (tty || (step + 1) % cfg.log_every == 0 || step == start || step + 1 == cfg.steps))
+                progress_line(tty, step + 1, cfg.steps, loss, lr, gn, tps, eta);
+
+            int do_probe = probe && ((step + 1) % cfg.probe_every == 0 || last);
+            int do_eval = cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 && !last;
+            if (cm && (do_probe || do_eval || do_ckpt || last)) { /* the host model for evals, probes, files */
+                cuda_download_params(cm, &model);
+                if (do_ckpt || last) cuda_download_optim(cm, opt.m, opt.v);
+            }
+            if (do_probe) probe_step(probe, step + 1);
+            if (do_eval) {
+                double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B);
+                int es = h5log_series_add(&log, "/eval/step", H5LOG_I64, 0, NULL, "optimizer step of each eval row", "");
+                int ev = h5log_series_add(&log, "/eval/val_loss", H5LOG_F64, 0, NULL,
+                                          "validation loss (held-out last 1% of the training corpus)", "nats/token");
+                h5log_append(&log, es, &s64);
+                h5log_append(&log, ev, &vl);
+                if (!quiet) printf("%sstep %d: val loss %.4f\n", tty ? "\n" : "", step + 1, vl);
+            }
             /* run.h5 first: killed between the two saves, --resume drops the rows logged
                after the checkpoint it finds; the other order loses the rows since the
                last save (tests/cli/kill_cli.sh) */
-            if (h5log_save(&log, run_path) != 0 ||
-                save_state(ckpt_path, &model, &opt, step + 1, rng.s, loader.rng, yaml) != 0) {
+            if (do_ckpt && (h5log_save(&log, run_path) != 0 ||
+                            save_state(ckpt_path, &model, &opt, step + 1, rng.s, loader.rng, yaml) != 0))
                 status = RUN_FAILED;
-                break;
-            }
         }
-        if (g_stop) {
-            if (!quiet || stop_after == 0) fprintf(stderr, "%ss2hc: interrupted at step %d; saved; continue with --resume\n", tty ? "\n" : "",
-                    step + 1);
+        dist_bcast(&status, sizeof status); /* a failed save stops every rank */
+        if (status != RUN_OK) break;
+        if (stop) {
+            if (rank == 0 && (!quiet || stop_after == 0))
+                fprintf(stderr, "%ss2hc: interrupted at step %d; saved; continue with --resume\n", tty ? "\n" : "",
+                        step + 1);
             status = RUN_INTERRUPTED;
             step++;
             break;
@@ -562,7 +701,8 @@ int train_main(int argc, char **argv) {
     }
     if (tty) printf("\n");
 
-    if (status == RUN_OK) {
+    if (status == RUN_OK && rank == 0) {
+        model_alloc_acts(&model, B); /* the whole batch's sequences per eval batch, as one process has */
         eval_all(&model, &log, cfg.steps, !quiet);
         if (cfg.final_samples > 0) {
             double tp = now_seconds();
@@ -583,7 +723,8 @@ int train_main(int argc, char **argv) {
             h5log_attr_num(&log, "/", "wall_seconds", now_seconds() - t_start);
         }
     }
-    if (h5log_save(&log, run_path) != 0) status = RUN_FAILED;
+    if (rank == 0 && h5log_save(&log, run_path) != 0) status = RUN_FAILED;
+    dist_bcast(&status, sizeof status); /* every rank exits as rank 0 does */
     if (status == RUN_OK && !quiet)
         printf("done: %d steps, final train loss %.4f, %s\n", cfg.steps, last_loss, run_path);
     if (probe && !quiet && status == RUN_OK) {
@@ -592,6 +733,7 @@ int train_main(int argc, char **argv) {
     }
 
 out:
+    if (!synced) dist_max_int(status); /* an early exit: the other ranks learn of it at the agreement */
     if (probe) probe_close(probe);
     if (cm) cuda_model_free(cm);
     free(inputs);

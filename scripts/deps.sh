@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS="build-essential pkg-config libhdf5-dev hdf5-tools libyaml-dev libopenblas-openmp-dev
 gnuplot-nox fonts-dejavu-core man-db groff-base perl perl-doc
 linux-doc-6.1 python3.11-doc dict-gcide dict-foldoc fortunes fortunes-min bible-kjv bible-kjv-text
-manpages manpages-dev"
+manpages manpages-dev libopenmpi-dev openmpi-bin"
 if [ "${1:-}" = "--slurm" ]; then PKGS="$PKGS slurmctld slurmd slurm-client munge"; fi
 missing=""
 for p in $PKGS; do

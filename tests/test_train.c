@@ -363,6 +363,74 @@ static void test_sliced_step_is_the_step(void) {
     omp_set_num_threads(saved);
 }
 
+/* The parts of a batch as the processes of a training across processes compute them
+ * (model_forward_backward_part, harness/dist.h): W parts of one thread each, the first
+ * adding into the running gradient, the others from zero, then summed in part order,
+ * give the bits of model_forward_backward on W threads, loss included (ragged parts,
+ * ignored targets, a gradient already there); a part with every target ignored adds
+ * nothing and weighs nothing; and a part's share is of the whole batch's valid targets
+ * (a part taken as its own batch differs). */
+static void parts_case(const char *method, int B, int W) {
+    gpt_model a, b;
+    twin_models(method, 16, "batch", 9, &a, &b);
+    const int T = a.T;
+    const size_t N = (size_t)B * T, P = a.n_params;
+    int *in, *tg;
+    random_tokens(N, 23, 1, &in, &tg);
+    size_t whole = 0;
+    for (size_t t = 0; t < N; t++) whole += tg[t] >= 0;
+    for (size_t i = 0; i < P; i++) a.grads[i] = b.grads[i] = (real)(1e-3 * (double)(i % 11));
+    omp_set_num_threads(W);
+    const real la = model_forward_backward(&a, in, tg, B, 0.25);
+    omp_set_num_threads(1);
+    real *sum = malloc_check(P * sizeof(real)), *first = malloc_check(P * sizeof(real));
+    double loss = 0;
+    for (int r = 0; r < W; r++) {
+        const int b0 = (int)((long)B * r / W), b1 = (int)((long)B * (r + 1) / W);
+        if (r) model_zero_grad(&b);
+        loss += model_forward_backward_part(&b, in + (size_t)b0 * T, tg + (size_t)b0 * T, b1 - b0, 0.25, whole);
+        if (!r) memcpy(sum, b.grads, P * sizeof(real));
+        else
+            for (size_t i = 0; i < P; i++) sum[i] += b.grads[i];
+        if (!r) memcpy(first, b.grads, P * sizeof(real));
+    }
+    CHECK(memcmp(sum, a.grads, P * sizeof(real)) == 0, "%s B=%d: %d parts summed are not %d threads' bits", method,
+          B, W, W);
+    CHECK((real)loss == la, "%s B=%d: the parts' losses sum to %.9g, %d threads give %.9g", method, B,
+          (double)(real)loss, W, (double)la);
+    /* the first part alone, as its own batch: its mean is not its share of the whole */
+    for (size_t i = 0; i < P; i++) b.grads[i] = (real)(1e-3 * (double)(i % 11));
+    const int b1 = B / W;
+    const double own = model_forward_backward_part(&b, in, tg, b1, 0.25, 0);
+    size_t cnt = 0;
+    for (size_t t = 0; t < (size_t)b1 * T; t++) cnt += tg[t] >= 0;
+    CHECK(memcmp(first, b.grads, P * sizeof(real)) != 0 && cnt < whole, "%s: a part's gradient ignores its share",
+          method);
+    CHECK(own > 0, "%s: a part as its own batch has loss %.3g", method, own);
+    /* every target of a part ignored: no gradient, no loss */
+    for (size_t t = 0; t < (size_t)b1 * T; t++) tg[t] = -1;
+    memcpy(first, b.grads, P * sizeof(real));
+    const double none = model_forward_backward_part(&b, in, tg, b1, 0.25, whole);
+    CHECK(none == 0 && memcmp(first, b.grads, P * sizeof(real)) == 0, "%s: a part without targets added %.3g", method,
+          none);
+    free(sum);
+    free(first);
+    free(in);
+    free(tg);
+    model_free(&a);
+    model_free(&b);
+}
+
+static void test_parts_are_the_sliced_step(void) {
+    const int saved = omp_get_max_threads();
+    const char *methods[] = {"rc", "s2hc", "mhc_lite"};
+    for (int i = 0; i < 3; i++) {
+        parts_case(methods[i], 4, 2);
+        parts_case(methods[i], 8, 3);
+    }
+    omp_set_num_threads(saved);
+}
+
 /* Every method trains with a falling loss (issue: variants). */
 /* The method cache of a whole group of 16 tokens is kept in the lanes' layout, so the
  * frame's forward and backward must group the tokens alike whatever their threads
@@ -714,6 +782,7 @@ int main(void) {
     T_RUN(test_optim_step_is_adamw_per_tensor);
     T_RUN(test_frame_applies_H_as_rows_are_outputs);
     T_RUN(test_sliced_step_is_the_step);
+    T_RUN(test_parts_are_the_sliced_step);
     T_RUN(test_frame_groups_any_threads);
     T_RUN(test_loss_falls);
     T_RUN(test_same_seed_same_losses);

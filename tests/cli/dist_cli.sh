@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# `s2hc train` across processes (mpirun, harness/dist.h): W ranks of one thread give the
+# bits of one process with W threads (weights, moments, losses, gradient norms), resume
+# exactly, also from another number of processes, and stop together on every error.
+# A build without MPI (the sanitizer build) must refuse a launch of several processes.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+make_synth_data "$TMP/data"
+conf() { # conf NAME METHOD ACCUM [EXTRA YAML LINE]
+  cat > "$TMP/$1.yaml" <<YAML
+model: {n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
+residual: {method: $2, n_streams: $([ $2 = rc ] && echo 1 || echo 4)}
+train: {batch: 8, steps: 12, warmup: 2, lr: 0.003, grad_accum: $3, eval_every: 5, eval_batches: 1, ckpt_every: 4}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: $1, out: $TMP/runs}
+probe: {every: 0, final_samples: 0}
+$4
+YAML
+}
+# OpenMPI in a container as root: allowed by these; the ranks on any core, no
+# cross-memory attach (which containers often forbid)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPIRUN=(timeout 120 mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
+one() { OMP_NUM_THREADS=$1 timeout 120 "$S2HC" train "${@:2}" --quiet; }   # one NTHREADS CONFIG [ARGS]
+ranks() { "${MPIRUN[@]}" -np "$1" "$S2HC" train "${@:2}" --quiet; }         # ranks W CONFIG [ARGS]
+# the same weights, moments, step and RNG states (every dataset and attribute of the two
+# checkpoints) and the same training series, bit for bit; the evals (rank 0 alone against
+# 2 threads) to float rounding
+same_run() { # same_run DIR_A DIR_B WHAT
+  local a=$TMP/runs/$1 b=$TMP/runs/$2 bad=""
+  h5diff -q "$a/ckpt.h5" "$b/ckpt.h5" >/dev/null 2>&1 || bad="ckpt.h5"
+  for d in /train/step /train/loss /train/grad_norm /train/lr; do
+    h5diff -q "$a/run.h5" "$b/run.h5" "$d" >/dev/null 2>&1 || bad="$bad run.h5:$d"
+  done
+  h5diff -q -p 1e-5 "$a/run.h5" "$b/run.h5" /eval/val_loss >/dev/null 2>&1 || bad="$bad run.h5:/eval/val_loss"
+  [ -z "$bad" ] && ok "$3" || fail "$3: differ in $bad"
+}
+keep() { rm -rf "$TMP/runs/$2"; mv "$TMP/runs/$1" "$TMP/runs/$2"; } # keep RUN AS
+
+if ! command -v mpirun >/dev/null 2>&1; then
+  fail "mpirun not found: make deps installs openmpi-bin"; finish dist_cli; exit
+fi
+if ! "$S2HC" version -v | grep -q "processes *across processes"; then
+  # this build has no MPI: a launch of several processes is refused, not run twice
+  conf solo s2hc 1
+  expect_status 2 "a build without MPI refuses 2 processes" -- "${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/solo.yaml" --quiet
+  expect_out "this build has no MPI" "says the build has no MPI"
+  [ ! -e "$TMP/runs/solo" ] && ok "and writes nothing" || fail "a run directory was written"
+  finish dist_cli; exit
+fi
+
+# W ranks of one thread against one process of W threads, the same config
+for m in s2hc mhc rc; do
+  conf $m $m 1
+  one 2 "$TMP/$m.yaml"; keep $m $m.one
+  ranks 2 "$TMP/$m.yaml"
+  same_run $m.one $m "$m: 2 ranks = 1 process of 2 threads"
+done
+# unequal parts (8 sequences in 3: 2, 3, 3), two micro-batches a step
+conf a3 s2hc 2
+one 3 "$TMP/a3.yaml"; keep a3 a3.one
+ranks 3 "$TMP/a3.yaml"
+same_run a3.one a3 "s2hc, grad_accum 2: 3 ranks (parts of 2, 3, 3) = 1 process of 3 threads"
+# the same with the sums and broadcasts in pieces of 1000 (the parameters in ~70, unequal shares)
+keep a3 a3.ranks
+S2HC_DIST_PIECE=1000 "${MPIRUN[@]}" -x S2HC_DIST_PIECE -np 3 "$S2HC" train "$TMP/a3.yaml" --quiet
+same_run a3.one a3 "3 ranks, buffers moved in pieces of 1000 = 1 process of 3 threads"
+[ "$(h5dump -a /processes "$TMP/runs/a3/run.h5" | grep -Eo '\(0\): [0-9]+' | grep -Eo '[0-9]+$')" = 3 ] \
+  && ok "the run file says 3 processes" || fail "attribute processes: $(h5dump -a /processes "$TMP/runs/a3/run.h5")"
+# and one thread differs from it (the comparison can fail): the slices' sums are in order
+rm -rf "$TMP/runs/a3"; one 1 "$TMP/a3.yaml"
+h5diff -q "$TMP/runs/a3/ckpt.h5" "$TMP/runs/a3.one/ckpt.h5" >/dev/null 2>&1 \
+  && fail "1 and 3 slices gave the same bits: the comparison cannot see a difference" || ok "1 slice is not 3 slices"
+
+# interrupted and resumed across processes; started by one process, resumed by two
+rm -rf "$TMP/runs/s2hc"
+ranks 2 "$TMP/s2hc.yaml" --stop-after 6 2>"$TMP/err"; st=$?
+[ "$st" = 130 ] && ok "--stop-after under mpirun: exit 130" || fail "--stop-after: exit $st: $(tail -3 "$TMP/err")"
+expect_status 0 "--resume under mpirun" -- "${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/s2hc.yaml" --resume --quiet
+same_run s2hc.one s2hc "2 ranks stopped at 6 and resumed = 1 process uninterrupted"
+rm -rf "$TMP/runs/s2hc"
+one 2 "$TMP/s2hc.yaml" --stop-after 6 2>/dev/null
+expect_status 0 "a run of one process resumed by 2 ranks" -- "${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/s2hc.yaml" --resume --quiet
+same_run s2hc.one s2hc "1 process to step 6, then 2 ranks = 1 process uninterrupted"
+
+# every rank stops on an error, whichever rank meets it (timeout: none may hang)
+expect_status 2 "an existing run without --resume" -- "${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/s2hc.yaml" --quiet
+expect_out "already holds a run" "rank 0's refusal stops both"
+conf big s2hc 1 "" ; sed -i 's/batch: 8/batch: 2/' "$TMP/big.yaml"
+expect_status 2 "fewer sequences than processes" -- "${MPIRUN[@]}" -np 3 "$S2HC" train "$TMP/big.yaml" --quiet
+expect_out "key 'train.batch' is 2, fewer sequences than the 3 processes" "names train.batch"
+conf cu s2hc 1 "run: {name: cu, out: $TMP/runs, backend: cuda}"; sed -i '/^run: {name: cu, out: [^,]*}$/d' "$TMP/cu.yaml"
+expect_status 2 "run.backend cuda across processes" -- "${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/cu.yaml" --quiet
+expect_out "key 'run.backend' is cuda, but a training across 2 processes" "names run.backend"
+conf d s2hc 1
+expect_status 2 "ranks given different --set" -- timeout 120 mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 \
+  -np 1 "$S2HC" train "$TMP/d.yaml" --quiet --set train.lr=0.003 : -np 1 "$S2HC" train "$TMP/d.yaml" --quiet --set train.lr=0.002
+expect_out "rank 1 resolved another configuration than rank 0" "names the rank whose configuration differs"
+conf nan s2hc 1
+S2HC_FAULT_NAN_AT_STEP=3 "${MPIRUN[@]}" -x S2HC_FAULT_NAN_AT_STEP -np 2 "$S2HC" train "$TMP/nan.yaml" --quiet >"$TMP/out" 2>&1; st=$?
+[ "$st" = 3 ] && ok "a NaN loss: every rank exits 3" || fail "NaN: exit $st: $(tail -3 "$TMP/out")"
+h5dump -a /status "$TMP/runs/nan/run.h5" 2>/dev/null | grep -q diverged && ok "the run file says diverged" \
+  || fail "status: $(h5dump -a /status "$TMP/runs/nan/run.h5" 2>&1 | tail -2)"
+expect_status 2 "another command under mpirun" -- "${MPIRUN[@]}" -np 2 "$S2HC" eval "$TMP/runs/s2hc"
+expect_out "only .s2hc train. runs across processes" "says only train runs across processes"
+finish dist_cli
