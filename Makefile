@@ -145,8 +145,19 @@ $(BUILD)/harness/dist.o: harness/dist.c $(MPI_STAMP)
 # Link the CUDA backend when mk/cuda.mk found nvcc (the variables are empty otherwise).
 # The sanitizer build stays CPU-only: the CUDA runtime is not built for ASan/LSan.
 ifneq ($(SAN),1)
+CPU_LDLIBS := $(LDLIBS)
 CFLAGS += $(CUDA_CFLAGS)
 LDLIBS := $(CUDA_LIBS) $(LDLIBS)
 $(BIN) $(TEST_BIN) $(FRAME_BENCH): $(CUDA_LIB)
+# The s2hc command itself with its CUDA backend on the CPU emulator (tests/gpu/emu): the
+# same objects as bin/s2hc, the .cu files as the emulator compiles them. `s2hc_emu train
+# --set run.backend=cuda` runs the cuda backend's whole training path (checkpoints,
+# resume, evals, probes, processes) without a GPU, slowly (tests/cli/cuda_train_emu.sh).
+ifneq ($(CUDA_CFLAGS),)
+EMU_S2HC := $(BUILD)/s2hc_emu
+$(EMU_S2HC): $(BUILD)/harness/main.o $(LIB_OBJ) $(CUDA_SRC:%.cu=$(EMU_BUILD)/%.o) $(EMU_BUILD)/emu.o
+	$(CXX) $(LDFLAGS) -o $@ $^ $(CPU_LDLIBS)
+tests-build: $(EMU_S2HC)
+endif
 endif
 -include $(shell find build build-san -name '*.d' 2>/dev/null)

@@ -277,22 +277,58 @@ static int check_ranks_agree(const gpt_model *m, const adamw_state *o) {
  * part (Bp sequences from b0), then the parts' gradients summed in rank order and their
  * losses added in the same order; rank 0's running sum is in grads, the other ranks'
  * parts start from zero. */
-static double micro_batch(gpt_model *m, int *inputs, int *targets, int B, int b0, int Bp, real scale) {
-    const int W = dist_size();
-    if (W == 1) return model_forward_backward(m, inputs, targets, B, scale);
-    const size_t N = (size_t)B * m->T, at = (size_t)b0 * m->T;
+static size_t count_targets(const int *targets, size_t n) {
+    size_t c = 0;
+    for (size_t t = 0; t < n; t++) c += targets[t] >= 0;
+    return c;
+}
+
+/* Across processes: rank 0's micro-batch (N tokens) to every rank; returns its valid targets. */
+static size_t share_batch(int *inputs, int *targets, size_t N) {
     dist_bcast(inputs, N * sizeof(int));
     dist_bcast(targets, N * sizeof(int));
-    size_t whole = 0;
-    for (size_t t = 0; t < N; t++) whole += targets[t] >= 0;
+    return count_targets(targets, N);
+}
+
+/* The sum of every rank's `part`, added in rank order (the same on every rank). */
+static double sum_parts(double part) {
+    const int W = dist_size();
+    double *all = malloc_check((size_t)W * sizeof *all), sum = 0;
+    dist_gather_double(part, all);
+    for (int r = 0; r < W; r++) sum += all[r];
+    free(all);
+    return sum;
+}
+
+static double micro_batch(gpt_model *m, int *inputs, int *targets, int B, int b0, int Bp, real scale) {
+    if (dist_size() == 1) return model_forward_backward(m, inputs, targets, B, scale);
+    const size_t at = (size_t)b0 * m->T, whole = share_batch(inputs, targets, (size_t)B * m->T);
     if (dist_rank() > 0) model_zero_grad(m);
     const double part = model_forward_backward_part(m, inputs + at, targets + at, Bp, scale, whole);
     dist_sum(m->grads, m->n_params);
-    double *all = malloc_check((size_t)W * sizeof *all), loss = 0;
-    dist_gather_double(part, all);
-    for (int r = 0; r < W; r++) loss += all[r];
-    free(all);
-    return (real)loss;
+    return (real)sum_parts(part);
+}
+
+/* The same on the cuda backend, each rank's part on its GPU; its gradient stays there
+ * (summed across the ranks once a step, cuda_sum_grads). cuda_forward_backward takes the
+ * mean over its part's targets: scaled by the part's share of the batch's. */
+static double cuda_micro_batch(cuda_model *cm, int *inputs, int *targets, int B, int T, int b0, int Bp,
+                               double scale) {
+    if (dist_size() == 1) return cuda_forward_backward(cm, inputs, targets, (float)scale);
+    const size_t at = (size_t)b0 * T, whole = share_batch(inputs, targets, (size_t)B * T);
+    const size_t cnt = count_targets(targets + at, (size_t)Bp * T);
+    const double share = whole ? (double)cnt / (double)whole : 0;
+    const float loss = cuda_forward_backward(cm, inputs + at, targets + at, (float)(scale * share));
+    return (float)sum_parts(cnt ? (double)loss * share : 0);
+}
+
+/* Across processes on the cuda backend: the ranks' gradients summed in rank order through
+ * the host (model->grads), back on every GPU. */
+static void cuda_sum_grads(cuda_model *cm, gpt_model *m) {
+    if (dist_size() == 1) return;
+    cuda_download_grads(cm, m);
+    dist_sum(m->grads, m->n_params);
+    cuda_upload_grads(cm, m);
 }
 
 static int train_run(const char *cfg_path, const char **sets, int nsets, int resume, int force, int quiet,
@@ -375,7 +411,7 @@ parts:;
     optim_init(&opt, &model);
     model_init(&model, cfg.seed);
     yaml = config_to_yaml(&cfg);
-    int start = 0;
+    int start = 0, use_cuda = 0; /* use_cuda: rank 0's choice of the cuda backend across processes */
     char gpu[256] = "";
     const int streams_bf16 = model.stream_bf16; /* residual.stream_precision bf16 of a frame method */
     if (rank > 0) goto agree;
@@ -440,18 +476,23 @@ parts:;
        when a GPU is usable; parameters and optimizer state then live on the device and
        are copied back for evals, probes and checkpoints */
     int want_cuda = !strcmp(cfg.backend, "cuda");
-    if (W > 1 && want_cuda) {
-        fprintf(stderr, "s2hc: error: %s: key 'run.backend' is cuda, but a training across %d processes runs on the "
-                "cpu backend in this version (docs/distributed.md); set run.backend: cpu or auto\n", cfg_path, W);
-        { status = RUN_USAGE; goto out; }
-    }
     if (model.proj_bf16 && want_cuda) {
         fprintf(stderr, "s2hc: error: %s: key 'residual.proj_precision' is bf16, a cpu option (the cuda backend runs "
                 "the projection in fp32); set run.backend: cpu, or run.precision: bf16 for the cuda backend's "
                 "mixed precision\n", cfg_path);
         { status = RUN_USAGE; goto out; }
     }
-    if (W == 1 && (want_cuda || (!strcmp(cfg.backend, "auto") && !model.proj_bf16))) {
+    if (W > 1 && (want_cuda || (!strcmp(cfg.backend, "auto") && !model.proj_bf16))) {
+        /* across processes every rank builds its device model after the agreement below,
+           on the GPU of its local rank; rank 0 looks at its own */
+        cuda_use_device(dist_local_rank());
+        if (cuda_available(gpu, sizeof gpu) > 0) use_cuda = 1;
+        else if (want_cuda) {
+            fprintf(stderr, "s2hc: error: %s: key 'run.backend' is cuda, but %s\n", cfg_path,
+                    gpu[0] ? gpu : "no GPU is usable");
+            { status = RUN_USAGE; goto out; }
+        }
+    } else if (W == 1 && (want_cuda || (!strcmp(cfg.backend, "auto") && !model.proj_bf16))) {
         if (cuda_available(gpu, sizeof gpu) > 0) {
             cm = cuda_model_create(&model, cfg.batch, !strcmp(cfg.precision, "bf16"), err, sizeof err);
             if (!cm && want_cuda) {
@@ -467,14 +508,13 @@ parts:;
         }
     }
     if (!quiet) {
-        if (cm) printf("backend: cuda on %s, %s\n", gpu, cfg.precision);
+        if (cm || use_cuda) printf("backend: cuda on %s%s, %s\n", gpu, use_cuda ? " (rank 0's)" : "", cfg.precision);
         else if (!strcmp(cfg.backend, "auto"))
             printf("backend: cpu (auto: %s)\n", model.proj_bf16 ? "residual.proj_precision bf16 is a cpu option"
-                                                 : W > 1 ? "a training across processes runs on the cpu"
                                                  : gpu[0] ? gpu : "no GPU");
         if (model.proj_bf16)
             printf("projection: bf16 operands, fp32 sums (residual.proj_precision); the rest of the step in fp32\n");
-        if (!cm && strcmp(cfg.precision, "fp32"))
+        if (!cm && !use_cuda && strcmp(cfg.precision, "fp32"))
             printf("precision: fp32 (run.precision %s is for the cuda backend; the cpu backend trains in fp32, "
                    "and the run file says so)\n", cfg.precision);
         if (streams_bf16)
@@ -496,9 +536,9 @@ parts:;
     h5log_attr_num(&log, "/", "n_streams", model.n);
     h5log_attr_num(&log, "/", "seed", (double)cfg.seed);
     h5log_attr_str(&log, "/", "git_commit", s2hc_version());
-    h5log_attr_str(&log, "/", "backend", cm ? "cuda" : "cpu");
-    h5log_attr_str(&log, "/", "device", cm ? gpu : "cpu");
-    h5log_attr_str(&log, "/", "precision", cm ? cfg.precision : "fp32");
+    h5log_attr_str(&log, "/", "backend", cm || use_cuda ? "cuda" : "cpu");
+    h5log_attr_str(&log, "/", "device", cm || use_cuda ? gpu : "cpu");
+    h5log_attr_str(&log, "/", "precision", cm || use_cuda ? cfg.precision : "fp32");
     h5log_attr_str(&log, "/", "proj_precision", model.proj_bf16 ? "bf16" : "fp32");
     h5log_attr_str(&log, "/", "stream_precision", streams_bf16 ? "bf16" : "fp32");
     h5log_attr_num(&log, "/", "processes", W);
@@ -537,7 +577,7 @@ parts:;
                    "parts' gradients summed in rank order\n",
                    W, B, W, B / W, (B + W - 1) / W);
         const char *blas_note = openblas_coretype_advice();
-        if (blas_note && !cm) printf("note: %s\n", blas_note);
+        if (blas_note && !cm && !use_cuda) printf("note: %s\n", blas_note);
         if (kron[0]) printf("kromhc: factors %s%s%s%s\n", kron, kron_prime ? " (" : "", kron_prime ? kron_note : "",
                             kron_prime ? ")" : "");
     }
@@ -576,6 +616,15 @@ agree:
     }
     /* this rank's part of each micro-batch (all of it with one process) */
     const int b0 = part_start(B, rank), Bp = part_start(B, rank + 1) - b0;
+    dist_bcast(&use_cuda, sizeof use_cuda);
+    if (use_cuda) { /* across processes: each rank's device model, from the agreed weights */
+        cuda_use_device(dist_local_rank());
+        cm = cuda_model_create(&model, Bp, !strcmp(cfg.precision, "bf16"), err, sizeof err);
+        if (!cm) fprintf(stderr, "s2hc: error: rank %d (local rank %d): %s\n", rank, dist_local_rank(), err);
+        status = dist_max_int(cm ? RUN_OK : RUN_FAILED);
+        if (status) goto out;
+        if (start > 0) cuda_upload_optim(cm, opt.m, opt.v);
+    }
     model_alloc_acts(&model, Bp);
     inputs = malloc_check(N * sizeof(int));
     targets = malloc_check(N * sizeof(int));
@@ -596,9 +645,10 @@ agree:
         if (cm) {
             cuda_zero_grad(cm);
             for (int micro = 0; micro < cfg.grad_accum; micro++) {
-                loader_next(&loader, B, T, inputs, targets);
-                loss += cuda_forward_backward(cm, inputs, targets, (float)(1.0 / cfg.grad_accum));
+                if (rank == 0) loader_next(&loader, B, T, inputs, targets);
+                loss += cuda_micro_batch(cm, inputs, targets, B, T, b0, Bp, 1.0 / cfg.grad_accum);
             }
+            cuda_sum_grads(cm, &model);
             gn = cuda_grad_norm(cm);
         } else {
             model_zero_grad(&model);
@@ -650,9 +700,15 @@ agree:
         int stop = g_stop != 0;
         dist_bcast(&stop, sizeof stop);
         int do_ckpt = (cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0 && !last) || stop;
-        if (W > 1 && (do_ckpt || last) && check_ranks_agree(&model, &opt) != 0) {
-            status = RUN_FAILED;
-            break;
+        if (W > 1 && (do_ckpt || last)) {
+            if (cm) { /* every rank's weights and moments on the host, to compare */
+                cuda_download_params(cm, &model);
+                cuda_download_optim(cm, opt.m, opt.v);
+            }
+            if (check_ranks_agree(&model, &opt) != 0) {
+                status = RUN_FAILED;
+                break;
+            }
         }
         if (rank == 0) { /* the log, the progress line, probes, evals and files */
             h5log_append(&log, ts.s_step, &s64);

@@ -155,6 +155,15 @@ static __global__ void probe_kernel(int *x) {
     if (x) *x = 1;
 }
 
+/* The GPU this process uses (cuda_use_device): one per process when several share a host. */
+static int g_device = 0;
+
+void cuda_use_device(int local_rank) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) g_device = local_rank % count;
+    cudaGetLastError();
+}
+
 int cuda_available(char *name, size_t len) {
     char dummy[8];
     if (!name || !len) {
@@ -169,7 +178,8 @@ int cuda_available(char *name, size_t len) {
         return 0;
     }
     cudaDeviceProp p;
-    e = cudaGetDeviceProperties(&p, 0);
+    e = cudaGetDeviceProperties(&p, g_device);
+    if (e == cudaSuccess) e = cudaSetDevice(g_device);
     if (e != cudaSuccess) {
         snprintf(name, len, "no GPU (%s)", cudaGetErrorString(e));
         cudaGetLastError();
@@ -188,8 +198,12 @@ int cuda_available(char *name, size_t len) {
         cudaGetLastError();
         return 0;
     }
-    snprintf(name, len, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
-             (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    if (g_device)
+        snprintf(name, len, "GPU %d, %s (sm_%d%d, %.1f GiB)", g_device, p.name, p.major, p.minor,
+                 (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    else
+        snprintf(name, len, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
+                 (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
     return count;
 }
 
@@ -302,7 +316,7 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
                  B, CUDA_COLSUM_ROWS, CUDA_GRID_Y_MAX);
         return NULL;
     }
-    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaSetDevice(g_device));
     cuda_model *cm = (cuda_model *)calloc(1, sizeof *cm);
     if (!cm) {
         snprintf(err, errlen, "cuda: out of host memory");
@@ -465,6 +479,11 @@ void cuda_download_params(cuda_model *cm, gpt_model *m) {
 
 void cuda_download_grads(cuda_model *cm, gpt_model *m) {
     to_host(cm, m->grads, cm->grads);
+    CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
+}
+
+void cuda_upload_grads(cuda_model *cm, const gpt_model *m) {
+    to_device(cm, cm->grads, m->grads);
     CUDA_CHECK(cudaStreamSynchronize(cm->ctx.stream));
 }
 

@@ -40,6 +40,9 @@ typedef struct cuda_model cuda_model;
  * with none, the reason ("no GPU: CUDA driver is insufficient ...", "GPU ... is sm_80;
  * this build runs on sm_90 and newer"). Never fails hard. */
 int cuda_available(char *name, size_t len);
+/* Use GPU local_rank mod the GPUs present (a process of a training across processes, one
+ * GPU each when there are as many); before cuda_available and cuda_model_create. */
+void cuda_use_device(int local_rank);
 
 /* Build the device model for micro-batches of B sequences: copies the parameter table
  * and the method spec from m, uploads m->params, zeroes gradients and AdamW moments,
@@ -55,6 +58,8 @@ void cuda_upload_params(cuda_model *cm, const gpt_model *m);
 void cuda_download_params(cuda_model *cm, gpt_model *m);
 /* Gradients device -> m->grads (for checks and probes). */
 void cuda_download_grads(cuda_model *cm, gpt_model *m);
+/* m->grads -> device (the gradients summed across processes). */
+void cuda_upload_grads(cuda_model *cm, const gpt_model *m);
 /* AdamW moments (n_params floats each, the CPU's adamw_state layout). */
 void cuda_upload_optim(cuda_model *cm, const float *mom, const float *var);
 void cuda_download_optim(cuda_model *cm, float *mom, float *var);
@@ -128,6 +133,8 @@ static inline void cuda_model_free(cuda_model *cm) { (void)cm; }
 static inline void cuda_upload_params(cuda_model *cm, const gpt_model *m) { (void)cm; (void)m; }
 static inline void cuda_download_params(cuda_model *cm, gpt_model *m) { (void)cm; (void)m; }
 static inline void cuda_download_grads(cuda_model *cm, gpt_model *m) { (void)cm; (void)m; }
+static inline void cuda_upload_grads(cuda_model *cm, const gpt_model *m) { (void)cm; (void)m; }
+static inline void cuda_use_device(int local_rank) { (void)local_rank; }
 static inline void cuda_upload_optim(cuda_model *cm, const float *a, const float *b) { (void)cm; (void)a; (void)b; }
 static inline void cuda_download_optim(cuda_model *cm, float *a, float *b) { (void)cm; (void)a; (void)b; }
 static inline void cuda_zero_grad(cuda_model *cm) { (void)cm; }

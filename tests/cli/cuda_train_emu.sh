@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `s2hc train` on the cuda backend, end to end, with the CUDA kernels on the CPU emulator
+# (build/s2hc_emu: the s2hc command linked with tests/gpu/emu's build of kernels/cuda):
+# the run file says cuda; its losses are the cpu backend's to float rounding; a run
+# stopped and resumed ends with the uninterrupted one's bits; evals and probes read the
+# device's weights; and 2 processes (mpirun), each its part on its GPU, train the model
+# one process does. Slow by nature (an emulator): one tiny model, 6 steps.
+# Without the emulated binary (no nvcc; the sanitizer build) there is nothing to run.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+EMU=${S2HC_EMU_BIN:-$PWD/${BUILD:-build}/s2hc_emu}
+if [ ! -x "$EMU" ]; then
+  echo "cuda_train_emu: $EMU not built (it needs nvcc's build of bin/s2hc; not in the sanitizer build)"
+  finish cuda_train_emu; exit
+fi
+make_synth_data "$TMP/data"
+conf() { # conf NAME BACKEND
+  cat > "$TMP/$1.yaml" <<YAML
+model: {n_layer: 1, n_head: 2, n_embd: 32, block_size: 16}
+residual: {method: s2hc, n_streams: 4}
+train: {batch: 4, steps: 6, warmup: 1, lr: 0.003, eval_every: 3, eval_batches: 1, ckpt_every: 3, threads: 1}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: $1, out: $TMP/runs, backend: $2}
+probe: {every: 3, final_samples: 8}
+YAML
+}
+attr() { h5dump -a "/$2" "$TMP/runs/$1/run.h5" 2>/dev/null | grep -Eo '\(0\): .*' | sed -E 's/^\(0\): //; s/"//g'; }
+close() { # close RUN_A RUN_B DATASET REL WHAT
+  if h5diff -q -p "$4" "$TMP/runs/$1/run.h5" "$TMP/runs/$2/run.h5" "$3" >/dev/null 2>&1; then ok "$5"
+  else fail "$5: $(h5diff -p "$4" "$TMP/runs/$1/run.h5" "$TMP/runs/$2/run.h5" "$3" 2>&1 | head -5 | tr '\n' ' ')"; fi
+}
+
+conf g cuda; conf c cpu
+expect_status 0 "train on the emulated GPU" -- "$EMU" train "$TMP/g.yaml" --quiet
+[ "$(attr g backend)" = cuda ] && ok "the run file says cuda" || fail "backend: $(attr g backend)"
+attr g device | grep -q "emulator" && ok "and names the device" || fail "device: $(attr g device)"
+expect_status 0 "the same on the cpu backend" -- "$S2HC" train "$TMP/c.yaml" --quiet
+close g c /train/loss 1e-5 "cuda's losses = cpu's to 1e-5"
+close g c /train/grad_norm 1e-4 "cuda's gradient norms = cpu's to 1e-4"
+close g c /eval/val_loss 1e-5 "evals of the device's weights = cpu's to 1e-5"
+close g c /probe/stream_rms 1e-5 "probes of the device's weights = cpu's to 1e-5 (stream RMS)"
+close g c /final/jacobian_norm 1e-5 "the final probe's Jacobian norms = cpu's to 1e-5"
+# H_res probed at step 0 (the same weights on both): to 1e-6. (Later rows drift apart by
+# ~5e-5 in the ~1e-4 off-diagonal entries: AdamW's steps of near-zero gradients, whose
+# sign is rounding's.)
+row0() { h5dump -d /probe/H_res_mean -s 0,0,0,0 -c 1,2,4,4 -m %.9g "$TMP/runs/$1/run.h5" 2>/dev/null |
+         grep -Eo '\): -?[0-9][^,]*' | sed 's/^): //'; }
+paste <(row0 g) <(row0 c) > "$TMP/h0"
+d0=$(awk '{d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; n++} END {printf "%d %.3g", n, m}' "$TMP/h0")
+[ "${d0%% *}" = 32 ] && awk -v m="${d0#* }" 'BEGIN {exit !(m <= 1e-6)}' && ok "H_res probed at step 0 = cpu's to 1e-6" \
+  || fail "H_res probed at step 0: $d0 (values, largest difference)"
+h5dump -d /final/H_res_mean "$TMP/runs/g/run.h5" >/dev/null 2>&1 && ok "the final probe ran" || fail "no /final"
+
+# stopped at step 3 (a signal's path: the step ends, the device state is saved), resumed
+conf r cuda
+"$EMU" train "$TMP/r.yaml" --quiet --stop-after 3 2>/dev/null; st=$?
+[ "$st" = 130 ] && ok "--stop-after 3: exit 130" || fail "--stop-after: exit $st"
+expect_status 0 "--resume on the emulated GPU" -- "$EMU" train "$TMP/r.yaml" --resume --quiet
+for d in /train/loss /train/grad_norm; do
+  h5diff -q "$TMP/runs/g/run.h5" "$TMP/runs/r/run.h5" $d >/dev/null 2>&1 && ok "resumed = uninterrupted: $d" \
+    || fail "resumed differs from uninterrupted in $d"
+done
+for g in /model /optim; do
+  h5diff -q "$TMP/runs/g/ckpt.h5" "$TMP/runs/r/ckpt.h5" $g >/dev/null 2>&1 \
+    && ok "resumed = uninterrupted: the checkpoint's $g" || fail "resumed and uninterrupted differ in $g"
+done
+
+# two processes, one emulated GPU each
+if command -v mpirun >/dev/null 2>&1 && "$EMU" version -v | grep -q "processes *across processes"; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+  conf m cuda
+  expect_status 0 "2 processes on the cuda backend" -- timeout 300 mpirun --oversubscribe --bind-to none \
+    -x OMP_NUM_THREADS=1 -np 2 "$EMU" train "$TMP/m.yaml" --quiet
+  [ "$(attr m processes)" = 2 ] && [ "$(attr m backend)" = cuda ] && ok "the run file says 2 processes, cuda" \
+    || fail "processes $(attr m processes), backend $(attr m backend)"
+  close g m /train/loss 1e-5 "2 processes' losses = 1 process's to 1e-5"
+  close g m /train/grad_norm 1e-4 "2 processes' gradient norms = 1 process's to 1e-4"
+else
+  fail "mpirun or the build's MPI missing: make deps installs OpenMPI"
+fi
+finish cuda_train_emu
