@@ -51,6 +51,33 @@ d0=$(awk '{d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; n++} END {printf "%
   || fail "H_res probed at step 0: $d0 (values, largest difference)"
 h5dump -d /final/H_res_mean "$TMP/runs/g/run.h5" >/dev/null 2>&1 && ok "the final probe ran" || fail "no /final"
 
+# run.backend auto: the GPU when there is one, and says so; the cpu when the emulator plays
+# a machine without a driver (S2HC_EMU_NO_GPU), where cuda is a clear error
+conf a auto
+"$EMU" train "$TMP/a.yaml" --set train.steps=1 > "$TMP/out" 2>&1 && grep -q "^backend: cuda on CPU emulator" "$TMP/out" \
+  && [ "$(attr a backend)" = cuda ] && ok "auto picks the GPU and says so" || fail "auto: $(grep backend "$TMP/out")"
+rm -rf "$TMP/runs/a"
+S2HC_EMU_NO_GPU=1 "$EMU" train "$TMP/a.yaml" --set train.steps=1 > "$TMP/out" 2>&1 \
+  && grep -q "^backend: cpu (auto: no GPU" "$TMP/out" && [ "$(attr a backend)" = cpu ] \
+  && ok "without a driver auto picks the cpu and says why" || fail "auto, no GPU: $(grep backend "$TMP/out")"
+expect_status 2 "run.backend cuda without a driver" -- env S2HC_EMU_NO_GPU=1 "$EMU" train "$TMP/g.yaml" --set run.name=nog
+expect_out "key 'run.backend' is cuda, but no GPU" "says there is no GPU"
+
+# mixed precision (bf16 products, fp32 master weights): the cpu's fp32 losses to 2e-2;
+# bf16 streams: the cpu's bf16 streams (the same rounding of the same values) to 1e-4
+conf b cuda; sed -i 's/backend: cuda}/backend: cuda, precision: bf16}/' "$TMP/b.yaml"
+expect_status 0 "train in bf16 on the emulated GPU" -- "$EMU" train "$TMP/b.yaml" --quiet
+[ "$(attr b precision)" = bf16 ] && ok "the run file says bf16" || fail "precision: $(attr b precision)"
+close b c /train/loss 2e-2 "bf16's losses = cpu's fp32 ones to 2e-2"
+conf gs cuda; conf cs cpu
+sed -i 's/n_streams: 4}/n_streams: 4, stream_precision: bf16}/' "$TMP/gs.yaml" "$TMP/cs.yaml"
+expect_status 0 "bf16 streams on the emulated GPU" -- "$EMU" train "$TMP/gs.yaml" --quiet
+expect_status 0 "bf16 streams on the cpu" -- "$S2HC" train "$TMP/cs.yaml" --quiet
+[ "$(attr gs stream_precision)" = bf16 ] && ok "the run file says bf16 streams" || fail "$(attr gs stream_precision)"
+close gs cs /train/loss 1e-4 "bf16 streams: cuda's losses = cpu's to 1e-4"
+h5diff -q "$TMP/runs/gs/run.h5" "$TMP/runs/g/run.h5" /train/loss >/dev/null 2>&1 \
+  && fail "bf16 streams left the losses' bits as fp32's: the option did nothing" || ok "bf16 streams change the losses"
+
 # stopped at step 3 (a signal's path: the step ends, the device state is saved), resumed
 conf r cuda
 "$EMU" train "$TMP/r.yaml" --quiet --stop-after 3 2>/dev/null; st=$?
