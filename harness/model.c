@@ -2116,8 +2116,7 @@ void model_backward(gpt_model *m, real scale) {
 /* Slice k of S of a batch of B sequences: sequences [B k / S, B (k + 1) / S). */
 static int slice_start(int B, int S, int k) { return (int)((long)B * k / S); }
 
-/* The valid targets (>= 0) of n tokens. */
-static size_t count_valid(const int *targets, size_t n) {
+size_t model_valid_targets(const int *targets, size_t n) {
     size_t c = 0;
     for (size_t t = 0; t < n; t++) c += targets[t] >= 0;
     return c;
@@ -2135,7 +2134,7 @@ static double forward_backward_part(gpt_model *m, const int *inputs, const int *
         const real loss = model_forward(m, inputs, targets, B);
         double part = loss;
         if (whole && targets) { /* as a slice below: this part's mean weighted by its share */
-            const size_t cnt = count_valid(targets, (size_t)B * T);
+            const size_t cnt = model_valid_targets(targets, (size_t)B * T);
             if (cnt) model_backward(m, scale * (real)((double)cnt / (double)whole));
             part = (double)loss * (double)cnt / (double)whole;
         } else {
@@ -2162,7 +2161,7 @@ static double forward_backward_part(gpt_model *m, const int *inputs, const int *
         sl[k].grads = k ? m->slice_grads + (size_t)(k - 1) * m->n_params : m->grads;
         ao += sl[k].n_acts;
         go += sl[k].n_grad_acts;
-        cnt[k] = count_valid(targets + t0, t1 - t0);
+        cnt[k] = model_valid_targets(targets + t0, t1 - t0);
         total += cnt[k];
     }
     if (whole) total = whole;

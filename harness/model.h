@@ -121,13 +121,16 @@ void model_zero_grad(gpt_model *m);
  * (model_hc_acts and the logits are then not the batch's: probes and eval run
  * model_forward themselves). */
 real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale);
+/* The valid targets (>= 0) among n. */
+size_t model_valid_targets(const int *targets, size_t n);
 /* The same step over B sequences that are one part of a larger batch whose targets hold
  * `whole` valid ones (>= 0), as one process of a training across processes runs it
  * (harness/dist.h): the gradient of the whole batch's mean loss restricted to this part,
  * times scale, added into grads; returns this part's loss times its share of the valid
- * targets (summed over its slices in slice order, in double). The parts of a batch cut
- * where its slices would be cut give, summed in order, the bits of one process with as
- * many threads. */
+ * targets (summed over its slices in slice order, in double); whole = 0 (no valid target
+ * in the batch) adds nothing. The parts of a batch cut where its slices would be cut,
+ * each on one thread, give, summed in order, the bits of one process with as many
+ * threads. */
 double model_forward_backward_part(gpt_model *m, const int *inputs, const int *targets, int B, real scale,
                                    size_t whole);
 void model_free(gpt_model *m);

@@ -277,17 +277,11 @@ static int check_ranks_agree(const gpt_model *m, const adamw_state *o) {
  * part (Bp sequences from b0), then the parts' gradients summed in rank order and their
  * losses added in the same order; rank 0's running sum is in grads, the other ranks'
  * parts start from zero. */
-static size_t count_targets(const int *targets, size_t n) {
-    size_t c = 0;
-    for (size_t t = 0; t < n; t++) c += targets[t] >= 0;
-    return c;
-}
-
 /* Across processes: rank 0's micro-batch (N tokens) to every rank; returns its valid targets. */
 static size_t share_batch(int *inputs, int *targets, size_t N) {
     dist_bcast(inputs, N * sizeof(int));
     dist_bcast(targets, N * sizeof(int));
-    return count_targets(targets, N);
+    return model_valid_targets(targets, N);
 }
 
 /* The sum of every rank's `part`, added in rank order (the same on every rank). */
@@ -316,7 +310,7 @@ static double cuda_micro_batch(cuda_model *cm, int *inputs, int *targets, int B,
                                double scale) {
     if (dist_size() == 1) return cuda_forward_backward(cm, inputs, targets, (float)scale);
     const size_t at = (size_t)b0 * T, whole = share_batch(inputs, targets, (size_t)B * T);
-    const size_t cnt = count_targets(targets + at, (size_t)Bp * T);
+    const size_t cnt = model_valid_targets(targets + at, (size_t)Bp * T);
     const double share = whole ? (double)cnt / (double)whole : 0;
     const float loss = cuda_forward_backward(cm, inputs + at, targets + at, (float)(scale * share));
     return (float)sum_parts(cnt ? (double)loss * share : 0);

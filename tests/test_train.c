@@ -398,15 +398,19 @@ static void parts_case(const char *method, int B, int W) {
           B, W, W);
     CHECK((real)loss == la, "%s B=%d: the parts' losses sum to %.9g, %d threads give %.9g", method, B,
           (double)(real)loss, W, (double)la);
-    /* the first part alone, as its own batch: its mean is not its share of the whole */
-    for (size_t i = 0; i < P; i++) b.grads[i] = (real)(1e-3 * (double)(i % 11));
+    /* the first part as a batch of its own (whole = its own valid targets): the step of
+       model_forward_backward over it alone, and not its share of the whole batch */
     const int b1 = B / W;
-    const double own = model_forward_backward_part(&b, in, tg, b1, 0.25, 0);
-    size_t cnt = 0;
-    for (size_t t = 0; t < (size_t)b1 * T; t++) cnt += tg[t] >= 0;
-    CHECK(memcmp(first, b.grads, P * sizeof(real)) != 0 && cnt < whole, "%s: a part's gradient ignores its share",
+    const size_t cnt = model_valid_targets(tg, (size_t)b1 * T);
+    for (size_t i = 0; i < P; i++) b.grads[i] = (real)(1e-3 * (double)(i % 11));
+    const double own = model_forward_backward_part(&b, in, tg, b1, 0.25, cnt);
+    memcpy(sum, b.grads, P * sizeof(real));
+    for (size_t i = 0; i < P; i++) b.grads[i] = (real)(1e-3 * (double)(i % 11));
+    const real alone = model_forward_backward(&b, in, tg, b1, 0.25);
+    CHECK(memcmp(sum, b.grads, P * sizeof(real)) == 0 && (real)own == alone,
+          "%s: a part with whole = its own targets is not the step over it alone", method);
+    CHECK(memcmp(first, sum, P * sizeof(real)) != 0 && cnt < whole, "%s: a part's gradient ignores its share",
           method);
-    CHECK(own > 0, "%s: a part as its own batch has loss %.3g", method, own);
     /* every target of a part ignored: no gradient, no loss */
     for (size_t t = 0; t < (size_t)b1 * T; t++) tg[t] = -1;
     memcpy(first, b.grads, P * sizeof(real));
