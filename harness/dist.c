@@ -32,18 +32,25 @@ void dist_describe(char *buf, size_t len) {
 #endif
 }
 
+static int env_count(const char *key) {
+    const char *v = getenv(key);
+    const long n = v && *v ? strtol(v, NULL, 10) : 0;
+    return n >= 1 && n <= INT_MAX ? (int)n : 0;
+}
+
 /* The world size a launcher announces in the environment: OpenMPI's mpirun, MPICH's and
- * Slurm's PMI, and srun's own task count (set with or without MPI). */
+ * Slurm's PMI, and the task count of an srun step (set with or without MPI; not that of
+ * a batch script, whose step id is not a number or one of Slurm's reserved ones). */
 int dist_launched(void) {
-    static const char *keys[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-        const char *v = getenv(keys[k]);
-        if (v && *v) {
-            const long n = strtol(v, NULL, 10);
-            if (n >= 1 && n <= INT_MAX) return (int)n;
-        }
+    int n = env_count("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = env_count("PMI_SIZE");
+    if (!n) {
+        const char *id = getenv("SLURM_STEP_ID");
+        char *end = NULL;
+        const unsigned long step = id && *id ? strtoul(id, &end, 10) : 0xffffffffUL;
+        if (end && !*end && step < 0xfffffff0UL) n = env_count("SLURM_STEP_NUM_TASKS");
     }
-    return 1;
+    return n ? n : 1;
 }
 
 int dist_init(int *argc, char ***argv, char *err, size_t errlen) {

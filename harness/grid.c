@@ -592,7 +592,7 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
         return 2;
     }
     static const char *const top[] = {"base", "preset", "set", "sweep", "include", "exclude", "override",
-                                      "name", "out", "slurm", NULL};
+                                      "name", "out", "slurm", "launch", NULL};
     int seen[16] = {0}, seen_line[16] = {0}, seen_col[16] = {0};
     char base[CFG_PATH] = "";
     int base_line = 0, base_col = 0;
@@ -694,6 +694,15 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
             break;
         case 8: rc = parse_scalar_field(P, vn, "out", g->out, sizeof g->out); break;
         case 9: rc = parse_slurm(P, vn); break;
+        case 10:
+            rc = parse_scalar_field(P, vn, "launch", g->launch, sizeof g->launch);
+            if (!rc && (strspn(g->launch, " \t") == strlen(g->launch) || strpbrk(g->launch, "'\"\\$`|;&<>"))) {
+                gerr(g->path, LINE(vn), COL(vn), "launch",
+                     "expected a command and its arguments separated by spaces, without quotes or shell "
+                     "syntax (e.g. \"mpirun -np 4\" or \"srun --mpi=pmix\")");
+                rc = 2;
+            }
+            break;
         }
         if (rc) return rc;
     }
@@ -1520,8 +1529,8 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             run_dir_path(&pts[i], "config.yaml", cfgp, sizeof cfgp);
             point_values_text(&pts[i], vals, sizeof vals);
             int own = strstr(vals, "preset=") != NULL;
-            printf("       s2hc train %s %s   # %s%s%s\n", cfgp, runs == 2 ? "--force" : "--resume",
-                   vals[0] ? vals : "the base config", pts[i].preset[0] && !own ? "; preset " : "",
+            printf("       %s%ss2hc train %s %s   # %s%s%s\n", g->launch, g->launch[0] ? " " : "", cfgp,
+                   runs == 2 ? "--force" : "--resume", vals[0] ? vals : "the base config", pts[i].preset[0] && !own ? "; preset " : "",
                    own ? "" : pts[i].preset);
         }
     }
@@ -1892,8 +1901,8 @@ static void launch(grid_runner *r, int i) {
     }
     sl->log_off = lseek(logfd, 0, SEEK_END);
     const char *mode = sl->fresh ? "--force" : "--resume";
-    dprintf(logfd, "==== s2hc grid %s: point %d (%s) on %s, %s: s2hc train %s %s ====\n", r->g->path, p->index,
-            p->name, host, when, cfgp, mode);
+    dprintf(logfd, "==== s2hc grid %s: point %d (%s) on %s, %s: %s%ss2hc train %s %s ====\n", r->g->path, p->index,
+            p->name, host, when, r->g->launch, r->g->launch[0] ? " " : "", cfgp, mode);
 
     char threads[16];
     snprintf(threads, sizeof threads, "%d", r->threads);
@@ -1937,13 +1946,25 @@ static void launch(grid_runner *r, int i) {
         signal(SIGTERM, SIG_DFL);
         setenv("OMP_NUM_THREADS", threads, 1);
         setenv("OPENBLAS_NUM_THREADS", threads, 1);
-        char *argv[] = {(char *)"s2hc", (char *)"train", cfgp, (char *)mode, NULL};
+        /* under the grid's launch: command (its words, then this s2hc), or s2hc alone */
+        char launch[sizeof r->g->launch], *argv[64];
+        int na = 0;
+        snprintf(launch, sizeof launch, "%s", r->g->launch);
+        for (char *save = NULL, *w = strtok_r(launch, " \t", &save); w && na < 59; w = strtok_r(NULL, " \t", &save))
+            argv[na++] = w;
+        argv[na] = na ? r->exe : (char *)"s2hc";
+        na++;
+        argv[na++] = (char *)"train";
+        argv[na++] = cfgp;
+        argv[na++] = (char *)mode;
+        argv[na] = NULL;
         if (delay_ms > 0) {
             struct timespec ts = {delay_ms / 1000, delay_ms % 1000 * 1000000L};
             nanosleep(&ts, NULL);
         }
-        execv(r->exe, argv);
-        dprintf(2, "s2hc: error: grid: cannot run %s: %s\n", r->exe, strerror(errno));
+        if (r->g->launch[0]) execvp(argv[0], argv);
+        else execv(r->exe, argv);
+        dprintf(2, "s2hc: error: grid: cannot run %s: %s\n", r->g->launch[0] ? argv[0] : r->exe, strerror(errno));
         _exit(127);
     }
     close(ready[1]);

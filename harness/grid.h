@@ -84,6 +84,7 @@ typedef struct {
     int name_line, name_col;
     char out[CFG_PATH];      /* the grid's runs directory: out:, --out, or runs/<stem> */
     grid_slurm slurm;
+    char launch[512];        /* launch: the command each point's `s2hc train` runs under ("": none) */
     int npin;                /* command-line --set K=V not pinning a swept key: applied last */
     grid_kv *pin;
     int nargs;               /* the command-line --set/--out arguments, kept for Slurm tasks */

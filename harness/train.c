@@ -248,6 +248,7 @@ int train_main(int argc, char **argv) {
     char derr[512];
     if (dist_init(&argc, &argv, derr, sizeof derr) != 0) {
         fprintf(stderr, "s2hc: error: train: %s\n", derr);
+        dist_finalize();
         return RUN_USAGE;
     }
     int status = train_run(cfg_path, sets, nsets, resume, force, quiet || dist_rank() > 0, stop_after);

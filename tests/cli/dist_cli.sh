@@ -40,6 +40,18 @@ keep() { rm -rf "$TMP/runs/$2"; mv "$TMP/runs/$1" "$TMP/runs/$2"; } # keep RUN A
 if ! command -v mpirun >/dev/null 2>&1; then
   fail "mpirun not found: make deps installs openmpi-bin"; finish dist_cli; exit
 fi
+# an srun step of several tasks is a launch (without --mpi each would be a world of one);
+# a batch script's environment is not
+conf sr s2hc 1
+expect_status 2 "srun's 2 tasks, another command" -- env SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 "$S2HC" eval "$TMP/runs/x"
+expect_out "eval: launched as 2 processes" "says it was launched as 2"
+expect_status 0 "a batch script's environment is one process" -- env SLURM_STEP_ID=4294967294 SLURM_STEP_NUM_TASKS=2 \
+  "$S2HC" params --n 2
+expect_status 2 "srun's 2 tasks that MPI does not join" -- env SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 timeout 60 \
+  "$S2HC" train "$TMP/sr.yaml" --quiet
+expect_out "MPI joined 1 of them|this build has no MPI" "says why"
+[ ! -e "$TMP/runs/sr" ] && ok "and writes nothing" || fail "a run directory was written"
+
 if ! "$S2HC" version -v | grep -q "processes *across processes"; then
   # this build has no MPI: a launch of several processes is refused, not run twice
   conf solo s2hc 1
@@ -105,4 +117,34 @@ h5dump -a /status "$TMP/runs/nan/run.h5" 2>/dev/null | grep -q diverged && ok "t
   || fail "status: $(h5dump -a /status "$TMP/runs/nan/run.h5" 2>&1 | tail -2)"
 expect_status 2 "another command under mpirun" -- "${MPIRUN[@]}" -np 2 "$S2HC" eval "$TMP/runs/s2hc"
 expect_out "only .s2hc train. runs across processes" "says only train runs across processes"
+
+# a grid whose points train across processes (launch:), and a launcher that is not there
+conf gb s2hc 1
+sed -i '/^run: /d' "$TMP/gb.yaml"
+cat > "$TMP/g.yaml" <<YAML
+base: $TMP/gb.yaml
+sweep: {residual.method: [s2hc, mhc]}
+name: "{residual.method}"
+out: $TMP/grid
+launch: "mpirun --oversubscribe --bind-to none -np 2"
+YAML
+expect_status 0 "--dry-run of a grid with launch:" -- "$S2HC" grid "$TMP/g.yaml" --dry-run
+expect_out "^ +mpirun --oversubscribe --bind-to none -np 2 s2hc train .*/s2hc/config.yaml --resume" \
+  "--dry-run shows the launcher"
+expect_status 0 "a grid under launch: mpirun -np 2" -- timeout 300 "$S2HC" grid "$TMP/g.yaml" -j 1
+expect_out "2/2 finished" "both points finished"
+for m in s2hc mhc; do
+  [ "$(h5dump -a /processes "$TMP/grid/$m/run.h5" 2>/dev/null | grep -Eo '\(0\): [0-9]+' | grep -Eo '[0-9]+$')" = 2 ] \
+    && ok "point $m trained by 2 processes" || fail "point $m: processes $(h5dump -a /processes "$TMP/grid/$m/run.h5" 2>&1 | tail -1)"
+done
+grep -q "mpirun --oversubscribe --bind-to none -np 2 s2hc train" "$TMP/grid/s2hc/train.log" 2>/dev/null \
+  && ok "the point's log names the launcher" || fail "train.log: $(head -2 "$TMP/grid/s2hc/train.log" 2>&1)"
+sed -i 's|^launch: .*|launch: "no-such-launcher -n 2"|; s|^out: .*|out: '"$TMP"'/grid2|' "$TMP/g.yaml"
+expect_status 2 "a launcher that is not installed: both points fail" -- timeout 120 "$S2HC" grid "$TMP/g.yaml" -j 1
+expect_out "FAILED  #0 s2hc \(exit 127\)" "the failure is reported"
+grep -q "cannot run no-such-launcher" "$TMP/grid2/s2hc/train.log" 2>/dev/null && ok "its log says it cannot run it" \
+  || fail "train.log: $(tail -2 "$TMP/grid2/s2hc/train.log" 2>&1)"
+sed -i 's|^launch: .*|launch: "mpirun -np 2; rm -rf /"|' "$TMP/g.yaml"
+expect_status 2 "shell syntax in launch:" -- "$S2HC" grid "$TMP/g.yaml" --dry-run
+expect_out "g.yaml:5:[0-9]+: .*launch.*without quotes or shell syntax" "names the file, line and key"
 finish dist_cli
