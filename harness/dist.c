@@ -11,14 +11,6 @@
 
 static int g_rank = 0, g_size = 1, g_local = 0, g_mpi = 0;
 
-int dist_built(void) {
-#ifdef S2HC_MPI
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 void dist_describe(char *buf, size_t len) {
 #ifdef S2HC_MPI
     char v[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -81,8 +73,8 @@ int dist_init(int *argc, char ***argv, char *err, size_t errlen) {
     (void)argc;
     (void)argv;
     snprintf(err, errlen,
-             "launched as %d processes, but this build has no MPI: install libopenmpi-dev (make deps) and "
-             "rebuild (make clean && make)",
+             "launched as %d processes, but this build has no MPI: install libopenmpi-dev (make deps), "
+             "then make",
              launched);
     return -1;
 #endif

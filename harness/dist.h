@@ -24,8 +24,6 @@
 int dist_init(int *argc, char ***argv, char *err, size_t errlen);
 /* Leave it (MPI_Finalize), after the last collective. */
 void dist_finalize(void);
-/* Whether this build can run across processes (MPI linked). */
-int dist_built(void);
 /* One line for `s2hc version -v`: the MPI library, or why there is none. */
 void dist_describe(char *buf, size_t len);
 /* The processes the launcher says it started (its environment; 1 when none). */

@@ -1530,8 +1530,8 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             point_values_text(&pts[i], vals, sizeof vals);
             int own = strstr(vals, "preset=") != NULL;
             printf("       %s%ss2hc train %s %s   # %s%s%s\n", g->launch, g->launch[0] ? " " : "", cfgp,
-                   runs == 2 ? "--force" : "--resume", vals[0] ? vals : "the base config", pts[i].preset[0] && !own ? "; preset " : "",
-                   own ? "" : pts[i].preset);
+                   runs == 2 ? "--force" : "--resume", vals[0] ? vals : "the base config",
+                   pts[i].preset[0] && !own ? "; preset " : "", own ? "" : pts[i].preset);
         }
     }
     printf("dry run: would run %d, skip %d, refuse %d; nothing was written\n", would, skip, refuse);
@@ -1947,10 +1947,10 @@ static void launch(grid_runner *r, int i) {
         setenv("OMP_NUM_THREADS", threads, 1);
         setenv("OPENBLAS_NUM_THREADS", threads, 1);
         /* under the grid's launch: command (its words, then this s2hc), or s2hc alone */
-        char launch[sizeof r->g->launch], *argv[64];
+        char words[sizeof r->g->launch], *argv[64];
         int na = 0;
-        snprintf(launch, sizeof launch, "%s", r->g->launch);
-        for (char *save = NULL, *w = strtok_r(launch, " \t", &save); w && na < 59; w = strtok_r(NULL, " \t", &save))
+        snprintf(words, sizeof words, "%s", r->g->launch);
+        for (char *save = NULL, *w = strtok_r(words, " \t", &save); w && na < 59; w = strtok_r(NULL, " \t", &save))
             argv[na++] = w;
         argv[na] = na ? r->exe : (char *)"s2hc";
         na++;

@@ -695,8 +695,10 @@ agree:
         int stop = g_stop != 0;
         dist_bcast(&stop, sizeof stop);
         int do_ckpt = (cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0 && !last) || stop;
+        int on_host = 0; /* the device's weights and moments already downloaded this step */
         if (W > 1 && (do_ckpt || last)) {
             if (cm) { /* every rank's weights and moments on the host, to compare */
+                on_host = 1;
                 cuda_download_params(cm, &model);
                 cuda_download_optim(cm, opt.m, opt.v);
             }
@@ -718,7 +720,7 @@ agree:
 
             int do_probe = probe && ((step + 1) % cfg.probe_every == 0 || last);
             int do_eval = cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 && !last;
-            if (cm && (do_probe || do_eval || do_ckpt || last)) { /* the host model for evals, probes, files */
+            if (cm && !on_host && (do_probe || do_eval || do_ckpt || last)) { /* the host model for evals, probes, files */
                 cuda_download_params(cm, &model);
                 if (do_ckpt || last) cuda_download_optim(cm, opt.m, opt.v);
             }
