@@ -210,12 +210,15 @@ static block_index block_at(const gpt_model *m, int l) {
 
 int model_bf16_built(void) { return HC_BF16; }
 
+static inline size_t hc_xcol(int n, int C, size_t q);
+
 int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     m->cfg = *c;
     if (spec_for(c, &m->spec, &m->variant, err, errlen) != 0) return -1;
     m->proj_bf16 = m->variant && strcmp(c->proj_precision, "bf16") == 0;
     m->stream_bf16 = m->variant && strcmp(c->stream_precision, "bf16") == 0;
+    m->stream_blocks = 1;
     if (m->proj_bf16 && !HC_BF16) {
         snprintf(err, errlen,
                  "residual.proj_precision: bf16 needs AVX512_BF16, and this build has none (%s); use fp32",
@@ -238,6 +241,11 @@ int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen) {
     m->n_aux = t.aux;
     m->params = calloc_huge(m->n_params, sizeof(real));
     m->grads = calloc_huge(m->n_params, sizeof(real));
+    if (m->variant && m->spec.norm == HC_NORM_FLAT) { /* the channel blocks' order of W's columns */
+        const size_t nC = (size_t)m->n * (size_t)m->C;
+        m->stream_cols = malloc_check(nC * sizeof *m->stream_cols);
+        for (size_t q = 0; q < nC; q++) m->stream_cols[q] = (uint32_t)hc_xcol(m->n, m->C, q);
+    }
     return 0;
 }
 
@@ -469,6 +477,7 @@ void model_free(gpt_model *m) {
     free(m->inputs);
     free(m->targets);
     free(m->dtheta_thread);
+    free(m->stream_cols);
     memset(m, 0, sizeof *m);
 }
 
@@ -560,33 +569,85 @@ static inline __attribute__((always_inline)) HC_FMA real hc_dot_tail(real s, con
     return s;
 }
 
-/* y = w[0] x[0] + w[1] x[1] + ... + w[m-1] x[m-1] (in that order), rows x[i] = x0 + i*C,
- * y and x of C values. m is a constant in each instance (hc_combine dispatches), the
- * weights in registers. */
+/* ---- the layout of a token's n streams ----
+ * Rows (blk = 0): stream i's C values at i C .. i C + C - 1. Channel blocks (blk = 1, the
+ * training steps' layout, model_forward_backward): the token's n x C values by blocks of
+ * HC_VL channels, block b holding stream 0's HC_VL values of it, then stream 1's, ..,
+ * stream n - 1's; then the channels past the last whole block (C0 = C rounded down to
+ * HC_VL), stream by stream. The frame's loops read a block of channels of every stream
+ * together (they mix the streams); in rows that is n runs of memory a row apart, which
+ * the hardware's prefetchers follow badly, in blocks one run (docs/performance.md, log
+ * item 40). The norm, the projection and dW sum over all n C values of a token and take
+ * them in either order (W' is built in the streams' order, dW folded back); the per-
+ * stream norm (hc) keeps rows. */
+/* The offset of stream i's vector of channels c .. c + HC_VL - 1 (c a multiple of HC_VL,
+ * c + HC_VL <= C) in a token's values. */
+static inline size_t hc_xv(int blk, int n, int C, int i, int c) {
+    return blk ? (size_t)c * (size_t)n + (size_t)i * HC_VL : (size_t)i * (size_t)C + (size_t)c;
+}
+
+/* The base of stream i's channels past the last whole block: channel c >= C0 is at
+ * hc_xt(...) + c. */
+static inline size_t hc_xt(int blk, int n, int C, int i) {
+    const size_t C0 = (size_t)(C / HC_VL * HC_VL);
+    return blk ? C0 * (size_t)n + (size_t)i * ((size_t)C - C0) - C0 : (size_t)i * (size_t)C;
+}
+
+/* The row index (stream j times C plus channel c) of the value at position q of a token's
+ * values in channel blocks. */
+static inline size_t hc_xcol(int n, int C, size_t q) {
+    const size_t C0 = (size_t)(C / HC_VL * HC_VL), bn = (size_t)n * HC_VL;
+    if (q < C0 * (size_t)n) {
+        const size_t b = q / bn, r = q % bn;
+        return r / HC_VL * (size_t)C + b * HC_VL + r % HC_VL;
+    }
+    const size_t r = q - C0 * (size_t)n, w = (size_t)C - C0;
+    return r / w * (size_t)C + C0 + r % w;
+}
+
+/* Each of the n streams of a token's values y = x (C values). */
+static void hc_spread(real *restrict y, const real *restrict x, int n, int C, int blk) {
+    if (!blk) {
+        for (int i = 0; i < n; i++) memcpy(y + (size_t)i * C, x, (size_t)C * sizeof(real));
+        return;
+    }
+    const int C0 = C / HC_VL * HC_VL;
+    for (int c = 0; c < C0; c += HC_VL)
+        for (int i = 0; i < n; i++) memcpy(y + hc_xv(1, n, C, i, c), x + c, HC_VL * sizeof(real));
+    if (C0 < C)
+        for (int i = 0; i < n; i++) memcpy(y + hc_xt(1, n, C, i) + C0, x + C0, (size_t)(C - C0) * sizeof(real));
+}
+
+/* y = w[0] x[0] + w[1] x[1] + ... + w[m-1] x[m-1] (in that order), the m streams x[i] of a
+ * token's values at x0 in the layout blk, y and x of C values. m is a constant in each
+ * instance (hc_combine dispatches), the weights in registers. */
 static inline __attribute__((always_inline)) HC_FMA void hc_combine_n(const int m, real *y, const real *w,
-                                                                      const real *x0, int C) {
+                                                                      const real *x0, int C, const int blk) {
     hc_vec wv[HC_MAX_N];
 #pragma GCC unroll 8
     for (int i = 0; i < m; i++) wv[i] = hc_splat(w[i]);
     int c = 0;
     for (; c + HC_VL <= C; c += HC_VL) {
         /* the first product rounded on its own, each later one fused into the sum */
-        hc_vec v = hc_opaque(wv[0] * hc_load(x0 + c));
+        hc_vec v = hc_opaque(wv[0] * hc_load(x0 + hc_xv(blk, m, C, 0, c)));
 #pragma GCC unroll 8
-        for (int i = 1; i < m; i++) v += wv[i] * hc_load(x0 + (size_t)i * C + c);
+        for (int i = 1; i < m; i++) v += wv[i] * hc_load(x0 + hc_xv(blk, m, C, i, c));
         hc_store(y + c, v);
     }
     for (; c < C; c++) {
-        real v = w[0] * x0[c];
-        for (int i = 1; i < m; i++) v += w[i] * x0[(size_t)i * C + c];
+        real v = w[0] * x0[hc_xt(blk, m, C, 0) + c];
+        for (int i = 1; i < m; i++) v += w[i] * x0[hc_xt(blk, m, C, i) + c];
         y[c] = v;
     }
 }
 
-static HC_FMA void hc_combine(real *y, const real *w, const real *x0, int m, int C) {
+static HC_FMA void hc_combine(real *y, const real *w, const real *x0, int m, int C, int blk) {
     switch (m) {
 #define HC_COMBINE_CASE(k) \
-    case k: hc_combine_n(k, y, w, x0, C); break;
+    case k:                                                      \
+        if (blk) hc_combine_n(k, y, w, x0, C, 1);                \
+        else hc_combine_n(k, y, w, x0, C, 0);                    \
+        break;
         HC_COMBINE_CASE(1) HC_COMBINE_CASE(2) HC_COMBINE_CASE(3) HC_COMBINE_CASE(4)
         HC_COMBINE_CASE(5) HC_COMBINE_CASE(6) HC_COMBINE_CASE(7) HC_COMBINE_CASE(8)
 #undef HC_COMBINE_CASE
@@ -951,6 +1012,8 @@ static hc_params hc_params_of(const gpt_model *m, int l) {
 /* Sizes of the frame's GEMMs: Kr outputs per norm row of D values. */
 typedef struct {
     int n, C, K, rpt, Kr, nt;
+    int blk; /* the streams in channel blocks (hc_xv): a training step's, with one norm row */
+    const uint32_t *cols; /* then W's column of each position of a token's values (hc_xcol) */
     size_t D, nC, KD;
 } hc_dims;
 
@@ -965,6 +1028,8 @@ static hc_dims hc_dims_of(const gpt_model *m) {
     d.nC = (size_t)d.n * d.C;
     d.D = d.nC / (size_t)d.rpt;
     d.KD = (size_t)d.Kr * d.D;
+    d.blk = m->stream_blk_on && d.rpt == 1;
+    d.cols = d.blk ? m->stream_cols : NULL;
     return d;
 }
 
@@ -1067,8 +1132,14 @@ static void hc_scaled_weight(real *restrict Wg, const hc_params *p, const hc_dim
     for (int k = 0; k < d->Kr; k++) {
         const real *w = p->W + (size_t)k * d->D;
         real *o = Wg + (size_t)k * d->D;
+        if (d->blk) /* its columns in the streams' order */
+            for (size_t q = 0; q < d->D; q++) {
+                const size_t j = d->cols[q];
+                o[q] = w[j] * ((real)1 + p->g[j]);
+            }
+        else
 #pragma omp simd
-        for (size_t j = 0; j < d->D; j++) o[j] = w[j] * ((real)1 + p->g[j]);
+            for (size_t j = 0; j < d->D; j++) o[j] = w[j] * ((real)1 + p->g[j]);
     }
 }
 
@@ -1133,7 +1204,10 @@ static void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const h
         const real *w = p->W + (size_t)k * d->D;
         for (size_t j0 = 0; j0 < d->D; j0 += 32) {
             const int wn = d->D - j0 < 32 ? (int)(d->D - j0) : 32;
-            for (int j = 0; j < wn; j++) buf[j] = w[j0 + j] * ((real)1 + p->g[j0 + j]);
+            for (int j = 0; j < wn; j++) { /* the columns in the streams' order */
+                const size_t c = d->blk ? d->cols[j0 + (size_t)j] : j0 + (size_t)j;
+                buf[j] = w[c] * ((real)1 + p->g[c]);
+            }
             const hc_bh v = hc_bf16_load32(buf, wn);
             memcpy(Wf + (size_t)k * rl + j0 / 2, &v, sizeof v);
         }
@@ -1164,7 +1238,7 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, const real *X
     }
     hc_forward_tokens(&m->spec, p.theta, h.z + c0 * K, (int)(c1 - c0), h.pre + c0 * n, h.post + c0 * n,
                       h.H + c0 * n * n, h.cache + c0 * cs);
-    for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, X + (t - c0) * d.nC, n, d.C);
+    for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, X + (t - c0) * d.nC, n, d.C, d.blk);
 }
 
 /* x rounded to the nearest bf16 value, ties to even (NaN stays NaN), as CUDA's
@@ -1251,7 +1325,7 @@ static void hc_bf16_narrow(uint16_t *restrict x, real *restrict y, size_t n) {
  * constant), X is the token's bf16 row, widened as it is loaded. (Rounding Y in this
  * loop too measured slower than a pass of its own, hc_bf16_narrow: its constants spill
  * the coefficients' registers; log item 38.) */
-static inline __attribute__((always_inline)) HC_FMA void hc_out_token_n(const int n, const int xb, int C,
+static inline __attribute__((always_inline)) HC_FMA void hc_out_token_n(const int n, const int xb, int C, const int blk,
                                                                         const void *X, const real *f,
                                                                         const real *H, const real *post, real *Y) {
     const real *Xf = (const real *)X;
@@ -1268,31 +1342,35 @@ static inline __attribute__((always_inline)) HC_FMA void hc_out_token_n(const in
         hc_vec xv[HC_MAX_N];
 #pragma GCC unroll 8
         for (int j = 0; j < n; j++)
-            xv[j] = xb ? hc_bf16_vget(Xh + (size_t)j * C + c) : hc_load(Xf + (size_t)j * C + c);
+            xv[j] = xb ? hc_bf16_vget(Xh + hc_xv(blk, n, C, j, c)) : hc_load(Xf + hc_xv(blk, n, C, j, c));
         const hc_vec fv = hc_load(f + c);
 #pragma GCC unroll 8
         for (int i = 0; i < n; i++) {
             hc_vec v = hc_opaque(qv[i] * fv); /* as in hc_combine_n */
 #pragma GCC unroll 8
             for (int j = 0; j < n; j++) v += hv[i * n + j] * xv[j];
-            hc_store(Y + (size_t)i * C + c, v);
+            hc_store(Y + hc_xv(blk, n, C, i, c), v);
         }
     }
     for (; c < C; c++)
         for (int i = 0; i < n; i++) {
             real v = post[i] * f[c];
-            for (int j = 0; j < n; j++)
-                v += H[i * n + j] * (xb ? hc_bf16_get(Xh[(size_t)j * C + c]) : Xf[(size_t)j * C + c]);
-            Y[(size_t)i * C + c] = v;
+            for (int j = 0; j < n; j++) {
+                const size_t o = hc_xt(blk, n, C, j) + (size_t)c;
+                v += H[i * n + j] * (xb ? hc_bf16_get(Xh[o]) : Xf[o]);
+            }
+            Y[hc_xt(blk, n, C, i) + (size_t)c] = v;
         }
 }
 
-static HC_FMA void hc_out_token(int n, int xb, int C, const void *X, const real *f, const real *H, const real *post,
-                                real *Y) {
-    switch (n * 2 + !!xb) {
-#define HC_OUT_CASE(k)                                                 \
-    case 2 * k: hc_out_token_n(k, 0, C, X, f, H, post, Y); break;      \
-    case 2 * k + 1: hc_out_token_n(k, 1, C, X, f, H, post, Y); break;
+static HC_FMA void hc_out_token(int n, int xb, int C, int blk, const void *X, const real *f, const real *H,
+                                const real *post, real *Y) {
+    switch (n * 4 + !!xb * 2 + !!blk) {
+#define HC_OUT_CASE(k)                                                      \
+    case 4 * k: hc_out_token_n(k, 0, C, 0, X, f, H, post, Y); break;        \
+    case 4 * k + 1: hc_out_token_n(k, 0, C, 1, X, f, H, post, Y); break;    \
+    case 4 * k + 2: hc_out_token_n(k, 1, C, 0, X, f, H, post, Y); break;    \
+    case 4 * k + 3: hc_out_token_n(k, 1, C, 1, X, f, H, post, Y); break;
         HC_OUT_CASE(1) HC_OUT_CASE(2) HC_OUT_CASE(3) HC_OUT_CASE(4)
         HC_OUT_CASE(5) HC_OUT_CASE(6) HC_OUT_CASE(7) HC_OUT_CASE(8)
 #undef HC_OUT_CASE
@@ -1316,15 +1394,15 @@ static void hc_out_range(const gpt_model *m, int l, real *Xnext, real *rstd_next
     for (size_t t = t0; t < t1; t++) {
         real *Y = st ? st + (t - t0) * d.nC : Xnext + t * d.nC;
         if (st) {
-            hc_out_token(n, 1, C, Xb + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
+            hc_out_token(n, 1, C, d.blk, Xb + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
             hc_bf16_narrow(Yb + t * d.nC, Y, d.nC);
         } else {
-            hc_out_token(n, 0, C, h.X + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
+            hc_out_token(n, 0, C, d.blk, h.X + t * d.nC, h.f + t * C, h.H + t * n * n, h.post + t * n, Y);
             if (m->round_streams) hc_round_streams(Y, d.nC);
         }
         if (rstd_next)
             for (int r = 0; r < d.rpt; r++) rstd_next[t * d.rpt + r] = hc_rstd_of(Y + r * d.D, d.D);
-        if (sum) hc_combine(sum + t * C, hc_ones, Y, n, C);
+        if (sum) hc_combine(sum + t * C, hc_ones, Y, n, C, d.blk);
     }
 }
 
@@ -1371,8 +1449,7 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
                 uint16_t *Xb = st ? hc_streams_bf16(m, 0) + c0 * d.nC : NULL;
                 if (enc)
                     for (size_t t = c0; t < c1; t++)
-                        for (int i = 0; i < d.n; i++)
-                            memcpy(Xc + (t - c0) * d.nC + (size_t)i * d.C, enc + t * d.C, (size_t)d.C * sizeof(real));
+                        hc_spread(Xc + (t - c0) * d.nC, enc + t * d.C, d.n, d.C, d.blk);
                 else if (st) /* X_0 as the caller left it, in bf16 */
                     hc_bf16_widen(Xc, Xb, (c1 - c0) * d.nC);
                 if (enc && st) hc_bf16_narrow(Xb, Xc, (c1 - c0) * d.nC);
@@ -1434,15 +1511,14 @@ static void zero_sublayer_scratch(const gpt_model *m, const grad_layout *gl, int
 static void hc_frame_out_backward(const gpt_model *m, int l, real *dY, const real *g, real *df,
                                   const grad_layout *gl, size_t N) {
     hc_acts h = model_hc_acts(m, l);
-    const int n = m->n, C = m->C;
+    const int n = m->n, C = m->C, blk = hc_dims_of(m).blk;
 #pragma omp parallel
     {
         size_t t0, t1;
         hc_range(N, &t0, &t1);
         for (size_t t = t0; t < t1; t++) {
-            if (g)
-                for (int i = 0; i < n; i++) memcpy(dY + (t * n + i) * C, g + t * C, (size_t)C * sizeof(real));
-            hc_combine(df + t * C, h.post + t * n, dY + t * n * C, n, C);
+            if (g) hc_spread(dY + t * n * C, g + t * C, n, C, blk);
+            hc_combine(df + t * C, h.post + t * n, dY + t * n * C, n, C, blk);
         }
         zero_sublayer_scratch(m, gl, l, N);
     }
@@ -1453,7 +1529,8 @@ static void hc_frame_out_backward(const gpt_model *m, int l, real *dY, const rea
  * dpre[i] = du . x_i (0 without du). n is a constant in each instance (hc_token_dots
  * dispatches), so the n + 1 accumulators of a row live in registers and dy_i is loaded
  * once per chunk of channels. */
-static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const int n, int C, const real *X,
+static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const int n, int C, const int blk,
+                                                                         const real *X,
                                                                          const real *dy, const real *f,
                                                                          const real *du, real *dH, real *dpost,
                                                                          real *dpre) {
@@ -1472,11 +1549,11 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
         for (int c = 0; c < c0; c += HC_VL) {
             hc_vec xv[HC_MAX_N];
 #pragma GCC unroll 4
-            for (int j = 0; j < n; j++) xv[j] = hc_load(X + (size_t)j * C + c);
+            for (int j = 0; j < n; j++) xv[j] = hc_load(X + hc_xv(blk, n, C, j, c));
             const hc_vec fv = hc_load(f + c), uv = hc_load(du + c);
 #pragma GCC unroll 4
             for (int i = 0; i < n; i++) {
-                const hc_vec dv = hc_load(dy + (size_t)i * C + c);
+                const hc_vec dv = hc_load(dy + hc_xv(blk, n, C, i, c));
 #pragma GCC unroll 4
                 for (int j = 0; j < n; j++) a[i * n + j] += dv * xv[j];
                 a[nn + i] += dv * fv;
@@ -1487,30 +1564,31 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
         hc_vsum_many(nn + 2 * n, a, s);
 #pragma GCC unroll 4
         for (int i = 0; i < n; i++) {
-            const real *dyi = dy + (size_t)i * C;
+            const real *dyi = dy + hc_xt(blk, n, C, i); /* its channels past c0 */
 #pragma GCC unroll 4
-            for (int j = 0; j < n; j++) dH[i * n + j] = hc_dot_tail(s[i * n + j], dyi, X + (size_t)j * C, c0, C);
+            for (int j = 0; j < n; j++)
+                dH[i * n + j] = hc_dot_tail(s[i * n + j], dyi, X + hc_xt(blk, n, C, j), c0, C);
             dpost[i] = hc_dot_tail(s[nn + i], dyi, f, c0, C);
         }
 #pragma GCC unroll 4
-        for (int j = 0; j < n; j++) dpre[j] = hc_dot_tail(s[nn + n + j], du, X + (size_t)j * C, c0, C);
+        for (int j = 0; j < n; j++) dpre[j] = hc_dot_tail(s[nn + n + j], du, X + hc_xt(blk, n, C, j), c0, C);
         return;
     }
     for (int i = 0; i < n; i++) {
-        const real *dyi = dy + (size_t)i * C;
+        const real *dyi = dy + hc_xt(blk, n, C, i);
         hc_vec acc[HC_MAX_N + 1];
         real s[HC_MAX_N + 1];
 #pragma GCC unroll 9
         for (int j = 0; j <= n; j++) acc[j] = (hc_vec){0};
         for (int c = 0; c < c0; c += HC_VL) {
-            const hc_vec dv = hc_load(dyi + c);
+            const hc_vec dv = hc_load(dy + hc_xv(blk, n, C, i, c));
 #pragma GCC unroll 8
-            for (int j = 0; j < n; j++) acc[j] += dv * hc_load(X + (size_t)j * C + c);
+            for (int j = 0; j < n; j++) acc[j] += dv * hc_load(X + hc_xv(blk, n, C, j, c));
             acc[n] += dv * hc_load(f + c);
         }
         hc_vsum_many(n + 1, acc, s);
 #pragma GCC unroll 8
-        for (int j = 0; j < n; j++) dH[i * n + j] = hc_dot_tail(s[j], dyi, X + (size_t)j * C, c0, C);
+        for (int j = 0; j < n; j++) dH[i * n + j] = hc_dot_tail(s[j], dyi, X + hc_xt(blk, n, C, j), c0, C);
         dpost[i] = hc_dot_tail(s[n], dyi, f, c0, C);
     }
     if (!du) {
@@ -1524,18 +1602,21 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
     for (int c = 0; c < c0; c += HC_VL) {
         const hc_vec dv = hc_load(du + c);
 #pragma GCC unroll 8
-        for (int i = 0; i < n; i++) acc[i] += dv * hc_load(X + (size_t)i * C + c);
+        for (int i = 0; i < n; i++) acc[i] += dv * hc_load(X + hc_xv(blk, n, C, i, c));
     }
     hc_vsum_many(n, acc, s);
 #pragma GCC unroll 8
-    for (int i = 0; i < n; i++) dpre[i] = hc_dot_tail(s[i], du, X + (size_t)i * C, c0, C);
+    for (int i = 0; i < n; i++) dpre[i] = hc_dot_tail(s[i], du, X + hc_xt(blk, n, C, i), c0, C);
 }
 
-static HC_FMA void hc_token_dots(int n, int C, const real *X, const real *dy, const real *f, const real *du, real *dH,
-                          real *dpost, real *dpre) {
+static HC_FMA void hc_token_dots(int n, int C, int blk, const real *X, const real *dy, const real *f, const real *du,
+                                 real *dH, real *dpost, real *dpre) {
     switch (n) {
 #define HC_DOTS_CASE(k) \
-    case k: hc_token_dots_n(k, C, X, dy, f, du, dH, dpost, dpre); break;
+    case k:                                                                             \
+        if (blk) hc_token_dots_n(k, C, 1, X, dy, f, du, dH, dpost, dpre);              \
+        else hc_token_dots_n(k, C, 0, X, dy, f, du, dH, dpost, dpre);                  \
+        break;
         HC_DOTS_CASE(1) HC_DOTS_CASE(2) HC_DOTS_CASE(3) HC_DOTS_CASE(4)
         HC_DOTS_CASE(5) HC_DOTS_CASE(6) HC_DOTS_CASE(7) HC_DOTS_CASE(8)
 #undef HC_DOTS_CASE
@@ -1546,7 +1627,7 @@ static HC_FMA void hc_token_dots(int n, int C, const real *X, const real *dy, co
 /* The dots of token t's backward (hc_token_dots), its row of X at X, into dH, dpost, dpre. */
 static inline void hc_token_grads(const hc_acts *h, const hc_dims *d, size_t t, const real *X, const real *dY,
                                   const real *du, real *dH, real *dpost, real *dpre) {
-    hc_token_dots(d->n, d->C, X, dY + t * d->nC, h->f + t * d->C, du ? du + t * d->C : NULL, dH,
+    hc_token_dots(d->n, d->C, d->blk, X, dY + t * d->nC, h->f + t * d->C, du ? du + t * d->C : NULL, dH,
                   dpost, dpre);
 }
 
@@ -1584,7 +1665,8 @@ static inline void hc_token_dx_coefs(const hc_acts *h, const hc_dims *d, size_t 
  * projection's terms are then added block by block. n is a constant in each instance
  * (hc_tokens_dx dispatches). dX may be dY itself: each block of channels of a token
  * reads its n rows of dY before it writes any row of dX. */
-static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const int n, const int TT, const hc_acts *h,
+static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const int n, const int TT, const int blk,
+                                                                        const hc_acts *h,
                                                                         const hc_dims *d, size_t t0, const real *Xr,
                                                                         const real *dY, const real *du, real *dX,
                                                                         const real *dz, const real *cj, const real *pj,
@@ -1614,14 +1696,14 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
         for (int c = 0; c < C0; c += HC_VL) {
             hc_vec dv[HC_MAX_N];
 #pragma GCC unroll 8
-            for (int i = 0; i < n; i++) dv[i] = hc_load(dy[t] + (size_t)i * C + c);
+            for (int i = 0; i < n; i++) dv[i] = hc_load(dy[t] + hc_xv(blk, n, C, i, c));
             const hc_vec uv = hc_load(uu[t] + c);
 #pragma GCC unroll 8
             for (int j = 0; j < n; j++) {
-                hc_vec v = pj[t * n + j] * uv - cj[t * n + j] * hc_load(X[t] + (size_t)j * C + c);
+                hc_vec v = pj[t * n + j] * uv - cj[t * n + j] * hc_load(X[t] + hc_xv(blk, n, C, j, c));
 #pragma GCC unroll 8
                 for (int i = 0; i < n; i++) v += (n <= 4 ? hv[i * n + j] : H[t][i * n + j] - (hc_vec){0}) * dv[i];
-                hc_store(dx[t] + (size_t)j * C + c, v);
+                hc_store(dx[t] + hc_xv(blk, n, C, j, c), v);
             }
         }
     }
@@ -1633,7 +1715,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
 #pragma GCC unroll 4
         for (int t = 0; t < TT; t++)
 #pragma GCC unroll 8
-            for (int j = 0; j < n; j++) acc[t][j] = hc_load(dx[t] + (size_t)j * C + c);
+            for (int j = 0; j < n; j++) acc[t][j] = hc_load(dx[t] + hc_xv(blk, n, C, j, c));
 #if HC_BF16
         if (zp) { /* bf16 operands: W' in pairs of rows (hc_scaled_weight_pairs_bf16), dz's
                      pairs of the TT tokens (their rows of Kp words from zp) */
@@ -1687,7 +1769,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
 #pragma GCC unroll 4
         for (int t = 0; t < TT; t++)
 #pragma GCC unroll 8
-            for (int j = 0; j < n; j++) hc_store(dx[t] + (size_t)j * C + c, acc[t][j]);
+            for (int j = 0; j < n; j++) hc_store(dx[t] + hc_xv(blk, n, C, j, c), acc[t][j]);
         if (sum) /* after the block's du was read: sum may be du itself */
 #pragma GCC unroll 4
             for (int t = 0; t < TT; t++) {
@@ -1700,19 +1782,19 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
     for (; c < C; c++)
         for (int t = 0; t < TT; t++) {
             real dvs[HC_MAX_N];
-            for (int i = 0; i < n; i++) dvs[i] = dy[t][(size_t)i * C + c];
+            for (int i = 0; i < n; i++) dvs[i] = dy[t][hc_xt(blk, n, C, i) + (size_t)c];
             for (int j = 0; j < n; j++) {
-                real v = pj[t * n + j] * uu[t][c] - cj[t * n + j] * X[t][(size_t)j * C + c];
+                real v = pj[t * n + j] * uu[t][c] - cj[t * n + j] * X[t][hc_xt(blk, n, C, j) + (size_t)c];
                 for (int i = 0; i < n; i++) v += H[t][i * n + j] * dvs[i];
                 const real *w = Wb + (size_t)(zp ? Kp : Kr) * nj * C0 + (size_t)(flat ? j : 0) * (C - C0) + (c - C0);
                 const int zr = flat ? 0 : j * Kr;
                 for (int k = 0; k < Kr; k++)
                     v += hc_proj_operand(zz[t][zr + k], zp != NULL) * w[(size_t)k * nj * (C - C0)];
-                dx[t][(size_t)j * C + c] = v;
+                dx[t][hc_xt(blk, n, C, j) + (size_t)c] = v;
             }
             if (sum) {
-                real v = ws[t][0] * dx[t][c];
-                for (int j = 1; j < n; j++) v += ws[t][j] * dx[t][(size_t)j * C + c];
+                real v = ws[t][0] * dx[t][hc_xt(blk, n, C, 0) + (size_t)c];
+                for (int j = 1; j < n; j++) v += ws[t][j] * dx[t][hc_xt(blk, n, C, j) + (size_t)c];
                 sm[t][c] = v;
             }
         }
@@ -1735,18 +1817,21 @@ static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, i
     const int n = d->n;
     int i = 0;
     switch (n) {
-#define HC_DX_CASE(k)                                                                                           \
-    case k:                                                                                                     \
+#define HC_DX_RUN(k, b)                                                                                         \
         for (; i + HC_DX_TILE(k) <= g; i += HC_DX_TILE(k))                                                      \
-            hc_tokens_dx_n(k, HC_DX_TILE(k), h, d, t0 + (size_t)i, Xr + (size_t)i * d->nC, dY, du, dX, dz,      \
+            hc_tokens_dx_n(k, HC_DX_TILE(k), b, h, d, t0 + (size_t)i, Xr + (size_t)i * d->nC, dY, du, dX, dz,   \
                            cj + i * k, pj + i * k, Wb, wsum, sum, zp ? zp + (size_t)i * zrow : NULL);           \
         for (; i < g; i++)                                                                                      \
-            hc_tokens_dx_n(k, 1, h, d, t0 + (size_t)i, Xr + (size_t)i * d->nC, dY, du, dX, dz, cj + i * k,      \
-                           pj + i * k, Wb, wsum, sum, zp ? zp + (size_t)i * zrow : NULL);                       \
+            hc_tokens_dx_n(k, 1, b, h, d, t0 + (size_t)i, Xr + (size_t)i * d->nC, dY, du, dX, dz, cj + i * k,   \
+                           pj + i * k, Wb, wsum, sum, zp ? zp + (size_t)i * zrow : NULL);
+#define HC_DX_CASE(k)                                                                                           \
+    case k:                                                                                                     \
+        if (d->blk) { HC_DX_RUN(k, 1) } else { HC_DX_RUN(k, 0) }                                                \
         break;
         HC_DX_CASE(1) HC_DX_CASE(2) HC_DX_CASE(3) HC_DX_CASE(4)
         HC_DX_CASE(5) HC_DX_CASE(6) HC_DX_CASE(7) HC_DX_CASE(8)
 #undef HC_DX_CASE
+#undef HC_DX_RUN
     default: die(1, "hyper-connection frame: n = %d streams is more than %d", n, HC_MAX_N);
     }
 }
@@ -1767,7 +1852,8 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
  * and method cache are prefetched: the hardware's streams restart at every 4 KB page,
  * a group reads its tokens' caches as 16 interleaved streams, and one token ahead
  * measured faster than a whole group ahead (docs/performance.md, log item 28); the dX
- * pass finds them in L2. With zc, also zper more reals of the zeroing zc walks, before
+ * pass finds them in L2. Its rows of X and dY only in rows: in channel blocks each is
+ * one run of memory, which the hardware follows, and the hints measured slower (item 40). With zc, also zper more reals of the zeroing zc walks, before
  * each token's dots: its stores drain while the token's work runs. */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *Xr, const real *dY, const real *du, real *dX, real *dz,
@@ -1781,8 +1867,10 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
         for (int i = 0; i < g; i++) {
             const size_t t = g0 + (size_t)i + 1; /* the next token's rows, while this one's dots run */
             if (t < t1) {
-                hc_prefetch(Xr + (t - t0) * d->nC, d->nC, 0);
-                hc_prefetch(dY + t * d->nC, d->nC, 1);
+                if (!d->blk) { /* in channel blocks the hardware's prefetchers follow them */
+                    hc_prefetch(Xr + (t - t0) * d->nC, d->nC, 0);
+                    hc_prefetch(dY + t * d->nC, d->nC, 1);
+                }
                 hc_prefetch(h->f + t * d->C, d->C, 0);
                 if (du) hc_prefetch(du + t * d->C, d->C, 0);
                 if (cs) hc_prefetch(h->cache + t * cs, (size_t)cs, 0);
@@ -1875,12 +1963,19 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                 for (size_t j = 0; j < len; j++) msum[j] = s->base[d.KD + o + j];
                 for (int th = 1; th < nthr; th++)
                     for (size_t j = 0; j < len; j++) msum[j] += s->base[(size_t)th * s->stride + d.KD + o + j];
-                for (size_t j = 0; j < len; j++) {
-                    p.dW[o + j] += msum[j] * ((real)1 + p.g[j0 + j]);
-                    acc[j] += msum[j] * p.W[o + j];
-                }
+                if (d.blk) /* M's columns in the streams' order: back to W's */
+                    for (size_t j = 0; j < len; j++) {
+                        const size_t c = d.cols[j0 + j], ow = (size_t)k * d.D + c;
+                        p.dW[ow] += msum[j] * ((real)1 + p.g[c]);
+                        acc[j] += msum[j] * p.W[ow];
+                    }
+                else
+                    for (size_t j = 0; j < len; j++) {
+                        p.dW[o + j] += msum[j] * ((real)1 + p.g[j0 + j]);
+                        acc[j] += msum[j] * p.W[o + j];
+                    }
             }
-            for (size_t j = 0; j < len; j++) p.dg[j0 + j] += acc[j];
+            for (size_t j = 0; j < len; j++) p.dg[d.blk ? d.cols[j0 + j] : j0 + j] += acc[j];
         }
         if (hc_tid() == 0)
             for (int th = 0; th < nthr; th++) /* dtheta in thread order */
@@ -2098,9 +2193,9 @@ void model_backward(gpt_model *m, real scale) {
     real *dY = D + gl.dX, *denc = D + gl.du;
     const int in_frame = m->variant && m->branches;
     if (!in_frame) {
+        const int blk = m->variant ? hc_dims_of(m).blk : 0;
 #pragma omp parallel for schedule(static)
-        for (size_t t = 0; t < N; t++)
-            for (int i = 0; i < n; i++) memcpy(dY + (t * n + i) * C, dxsum + t * C, (size_t)C * sizeof(real));
+        for (size_t t = 0; t < N; t++) hc_spread(dY + t * n * C, dxsum + t * C, n, C, blk);
         prof_tick(PROF_HC_STREAMS);
     }
     sublayers_backward(m, dY, in_frame ? dxsum : NULL, m->variant ? denc : NULL);
@@ -2130,6 +2225,7 @@ static double forward_backward_part(gpt_model *m, const int *inputs, const int *
     model_alloc_acts(m, B);
     const int S = m->n_slices, T = m->T;
     m->stream_bf16_on = m->stream_bf16; /* this step's streams in bf16 (the slices copy it) */
+    m->stream_blk_on = m->stream_blocks; /* and in channel blocks (hc_xv) */
     if (S <= 1 || !targets || prof_acc || omp_in_parallel() || omp_get_max_active_levels() > 1) {
         const real loss = model_forward(m, inputs, targets, B);
         double part = loss;
@@ -2140,7 +2236,7 @@ static double forward_backward_part(gpt_model *m, const int *inputs, const int *
         } else {
             model_backward(m, scale);
         }
-        m->stream_bf16_on = 0;
+        m->stream_bf16_on = m->stream_blk_on = 0;
         return part;
     }
     if (!m->slice_grads) m->slice_grads = calloc_huge((size_t)(S - 1) * m->n_params, sizeof(real));
@@ -2193,7 +2289,7 @@ static double forward_backward_part(gpt_model *m, const int *inputs, const int *
     free(lk);
     free(sl);
     free(cnt);
-    m->stream_bf16_on = 0;
+    m->stream_bf16_on = m->stream_blk_on = 0;
     m->mean_loss = (real)loss;
     m->branches = 1;
     return loss;

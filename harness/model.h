@@ -81,6 +81,13 @@ typedef struct {
                              (model_forward_backward) store the streams in bf16; model_forward and
                              model_backward called on their own (evals, probes) keep them in fp32 */
     int stream_bf16_on;   /* set by model_forward_backward for the step it runs (stream_bf16) */
+    int stream_blocks;    /* 1 (model_build): the training steps keep each token's streams in
+                             channel blocks (the frame's faster layout, harness/model.c); model_forward
+                             and model_backward called on their own keep them in rows, stream by
+                             stream. 0: rows in the training steps too (tests compare the two) */
+    int stream_blk_on;    /* set by model_forward_backward for the step it runs (stream_blocks) */
+    uint32_t *stream_cols; /* with one norm row per token: the row index (stream times C plus
+                              channel) of each position of a token's values in channel blocks */
     int round_streams;    /* 1: every value written to the streams is rounded to bf16 (to nearest,
                              ties to even) but stored in fp32: the numerics of stream_bf16 (and of
                              the cuda backend's), bit for bit, as a reference (tests/test_frame,
@@ -143,7 +150,9 @@ hc_acts model_hc_acts(const gpt_model *m, int l);
  * estimate). branches = 0 sets every sublayer output f to 0, leaving the residual path
  * (H_res with its dynamic coefficients). Needs model_alloc_acts first. */
 void model_streams_forward(gpt_model *m, const real *X0, int branches);
-/* Streams entering sublayer l (l = Lh: the final streams), (B*T, n, C). */
+/* Streams entering sublayer l (l = Lh: the final streams), (B*T, n, C) after model_forward;
+ * after a training step (model_forward_backward) each token's n C values are in channel
+ * blocks (stream_blocks, stream_cols), with bf16 streams in bf16. */
 real *model_streams(const gpt_model *m, int l);
 /* Vector-Jacobian product of the last model_streams_forward: given dXL (B*T, n, C), the
  * gradient with respect to X0 into dX0. Parameter gradients accumulate as a side effect. */

@@ -319,11 +319,14 @@ static void sliced_case(const char *method, int B, int threads, const char *para
     random_tokens(N, 17, 1, &in, &tg);
     omp_set_num_threads(threads);
     real *g1 = malloc_check(P * sizeof(real)), *g0 = malloc_check(P * sizeof(real));
-    /* reference: the two calls, on top of a gradient already there */
+    /* reference: the two calls, on top of a gradient already there, with the streams in
+       the step's layout (channel blocks) */
     model_zero_grad(&a);
     for (size_t i = 0; i < P; i++) a.grads[i] = (real)(1e-3 * (double)(i % 13));
+    a.stream_blk_on = a.stream_blocks;
     const real la = model_forward(&a, in, tg, B);
     model_backward(&a, 0.5);
+    a.stream_blk_on = 0;
     for (size_t i = 0; i < P; i++) b.grads[i] = (real)(1e-3 * (double)(i % 13));
     const real lb = model_forward_backward(&b, in, tg, B, 0.5);
     memcpy(g1, b.grads, P * sizeof(real));
@@ -653,6 +656,97 @@ static void test_stream_bf16_step(void) {
     omp_set_num_threads(saved);
 }
 
+/* The training step's streams in channel blocks (the default, stream_blocks = 1) against
+ * the same step with them in rows (stream_blocks = 0): the same loss and gradients within
+ * float rounding (only the order of the sums over a token's n C values moves: the norm, the
+ * projection, dW), and every stream X_l of the batch the rows' values at the positions of
+ * stream_cols; model_forward on its own keeps rows (its loss the rows step's bits). Every
+ * method at n = 4, C = 32 and 36 (channels past the last vector), one and two threads (the
+ * streams compared with one: a slice's are its own); n = 2 and 3 for s2hc; the projection in
+ * bf16 where the build has it. The check of the positions fails if the step keeps rows, if the
+ * map is not the kernels' layout, or if any kernel reads a stream in the other layout. */
+static void stream_blocks_case(const char *method, int n, int C, int threads, int B, int proj) {
+    s2hc_config c;
+    config_defaults(&c);
+    c.n_layer = 2; c.n_head = 2; c.n_embd = C; c.block_size = 37;
+    snprintf(c.method, sizeof c.method, "%s", method);
+    c.n_streams = n;
+    snprintf(c.proj_init, sizeof c.proj_init, "normal");
+    if (proj) snprintf(c.proj_precision, sizeof c.proj_precision, "bf16");
+    gpt_model a, b;
+    char err[256];
+    CHECK(model_build(&a, &c, err, sizeof err) == 0, "%s", err);
+    CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
+    CHECK(a.stream_blocks == 1, "%s: the training steps' streams not in channel blocks by default", method);
+    b.stream_blocks = 0;
+    gpt_model *ms[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        model_init(ms[k], 9);
+        for (int t = 0; t < ms[k]->n_tensors; t++) /* the tokens' coefficients and projection terms weigh */
+            for (size_t i = 0; i < ms[k]->pinfo[t].numel; i++) {
+                real *v = ms[k]->params + ms[k]->pinfo[t].offset + i;
+                if (strstr(ms[k]->pinfo[t].name, "alpha_") || strstr(ms[k]->pinfo[t].name, ".tau")) *v *= 100;
+                if (strstr(ms[k]->pinfo[t].name, "proj.weight")) *v *= 30;
+            }
+    }
+    const size_t N = (size_t)B * a.T, P = a.n_params, nC = (size_t)n * (size_t)C;
+    int *in, *tg;
+    random_tokens(N, 47, 1, &in, &tg);
+    omp_set_num_threads(threads);
+    real loss[2];
+    for (int k = 0; k < 2; k++) {
+        model_zero_grad(ms[k]);
+        loss[k] = model_forward_backward(ms[k], in, tg, B, 1);
+    }
+    double gmax = 0, worst = 0;
+    for (size_t i = 0; i < P; i++) gmax = fmax(gmax, fabs((double)b.grads[i]));
+    for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)a.grads[i] - (double)b.grads[i]));
+    CHECK_CLOSE(loss[0], loss[1], 0, 1e-5, "%s n=%d C=%d threads=%d: loss, channel blocks against rows", method, n,
+                C, threads);
+    CHECK(worst <= 1e-4 * gmax, "%s n=%d C=%d threads=%d: gradients, channel blocks against rows, differ by %.3g "
+          "(largest %.3g)", method, n, C, threads, worst, gmax);
+    const int flat = a.spec.norm == HC_NORM_FLAT;
+    CHECK(flat == (a.stream_cols != NULL), "%s: the map of channel blocks with%s one norm row", method,
+          flat ? "" : "out");
+    double xmax = 0, xerr = 0, moved = 0;
+    for (int l = 1; l <= (threads == 1 ? a.Lh : 0); l++) { /* one slice: the batch's streams */
+        const real *xa = model_streams(&a, l), *xb = model_streams(&b, l);
+        for (size_t t = 0; t < N; t++)
+            for (size_t q = 0; q < nC; q++) {
+                const size_t r = flat ? a.stream_cols[q] : q;
+                xmax = fmax(xmax, fabs((double)xb[t * nC + r]));
+                xerr = fmax(xerr, fabs((double)xa[t * nC + q] - (double)xb[t * nC + r]));
+                moved = fmax(moved, fabs((double)xa[t * nC + q] - (double)xb[t * nC + q]));
+            }
+    }
+    CHECK(xerr <= 1e-4 * xmax, "%s n=%d C=%d threads=%d: the streams in channel blocks are not the rows' values at "
+          "stream_cols (off by %.3g, largest %.3g)", method, n, C, threads, xerr, xmax);
+    if (flat && threads == 1) /* the streams differ from one another: rows would not pass for blocks */
+        CHECK(moved > 1e-2 * xmax, "%s n=%d C=%d: the step's streams are in rows (%.3g)", method, n, C, moved);
+    CHECK(!a.stream_blk_on, "%s: the step left its streams in channel blocks for what follows", method);
+    const real ea = model_forward(&a, in, tg, B), eb = model_forward(&b, in, tg, B);
+    CHECK(ea == eb, "%s n=%d: model_forward after a step %.9g, the rows model's %.9g", method, n, (double)ea,
+          (double)eb);
+    free(in);
+    free(tg);
+    for (int k = 0; k < 2; k++) model_free(ms[k]);
+}
+
+static void test_stream_blocks_step(void) {
+    const int saved = omp_get_max_threads();
+    for (int i = 0; hc_variants[i]; i++) {
+        stream_blocks_case(hc_variants[i]->name, 4, 36, 1, 3, 0);
+        stream_blocks_case(hc_variants[i]->name, 4, 32, 2, 4, 0);
+    }
+    stream_blocks_case("s2hc", 2, 36, 2, 3, 0);
+    stream_blocks_case("s2hc", 3, 20, 1, 2, 0);
+    if (model_bf16_built()) { /* the projection's products with bf16 operands: W' and dW permuted too */
+        stream_blocks_case("s2hc", 4, 36, 1, 3, 1);
+        stream_blocks_case("mhc_lite", 4, 32, 2, 4, 1);
+    }
+    omp_set_num_threads(saved);
+}
+
 static void test_every_method_trains(void) {
     char cfg[700];
     snprintf(cfg, sizeof cfg, "%s/methods.yaml", tmp);
@@ -794,6 +888,7 @@ int main(void) {
     T_RUN(test_truncated_checkpoint_refused);
     T_RUN(test_proj_bf16_step);
     T_RUN(test_stream_bf16_step);
+    T_RUN(test_stream_blocks_step);
     T_RUN(test_every_method_trains);
     T_RUN(test_divergence_is_recorded);
     return T_END();

@@ -25,8 +25,11 @@
  * a twin model whose training step stored its streams in bf16 (residual.stream_precision);
  * the other parts, which run the same code on fp32 rows either way, on the fp32 model.
  *
+ * The streams are in a training step's layout, channel blocks (harness/model.c, hc_xv); with
+ * --rows, stream by stream, as evaluations keep them.
+ *
  * usage: frame_bench [--preset tiny|small] [--n N] [--methods a,b,...] [--reps R] [--bf16]
- *                    [--stream-bf16]
+ *                    [--stream-bf16] [--rows]
  */
 #include <time.h>
 #include "../harness/model.c"
@@ -130,7 +133,7 @@ static void fb_at_x(const gpt_model *m, const hc_scratch *hs, real *M, const rea
     hc_at_x(M, A, X, rows, d->Kr, d->D);
 }
 
-static int time_method(const char *preset, const char *method, int n, int reps, int bf16, int sbf16,
+static int time_method(const char *preset, const char *method, int n, int reps, int bf16, int sbf16, int rows,
                        frame_times *r) {
     s2hc_config c;
     config_defaults(&c);
@@ -177,6 +180,8 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
         mb.stream_bf16_on = 1;
         mc = &mb;
     }
+    /* the streams in a training step's layout (channel blocks), or (--rows) stream by stream */
+    m.stream_blk_on = mc->stream_blk_on = !rows;
     grad_layout glc = layout_grads(mc, B);
     hc_scratch hsc = hc_scratch_of(mc, &glc);
     real *stc = hsc.base + hsc.stage; /* the staging rows of thread 0 */
@@ -253,7 +258,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
         });
         MIN_OF(hb[1], hc_forward_tokens(&m.spec, p.theta, h.z, (int)NT, h.pre, h.post, h.H, h.cache));
         MIN_OF(hb[2], for (size_t t = 0; t < NT; t++) hc_combine(h.u + t * d.C, h.pre + t * d.n, h.X + t * d.nC, d.n,
-                                                                  d.C));
+                                                                  d.C, d.blk));
         MIN_OF(hb[3], hc_out_range(&m, 1, model_streams(&m, 2), model_hc_acts(&m, 2).rstd, NULL, 0, NT, NULL));
         MIN_OF(hb[4], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes) for (int i = 0; i < lanes; i++)
                           hc_token_grads(&h, &d, g0 + i, h.X + (g0 + i) * d.nC, dY, du, dH + i * d.n * d.n,
@@ -305,7 +310,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
 
 static void usage(FILE *f) {
     fprintf(f, "usage: frame_bench [--preset tiny|small] [--n N] [--methods a,b,...] [--reps R] [--bf16]\n"
-               "                   [--stream-bf16]\n"
+               "                   [--stream-bf16] [--rows]\n"
                "The hyper-connection frame's regions and their parts timed alone, one thread, in ns per token\n"
                "and sublayer (tools/frame_bench.c and docs/performance.md explain every column).\n"
                "  --preset P    model shape (default small)\n"
@@ -314,13 +319,15 @@ static void usage(FILE *f) {
                "  --reps R      repetitions, the best kept (default 5)\n"
                "  --bf16        the projection's products with bf16 operands (residual.proj_precision: bf16)\n"
                "  --stream-bf16 the cold regions and write-back with the streams in bf16\n"
-               "                (residual.stream_precision: bf16)\n");
+               "                (residual.stream_precision: bf16)\n"
+               "  --rows        the streams stream by stream (as evaluations keep them), not in the\n"
+               "                training steps' channel blocks\n");
 }
 
 int main(int argc, char **argv) {
     runtime_env_fixup(argv);
     const char *preset = "small", *methods = "identity,hc,mhc,s2hc";
-    int n = 4, reps = 5, bf16 = 0, sbf16 = 0;
+    int n = 4, reps = 5, bf16 = 0, sbf16 = 0, rows = 0;
     for (int i = 1; i < argc; i++) {
         const int more = i + 1 < argc;
         char *end = NULL;
@@ -333,6 +340,8 @@ int main(int argc, char **argv) {
             bf16 = 1;
         } else if (!strcmp(argv[i], "--stream-bf16")) {
             sbf16 = 1;
+        } else if (!strcmp(argv[i], "--rows")) {
+            rows = 1;
         } else if (!strcmp(argv[i], "--methods") && more) {
             methods = argv[++i];
         } else if ((!strcmp(argv[i], "--n") || !strcmp(argv[i], "--reps")) && more) {
@@ -352,8 +361,9 @@ int main(int argc, char **argv) {
     }
     omp_set_num_threads(1); /* model_alloc_acts sizes the frame scratch for this */
     junk = calloc_huge(junk_n, sizeof(float));
-    printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)%s%s\n", preset, n,
-           reps, bf16 ? ", projection products in bf16" : "", sbf16 ? ", cold regions with bf16 streams" : "");
+    printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)%s%s%s\n", preset, n,
+           reps, bf16 ? ", projection products in bf16" : "", sbf16 ? ", cold regions with bf16 streams" : "",
+           rows ? ", streams in rows" : "");
     printf("%-11s %3s %11s | %-34s | %-13s | %-29s | %s\n", "", "", "floor", "cold", "cold over floor",
            "hot forward", "hot backward");
     printf("%-11s %3s %5s %5s | %6s %6s %6s %6s %6s | %6s %6s | %5s %6s %5s %5s %5s | %5s %6s %5s %5s\n",
@@ -364,7 +374,7 @@ int main(int argc, char **argv) {
     int status = 0;
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         frame_times r;
-        status |= time_method(preset, tok, n, reps, bf16, sbf16, &r);
+        status |= time_method(preset, tok, n, reps, bf16, sbf16, rows, &r);
     }
     free(junk);
     return status;
