@@ -575,14 +575,32 @@ static void test_proj_bf16_step(void) {
  * frame method at n = 4, one and two threads (the sliced step), C = 32 and 36 (channels
  * past the last vector), T = 37 (a ragged last group of tokens); n = 2 and 3 for s2hc;
  * with residual.proj_precision bf16 as well where the build has it (proj). */
+/* The config of the streams' step tests: 2 layers, C wide, T = 37 (a ragged last group of
+ * tokens), `method` at n streams, the projection in bf16 with proj. */
+static void streams_case_config(s2hc_config *c, const char *method, int n, int C, int proj) {
+    config_defaults(c);
+    c->n_layer = 2; c->n_head = 2; c->n_embd = C; c->block_size = 37;
+    snprintf(c->method, sizeof c->method, "%s", method);
+    c->n_streams = n;
+    snprintf(c->proj_init, sizeof c->proj_init, "normal");
+    if (proj) snprintf(c->proj_precision, sizeof c->proj_precision, "bf16");
+}
+
+/* model_init from seed, then the tokens' coefficients and projection terms made to weigh
+ * (the gates' scales and the projection's weights enlarged). */
+static void init_weighty(gpt_model *m, uint64_t seed) {
+    model_init(m, seed);
+    for (int t = 0; t < m->n_tensors; t++)
+        for (size_t i = 0; i < m->pinfo[t].numel; i++) {
+            real *v = m->params + m->pinfo[t].offset + i;
+            if (strstr(m->pinfo[t].name, "alpha_") || strstr(m->pinfo[t].name, ".tau")) *v *= 100;
+            if (strstr(m->pinfo[t].name, "proj.weight")) *v *= 30;
+        }
+}
+
 static void stream_bf16_case(const char *method, int n, int C, int threads, int B, int proj) {
     s2hc_config c;
-    config_defaults(&c);
-    c.n_layer = 2; c.n_head = 2; c.n_embd = C; c.block_size = 37;
-    snprintf(c.method, sizeof c.method, "%s", method);
-    c.n_streams = n;
-    snprintf(c.proj_init, sizeof c.proj_init, "normal");
-    if (proj) snprintf(c.proj_precision, sizeof c.proj_precision, "bf16");
+    streams_case_config(&c, method, n, C, proj);
     gpt_model a, b, f;
     char err[256];
     CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
@@ -592,15 +610,7 @@ static void stream_bf16_case(const char *method, int n, int C, int threads, int 
     CHECK(a.stream_bf16 && !b.stream_bf16, "%s: stream_precision bf16 not taken", method);
     b.round_streams = 1;
     gpt_model *ms[3] = {&a, &b, &f};
-    for (int k = 0; k < 3; k++) {
-        model_init(ms[k], 7);
-        for (int t = 0; t < ms[k]->n_tensors; t++) /* the tokens' coefficients and projection terms weigh */
-            for (size_t i = 0; i < ms[k]->pinfo[t].numel; i++) {
-                real *v = ms[k]->params + ms[k]->pinfo[t].offset + i;
-                if (strstr(ms[k]->pinfo[t].name, "alpha_") || strstr(ms[k]->pinfo[t].name, ".tau")) *v *= 100;
-                if (strstr(ms[k]->pinfo[t].name, "proj.weight")) *v *= 30;
-            }
-    }
+    for (int k = 0; k < 3; k++) init_weighty(ms[k], 7);
     const size_t N = (size_t)B * a.T, P = a.n_params;
     int *in, *tg;
     random_tokens(N, 43, 1, &in, &tg);
@@ -667,12 +677,7 @@ static void test_stream_bf16_step(void) {
  * map is not the kernels' layout, or if any kernel reads a stream in the other layout. */
 static void stream_blocks_case(const char *method, int n, int C, int threads, int B, int proj) {
     s2hc_config c;
-    config_defaults(&c);
-    c.n_layer = 2; c.n_head = 2; c.n_embd = C; c.block_size = 37;
-    snprintf(c.method, sizeof c.method, "%s", method);
-    c.n_streams = n;
-    snprintf(c.proj_init, sizeof c.proj_init, "normal");
-    if (proj) snprintf(c.proj_precision, sizeof c.proj_precision, "bf16");
+    streams_case_config(&c, method, n, C, proj);
     gpt_model a, b;
     char err[256];
     CHECK(model_build(&a, &c, err, sizeof err) == 0, "%s", err);
@@ -680,15 +685,7 @@ static void stream_blocks_case(const char *method, int n, int C, int threads, in
     CHECK(a.stream_blocks == 1, "%s: the training steps' streams not in channel blocks by default", method);
     b.stream_blocks = 0;
     gpt_model *ms[2] = {&a, &b};
-    for (int k = 0; k < 2; k++) {
-        model_init(ms[k], 9);
-        for (int t = 0; t < ms[k]->n_tensors; t++) /* the tokens' coefficients and projection terms weigh */
-            for (size_t i = 0; i < ms[k]->pinfo[t].numel; i++) {
-                real *v = ms[k]->params + ms[k]->pinfo[t].offset + i;
-                if (strstr(ms[k]->pinfo[t].name, "alpha_") || strstr(ms[k]->pinfo[t].name, ".tau")) *v *= 100;
-                if (strstr(ms[k]->pinfo[t].name, "proj.weight")) *v *= 30;
-            }
-    }
+    for (int k = 0; k < 2; k++) init_weighty(ms[k], 9);
     const size_t N = (size_t)B * a.T, P = a.n_params, nC = (size_t)n * (size_t)C;
     int *in, *tg;
     random_tokens(N, 47, 1, &in, &tg);
