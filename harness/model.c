@@ -1132,14 +1132,10 @@ static void hc_scaled_weight(real *restrict Wg, const hc_params *p, const hc_dim
     for (int k = 0; k < d->Kr; k++) {
         const real *w = p->W + (size_t)k * d->D;
         real *o = Wg + (size_t)k * d->D;
-        if (d->blk) /* its columns in the streams' order */
-            for (size_t q = 0; q < d->D; q++) {
-                const size_t j = d->cols[q];
-                o[q] = w[j] * ((real)1 + p->g[j]);
-            }
-        else
-#pragma omp simd
-            for (size_t j = 0; j < d->D; j++) o[j] = w[j] * ((real)1 + p->g[j]);
+        for (size_t q = 0; q < d->D; q++) { /* its columns in the streams' order */
+            const size_t j = d->blk ? d->cols[q] : q;
+            o[q] = w[j] * ((real)1 + p->g[j]);
+        }
     }
 }
 
@@ -1963,17 +1959,11 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                 for (size_t j = 0; j < len; j++) msum[j] = s->base[d.KD + o + j];
                 for (int th = 1; th < nthr; th++)
                     for (size_t j = 0; j < len; j++) msum[j] += s->base[(size_t)th * s->stride + d.KD + o + j];
-                if (d.blk) /* M's columns in the streams' order: back to W's */
-                    for (size_t j = 0; j < len; j++) {
-                        const size_t c = d.cols[j0 + j], ow = (size_t)k * d.D + c;
-                        p.dW[ow] += msum[j] * ((real)1 + p.g[c]);
-                        acc[j] += msum[j] * p.W[ow];
-                    }
-                else
-                    for (size_t j = 0; j < len; j++) {
-                        p.dW[o + j] += msum[j] * ((real)1 + p.g[j0 + j]);
-                        acc[j] += msum[j] * p.W[o + j];
-                    }
+                for (size_t j = 0; j < len; j++) { /* M's columns in the streams' order: back to W's */
+                    const size_t c = d.blk ? d.cols[j0 + j] : j0 + j, ow = (size_t)k * d.D + c;
+                    p.dW[ow] += msum[j] * ((real)1 + p.g[c]);
+                    acc[j] += msum[j] * p.W[ow];
+                }
             }
             for (size_t j = 0; j < len; j++) p.dg[d.blk ? d.cols[j0 + j] : j0 + j] += acc[j];
         }
