@@ -27,26 +27,96 @@
 #define ATT_F32_THREADS 256 /* fp32 path: 4 threads per tile row */
 #define ATT_F32_SLICE (ATT_MAX_HS / 4)
 #define ATT_TC_THREADS 128  /* tensor-core path: 4 warps x 16 rows */
+#define ATT_LOAD_BATCH 8    /* loads of each tile a thread has in flight at once */
 
 /* ---- shared helpers ------------------------------------------------------------------------ */
 
-/* rows [r0, r0 + ATT_TILE) of one head's part (q, k or v) of qkv into shared memory,
- * rows past T as zeros. src = qkv + b T 3C + part C + h hs. ld: shared row stride. */
 template <typename TS>
-__device__ __forceinline__ void att_load_tile(TS *dst, int ld, const float *src, int r0, int T, int C3, int hs) {
-    for (int idx = threadIdx.x; idx < ATT_TILE * hs; idx += blockDim.x) {
-        int r = idx / hs, d = idx % hs, t = r0 + r;
-        float v = t < T ? src[(size_t)t * C3 + d] : 0.0f;
-        dst[r * ld + d] = (TS)v;
+__device__ __forceinline__ TS att_cvt(float v);
+template <>
+__device__ __forceinline__ float att_cvt<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ bf16 att_cvt<bf16>(float v) { return __float2bfloat16_rn(v); }
+
+/* Rows [r0, r0 + ATT_TILE) of NP tiles into shared memory: tile p from src[p] (one head's
+ * part of qkv, or of dout; row stride lds[p] floats) into dst[p] (row stride ld), rows
+ * past T as zeros. Each thread issues its loads of all NP tiles, ATT_LOAD_BATCH of each,
+ * before it stores any, so a round costs one memory latency: one load and one store per
+ * element in turn (how this started) stalled every thread on each load in turn, about
+ * 64 latencies per 64 x 64 pair of tiles, and made attention 75 % of a bf16 M-preset step
+ * on an H200. W = 4: 16-byte loads (float4), W = 1: one float each. */
+template <typename TS, int NP, int W>
+__device__ __forceinline__ void att_load_core(TS *const *dst, const float *const *src, const int *lds, int ld, int r0,
+                                              int T, int hs) {
+    const int nt = blockDim.x, q = hs / W, n = ATT_TILE * q;
+    for (int i0 = threadIdx.x; i0 < n; i0 += nt * ATT_LOAD_BATCH) {
+        float v[NP][ATT_LOAD_BATCH][W];
+#pragma unroll
+        for (int p = 0; p < NP; p++) {
+#pragma unroll
+            for (int u = 0; u < ATT_LOAD_BATCH; u++) {
+                const int i = i0 + u * nt, r = i / q, t = r0 + r;
+                if (i < n && t < T) {
+                    const float *sp = src[p] + (size_t)t * lds[p] + (i - r * q) * W;
+                    if constexpr (W == 4) {
+                        const float4 f = ld_float4(sp);
+                        v[p][u][0] = f.x;
+                        v[p][u][1] = f.y;
+                        v[p][u][2] = f.z;
+                        v[p][u][3] = f.w;
+                    } else {
+                        v[p][u][0] = *sp;
+                    }
+                } else {
+#pragma unroll
+                    for (int w = 0; w < W; w++) v[p][u][w] = 0.0f;
+                }
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < NP; p++) {
+#pragma unroll
+            for (int u = 0; u < ATT_LOAD_BATCH; u++) {
+                const int i = i0 + u * nt, r = i / q;
+                if (i < n) {
+                    TS *d = dst[p] + r * ld + (i - r * q) * W;
+#pragma unroll
+                    for (int w = 0; w < W; w++) d[w] = att_cvt<TS>(v[p][u][w]);
+                }
+            }
+        }
     }
 }
-template <>
-__device__ __forceinline__ void att_load_tile<bf16>(bf16 *dst, int ld, const float *src, int r0, int T, int C3, int hs) {
-    for (int idx = threadIdx.x; idx < ATT_TILE * hs; idx += blockDim.x) {
-        int r = idx / hs, d = idx % hs, t = r0 + r;
-        float v = t < T ? src[(size_t)t * C3 + d] : 0.0f;
-        dst[r * ld + d] = __float2bfloat16_rn(v);
-    }
+
+/* 16-byte loads when every tile's rows allow them (hs and the strides multiples of 4,
+ * the sources 16-byte aligned), else one float per load */
+template <typename TS, int NP>
+__device__ __forceinline__ void att_load_tiles(TS *const *dst, const float *const *src, const int *lds, int ld, int r0,
+                                               int T, int hs) {
+    bool vec = (hs & 3) == 0;
+#pragma unroll
+    for (int p = 0; p < NP; p++) vec = vec && (lds[p] & 3) == 0 && ((uintptr_t)src[p] & 15) == 0;
+    if (vec) att_load_core<TS, NP, 4>(dst, src, lds, ld, r0, T, hs);
+    else att_load_core<TS, NP, 1>(dst, src, lds, ld, r0, T, hs);
+}
+
+/* one tile: rows [r0, r0 + ATT_TILE) of src (row stride lds) into dst (row stride ld) */
+template <typename TS>
+__device__ __forceinline__ void att_load_tile(TS *dst, int ld, const float *src, int r0, int T, int lds, int hs) {
+    TS *const d[1] = {dst};
+    const float *const s[1] = {src};
+    const int l[1] = {lds};
+    att_load_tiles<TS, 1>(d, s, l, ld, r0, T, hs);
+}
+
+/* two tiles of the same rows in one batch of loads (K and V, or Q and dO) */
+template <typename TS>
+__device__ __forceinline__ void att_load_2tiles(TS *dstA, const float *srcA, int ldsA, TS *dstB, const float *srcB,
+                                                int ldsB, int ld, int r0, int T, int hs) {
+    TS *const d[2] = {dstA, dstB};
+    const float *const s[2] = {srcA, srcB};
+    const int l[2] = {ldsA, ldsB};
+    att_load_tiles<TS, 2>(d, s, l, ld, r0, T, hs);
 }
 
 /* D (B, NH, T) = rowsum(dO * O) per head: one warp per (b, h, t). */
@@ -81,8 +151,7 @@ static __global__ void att_fwd_f32_kernel(float *out, bf16 *out_bf, float *lse, 
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * ATT_TILE;
         __syncthreads();
-        att_load_tile<float>(Ks, ld, base + C, k0, T, C3, hs);
-        att_load_tile<float>(Vs, ld, base + 2 * C, k0, T, C3, hs);
+        att_load_2tiles<float>(Ks, base + C, C3, Vs, base + 2 * C, C3, ld, k0, T, hs);
         __syncthreads();
         float s[ATT_TILE / 4], mx = -INFINITY;
 #pragma unroll
@@ -148,20 +217,21 @@ static __global__ void att_bwd_kv_f32_kernel(float *dqkv, const float *dout, con
     const float *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;
     const float *obase = dout + (size_t)b * T * C + (size_t)h * hs;
     const int r = threadIdx.x >> 2, sub = threadIdx.x & 3, k0 = kt * ATT_TILE, tk = k0 + r;
-    att_load_tile<float>(Ks, ld, base + C, k0, T, C3, hs);
-    att_load_tile<float>(Vs, ld, base + 2 * C, k0, T, C3, hs);
+    att_load_2tiles<float>(Ks, base + C, C3, Vs, base + 2 * C, C3, ld, k0, T, hs);
     float dk[ATT_F32_SLICE], dv[ATT_F32_SLICE];
 #pragma unroll
     for (int k = 0; k < ATT_F32_SLICE; k++) dk[k] = dv[k] = 0;
     for (int qt = kt; qt < nt; qt++) {
         const int q0 = qt * ATT_TILE;
         __syncthreads();
-        att_load_tile<float>(Qs, ld, base, q0, T, C3, hs);
-        att_load_tile<float>(dOs, ld, obase, q0, T, C, hs);
-        for (int i = threadIdx.x; i < ATT_TILE; i += blockDim.x) {
-            int t = q0 + i;
-            Ls[i] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
-            Ds[i] = t < T ? D[(size_t)bh * T + t] : 0.0f;
+        /* the rows' lse and D are loaded with the tiles (blockDim >= ATT_TILE) */
+        const int iq = threadIdx.x;
+        const float lse_i = iq < ATT_TILE && q0 + iq < T ? lse[(size_t)bh * T + q0 + iq] : 0.0f;
+        const float D_i = iq < ATT_TILE && q0 + iq < T ? D[(size_t)bh * T + q0 + iq] : 0.0f;
+        att_load_2tiles<float>(Qs, base, C3, dOs, obase, C, ld, q0, T, hs);
+        if (iq < ATT_TILE) {
+            Ls[iq] = lse_i;
+            Ds[iq] = D_i;
         }
         __syncthreads();
 #pragma unroll 4
@@ -214,8 +284,7 @@ static __global__ void att_bwd_q_f32_kernel(float *dqkv, const float *dout, cons
     const float *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;
     const float *obase = dout + (size_t)b * T * C + (size_t)h * hs;
     const int r = threadIdx.x >> 2, sub = threadIdx.x & 3, q0 = qt * ATT_TILE, tq = q0 + r;
-    att_load_tile<float>(Qs, ld, base, q0, T, C3, hs);
-    att_load_tile<float>(dOs, ld, obase, q0, T, C, hs);
+    att_load_2tiles<float>(Qs, base, C3, dOs, obase, C, ld, q0, T, hs);
     const float L = tq < T ? lse[(size_t)bh * T + tq] : 0.0f, Dr = tq < T ? D[(size_t)bh * T + tq] : 0.0f;
     float dq[ATT_F32_SLICE];
 #pragma unroll
@@ -223,8 +292,7 @@ static __global__ void att_bwd_q_f32_kernel(float *dqkv, const float *dout, cons
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * ATT_TILE;
         __syncthreads();
-        att_load_tile<float>(Ks, ld, base + C, k0, T, C3, hs);
-        att_load_tile<float>(Vs, ld, base + 2 * C, k0, T, C3, hs);
+        att_load_2tiles<float>(Ks, base + C, C3, Vs, base + 2 * C, C3, ld, k0, T, hs);
         __syncthreads();
 #pragma unroll 4
         for (int jj = 0; jj < ATT_TILE / 4; jj++) {
@@ -317,8 +385,7 @@ att_fwd_tc_kernel(float *out, bf16 *out_bf, float *lse, const float *qkv, int T,
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * ATT_TILE;
         __syncthreads();
-        att_load_tile<bf16>(Kb, LDB, base + C, k0, T, C3, HS);
-        att_load_tile<bf16>(Vb, LDB, base + 2 * C, k0, T, C3, HS);
+        att_load_2tiles<bf16>(Kb, base + C, C3, Vb, base + 2 * C, C3, LDB, k0, T, HS);
         __syncthreads();
         /* S_w = Q_w K^T */
         tc_rows_times_tile_t<HS>(S + warp * 16 * TC_LDS, TC_LDS, Qb + warp * 16 * LDB, LDB, Kb, LDB);
@@ -418,8 +485,7 @@ att_bwd_kv_tc_kernel(float *dqkv, const float *dout, const float *qkv, const flo
     const float *obase = dout + (size_t)b * T * C + (size_t)h * HS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, k0 = kt * ATT_TILE;
     const int row = warp * 16 + (lane >> 1), half = lane & 1, tk = k0 + row;
-    att_load_tile<bf16>(Kb, LDB, base + C, k0, T, C3, HS);
-    att_load_tile<bf16>(Vb, LDB, base + 2 * C, k0, T, C3, HS);
+    att_load_2tiles<bf16>(Kb, base + C, C3, Vb, base + 2 * C, C3, LDB, k0, T, HS);
     frag_acc dK[HS / 16], dV[HS / 16];
 #pragma unroll
     for (int db = 0; db < HS / 16; db++) {
@@ -429,12 +495,14 @@ att_bwd_kv_tc_kernel(float *dqkv, const float *dout, const float *qkv, const flo
     for (int qt = kt; qt < nt; qt++) {
         const int q0 = qt * ATT_TILE;
         __syncthreads();
-        att_load_tile<bf16>(Qb, LDB, base, q0, T, C3, HS);
-        att_load_tile<bf16>(dOb, LDB, obase, q0, T, C, HS);
-        for (int i = threadIdx.x; i < ATT_TILE; i += blockDim.x) {
-            int t = q0 + i;
-            Ls[i] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
-            Ds[i] = t < T ? D[(size_t)bh * T + t] : 0.0f;
+        /* the rows' lse and D are loaded with the tiles (blockDim >= ATT_TILE) */
+        const int iq = threadIdx.x;
+        const float lse_i = iq < ATT_TILE && q0 + iq < T ? lse[(size_t)bh * T + q0 + iq] : 0.0f;
+        const float D_i = iq < ATT_TILE && q0 + iq < T ? D[(size_t)bh * T + q0 + iq] : 0.0f;
+        att_load_2tiles<bf16>(Qb, base, C3, dOb, obase, C, LDB, q0, T, HS);
+        if (iq < ATT_TILE) {
+            Ls[iq] = lse_i;
+            Ds[iq] = D_i;
         }
         __syncthreads();
         tc_rows_times_tile_t<HS>(ST + warp * 16 * TC_LDS, TC_LDS, Kb + warp * 16 * LDB, LDB, Qb, LDB);
@@ -488,8 +556,7 @@ att_bwd_q_tc_kernel(float *dqkv, const float *dout, const float *qkv, const floa
     const float *obase = dout + (size_t)b * T * C + (size_t)h * HS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q0 = qt * ATT_TILE;
     const int row = warp * 16 + (lane >> 1), half = lane & 1, tq = q0 + row;
-    att_load_tile<bf16>(Qb, LDB, base, q0, T, C3, HS);
-    att_load_tile<bf16>(dOb, LDB, obase, q0, T, C, HS);
+    att_load_2tiles<bf16>(Qb, base, C3, dOb, obase, C, LDB, q0, T, HS);
     for (int i = threadIdx.x; i < ATT_TILE; i += blockDim.x) {
         int t = q0 + i;
         Ls[i] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
@@ -501,8 +568,7 @@ att_bwd_q_tc_kernel(float *dqkv, const float *dout, const float *qkv, const floa
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * ATT_TILE;
         __syncthreads();
-        att_load_tile<bf16>(Kb, LDB, base + C, k0, T, C3, HS);
-        att_load_tile<bf16>(Vb, LDB, base + 2 * C, k0, T, C3, HS);
+        att_load_2tiles<bf16>(Kb, base + C, C3, Vb, base + 2 * C, C3, LDB, k0, T, HS);
         __syncthreads();
         tc_rows_times_tile_t<HS>(S + warp * 16 * TC_LDS, TC_LDS, Qb + warp * 16 * LDB, LDB, Kb, LDB);
         tc_rows_times_tile_t<HS>(dP + warp * 16 * TC_LDS, TC_LDS, dOb + warp * 16 * LDB, LDB, Vb, LDB);

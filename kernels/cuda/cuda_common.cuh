@@ -69,9 +69,13 @@ typedef struct cuda_ctx {
 typedef struct cuda_prof {
     cudaEvent_t ev[CUDA_PROF_MARKS];
     unsigned char cat[CUDA_PROF_MARKS];
+    unsigned char op[CUDA_PROF_MARKS]; /* CUDA_OP_* (model_cuda.h), or CUDA_PROF_NO_OP */
     int n, made, overflow;
 } cuda_prof;
+#define CUDA_PROF_NO_OP 255
 void cuda_prof_mark(cuda_ctx *ctx, int cat);
+/* the same, naming the op as well (cuda_profile_stop_ops splits the time by op) */
+void cuda_prof_mark_op(cuda_ctx *ctx, int cat, int op);
 void cuda_prof_free(cuda_ctx *ctx); /* its events and itself; ctx->prof = NULL */
 
 /* Create the context on the current device (cuBLAS handle, a stream, no TF32). */
@@ -92,6 +96,13 @@ static inline unsigned cuda_blocks(size_t n, int threads) {
 
 /* ---- device helpers --------------------------------------------------------------- */
 #ifdef __CUDACC__
+/* Four floats in one 16-byte load; p must be 16-byte aligned (the emulator checks). */
+__device__ __forceinline__ float4 ld_float4(const float *p) {
+#ifdef S2HC_EMU_H
+    emu_check_aligned(p, 16, "ld_float4");
+#endif
+    return *reinterpret_cast<const float4 *>(p);
+}
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

@@ -11,10 +11,10 @@
  *   hc_dpre        dpre_i = <du, X_i>
  *   hc_coef_bwd    per token (hc_token.cu): hc_backward -> dz, theta rows; s = rstd^2 <dz, z> / D;
  *                  dz *= rstd
- *   fused (Kr <= 32, W in one chunk): one pass over the streams,
+ *   fused (S2HC_CUDA_FRAME=fused, Kr <= 32, W in one chunk): one pass over the streams,
  *                  dX = dz W' + H^T dY + pre du - s X, and the token groups' partial G = dz^T X;
  *                  then dW += G diag(1 + g), dg += colsum(W o G)
- *   split (otherwise, or S2HC_CUDA_FRAME=split):
+ *   split (the default; faster on an H200):
  *     GEMMs        dX = dz W' (by chunks);  G = dz^T X, then dW += G diag(1 + g),
  *                  dg += colsum(W o G)
  *     hc_in_bwd    dX += H^T dY + pre du - s X
@@ -99,14 +99,17 @@ static size_t hc_mat_cap(void) {
     return v ? v : HC_MAT_CAP;
 }
 
-/* The input side's backward in one pass over the streams (hc_in_backward_fused_kernel)
- * when W's rows fit its registers (Kr <= HC_FUSED_KR) and W in one chunk: the most token
- * groups whose partial dW products it may write (hc_fused_launch picks the number), or 0
- * for the split path. S2HC_CUDA_FRAME=split forces the split path (a hook for
- * tests/gpu/check.cu, which runs both, and for timing one against the other). */
+/* The input side's backward in one pass over the streams (hc_in_backward_fused_kernel),
+ * when S2HC_CUDA_FRAME=fused asks for it and W's rows fit its registers (Kr <= HC_FUSED_KR)
+ * and W is one chunk: the most token groups whose partial dW products it may write
+ * (hc_fused_launch picks the number), or 0 for the split path. The split path is the
+ * default: on an H200 at the M preset the fused kernel took 14.5 ms of streams time per
+ * step against the split path's 10.3 (docs/cuda.md), although it moves fewer bytes.
+ * The hook lets tests/gpu/check.cu compare both with the CPU and time one against the
+ * other. */
 static size_t hc_fused_groups(const hc_spec *s, size_t N, int C) {
     const char *e = getenv("S2HC_CUDA_FRAME");
-    if (e && !strcmp(e, "split")) return 0;
+    if (!e || strcmp(e, "fused")) return 0;
     const hc_dims d = hc_dims_of(s, N, C);
     const size_t mat = (size_t)d.Kr * d.D;
     if (d.Kr < 1 || d.Kr > HC_FUSED_KR || s->n < 2 || s->n > HC_MAX_N || mat > hc_mat_cap() || N == 0) return 0;
@@ -600,14 +603,14 @@ void hc_frame_in_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, s
                                                                                                d.Kr);
         CUDA_LAUNCH_CHECK();
     }
-    cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
+    cuda_prof_mark_op(ctx, CUDA_PROF_HC_PROJ, CUDA_OP_HC_Z);
     hc_coef_forward_cuda(ctx, s, fr->theta, fr->z, fuse ? fr->rstd : NULL, fr->pre, fr->post, fr->H, fr->cache, N);
-    cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
+    cuda_prof_mark_op(ctx, CUDA_PROF_HC_MATH, CUDA_OP_HC_COEF_FWD);
     size_t tot = N * (size_t)C;
     HC_DISPATCH_X(fr->x_bf16, (hc_readout_kernel<TX><<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(
                                   fr->u, (const TX *)fr->X, fr->pre, N, s->n, C)));
     CUDA_LAUNCH_CHECK();
-    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
+    cuda_prof_mark_op(ctx, CUDA_PROF_STREAMS, CUDA_OP_HC_READOUT);
 }
 
 void hc_frame_out_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, float *Xnext, float *rstd_next,
@@ -619,7 +622,7 @@ void hc_frame_out_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, 
                                                       (TX *)Xnext, rstd_next, flat, (const TX *)fr->X, fr->H, fr->post,
                                                       fr->f, C))));
     CUDA_LAUNCH_CHECK();
-    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
+    cuda_prof_mark_op(ctx, CUDA_PROF_STREAMS, CUDA_OP_HC_WRITEBACK);
 }
 
 void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_dev *fr, const float *dY, float *df,
@@ -629,7 +632,7 @@ void hc_frame_out_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_
                                                                                      ctx->stream>>>(
                                                       df, dcoef, dY, (const TX *)fr->X, fr->post, fr->f, C))));
     CUDA_LAUNCH_CHECK();
-    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
+    cuda_prof_mark_op(ctx, CUDA_PROF_STREAMS, CUDA_OP_HC_OUT_BWD);
 }
 
 /* Launch the fused input backward with at most gmax token groups; returns the number used.
@@ -682,9 +685,9 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
     HC_DISPATCH_X(fr->x_bf16, HC_DISPATCH_N(s->n, (hc_dpre_kernel<NS, TX><<<(unsigned)N, HC_ROW_THREADS, 0, ctx->stream>>>(
                                                       dcoef, du, (const TX *)fr->X, C))));
     CUDA_LAUNCH_CHECK();
-    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
+    cuda_prof_mark_op(ctx, CUDA_PROF_STREAMS, CUDA_OP_HC_DPRE);
     hc_coef_backward_cuda(ctx, s, fr->theta, fr->z, fr->cache, dcoef, dz, fr->dtheta, fr->rstd, srow, N);
-    cuda_prof_mark(ctx, CUDA_PROF_HC_MATH);
+    cuda_prof_mark_op(ctx, CUDA_PROF_HC_MATH, CUDA_OP_HC_COEF_BWD);
     const int flat = s->norm != HC_NORM_STREAM;
     const float invD = 1.0f / (float)d.D;
     const size_t fg = hc_fused_groups(s, N, C);
@@ -694,9 +697,9 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
         HC_DISPATCH_X(fr->x_bf16, HC_DISPATCH_N(s->n, HC_DISPATCH_KM(d.Kr, (groups = hc_fused_launch<NS, KM, TX>(
                                                                            ctx, fr, du, dY, dX, dz, srow, flat, C, d.Kr,
                                                                            invD, N, fg)))));
-        cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
+        cuda_prof_mark_op(ctx, CUDA_PROF_STREAMS, CUDA_OP_HC_FUSED);
         hc_proj_grad_cuda(ctx, fr, 0, (size_t)d.Kr, d.D, ctx->hc_mat, groups, (size_t)d.Kr * d.D);
-        cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
+        cuda_prof_mark_op(ctx, CUDA_PROF_HC_PROJ, CUDA_OP_HC_FUSED);
         return;
     }
     /* the projection: dX = dz W' (overwrites), G = dz^T X -> dW, dg; by chunks of W's rows */
@@ -716,12 +719,12 @@ void hc_frame_in_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const hc_frame_d
             gemm_f32(ctx, 1, 0, (int)len, d.D, (int)d.rows, 1.0f, dz + j0, d.Kr, fr->X, d.D, 0.0f, ctx->hc_mat, d.D);
         hc_proj_grad_cuda(ctx, fr, j0, len, d.D, ctx->hc_mat, 1, 0);
     }
-    cuda_prof_mark(ctx, CUDA_PROF_HC_PROJ);
+    cuda_prof_mark_op(ctx, CUDA_PROF_HC_PROJ, CUDA_OP_HC_IN_PROJ);
     /* dX += H^T dY + pre du - s X */
     HC_DISPATCH_X(fr->x_bf16, HC_DISPATCH_N(s->n, (hc_in_backward_kernel<NS, TX><<<(unsigned)N, HC_ROW_THREADS, 0,
                                                                                     ctx->stream>>>(
                                                       dX, dY, du, (const TX *)fr->X, fr->H, fr->pre, fr->rstd, srow,
                                                       flat, C, invD))));
     CUDA_LAUNCH_CHECK();
-    cuda_prof_mark(ctx, CUDA_PROF_STREAMS);
+    cuda_prof_mark_op(ctx, CUDA_PROF_STREAMS, CUDA_OP_HC_IN_BWD);
 }

@@ -25,14 +25,32 @@
 #define HC_TOKEN_THREADS 64    /* threads per block: one token each */
 #define HC_STACK_SLACK 256     /* stack bytes over the kernels' own frames */
 #define HC_TOKEN_N 4           /* the n compiled per method */
+#define HC_THETA_SMEM 4096     /* theta staged in shared memory up to this many floats */
+
+/* The block's copy of theta in shared memory when it is small enough (smem > 0 at the
+ * launch: hc_theta_smem), else theta itself. One thread runs a token's whole method, and
+ * the tokens of a sublayer fill only a few warps per SM, so nothing hides the latency of
+ * its reads of theta: from shared memory each costs a few dozen cycles rather than an L2
+ * round trip. Every thread of the block must call it (a barrier). */
+static __device__ __forceinline__ const float *hc_stage_theta(const float *theta, int n_theta, int staged) {
+    extern __shared__ float hc_theta_sh[];
+    if (!staged) return theta;
+    for (int i = threadIdx.x; i < n_theta; i += blockDim.x) hc_theta_sh[i] = theta[i];
+    __syncthreads();
+    return hc_theta_sh;
+}
+static size_t hc_theta_smem(const hc_spec *s) {
+    return s->n_theta > 0 && s->n_theta <= HC_THETA_SMEM ? (size_t)s->n_theta * sizeof(float) : 0;
+}
 
 /* z *= rstd per row first when rstd is given, then the method's forward. NN = 0: n and the
  * method from the spec; else both constants (the caller checked they match). */
 template <int NN, int MM>
 static __global__ void __launch_bounds__(HC_TOKEN_THREADS)
 hc_coef_forward_kernel(hc_spec s, const float *theta, float *z, const float *rstd, float *pre, float *post, float *H,
-                       float *cache, size_t N) {
+                       float *cache, size_t N, int staged) {
     size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    theta = hc_stage_theta(theta, s.n_theta, staged);
     if (t >= N) return;
     if (NN) {
         s.n = NN;
@@ -70,8 +88,9 @@ static __device__ __forceinline__ void hc_coef_norm_rows(const hc_spec *s, float
 template <int NN, int MM>
 static __global__ void __launch_bounds__(HC_TOKEN_THREADS)
 hc_coef_backward_kernel(hc_spec s, const float *theta, const float *z, const float *cache, const float *dcoef,
-                        float *dz, float *dth, const float *rstd, float *srow, size_t N, size_t G) {
+                        float *dz, float *dth, const float *rstd, float *srow, size_t N, size_t G, int staged) {
     size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    theta = hc_stage_theta(theta, s.n_theta, staged);
     if (g >= G) return;
     if (NN) {
         s.n = NN;
@@ -127,9 +146,10 @@ void hc_coef_forward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, f
                           float *pre, float *post, float *H, float *cache, size_t N) {
     if (N == 0) return;
     const unsigned blocks = cuda_blocks(N, HC_TOKEN_THREADS);
+    const size_t smem = hc_theta_smem(s);
     HC_DISPATCH_TOKEN(s, hc_token_compiled(s),
-                      (hc_coef_forward_kernel<NN, MM><<<blocks, HC_TOKEN_THREADS, 0, ctx->stream>>>(
-                          *s, theta, z, rstd, pre, post, H, cache, N)));
+                      (hc_coef_forward_kernel<NN, MM><<<blocks, HC_TOKEN_THREADS, smem, ctx->stream>>>(
+                          *s, theta, z, rstd, pre, post, H, cache, N, smem > 0)));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -143,9 +163,10 @@ void hc_coef_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, 
     }
     CUDA_CHECK(cudaMemsetAsync(ctx->hc_dth, 0, G * (size_t)s->n_theta * sizeof(float), ctx->stream));
     const unsigned blocks = cuda_blocks(G, HC_TOKEN_THREADS);
+    const size_t smem = hc_theta_smem(s);
     HC_DISPATCH_TOKEN(s, hc_token_compiled(s) && G >= N,
-                      (hc_coef_backward_kernel<NN, MM><<<blocks, HC_TOKEN_THREADS, 0, ctx->stream>>>(
-                          *s, theta, z, cache, dcoef, dz, ctx->hc_dth, rstd, srow, N, G)));
+                      (hc_coef_backward_kernel<NN, MM><<<blocks, HC_TOKEN_THREADS, smem, ctx->stream>>>(
+                          *s, theta, z, cache, dcoef, dz, ctx->hc_dth, rstd, srow, N, G, smem > 0)));
     CUDA_LAUNCH_CHECK();
     colsum_add_cuda(ctx, dtheta, ctx->hc_dth, G, (size_t)s->n_theta);
 }

@@ -77,7 +77,9 @@ void cuda_ctx_init(cuda_ctx *ctx, int use_bf16) {
 
 /* Events are made as the marks need them, so that a stretch pays only for the events it
  * uses; cuda_profile_stop (model_cuda.cu) destroys them. */
-void cuda_prof_mark(cuda_ctx *ctx, int cat) {
+void cuda_prof_mark(cuda_ctx *ctx, int cat) { cuda_prof_mark_op(ctx, cat, CUDA_PROF_NO_OP); }
+
+void cuda_prof_mark_op(cuda_ctx *ctx, int cat, int op) {
     cuda_prof *p = ctx->prof;
     if (!p) return;
     if (p->n >= CUDA_PROF_MARKS) {
@@ -89,7 +91,8 @@ void cuda_prof_mark(cuda_ctx *ctx, int cat) {
         p->made++;
     }
     CUDA_CHECK(cudaEventRecord(p->ev[p->n], ctx->stream));
-    p->cat[p->n++] = (unsigned char)cat;
+    p->cat[p->n] = (unsigned char)cat;
+    p->op[p->n++] = (unsigned char)op;
 }
 
 void cuda_prof_free(cuda_ctx *ctx) {

@@ -551,6 +551,10 @@ void cuda_synchronize(cuda_model *cm) { CUDA_CHECK(cudaStreamSynchronize(cm->ctx
 static const char *const prof_names[CUDA_PROF_N] = {"matmul", "attention", "layernorm", "gelu",  "emb+loss",
                                                     "streams", "hc proj",  "hc math",   "zeroing", "optimizer"};
 const char *cuda_profile_name(int k) { return k >= 0 && k < CUDA_PROF_N ? prof_names[k] : "?"; }
+static const char *const prof_op_names[CUDA_OP_N] = {
+    "attention fwd", "attention bwd", "hc z = X W'", "hc coef fwd", "hc read-out", "hc write-back",
+    "hc out bwd",    "hc dpre",       "hc coef bwd", "hc in proj",  "hc in bwd",   "hc fused bwd"};
+const char *cuda_profile_op_name(int k) { return k >= 0 && k < CUDA_OP_N ? prof_op_names[k] : "?"; }
 
 void cuda_profile_start(cuda_model *cm) {
     cuda_ctx *ctx = &cm->ctx;
@@ -566,10 +570,17 @@ void cuda_profile_start(cuda_model *cm) {
     cuda_prof_mark(ctx, CUDA_PROF_N); /* the start: no category */
 }
 
-double cuda_profile_stop(cuda_model *cm, double ms[CUDA_PROF_N]) {
+double cuda_profile_stop(cuda_model *cm, double ms[CUDA_PROF_N]) { return cuda_profile_stop_ops(cm, ms, NULL, NULL); }
+
+double cuda_profile_stop_ops(cuda_model *cm, double ms[CUDA_PROF_N], double op_ms[CUDA_OP_N],
+                             int op_calls[CUDA_OP_N]) {
     cuda_ctx *ctx = &cm->ctx;
     cuda_prof *p = ctx->prof;
     for (int k = 0; k < CUDA_PROF_N; k++) ms[k] = 0;
+    for (int k = 0; k < CUDA_OP_N; k++) {
+        if (op_ms) op_ms[k] = 0;
+        if (op_calls) op_calls[k] = 0;
+    }
     if (!p) return -1;
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     double total = 0;
@@ -578,6 +589,10 @@ double cuda_profile_stop(cuda_model *cm, double ms[CUDA_PROF_N]) {
         CUDA_CHECK(cudaEventElapsedTime(&t, p->ev[i - 1], p->ev[i]));
         ms[p->cat[i]] += t;
         total += t;
+        if (p->op[i] < CUDA_OP_N) {
+            if (op_ms) op_ms[p->op[i]] += t;
+            if (op_calls) op_calls[p->op[i]]++;
+        }
     }
     int overflow = p->overflow;
     cuda_prof_free(ctx);
@@ -693,7 +708,7 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
             matmul_forward_cuda(ctx, qkv, ln, ln_bf, PAR(b->qkvw), PBF(b->qkvw), PAR(b->qkvb), N, C, 3 * C);
             MARK(MATMUL);
             attention_forward_cuda(ctx, atty, atty_bf, lse, qkv, B, T, C, NH);
-            MARK(ATTENTION);
+            cuda_prof_mark_op(ctx, CUDA_PROF_ATTENTION, CUDA_OP_ATT_FWD);
             matmul_forward_cuda(ctx, f, atty, atty_bf, PAR(b->projw), PBF(b->projw), PAR(b->projb), N, C, C);
             MARK(MATMUL);
         } else {
@@ -799,7 +814,7 @@ static void backward(cuda_model *cm) {
                                      PBF(b->projw), N, C, C);
             MARK(MATMUL);
             attention_backward_set_cuda(ctx, dqkv, datty, qkv, atty, lse, B, T, C, NH);
-            MARK(ATTENTION);
+            cuda_prof_mark_op(ctx, CUDA_PROF_ATTENTION, CUDA_OP_ATT_BWD);
             matmul_backward_set_cuda(ctx, dln, GRD(b->qkvw), GRD(b->qkvb), dqkv, ln, ln_bf, PAR(b->qkvw),
                                      PBF(b->qkvw), N, C, 3 * C);
             MARK(MATMUL);

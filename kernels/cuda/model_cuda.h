@@ -113,9 +113,31 @@ enum {
     CUDA_PROF_OPTIM,     /* gradient norm and AdamW */
     CUDA_PROF_N
 };
+/* The finer split of the same stretch: the ops of attention and of the frame one by one
+ * (each also counts under its category above). */
+enum {
+    CUDA_OP_ATT_FWD,      /* attention forward (the tiles' kernel) */
+    CUDA_OP_ATT_BWD,      /* attention backward (rowsum(dO o O), the key and query kernels) */
+    CUDA_OP_HC_Z,         /* the frame: z = X W'^T (W' and the product) */
+    CUDA_OP_HC_COEF_FWD,  /* the per-token forward (hc_math.h) */
+    CUDA_OP_HC_READOUT,   /* u = sum_i pre_i X_i */
+    CUDA_OP_HC_WRITEBACK, /* X' = H X + post f, and the next frame's rms */
+    CUDA_OP_HC_OUT_BWD,   /* df, dpost, dH */
+    CUDA_OP_HC_DPRE,      /* dpre */
+    CUDA_OP_HC_COEF_BWD,  /* the per-token backward, the theta gradients' sum */
+    CUDA_OP_HC_IN_PROJ,   /* split input backward: dX = dz W', G = dz^T X, dW, dg */
+    CUDA_OP_HC_IN_BWD,    /* split input backward: dX += H^T dY + pre du - s X */
+    CUDA_OP_HC_FUSED,     /* fused input backward (S2HC_CUDA_FRAME=fused), dW and dg */
+    CUDA_OP_N
+};
 void cuda_profile_start(cuda_model *cm);
 double cuda_profile_stop(cuda_model *cm, double ms[CUDA_PROF_N]);
+/* cuda_profile_stop that also gives each named op's time (op_ms) and number of launches
+ * between marks (op_calls); either may be NULL */
+double cuda_profile_stop_ops(cuda_model *cm, double ms[CUDA_PROF_N], double op_ms[CUDA_OP_N],
+                             int op_calls[CUDA_OP_N]);
 const char *cuda_profile_name(int k);
+const char *cuda_profile_op_name(int k);
 
 #else /* built without CUDA: stubs, so callers need no #ifdef */
 
@@ -155,10 +177,15 @@ static inline size_t cuda_model_bytes(const cuda_model *cm) { (void)cm; return 0
 static inline int cuda_model_bf16(const cuda_model *cm) { (void)cm; return 0; }
 static inline int cuda_model_attention_tc(const cuda_model *cm) { (void)cm; return 0; }
 static inline void cuda_synchronize(cuda_model *cm) { (void)cm; }
-enum { CUDA_PROF_N = 10 };
+enum { CUDA_PROF_N = 10, CUDA_OP_N = 12 };
 static inline void cuda_profile_start(cuda_model *cm) { (void)cm; }
 static inline double cuda_profile_stop(cuda_model *cm, double *ms) { (void)cm; (void)ms; return -1; }
+static inline double cuda_profile_stop_ops(cuda_model *cm, double *ms, double *op_ms, int *op_calls) {
+    (void)cm; (void)ms; (void)op_ms; (void)op_calls;
+    return -1;
+}
 static inline const char *cuda_profile_name(int k) { (void)k; return ""; }
+static inline const char *cuda_profile_op_name(int k) { (void)k; return ""; }
 
 #endif
 

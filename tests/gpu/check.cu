@@ -12,7 +12,7 @@
  *                input backward, and bf16 streams against a reference rounding the same
  *   4. train     ten AdamW steps of a small model on both backends, losses compared
  *   5. bench     the M preset (12 layers, 12 heads, C 768, T 1024, B 8) for rc, mhc,
- *                mhc_lite, s2hc at n = 4 (s2hc also split, with the generic per-token
+ *                mhc_lite, s2hc at n = 4 (s2hc also fused, with the generic per-token
  *                kernels, and with bf16 streams): tokens/s, overhead over rc, MFU against
  *                the measured cuBLAS GEMM rate
  *
@@ -433,6 +433,27 @@ static void check_optim(cuda_ctx *ctx, rng_t *r, size_t n) {
     cudaFree(d_p); cudaFree(d_g); cudaFree(d_m); cudaFree(d_v);
 }
 
+/* colsum_add_cuda (the theta gradients' sum over tokens, LayerNorm's dw and db): the
+ * unrolled rounds and the tail, against a host sum in double */
+static void check_colsum(cuda_ctx *ctx, rng_t *r, size_t rows, size_t C) {
+    float *src = hnew(rows * C), *dst = hnew(C), *h = hnew(C);
+    fill(r, src, rows * C, 1);
+    fill(r, dst, C, 1);
+    float *d_src = dnew(src, rows * C), *d_dst = dnew(dst, C);
+    colsum_add_cuda(ctx, d_dst, d_src, rows, C);
+    for (size_t c = 0; c < C; c++) {
+        double s = dst[c];
+        for (size_t i = 0; i < rows; i++) s += src[i * C + c];
+        dst[c] = (float)s;
+    }
+    dget(h, d_dst, C);
+    char what[64];
+    snprintf(what, sizeof what, "colsum_add (%zu rows, %zu columns)", rows, C);
+    compare("ops fp32", what, h, dst, C, TOL_F32);
+    free(src); free(dst); free(h);
+    cudaFree(d_src); cudaFree(d_dst);
+}
+
 static void check_ops(void) {
     printf("[1] ops against kernels/cpu\n");
     cuda_ctx ctx;
@@ -458,7 +479,10 @@ static void check_ops(void) {
     check_attention(&ctx, &r, 1, 2, 200, 256, 4);
     check_attention(&ctx, &r, 1, 1, 130, 256, 2);
     check_attention(&ctx, &r, 1, 1, 70, 96, 4);   /* hs 24 in bf16 mode: the fp32 fallback */
+    check_attention(&ctx, &r, 0, 1, 70, 90, 3);   /* hs 30: tiles loaded one float at a time */
     check_optim(&ctx, &r, 100003);
+    check_colsum(&ctx, &r, 1000, 45);
+    check_colsum(&ctx, &r, 7, 70);
     printf("  ops        %d comparisons, %d failed\n", g_pass - p0 + g_fail - f0, g_fail - f0);
     cuda_ctx_free(&ctx);
 }
@@ -688,7 +712,7 @@ static void check_model_one(const char *method, int lowp, int n) {
     int k = snprintf(tag, sizeof tag, "%s", method);
     if (n != 4 && n != 1) k += snprintf(tag + k, sizeof tag - (size_t)k, " n=%d", n);
     if (g_embd != 128) k += snprintf(tag + k, sizeof tag - (size_t)k, " C=%d", g_embd);
-    if (fr && !strcmp(fr, "split")) k += snprintf(tag + k, sizeof tag - (size_t)k, " split");
+    if (fr && !strcmp(fr, "fused")) k += snprintf(tag + k, sizeof tag - (size_t)k, " fused");
     if (g_xbf16) snprintf(tag + k, sizeof tag - (size_t)k, " x-bf16");
     printf("  %-11s %-12s loss cpu %.6f gpu %.6f;", grp, tag, lc, lg);
     printf(" %d tensors, worst %s %.3e %s\n", sm.n, sm.worst, sm.err, sm.failed ? "FAIL" : "ok");
@@ -756,27 +780,30 @@ static void check_models(void) {
     setenv("S2HC_CUDA_CHUNK", "50000", 1);
     check_model_one("mhc_lite", 0, 6);
     unsetenv("S2HC_CUDA_CHUNK");
-    /* the input side's backward: the fused kernel with an odd n and a partial block of
-     * channels (C = 80), flat (s2hc) and per stream (hc); and the split path it replaces */
+    /* the input side's backward with an odd n and a partial block of channels (C = 80),
+     * flat (s2hc) and per stream (hc): the split path (the default) and the fused kernel
+     * (S2HC_CUDA_FRAME=fused), which the H200 timed slower (docs/cuda.md) */
     g_embd = 80;
     check_model_one("s2hc", 0, 3);
     check_model_one("hc", 0, 3);
+    setenv("S2HC_CUDA_FRAME", "fused", 1);
+    check_model_one("s2hc", 0, 3);
+    check_model_one("hc", 0, 3);
     g_embd = 128;
-    setenv("S2HC_CUDA_FRAME", "split", 1);
     check_model_one("s2hc", 0, 4);
     check_model_one("hc", 0, 4);
     unsetenv("S2HC_CUDA_FRAME");
-    /* bf16 streams (residual.stream_precision): the fused input backward flat and per stream
-     * (with a partial block), the split one, and the projection in chunks. (With bf16
+    /* bf16 streams (residual.stream_precision): the split input backward, the fused one flat
+     * and per stream (with a partial block), and the projection in chunks. (With bf16
      * products as well, this model's worst gradient reads 4.4e-2 against the bf16
      * tolerance of 5e-2 on the emulator: too close to judge by; part 4 trains that pair.) */
     g_xbf16 = 1;
     check_model_one("s2hc", 0, 4);
+    setenv("S2HC_CUDA_FRAME", "fused", 1);
+    check_model_one("s2hc", 0, 4);
     g_embd = 80;
     check_model_one("hc", 0, 3);
     g_embd = 128;
-    setenv("S2HC_CUDA_FRAME", "split", 1);
-    check_model_one("s2hc", 0, 4);
     unsetenv("S2HC_CUDA_FRAME");
     setenv("S2HC_CUDA_CHUNK", "50000", 1);
     check_model_one("mhc_lite", 0, 6);
@@ -945,8 +972,9 @@ static double model_flops(const gpt_model *m, size_t tokens) {
 
 /* BENCH_STEPS timed steps after BENCH_WARMUP: seconds per step; then one more step, its
  * device time by kind of op (prof, and their sum: negative when there were too many ops to
- * time). loss: the last step's. */
-static double bench_time(cuda_model *cm, const int *inp, const int *tg, double *loss, double *prof, double *prof_sum) {
+ * time) and by named op (op_ms, op_calls). loss: the last step's. */
+static double bench_time(cuda_model *cm, const int *inp, const int *tg, double *loss, double *prof, double *prof_sum,
+                         double *op_ms, int *op_calls) {
     double t0 = 0;
     for (int it = 0; it < BENCH_WARMUP + BENCH_STEPS; it++) {
         if (it == BENCH_WARMUP) {
@@ -963,8 +991,57 @@ static double bench_time(cuda_model *cm, const int *inp, const int *tg, double *
     cuda_zero_grad(cm);
     cuda_forward_backward(cm, inp, tg, 1.0f);
     cuda_step(cm, 1e-4, cuda_grad_norm(cm), BENCH_WARMUP + BENCH_STEPS + 1);
-    *prof_sum = cuda_profile_stop(cm, prof);
+    *prof_sum = cuda_profile_stop_ops(cm, prof, op_ms, op_calls);
     return dt;
+}
+
+/* Attention and the frame op by op, ms per step for each timed method; and, for s2hc with
+ * the defaults (fp32 streams, split input backward), the rate each op reaches: attention
+ * in TFLOP/s of causal attention (forward 4 P hs per head, backward 2.5 times that, P =
+ * T (T + 1) / 2 query-key pairs), the frame's stream ops in GB/s of the bytes they must
+ * move (n N C values of the streams and N C of a sublayer's input or output per pass), to
+ * set against the memory's ~4 TB/s. */
+static void print_op_table(int prec, const char *const *methods, const int *profiled,
+                           const double (*op_ms)[CUDA_OP_N], const int (*op_calls)[CUDA_OP_N], size_t N, int C, int NH,
+                           int T) {
+    int s2 = -1;
+    for (int k = 0; methods[k]; k++)
+        if (profiled[k] && !strcmp(methods[k], "s2hc")) s2 = k;
+    printf("  %s, attention and the frame op by op (ms per step; rate: s2hc's, launches per step in brackets):\n"
+           "  %-14s",
+           prec ? "bf16" : "fp32", "op");
+    for (int k = 0; methods[k]; k++)
+        if (profiled[k]) printf(" %12.12s", methods[k]);
+    printf("  %s\n", "rate");
+    const double sN = (double)N * C * 4.0, sX = 4.0 * sN; /* a sublayer's input; the n = 4 streams */
+    double bytes[CUDA_OP_N] = {0};
+    bytes[CUDA_OP_HC_Z] = sX;                   /* X */
+    bytes[CUDA_OP_HC_READOUT] = sX + sN;        /* X; u */
+    bytes[CUDA_OP_HC_WRITEBACK] = 2 * sX + sN;  /* X, f; X' */
+    bytes[CUDA_OP_HC_OUT_BWD] = 2 * sX + 2 * sN; /* dY, X, f; df */
+    bytes[CUDA_OP_HC_DPRE] = sX + sN;           /* du, X */
+    bytes[CUDA_OP_HC_IN_PROJ] = 2 * sX;         /* dX = dz W'; G = dz^T X */
+    bytes[CUDA_OP_HC_IN_BWD] = 4 * sX + sN;     /* dX, dY, X, du; dX */
+    bytes[CUDA_OP_HC_FUSED] = 3 * sX + sN;      /* dY, X, du; dX */
+    const double pairs = (double)T * (T + 1) / 2, heads = (double)N / T * NH, hs = NH ? (double)C / NH : 0;
+    const double att_fwd = 4.0 * pairs * hs * heads;
+    for (int o = 0; o < CUDA_OP_N; o++) {
+        int any = 0;
+        for (int k = 0; methods[k]; k++) any |= profiled[k] && op_calls[k][o] > 0;
+        if (!any) continue;
+        printf("  %-14s", cuda_profile_op_name(o));
+        for (int k = 0; methods[k]; k++)
+            if (profiled[k]) printf(" %12.3f", op_ms[k][o]);
+        if (s2 >= 0 && op_calls[s2][o] > 0 && op_ms[s2][o] > 0) {
+            const double sec = op_ms[s2][o] * 1e-3, calls = op_calls[s2][o];
+            if (o == CUDA_OP_ATT_FWD || o == CUDA_OP_ATT_BWD)
+                printf("  %.1f TFLOP/s", (o == CUDA_OP_ATT_FWD ? 1.0 : 2.5) * att_fwd * calls / sec / 1e12);
+            else if (bytes[o] > 0)
+                printf("  %.0f GB/s", bytes[o] * calls / sec / 1e9);
+            printf(" (%d)", op_calls[s2][o]);
+        }
+        printf("\n");
+    }
 }
 
 static void bench(int bf16_only) {
@@ -979,27 +1056,29 @@ static void bench(int bf16_only) {
     printf("  cuBLAS %d^3 GEMM: bf16 %.1f TFLOP/s", gm, rate16 / 1e12);
     if (!bf16_only) printf(", fp32 %.1f TFLOP/s", rate32 / 1e12);
     printf("\n");
-    /* "s2hc split": s2hc with the input side's backward split (S2HC_CUDA_FRAME=split), the
-     * path the fused kernel replaces, timed beside it; "s2hc gen-tok": the same model timed
+    /* "s2hc fused": s2hc with the input side's backward in one fused pass
+     * (S2HC_CUDA_FRAME=fused), timed beside the default split path; "s2hc gen-tok": the same model timed
      * again with the generic per-token kernels (S2HC_CUDA_TOKEN=generic) instead of the ones
      * compiled for n = 4; "s2hc x-bf16": its streams in bf16 (residual.stream_precision) */
     static const char *const methods[] = {"rc",           "mhc",        "mhc_lite",    "s2hc",
-                                          "s2hc gen-tok", "s2hc split", "s2hc x-bf16", NULL};
+                                          "s2hc gen-tok", "s2hc fused", "s2hc x-bf16", NULL};
     printf("  %-12s %-5s %3s %10s %12s %10s %7s %9s\n", "method", "prec", "n", "ms/step", "tokens/s", "vs rc", "MFU",
            "GiB");
     for (int prec = 1; prec >= (bf16_only ? 1 : 0); prec--) {
         double t_rc = 0;
         enum { NM = sizeof methods / sizeof *methods };
-        double prof[NM][CUDA_PROF_N], prof_sum[NM], step_ms[NM];
-        int profiled[NM] = {0};
+        double prof[NM][CUDA_PROF_N], prof_sum[NM], step_ms[NM], op_ms[NM][CUDA_OP_N];
+        int profiled[NM] = {0}, op_calls[NM][CUDA_OP_N];
+        size_t shape_N = 0;
+        int shape_C = 0, shape_NH = 0, shape_T = 0;
         for (int k = 0; methods[k]; k++) {
             char method[32];
             snprintf(method, sizeof method, "%s", methods[k]);
-            const int split = strstr(method, " split") != NULL, xbf = strstr(method, " x-bf16") != NULL;
+            const int fused = strstr(method, " fused") != NULL, xbf = strstr(method, " x-bf16") != NULL;
             if (strstr(method, " gen-tok")) continue; /* timed with the row before it, on its model */
             if (strchr(method, ' ')) *strchr(method, ' ') = 0;
             if (strcmp(method, "rc") && !hc_variant_find(method)) continue;
-            if (split) setenv("S2HC_CUDA_FRAME", "split", 1);
+            if (fused) setenv("S2HC_CUDA_FRAME", "fused", 1);
             s2hc_config cfg;
             config_defaults(&cfg);
             if (preset_apply(&cfg, preset) != 0) {
@@ -1016,17 +1095,21 @@ static void bench(int bf16_only) {
             if (model_build(&m, &cfg, err, sizeof err) != 0) {
                 printf("  %-12s model_build failed: %s\n", method, err);
                 g_fail++;
-                if (split) unsetenv("S2HC_CUDA_FRAME");
+                if (fused) unsetenv("S2HC_CUDA_FRAME");
                 continue;
             }
             model_init(&m, 1);
             const int B = cfg.batch;
             const size_t N = (size_t)B * m.T;
+            shape_N = N;
+            shape_C = m.C;
+            shape_NH = m.NH;
+            shape_T = m.T;
             cuda_model *cm = cuda_model_create(&m, B, prec, err, sizeof err);
             if (!cm) {
                 printf("  %-12s cuda_model_create failed: %s\n", method, err);
                 g_fail++;
-                if (split) unsetenv("S2HC_CUDA_FRAME");
+                if (fused) unsetenv("S2HC_CUDA_FRAME");
                 model_free(&m);
                 continue;
             }
@@ -1041,7 +1124,7 @@ static void bench(int bf16_only) {
             for (int kk = k; kk <= k + gen; kk++) {
                 if (kk > k) setenv("S2HC_CUDA_TOKEN", "generic", 1);
                 double loss = 0;
-                const double dt = bench_time(cm, inp, tg, &loss, prof[kk], &prof_sum[kk]);
+                const double dt = bench_time(cm, inp, tg, &loss, prof[kk], &prof_sum[kk], op_ms[kk], op_calls[kk]);
                 if (kk > k) unsetenv("S2HC_CUDA_TOKEN");
                 if (!strcmp(method, "rc")) t_rc = dt;
                 step_ms[kk] = dt * 1e3;
@@ -1058,7 +1141,7 @@ static void bench(int bf16_only) {
             free(tg);
             cuda_model_free(cm);
             model_free(&m);
-            if (split) unsetenv("S2HC_CUDA_FRAME");
+            if (fused) unsetenv("S2HC_CUDA_FRAME");
         }
         /* where a step's device time goes: the frame's parts against rc's streams */
         printf("  %s, ms per step by op (one step timed op by op; sum against the step's wall time):\n  %-12s",
@@ -1072,6 +1155,7 @@ static void bench(int bf16_only) {
             if (prof_sum[k] < 0) printf(" %9s %9.3f  (too many ops to time)\n", "-", step_ms[k]);
             else printf(" %9.3f %9.3f\n", prof_sum[k], step_ms[k]);
         }
+        print_op_table(prec, methods, profiled, op_ms, op_calls, shape_N, shape_C, shape_NH, shape_T);
     }
 }
 

@@ -88,6 +88,19 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lanemask) {
     return r;
 }
 
+/* ---- vector types ---------------------------------------------------------------------------- */
+struct float4 {
+    float x, y, z, w;
+};
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+/* A vector load from an address the GPU would refuse (misaligned address) stops the run. */
+static inline void emu_check_aligned(const void *p, size_t align, const char *what) {
+    if ((uintptr_t)p % align) {
+        fprintf(stderr, "emu: %s: address %p is not %zu-byte aligned (the GPU faults)\n", what, p, align);
+        abort();
+    }
+}
+
 /* ---- runtime API ----------------------------------------------------------------------------- */
 typedef int cudaError_t;
 cudaError_t emu_set_smem_limit(const void *fn, int bytes); /* cudaFuncSetAttribute's */
