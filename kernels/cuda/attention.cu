@@ -119,6 +119,22 @@ __device__ __forceinline__ void att_load_2tiles(TS *dstA, const float *srcA, int
     att_load_tiles<TS, 2>(d, s, l, ld, r0, T, hs);
 }
 
+/* The key kernels' loads per query tile: Q and dO (rows q0..) into shared memory and the
+ * rows' lse and D into Ls and Ds, every load issued before any store (blockDim >= ATT_TILE).
+ * lse_bh, D_bh: the head's rows (B, NH, T) + bh T. */
+template <typename TS>
+__device__ __forceinline__ void att_load_query_side(TS *Qt, TS *dOt, float *Ls, float *Ds, const float *qsrc,
+                                                    const float *osrc, const float *lse_bh, const float *D_bh, int C3,
+                                                    int C, int ld, int q0, int T, int hs) {
+    const int i = threadIdx.x, t = q0 + i;
+    const float l = i < ATT_TILE && t < T ? lse_bh[t] : 0.0f, d = i < ATT_TILE && t < T ? D_bh[t] : 0.0f;
+    att_load_2tiles<TS>(Qt, qsrc, C3, dOt, osrc, C, ld, q0, T, hs);
+    if (i < ATT_TILE) {
+        Ls[i] = l;
+        Ds[i] = d;
+    }
+}
+
 /* D (B, NH, T) = rowsum(dO * O) per head: one warp per (b, h, t). */
 static __global__ void att_rowdot_kernel(float *D, const float *dout, const float *out, int B, int T, int C, int NH) {
     size_t w = (size_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -224,15 +240,8 @@ static __global__ void att_bwd_kv_f32_kernel(float *dqkv, const float *dout, con
     for (int qt = kt; qt < nt; qt++) {
         const int q0 = qt * ATT_TILE;
         __syncthreads();
-        /* the rows' lse and D are loaded with the tiles (blockDim >= ATT_TILE) */
-        const int iq = threadIdx.x;
-        const float lse_i = iq < ATT_TILE && q0 + iq < T ? lse[(size_t)bh * T + q0 + iq] : 0.0f;
-        const float D_i = iq < ATT_TILE && q0 + iq < T ? D[(size_t)bh * T + q0 + iq] : 0.0f;
-        att_load_2tiles<float>(Qs, base, C3, dOs, obase, C, ld, q0, T, hs);
-        if (iq < ATT_TILE) {
-            Ls[iq] = lse_i;
-            Ds[iq] = D_i;
-        }
+        att_load_query_side<float>(Qs, dOs, Ls, Ds, base, obase, lse + (size_t)bh * T, D + (size_t)bh * T, C3, C, ld,
+                                 q0, T, hs);
         __syncthreads();
 #pragma unroll 4
         for (int ii = 0; ii < ATT_TILE / 4; ii++) {
@@ -495,15 +504,8 @@ att_bwd_kv_tc_kernel(float *dqkv, const float *dout, const float *qkv, const flo
     for (int qt = kt; qt < nt; qt++) {
         const int q0 = qt * ATT_TILE;
         __syncthreads();
-        /* the rows' lse and D are loaded with the tiles (blockDim >= ATT_TILE) */
-        const int iq = threadIdx.x;
-        const float lse_i = iq < ATT_TILE && q0 + iq < T ? lse[(size_t)bh * T + q0 + iq] : 0.0f;
-        const float D_i = iq < ATT_TILE && q0 + iq < T ? D[(size_t)bh * T + q0 + iq] : 0.0f;
-        att_load_2tiles<bf16>(Qb, base, C3, dOb, obase, C, LDB, q0, T, HS);
-        if (iq < ATT_TILE) {
-            Ls[iq] = lse_i;
-            Ds[iq] = D_i;
-        }
+        att_load_query_side<bf16>(Qb, dOb, Ls, Ds, base, obase, lse + (size_t)bh * T, D + (size_t)bh * T, C3, C, LDB,
+                                 q0, T, HS);
         __syncthreads();
         tc_rows_times_tile_t<HS>(ST + warp * 16 * TC_LDS, TC_LDS, Kb + warp * 16 * LDB, LDB, Qb, LDB);
         tc_rows_times_tile_t<HS>(dPT + warp * 16 * TC_LDS, TC_LDS, Vb + warp * 16 * LDB, LDB, dOb, LDB);
