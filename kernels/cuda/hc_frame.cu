@@ -246,8 +246,8 @@ __device__ __forceinline__ void hc_block_reduce(TV *acc, TV *red, TV *out) {
  * of X' (flat or per stream) for the next frame's norm. */
 template <int NS, typename TX>
 static __global__ void __launch_bounds__(HC_ROW_THREADS)
-hc_writeback_kernel(TX *Xn, float *rstd_next, int flat, const TX *X, const float *H, const float *post,
-                    const float *f, int C) {
+hc_writeback_kernel(TX *__restrict__ Xn, float *__restrict__ rstd_next, int flat, const TX *__restrict__ X,
+                    const float *__restrict__ H, const float *__restrict__ post, const float *__restrict__ f, int C) {
     __shared__ float Hs[NS * NS], ps[NS], red[NS * (HC_ROW_THREADS / 32)], ss[NS];
     const size_t t = blockIdx.x;
     for (int i = threadIdx.x; i < NS * NS; i += blockDim.x) Hs[i] = H[t * NS * NS + i];
@@ -259,6 +259,7 @@ hc_writeback_kernel(TX *Xn, float *rstd_next, int flat, const TX *X, const float
     float acc[NS];
 #pragma unroll
     for (int i = 0; i < NS; i++) acc[i] = 0;
+#pragma unroll 2
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float x[NS], fc = ft[c];
 #pragma unroll
@@ -354,8 +355,9 @@ hc_dpre_kernel(float *dcoef, const float *du, const TX *X, int C) {
  * holds rstd W'^T dz and s_j = rstd^2 <dz, z> / D of the row holding stream j. */
 template <int NS, typename TX>
 static __global__ void __launch_bounds__(HC_ROW_THREADS)
-hc_in_backward_kernel(float *dX, const float *dY, const float *du, const TX *X, const float *H, const float *pre,
-                      const float *rstd, const float *sdot, int flat, int C, float invD) {
+hc_in_backward_kernel(float *__restrict__ dX, const float *__restrict__ dY, const float *__restrict__ du,
+                      const TX *__restrict__ X, const float *__restrict__ H, const float *__restrict__ pre,
+                      const float *__restrict__ rstd, const float *__restrict__ sdot, int flat, int C, float invD) {
     __shared__ float Hs[NS * NS], prs[NS], sj[NS];
     const size_t t = blockIdx.x;
     for (int i = threadIdx.x; i < NS * NS; i += blockDim.x) Hs[i] = H[t * NS * NS + i];
@@ -369,17 +371,24 @@ hc_in_backward_kernel(float *dX, const float *dY, const float *du, const TX *X, 
     const float *dYt = dY + t * NS * C, *dut = du + t * C;
     const TX *Xt = X + t * NS * C;
     float *dXt = dX + t * NS * C;
+    /* every load of a channel (and of the next one) before any store: a store to dX
+     * between the loads would make each stream's wait for memory a separate one */
+#pragma unroll 2
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float dy[NS], duc = dut[c];
+        float dy[NS], x[NS], dx[NS], duc = dut[c];
 #pragma unroll
-        for (int i = 0; i < NS; i++) dy[i] = dYt[(size_t)i * C + c];
+        for (int i = 0; i < NS; i++) {
+            const size_t e = (size_t)i * C + c;
+            dy[i] = dYt[e];
+            x[i] = hc_ld(Xt + e);
+            dx[i] = dXt[e];
+        }
 #pragma unroll
         for (int j = 0; j < NS; j++) {
             float v = 0;
 #pragma unroll
             for (int i = 0; i < NS; i++) v += Hs[i * NS + j] * dy[i];
-            size_t e = (size_t)j * C + c;
-            dXt[e] += v + prs[j] * duc - sj[j] * hc_ld(Xt + e);
+            dXt[(size_t)j * C + c] = dx[j] + (v + prs[j] * duc - sj[j] * x[j]);
         }
     }
 }
