@@ -146,8 +146,9 @@ void layernorm_backward_set_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *d
 /* dst[c] += sum of src[r, c] over the rows. A block of COLSUM_TX x COLSUM_TY threads owns
  * COLSUM_TX columns: thread (x, y) sums rows y, y + TY, ... into COLSUM_UNROLL running
  * sums whose loads are all issued before any is added (a thread that walked every row
- * alone, as this kernel first did, waited one memory latency per row: about 0.3 ms for the
- * 8192 per-token theta rows of one M-preset sublayer, measured on an H200), then the
+ * alone, as this kernel first did, waited one memory latency every four rows: about
+ * 0.3 ms for the 8192 per-token theta rows of one M-preset sublayer, as estimated from the
+ * H200's time for the per-token math), then the
  * block adds the TY partial sums of each column in y order. The order of the sums depends
  * on `rows` alone: deterministic. */
 #define COLSUM_TX 32
