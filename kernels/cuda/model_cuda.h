@@ -132,8 +132,8 @@ enum {
 };
 void cuda_profile_start(cuda_model *cm);
 double cuda_profile_stop(cuda_model *cm, double ms[CUDA_PROF_N]);
-/* cuda_profile_stop that also gives each named op's time (op_ms) and number of launches
- * between marks (op_calls); either may be NULL */
+/* cuda_profile_stop that also gives each named op's time (op_ms) and how many times it
+ * ran (op_calls; one call may be several launches); either may be NULL */
 double cuda_profile_stop_ops(cuda_model *cm, double ms[CUDA_PROF_N], double op_ms[CUDA_OP_N],
                              int op_calls[CUDA_OP_N]);
 const char *cuda_profile_name(int k);

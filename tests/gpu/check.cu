@@ -1007,7 +1007,7 @@ static void print_op_table(int prec, const char *const *methods, const int *prof
     int s2 = -1;
     for (int k = 0; methods[k]; k++)
         if (profiled[k] && !strcmp(methods[k], "s2hc")) s2 = k;
-    printf("  %s, attention and the frame op by op (ms per step; rate: s2hc's, launches per step in brackets):\n"
+    printf("  %s, attention and the frame op by op (ms per step; rate: s2hc's, calls per step in brackets):\n"
            "  %-14s",
            prec ? "bf16" : "fp32", "op");
     for (int k = 0; methods[k]; k++)
