@@ -371,6 +371,17 @@ __device__ __forceinline__ void tc_rows_times_tile_t(float *S, int lds, const bf
     }
 }
 
+/* Column j (j < width / 2) of the row a lane walks in the tensor-core kernels' float score
+ * and output tiles and bf16 probability tiles: lanes 2r and 2r + 1 of a warp (wr = r, its
+ * row within the warp's 16) take alternate columns, rows 8..15 two columns further on
+ * (mod width). A step of the 32 lanes then falls in 32 distinct banks of a float tile
+ * whose row stride is 4 mod 32 words (TC_LDS, TC_LDO) and of the bf16 ones (TC_LDP);
+ * each lane walking its own half of the row, as first written, put four lanes on every
+ * bank used. width: a power of two. */
+__device__ __forceinline__ int tc_col(int j, int half, int wr, int width) {
+    return (2 * j + half + 2 * (wr >> 3)) & (width - 1);
+}
+
 template <int HS>
 static __global__ void __launch_bounds__(ATT_TC_THREADS)
 att_fwd_tc_kernel(float *out, bf16 *out_bf, float *lse, const float *qkv, int T, int C, int NH, float scale) {
@@ -384,7 +395,7 @@ att_fwd_tc_kernel(float *out, bf16 *out_bf, float *lse, const float *qkv, int T,
     float *M = (float *)(Pb + ATT_TILE * TC_LDP), *Lr = M + ATT_TILE;
     const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q0 = qt * ATT_TILE;
-    const int row = warp * 16 + (lane >> 1), half = lane & 1, tq = q0 + row;
+    const int wr = lane >> 1, row = warp * 16 + wr, half = lane & 1, tq = q0 + row;
     att_load_tile<bf16>(Qb, LDB, base, q0, T, C3, HS);
     for (int i = threadIdx.x; i < ATT_TILE * LDO; i += blockDim.x) O[i] = 0;
     for (int i = threadIdx.x; i < ATT_TILE; i += blockDim.x) {
@@ -400,25 +411,24 @@ att_fwd_tc_kernel(float *out, bf16 *out_bf, float *lse, const float *qkv, int T,
         tc_rows_times_tile_t<HS>(S + warp * 16 * TC_LDS, TC_LDS, Qb + warp * 16 * LDB, LDB, Kb, LDB);
         __syncwarp();
         /* online softmax of the warp's 16 rows: two lanes per row, 32 columns each */
-        float *srow = S + row * TC_LDS;
+        const float *srow = S + row * TC_LDS;
         float mx = -INFINITY;
-        for (int c = half * 32; c < half * 32 + 32; c++) {
-            int tk = k0 + c;
-            float v = (tk > tq || tk >= T) ? -INFINITY : srow[c] * scale;
-            srow[c] = v;
-            mx = fmaxf(mx, v);
+        for (int j = 0; j < ATT_TILE / 2; j++) {
+            const int c = tc_col(j, half, wr, ATT_TILE), tk = k0 + c;
+            mx = fmaxf(mx, (tk > tq || tk >= T) ? -INFINITY : srow[c] * scale);
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         float mo = M[row], mn = fmaxf(mo, mx), alpha = expf(mo - mn), ps = 0;
         bf16 *prow = Pb + row * TC_LDP;
-        for (int c = half * 32; c < half * 32 + 32; c++) {
-            float p = expf(srow[c] - mn);
+        for (int j = 0; j < ATT_TILE / 2; j++) {
+            const int c = tc_col(j, half, wr, ATT_TILE), tk = k0 + c;
+            const float p = expf(((tk > tq || tk >= T) ? -INFINITY : srow[c] * scale) - mn);
             prow[c] = __float2bfloat16_rn(p);
             ps += p;
         }
         ps += __shfl_xor_sync(0xffffffffu, ps, 1);
         float *orow = O + row * LDO;
-        for (int d = half * (HS / 2); d < (half + 1) * (HS / 2); d++) orow[d] *= alpha;
+        for (int k = 0; k < HS / 2; k++) orow[tc_col(k, half, wr, HS)] *= alpha;
         __syncwarp();
         if (half == 0) {
             Lr[row] = Lr[row] * alpha + ps;
@@ -445,7 +455,8 @@ att_fwd_tc_kernel(float *out, bf16 *out_bf, float *lse, const float *qkv, int T,
     if (tq >= T) return;
     float l = Lr[row], inv = 1.0f / l;
     size_t off = ((size_t)b * T + tq) * C + (size_t)h * HS;
-    for (int d = half * (HS / 2); d < (half + 1) * (HS / 2); d++) {
+    for (int k = 0; k < HS / 2; k++) {
+        const int d = tc_col(k, half, wr, HS);
         float y = O[row * LDO + d] * inv;
         out[off + d] = y;
         if (out_bf) out_bf[off + d] = __float2bfloat16_rn(y);
@@ -493,7 +504,7 @@ att_bwd_kv_tc_kernel(float *dqkv, const float *dout, const float *qkv, const flo
     const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
     const float *obase = dout + (size_t)b * T * C + (size_t)h * HS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, k0 = kt * ATT_TILE;
-    const int row = warp * 16 + (lane >> 1), half = lane & 1, tk = k0 + row;
+    const int wr = lane >> 1, row = warp * 16 + wr, half = lane & 1, tk = k0 + row;
     att_load_2tiles<bf16>(Kb, base + C, C3, Vb, base + 2 * C, C3, LDB, k0, T, HS);
     frag_acc dK[HS / 16], dV[HS / 16];
 #pragma unroll
@@ -510,8 +521,8 @@ att_bwd_kv_tc_kernel(float *dqkv, const float *dout, const float *qkv, const flo
         tc_rows_times_tile_t<HS>(ST + warp * 16 * TC_LDS, TC_LDS, Kb + warp * 16 * LDB, LDB, Qb, LDB);
         tc_rows_times_tile_t<HS>(dPT + warp * 16 * TC_LDS, TC_LDS, Vb + warp * 16 * LDB, LDB, dOb, LDB);
         __syncwarp();
-        for (int c = half * 32; c < half * 32 + 32; c++) {
-            int tq = q0 + c;
+        for (int j = 0; j < ATT_TILE / 2; j++) {
+            const int c = tc_col(j, half, wr, ATT_TILE), tq = q0 + c;
             int valid = tq < T && tk <= tq;
             float p = valid ? expf(ST[row * TC_LDS + c] * scale - Ls[c]) : 0.0f;
             PTb[row * TC_LDP + c] = __float2bfloat16_rn(p);
@@ -557,7 +568,7 @@ att_bwd_q_tc_kernel(float *dqkv, const float *dout, const float *qkv, const floa
     const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
     const float *obase = dout + (size_t)b * T * C + (size_t)h * HS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q0 = qt * ATT_TILE;
-    const int row = warp * 16 + (lane >> 1), half = lane & 1, tq = q0 + row;
+    const int wr = lane >> 1, row = warp * 16 + wr, half = lane & 1, tq = q0 + row;
     att_load_2tiles<bf16>(Qb, base, C3, dOb, obase, C, LDB, q0, T, HS);
     for (int i = threadIdx.x; i < ATT_TILE; i += blockDim.x) {
         int t = q0 + i;
@@ -576,8 +587,8 @@ att_bwd_q_tc_kernel(float *dqkv, const float *dout, const float *qkv, const floa
         tc_rows_times_tile_t<HS>(dP + warp * 16 * TC_LDS, TC_LDS, dOb + warp * 16 * LDB, LDB, Vb, LDB);
         __syncwarp();
         const float L = Ls[row], Dr = Ds[row];
-        for (int c = half * 32; c < half * 32 + 32; c++) {
-            int tk = k0 + c;
+        for (int j = 0; j < ATT_TILE / 2; j++) {
+            const int c = tc_col(j, half, wr, ATT_TILE), tk = k0 + c;
             int valid = tq < T && tk <= tq;
             float p = valid ? expf(S[row * TC_LDS + c] * scale - L) : 0.0f;
             dSb[row * TC_LDP + c] = __float2bfloat16_rn(p * (dP[row * TC_LDS + c] - Dr));
