@@ -552,8 +552,9 @@ static const char *const prof_names[CUDA_PROF_N] = {"matmul", "attention", "laye
                                                     "streams", "hc proj",  "hc math",   "zeroing", "optimizer"};
 const char *cuda_profile_name(int k) { return k >= 0 && k < CUDA_PROF_N ? prof_names[k] : "?"; }
 static const char *const prof_op_names[CUDA_OP_N] = {
-    "attention fwd", "attention bwd", "hc z = X W'", "hc coef fwd", "hc read-out", "hc write-back",
-    "hc out bwd",    "hc dpre",       "hc coef bwd", "hc in proj",  "hc in bwd",   "hc fused bwd"};
+    "matmul qkv",  "matmul proj", "matmul fc",     "matmul fcproj", "matmul head", "attention fwd",
+    "attention bwd", "hc z = X W'", "hc coef fwd", "hc read-out",   "hc write-back", "hc out bwd",
+    "hc dpre",     "hc coef bwd", "hc in proj",    "hc in bwd",     "hc fused bwd"};
 const char *cuda_profile_op_name(int k) { return k >= 0 && k < CUDA_OP_N ? prof_op_names[k] : "?"; }
 
 void cuda_profile_start(cuda_model *cm) {
@@ -706,22 +707,22 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
             layernorm_forward_cuda(ctx, ln, ln_bf, mean, rstd, u, PAR(b->ln1w), PAR(b->ln1b), N, C);
             MARK(LAYERNORM);
             matmul_forward_cuda(ctx, qkv, ln, ln_bf, PAR(b->qkvw), PBF(b->qkvw), PAR(b->qkvb), N, C, 3 * C);
-            MARK(MATMUL);
+            cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_QKV);
             attention_forward_cuda(ctx, atty, atty_bf, lse, qkv, B, T, C, NH);
             cuda_prof_mark_op(ctx, CUDA_PROF_ATTENTION, CUDA_OP_ATT_FWD);
             matmul_forward_cuda(ctx, f, atty, atty_bf, PAR(b->projw), PBF(b->projw), PAR(b->projb), N, C, C);
-            MARK(MATMUL);
+            cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_ATTPROJ);
         } else {
             float *fch = ACT(fch) + blk * a->s_fch, *fchg = ACT(fchg) + blk * a->s_fch;
             bf16 *fchg_bf = cm->ctx.use_bf16 ? ABF(b_fchg) + blk * a->s_fch : NULL;
             layernorm_forward_cuda(ctx, ln, ln_bf, mean, rstd, u, PAR(b->ln2w), PAR(b->ln2b), N, C);
             MARK(LAYERNORM);
             matmul_forward_cuda(ctx, fch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), PAR(b->fcb), N, C, 4 * C);
-            MARK(MATMUL);
+            cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_FC);
             gelu_forward_cuda(ctx, fchg, fchg_bf, fch, N * 4 * C);
             MARK(GELU);
             matmul_forward_cuda(ctx, f, fchg, fchg_bf, PAR(b->fcpw), PBF(b->fcpw), PAR(b->fcpb), N, 4 * C, C);
-            MARK(MATMUL);
+            cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_FCPROJ);
         }
         if (cm->frame) {
             float *rstd_next = cm->acts + a->rstd + (l + 1) * a->s_rstd;
@@ -739,7 +740,7 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
                            N, C);
     MARK(LAYERNORM);
     matmul_forward_cuda(ctx, ACT(logits), ACT(lnf), ABF(b_lnf), PAR(cm->wte), PBF(cm->wte), NULL, N, C, V);
-    MARK(MATMUL);
+    cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_LMHEAD);
     if (!targets) {
         CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
         return 0;
@@ -769,7 +770,7 @@ static void backward(cuda_model *cm) {
     float *dlnf = GSC(dlnf), *xsum = xsum_of(cm);
     matmul_backward_set_cuda(ctx, dlnf, GRD(cm->wte), NULL, GSC(dlogits), ACT(lnf), ABF(b_lnf), PAR(cm->wte),
                              PBF(cm->wte), N, C, V);
-    MARK(MATMUL);
+    cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_LMHEAD);
     float *dY = GSC(dX0), *dX = GSC(dX1);
     if (cm->frame) {
         float *dxsum = GSC(dxsum);
@@ -812,12 +813,12 @@ static void backward(cuda_model *cm) {
             float *datty = GSC(datty), *dqkv = GSC(dqkv);
             matmul_backward_set_cuda(ctx, datty, GRD(b->projw), GRD(b->projb), df, atty, atty_bf, PAR(b->projw),
                                      PBF(b->projw), N, C, C);
-            MARK(MATMUL);
+            cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_ATTPROJ);
             attention_backward_set_cuda(ctx, dqkv, datty, qkv, atty, lse, B, T, C, NH);
             cuda_prof_mark_op(ctx, CUDA_PROF_ATTENTION, CUDA_OP_ATT_BWD);
             matmul_backward_set_cuda(ctx, dln, GRD(b->qkvw), GRD(b->qkvb), dqkv, ln, ln_bf, PAR(b->qkvw),
                                      PBF(b->qkvw), N, C, 3 * C);
-            MARK(MATMUL);
+            cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_QKV);
             ln_backward(ctx, dinp, GRD(b->ln1w), GRD(b->ln1b), dln, u, PAR(b->ln1w), mean, rstd, N, C);
             MARK(LAYERNORM);
         } else {
@@ -826,12 +827,12 @@ static void backward(cuda_model *cm) {
             float *dfch = GSC(dfch), *dfchg = GSC(dfchg);
             matmul_backward_set_cuda(ctx, dfchg, GRD(b->fcpw), GRD(b->fcpb), df, fchg, fchg_bf, PAR(b->fcpw),
                                      PBF(b->fcpw), N, 4 * C, C);
-            MARK(MATMUL);
+            cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_FCPROJ);
             gelu_backward_set_cuda(ctx, dfch, fch, dfchg, N * 4 * C);
             MARK(GELU);
             matmul_backward_set_cuda(ctx, dln, GRD(b->fcw), GRD(b->fcb), dfch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), N,
                                      C, 4 * C);
-            MARK(MATMUL);
+            cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_FC);
             ln_backward(ctx, dinp, GRD(b->ln2w), GRD(b->ln2b), dln, u, PAR(b->ln2w), mean, rstd, N, C);
             MARK(LAYERNORM);
         }

@@ -113,9 +113,15 @@ enum {
     CUDA_PROF_OPTIM,     /* gradient norm and AdamW */
     CUDA_PROF_N
 };
-/* The finer split of the same stretch: the ops of attention and of the frame one by one
- * (each also counts under its category above). */
+/* The finer split of the same stretch: each linear layer's products (forward and
+ * backward), attention, and the frame's ops one by one (each also counts under its
+ * category above). */
 enum {
+    CUDA_OP_MM_QKV,       /* the attention's input projection C -> 3C */
+    CUDA_OP_MM_ATTPROJ,   /* the attention's output projection C -> C */
+    CUDA_OP_MM_FC,        /* the MLP's C -> 4C */
+    CUDA_OP_MM_FCPROJ,    /* the MLP's 4C -> C */
+    CUDA_OP_MM_LMHEAD,    /* the LM head C -> V */
     CUDA_OP_ATT_FWD,      /* attention forward (the tiles' kernel) */
     CUDA_OP_ATT_BWD,      /* attention backward (rowsum(dO o O), the key and query kernels) */
     CUDA_OP_HC_Z,         /* the frame: z = X W'^T (W' and the product) */
@@ -177,7 +183,7 @@ static inline size_t cuda_model_bytes(const cuda_model *cm) { (void)cm; return 0
 static inline int cuda_model_bf16(const cuda_model *cm) { (void)cm; return 0; }
 static inline int cuda_model_attention_tc(const cuda_model *cm) { (void)cm; return 0; }
 static inline void cuda_synchronize(cuda_model *cm) { (void)cm; }
-enum { CUDA_PROF_N = 10, CUDA_OP_N = 12 };
+enum { CUDA_PROF_N = 10, CUDA_OP_N = 17 };
 static inline void cuda_profile_start(cuda_model *cm) { (void)cm; }
 static inline double cuda_profile_stop(cuda_model *cm, double *ms) { (void)cm; (void)ms; return -1; }
 static inline double cuda_profile_stop_ops(cuda_model *cm, double *ms, double *op_ms, int *op_calls) {

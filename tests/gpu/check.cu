@@ -995,19 +995,20 @@ static double bench_time(cuda_model *cm, const int *inp, const int *tg, double *
     return dt;
 }
 
-/* Attention and the frame op by op, ms per step for each timed method; and, for s2hc with
- * the defaults (fp32 streams, split input backward), the rate each op reaches: attention
- * in TFLOP/s of causal attention (forward 4 P hs per head, backward 2.5 times that, P =
- * T (T + 1) / 2 query-key pairs), the frame's stream ops in GB/s of the bytes they must
- * move (n N C values of the streams and N C of a sublayer's input or output per pass), to
- * set against the memory's ~4 TB/s. */
+/* Each linear layer's products, attention and the frame op by op, ms per step for each
+ * timed method; and, for s2hc with the defaults (fp32 streams, split input backward), the
+ * rate each op reaches: the products in TFLOP/s (2 N in out per call forward, twice that
+ * backward), attention in TFLOP/s of causal attention (forward 4 P hs per head, backward
+ * 2.5 times that, P = T (T + 1) / 2 query-key pairs), the frame's stream ops in GB/s of
+ * the bytes they must move (n N C values of the streams and N C of a sublayer's input or
+ * output per pass), to set against the memory's ~4 TB/s. */
 static void print_op_table(int prec, const char *const *methods, const int *profiled,
                            const double (*op_ms)[CUDA_OP_N], const int (*op_calls)[CUDA_OP_N], size_t N, int C, int NH,
-                           int T) {
+                           int T, int V) {
     int s2 = -1;
     for (int k = 0; methods[k]; k++)
         if (profiled[k] && !strcmp(methods[k], "s2hc")) s2 = k;
-    printf("  %s, attention and the frame op by op (ms per step; rate: s2hc's, calls per step in brackets):\n"
+    printf("  %s, products, attention and the frame op by op (ms per step; rate: s2hc's, calls per step):\n"
            "  %-14s",
            prec ? "bf16" : "fp32", "op");
     for (int k = 0; methods[k]; k++)
@@ -1023,6 +1024,13 @@ static void print_op_table(int prec, const char *const *methods, const int *prof
     bytes[CUDA_OP_HC_IN_PROJ] = 2 * sX;         /* dX = dz W'; G = dz^T X */
     bytes[CUDA_OP_HC_IN_BWD] = 4 * sX + sN;     /* dX, dY, X, du; dX */
     bytes[CUDA_OP_HC_FUSED] = 3 * sX + sN;      /* dY, X, du; dX */
+    /* a product's FLOPs per call, forward and backward alike on average: 3 N in out */
+    double mm[CUDA_OP_N] = {0};
+    mm[CUDA_OP_MM_QKV] = 3.0 * N * C * 3 * C;
+    mm[CUDA_OP_MM_ATTPROJ] = 3.0 * N * C * C;
+    mm[CUDA_OP_MM_FC] = 3.0 * N * C * 4 * C;
+    mm[CUDA_OP_MM_FCPROJ] = 3.0 * N * 4 * C * C;
+    mm[CUDA_OP_MM_LMHEAD] = 3.0 * N * C * V;
     const double pairs = (double)T * (T + 1) / 2, heads = (double)N / T * NH, hs = NH ? (double)C / NH : 0;
     const double att_fwd = 4.0 * pairs * hs * heads;
     for (int o = 0; o < CUDA_OP_N; o++) {
@@ -1034,7 +1042,9 @@ static void print_op_table(int prec, const char *const *methods, const int *prof
             if (profiled[k]) printf(" %12.3f", op_ms[k][o]);
         if (s2 >= 0 && op_calls[s2][o] > 0 && op_ms[s2][o] > 0) {
             const double sec = op_ms[s2][o] * 1e-3, calls = op_calls[s2][o];
-            if (o == CUDA_OP_ATT_FWD || o == CUDA_OP_ATT_BWD)
+            if (mm[o] > 0)
+                printf("  %.1f TFLOP/s", mm[o] * calls / sec / 1e12);
+            else if (o == CUDA_OP_ATT_FWD || o == CUDA_OP_ATT_BWD)
                 printf("  %.1f TFLOP/s", (o == CUDA_OP_ATT_FWD ? 1.0 : 2.5) * att_fwd * calls / sec / 1e12);
             else if (bytes[o] > 0)
                 printf("  %.0f GB/s", bytes[o] * calls / sec / 1e9);
@@ -1070,7 +1080,7 @@ static void bench(int bf16_only) {
         double prof[NM][CUDA_PROF_N], prof_sum[NM], step_ms[NM], op_ms[NM][CUDA_OP_N];
         int profiled[NM] = {0}, op_calls[NM][CUDA_OP_N];
         size_t shape_N = 0;
-        int shape_C = 0, shape_NH = 0, shape_T = 0;
+        int shape_C = 0, shape_NH = 0, shape_T = 0, shape_V = 0;
         for (int k = 0; methods[k]; k++) {
             char method[32];
             snprintf(method, sizeof method, "%s", methods[k]);
@@ -1105,6 +1115,7 @@ static void bench(int bf16_only) {
             shape_C = m.C;
             shape_NH = m.NH;
             shape_T = m.T;
+            shape_V = m.V;
             cuda_model *cm = cuda_model_create(&m, B, prec, err, sizeof err);
             if (!cm) {
                 printf("  %-12s cuda_model_create failed: %s\n", method, err);
@@ -1155,7 +1166,7 @@ static void bench(int bf16_only) {
             if (prof_sum[k] < 0) printf(" %9s %9.3f  (too many ops to time)\n", "-", step_ms[k]);
             else printf(" %9.3f %9.3f\n", prof_sum[k], step_ms[k]);
         }
-        print_op_table(prec, methods, profiled, op_ms, op_calls, shape_N, shape_C, shape_NH, shape_T);
+        print_op_table(prec, methods, profiled, op_ms, op_calls, shape_N, shape_C, shape_NH, shape_T, shape_V);
     }
 }
 
