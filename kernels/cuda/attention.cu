@@ -119,7 +119,7 @@ __device__ __forceinline__ void att_load_2tiles(TS *dstA, const float *srcA, int
     att_load_tiles<TS, 2>(d, s, l, ld, r0, T, hs);
 }
 
-/* The key kernels' loads per query tile: Q and dO (rows q0..) into shared memory and the
+/* A query tile's loads in the backward: Q and dO (rows q0..) into shared memory and the
  * rows' lse and D into Ls and Ds, every load issued before any store (blockDim >= ATT_TILE).
  * lse_bh, D_bh: the head's rows (B, NH, T) + bh T. */
 template <typename TS>
@@ -569,12 +569,8 @@ att_bwd_q_tc_kernel(float *dqkv, const float *dout, const float *qkv, const floa
     const float *obase = dout + (size_t)b * T * C + (size_t)h * HS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q0 = qt * ATT_TILE;
     const int wr = lane >> 1, row = warp * 16 + wr, half = lane & 1, tq = q0 + row;
-    att_load_2tiles<bf16>(Qb, base, C3, dOb, obase, C, LDB, q0, T, HS);
-    for (int i = threadIdx.x; i < ATT_TILE; i += blockDim.x) {
-        int t = q0 + i;
-        Ls[i] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
-        Ds[i] = t < T ? D[(size_t)bh * T + t] : 0.0f;
-    }
+    att_load_query_side<bf16>(Qb, dOb, Ls, Ds, base, obase, lse + (size_t)bh * T, D + (size_t)bh * T, C3, C, LDB, q0,
+                              T, HS);
     frag_acc dQ[HS / 16];
 #pragma unroll
     for (int db = 0; db < HS / 16; db++) wm::fill_fragment(dQ[db], 0.0f);
