@@ -495,16 +495,18 @@ static void test_frame_groups_any_threads(void) {
 
 /* residual.proj_precision: bf16, the step with the projection's three products in bf16
  * against the fp32 step of the same model: the loss and every gradient tensor within
- * bf16's rounding of their own scale, yet not the fp32 bits; the bf16 step the same bits
- * run twice. The projections' weights x 30, so that their terms (z's, dz W' in the
+ * bf16's rounding of their own scale, yet not the fp32 gradients' bits; the bf16 step the
+ * same bits run twice. The projections' weights x 30, so that their terms (z's, dz W' in the
  * streams' gradient, dW) weigh in every gradient. s2hc (one norm row per token), hc (a
- * norm row per stream), mhc_lite (K = 32); T = 37 with B = 3: groups left over. */
+ * norm row per stream), mhc_lite (K = 32); T = 37 with B = 3: groups left over; C = 32
+ * and 36 (channels past the last vector, which each product takes apart). */
 static void test_proj_bf16_step(void) {
     const char *methods[] = {"s2hc", "hc", "mhc_lite"};
-    for (int mi = 0; mi < 3; mi++) {
+    for (int mc = 0; mc < 6; mc++) {
+        const int mi = mc % 3, C = mc < 3 ? 32 : 36;
         s2hc_config c;
         config_defaults(&c);
-        c.n_layer = 2; c.n_head = 2; c.n_embd = 32; c.block_size = 37;
+        c.n_layer = 2; c.n_head = 2; c.n_embd = C; c.block_size = 37;
         snprintf(c.method, sizeof c.method, "%s", methods[mi]);
         c.n_streams = 4;
         snprintf(c.proj_init, sizeof c.proj_init, "normal");
@@ -537,10 +539,10 @@ static void test_proj_bf16_step(void) {
             loss[k] = model_forward(ms[k], in, tg, B);
             model_backward(ms[k], 1);
         }
-        CHECK(fabs((double)loss[0] - (double)loss[1]) <= 1e-2 * fabs((double)loss[0]) && loss[0] != loss[1],
-              "%s: loss bf16 %.9g, fp32 %.9g", methods[mi], (double)loss[1], (double)loss[0]);
+        CHECK(fabs((double)loss[0] - (double)loss[1]) <= 1e-2 * fabs((double)loss[0]), /* may be the same bits */
+              "%s C=%d: loss bf16 %.9g, fp32 %.9g", methods[mi], C, (double)loss[1], (double)loss[0]);
         CHECK(loss[1] == loss[2] && memcmp(b.grads, b2.grads, b.n_params * sizeof(real)) == 0,
-              "%s: the bf16 step differs between two runs", methods[mi]);
+              "%s C=%d: the bf16 step differs between two runs", methods[mi], C);
         double gmax = 0, worst_rel = 0;
         int off = 0, differ = 0;
         for (size_t i = 0; i < a.n_params; i++) gmax = fmax(gmax, fabs((double)a.grads[i]));
@@ -554,12 +556,13 @@ static void test_proj_bf16_step(void) {
             }
             worst_rel = fmax(worst_rel, diff / scale);
             if (diff > 0.1 * scale && off++ < 3)
-                CHECK(0, "%s: %s: bf16 gradient off by %.3g of its scale %.3g", methods[mi], a.pinfo[t].name,
+                CHECK(0, "%s C=%d: %s: bf16 gradient off by %.3g of its scale %.3g", methods[mi], C,
+                      a.pinfo[t].name,
                       diff / scale, scale);
         }
-        CHECK(off == 0 && differ, "%s: %d gradient tensors off (worst %.3g of scale); any bits differ: %d",
-              methods[mi], off, worst_rel, differ);
-        printf("  %s: bf16 projection against fp32: loss %.3g relative, gradients %.3g of scale\n", methods[mi],
+        CHECK(off == 0 && differ, "%s C=%d: %d gradient tensors off (worst %.3g of scale); any bits differ: %d",
+              methods[mi], C, off, worst_rel, differ);
+        printf("  %s C=%d: bf16 projection against fp32: loss %.3g relative, gradients %.3g of scale\n", methods[mi], C,
                fabs((double)loss[0] - (double)loss[1]) / fabs((double)loss[0]), worst_rel);
         free(in);
         free(tg);
@@ -674,7 +677,13 @@ static void test_stream_bf16_step(void) {
  * method at n = 4, C = 32 and 36 (channels past the last vector), one and two threads (the
  * streams compared with one: a slice's are its own); n = 2 and 3 for s2hc; the projection in
  * bf16 where the build has it. The check of the positions fails if the step keeps rows, if the
- * map is not the kernels' layout, or if any kernel reads a stream in the other layout. */
+ * map is not the kernels' layout, or if any kernel reads a stream in the other layout.
+ * With the projection in bf16 the two steps round their operands to bf16: X_0 is the same
+ * in both, so sublayer 0's z and H agree to float rounding (checked as tightly as in fp32),
+ * but from X_1 on a value that differs in its last fp32 bits may round to the neighbouring
+ * bf16 value (2^-8 apart), and the streams and gradients then differ by bf16's size, not
+ * float's: they are checked within 2e-2 of the largest (a permuted column of W' or dW
+ * moves them by the size of its terms, tens of percent). */
 static void stream_blocks_case(const char *method, int n, int C, int threads, int B, int proj) {
     s2hc_config c;
     streams_case_config(&c, method, n, C, proj);
@@ -695,13 +704,28 @@ static void stream_blocks_case(const char *method, int n, int C, int threads, in
         model_zero_grad(ms[k]);
         loss[k] = model_forward_backward(ms[k], in, tg, B, 1);
     }
+    const double tol = proj ? 2e-2 : 1e-4; /* bf16's flips from X_1 on (above) */
+    if (threads == 1) { /* one slice: the batch's coefficients; sublayer 0's inputs the same bits */
+        const hc_acts ha = model_hc_acts(&a, 0), hb = model_hc_acts(&b, 0);
+        const size_t sizes[2] = {N * (size_t)a.spec.K, N * (size_t)(n * n)};
+        const real *va[2] = {ha.z, ha.H}, *vb[2] = {hb.z, hb.H};
+        for (int v = 0; v < 2; v++) {
+            double vmax = 0, verr = 0;
+            for (size_t i = 0; i < sizes[v]; i++) {
+                vmax = fmax(vmax, fabs((double)vb[v][i]));
+                verr = fmax(verr, fabs((double)va[v][i] - (double)vb[v][i]));
+            }
+            CHECK(verr <= 1e-5 * vmax, "%s n=%d C=%d proj_bf16=%d: sublayer 0's %s, channel blocks against rows, "
+                  "differ by %.3g (largest %.3g)", method, n, C, proj, v ? "H" : "z", verr, vmax);
+        }
+    }
     double gmax = 0, worst = 0;
     for (size_t i = 0; i < P; i++) gmax = fmax(gmax, fabs((double)b.grads[i]));
     for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)a.grads[i] - (double)b.grads[i]));
     CHECK_CLOSE(loss[0], loss[1], 0, 1e-5, "%s n=%d C=%d threads=%d: loss, channel blocks against rows", method, n,
                 C, threads);
-    CHECK(worst <= 1e-4 * gmax, "%s n=%d C=%d threads=%d: gradients, channel blocks against rows, differ by %.3g "
-          "(largest %.3g)", method, n, C, threads, worst, gmax);
+    CHECK(worst <= tol * gmax, "%s n=%d C=%d threads=%d proj_bf16=%d: gradients, channel blocks against rows, "
+          "differ by %.3g (largest %.3g)", method, n, C, threads, proj, worst, gmax);
     const int flat = a.spec.norm == HC_NORM_FLAT;
     CHECK(flat == (a.stream_cols != NULL), "%s: the map of channel blocks with%s one norm row", method,
           flat ? "" : "out");
@@ -716,8 +740,8 @@ static void stream_blocks_case(const char *method, int n, int C, int threads, in
                 moved = fmax(moved, fabs((double)xa[t * nC + q] - (double)xb[t * nC + q]));
             }
     }
-    CHECK(xerr <= 1e-4 * xmax, "%s n=%d C=%d threads=%d: the streams in channel blocks are not the rows' values at "
-          "stream_cols (off by %.3g, largest %.3g)", method, n, C, threads, xerr, xmax);
+    CHECK(xerr <= tol * xmax, "%s n=%d C=%d threads=%d proj_bf16=%d: the streams in channel blocks are not the "
+          "rows' values at stream_cols (off by %.3g, largest %.3g)", method, n, C, threads, proj, xerr, xmax);
     if (flat && threads == 1) /* the streams differ from one another: rows would not pass for blocks */
         CHECK(moved > 1e-2 * xmax, "%s n=%d C=%d: the step's streams are in rows (%.3g)", method, n, C, moved);
     CHECK(!a.stream_blk_on, "%s: the step left its streams in channel blocks for what follows", method);
