@@ -306,8 +306,9 @@ typedef struct {
 
 /* The bf16 parts of a thread's scratch (residual.proj_precision: bf16), in reals from
  * the part's bf16 region: the forward's W' (hc_scaled_weight_bf16), the dX pass's
- * (hc_scaled_weight_pairs_bf16), hc_at_x_bf16's rounded rows and a group's dz pairs
- * (hc_tokens_backward); each a multiple of 16 reals. */
+ * (hc_scaled_weight_pairs_bf16), the rounded rows of hc_at_x_bf16 in the backward and of
+ * hc_x_wt_bf16 in the forward, and a group's dz pairs (hc_tokens_backward); each a
+ * multiple of 16 reals. */
 typedef struct {
     size_t wf, wp, ax, zp, total;
 } hc_bf16_parts;
@@ -799,6 +800,9 @@ static inline size_t hc_bf16_row(size_t D) { return (D + 31) / 32 * 16; }
  * and of A (Kr words each). */
 static inline size_t hc_at_x_bf16_scratch(int Kr, size_t D) { return (size_t)HC_MT_ROWS_BF / 2 * (D + (size_t)Kr); }
 
+/* Scratch of hc_x_wt_bf16, in reals: HC_XW_R rows of X in bf16. */
+static inline size_t hc_x_wt_bf16_scratch(size_t D) { return (size_t)HC_XW_R * hc_bf16_row(D); }
+
 #if HC_BF16
 typedef __m512bh hc_bh;
 
@@ -835,10 +839,10 @@ static inline __attribute__((always_inline)) hc_bh hc_bf16_load32(const real *x,
 
 
 /* hc_x_wt with bf16 operands: Z = X W'^T, W' from hc_scaled_weight_bf16. Tiles of
- * HC_XW_R rows by HC_XW_K outputs as in fp32; each row's block of 32 values is rounded
- * once per tile, the zeros past D meet W''s zero padding. */
+ * HC_XW_R rows by HC_XW_K outputs as in fp32, over rows already in bf16 (xb: rows of
+ * hc_bf16_row(D) reals, zeros past D, meeting W''s zero padding). */
 static inline __attribute__((always_inline)) void hc_x_wt_bf16_tile(const int rb, const int kb, real *Z,
-                                                                  const real *X, const real *Wf, int Kr,
+                                                                  const real *xb, const real *Wf, int Kr,
                                                                   size_t D) {
     const size_t rl = hc_bf16_row(D);
     __m512 acc[HC_XW_R][HC_XW_K];
@@ -847,10 +851,9 @@ static inline __attribute__((always_inline)) void hc_x_wt_bf16_tile(const int rb
 #pragma GCC unroll 6
         for (int k = 0; k < HC_XW_K; k++) acc[r][k] = _mm512_setzero_ps();
     for (size_t j = 0; j < D; j += 32) {
-        const int w = D - j < 32 ? (int)(D - j) : 32;
         hc_bh x[HC_XW_R];
 #pragma GCC unroll 4
-        for (int r = 0; r < HC_XW_R; r++) x[r] = r < rb ? hc_bf16_load32(X + (size_t)r * D + j, w) : x[0];
+        for (int r = 0; r < HC_XW_R; r++) memcpy(&x[r], xb + (size_t)(r < rb ? r : 0) * rl + j / 2, sizeof x[r]);
 #pragma GCC unroll 6
         for (int k = 0; k < kb; k++) {
             hc_bh wv;
@@ -865,20 +868,34 @@ static inline __attribute__((always_inline)) void hc_x_wt_bf16_tile(const int rb
         for (int k = 0; k < kb; k++) Z[(size_t)r * Kr + k] = s[r * HC_XW_K + k];
 }
 
-static void hc_x_wt_bf16(real *Z, const real *X, const real *Wf, size_t rows, int Kr, size_t D) {
+/* Each group of HC_XW_R rows of X is rounded to bf16 once, into sc (hc_x_wt_bf16_scratch
+ * reals), then every block of outputs takes it: rounding a row per tile cost a conversion
+ * per block of outputs (Kr / HC_XW_K of them) beside the tile's products. */
+static void hc_x_wt_bf16(real *Z, const real *X, const real *Wf, size_t rows, int Kr, size_t D, real *sc) {
     const size_t rl = hc_bf16_row(D);
-    for (int k0 = 0; k0 < Kr; k0 += HC_XW_K) {
-        const int kb = Kr - k0 < HC_XW_K ? Kr - k0 : HC_XW_K;
-        const real *Wk = Wf + (size_t)k0 * rl;
-        size_t r0 = 0;
-        for (; r0 + HC_XW_R <= rows; r0 += HC_XW_R) switch (kb) {
+    for (size_t r0 = 0; r0 < rows; r0 += HC_XW_R) {
+        const int rb = rows - r0 < HC_XW_R ? (int)(rows - r0) : HC_XW_R;
+        for (int r = 0; r < rb; r++)
+            for (size_t j = 0; j < D; j += 32) {
+                const hc_bh v = hc_bf16_load32(X + (r0 + (size_t)r) * D + j, D - j < 32 ? (int)(D - j) : 32);
+                memcpy(sc + (size_t)r * rl + j / 2, &v, sizeof v);
+            }
+        for (int k0 = 0; k0 < Kr; k0 += HC_XW_K) {
+            const int kb = Kr - k0 < HC_XW_K ? Kr - k0 : HC_XW_K;
+            const real *Wk = Wf + (size_t)k0 * rl;
+            real *Zt = Z + r0 * (size_t)Kr + k0;
+            if (rb < HC_XW_R) {
+                hc_x_wt_bf16_tile(rb, kb, Zt, sc, Wk, Kr, D);
+                continue;
+            }
+            switch (kb) {
 #define HC_X_WT_BF_CASE(c) \
-            case c: hc_x_wt_bf16_tile(HC_XW_R, c, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D); break;
+            case c: hc_x_wt_bf16_tile(HC_XW_R, c, Zt, sc, Wk, Kr, D); break;
             HC_X_WT_BF_CASE(1) HC_X_WT_BF_CASE(2) HC_X_WT_BF_CASE(3)
             HC_X_WT_BF_CASE(4) HC_X_WT_BF_CASE(5) HC_X_WT_BF_CASE(6)
 #undef HC_X_WT_BF_CASE
             }
-        if (r0 < rows) hc_x_wt_bf16_tile((int)(rows - r0), kb, Z + r0 * (size_t)Kr + k0, X + r0 * D, Wk, Kr, D);
+        }
     }
 }
 
@@ -930,7 +947,13 @@ static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int
             const real *x0 = X + (r0 + 2 * p) * D, *a0 = A + (r0 + 2 * p) * (size_t)Kr;
             const int two = 2 * p + 1 < nr;
             const real *x1 = two ? x0 + D : NULL, *a1 = two ? a0 + Kr : NULL;
-            for (int k = 0; k < Kr; k++) ap[p * (size_t)Kr + k] = hc_bf16_pair(a0[k], two ? a1[k] : 0.0f);
+            for (int k0 = 0; k0 < Kr; k0 += 16) { /* A's pairs as X's below, 16 words at a time */
+                const __mmask16 w = (__mmask16)(Kr - k0 >= 16 ? 0xffffu : (1u << (Kr - k0)) - 1u);
+                const __m512 lo = _mm512_maskz_loadu_ps(w, a0 + k0);
+                const __m512 hi = two ? _mm512_maskz_loadu_ps(w, a1 + k0) : _mm512_setzero_ps();
+                const __m512i v = _mm512_permutexvar_epi16(ilv, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+                _mm512_mask_storeu_epi32(ap + p * (size_t)Kr + k0, w, v);
+            }
             for (size_t c = 0; c < D16; c += 16) {
                 const __m512 lo = _mm512_loadu_ps(x0 + c), hi = two ? _mm512_loadu_ps(x1 + c) : _mm512_setzero_ps();
                 const __m512i v = _mm512_permutexvar_epi16(ilv, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
@@ -1038,7 +1061,9 @@ static hc_bf16_parts hc_bf16_parts_of(const gpt_model *m) {
     const size_t nj = d.rpt == 1 ? (size_t)d.n : 1, C = (size_t)d.C, C0 = C / HC_VL * HC_VL;
     const size_t Kr = (size_t)d.Kr, Kp = (Kr + 1) / 2;
     const size_t sz[4] = {Kr * hc_bf16_row(d.D), Kp * nj * C0 + Kr * nj * (C - C0),
-                          hc_at_x_bf16_scratch(d.Kr, d.D), (size_t)HC_LANES * (size_t)d.rpt * Kp};
+                          hc_at_x_bf16_scratch(d.Kr, d.D) > hc_x_wt_bf16_scratch(d.D) ? hc_at_x_bf16_scratch(d.Kr, d.D)
+                                                                                      : hc_x_wt_bf16_scratch(d.D),
+                          (size_t)HC_LANES * (size_t)d.rpt * Kp};
     size_t o[4], t = 0;
     for (int i = 0; i < 4; i++) {
         o[i] = t;
@@ -1050,13 +1075,19 @@ static hc_bf16_parts hc_bf16_parts_of(const gpt_model *m) {
 
 #if HC_BF16
 /* The r dz of `count` tokens (K each, from dz) in bf16 pairs for the dX pass: per token
- * and norm row, Kp = ceil(Kr / 2) words, word q the pair (2q, 2q + 1) (0 past Kr). */
+ * and norm row, Kp = ceil(Kr / 2) words, word q the pair (2q, 2q + 1) (0 past Kr). 32
+ * values in order as bf16 are 16 such words: one conversion per 32 (hc_bf16_load32),
+ * stored up to the row's last word. */
 static void hc_dz_pairs_bf16(const hc_dims *d, const real *dz, int count, uint32_t *zp) {
     const int Kr = d->Kr, Kp = (Kr + 1) / 2;
     for (int i = 0; i < count * d->rpt; i++) {
         const real *z = dz + (size_t)i * Kr;
-        for (int q = 0; q < Kp; q++)
-            zp[(size_t)i * Kp + q] = hc_bf16_pair(z[2 * q], 2 * q + 1 < Kr ? z[2 * q + 1] : 0.0f);
+        uint32_t *o = zp + (size_t)i * Kp;
+        for (int k0 = 0; k0 < Kr; k0 += 32) {
+            const int w = Kr - k0 < 32 ? Kr - k0 : 32;
+            const __mmask16 words = (__mmask16)((1u << ((w + 1) / 2)) - 1u);
+            _mm512_mask_storeu_epi32(o + k0 / 2, words, (__m512i)hc_bf16_load32(z + k0, w));
+        }
     }
 }
 
@@ -1214,15 +1245,17 @@ static void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const h
 
 /* Coefficients and read-out of sublayer l for the chunk [c0, c1) (rstd in place), with
  * W' already in Wg and the chunk's rows of X_l at X: z = r (X W'^T), per-token method
- * math, u = sum_i pre[i] X[i]. */
-static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, const real *X, size_t c0, size_t c1) {
+ * math, u = sum_i pre[i] X[i]. xs: the scratch of hc_x_wt_bf16 (with proj_bf16). */
+static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, const real *X, size_t c0, size_t c1, real *xs) {
     hc_params p = hc_params_of(m, l);
     hc_acts h = model_hc_acts(m, l);
     hc_dims d = hc_dims_of(m);
     const int n = d.n, K = d.K, cs = m->spec.cache;
 #if HC_BF16
-    if (m->proj_bf16) hc_x_wt_bf16(h.z + c0 * K, X, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
+    if (m->proj_bf16) hc_x_wt_bf16(h.z + c0 * K, X, Wg, (c1 - c0) * d.rpt, d.Kr, d.D, xs);
     else
+#else
+    (void)xs;
 #endif
         hc_x_wt(h.z + c0 * K, X, Wg, (c1 - c0) * d.rpt, d.Kr, d.D);
     for (size_t t = c0; t < c1; t++) {
@@ -1417,6 +1450,7 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
         size_t t0, t1;
         hc_range(N, &t0, &t1);
         real *Wg = s->base + (size_t)hc_tid() * s->stride;
+        real *xs = s->bf16 ? Wg + s->bf16 + s->bp.ax : NULL; /* the backward's hc_at_x_bf16 rows, free here */
         real *st = hc_stage_rows(s);
         real *Xnext = l_out >= 0 ? model_streams(m, l_out + 1) : NULL;
         real *rstd_in = l_in >= 0 ? model_hc_acts(m, l_in).rstd : NULL;
@@ -1452,7 +1486,7 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
                 else if (enc && m->round_streams) hc_round_streams(Xc, (c1 - c0) * d.nC);
                 for (size_t r = 0; r < (c1 - c0) * d.rpt; r++) rstd[c0 * d.rpt + r] = hc_rstd_of(Xc + r * d.D, d.D);
             }
-            if (l_in >= 0) hc_in_chunk(m, l_in, Wg, Xc, c0, c1);
+            if (l_in >= 0) hc_in_chunk(m, l_in, Wg, Xc, c0, c1, xs);
         }
     }
     prof_tick(PROF_HC_FRAME);

@@ -146,13 +146,14 @@ static int x_wt_bf16_shape(size_t rows, int K, size_t D, rng_t *r) {
     real *X = malloc_check(rows * D * sizeof(real)), *W = malloc_check((size_t)K * D * sizeof(real));
     real *g = calloc_check(D, sizeof(real)), *Z = malloc_check(rows * (size_t)K * sizeof(real));
     real *Wf = malloc_check((size_t)K * hc_bf16_row(D) * sizeof(real));
+    real *sc = malloc_check(hc_x_wt_bf16_scratch(D) * sizeof(real));
     int bad = 0;
     fill(X, rows * D, r);
     fill(W, (size_t)K * D, r);
     hc_params p = {.g = g, .W = W};
     hc_dims d = {.Kr = K, .D = D};
     hc_scaled_weight_bf16(Wf, &p, &d);
-    hc_x_wt_bf16(Z, X, Wf, rows, K, D);
+    hc_x_wt_bf16(Z, X, Wf, rows, K, D, sc);
     for (size_t t = 0; t < rows; t++)
         for (int k = 0; k < K; k++) {
             double sum = 0, sa = 0;
@@ -163,7 +164,7 @@ static int x_wt_bf16_shape(size_t rows, int K, size_t D, rng_t *r) {
             }
             bad += !close_to(Z[t * (size_t)K + k], sum, sa, D);
         }
-    free(X), free(W), free(g), free(Z), free(Wf);
+    free(X), free(W), free(g), free(Z), free(Wf), free(sc);
     return bad;
 }
 
@@ -200,14 +201,14 @@ static void test_bf16_is_not_fp32(void) {
     rng_t r;
     rng_seed(&r, 31);
     enum { R = 8, K = 12, D = 256 };
-    real X[R * D], W[K * D], g[D] = {0}, Z[R * K], Zb[R * K], Wf[K * D];
+    real X[R * D], W[K * D], g[D] = {0}, Z[R * K], Zb[R * K], Wf[K * D], sc[HC_XW_R * D / 2];
     fill(X, R * D, &r);
     fill(W, K * D, &r);
     hc_params p = {.g = g, .W = W};
     hc_dims d = {.Kr = K, .D = D};
     hc_scaled_weight_bf16(Wf, &p, &d);
     hc_x_wt(Z, X, W, R, K, D);
-    hc_x_wt_bf16(Zb, X, Wf, R, K, D);
+    hc_x_wt_bf16(Zb, X, Wf, R, K, D, sc);
     double worst = 0;
     for (int i = 0; i < R * K; i++) worst = fmax(worst, fabs((double)Z[i] - (double)Zb[i]));
     CHECK(worst > 1e-4 && worst < 0.1, "bf16 z against fp32 z: largest difference %.3g (bf16's rounding is ~1e-2)",

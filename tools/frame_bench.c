@@ -118,7 +118,11 @@ static uint32_t *fb_pairs(const gpt_model *m, const hc_scratch *hs, const hc_dim
 static void fb_x_wt(const gpt_model *m, const hc_scratch *hs, real *Z, const real *X, const real *Wg, size_t rows,
                     const hc_dims *d) {
 #if HC_BF16
-    if (m->proj_bf16) { hc_x_wt_bf16(Z, X, hs->base + hs->bf16 + hs->bp.wf, rows, d->Kr, d->D); return; }
+    if (m->proj_bf16) {
+        real *bf = hs->base + hs->bf16;
+        hc_x_wt_bf16(Z, X, bf + hs->bp.wf, rows, d->Kr, d->D, bf + hs->bp.ax);
+        return;
+    }
 #endif
     (void)m, (void)hs;
     hc_x_wt(Z, X, Wg, rows, d->Kr, d->D);
