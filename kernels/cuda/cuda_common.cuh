@@ -103,6 +103,28 @@ __device__ __forceinline__ float4 ld_float4(const float *p) {
 #endif
     return *reinterpret_cast<const float4 *>(p);
 }
+/* Four floats in one 16-byte store; p 16-byte aligned. */
+__device__ __forceinline__ void st_float4(float *p, float4 v) {
+#ifdef S2HC_EMU_H
+    emu_check_aligned(p, 16, "st_float4");
+#endif
+    *reinterpret_cast<float4 *>(p) = v;
+}
+/* Four floats rounded to bf16 (nearest even) in one 8-byte store; p 8-byte aligned. */
+struct alignas(8) bf16x4 {
+    bf16 v[4];
+};
+__device__ __forceinline__ void st_bf16x4(bf16 *p, float4 x) {
+#ifdef S2HC_EMU_H
+    emu_check_aligned(p, 8, "st_bf16x4");
+#endif
+    bf16x4 q;
+    q.v[0] = __float2bfloat16_rn(x.x);
+    q.v[1] = __float2bfloat16_rn(x.y);
+    q.v[2] = __float2bfloat16_rn(x.z);
+    q.v[3] = __float2bfloat16_rn(x.w);
+    *reinterpret_cast<bf16x4 *>(p) = q;
+}
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -138,6 +160,9 @@ __device__ __forceinline__ float block_max(float v, float *sh) {
     return m;
 }
 #endif
+
+/* Whether the elementwise kernels may take p four floats at a time (16-byte aligned). */
+static inline int cuda_aligned16(const void *p) { return ((size_t)p & 15) == 0; }
 
 /* float32 -> bf16 copy of n values (round to nearest even). */
 void cuda_to_bf16(cuda_ctx *ctx, bf16 *out, const float *in, size_t n);

@@ -153,9 +153,18 @@ static __global__ void to_bf16_kernel(bf16 *out, const float *in, size_t n) {
     if (i < n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
+/* four values per thread (n4 = n / 4, both aligned) */
+static __global__ void to_bf16x4_kernel(bf16 *out, const float *in, size_t n4) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n4) st_bf16x4(out + 4 * i, ld_float4(in + 4 * i));
+}
+
 void cuda_to_bf16(cuda_ctx *ctx, bf16 *out, const float *in, size_t n) {
     if (n == 0) return;
-    to_bf16_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, in, n);
+    if (n % 4 == 0 && cuda_aligned16(in) && ((size_t)out & 7) == 0)
+        to_bf16x4_kernel<<<cuda_blocks(n / 4, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, in, n / 4);
+    else
+        to_bf16_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, in, n);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -178,10 +187,25 @@ void gemm_bf16(cuda_ctx *ctx, int transA, int transB, int M, int N, int K, float
 
 /* ---- the linear layer ------------------------------------------------------------------------- */
 
-/* out (N, OC) += bias (OC) broadcast over rows */
-static __global__ void add_bias_kernel(float *out, const float *bias, size_t N, int OC) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N * (size_t)OC) out[i] += bias[i % (size_t)OC];
+/* out (N, OC) += bias (OC) broadcast over rows. Threads (x, y) of a block: x a column (of
+ * four floats when vec: OC % 4 == 0 and both aligned), y a row; the grid's rows stride
+ * down the matrix. (A thread per element took its column as i % OC, a 64-bit division
+ * per element: more instructions than the element's bytes allow at the memory's rate.) */
+static __global__ void add_bias_kernel(float *out, const float *bias, size_t N, int OC, int vec) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, cols = vec ? OC / 4 : OC;
+    if (c >= cols) return;
+    const size_t step = (size_t)gridDim.y * blockDim.y;
+    if (vec) {
+        const float4 b = ld_float4(bias + 4 * c);
+        for (size_t r = (size_t)blockIdx.y * blockDim.y + threadIdx.y; r < N; r += step) {
+            float *p = out + r * OC + 4 * (size_t)c;
+            const float4 v = ld_float4(p);
+            st_float4(p, make_float4(v.x + b.x, v.y + b.y, v.z + b.z, v.w + b.w));
+        }
+    } else {
+        const float b = bias[c];
+        for (size_t r = (size_t)blockIdx.y * blockDim.y + threadIdx.y; r < N; r += step) out[r * OC + c] += b;
+    }
 }
 
 static int dim_int(size_t n, const char *op) {
@@ -217,8 +241,10 @@ void matmul_forward_cuda(cuda_ctx *ctx, float *out, const float *inp, const bf16
         gemm_f32(ctx, 0, 1, n, OC, C, 1.0f, inp, C, W, C, 0.0f, out, OC);
     }
     if (bias) {
-        size_t tot = N * (size_t)OC;
-        add_bias_kernel<<<cuda_blocks(tot, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, bias, N, OC);
+        const int vec = OC % 4 == 0 && cuda_aligned16(out) && cuda_aligned16(bias), cols = vec ? OC / 4 : OC;
+        const size_t rows = (N + 7) / 8;
+        dim3 grid((unsigned)((cols + 31) / 32), (unsigned)(rows < 65535 ? rows : 65535)), block(32, 8);
+        add_bias_kernel<<<grid, block, 0, ctx->stream>>>(out, bias, N, OC, vec);
         CUDA_LAUNCH_CHECK();
     }
 }

@@ -94,6 +94,7 @@ static dev_layout layout_of(const cuda_model *cm) {
     a.s_lse = (size_t)cm->B * cm->NH * cm->T;
     a.s_qkv = N * 3 * C;
     a.s_fch = N * 4 * C;
+    const int b16 = cm->ctx.use_bf16; /* no fp32 copy of the outputs only products read (AF32) */
     size_t o = 0;
 #define TAKE(field, size) do { o = align_up(o); a.field = o; o += (size); } while (0)
     TAKE(enc, fr ? N * C : 0);
@@ -105,24 +106,23 @@ static dev_layout layout_of(const cuda_model *cm) {
     TAKE(H, Lh * a.s_H);
     TAKE(cache, Lh * a.s_cache);
     TAKE(u, Lh * a.s_u);
-    TAKE(ln, Lh * a.s_C);
+    TAKE(ln, b16 ? 0 : Lh * a.s_C);
     TAKE(ln_mean, Lh * N);
     TAKE(ln_rstd, Lh * N);
     TAKE(qkv, L * a.s_qkv);
     TAKE(lse, L * a.s_lse);
     TAKE(atty, L * a.s_C);
     TAKE(fch, L * a.s_fch);
-    TAKE(fchg, L * a.s_fch);
+    TAKE(fchg, b16 ? 0 : L * a.s_fch);
     TAKE(f, Lh * a.s_C);
     TAKE(xsum, fr ? N * C : 0);
-    TAKE(lnf, N * C);
+    TAKE(lnf, b16 ? 0 : N * C);
     TAKE(lnf_mean, N);
     TAKE(lnf_rstd, N);
     TAKE(logits, N * V);
     TAKE(losses, N);
     a.total = o;
     o = 0;
-    const int b16 = cm->ctx.use_bf16;
     TAKE(b_ln, b16 ? Lh * a.s_C : 0);
     TAKE(b_atty, b16 ? L * a.s_C : 0);
     TAKE(b_fchg, b16 ? L * a.s_fch : 0);
@@ -608,6 +608,9 @@ double cuda_profile_stop_ops(cuda_model *cm, double ms[CUDA_PROF_N], double op_m
 #define ACT(field) (cm->acts + cm->a.field)
 #define GSC(field) (cm->gacts + cm->a.field)
 #define ABF(field) (cm->ctx.use_bf16 ? cm->acts_bf + cm->a.field : (bf16 *)NULL)
+/* An fp32 output that only matrix products read (LayerNorm's, GELU's): in bf16 mode the
+ * products read its bf16 copy and the backward the op's input, so none is kept (NULL). */
+#define AF32(field, off) (cm->ctx.use_bf16 ? (float *)NULL : ACT(field) + (off))
 
 /* The frame of sublayer l (valid when cm->frame). */
 static hc_frame_dev frame_of(cuda_model *cm, int l) {
@@ -698,7 +701,7 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
             hc_frame_in_cuda(ctx, &cm->spec, &fr, N, C);
             u = fr.u;
         }
-        float *ln = ACT(ln) + l * a->s_C, *mean = ACT(ln_mean) + l * N, *rstd = ACT(ln_rstd) + l * N;
+        float *ln = AF32(ln, l * a->s_C), *mean = ACT(ln_mean) + l * N, *rstd = ACT(ln_rstd) + l * N;
         bf16 *ln_bf = cm->ctx.use_bf16 ? ABF(b_ln) + l * a->s_C : NULL;
         float *f = ACT(f) + l * a->s_C;
         if (!is_mlp) {
@@ -713,7 +716,7 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
             matmul_forward_cuda(ctx, f, atty, atty_bf, PAR(b->projw), PBF(b->projw), PAR(b->projb), N, C, C);
             cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_ATTPROJ);
         } else {
-            float *fch = ACT(fch) + blk * a->s_fch, *fchg = ACT(fchg) + blk * a->s_fch;
+            float *fch = ACT(fch) + blk * a->s_fch, *fchg = AF32(fchg, blk * a->s_fch);
             bf16 *fchg_bf = cm->ctx.use_bf16 ? ABF(b_fchg) + blk * a->s_fch : NULL;
             layernorm_forward_cuda(ctx, ln, ln_bf, mean, rstd, u, PAR(b->ln2w), PAR(b->ln2b), N, C);
             MARK(LAYERNORM);
@@ -736,10 +739,10 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
     if (cm->frame)
         hc_streams_sum_cuda(ctx, xsum, cm->acts + a->streams + (size_t)cm->Lh * a->s_streams, N, cm->n, C, cm->x_bf16);
     MARK(STREAMS);
-    layernorm_forward_cuda(ctx, ACT(lnf), ABF(b_lnf), ACT(lnf_mean), ACT(lnf_rstd), xsum, PAR(cm->lnfw), PAR(cm->lnfb),
+    layernorm_forward_cuda(ctx, AF32(lnf, 0), ABF(b_lnf), ACT(lnf_mean), ACT(lnf_rstd), xsum, PAR(cm->lnfw), PAR(cm->lnfb),
                            N, C);
     MARK(LAYERNORM);
-    matmul_forward_cuda(ctx, ACT(logits), ACT(lnf), ABF(b_lnf), PAR(cm->wte), PBF(cm->wte), NULL, N, C, V);
+    matmul_forward_cuda(ctx, ACT(logits), AF32(lnf, 0), ABF(b_lnf), PAR(cm->wte), PBF(cm->wte), NULL, N, C, V);
     cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_LMHEAD);
     if (!targets) {
         CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
@@ -768,7 +771,7 @@ static void backward(cuda_model *cm) {
     /* Each gradient scratch below is written whole by the first op that fills it (the _set
      * forms), so none needs zeroing first. */
     float *dlnf = GSC(dlnf), *xsum = xsum_of(cm);
-    matmul_backward_set_cuda(ctx, dlnf, GRD(cm->wte), NULL, GSC(dlogits), ACT(lnf), ABF(b_lnf), PAR(cm->wte),
+    matmul_backward_set_cuda(ctx, dlnf, GRD(cm->wte), NULL, GSC(dlogits), AF32(lnf, 0), ABF(b_lnf), PAR(cm->wte),
                              PBF(cm->wte), N, C, V);
     cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_LMHEAD);
     float *dY = GSC(dX0), *dX = GSC(dX1);
@@ -799,7 +802,7 @@ static void backward(cuda_model *cm) {
             df = dY; /* X' = X + f: f and X both get dY; X's is dY plus what LayerNorm adds into it */
         }
         float *u = cm->frame ? fr.u : cm->acts + a->streams + l * a->s_streams;
-        float *ln = ACT(ln) + l * a->s_C, *mean = ACT(ln_mean) + l * N, *rstd = ACT(ln_rstd) + l * N;
+        float *ln = AF32(ln, l * a->s_C), *mean = ACT(ln_mean) + l * N, *rstd = ACT(ln_rstd) + l * N;
         const bf16 *ln_bf = cm->ctx.use_bf16 ? ABF(b_ln) + l * a->s_C : NULL;
         /* where LayerNorm's input gradient goes: du, written whole (a frame), or dY itself,
          * added into in place once the sublayer's ops have read it as df (rc) */
@@ -822,7 +825,7 @@ static void backward(cuda_model *cm) {
             ln_backward(ctx, dinp, GRD(b->ln1w), GRD(b->ln1b), dln, u, PAR(b->ln1w), mean, rstd, N, C);
             MARK(LAYERNORM);
         } else {
-            float *fch = ACT(fch) + blk * a->s_fch, *fchg = ACT(fchg) + blk * a->s_fch;
+            float *fch = ACT(fch) + blk * a->s_fch, *fchg = AF32(fchg, blk * a->s_fch);
             const bf16 *fchg_bf = cm->ctx.use_bf16 ? ABF(b_fchg) + blk * a->s_fch : NULL;
             float *dfch = GSC(dfch), *dfchg = GSC(dfchg);
             matmul_backward_set_cuda(ctx, dfchg, GRD(b->fcpw), GRD(b->fcpb), df, fchg, fchg_bf, PAR(b->fcpw),

@@ -14,7 +14,8 @@
 
 /* ---- LayerNorm -------------------------------------------------------------------------- */
 
-/* One warp per row: mean, then the biased variance around it (two passes, float). */
+/* One warp per row: mean, then the biased variance around it (two passes, float). out
+ * (fp32) may be NULL where only the bf16 copy is read (bf16 mode's products). */
 static __global__ void layernorm_forward_kernel(float *out, bf16 *out_bf, float *mean, float *rstd, const float *inp,
                                                 const float *w, const float *b, size_t N, int C) {
     size_t row = (size_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -31,10 +32,9 @@ static __global__ void layernorm_forward_kernel(float *out, bf16 *out_bf, float 
     }
     float var = warp_sum(v) / (float)C;
     float r = 1.0f / sqrtf(var + LAYERNORM_EPS);
-    float *o = out + row * C;
     for (int c = lane; c < C; c += 32) {
         float y = (x[c] - mu) * r * w[c] + b[c];
-        o[c] = y;
+        if (out) out[row * C + c] = y;
         if (out_bf) out_bf[row * C + c] = __float2bfloat16_rn(y);
     }
     if (lane == 0) {
@@ -256,40 +256,79 @@ double sumsq_cuda(cuda_ctx *ctx, const float *x, size_t n) {
 
 /* ---- GELU (tanh approximation through the sigmoid identity, as kernels/cpu/gelu.c) ------- */
 
+static __device__ __forceinline__ float gelu_of(float x) {
+    return x / (1.0f + expf(-2.0f * GELU_K * (x + GELU_A * x * x * x)));
+}
+/* d gelu / dx */
+static __device__ __forceinline__ float gelu_slope(float x) {
+    float s = 1.0f / (1.0f + expf(-2.0f * GELU_K * (x + GELU_A * x * x * x)));
+    return s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+}
+
+/* out (fp32, or NULL: bf16 mode keeps only the copy its product reads) and out_bf */
 static __global__ void gelu_forward_kernel(float *out, bf16 *out_bf, const float *inp, size_t N) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float x = inp[i];
-    float y = x / (1.0f + expf(-2.0f * GELU_K * (x + GELU_A * x * x * x)));
-    out[i] = y;
+    float y = gelu_of(inp[i]);
+    if (out) out[i] = y;
     if (out_bf) out_bf[i] = __float2bfloat16_rn(y);
+}
+
+/* Four values per thread, each load and store one instruction (aligned, N4 = N / 4). */
+static __global__ void gelu_forward4_kernel(float *out, bf16 *out_bf, const float *inp, size_t N4) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N4) return;
+    float4 x = ld_float4(inp + 4 * i);
+    float4 y = make_float4(gelu_of(x.x), gelu_of(x.y), gelu_of(x.z), gelu_of(x.w));
+    if (out) st_float4(out + 4 * i, y);
+    if (out_bf) st_bf16x4(out_bf + 4 * i, y);
 }
 
 static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int set) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float x = inp[i];
-    float s = 1.0f / (1.0f + expf(-2.0f * GELU_K * (x + GELU_A * x * x * x)));
-    float g = s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-    dinp[i] = set ? g * dout[i] : dinp[i] + g * dout[i];
+    float v = gelu_slope(inp[i]) * dout[i];
+    dinp[i] = set ? v : dinp[i] + v;
+}
+
+static __global__ void gelu_backward4_kernel(float *dinp, const float *inp, const float *dout, size_t N4, int set) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N4) return;
+    float4 x = ld_float4(inp + 4 * i), d = ld_float4(dout + 4 * i);
+    float4 v = make_float4(gelu_slope(x.x) * d.x, gelu_slope(x.y) * d.y, gelu_slope(x.z) * d.z, gelu_slope(x.w) * d.w);
+    if (!set) {
+        float4 o = ld_float4(dinp + 4 * i);
+        v = make_float4(o.x + v.x, o.y + v.y, o.z + v.z, o.w + v.w);
+    }
+    st_float4(dinp + 4 * i, v);
 }
 
 void gelu_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, const float *inp, size_t N) {
     if (N == 0) return;
-    gelu_forward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, out_bf, inp, N);
+    if (N % 4 == 0 && cuda_aligned16(inp) && (!out || cuda_aligned16(out)) && ((size_t)out_bf & 7) == 0)
+        gelu_forward4_kernel<<<cuda_blocks(N / 4, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, out_bf, inp,
+                                                                                                 N / 4);
+    else
+        gelu_forward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, out_bf, inp, N);
+    CUDA_LAUNCH_CHECK();
+}
+
+static void gelu_backward_impl(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N, int set) {
+    if (N == 0) return;
+    if (N % 4 == 0 && cuda_aligned16(dinp) && cuda_aligned16(inp) && cuda_aligned16(dout))
+        gelu_backward4_kernel<<<cuda_blocks(N / 4, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout,
+                                                                                                  N / 4, set);
+    else
+        gelu_backward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout, N, set);
     CUDA_LAUNCH_CHECK();
 }
 
 void gelu_backward_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N) {
-    if (N == 0) return;
-    gelu_backward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout, N, 0);
-    CUDA_LAUNCH_CHECK();
+    gelu_backward_impl(ctx, dinp, inp, dout, N, 0);
 }
 
 void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N) {
-    if (N == 0) return;
-    gelu_backward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout, N, 1);
-    CUDA_LAUNCH_CHECK();
+    gelu_backward_impl(ctx, dinp, inp, dout, N, 1);
 }
 
 /* ---- token + position embedding ------------------------------------------------------------ */

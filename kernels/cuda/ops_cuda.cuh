@@ -9,6 +9,8 @@
  *    (FlashAttention-2 style; docs/cuda.md). Its backward also reads the forward output.
  *  - forward producers of a matrix-product operand (layernorm, gelu, attention) take an
  *    optional bf16 output (out_bf, NULL when not in bf16 mode): the next product reads it.
+ *    layernorm's and gelu's fp32 output may then be NULL (the model keeps no fp32 copy of
+ *    an output only products read: their backward reads the input).
  *  - matmul takes the bf16 copies of its operands when it has them (NULL: converted into
  *    scratch on the fly).
  *  - crossentropy_fused_cuda gives losses and dlogits in one pass (no probs).

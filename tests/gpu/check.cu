@@ -164,6 +164,20 @@ static void dget(float *h, const float *d, size_t n) {
     CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
+/* n bf16 values from the device, widened to float (exactly). */
+static void dget_bf16(float *h, const bf16 *d, size_t n) {
+    uint16_t *t = (uint16_t *)calloc_check(n ? n : 1, sizeof(uint16_t));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(t, d, n * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)t[i] << 16;
+        memcpy(&h[i], &u, sizeof u);
+    }
+    free(t);
+}
+
+static bf16 *dnew_bf16(size_t n) { return (bf16 *)cuda_malloc_zero((n ? n : 1) * sizeof(bf16)); }
+
 static void fill(rng_t *r, float *x, size_t n, double scale) {
     for (size_t i = 0; i < n; i++) x[i] = (float)(scale * rng_normal(r));
 }
@@ -272,6 +286,15 @@ static void check_layernorm(cuda_ctx *ctx, rng_t *r, size_t N, int C) {
     dget(h, d_dinp, N * C);
     compare("ops fp32", "layernorm_backward_set dinp", h, dinp0, N * C, TOL_F32);
     free(dinp0);
+    /* bf16 mode's form: the bf16 copy alone (no fp32 output), mean and rstd still written */
+    bf16 *d_obf = dnew_bf16(N * C);
+    dnan(d_mean, N);
+    layernorm_forward_cuda(ctx, NULL, d_obf, d_mean, d_rstd, d_inp, d_w, d_b, N, C);
+    dget_bf16(h, d_obf, N * C);
+    compare("ops bf16", "layernorm_forward out_bf, no fp32 out", h, out, N * C, TOL_BF16);
+    dget(h, d_mean, N);
+    compare("ops bf16", "layernorm_forward mean, no fp32 out", h, mean, N, TOL_F32);
+    cudaFree(d_obf);
     free(inp); free(w); free(b); free(dout); free(out); free(mean); free(rstd); free(dinp); free(dw); free(db);
     free(h);
     cudaFree(d_inp); cudaFree(d_w); cudaFree(d_b); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_mean);
@@ -299,6 +322,11 @@ static void check_gelu(cuda_ctx *ctx, rng_t *r, size_t N) {
     dget(h, d_dinp, N);
     compare("ops fp32", "gelu_backward_set dinp", h, dinp0, N, TOL_F32);
     free(dinp0);
+    bf16 *d_obf = dnew_bf16(N); /* bf16 mode's form: the bf16 copy alone */
+    gelu_forward_cuda(ctx, NULL, d_obf, d_inp, N);
+    dget_bf16(h, d_obf, N);
+    compare("ops bf16", "gelu_forward out_bf, no fp32 out", h, out, N, TOL_BF16);
+    cudaFree(d_obf);
     free(inp); free(dout); free(out); free(dinp); free(h);
     cudaFree(d_inp); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dinp);
 }
@@ -466,8 +494,11 @@ static void check_ops(void) {
         check_matmul(&ctx, &r, lowp, 200, 96, 136);
         check_matmul(&ctx, &r, lowp, 333, 128, 512);
     }
+    check_matmul(&ctx, &r, 1, 201, 95, 135); /* bias and bf16 copies one float at a time */
+    check_matmul(&ctx, &r, 0, 201, 95, 135);
     check_layernorm(&ctx, &r, 200, 96);
-    check_gelu(&ctx, &r, 10001);
+    check_gelu(&ctx, &r, 10000); /* four values per thread */
+    check_gelu(&ctx, &r, 10001); /* one (N % 4 != 0) */
     check_encoder(&ctx, &r, 3, 50, 64, 256);
     check_crossentropy(&ctx, &r, 130, 300);
     /* T = 100 and 200: partial tiles; hs 32 and 64 (tensor cores in bf16), 24 (fp32 fallback) */
