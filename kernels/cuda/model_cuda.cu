@@ -283,7 +283,8 @@ static void scratch_of(const cuda_model *cm, cuda_scratch_need *need) {
     size_t widest = 4 * C > (size_t)cm->V ? 4 * C : (size_t)cm->V;
     need->cvt_b = cm->ctx.use_bf16 ? N * widest : 0;  /* bf16 copy of a backward dout */
     need->ones = N;
-    need->part = 2 * ((N + CUDA_COLSUM_ROWS - 1) / CUDA_COLSUM_ROWS) * C;
+    /* LayerNorm's dw and db; in bf16 mode a linear layer's dbias, up to 4 C columns */
+    need->part = (cm->ctx.use_bf16 ? 4 : 2) * ((N + CUDA_COLSUM_ROWS - 1) / CUDA_COLSUM_ROWS) * C;
     need->dpart = CUDA_SUMSQ_BLOCKS + 1;
     need->att_D = (size_t)cm->B * cm->NH * cm->T;
     if (cm->frame) hc_scratch_need(&cm->spec, N, cm->C, cm->x_bf16, need);
