@@ -168,50 +168,6 @@ void cuda_to_bf16(cuda_ctx *ctx, bf16 *out, const float *in, size_t n) {
     CUDA_LAUNCH_CHECK();
 }
 
-/* The backward's dout in bf16 for its products, and its column sums (dbias) in the same
- * read: block (32, 8) takes 128 columns (four per thread) of a chunk of CUDA_COLSUM_ROWS
- * rows; thread y adds rows y, y + 8, ... in order, then the block adds its eight partial
- * sums in y order into part (chunks, OC), which colsum_add_cuda sums over the chunks in
- * order: deterministic. (Converting, then a GEMV with a ones vector, read dout twice.)
- * OC % 4 == 0, x and out aligned (cuda_to_bf16_colsum checks). */
-static __global__ void to_bf16_colsum_kernel(bf16 *out, float *part, const float *x, size_t N, int OC) {
-    __shared__ float4 sh[8][32];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int c = 4 * (blockIdx.x * 32 + tx);
-    const size_t r0 = (size_t)blockIdx.y * CUDA_COLSUM_ROWS;
-    const size_t r1 = r0 + CUDA_COLSUM_ROWS < N ? r0 + CUDA_COLSUM_ROWS : N;
-    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (c < OC)
-        for (size_t r = r0 + ty; r < r1; r += 8) {
-            const float4 v = ld_float4(x + r * OC + c);
-            st_bf16x4(out + r * OC + c, v);
-            a = make_float4(a.x + v.x, a.y + v.y, a.z + v.z, a.w + v.w);
-        }
-    sh[ty][tx] = a;
-    __syncthreads();
-    if (ty == 0 && c < OC) {
-        float4 t = sh[0][tx];
-        for (int k = 1; k < 8; k++) {
-            const float4 v = sh[k][tx];
-            t = make_float4(t.x + v.x, t.y + v.y, t.z + v.z, t.w + v.w);
-        }
-        st_float4(part + (size_t)blockIdx.y * OC + c, t);
-    }
-}
-
-/* out = bf16 of x (N, OC) and dbias += its column sums, when the shape and the scratch
- * allow (returns 0 without doing anything otherwise: the caller converts and sums apart). */
-static int cuda_to_bf16_colsum(cuda_ctx *ctx, bf16 *out, float *dbias, const float *x, size_t N, int OC) {
-    const size_t chunks = (N + CUDA_COLSUM_ROWS - 1) / CUDA_COLSUM_ROWS;
-    if (OC % 4 || !cuda_aligned16(x) || ((size_t)out & 7) || chunks * (size_t)OC > ctx->part_n || chunks > 65535)
-        return 0;
-    dim3 grid((unsigned)((OC / 4 + 31) / 32), (unsigned)chunks), block(32, 8);
-    to_bf16_colsum_kernel<<<grid, block, 0, ctx->stream>>>(out, ctx->part, x, N, OC);
-    CUDA_LAUNCH_CHECK();
-    colsum_add_cuda(ctx, dbias, ctx->part, chunks, (size_t)OC);
-    return 1;
-}
-
 /* ---- GEMM ------------------------------------------------------------------------------------ */
 
 void gemm_f32(cuda_ctx *ctx, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
@@ -298,15 +254,19 @@ void matmul_forward_cuda(cuda_ctx *ctx, float *out, const float *inp, const bf16
  * and the A operand of the second), dbias summed in the same pass where it can be
  * (cuda_to_bf16_colsum; else a GEMV); inp's copy comes from the forward when it was kept. */
 /* beta_in: 1 adds the input gradient into dinp, 0 overwrites it (the _set form) */
+/* dout_bf (bf16 mode): dout already in bf16, its dbias summed by the caller (dout, dbias unused) */
 static void matmul_backward_impl(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout,
-                                 const float *inp, const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N,
-                                 int C, int OC, float beta_in) {
+                                 const bf16 *dout_bf, const float *inp, const bf16 *inp_bf, const float *W,
+                                 const bf16 *W_bf, size_t N, int C, int OC, float beta_in) {
     int n = dim_int(N, "matmul_backward_cuda");
     if (n == 0 || OC <= 0) return;
     int dbias_done = 0;
     if (ctx->use_bf16) {
         const bf16 *d = ctx->cvt_b;
-        if (dbias && N * (size_t)OC <= ctx->cvt_b_n && cuda_to_bf16_colsum(ctx, ctx->cvt_b, dbias, dout, N, OC))
+        if (dout_bf)
+            d = dout_bf, dbias_done = 1;
+        else if (dbias && N * (size_t)OC <= ctx->cvt_b_n &&
+                 cuda_to_bf16_colsum(ctx, ctx->cvt_b, dbias, dout, NULL, N, OC))
             dbias_done = 1;
         else
             d = bf16_view(ctx, dout, NULL, ctx->cvt_b, ctx->cvt_b_n, N * (size_t)OC, "matmul_backward_cuda");
@@ -336,11 +296,16 @@ static void matmul_backward_impl(cuda_ctx *ctx, float *dinp, float *dW, float *d
 
 void matmul_backward_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout, const float *inp,
                           const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N, int C, int OC) {
-    matmul_backward_impl(ctx, dinp, dW, dbias, dout, inp, inp_bf, W, W_bf, N, C, OC, 1.0f);
+    matmul_backward_impl(ctx, dinp, dW, dbias, dout, NULL, inp, inp_bf, W, W_bf, N, C, OC, 1.0f);
 }
 
 void matmul_backward_set_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout,
                               const float *inp, const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N, int C,
                               int OC) {
-    matmul_backward_impl(ctx, dinp, dW, dbias, dout, inp, inp_bf, W, W_bf, N, C, OC, 0.0f);
+    matmul_backward_impl(ctx, dinp, dW, dbias, dout, NULL, inp, inp_bf, W, W_bf, N, C, OC, 0.0f);
+}
+
+void matmul_backward_set_bf16_cuda(cuda_ctx *ctx, float *dinp, float *dW, const bf16 *dout_bf, const bf16 *inp_bf,
+                                   const bf16 *W_bf, size_t N, int C, int OC) {
+    matmul_backward_impl(ctx, dinp, dW, NULL, NULL, dout_bf, NULL, inp_bf, NULL, W_bf, N, C, OC, 0.0f);
 }

@@ -832,10 +832,17 @@ static void backward(cuda_model *cm) {
             matmul_backward_set_cuda(ctx, dfchg, GRD(b->fcpw), GRD(b->fcpb), df, fchg, fchg_bf, PAR(b->fcpw),
                                      PBF(b->fcpw), N, 4 * C, C);
             cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_FCPROJ);
-            gelu_backward_set_cuda(ctx, dfch, fch, dfchg, N * 4 * C);
-            MARK(GELU);
-            matmul_backward_set_cuda(ctx, dln, GRD(b->fcw), GRD(b->fcb), dfch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), N,
-                                     C, 4 * C);
+            /* bf16 mode: GELU's backward straight into the fc product's bf16 operand (cvt_b),
+               the fc bias's gradient summed in the same pass; no fp32 dfch */
+            if (cm->ctx.use_bf16 && cuda_to_bf16_colsum(ctx, ctx->cvt_b, GRD(b->fcb), dfchg, fch, N, 4 * C)) {
+                MARK(GELU);
+                matmul_backward_set_bf16_cuda(ctx, dln, GRD(b->fcw), ctx->cvt_b, ln_bf, PBF(b->fcw), N, C, 4 * C);
+            } else {
+                gelu_backward_set_cuda(ctx, dfch, fch, dfchg, N * 4 * C);
+                MARK(GELU);
+                matmul_backward_set_cuda(ctx, dln, GRD(b->fcw), GRD(b->fcb), dfch, ln, ln_bf, PAR(b->fcw),
+                                         PBF(b->fcw), N, C, 4 * C);
+            }
             cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_FC);
             ln_backward(ctx, dinp, GRD(b->ln2w), GRD(b->ln2b), dln, u, PAR(b->ln2w), mean, rstd, N, C);
             MARK(LAYERNORM);

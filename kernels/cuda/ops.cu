@@ -331,6 +331,58 @@ void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const 
     gelu_backward_impl(ctx, dinp, inp, dout, N, 1);
 }
 
+/* ---- a product's dout in bf16 with its column sums ------------------------------------------ */
+
+/* The backward's dout in bf16 for its products, and its column sums (dbias) in the same
+ * read; with g (GELU's input), dout is first GELU's backward, g'(x) dout (the MLP's fc
+ * layer: its fp32 gradient is then never stored). Block (32, 8) takes 128 columns (four
+ * per thread) of a chunk of CUDA_COLSUM_ROWS rows; thread y adds rows y, y + 8, ... in
+ * order, then the block adds its eight partial sums in y order into part (chunks, OC),
+ * which colsum_add_cuda sums over the chunks in order: deterministic. (Converting, then a
+ * GEMV with a ones vector, read dout twice.) */
+static __global__ void to_bf16_colsum_kernel(bf16 *out, float *part, const float *x, const float *g, size_t N,
+                                             int OC) {
+    __shared__ float4 sh[8][32];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c = 4 * (blockIdx.x * 32 + tx);
+    const size_t r0 = (size_t)blockIdx.y * CUDA_COLSUM_ROWS;
+    const size_t r1 = r0 + CUDA_COLSUM_ROWS < N ? r0 + CUDA_COLSUM_ROWS : N;
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c < OC)
+        for (size_t r = r0 + ty; r < r1; r += 8) {
+            float4 v = ld_float4(x + r * OC + c);
+            if (g) {
+                const float4 u = ld_float4(g + r * OC + c);
+                v = make_float4(gelu_slope(u.x) * v.x, gelu_slope(u.y) * v.y, gelu_slope(u.z) * v.z,
+                                gelu_slope(u.w) * v.w);
+            }
+            st_bf16x4(out + r * OC + c, v);
+            a = make_float4(a.x + v.x, a.y + v.y, a.z + v.z, a.w + v.w);
+        }
+    sh[ty][tx] = a;
+    __syncthreads();
+    if (ty == 0 && c < OC) {
+        float4 t = sh[0][tx];
+        for (int k = 1; k < 8; k++) {
+            const float4 v = sh[k][tx];
+            t = make_float4(t.x + v.x, t.y + v.y, t.z + v.z, t.w + v.w);
+        }
+        st_float4(part + (size_t)blockIdx.y * OC + c, t);
+    }
+}
+
+int cuda_to_bf16_colsum(cuda_ctx *ctx, bf16 *out, float *dbias, const float *x, const float *g, size_t N, int OC) {
+    const size_t chunks = (N + CUDA_COLSUM_ROWS - 1) / CUDA_COLSUM_ROWS;
+    if (N == 0 || OC <= 0 || OC % 4 || !cuda_aligned16(x) || (g && !cuda_aligned16(g)) || ((size_t)out & 7) ||
+        chunks * (size_t)OC > ctx->part_n || chunks > 65535)
+        return 0;
+    dim3 grid((unsigned)((OC / 4 + 31) / 32), (unsigned)chunks), block(32, 8);
+    to_bf16_colsum_kernel<<<grid, block, 0, ctx->stream>>>(out, ctx->part, x, g, N, OC);
+    CUDA_LAUNCH_CHECK();
+    colsum_add_cuda(ctx, dbias, ctx->part, chunks, (size_t)OC);
+    return 1;
+}
+
 /* ---- token + position embedding ------------------------------------------------------------ */
 
 static __global__ void encoder_forward_kernel(float *out, const int *inp, const float *wte, const float *wpe,

@@ -43,6 +43,10 @@ void matmul_backward_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, c
 void matmul_backward_set_cuda(cuda_ctx *ctx, float *dinp, float *dW, float *dbias, const float *dout,
                               const float *inp, const bf16 *inp_bf, const float *W, const bf16 *W_bf, size_t N, int C,
                               int OC);
+/* bf16 mode, the _set form with dout already in bf16 (cuda_to_bf16_colsum's, which summed
+ * dbias): the products alone; inp_bf and W_bf required. */
+void matmul_backward_set_bf16_cuda(cuda_ctx *ctx, float *dinp, float *dW, const bf16 *dout_bf, const bf16 *inp_bf,
+                                   const bf16 *W_bf, size_t N, int C, int OC);
 
 /* ---- LayerNorm, GELU, embedding, cross-entropy, optimizer (ops.cu) --------------------- */
 
@@ -55,6 +59,12 @@ void layernorm_backward_set_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *d
                                  int C);
 
 void gelu_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, const float *inp, size_t N);
+/* bf16 mode's gradient into a product, dout (N, OC), in bf16 (out) with dbias += its column
+ * sums, in one read; with g non-NULL, first GELU's backward: out = bf16 of g'(g) dout (the
+ * MLP's fc layer, whose fp32 gradient is then never stored). Returns 0, doing nothing, when
+ * the shape or the scratch (ceil(N / CUDA_COLSUM_ROWS) OC floats of ctx->part) does not
+ * allow it (OC % 4, alignment): the caller converts and sums apart. */
+int cuda_to_bf16_colsum(cuda_ctx *ctx, bf16 *out, float *dbias, const float *x, const float *g, size_t N, int OC);
 void gelu_backward_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N);
 void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N);
 

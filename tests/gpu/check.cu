@@ -321,12 +321,28 @@ static void check_gelu(cuda_ctx *ctx, rng_t *r, size_t N) {
     gelu_backward_set_cuda(ctx, d_dinp, d_inp, d_dout, N);
     dget(h, d_dinp, N);
     compare("ops fp32", "gelu_backward_set dinp", h, dinp0, N, TOL_F32);
-    free(dinp0);
     bf16 *d_obf = dnew_bf16(N); /* bf16 mode's form: the bf16 copy alone */
     gelu_forward_cuda(ctx, NULL, d_obf, d_inp, N);
     dget_bf16(h, d_obf, N);
     compare("ops bf16", "gelu_forward out_bf, no fp32 out", h, out, N, TOL_BF16);
+    if (N % 100 == 0) { /* bf16 mode's fc backward: GELU's backward into bf16, with the bias gradient */
+        const size_t rows = N / 100;
+        float *db = hnew(100), *db0 = hnew(100);
+        fill(r, db, 100, 1);
+        memcpy(db0, db, 100 * sizeof(float));
+        for (size_t i = 0; i < N; i++) db0[i % 100] += dinp0[i];
+        float *d_db = dnew(db, 100);
+        const int done = cuda_to_bf16_colsum(ctx, d_obf, d_db, d_dout, d_inp, rows, 100);
+        report("ops bf16", "cuda_to_bf16_colsum takes (N, 100) aligned", done ? 0 : 1, 0.5);
+        dget_bf16(h, d_obf, N);
+        compare("ops bf16", "gelu backward into bf16 (cuda_to_bf16_colsum)", h, dinp0, N, TOL_BF16);
+        dget(h, d_db, 100);
+        compare("ops bf16", "gelu backward's column sums (cuda_to_bf16_colsum)", h, db0, 100, TOL_F32);
+        free(db), free(db0);
+        cudaFree(d_db);
+    }
     cudaFree(d_obf);
+    free(dinp0);
     free(inp); free(dout); free(out); free(dinp); free(h);
     cudaFree(d_inp); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dinp);
 }
