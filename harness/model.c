@@ -929,6 +929,12 @@ static inline __attribute__((always_inline)) void hc_at_x_bf16_tile(const int kb
         for (int v = 0; v < nv; v++) _mm512_storeu_ps(Mk + (size_t)k * D + j + (size_t)v * 16, acc[k][v]);
 }
 
+/* Rows lo and hi (16 values each) rounded to bf16 and interleaved value by value: word i
+ * the pair (lo[i], hi[i]), lo in the low half (vdpbf16ps's element 2i). ilv: the permute. */
+static inline __attribute__((always_inline)) __m512i hc_bf16_interleave(__m512i ilv, __m512 lo, __m512 hi) {
+    return _mm512_permutexvar_epi16(ilv, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
 /* hc_at_x with bf16 operands: M += A^T X, the sum over rows taken two rows at a time (the
  * pair of a vdpbf16ps lane: rows 2p and 2p + 1, a zero row after an odd last one). Each
  * block of HC_MT_ROWS_BF rows is first rounded into sc (hc_at_x_bf16_scratch reals): X's
@@ -951,13 +957,11 @@ static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int
                 const __mmask16 w = (__mmask16)(Kr - k0 >= 16 ? 0xffffu : (1u << (Kr - k0)) - 1u);
                 const __m512 lo = _mm512_maskz_loadu_ps(w, a0 + k0);
                 const __m512 hi = two ? _mm512_maskz_loadu_ps(w, a1 + k0) : _mm512_setzero_ps();
-                const __m512i v = _mm512_permutexvar_epi16(ilv, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-                _mm512_mask_storeu_epi32(ap + p * (size_t)Kr + k0, w, v);
+                _mm512_mask_storeu_epi32(ap + p * (size_t)Kr + k0, w, hc_bf16_interleave(ilv, lo, hi));
             }
             for (size_t c = 0; c < D16; c += 16) {
                 const __m512 lo = _mm512_loadu_ps(x0 + c), hi = two ? _mm512_loadu_ps(x1 + c) : _mm512_setzero_ps();
-                const __m512i v = _mm512_permutexvar_epi16(ilv, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-                _mm512_storeu_si512(xp + p * D + c, v);
+                _mm512_storeu_si512(xp + p * D + c, hc_bf16_interleave(ilv, lo, hi));
             }
         }
         const int nblk = (Kr + HC_MT_K_BF - 1) / HC_MT_K_BF, kbs = (Kr + nblk - 1) / nblk; /* even blocks */
@@ -1060,9 +1064,8 @@ static hc_bf16_parts hc_bf16_parts_of(const gpt_model *m) {
     const hc_dims d = hc_dims_of(m);
     const size_t nj = d.rpt == 1 ? (size_t)d.n : 1, C = (size_t)d.C, C0 = C / HC_VL * HC_VL;
     const size_t Kr = (size_t)d.Kr, Kp = (Kr + 1) / 2;
-    const size_t sz[4] = {Kr * hc_bf16_row(d.D), Kp * nj * C0 + Kr * nj * (C - C0),
-                          hc_at_x_bf16_scratch(d.Kr, d.D) > hc_x_wt_bf16_scratch(d.D) ? hc_at_x_bf16_scratch(d.Kr, d.D)
-                                                                                      : hc_x_wt_bf16_scratch(d.D),
+    const size_t ax = hc_at_x_bf16_scratch(d.Kr, d.D), xw = hc_x_wt_bf16_scratch(d.D); /* one region, both */
+    const size_t sz[4] = {Kr * hc_bf16_row(d.D), Kp * nj * C0 + Kr * nj * (C - C0), ax > xw ? ax : xw,
                           (size_t)HC_LANES * (size_t)d.rpt * Kp};
     size_t o[4], t = 0;
     for (int i = 0; i < 4; i++) {

@@ -256,12 +256,12 @@ double sumsq_cuda(cuda_ctx *ctx, const float *x, size_t n) {
 
 /* ---- GELU (tanh approximation through the sigmoid identity, as kernels/cpu/gelu.c) ------- */
 
-static __device__ __forceinline__ float gelu_of(float x) {
-    return x / (1.0f + expf(-2.0f * GELU_K * (x + GELU_A * x * x * x)));
-}
+/* exp(-2 k (x + a x^3)): gelu(x) = x / (1 + e), its sigmoid 1 / (1 + e) */
+static __device__ __forceinline__ float gelu_e(float x) { return expf(-2.0f * GELU_K * (x + GELU_A * x * x * x)); }
+static __device__ __forceinline__ float gelu_of(float x) { return x / (1.0f + gelu_e(x)); }
 /* d gelu / dx */
 static __device__ __forceinline__ float gelu_slope(float x) {
-    float s = 1.0f / (1.0f + expf(-2.0f * GELU_K * (x + GELU_A * x * x * x)));
+    float s = 1.0f / (1.0f + gelu_e(x));
     return s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
 }
 
