@@ -33,7 +33,7 @@
 #define HC_FUSE_SCALE_K 256            /* K up to this: the coefficient kernel scales z itself */
 #define HC_FIX_ROWS 32                 /* rows of W per partial sum of dg */
 #define HC_FUSED_KR 32                 /* the fused input backward: rows of W up to this (registers) */
-#define HC_FUSED_TB 32                 /* ... tokens whose coefficients it stages at a time */
+#define HC_FUSED_TB 32                 /* ... tokens whose coefficients it stages at a time (n <= 4) */
 #define HC_FUSED_GROUPS 64             /* ... token groups (partial dW products) at most */
 #define HC_FUSED_MIN_TOKENS 64         /* ... tokens per group at least */
 
@@ -104,9 +104,9 @@ static size_t hc_mat_cap(void) {
  * and W is one chunk: the most token groups whose partial dW products it may write
  * (hc_fused_launch picks the number), or 0 for the split path. The split path is the
  * default: on an H200 at the M preset the fused kernel took 14.5 ms of streams time per
- * step against the split path's 10.3 (docs/cuda.md), although it moves fewer bytes.
- * The hook lets tests/gpu/check.cu compare both with the CPU and time one against the
- * other. */
+ * step against the split path's 10.3 (docs/cuda.md), although it moves fewer bytes;
+ * it has since been rebuilt to keep more loads in flight, not yet timed. The hook lets
+ * tests/gpu/check.cu compare both with the CPU and time one against the other. */
 static size_t hc_fused_groups(const hc_spec *s, size_t N, int C) {
     const char *e = getenv("S2HC_CUDA_FRAME");
     if (!e || strcmp(e, "fused")) return 0;
@@ -393,6 +393,37 @@ hc_in_backward_kernel(float *__restrict__ dX, const float *__restrict__ dY, cons
     }
 }
 
+/* The fused kernel's staging, by n: tokens whose coefficients (dz, H, pre, s) sit in shared
+ * memory at a time (TB), and tokens whose streams do (SB, twice: one set read while the next
+ * is loaded). At n > 4 fewer of both keep the static shared memory under 48 KB. */
+template <int NS> struct hc_fused_tiles {
+    static constexpr int TB = NS <= 4 ? HC_FUSED_TB : HC_FUSED_TB / 2;
+    static constexpr int SB = NS <= 4 ? 8 : 4;
+    static constexpr int DU = (SB + NS - 1) / NS; /* du values each thread loads per set */
+};
+
+/* One set of SB tokens' streams into registers: thread (c, j) loads X and dY of its
+ * channel c of stream j, and du of channel c for the set's tokens b = j, j + NS, ... (0
+ * past the group's end or the channels' end). Every load is issued before any is used. */
+template <int NS, typename TX>
+__device__ __forceinline__ void hc_fused_load(float *rx, float *ry, float *ru, const TX *__restrict__ X,
+                                              const float *__restrict__ dY, const float *__restrict__ du, size_t t,
+                                              size_t t1, int j, int c, int C, bool on) {
+    constexpr int SB = hc_fused_tiles<NS>::SB, DU = hc_fused_tiles<NS>::DU;
+#pragma unroll
+    for (int b = 0; b < SB; b++) {
+        const bool ok = on && t + b < t1;
+        const size_t e = ((t + b) * NS + j) * C + c;
+        rx[b] = ok ? hc_ld(X + e) : 0.0f;
+        ry[b] = ok ? dY[e] : 0.0f;
+    }
+#pragma unroll
+    for (int q = 0; q < DU; q++) {
+        const int b = j + q * NS;
+        ru[q] = on && b < SB && t + b < t1 ? du[(t + b) * C + c] : 0.0f;
+    }
+}
+
 /* The input side's backward in one pass over the streams, for Kr <= KM rows of W: one
  * block per 32 channels of every stream (thread (c, j): channel c of stream j) and per
  * group of tokens, which it walks in order. With dz already times rstd (hc_coef_backward_cuda),
@@ -402,7 +433,12 @@ hc_in_backward_kernel(float *__restrict__ dX, const float *__restrict__ dY, cons
  * stream, d = c; the n streams' sums meet in shared memory, in stream order). The thread
  * keeps its column of W' and its Kr partial products in registers, so the streams, dY
  * and du are read once and dX written once: the split path's two GEMMs and in_bwd read
- * X three times and dY once, and write dX twice and read it once. */
+ * X three times and dY once, and write dX twice and read it once.
+ * The streams go through shared memory SB tokens at a time (hc_fused_tiles), each thread
+ * loading only its own stream's X and dY (and a share of du) for all SB tokens at once,
+ * the next set's loads in flight while this set's tokens are computed: 2 SB + DU loads
+ * per thread outstanding instead of one token's n + 2, and dY read once per block rather
+ * than once per stream (each thread needs every stream's dY of its channel). */
 template <int NS, int KM, typename TX>
 static __global__ void __launch_bounds__(32 * NS)
 hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, const float *__restrict__ dY,
@@ -411,14 +447,22 @@ hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, cons
                             const float *__restrict__ sdot, const float *__restrict__ dz,
                             const float *__restrict__ W, const float *__restrict__ g, int flat, int C, int Kr,
                             float invD, size_t N, size_t per) {
-    __shared__ float dzs[HC_FUSED_TB * NS * KM]; /* also the streams' sums of Gp at the end */
-    __shared__ float Hs[HC_FUSED_TB * NS * NS], prs[HC_FUSED_TB * NS], sj[HC_FUSED_TB * NS];
+    constexpr int TB = hc_fused_tiles<NS>::TB, SB = hc_fused_tiles<NS>::SB, DU = hc_fused_tiles<NS>::DU;
+    constexpr int ZS = TB * NS * KM, SS = SB * NS * 32; /* dz's floats; one set of one stream array */
+    /* dz, then two sets of X, dY and du; at the end the streams' sums of Gp from 0 */
+    constexpr int SH = ZS + 2 * (2 * SS + SB * 32);
+    static_assert(SH >= NS * KM * 32, "the shared buffer holds the per-stream sums of Gp");
+    static_assert(TB % SB == 0, "a coefficients' batch is whole sets of tokens");
+    __shared__ float sh[SH];
+    __shared__ float Hs[TB * NS * NS], prs[TB * NS], sj[TB * NS];
+    float *const dzs = sh;
     const int lane = threadIdx.x, j = threadIdx.y, tid = j * 32 + lane, nthr = 32 * NS;
     const int c = blockIdx.x * 32 + lane;
     const bool on = c < C;
     const size_t D = flat ? (size_t)NS * C : (size_t)C, d = flat ? (size_t)j * C + c : (size_t)c;
     const int K = flat ? Kr : NS * Kr, zoff = flat ? 0 : j * Kr;
     const size_t t0 = (size_t)blockIdx.y * per, t1 = t0 + per < N ? t0 + per : N;
+    const size_t nsub = t1 > t0 ? (t1 - t0 + SB - 1) / SB : 0;
     float w[KM], ga[KM];
     const float gk = on ? 1.0f + g[d] : 0.0f;
 #pragma unroll
@@ -426,37 +470,48 @@ hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, cons
         w[k] = on && k < Kr ? W[(size_t)k * D + d] * gk : 0.0f;
         ga[k] = 0.0f;
     }
-    for (size_t tb = t0; tb < t1; tb += HC_FUSED_TB) {
-        const int nb = (int)(t1 - tb < HC_FUSED_TB ? t1 - tb : HC_FUSED_TB);
-        __syncthreads(); /* the previous batch's coefficients are no longer read */
-        for (int i = tid; i < nb * K; i += nthr) dzs[i] = dz[tb * K + i];
-        for (int i = tid; i < nb * NS * NS; i += nthr) Hs[i] = H[tb * NS * NS + i];
-        for (int i = tid; i < nb * NS; i += nthr) {
-            prs[i] = pre[tb * NS + i];
-            const size_t r = flat ? tb + i / NS : tb * NS + i;
-            const float rs = rstd[r];
-            sj[i] = rs * rs * sdot[r] * invD;
+    float rx[SB], ry[SB], ru[DU];
+    if (nsub) hc_fused_load<NS>(rx, ry, ru, X, dY, du, t0, t1, j, c, C, on);
+    for (size_t s = 0; s < nsub; s++) {
+        const size_t ts = t0 + s * SB; /* this set's first token */
+        const int bt = (int)((s * SB) % TB); /* its place in the coefficients' batch */
+        if (bt == 0) {
+            __syncthreads(); /* the previous batch's coefficients are no longer read */
+            const int nb = (int)(t1 - ts < TB ? t1 - ts : TB);
+            for (int i = tid; i < nb * K; i += nthr) dzs[i] = dz[ts * K + i];
+            for (int i = tid; i < nb * NS * NS; i += nthr) Hs[i] = H[ts * NS * NS + i];
+            for (int i = tid; i < nb * NS; i += nthr) {
+                prs[i] = pre[ts * NS + i];
+                const size_t r = flat ? ts + i / NS : ts * NS + i;
+                const float rs = rstd[r];
+                sj[i] = rs * rs * sdot[r] * invD;
+            }
         }
-        __syncthreads();
-        if (!on) continue;
-        /* the next token's loads are issued before this token's arithmetic */
-        float xn = hc_ld(X + (tb * NS + j) * C + c), dun = du[tb * C + c], dyn[NS];
+        /* this set into its buffer (the set two back, which used it, is done: every thread
+         * passed the last barrier after computing it) */
+        float *const xs = sh + ZS + (s & 1) * (2 * SS + SB * 32), *const ys = xs + SS, *const us = ys + SS;
 #pragma unroll
-        for (int i = 0; i < NS; i++) dyn[i] = dY[(tb * NS + i) * C + c];
-#pragma unroll 1
-        for (int b = 0; b < nb; b++) {
-            const size_t t = tb + b, e = (t * NS + j) * C + c;
-            const float x = xn, duc = dun;
+        for (int b = 0; b < SB; b++) {
+            xs[(b * NS + j) * 32 + lane] = rx[b];
+            ys[(b * NS + j) * 32 + lane] = ry[b];
+        }
+#pragma unroll
+        for (int q = 0; q < DU; q++)
+            if (j + q * NS < SB) us[(j + q * NS) * 32 + lane] = ru[q];
+        __syncthreads();
+        if (s + 1 < nsub) hc_fused_load<NS>(rx, ry, ru, X, dY, du, ts + SB, t1, j, c, C, on);
+        if (!on) continue;
+        const int nbs = (int)(t1 - ts < SB ? t1 - ts : SB);
+#pragma unroll
+        for (int b = 0; b < SB; b++) {
+            if (b >= nbs) break;
+            const int bb = bt + b;
+            const size_t e = ((ts + b) * NS + j) * C + c;
+            const float x = xs[(b * NS + j) * 32 + lane], duc = us[b * 32 + lane];
             float dy[NS];
 #pragma unroll
-            for (int i = 0; i < NS; i++) dy[i] = dyn[i];
-            if (b + 1 < nb) {
-                xn = hc_ld(X + e + (size_t)NS * C);
-                dun = du[(t + 1) * C + c];
-#pragma unroll
-                for (int i = 0; i < NS; i++) dyn[i] = dY[((t + 1) * NS + i) * C + c];
-            }
-            const float *zr = dzs + b * K + zoff;
+            for (int i = 0; i < NS; i++) dy[i] = ys[(b * NS + i) * 32 + lane];
+            const float *zr = dzs + bb * K + zoff;
             float acc = 0.0f;
 #pragma unroll
             for (int k = 0; k < KM; k++)
@@ -467,8 +522,8 @@ hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, cons
                 }
             float v = 0.0f;
 #pragma unroll
-            for (int i = 0; i < NS; i++) v += Hs[(b * NS + i) * NS + j] * dy[i];
-            dX[e] = acc + (v + prs[b * NS + j] * duc - sj[b * NS + j] * x);
+            for (int i = 0; i < NS; i++) v += Hs[(bb * NS + i) * NS + j] * dy[i];
+            dX[e] = acc + (v + prs[bb * NS + j] * duc - sj[bb * NS + j] * x);
         }
     }
     float *gp = Gp + (size_t)blockIdx.y * Kr * D;
@@ -479,16 +534,16 @@ hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, cons
                 if (k < Kr) gp[(size_t)k * D + d] = ga[k];
         return;
     }
-    __syncthreads(); /* dzs is free: the streams' partial products meet there */
+    __syncthreads(); /* the shared buffer is free: the streams' partial products meet there */
 #pragma unroll
     for (int k = 0; k < KM; k++)
-        if (k < Kr) dzs[(j * KM + k) * 32 + lane] = ga[k];
+        if (k < Kr) sh[(j * KM + k) * 32 + lane] = ga[k];
     __syncthreads();
     for (int i = tid; i < Kr * 32; i += nthr) {
         const int k = i / 32, l = i % 32, cc = blockIdx.x * 32 + l;
         if (cc >= C) continue;
         float sum = 0.0f;
-        for (int s = 0; s < NS; s++) sum += dzs[(s * KM + k) * 32 + l];
+        for (int s = 0; s < NS; s++) sum += sh[(s * KM + k) * 32 + l];
         gp[(size_t)k * D + cc] = sum;
     }
 }

@@ -664,6 +664,8 @@ static void check_hc(void) {
 /* A small config: 2 blocks, C 128, 4 heads (hs 32: tensor cores in bf16), T 96 (a partial
  * attention tile), byte vocabulary. */
 static int g_embd = 128; /* the small model's width (check_models also runs 80: a partial block of 32 channels) */
+static int g_seq = 96;   /* and its T (check_models also runs 75: token groups of the fused input backward
+                          * that end inside a set of its staged tokens) */
 static int g_xbf16;       /* residual.stream_precision: bf16 (the reference rounds the same values: round_streams) */
 
 static void small_config(s2hc_config *c, const char *method, int n) {
@@ -672,7 +674,7 @@ static void small_config(s2hc_config *c, const char *method, int n) {
     c->n_head = 4;
     c->n_embd = g_embd;
     if (g_xbf16) snprintf(c->stream_precision, sizeof c->stream_precision, "bf16");
-    c->block_size = 96;
+    c->block_size = g_seq;
     c->vocab = 256;
     snprintf(c->method, sizeof c->method, "%s", method);
     c->n_streams = n;
@@ -759,6 +761,7 @@ static void check_model_one(const char *method, int lowp, int n) {
     int k = snprintf(tag, sizeof tag, "%s", method);
     if (n != 4 && n != 1) k += snprintf(tag + k, sizeof tag - (size_t)k, " n=%d", n);
     if (g_embd != 128) k += snprintf(tag + k, sizeof tag - (size_t)k, " C=%d", g_embd);
+    if (g_seq != 96) k += snprintf(tag + k, sizeof tag - (size_t)k, " T=%d", g_seq);
     if (fr && !strcmp(fr, "fused")) k += snprintf(tag + k, sizeof tag - (size_t)k, " fused");
     if (g_xbf16) snprintf(tag + k, sizeof tag - (size_t)k, " x-bf16");
     printf("  %-11s %-12s loss cpu %.6f gpu %.6f;", grp, tag, lc, lg);
@@ -839,6 +842,17 @@ static void check_models(void) {
     g_embd = 128;
     check_model_one("s2hc", 0, 4);
     check_model_one("hc", 0, 4);
+    /* its staging at n > 4 (16 tokens' coefficients, 4 tokens' streams at a time): s2hc at
+     * n = 5 (Kr = 26), hc at n = 6; and T = 75: 150 tokens in groups of 50, which end
+     * inside a set of staged tokens and inside a batch of coefficients */
+    check_model_one("s2hc", 0, 5);
+    check_model_one("hc", 0, 6);
+    g_seq = 75;
+    check_model_one("s2hc", 0, 4);
+    g_embd = 80;
+    check_model_one("hc", 0, 3);
+    g_embd = 128;
+    g_seq = 96;
     unsetenv("S2HC_CUDA_FRAME");
     /* bf16 streams (residual.stream_precision): the split input backward, the fused one flat
      * and per stream (with a partial block), and the projection in chunks. (With bf16
