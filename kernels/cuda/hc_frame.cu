@@ -402,6 +402,24 @@ template <int NS> struct hc_fused_tiles {
     static constexpr int DU = (SB + NS - 1) / NS; /* du values each thread loads per set */
 };
 
+/* dst[i] = src[i] for i < count by the block's threads, each with up to 8 loads in flight
+ * before its stores (a loop of load-then-store would wait out the memory once per value). */
+__device__ __forceinline__ void hc_stage(float *dst, const float *__restrict__ src, int count, int tid, int nthr) {
+    for (int i0 = 0; i0 < count; i0 += 8 * nthr) {
+        float v[8];
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            const int i = i0 + tid + m * nthr;
+            v[m] = i < count ? src[i] : 0.0f;
+        }
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            const int i = i0 + tid + m * nthr;
+            if (i < count) dst[i] = v[m];
+        }
+    }
+}
+
 /* One set of SB tokens' streams into registers: thread (c, j) loads X and dY of its
  * channel c of stream j, and du of channel c for the set's tokens b = j, j + NS, ... (0
  * past the group's end or the channels' end). Every load is issued before any is used. */
@@ -410,12 +428,23 @@ __device__ __forceinline__ void hc_fused_load(float *rx, float *ry, float *ru, c
                                               const float *__restrict__ dY, const float *__restrict__ du, size_t t,
                                               size_t t1, int j, int c, int C, bool on) {
     constexpr int SB = hc_fused_tiles<NS>::SB, DU = hc_fused_tiles<NS>::DU;
+    const size_t e0 = (t * NS + j) * C + c, st = (size_t)NS * C;
+    if (on && t + SB <= t1) { /* a whole set: no conditions between the loads */
+#pragma unroll
+        for (int b = 0; b < SB; b++) {
+            rx[b] = hc_ld(X + e0 + b * st);
+            ry[b] = dY[e0 + b * st];
+        }
+#pragma unroll
+        for (int q = 0; q < DU; q++)
+            ru[q] = j + q * NS < SB ? du[(t + j + q * NS) * C + c] : 0.0f;
+        return;
+    }
 #pragma unroll
     for (int b = 0; b < SB; b++) {
         const bool ok = on && t + b < t1;
-        const size_t e = ((t + b) * NS + j) * C + c;
-        rx[b] = ok ? hc_ld(X + e) : 0.0f;
-        ry[b] = ok ? dY[e] : 0.0f;
+        rx[b] = ok ? hc_ld(X + e0 + b * st) : 0.0f;
+        ry[b] = ok ? dY[e0 + b * st] : 0.0f;
     }
 #pragma unroll
     for (int q = 0; q < DU; q++) {
@@ -478,8 +507,8 @@ hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, cons
         if (bt == 0) {
             __syncthreads(); /* the previous batch's coefficients are no longer read */
             const int nb = (int)(t1 - ts < TB ? t1 - ts : TB);
-            for (int i = tid; i < nb * K; i += nthr) dzs[i] = dz[ts * K + i];
-            for (int i = tid; i < nb * NS * NS; i += nthr) Hs[i] = H[ts * NS * NS + i];
+            hc_stage(dzs, dz + ts * K, nb * K, tid, nthr);
+            hc_stage(Hs, H + ts * NS * NS, nb * NS * NS, tid, nthr);
             for (int i = tid; i < nb * NS; i += nthr) {
                 prs[i] = pre[ts * NS + i];
                 const size_t r = flat ? ts + i / NS : ts * NS + i;
