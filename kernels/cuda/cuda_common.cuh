@@ -96,6 +96,24 @@ static inline unsigned cuda_blocks(size_t n, int threads) {
 
 /* ---- device helpers --------------------------------------------------------------- */
 #ifdef __CUDACC__
+/* dst[i] = src[i] for i < count by a block's nthr threads (this one tid), each with up to
+ * 8 loads in flight before its stores: a loop of load-then-store waits out the memory
+ * once per value. For staging small arrays in shared memory; no barrier. */
+__device__ __forceinline__ void cuda_stage(float *dst, const float *__restrict__ src, int count, int tid, int nthr) {
+    for (int i0 = 0; i0 < count; i0 += 8 * nthr) {
+        float v[8];
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            const int i = i0 + tid + m * nthr;
+            v[m] = i < count ? src[i] : 0.0f;
+        }
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            const int i = i0 + tid + m * nthr;
+            if (i < count) dst[i] = v[m];
+        }
+    }
+}
 /* Four floats in one 16-byte load; p must be 16-byte aligned (the emulator checks). */
 __device__ __forceinline__ float4 ld_float4(const float *p) {
 #ifdef S2HC_EMU_H

@@ -402,24 +402,6 @@ template <int NS> struct hc_fused_tiles {
     static constexpr int DU = (SB + NS - 1) / NS; /* du values each thread loads per set */
 };
 
-/* dst[i] = src[i] for i < count by the block's threads, each with up to 8 loads in flight
- * before its stores (a loop of load-then-store would wait out the memory once per value). */
-__device__ __forceinline__ void hc_stage(float *dst, const float *__restrict__ src, int count, int tid, int nthr) {
-    for (int i0 = 0; i0 < count; i0 += 8 * nthr) {
-        float v[8];
-#pragma unroll
-        for (int m = 0; m < 8; m++) {
-            const int i = i0 + tid + m * nthr;
-            v[m] = i < count ? src[i] : 0.0f;
-        }
-#pragma unroll
-        for (int m = 0; m < 8; m++) {
-            const int i = i0 + tid + m * nthr;
-            if (i < count) dst[i] = v[m];
-        }
-    }
-}
-
 /* One set of SB tokens' streams into registers: thread (c, j) loads X and dY of its
  * channel c of stream j, and du of channel c for the set's tokens b = j, j + NS, ... (0
  * past the group's end or the channels' end). Every load is issued before any is used. */
@@ -507,8 +489,8 @@ hc_in_backward_fused_kernel(float *__restrict__ dX, float *__restrict__ Gp, cons
         if (bt == 0) {
             __syncthreads(); /* the previous batch's coefficients are no longer read */
             const int nb = (int)(t1 - ts < TB ? t1 - ts : TB);
-            hc_stage(dzs, dz + ts * K, nb * K, tid, nthr);
-            hc_stage(Hs, H + ts * NS * NS, nb * NS * NS, tid, nthr);
+            cuda_stage(dzs, dz + ts * K, nb * K, tid, nthr);
+            cuda_stage(Hs, H + ts * NS * NS, nb * NS * NS, tid, nthr);
             for (int i = tid; i < nb * NS; i += nthr) {
                 prs[i] = pre[ts * NS + i];
                 const size_t r = flat ? ts + i / NS : ts * NS + i;

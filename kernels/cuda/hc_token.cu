@@ -35,7 +35,7 @@
 static __device__ __forceinline__ const float *hc_stage_theta(const float *theta, int n_theta, int staged) {
     extern __shared__ float hc_theta_sh[];
     if (!staged) return theta;
-    for (int i = threadIdx.x; i < n_theta; i += blockDim.x) hc_theta_sh[i] = theta[i];
+    cuda_stage(hc_theta_sh, theta, n_theta, (int)threadIdx.x, (int)blockDim.x);
     __syncthreads();
     return hc_theta_sh;
 }
