@@ -30,7 +30,9 @@ LDLIBS  := -lopenblas $(HDF5_LIBS) $(YAML_LIBS) -lm
 BUILD := build
 ifeq ($(SAN),1)
 BUILD := build-san
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g
+# -g1: line tables, all a sanitizer's report needs (file and line of every frame);
+# -g's variable locations made harness/model.c compile 116 s instead of 88 here
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g1
 LDFLAGS += -fsanitize=address,undefined
 endif
 

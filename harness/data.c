@@ -833,6 +833,7 @@ static int convert_files(const strlist *files, convert_fn fn, extract_ctx *ctx, 
         pids[w] = fork();
         if (pids[w] < 0) die(1, "fork failed: %s", strerror(errno));
         if (pids[w] == 0) {
+            runtime_unbind(); /* the workers spread over every CPU, not the first place's */
             int fd = open(paths[w], O_WRONLY | O_CREAT | O_TRUNC, 0644);
             if (fd < 0) _exit(3);
             dbuf text = {0}, norm = {0};
@@ -1279,7 +1280,7 @@ static void remove_tree_files(const char *dir) {
 
 static int data_jobs(void) {
     const char *e = getenv("S2HC_DATA_JOBS");
-    long j = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    long j = e ? strtol(e, NULL, 10) : runtime_cpu_count();
     if (j < 1) j = 1;
     if (j > DATA_MAX_JOBS) j = DATA_MAX_JOBS;
     return (int)j;

@@ -1425,10 +1425,7 @@ int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_stat
 static int cores_available(void) {
     const char *s = getenv("SLURM_CPUS_PER_TASK");
     if (s && atoi(s) > 0) return atoi(s);
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    return runtime_cpu_count();
 }
 
 static void print_counts(FILE *f, const grid_status *st, int n) {
@@ -1946,6 +1943,7 @@ static void launch(grid_runner *r, int i) {
         signal(SIGTERM, SIG_DFL);
         setenv("OMP_NUM_THREADS", threads, 1);
         setenv("OPENBLAS_NUM_THREADS", threads, 1);
+        runtime_unbind(); /* every CPU of the runner's, not its first place's */
         /* under the grid's launch: command (its words, then this s2hc), or s2hc alone */
         char words[sizeof r->g->launch], *argv[64];
         int na = 0;

@@ -2,6 +2,8 @@
 #include "util.h"
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +193,39 @@ const char *cpu_model_name(char *buf, size_t len) {
     return buf;
 }
 
+/* With OMP_PROC_BIND or OMP_PLACES set, libgomp binds the initial thread to the first
+ * place as it loads, before main: the thread's own CPU mask is then one place, and a
+ * process started from it (exec, or fork then exec) inherits that mask, counts one CPU
+ * and runs one thread. The places together are the CPUs OpenMP found the process given. */
+static int runtime_cpus(cpu_set_t *set) {
+    CPU_ZERO(set);
+    const int np = omp_get_num_places();
+    if (np <= 0) return sched_getaffinity(0, sizeof *set, set) == 0 ? CPU_COUNT(set) : 0;
+    int ids[CPU_SETSIZE]; /* no allocation: runtime_unbind runs between fork and exec */
+    for (int p = 0; p < np; p++) {
+        const int k = omp_get_place_num_procs(p);
+        if (k <= 0 || k > CPU_SETSIZE) continue;
+        omp_get_place_proc_ids(p, ids);
+        for (int i = 0; i < k; i++)
+            if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], set);
+    }
+    return CPU_COUNT(set);
+}
+
+int runtime_cpu_count(void) {
+    cpu_set_t set;
+    const int n = runtime_cpus(&set);
+    if (n > 0) return n;
+    const long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (int)c : 1;
+}
+
+void runtime_unbind(void) {
+    if (omp_get_num_places() <= 0) return; /* nothing bound */
+    cpu_set_t set;
+    if (runtime_cpus(&set) > 0) sched_setaffinity(0, sizeof set, &set);
+}
+
 /* Settings of the runtime libraries that are read when they load, before main, so they
  * are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
  *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently
@@ -226,6 +261,7 @@ void runtime_env_fixup(char **argv) {
     }
     if (!again) return;
     setenv("S2HC_NO_REEXEC", "1", 1);
+    runtime_unbind(); /* or the new process would see one place's CPUs and run one thread */
     execv("/proc/self/exe", argv);
     /* exec failed: carry on with the runtime's defaults */
 }

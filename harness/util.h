@@ -26,6 +26,13 @@ FILE *fopen_check_(const char *path, const char *mode, const char *file, int lin
  * (the libraries read them when they load); call first thing in main. util.c says why. */
 #define RUNTIME_SPINCOUNT "3000"
 void runtime_env_fixup(char **argv);
+/* The CPUs the process was given, as OpenMP found them: with OMP_PROC_BIND or OMP_PLACES
+ * set, the calling thread is bound to one place and its own mask counts that place only
+ * (util.c). runtime_unbind gives the calling thread all of them again: for a child
+ * process between fork and exec, or for work forked off that should not share one
+ * place; it does nothing when OpenMP binds nothing. */
+int runtime_cpu_count(void);
+void runtime_unbind(void);
 
 /* NULL, or one line of advice when OPENBLAS_CORETYPE names kernels for an older vector
  * extension than this CPU has (e.g. Haswell's AVX2 on an AVX-512 CPU: sgemm 1.75x slower

@@ -35,6 +35,10 @@ expect_out "3 points: 3 pending" "--list counts states"
 expect_status 0 "--dry-run" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --dry-run
 expect_out "would run 3, skip 0, refuse 0" "--dry-run says what would run"
 expect_out "s2hc train .*/identity-n4-s1337/config.yaml --resume" "--dry-run shows the command"
+# with OpenMP's binding on, the runner's first place is not all it has (harness/util.c)
+cores=$(sed -n 's/.*(\([0-9]*\) cores).*/\1/p' "$TMP/out" | head -n 1)
+expect_status 0 "--dry-run under OMP_PROC_BIND" -- env OMP_PROC_BIND=close OMP_PLACES=cores "$S2HC" grid $G "${D[@]}" --out "$OUT" --dry-run
+expect_out "\\($cores cores\\)" "--dry-run counts every core under OMP_PROC_BIND"
 [ ! -e "$OUT" ] && ok "--list and --dry-run write nothing" || fail "--list/--dry-run created $OUT"
 expect_status 0 "--help" -- "$S2HC" grid --help
 expect_out "example" "--help shows an example"

@@ -97,6 +97,19 @@ expect_out "GOMP_SPINCOUNT +\(unset\)" "no spin count added to the user's OMP_WA
 expect_out "OPENBLAS_CORETYPE +Haswell" "the user's OPENBLAS_CORETYPE is kept"
 expect_status 0 "version -v with the user's spin count" -- env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=123 "$S2HC" version -v
 expect_out "GOMP_SPINCOUNT +123" "the user's GOMP_SPINCOUNT is kept"
+# OMP_PROC_BIND and OMP_PLACES make libgomp bind the initial thread to one place as it
+# loads: the binary, re-executing itself from that thread, must still count every CPU
+threads_of() { env -u OMP_NUM_THREADS -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY "$@" "$S2HC" version -v 2>&1 |
+  awk '/CPU threads/ { print $3 }'; }
+t_free=$(threads_of -u OMP_PROC_BIND -u OMP_PLACES)
+if [ "${t_free:-0}" -ge 2 ]; then
+  for b in "OMP_PROC_BIND=close OMP_PLACES=cores" "OMP_PROC_BIND=true" "OMP_PLACES=threads"; do
+    t=$(threads_of $b)
+    [ "$t" = "$t_free" ] && ok "$b: $t threads, as unbound" || fail "$b: $t threads where unbound has $t_free"
+  done
+else
+  ok "one CPU here: thread binding not checked"
+fi
 expect_status 2 "version with a bad flag" -- "$S2HC" version --bogus
 # kromhc says in its run file how n factorises; a prime n is one factor (= mhc_lite)
 for nk in 8:2x2x2 5:5; do
