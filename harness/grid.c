@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
