@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <hdf5.h>
 #include "config.h"
 #include "data.h"
 #include "grid.h"
@@ -77,6 +78,10 @@ static int methods_main(void) {
 }
 
 int main(int argc, char **argv) {
+    /* HDF5 1.10 keeps a file whose close failed (a full disk) in its ID table, and its
+       exit handler then crashes closing it again: every file is closed explicitly, so
+       the handler is not needed (before any other HDF5 call) */
+    H5dont_atexit();
     runtime_env_fixup(argv);
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];

@@ -542,7 +542,8 @@ int h5log_save(const h5log *log, const char *path) {
             snprintf(what, sizeof what, "cannot write attribute %s of %s", log->attrs[i].name, log->attrs[i].path);
             goto fail;
         }
-    if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0 || H5Fclose(f) < 0) {
+    herr_t fl = H5Fflush(f, H5F_SCOPE_GLOBAL), cl = H5Fclose(f); /* closed even when the flush failed */
+    if (fl < 0 || cl < 0) {
         f = H5I_INVALID_HID;
         h5_error_detail(detail, sizeof detail);
         snprintf(what, sizeof what, "cannot flush and close the file");

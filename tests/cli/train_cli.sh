@@ -128,4 +128,10 @@ if command -v h5dump >/dev/null; then
   expect_out "exactly mhc_lite" "the run file says prime-n kromhc is mhc_lite"
   expect_status 1 "no kromhc_note for n=8" -- h5dump -a /kromhc_note "$TMP/runs/krom8/run.h5"
 fi
+# a full disk (here a file size limit, EFBIG where a full disk gives ENOSPC): the save fails
+# with a message and exit 1; HDF5 used to crash at exit on the file it failed to close
+expect_status 1 "a save that runs out of space fails with exit 1" -- bash -c "trap '' XFSZ; ulimit -f 16; exec \"\$0\" \"\$@\"" \
+  "$S2HC" train "$TMP/t.yaml" --set run.name=full --set train.steps=12 --set train.warmup=1 --quiet
+expect_out "cannot save (run file|checkpoint)" "the failed save is named"
+ls "$TMP/runs/full/"*.tmp >/dev/null 2>&1 && fail "temporary files left after a failed save" || ok "no temporary files left after a failed save"
 finish train_cli
