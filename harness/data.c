@@ -1554,7 +1554,7 @@ int data_main(int argc, char **argv) {
             return 2;
         }
         if (strspn(import_name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+-") !=
-                strlen(import_name) || import_name[0] == '.' || import_name[0] == '-') {
+                strlen(import_name) || !import_name[0] || import_name[0] == '.' || import_name[0] == '-') {
             fprintf(stderr, "s2hc: error: --name '%s': use letters, digits and _.+- only\n", import_name);
             return 2;
         }

@@ -50,5 +50,12 @@ expect_rc 0 "data list" "$BIN" data list --dir "$TMP/d"
 grep -E -q '^fortunes +ood +prepared' "$TMP/out" && ok || bad "list does not show fortunes prepared: $(cat "$TMP/out")"
 grep -E -q '^kjv +ood +missing' "$TMP/out" && ok || bad "list does not show kjv missing"
 
+# data import: an empty --name is refused (it wrote the shards into DATA itself)
+head -c 2000 /dev/zero | tr '\0' 'a' > "$TMP/text"
+expect_rc 2 "import with an empty --name" "$BIN" data import "$TMP/text" --name "" --dir "$TMP/imp"
+[ ! -e "$TMP/imp/train.bin" ] && ok || bad "an empty --name wrote $TMP/imp/train.bin"
+expect_rc 0 "import" "$BIN" data import "$TMP/text" --name mine --dir "$TMP/imp"
+[ -f "$TMP/imp/mine/train.bin" ] && [ -f "$TMP/imp/mine/val.bin" ] && ok || bad "import wrote no shards"
+
 echo "data.sh: $pass passed, $fail failed"
 [ "$fail" = 0 ]
