@@ -13,6 +13,7 @@
  * of each micro-batch and the parts are summed before the step.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +47,40 @@ static void iso_now(char *buf, size_t len) {
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Lock <dir>/.train.lock (an open file description lock, released however the process
+ * ends) for the whole run, so that a second training into the same run directory is
+ * refused instead of interleaving its saves with this one's. A grid holds <dir>/.lock,
+ * another file, for its child. Returns the descriptor, or -1 with a message. */
+static int lock_run_dir(const char *dir) {
+    char path[CFG_PATH + CFG_STR + 32];
+    snprintf(path, sizeof path, "%s/.train.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "s2hc: error: cannot open %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+        char who[128] = "";
+        ssize_t k = pread(fd, who, sizeof who - 1, 0);
+        who[k > 0 ? k : 0] = '\0';
+        who[strcspn(who, "\n")] = '\0';
+        fprintf(stderr, "s2hc: error: %s is in use by another training%s%s%s; wait for it to end or stop it\n", dir,
+                who[0] ? " (" : "", who, who[0] ? ")" : "");
+        close(fd);
+        return -1;
+    }
+    char host[64] = "?", when[32];
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    iso_now(when, sizeof when);
+    if (ftruncate(fd, 0) == 0) dprintf(fd, "pid %d on %s since %s\n", (int)getpid(), host, when);
+    return fd;
 }
 
 static void usage(FILE *f) {
@@ -343,7 +378,7 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
     probe_state *probe = NULL;
     cuda_model *cm = NULL; /* the device model when training on a GPU */
     train_series ts;
-    int status = RUN_OK;
+    int status = RUN_OK, lock_fd = -1; /* rank 0: the run directory's lock */
     memset(&ts, 0, sizeof ts);
     memset(&loader, 0, sizeof loader);
     memset(&val, 0, sizeof val);
@@ -411,6 +446,8 @@ parts:;
     const int streams_bf16 = model.stream_bf16; /* residual.stream_precision bf16 of a frame method */
     if (rank > 0) goto agree;
 
+    /* the lock before anything is read or removed (a new directory: when it is made) */
+    if (file_exists(dir) && (lock_fd = lock_run_dir(dir)) < 0) { status = RUN_USAGE; goto out; }
     int have_run = file_exists(run_path), have_ckpt = file_exists(ckpt_path);
     if (force) {
         unlink(run_path);
@@ -520,6 +557,7 @@ parts:;
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
         { status = RUN_FAILED; goto out; }
     }
+    if (lock_fd < 0 && (lock_fd = lock_run_dir(dir)) < 0) { status = RUN_USAGE; goto out; }
 
     /* run-file attributes */
     char when[32];
@@ -797,5 +835,6 @@ out:
     model_free(&model);
     shard_close(&val);
     loader_close(&loader);
+    if (lock_fd >= 0) close(lock_fd);
     return status;
 }

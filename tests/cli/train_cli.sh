@@ -134,4 +134,14 @@ expect_status 1 "a save that runs out of space fails with exit 1" -- bash -c "tr
   "$S2HC" train "$TMP/t.yaml" --set run.name=full --set train.steps=12 --set train.warmup=1 --quiet
 expect_out "cannot save (run file|checkpoint)" "the failed save is named"
 ls "$TMP/runs/full/"*.tmp >/dev/null 2>&1 && fail "temporary files left after a failed save" || ok "no temporary files left after a failed save"
+# two trainings into one run directory: the second is refused while the first runs (they
+# used to overwrite each other's run.h5.tmp and ckpt.h5.tmp)
+"$S2HC" train "$TMP/t.yaml" --set run.name=busy --set train.steps=100000 --quiet >/dev/null 2>&1 &
+busy=$!
+for i in $(seq 100); do [ -s "$TMP/runs/busy/.train.lock" ] && break; sleep 0.1; done
+expect_status 2 "a second training into a running run's directory is refused" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --resume
+expect_out "in use by another training \(pid $busy " "the refusal names the running training"
+expect_status 2 "--force is refused too, and removes nothing" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --force
+kill -TERM $busy; wait $busy
+expect_status 130 "once it has stopped, --resume continues it (for one step)" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --set train.steps=100000 --resume --stop-after 1 --quiet
 finish train_cli
