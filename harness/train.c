@@ -101,9 +101,9 @@ static void usage(FILE *f) {
             "  s2hc train experiments/tiny.yaml --set residual.method=s2hc --set train.steps=50\n");
 }
 
-/* Keys that may change between a run and its resumption without changing its path. */
+/* Keys that may change between a run and its resumption without changing its path
+ * (train.steps is not one: the learning-rate schedule decays over it). */
 static void normalise_for_resume(s2hc_config *stored, const s2hc_config *now) {
-    stored->steps = now->steps;
     stored->eval_every = now->eval_every;
     stored->eval_batches = now->eval_batches;
     stored->ckpt_every = now->ckpt_every;

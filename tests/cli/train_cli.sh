@@ -45,6 +45,8 @@ expect_out "synth" "eval prints the out-of-domain corpus"
 expect_out "ppl" "eval prints perplexity"
 expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set model.n_embd=64
 expect_out "differs" "the refusal names the difference"
+expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
+expect_out "steps: 30" "the refusal names train.steps"
 expect_status 1 "training on a missing corpus fails" -- "$S2HC" train "$TMP/t.yaml" --set data.train=nothere --set run.name=x
 expect_out "data prepare" "the error says to prepare data"
 # the backend: cuda without a usable GPU is a clear error before anything is written;
