@@ -17,11 +17,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -828,11 +831,15 @@ static int convert_files(const strlist *files, convert_fn fn, extract_ctx *ctx, 
     pid_t pids[DATA_MAX_JOBS];
     char paths[DATA_MAX_JOBS][1100];
     fflush(NULL);
+    pid_t parent = getpid();
     for (int w = 0; w < jobs; w++) {
         snprintf(paths[w], sizeof paths[w], "%s/worker-%d", ctx->tmpdir, w);
         pids[w] = fork();
         if (pids[w] < 0) die(1, "fork failed: %s", strerror(errno));
         if (pids[w] == 0) {
+            /* a prepare stopped by a signal takes its workers with it */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent) _exit(5);
             runtime_unbind(); /* the workers spread over every CPU, not the first place's */
             int fd = open(paths[w], O_WRONLY | O_CREAT | O_TRUNC, 0644);
             if (fd < 0) _exit(3);
@@ -1423,9 +1430,35 @@ int data_prepare(const char *data_dir, const char *only, int force, int verbose)
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", data_dir, strerror(errno));
         return 1;
     }
+    /* one prepare at a time in a data folder (they would share the shards' .tmp files);
+       holding the lock, every scratch folder left there is an interrupted prepare's */
+    int lock_fd = -1;
+    if (ntodo) {
+        char lockp[1200];
+        snprintf(lockp, sizeof lockp, "%s/.prepare.lock", data_dir);
+        lock_fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            if (lock_fd >= 0 && errno == EWOULDBLOCK)
+                fprintf(stderr, "s2hc: error: another `s2hc data prepare` is running in %s; wait for it\n", data_dir);
+            else
+                fprintf(stderr, "s2hc: error: cannot lock %s: %s\n", lockp, strerror(errno));
+            if (lock_fd >= 0) close(lock_fd);
+            return 1;
+        }
+        DIR *d = opendir(data_dir);
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL)
+            if (strncmp(de->d_name, ".prepare-", 9) == 0) {
+                char old[1200];
+                snprintf(old, sizeof old, "%s/%s", data_dir, de->d_name);
+                remove_tree_files(old);
+            }
+        if (d) closedir(d);
+    }
     int rc = 0;
     for (size_t i = 0; i < N_CORPORA && rc == 0; i++)
         if (todo[i]) rc = prepare_one(data_dir, &corpus_table[i], verbose);
+    if (lock_fd >= 0) close(lock_fd);
     if (verbose && ntodo && rc == 0) printf("data: %d corpora built in %.1f s\n", ntodo, now_seconds() - t0);
     fflush(stdout);
     return rc;

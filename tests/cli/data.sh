@@ -50,6 +50,17 @@ expect_rc 0 "data list" "$BIN" data list --dir "$TMP/d"
 grep -E -q '^fortunes +ood +prepared' "$TMP/out" && ok || bad "list does not show fortunes prepared: $(cat "$TMP/out")"
 grep -E -q '^kjv +ood +missing' "$TMP/out" && ok || bad "list does not show kjv missing"
 
+# an interrupted prepare's scratch folder is removed by the next prepare; two prepares in
+# one data folder at once: the second is refused
+mkdir -p "$TMP/d2/.prepare-fortunes-Ab12Cd" && echo x > "$TMP/d2/.prepare-fortunes-Ab12Cd/worker-0"
+expect_rc 0 "prepare after an interrupted one" env S2HC_DATA_ROOT="$R" "$BIN" data prepare --only fortunes --dir "$TMP/d2"
+[ ! -e "$TMP/d2/.prepare-fortunes-Ab12Cd" ] && ok || bad "an interrupted prepare's scratch folder was left"
+if command -v flock >/dev/null; then
+  mkdir -p "$TMP/d3" && : > "$TMP/d3/.prepare.lock"
+  expect_rc 1 "prepare while another runs" flock "$TMP/d3/.prepare.lock" env S2HC_DATA_ROOT="$R" "$BIN" data prepare --only fortunes --dir "$TMP/d3"
+  grep -q "another .s2hc data prepare. is running" "$TMP/err" && ok || bad "no message for a concurrent prepare: $(cat "$TMP/err")"
+fi
+
 # data import: an empty --name is refused (it wrote the shards into DATA itself)
 head -c 2000 /dev/zero | tr '\0' 'a' > "$TMP/text"
 expect_rc 2 "import with an empty --name" "$BIN" data import "$TMP/text" --name "" --dir "$TMP/imp"
