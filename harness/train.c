@@ -430,6 +430,12 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
                 (unsigned long long)loader.shard.count);
         { status = RUN_FAILED; goto out; }
     }
+    if (val.count < (uint64_t)cfg.block_size + 1) { /* every validation loss would be NaN */
+        fprintf(stderr, "s2hc: error: %s: %llu tokens, fewer than block_size + 1 = %d: no validation window "
+                "(a larger corpus, or a smaller model.block_size)\n", val_path, (unsigned long long)val.count,
+                cfg.block_size + 1);
+        { status = RUN_FAILED; goto out; }
+    }
 
 parts:;
     rng_t rng;

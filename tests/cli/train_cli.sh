@@ -49,6 +49,12 @@ expect_status 2 "resume with another train.steps is refused (it changes the lr s
 expect_out "steps: 30" "the refusal names train.steps"
 expect_status 1 "training on a missing corpus fails" -- "$S2HC" train "$TMP/t.yaml" --set data.train=nothere --set run.name=x
 expect_out "data prepare" "the error says to prepare data"
+# an imported text whose validation part (its last 1 %) holds no window of block_size + 1
+# tokens: refused, where it used to train with every val loss NaN
+head -c 3000 "$TMP/data/synth/text" > "$TMP/short.txt"
+"$S2HC" data import "$TMP/short.txt" --name short --dir "$TMP/data" >/dev/null
+expect_status 1 "a corpus without one validation window is refused" -- "$S2HC" train "$TMP/t.yaml" --set data.train=short --set run.name=short
+expect_out "no validation window" "the error says why"
 # the backend: cuda without a usable GPU is a clear error before anything is written;
 # auto says which it chose (this test suite runs where no GPU is lent)
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
