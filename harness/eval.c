@@ -64,8 +64,7 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
            (the larger part) when present */
         const char *use = file_exists(alt) ? alt : path;
         if (shard_open(&s, use, err, sizeof err) != 0) {
-            fprintf(stderr, "s2hc: warning: out-of-domain corpus '%s' skipped: %s (run `s2hc data prepare`)\n",
-                    name, err);
+            fprintf(stderr, "s2hc: warning: out-of-domain corpus '%s' skipped: %s\n", name, err);
             continue;
         }
         double l = eval_shard_loss(m, &s, c->eval_batches, B);

@@ -43,6 +43,8 @@ expect_out "n_layer: 1" "--set changes the resolved config"
 expect_status 0 "eval a run" -- "$S2HC" eval "$TMP/runs/tour"
 expect_out "synth" "eval prints the out-of-domain corpus"
 expect_out "ppl" "eval prints perplexity"
+expect_status 0 "a missing out-of-domain corpus is skipped" -- "$S2HC" train "$TMP/t.yaml" --set "data.ood=[nothere]" --set run.name=noood --set train.steps=2 --set train.warmup=1
+[ "$(grep -o 'data prepare' "$TMP/out" | wc -l)" = 1 ] && ok "the warning says once to prepare data" || fail "the warning: $(grep nothere "$TMP/out")"
 expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set model.n_embd=64
 expect_out "differs" "the refusal names the difference"
 expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
