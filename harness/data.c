@@ -1510,7 +1510,13 @@ static int data_import(const char *file, const char *name, const char *dir) {
             buf = nb;
         }
     }
+    int read_err = ferror(f) ? errno : 0;
     fclose(f);
+    if (read_err) {
+        fprintf(stderr, "s2hc: error: %s: cannot read: %s\n", file, strerror(read_err));
+        free(buf);
+        return 1;
+    }
     if (n < 1024) {
         fprintf(stderr, "s2hc: error: %s: %zu bytes is too little text for a corpus (at least 1024)\n", file, n);
         free(buf);

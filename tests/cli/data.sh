@@ -65,6 +65,8 @@ fi
 head -c 2000 /dev/zero | tr '\0' 'a' > "$TMP/text"
 expect_rc 2 "import with an empty --name" "$BIN" data import "$TMP/text" --name "" --dir "$TMP/imp"
 [ ! -e "$TMP/imp/train.bin" ] && ok || bad "an empty --name wrote $TMP/imp/train.bin"
+expect_rc 1 "import of a folder" "$BIN" data import "$TMP" --name dir --dir "$TMP/imp"
+grep -q "cannot read: Is a directory" "$TMP/err" && ok || bad "import of a folder: $(cat "$TMP/err")"
 expect_rc 0 "import" "$BIN" data import "$TMP/text" --name mine --dir "$TMP/imp"
 [ -f "$TMP/imp/mine/train.bin" ] && [ -f "$TMP/imp/mine/val.bin" ] && ok || bad "import wrote no shards"
 
