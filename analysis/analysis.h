@@ -96,6 +96,10 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen);
 void an_run_free(an_run *r);
 /* A series by path or NULL. */
 const h5log_series *an_series(const an_run *r, const char *path);
+/* The full shape of a dataset into dims (H5LOG_MAX_RANK + 1 entries): [rows, row_dims...]
+ * for a logged series, row_dims for a static one (/final/..., stored without the row
+ * axis: one row holding the whole [S, ...] array). Returns the rank. */
+int an_shape(const h5log_series *s, size_t *dims);
 /* Element i of a series as a double (NaN when out of range). */
 double an_series_get(const h5log_series *s, size_t i);
 /* The whole series as doubles, malloc'd; *count gets rows * row_elems. NULL if absent. */

@@ -395,8 +395,9 @@ static void write_box(FILE *f, double x, const double *v, size_t n) {
 /* Per-sublayer sum distributions (columns or rows) and the composite's, for one method. */
 static void write_sums_fig(an_ctx *c, const an_run *r, const char *v, int k, int nv, int rows, FILE *fcomp) {
     const h5log_series *cs = an_series(r, rows ? "/final/H_res_rowsum" : "/final/H_res_colsum");
-    if (!cs || cs->row_rank < 2) return;
-    size_t S = cs->rows, Lh = cs->row_dims[0], n = cs->row_dims[1];
+    size_t d[H5LOG_MAX_RANK + 1];
+    if (!cs || an_shape(cs, d) != 3) return;
+    size_t S = d[0], Lh = d[1], n = d[2];
     char name[64];
     snprintf(name, sizeof name, "fig6_%s_%s.dat", rows ? "rowsum" : "colsum", v);
     FILE *f = an_open(c->out, "data", name);
@@ -446,14 +447,14 @@ static void fig_colsums(an_ctx *c, FILE *meta) {
         char name[64];
         FILE *f;
         snprintf(name, sizeof name, "fig6_cumnorm_%s.dat", hres_variants[vi]);
-        if ((f = an_open(c->out, "data", name))) {
-            size_t Lc = cn->row_elems;
-            double *v = malloc((cn->rows + 1) * sizeof *v);
-            fprintf(f, "# %s: depth l (sublayers), mean and std over %zu sequences of ||H_l ... H_1||_2\n", r->variant,
-                    cn->rows);
+        size_t d[H5LOG_MAX_RANK + 1];
+        if (an_shape(cn, d) == 2 && (f = an_open(c->out, "data", name))) {
+            size_t S = d[0], Lc = d[1]; /* [S, Lh] */
+            double *v = malloc((S + 1) * sizeof *v);
+            fprintf(f, "# %s: depth l (sublayers), mean and std over %zu sequences of ||H_l ... H_1||_2\n", r->variant, S);
             for (size_t l = 0; l < Lc; l++) {
                 size_t cnt = 0;
-                for (size_t s = 0; s < cn->rows; s++) v[cnt++] = an_series_get(cn, s * Lc + l);
+                for (size_t s = 0; s < S; s++) v[cnt++] = an_series_get(cn, s * Lc + l);
                 double mean, sd;
                 an_mean_std(v, (int)cnt, &mean, &sd);
                 fprintf(f, "%zu %.6g %.6g\n", l + 1, mean, sd);

@@ -147,6 +147,13 @@ const h5log_series *an_series(const an_run *r, const char *path) {
     return i < 0 ? NULL : &r->log.series[i];
 }
 
+int an_shape(const h5log_series *s, size_t *dims) {
+    int k = 0;
+    if (!s->fixed) dims[k++] = s->rows;
+    for (int i = 0; i < s->row_rank; i++) dims[k++] = s->row_dims[i];
+    return k;
+}
+
 double an_series_get(const h5log_series *s, size_t i) {
     if (!s || i >= s->rows * s->row_elems) return NAN;
     switch (s->type) {

@@ -402,10 +402,11 @@ static double mean_ood_ppl(const an_run *r) {
 
 static double last_cumnorm(const an_run *r) {
     const h5log_series *s = an_series(r, "/final/cum_spectral_norm");
-    if (!s || !s->rows) return NAN;
+    size_t d[H5LOG_MAX_RANK + 1];
+    if (!s || an_shape(s, d) != 2 || !d[0] || !d[1]) return NAN; /* [S, Lh] */
     double v[4096];
     int k = 0;
-    for (size_t i = 0; i < s->rows && k < 4096; i++) v[k++] = an_series_get(s, i * s->row_elems + s->row_elems - 1);
+    for (size_t i = 0; i < d[0] && k < 4096; i++) v[k++] = an_series_get(s, i * d[1] + d[1] - 1);
     double m;
     return an_mean_std(v, k, &m, NULL) ? m : NAN;
 }

@@ -189,6 +189,20 @@ static void write_run(const char *dir, const synth *s) {
         for (int l = 0; l < Lh; l++) { cs[l] = 1e-7 * (l + 1); rs[l] = 2e-3 * (l + 1); }
         h5log_static_set(&log, "/final/colsum_dev_max", H5LOG_F64, 1, ld, cs, "cs");
         h5log_static_set(&log, "/final/rowsum_dev_max", H5LOG_F64, 1, ld, rs, "rs");
+        /* per-sequence sums [3, Lh, n] and cumulative norms [3, Lh] (static, stored without
+         * the row axis): sequence q, sublayer l: column sums 1 + 0.001 l +- 0.01 q, norm
+         * 1 + 0.01 q + 0.001 l */
+        size_t sd[3] = {3, (size_t)Lh, (size_t)s->n}, nd[2] = {3, (size_t)Lh};
+        double *sums = calloc((size_t)3 * Lh * s->n, sizeof *sums), cum[3 * 16];
+        for (int q = 0; q < 3; q++)
+            for (int l = 0; l < Lh; l++) {
+                for (int j = 0; j < s->n; j++) sums[(q * Lh + l) * s->n + j] = 1 + 0.001 * l + (j % 2 ? 0.01 : -0.01) * q;
+                cum[q * Lh + l] = 1 + 0.01 * q + 0.001 * l;
+            }
+        h5log_static_set(&log, "/final/H_res_colsum", H5LOG_F64, 3, sd, sums, "colsum");
+        h5log_static_set(&log, "/final/H_res_rowsum", H5LOG_F64, 3, sd, sums, "rowsum");
+        h5log_static_set(&log, "/final/cum_spectral_norm", H5LOG_F64, 2, nd, cum, "cum");
+        free(sums);
         free(hist);
         free(outside);
     }
@@ -270,6 +284,9 @@ static void test_analyze(void) {
     synth bench = {.method = "s2hc", .n = 6, .seed = 1, .steps = 5, .loss0 = 5, .val = 5, .grad_peak = 1, .tps = 321,
                    .bench = 1, .name = "bench-n6"};
     write_run(dir, &bench);
+    synth ident = {.method = "identity", .n = 4, .seed = 10, .steps = 120, .loss0 = 2.4, .val = 2.1, .grad_peak = 2,
+                   .tps = 500, .name = "identity-s0"};
+    write_run(dir, &ident);
 
     char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
     CHECK(analyze_main(5, argv) == 0, "analyze runs");
@@ -320,6 +337,18 @@ static void test_analyze(void) {
     const char *cl = slurp(p);
     CHECK(strstr(cl, "reproduced") != NULL || strstr(cl, "inconclusive") != NULL, "claims have verdicts");
     CHECK(strstr(cl, "5.949B") != NULL, "mHC-lite at n = 8, M: 5.949B counted");
+    /* Fig 6 from the static [S, Lh, ...] datasets: one line per sublayer (4), over 3 sequences */
+    snprintf(p, sizeof p, "%s/data/fig6_cumnorm_s2hc.dat", out);
+    const char *cn = slurp(p);
+    CHECK(strstr(cn, "over 3 sequences") != NULL && strstr(cn, "\n4 1.013 0.01\n") != NULL && strstr(cn, "\n5 ") == NULL,
+          "fig6 cumulative norm: mean ± std over the sequences per sublayer:\n%s", cn);
+    snprintf(p, sizeof p, "%s/data/fig6_colsum_s2hc.dat", out);
+    const char *csum = slurp(p);
+    CHECK(strstr(csum, "of the 3 sequences") != NULL && strstr(csum, " 1.003 ") != NULL && strstr(csum, "0.983 ") != NULL &&
+              strstr(csum, "1.023\n") != NULL && strstr(csum, "\n4.3 ") != NULL && strstr(csum, "\n5.3 ") == NULL,
+          "fig6 column sums: one box per sublayer over every sequence:\n%s", csum);
+    snprintf(p, sizeof p, "%s/tables/ablation.md", out);
+    CHECK(strstr(slurp(p), "| 1.0130 |") != NULL, "ablation: composite norm is the mean over sequences:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/data/meta.gp", out);
     CHECK(strstr(slurp(p), "fig5_methods = \"rc mhc s2hc\"") != NULL, "meta lists the gradient-norm methods");
 
