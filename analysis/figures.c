@@ -213,7 +213,13 @@ static void fig_ood(an_ctx *c, FILE *meta) {
         /* the paper's methods only (the ablations have their own table) */
         if (strcmp(v, "hc") && strcmp(v, "mhc") && strcmp(v, "mhc_lite") && strcmp(v, "kromhc") && strcmp(v, "s2hc")) continue;
         int idx[4];
-        if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) > 0 && nv < 16) vs[nv++] = v;
+        if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) == 0 || nv >= 16) continue;
+        /* a method without one finite perplexity (diverged: inf; unfinished: no final eval)
+         * would be a column of NaN, which gnuplot's histogram refuses: leave it out */
+        int finite = 0;
+        for (int k = 0; k < nc && !finite; k++) finite = isfinite(cell_ood_ppl(c, v, corp[k]));
+        if (finite) vs[nv++] = v;
+        else fprintf(c->log, "s2hc analyze: Fig 1: %s has no finite out-of-domain perplexity; left out\n", an_pretty(v));
     }
     fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s, mean over seeds)\n",
             c->scale, c->corpus);

@@ -360,6 +360,28 @@ static void test_analyze(void) {
     CHECK(analyze_main(5, none) == 1, "no readable runs: failure");
 }
 
+/* A run with infinite out-of-domain perplexity (HC blown up) beside finite ones: Fig 1's
+ * OOD data has no column of NaN (gnuplot's histogram refuses one and the figure is lost). */
+static void test_ood_nonfinite(void) {
+    char dir[400], out[400];
+    snprintf(dir, sizeof dir, "%s/ood", tmpdir);
+    snprintf(out, sizeof out, "%s/ood-out", tmpdir);
+    synth rc = {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc"};
+    synth hc = {.method = "hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 1000, .grad_peak = 1, .tps = 100, .name = "hc"};
+    synth s2 = {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s2"};
+    write_run(dir, &rc);
+    write_run(dir, &hc);
+    write_run(dir, &s2);
+    char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
+    CHECK(analyze_main(5, argv) == 0, "analyze runs");
+    char p[600];
+    snprintf(p, sizeof p, "%s/data/fig1_ood.dat", out);
+    const char *d = slurp(p);
+    CHECK(strstr(d, "nan") == NULL && strstr(d, "other ") != NULL, "fig1_ood.dat without NaN:\n%s", d);
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    CHECK(strstr(slurp(p), "ood_methods = \"s2hc\"") != NULL, "the method without a finite PPL is left out:\n%s", slurp(p));
+}
+
 int main(void) {
     T_NAME("test_analysis");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
@@ -371,6 +393,7 @@ int main(void) {
     T_RUN(test_paired);
     T_RUN(test_run_load);
     T_RUN(test_analyze);
+    T_RUN(test_ood_nonfinite);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
