@@ -182,7 +182,16 @@ static int run_plots(const char *out, const char *plots) {
         snprintf(script, sizeof script, "%s/%s.gp", plots, figures[i].stem);
         if (!file_exists_(script)) { fprintf(stderr, "s2hc report: no script %s\n", script); bad++; continue; }
         snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'\" '%s'", out, script);
-        if (system(cmd) != 0) { fprintf(stderr, "s2hc report: %s failed\n", script); bad++; }
+        if (system(cmd) != 0) {
+            /* what a failed script drew is partial (or an older report's): the page says
+             * it was not drawn rather than show it */
+            fprintf(stderr, "s2hc report: %s failed; %s/%s.{png,svg} removed\n", script, out, figures[i].stem);
+            for (int e = 0; e < 2; e++) {
+                snprintf(cmd, sizeof cmd, "%s/%s.%s", out, figures[i].stem, e ? "svg" : "png");
+                remove(cmd);
+            }
+            bad++;
+        }
     }
     return bad;
 }

@@ -83,6 +83,15 @@ grep -q "cos_identity = 1" "$OUT/data/meta.gp" && ok "identity baseline present"
 # the page for a single run works too
 expect_status 0 "report on one run" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one"
 [ -s "$TMP/one/index.html" ] && [ -s "$TMP/one/fig01_overview.png" ] && ok "one-run page" || fail "one-run page missing"
+# a figure script that fails after drawing part of its figure: the page does not show it
+mkdir -p "$TMP/badplots"; cp plots/*.gp "$TMP/badplots/"
+printf 'load system("dirname ".ARG0)."/style.gp"\nset term pngcairo; set output dir."/fig00_loss.png"; plot x\nplot nosuchfunc(x)\n' \
+  > "$TMP/badplots/fig00_loss.gp"
+cp -r "$TMP/one" "$TMP/one-bad"
+expect_status 0 "report with a failing figure script" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one-bad" --plots "$TMP/badplots"
+expect_out "fig00_loss.gp failed" "names the failed script"
+[ ! -e "$TMP/one-bad/fig00_loss.png" ] && grep -q "fig00_loss.png was not drawn" "$TMP/one-bad/index.html" \
+  && ok "a failed figure is not shown" || fail "a failed (partial or stale) figure is shown as drawn"
 # errors
 expect_status 1 "--no-analyze without analysis output" -- "$REPORT" report --no-analyze -o "$TMP/empty"
 expect_out "run s2hc analyze first" "says what to do"
