@@ -123,6 +123,10 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
         if (!hm || !hs || !cp) continue;
         int n = r->n, Lh = (int)(hm->row_elems / (size_t)(n * n));
         if (Lh < 1) continue;
+        if (n_show && n != n_show) { /* the panels share one n x n grid (hres_n) */
+            fprintf(c->log, "s2hc analyze: Fig 1, 9: %s's run has n = %d, the others n = %d; left out\n", r->variant, n, n_show);
+            continue;
+        }
         Lh_seen = Lh;
         list_add(list, sizeof list, hres_variants[vi]);
         char lab[64];

@@ -192,17 +192,22 @@ typedef double (*an_metric)(const an_run *);
 static double m_val(const an_run *r) { return an_final_val_loss(r); }
 static double m_train(const an_run *r) { return an_final_train_loss(r, NULL); }
 
-static int pair_cell(const an_runset *rs, const char *scale, const char *corpus, const char *a, const char *b,
-                     an_metric m, double *va, double *vb, int cap) {
+/* Runs of a with n_a streams and of b with n_b (0: any); two multi-stream runs pair only
+ * at the same n, and each run of a pairs once. */
+static int pair_cell(const an_runset *rs, const char *scale, const char *corpus, const char *a, int n_a, const char *b,
+                     int n_b, an_metric m, double *va, double *vb, int cap) {
     int ia[64], ib[64];
-    int na = an_cell_runs(rs, scale, corpus, a, 0, ia, 64), nb = an_cell_runs(rs, scale, corpus, b, 0, ib, 64), k = 0;
+    int na = an_cell_runs(rs, scale, corpus, a, n_a, ia, 64), nb = an_cell_runs(rs, scale, corpus, b, n_b, ib, 64), k = 0;
     for (int i = 0; i < na; i++)
-        for (int j = 0; j < nb; j++)
-            if (rs->r[ia[i]].seed == rs->r[ib[j]].seed && rs->r[ia[i]].steps == rs->r[ib[j]].steps && k < cap) {
-                va[k] = m(&rs->r[ia[i]]);
-                vb[k] = m(&rs->r[ib[j]]);
+        for (int j = 0; j < nb; j++) {
+            const an_run *x = &rs->r[ia[i]], *y = &rs->r[ib[j]];
+            if (x->seed == y->seed && x->steps == y->steps && (x->n == 1 || y->n == 1 || x->n == y->n) && k < cap) {
+                va[k] = m(x);
+                vb[k] = m(y);
                 k++;
+                break;
             }
+        }
     return k;
 }
 
@@ -221,11 +226,11 @@ static void fmt_paired(char *diff, size_t dl, char *ci, size_t cl, char *verdict
 /* Variant v against the baseline `base` in one cell: the validation losses paired by seed,
  * formatted into diff, ci and verdict (left as they are when v is the baseline or no pair
  * exists). */
-static void paired_vs(const an_runset *rs, const char *scale, const char *corpus, const char *v, const char *base,
+static void paired_vs(const an_runset *rs, const char *scale, const char *corpus, const char *v, int n, const char *base,
                       const char *base_pretty, char *diff, size_t dl, char *ci, size_t cl, char *verdict, size_t vl) {
     if (strcmp(v, base) == 0) return;
     double x[64], y[64];
-    int np = pair_cell(rs, scale, corpus, v, base, m_val, x, y, 64);
+    int np = pair_cell(rs, scale, corpus, v, n, base, strcmp(base, "rc") ? n : 0, m_val, x, y, 64);
     if (!np) return;
     an_paired p;
     an_paired_test(x, y, np, &p);
@@ -253,6 +258,12 @@ static int is_main_variant(const char *v) {
            !strcmp(v, "s2hc");
 }
 
+/* A method's name for a table row, with its stream count when not the paper's n = 4. */
+static void method_n(char *buf, size_t len, const char *v, int n) {
+    if (n > 1 && n != 4) snprintf(buf, len, "%s (n = %d)", an_pretty(v), n);
+    else snprintf(buf, len, "%s", an_pretty(v));
+}
+
 /* ---- Table 1 ------------------------------------------------------------------------- */
 
 static void table1(an_ctx *c) {
@@ -265,10 +276,11 @@ static void table1(an_ctx *c) {
     size_t min_used = (size_t)-1;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
-            for (int vi = 0; an_method_order[vi]; vi++) {
+            for (int vi = 0; an_method_order[vi]; vi++)
+            for (int nn = 1; nn <= 8; nn++) { /* one row per stream count */
                 const char *v = an_method_order[vi];
                 int idx[64];
-                int k = an_cell_runs(c->rs, sc[a], co[b], v, 0, idx, 64);
+                int k = an_cell_runs(c->rs, sc[a], co[b], v, nn, idx, 64);
                 if (!k) continue;
                 double tr[64], va[64];
                 int steps = c->rs->r[idx[0]].steps;
@@ -283,7 +295,7 @@ static void table1(an_ctx *c) {
                 snprintf(stx, sizeof stx, "%d", steps);
                 fmt_ms(trs, sizeof trs, tr, k, 4);
                 fmt_ms(vas, sizeof vas, va, k, 4);
-                paired_vs(c->rs, sc[a], co[b], v, "rc", "RC", diff, sizeof diff, ci, sizeof ci, verdict,
+                paired_vs(c->rs, sc[a], co[b], v, nn, "rc", "RC", diff, sizeof diff, ci, sizeof ci, verdict,
                           sizeof verdict);
                 int pr = paper_row(v);
                 if (pr >= 0) snprintf(pap, sizeof pap, "%.3f / %.3f", paper[pr].val_M, paper[pr].val_L);
@@ -331,14 +343,16 @@ static void table2(an_ctx *c) {
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
-            for (int vi = 0; an_method_order[vi]; vi++) {
+            for (int vi = 0; an_method_order[vi]; vi++)
+            for (int nn = 1; nn <= 8; nn++) { /* one row per stream count */
                 const char *v = an_method_order[vi];
                 int idx[64], ridx[64];
-                int k = an_cell_runs(c->rs, sc[a], co[b], v, 0, idx, 64);
+                int k = an_cell_runs(c->rs, sc[a], co[b], v, nn, idx, 64);
                 int kr = an_cell_runs(c->rs, sc[a], co[b], "rc", 0, ridx, 64);
                 if (!k) continue;
-                char cellbuf[TBL_MAX_COLS][64];
-                const char *cells[TBL_MAX_COLS] = {sc[a], co[b], an_pretty(v)};
+                char cellbuf[TBL_MAX_COLS][64], mname[80];
+                method_n(mname, sizeof mname, v, nn);
+                const char *cells[TBL_MAX_COLS] = {sc[a], co[b], mname};
                 double ratio_sum = 0;
                 int ratio_n = 0;
                 for (int q = 0; q < ncorp; q++) {
@@ -437,11 +451,12 @@ static void table_ablation(an_ctx *c) {
                     present++;
             }
             if (!present) continue;
-            for (int vi = 0; an_method_order[vi]; vi++) {
+            for (int vi = 0; an_method_order[vi]; vi++)
+            for (int nn = 1; nn <= 8; nn++) { /* one row per stream count */
                 const char *v = an_method_order[vi];
                 if (!is_ablation(v)) continue;
                 int idx[64];
-                int k = an_cell_runs(c->rs, sc[a], co[b], v, 0, idx, 64);
+                int k = an_cell_runs(c->rs, sc[a], co[b], v, nn, idx, 64);
                 if (!k) continue;
                 double tr[64], va[64], oo[64], sd[64], cn[64], jf[64], jr[64];
                 for (int i = 0; i < k; i++) {
@@ -466,9 +481,11 @@ static void table_ablation(an_ctx *c) {
                 an_mean_std(jf, k, &m, NULL);
                 an_mean_std(jr, k, &m2, NULL);
                 snprintf(js, sizeof js, "%.3g / %.3g", m, m2);
-                paired_vs(c->rs, sc[a], co[b], v, "s2hc", "s²HC", diff, sizeof diff, ci, sizeof ci, verdict,
+                paired_vs(c->rs, sc[a], co[b], v, nn, "s2hc", "s²HC", diff, sizeof diff, ci, sizeof ci, verdict,
                           sizeof verdict);
-                const char *cells[] = {sc[a], co[b], an_pretty(v), trs, vas, oos, diff, ci, verdict, sds, cns, js};
+                char mname[80];
+                method_n(mname, sizeof mname, v, nn);
+                const char *cells[] = {sc[a], co[b], mname, trs, vas, oos, diff, ci, verdict, sds, cns, js};
                 tbl_row(&t, cells);
             }
         }
@@ -787,7 +804,7 @@ static void claims(an_ctx *c) {
             int np = 0;
             for (int a = 0; a < ns; a++)
                 for (int b = 0; b < nc; b++)
-                    np += pair_cell(c->rs, sc[a], co[b], "s2hc", v, m_val, x + np, y + np, 256 - np);
+                    np += pair_cell(c->rs, sc[a], co[b], "s2hc", 0, v, 0, m_val, x + np, y + np, 256 - np);
             if (!np) continue;
             compared++;
             if (np < min_pairs) min_pairs = np;

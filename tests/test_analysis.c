@@ -382,6 +382,30 @@ static void test_ood_nonfinite(void) {
     CHECK(strstr(slurp(p), "ood_methods = \"s2hc\"") != NULL, "the method without a finite PPL is left out:\n%s", slurp(p));
 }
 
+/* Runs of one method at two stream counts in one cell are two rows, not two seeds, and
+ * each pairs with RC once; the heat maps show one n. */
+static void test_mixed_n(void) {
+    char dir[400], out[400];
+    snprintf(dir, sizeof dir, "%s/mixn", tmpdir);
+    snprintf(out, sizeof out, "%s/mixn-out", tmpdir);
+    synth rc = {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc"};
+    synth a = {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s4"};
+    synth b = {.method = "s2hc", .n = 6, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100, .name = "s6"};
+    write_run(dir, &rc);
+    write_run(dir, &a);
+    write_run(dir, &b);
+    char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
+    CHECK(analyze_main(5, argv) == 0, "analyze runs");
+    char p[600];
+    snprintf(p, sizeof p, "%s/tables/table1.md", out);
+    const char *t1 = slurp(p);
+    CHECK(strstr(t1, "| s²HC | 4 | 20 |") != NULL && strstr(t1, "| s²HC | 6 | 20 |") != NULL && strstr(t1, "(2)") == NULL &&
+              strstr(t1, "2 pairs") == NULL && strstr(t1, "-0.1000") != NULL && strstr(t1, "-0.3000") != NULL,
+          "one row per n, each paired once with RC:\n%s", t1);
+    snprintf(p, sizeof p, "%s/tables/table2.md", out);
+    CHECK(strstr(slurp(p), "s²HC (n = 6)") != NULL, "table2 names the n:\n%s", slurp(p));
+}
+
 int main(void) {
     T_NAME("test_analysis");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
@@ -394,6 +418,7 @@ int main(void) {
     T_RUN(test_run_load);
     T_RUN(test_analyze);
     T_RUN(test_ood_nonfinite);
+    T_RUN(test_mixed_n);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
