@@ -249,7 +249,7 @@ int report_main(int argc, char **argv) {
             if (stat(plots_alt, &st) == 0) plots = plots_alt;
         }
     }
-    if (draw) run_plots(out, plots);
+    int not_drawn = draw ? run_plots(out, plots) : 0;
 
     snprintf(p, sizeof p, "%s/index.html", out);
     char tmp[1300];
@@ -344,5 +344,10 @@ int report_main(int argc, char **argv) {
                "<code>s2hc report</code> writes this page; docs/paper.md explains each step.</p>\n</body></html>\n");
     if (fclose(f) != 0 || rename(tmp, p) != 0) { fprintf(stderr, "s2hc report: error: cannot write %s\n", p); return 1; }
     fprintf(stderr, "s2hc report: %s\n", p);
+    if (not_drawn) { /* the page is written and says which; the exit status says it too */
+        fprintf(stderr, "s2hc report: error: %d figure%s not drawn (the messages above say why)\n", not_drawn,
+                not_drawn > 1 ? "s were" : " was");
+        return 1;
+    }
     return 0;
 }

@@ -274,6 +274,7 @@ static void table1(an_ctx *c) {
     char sc[16][32], co[16][32];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     size_t min_used = (size_t)-1;
+    int unfinished = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
             for (int vi = 0; an_method_order[vi]; vi++)
@@ -290,9 +291,20 @@ static void table1(an_ctx *c) {
                     if (used < min_used) min_used = used;
                     va[i] = an_final_val_loss(&c->rs->r[idx[i]]);
                 }
-                char ntxt[16], stx[16], trs[64], vas[64], diff[32] = "–", ci[128] = "–", verdict[96] = "–", pap[48] = "–";
+                char ntxt[16], stx[96], trs[64], vas[64], diff[32] = "–", ci[128] = "–", verdict[96] = "–", pap[48] = "–";
                 snprintf(ntxt, sizeof ntxt, "%d", c->rs->r[idx[0]].n);
                 snprintf(stx, sizeof stx, "%d", steps);
+                /* a run that has not finished (still running, interrupted, diverged, failed)
+                 * shows where it stopped: its losses are not the final ones */
+                for (int i = 0; i < k; i++) {
+                    const an_run *r = &c->rs->r[idx[i]];
+                    if (!strcmp(r->status, "finished")) continue;
+                    const h5log_series *st = an_series(r, "/train/step");
+                    snprintf(stx, sizeof stx, "%.0f of %d (%s%s)", st && st->rows ? an_series_get(st, st->rows - 1) : 0.0,
+                             steps, r->status, k > 1 ? ", a seed" : "");
+                    unfinished++;
+                    break;
+                }
                 fmt_ms(trs, sizeof trs, tr, k, 4);
                 fmt_ms(vas, sizeof vas, va, k, 4);
                 paired_vs(c->rs, sc[a], co[b], v, nn, "rc", "RC", diff, sizeof diff, ci, sizeof ci, verdict,
@@ -305,9 +317,11 @@ static void table1(an_ctx *c) {
     char cap[512];
     snprintf(cap, sizeof cap,
              "Table 1: final train loss (mean of the last %d logged steps%s) and validation loss, mean ± std (seeds); "
-             "Δ val vs RC paired by seed. Paper: FineWeb-Edu validation loss, M / L.",
+             "Δ val vs RC paired by seed. Paper: FineWeb-Edu validation loss, M / L.%s",
              AN_LOSS_WINDOW,
-             min_used != (size_t)-1 && min_used < AN_LOSS_WINDOW ? "; runs shorter than that average their whole log" : "");
+             min_used != (size_t)-1 && min_used < AN_LOSS_WINDOW ? "; runs shorter than that average their whole log" : "",
+             unfinished ? " A row whose steps read \"S of N (status)\" holds a run that stopped at step S: its losses "
+                          "are that step's, not a finished run's." : "");
     tbl_write(c, &t, "table1", cap);
     tbl_free(&t);
 }

@@ -113,7 +113,8 @@ paper-analyze: $(PAPER_META)
 
 $(PAPER_OUT)/%.png: plots/%.gp plots/style.gp $(PAPER_META)
 	@echo "paper: [6/7] figure $* -> $(PAPER_OUT)/$*.png, .svg"
-	@gnuplot -e "dir='$(PAPER_OUT)'" $<
+	@gnuplot -e "dir='$(PAPER_OUT)'" $< || { rm -f $(PAPER_OUT)/$*.png $(PAPER_OUT)/$*.svg; \
+	  echo "paper: $< failed; its partial figure removed"; exit 1; }
 
 paper-figures: $(PAPER_PNG)
 

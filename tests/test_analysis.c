@@ -120,6 +120,7 @@ typedef struct {
     int bench;
     const char *name;
     int n_layer;
+    int stopped_at;   /* nonzero: an interrupted run, logged to this step of `steps` */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -143,7 +144,7 @@ static void write_run(const char *dir, const synth *s) {
     h5log_init(&log);
     h5log_attr_str(&log, "/", "config", yaml);
     h5log_attr_str(&log, "/", "method", s->method);
-    h5log_attr_str(&log, "/", "status", "finished");
+    h5log_attr_str(&log, "/", "status", s->stopped_at ? "interrupted" : "finished");
     h5log_attr_num(&log, "/", "n_params", 12345);
     h5log_attr_num(&log, "/", "n_aux_params", 100 * s->n);
     free(yaml);
@@ -151,7 +152,7 @@ static void write_run(const char *dir, const synth *s) {
     int lo = h5log_series_add(&log, "/train/loss", H5LOG_F32, 0, NULL, "loss", NULL);
     int gn = h5log_series_add(&log, "/train/grad_norm", H5LOG_F32, 0, NULL, "grad", NULL);
     int tp = h5log_series_add(&log, "/train/tokens_per_s", H5LOG_F32, 0, NULL, "tps", NULL);
-    for (int i = 1; i <= s->steps; i++) {
+    for (int i = 1; i <= (s->stopped_at ? s->stopped_at : s->steps); i++) {
         int64_t step = i;
         float l = (float)(s->loss0 + 0.001 * (s->steps - i)), g = i == s->steps / 2 ? (float)s->grad_peak : 1.0f,
               t = (float)(s->tps + (i % 3));
@@ -391,14 +392,19 @@ static void test_mixed_n(void) {
     synth rc = {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc"};
     synth a = {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s4"};
     synth b = {.method = "s2hc", .n = 6, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100, .name = "s6"};
+    synth m = {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.95, .grad_peak = 1, .tps = 100,
+               .name = "m-stopped", .stopped_at = 12};
     write_run(dir, &rc);
     write_run(dir, &a);
     write_run(dir, &b);
+    write_run(dir, &m);
     char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
     CHECK(analyze_main(5, argv) == 0, "analyze runs");
     char p[600];
     snprintf(p, sizeof p, "%s/tables/table1.md", out);
     const char *t1 = slurp(p);
+    CHECK(strstr(t1, "| mHC | 4 | 12 of 20 (interrupted) |") != NULL && strstr(t1, "stopped at step S") != NULL,
+          "an unfinished run shows where it stopped:\n%s", t1);
     CHECK(strstr(t1, "| s²HC | 4 | 20 |") != NULL && strstr(t1, "| s²HC | 6 | 20 |") != NULL && strstr(t1, "(2)") == NULL &&
               strstr(t1, "2 pairs") == NULL && strstr(t1, "-0.1000") != NULL && strstr(t1, "-0.3000") != NULL,
           "one row per n, each paired once with RC:\n%s", t1);

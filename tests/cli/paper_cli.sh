@@ -88,8 +88,9 @@ mkdir -p "$TMP/badplots"; cp plots/*.gp "$TMP/badplots/"
 printf 'load system("dirname ".ARG0)."/style.gp"\nset term pngcairo; set output dir."/fig00_loss.png"; plot x\nplot nosuchfunc(x)\n' \
   > "$TMP/badplots/fig00_loss.gp"
 cp -r "$TMP/one" "$TMP/one-bad"
-expect_status 0 "report with a failing figure script" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one-bad" --plots "$TMP/badplots"
+expect_status 1 "report with a failing figure script (page written, exit 1)" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one-bad" --plots "$TMP/badplots"
 expect_out "fig00_loss.gp failed" "names the failed script"
+expect_out "1 figure was not drawn" "says how many figures are missing"
 [ ! -e "$TMP/one-bad/fig00_loss.png" ] && grep -q "fig00_loss.png was not drawn" "$TMP/one-bad/index.html" \
   && ok "a failed figure is not shown" || fail "a failed (partial or stale) figure is shown as drawn"
 # errors
