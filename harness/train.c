@@ -455,11 +455,9 @@ parts:;
     /* the lock before anything is read or removed (a new directory: when it is made) */
     if (file_exists(dir) && (lock_fd = lock_run_dir(dir)) < 0) { status = RUN_USAGE; goto out; }
     int have_run = file_exists(run_path), have_ckpt = file_exists(ckpt_path);
-    if (force) {
-        unlink(run_path);
-        unlink(ckpt_path);
-        have_run = have_ckpt = 0;
-    }
+    /* --force: the old run's files go only once every check below has passed (a usage
+       error must not destroy them) */
+    if (force) have_run = have_ckpt = 0;
     if (!resume && (have_run || have_ckpt)) {
         fprintf(stderr,
                 "s2hc: error: %s already holds a run; use --resume to continue it or --force to start over\n",
@@ -558,6 +556,10 @@ parts:;
         if (streams_bf16)
             printf("streams: stored in bf16 in the training steps (residual.stream_precision); their gradients and "
                    "every sum in fp32; evals and probes run fp32 streams\n");
+    }
+    if (force) {
+        unlink(run_path);
+        unlink(ckpt_path);
     }
     if (mkdir_p(dir) != 0) {
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));

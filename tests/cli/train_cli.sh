@@ -63,6 +63,9 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
   expect_status 2 "backend cuda without a GPU exits 2" -- "$S2HC" train "$TMP/t.yaml" --set run.backend=cuda --set run.name=gpu
   expect_out "key 'run.backend' is cuda" "the error names the key"
   [ ! -e "$TMP/runs/gpu" ] && ok "nothing written without a GPU" || fail "a run directory was created"
+  expect_status 2 "--force with backend cuda and no GPU exits 2" -- "$S2HC" train "$TMP/t.yaml" --force --set run.backend=cuda
+  [ -f "$TMP/runs/tour/run.h5" ] && [ -f "$TMP/runs/tour/ckpt.h5" ] && ok "--force keeps the run on a usage error" \
+    || fail "--force deleted the run before a usage error"
   expect_status 0 "backend auto falls back to the CPU" -- "$S2HC" train "$TMP/t.yaml" --set run.name=auto --set train.steps=3 --set train.warmup=1
   expect_out "backend: cpu" "auto says which backend it chose"
   expect_status 0 "bf16 on the CPU trains" -- "$S2HC" train "$TMP/t.yaml" --set run.name=bf --set run.precision=bf16 --set train.steps=2 --set train.warmup=1
