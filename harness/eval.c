@@ -85,21 +85,24 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
 }
 
 static void eval_usage(FILE *f) {
-    fprintf(f, "usage: s2hc eval RUN_DIR [--batches N]\n"
+    fprintf(f, "usage: s2hc eval RUN_DIR [--batches N] [--data DIR]\n"
                "\n"
                "Load RUN_DIR/ckpt.h5, evaluate the validation split and every out-of-domain corpus of\n"
                "the run's config, print the table and record it in RUN_DIR/run.h5 under /eval.\n"
+               "  --batches N   micro-batches per corpus (default: the run's train.eval_batches)\n"
+               "  --data DIR    where the prepared corpora are (default: the run's data.dir)\n"
                "\n"
                "example:\n"
                "  s2hc eval runs/tiny\n");
 }
 
 int eval_main(int argc, char **argv) {
-    const char *dir = NULL;
+    const char *dir = NULL, *data_dir = NULL;
     int batches = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); return 0; }
         else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--data") && i + 1 < argc) data_dir = argv[++i];
         else if (argv[i][0] == '-') { fprintf(stderr, "s2hc: error: eval: unknown option '%s'\n", argv[i]); return 2; }
         else dir = argv[i];
     }
@@ -110,8 +113,23 @@ int eval_main(int argc, char **argv) {
     int64_t ckpt_step = 0;
     if (run_open(dir, &cfg, &m, &log, &ckpt_step) != 0) return 1;
     if (batches > 0) m.cfg.eval_batches = batches;
-    char runp[1200];
+    if (data_dir) {
+        snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", data_dir);
+        snprintf(m.cfg.data_dir, sizeof m.cfg.data_dir, "%s", data_dir);
+    }
+    char runp[1200], val_path[1200], err[1024];
     snprintf(runp, sizeof runp, "%s/run.h5", dir);
+    /* without the validation corpus there is nothing to evaluate: fail before the run
+       file gets a NaN row */
+    data_shard val;
+    data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
+    if (shard_open(&val, val_path, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
+        model_free(&m);
+        h5log_free(&log);
+        return 1;
+    }
+    shard_close(&val);
     model_alloc_acts(&m, cfg.batch);
     eval_all(&m, &log, (int)ckpt_step, 1);
     int rc = h5log_save(&log, runp) == 0 ? 0 : 1;

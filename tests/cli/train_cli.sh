@@ -45,6 +45,17 @@ expect_out "synth" "eval prints the out-of-domain corpus"
 expect_out "ppl" "eval prints perplexity"
 expect_status 0 "a missing out-of-domain corpus is skipped" -- "$S2HC" train "$TMP/t.yaml" --set "data.ood=[nothere]" --set run.name=noood --set train.steps=2 --set train.warmup=1
 [ "$(grep -o 'data prepare' "$TMP/out" | wc -l)" = 1 ] && ok "the warning says once to prepare data" || fail "the warning: $(grep nothere "$TMP/out")"
+# without the validation corpus eval fails and leaves the run file alone; --data finds it elsewhere
+mv "$TMP/data" "$TMP/data.moved"
+rows_before=$(h5dump -d /eval/step "$TMP/runs/tour/run.h5" 2>/dev/null | grep -m1 DATASPACE)
+expect_status 1 "eval without the validation corpus fails" -- "$S2HC" eval "$TMP/runs/tour"
+expect_out "synth/val.bin" "the error names the corpus file"
+expect_out "--data DIR" "the error suggests --data"
+rows_after=$(h5dump -d /eval/step "$TMP/runs/tour/run.h5" 2>/dev/null | grep -m1 DATASPACE)
+[ "$rows_before" = "$rows_after" ] && ok "a failed eval adds no eval row" || fail "a failed eval changed the run file"
+expect_status 0 "eval --data DIR" -- "$S2HC" eval "$TMP/runs/tour" --data "$TMP/data.moved"
+expect_out "val +[0-9]+\.[0-9]+" "eval --data evaluates the validation split"
+mv "$TMP/data.moved" "$TMP/data"
 expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set model.n_embd=64
 expect_out "differs" "the refusal names the difference"
 expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
