@@ -101,7 +101,16 @@ int eval_main(int argc, char **argv) {
     int batches = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); return 0; }
-        else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end || v < 1 || v > 1000000) {
+                fprintf(stderr, "s2hc: error: eval: --batches: expected a whole number in 1..1000000, got '%s'\n",
+                        argv[i]);
+                return 2;
+            }
+            batches = (int)v;
+        }
         else if (!strcmp(argv[i], "--data") && i + 1 < argc) data_dir = argv[++i];
         else if (argv[i][0] == '-') { fprintf(stderr, "s2hc: error: eval: unknown option '%s'\n", argv[i]); return 2; }
         else dir = argv[i];
