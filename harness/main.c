@@ -20,6 +20,11 @@
 
 /* s2hc version [-v]: the commit; with -v also what this process runs with. */
 static int version_main(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: s2hc version [-v]\n\nThe build's git commit; -v (--verbose) also the threads, BLAS core, GPUs "
+               "and processes this run would use.\n\nexample:\n  s2hc version -v\n");
+        return 0;
+    }
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "-v") && strcmp(argv[1], "--verbose"))) {
         fprintf(stderr, "usage: s2hc version [-v]\n");
         return 2;
@@ -71,6 +76,16 @@ static void usage(FILE *f) {
             s2hc_version());
 }
 
+/* `s2hc methods` and `s2hc config` take no arguments but --help. 0: go on; else the exit
+ * code (the usage printed). */
+static int no_args(int argc, char **argv, const char *what, const char *example) {
+    if (argc < 2) return -1;
+    int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+    if (!help) fprintf(stderr, "s2hc: error: %s: takes no arguments ('%s')\n", argv[0], argv[1]);
+    fprintf(help ? stdout : stderr, "usage: s2hc %s\n\n%s\n\nexample:\n  %s\n", argv[0], what, example);
+    return help ? 0 : 2;
+}
+
 static int methods_main(void) {
     printf("  %-12s %s\n", "rc", "standard residual: one stream, X + F(X)");
     for (int i = 0; hc_variants[i]; i++) printf("  %-12s %s\n", hc_variants[i]->name, hc_variants[i]->summary);
@@ -104,8 +119,20 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "probe")) return probe_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return inspect_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return sample_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "methods")) return methods_main();
-    if (!strcmp(cmd, "config")) { config_print_schema(stdout); return 0; }
+    if (!strcmp(cmd, "methods")) {
+        int rc = no_args(argc - 1, argv + 1, "The residual methods (residual.method), one line each.",
+                         "s2hc methods");
+        return rc >= 0 ? rc : methods_main();
+    }
+    if (!strcmp(cmd, "config")) {
+        int rc = no_args(argc - 1, argv + 1,
+                         "Every configuration key with its type, default, allowed values and meaning "
+                         "(also: s2hc help config; docs/config.md).",
+                         "s2hc config | less");
+        if (rc >= 0) return rc;
+        config_print_schema(stdout);
+        return 0;
+    }
     fprintf(stderr, "s2hc: error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -27,8 +27,12 @@ expect_out "model.n_layer" "out-of-range names the key"
 expect_status 2 "unknown command exits 2" -- "$S2HC" frobnicate
 expect_status 0 "help exits 0" -- "$S2HC" --help
 expect_out "example" "help shows an example"
-for sub in train eval data params; do
+for sub in train eval data params inspect probe sample bench report analyze grid version methods config; do
   expect_status 0 "$sub --help" -- "$S2HC" $sub --help
   expect_out "example" "$sub --help shows an example"
+done
+for sub in methods config version; do
+  expect_status 2 "$sub with a stray argument exits 2" -- "$S2HC" $sub --bogus
+  expect_out "usage: s2hc $sub" "$sub with a stray argument shows its usage"
 done
 finish config_errors
