@@ -265,9 +265,11 @@ int train_main(int argc, char **argv) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else if (!strcmp(argv[i], "--set")) {
             if (i + 1 >= argc) { fprintf(stderr, "s2hc: error: --set needs KEY=VALUE\n"); return RUN_USAGE; }
-            if (nsets < 256) sets[nsets++] = argv[++i];
+            if (nsets == 256) { fprintf(stderr, "s2hc: error: train: more than 256 --set\n"); return RUN_USAGE; }
+            sets[nsets++] = argv[++i];
         } else if (!strncmp(argv[i], "--set=", 6)) {
-            if (nsets < 256) sets[nsets++] = argv[i] + 6;
+            if (nsets == 256) { fprintf(stderr, "s2hc: error: train: more than 256 --set\n"); return RUN_USAGE; }
+            sets[nsets++] = argv[i] + 6;
         } else if (!strcmp(argv[i], "--resume")) resume = 1;
         else if (!strcmp(argv[i], "--force")) force = 1;
         else if (!strcmp(argv[i], "--quiet")) quiet = 1;
