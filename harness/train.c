@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -273,7 +274,15 @@ int train_main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--resume")) resume = 1;
         else if (!strcmp(argv[i], "--force")) force = 1;
         else if (!strcmp(argv[i], "--quiet")) quiet = 1;
-        else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) stop_after = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end || v < 1 || v > INT_MAX) {
+                fprintf(stderr, "s2hc: error: train: --stop-after: expected a whole number >= 1, got '%s'\n", argv[i]);
+                return RUN_USAGE;
+            }
+            stop_after = (int)v;
+        }
         else if (argv[i][0] == '-') {
             fprintf(stderr, "s2hc: error: train: unknown option '%s'\n", argv[i]);
             usage(stderr);

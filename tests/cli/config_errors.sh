@@ -26,6 +26,10 @@ expect_out "model.n_layer" "out-of-range names the key"
 many=(); for i in $(seq 256); do many+=(--set train.steps=10); done
 expect_status 2 "a 257th --set is refused, not dropped" -- "$S2HC" train "$cfg" "${many[@]}" --set model.n_layer=0 --set run.out="$TMP/runs"
 expect_out "256 --set" "the error says how many --set are allowed"
+for v in abc 0 -2 3x; do
+  expect_status 2 "--stop-after $v is refused" -- "$S2HC" train "$cfg" --stop-after $v --set run.out="$TMP/runs"
+  expect_out "--stop-after: expected a whole number" "--stop-after $v: the error names the option"
+done
 [ ! -e "$TMP/runs" ] && ok "nothing written on config errors" || fail "a run directory was created"
 expect_status 2 "unknown command exits 2" -- "$S2HC" frobnicate
 expect_status 0 "help exits 0" -- "$S2HC" --help
