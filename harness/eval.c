@@ -112,7 +112,11 @@ int eval_main(int argc, char **argv) {
             batches = (int)v;
         }
         else if (!strcmp(argv[i], "--data") && i + 1 < argc) data_dir = argv[++i];
-        else if (argv[i][0] == '-') { fprintf(stderr, "s2hc: error: eval: unknown option '%s'\n", argv[i]); return 2; }
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "s2hc: error: eval: unknown option '%s'%s\n", argv[i],
+                    i + 1 < argc ? "" : " (or its value is missing)");
+            return 2;
+        }
         else dir = argv[i];
     }
     if (!dir) { eval_usage(stderr); return 2; }

@@ -441,7 +441,7 @@ int inspect_main(int argc, char **argv) {
         else if (!strcmp(a, "--no-color")) force_color = 0;
         else if (!strcmp(a, "--method-compare")) compare = 1;
         else if (a[0] == '-') {
-            fprintf(stderr, "s2hc: error: inspect: unknown option '%s'\n", a);
+            fprintf(stderr, "s2hc: error: inspect: unknown option '%s'%s\n", a, i + 1 < argc ? "" : " (or its value is missing)");
             inspect_usage(stderr);
             return 2;
         } else if (nruns < INSPECT_MAX_RUNS) runs[nruns++] = a;
@@ -519,7 +519,7 @@ int probe_main(int argc, char **argv) {
             else batch = (int)v;
         } else if (!strcmp(a, "--data") && i + 1 < argc) data_dir = argv[++i];
         else if (a[0] == '-') {
-            fprintf(stderr, "s2hc: error: probe: unknown option '%s'\n", a);
+            fprintf(stderr, "s2hc: error: probe: unknown option '%s'%s\n", a, i + 1 < argc ? "" : " (or its value is missing)");
             probe_usage(stderr);
             return 2;
         } else if (!dir) dir = a;

@@ -284,7 +284,8 @@ int train_main(int argc, char **argv) {
             stop_after = (int)v;
         }
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "s2hc: error: train: unknown option '%s'\n", argv[i]);
+            fprintf(stderr, "s2hc: error: train: unknown option '%s'%s\n", argv[i],
+                    i + 1 < argc ? "" : " (or its value is missing)");
             usage(stderr);
             return RUN_USAGE;
         } else if (!cfg_path) cfg_path = argv[i];

@@ -42,4 +42,8 @@ for sub in methods config version; do
   expect_status 2 "$sub with a stray argument exits 2" -- "$S2HC" $sub --bogus
   expect_out "usage: s2hc $sub" "$sub with a stray argument shows its usage"
 done
+for args in "eval $TMP --batches" "inspect $TMP --layer" "probe $TMP --samples" "train $cfg --stop-after" "sample $TMP --tokens"; do
+  expect_status 2 "$args (no value) exits 2" -- "$S2HC" $args
+  expect_out "its value is missing" "$args: the error says the value may be missing"
+done
 finish config_errors
