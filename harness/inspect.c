@@ -431,7 +431,7 @@ int inspect_main(int argc, char **argv) {
         else if (!strcmp(a, "--layer") && i + 1 < argc) {
             char *end;
             layer = (int)strtol(argv[++i], &end, 10);
-            if (*end || layer < 0) {
+            if (end == argv[i] || *end || layer < 0) {
                 fprintf(stderr, "s2hc: error: --layer: expected a sublayer index >= 0, got '%s'\n", argv[i]);
                 return 2;
             }

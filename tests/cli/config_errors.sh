@@ -46,4 +46,8 @@ for args in "eval $TMP --batches" "inspect $TMP --layer" "probe $TMP --samples" 
   expect_status 2 "$args (no value) exits 2" -- "$S2HC" $args
   expect_out "its value is missing" "$args: the error says the value may be missing"
 done
+for v in "" abc -1 2x; do
+  expect_status 2 "inspect --layer '$v' exits 2" -- "$S2HC" inspect "$TMP/no-run" --layer "$v"
+  expect_out "--layer: expected a sublayer index" "inspect --layer '$v': the error names --layer"
+done
 finish config_errors
