@@ -76,10 +76,14 @@ int params_main(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(a, "--C") && has) {
-            if (parse_int(argv[++i], &C)) { fprintf(stderr, "s2hc params: error: bad --C '%s'\n", argv[i]); return 2; }
+            /* the ranges of model.n_embd and model.n_layer (s2hc config) */
+            if (parse_int(argv[++i], &C) || C > 16384) {
+                fprintf(stderr, "s2hc params: error: --C wants a width in 1..16384 (model.n_embd; got '%s')\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(a, "--layers") && has) {
-            if (parse_int(argv[++i], &layers)) {
-                fprintf(stderr, "s2hc params: error: bad --layers '%s'\n", argv[i]);
+            if (parse_int(argv[++i], &layers) || layers > 128) {
+                fprintf(stderr, "s2hc params: error: --layers wants 1..128 (model.n_layer; got '%s')\n", argv[i]);
                 return 2;
             }
         } else {

@@ -50,4 +50,9 @@ for v in "" abc -1 2x; do
   expect_status 2 "inspect --layer '$v' exits 2" -- "$S2HC" inspect "$TMP/no-run" --layer "$v"
   expect_out "--layer: expected a sublayer index" "inspect --layer '$v': the error names --layer"
 done
+for args in "--C 16385" "--C 0" "--C 1000000" "--layers 129" "--layers 1000000" "--layers x"; do
+  expect_status 2 "params $args (outside the config's range) exits 2" -- timeout 20 "$S2HC" params $args --n 2
+  expect_out "wants" "params $args: the error gives the range"
+done
+expect_status 0 "params at the config's limits" -- "$S2HC" params --C 16384 --layers 128 --n 2 --method hc
 finish config_errors
