@@ -374,6 +374,16 @@ static int name_ok(const char *s) {
 /* Checking one key's stored value (used after every set and by config_validate)        */
 /* ------------------------------------------------------------------------------------ */
 
+/* "V is out of range: must be in 1..128"; an open-ended range says ">= 1", or, for a V
+ * above it, its bound INT_MAX. Returns -1. */
+static int int_range_error(const cfg_key *k, const char *v, int above, char *err, size_t errlen) {
+    char r[64];
+    range_text(k, r, sizeof r);
+    if (above && k->hi >= (double)INT_MAX) snprintf(err, errlen, "%s is out of range: must be at most %d", v, INT_MAX);
+    else snprintf(err, errlen, "%s is out of range: must be %s%s", v, k->hi >= (double)INT_MAX ? "" : "in ", r);
+    return -1;
+}
+
 /* Returns 0, or -1 with the problem in err. */
 static int check_key(const s2hc_config *c, const cfg_key *k, char *err, size_t errlen) {
     char r[64], v[64];
@@ -381,9 +391,8 @@ static int check_key(const s2hc_config *c, const cfg_key *k, char *err, size_t e
     case K_INT: {
         int x = *(const int *)cmember(c, k);
         if (x < k->lo || x > k->hi) {
-            range_text(k, r, sizeof r);
-            snprintf(err, errlen, "%d is out of range: must be %s%s", x, k->hi >= (double)INT_MAX ? "" : "in ", r);
-            return -1;
+            snprintf(v, sizeof v, "%d", x);
+            return int_range_error(k, v, x > k->hi, err, errlen);
         }
         return 0;
     }
@@ -567,11 +576,8 @@ static int set_scalar(s2hc_config *c, const cfg_key *k, scalar_t v, char *err, s
         if (!integer_text(v, "+-", buf, sizeof buf)) return type_error(v, "an integer", err, errlen);
         errno = 0;
         long long x = strtoll(buf, NULL, 10);
-        if (errno == ERANGE || (double)x < k->lo || (double)x > k->hi) {
-            range_text(k, r, sizeof r);
-            snprintf(err, errlen, "%s is out of range: must be %s%s", sv, k->hi >= (double)INT_MAX ? "" : "in ", r);
-            return -1;
-        }
+        if (errno == ERANGE || (double)x < k->lo || (double)x > k->hi)
+            return int_range_error(k, sv, errno == ERANGE ? buf[0] != '-' : (double)x > k->hi, err, errlen);
         *(int *)member(c, k) = (int)x;
         break;
     }

@@ -232,7 +232,10 @@ static const err_case err_cases[] = {
     /* out of range */
     {"residual:\n  n_streams: 9\n", "2:14", "residual.n_streams", "9 is out of range: must be in 1..8"},
     {"model:\n  n_layer: 0\n", "2:12", "model.n_layer", "0 is out of range: must be in 1..128"},
-    {"train:\n  steps: 99999999999999999999\n", "2:10", "train.steps", "out of range: must be >= 1"},
+    {"train:\n  steps: 99999999999999999999\n", "2:10", "train.steps", "out of range: must be at most 2147483647"},
+    {"train:\n  steps: 2147483648\n", "2:10", "train.steps", "2147483648 is out of range: must be at most 2147483647"},
+    {"train:\n  steps: 0\n", "2:10", "train.steps", "0 is out of range: must be >= 1"},
+    {"train:\n  warmup: -99999999999999999999\n", "2:11", "train.warmup", "out of range: must be >= 0"},
     {"train:\n  lr: 0\n", "2:7", "train.lr", "0 is out of range: must be in (0, 10]"},
     {"train:\n  beta2: 1.0\n", "2:10", "train.beta2", "1 is out of range: must be in [0, 1)"},
     {"train:\n  lr: 1e999\n", "2:7", "train.lr", "out of range"},
