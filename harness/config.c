@@ -610,6 +610,7 @@ static int set_scalar(s2hc_config *c, const cfg_key *k, scalar_t v, char *err, s
         double x = strtod(buf, &end);
         if (end == buf || *end != '\0') return type_error(v, "a number", err, errlen);
         if (!isfinite(x) && errno != ERANGE) return type_error(v, "a finite number", err, errlen);
+        if (strspn(buf, "0123456789+-.eE") != v.n) return type_error(v, "a decimal number", err, errlen); /* 0x1p-3 */
         if (errno == ERANGE && (isinf(x) || x == 0)) { /* overflow, or underflow to 0; subnormals are kept */
             range_text(k, r, sizeof r);
             snprintf(err, errlen, "%s is out of range: must be in %s", sv, r);

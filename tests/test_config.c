@@ -221,6 +221,8 @@ static const err_case err_cases[] = {
     {"train:\n  steps:\n", "2:9", "train.steps", "expected an integer, got nothing"},
     {"train:\n  lr: fast\n", "2:7", "train.lr", "expected a number, got 'fast'"},
     {"train:\n  lr: nan\n", "2:7", "train.lr", "expected a finite number"},
+    {"train:\n  lr: 0x1p-10\n", "2:7", "train.lr", "expected a decimal number, got '0x1p-10'"},
+    {"train:\n  weight_decay: 0X1\n", "2:17", "train.weight_decay", "expected a decimal number"},
     {"train:\n  decay_1d: maybe\n", "2:13", "train.decay_1d", "expected true or false, got 'maybe'"},
     {"train:\n  seed: -1\n", "2:9", "train.seed", "expected a non-negative integer, got '-1'"},
     {"train:\n  lr: [0.1, 0.2]\n", "2:7", "train.lr", "expected a single value, got a list"},
