@@ -64,6 +64,9 @@ expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/
 expect_out "differs" "the refusal names the difference"
 expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
 expect_out "steps: 30" "the refusal names train.steps"
+expect_status 0 "a missing out-of-domain corpus is skipped" -- "$S2HC" train "$TMP/t.yaml" --set 'data.ood=[nothere]' --set run.name=ood --set train.steps=2 --set train.warmup=1
+expect_out "corpus 'nothere' skipped: .*nothere/val.bin" "the warning names the corpus and its file"
+[ "$(grep -o 'data prepare' "$TMP/out" | wc -l)" = 1 ] && ok "the warning says 'data prepare' once" || fail "the warning repeats itself: $(grep nothere "$TMP/out")"
 expect_status 1 "training on a missing corpus fails" -- "$S2HC" train "$TMP/t.yaml" --set data.train=nothere --set run.name=x
 expect_out "data prepare" "the error says to prepare data"
 # an imported text whose validation part (its last 1 %) holds no window of block_size + 1
