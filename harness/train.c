@@ -569,6 +569,9 @@ parts:;
             printf("streams: stored in bf16 in the training steps (residual.stream_precision); their gradients and "
                    "every sum in fp32; evals and probes run fp32 streams\n");
     }
+    /* the activations before anything is written: a model too large for memory (say
+       model.block_size 65536) stops here, without a run directory */
+    model_alloc_acts(&model, B);
     if (force) {
         unlink(run_path);
         unlink(ckpt_path);
@@ -614,7 +617,6 @@ parts:;
     h5log_attr_str(&log, "/", "status", "running");
     declare_train_series(&log, &ts);
 
-    model_alloc_acts(&model, B);
     /* probes: residual matrices and streams on a fixed validation batch (rc: stream RMS and
        the Jacobian baseline only) */
     if (cfg.probe_every > 0) probe = probe_open(&model, &val, &log);
