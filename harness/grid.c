@@ -2131,8 +2131,19 @@ int grid_main(int argc, char **argv) {
         else if (!strcmp(a, "--force")) force = 1;
         else if (!strcmp(a, "--slurm")) slurm = 1;
         else if (!strcmp(a, "--submit")) submit = 1;
-        else if ((!strcmp(a, "-j") || !strcmp(a, "--jobs")) && val) { j = atoi(val); i++; if (j < 1) goto bad; }
-        else if (!strncmp(a, "-j", 2) && a[2]) { j = atoi(a + 2); if (j < 1) goto bad; }
+        else if ((!strcmp(a, "-j") || !strcmp(a, "--jobs")) && val) {
+            char *end;
+            long v = strtol(val, &end, 10);
+            if (end == val || *end || v < 1 || v > INT_MAX) goto bad;
+            j = (int)v;
+            i++;
+        } else if (!strncmp(a, "-j", 2) && a[2]) {
+            char *end;
+            long v = strtol(a + 2, &end, 10);
+            val = a + 2;
+            if (end == val || *end || v < 1 || v > INT_MAX) goto bad;
+            j = (int)v;
+        }
         else if (!strcmp(a, "--job") && val) {
             char *end;
             long v = strtol(val, &end, 10);

@@ -55,4 +55,8 @@ for args in "--C 16385" "--C 0" "--C 1000000" "--layers 129" "--layers 1000000" 
   expect_out "wants" "params $args: the error gives the range"
 done
 expect_status 0 "params at the config's limits" -- "$S2HC" params --C 16384 --layers 128 --n 2 --method hc
+for args in "-j 2x" "-j abc" "-j 0" "-j2x" "--jobs 1.5"; do
+  expect_status 2 "grid $args exits 2" -- "$S2HC" grid experiments/ablations.yaml $args --list
+  expect_out "needs a number \(got '(2x|abc|0|1.5)'\)" "grid $args: the error shows the value"
+done
 finish config_errors
