@@ -101,6 +101,11 @@ int params_main(int argc, char **argv) {
     if (C) c.n_embd = C;
     if (layers) c.n_layer = layers;
     const hc_variant *only = NULL;
+    if (!strcmp(method, "rc")) {
+        fprintf(stderr, "s2hc params: error: rc is the plain residual: no auxiliary parameters to count (a "
+                "hyper-connection method, or all)\n");
+        return 2;
+    }
     if (strcmp(method, "all") != 0 && !(only = hc_variant_find(method))) {
         fprintf(stderr, "s2hc params: error: unknown method '%s' (s2hc methods lists them)\n", method);
         return 2;

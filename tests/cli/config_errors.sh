@@ -59,4 +59,6 @@ for args in "-j 2x" "-j abc" "-j 0" "-j2x" "--jobs 1.5"; do
   expect_status 2 "grid $args exits 2" -- "$S2HC" grid experiments/ablations.yaml $args --list
   expect_out "needs a number \(got '(2x|abc|0|1.5)'\)" "grid $args: the error shows the value"
 done
+expect_status 2 "params --method rc exits 2" -- "$S2HC" params --method rc
+expect_out "no auxiliary parameters" "params --method rc says why (s2hc methods lists rc)"
 finish config_errors
