@@ -119,7 +119,8 @@ static int sample_num(const char *opt, const char *s, double lo, double hi, int 
     char *end;
     errno = 0;
     const double x = strtod(s, &end);
-    if (!*s || *end || errno || !isfinite(x) || x < lo || x > hi || (whole && x != floor(x))) {
+    if (!*s || *end || errno || !isfinite(x) || x < lo || x > hi || (whole && x != floor(x)) ||
+        strspn(s, "0123456789+-.eE") != strlen(s)) { /* decimal: not strtod's 0x10 */
         fprintf(stderr, "s2hc: error: sample: %s: expected %s in [%g, %g], got '%s'\n", opt,
                 whole ? "a whole number" : "a number", lo, hi, s);
         return -1;

@@ -61,4 +61,8 @@ for args in "-j 2x" "-j abc" "-j 0" "-j2x" "--jobs 1.5"; do
 done
 expect_status 2 "params --method rc exits 2" -- "$S2HC" params --method rc
 expect_out "no auxiliary parameters" "params --method rc says why (s2hc methods lists rc)"
+for args in "--tokens 0x10" "--temperature 0x1p-1" "--top-k 0x8" "--tokens ' 5'"; do
+  eval "expect_status 2 \"sample \$args exits 2\" -- \"\$S2HC\" sample \"\$TMP/no-run\" $args"
+  expect_out "expected a" "sample $args: the error says what is expected"
+done
 finish config_errors
