@@ -43,8 +43,6 @@ expect_out "n_layer: 1" "--set changes the resolved config"
 expect_status 0 "eval a run" -- "$S2HC" eval "$TMP/runs/tour"
 expect_out "synth" "eval prints the out-of-domain corpus"
 expect_out "ppl" "eval prints perplexity"
-expect_status 0 "a missing out-of-domain corpus is skipped" -- "$S2HC" train "$TMP/t.yaml" --set "data.ood=[nothere]" --set run.name=noood --set train.steps=2 --set train.warmup=1
-[ "$(grep -o 'data prepare' "$TMP/out" | wc -l)" = 1 ] && ok "the warning says once to prepare data" || fail "the warning: $(grep nothere "$TMP/out")"
 for b in abc -3 0 2x ''; do
   expect_status 2 "eval --batches '$b' is refused" -- "$S2HC" eval "$TMP/runs/tour" --batches "$b"
   expect_out "--batches" "the error names --batches"
