@@ -2,9 +2,12 @@
  * the figures show (the largest scale, docs when trained on it), writes OUT/data (figure
  * data, meta.gp, captions.tsv, summary.txt) and OUT/tables (tables and claims). */
 #include "analysis.h"
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void analyze_usage(FILE *f) {
     fprintf(f,
@@ -127,7 +130,8 @@ int analyze_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "-q")) quiet = 1;
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "s2hc analyze: error: unknown option '%s'\n\n", argv[i]);
+            fprintf(stderr, "s2hc analyze: error: unknown option '%s'%s\n\n", argv[i],
+                    i + 1 < argc ? "" : " (or its value is missing)");
             analyze_usage(stderr);
             free(paths);
             return 2;
@@ -147,8 +151,13 @@ int analyze_main(int argc, char **argv) {
         an_runset_free(&rs);
         return 1;
     }
-    if (an_mkdirs(out) != 0) {
-        fprintf(stderr, "s2hc analyze: error: cannot create %s\n", out);
+    struct stat st; /* -o names a directory this process can write into, made if need be */
+    const char *why = an_mkdirs(out) != 0 || stat(out, &st) != 0 ? strerror(errno)
+                      : !S_ISDIR(st.st_mode)                     ? "not a directory"
+                      : access(out, W_OK) != 0                   ? strerror(errno)
+                                                                 : NULL;
+    if (why) {
+        fprintf(stderr, "s2hc analyze: error: cannot write into %s: %s\n", out, why);
         an_runset_free(&rs);
         return 1;
     }

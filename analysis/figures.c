@@ -223,7 +223,7 @@ static void fig_ood(an_ctx *c, FILE *meta) {
         int finite = 0;
         for (int k = 0; k < nc && !finite; k++) finite = isfinite(cell_ood_ppl(c, v, corp[k]));
         if (finite) vs[nv++] = v;
-        else fprintf(c->log, "s2hc analyze: Fig 1: %s has no finite out-of-domain perplexity; left out\n", an_pretty(v));
+        else if (nc) fprintf(c->log, "s2hc analyze: Fig 1: %s has no finite out-of-domain perplexity; left out\n", an_pretty(v));
     }
     fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s, mean over seeds)\n",
             c->scale, c->corpus);

@@ -210,7 +210,8 @@ int report_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-analyze")) analyze = 0;
         else if (!strcmp(argv[i], "--no-plots")) draw = 0;
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "s2hc report: error: unknown option '%s'\n\n", argv[i]);
+            fprintf(stderr, "s2hc report: error: unknown option '%s'%s\n\n", argv[i],
+                    i + 1 < argc ? "" : " (or its value is missing)");
             report_usage(stderr);
             free(args);
             return 2;

@@ -765,8 +765,10 @@ static void claims(an_ctx *c) {
                      m_comp);
             strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
         }
-        snprintf(tmp, sizeof tmp, "s²HC: per-token max |sum − 1| %.2e, composite %.2e", s_tok, s_comp);
-        strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
+        if (rs2 >= 0) {
+            snprintf(tmp, sizeof tmp, "s²HC: per-token max |sum − 1| %.2e, composite %.2e", s_tok, s_comp);
+            strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
+        }
         if (rs2 < 0 || rm < 0) snprintf(k->verdict, sizeof k->verdict, "inconclusive: needs s²HC and mHC runs");
         else if (!(s_tok < 1e-4 && s_comp < 1e-3)) snprintf(k->verdict, sizeof k->verdict, "not reproduced: s²HC's sums are not exact");
         else if (m_tok > 1e-3 || m_comp > 1e-3) snprintf(k->verdict, sizeof k->verdict, "reproduced");

@@ -44,7 +44,7 @@ do for [fmt in "png svg"] {
          title label(word(ood_methods, i - 1)) lc rgb color(word(ood_methods, i - 1)), \
          0 with lines lc rgb "black" dt 2 notitle
   } else {
-    eval nodata("no RC run with out-of-domain evals in this cell")
+    eval nodata("needs RC and another method with out-of-domain evals in this cell")
     plot 2 notitle
   }
   # bottom right: auxiliary parameters against n

@@ -96,6 +96,13 @@ expect_out "1 figure was not drawn" "says how many figures are missing"
 # errors
 expect_status 1 "--no-analyze without analysis output" -- "$REPORT" report --no-analyze -o "$TMP/empty"
 expect_out "run s2hc analyze first" "says what to do"
+: > "$TMP/afile"
+expect_status 1 "-o naming a file" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/afile"
+expect_out "cannot write into .*afile: not a directory" "says -o is not a directory"
+[ "$(grep -c 'cannot write' "$TMP/out")" = 1 ] && [ ! -s "$TMP/afile" ] && ok "one message, the file untouched" \
+  || fail "-o naming a file: $(head -c 300 "$TMP/out")"
+expect_status 2 "-o without its value" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o
+expect_out "value is missing" "says the value is missing"
 mkdir -p "$TMP/norun"
 expect_status 1 "a directory without runs" -- "$REPORT" analyze "$TMP/norun" -o "$TMP/x"
 expect_out "no run.h5 found" "names the problem"
