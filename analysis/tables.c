@@ -864,7 +864,7 @@ static void claims(an_ctx *c) {
     tbl t;
     tbl_init(&t, 4, head);
     for (int i = 0; i < nclaim; i++) {
-        const char *cells[] = {cl[i].claim, cl[i].paper, cl[i].ours, cl[i].verdict};
+        const char *cells[] = {cl[i].claim, cl[i].paper, cl[i].ours[0] ? cl[i].ours : "–", cl[i].verdict};
         tbl_row(&t, cells);
     }
     char cap[256];

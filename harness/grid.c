@@ -1485,8 +1485,8 @@ static void run_dir_path(const grid_point *p, const char *leaf, char *out, size_
 static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, int j, int threads) {
     const char *ood[GRID_MAX_OOD];
     int nood = grid_ood_names(pts, n, ood), would = 0, skip = 0, refuse = 0;
-    printf("grid %s: %d point%s in %s; would run %d at a time, %d thread%s each (%d cores)\n", g->path, n,
-           n == 1 ? "" : "s", g->out, j, threads, threads == 1 ? "" : "s", cores_available());
+    int cores = cores_available();
+    printf("grid %s: %d point%s in %s (%d cores)\n", g->path, n, n == 1 ? "" : "s", g->out, cores);
     for (int i = 0; i < n; i++) {
         grid_status st;
         memset(&st, 0, sizeof st);
@@ -1530,7 +1530,15 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
                    pts[i].preset[0] && !own ? "; preset " : "", own ? "" : pts[i].preset);
         }
     }
-    printf("dry run: would run %d, skip %d, refuse %d; nothing was written\n", would, skip, refuse);
+    /* as the run would: no more at a time than there are points to run (grid_main) */
+    if (would > 0 && would < j) {
+        j = would;
+        int cap = pts[0].cfg.threads;
+        threads = cores / j > 0 ? cores / j : 1;
+        if (cap > 0 && threads > cap) threads = cap;
+    }
+    printf("dry run: would run %d (%d at a time, %d thread%s each), skip %d, refuse %d; nothing was written\n", would,
+           would ? j : 0, threads, threads == 1 ? "" : "s", skip, refuse);
     return 0;
 }
 
@@ -1738,7 +1746,7 @@ static int count_state(const grid_runner *r, grid_state s) {
 
 static void status_text(const grid_runner *r, char *buf, size_t n) {
     int done = count_state(r, GS_FINISHED);
-    int failed = count_state(r, GS_FAILED) + count_state(r, GS_DIVERGED) + count_state(r, GS_CHANGED);
+    int failed = count_state(r, GS_FAILED), diverged = count_state(r, GS_DIVERGED), refused = count_state(r, GS_CHANGED);
     int left = r->nq - r->qi;
     char eta[32] = "?", el[32];
     if (r->wall_n > 0) {
@@ -1751,8 +1759,10 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
         copy_str(eta, sizeof eta, "0s");
     }
     fmt_duration(now_seconds() - r->t0, el, sizeof el);
-    snprintf(buf, n, "%d/%d done, %d running, %d failed, %d left, %s elapsed, ETA %s", done, r->n, r->running, failed,
-             left, el, eta);
+    char more[64] = ""; /* as the final summary counts them: diverged and refused apart from failed */
+    if (diverged || refused) snprintf(more, sizeof more, ", %d diverged, %d refused", diverged, refused);
+    snprintf(buf, n, "%d/%d done, %d running, %d failed%s, %d left, %s elapsed, ETA %s", done, r->n, r->running, failed,
+             more, left, el, eta);
 }
 
 static void draw(grid_runner *r) {

@@ -33,8 +33,10 @@ expect_out "^ +0 +identity-n4-s1337 +pending +0/20 +identity" "--list shows inde
 expect_out "^ +2 +rc-n1-s1337 +pending" "--list shows the include entry last"
 expect_out "3 points: 3 pending" "--list counts states"
 expect_status 0 "--dry-run" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --dry-run
-expect_out "would run 3, skip 0, refuse 0" "--dry-run says what would run"
+expect_out "would run 3 \\([0-9]+ at a time, [0-9]+ threads? each\\), skip 0, refuse 0" "--dry-run says what would run"
 expect_out "s2hc train .*/identity-n4-s1337/config.yaml --resume" "--dry-run shows the command"
+expect_status 0 "--dry-run -j 8" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --dry-run -j 8
+expect_out "would run 3 \\(3 at a time" "--dry-run: no more at a time than points to run"
 # with OpenMP's binding on, the runner's first place is not all it has (harness/util.c)
 cores=$(sed -n 's/.*(\([0-9]*\) cores).*/\1/p' "$TMP/out" | head -n 1)
 expect_status 0 "--dry-run under OMP_PROC_BIND" -- env OMP_PROC_BIND=close OMP_PLACES=cores "$S2HC" grid $G "${D[@]}" --out "$OUT" --dry-run
