@@ -615,6 +615,7 @@ parts:;
     }
     if (!h5log_get_attr_str(&log, "/", "started")) h5log_attr_str(&log, "/", "started", when);
     h5log_attr_str(&log, "/", "status", "running");
+    h5log_attr_del(&log, "/", "diverged_at_step"); /* a diverged run resumed: its marker goes with the status */
     declare_train_series(&log, &ts);
 
     /* probes: residual matrices and streams on a fixed validation batch (rc: stream RMS and

@@ -291,6 +291,16 @@ void h5log_attr_num(h5log *log, const char *obj, const char *name, double value)
     a->num = value;
 }
 
+void h5log_attr_del(h5log *log, const char *obj, const char *name) {
+    for (int i = 0; i < log->n_attrs; i++)
+        if (strcmp(log->attrs[i].path, obj) == 0 && strcmp(log->attrs[i].name, name) == 0) {
+            free(log->attrs[i].str);
+            memmove(&log->attrs[i], &log->attrs[i + 1], (size_t)(log->n_attrs - i - 1) * sizeof *log->attrs);
+            log->n_attrs--;
+            return;
+        }
+}
+
 const char *h5log_get_attr_str(const h5log *log, const char *obj, const char *name) {
     for (int i = 0; i < log->n_attrs; i++)
         if (strcmp(log->attrs[i].path, obj) == 0 && strcmp(log->attrs[i].name, name) == 0)

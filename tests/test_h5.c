@@ -180,8 +180,21 @@ static void test_log_roundtrip(void) {
     CHECK(b.series[lo].rows == 140 && ((float *)b.series[lo].data)[139] == 42.0f, "append after load");
     /* loading into a non-empty log is refused */
     CHECK(h5log_load(&b, p, err, sizeof err) == -1, "load into a non-empty log");
+    /* an attribute removed from a loaded log is gone from the next save; the rest stay */
+    int na = b.n_attrs;
+    h5log_attr_del(&b, "/", "method");
+    h5log_attr_del(&b, "/", "no_such_attribute");
+    CHECK(b.n_attrs == na - 1, "one attribute removed: %d -> %d", na, b.n_attrs);
+    CHECK(h5log_save(&b, p) == 0, "save after removing an attribute");
+    h5log c;
+    h5log_init(&c);
+    CHECK(h5log_load(&c, p, err, sizeof err) == 0, "load: %s", err);
+    CHECK(c.n_attrs == na - 1 && h5log_get_attr_str(&c, "/", "method") == NULL, "the removed attribute is not in the file");
+    CHECK(h5log_get_attr_str(&c, "/", "config") && !strcmp(h5log_get_attr_str(&c, "/", "config"), CONFIG_YAML),
+          "the other attributes are");
     h5log_free(&a);
     h5log_free(&b);
+    h5log_free(&c);
 }
 
 static void test_log_static_replace(void) {

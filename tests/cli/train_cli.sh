@@ -163,6 +163,14 @@ if command -v h5dump >/dev/null; then
   expect_out "exactly mhc_lite" "the run file says prime-n kromhc is mhc_lite"
   expect_status 1 "no kromhc_note for n=8" -- h5dump -a /kromhc_note "$TMP/runs/krom8/run.h5"
 fi
+# a diverged run (a NaN injected at step 15) resumed to its end: finished, and no longer
+# marked diverged
+expect_status 3 "a NaN loss: exit 3" -- env S2HC_FAULT_NAN_AT_STEP=15 "$S2HC" train "$TMP/t.yaml" --set run.name=dv --quiet
+expect_status 0 "the diverged run carries diverged_at_step" -- h5dump -a /diverged_at_step "$TMP/runs/dv/run.h5"
+expect_status 0 "a diverged run resumed to its end" -- "$S2HC" train "$TMP/t.yaml" --set run.name=dv --resume --quiet
+h5dump -a /status "$TMP/runs/dv/run.h5" 2>/dev/null | grep -q '"finished"' && ok "the resumed run is finished" \
+  || fail "status after resume: $(h5dump -a /status "$TMP/runs/dv/run.h5" 2>&1 | tail -3)"
+expect_status 1 "the finished run has no diverged_at_step" -- h5dump -a /diverged_at_step "$TMP/runs/dv/run.h5"
 # a full disk (here a file size limit, EFBIG where a full disk gives ENOSPC): the save fails
 # with a message and exit 1; HDF5 used to crash at exit on the file it failed to close
 expect_status 1 "a save that runs out of space fails with exit 1" -- bash -c "trap '' XFSZ; ulimit -f 16; exec \"\$0\" \"\$@\"" \
