@@ -361,21 +361,25 @@ static void test_analyze(void) {
     CHECK(analyze_main(5, none) == 1, "no readable runs: failure");
 }
 
+/* Write runs under TMP/name and analyze them into TMP/name-out (returned in out). */
+static void analyze_set(const char *name, const synth *runs, int k, char *out, size_t outlen) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    snprintf(out, outlen, "%s/%s-out", tmpdir, name);
+    for (int i = 0; i < k; i++) write_run(dir, &runs[i]);
+    char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
+    CHECK(analyze_main(5, argv) == 0, "analyze %s", name);
+}
+
 /* A run with infinite out-of-domain perplexity (HC blown up) beside finite ones: Fig 1's
  * OOD data has no column of NaN (gnuplot's histogram refuses one and the figure is lost). */
 static void test_ood_nonfinite(void) {
-    char dir[400], out[400];
-    snprintf(dir, sizeof dir, "%s/ood", tmpdir);
-    snprintf(out, sizeof out, "%s/ood-out", tmpdir);
-    synth rc = {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc"};
-    synth hc = {.method = "hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 1000, .grad_peak = 1, .tps = 100, .name = "hc"};
-    synth s2 = {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s2"};
-    write_run(dir, &rc);
-    write_run(dir, &hc);
-    write_run(dir, &s2);
-    char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
-    CHECK(analyze_main(5, argv) == 0, "analyze runs");
-    char p[600];
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc"},
+        {.method = "hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 1000, .grad_peak = 1, .tps = 100, .name = "hc"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s2"}};
+    char out[400], p[600];
+    analyze_set("ood", runs, 3, out, sizeof out);
     snprintf(p, sizeof p, "%s/data/fig1_ood.dat", out);
     const char *d = slurp(p);
     CHECK(strstr(d, "nan") == NULL && strstr(d, "other ") != NULL, "fig1_ood.dat without NaN:\n%s", d);
@@ -386,21 +390,14 @@ static void test_ood_nonfinite(void) {
 /* Runs of one method at two stream counts in one cell are two rows, not two seeds, and
  * each pairs with RC once; the heat maps show one n. */
 static void test_mixed_n(void) {
-    char dir[400], out[400];
-    snprintf(dir, sizeof dir, "%s/mixn", tmpdir);
-    snprintf(out, sizeof out, "%s/mixn-out", tmpdir);
-    synth rc = {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc"};
-    synth a = {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s4"};
-    synth b = {.method = "s2hc", .n = 6, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100, .name = "s6"};
-    synth m = {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.95, .grad_peak = 1, .tps = 100,
-               .name = "m-stopped", .stopped_at = 12};
-    write_run(dir, &rc);
-    write_run(dir, &a);
-    write_run(dir, &b);
-    write_run(dir, &m);
-    char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
-    CHECK(analyze_main(5, argv) == 0, "analyze runs");
-    char p[600];
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s4"},
+        {.method = "s2hc", .n = 6, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100, .name = "s6"},
+        {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.95, .grad_peak = 1, .tps = 100,
+         .name = "m-stopped", .stopped_at = 12}};
+    char out[400], p[600];
+    analyze_set("mixn", runs, 4, out, sizeof out);
     snprintf(p, sizeof p, "%s/tables/table1.md", out);
     const char *t1 = slurp(p);
     CHECK(strstr(t1, "| mHC | 4 | 12 of 20 (interrupted) |") != NULL && strstr(t1, "stopped at step S") != NULL,
