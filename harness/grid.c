@@ -1556,6 +1556,21 @@ static void shq(FILE *f, const char *s) {
     fputc('\'', f);
 }
 
+/* The value of an #SBATCH option: sbatch splits those lines at whitespace, takes quotes
+ * and backslashes as the shell does and ends them at an unquoted #; a value with any of
+ * these goes in double quotes, " and \ escaped. In a file name (pattern), % is %%, so that
+ * a % of the path is not read as one of sbatch's %A, %a, %j; `tail` follows as it is. */
+static void sbatch_opt(FILE *f, const char *opt, const char *value, int pattern, const char *tail) {
+    const int quote = value[strcspn(value, " \t\"'\\#")] != '\0';
+    fprintf(f, "#SBATCH --%s=%s", opt, quote ? "\"" : "");
+    for (const char *c = value; *c; c++) {
+        if (quote && (*c == '"' || *c == '\\')) fputc('\\', f);
+        if (pattern && *c == '%') fputc('%', f);
+        fputc(*c, f);
+    }
+    fprintf(f, "%s%s\n", tail, quote ? "\"" : "");
+}
+
 static void abs_path(const char *p, char *out, size_t n) {
     if (p[0] == '/') { copy_str(out, n, p); return; }
     char cwd[PATH_MAX];
@@ -1578,7 +1593,7 @@ static void grid_command(FILE *f, const grid_spec *g, const char *exe, const cha
 
 static void sbatch_common(FILE *f, const grid_spec *g, const char *cwd, int report) {
     const grid_slurm *s = &g->slurm;
-    fprintf(f, "#SBATCH --chdir=%s\n", cwd);
+    sbatch_opt(f, "chdir", cwd, 0, "");
     if (s->partition[0]) fprintf(f, "#SBATCH --partition=%s\n", s->partition);
     if (s->time[0]) fprintf(f, "#SBATCH --time=%s\n", s->time);
     if (report) return;
@@ -1605,6 +1620,13 @@ static int write_slurm(const grid_spec *g, int n, int submit) {
     abs_path(g->path, gpath, sizeof gpath);
     abs_path(g->out, out, sizeof out);
     if (!getcwd(cwd, sizeof cwd)) copy_str(cwd, sizeof cwd, ".");
+    const char *paths[] = {exe, gpath, out, cwd};
+    for (int i = 0; i < 4; i++)
+        if (strpbrk(paths[i], "\n\r")) { /* an #SBATCH line or a comment would end inside it */
+            fprintf(stderr, "s2hc: error: grid: --slurm: the path '%s' has a line break, which a Slurm script "
+                    "cannot hold\n", paths[i]);
+            return 1;
+        }
     snprintf(dir, sizeof dir, "%s/slurm", out);
     if (mkdir_p(dir) != 0) {
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
@@ -1618,10 +1640,13 @@ static int write_slurm(const grid_spec *g, int n, int submit) {
     fprintf(f, "#!/bin/bash\n# Slurm job array of grid %s: %d point%s, task i runs point i.\n"
                "# Written by `s2hc grid --slurm`; submit with submit.sh next to it (it chains report.sbatch).\n",
             g->path, n, n == 1 ? "" : "s");
-    fprintf(f, "#SBATCH --job-name=s2hc-%s\n", g->stem);
+    char name[CFG_STR + 64];
+    snprintf(name, sizeof name, "s2hc-%s", g->stem);
+    sbatch_opt(f, "job-name", name, 0, "");
     fprintf(f, "#SBATCH --array=0-%d", n - 1);
     if (g->slurm.array_limit > 0) fprintf(f, "%%%d", g->slurm.array_limit);
-    fprintf(f, "\n#SBATCH --output=%s/%%A_%%a.out\n", dir);
+    fputc('\n', f);
+    sbatch_opt(f, "output", dir, 1, "/%A_%a.out");
     sbatch_common(f, g, cwd, 0);
     fputs("set -u\n", f);
     for (int i = 0; i < g->slurm.nsetup; i++) fprintf(f, "%s\n", g->slurm.setup[i]);
@@ -1636,7 +1661,9 @@ static int write_slurm(const grid_spec *g, int n, int submit) {
     fprintf(f, "#!/bin/bash\n# The report job of grid %s: runs after every array task succeeded (submit.sh\n"
                "# submits it with --dependency=afterok:<array job id> --kill-on-invalid-dep=yes).\n",
             g->path);
-    fprintf(f, "#SBATCH --job-name=s2hc-%s-report\n#SBATCH --output=%s/report-%%j.out\n", g->stem, dir);
+    snprintf(name, sizeof name, "s2hc-%s-report", g->stem);
+    sbatch_opt(f, "job-name", name, 0, "");
+    sbatch_opt(f, "output", dir, 1, "/report-%j.out");
     fputs("#SBATCH --kill-on-invalid-dep=yes\n#SBATCH --cpus-per-task=1\n", f);
     sbatch_common(f, g, cwd, 1);
     fputs("set -u\n", f);

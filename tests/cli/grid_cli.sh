@@ -214,4 +214,32 @@ expect_status 0 "submit.sh with a stand-in sbatch" -- env SBATCH="$TMP/fake-sbat
 expect_out "array job 101 \(3 tasks\), report job 102 \(afterok:101\)" "submit.sh reports both jobs"
 grep -q -- "--dependency=afterok:101 --kill-on-invalid-dep=yes .*report.sbatch" "$TMP/fake-sbatch.log" && ok "the report depends on the array's job id" || fail "$(cat "$TMP/fake-sbatch.log")"
 if [ -x "$A" ] && [ -x "$U" ]; then ok "scripts are executable"; else fail "scripts not executable"; fi
+# a grid file, folder and out with spaces, quotes, # and %: sbatch reads each #SBATCH line
+# as words (whitespace splits, quotes and backslashes as in the shell, an unquoted # ends
+# it); each option must stay one word with the path's value (% as %% in a file name)
+sbatch_args() { # the words sbatch reads from the #SBATCH lines of $1, one a line
+  perl -ne 'next unless s/^#SBATCH\s+//; chomp; my ($w, $q, $any) = ("", "", 0);
+    for (my $i = 0; $i < length; $i++) { my $c = substr($_, $i, 1);
+      if ($c eq "\\") { $w .= substr($_, ++$i, 1); $any = 1 }
+      elsif ($q ne "") { if ($c eq $q) { $q = "" } else { $w .= $c } }
+      elsif ($c eq "\"" || $c eq "\x27") { $q = $c; $any = 1 }
+      elsif ($c eq "#") { last }
+      elsif ($c =~ /\s/) { print "$w\n" if $any; ($w, $any) = ("", 0) }
+      else { $w .= $c; $any = 1 } }
+    print "$w\n" if $any' "$1"
+}
+O="$TMP/odd dir #1/it's \"q\""
+mkdir -p "$O" && sed "s|^base: .*|base: $PWD/experiments/tiny.yaml|" $G > "$O/my grid.yaml"
+(cd "$O" && "$S2HC" grid "my grid.yaml" "${D[@]}" --out "out 100%" --slurm >"$TMP/out" 2>&1) \
+  && ok "--slurm in a folder with spaces, quotes and #" || fail "--slurm, odd paths: $(tail -n 3 "$TMP/out")"
+for s in array report; do
+  sbatch_args "$O/out 100%/slurm/$s.sbatch" > "$TMP/args"
+  grep -Fxq -- "--chdir=$O" "$TMP/args" && grep -Fxq -- "--job-name=s2hc-my grid$([ $s = report ] && echo -report)" "$TMP/args" \
+    && grep -Fxq -- "--output=$O/out 100%%/slurm/$([ $s = report ] && echo 'report-%j' || echo '%A_%a').out" "$TMP/args" \
+    && ok "$s.sbatch: --chdir, --job-name and --output are one word each for sbatch" \
+    || fail "$s.sbatch: sbatch reads: $(tr '\n' ' ' < "$TMP/args")"
+  grep -vq -- '^--' "$TMP/args" && fail "$s.sbatch: stray words: $(grep -v -- '^--' "$TMP/args" | tr '\n' ' ')" \
+    || ok "$s.sbatch: no stray word"
+  bash -n "$O/out 100%/slurm/$s.sbatch" && ok "$s.sbatch: valid bash" || fail "$s.sbatch: bash -n"
+done
 finish grid_cli
