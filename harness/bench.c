@@ -1182,13 +1182,15 @@ int bench_main(int argc, char **argv) {
     section_gemm(&o, &g, gcsv);
     if (gcsv) fclose(gcsv);
 
-    FILE *csv = csv_open(&o, "bench.csv",
+    /* the methods' files only when that section runs: --no-methods leaves an earlier
+       run's bench.csv and breakdown.csv as they are, as the other sections' flags do */
+    FILE *csv = !methods ? NULL : csv_open(&o, "bench.csv",
                          "preset,method,n,threads,params,aux_params,flops_per_token,step_ms_median,step_ms_min,"
                          "cpu_ms_median,tokens_per_s,mfu,mfu_cpu,mfu_square,overhead_vs_rc,overhead_min,"
                          "overhead_max,overhead_cpu,math_fwd_ns,math_bwd_ns,gemm_gflops_in_run,gemm_gflops_cpu,"
                          "model_mb,rounds,steps_per_round,load1_start,load1_end,proj_precision,"
                          "stream_precision");
-    FILE *bcsv = csv_open(&o, "breakdown.csv", "preset,method,n,category,wall_ms_per_step,cpu_ms_per_step,wall_fraction");
+    FILE *bcsv = !methods ? NULL : csv_open(&o, "breakdown.csv", "preset,method,n,category,wall_ms_per_step,cpu_ms_per_step,wall_fraction");
     int nm = 0;
     while (o.methods[nm]) nm++;
     method_result *res = calloc_check((size_t)nm, sizeof *res);
@@ -1213,7 +1215,7 @@ int bench_main(int argc, char **argv) {
         section_probes(&o, pcsv);
         if (pcsv) fclose(pcsv);
     }
-    if (o.csv_dir) printf("\nCSV written to %s/ (gemm, bench, breakdown%s%s)\n", o.csv_dir, streams ? ", streams" : "",
-                          o.probes ? ", probes" : "");
+    if (o.csv_dir) printf("\nCSV written to %s/ (gemm%s%s%s)\n", o.csv_dir, methods ? ", bench, breakdown" : "",
+                          streams ? ", streams" : "", o.probes ? ", probes" : "");
     return 0;
 }

@@ -53,6 +53,14 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; if (!c["proj_precision"]
 awk -F, '$2 == "frame_floor" { n++; if (!($7 > 0 && $7 < 1) || !($6 > 0)) bad = 1 }
          END { exit !(n == 1 && !bad) }' "$TMP/csv/breakdown.csv" && ok "one frame_floor row, 0 < fraction < 1" \
   || fail "frame_floor row in breakdown.csv"
+# --no-methods (the GEMM limit alone here) leaves the methods' files of an earlier run in
+# the same folder as they are, and does not claim to have written them
+before=$(cat "$TMP/csv/bench.csv" "$TMP/csv/breakdown.csv" | md5sum)
+expect_status 0 "bench --no-methods --no-streams runs" -- "$S2HC" bench --quick --preset tiny --no-methods --no-streams \
+  --csv "$TMP/csv"
+[ "$(cat "$TMP/csv/bench.csv" "$TMP/csv/breakdown.csv" | md5sum)" = "$before" ] \
+  && ok "--no-methods keeps bench.csv and breakdown.csv" || fail "--no-methods rewrote bench.csv/breakdown.csv: $(wc -l < "$TMP/csv/bench.csv") lines"
+expect_out "^CSV written to .*/ \(gemm\)$" "--no-methods: the CSV line names gemm alone"
 # --methods: a subset, rc always first, a repeated name once; the sweep takes the listed
 expect_status 2 "bench --methods with an unknown name is refused" -- "$S2HC" bench --methods s2hc,foo
 expect_out "--methods: unknown method 'foo' \(methods: rc, identity" "the message names it and the methods there are"
