@@ -1160,6 +1160,9 @@ int bench_main(int argc, char **argv) {
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
 #endif
+    /* OpenBLAS follows OpenMP's count at its next call; told now, the gemm header's count
+       is the one its products run with */
+    if (threads > 0) openblas_set_num_threads(threads);
     if (o.csv_dir && mkdir_p(o.csv_dir) != 0) {
         fprintf(stderr, "s2hc: error: bench: cannot create %s: %s\n", o.csv_dir, strerror(errno));
         return 1;

@@ -61,6 +61,9 @@ expect_status 0 "bench --no-methods --no-streams runs" -- "$S2HC" bench --quick 
 [ "$(cat "$TMP/csv/bench.csv" "$TMP/csv/breakdown.csv" | md5sum)" = "$before" ] \
   && ok "--no-methods keeps bench.csv and breakdown.csv" || fail "--no-methods rewrote bench.csv/breakdown.csv: $(wc -l < "$TMP/csv/bench.csv") lines"
 expect_out "^CSV written to .*/ \(gemm\)$" "--no-methods: the CSV line names gemm alone"
+# --threads N: the GEMM section's header gives the count OpenBLAS runs with, N
+expect_status 0 "bench --threads 1" -- "$S2HC" bench --quick --preset tiny --no-methods --no-streams --threads 1 --csv none
+expect_out "^== sgemm through OpenBLAS \(core [^,]*, 1 threads\) ==$" "--threads 1: the GEMM header says 1 thread"
 # --methods: a subset, rc always first, a repeated name once; the sweep takes the listed
 expect_status 2 "bench --methods with an unknown name is refused" -- "$S2HC" bench --methods s2hc,foo
 expect_out "--methods: unknown method 'foo' \(methods: rc, identity" "the message names it and the methods there are"
