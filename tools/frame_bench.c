@@ -363,6 +363,26 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    /* the preset and every method name checked before anything is timed: a typo at the
+       end of the list is not found after minutes of the others */
+    s2hc_config pc;
+    config_defaults(&pc);
+    if (preset_apply(&pc, preset)) {
+        fprintf(stderr, "frame_bench: --preset: unknown preset '%s' (tiny, small)\n", preset);
+        return 2;
+    }
+    char check[512];
+    int count = 0;
+    snprintf(check, sizeof check, "%s", methods);
+    for (char *save = NULL, *tok = strtok_r(check, ",", &save); tok; tok = strtok_r(NULL, ",", &save), count++)
+        if (strcmp(tok, "rc") && !hc_variant_find(tok)) {
+            fprintf(stderr, "frame_bench: --methods: unknown method '%s'\n", tok);
+            return 2;
+        }
+    if (!count) {
+        fprintf(stderr, "frame_bench: --methods: no method in '%s'\n", methods);
+        return 2;
+    }
     omp_set_num_threads(1); /* model_alloc_acts sizes the frame scratch for this */
     junk = calloc_huge(junk_n, sizeof(float));
     printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)%s%s%s\n", preset, n,

@@ -118,6 +118,11 @@ expect_out "ns per token" "frame_bench --help says its unit"
 for bad in "--n 9" "--n 0" "--reps x" "--bogus"; do
   expect_status 2 "frame_bench $bad is refused" -- "$FB" $bad
 done
+# a bad preset or method name is refused before anything is timed (no header, no row)
+for bad in "--preset huge" "--methods s2hc,bogus" "--methods ,"; do
+  expect_status 2 "frame_bench $bad is refused up front" -- timeout 20 "$FB" $bad --reps 1
+  grep -Eq "^(method|s2hc) " "$TMP/out" && fail "frame_bench $bad: timed something first" || ok "frame_bench $bad: nothing timed"
+done
 expect_status 1 "frame_bench refuses rc (no frame)" -- "$FB" --preset tiny --methods rc --reps 1
 expect_out "rc has no hyper-connection frame" "the message names the method"
 expect_status 0 "frame_bench runs on the tiny preset" -- "$FB" --preset tiny --methods identity,mhc,s2hc --reps 1
