@@ -494,7 +494,8 @@ static void probe_usage(FILE *f) {
             "\n"
             "Run the end-of-training probe on the weights in RUN_DIR/ckpt.h5 and write the /final group of\n"
             "RUN_DIR/run.h5 (replacing any previous one; the file is saved atomically).\n"
-            "  --samples S   validation sequences (default: the run's probe.final_samples)\n"
+            "  --samples S   validation sequences (default: the run's probe.final_samples, or its\n"
+            "                default when the run had it 0)\n"
             "  --batch B     sequences per forward pass (default: the run's train.batch)\n"
             "  --data DIR    where the prepared corpora are (default: the run's data.dir)\n"
             "\n"
@@ -549,6 +550,13 @@ int probe_main(int argc, char **argv) {
     }
     model_alloc_acts(&m, batch > 0 ? batch : cfg.batch);
     if (samples <= 0) samples = cfg.final_samples;
+    if (samples <= 0) { /* the run's final probe was off (0): the key's default, said so */
+        s2hc_config d;
+        config_defaults(&d);
+        samples = d.final_samples;
+        fprintf(stderr, "s2hc: note: the run's probe.final_samples is 0 (off); probing %d sequences, its default "
+                "(--samples S for another number)\n", samples);
+    }
     printf("probing %s (method %s, n = %d, step %lld) over %d validation sequences of %d tokens...\n", dir, cfg.method,
            m.n, (long long)ckpt_step, samples, m.T);
     fflush(stdout);

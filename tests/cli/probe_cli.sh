@@ -71,6 +71,16 @@ expect_status 0 "s2hc probe on rc" -- "$S2HC" probe "$TMP/runs/pr" --samples 4
 expect_status 0 "inspect rc" -- "$S2HC" inspect "$TMP/runs/pr" --step final
 expect_out "no hyper-connection frame" "rc: says why there are no matrices"
 expect_out "residual path only mean 1\.0000" "rc: without the branches the map is the identity"
+# a run trained with the final probe off (final_samples 0): s2hc probe takes the key's
+# default rather than a single sequence while saying 0
+conf p0 mhc 4
+sed -i 's/final_samples: 8/final_samples: 0/' "$TMP/p0.yaml"
+expect_status 0 "train with probe.final_samples 0" -- "$S2HC" train "$TMP/p0.yaml" --quiet
+expect_status 0 "s2hc probe of a run whose final probe was off" -- "$S2HC" probe "$TMP/runs/p0"
+def=$("$S2HC" config | awk '$1 == "probe.final_samples" { print $3 }')
+expect_out "probe.final_samples is 0 \(off\); probing $def sequences" "says it takes the default, $def"
+got=$(h5dump -a /final/samples_requested "$TMP/runs/p0/run.h5" 2>/dev/null | grep -Eo '\(0\): [0-9]+' | grep -Eo '[0-9]+$')
+[ "$got" = "$def" ] && ok "/final@samples_requested is $def" || fail "/final@samples_requested: '$got'"
 expect_status 0 "s2hc probe --samples" -- "$S2HC" probe "$TMP/runs/pm" --samples 4
 expect_out "/final written" "probe reports the file"
 if command -v h5dump >/dev/null; then
