@@ -165,6 +165,8 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         if (!found) {
             fprintf(stderr, "s2hc: error: %s: no probe at step %lld; probed steps:", v->path, want);
             for (size_t k = 0; ps && k < ps->rows; k++) fprintf(stderr, " %lld", (long long)value_at(ps, k));
+            if (!v->prows) /* probe.every 0: no /probe rows, only /final */
+                fprintf(stderr, " none (the run was trained with probe.every 0); --step final reads /final");
             fprintf(stderr, "\n");
             return 1;
         }

@@ -81,6 +81,12 @@ def=$("$S2HC" config | awk '$1 == "probe.final_samples" { print $3 }')
 expect_out "probe.final_samples is 0 \(off\); probing $def sequences" "says it takes the default, $def"
 got=$(h5dump -a /final/samples_requested "$TMP/runs/p0/run.h5" 2>/dev/null | grep -Eo '\(0\): [0-9]+' | grep -Eo '[0-9]+$')
 [ "$got" = "$def" ] && ok "/final@samples_requested is $def" || fail "/final@samples_requested: '$got'"
+# --step N of a run trained with probe.every 0 (its /final only): says there are none
+sed -i 's/every: 10,/every: 0,/' "$TMP/p0.yaml"
+expect_status 0 "train with probe.every 0" -- "$S2HC" train "$TMP/p0.yaml" --quiet --force
+expect_status 0 "s2hc probe of it" -- "$S2HC" probe "$TMP/runs/p0" --samples 4
+expect_status 1 "inspect --step 10 without /probe rows" -- "$S2HC" inspect "$TMP/runs/p0" --step 10
+expect_out "probed steps: none \(the run was trained with probe.every 0\); --step final" "says none, and --step final"
 expect_status 0 "s2hc probe --samples" -- "$S2HC" probe "$TMP/runs/pm" --samples 4
 expect_out "/final written" "probe reports the file"
 if command -v h5dump >/dev/null; then
