@@ -500,6 +500,18 @@ static int parse_scalar_field(gparse *P, const yaml_node_t *vn, const char *name
     return 0;
 }
 
+/* A value written as it is after `#SBATCH --NAME=`: one word, since sbatch splits those
+ * lines at whitespace, reads quotes and backslashes and ends them at a #. */
+static int parse_sbatch_word(gparse *P, const yaml_node_t *vn, const char *name, char *out, size_t len) {
+    int rc = parse_scalar_field(P, vn, name, out, len);
+    if (rc == 0 && out[strcspn(out, " \t\r\n\"'\\#")]) {
+        gerr(P->g->path, LINE(vn), COL(vn), NULL, "%s: '%s': one word for #SBATCH (no spaces, quotes, \\ or #)", name,
+             out);
+        return 2;
+    }
+    return rc;
+}
+
 static int parse_int_field(gparse *P, const yaml_node_t *vn, const char *name, int lo, int hi, int *out) {
     char buf[32], *end;
     if (parse_scalar_field(P, vn, name, buf, sizeof buf)) return 2;
@@ -537,9 +549,9 @@ static int parse_slurm(gparse *P, const yaml_node_t *m) {
         yaml_node_t *kn = yaml_document_get_node(P->d, pr->key), *vn = yaml_document_get_node(P->d, pr->value);
         int rc;
         if (scalar_is(kn, "partition"))
-            rc = parse_scalar_field(P, vn, "slurm.partition", s->partition, sizeof s->partition);
-        else if (scalar_is(kn, "time")) rc = parse_scalar_field(P, vn, "slurm.time", s->time, sizeof s->time);
-        else if (scalar_is(kn, "mem")) rc = parse_scalar_field(P, vn, "slurm.mem", s->mem, sizeof s->mem);
+            rc = parse_sbatch_word(P, vn, "slurm.partition", s->partition, sizeof s->partition);
+        else if (scalar_is(kn, "time")) rc = parse_sbatch_word(P, vn, "slurm.time", s->time, sizeof s->time);
+        else if (scalar_is(kn, "mem")) rc = parse_sbatch_word(P, vn, "slurm.mem", s->mem, sizeof s->mem);
         else if (scalar_is(kn, "gpus")) rc = parse_int_field(P, vn, "slurm.gpus", 0, 1024, &s->gpus);
         else if (scalar_is(kn, "cpus")) rc = parse_int_field(P, vn, "slurm.cpus", 0, 4096, &s->cpus);
         else if (scalar_is(kn, "array_limit"))

@@ -242,4 +242,10 @@ for s in array report; do
     || ok "$s.sbatch: no stray word"
   bash -n "$O/out 100%/slurm/$s.sbatch" && ok "$s.sbatch: valid bash" || fail "$s.sbatch: bash -n"
 done
+# a slurm value that is not one word would be split by sbatch: refused where it is written
+sed "s|^base: .*|base: $PWD/experiments/tiny.yaml|; s|^  time: .*|  time: \"00:05:00 #\"|" $G > "$TMP/badslurm.yaml"
+grep -q '00:05:00 #' "$TMP/badslurm.yaml" || fail "badslurm.yaml: the smoke grid has no slurm time to replace"
+expect_status 2 "slurm.time with a space and a #" -- "$S2HC" grid "$TMP/badslurm.yaml" "${D[@]}" --out "$TMP/bs" --slurm
+expect_out "badslurm.yaml:[0-9]+:[0-9]+: .*slurm.time: '00:05:00 #': one word" "names the file, line and key"
+[ ! -e "$TMP/bs" ] && ok "nothing written" || fail "a refused slurm block wrote $TMP/bs"
 finish grid_cli
