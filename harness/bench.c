@@ -1027,7 +1027,8 @@ static void usage(FILE *f) {
             "rc's, a breakdown of one step by op, tokens/s and memory against n = 2..8. Prints the\n"
             "tables and writes them as CSV (gemm, bench, breakdown, streams, probes .csv); every\n"
             "column is explained in docs/performance.md.\n"
-            "  --quick         fewer repetitions, no probes section (about a minute)\n"
+            "  --quick         fewer repetitions, no probes section unless --probe-steps is given\n"
+            "                  (about a minute)\n"
             "  --csv DIR       where the CSV files go (default out/bench; 'none' for no files)\n"
             "  --preset P      only this preset for the methods table and the sweep\n"
             "  --rounds R      interleaved rounds per method (default 5, quick 2)\n"
@@ -1156,7 +1157,7 @@ int bench_main(int argc, char **argv) {
     s2hc_config dflt;
     config_defaults(&dflt);
     o.probe_steps = probe_steps > 0 ? probe_steps : dflt.probe_every > 0 ? dflt.probe_every : 100;
-    if (o.quick) o.probes = 0;
+    if (o.quick && !probe_steps) o.probes = 0; /* --quick --probe-steps S: the probes section asked for */
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
 #endif

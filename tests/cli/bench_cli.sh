@@ -18,6 +18,10 @@ for bad in "--rounds 0" "--steps x" "--threads -1" "--probe-steps 2.5"; do
   expect_out "${bad%% *}: expected a whole number >= 1" "bench $bad: the message names the option"
 done
 expect_status 2 "bench --mem-limit 0 is refused" -- "$S2HC" bench --mem-limit 0
+# --quick leaves out the probes section, unless --probe-steps asks for it
+(cd "$TMP" && "$S2HC" bench --quick --preset tiny --no-methods --no-streams --probe-steps 2 --csv none) >"$TMP/out" 2>&1 \
+  && grep -q "^== probes: .*probe.every=2 vs 0" "$TMP/out" && ok "--quick --probe-steps runs the probes section" \
+  || fail "--quick --probe-steps: $(tail -n 3 "$TMP/out")"
 expect_status 0 "the smallest bench runs" -- "$S2HC" bench --quick --preset tiny --no-streams --no-probes \
   --rounds 1 --steps 1 --csv "$TMP/csv"
 expect_out "thread: [0-9.]+ ms CPU per step = [0-9.]+% of rc's step" "the frame floor is printed"
