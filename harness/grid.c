@@ -1494,6 +1494,15 @@ static void run_dir_path(const grid_point *p, const char *leaf, char *out, size_
     snprintf(out, n, "%s%s%s", dir, leaf[0] ? "/" : "", leaf);
 }
 
+/* Runs at a time: no more than the nrun points there are to run; their threads share
+ * the cores, at most cap each (train.threads in the grid, 0: no cap). */
+static void fit_jobs(int nrun, int cores, int cap, int *j, int *threads) {
+    if (nrun <= 0 || nrun >= *j) return;
+    *j = nrun;
+    *threads = cores / *j > 0 ? cores / *j : 1;
+    if (cap > 0 && *threads > cap) *threads = cap;
+}
+
 static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, int j, int threads) {
     const char *ood[GRID_MAX_OOD];
     int nood = grid_ood_names(pts, n, ood), would = 0, skip = 0, refuse = 0;
@@ -1542,13 +1551,7 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
                    pts[i].preset[0] && !own ? "; preset " : "", own ? "" : pts[i].preset);
         }
     }
-    /* as the run would: no more at a time than there are points to run (grid_main) */
-    if (would > 0 && would < j) {
-        j = would;
-        int cap = pts[0].cfg.threads;
-        threads = cores / j > 0 ? cores / j : 1;
-        if (cap > 0 && threads > cap) threads = cap;
-    }
+    fit_jobs(would, cores, pts[0].cfg.threads, &j, &threads); /* as the run would */
     printf("dry run: would run %d (%d at a time, %d thread%s each), skip %d, refuse %d; nothing was written\n", would,
            would ? j : 0, threads, threads == 1 ? "" : "s", skip, refuse);
     return 0;
@@ -1885,19 +1888,15 @@ static void launch(grid_runner *r, int i) {
         event(r, 1, "FAILED  #%d %s: cannot create %s: %s", p->index, p->name, dir, strerror(errno));
         return;
     }
-    int fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    char who[128];
+    int fd = lock_file_try(lockp, who, sizeof who);
+    if (fd == -1) {
         s->state = GS_FAILED;
         r->failed++;
         event(r, 1, "FAILED  #%d %s: cannot open %s: %s", p->index, p->name, lockp, strerror(errno));
         return;
     }
-    if (lock_cmd(fd, F_OFD_SETLK, F_WRLCK) != 0) {
-        char who[128] = "";
-        ssize_t k = pread(fd, who, sizeof who - 1, 0);
-        who[k > 0 ? k : 0] = '\0';
-        who[strcspn(who, "\n")] = '\0';
-        close(fd);
+    if (fd == -2) {
         s->state = GS_RUNNING;
         r->elsewhere++;
         event(r, 0, "skip    #%d %s: running elsewhere%s%s%s", p->index, p->name, who[0] ? " (" : "", who,
@@ -1921,14 +1920,14 @@ static void launch(grid_runner *r, int i) {
     sl->fresh = s->state == GS_CHANGED;
     int from = s->state == GS_CHANGED ? 0 : s->step;
 
-    char host[64] = "?", when[32];
+    lock_file_claim(fd, "runner");
+    char host[64] = "?", when[32]; /* for train.log's header */
     gethostname(host, sizeof host);
     host[sizeof host - 1] = '\0';
     time_t t = time(NULL);
     struct tm tm;
     localtime_r(&t, &tm);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-    if (ftruncate(fd, 0) == 0) dprintf(fd, "runner pid %d on %s since %s\n", (int)getpid(), host, when);
 
     s2hc_config c = p->cfg;
     c.threads = r->threads;
@@ -2180,16 +2179,11 @@ int grid_main(int argc, char **argv) {
         else if (!strcmp(a, "--force")) force = 1;
         else if (!strcmp(a, "--slurm")) slurm = 1;
         else if (!strcmp(a, "--submit")) submit = 1;
-        else if ((!strcmp(a, "-j") || !strcmp(a, "--jobs")) && val) {
+        else if (((!strcmp(a, "-j") || !strcmp(a, "--jobs")) && val) || (!strncmp(a, "-j", 2) && a[2])) {
+            if (a[2] && a[1] != '-') val = a + 2; /* -jN */
+            else i++;
             char *end;
             long v = strtol(val, &end, 10);
-            if (end == val || *end || v < 1 || v > INT_MAX) goto bad;
-            j = (int)v;
-            i++;
-        } else if (!strncmp(a, "-j", 2) && a[2]) {
-            char *end;
-            long v = strtol(a + 2, &end, 10);
-            val = a + 2;
             if (end == val || *end || v < 1 || v > INT_MAX) goto bad;
             j = (int)v;
         }
@@ -2297,12 +2291,7 @@ int grid_main(int argc, char **argv) {
         default: r.queue[r.nq++] = i;
         }
     }
-    /* runs at a time: no more than there are points to run; their threads share the cores */
-    if (job < 0 && r.nq > 0 && r.nq < j) {
-        j = r.nq;
-        threads = cores / j > 0 ? cores / j : 1;
-        if (cap > 0 && threads > cap) threads = cap;
-    }
+    if (job < 0) fit_jobs(r.nq, cores, cap, &j, &threads);
     r.j = j;
     r.threads = threads;
     int total = job >= 0 ? 1 : n;

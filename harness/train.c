@@ -13,7 +13,6 @@
  * of each micro-batch and the parts are summed before the step.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -50,38 +49,20 @@ static void iso_now(char *buf, size_t len) {
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Lock <dir>/.train.lock (an open file description lock, released however the process
- * ends) for the whole run, so that a second training into the same run directory is
- * refused instead of interleaving its saves with this one's. A grid holds <dir>/.lock,
- * another file, for its child. Returns the descriptor, or -1 with a message. */
+/* Lock <dir>/.train.lock for the whole run (lock_file_try), so that a second training
+ * into the same run directory is refused instead of interleaving its saves with this
+ * one's. A grid holds <dir>/.lock, another file, for its child. Returns the descriptor,
+ * or -1 with a message. */
 static int lock_run_dir(const char *dir) {
-    char path[CFG_PATH + CFG_STR + 32];
+    char path[CFG_PATH + CFG_STR + 32], who[128];
     snprintf(path, sizeof path, "%s/.train.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "s2hc: error: cannot open %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
-        char who[128] = "";
-        ssize_t k = pread(fd, who, sizeof who - 1, 0);
-        who[k > 0 ? k : 0] = '\0';
-        who[strcspn(who, "\n")] = '\0';
+    int fd = lock_file_try(path, who, sizeof who);
+    if (fd == -1) fprintf(stderr, "s2hc: error: cannot open %s: %s\n", path, strerror(errno));
+    else if (fd == -2)
         fprintf(stderr, "s2hc: error: %s is in use by another training%s%s%s; wait for it to end or stop it\n", dir,
                 who[0] ? " (" : "", who, who[0] ? ")" : "");
-        close(fd);
-        return -1;
-    }
-    char host[64] = "?", when[32];
-    gethostname(host, sizeof host);
-    host[sizeof host - 1] = '\0';
-    iso_now(when, sizeof when);
-    if (ftruncate(fd, 0) == 0) dprintf(fd, "pid %d on %s since %s\n", (int)getpid(), host, when);
-    return fd;
+    else lock_file_claim(fd, "");
+    return fd < 0 ? -1 : fd;
 }
 
 static void usage(FILE *f) {

@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "util.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
@@ -81,6 +82,35 @@ double threads_cpu_seconds(void) {
         s += (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     }
     return s;
+}
+
+int lock_file_try(const char *path, char *holder, size_t holder_len) {
+    if (holder_len) holder[0] = '\0';
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return fd;
+    if (holder_len > 1) {
+        ssize_t k = pread(fd, holder, holder_len - 1, 0);
+        holder[k > 0 ? k : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+    }
+    close(fd);
+    return -2;
+}
+
+void lock_file_claim(int fd, const char *who) {
+    char host[64] = "?", when[32];
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    time_t t = time(NULL);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    if (ftruncate(fd, 0) == 0) dprintf(fd, "%s%spid %d on %s since %s\n", who, who[0] ? " " : "", (int)getpid(), host, when);
 }
 
 int mkdir_p(const char *path) {

@@ -55,6 +55,16 @@ double threads_cpu_seconds(void);
 
 /* mkdir -p. Returns 0 on success, -1 with errno set. */
 int mkdir_p(const char *path);
+/* One holder at a time of a lock file (the grid's <run>/.lock, train's <run>/.train.lock):
+ * an open file description lock (F_OFD_SETLK), which
+ * belongs to the open file, so it is released however the process ends and a child that
+ * inherits the descriptor keeps it. Returns the descriptor (O_CLOEXEC) holding the lock;
+ * -1 when the file cannot be opened (errno set); -2 when another open file holds it, with
+ * the holder's line (lock_file_claim) in holder, "" when it wrote none. */
+int lock_file_try(const char *path, char *holder, size_t holder_len);
+/* Write "WHO pid P on HOST since TIME" into the held lock file, for lock_file_try's
+ * message to whoever finds it held. */
+void lock_file_claim(int fd, const char *who);
 int file_exists(const char *path);
 
 /* Deterministic RNG (splitmix64 seeding + xorshift64*). The whole state is one uint64
