@@ -1921,13 +1921,8 @@ static void launch(grid_runner *r, int i) {
     int from = s->state == GS_CHANGED ? 0 : s->step;
 
     lock_file_claim(fd, "runner");
-    char host[64] = "?", when[32]; /* for train.log's header */
-    gethostname(host, sizeof host);
-    host[sizeof host - 1] = '\0';
-    time_t t = time(NULL);
-    struct tm tm;
-    localtime_r(&t, &tm);
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    char host[64], when[32]; /* for train.log's header */
+    host_and_time(host, sizeof host, when, sizeof when);
 
     s2hc_config c = p->cfg;
     c.threads = r->threads;

@@ -102,14 +102,19 @@ int lock_file_try(const char *path, char *holder, size_t holder_len) {
     return -2;
 }
 
-void lock_file_claim(int fd, const char *who) {
-    char host[64] = "?", when[32];
-    gethostname(host, sizeof host);
-    host[sizeof host - 1] = '\0';
+void host_and_time(char *host, size_t host_len, char *when, size_t when_len) {
+    snprintf(host, host_len, "?");
+    gethostname(host, host_len);
+    host[host_len - 1] = '\0';
     time_t t = time(NULL);
     struct tm tm;
     localtime_r(&t, &tm);
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    strftime(when, when_len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+void lock_file_claim(int fd, const char *who) {
+    char host[64], when[32];
+    host_and_time(host, sizeof host, when, sizeof when);
     if (ftruncate(fd, 0) == 0) dprintf(fd, "%s%spid %d on %s since %s\n", who, who[0] ? " " : "", (int)getpid(), host, when);
 }
 

@@ -65,6 +65,8 @@ int lock_file_try(const char *path, char *holder, size_t holder_len);
 /* Write "WHO pid P on HOST since TIME" into the held lock file, for lock_file_try's
  * message to whoever finds it held. */
 void lock_file_claim(int fd, const char *who);
+/* This machine's name and the local time as "YYYY-MM-DD HH:MM:SS". */
+void host_and_time(char *host, size_t host_len, char *when, size_t when_len);
 int file_exists(const char *path);
 
 /* Deterministic RNG (splitmix64 seeding + xorshift64*). The whole state is one uint64
