@@ -66,7 +66,7 @@ all: $(BIN)
 
 $(BIN): $(BUILD)/harness/main.o $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(BUILD)/harness/main.o $(LIB_OBJ) $(LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -146,11 +146,18 @@ $(BUILD)/harness/dist.o: harness/dist.c $(MPI_STAMP)
 -include $(wildcard mk/*.mk)
 # Link the CUDA backend when mk/cuda.mk found nvcc (the variables are empty otherwise).
 # The sanitizer build stays CPU-only: the CUDA runtime is not built for ASan/LSan.
+# The programs link kernels/cuda/cuda_dl.c, which loads the backend (build/cuda/
+# libs2hc_cuda.so, with cuBLAS) when a command first asks for a GPU: cuBLAS's start-up
+# costs every process ~0.35 s (docs/cuda.md, "Build").
 ifneq ($(SAN),1)
 CPU_LDLIBS := $(LDLIBS)
 CFLAGS += $(CUDA_CFLAGS)
-LDLIBS := $(CUDA_LIBS) $(LDLIBS)
-$(BIN) $(TEST_BIN) $(FRAME_BENCH): $(CUDA_LIB)
+ifneq ($(CUDA_CFLAGS),)
+CUDA_DL_OBJ := $(BUILD)/kernels/cuda/cuda_dl.o
+$(CUDA_DL_OBJ): CFLAGS += -DS2HC_CUDA_SO='"$(abspath $(CUDA_SO))"'
+LDLIBS := $(CUDA_DL_OBJ) $(LDLIBS)
+$(BIN) $(TEST_BIN) $(DTEST_BIN) $(FRAME_BENCH): $(CUDA_DL_OBJ) | $(CUDA_SO)
+endif
 # The s2hc command itself with its CUDA backend on the CPU emulator (tests/gpu/emu): the
 # same objects as bin/s2hc, the .cu files as the emulator compiles them. `s2hc_emu train
 # --set run.backend=cuda` runs the cuda backend's whole training path (checkpoints,

@@ -9,7 +9,10 @@
 #
 # For the main Makefile it defines (all empty when nvcc is not found):
 #   CUDA_CFLAGS   -DS2HC_CUDA: model_cuda.h then declares the real API instead of stubs
-#   CUDA_LIB      build/cuda/libs2hc_cuda.a
+#   CUDA_SO       build/cuda/libs2hc_cuda.so, the backend as bin/s2hc loads it when a
+#                 command first asks for a GPU (kernels/cuda/cuda_dl.c)
+#   CUDA_LIB      build/cuda/libs2hc_cuda.a, the same objects for the programs that link
+#                 the backend itself (the probe and the GPU check)
 #   CUDA_LIBS     the archive and what it needs: -lcublas -lcublasLt -lcudart -lstdc++,
 #                 with -L and -rpath to the toolkit's library folder (CUDA_LIBDIR)
 #   CUDA_OBJ      the archive's objects
@@ -111,6 +114,7 @@ endif
 
 ifeq ($(strip $(NVCC)),)
 CUDA_CFLAGS :=
+CUDA_SO     :=
 CUDA_LIB    :=
 CUDA_LIBS   :=
 CUDA_OBJ    :=
@@ -118,19 +122,32 @@ cuda-build cuda-probe cuda-check-build:
 	@:
 else
 CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVCCFLAGS  ?= -std=c++17 -O3 $(CUDA_ARCH) -I. --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
+# -fPIC: the same objects go into the archive and the shared library
+NVCCFLAGS  ?= -std=c++17 -O3 $(CUDA_ARCH) -I. --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-fPIC
 CUDA_OBJ   := $(CUDA_SRC:kernels/cuda/%.cu=$(CUDA_BUILD)/%.o)
+CUDA_SO    := $(CUDA_BUILD)/libs2hc_cuda.so
 CUDA_LIB   := $(CUDA_BUILD)/libs2hc_cuda.a
 CUDA_CFLAGS := -DS2HC_CUDA
 CUDA_LIBS  := $(CUDA_LIB) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcublasLt -lcudart -lstdc++ -lm
 
-$(CUDA_BUILD)/%.o: kernels/cuda/%.cu
+# A stamp of the flags: the objects are rebuilt when NVCCFLAGS change (as -fPIC was added).
+CUDA_STAMP := $(CUDA_BUILD)/nvcc.flags
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(CUDA_BUILD) && { [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = '$(strip $(NVCCFLAGS))' ] || echo '$(strip $(NVCCFLAGS))' > $(CUDA_STAMP); })
+endif
+$(CUDA_BUILD)/%.o: kernels/cuda/%.cu $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
 
 $(CUDA_LIB): $(CUDA_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# -Bsymbolic: the library's calls of its own functions stay inside it, whatever the
+# program that loads it defines under the same names (cuda_dl.c's wrappers)
+$(CUDA_SO): $(CUDA_OBJ)
+	$(CXX) -shared -Wl,-Bsymbolic -Wl,-soname,libs2hc_cuda.so -o $@ $^ \
+	  -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcublasLt -lcudart -lm
 
 # The C probe: gcc, the archive and the CUDA libraries only.
 $(CUDA_BUILD)/cuda_probe: tests/gpu/probe.c $(CUDA_LIB)
@@ -145,7 +162,7 @@ CUDA_CHECK_LIBS := -L$(CUDA_BLAS_DIR) -Wl,-Bstatic -lopenblas -lyaml -Wl,-Bdynam
                    -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA_LIBDIR)
 CUDA_CHECK_SHLIBS := libgfortran.so.5 libquadmath.so.0 libgomp.so.1
 
-$(CUDA_BUILD)/check.o: tests/gpu/check.cu
+$(CUDA_BUILD)/check.o: tests/gpu/check.cu $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
 
@@ -158,7 +175,7 @@ $(CUDA_BUILD)/gpu_check: $(CUDA_BUILD)/check.o $(CUDA_CPU_OBJ) $(CUDA_LIB)
 	done
 	$(CC) -fopenmp -o $@ $(CUDA_BUILD)/check.o $(CUDA_CPU_OBJ) $(CUDA_LIB) $(CUDA_CHECK_LIBS)
 
-cuda-build: $(CUDA_LIB) $(CUDA_BUILD)/cuda_probe $(CUDA_BUILD)/gpu_check
+cuda-build: $(CUDA_LIB) $(CUDA_SO) $(CUDA_BUILD)/cuda_probe $(CUDA_BUILD)/gpu_check
 cuda-check-build: $(CUDA_BUILD)/gpu_check $(CUDA_BUILD)/cuda_probe
 cuda-probe: $(CUDA_BUILD)/cuda_probe
 	$(CUDA_BUILD)/cuda_probe

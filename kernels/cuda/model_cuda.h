@@ -37,7 +37,7 @@ typedef struct cuda_model cuda_model;
 #if defined(S2HC_CUDA) || defined(__CUDACC__)
 
 /* Number of usable GPUs. With one, `name` gets e.g. "NVIDIA H200 (sm_90, 139.8 GiB)";
- * with none, the reason ("no GPU: CUDA driver is insufficient ...", "GPU ... is sm_80;
+ * with none, the reason ("no GPU (no CUDA driver: ...)", "GPU ... is sm_80;
  * this build runs on sm_90 and newer"). Never fails hard. */
 int cuda_available(char *name, size_t len);
 /* Use GPU local_rank mod the GPUs present (a process of a training across processes, one

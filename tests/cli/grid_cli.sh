@@ -89,8 +89,7 @@ KS=(--set train.steps=1000 --set train.ckpt_every=50 --set train.eval_every=200 
 "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K" -j 1 > "$TMP/kill1.out" 2>&1 &
 pid=$!
 # until point 0 finished and point 1 printed its first step (its trainer then handles
-# SIGTERM; before, it may still be starting up: 0.7 s on a machine whose CUDA driver
-# takes that long to say it has no GPU); at most 2 minutes
+# SIGTERM; before, it may still be starting up); at most 2 minutes
 for _ in $(seq 1 1200); do
   grep -q "state=finished" "$K/identity-n4-s1337/grid.status" 2>/dev/null &&
     grep -Eq "^step +[0-9]+/1000" "$K/s2hc-n4-s1337/train.log" 2>/dev/null && break
