@@ -456,11 +456,7 @@ int inspect_main(int argc, char **argv) {
     }
     st.color = force_color >= 0 ? force_color : (isatty(STDOUT_FILENO) && !getenv("NO_COLOR"));
     if (st.csv) st.color = 0, st.unicode = 0;
-    int rc = 0;
-    if (st.csv) {
-        if (layer < 0) print_summary_header(&st);
-        else printf("run,method,step,layer,quantity,i,j,value\n");
-    }
+    int rc = 0, header = !st.csv; /* the CSV header goes out with the first rows, not before an error */
     for (int r = 0; r < nruns; r++) {
         run_view v;
         int e = run_view_open(&v, runs[r], step_sel);
@@ -478,9 +474,11 @@ int inspect_main(int argc, char **argv) {
                 fprintf(stderr, "s2hc: error: --layer %d: %s has sublayers 0..%d\n", layer, v.path, v.Lh - 1);
                 rc = 2;
             } else {
+                if (!header++) printf("run,method,step,layer,quantity,i,j,value\n");
                 print_layer(&v, layer, &st);
             }
         } else {
+            if (!header++) print_summary_header(&st);
             print_summary(&v, &st);
         }
         run_view_free(&v);

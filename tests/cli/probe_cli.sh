@@ -54,6 +54,11 @@ expect_out "^run,method,step,layer,block,kind," "CSV header"
 expect_status 0 "inspect --layer --csv" -- "$S2HC" inspect "$TMP/runs/pm" --layer 0 --csv
 expect_out "^run,method,step,layer,quantity,i,j,value$" "long CSV header"
 [ "$(grep -c ',H_res,' "$TMP/out")" = 16 ] && ok "16 H_res entries" || fail "H_res entries in CSV"
+# an error leaves stdout empty: no CSV header with no rows for a script to take as data
+"$S2HC" inspect "$TMP/runs/none" --csv > "$TMP/csv.out" 2>/dev/null
+[ $? != 0 ] && [ ! -s "$TMP/csv.out" ] && ok "inspect --csv of a missing run prints nothing" || fail "inspect --csv of a missing run: $(cat "$TMP/csv.out")"
+"$S2HC" inspect "$TMP/runs/pm" --layer 9 --csv > "$TMP/csv.out" 2>/dev/null
+[ $? = 2 ] && [ ! -s "$TMP/csv.out" ] && ok "inspect --csv of a sublayer out of range prints nothing" || fail "inspect --csv --layer 9: $(cat "$TMP/csv.out")"
 expect_status 0 "inspect --step final" -- "$S2HC" inspect "$TMP/runs/ps" --step final
 expect_out "final probe" "the final probe"
 expect_out "residual path only mean 1\.0000" "s2hc: the residual path does not amplify"
