@@ -44,7 +44,8 @@ if [ -e "$SO" ] && ! "$S2HC" version -v | grep -q 'this build has no CUDA backen
   fi
   # the toolkit's stub driver: every call fails "CUDA driver is a stub library", which only
   # the CUDA runtime inside the backend library can say
-  stub=$(ls "$(dirname "$(dirname "$real")")"/lib*/stubs/libcuda.so "$(dirname "$(dirname "$real")")"/targets/*/lib/stubs/libcuda.so 2>/dev/null | head -n 1)
+  # (in the toolkit's library folder that mk/cuda.mk found above, nvcc may be a wrapper)
+  stub=$(ls "$libdir"/stubs/libcuda.so 2>/dev/null | head -n 1)
   if [ -n "$stub" ]; then
     mkdir -p "$TMP/drv" "$TMP/moved"
     ln -sf "$stub" "$TMP/drv/libcuda.so.1"
@@ -70,6 +71,8 @@ if [ -e "$SO" ] && ! "$S2HC" version -v | grep -q 'this build has no CUDA backen
     expect_status 2 "train with run.backend cuda and the stub driver exits 2" -- \
       env LD_LIBRARY_PATH="$TMP/drv" "$S2HC" train "$TMP/cu.yaml" --quiet
     expect_out "key 'run.backend' is cuda, but no GPU \(CUDA driver is a stub library\)" "and says why"
+  else
+    echo "cuda_build: no stub driver (stubs/libcuda.so) in '$libdir': the loading itself is not checked" >&2
   fi
 fi
 finish cuda_build
