@@ -149,24 +149,17 @@ $(BUILD)/harness/dist.o: harness/dist.c $(MPI_STAMP)
 # The programs link kernels/cuda/cuda_dl.c, which loads the backend (build/cuda/
 # libs2hc_cuda.so, with cuBLAS) when a command first asks for a GPU: cuBLAS's start-up
 # costs every process ~0.35 s (docs/cuda.md, "Build").
+# The tests also build the backend's library on the CPU emulator (tests/gpu/emu,
+# mk/cuda.mk): bin/s2hc with S2HC_CUDA_LIB naming it runs the cuda backend's whole
+# training path without a GPU, slowly (tests/cli/cuda_train_emu.sh).
 ifneq ($(SAN),1)
-CPU_LDLIBS := $(LDLIBS)
 CFLAGS += $(CUDA_CFLAGS)
 ifneq ($(CUDA_CFLAGS),)
 CUDA_DL_OBJ := $(BUILD)/kernels/cuda/cuda_dl.o
 $(CUDA_DL_OBJ): CFLAGS += -DS2HC_CUDA_SO='"$(abspath $(CUDA_SO))"'
 LDLIBS := $(CUDA_DL_OBJ) $(LDLIBS)
 $(BIN) $(TEST_BIN) $(DTEST_BIN) $(FRAME_BENCH): $(CUDA_DL_OBJ) | $(CUDA_SO)
-endif
-# The s2hc command itself with its CUDA backend on the CPU emulator (tests/gpu/emu): the
-# same objects as bin/s2hc, the .cu files as the emulator compiles them. `s2hc_emu train
-# --set run.backend=cuda` runs the cuda backend's whole training path (checkpoints,
-# resume, evals, probes, processes) without a GPU, slowly (tests/cli/cuda_train_emu.sh).
-ifneq ($(CUDA_CFLAGS),)
-EMU_S2HC := $(BUILD)/s2hc_emu
-$(EMU_S2HC): $(BUILD)/harness/main.o $(LIB_OBJ) $(CUDA_SRC:%.cu=$(EMU_BUILD)/%.o) $(EMU_BUILD)/emu.o
-	$(CXX) $(LDFLAGS) -o $@ $^ $(CPU_LDLIBS)
-tests-build: $(EMU_S2HC)
+tests-build: $(EMU_SO)
 endif
 endif
 -include $(shell find build build-san -name '*.d' 2>/dev/null)

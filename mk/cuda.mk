@@ -56,7 +56,11 @@ EMU_BUILD := $(CUDA_BUILD)/emu
 EMU_CU    := $(CUDA_SRC) tests/gpu/check.cu
 EMU_OBJ   := $(EMU_CU:%.cu=$(EMU_BUILD)/%.o) $(EMU_BUILD)/emu.o
 CXX ?= g++
-EMU_CXXFLAGS := -std=c++17 -O2 -fopenmp -Itests/gpu/emu -I. -D__CUDACC__ -D__host__= -D__device__= \
+# -fPIC: the same objects make the emulated backend library (EMU_SO); initial-exec TLS:
+# the kernels read the thread-locals threadIdx, blockIdx, ... all the time, and through
+# __tls_get_addr (a loaded library's default) the emulator ran 4x slower. A program that
+# loads EMU_SO then needs GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4194304 (docs/cuda.md).
+EMU_CXXFLAGS := -std=c++17 -O2 -fopenmp -fPIC -fno-semantic-interposition -ftls-model=initial-exec -Itests/gpu/emu -I. -D__CUDACC__ -D__host__= -D__device__= \
                 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas -MMD -MP
 
 # The generated .cpp files are intermediate (reached through two pattern rules): kept.
@@ -65,15 +69,27 @@ $(EMU_BUILD)/%.cpp: %.cu tests/gpu/emu/cu2cpp.py
 	@mkdir -p $(dir $@)
 	python3 tests/gpu/emu/cu2cpp.py $< $@
 
-$(EMU_BUILD)/%.o: $(EMU_BUILD)/%.cpp
+# a stamp of the flags, as for nvcc's objects below
+EMU_STAMP := $(EMU_BUILD)/cxx.flags
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(EMU_BUILD) && { [ "$$(cat $(EMU_STAMP) 2>/dev/null)" = '$(strip $(EMU_CXXFLAGS))' ] || echo '$(strip $(EMU_CXXFLAGS))' > $(EMU_STAMP); })
+endif
+$(EMU_BUILD)/%.o: $(EMU_BUILD)/%.cpp $(EMU_STAMP)
 	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
 
-$(EMU_BUILD)/emu.o: tests/gpu/emu/emu.cpp
+$(EMU_BUILD)/emu.o: tests/gpu/emu/emu.cpp $(EMU_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
 
 $(EMU_BUILD)/gpu_check_emu: $(EMU_OBJ) $(CUDA_CPU_OBJ)
 	$(CXX) -fopenmp -o $@ $^ -L$(CUDA_BLAS_DIR) -Wl,-rpath,$(CUDA_BLAS_DIR) -lopenblas -lyaml -lm
+
+# The backend library on the emulator: bin/s2hc with S2HC_CUDA_LIB naming it runs the cuda
+# backend's whole training path without a GPU, through the same loader (kernels/cuda/
+# cuda_dl.c) as on a GPU (tests/cli/cuda_train_emu.sh).
+EMU_SO := $(EMU_BUILD)/libs2hc_cuda_emu.so
+$(EMU_SO): $(CUDA_SRC:%.cu=$(EMU_BUILD)/%.o) $(EMU_BUILD)/emu.o
+	$(CXX) -shared -fopenmp -Wl,-Bsymbolic -o $@ $^
 
 # The emulator's own check (tests/cli/emu_check.sh, part of make test): kernels with and
 # without the barriers they need, and the rules it enforces.

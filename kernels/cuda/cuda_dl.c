@@ -10,15 +10,16 @@
  *
  * Nothing is loaded on a machine without the CUDA driver (libcuda.so.1): cuda_available()
  * says so and returns 0, as the runtime would have after the same start-up. Where the
- * driver is, the library is looked for in order at
+ * driver is, or S2HC_CUDA_LIB names the library (the CPU emulator's build of it, say:
+ * tests/cli/cuda_train_emu.sh), the library is looked for in order at
  *   $S2HC_CUDA_LIB                          (a path: for a binary moved away from its build)
  *   <the program's folder>/libs2hc_cuda.so
  *   <the program's folder>/../build/cuda/   (bin/s2hc)
  *   <the program's folder>/../cuda/         (the tests and tools in build/)
  *   the build's own build/cuda/ (S2HC_CUDA_SO, an absolute path)
  * and a library that is found but cannot be loaded (cuBLAS missing) is the reason given.
- * gpu_check and cuda_probe (mk/cuda.mk) link the backend itself; s2hc_emu links the
- * emulator's build of it (tests/gpu/emu). Compiled only where the backend is built. */
+ * gpu_check and cuda_probe (mk/cuda.mk) link the backend itself. Compiled only where the
+ * backend is built. */
 #ifdef S2HC_CUDA
 #include <dlfcn.h>
 #include <pthread.h>
@@ -124,8 +125,11 @@ static int lib_open(void **h) {
 
 static void lib_load(void) {
     lib_state = -1;
-    /* the driver first: without it there is no GPU, and no need for cuBLAS's start-up */
-    if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    /* the driver first: without it there is no GPU, and no need for cuBLAS's start-up
+       (unless S2HC_CUDA_LIB names the library: it is then loaded as asked, and says
+       itself whether a GPU is there; the CPU emulator's build of it has no driver) */
+    const char *env = getenv("S2HC_CUDA_LIB");
+    if (!(env && env[0]) && !dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
         snprintf(lib_why, sizeof lib_why, "no GPU (no CUDA driver: libcuda.so.1 is not installed)");
         return;
     }

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # `s2hc train` on the cuda backend, end to end, with the CUDA kernels on the CPU emulator
-# (build/s2hc_emu: the s2hc command linked with tests/gpu/emu's build of kernels/cuda):
+# (bin/s2hc with S2HC_CUDA_LIB naming build/cuda/emu/libs2hc_cuda_emu.so, tests/gpu/emu's
+# build of kernels/cuda, which it loads as it loads the real one on a GPU machine):
 # the run file says cuda; its losses are the cpu backend's to float rounding; a run
 # stopped and resumed ends with the uninterrupted one's bits; evals and probes read the
 # device's weights; and 2 processes (mpirun), each its part on its GPU, train the model
 # one process does. Slow by nature (an emulator): one tiny model, 6 steps.
-# Without the emulated binary (no nvcc; the sanitizer build) there is nothing to run.
+# Without the emulated library, or with an s2hc built without the CUDA backend (no nvcc;
+# the sanitizer build), there is nothing to run.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
-EMU=${S2HC_EMU_BIN:-$PWD/${BUILD:-build}/s2hc_emu}
-if [ ! -x "$EMU" ]; then
-  echo "cuda_train_emu: $EMU not built (it needs nvcc's build of bin/s2hc; not in the sanitizer build)"
+EMU_SO=$PWD/build/cuda/emu/libs2hc_cuda_emu.so
+if [ ! -e "$EMU_SO" ] || "$S2HC" version -v | grep -q 'this build has no CUDA backend'; then
+  echo "cuda_train_emu: no $EMU_SO, or $S2HC has no CUDA backend (it needs nvcc's build; not the sanitizer build)"
   finish cuda_train_emu; exit
 fi
+# the library's thread-locals (initial-exec, mk/cuda.mk) need room in the static TLS block
+export S2HC_CUDA_LIB=$EMU_SO GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4194304
+EMU=$S2HC
 make_synth_data "$TMP/data"
 conf() { # conf NAME BACKEND
   cat > "$TMP/$1.yaml" <<YAML
@@ -97,7 +102,7 @@ if command -v mpirun >/dev/null 2>&1 && "$EMU" version -v | grep -q "processes *
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
   conf m cuda
   expect_status 0 "2 processes on the cuda backend" -- timeout 300 mpirun --oversubscribe --bind-to none \
-    -x OMP_NUM_THREADS=1 -np 2 "$EMU" train "$TMP/m.yaml" --quiet
+    -x OMP_NUM_THREADS=1 -x S2HC_CUDA_LIB -x GLIBC_TUNABLES -np 2 "$EMU" train "$TMP/m.yaml" --quiet
   [ "$(attr m processes)" = 2 ] && [ "$(attr m backend)" = cuda ] && ok "the run file says 2 processes, cuda" \
     || fail "processes $(attr m processes), backend $(attr m backend)"
   close g m /train/loss 1e-5 "2 processes' losses = 1 process's to 1e-5"
