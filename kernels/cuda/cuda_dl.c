@@ -149,6 +149,12 @@ static void lib_load(void) {
         snprintf(lib_why, sizeof lib_why, "the CUDA backend lacks %s (a library of another build of s2hc?)", missing);
         return;
     }
+    unsigned long long (*abi)(void) = (unsigned long long (*)(void))dlsym(h, "cuda_backend_abi");
+    if (!abi || abi() != cuda_abi_key()) {
+        snprintf(lib_why, sizeof lib_why, "the CUDA backend was built from other sources than this program "
+                 "(its model layout differs; rebuild both with make, or set S2HC_CUDA_LIB to the right one)");
+        return;
+    }
     lib_state = 1;
 }
 

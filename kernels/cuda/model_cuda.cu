@@ -164,6 +164,8 @@ void cuda_use_device(int local_rank) {
     cudaGetLastError();
 }
 
+unsigned long long cuda_backend_abi(void) { return cuda_abi_key(); }
+
 int cuda_available(char *name, size_t len) {
     char dummy[8];
     if (!name || !len) {

@@ -145,6 +145,21 @@ double cuda_profile_stop_ops(cuda_model *cm, double ms[CUDA_PROF_N], double op_m
 const char *cuda_profile_name(int k);
 const char *cuda_profile_op_name(int k);
 
+/* A key of the layouts the API passes between the program and the backend (gpt_model and
+ * what it holds, the profile's arrays), computed where this header is compiled: the
+ * library's (cuda_backend_abi) must equal the program's, or the library was built from
+ * other sources, and kernels/cuda/cuda_dl.c refuses it rather than read a model wrongly. */
+static inline unsigned long long cuda_abi_key(void) {
+    const size_t v[] = {sizeof(gpt_model), sizeof(s2hc_config), sizeof(hc_spec), sizeof(param_info),
+                        offsetof(gpt_model, cfg), offsetof(gpt_model, spec), offsetof(gpt_model, pinfo),
+                        offsetof(gpt_model, params), offsetof(gpt_model, B), offsetof(gpt_model, round_streams),
+                        CUDA_PROF_N, CUDA_OP_N, sizeof(real)};
+    unsigned long long h = 1469598103934665603ull; /* FNV-1a over the values */
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = (h ^ v[i]) * 1099511628211ull;
+    return h;
+}
+unsigned long long cuda_backend_abi(void);
+
 #else /* built without CUDA: stubs, so callers need no #ifdef */
 
 static inline int cuda_available(char *name, size_t len) {

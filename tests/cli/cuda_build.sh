@@ -67,6 +67,14 @@ if [ -e "$SO" ] && ! "$S2HC" version -v | grep -q 'this build has no CUDA backen
     S2HC_CUDA_LIB=$(ldd "$S2HC" | awk '/libyaml/ {print $3}') LD_LIBRARY_PATH="$TMP/drv" "$S2HC" version -v >"$TMP/out" 2>&1
     grep -q "GPUs *0: the CUDA backend lacks cuda_" "$TMP/out" &&
       ok "a library that is not the backend is refused" || fail "wrong S2HC_CUDA_LIB: $(grep GPUs "$TMP/out")"
+    # a library with every function, but from other sources: its layout key differs
+    { nm -D --defined-only "$SO" | awk '$3 ~ /^cuda_/ && $3 != "cuda_backend_abi" {print "void " $3 "(void) {}"}'
+      echo 'unsigned long long cuda_backend_abi(void) { return 42; }'; } > "$TMP/other.c"
+    if cc -shared -fPIC -o "$TMP/other.so" "$TMP/other.c" 2>"$TMP/out"; then
+      S2HC_CUDA_LIB=$TMP/other.so "$S2HC" version -v >"$TMP/out" 2>&1
+      grep -q "GPUs *0: the CUDA backend was built from other sources than this program" "$TMP/out" &&
+        ok "a backend built from other sources is refused" || fail "other sources: $(grep GPUs "$TMP/out")"
+    else fail "cannot build a stand-in library: $(head -n 3 "$TMP/out")"; fi
     printf 'model: {n_layer: 1, n_head: 2, n_embd: 16, block_size: 8}\nrun: {backend: cuda, out: %s}\n' "$TMP/runs" > "$TMP/cu.yaml"
     expect_status 2 "train with run.backend cuda and the stub driver exits 2" -- \
       env LD_LIBRARY_PATH="$TMP/drv" "$S2HC" train "$TMP/cu.yaml" --quiet
