@@ -75,7 +75,9 @@ if [ -e "$SO" ] && ! "$S2HC" version -v | grep -q 'this build has no CUDA backen
       grep -q "GPUs *0: the CUDA backend was built from other sources than this program" "$TMP/out" &&
         ok "a backend built from other sources is refused" || fail "other sources: $(grep GPUs "$TMP/out")"
     else fail "cannot build a stand-in library: $(head -n 3 "$TMP/out")"; fi
-    printf 'model: {n_layer: 1, n_head: 2, n_embd: 16, block_size: 8}\nrun: {backend: cuda, out: %s}\n' "$TMP/runs" > "$TMP/cu.yaml"
+    make_synth_data "$TMP/data"
+    printf 'model: {n_layer: 1, n_head: 2, n_embd: 16, block_size: 8}\ndata: {dir: %s, train: synth, ood: []}\nrun: {backend: cuda, out: %s}\n' \
+      "$TMP/data" "$TMP/runs" > "$TMP/cu.yaml"
     expect_status 2 "train with run.backend cuda and the stub driver exits 2" -- \
       env LD_LIBRARY_PATH="$TMP/drv" "$S2HC" train "$TMP/cu.yaml" --quiet
     expect_out "key 'run.backend' is cuda, but no GPU \(CUDA driver is a stub library\)" "and says why"
