@@ -1168,7 +1168,14 @@ HOSTDEV HC_FLATTEN static inline void hc_mhc_backward(const hc_spec *s, const re
 
 #if HC_LANES > 1
 /* The logits of HC_LANES tokens in lanes, minus each token's largest: E = L - max L
- * before the exp; 0 when a token takes the log form. */
+ * before the exp; 0 when a token takes the log form.
+ * (hc_lanes_get fills E[0 .. n n V) for any n >= 1, in its transposed blocks too, but at
+ * -O3 GCC 12 loses track of them and calls E "maybe uninitialized": a false alarm that
+ * -Werror would turn into a failed `make OPT="-O3 -march=native"`.) */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 static inline int hc_mhc_shifted_logits_v(const int n, const real *theta, const real *z, size_t zs, real *E) {
     const int V = HC_LANES, nn = n * n;
     const real a = theta[HC_GATE_THETA(n)], *b = theta + HC_GATE_THETA(n) + 1;
@@ -1190,6 +1197,9 @@ static inline int hc_mhc_shifted_logits_v(const int n, const real *theta, const 
         for (int v = 0; v < V; v++) E[e * V + v] -= hi[v];
     return 1;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /* HC_LANES consecutive tokens in lanes (z, pre, post, H at strides K, n, n*n; the cache in
  * lanes), when every one takes the linear form; 0 (nothing written) otherwise. */
