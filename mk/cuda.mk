@@ -69,11 +69,12 @@ $(EMU_BUILD)/%.cpp: %.cu tests/gpu/emu/cu2cpp.py
 	@mkdir -p $(dir $@)
 	python3 tests/gpu/emu/cu2cpp.py $< $@
 
-# a stamp of the flags, as for nvcc's objects below
+# flags_stamp FILE,FLAGS: FILE holds FLAGS, rewritten (so newer than the objects that
+# depend on it, which are then rebuilt) only when they change
+flags_stamp = $(if $(filter clean deps,$(MAKECMDGOALS)),,$(shell mkdir -p $(dir $1) && \
+  { [ "$$(cat $1 2>/dev/null)" = '$(strip $2)' ] || echo '$(strip $2)' > $1; }))
 EMU_STAMP := $(EMU_BUILD)/cxx.flags
-ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
-$(shell mkdir -p $(EMU_BUILD) && { [ "$$(cat $(EMU_STAMP) 2>/dev/null)" = '$(strip $(EMU_CXXFLAGS))' ] || echo '$(strip $(EMU_CXXFLAGS))' > $(EMU_STAMP); })
-endif
+$(call flags_stamp,$(EMU_STAMP),$(EMU_CXXFLAGS))
 $(EMU_BUILD)/%.o: $(EMU_BUILD)/%.cpp $(EMU_STAMP)
 	$(CXX) $(EMU_CXXFLAGS) -c -o $@ $<
 
@@ -146,11 +147,9 @@ CUDA_LIB   := $(CUDA_BUILD)/libs2hc_cuda.a
 CUDA_CFLAGS := -DS2HC_CUDA
 CUDA_LIBS  := $(CUDA_LIB) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcublasLt -lcudart -lstdc++ -lm
 
-# A stamp of the flags: the objects are rebuilt when NVCCFLAGS change (as -fPIC was added).
+# The objects are rebuilt when NVCCFLAGS change (as -fPIC was added).
 CUDA_STAMP := $(CUDA_BUILD)/nvcc.flags
-ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
-$(shell mkdir -p $(CUDA_BUILD) && { [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = '$(strip $(NVCCFLAGS))' ] || echo '$(strip $(NVCCFLAGS))' > $(CUDA_STAMP); })
-endif
+$(call flags_stamp,$(CUDA_STAMP),$(NVCCFLAGS))
 $(CUDA_BUILD)/%.o: kernels/cuda/%.cu $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<

@@ -36,7 +36,8 @@
 
 /* The functions that take a device model: return type, name, parameters, arguments. They
  * cannot be reached unless the library loaded (no device model exists otherwise). Those
- * that return nothing are listed apart (C allows no `return f();` in a void function). */
+ * that return nothing are listed apart: their wrappers have no `return f();`, which C
+ * does not allow in a void function. */
 #define CUDA_DL_MODEL_FUNCS(X)                                                                            \
     X(float, cuda_forward, (cuda_model * cm, const int *inputs, const int *targets), (cm, inputs, targets)) \
     X(float, cuda_forward_backward, (cuda_model * cm, const int *inputs, const int *targets, float scale), \
@@ -53,17 +54,17 @@
       (cuda_model * cm, double ms[CUDA_PROF_N], double op_ms[CUDA_OP_N], int op_calls[CUDA_OP_N]),        \
       (cm, ms, op_ms, op_calls))
 #define CUDA_DL_MODEL_VOIDS(X)                                                                            \
-    X(cuda_upload_params, (cuda_model * cm, const gpt_model *m), (cm, m))                                 \
-    X(cuda_download_params, (cuda_model * cm, gpt_model *m), (cm, m))                                     \
-    X(cuda_download_grads, (cuda_model * cm, gpt_model *m), (cm, m))                                      \
-    X(cuda_upload_grads, (cuda_model * cm, const gpt_model *m), (cm, m))                                  \
-    X(cuda_upload_optim, (cuda_model * cm, const float *mom, const float *var), (cm, mom, var))           \
-    X(cuda_download_optim, (cuda_model * cm, float *mom, float *var), (cm, mom, var))                     \
-    X(cuda_zero_grad, (cuda_model * cm), (cm))                                                            \
-    X(cuda_step, (cuda_model * cm, double lr, double grad_norm, int t), (cm, lr, grad_norm, t))           \
-    X(cuda_download_logits, (cuda_model * cm, float *logits), (cm, logits))                               \
-    X(cuda_synchronize, (cuda_model * cm), (cm))                                                          \
-    X(cuda_profile_start, (cuda_model * cm), (cm))
+    X(void, cuda_upload_params, (cuda_model * cm, const gpt_model *m), (cm, m))                                 \
+    X(void, cuda_download_params, (cuda_model * cm, gpt_model *m), (cm, m))                                     \
+    X(void, cuda_download_grads, (cuda_model * cm, gpt_model *m), (cm, m))                                      \
+    X(void, cuda_upload_grads, (cuda_model * cm, const gpt_model *m), (cm, m))                                  \
+    X(void, cuda_upload_optim, (cuda_model * cm, const float *mom, const float *var), (cm, mom, var))           \
+    X(void, cuda_download_optim, (cuda_model * cm, float *mom, float *var), (cm, mom, var))                     \
+    X(void, cuda_zero_grad, (cuda_model * cm), (cm))                                                            \
+    X(void, cuda_step, (cuda_model * cm, double lr, double grad_norm, int t), (cm, lr, grad_norm, t))           \
+    X(void, cuda_download_logits, (cuda_model * cm, float *logits), (cm, logits))                               \
+    X(void, cuda_synchronize, (cuda_model * cm), (cm))                                                          \
+    X(void, cuda_profile_start, (cuda_model * cm), (cm))
 /* and the ones callable before a model exists, written out below */
 #define CUDA_DL_OTHERS(X)                                                                                 \
     X(int, cuda_available, (char *name, size_t len), (name, len))                                         \
@@ -77,23 +78,21 @@
 /* the library's functions, once loaded */
 static struct {
 #define FIELD(ret, name, params, args) ret(*name) params;
-#define VFIELD(name, params, args) void(*name) params;
     CUDA_DL_MODEL_FUNCS(FIELD)
+    CUDA_DL_MODEL_VOIDS(FIELD)
     CUDA_DL_OTHERS(FIELD)
-    CUDA_DL_MODEL_VOIDS(VFIELD)
 #undef FIELD
-#undef VFIELD
 } lib;
 static int lib_state;        /* 0 not tried, 1 loaded, -1 not loadable (lib_why says why) */
 static char lib_why[512];
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
-/* dlopen the first candidate that exists; 1 loaded, 0 none exists, -1 one failed to load */
-static int lib_open(void **h) {
+/* dlopen the first candidate that exists (env: S2HC_CUDA_LIB, or NULL); NULL with lib_why
+ * when none exists or the first that exists does not load */
+static void *lib_open(const char *env) {
     char dir[4096] = "", cand[5][4200];
     int nc = 0;
-    const char *env = getenv("S2HC_CUDA_LIB");
-    if (env && env[0]) snprintf(cand[nc++], sizeof cand[0], "%s", env);
+    if (env) snprintf(cand[nc++], sizeof cand[0], "%s", env);
     ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
     if (n > 0) {
         dir[n] = 0;
@@ -106,21 +105,22 @@ static int lib_open(void **h) {
     if (S2HC_CUDA_SO[0]) snprintf(cand[nc++], sizeof cand[0], "%s", S2HC_CUDA_SO);
     for (int i = 0; i < nc; i++) {
         if (access(cand[i], F_OK) != 0) {
-            if (i == 0 && env && env[0]) { /* a path the user named must be there */
+            if (i == 0 && env) { /* a path the user named must be there */
                 snprintf(lib_why, sizeof lib_why, "S2HC_CUDA_LIB is %s, which does not exist", env);
-                return -1;
+                return NULL;
             }
             continue;
         }
-        *h = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);
-        if (*h) return 1;
-        const char *e = dlerror();
-        snprintf(lib_why, sizeof lib_why, "the CUDA backend %s cannot be loaded: %s", cand[i], e ? e : "?");
-        return -1;
+        void *h = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            const char *e = dlerror();
+            snprintf(lib_why, sizeof lib_why, "the CUDA backend %s cannot be loaded: %s", cand[i], e ? e : "?");
+        }
+        return h;
     }
     snprintf(lib_why, sizeof lib_why, "the CUDA backend libs2hc_cuda.so was not found next to the program "
              "or at %s (set S2HC_CUDA_LIB to its path)", S2HC_CUDA_SO[0] ? S2HC_CUDA_SO : "build/cuda");
-    return 0;
+    return NULL;
 }
 
 static void lib_load(void) {
@@ -129,22 +129,20 @@ static void lib_load(void) {
        (unless S2HC_CUDA_LIB names the library: it is then loaded as asked, and says
        itself whether a GPU is there; the CPU emulator's build of it has no driver) */
     const char *env = getenv("S2HC_CUDA_LIB");
-    if (!(env && env[0]) && !dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    if (env && !env[0]) env = NULL;
+    if (!env && !dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
         snprintf(lib_why, sizeof lib_why, "no GPU (no CUDA driver: libcuda.so.1 is not installed)");
         return;
     }
-    void *h = NULL;
-    if (lib_open(&h) <= 0) return;
+    void *h = lib_open(env);
+    if (!h) return;
     const char *missing = NULL;
 #define LOAD(ret, name, params, args)                                                                     \
     if (!(lib.name = (ret(*) params)dlsym(h, #name)) && !missing) missing = #name;
-#define VLOAD(name, params, args)                                                                         \
-    if (!(lib.name = (void(*) params)dlsym(h, #name)) && !missing) missing = #name;
     CUDA_DL_MODEL_FUNCS(LOAD)
+    CUDA_DL_MODEL_VOIDS(LOAD)
     CUDA_DL_OTHERS(LOAD)
-    CUDA_DL_MODEL_VOIDS(VLOAD)
 #undef LOAD
-#undef VLOAD
     if (missing) {
         snprintf(lib_why, sizeof lib_why, "the CUDA backend lacks %s (a library of another build of s2hc?)", missing);
         return;
@@ -197,7 +195,7 @@ const char *cuda_profile_op_name(int k) { return lib_ready() ? lib.cuda_profile_
         if (!lib_ready()) lib_needed(#name);                                                              \
         return lib.name args;                                                                             \
     }
-#define VFORWARD(name, params, args)                                                                      \
+#define VFORWARD(ret, name, params, args)                                                                 \
     void name params {                                                                                    \
         if (!lib_ready()) lib_needed(#name);                                                              \
         lib.name args;                                                                                    \

@@ -31,14 +31,19 @@ expect_out "^NVCC= " "and links no CUDA"
 # command asks for a GPU, and only where the CUDA driver is (kernels/cuda/cuda_dl.c)
 # (not in a build without the backend: the sanitizer build's s2hc)
 SO=build/cuda/libs2hc_cuda.so
+# gpus PATTERN WHAT [VAR=VALUE...] PROGRAM: `PROGRAM version -v` with those variables set
+# (its output in $TMP/out) has the GPUs line "0: PATTERN"
+gpus() {
+  local pat=$1 what=$2; shift 2
+  env "$@" version -v >"$TMP/out" 2>&1
+  grep -q "GPUs *0: $pat" "$TMP/out" && ok "$what" || fail "$what: $(grep GPUs "$TMP/out")"
+}
 if [ -e "$SO" ] && ! "$S2HC" version -v | grep -q 'this build has no CUDA backend'; then
   ldd "$S2HC" | grep -Eq 'libcublas|libcudart' && fail "bin/s2hc links cuBLAS or the CUDA runtime itself" ||
     ok "bin/s2hc links no CUDA library"
   ldd "$SO" | grep -q 'libcublas\.' && ok "the backend library carries cuBLAS" || fail "libs2hc_cuda.so does not link cuBLAS"
   if ! ldconfig -p | grep -q 'libcuda\.so\.1'; then
-    LD_DEBUG=files "$S2HC" version -v >"$TMP/out" 2>&1
-    grep -q 'GPUs *0: no GPU (no CUDA driver: libcuda.so.1 is not installed)' "$TMP/out" &&
-      ok "without a driver: no GPU, and why" || fail "version -v without a driver: $(grep GPUs "$TMP/out")"
+    gpus 'no GPU (no CUDA driver: libcuda.so.1 is not installed)' "without a driver: no GPU, and why" LD_DEBUG=files "$S2HC"
     grep -q 'libcublas\|libs2hc_cuda' "$TMP/out" && fail "a command without a driver loaded the CUDA libraries" ||
       ok "a command without a driver loads no CUDA library"
   fi
@@ -49,31 +54,26 @@ if [ -e "$SO" ] && ! "$S2HC" version -v | grep -q 'this build has no CUDA backen
   if [ -n "$stub" ]; then
     mkdir -p "$TMP/drv" "$TMP/moved"
     ln -sf "$stub" "$TMP/drv/libcuda.so.1"
-    LD_DEBUG=files LD_LIBRARY_PATH="$TMP/drv" "$S2HC" version -v >"$TMP/out" 2>&1
-    grep -q 'GPUs *0: no GPU (CUDA driver is a stub library)' "$TMP/out" &&
-      ok "with a driver the library is loaded and asked" || fail "version -v with the stub driver: $(grep GPUs "$TMP/out")"
+    gpus 'no GPU (CUDA driver is a stub library)' "with a driver the library is loaded and asked" \
+      LD_DEBUG=files LD_LIBRARY_PATH="$TMP/drv" "$S2HC"
     grep -q 'libcublas' "$TMP/out" && ok "cuBLAS loaded then" || fail "cuBLAS not loaded with the stub driver"
     cp "$S2HC" "$TMP/moved/s2hc"
-    LD_LIBRARY_PATH="$TMP/drv" "$TMP/moved/s2hc" version -v >"$TMP/out" 2>&1
-    grep -q 'GPUs *0: no GPU (CUDA driver is a stub library)' "$TMP/out" &&
-      ok "a copy of s2hc elsewhere finds the build's library" || fail "moved s2hc: $(grep GPUs "$TMP/out")"
+    gpus 'no GPU (CUDA driver is a stub library)' "a copy of s2hc elsewhere finds the build's library" \
+      LD_LIBRARY_PATH="$TMP/drv" "$TMP/moved/s2hc"
     cp "$SO" "$TMP/moved/libs2hc_cuda.so"
-    S2HC_CUDA_LIB=$TMP/moved/libs2hc_cuda.so LD_DEBUG=files LD_LIBRARY_PATH="$TMP/drv" "$S2HC" version -v >"$TMP/out" 2>&1
-    grep -q "file=$TMP/moved/libs2hc_cuda.so" "$TMP/out" && grep -q 'GPUs *0: no GPU (CUDA driver is a stub' "$TMP/out" &&
-      ok "S2HC_CUDA_LIB names the library" || fail "S2HC_CUDA_LIB: $(grep GPUs "$TMP/out")"
-    S2HC_CUDA_LIB=$TMP/none.so LD_LIBRARY_PATH="$TMP/drv" "$S2HC" version -v >"$TMP/out" 2>&1
-    grep -q "GPUs *0: S2HC_CUDA_LIB is $TMP/none.so, which does not exist" "$TMP/out" &&
-      ok "an S2HC_CUDA_LIB that does not exist is named" || fail "missing S2HC_CUDA_LIB: $(grep GPUs "$TMP/out")"
-    S2HC_CUDA_LIB=$(ldd "$S2HC" | awk '/libyaml/ {print $3}') LD_LIBRARY_PATH="$TMP/drv" "$S2HC" version -v >"$TMP/out" 2>&1
-    grep -q "GPUs *0: the CUDA backend lacks cuda_" "$TMP/out" &&
-      ok "a library that is not the backend is refused" || fail "wrong S2HC_CUDA_LIB: $(grep GPUs "$TMP/out")"
+    gpus 'no GPU (CUDA driver is a stub' "S2HC_CUDA_LIB names the library" \
+      S2HC_CUDA_LIB="$TMP/moved/libs2hc_cuda.so" LD_DEBUG=files LD_LIBRARY_PATH="$TMP/drv" "$S2HC"
+    grep -q "file=$TMP/moved/libs2hc_cuda.so" "$TMP/out" || fail "S2HC_CUDA_LIB: $TMP/moved/libs2hc_cuda.so not loaded"
+    gpus "S2HC_CUDA_LIB is $TMP/none.so, which does not exist" "an S2HC_CUDA_LIB that does not exist is named" \
+      S2HC_CUDA_LIB="$TMP/none.so" LD_LIBRARY_PATH="$TMP/drv" "$S2HC"
+    gpus "the CUDA backend lacks cuda_" "a library that is not the backend is refused" \
+      S2HC_CUDA_LIB="$(ldd "$S2HC" | awk '/libyaml/ {print $3}')" LD_LIBRARY_PATH="$TMP/drv" "$S2HC"
     # a library with every function, but from other sources: its layout key differs
     { nm -D --defined-only "$SO" | awk '$3 ~ /^cuda_/ && $3 != "cuda_backend_abi" {print "void " $3 "(void) {}"}'
       echo 'unsigned long long cuda_backend_abi(void) { return 42; }'; } > "$TMP/other.c"
     if cc -shared -fPIC -o "$TMP/other.so" "$TMP/other.c" 2>"$TMP/out"; then
-      S2HC_CUDA_LIB=$TMP/other.so "$S2HC" version -v >"$TMP/out" 2>&1
-      grep -q "GPUs *0: the CUDA backend was built from other sources than this program" "$TMP/out" &&
-        ok "a backend built from other sources is refused" || fail "other sources: $(grep GPUs "$TMP/out")"
+      gpus "the CUDA backend was built from other sources than this program" \
+        "a backend built from other sources is refused" S2HC_CUDA_LIB="$TMP/other.so" "$S2HC"
     else fail "cannot build a stand-in library: $(head -n 3 "$TMP/out")"; fi
     make_synth_data "$TMP/data"
     printf 'model: {n_layer: 1, n_head: 2, n_embd: 16, block_size: 8}\ndata: {dir: %s, train: synth, ood: []}\nrun: {backend: cuda, out: %s}\n' \
