@@ -113,29 +113,27 @@ uint64_t mix(uint64_t *s) {
     abort();
 }
 
+/* Per warp, as bit masks of its lanes: those waiting at a __syncwarp / shuffle (and the
+ * lanes that barrier names, the same for all of them), and those that have returned. A
+ * lane's arrival or return updates them, so a warp barrier opens in a few instructions
+ * however many lanes it names (a shuffle is two such barriers). */
+struct warp_state {
+    unsigned waiting, need, done;
+};
+thread_local std::vector<warp_state> warps;
+
 /* Release warp w's lanes from their __syncwarp / shuffle once every lane it names waits
  * there. A named lane that has returned or does not exist is an error (undefined on the
  * GPU); one waiting at __syncthreads instead waits for ever, found as a deadlock below. */
-bool release_warp(int w, int nt) {
-    const int lo = w * 32, hi = lo + 32 < nt ? lo + 32 : nt;
-    unsigned need = 0;
-    int waiting = -1;
-    for (int t = lo; t < hi; t++)
-        if (fibers[t].state == AT_WARP) {
-            if (waiting >= 0 && fibers[t].mask != fibers[waiting].mask)
-                emu_fail("lanes of one warp wait at __syncwarp / shuffles with different masks", t);
-            waiting = t;
-            need = fibers[t].mask;
-        }
-    if (waiting < 0) return false;
-    for (int l = 0; l < 32; l++) {
-        if (!(need >> l & 1)) continue;
-        if (lo + l >= hi) emu_fail("a __syncwarp / shuffle names a lane the block does not have", waiting);
-        if (fibers[lo + l].state == DONE) emu_fail("a __syncwarp / shuffle names a lane that has returned", waiting);
-        if (fibers[lo + l].state != AT_WARP) return false;
-    }
-    for (int t = lo; t < hi; t++)
-        if (fibers[t].state == AT_WARP) fibers[t].state = RUNNABLE;
+bool release_warp(int w, int nt, int t) {
+    warp_state &ws = warps[w];
+    if (!ws.waiting) return false;
+    const int lanes = nt - w * 32 < 32 ? nt - w * 32 : 32;
+    if (lanes < 32 && ws.need >> lanes) emu_fail("a __syncwarp / shuffle names a lane the block does not have", t);
+    if (ws.need & ws.done) emu_fail("a __syncwarp / shuffle names a lane that has returned", t);
+    if ((ws.waiting & ws.need) != ws.need) return false;
+    for (unsigned m = ws.waiting; m; m &= m - 1) fibers[w * 32 + __builtin_ctz(m)].state = RUNNABLE;
+    ws.waiting = 0;
     return true;
 }
 
@@ -144,7 +142,22 @@ bool step(int t, int nt) {
     cur = t;
     threadIdx = dim3(fibers[t].x, fibers[t].y, fibers[t].z);
     emu_switch(&sched_sp, fibers[t].sp);
-    return fibers[t].state != AT_BLOCK && release_warp(t / 32, nt);
+    const int w = t / 32;
+    warp_state &ws = warps[w];
+    switch (fibers[t].state) {
+    case AT_WARP:
+        if (ws.waiting && fibers[t].mask != ws.need)
+            emu_fail("lanes of one warp wait at __syncwarp / shuffles with different masks", t);
+        ws.waiting |= 1u << (t & 31);
+        ws.need = fibers[t].mask;
+        break;
+    case DONE:
+        ws.done |= 1u << (t & 31);
+        break;
+    default:
+        return false;
+    }
+    return release_warp(w, nt, t);
 }
 
 /* asc / desc: every fiber in the order, each up to its next barrier; a warp whose barrier
@@ -169,17 +182,17 @@ void run_in_order(int nt, bool desc) {
  * their next barriers; then another choice, until none is runnable. */
 void run_random(int nt, uint64_t *rng) {
     const int nw = (nt + 31) / 32;
-    int warps[32], lanes[32];
+    int ready[32], lanes[32];
     for (;;) {
         int nr = 0;
         for (int w = 0; w < nw; w++)
             for (int t = w * 32; t < nt && t < w * 32 + 32; t++)
                 if (fibers[t].state == RUNNABLE) {
-                    warps[nr++] = w;
+                    ready[nr++] = w;
                     break;
                 }
         if (!nr) return;
-        const int w = warps[mix(rng) % (uint64_t)nr];
+        const int w = ready[mix(rng) % (uint64_t)nr];
         int nl = 0;
         for (int t = w * 32; t < nt && t < w * 32 + 32; t++)
             if (fibers[t].state == RUNNABLE) lanes[nl++] = t;
@@ -202,6 +215,7 @@ void run_block(size_t b, dim3 grid, dim3 block, size_t smem, const std::function
         stacks.push_back(s);
     }
     fibers.resize(nt);
+    warps.assign((nt + 31) / 32, warp_state{0, 0, 0});
     thread_local std::vector<unsigned char> shm;
     if (shm.size() < smem + 256) shm.resize(smem + 256);
     unsigned char *dyn = (unsigned char *)(((uintptr_t)shm.data() + 127) & ~(uintptr_t)127);
