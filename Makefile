@@ -95,11 +95,17 @@ $(BUILD)/tests/test_%: tests/test_%.c $(LIB_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
 # tests/test_frame.c includes harness/model.c to reach its static frame kernels, so it
-# links everything but model.o (as tools/frame_bench does, mk/bench.mk).
+# links everything but model.o (as tools/frame_bench does, mk/bench.mk). In the sanitizer
+# build the two compile at -O0: model.c's frame kernels take ~100 s each at -O1 under
+# the sanitizers (~25 s at -O0), and both programs run for seconds in the suite.
 LIB_OBJ_NO_MODEL := $(filter-out $(BUILD)/harness/model.o,$(LIB_OBJ))
+MODEL_INCLUDER_OPT :=
+ifeq ($(SAN),1)
+MODEL_INCLUDER_OPT := -O0
+endif
 $(BUILD)/tests/test_frame: tests/test_frame.c $(LIB_OBJ_NO_MODEL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
+	$(CC) $(CFLAGS) $(MODEL_INCLUDER_OPT) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
 
 $(BUILD)/tests/dbl_%: tests/dbl_%.c $(DBL_OBJ)
 	@mkdir -p $(dir $@)

@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 FRAME_ARGS ?=
 LAYOUT_ARGS ?=
 # tools/frame_bench.c includes harness/model.c (its static frame functions), so it links
-# everything but model.o.
+# everything but model.o (and compiles at -O0 in the sanitizer build, as test_frame).
 FRAME_BENCH := $(BUILD)/tools/frame_bench
 
 .PHONY: bench bench-frame bench-layout
@@ -27,7 +27,7 @@ bench-frame: $(FRAME_BENCH)
 
 $(FRAME_BENCH): tools/frame_bench.c $(LIB_OBJ_NO_MODEL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
+	$(CC) $(CFLAGS) $(MODEL_INCLUDER_OPT) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
 
 LAYOUT_BENCH := $(BUILD)/tools/layout_bench
 bench-layout: $(LAYOUT_BENCH)
