@@ -48,6 +48,8 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DTEST_SRC := $(wildcard tests/dbl_*.c)
 DTEST_BIN := $(DTEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_OBJ  := $(TEST_BIN:%=%.o)
+DTEST_OBJ := $(DTEST_BIN:%=%.o)
 
 BIN := bin/s2hc
 ifeq ($(SAN),1)
@@ -58,7 +60,7 @@ endif
 # them after a build: keep them. (A bare `.SECONDARY:` would keep everything, but it
 # also makes every missing file intermediate, which make then does not rebuild: FORCE,
 # a grid's index.csv after a preset switch. tests/cli/build.sh checks both.)
-.SECONDARY: $(DBL_OBJ) $(LIB_OBJ) $(BUILD)/harness/main.o
+.SECONDARY: $(DBL_OBJ) $(LIB_OBJ) $(BUILD)/harness/main.o $(TEST_OBJ) $(DTEST_OBJ)
 # AdamW's square roots in vector code (kernels/cpu/vecops.c says why)
 $(BUILD)/kernels/cpu/vecops.o $(BUILD)/dbl/kernels/cpu/vecops.o: CFLAGS += -fno-math-errno
 .PHONY: all deps test test-san clean data tests-build
@@ -90,9 +92,11 @@ $(BUILD)/dbl/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DS2HC_DOUBLE -c -o $@ $<
 
-$(BUILD)/tests/test_%: tests/test_%.c $(LIB_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+# Each test compiles to its own object, then links: a new commit (version.o) or a change
+# to the library relinks the tests without compiling them again.
+$(DTEST_OBJ): CFLAGS += -DS2HC_DOUBLE
+$(filter-out $(BUILD)/tests/test_frame,$(TEST_BIN)): %: %.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
 # tests/test_frame.c includes harness/model.c to reach its static frame kernels, so it
 # links everything but model.o (as tools/frame_bench does, mk/bench.mk). In the sanitizer
@@ -103,13 +107,12 @@ MODEL_INCLUDER_OPT :=
 ifeq ($(SAN),1)
 MODEL_INCLUDER_OPT := -O0
 endif
-$(BUILD)/tests/test_frame: tests/test_frame.c $(LIB_OBJ_NO_MODEL)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(MODEL_INCLUDER_OPT) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
+$(BUILD)/tests/test_frame.o: CFLAGS += $(MODEL_INCLUDER_OPT)
+$(BUILD)/tests/test_frame: $(BUILD)/tests/test_frame.o $(LIB_OBJ_NO_MODEL)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
 
-$(BUILD)/tests/dbl_%: tests/dbl_%.c $(DBL_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DS2HC_DOUBLE $(LDFLAGS) -o $@ $< $(DBL_OBJ) $(LDLIBS)
+$(DTEST_BIN): %: %.o $(DBL_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $< $(DBL_OBJ) $(LDLIBS)
 
 tests-build: $(BIN) $(TEST_BIN) $(DTEST_BIN)
 

@@ -25,9 +25,10 @@ bench: $(BIN)
 bench-frame: $(FRAME_BENCH)
 	$(FRAME_BENCH) $(FRAME_ARGS)
 
-$(FRAME_BENCH): tools/frame_bench.c $(LIB_OBJ_NO_MODEL)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(MODEL_INCLUDER_OPT) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
+$(FRAME_BENCH).o: CFLAGS += $(MODEL_INCLUDER_OPT)
+.SECONDARY: $(FRAME_BENCH).o
+$(FRAME_BENCH): $(FRAME_BENCH).o $(LIB_OBJ_NO_MODEL)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
 
 LAYOUT_BENCH := $(BUILD)/tools/layout_bench
 bench-layout: $(LAYOUT_BENCH)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The build keeps what it built and rebuilds what is missing. Objects reached only through
-# pattern rules are kept (.SECONDARY with their list: the double-precision test objects;
+# pattern rules are kept (.SECONDARY with their list: the double-precision objects;
 # make once deleted them after every build, so any change recompiled all of them). And no
 # target is kept from being rebuilt: a bare `.SECONDARY:` made every missing file
 # "intermediate", so a forced target was never rebuilt and
@@ -13,8 +13,11 @@ SANARG=; [ "$B" = build-san ] && SANARG=SAN=1
 n=$(ls "$B"/dbl/harness/*.o "$B"/dbl/kernels/cpu/*.o 2>/dev/null | wc -l)
 [ "$n" -ge 5 ] && ok "the double-precision objects are kept after the build ($n)" \
   || fail "the double-precision objects were deleted after the build ($n left)"
+n=$(ls "$B"/tests/*.o 2>/dev/null | wc -l)
+[ "$n" -ge 10 ] && ok "the tests' objects are kept after the build ($n)" \
+  || fail "the tests' objects were deleted after the build ($n left)"
 # version.o follows the commit: rebuilt when the commit recorded in its stamp differs
-# from the tree's, and only then (every binary links it; test_frame recompiles model.c).
+# from the tree's, and only then (every binary links it).
 S="$B/harness/version.commit"
 if [ -f "$S" ] && [ -f "$B/harness/version.o" ]; then
   cp -p "$S" "$TMP/stamp"
@@ -28,6 +31,13 @@ if [ -f "$S" ] && [ -f "$B/harness/version.o" ]; then
   make -n $SANARG "$B/harness/version.o" 2>&1 | grep -q -- "-DS2HC_GIT='\"$(git rev-parse --short HEAD)" \
     && ok "version.o is rebuilt, with the tree's commit, when the stamp names another" \
     || fail "version.o not rebuilt after the commit changed (the version string would go stale)"
+  # and the tests relink with it, without compiling again (test_frame's model.c takes ~25 s)
+  make -n $SANARG "$B/tests/test_frame" "$B/tests/test_variants" >"$TMP/vout" 2>&1
+  grep -q -- "-o $B/tests/test_frame " "$TMP/vout" && grep -q -- "-o $B/tests/test_variants " "$TMP/vout" \
+    && ok "after a new commit the tests relink" || fail "the tests do not relink with a new version.o"
+  grep -Eq "tests/test_(frame|variants)\.c" "$TMP/vout" \
+    && fail "a new commit recompiles the tests: $(grep -E 'tests/test_(frame|variants)\.c' "$TMP/vout" | head -c 200)" \
+    || ok "a new commit does not recompile the tests"
   cp -p "$TMP/stamp" "$S"
 else
   fail "no $S or version.o: the build did not record its commit"
