@@ -100,7 +100,7 @@ $(EMU_BUILD)/emu_selftest: $(EMU_BUILD)/tests/gpu/emu/selftest.o $(EMU_BUILD)/em
 # The check on the emulator, without the timing and with fewer bf16 / training cases
 # (--quick), once in each of the emulator's orders (EMU_ORDERS; tests/gpu/emu/emu.h): the
 # comparisons pass in all of them only if the kernels' barriers order every exchange.
-# About 1.5 minutes per order on 2 idle cores. Drop --quick for all of it.
+# About 1-1.3 minutes per order on 2 idle cores. Drop --quick for all of it.
 EMU_ORDERS ?= asc desc random:1 random:2
 cuda-emu-check: $(EMU_BUILD)/gpu_check_emu
 	@set -e; for o in $(EMU_ORDERS); do \

@@ -19,6 +19,8 @@ thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 thread_local void *emu_dyn_smem = NULL;
 thread_local unsigned long emu_block_serial = 0;
 thread_local double emu_xchg[1024];
+thread_local double emu_xchg_full[2][1024];
+thread_local unsigned char emu_shfl_count[1024];
 
 /* emu_switch(from, to): save callee-saved registers on the current stack, store the stack
  * pointer in *from, load `to`, restore and return into the other context. */
@@ -216,6 +218,7 @@ void run_block(size_t b, dim3 grid, dim3 block, size_t smem, const std::function
     }
     fibers.resize(nt);
     warps.assign((nt + 31) / 32, warp_state{0, 0, 0});
+    memset(emu_shfl_count, 0, (size_t)nt);
     thread_local std::vector<unsigned char> shm;
     if (shm.size() < smem + 256) shm.resize(smem + 256);
     unsigned char *dyn = (unsigned char *)(((uintptr_t)shm.data() + 127) & ~(uintptr_t)127);

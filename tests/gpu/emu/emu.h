@@ -75,15 +75,28 @@ void emu_barrier(void);
 void emu_warp_barrier(unsigned mask);
 int emu_linear_tid(void);
 extern thread_local double emu_xchg[1024];
+extern thread_local double emu_xchg_full[2][1024];
+extern thread_local unsigned char emu_shfl_count[1024]; /* each thread's whole-warp shuffles, mod 256 */
 
 static inline void __syncthreads(void) { emu_barrier(); }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { emu_warp_barrier(mask); }
+/* A shuffle of the whole warp is one barrier: each lane writes its value into the half of
+ * a double buffer that the shuffle's number picks, waits, and reads its source lane's. A
+ * lane cannot write that half again (two shuffles on) before every lane has passed the
+ * shuffle in between, so after each has read this one. A shuffle of fewer lanes is two
+ * barriers around one buffer (the lanes of a mask need not have shuffled equally often). */
 template <typename T>
 static inline T __shfl_xor_sync(unsigned mask, T v, int lanemask) {
-    int t = emu_linear_tid();
+    const int t = emu_linear_tid(), src = (t & ~31) | ((t & 31) ^ lanemask);
+    if (mask == 0xffffffffu) {
+        double *b = emu_xchg_full[emu_shfl_count[t]++ & 1];
+        b[t] = (double)v;
+        emu_warp_barrier(mask);
+        return (T)b[src];
+    }
     emu_xchg[t] = (double)v;
     emu_warp_barrier(mask);
-    T r = (T)emu_xchg[(t & ~31) | ((t & 31) ^ lanemask)];
+    T r = (T)emu_xchg[src];
     emu_warp_barrier(mask);
     return r;
 }
