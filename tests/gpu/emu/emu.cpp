@@ -118,7 +118,7 @@ uint64_t mix(uint64_t *s) {
 /* Per warp, as bit masks of its lanes: those waiting at a __syncwarp / shuffle (and the
  * lanes that barrier names, the same for all of them), and those that have returned. A
  * lane's arrival or return updates them, so a warp barrier opens in a few instructions
- * however many lanes it names (a shuffle is two such barriers). */
+ * however many lanes it names (a shuffle is one or two such barriers, emu.h). */
 struct warp_state {
     unsigned waiting, need, done;
 };
