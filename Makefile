@@ -98,16 +98,19 @@ $(DTEST_OBJ): CFLAGS += -DS2HC_DOUBLE
 $(filter-out $(BUILD)/tests/test_frame,$(TEST_BIN)): %: %.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
-# tests/test_frame.c includes harness/model.c to reach its static frame kernels, so it
-# links everything but model.o (as tools/frame_bench does, mk/bench.mk). In the sanitizer
-# build the two compile at -O0: model.c's frame kernels take ~100 s each at -O1 under
-# the sanitizers (~25 s at -O0), and both programs run for seconds in the suite.
-LIB_OBJ_NO_MODEL := $(filter-out $(BUILD)/harness/model.o,$(LIB_OBJ))
-MODEL_INCLUDER_OPT :=
+# In the sanitizer build, the objects that take a minute or more to compile at -O1 under
+# the sanitizers (kernels/hc_math.h's vector code inlined many times over) and whose code
+# runs for seconds in the suite compile at -O0: test_frame and frame_bench (each includes
+# model.c) 98 and 91 s of CPU against 23, test_variants 62 against 3 (its run 1.7 -> 4.6 s),
+# bench.o 59 against 2.5 (bench_cli.sh's time the same).
 ifeq ($(SAN),1)
-MODEL_INCLUDER_OPT := -O0
+$(BUILD)/tests/test_frame.o $(BUILD)/tools/frame_bench.o $(BUILD)/tests/test_variants.o $(BUILD)/harness/bench.o: \
+  CFLAGS += -O0
 endif
-$(BUILD)/tests/test_frame.o: CFLAGS += $(MODEL_INCLUDER_OPT)
+
+# tests/test_frame.c includes harness/model.c to reach its static frame kernels, so it
+# links everything but model.o (as tools/frame_bench does, mk/bench.mk).
+LIB_OBJ_NO_MODEL := $(filter-out $(BUILD)/harness/model.o,$(LIB_OBJ))
 $(BUILD)/tests/test_frame: $(BUILD)/tests/test_frame.o $(LIB_OBJ_NO_MODEL)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
 

@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 FRAME_ARGS ?=
 LAYOUT_ARGS ?=
 # tools/frame_bench.c includes harness/model.c (its static frame functions), so it links
-# everything but model.o (and compiles at -O0 in the sanitizer build, as test_frame).
+# everything but model.o (and compiles at -O0 in the sanitizer build, Makefile).
 FRAME_BENCH := $(BUILD)/tools/frame_bench
 
 .PHONY: bench bench-frame bench-layout
@@ -25,7 +25,6 @@ bench: $(BIN)
 bench-frame: $(FRAME_BENCH)
 	$(FRAME_BENCH) $(FRAME_ARGS)
 
-$(FRAME_BENCH).o: CFLAGS += $(MODEL_INCLUDER_OPT)
 .SECONDARY: $(FRAME_BENCH).o
 $(FRAME_BENCH): $(FRAME_BENCH).o $(LIB_OBJ_NO_MODEL)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
