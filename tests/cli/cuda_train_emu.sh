@@ -17,7 +17,6 @@ if [ ! -e "$EMU_SO" ] || "$S2HC" version -v | grep -q 'this build has no CUDA ba
 fi
 # the library's thread-locals (initial-exec, mk/cuda.mk) need room in the static TLS block
 export S2HC_CUDA_LIB=$EMU_SO GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4194304
-EMU=$S2HC
 make_synth_data "$TMP/data"
 conf() { # conf NAME BACKEND
   cat > "$TMP/$1.yaml" <<YAML
@@ -36,7 +35,7 @@ close() { # close RUN_A RUN_B DATASET REL WHAT
 }
 
 conf g cuda; conf c cpu
-expect_status 0 "train on the emulated GPU" -- "$EMU" train "$TMP/g.yaml" --quiet
+expect_status 0 "train on the emulated GPU" -- "$S2HC" train "$TMP/g.yaml" --quiet
 [ "$(attr g backend)" = cuda ] && ok "the run file says cuda" || fail "backend: $(attr g backend)"
 attr g device | grep -q "emulator" && ok "and names the device" || fail "device: $(attr g device)"
 expect_status 0 "the same on the cpu backend" -- "$S2HC" train "$TMP/c.yaml" --quiet
@@ -59,24 +58,24 @@ h5dump -d /final/H_res_mean "$TMP/runs/g/run.h5" >/dev/null 2>&1 && ok "the fina
 # run.backend auto: the GPU when there is one, and says so; the cpu when the emulator plays
 # a machine without a driver (S2HC_EMU_NO_GPU), where cuda is a clear error
 conf a auto
-"$EMU" train "$TMP/a.yaml" --set train.steps=1 > "$TMP/out" 2>&1 && grep -q "^backend: cuda on CPU emulator" "$TMP/out" \
+"$S2HC" train "$TMP/a.yaml" --set train.steps=1 > "$TMP/out" 2>&1 && grep -q "^backend: cuda on CPU emulator" "$TMP/out" \
   && [ "$(attr a backend)" = cuda ] && ok "auto picks the GPU and says so" || fail "auto: $(grep backend "$TMP/out")"
 rm -rf "$TMP/runs/a"
-S2HC_EMU_NO_GPU=1 "$EMU" train "$TMP/a.yaml" --set train.steps=1 > "$TMP/out" 2>&1 \
+S2HC_EMU_NO_GPU=1 "$S2HC" train "$TMP/a.yaml" --set train.steps=1 > "$TMP/out" 2>&1 \
   && grep -q "^backend: cpu (auto: no GPU" "$TMP/out" && [ "$(attr a backend)" = cpu ] \
   && ok "without a driver auto picks the cpu and says why" || fail "auto, no GPU: $(grep backend "$TMP/out")"
-expect_status 2 "run.backend cuda without a driver" -- env S2HC_EMU_NO_GPU=1 "$EMU" train "$TMP/g.yaml" --set run.name=nog
+expect_status 2 "run.backend cuda without a driver" -- env S2HC_EMU_NO_GPU=1 "$S2HC" train "$TMP/g.yaml" --set run.name=nog
 expect_out "key 'run.backend' is cuda, but no GPU" "says there is no GPU"
 
 # mixed precision (bf16 products, fp32 master weights): the cpu's fp32 losses to 2e-2;
 # bf16 streams: the cpu's bf16 streams (the same rounding of the same values) to 1e-4
 conf b cuda; sed -i 's/backend: cuda}/backend: cuda, precision: bf16}/' "$TMP/b.yaml"
-expect_status 0 "train in bf16 on the emulated GPU" -- "$EMU" train "$TMP/b.yaml" --quiet
+expect_status 0 "train in bf16 on the emulated GPU" -- "$S2HC" train "$TMP/b.yaml" --quiet
 [ "$(attr b precision)" = bf16 ] && ok "the run file says bf16" || fail "precision: $(attr b precision)"
 close b c /train/loss 2e-2 "bf16's losses = cpu's fp32 ones to 2e-2"
 conf gs cuda; conf cs cpu
 sed -i 's/n_streams: 4}/n_streams: 4, stream_precision: bf16}/' "$TMP/gs.yaml" "$TMP/cs.yaml"
-expect_status 0 "bf16 streams on the emulated GPU" -- "$EMU" train "$TMP/gs.yaml" --quiet
+expect_status 0 "bf16 streams on the emulated GPU" -- "$S2HC" train "$TMP/gs.yaml" --quiet
 expect_status 0 "bf16 streams on the cpu" -- "$S2HC" train "$TMP/cs.yaml" --quiet
 [ "$(attr gs stream_precision)" = bf16 ] && ok "the run file says bf16 streams" || fail "$(attr gs stream_precision)"
 close gs cs /train/loss 1e-4 "bf16 streams: cuda's losses = cpu's to 1e-4"
@@ -85,9 +84,9 @@ h5diff -q "$TMP/runs/gs/run.h5" "$TMP/runs/g/run.h5" /train/loss >/dev/null 2>&1
 
 # stopped at step 3 (a signal's path: the step ends, the device state is saved), resumed
 conf r cuda
-"$EMU" train "$TMP/r.yaml" --quiet --stop-after 3 2>/dev/null; st=$?
+"$S2HC" train "$TMP/r.yaml" --quiet --stop-after 3 2>/dev/null; st=$?
 [ "$st" = 130 ] && ok "--stop-after 3: exit 130" || fail "--stop-after: exit $st"
-expect_status 0 "--resume on the emulated GPU" -- "$EMU" train "$TMP/r.yaml" --resume --quiet
+expect_status 0 "--resume on the emulated GPU" -- "$S2HC" train "$TMP/r.yaml" --resume --quiet
 for d in /train/loss /train/grad_norm; do
   h5diff -q "$TMP/runs/g/run.h5" "$TMP/runs/r/run.h5" $d >/dev/null 2>&1 && ok "resumed = uninterrupted: $d" \
     || fail "resumed differs from uninterrupted in $d"
@@ -98,11 +97,11 @@ for g in /model /optim; do
 done
 
 # two processes, one emulated GPU each
-if command -v mpirun >/dev/null 2>&1 && "$EMU" version -v | grep -q "processes *across processes"; then
+if command -v mpirun >/dev/null 2>&1 && "$S2HC" version -v | grep -q "processes *across processes"; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
   conf m cuda
   expect_status 0 "2 processes on the cuda backend" -- timeout 300 mpirun --oversubscribe --bind-to none \
-    -x OMP_NUM_THREADS=1 -x S2HC_CUDA_LIB -x GLIBC_TUNABLES -np 2 "$EMU" train "$TMP/m.yaml" --quiet
+    -x OMP_NUM_THREADS=1 -x S2HC_CUDA_LIB -x GLIBC_TUNABLES -np 2 "$S2HC" train "$TMP/m.yaml" --quiet
   [ "$(attr m processes)" = 2 ] && [ "$(attr m backend)" = cuda ] && ok "the run file says 2 processes, cuda" \
     || fail "processes $(attr m processes), backend $(attr m backend)"
   close g m /train/loss 1e-5 "2 processes' losses = 1 process's to 1e-5"
