@@ -85,14 +85,17 @@ expect_out "3 points: 1 finished, 2 changed" "one rerun, two still changed"
 
 # ---- kill the runner mid-grid, then resume: no point lost, none repeated
 K=$TMP/kill
-KS=(--set train.steps=1000 --set train.ckpt_every=50 --set train.eval_every=200 --set probe.every=200 --set train.threads=1)
+# long enough that the kills land mid-run (fewer steps in the sanitizer build, 2-3x slower)
+KSTEPS=1000
+san_build && KSTEPS=400
+KS=(--set train.steps=$KSTEPS --set train.ckpt_every=50 --set train.eval_every=200 --set probe.every=200 --set train.threads=1)
 "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K" -j 1 > "$TMP/kill1.out" 2>&1 &
 pid=$!
 # until point 0 finished and point 1 printed its first step (its trainer then handles
 # SIGTERM; before, it may still be starting up); at most 2 minutes
 for _ in $(seq 1 1200); do
   grep -q "state=finished" "$K/identity-n4-s1337/grid.status" 2>/dev/null &&
-    grep -Eq "^step +[0-9]+/1000" "$K/s2hc-n4-s1337/train.log" 2>/dev/null && break
+    grep -Eq "^step +[0-9]+/$KSTEPS" "$K/s2hc-n4-s1337/train.log" 2>/dev/null && break
   sleep 0.1
 done
 kill -TERM $pid; wait $pid; rc=$?
@@ -104,7 +107,7 @@ grep -q "stopped #1 s2hc-n4-s1337 at step" "$TMP/kill1.out" && ok "the running p
 stop_step=$(csv_col "$K/index.csv" step s2hc-n4-s1337)
 m0=$(mtime "$K/identity-n4-s1337/run.h5")
 expect_status 0 "the grid resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K" -j 1
-expect_out "resume  #1 s2hc-n4-s1337 at step $stop_step/1000" "the interrupted point resumes from its checkpoint"
+expect_out "resume  #1 s2hc-n4-s1337 at step $stop_step/$KSTEPS" "the interrupted point resumes from its checkpoint"
 expect_out "3/3 finished" "no point lost"
 [ "$(mtime "$K/identity-n4-s1337/run.h5")" = "$m0" ] && ok "the finished point untouched" || fail "finished point rewritten"
 [ "$(count "^==== s2hc grid" "$K/identity-n4-s1337/train.log")" = 1 ] && ok "point 0 ran once" || fail "point 0 repeated"
@@ -113,7 +116,7 @@ expect_out "3/3 finished" "no point lost"
 grep -q "resuming .* from step $stop_step" "$K/s2hc-n4-s1337/train.log" && ok "train resumed at the saved step" || fail "train did not resume"
 if command -v h5dump >/dev/null; then
   h5dump -d /train/step -y -w 0 "$K/s2hc-n4-s1337/run.h5" | awk '/DATA \{/{f=1;next} f&&/}/{exit} f' | tr -s ', ' '\n\n' | grep '[0-9]' > "$TMP/steps"
-  [ "$(wc -l < "$TMP/steps")" = 1000 ] && [ "$(sort -un "$TMP/steps" | wc -l)" = 1000 ] && ok "the resumed run logged each of its 1000 steps once" || fail "steps logged $(wc -l < "$TMP/steps") ($(sort -un "$TMP/steps" | wc -l) distinct)"
+  [ "$(wc -l < "$TMP/steps")" = $KSTEPS ] && [ "$(sort -un "$TMP/steps" | wc -l)" = $KSTEPS ] && ok "the resumed run logged each of its $KSTEPS steps once" || fail "steps logged $(wc -l < "$TMP/steps") ($(sort -un "$TMP/steps" | wc -l) distinct)"
 fi
 w=$(csv_col "$K/index.csv" wall_s s2hc-n4-s1337)
 awk -v w="$w" 'BEGIN{exit !(w > 0)}' && ok "wall time adds up the runs" || fail "wall_s '$w'"

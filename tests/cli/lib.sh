@@ -17,6 +17,9 @@ expect_out() {
   if grep -Eq -- "$1" "$TMP/out"; then ok "$2"; else fail "$2: output lacks /$1/"; sed 's/^/    /' "$TMP/out" | tail -n 8 >&2; fi
 }
 finish() { echo "$1: $T_PASS passed, $T_FAIL failed"; [ "$T_FAIL" = 0 ]; }
+# san_build: true in the sanitizer build (make test SAN=1), whose training steps run 2-3x
+# slower and whose allocator keeps freed memory in quarantine
+san_build() { case "${BUILD:-build}" in *-san) return 0;; esac; return 1; }
 # A small corpus of English-like text as token shards, made by the test itself.
 make_synth_data() {
   local dir=$1
