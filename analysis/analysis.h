@@ -133,8 +133,10 @@ typedef struct {
     const char *out;        /* output directory */
     const an_runset *rs;
     FILE *log;              /* progress (stderr) */
-    /* the primary cell for the figures: the largest scale, docs when present */
+    /* the primary cell for the figures: the largest scale, docs when present, and the
+       stream count most of its hyper-connection runs have (ties: 4, else the smaller) */
     char scale[32], corpus[32];
+    int n;
 } an_ctx;
 
 /* Write OUT/data/... for every figure. 0 or -1. */
@@ -148,7 +150,7 @@ void an_pick_primary(an_ctx *c);
 int an_cell_runs(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
                  int *idx, int cap);
 /* The representative run of a variant for the figures: the lowest seed in the primary
- * cell; -1 if none. n = 0 matches any stream count. */
+ * cell at the primary n, else at any n; -1 if none. */
 int an_rep_run(const an_ctx *c, const char *variant);
 
 /* Helpers to write files under OUT: fopen of OUT/sub/name (directories created); exits

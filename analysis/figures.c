@@ -55,11 +55,22 @@ void an_pick_primary(an_ctx *c) {
         if (!strcmp(r->corpus, "docs")) { snprintf(c->corpus, sizeof c->corpus, "docs"); break; }
         if (!c->corpus[0] || strcmp(r->corpus, c->corpus) < 0) snprintf(c->corpus, sizeof c->corpus, "%s", r->corpus);
     }
+    int count[65] = {0};
+    c->n = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const an_run *r = &rs->r[i];
+        if (!r->bench && r->n > 1 && r->n <= 64 && !strcmp(r->scale, c->scale) && !strcmp(r->corpus, c->corpus))
+            count[r->n]++;
+    }
+    for (int n = 2; n <= 64; n++)
+        if (count[n] > (c->n ? count[c->n] : 0) || (count[n] && count[n] == count[c->n] && n == 4)) c->n = n;
 }
 
 int an_rep_run(const an_ctx *c, const char *variant) {
     int idx[64];
-    int k = an_cell_runs(c->rs, c->scale, c->corpus, variant, 0, idx, 64);
+    int k = c->n ? an_cell_runs(c->rs, c->scale, c->corpus, variant, c->n, idx, 64) : 0;
+    if (k) return idx[0];
+    k = an_cell_runs(c->rs, c->scale, c->corpus, variant, 0, idx, 64);
     if (k) return idx[0];
     /* fall back to any scale / corpus (e.g. identity from a grid at another corpus) */
     k = an_cell_runs(c->rs, c->scale, NULL, variant, 0, idx, 64);

@@ -3,11 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "checkpoint.h"
 #include "run.h"
 #include "util.h"
 
-double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B) {
+/* eval_shard_loss, its batches counted into *done and shown by pr (may be NULL); NaN as
+ * soon as stop_signal is set. */
+static double shard_loss(gpt_model *m, const data_shard *s, int batches, int B, progress *pr, long *done) {
     const int T = m->T;
     if (s->count < (uint64_t)T + 1) return NAN;
     uint64_t span = s->count - (uint64_t)T - 1; /* last valid window start */
@@ -15,7 +18,7 @@ double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B) {
     int *in = malloc_check(N * sizeof(int)), *tg = malloc_check(N * sizeof(int));
     uint64_t total = (uint64_t)batches * B;
     double sum = 0;
-    for (int b = 0; b < batches; b++) {
+    for (int b = 0; b < batches && !stop_signal; b++) {
         for (int i = 0; i < B; i++) {
             uint64_t w = (uint64_t)b * B + i;
             uint64_t start = total > 1 ? (span * w) / (total - 1) : 0; /* evenly spaced windows */
@@ -25,10 +28,31 @@ double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B) {
             }
         }
         sum += model_forward(m, in, tg, B);
+        if (pr) progress_update(pr, ++*done);
     }
     free(in);
     free(tg);
-    return sum / batches;
+    return stop_signal ? NAN : sum / batches;
+}
+
+double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B) {
+    return shard_loss(m, s, batches, B, NULL, NULL);
+}
+
+int eval_ood_open(const s2hc_config *c, const char *name, data_shard *s, char *err, size_t errlen) {
+    char path[1200];
+    /* an out-of-domain corpus is never trained on: its whole text is usable; train.bin
+       (the larger part) when present */
+    data_shard_path(path, sizeof path, c->data_dir, name, "train");
+    if (!file_exists(path)) data_shard_path(path, sizeof path, c->data_dir, name, "val");
+    if (shard_open(s, path, err, errlen) != 0) return -1;
+    if (s->count < (uint64_t)c->block_size + 1) {
+        snprintf(err, errlen, "%s: %llu tokens, fewer than block_size + 1 = %d", path, (unsigned long long)s->count,
+                 c->block_size + 1);
+        shard_close(s);
+        return -1;
+    }
+    return 0;
 }
 
 double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
@@ -37,9 +61,12 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     data_shard s;
     double val = NAN;
     int B = m->B > 0 ? m->B : c->batch;
+    progress pr;
+    long done = 0;
+    progress_begin(&pr, "eval", "batches", (long)c->eval_batches * (1 + c->n_ood), verbose);
     data_shard_path(path, sizeof path, c->data_dir, c->train_corpus, "val");
     if (shard_open(&s, path, err, sizeof err) == 0) {
-        val = eval_shard_loss(m, &s, c->eval_batches, B);
+        val = shard_loss(m, &s, c->eval_batches, B, &pr, &done);
         shard_close(&s);
     } else {
         fprintf(stderr, "s2hc: warning: %s\n", err);
@@ -50,25 +77,24 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
                               "validation loss (held-out last 1% of the training corpus)", "nats/token");
     h5log_append(log, es, &s64);
     h5log_append(log, ev, &val);
+    progress_end(&pr);
     if (verbose) {
         printf("eval at step %d (%d x %d sequences of %d tokens per corpus)\n", step, c->eval_batches, B, m->T);
         printf("  %-12s %8s %10s\n", "corpus", "loss", "ppl");
         printf("  %-12s %8.4f %10.3f\n", "val", val, exp(val));
     }
-    for (int i = 0; i < c->n_ood; i++) {
+    for (int i = 0; i < c->n_ood && !stop_signal; i++) {
         const char *name = c->ood[i];
-        data_shard_path(path, sizeof path, c->data_dir, name, "val");
-        char alt[1200];
-        data_shard_path(alt, sizeof alt, c->data_dir, name, "train");
-        /* an out-of-domain corpus is never trained on: its whole text is usable; use train.bin
-           (the larger part) when present */
-        const char *use = file_exists(alt) ? alt : path;
-        if (shard_open(&s, use, err, sizeof err) != 0) {
+        if (eval_ood_open(c, name, &s, err, sizeof err) != 0) {
+            progress_end(&pr);
             fprintf(stderr, "s2hc: warning: out-of-domain corpus '%s' skipped: %s\n", name, err);
+            done += c->eval_batches;
             continue;
         }
-        double l = eval_shard_loss(m, &s, c->eval_batches, B);
+        double l = shard_loss(m, &s, c->eval_batches, B, &pr, &done);
         shard_close(&s);
+        progress_end(&pr);
+        if (stop_signal) break; /* no row of a corpus half evaluated */
         double ppl = exp(l);
         char p1[300], d1[300];
         size_t one = 1;
@@ -124,7 +150,8 @@ int eval_main(int argc, char **argv) {
     gpt_model m;
     h5log log;
     int64_t ckpt_step = 0;
-    if (run_open(dir, &cfg, &m, &log, &ckpt_step) != 0) return 1;
+    int lock_fd;
+    if (run_open_locked(dir, "s2hc eval", &lock_fd, &cfg, &m, &log, &ckpt_step) != 0) return 1;
     if (batches > 0) m.cfg.eval_batches = batches;
     if (data_dir) {
         snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", data_dir);
@@ -140,6 +167,7 @@ int eval_main(int argc, char **argv) {
         fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
         model_free(&m);
         h5log_free(&log);
+        close(lock_fd);
         return 1;
     }
     shard_close(&val);
@@ -148,5 +176,6 @@ int eval_main(int argc, char **argv) {
     int rc = h5log_save(&log, runp) == 0 ? 0 : 1;
     h5log_free(&log);
     model_free(&m);
+    close(lock_fd);
     return rc;
 }

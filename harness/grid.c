@@ -32,7 +32,6 @@
 #define GRID_MAX_POINTS 100000   /* a typo guard: a product larger than this is refused */
 #define GRID_POLL_MS 100         /* how often the runner looks for finished children */
 #define GRID_TTY_REFRESH_S 1.0   /* progress line refresh on a terminal */
-#define GRID_MAX_EXIT 100        /* exit code cap: the number of failed points */
 
 const char *const grid_state_names[GS_N] = {"pending", "partial", "running", "finished", "failed",
                                             "diverged", "interrupted", "changed"};
@@ -616,10 +615,11 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
             char name[GRID_KEY] = "?";
             if (kn->type == YAML_SCALAR_NODE)
                 snprintf(name, sizeof name, "%.*s", (int)kn->data.scalar.length, kn->data.scalar.value);
+            char keys[256] = ""; /* the list above, so that the message names every key */
+            for (int i = 0; top[i]; i++)
+                snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s", i ? ", " : "", top[i]);
             gerr(g->path, LINE(kn), COL(kn), NULL,
-                 "unknown grid key '%s' (the keys are base, preset, set, sweep, include, exclude, override, name, "
-                 "out, slurm; config keys go under set: or sweep:)",
-                 name);
+                 "unknown grid key '%s' (the keys are %s; config keys go under set: or sweep:)", name, keys);
             return 2;
         }
         if (seen[k]) {
@@ -1790,6 +1790,13 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
     int done = count_state(r, GS_FINISHED);
     int failed = count_state(r, GS_FAILED), diverged = count_state(r, GS_DIVERGED), refused = count_state(r, GS_CHANGED);
     int left = r->nq - r->qi;
+    for (int k = r->qi; k < r->nq; k++) { /* a queued point counts as left, not as what an earlier run left it */
+        const grid_state q = r->st[r->queue[k]].state;
+        done -= q == GS_FINISHED;
+        failed -= q == GS_FAILED;
+        diverged -= q == GS_DIVERGED;
+        refused -= q == GS_CHANGED;
+    }
     char eta[32] = "?", el[32];
     if (r->wall_n > 0) {
         /* each running point needs about the mean run time less what it has had */
@@ -2151,14 +2158,13 @@ static void usage(FILE *f) {
             "  --out DIR        the runs directory (default: the grid's out:, else runs/<grid name>)\n"
             "  --set KEY=VALUE  pin a swept key to one value, or set a key for every point\n"
             "                   (KEY may be `preset`)\n"
-            "Exit code: 0 when every point finished, else the number of failed, diverged or\n"
-            "refused points (at most %d); 2 for a bad grid; 130 when interrupted.\n"
+            "Exit code: 0 when every point finished; 1 when any is failed, diverged or refused\n"
+            "(the summary line and index.csv say which); 2 for a bad grid; 130 when interrupted.\n"
             "\n"
             "examples:\n"
             "  s2hc grid experiments/paper.yaml --set preset=small --dry-run\n"
             "  s2hc grid experiments/streams.yaml -j 2\n"
-            "  s2hc grid experiments/paper.yaml --set preset=M --slurm --submit\n",
-            GRID_MAX_EXIT);
+            "  s2hc grid experiments/paper.yaml --set preset=M --slurm --submit\n");
 }
 
 int grid_main(int argc, char **argv) {
@@ -2323,5 +2329,5 @@ int grid_main(int argc, char **argv) {
     free(r.slot);
     free(r.queue);
     if (stopped) return RUN_INTERRUPTED;
-    return bad > GRID_MAX_EXIT ? GRID_MAX_EXIT : bad;
+    return bad > 0 ? RUN_FAILED : RUN_OK; /* not the count: 2 would read as a bad grid */
 }

@@ -531,7 +531,8 @@ int probe_main(int argc, char **argv) {
     gpt_model m;
     h5log log;
     int64_t ckpt_step = 0;
-    if (run_open(dir, &cfg, &m, &log, &ckpt_step) != 0) return 1;
+    int lock_fd;
+    if (run_open_locked(dir, "s2hc probe", &lock_fd, &cfg, &m, &log, &ckpt_step) != 0) return 1;
     if (data_dir) {
         snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", data_dir);
         snprintf(m.cfg.data_dir, sizeof m.cfg.data_dir, "%s", data_dir);
@@ -546,6 +547,7 @@ int probe_main(int argc, char **argv) {
         fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
         model_free(&m);
         h5log_free(&log);
+        close(lock_fd);
         return 1;
     }
     model_alloc_acts(&m, batch > 0 ? batch : cfg.batch);
@@ -561,7 +563,7 @@ int probe_main(int argc, char **argv) {
            m.n, (long long)ckpt_step, samples, m.T);
     fflush(stdout);
     double t0 = now_seconds();
-    rc = probe_final(&m, &val, samples, &log, (int)ckpt_step);
+    rc = probe_final(&m, &val, samples, &log, (int)ckpt_step, 1);
     if (rc == 0) rc = h5log_save(&log, run_path) != 0;
     else rc = 1;
     if (rc == 0) {
@@ -576,5 +578,6 @@ int probe_main(int argc, char **argv) {
     shard_close(&val);
     model_free(&m);
     h5log_free(&log);
+    close(lock_fd);
     return rc;
 }

@@ -22,6 +22,10 @@ double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B);
  * table and record /eval/... in the log at `step`. Missing OOD corpora are reported and
  * skipped. Returns the validation loss. */
 double eval_all(gpt_model *m, h5log *log, int step, int verbose);
+/* Open out-of-domain corpus `name` of config c as eval_all reads it (its train.bin, else
+ * its val.bin, with at least one window of block_size + 1 tokens). 0, or -1 with the
+ * reason in err. */
+int eval_ood_open(const s2hc_config *c, const char *name, data_shard *s, char *err, size_t errlen);
 
 /* Views of a model-shaped buffer (params, or an AdamW moment) as checkpoint tensors,
  * named and shaped from the parameter table; malloc'd, the caller frees. */
@@ -35,6 +39,16 @@ int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *e
  * train.threads when set) and the checkpoint's weights loaded, its step into *step (may
  * be NULL). 0, or 1 after printing the error (naming the file) with nothing left open. */
 int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_t *step);
+/* run_open for a command that writes the run file back (`s2hc eval`, `s2hc probe`): first
+ * the run's lock (run_lock), so that it neither writes back a run file that a training
+ * has moved past nor races another such command; *lock_fd holds it until the caller
+ * closes it (-1 on failure). Refused, with a message naming the holder, while the run is
+ * in use. */
+int run_open_locked(const char *dir, const char *who, int *lock_fd, s2hc_config *cfg, gpt_model *m, h5log *log,
+                    int64_t *step);
+/* Lock <dir>/.train.lock for `who` ("s2hc train", ...): the descriptor, or -1 after a
+ * message naming the holder when another process has it. */
+int run_lock(const char *dir, const char *who);
 
 int train_main(int argc, char **argv);
 int eval_main(int argc, char **argv);

@@ -33,9 +33,6 @@
 #include "run.h"
 #include "util.h"
 
-static volatile sig_atomic_t g_stop = 0;
-static void on_signal(int sig) { g_stop = sig; }
-
 void run_dir_of(const s2hc_config *c, char *buf, size_t len) {
     char name[CFG_STR + 64];
     config_run_name(c, name, sizeof name);
@@ -49,19 +46,20 @@ static void iso_now(char *buf, size_t len) {
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Lock <dir>/.train.lock for the whole run (lock_file_try), so that a second training
- * into the same run directory is refused instead of interleaving its saves with this
- * one's. A grid holds <dir>/.lock, another file, for its child. Returns the descriptor,
- * or -1 with a message. */
-static int lock_run_dir(const char *dir) {
-    char path[CFG_PATH + CFG_STR + 32], who[128];
+/* Lock <dir>/.train.lock (lock_file_try) for as long as `who` (a training, `s2hc eval`,
+ * `s2hc probe`) may write the run's files: a second training into the same run directory,
+ * or an evaluation that would write back a run file the training has moved past, is
+ * refused instead of interleaving its saves with this one's. A grid holds <dir>/.lock,
+ * another file, for its child. Returns the descriptor, or -1 with a message. */
+int run_lock(const char *dir, const char *who) {
+    char path[CFG_PATH + CFG_STR + 32], holder[160];
     snprintf(path, sizeof path, "%s/.train.lock", dir);
-    int fd = lock_file_try(path, who, sizeof who);
+    int fd = lock_file_try(path, holder, sizeof holder);
     if (fd == -1) fprintf(stderr, "s2hc: error: cannot open %s: %s\n", path, strerror(errno));
     else if (fd == -2)
-        fprintf(stderr, "s2hc: error: %s is in use by another training%s%s%s; wait for it to end or stop it\n", dir,
-                who[0] ? " (" : "", who, who[0] ? ")" : "");
-    else lock_file_claim(fd, "");
+        fprintf(stderr, "s2hc: error: %s is in use%s%s%s; wait for it to end or stop it\n", dir,
+                holder[0] ? " (" : "", holder, holder[0] ? ")" : "");
+    else lock_file_claim(fd, who);
     return fd < 0 ? -1 : fd;
 }
 
@@ -167,14 +165,20 @@ int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *e
     return rc;
 }
 
+/* 1 when dir has a checkpoint; else 0 after saying so. */
+static int run_has_ckpt(const char *dir) {
+    char ckpt[1200];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
+    if (file_exists(ckpt)) return 1;
+    fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt);
+    return 0;
+}
+
 int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_t *step) {
     char ckpt[1200], runp[1200], err[1024];
     snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
     snprintf(runp, sizeof runp, "%s/run.h5", dir);
-    if (!file_exists(ckpt)) {
-        fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt);
-        return 1;
-    }
+    if (!run_has_ckpt(dir)) return 1;
     h5log_init(log);
     if (h5log_load(log, runp, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
@@ -206,6 +210,20 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
         h5log_free(log);
         return 1;
     }
+    return 0;
+}
+
+int run_open_locked(const char *dir, const char *who, int *lock_fd, s2hc_config *cfg, gpt_model *m, h5log *log,
+                    int64_t *step) {
+    *lock_fd = -1;
+    if (!run_has_ckpt(dir)) return 1;
+    const int fd = run_lock(dir, who);
+    if (fd < 0) return 1;
+    if (run_open(dir, cfg, m, log, step) != 0) {
+        close(fd);
+        return 1;
+    }
+    *lock_fd = fd;
     return 0;
 }
 
@@ -273,6 +291,10 @@ int train_main(int argc, char **argv) {
         else { fprintf(stderr, "s2hc: error: train: one config file only ('%s')\n", argv[i]); return RUN_USAGE; }
     }
     if (!cfg_path) { usage(stderr); return RUN_USAGE; }
+    if (resume && force) {
+        fprintf(stderr, "s2hc: error: train: --resume continues the run and --force discards it: one of the two\n");
+        return RUN_USAGE;
+    }
     char derr[512];
     if (dist_init(&argc, &argv, derr, sizeof derr) != 0) {
         fprintf(stderr, "s2hc: error: train: %s\n", derr);
@@ -356,7 +378,7 @@ static void cuda_sum_grads(cuda_model *cm, gpt_model *m) {
 
 static int train_run(const char *cfg_path, const char **sets, int nsets, int resume, int force, int quiet,
                      int stop_after) {
-    g_stop = 0;
+    stop_signal = 0;
     const int W = dist_size(), rank = dist_rank();
     int synced = 0; /* whether this rank has joined the agreement on the setup's status */
 
@@ -429,6 +451,16 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
                 cfg.block_size + 1);
         { status = RUN_FAILED; goto out; }
     }
+    for (int i = 0; i < cfg.n_ood; i++) { /* the final evaluation's corpora, before any step */
+        data_shard o;
+        if (eval_ood_open(&cfg, cfg.ood[i], &o, err, sizeof err) != 0) {
+            fprintf(stderr, "s2hc: error: out-of-domain corpus '%s' (key 'data.ood' of %s): %s\n  (or leave it out "
+                    "of data.ood)\n", cfg.ood[i], cfg_path, err);
+            status = RUN_FAILED;
+            goto out;
+        }
+        shard_close(&o);
+    }
 
 parts:;
     rng_t rng;
@@ -446,7 +478,7 @@ parts:;
     if (rank > 0) goto agree;
 
     /* the lock before anything is read or removed (a new directory: when it is made) */
-    if (file_exists(dir) && (lock_fd = lock_run_dir(dir)) < 0) { status = RUN_USAGE; goto out; }
+    if (file_exists(dir) && (lock_fd = run_lock(dir, "s2hc train")) < 0) { status = RUN_USAGE; goto out; }
     int have_run = file_exists(run_path), have_ckpt = file_exists(ckpt_path);
     /* --force: the old run's files go only once every check below has passed (a usage
        error must not destroy them) */
@@ -490,13 +522,22 @@ parts:;
         if (start >= cfg.steps && was && !strcmp(was, "finished")) {
             /* nothing left to train; evaluating again would only append a duplicate eval
                row and overwrite the finished run's wall time (`s2hc eval` re-evaluates) */
-            if (!quiet) printf("%s already finished at step %d (train.steps = %d); nothing to do\n", dir, start, cfg.steps);
+            if (rank == 0) /* a summary: even with --quiet */
+                printf("%s already finished at step %d (train.steps = %d); nothing to do\n", dir, start, cfg.steps);
             done = 1;
             goto agree;
         }
         h5log_truncate_group(&log, "/train", "/train/step", start);
         h5log_truncate_group(&log, "/eval", "/eval/step", start);
         h5log_truncate_group(&log, "/probe", "/probe/step", start);
+        /* run.h5 is saved before ckpt.h5, so its log reaches the checkpoint's step unless
+           something else wrote it back from an older state */
+        const double last = h5log_last(&log, "/train/step");
+        if (start > 0 && !(last >= start))
+            fprintf(stderr, "s2hc: warning: %s/run.h5: /train ends at step %.0f but the checkpoint is at step %d: "
+                    "steps %.0f..%d are missing from the log (the run file was replaced by an older copy?); "
+                    "resuming from the checkpoint\n", dir, isnan(last) ? 0.0 : last, start,
+                    isnan(last) ? 1.0 : last + 1, start);
         if (!quiet) printf("resuming %s from step %d\n", dir, start);
     } else if (resume && !quiet) {
         printf("no checkpoint in %s; starting from step 0\n", dir);
@@ -561,7 +602,7 @@ parts:;
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
         { status = RUN_FAILED; goto out; }
     }
-    if (lock_fd < 0 && (lock_fd = lock_run_dir(dir)) < 0) { status = RUN_USAGE; goto out; }
+    if (lock_fd < 0 && (lock_fd = run_lock(dir, "s2hc train")) < 0) { status = RUN_USAGE; goto out; }
 
     /* run-file attributes */
     char when[32];
@@ -667,8 +708,7 @@ agree:
     targets = malloc_check(N * sizeof(int));
     /* (mpirun gives rank 0 a terminal even when its own output is piped: lines, then) */
     int tty = isatty(STDOUT_FILENO) && !quiet && W == 1;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    stop_signals_catch();
 
     double t_start = now_seconds(), last_loss = NAN;
     /* test hook: S2HC_FAULT_NAN_AT_STEP=k makes step k's loss NaN (the divergence path) */
@@ -732,11 +772,13 @@ agree:
         last_loss = loss;
         steps_done_here++;
         int last = step + 1 == cfg.steps;
-        if (stop_after > 0 && steps_done_here >= stop_after && !last) g_stop = SIGTERM;
+        if (stop_after > 0 && steps_done_here >= stop_after && !last) stop_signal = SIGTERM;
         /* rank 0's stop (a signal reaches every rank; rank 0's decides) */
-        int stop = g_stop != 0;
+        int stop = stop_signal != 0;
         dist_bcast(&stop, sizeof stop);
-        int do_ckpt = (cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0 && !last) || stop;
+        /* and at the last step, before the final evaluation and probe (which change no
+           weight): stopped or killed during them, --resume runs only them */
+        int do_ckpt = (cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || last || stop;
         int on_host = 0; /* the device's weights and moments already downloaded this step */
         if (W > 1 && (do_ckpt || last)) {
             if (cm) { /* every rank's weights and moments on the host, to compare */
@@ -799,17 +841,17 @@ agree:
     if (status == RUN_OK && rank == 0) {
         model_alloc_acts(&model, B); /* the whole batch's sequences per eval batch, as one process has */
         eval_all(&model, &log, cfg.steps, !quiet);
-        if (cfg.final_samples > 0) {
+        if (cfg.final_samples > 0 && !stop_signal) {
             double tp = now_seconds();
             if (!quiet) printf("final probe over %d validation sequences...\n", cfg.final_samples);
-            if (probe_final(&model, &val, cfg.final_samples, &log, cfg.steps) == 0 && !quiet)
+            if (probe_final(&model, &val, cfg.final_samples, &log, cfg.steps, !quiet) == 0 && !quiet)
                 printf("final probe done in %.1fs\n", now_seconds() - tp);
         }
-        /* every row on disk before the last checkpoint, "finished" only after it: killed
-           in between, --resume redoes the final eval and probe and loses no row */
-        if (h5log_save(&log, run_path) != 0 ||
-            save_state(ckpt_path, &model, &opt, cfg.steps, rng.s, loader.rng, yaml) != 0) {
-            status = RUN_FAILED;
+        if (stop_signal) { /* the final rows are dropped; the checkpoint of the last step stands */
+            h5log_truncate_group(&log, "/eval", "/eval/step", cfg.steps - 1);
+            fprintf(stderr, "s2hc: interrupted during the final evaluation and probe; the checkpoint of step %d is "
+                    "saved; --resume runs them\n", cfg.steps);
+            status = RUN_INTERRUPTED;
         } else {
             char fin[32];
             iso_now(fin, sizeof fin);
@@ -820,7 +862,8 @@ agree:
     }
     if (rank == 0 && h5log_save(&log, run_path) != 0) status = RUN_FAILED;
     dist_bcast(&status, sizeof status); /* every rank exits as rank 0 does */
-    if (status == RUN_OK && !quiet)
+    if (steps_done_here == 0) last_loss = h5log_last(&log, "/train/loss"); /* resumed for the final phase only */
+    if (status == RUN_OK && rank == 0) /* the summary: even with --quiet */
         printf("done: %d steps, final train loss %.4f, %s\n", cfg.steps, last_loss, run_path);
     if (probe && !quiet && status == RUN_OK) {
         double frac, ps = probe_session_seconds(probe, &frac);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,63 @@ void fmt_duration(double s, char *buf, size_t len) {
     if (t >= 3600) snprintf(buf, len, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
     else if (t >= 60) snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
     else snprintf(buf, len, "%lds", t);
+}
+
+volatile sig_atomic_t stop_signal = 0;
+
+static void on_stop_signal(int sig) {
+    static const char msg[] = "\ns2hc: stopping at the next safe point (again to stop at once)\n";
+    stop_signal = sig;
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+}
+
+void stop_signals_catch(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND; /* the second signal: the default action, the process ends */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+#define PROGRESS_AFTER 2.0       /* seconds before the first line */
+#define PROGRESS_TTY_EVERY 1.0
+#define PROGRESS_LOG_EVERY 15.0
+
+void progress_begin(progress *p, const char *what, const char *unit, long total, int enabled) {
+    memset(p, 0, sizeof *p);
+    p->what = what;
+    p->unit = unit;
+    p->total = total;
+    p->enabled = enabled;
+    p->tty = isatty(STDOUT_FILENO);
+    p->t0 = now_seconds();
+    p->last = p->t0 + PROGRESS_AFTER - (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY);
+}
+
+void progress_update(progress *p, long done) {
+    if (!p->enabled) return;
+    const double now = now_seconds();
+    if (now - p->last < (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY)) return;
+    p->last = now;
+    const double el = now - p->t0, eta = done > 0 ? el / done * (double)(p->total - done) : NAN;
+    char e1[16], e2[16];
+    fmt_duration(el, e1, sizeof e1);
+    fmt_duration(eta, e2, sizeof e2);
+    printf("%s%s: %ld/%ld %s | %s | ETA %s%s", p->tty ? "\r" : "", p->what, done, p->total, p->unit, e1, e2,
+           p->tty ? "\033[K" : "\n");
+    fflush(stdout);
+    p->shown = 1;
+}
+
+void progress_end(progress *p) {
+    if (p->enabled && p->shown && p->tty) {
+        printf("\r\033[K");
+        fflush(stdout);
+    }
+    p->shown = 0;
 }
 
 /* The vector extension of OpenBLAS 0.3.21's kernels by core name (OPENBLAS_CORETYPE):

@@ -3,6 +3,7 @@
  * main code stays readable and no return code is ignored (llm.c's habit). */
 #ifndef S2HC_UTIL_H
 #define S2HC_UTIL_H
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,5 +80,28 @@ double rng_normal(rng_t *r);             /* N(0, 1), Box-Muller */
 
 /* Format seconds as "1h02m" / "3m05s" / "12s". buf >= 16 bytes. */
 void fmt_duration(double s, char *buf, size_t len);
+
+/* Stopping on a signal. stop_signals_catch() makes SIGINT and SIGTERM set stop_signal
+ * (the signal's number) and say once on stderr that the process stops at the next safe
+ * point; the handler is reset by that first signal, so a second one ends the process at
+ * once (the run's files are written atomically, so that loses no file). The loops that
+ * can give up cleanly poll stop_signal: training after each step, the final evaluation
+ * and probe between batches. 0 until a signal came (and in commands that do not catch). */
+extern volatile sig_atomic_t stop_signal;
+void stop_signals_catch(void);
+
+/* A long loop's progress on stdout: "WHAT: K/N UNITS | 12s | ETA 30s", shown only once
+ * the loop has run 2 s; then rewritten in place about every second on a terminal, or a
+ * line every 15 s when stdout is a file or a pipe. progress_begin(.., enabled = 0) shows
+ * nothing; progress_end clears the terminal's line. */
+typedef struct {
+    const char *what, *unit;
+    long total;
+    double t0, last;
+    int enabled, tty, shown;
+} progress;
+void progress_begin(progress *p, const char *what, const char *unit, long total, int enabled);
+void progress_update(progress *p, long done);
+void progress_end(progress *p);
 
 #endif

@@ -47,7 +47,7 @@ static void put(h5log *log, const char *path, h5log_type type, int rank, size_t 
     h5log_static_set(log, path, type, rank, dims, data, desc);
 }
 
-int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, int step) {
+int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, int step, int show_progress) {
     double t_start = now_seconds();
     const int T = m->T;
     uint64_t W = loader_eval_windows(val, T);
@@ -107,7 +107,10 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
     probe_acc_init(&glob, m, 1, 0);
     probe_acc_init(&seq, m, 1, 0);
 
-    for (int s0 = 0; s0 < S; s0 += B) {
+    progress pr;
+    progress_begin(&pr, "final probe", "sequences", S, show_progress);
+    for (int s0 = 0; s0 < S && !stop_signal; s0 += B) {
+        progress_update(&pr, s0);
         int nb = S - s0 < B ? S - s0 : B;
         for (int b = 0; b < B; b++) bw[b] = win[s0 + (b < nb ? b : nb - 1)]; /* pad with the last */
         probe_fill_inputs(val, T, bw, B, inputs);
@@ -174,6 +177,13 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
             }
             t_jac += now_seconds() - tj;
         }
+    }
+
+    progress_end(&pr);
+    int rc = 0;
+    if (stop_signal) { /* stopped (training's final probe): nothing written */
+        rc = -2;
+        goto done;
     }
 
     /* ---- write /final ---- */
@@ -301,11 +311,12 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
     h5log_attr_num(log, "/final", "seconds", now_seconds() - t_start);
     h5log_attr_num(log, "/final", "seconds_jacobian", t_jac);
 
+done:
     probe_acc_free(&glob);
     probe_acc_free(&seq);
     free(win); free(bw); free(inputs); free(X0); free(win64); free(rms); free(jac); free(jac_res); free(jac_it); free(sig);
     free(Hseq); free(colsum); free(rowsum); free(sv); free(dev); free(comp); free(comp_cs); free(comp_rs);
     free(comp_tok); free(cum); free(tokcum); free(cos); free(cosb); free(tokH); free(tokidx); free(Pt);
     m->mean_loss = saved_loss;
-    return 0;
+    return rc;
 }

@@ -320,6 +320,13 @@ static double h5log_value(const h5log_series *s, size_t e) {
 /* Series in the group (at any depth) are taken to be row-aligned with the key series:
  * those with its row count lose exactly the rows whose key is > max_key; a series with
  * another row count (declared later in the run) is cut to the number of kept rows. */
+double h5log_last(const h5log *log, const char *path) {
+    const int k = h5log_find(log, path);
+    if (k < 0 || log->series[k].rows == 0) return NAN;
+    const h5log_series *s = &log->series[k];
+    return h5log_value(s, (s->rows - 1) * s->row_elems);
+}
+
 void h5log_truncate_group(h5log *log, const char *group, const char *key_path, double max_key) {
     int k = h5log_find(log, key_path);
     if (k < 0 || log->series[k].fixed) return;

@@ -68,9 +68,11 @@ probe_state *probe_open(gpt_model *m, const data_shard *val, h5log *log);
 void probe_step(probe_state *p, int step);
 /* The /final group over `samples` validation sequences (evenly spaced windows; fewer if
  * the shard holds fewer), taken B = m->B at a time (8 if m has no activations yet), at
- * training step `step`. Replaces any previous /final. Leaves parameters and gradients as
- * they were. Returns 0, or -1 with a message on stderr (no full window in the shard). */
-int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, int step);
+ * training step `step`, with its progress on stdout when show_progress. Replaces any
+ * previous /final. Leaves parameters and gradients as they were. Returns 0, -1 with a
+ * message on stderr (no full window in the shard), or -2 with nothing written when
+ * stop_signal was set (harness/util.h). */
+int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, int step, int show_progress);
 void probe_close(probe_state *p); /* NULL is fine */
 /* Seconds spent in probe_step since probe_open, and (if fraction is not NULL) that share of
  * the wall time since probe_open: the probes' cost, also in /probe@time_fraction. 0 for NULL. */

@@ -409,6 +409,36 @@ static void test_mixed_n(void) {
     CHECK(strstr(slurp(p), "s²HC (n = 6)") != NULL, "table2 names the n:\n%s", slurp(p));
 }
 
+/* The figures' representative run of a method: at the stream count most runs of the
+ * primary cell have (ties: 4), not the first run found (a sweep over n lists n = 2 first). */
+static void test_rep_run_n(void) {
+    static an_run r[6];
+    memset(r, 0, sizeof r);
+    const struct { const char *v; int n; long seed; } spec[6] = {
+        {"kromhc", 2, 1}, {"kromhc", 3, 1}, {"kromhc", 4, 1}, {"kromhc", 8, 1}, {"s2hc", 4, 1}, {"mhc", 4, 2}};
+    for (int i = 0; i < 6; i++) {
+        snprintf(r[i].variant, sizeof r[i].variant, "%s", spec[i].v);
+        snprintf(r[i].scale, sizeof r[i].scale, "tiny");
+        snprintf(r[i].corpus, sizeof r[i].corpus, "docs");
+        r[i].n = spec[i].n;
+        r[i].seed = spec[i].seed;
+        r[i].n_layer = r[i].n_embd = r[i].block_size = 2;
+    }
+    an_runset rs = {.r = r, .n = 6, .cap = 6};
+    an_ctx c = {.rs = &rs};
+    an_pick_primary(&c);
+    CHECK(c.n == 4, "primary n %d, want 4 (4 of the 6 runs)", c.n);
+    CHECK(an_rep_run(&c, "kromhc") == 2, "kromhc's representative is run %d, want 2 (its n = 4 run)",
+          an_rep_run(&c, "kromhc"));
+    rs.n = 2; /* kromhc at n = 2 and 3 only: a tie, the smaller n; and a method without a run there */
+    an_pick_primary(&c);
+    CHECK(c.n == 2 && an_rep_run(&c, "kromhc") == 0 && an_rep_run(&c, "s2hc") == -1, "n %d, rep %d, s2hc %d", c.n,
+          an_rep_run(&c, "kromhc"), an_rep_run(&c, "s2hc"));
+    rs.n = 4; /* n = 2, 3, 4, 8 once each: the tie goes to 4 */
+    an_pick_primary(&c);
+    CHECK(c.n == 4 && an_rep_run(&c, "kromhc") == 2, "tie: n %d, rep %d", c.n, an_rep_run(&c, "kromhc"));
+}
+
 int main(void) {
     T_NAME("test_analysis");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
@@ -422,6 +452,7 @@ int main(void) {
     T_RUN(test_analyze);
     T_RUN(test_ood_nonfinite);
     T_RUN(test_mixed_n);
+    T_RUN(test_rep_run_n);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

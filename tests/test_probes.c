@@ -590,7 +590,7 @@ static void test_probe_is_read_only(void) {
     CHECK(!memcmp(G0, m.grads, m.n_params * sizeof(real)), "probe_step changed gradients");
     CHECK(!memcmp(in, m.inputs, N * sizeof(int)), "probe_step changed the model's inputs");
     CHECK(m.mean_loss == loss0, "probe_step changed mean_loss");
-    CHECK(probe_final(&m, &val, 5, &log, 1) == 0, "probe_final");
+    CHECK(probe_final(&m, &val, 5, &log, 1, 0) == 0, "probe_final");
     CHECK(!memcmp(P0, m.params, m.n_params * sizeof(real)), "probe_final changed parameters");
     CHECK(!memcmp(G0, m.grads, m.n_params * sizeof(real)), "probe_final changed gradients");
     /* and training continues exactly */
@@ -639,7 +639,7 @@ static void test_identity_is_identity(void) {
     for (int l = 0; l < Lh; l++) CHECK_CLOSE(ca[l], cb[l], 1e-15, 1e-14, "cos after = before at layer %d", l);
 
     const int S = 10; /* with B = 4: batches of 4, 4 and a padded 2 */
-    CHECK(probe_final(&m, &val, S, &log, 5) == 0, "probe_final");
+    CHECK(probe_final(&m, &val, S, &log, 5, 0) == 0, "probe_final");
     const double *H = last_row(&log, "/final/H_res"), *comp = last_row(&log, "/final/composite"),
                  *cum = last_row(&log, "/final/cum_spectral_norm"), *ccs = last_row(&log, "/final/composite_colsum"),
                  *ctm = last_row(&log, "/final/composite_token_mean"), *jr = last_row(&log, "/final/jacobian_norm_residual"),
@@ -692,7 +692,7 @@ static void test_rc_records_no_H(void) {
     CHECK(h5log_find(&log, "/probe/step") >= 0 && h5log_find(&log, "/probe/stream_rms") >= 0, "rc: step and rms");
     CHECK(h5log_find(&log, "/probe/H_res_mean") < 0, "rc: no H_res");
     CHECK(h5log_get_attr_str(&log, "/probe", "note") != NULL, "rc: the file says why");
-    CHECK(probe_final(&m, &val, 3, &log, 1) == 0, "rc: probe_final");
+    CHECK(probe_final(&m, &val, 3, &log, 1, 0) == 0, "rc: probe_final");
     CHECK(h5log_find(&log, "/final/H_res") < 0, "rc: no /final/H_res");
     CHECK(h5log_get_attr_str(&log, "/final", "note") != NULL, "rc: /final says why");
     const double *jr = last_row(&log, "/final/jacobian_norm_residual"), *j = last_row(&log, "/final/jacobian_norm");
@@ -719,7 +719,7 @@ static void test_run_file_round_trip(void) {
     h5log_init(&back);
     probe_state *p = probe_open(&m, &val, &log);
     for (int s = 1; s <= 3; s++) probe_step(p, s * 10);
-    CHECK(probe_final(&m, &val, 4, &log, 30) == 0, "probe_final");
+    CHECK(probe_final(&m, &val, 4, &log, 30, 0) == 0, "probe_final");
     snprintf(rpath, sizeof rpath, "%s/probe_run.h5", tmp);
     CHECK(h5log_save(&log, rpath) == 0, "save");
     CHECK(h5log_load(&back, rpath, err, sizeof err) == 0, "load: %s", err);

@@ -140,7 +140,8 @@ done
 grep -q "mpirun --oversubscribe --bind-to none -np 2 s2hc train" "$TMP/grid/s2hc/train.log" 2>/dev/null \
   && ok "the point's log names the launcher" || fail "train.log: $(head -2 "$TMP/grid/s2hc/train.log" 2>&1)"
 sed -i 's|^launch: .*|launch: "no-such-launcher -n 2"|; s|^out: .*|out: '"$TMP"'/grid2|' "$TMP/g.yaml"
-expect_status 2 "a launcher that is not installed: both points fail" -- timeout 120 "$S2HC" grid "$TMP/g.yaml" -j 1
+expect_status 1 "a launcher that is not installed: both points fail" -- timeout 120 "$S2HC" grid "$TMP/g.yaml" -j 1
+expect_out "0/2 finished, 2 failed" "the summary counts both"
 expect_out "FAILED  #0 s2hc \(exit 127\)" "the failure is reported"
 grep -q "cannot run no-such-launcher" "$TMP/grid2/s2hc/train.log" 2>/dev/null && ok "its log says it cannot run it" \
   || fail "train.log: $(tail -2 "$TMP/grid2/s2hc/train.log" 2>&1)"

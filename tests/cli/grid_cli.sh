@@ -76,8 +76,9 @@ expect_status 0 "--list after the run" -- "$S2HC" grid $G "${D[@]}" --out "$OUT"
 expect_out "3 points: 3 finished" "--list reads the states"
 
 # ---- a changed config is refused; --force reruns it
-expect_status 3 "a changed config is refused (exit = 3 points)" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002
+expect_status 1 "a changed config is refused (exit 1)" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002
 expect_out "REFUSED #0 identity-n4-s1337: .*train.lr: 0.003 \(stored run\) vs 0.002 \(grid\).*--force" "the refusal names the key and --force"
+expect_out "0/3 finished, 0 failed, 0 diverged, 3 refused" "the summary counts the refused points"
 [ "$(mtime "$OUT/identity-n4-s1337/run.h5")" = "$m0" ] && ok "a refused run is untouched" || fail "refused run rewritten"
 expect_status 0 "--force --job 0 reruns one changed point" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --force --job 0
 expect_status 0 "--list" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --list
@@ -175,11 +176,16 @@ expect_out "1 to run, 2 finished" "only the failed point reruns"
 R=$TMP/race
 printf 'base: %s/experiments/tiny.yaml\nset: {data.ood: [], data.dir: "%s"}\nsweep:\n  data.train: [gone1, gone2, gone3]\nname: "{data.train}"\n' \
   "$PWD" "$TMP/data" > "$TMP/race.yaml"
-expect_status 3 "three failing points with -j 2, each exec held 300 ms" -- env S2HC_TEST_EXEC_DELAY_MS=300 "$S2HC" grid "$TMP/race.yaml" --out "$R" -j 2
+expect_status 1 "three failing points with -j 2, each exec held 300 ms" -- env S2HC_TEST_EXEC_DELAY_MS=300 "$S2HC" grid "$TMP/race.yaml" --out "$R" -j 2
+expect_out "0/3 finished, 3 failed, 0 diverged" "the summary counts the failed points"
 last=$(grep "FAILED  #" "$TMP/out" | tail -n 1)
 case "$last" in *"(0/3 done, 0 running, 3 failed, 0 left"*) ok "the progress after the last point counts every failure";;
   *) fail "a point that ended read as running: $last";; esac
 [ "$(grep -c ',failed,' "$R/index.csv")" = 3 ] && ok "index.csv: three failed" || fail "index.csv: $(cat "$R/index.csv")"
+# their rerun, one at a time: a point an earlier run left failed counts as left until it
+# runs again, not as failed too
+expect_status 1 "a rerun of the three failed points with -j 1" -- "$S2HC" grid "$TMP/race.yaml" --out "$R" -j 1
+expect_out "FAILED  #0 gone1 .*\(0/3 done, 0 running, 1 failed, 2 left" "the progress counts each point once"
 
 # ---- a diverged point: recorded, counted, its own message shown (not the config that
 # train prints first), skipped by the next runner (S2HC_FAULT_NAN_AT_STEP: train's hook)

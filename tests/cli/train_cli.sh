@@ -62,9 +62,17 @@ expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/
 expect_out "differs" "the refusal names the difference"
 expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
 expect_out "steps: 30" "the refusal names train.steps"
-expect_status 0 "a missing out-of-domain corpus is skipped" -- "$S2HC" train "$TMP/t.yaml" --set 'data.ood=[nothere]' --set run.name=ood --set train.steps=2 --set train.warmup=1
-expect_out "corpus 'nothere' skipped: .*nothere/val.bin" "the warning names the corpus and its file"
-[ "$(grep -o 'data prepare' "$TMP/out" | wc -l)" = 1 ] && ok "the warning says 'data prepare' once" || fail "the warning repeats itself: $(grep nothere "$TMP/out")"
+# a missing out-of-domain corpus: refused before the first step (the run would end
+# without the number it was run for)
+expect_status 1 "a missing out-of-domain corpus is refused" -- "$S2HC" train "$TMP/t.yaml" --set 'data.ood=[nothere]' --set run.name=ood --set train.steps=2 --set train.warmup=1
+expect_out "corpus 'nothere' \(key 'data.ood' of .*t.yaml\): .*nothere/val.bin" "the error names the corpus, the key and its file"
+[ "$(grep -o 'data prepare' "$TMP/out" | wc -l)" = 1 ] && ok "the error says 'data prepare' once" || fail "the error repeats itself: $(grep nothere "$TMP/out")"
+[ ! -e "$TMP/runs/ood" ] && ok "nothing written for it" || fail "a run directory was left behind"
+expect_status 2 "--resume with --force is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --force
+expect_out "one of the two" "the refusal says why"
+expect_status 0 "--quiet" -- "$S2HC" train "$TMP/t.yaml" --set run.name=quiet --set train.steps=2 --set train.warmup=1 --quiet
+[ "$(wc -l < "$TMP/out")" = 1 ] && expect_out "^done: 2 steps, final train loss [0-9.]+, .*quiet/run.h5" "--quiet prints the summary line only" ||
+  fail "--quiet printed $(wc -l < "$TMP/out") lines: $(head -n 3 "$TMP/out")"
 expect_status 1 "training on a missing corpus fails" -- "$S2HC" train "$TMP/t.yaml" --set data.train=nothere --set run.name=x
 expect_out "data prepare" "the error says to prepare data"
 # an imported text whose validation part (its last 1 %) holds no window of block_size + 1
@@ -183,8 +191,50 @@ ls "$TMP/runs/full/"*.tmp >/dev/null 2>&1 && fail "temporary files left after a 
 busy=$!
 for i in $(seq 100); do [ -s "$TMP/runs/busy/.train.lock" ] && break; sleep 0.1; done
 expect_status 2 "a second training into a running run's directory is refused" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --resume
-expect_out "in use by another training \(pid $busy " "the refusal names the running training"
+expect_out "in use \(s2hc train pid $busy " "the refusal names the running training"
 expect_status 2 "--force is refused too, and removes nothing" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --force
+# eval and probe write run.h5 back: while the training runs, that copy would undo its saves
+for i in $(seq 100); do [ -e "$TMP/runs/busy/ckpt.h5" ] && break; sleep 0.1; done
+expect_status 1 "s2hc eval of a run in training is refused" -- "$S2HC" eval "$TMP/runs/busy" --batches 1
+expect_out "in use \(s2hc train pid $busy " "its refusal names the training"
+expect_status 1 "s2hc probe of a run in training is refused" -- "$S2HC" probe "$TMP/runs/busy" --samples 2
+expect_out "in use \(s2hc train pid $busy " "its refusal names the training"
+expect_status 0 "s2hc inspect reads it meanwhile" -- "$S2HC" inspect "$TMP/runs/busy"
 kill -TERM $busy; wait $busy
 expect_status 130 "once it has stopped, --resume continues it (for one step)" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --set train.steps=100000 --resume --stop-after 1 --quiet
+# a run file older than the checkpoint (copied back by hand): the resume says which
+# steps its log lacks
+G=$TMP/runs/gap
+"$S2HC" train "$TMP/t.yaml" --set run.name=gap --stop-after 10 --quiet >/dev/null 2>&1
+cp "$G/run.h5" "$TMP/gap-old.h5"
+"$S2HC" train "$TMP/t.yaml" --set run.name=gap --resume --stop-after 10 --quiet >/dev/null 2>&1
+cp "$TMP/gap-old.h5" "$G/run.h5"
+expect_status 0 "--resume over a run file older than the checkpoint" -- "$S2HC" train "$TMP/t.yaml" --set run.name=gap --resume --quiet
+expect_out "run.h5: /train ends at step 10 but the checkpoint is at step 20: steps 11..20 are missing" "it names the missing steps"
+
+# a stop during the final evaluation (here thousands of batches, seconds long): it ends
+# with exit 130, keeps the checkpoint of the last step and no row of the final phase;
+# --resume then runs only the final evaluation and probe
+F=$TMP/runs/fin
+"$S2HC" train "$TMP/t.yaml" --set run.name=fin --set train.steps=12 --set train.eval_batches=20000 >"$TMP/fin.out" 2>&1 &
+fin=$!
+for i in $(seq 600); do grep -Eq "^step +12/12" "$TMP/fin.out" && break; sleep 0.1; done
+sleep 0.3
+kill -INT $fin; wait $fin; rc=$?
+[ "$rc" = 130 ] && ok "Ctrl-C in the final evaluation: exit 130" || fail "exit $rc: $(tail -n 3 "$TMP/fin.out")"
+grep -Eq "interrupted (during the final evaluation|at step 12)" "$TMP/fin.out" && ok "it says where it stopped" ||
+  fail "no stop message: $(tail -n 3 "$TMP/fin.out")"
+if command -v h5dump >/dev/null; then
+  h5dump -a /status "$F/run.h5" 2>/dev/null | grep -q '"running"' && ok "the run is not marked finished" || fail "status: $(h5dump -a /status "$F/run.h5" | grep '(0)')"
+  h5dump -d /eval/step -y -w 0 "$F/run.h5" 2>/dev/null | grep -Eq '(^|[ ,])12([ ,]|$)' && fail "a final eval row was kept" || ok "no row of the final evaluation"
+fi
+expect_status 0 "--resume runs the final phase" -- "$S2HC" train "$TMP/t.yaml" --set run.name=fin --set train.steps=12 --set train.eval_batches=2 --resume
+expect_out "resuming .*fin from step 12" "from the last step's checkpoint"
+expect_out "final probe done" "the final probe ran"
+expect_out "^done: 12 steps, final train loss [0-9]" "the summary has the last step's loss"
+if command -v h5dump >/dev/null; then
+  h5dump -a /status "$F/run.h5" 2>/dev/null | grep -q '"finished"' && ok "then finished" || fail "status after resume"
+  [ "$(h5dump -d /train/step -y -w 0 "$F/run.h5" | awk '/DATA \{/ { getline; print; exit }' | tr -d ' ')" = "1,2,3,4,5,6,7,8,9,10,11,12" ] &&
+    ok "/train/step is 1..12, every step once" || fail "/train/step: $(h5dump -d /train/step -y -w 0 "$F/run.h5" | awk '/DATA \{/ { getline; print; exit }')"
+fi
 finish train_cli
