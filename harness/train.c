@@ -587,6 +587,9 @@ parts:;
         if (!cm && !use_cuda && strcmp(cfg.precision, "fp32"))
             printf("precision: fp32 (run.precision %s is for the cuda backend; the cpu backend trains in fp32, "
                    "and the run file says so)\n", cfg.precision);
+        if (!model.variant && (strcmp(cfg.proj_precision, "fp32") || strcmp(cfg.stream_precision, "fp32")))
+            printf("note: method rc has no streams and no projection: residual.proj_precision and "
+                   "stream_precision do nothing (the run file records fp32)\n");
         if (streams_bf16)
             printf("streams: stored in bf16 in the training steps (residual.stream_precision); their gradients and "
                    "every sum in fp32; evals and probes run fp32 streams\n");
