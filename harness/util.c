@@ -180,22 +180,25 @@ void fmt_duration(double s, char *buf, size_t len) {
 
 volatile sig_atomic_t stop_signal = 0;
 
-static void on_stop_signal(int sig) {
-    static const char msg[] = "\ns2hc: stopping at the next safe point (again to stop at once)\n";
-    stop_signal = sig;
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
-}
-
-void stop_signals_catch(void) {
+/* SIGINT and SIGTERM to handler h (sigaction is async-signal-safe) */
+static void stop_signals_to(void (*h)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESETHAND; /* the second signal: the default action, the process ends */
+    sa.sa_handler = h;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
+
+static void on_stop_signal(int sig) {
+    static const char msg[] = "\ns2hc: stopping at the next safe point (again to stop at once)\n";
+    stop_signal = sig;
+    stop_signals_to(SIG_DFL); /* the second signal, either of the two: the process ends */
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+}
+
+void stop_signals_catch(void) { stop_signals_to(on_stop_signal); }
 
 #define PROGRESS_AFTER 2.0       /* seconds before the first line */
 #define PROGRESS_TTY_EVERY 1.0
