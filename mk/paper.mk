@@ -7,12 +7,12 @@
 #   $(BIN)          the build
 #   paper-data      s2hc data prepare (cached shards are kept)
 #   paper-grids     s2hc grid experiments/{paper,ablations,streams}.yaml --set preset=$(PRESET)
-#                   -> runs/$(PRESET)/{paper,ablations,streams}/index.csv (resumable; finished
-#                   points are never retrained)
+#                   -> runs/$(PRESET)/{paper,ablations,streams}/ (index.csv; .complete once
+#                   every point has run; resumable, finished points are never retrained)
 #   paper-analyze   s2hc analyze -> $(PAPER_OUT)/data/*.dat, tables/*.{md,tex,html,csv}
 #   paper-figures   gnuplot plots/<figure>.gp -> $(PAPER_OUT)/<figure>.{png,svg}
 #   paper-report    s2hc report --no-analyze --no-plots -> $(PAPER_OUT)/index.html
-# Figures depend on the analysis output only, the analysis on the grids' index.csv files
+# Figures depend on the analysis output only, the analysis on the grids' stamps
 # (and the analysis sources), never on the binary's timestamp: rebuilding does not retrain.
 #   make paper-clean    removes $(PAPER_OUT) (never the runs)
 #
@@ -54,12 +54,15 @@ PAPER_SET_ABL   := --set train.steps=10000 --set train.warmup=200 --set train.ev
 PAPER_SET_STREAMS := --set probe.final_samples=0
 endif
 
-# A grid's exit status is the number of failed or diverged points: the report shows them
-# (HC diverging is one of the paper's claims), so only a bad grid (2) or an interrupt stops.
+# A grid exits 1 when some point failed or diverged: the report shows them (HC diverging
+# is one of the paper's claims), so only a bad grid (2) or an interrupt (130) stops the
+# chain. The grid's step is done when its stamp (<grid>/.complete) is written, after the
+# grid has run every point: index.csv itself is rewritten as the grid goes, so an
+# interrupted grid would otherwise read as done to the next `make paper`.
 PAPER_GRID_RC = if [ $$rc -eq 2 ] || [ $$rc -ge 128 ]; then exit $$rc; fi; \
-	  [ $$rc -eq 0 ] || echo "paper: $(@D): $$rc point(s) failed or diverged (see $@); the report shows them"
+	  [ $$rc -eq 0 ] || echo "paper: $(@D): some points failed or diverged (see $(@D)/index.csv); the report shows them"
 
-PAPER_GRIDS := $(PAPER_RUNS)/paper/index.csv $(PAPER_RUNS)/ablations/index.csv $(PAPER_RUNS)/streams/index.csv
+PAPER_GRIDS := $(PAPER_RUNS)/paper/.complete $(PAPER_RUNS)/ablations/.complete $(PAPER_RUNS)/streams/.complete
 PAPER_FIGS  := fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams \
                fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian
 PAPER_PNG   := $(PAPER_FIGS:%=$(PAPER_OUT)/%.png)
@@ -84,21 +87,21 @@ $(PAPER_OUT)/.preset: FORCE
 	@mkdir -p $(@D)
 	@echo "$(PRESET) $(PAPER_RUNS)" | cmp -s - $@ || echo "$(PRESET) $(PAPER_RUNS)" > $@
 
-$(PAPER_RUNS)/paper/index.csv: experiments/paper.yaml mk/paper.mk | paper-data
+$(PAPER_RUNS)/paper/.complete: experiments/paper.yaml mk/paper.mk | paper-data
 	@echo "paper: [4/7] grid experiments/paper.yaml (preset $(PRESET)) -> $(@D)"
-	@rc=0; $(BIN) grid experiments/paper.yaml --set preset=$(PRESET) $(PAPER_SET_PAPER) --out $(@D) --force $(PAPER_J) || rc=$$?; \
+	@rm -f $@; rc=0; $(BIN) grid experiments/paper.yaml --set preset=$(PRESET) $(PAPER_SET_PAPER) --out $(@D) --force $(PAPER_J) || rc=$$?; \
 	  $(PAPER_GRID_RC)
 	@touch $@
 
-$(PAPER_RUNS)/ablations/index.csv: experiments/ablations.yaml mk/paper.mk | paper-data
+$(PAPER_RUNS)/ablations/.complete: experiments/ablations.yaml mk/paper.mk | paper-data
 	@echo "paper: [4/7] grid experiments/ablations.yaml (preset $(PRESET)) -> $(@D)"
-	@rc=0; $(BIN) grid experiments/ablations.yaml --set preset=$(PRESET) $(PAPER_SET_ABL) --out $(@D) --force $(PAPER_J) || rc=$$?; \
+	@rm -f $@; rc=0; $(BIN) grid experiments/ablations.yaml --set preset=$(PRESET) $(PAPER_SET_ABL) --out $(@D) --force $(PAPER_J) || rc=$$?; \
 	  $(PAPER_GRID_RC)
 	@touch $@
 
-$(PAPER_RUNS)/streams/index.csv: experiments/streams.yaml mk/paper.mk | paper-data
+$(PAPER_RUNS)/streams/.complete: experiments/streams.yaml mk/paper.mk | paper-data
 	@echo "paper: [4/7] grid experiments/streams.yaml (preset $(PRESET)) -> $(@D)"
-	@rc=0; $(BIN) grid experiments/streams.yaml --set preset=$(PRESET) $(PAPER_SET_STREAMS) --out $(@D) --force $(PAPER_J) || rc=$$?; \
+	@rm -f $@; rc=0; $(BIN) grid experiments/streams.yaml --set preset=$(PRESET) $(PAPER_SET_STREAMS) --out $(@D) --force $(PAPER_J) || rc=$$?; \
 	  $(PAPER_GRID_RC)
 	@touch $@
 

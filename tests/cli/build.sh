@@ -52,4 +52,16 @@ touch "$P/data/meta.gp"; sleep 1; touch $pngs; sleep 1; touch "$P/index.html"
 make -n $SANARG paper PRESET=small PAPER_OUT="$P" PAPER_RUNS="$R" >"$TMP/out" 2>&1
 expect_out "grid experiments/paper.yaml \(preset small\)" "after a tiny report, make paper plans the small grids"
 expect_out "analyze" "and the analysis"
+# an interrupted grid rewrote its index.csv but wrote no stamp: the next make paper runs
+# that grid again (and only that one), where the index.csv's time made it look done
+P2="$TMP/paper2" R2="$TMP/runs2"
+mkdir -p "$P2/data" "$R2/paper" "$R2/ablations" "$R2/streams"
+echo "tiny $R2" > "$P2/.preset"
+touch "$R2/ablations/.complete" "$R2/streams/.complete"; sleep 1
+touch "$R2/paper/index.csv" "$R2/ablations/index.csv" "$R2/streams/index.csv" "$P2/data/meta.gp"; sleep 1
+touch $(echo "$pngs" | sed "s|$P|$P2|g"); sleep 1; touch "$P2/index.html"
+make -n $SANARG paper PRESET=tiny PAPER_OUT="$P2" PAPER_RUNS="$R2" >"$TMP/out" 2>&1
+expect_out "grid experiments/paper.yaml \(preset tiny\)" "an interrupted grid (no stamp) runs again"
+grep -Eq "grid experiments/(ablations|streams).yaml" "$TMP/out" && fail "a complete grid was planned again" ||
+  ok "the complete grids are not run again"
 finish build
