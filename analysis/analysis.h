@@ -149,8 +149,12 @@ void an_pick_primary(an_ctx *c);
  * entries); returns the count. NULL scale/corpus match any. */
 int an_cell_runs(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
                  int *idx, int cap);
+/* an_cell_runs of the runs trained for `steps` steps (train.steps; 0: any). */
+int an_cell_runs_steps(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
+                       int steps, int *idx, int cap);
 /* The representative run of a variant for the figures: the lowest seed in the primary
- * cell at the primary n, else at any n; -1 if none. */
+ * cell at the primary n, else at any n (a finished run before one that is not); -1 if
+ * none. */
 int an_rep_run(const an_ctx *c, const char *variant);
 
 /* Helpers to write files under OUT: fopen of OUT/sub/name (directories created); exits

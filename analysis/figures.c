@@ -21,6 +21,11 @@ static const char *const stream_variants[] = {"hc", "mhc", "mhc_lite", "kromhc",
 
 int an_cell_runs(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
                  int *idx, int cap) {
+    return an_cell_runs_steps(rs, scale, corpus, variant, n, 0, idx, cap);
+}
+
+int an_cell_runs_steps(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
+                       int steps, int *idx, int cap) {
     int k = 0;
     for (int i = 0; i < rs->n && k < cap; i++) {
         const an_run *r = &rs->r[i];
@@ -29,6 +34,7 @@ int an_cell_runs(const an_runset *rs, const char *scale, const char *corpus, con
         if (corpus && strcmp(r->corpus, corpus)) continue;
         if (variant && strcmp(r->variant, variant)) continue;
         if (n && r->n != n) continue;
+        if (steps && r->steps != steps) continue;
         idx[k++] = i;
     }
     /* sort by seed (insertion sort; a handful of runs) */
@@ -66,17 +72,24 @@ void an_pick_primary(an_ctx *c) {
         if (count[n] > (c->n ? count[c->n] : 0) || (count[n] && count[n] == count[c->n] && n == 4)) c->n = n;
 }
 
+/* Of the k runs idx (by seed), the first finished one, else the first. */
+static int first_finished(const an_runset *rs, const int *idx, int k) {
+    for (int i = 0; i < k; i++)
+        if (!strcmp(rs->r[idx[i]].status, "finished")) return idx[i];
+    return idx[0];
+}
+
 int an_rep_run(const an_ctx *c, const char *variant) {
     int idx[64];
     int k = c->n ? an_cell_runs(c->rs, c->scale, c->corpus, variant, c->n, idx, 64) : 0;
-    if (k) return idx[0];
+    if (k) return first_finished(c->rs, idx, k);
     k = an_cell_runs(c->rs, c->scale, c->corpus, variant, 0, idx, 64);
-    if (k) return idx[0];
+    if (k) return first_finished(c->rs, idx, k);
     /* fall back to any scale / corpus (e.g. identity from a grid at another corpus) */
     k = an_cell_runs(c->rs, c->scale, NULL, variant, 0, idx, 64);
-    if (k) return idx[0];
+    if (k) return first_finished(c->rs, idx, k);
     k = an_cell_runs(c->rs, NULL, NULL, variant, 0, idx, 64);
-    return k ? idx[0] : -1;
+    return k ? first_finished(c->rs, idx, k) : -1;
 }
 
 int an_mkdirs(const char *path) { return mkdir_p(path); }

@@ -185,6 +185,13 @@ double an_scalar(const an_run *r, const char *path) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* How far a run got, to choose between repeats: a finished run first, then the last step
+ * it logged. */
+static double run_progress(const an_run *r) {
+    const double last = h5log_last(&r->log, "/train/step");
+    return (strcmp(r->status, "finished") == 0 ? 1e18 : 0) + (isnan(last) ? 0 : last);
+}
+
 static void add_run(an_runset *rs, const char *h5, int verbose) {
     if (rs->n == rs->cap) {
         rs->cap = rs->cap ? 2 * rs->cap : 32;
@@ -197,10 +204,19 @@ static void add_run(an_runset *rs, const char *h5, int verbose) {
         return;
     }
     for (int i = 0; i < rs->n; i++) {
-        const an_run *o = &rs->r[i];
-        if (!strcmp(o->config_key, r->config_key)) {
-            if (verbose) fprintf(stderr, "s2hc analyze: %s repeats %s (the same config); using the first\n", r->dir, o->dir);
-            an_run_free(r);
+        an_run *o = &rs->r[i];
+        if (!strcmp(o->config_key, r->config_key)) { /* one of them counts: the further trained */
+            const int take = run_progress(r) > run_progress(o);
+            if (verbose)
+                fprintf(stderr, "s2hc analyze: %s repeats %s (the same config); using %s (%s, step %.0f)\n", r->dir,
+                        o->dir, take ? r->dir : o->dir, take ? r->status : o->status,
+                        take ? h5log_last(&r->log, "/train/step") : h5log_last(&o->log, "/train/step"));
+            if (take) {
+                an_run_free(o);
+                *o = *r;
+            } else {
+                an_run_free(r);
+            }
             return;
         }
     }

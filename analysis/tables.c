@@ -187,24 +187,47 @@ static int distinct(const an_runset *rs, size_t off, char out[][32], int cap) {
     return k;
 }
 
+/* The distinct train.steps of the (non-bench) runs, ascending: the tables give runs of
+ * one scale and corpus trained for different lengths rows of their own. */
+static int distinct_steps(const an_runset *rs, int *out, int cap) {
+    int k = 0;
+    for (int i = 0; i < rs->n; i++) {
+        if (rs->r[i].bench) continue;
+        int v = rs->r[i].steps, at = k;
+        for (int j = 0; j < k; j++)
+            if (out[j] >= v) { at = j; break; }
+        if (at < k && out[at] == v) continue;
+        if (k == cap) continue;
+        memmove(out + at + 1, out + at, (size_t)(k - at) * sizeof *out);
+        out[at] = v;
+        k++;
+    }
+    return k;
+}
+
 /* Pair the runs of variant a and b in a cell by seed: va[i], vb[i] = metric. */
 typedef double (*an_metric)(const an_run *);
 static double m_val(const an_run *r) { return an_final_val_loss(r); }
 static double m_train(const an_run *r) { return an_final_train_loss(r, NULL); }
 
-/* Runs of a with n_a streams and of b with n_b (0: any); two multi-stream runs pair only
- * at the same n, and each run of a pairs once. */
-static int pair_cell(const an_runset *rs, const char *scale, const char *corpus, const char *a, int n_a, const char *b,
-                     int n_b, an_metric m, double *va, double *vb, int cap) {
+/* Runs of a with n_a streams and of b with n_b (0: any), of `steps` steps (0: any); two
+ * multi-stream runs pair only at the same n, two runs only at the same steps, and each
+ * run of a pairs once. */
+static int pair_cell(const an_runset *rs, const char *scale, const char *corpus, int steps, const char *a, int n_a,
+                     const char *b, int n_b, an_metric m, double *va, double *vb, int cap) {
     int ia[64], ib[64];
-    int na = an_cell_runs(rs, scale, corpus, a, n_a, ia, 64), nb = an_cell_runs(rs, scale, corpus, b, n_b, ib, 64), k = 0;
+    int na = an_cell_runs_steps(rs, scale, corpus, a, n_a, steps, ia, 64),
+        nb = an_cell_runs_steps(rs, scale, corpus, b, n_b, steps, ib, 64), k = 0;
     for (int i = 0; i < na; i++)
         for (int j = 0; j < nb; j++) {
             const an_run *x = &rs->r[ia[i]], *y = &rs->r[ib[j]];
-            if (x->seed == y->seed && x->steps == y->steps && (x->n == 1 || y->n == 1 || x->n == y->n) && k < cap) {
-                va[k] = m(x);
-                vb[k] = m(y);
-                k++;
+            if (x->seed == y->seed && x->steps == y->steps && (x->n == 1 || y->n == 1 || x->n == y->n)) {
+                const double mx = m(x), my = m(y); /* a diverged run's NaN pairs with nothing */
+                if (isfinite(mx) && isfinite(my) && k < cap) {
+                    va[k] = mx;
+                    vb[k] = my;
+                    k++;
+                }
                 break;
             }
         }
@@ -226,11 +249,12 @@ static void fmt_paired(char *diff, size_t dl, char *ci, size_t cl, char *verdict
 /* Variant v against the baseline `base` in one cell: the validation losses paired by seed,
  * formatted into diff, ci and verdict (left as they are when v is the baseline or no pair
  * exists). */
-static void paired_vs(const an_runset *rs, const char *scale, const char *corpus, const char *v, int n, const char *base,
-                      const char *base_pretty, char *diff, size_t dl, char *ci, size_t cl, char *verdict, size_t vl) {
+static void paired_vs(const an_runset *rs, const char *scale, const char *corpus, int steps, const char *v, int n,
+                      const char *base, const char *base_pretty, char *diff, size_t dl, char *ci, size_t cl,
+                      char *verdict, size_t vl) {
     if (strcmp(v, base) == 0) return;
     double x[64], y[64];
-    int np = pair_cell(rs, scale, corpus, v, n, base, strcmp(base, "rc") ? n : 0, m_val, x, y, 64);
+    int np = pair_cell(rs, scale, corpus, steps, v, n, base, strcmp(base, "rc") ? n : 0, m_val, x, y, 64);
     if (!np) return;
     an_paired p;
     an_paired_test(x, y, np, &p);
@@ -273,15 +297,17 @@ static void table1(an_ctx *c) {
     tbl_init(&t, 11, head);
     char sc[16][32], co[16][32];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int st[64], nst = distinct_steps(c->rs, st, 64);
     size_t min_used = (size_t)-1;
     int unfinished = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
             for (int vi = 0; an_method_order[vi]; vi++)
-            for (int nn = 1; nn <= 8; nn++) { /* one row per stream count */
+            for (int nn = 1; nn <= 8; nn++) /* one row per stream count and training length */
+            for (int si = 0; si < nst; si++) {
                 const char *v = an_method_order[vi];
                 int idx[64];
-                int k = an_cell_runs(c->rs, sc[a], co[b], v, nn, idx, 64);
+                int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
                 if (!k) continue;
                 double tr[64], va[64];
                 int steps = c->rs->r[idx[0]].steps;
@@ -307,7 +333,7 @@ static void table1(an_ctx *c) {
                 }
                 fmt_ms(trs, sizeof trs, tr, k, 4);
                 fmt_ms(vas, sizeof vas, va, k, 4);
-                paired_vs(c->rs, sc[a], co[b], v, nn, "rc", "RC", diff, sizeof diff, ci, sizeof ci, verdict,
+                paired_vs(c->rs, sc[a], co[b], st[si], v, nn, "rc", "RC", diff, sizeof diff, ci, sizeof ci, verdict,
                           sizeof verdict);
                 int pr = paper_row(v);
                 if (pr >= 0) snprintf(pap, sizeof pap, "%.3f / %.3f", paper[pr].val_M, paper[pr].val_L);
@@ -355,14 +381,16 @@ static void table2(an_ctx *c) {
     tbl_init(&t, nh, head);
     char sc[16][32], co[16][32];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int st[64], nst = distinct_steps(c->rs, st, 64);
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
             for (int vi = 0; an_method_order[vi]; vi++)
-            for (int nn = 1; nn <= 8; nn++) { /* one row per stream count */
+            for (int nn = 1; nn <= 8; nn++) /* one row per stream count and training length */
+            for (int si = 0; si < nst; si++) {
                 const char *v = an_method_order[vi];
                 int idx[64], ridx[64];
-                int k = an_cell_runs(c->rs, sc[a], co[b], v, nn, idx, 64);
-                int kr = an_cell_runs(c->rs, sc[a], co[b], "rc", 0, ridx, 64);
+                int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
+                int kr = an_cell_runs_steps(c->rs, sc[a], co[b], "rc", 0, st[si], ridx, 64);
                 if (!k) continue;
                 char cellbuf[TBL_MAX_COLS][64], mname[80];
                 method_n(mname, sizeof mname, v, nn);
@@ -455,6 +483,7 @@ static void table_ablation(an_ctx *c) {
     tbl_init(&t, 12, head);
     char sc[16][32], co[16][32];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int st[64], nst = distinct_steps(c->rs, st, 64);
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++) {
             int present = 0;
@@ -466,11 +495,12 @@ static void table_ablation(an_ctx *c) {
             }
             if (!present) continue;
             for (int vi = 0; an_method_order[vi]; vi++)
-            for (int nn = 1; nn <= 8; nn++) { /* one row per stream count */
+            for (int nn = 1; nn <= 8; nn++) /* one row per stream count and training length */
+            for (int si = 0; si < nst; si++) {
                 const char *v = an_method_order[vi];
                 if (!is_ablation(v)) continue;
                 int idx[64];
-                int k = an_cell_runs(c->rs, sc[a], co[b], v, nn, idx, 64);
+                int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
                 if (!k) continue;
                 double tr[64], va[64], oo[64], sd[64], cn[64], jf[64], jr[64];
                 for (int i = 0; i < k; i++) {
@@ -495,7 +525,7 @@ static void table_ablation(an_ctx *c) {
                 an_mean_std(jf, k, &m, NULL);
                 an_mean_std(jr, k, &m2, NULL);
                 snprintf(js, sizeof js, "%.3g / %.3g", m, m2);
-                paired_vs(c->rs, sc[a], co[b], v, nn, "s2hc", "s²HC", diff, sizeof diff, ci, sizeof ci, verdict,
+                paired_vs(c->rs, sc[a], co[b], st[si], v, nn, "s2hc", "s²HC", diff, sizeof diff, ci, sizeof ci, verdict,
                           sizeof verdict);
                 char mname[80];
                 method_n(mname, sizeof mname, v, nn);
@@ -663,6 +693,12 @@ static double probe_first(const an_run *r, const char *p) {
 }
 static double probe_last(const an_run *r, const char *p) { return an_scalar(r, p); }
 
+/* x as "%.2e", or "–" when it is not a number (a run without that measurement). */
+static void fmt_e(char *buf, size_t len, double x) {
+    if (isnan(x)) snprintf(buf, len, "–");
+    else snprintf(buf, len, "%.2e", x);
+}
+
 static double min_token_entry(const an_run *r) {
     size_t n = 0;
     double *v = an_series_copy(r, "/final/H_res_tokens", &n), m = NAN;
@@ -705,10 +741,12 @@ static void claims(an_ctx *c) {
             const an_run *r = &c->rs->r[ri];
             double d0 = probe_first(r, "/probe/diag_frac"), d1 = probe_last(r, "/probe/diag_frac"),
                    m0 = probe_first(r, "/probe/row_max_median"), m1 = probe_last(r, "/probe/row_max_median");
-            snprintf(tmp, sizeof tmp, "%s%s: diagonal-dominant fraction %.3f → %.3f, median row max %.3f → %.3f",
-                     k->ours[0] ? "; " : "", an_pretty(v), d0, d1, m0, m1);
+            const int fin = !strcmp(r->status, "finished");
+            snprintf(tmp, sizeof tmp, "%s%s: diagonal-dominant fraction %.3f → %.3f, median row max %.3f → %.3f%s%s%s",
+                     k->ours[0] ? "; " : "", an_pretty(v), d0, d1, m0, m1, fin ? "" : " (run ", fin ? "" : r->status,
+                     fin ? "" : ": not counted)");
             strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
-            if (w == 2) continue;
+            if (w == 2 || !fin) continue;
             have++;
             if (d1 >= 0.9 && m1 >= 0.9) ok++;
             if (d1 < 0.5 || m1 < 0.7) bad++;
@@ -727,15 +765,17 @@ static void claims(an_ctx *c) {
         snprintf(k->claim, sizeof k->claim, "s²HC's H_res has negative entries (mHC's cannot)");
         snprintf(k->paper, sizeof k->paper, "Fig 8: s²HC's entries spread below zero; mHC and mHC-lite stay in [0, 1]");
         int ri = an_rep_run(c, "s2hc");
-        if (ri < 0) snprintf(k->verdict, sizeof k->verdict, "inconclusive: no s²HC run");
+        if (ri >= 0 && !isfinite(min_token_entry(&c->rs->r[ri]))) ri = -1; /* no final probe (diverged, stopped) */
+        if (ri < 0) snprintf(k->verdict, sizeof k->verdict, "inconclusive: no s²HC run with a final probe");
         else {
             const an_run *r = &c->rs->r[ri];
             double tot, frac = an_negative_fraction(r, 0.01, &tot), mn = min_token_entry(r);
             snprintf(k->ours, sizeof k->ours, "s²HC: %.3f %% of %.0f entries below −0.01, smallest per-token entry %.4f",
                      100 * frac, tot, mn);
             int rm = an_rep_run(c, "mhc");
-            if (rm >= 0) {
-                snprintf(tmp, sizeof tmp, "; mHC smallest entry %.2e", min_token_entry(&c->rs->r[rm]));
+            const double mm = rm >= 0 ? min_token_entry(&c->rs->r[rm]) : NAN;
+            if (isfinite(mm)) {
+                snprintf(tmp, sizeof tmp, "; mHC smallest entry %.2e", mm);
                 strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
             }
             if (frac >= 1e-3 && mn < -0.01) snprintf(k->verdict, sizeof k->verdict, "reproduced");
@@ -756,20 +796,26 @@ static void claims(an_ctx *c) {
             s_tok = fmax(an_final_sum_dev(r, 1), an_final_sum_dev(r, 0));
             s_comp = fmax(an_composite_sum_dev(r, 1), an_composite_sum_dev(r, 0));
         }
-        if (rm >= 0) {
+        if (rm >= 0 && !isnan(an_final_sum_dev(&c->rs->r[rm], 1))) {
             const an_run *r = &c->rs->r[rm];
             m_tok = fmax(an_final_sum_dev(r, 1), an_final_sum_dev(r, 0));
             m_comp = fmax(an_composite_sum_dev(r, 1), an_composite_sum_dev(r, 0));
-            double mc = an_final_sum_dev(r, 1), mr = an_final_sum_dev(r, 0);
-            snprintf(tmp, sizeof tmp, "mHC: per-token max |column sum − 1| %.2e, |row sum − 1| %.2e; composite %.2e; ", mc, mr,
-                     m_comp);
+            char e1[16], e2[16], e3[16];
+            fmt_e(e1, sizeof e1, an_final_sum_dev(r, 1));
+            fmt_e(e2, sizeof e2, an_final_sum_dev(r, 0));
+            fmt_e(e3, sizeof e3, m_comp);
+            snprintf(tmp, sizeof tmp, "mHC: per-token max |column sum − 1| %s, |row sum − 1| %s; composite %s; ", e1, e2, e3);
             strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
         }
-        if (rs2 >= 0) {
-            snprintf(tmp, sizeof tmp, "s²HC: per-token max |sum − 1| %.2e, composite %.2e", s_tok, s_comp);
+        if (rs2 >= 0 && !isnan(s_tok)) {
+            char e1[16], e2[16];
+            fmt_e(e1, sizeof e1, s_tok);
+            fmt_e(e2, sizeof e2, s_comp);
+            snprintf(tmp, sizeof tmp, "s²HC: per-token max |sum − 1| %s, composite %s", e1, e2);
             strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
         }
-        if (rs2 < 0 || rm < 0) snprintf(k->verdict, sizeof k->verdict, "inconclusive: needs s²HC and mHC runs");
+        if (rs2 < 0 || rm < 0 || isnan(s_tok) || isnan(m_tok))
+            snprintf(k->verdict, sizeof k->verdict, "inconclusive: needs s²HC and mHC runs with a final probe");
         else if (!(s_tok < 1e-4 && s_comp < 1e-3)) snprintf(k->verdict, sizeof k->verdict, "not reproduced: s²HC's sums are not exact");
         else if (m_tok > 1e-3 || m_comp > 1e-3) snprintf(k->verdict, sizeof k->verdict, "reproduced");
         else
@@ -820,7 +866,7 @@ static void claims(an_ctx *c) {
             int np = 0;
             for (int a = 0; a < ns; a++)
                 for (int b = 0; b < nc; b++)
-                    np += pair_cell(c->rs, sc[a], co[b], "s2hc", 0, v, 0, m_val, x + np, y + np, 256 - np);
+                    np += pair_cell(c->rs, sc[a], co[b], 0, "s2hc", 0, v, 0, m_val, x + np, y + np, 256 - np);
             if (!np) continue;
             compared++;
             if (np < min_pairs) min_pairs = np;

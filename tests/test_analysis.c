@@ -121,6 +121,7 @@ typedef struct {
     const char *name;
     int n_layer;
     int stopped_at;   /* nonzero: an interrupted run, logged to this step of `steps` */
+    int diverged;     /* with stopped_at: status diverged, NaN losses, no final probe */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -144,7 +145,7 @@ static void write_run(const char *dir, const synth *s) {
     h5log_init(&log);
     h5log_attr_str(&log, "/", "config", yaml);
     h5log_attr_str(&log, "/", "method", s->method);
-    h5log_attr_str(&log, "/", "status", s->stopped_at ? "interrupted" : "finished");
+    h5log_attr_str(&log, "/", "status", s->diverged ? "diverged" : s->stopped_at ? "interrupted" : "finished");
     h5log_attr_num(&log, "/", "n_params", 12345);
     h5log_attr_num(&log, "/", "n_aux_params", 100 * s->n);
     free(yaml);
@@ -164,14 +165,14 @@ static void write_run(const char *dir, const synth *s) {
     int es = h5log_series_add(&log, "/eval/step", H5LOG_I64, 0, NULL, "eval step", NULL);
     int ev = h5log_series_add(&log, "/eval/val_loss", H5LOG_F64, 0, NULL, "val", NULL);
     int64_t e1 = s->steps / 2, e2 = s->steps;
-    double v1 = s->val + 1, v2 = s->val;
+    double v1 = s->val + 1, v2 = s->diverged ? NAN : s->val;
     h5log_append(&log, es, &e1);
     h5log_append(&log, ev, &v1);
     h5log_append(&log, es, &e2);
     h5log_append(&log, ev, &v2);
     double ppl = exp(s->val + 0.5);
     h5log_static_set(&log, "/eval/ood/other/ppl", H5LOG_F64, 0, NULL, &ppl, "ppl");
-    if (s->n > 1 && !s->bench) {
+    if (s->n > 1 && !s->bench && !s->diverged) {
         /* final probe: 2 layers; histogram of 250 bins on [-1, 1.5): 10 entries at -0.5
          * (bin 50), 90 at 1.0 (bin 200) per layer; column-sum deviations */
         int Lh = 2 * c.n_layer;
@@ -409,6 +410,70 @@ static void test_mixed_n(void) {
     CHECK(strstr(slurp(p), "s²HC (n = 6)") != NULL, "table2 names the n:\n%s", slurp(p));
 }
 
+/* Runs of one method and seed trained for different lengths are not seeds of one cell:
+ * a row each, each paired with the RC run of its own length. */
+static void test_steps_rows(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc20"},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 30, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100, .name = "rc30"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s20"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 30, .loss0 = 3, .val = 2.5, .grad_peak = 1, .tps = 100, .name = "s30"}};
+    char out[400], p[600];
+    analyze_set("steps", runs, 4, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/table1.md", out);
+    const char *t1 = slurp(p);
+    CHECK(strstr(t1, "| s²HC | 4 | 20 |") != NULL && strstr(t1, "| s²HC | 4 | 30 |") != NULL && strstr(t1, "(2)") == NULL,
+          "a row per training length, none averaging two:\n%s", t1);
+    CHECK(strstr(t1, "-0.1000") != NULL && strstr(t1, "-0.3000") != NULL,
+          "each paired with the RC run of its length (-0.1 at 20 steps, -0.3 at 30):\n%s", t1);
+}
+
+/* A diverged run (NaN losses, no final probe) neither pairs nor feeds a claim a NaN; a
+ * finished run of the same method counts instead. */
+static void test_diverged_claims(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s"},
+        {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.95, .grad_peak = 1, .tps = 100,
+         .name = "m-div", .stopped_at = 5, .diverged = 1},
+        {.method = "mhc_lite", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.95, .grad_peak = 1, .tps = 100,
+         .name = "l-div", .stopped_at = 5, .diverged = 1},
+        {.method = "mhc_lite", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.97, .grad_peak = 1, .tps = 100,
+         .name = "l-ok"}};
+    char out[400], p[600];
+    analyze_set("div", runs, 5, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/claims.md", out);
+    const char *cl = slurp(p);
+    CHECK(strstr(cl, " nan") == NULL && strstr(cl, "+nan") == NULL && strstr(cl, "-nan") == NULL &&
+              strstr(cl, "NaN") == NULL, "no NaN in the claims:\n%s", cl);
+    CHECK(strstr(cl, "vs mHC:") == NULL, "the diverged mHC run pairs with nothing:\n%s", cl);
+    CHECK(strstr(cl, "needs s²HC and mHC runs with a final probe") != NULL, "claim 3 says what it lacks:\n%s", cl);
+    snprintf(p, sizeof p, "%s/tables/table1.md", out);
+    CHECK(strstr(slurp(p), "5 of 20 (diverged)") != NULL, "table1 shows where it diverged:\n%s", slurp(p));
+}
+
+/* Two runs of one config (a grid's point and its repeat in another grid): the one that
+ * got further counts, whichever the directory listing names first. */
+static void test_repeat_keeps_finished(void) {
+    for (int order = 0; order < 2; order++) {
+        char dir[400], p0[400];
+        snprintf(dir, sizeof dir, "%s/repeat%d", tmpdir, order);
+        const synth stopped = {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1,
+                               .tps = 100, .name = order ? "b-stopped" : "a-stopped", .stopped_at = 12};
+        const synth done = {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1,
+                            .tps = 100, .name = order ? "a-done" : "b-done"};
+        write_run(dir, &stopped);
+        write_run(dir, &done);
+        snprintf(p0, sizeof p0, "%s", dir);
+        char *paths[1] = {p0};
+        an_runset rs = {0};
+        an_runset_load(&rs, paths, 1, 0);
+        CHECK(rs.n == 1 && !strcmp(rs.r[0].name, done.name) && !strcmp(rs.r[0].status, "finished"),
+              "order %d: %d runs, kept %s", order, rs.n, rs.n ? rs.r[0].name : "none");
+        an_runset_free(&rs);
+    }
+}
+
 /* The figures' representative run of a method: at the stream count most runs of the
  * primary cell have (ties: 4), not the first run found (a sweep over n lists n = 2 first). */
 static void test_rep_run_n(void) {
@@ -453,6 +518,9 @@ int main(void) {
     T_RUN(test_ood_nonfinite);
     T_RUN(test_mixed_n);
     T_RUN(test_rep_run_n);
+    T_RUN(test_repeat_keeps_finished);
+    T_RUN(test_steps_rows);
+    T_RUN(test_diverged_claims);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
