@@ -163,9 +163,11 @@ int analyze_main(int argc, char **argv) {
     }
     an_ctx c = {.out = out, .rs = &rs, .log = stderr};
     an_pick_primary(&c);
-    if (!quiet)
+    if (!quiet && c.scale[0])
         fprintf(stderr, "s2hc analyze: %d runs; figures from scale %s, corpus %s -> %s/data, %s/tables\n", n, c.scale,
                 c.corpus, out, out);
+    else if (!quiet)
+        fprintf(stderr, "s2hc analyze: %d runs, all for throughput only -> %s/data, %s/tables\n", n, out, out);
     int rc = an_write_figures(&c) | an_write_tables(&c);
     write_captions(&c);
     write_summary(&c);

@@ -41,12 +41,14 @@ static const an_figure figures[] = {
      "HC's global gradient norm explodes (the plot clamps it at 5); mHC, mHC-lite and s²HC stay bounded.",
      "Global gradient norm before clipping at every step of one run per method, clamped at 5 for display (the raw values "
      "are in data/fig5_*.dat)."},
-    {"fig06_colsums", "Fig 6: column sums and the composite's spectral norm",
+    {"fig06_colsums", "Fig 6: column and row sums and the composite's spectral norm",
      "mHC's per-layer column sums reach 1.4 and its composite's 1.6 (v2: 2.0 and 3.6 over 28 layers); s²HC and mHC-lite are "
      "exactly 1. The spectral norm of s²HC's cumulative composite stays at 1 at every depth.",
-     "Left: min/quartiles/max of the column sums of each sequence's token-averaged H_res per sublayer. Middle: the same "
-     "for the column sums of the composite product over all sublayers. Right: spectral norm of the cumulative composite "
-     "over the first l sublayers, mean ± std over sequences."},
+     "Top row, column sums; bottom row, row sums. Left: min/quartiles/max of the sums of each sequence's token-averaged "
+     "H_res per sublayer. Middle: the same for the composite product over all sublayers. Top right: spectral norm of the "
+     "cumulative composite over the first l sublayers, mean ± std over sequences. Bottom right: the worst per-token "
+     "|sum − 1| per sublayer, columns solid and rows dashed, log scale: where mHC's Sinkhorn iteration leaves one side "
+     "exact (the side it normalises last) and the other within its tolerance."},
     {"fig07_streams", "Fig 7: cost against the number of streams",
      "Left: training throughput falls with n, fastest for mHC-lite. Right: auxiliary parameters against n, log scale: "
      "mHC-lite grows factorially.",
@@ -176,16 +178,26 @@ static int run_plots(const char *out, const char *plots) {
         fprintf(stderr, "s2hc report: gnuplot not found: figures not drawn (make deps installs it)\n");
         return 1;
     }
-    int bad = 0;
+    int bad = 0, warned = 0;
+    char log[1100];
+    snprintf(log, sizeof log, "%s/gnuplot.log", out); /* gnuplot's own words (warnings on degenerate data) */
+    remove(log);
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
         char script[1024], cmd[3000];
         snprintf(script, sizeof script, "%s/%s.gp", plots, figures[i].stem);
         if (!file_exists_(script)) { fprintf(stderr, "s2hc report: no script %s\n", script); bad++; continue; }
-        snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'\" '%s'", out, script);
-        if (system(cmd) != 0) {
+        snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'\" '%s' 2>>'%s'", out, script, log);
+        struct stat st0;
+        const long before = stat(log, &st0) == 0 ? (long)st0.st_size : 0;
+        const int failed = system(cmd) != 0;
+        struct stat st1;
+        const long after = stat(log, &st1) == 0 ? (long)st1.st_size : 0;
+        if (after > before && !failed) warned++;
+        if (failed) {
             /* what a failed script drew is partial (or an older report's): the page says
              * it was not drawn rather than show it */
-            fprintf(stderr, "s2hc report: %s failed; %s/%s.{png,svg} removed\n", script, out, figures[i].stem);
+            fprintf(stderr, "s2hc report: %s failed (gnuplot's message in %s); %s/%s.{png,svg} removed\n", script, log,
+                    out, figures[i].stem);
             for (int e = 0; e < 2; e++) {
                 snprintf(cmd, sizeof cmd, "%s/%s.%s", out, figures[i].stem, e ? "svg" : "png");
                 remove(cmd);
@@ -193,6 +205,9 @@ static int run_plots(const char *out, const char *plots) {
             bad++;
         }
     }
+    if (warned)
+        fprintf(stderr, "s2hc report: gnuplot warned while drawing %d figure(s) (empty or flat data, usually): %s\n",
+                warned, log);
     return bad;
 }
 
@@ -285,11 +300,16 @@ int report_main(int argc, char **argv) {
                ".missing{color:#a00} .meta{color:#555;font-size:.9em} nav a{margin-right:.8em}\n"
                "</style></head><body>\n<h1>");
     put_esc(f, title);
-    fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from %s runs (%s compared, %s for "
-               "throughput only). The figures show the <b>%s</b> scale trained on <b>%s</b>, %s; model: %s. The paper's runs "
-               "are 0.12B–0.36B-parameter GPT-2 models on GPUs and FineWeb-Edu / OpenWebText: compare orderings and shapes, "
-               "not values.</p>\n",
-            when, runs, cruns, truns, scale, corpus, seeds, model);
+    if (scale[0])
+        fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from %s runs (%s compared, %s for "
+                   "throughput only). The figures show the <b>%s</b> scale trained on <b>%s</b>, %s; model: %s. The paper's "
+                   "runs are 0.12B–0.36B-parameter GPT-2 models on GPUs and FineWeb-Edu / OpenWebText: compare orderings "
+                   "and shapes, not values.</p>\n",
+                when, runs, cruns, truns, scale, corpus, seeds, model);
+    else /* throughput runs only (probe.every and train.eval_every 0): nothing for the other figures */
+        fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from %s runs, all for throughput "
+                   "only (no probes, no evaluations): only the throughput figure and table have data.</p>\n",
+                when, runs);
     fprintf(f, "<nav><a href=\"#claims\">claims</a>");
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) fprintf(f, "<a href=\"#%s\">%s</a>", figures[i].stem, figures[i].stem);
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) fprintf(f, "<a href=\"#%s\">%s</a>", tables[i].stem, tables[i].stem);

@@ -264,6 +264,10 @@ int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
             found = 1;
         } else if (is_dir(paths[i])) {
             scan(rs, paths[i], 2, verbose, &found);
+        } else if (is_file(paths[i])) {
+            fprintf(stderr, "s2hc analyze: %s: not a run (a run directory, its run.h5, or a directory of runs)\n",
+                    paths[i]);
+            continue;
         } else {
             fprintf(stderr, "s2hc analyze: %s: %s\n", paths[i], strerror(ENOENT));
             continue;

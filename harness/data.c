@@ -1525,14 +1525,21 @@ static int data_import(const char *file, const char *name, const char *dir) {
     size_t cut = data_split_point(buf, n);
     if (cut == n) cut = n - n / 100; /* no line start after the 99 % point: cut there exactly */
     char path[1200];
-    int rc = 0;
+    char vpath[1200];
     snprintf(path, sizeof path, "%s/%s/train.bin", dir, name);
-    rc |= shard_write(path, buf, cut, 256, 1);
-    snprintf(path, sizeof path, "%s/%s/val.bin", dir, name);
-    rc |= shard_write(path, buf + cut, n - cut, 256, 1);
+    snprintf(vpath, sizeof vpath, "%s/%s/val.bin", dir, name);
+    int rc = shard_write(path, buf, cut, 256, 1) != 0; /* (its own message; the second would repeat it) */
+    if (!rc && shard_write(vpath, buf + cut, n - cut, 256, 1) != 0) {
+        unlink(path); /* no corpus half there */
+        rc = 1;
+    }
     free(buf);
     if (rc) return 1;
     printf("imported %s as corpus '%s' in %s: %zu train and %zu val bytes\n", file, name, dir, cut, n - cut);
+    /* training needs one validation window of block_size + 1 tokens */
+    if (n - cut <= 1024)
+        printf("note: its validation part fits model.block_size up to %zu only (the M and L presets use 1024): "
+               "more text for longer sequences\n", n - cut - 1);
     return 0;
 }
 

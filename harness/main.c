@@ -57,6 +57,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  data prepare         corpora from Debian packages -> token shards under data/\n"
             "  data list            which corpora are prepared\n"
+            "  data import FILE     a text file of your own as a corpus (--name NAME)\n"
             "  train CONFIG         train a model, write runs/<name>/run.h5 and ckpt.h5\n"
             "  grid GRID.yaml       run an experiment grid (resumable, -j N, --slurm)\n"
             "  eval RUN_DIR         validation and out-of-domain perplexity of a run\n"

@@ -165,12 +165,23 @@ int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *e
     return rc;
 }
 
-/* 1 when dir has a checkpoint; else 0 after saying so. */
+/* 1 when dir has a checkpoint; else 0 after saying so (and, for a run directory, what
+ * its run file says of the run). */
 static int run_has_ckpt(const char *dir) {
-    char ckpt[1200];
+    char ckpt[1200], runp[1200], err[256];
     snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
     if (file_exists(ckpt)) return 1;
-    fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt);
+    snprintf(runp, sizeof runp, "%s/run.h5", dir);
+    h5log log;
+    h5log_init(&log);
+    const char *status = file_exists(runp) && h5log_load(&log, runp, err, sizeof err) == 0
+                             ? h5log_get_attr_str(&log, "/", "status") : NULL;
+    if (status)
+        fprintf(stderr, "s2hc: error: %s: no checkpoint: the run (status %s, last step %.0f) stopped before its first "
+                "save\n", ckpt, status, isnan(h5log_last(&log, "/train/step")) ? 0.0 : h5log_last(&log, "/train/step"));
+    else
+        fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt);
+    h5log_free(&log);
     return 0;
 }
 
@@ -749,9 +760,9 @@ agree:
         if (!isfinite(loss) || !isfinite(gn)) {
             status = RUN_DIVERGED;
             if (rank > 0) break;
-            fprintf(stderr, "%ss2hc: step %d: %s is %s: the run diverged; the last good checkpoint is kept\n",
-                    tty ? "\n" : "", step + 1, isfinite(loss) ? "the gradient norm" : "the loss",
-                    isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite");
+            fprintf(stderr, "%ss2hc: step %d: %s is %s: the run diverged; %s\n", tty ? "\n" : "", step + 1,
+                    isfinite(loss) ? "the gradient norm" : "the loss", isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite",
+                    file_exists(ckpt_path) ? "the last good checkpoint is kept" : "it had saved no checkpoint yet");
             int64_t s64 = step + 1;
             h5log_append(&log, ts.s_step, &s64);
             h5log_append(&log, ts.s_loss, &loss);

@@ -69,6 +69,12 @@ expect_rc 1 "import of a folder" "$BIN" data import "$TMP" --name dir --dir "$TM
 grep -q "cannot read: Is a directory" "$TMP/err" && ok || bad "import of a folder: $(cat "$TMP/err")"
 expect_rc 0 "import" "$BIN" data import "$TMP/text" --name mine --dir "$TMP/imp"
 [ -f "$TMP/imp/mine/train.bin" ] && [ -f "$TMP/imp/mine/val.bin" ] && ok || bad "import wrote no shards"
+# 2000 bytes: a validation part of 20, which only the smallest block_size fits: said so
+grep -q "validation part fits model.block_size up to 19 only" "$TMP/out" && ok || bad "no note of the small validation part: $(cat "$TMP/out")"
+# a failure to write says so once, and leaves no half corpus
+: > "$TMP/afile"
+expect_rc 1 "import into a --dir that is a file" "$BIN" data import "$TMP/text" --name x --dir "$TMP/afile"
+[ "$(grep -c "error" "$TMP/err")" = 1 ] && ok || bad "the error is not said once: $(cat "$TMP/err")"
 
 echo "data.sh: $pass passed, $fail failed"
 [ "$fail" = 0 ]

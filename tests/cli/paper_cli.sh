@@ -43,7 +43,9 @@ expect_out "9/9 finished" "every point finished"
 OUT=$TMP/report
 expect_status 0 "s2hc report builds the page" -- "$REPORT" report "$TMP/runs" -o "$OUT"
 expect_out "index.html" "report names the page"
-if grep -q "Warning" "$TMP/out"; then fail "gnuplot warned:"; grep "Warning" "$TMP/out" | head -n 3 >&2
+# gnuplot's own output goes to OUT/gnuplot.log, and the report says when it has any
+if [ -s "$OUT/gnuplot.log" ] || grep -q "Warning\|gnuplot warned" "$TMP/out"; then
+  fail "gnuplot warned:"; head -n 3 "$OUT/gnuplot.log" >&2
 else ok "gnuplot drew every figure without a warning"; fi
 
 FIGS="fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams
@@ -107,6 +109,12 @@ mkdir -p "$TMP/norun"
 expect_status 1 "a directory without runs" -- "$REPORT" analyze "$TMP/norun" -o "$TMP/x"
 expect_out "no run.h5 found" "names the problem"
 expect_status 2 "analyze without runs is a usage error" -- "$REPORT" analyze -o "$TMP/x"
+expect_status 1 "analyze of a file that is not a run" -- "$REPORT" analyze "$TMP/grid.yaml" -o "$TMP/x"
+expect_out "grid.yaml: not a run" "says it is not a run (the file exists)"
+# throughput runs only: the page says so instead of naming an empty scale
+expect_status 0 "a report of throughput runs only" -- "$REPORT" report "$TMP/runs/s2hc-n2" "$TMP/runs/mhc-n3" -o "$TMP/tp"
+grep -q "all for throughput only" "$TMP/tp/index.html" && ! grep -q "scale trained on <b></b>" "$TMP/tp/index.html" \
+  && ok "the page says every run is for throughput" || fail "throughput-only page: $(grep -o 'Generated.\{0,200\}' "$TMP/tp/index.html")"
 expect_status 0 "report --help" -- "$REPORT" report --help
 expect_out "example" "--help shows an example"
 finish paper_cli

@@ -179,6 +179,12 @@ expect_status 0 "a diverged run resumed to its end" -- "$S2HC" train "$TMP/t.yam
 h5dump -a /status "$TMP/runs/dv/run.h5" 2>/dev/null | grep -q '"finished"' && ok "the resumed run is finished" \
   || fail "status after resume: $(h5dump -a /status "$TMP/runs/dv/run.h5" 2>&1 | tail -3)"
 expect_status 1 "the finished run has no diverged_at_step" -- h5dump -a /diverged_at_step "$TMP/runs/dv/run.h5"
+# diverged before its first checkpoint (ckpt_every 10, NaN at step 5): nothing to sample
+# from, and the messages say why rather than ask whether it is a run
+expect_status 3 "a NaN before the first checkpoint: exit 3" -- env S2HC_FAULT_NAN_AT_STEP=5 "$S2HC" train "$TMP/t.yaml" --set run.name=dv0 --quiet
+expect_out "diverged; it had saved no checkpoint yet" "train says no checkpoint was kept"
+expect_status 1 "sample of it" -- "$S2HC" sample "$TMP/runs/dv0"
+expect_out "no checkpoint: the run \(status diverged, last step 5\) stopped before its first save" "sample says why there is none"
 # a full disk (here a file size limit, EFBIG where a full disk gives ENOSPC): the save fails
 # with a message and exit 1; HDF5 used to crash at exit on the file it failed to close
 expect_status 1 "a save that runs out of space fails with exit 1" -- bash -c "trap '' XFSZ; ulimit -f 16; exec \"\$0\" \"\$@\"" \
