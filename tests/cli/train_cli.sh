@@ -222,7 +222,7 @@ expect_out "run.h5: /train ends at step 10 but the checkpoint is at step 20: ste
 # with exit 130, keeps the checkpoint of the last step and no row of the final phase;
 # --resume then runs only the final evaluation and probe
 F=$TMP/runs/fin
-"$S2HC" train "$TMP/t.yaml" --set run.name=fin --set train.steps=12 --set train.eval_batches=20000 >"$TMP/fin.out" 2>&1 &
+"$S2HC" train "$TMP/t.yaml" --set run.name=fin --set train.steps=12 --set train.eval_every=0 --set train.eval_batches=20000 >"$TMP/fin.out" 2>&1 &
 fin=$!
 for i in $(seq 600); do grep -Eq "^step +12/12" "$TMP/fin.out" && break; sleep 0.1; done
 sleep 0.3
