@@ -29,6 +29,7 @@
  */
 #include "bench.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,9 @@ static int rss_peak_reset(void) {
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+/* CSV files that could not be opened: the bench then says so at its end and exits 1 */
+static int csv_failed;
+
 static FILE *csv_open(const bench_opts *o, const char *name, const char *header) {
     if (!o->csv_dir) return NULL;
     char p[1200];
@@ -159,6 +163,7 @@ static FILE *csv_open(const bench_opts *o, const char *name, const char *header)
     FILE *f = fopen(p, "w");
     if (!f) {
         fprintf(stderr, "s2hc: error: bench: cannot write %s: %s\n", p, strerror(errno));
+        csv_failed++;
         return NULL;
     }
     fprintf(f, "%s\n", header);
@@ -808,7 +813,11 @@ static double sweep_estimate_mb(const s2hc_config *c) {
 static void section_streams(const bench_opts *o, FILE *csv) {
     const char *preset = o->only_preset ? o->only_preset : "small";
     const char *const *sweep = o->sweep;
-    if (!sweep[0]) return; /* --methods rc: nothing to sweep */
+    if (!sweep[0]) { /* --methods rc: nothing to sweep */
+        printf("\n== streams: none of --methods has streams to sweep (rc is n = 1); the sweep runs mhc, "
+               "mhc_lite, kromhc and s2hc by default ==\n");
+        return;
+    }
     s2hc_config c0;
     bench_config(&c0, preset, "rc", 1);
     const size_t N = (size_t)c0.batch * c0.block_size;
@@ -909,7 +918,15 @@ static int probe_run(const char *tmpdir, const char *preset, int steps, int ever
                           "probe.final_samples=1", "--set", "train.warmup=0", NULL};
     int argc = 24;
     double c0 = cpu_seconds(), t0 = now_seconds();
+    /* the training's summary line is not the bench's: its stdout to /dev/null (errors stay on stderr) */
+    fflush(stdout);
+    const int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved >= 0 && null >= 0) dup2(null, STDOUT_FILENO);
     int rc = train_main(argc, (char **)argv);
+    fflush(stdout);
+    if (saved >= 0 && null >= 0) dup2(saved, STDOUT_FILENO);
+    if (saved >= 0) close(saved);
+    if (null >= 0) close(null);
     *wall = now_seconds() - t0;
     *cpu = cpu_seconds() - c0;
     return rc == 0 ? 0 : -1;
@@ -1168,6 +1185,11 @@ int bench_main(int argc, char **argv) {
         fprintf(stderr, "s2hc: error: bench: cannot create %s: %s\n", o.csv_dir, strerror(errno));
         return 1;
     }
+    struct stat cst;
+    if (o.csv_dir && (stat(o.csv_dir, &cst) != 0 || !S_ISDIR(cst.st_mode))) {
+        fprintf(stderr, "s2hc: error: bench: --csv %s is not a directory\n", o.csv_dir);
+        return 1;
+    }
     const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT"), *pb = getenv("OMP_PROC_BIND"),
                *ct = getenv("OPENBLAS_CORETYPE");
     printf("s2hc bench %s: %d threads, OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s OMP_PROC_BIND=%s OPENBLAS_CORETYPE=%s, "
@@ -1218,6 +1240,11 @@ int bench_main(int argc, char **argv) {
                                           "cpu_ms_per_step_per_thread,tokens_per_s_cpu,load1");
         section_probes(&o, pcsv);
         if (pcsv) fclose(pcsv);
+    }
+    if (csv_failed) {
+        fprintf(stderr, "s2hc: error: bench: %d CSV file(s) could not be written in %s/ (above)\n", csv_failed,
+                o.csv_dir);
+        return 1;
     }
     if (o.csv_dir) printf("\nCSV written to %s/ (gemm%s%s%s)\n", o.csv_dir, methods ? ", bench, breakdown" : "",
                           streams ? ", streams" : "", o.probes ? ", probes" : "");

@@ -154,8 +154,9 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
     } else {
         char *end;
         long long want = strtoll(step_sel, &end, 10);
-        if (*end || end == step_sel) {
-            fprintf(stderr, "s2hc: error: --step: expected last, final or a step number, got '%s'\n", step_sel);
+        if (*end || end == step_sel || want < 0) {
+            fprintf(stderr, "s2hc: error: --step: expected last, final or a step number (0 or more), got '%s'\n",
+                    step_sel);
             return 2;
         }
         size_t r = 0;

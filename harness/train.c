@@ -881,7 +881,8 @@ agree:
         printf("done: %d steps, final train loss %.4f, %s\n", cfg.steps, last_loss, run_path);
     if (probe && !quiet && status == RUN_OK) {
         double frac, ps = probe_session_seconds(probe, &frac);
-        printf("probes: %.1f s, %.2f%% of the wall time (probe.every = %d)\n", ps, 100 * frac, cfg.probe_every);
+        printf("probes: %.1f s, %.2f%% of the training's wall time (probe.every = %d; /probe@time_fraction)\n", ps,
+               100 * frac, cfg.probe_every);
     }
 
 out:

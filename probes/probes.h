@@ -75,7 +75,8 @@ void probe_step(probe_state *p, int step);
 int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, int step, int show_progress);
 void probe_close(probe_state *p); /* NULL is fine */
 /* Seconds spent in probe_step since probe_open, and (if fraction is not NULL) that share of
- * the wall time since probe_open: the probes' cost, also in /probe@time_fraction. 0 for NULL. */
+ * the wall time from probe_open to the end of the last probe_step: the probes' cost during
+ * training, the value of /probe@time_fraction. 0 for NULL. */
 double probe_session_seconds(const probe_state *p, double *fraction);
 
 /* `s2hc inspect` and `s2hc probe` (harness/inspect.c); argv[0] is the command name.

@@ -289,6 +289,7 @@ struct probe_state {
     double seconds;          /* every probe_step of the run, resumed sessions included */
     int64_t calls;
     double t_open, session;  /* wall clock at probe_open; probe seconds since then */
+    double t_last;           /* wall clock at the end of the last probe_step */
 };
 
 static double attr_num(const h5log *log, const char *obj, const char *name, double dflt) {
@@ -473,6 +474,7 @@ void probe_step(probe_state *p, int step) {
     p->seconds += t1 - t0;
     p->session += t1 - t0;
     p->calls++;
+    p->t_last = t1;
     h5log_attr_num(log, "/probe", "seconds_total", p->seconds);
     h5log_attr_num(log, "/probe", "calls", (double)p->calls);
     h5log_attr_num(log, "/probe", "seconds_per_call", p->seconds / (double)p->calls);
@@ -482,7 +484,7 @@ void probe_step(probe_state *p, int step) {
 double probe_session_seconds(const probe_state *p, double *fraction) {
     if (fraction) *fraction = 0;
     if (!p) return 0;
-    double wall = now_seconds() - p->t_open;
+    double wall = p->t_last - p->t_open; /* the moment /probe@time_fraction is taken at */
     if (fraction && wall > 0) *fraction = p->session / wall;
     return p->session;
 }

@@ -105,6 +105,12 @@ elif [ $st = 2 ] && grep -q "needs AVX512_BF16" "$TMP/out"; then
 else
   fail "bench --proj-bf16: exit $st"
 fi
+# --csv naming a file: refused before anything runs, not "CSV written"
+: > "$TMP/afile"
+expect_status 1 "bench --csv naming a file" -- "$S2HC" bench --quick --preset tiny --no-probes --no-streams \
+  --rounds 1 --steps 1 --methods s2hc --csv "$TMP/afile"
+expect_out "--csv .*afile is not a directory" "says --csv is not a directory"
+grep -q "CSV written" "$TMP/out" && fail "it still says the CSV was written" || ok "and does not say it wrote any"
 # --stream-bf16: every frame method's streams in bf16 (the column says so; rc has none),
 # fp32 by default
 expect_status 0 "bench --stream-bf16 runs" -- "$S2HC" bench --quick --preset tiny --no-probes --no-streams \

@@ -21,7 +21,14 @@ expect_status 0 "inspect --help" -- "$S2HC" inspect --help
 expect_out "example" "inspect --help shows an example"
 expect_status 0 "probe --help" -- "$S2HC" probe --help
 expect_out "example" "probe --help shows an example"
-expect_status 0 "train mhc with probes" -- "$S2HC" train "$TMP/pm.yaml" --quiet
+expect_status 0 "train mhc with probes" -- "$S2HC" "train" "$TMP/pm.yaml"
+# the probes' cost it prints is the run file's /probe@time_fraction
+pct=$(sed -n 's/^probes: .* s, \([0-9.]*\)% of the training.*/\1/p' "$TMP/out")
+if command -v h5dump >/dev/null; then
+  frac=$(h5dump -a /probe/time_fraction "$TMP/runs/pm/run.h5" | awk '/\(0\)/ { print $2 }')
+  awk -v p="$pct" -v f="$frac" 'BEGIN { exit !(p != "" && f != "" && (p - 100 * f < 0.006) && (100 * f - p < 0.006)) }' &&
+    ok "the printed probe cost is /probe@time_fraction" || fail "printed '$pct' %, the file $frac"
+fi
 expect_status 0 "train s2hc with probes" -- "$S2HC" train "$TMP/ps.yaml" --quiet
 expect_status 0 "train rc with probes" -- "$S2HC" train "$TMP/pr.yaml" --quiet
 if command -v h5dump >/dev/null; then
@@ -64,6 +71,8 @@ expect_out "final probe" "the final probe"
 expect_out "residual path only mean 1\.0000" "s2hc: the residual path does not amplify"
 expect_status 1 "inspect --step of a step never probed" -- "$S2HC" inspect "$TMP/runs/pm" --step 7
 expect_out "probed steps: 0 10 20" "lists the probed steps"
+expect_status 2 "inspect --step -1 is refused" -- "$S2HC" inspect "$TMP/runs/pm" --step -1
+expect_out "a step number \(0 or more\)" "says what --step takes"
 expect_status 2 "inspect --layer out of range" -- "$S2HC" inspect "$TMP/runs/pm" --layer 9
 expect_out "sublayers 0\.\.1" "names the valid range"
 expect_status 1 "inspect a missing run" -- "$S2HC" inspect "$TMP/runs/nope"
