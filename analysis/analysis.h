@@ -82,13 +82,16 @@ typedef struct {
 typedef struct {
     an_run *r;
     int n, cap;
+    int bad_paths; /* given paths that were missing, not runs, or held no run */
 } an_runset;
 
 /* Load every run under each path: a run directory (holds run.h5), a run.h5 file, or a
  * directory whose subdirectories (one level, or two for a directory of grids) hold runs.
- * A run whose config equals another's but for its name, out dir, threads and backend
- * repeats it (the harness is deterministic) and is dropped with a note. Returns the number of runs loaded; problems are printed to stderr and the
- * run is skipped. The caller frees with an_runset_free. */
+ * Of repeated configs (equal but for the name, out dir, threads and backend: the harness
+ * is deterministic) the further-trained run counts, with a note. Returns the number of
+ * runs loaded; a run file that cannot be read is skipped with a message, and a path that
+ * is missing, not a run or holds none is said so and counted in rs->bad_paths. The
+ * caller frees with an_runset_free. */
 int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose);
 void an_runset_free(an_runset *rs);
 /* Load one run.h5 into r (fills every field). 0, or -1 with the reason in err. */

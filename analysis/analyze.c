@@ -151,6 +151,12 @@ int analyze_main(int argc, char **argv) {
         an_runset_free(&rs);
         return 1;
     }
+    if (rs.bad_paths) { /* a mistyped run directory: not a report that silently leaves it out */
+        fprintf(stderr, "s2hc analyze: error: %d of the given paths hold no run (above); nothing written\n",
+                rs.bad_paths);
+        an_runset_free(&rs);
+        return 1;
+    }
     struct stat st; /* -o names a directory this process can write into, made if need be */
     const char *why = an_mkdirs(out) != 0 || stat(out, &st) != 0 ? strerror(errno)
                       : !S_ISDIR(st.st_mode)                     ? "not a directory"

@@ -267,12 +267,17 @@ int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
         } else if (is_file(paths[i])) {
             fprintf(stderr, "s2hc analyze: %s: not a run (a run directory, its run.h5, or a directory of runs)\n",
                     paths[i]);
+            rs->bad_paths++;
             continue;
         } else {
             fprintf(stderr, "s2hc analyze: %s: %s\n", paths[i], strerror(ENOENT));
+            rs->bad_paths++;
             continue;
         }
-        if (!found) fprintf(stderr, "s2hc analyze: %s: no run.h5 found in it or its subdirectories\n", paths[i]);
+        if (!found) {
+            fprintf(stderr, "s2hc analyze: %s: no run.h5 found in it or its subdirectories\n", paths[i]);
+            rs->bad_paths++;
+        }
     }
     return rs->n;
 }

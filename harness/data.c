@@ -1484,7 +1484,7 @@ static void data_usage(FILE *f) {
     fprintf(f,
             "\n\n"
             "examples:\n"
-            "  s2hc data prepare                  # all corpora into ./data (a few minutes)\n"
+            "  s2hc data prepare                  # all corpora into ./data (about a minute)\n"
             "  s2hc data prepare --only kjv --dir /tmp/data\n"
             "  s2hc data list\n"
             "  s2hc data import notes.txt --name notes   # then: --set data.train=notes\n");

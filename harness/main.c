@@ -73,7 +73,7 @@ static void usage(FILE *f) {
             "  version [-v]         the build's git commit (-v: threads, BLAS, GPU)\n"
             "\n"
             "example:\n"
-            "  s2hc data prepare && s2hc train experiments/tiny.yaml --set train.steps=50\n",
+            "  s2hc data prepare && s2hc train experiments/tiny.yaml --set train.steps=50 --set run.name=first\n",
             s2hc_version());
 }
 

@@ -78,7 +78,7 @@ static void usage(FILE *f) {
             "processes, each the gradient of 1/W of every micro-batch (docs/distributed.md).\n"
             "\n"
             "example:\n"
-            "  s2hc train experiments/tiny.yaml --set residual.method=s2hc --set train.steps=50\n");
+            "  s2hc train experiments/tiny.yaml --set residual.method=s2hc --set train.steps=50 --set run.name=s2hc-50\n");
 }
 
 /* Keys that may change between a run and its resumption without changing its path

@@ -111,6 +111,10 @@ expect_out "no run.h5 found" "names the problem"
 expect_status 2 "analyze without runs is a usage error" -- "$REPORT" analyze -o "$TMP/x"
 expect_status 1 "analyze of a file that is not a run" -- "$REPORT" analyze "$TMP/grid.yaml" -o "$TMP/x"
 expect_out "grid.yaml: not a run" "says it is not a run (the file exists)"
+# a mistyped run directory beside good ones: an error, no report that silently leaves it out
+expect_status 1 "report with a missing path among the runs" -- "$REPORT" report "$TMP/runs/s2hc-n4" "$TMP/runs/nothere" -o "$TMP/typo"
+expect_out "nothere: No such file" "names the missing path"
+[ ! -e "$TMP/typo/index.html" ] && ok "nothing written" || fail "a report was written without the missing run"
 # throughput runs only: the page says so instead of naming an empty scale
 expect_status 0 "a report of throughput runs only" -- "$REPORT" report "$TMP/runs/s2hc-n2" "$TMP/runs/mhc-n3" -o "$TMP/tp"
 grep -q "all for throughput only" "$TMP/tp/index.html" && ! grep -q "scale trained on <b></b>" "$TMP/tp/index.html" \

@@ -13,7 +13,8 @@ int main(void) {
         printf("cuda probe: %d GPU(s): %s\n", n, name);
         return 0;
     }
-    printf("cuda probe: no GPU: %s\n", name);
+    /* cuda_available's reason reads "no GPU (why)" */
+    printf("cuda probe: %s\n", name[0] ? name : "no GPU");
     char err[256] = "";
     /* with no GPU, creation must fail cleanly before it looks at the model */
     cuda_model *cm = cuda_model_create(NULL, 1, 0, err, sizeof err);
