@@ -207,10 +207,10 @@ static void add_run(an_runset *rs, const char *h5, int verbose) {
         an_run *o = &rs->r[i];
         if (!strcmp(o->config_key, r->config_key)) { /* one of them counts: the further trained */
             const int take = run_progress(r) > run_progress(o);
+            const an_run *kept = take ? r : o;
             if (verbose)
                 fprintf(stderr, "s2hc analyze: %s repeats %s (the same config); using %s (%s, step %.0f)\n", r->dir,
-                        o->dir, take ? r->dir : o->dir, take ? r->status : o->status,
-                        take ? h5log_last(&r->log, "/train/step") : h5log_last(&o->log, "/train/step"));
+                        o->dir, kept->dir, kept->status, h5log_last(&kept->log, "/train/step"));
             if (take) {
                 an_run_free(o);
                 *o = *r;

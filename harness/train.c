@@ -176,9 +176,10 @@ static int run_has_ckpt(const char *dir) {
     h5log_init(&log);
     const char *status = file_exists(runp) && h5log_load(&log, runp, err, sizeof err) == 0
                              ? h5log_get_attr_str(&log, "/", "status") : NULL;
+    const double last = h5log_last(&log, "/train/step");
     if (status)
         fprintf(stderr, "s2hc: error: %s: no checkpoint: the run (status %s, last step %.0f) stopped before its first "
-                "save\n", ckpt, status, isnan(h5log_last(&log, "/train/step")) ? 0.0 : h5log_last(&log, "/train/step"));
+                "save\n", ckpt, status, isnan(last) ? 0.0 : last);
     else
         fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt);
     h5log_free(&log);

@@ -9,7 +9,7 @@
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 B=${BUILD:-build}
-SANARG=; [ "$B" = build-san ] && SANARG=SAN=1
+SANARG=; san_build && SANARG=SAN=1
 n=$(ls "$B"/dbl/harness/*.o "$B"/dbl/kernels/cpu/*.o 2>/dev/null | wc -l)
 [ "$n" -ge 5 ] && ok "the double-precision objects are kept after the build ($n)" \
   || fail "the double-precision objects were deleted after the build ($n left)"
