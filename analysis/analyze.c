@@ -130,7 +130,7 @@ int analyze_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "-q")) quiet = 1;
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "s2hc analyze: error: unknown option '%s'%s\n\n", argv[i],
+            fprintf(stderr, "s2hc: error: unknown option '%s'%s\n\n", argv[i],
                     i + 1 < argc ? "" : " (or its value is missing)");
             analyze_usage(stderr);
             free(paths);
@@ -138,7 +138,7 @@ int analyze_main(int argc, char **argv) {
         } else paths[np++] = argv[i];
     }
     if (!np) {
-        fprintf(stderr, "s2hc analyze: error: no runs given\n\n");
+        fprintf(stderr, "s2hc: error: no runs given\n\n");
         analyze_usage(stderr);
         free(paths);
         return 2;
@@ -147,12 +147,12 @@ int analyze_main(int argc, char **argv) {
     int n = an_runset_load(&rs, paths, np, !quiet);
     free(paths);
     if (!n) {
-        fprintf(stderr, "s2hc analyze: error: no readable run files under the given paths\n");
+        fprintf(stderr, "s2hc: error: no readable run files under the given paths\n");
         an_runset_free(&rs);
         return 1;
     }
     if (rs.bad_paths) { /* a mistyped run directory: not a report that silently leaves it out */
-        fprintf(stderr, "s2hc analyze: error: %d of the given paths hold no run (above); nothing written\n",
+        fprintf(stderr, "s2hc: error: %d of the given paths hold no run (above); nothing written\n",
                 rs.bad_paths);
         an_runset_free(&rs);
         return 1;
@@ -163,7 +163,7 @@ int analyze_main(int argc, char **argv) {
                       : access(out, W_OK) != 0                   ? strerror(errno)
                                                                  : NULL;
     if (why) {
-        fprintf(stderr, "s2hc analyze: error: cannot write into %s: %s\n", out, why);
+        fprintf(stderr, "s2hc: error: cannot write into %s: %s\n", out, why);
         an_runset_free(&rs);
         return 1;
     }

@@ -100,7 +100,7 @@ FILE *an_open(const char *out, const char *sub, const char *name) {
     an_mkdirs(dir);
     snprintf(p, sizeof p, "%s/%s", dir, name);
     FILE *f = fopen(p, "w");
-    if (!f) fprintf(stderr, "s2hc analyze: error: cannot write %s\n", p);
+    if (!f) fprintf(stderr, "s2hc: error: cannot write %s\n", p);
     return f;
 }
 

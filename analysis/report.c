@@ -225,7 +225,7 @@ int report_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-analyze")) analyze = 0;
         else if (!strcmp(argv[i], "--no-plots")) draw = 0;
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "s2hc report: error: unknown option '%s'%s\n\n", argv[i],
+            fprintf(stderr, "s2hc: error: unknown option '%s'%s\n\n", argv[i],
                     i + 1 < argc ? "" : " (or its value is missing)");
             report_usage(stderr);
             free(args);
@@ -234,7 +234,7 @@ int report_main(int argc, char **argv) {
     }
     if (analyze) {
         if (na == 1) {
-            fprintf(stderr, "s2hc report: error: no runs given\n\n");
+            fprintf(stderr, "s2hc: error: no runs given\n\n");
             report_usage(stderr);
             free(args);
             return 2;
@@ -248,7 +248,7 @@ int report_main(int argc, char **argv) {
     char p[1200];
     snprintf(p, sizeof p, "%s/data/meta.gp", out);
     if (!file_exists_(p)) {
-        fprintf(stderr, "s2hc report: error: %s missing: run s2hc analyze first (or drop --no-analyze)\n", p);
+        fprintf(stderr, "s2hc: error: %s missing: run s2hc analyze first (or drop --no-analyze)\n", p);
         return 1;
     }
     /* plots/ relative to the working directory, else beside the binary (bin/../plots) */
@@ -271,7 +271,7 @@ int report_main(int argc, char **argv) {
     char tmp[1300];
     snprintf(tmp, sizeof tmp, "%s.tmp", p);
     FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "s2hc report: error: cannot write %s\n", tmp); return 1; }
+    if (!f) { fprintf(stderr, "s2hc: error: cannot write %s\n", tmp); return 1; }
     char scale[64], corpus[64], runs[32], cruns[32], truns[32], smin[16], smax[16], model[256];
     summary_get(out, "scale", scale, sizeof scale);
     summary_get(out, "corpus", corpus, sizeof corpus);
@@ -363,10 +363,10 @@ int report_main(int argc, char **argv) {
                "(experiments/paper.yaml, ablations.yaml, streams.yaml), then <code>s2hc analyze</code> writes "
                "<code>data/</code> and <code>tables/</code>, <code>gnuplot plots/*.gp</code> draws the figures and "
                "<code>s2hc report</code> writes this page; docs/paper.md explains each step.</p>\n</body></html>\n");
-    if (fclose(f) != 0 || rename(tmp, p) != 0) { fprintf(stderr, "s2hc report: error: cannot write %s\n", p); return 1; }
+    if (fclose(f) != 0 || rename(tmp, p) != 0) { fprintf(stderr, "s2hc: error: cannot write %s\n", p); return 1; }
     fprintf(stderr, "s2hc report: %s\n", p);
     if (not_drawn) { /* the page is written and says which; the exit status says it too */
-        fprintf(stderr, "s2hc report: error: %d figure%s not drawn (the messages above say why)\n", not_drawn,
+        fprintf(stderr, "s2hc: error: %d figure%s not drawn (the messages above say why)\n", not_drawn,
                 not_drawn > 1 ? "s were" : " was");
         return 1;
     }

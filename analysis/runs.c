@@ -200,7 +200,7 @@ static void add_run(an_runset *rs, const char *h5, int verbose) {
     char err[512];
     an_run *r = &rs->r[rs->n];
     if (an_run_load(r, h5, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc analyze: skipping %s\n", err);
+        fprintf(stderr, "s2hc: warning: skipping %s\n", err);
         return;
     }
     for (int i = 0; i < rs->n; i++) {
@@ -265,17 +265,17 @@ int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
         } else if (is_dir(paths[i])) {
             scan(rs, paths[i], 2, verbose, &found);
         } else if (is_file(paths[i])) {
-            fprintf(stderr, "s2hc analyze: %s: not a run (a run directory, its run.h5, or a directory of runs)\n",
+            fprintf(stderr, "s2hc: error: %s: not a run (a run directory, its run.h5, or a directory of runs)\n",
                     paths[i]);
             rs->bad_paths++;
             continue;
         } else {
-            fprintf(stderr, "s2hc analyze: %s: %s\n", paths[i], strerror(ENOENT));
+            fprintf(stderr, "s2hc: error: %s: %s\n", paths[i], strerror(ENOENT));
             rs->bad_paths++;
             continue;
         }
         if (!found) {
-            fprintf(stderr, "s2hc analyze: %s: no run.h5 found in it or its subdirectories\n", paths[i]);
+            fprintf(stderr, "s2hc: error: %s: no run.h5 found in it or its subdirectories\n", paths[i]);
             rs->bad_paths++;
         }
     }

@@ -836,6 +836,27 @@ static void parser_problem(const yaml_parser_t *p, const char *text, size_t len,
         snprintf(buf, buflen, "%s", problem);
 }
 
+/* config.h: the source text at the node's start (its anchor, then its tag) tells `!!str 1`
+ * from a plain `1`, to which the document API gives the same tag. libyaml's marks count
+ * characters after any byte-order mark, not bytes: at[] maps one to the other. */
+const yaml_node_t *config_yaml_tagged(const yaml_document_t *d, const char *text, size_t len) {
+    size_t *at = malloc_check((len + 1) * sizeof *at), nc = 0;
+    for (size_t i = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; i < len; i++)
+        if (((unsigned char)text[i] & 0xC0) != 0x80) at[nc++] = i;
+    at[nc] = len;
+    const yaml_node_t *found = NULL;
+    for (const yaml_node_t *n = d->nodes.start; n < d->nodes.top && !found; n++) {
+        size_t i = n->start_mark.index <= nc ? at[n->start_mark.index] : len;
+        if (i < len && text[i] == '&') { /* an anchor first: "&a !!str 1" */
+            while (i < len && !isspace((unsigned char)text[i])) i++;
+            while (i < len && isspace((unsigned char)text[i])) i++;
+        }
+        if (i < len && text[i] == '!') found = n;
+    }
+    free(at);
+    return found;
+}
+
 /* Parse text (one YAML document) and apply it to c. Returns 0 or 2 (reported). */
 static int apply_text(s2hc_config *c, const char *text, size_t len, const char *src) {
     yaml_parser_t p;
@@ -852,6 +873,13 @@ static int apply_text(s2hc_config *c, const char *text, size_t len, const char *
         return 2;
     }
     int empty = yaml_document_get_root_node(&d) == NULL;
+    const yaml_node_t *tagged = config_yaml_tagged(&d, text, len);
+    if (tagged) {
+        report(src, &tagged->start_mark, NULL, "YAML tags (!!str, !!int, ...) have no use in a config: write the value alone");
+        yaml_document_delete(&d);
+        yaml_parser_delete(&p);
+        return 2;
+    }
     rc = apply_document(c, &d, src);
     yaml_document_delete(&d);
     if (rc == 0 && !empty) {
@@ -871,37 +899,6 @@ static int apply_text(s2hc_config *c, const char *text, size_t len, const char *
     }
     yaml_parser_delete(&p);
     return rc;
-}
-
-/* The whole file as a NUL-terminated string (malloc'd). NULL with errno on failure. */
-static char *read_whole_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc_check(cap);
-    for (;;) {
-        if (n + 1 >= cap) {
-            if (cap >= ((size_t)64 << 20)) { free(buf); fclose(f); errno = EFBIG; return NULL; }
-            cap *= 2;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); errno = ENOMEM; return NULL; }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        int e = errno ? errno : EIO;
-        free(buf);
-        fclose(f);
-        errno = e;
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -979,7 +976,10 @@ int config_set(s2hc_config *c, const char *assignment) {
     yaml_node_t *v = yaml_document_get_root_node(&d);
     int rc = 0;
     yaml_mark_t where;
-    if (v) rc = set_from_node(&tmp, k, &d, v, err, sizeof err, &where);
+    if (config_yaml_tagged(&d, val, vlen)) {
+        snprintf(err, sizeof err, "YAML tags (!!str, !!int, ...) have no use in a value: write the value alone");
+        rc = -1;
+    } else if (v) rc = set_from_node(&tmp, k, &d, v, err, sizeof err, &where);
     else rc = set_scalar(&tmp, k, (scalar_t){"", 0, 1}, err, sizeof err);
     yaml_document_delete(&d);
     yaml_parser_delete(&p);
@@ -996,7 +996,7 @@ int config_load(s2hc_config *c, const char *path, const char *const *sets, int n
     config_defaults(&tmp);
     if (path) {
         size_t len = 0;
-        char *text = read_whole_file(path, &len);
+        char *text = read_text_file(path, &len);
         if (!text) {
             const char *why = strerror(errno);
             fflush(stdout);

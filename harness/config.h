@@ -95,6 +95,14 @@ char *config_to_yaml(const s2hc_config *c);
 /* Parse YAML text (as stored in a run file) into c; `source` names it in errors. */
 int config_from_yaml_text(s2hc_config *c, const char *text, const char *source);
 
+/* The first node of a parsed YAML document that was written with an explicit tag
+ * ("!!str 1", "&a !!int 2", "!x y"), found from the source text at each node's start;
+ * NULL if none. Configs and grids refuse tags: a number given as "!!str 1" would
+ * otherwise read as the plain 1. */
+struct yaml_document_s;
+struct yaml_node_s;
+const struct yaml_node_s *config_yaml_tagged(const struct yaml_document_s *d, const char *text, size_t len);
+
 /* Is `key` ("train.lr") a known config key? Used to validate grid sweeps. */
 int config_key_known(const char *key);
 

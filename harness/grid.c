@@ -836,19 +836,26 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
     copy_str(g->stem, sizeof g->stem, b);
     char *dot = strrchr(g->stem, '.');
     if (dot && dot != g->stem) *dot = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    size_t len = 0;
+    char *text = read_text_file(path, &len);
+    if (!text) {
         gerr(path, 0, 0, NULL, "cannot read: %s", strerror(errno));
         return 2;
     }
     yaml_parser_t p;
     yaml_document_t d;
     if (!yaml_parser_initialize(&p)) die(1, "out of memory (yaml_parser_initialize)");
-    yaml_parser_set_input_file(&p, f);
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
     int rc = 0;
+    const yaml_node_t *tagged;
     if (!yaml_parser_load(&p, &d)) {
         gerr(path, (int)p.problem_mark.line + 1, (int)p.problem_mark.column + 1, NULL, "%s",
              p.problem ? p.problem : "malformed YAML");
+        rc = 2;
+    } else if ((tagged = config_yaml_tagged(&d, text, len))) {
+        gerr(path, (int)tagged->start_mark.line + 1, (int)tagged->start_mark.column + 1, NULL,
+             "YAML tags (!!str, !!int, ...) have no use in a grid: write the value alone");
+        yaml_document_delete(&d);
         rc = 2;
     } else {
         gparse P = {g, &d};
@@ -856,7 +863,7 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
         yaml_document_delete(&d);
     }
     yaml_parser_delete(&p);
-    fclose(f);
+    free(text);
     if (rc) {
         grid_free(g);
         return rc;

@@ -72,22 +72,22 @@ int params_main(int argc, char **argv) {
         else if (!strcmp(a, "--preset") && has) preset = argv[++i];
         else if (!strcmp(a, "--n") && has) {
             if (parse_range(argv[++i], &n_lo, &n_hi) || n_lo < 2 || n_hi > HC_MAX_N) {
-                fprintf(stderr, "s2hc params: error: --n wants N or A..B within 2..%d (got '%s')\n", HC_MAX_N, argv[i]);
+                fprintf(stderr, "s2hc: error: --n wants N or A..B within 2..%d (got '%s')\n", HC_MAX_N, argv[i]);
                 return 2;
             }
         } else if (!strcmp(a, "--C") && has) {
             /* the ranges of model.n_embd and model.n_layer (s2hc config) */
             if (parse_int(argv[++i], &C) || C > 16384) {
-                fprintf(stderr, "s2hc params: error: --C wants a width in 1..16384 (model.n_embd; got '%s')\n", argv[i]);
+                fprintf(stderr, "s2hc: error: --C wants a width in 1..16384 (model.n_embd; got '%s')\n", argv[i]);
                 return 2;
             }
         } else if (!strcmp(a, "--layers") && has) {
             if (parse_int(argv[++i], &layers) || layers > 128) {
-                fprintf(stderr, "s2hc params: error: --layers wants 1..128 (model.n_layer; got '%s')\n", argv[i]);
+                fprintf(stderr, "s2hc: error: --layers wants 1..128 (model.n_layer; got '%s')\n", argv[i]);
                 return 2;
             }
         } else {
-            fprintf(stderr, "s2hc params: error: unknown or incomplete argument '%s'\n\n", a);
+            fprintf(stderr, "s2hc: error: unknown or incomplete argument '%s'\n\n", a);
             params_usage(stderr);
             return 2;
         }
@@ -95,19 +95,19 @@ int params_main(int argc, char **argv) {
     s2hc_config c;
     config_defaults(&c);
     if (preset_apply(&c, preset) != 0) {
-        fprintf(stderr, "s2hc params: error: unknown preset '%s' (tiny, small, M, L)\n", preset);
+        fprintf(stderr, "s2hc: error: unknown preset '%s' (tiny, small, M, L)\n", preset);
         return 2;
     }
     if (C) c.n_embd = C;
     if (layers) c.n_layer = layers;
     const hc_variant *only = NULL;
     if (!strcmp(method, "rc")) {
-        fprintf(stderr, "s2hc params: error: rc is the plain residual: no auxiliary parameters to count (a "
+        fprintf(stderr, "s2hc: error: rc is the plain residual: no auxiliary parameters to count (a "
                 "hyper-connection method, or all)\n");
         return 2;
     }
     if (strcmp(method, "all") != 0 && !(only = hc_variant_find(method))) {
-        fprintf(stderr, "s2hc params: error: unknown method '%s' (s2hc methods lists them)\n", method);
+        fprintf(stderr, "s2hc: error: unknown method '%s' (s2hc methods lists them)\n", method);
         return 2;
     }
     const int Lh = 2 * c.n_layer;
@@ -133,7 +133,7 @@ int params_main(int argc, char **argv) {
             size_t total = 0, aux = 0;
             char err[256];
             if (model_param_table(&c, &pt, &np, &total, &aux, err, sizeof err) != 0) {
-                fprintf(stderr, "s2hc params: error: %s n=%d: %s\n", v->name, n, err);
+                fprintf(stderr, "s2hc: error: %s n=%d: %s\n", v->name, n, err);
                 free(pt);
                 return 1;
             }

@@ -361,3 +361,33 @@ void runtime_env_fixup(char **argv) {
     execv("/proc/self/exe", argv);
     /* exec failed: carry on with the runtime's defaults */
 }
+
+char *read_text_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc_check(cap);
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap >= ((size_t)64 << 20)) { free(buf); fclose(f); errno = EFBIG; return NULL; }
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); errno = ENOMEM; return NULL; }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        int e = errno ? errno : EIO;
+        free(buf);
+        fclose(f);
+        errno = e;
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}

@@ -104,4 +104,8 @@ void progress_begin(progress *p, const char *what, const char *unit, long total,
 void progress_update(progress *p, long done);
 void progress_end(progress *p);
 
+/* The whole file (at most 64 MiB) as a NUL-terminated string, malloc'd; its length in
+ * *len. NULL with errno on failure. */
+char *read_text_file(const char *path, size_t *len);
+
 #endif

@@ -270,6 +270,10 @@ static const err_case err_cases[] = {
     {"train:\n  lr: *x\n", "2:7", NULL, "found undefined alias"},
     {"run:\n  name: a\xff\n", "2:10", NULL, "invalid leading UTF-8 octet (byte 0xff)"},
     {"train:\n  lr: 0.1\n---\ntrain:\n  lr: 0.2\n", "4:1", NULL, "found a second one"},
+    {"train:\n  lr: !!str 1\n", "2:7", NULL, "YAML tags (!!str, !!int, ...) have no use"},
+    {"# \xc3\xa9t\xc3\xa9\ntrain:\n  lr: &a !!float 1\n", "3:7", NULL, "YAML tags"},
+    {"\xEF\xBB\xBFtrain:\n  lr: !!str 1\n", "2:7", NULL, "YAML tags"},
+    {"run:\n  name: !x tiny\n", "2:9", NULL, "YAML tags"},
     {"- model\n- train\n", "1:1", NULL, "expected a mapping of sections"},
     {"42\n", "1:1", NULL, "expected a mapping of sections"},
 };
@@ -354,6 +358,8 @@ static void test_set(void) {
         {"residual.method=s3hc", "s2hc: error: --set residual.method=s3hc: key 'residual.method': 's3hc' is not one of: "
                                  "rc, identity, hc, mhc, mhc_lite, kromhc, orthogonal, s2hc, s2hc_rot\n"},
         {"data.ood=[a,", "s2hc: error: --set data.ood=[a,: key 'data.ood': cannot parse the value: "},
+        {"train.lr=!!str 1", "s2hc: error: --set train.lr=!!str 1: key 'train.lr': YAML tags (!!str, !!int, ...) have no "
+                             "use in a value: write the value alone\n"},
         {"data.ood=a,a", "s2hc: error: --set data.ood=a,a: key 'data.ood': 'a' is listed twice\n"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -522,6 +528,11 @@ static void test_round_trip(void) {
     c.n_ood = 0;
     memset(c.ood, 0, sizeof c.ood);
     round_trip(&c, "no ood");
+    memset(c.out_dir, 0, sizeof c.out_dir);
+    memset(c.data_dir, 0, sizeof c.data_dir);
+    strcpy(c.out_dir, "!runs");
+    strcpy(c.data_dir, "&a !b");
+    round_trip(&c, "paths that look like a tag or an anchor");
 
     /* random doubles (random bits, kept in range) keep every bit */
     uint64_t s = 0x9E3779B97F4A7C15ull;

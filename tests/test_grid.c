@@ -297,6 +297,7 @@ static void test_validation_errors(void) {
     expect_error("base: base.yaml\nsweep: {train.seed: [1]}\nexclude: [{train.seed: 1}]\n", "the grid has no points");
     expect_error("base: base.yaml\nsweep: [1, 2]\n", "bad.yaml:2:8: sweep: must be a mapping");
     expect_error("base: base.yaml\nsweep:\n  train.seed: [1\n", "bad.yaml:");
+    expect_error("base: base.yaml\nsweep:\n  train.lr: [0.1, !!str 1]\n", "bad.yaml:3:19: YAML tags (!!str, !!int, ...)");
 }
 
 /* ---- run directories and index.csv ---------------------------------------------------- */
