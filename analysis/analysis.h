@@ -71,7 +71,7 @@ typedef struct {
     char status[32];        /* root attribute status ("finished", "diverged", ...) */
     int n;                  /* residual streams */
     long seed;
-    int n_layer, n_embd, n_head, block_size, batch, grad_accum, steps;
+    int n_layer, n_embd, n_head, block_size, batch, grad_accum, steps, vocab;
     int probe_every, eval_every;
     double n_params, n_aux;
     int bench;              /* 1: no probes and no evals during training (a throughput run) */

@@ -174,7 +174,8 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
         depths[1] = Lh >= 4 ? (Lh * 1) / 4 : (Lh > 1 ? 1 : 0);
         depths[2] = Lh >= 4 ? (Lh * 3) / 4 - 1 : (Lh > 2 ? 2 : Lh - 1);
         depths[3] = Lh - 1;
-        if (Lh == 24) { depths[1] = 5; depths[2] = 17; depths[3] = 22; } /* the paper's 1, 6, 18, 23 */
+        /* The paper's l in {1, 6, 18, 23}: 0-based, as its composite prod_{l=0}^{23} H_{23-l} is */
+        if (Lh == 24) { depths[0] = 1; depths[1] = 6; depths[2] = 18; depths[3] = 23; }
         for (int k = 0; k < 5; k++) {
             if (k < 4)
                 for (int e = 0; e < n * n; e++) H[e] = an_series_get(hs, (size_t)depths[k] * n * n + e);
@@ -195,7 +196,7 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
     }
     fprintf(meta, "hres_methods = \"%s\"\nhres_labels = \"%s\"\nhres_n = %d\nfig1_layer = %d\nLh = %d\n", list,
             labels, n_show, mid_layer + 1, Lh_seen);
-    fprintf(meta, "fig9_depths = \"%d %d %d %d\"\n", depths[0] + 1, depths[1] + 1, depths[2] + 1, depths[3] + 1);
+    fprintf(meta, "fig9_depths = \"%d %d %d %d\"\n", depths[0], depths[1], depths[2], depths[3]); /* 0-based l */
 }
 
 /* ---- Fig 1 middle: OOD perplexity relative to RC ----------------------------------- */

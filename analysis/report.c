@@ -61,7 +61,8 @@ static const an_figure figures[] = {
     {"fig09_heatmaps", "Fig 9: H_res at four depths and the composite",
      "Heat maps at layers 1, 6, 18, 23 and of the composite, with row and column sums printed on the axes: mHC's sums "
      "drift from 1, s²HC's do not.",
-     "Token-averaged H_res of validation sequence 0 at four depths (first, about a quarter, about three quarters, last "
+     "Token-averaged H_res of validation sequence 0 at four depths l, counted from 0 as in the paper (with 24 "
+     "sublayers the paper's l = 1, 6, 18, 23; otherwise the first, about a quarter, about three quarters and the last "
      "sublayer) and the composite product; row sums on the right, column sums below."},
     {"figv2_05_devsv", "v2 Fig 5: singular values of the deviation H_res − J",
      "s²HC's deviation part has two singular values near 1 and one at 0.77 (selective attenuation); the last is 0 since "
@@ -91,7 +92,8 @@ static const an_table_sec tables[] = {
      "v2 Tables 2–3: fixed identity vs orthogonal vs s²HC. The rotation-only control (Σ = I), the matrix-exponential "
      "core and the exact identity initialisation are the open questions of the v2 review, answered here by experiment."},
     {"throughput", "Throughput and parameters",
-     "Fig 7: throughput falls with n; mHC-lite's parameters reach 5.95B auxiliary at n = 8 (C = 768, 24 sublayers)."},
+     "Fig 7: throughput falls with n; mHC-lite's auxiliary parameters reach 6.07B at n = 8 (C = 768, 24 sublayers; "
+     "our count is 5.95B, and 6.07B with GPT-2 small's own 0.12B)."},
     {"scales", "Model sizes and budgets", "The paper: M = 12 layers × 768 (0.12B), L = 24 × 1024 (0.36B), 10 000 steps."},
     {"runs", "Every run", ""},
 };

@@ -122,6 +122,7 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     r->n_embd = c.n_embd;
     r->n_head = c.n_head;
     r->block_size = c.block_size;
+    r->vocab = c.vocab;
     r->batch = c.batch;
     r->grad_accum = c.grad_accum;
     r->steps = c.steps;

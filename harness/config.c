@@ -82,7 +82,7 @@ static const cfg_key cfg_keys[] = {
     KINT("model.n_head", n_head, "4", 1, 128, "attention heads; must divide model.n_embd"),
     KINT("model.n_embd", n_embd, "128", 1, 16384, "embedding width C"),
     KINT("model.block_size", block_size, "128", 1, 65536, "sequence length T in tokens"),
-    KINT("model.vocab", vocab, "256", 2, 65536, "vocabulary size; 256 for byte-level tokens"),
+    KINT("model.vocab", vocab, "256", 2, 65536, "vocabulary size: 256 for the byte-level corpora; at least the ids of an imported token corpus (GPT-2: 50304)"),
 
     /* residual: the hyper-connection method */
     KENUM("residual.method", method, "s2hc", methods,

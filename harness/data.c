@@ -133,6 +133,26 @@ int shard_open(data_shard *s, const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+int shard_fits(const data_shard *s, int model_vocab, uint32_t want, char *err, size_t errlen) {
+    if (want && s->vocab != want) {
+        snprintf(err, errlen, "%s: a vocabulary of %u tokens where the training corpus has %u (another tokenizer's ids)",
+                 s->path, s->vocab, want);
+        return -1;
+    }
+    if (s->vocab <= (uint32_t)model_vocab) return 0;
+    /* a larger vocabulary than the model's: fine if every token is below the model's
+       (ASCII text for a 128-token model); only then is the shard read through */
+    for (uint64_t i = 0; i < s->count; i++) {
+        const int t = shard_token(s, i);
+        if (t >= model_vocab) {
+            snprintf(err, errlen, "%s: token %llu is %d, outside the model's vocabulary of %d (key 'model.vocab'; the "
+                     "corpus's is %u)", s->path, (unsigned long long)i, t, model_vocab, s->vocab);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 void shard_close(data_shard *s) {
     if (s->map) munmap(s->map, s->map_len);
     s->map = NULL;
@@ -1472,7 +1492,8 @@ static void data_usage(FILE *f) {
     fprintf(f,
             "usage: s2hc data prepare [--dir DATA] [--only NAME] [--force] [--quiet]\n"
             "       s2hc data list [--dir DATA]\n"
-            "       s2hc data import FILE --name NAME [--dir DATA]   (your own text as a corpus)\n"
+            "       s2hc data import FILE --name NAME [--val FILE] [--tokens uint16 --vocab V] [--dir DATA]\n"
+            "                                          (your own text, or token ids, as a corpus)\n"
             "\n"
             "Turn text from installed Debian packages into byte-level token shards:\n"
             "DATA/<corpus>/train.bin, val.bin (the last 1%% of each source) and SOURCE.txt.\n"
@@ -1487,59 +1508,129 @@ static void data_usage(FILE *f) {
             "  s2hc data prepare                  # all corpora into ./data (about a minute)\n"
             "  s2hc data prepare --only kjv --dir /tmp/data\n"
             "  s2hc data list\n"
-            "  s2hc data import notes.txt --name notes   # then: --set data.train=notes\n");
+            "  s2hc data import notes.txt --name notes   # then: --set data.train=notes\n"
+            "  s2hc data import fineweb/train.bin --val fineweb/val.bin --tokens uint16 --vocab 50257 --name fineweb\n"
+            "                                     # GPT-2 BPE ids (nanoGPT's prepare.py); then also --set model.vocab=50304\n");
 }
 
-/* `s2hc data import FILE --name NAME`: any text file (bytes as tokens) as a corpus, split
- * like the others (the last 1 % to val.bin, cut at a line start). */
-static int data_import(const char *file, const char *name, const char *dir) {
-    FILE *f = fopen(file, "rb");
-    if (!f) {
-        fprintf(stderr, "s2hc: error: %s: cannot read: %s\n", file, strerror(errno));
-        return 1;
-    }
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc_check(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            char *nb = realloc(buf, cap);
-            if (!nb) die(1, "out of memory reading %s", file);
-            buf = nb;
+/* A whole input file of `data import`: a regular file mapped read-only, anything else
+ * (a pipe, /dev/stdin) read into memory. */
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+    int mapped;
+} import_src;
+
+static int import_map(const char *file, import_src *m) {
+    memset(m, 0, sizeof *m);
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int e = 0;
+    if (fd < 0 || fstat(fd, &st) != 0) e = errno;
+    else if (S_ISDIR(st.st_mode)) e = EISDIR;
+    else if (S_ISREG(st.st_mode)) {
+        m->n = (size_t)st.st_size;
+        void *p = m->n ? mmap(NULL, m->n, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+        if (p == MAP_FAILED) e = errno;
+        else { m->p = p; m->mapped = m->n > 0; }
+    } else {
+        size_t cap = 1 << 20;
+        uint8_t *buf = malloc_check(cap);
+        ssize_t got;
+        while ((got = read(fd, buf + m->n, cap - m->n)) > 0 || (got < 0 && errno == EINTR)) {
+            if (got < 0) continue;
+            m->n += (size_t)got;
+            if (m->n == cap) {
+                uint8_t *nb = realloc(buf, cap *= 2);
+                if (!nb) die(1, "out of memory reading %s", file);
+                buf = nb;
+            }
         }
+        if (got < 0) { e = errno; free(buf); }
+        else m->p = buf;
     }
-    int read_err = ferror(f) ? errno : 0;
-    fclose(f);
-    if (read_err) {
-        fprintf(stderr, "s2hc: error: %s: cannot read: %s\n", file, strerror(read_err));
-        free(buf);
-        return 1;
+    if (fd >= 0) close(fd);
+    if (e) {
+        fprintf(stderr, "s2hc: error: %s: cannot read: %s\n", file, strerror(e));
+        memset(m, 0, sizeof *m);
+        return -1;
     }
-    if (n < 1024) {
-        fprintf(stderr, "s2hc: error: %s: %zu bytes is too little text for a corpus (at least 1024)\n", file, n);
-        free(buf);
-        return 1;
+    return 0;
+}
+
+static void import_unmap(import_src *m) {
+    if (m->mapped) munmap((void *)m->p, m->n);
+    else free((void *)m->p);
+    memset(m, 0, sizeof *m);
+}
+
+/* A file's tokens: its bytes (bpt 1), or little-endian uint16 ids below vocab (bpt 2,
+ * nanoGPT's train.bin / val.bin). At least 1024 tokens. 0, or -1 with the message. */
+static int import_check(const char *file, const import_src *m, uint32_t bpt, uint32_t vocab, uint64_t *count) {
+    if (bpt == 2 && m->n % 2) {
+        fprintf(stderr, "s2hc: error: %s: %zu bytes is not a whole number of uint16 tokens\n", file, m->n);
+        return -1;
     }
-    size_t cut = data_split_point(buf, n);
-    if (cut == n) cut = n - n / 100; /* no line start after the 99 % point: cut there exactly */
-    char path[1200];
-    char vpath[1200];
+    *count = m->n / bpt;
+    if (*count < 1024) {
+        fprintf(stderr, "s2hc: error: %s: %llu %s is too little for a corpus (at least 1024)\n", file,
+                (unsigned long long)*count, bpt == 1 ? "bytes" : "tokens");
+        return -1;
+    }
+    if (bpt == 2)
+        for (uint64_t i = 0; i < *count; i++) {
+            const unsigned t = (unsigned)m->p[2 * i] | (unsigned)m->p[2 * i + 1] << 8;
+            if (t >= vocab) {
+                fprintf(stderr, "s2hc: error: %s: token %llu is %u, not below --vocab %u\n", file,
+                        (unsigned long long)i, t, vocab);
+                return -1;
+            }
+        }
+    return 0;
+}
+
+/* `s2hc data import FILE --name NAME [--val VALFILE] [--tokens uint16 --vocab V]`: a
+ * file as a corpus. Its bytes are the tokens (text), or with --tokens uint16 it holds
+ * token ids already (GPT-2 BPE from nanoGPT's prepare scripts, for instance). Without
+ * --val the last 1 % goes to val.bin (text: cut at a line start); with it, VALFILE is
+ * val.bin whole. Nothing is written unless both parts are good. */
+static int data_import(const char *file, const char *valfile, const char *name, const char *dir, uint32_t bpt,
+                       uint32_t vocab) {
+    import_src src, vsrc = {0};
+    uint64_t n = 0, nv = 0;
+    if (import_map(file, &src) != 0) return 1;
+    int rc = import_check(file, &src, bpt, vocab, &n);
+    if (!rc && valfile) rc = import_map(valfile, &vsrc) || import_check(valfile, &vsrc, bpt, vocab, &nv);
+    uint64_t cut = n;
+    const uint8_t *val = vsrc.p;
+    if (!rc && !valfile) {
+        cut = bpt == 1 ? data_split_point((const char *)src.p, (size_t)n) : n;
+        if (cut == n) cut = n - n / 100; /* tokens, or no line start after the 99 % point: cut there */
+        val = src.p + cut * bpt;
+        nv = n - cut;
+    }
+    char path[1200], vpath[1200];
     snprintf(path, sizeof path, "%s/%s/train.bin", dir, name);
     snprintf(vpath, sizeof vpath, "%s/%s/val.bin", dir, name);
-    int rc = shard_write(path, buf, cut, 256, 1) != 0; /* (its own message; the second would repeat it) */
-    if (!rc && shard_write(vpath, buf + cut, n - cut, 256, 1) != 0) {
+    if (!rc) rc = shard_write(path, src.p, cut, vocab, bpt) != 0; /* (its own message) */
+    if (!rc && shard_write(vpath, val, nv, vocab, bpt) != 0) {
         unlink(path); /* no corpus half there */
         rc = 1;
     }
-    free(buf);
+    import_unmap(&src);
+    import_unmap(&vsrc);
     if (rc) return 1;
-    printf("imported %s as corpus '%s' in %s: %zu train and %zu val bytes\n", file, name, dir, cut, n - cut);
+    const char *unit = bpt == 1 ? "bytes" : "tokens";
+    printf("imported %s%s%s as corpus '%s' in %s: %llu train and %llu val %s (vocab %u)\n", file,
+           valfile ? " and " : "", valfile ? valfile : "", name, dir, (unsigned long long)cut, (unsigned long long)nv,
+           unit, vocab);
     /* training needs one validation window of block_size + 1 tokens */
-    if (n - cut <= 1024)
-        printf("note: its validation part fits model.block_size up to %zu only (the M and L presets use 1024): "
-               "more text for longer sequences\n", n - cut - 1);
+    if (nv <= 1024)
+        printf("note: its validation part fits model.block_size up to %llu only (the M and L presets use 1024): "
+               "more %s for longer sequences\n", (unsigned long long)nv - 1, bpt == 1 ? "text" : "tokens");
+    if (vocab != 256)
+        printf("note: train on it with --set model.vocab=%u or more (a multiple of 64 is faster, e.g. %u); its "
+               "out-of-domain corpora must hold the same kind of tokens\n", vocab, (vocab + 63) / 64 * 64);
     return 0;
 }
 
@@ -1570,7 +1661,7 @@ int data_main(int argc, char **argv) {
     int force = 0, quiet = 0;
     int is_prepare = strcmp(cmd, "prepare") == 0, is_list = strcmp(cmd, "list") == 0;
     int is_import = strcmp(cmd, "import") == 0;
-    const char *import_file = NULL, *import_name = NULL;
+    const char *import_file = NULL, *import_name = NULL, *import_val = NULL, *import_tokens = NULL, *import_vocab = NULL;
     if (!is_prepare && !is_list && !is_import) {
         fprintf(stderr, "s2hc: error: unknown data command '%s'\n", cmd);
         data_usage(stderr);
@@ -1586,6 +1677,9 @@ int data_main(int argc, char **argv) {
         else if (is_prepare && strcmp(a, "--force") == 0) force = 1;
         else if (is_prepare && strcmp(a, "--quiet") == 0) quiet = 1;
         else if (is_import && strcmp(a, "--name") == 0 && i + 1 < argc) import_name = argv[++i];
+        else if (is_import && strcmp(a, "--val") == 0 && i + 1 < argc) import_val = argv[++i];
+        else if (is_import && strcmp(a, "--tokens") == 0 && i + 1 < argc) import_tokens = argv[++i];
+        else if (is_import && strcmp(a, "--vocab") == 0 && i + 1 < argc) import_vocab = argv[++i];
         else if (is_import && a[0] != '-' && !import_file) import_file = a;
         else {
             fprintf(stderr, "s2hc: error: data %s: unexpected argument '%s'\n", cmd, a);
@@ -1608,7 +1702,28 @@ int data_main(int argc, char **argv) {
             fprintf(stderr, "s2hc: error: '%s' is a prepared corpus's name; pick another --name\n", import_name);
             return 2;
         }
-        return data_import(import_file, import_name, dir);
+        uint32_t bpt = 1, vocab = 256;
+        if (import_tokens && strcmp(import_tokens, "uint16") != 0 && strcmp(import_tokens, "bytes") != 0) {
+            fprintf(stderr, "s2hc: error: --tokens '%s': bytes (the default: the file is text) or uint16 (token ids)\n",
+                    import_tokens);
+            return 2;
+        }
+        if (import_tokens && !strcmp(import_tokens, "uint16")) {
+            char *end = NULL;
+            long v = import_vocab ? strtol(import_vocab, &end, 10) : 0;
+            if (!import_vocab || *end || end == import_vocab || v < 2 || v > 65536) {
+                fprintf(stderr, "s2hc: error: --tokens uint16 needs --vocab V, the tokenizer's vocabulary size in "
+                        "2..65536 (GPT-2: 50257)%s%s%s\n", import_vocab ? "; got '" : "", import_vocab ? import_vocab : "",
+                        import_vocab ? "'" : "");
+                return 2;
+            }
+            bpt = 2;
+            vocab = (uint32_t)v;
+        } else if (import_vocab) {
+            fprintf(stderr, "s2hc: error: --vocab goes with --tokens uint16 (a text file's vocabulary is its 256 bytes)\n");
+            return 2;
+        }
+        return data_import(import_file, import_val, import_name, dir, bpt, vocab);
     }
     if (only && !find_corpus(only)) {
         fprintf(stderr, "s2hc: error: unknown corpus '%s'; known:", only);

@@ -39,13 +39,17 @@ double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B) {
     return shard_loss(m, s, batches, B, NULL, NULL);
 }
 
-int eval_ood_open(const s2hc_config *c, const char *name, data_shard *s, char *err, size_t errlen) {
+int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_vocab, data_shard *s, char *err, size_t errlen) {
     char path[1200];
     /* an out-of-domain corpus is never trained on: its whole text is usable; train.bin
        (the larger part) when present */
     data_shard_path(path, sizeof path, c->data_dir, name, "train");
     if (!file_exists(path)) data_shard_path(path, sizeof path, c->data_dir, name, "val");
     if (shard_open(s, path, err, errlen) != 0) return -1;
+    if (shard_fits(s, c->vocab, want_vocab, err, errlen) != 0) {
+        shard_close(s);
+        return -1;
+    }
     if (s->count < (uint64_t)c->block_size + 1) {
         snprintf(err, errlen, "%s: %llu tokens, fewer than block_size + 1 = %d", path, (unsigned long long)s->count,
                  c->block_size + 1);
@@ -64,11 +68,14 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     progress pr;
     long done = 0;
     progress_begin(&pr, "eval", "batches", (long)c->eval_batches * (1 + c->n_ood), verbose);
+    uint32_t vocab = 0; /* the training corpus's, for the out-of-domain ones */
     data_shard_path(path, sizeof path, c->data_dir, c->train_corpus, "val");
-    if (shard_open(&s, path, err, sizeof err) == 0) {
+    if (shard_open(&s, path, err, sizeof err) == 0 && shard_fits(&s, c->vocab, 0, err, sizeof err) == 0) {
+        vocab = s.vocab;
         val = shard_loss(m, &s, c->eval_batches, B, &pr, &done);
         shard_close(&s);
     } else {
+        if (s.map) shard_close(&s);
         fprintf(stderr, "s2hc: warning: %s\n", err);
     }
     int64_t s64 = step;
@@ -85,7 +92,7 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     }
     for (int i = 0; i < c->n_ood && !stop_signal; i++) {
         const char *name = c->ood[i];
-        if (eval_ood_open(c, name, &s, err, sizeof err) != 0) {
+        if (eval_ood_open(c, name, vocab, &s, err, sizeof err) != 0) {
             progress_end(&pr);
             fprintf(stderr, "s2hc: warning: out-of-domain corpus '%s' skipped: %s\n", name, err);
             done += c->eval_batches;
@@ -102,7 +109,7 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
         snprintf(d1, sizeof d1, "loss on out-of-domain corpus %s at the final step", name);
         h5log_static_set(log, p1, H5LOG_F64, 0, &one, &l, d1);
         snprintf(p1, sizeof p1, "/eval/ood/%s/ppl", name);
-        snprintf(d1, sizeof d1, "perplexity exp(loss) on out-of-domain corpus %s (bytes as tokens)", name);
+        snprintf(d1, sizeof d1, "perplexity exp(loss) per token on out-of-domain corpus %s (a byte for the byte-level corpora)", name);
         h5log_static_set(log, p1, H5LOG_F64, 0, &one, &ppl, d1);
         if (verbose) printf("  %-12s %8.4f %10.3f\n", name, l, ppl);
     }
@@ -164,7 +171,8 @@ int eval_main(int argc, char **argv) {
        file gets a NaN row */
     data_shard val;
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
-    if (shard_open(&val, val_path, err, sizeof err) != 0) {
+    if (shard_open(&val, val_path, err, sizeof err) != 0 || shard_fits(&val, cfg.vocab, 0, err, sizeof err) != 0) {
+        if (val.map) shard_close(&val);
         fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
         model_free(&m);
         h5log_free(&log);

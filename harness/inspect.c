@@ -545,7 +545,8 @@ int probe_main(int argc, char **argv) {
     char val_path[1200];
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
     data_shard val;
-    if (shard_open(&val, val_path, err, sizeof err) != 0) {
+    if (shard_open(&val, val_path, err, sizeof err) != 0 || shard_fits(&val, cfg.vocab, 0, err, sizeof err) != 0) {
+        if (val.map) shard_close(&val);
         fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
         model_free(&m);
         h5log_free(&log);

@@ -115,8 +115,8 @@ int params_main(int argc, char **argv) {
     double base = -1;
     if (csv) printf("method,n,C,n_layer,sublayers,aux_formula,aux_table,total_params\n");
     else {
-        printf("auxiliary parameters, C = %d, %d layers (%d hyper-connected sublayers), preset %s\n", c.n_embd,
-               c.n_layer, Lh, preset);
+        printf("auxiliary parameters, C = %d, %d layers (%d hyper-connected sublayers), %spreset %s\n", c.n_embd,
+               c.n_layer, Lh, C || layers ? "vocabulary and context of " : "", preset);
         printf("%-12s", "method");
         for (int n = n_lo; n <= n_hi; n++) printf(" %9s%d", "n=", n);
         printf("\n");

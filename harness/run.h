@@ -23,9 +23,10 @@ double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B);
  * skipped. Returns the validation loss. */
 double eval_all(gpt_model *m, h5log *log, int step, int verbose);
 /* Open out-of-domain corpus `name` of config c as eval_all reads it (its train.bin, else
- * its val.bin, with at least one window of block_size + 1 tokens). 0, or -1 with the
- * reason in err. */
-int eval_ood_open(const s2hc_config *c, const char *name, data_shard *s, char *err, size_t errlen);
+ * its val.bin, with at least one window of block_size + 1 tokens, and tokens the model
+ * reads: shard_fits with the training corpus's vocabulary want_vocab, 0 if not known).
+ * 0, or -1 with the reason in err. */
+int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_vocab, data_shard *s, char *err, size_t errlen);
 
 /* Views of a model-shaped buffer (params, or an AdamW moment) as checkpoint tensors,
  * named and shaped from the parameter table; malloc'd, the caller frees. */

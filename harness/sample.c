@@ -4,6 +4,7 @@
  * byte of the output. Each step runs the model's forward over the last T tokens of every
  * sequence (no cache of keys and values: at the sizes this harness trains on a CPU a
  * step costs milliseconds) and draws the next token from the logits at the last one. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -100,7 +101,7 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
 
 static void sample_usage(FILE *f) {
     fprintf(f, "usage: s2hc sample RUN_DIR [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
-               "                   [--temperature T] [--top-k K] [--count M] [--seed S]\n"
+               "                   [--temperature T] [--top-k K] [--count M] [--seed S] [--ids]\n"
                "\n"
                "Load RUN_DIR/ckpt.h5 and continue the prompt (default: a newline) by N tokens (default\n"
                "256), bytes drawn one at a time from the model's softmax at temperature T (default 1;\n"
@@ -109,6 +110,9 @@ static void sample_usage(FILE *f) {
                "continuations, each from its own seeded generator: continuation i is the same for any\n"
                "M >= i and the same --seed (default 1). The text goes to stdout (one continuation as it\n"
                "is made; several, each after a header line), the settings and speed to stderr.\n"
+               "With --ids the prompt is token ids (decimal, separated by spaces) and the output is ids\n"
+               "too: for a model trained on a corpus of token ids (`data import --tokens uint16`), whose\n"
+               "text only the tokenizer that made the corpus can spell.\n"
                "\n"
                "example:\n"
                "  s2hc sample runs/tiny --prompt 'The kernel ' --tokens 200 --temperature 0.8 --top-k 40\n");
@@ -150,16 +154,43 @@ static unsigned char *sample_read_file(const char *path, size_t *len) {
 
 typedef struct {
     const int *out;
-    int ntok, count, tty;
+    int ntok, count, tty, ids;
     double t0, last;
 } sample_show;
+
+/* One token to stdout: its byte, or with --ids its id and a space. */
+static void sample_put(int tok, int ids) {
+    if (ids) printf("%d ", tok);
+    else putchar(tok);
+}
+
+/* --ids: the prompt's decimal ids, each below V; -1 after an error naming the place. */
+static int sample_parse_ids(const unsigned char *s, size_t n, int V, const char *src, int *ids, size_t *count) {
+    size_t k = 0, i = 0;
+    while (i < n) {
+        if (isspace(s[i]) || s[i] == ',') { i++; continue; }
+        long v = 0;
+        size_t j = i;
+        while (j < n && isdigit(s[j]) && v < 1000000) v = v * 10 + (s[j++] - '0');
+        if (j == i || (j < n && !isspace(s[j]) && s[j] != ',') || v >= V) {
+            fprintf(stderr, "s2hc: error: sample: %s: %s at offset %zu (--ids wants token ids 0..%d, separated by "
+                    "spaces)\n", src, j == i || v < V ? "not a token id" : "an id outside the model's vocabulary", i,
+                    V - 1);
+            return -1;
+        }
+        ids[k++] = (int)v;
+        i = j;
+    }
+    *count = k;
+    return 0;
+}
 
 /* After each step: one continuation goes out as it is made; several show a progress line
  * on a terminal. */
 static void sample_progress(int done, void *ctx) {
     sample_show *s = ctx;
     if (s->count == 1) {
-        putchar(s->out[done - 1]);
+        sample_put(s->out[done - 1], s->ids);
         fflush(stdout);
         return;
     }
@@ -176,12 +207,14 @@ static void sample_progress(int done, void *ctx) {
 int sample_main(int argc, char **argv) {
     const char *dir = NULL, *prompt_text = NULL, *prompt_file = NULL;
     double temperature = 1, top_k = 0, ntok = 256, count = 1, seed = 1;
+    int ids = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { sample_usage(stdout); return 0; }
         const int has = i + 1 < argc;
         if (!strcmp(a, "--prompt") && has) prompt_text = argv[++i];
         else if (!strcmp(a, "--prompt-file") && has) prompt_file = argv[++i];
+        else if (!strcmp(a, "--ids")) ids = 1;
         else if (!strcmp(a, "--tokens") && has) { if (sample_num(a, argv[++i], 1, 1e6, 1, &ntok)) return 2; }
         else if (!strcmp(a, "--temperature") && has) { if (sample_num(a, argv[++i], 0, 1e6, 0, &temperature)) return 2; }
         else if (!strcmp(a, "--top-k") && has) { if (sample_num(a, argv[++i], 0, 65536, 1, &top_k)) return 2; }
@@ -213,6 +246,11 @@ int sample_main(int argc, char **argv) {
         bytes = malloc_check(plen + 1);
         memcpy(bytes, p, plen);
     }
+    if (ids && !prompt_text && !prompt_file) {
+        fprintf(stderr, "s2hc: error: sample: --ids needs a prompt of token ids (--prompt '464 3290' or --prompt-file)\n");
+        free(bytes);
+        return 2;
+    }
     if (plen == 0) {
         fprintf(stderr, "s2hc: error: sample: %s is empty (the model needs at least one byte to go on from)\n",
                 prompt_file ? prompt_file : "--prompt");
@@ -225,14 +263,25 @@ int sample_main(int argc, char **argv) {
     int64_t step = 0;
     if (run_open(dir, &cfg, &m, &log, &step) != 0) { free(bytes); return 1; }
     h5log_free(&log);
-    const int V = m.V < 256 ? m.V : 256; /* what a byte can say */
+    const int V = ids || m.V < 256 ? m.V : 256; /* what a byte can say */
     int *prompt = malloc_check(plen * sizeof(int));
     int rc = 0;
-    for (size_t i = 0; i < plen && rc == 0; i++) {
+    const char *src = prompt_file ? prompt_file : "--prompt";
+    if (!ids && m.V > 256) {
+        fprintf(stderr, "s2hc: error: sample: %s's model has a vocabulary of %d tokens, more than the 256 bytes of "
+                "text: it reads token ids; give the prompt as ids with --ids\n", dir, m.V);
+        rc = 2;
+    } else if (ids && sample_parse_ids(bytes, plen, V, src, prompt, &plen) != 0) {
+        rc = 2;
+    } else if (ids && plen == 0) {
+        fprintf(stderr, "s2hc: error: sample: %s holds no token id\n", src);
+        rc = 2;
+    }
+    for (size_t i = 0; i < plen && rc == 0 && !ids; i++) {
         prompt[i] = bytes[i];
         if (bytes[i] >= V) {
             fprintf(stderr, "s2hc: error: sample: %s: byte 0x%02x at offset %zu is outside the model's vocabulary (%d tokens)\n",
-                    prompt_file ? prompt_file : "--prompt", bytes[i], i, m.V);
+                    src, bytes[i], i, m.V);
             rc = 2;
         }
     }
@@ -245,8 +294,9 @@ int sample_main(int argc, char **argv) {
                         "top-k %s, seed %.0f\n", dir, cfg.method, m.n, (long long)step, m.T, n_tok, n_seq, temperature,
                 topk, seed);
         const sample_opts o = {temperature, (int)top_k};
-        sample_show show = {out, n_tok, n_seq, isatty(2), now_seconds(), 0};
-        if (n_seq == 1) fwrite(bytes, 1, plen, stdout);
+        sample_show show = {out, n_tok, n_seq, isatty(2), ids, now_seconds(), 0};
+        if (n_seq == 1)
+            for (size_t i = 0; i < plen; i++) sample_put(prompt[i], ids);
         const int st = sample_generate(&m, n_seq, prompt, (int)plen, n_tok, V, &o, (uint64_t)seed, out,
                                        sample_progress, &show);
         if (n_seq == 1) {
@@ -254,8 +304,8 @@ int sample_main(int argc, char **argv) {
         } else if (st == 0) {
             for (int b = 0; b < n_seq; b++) {
                 printf("--- sample %d of %d ---\n", b + 1, n_seq);
-                fwrite(bytes, 1, plen, stdout);
-                for (int i = 0; i < n_tok; i++) putchar(out[(size_t)b * n_tok + i]);
+                for (size_t i = 0; i < plen; i++) sample_put(prompt[i], ids);
+                for (int i = 0; i < n_tok; i++) sample_put(out[(size_t)b * n_tok + i], ids);
                 putchar('\n');
             }
         }

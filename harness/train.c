@@ -447,7 +447,13 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
                 cfg.train_corpus);
         { status = RUN_FAILED; goto out; }
     }
-    if (shard_open(&val, val_path, err, sizeof err) != 0) {
+    if (shard_fits(&loader.shard, cfg.vocab, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n  (key 'data.train' = '%s' of %s)\n", err, cfg.train_corpus, cfg_path);
+        status = RUN_USAGE;
+        goto out;
+    }
+    if (shard_open(&val, val_path, err, sizeof err) != 0 ||
+        shard_fits(&val, cfg.vocab, loader.shard.vocab, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
         status = RUN_FAILED;
         goto out;
@@ -465,7 +471,7 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
     }
     for (int i = 0; i < cfg.n_ood; i++) { /* the final evaluation's corpora, before any step */
         data_shard o;
-        if (eval_ood_open(&cfg, cfg.ood[i], &o, err, sizeof err) != 0) {
+        if (eval_ood_open(&cfg, cfg.ood[i], loader.shard.vocab, &o, err, sizeof err) != 0) {
             fprintf(stderr, "s2hc: error: out-of-domain corpus '%s' (key 'data.ood' of %s): %s\n  (or leave it out "
                     "of data.ood)\n", cfg.ood[i], cfg_path, err);
             status = RUN_FAILED;

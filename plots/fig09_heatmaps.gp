@@ -25,7 +25,7 @@ do for [fmt in "png svg"] {
       set border 0; set tics scale 0
       unset xtics; set ytics 0, 1, hres_n - 1 font ",8"
       set lmargin 4; set rmargin 1; set tmargin 2.5; set bmargin 0.5
-      set title (c < 4 ? sprintf("%s, sublayer %s", label(m), word(fig9_depths, c + 1)) : sprintf("%s, composite", label(m))) font ",10"
+      set title (c < 4 ? sprintf("%s, l = %s", label(m), word(fig9_depths, c + 1)) : sprintf("%s, composite", label(m))) font ",10"
       plot data(sprintf("fig9_%s_%d.dat", m, c)) using 1:2:3 with image notitle, \
            "" using 1:2:(sprintf("%.2f", $3)) with labels font ",7" notitle, \
            data(sprintf("fig9_%s_%d_sums.dat", m, c)) using 1:2:(sprintf("%.3f", $3)) with labels font ",7" tc rgb "#006400" notitle

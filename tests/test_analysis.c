@@ -338,7 +338,9 @@ static void test_analyze(void) {
     snprintf(p, sizeof p, "%s/tables/claims.md", out);
     const char *cl = slurp(p);
     CHECK(strstr(cl, "reproduced") != NULL || strstr(cl, "inconclusive") != NULL, "claims have verdicts");
-    CHECK(strstr(cl, "5.949B") != NULL, "mHC-lite at n = 8, M: 5.949B counted");
+    CHECK(strstr(cl, "5.949B") != NULL && strstr(cl, "6.073B with the 0.124B of GPT-2 small") != NULL &&
+              strstr(cl, "reproduced (exact count: the paper's 6.07B is the auxiliary parameters plus the base") != NULL,
+          "mHC-lite at n = 8, M: 5.949B counted, 6.07B with the base model:\n%s", cl);
     /* Fig 6 from the static [S, Lh, ...] datasets: one line per sublayer (4), over 3 sequences */
     snprintf(p, sizeof p, "%s/data/fig6_cumnorm_s2hc.dat", out);
     const char *cn = slurp(p);

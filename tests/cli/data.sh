@@ -76,5 +76,37 @@ grep -q "validation part fits model.block_size up to 19 only" "$TMP/out" && ok |
 expect_rc 1 "import into a --dir that is a file" "$BIN" data import "$TMP/text" --name x --dir "$TMP/afile"
 [ "$(grep -c "error" "$TMP/err")" = 1 ] && ok || bad "the error is not said once: $(cat "$TMP/err")"
 
+# a pipe is read whole (no mmap)
+expect_rc 0 "import from a pipe" sh -c 'cat "$0" | "$1" data import /dev/stdin --name piped --dir "$2"' "$TMP/text" "$BIN" "$TMP/imp"
+grep -q "1980 train and 20 val bytes (vocab 256)" "$TMP/out" && ok || bad "import from a pipe: $(cat "$TMP/out")"
+
+# token ids: little-endian uint16 (nanoGPT's train.bin / val.bin), a separate validation file
+hdr() { od -An -t u4 -j "$2" -N 4 "$1" | tr -d ' '; } # hdr FILE OFFSET: a uint32 of the header
+perl -e 'print pack("v*", map { ($_ * 7) % 1000 } 0 .. 3000)' > "$TMP/ids.bin"
+perl -e 'print pack("v*", map { ($_ * 3) % 1000 } 0 .. 1499)' > "$TMP/ids_val.bin"
+expect_rc 0 "import uint16 ids with --val" "$BIN" data import "$TMP/ids.bin" --val "$TMP/ids_val.bin" --tokens uint16 \
+  --vocab 1000 --name ids --dir "$TMP/imp"
+grep -q "3001 train and 1500 val tokens (vocab 1000)" "$TMP/out" && ok || bad "uint16 import: $(cat "$TMP/out")"
+grep -q "model.vocab=1000 or more" "$TMP/out" && ok || bad "no note of model.vocab: $(cat "$TMP/out")"
+[ "$(hdr "$TMP/imp/ids/train.bin" 12)" = 1000 ] && [ "$(hdr "$TMP/imp/ids/train.bin" 16)" = 2 ] && ok ||
+  bad "train.bin header: vocab $(hdr "$TMP/imp/ids/train.bin" 12), bytes per token $(hdr "$TMP/imp/ids/train.bin" 16)"
+tail -c +33 "$TMP/imp/ids/train.bin" | cmp -s - "$TMP/ids.bin" && ok || bad "train.bin does not hold the ids as given"
+tail -c +33 "$TMP/imp/ids/val.bin" | cmp -s - "$TMP/ids_val.bin" && ok || bad "val.bin is not the --val file"
+# without --val the last 1 % of the tokens: 3001 - 30
+expect_rc 0 "import uint16 ids, split" "$BIN" data import "$TMP/ids.bin" --tokens uint16 --vocab 1000 --name ids2 --dir "$TMP/imp"
+grep -q "2971 train and 30 val tokens" "$TMP/out" && ok || bad "uint16 split: $(cat "$TMP/out")"
+# refused, nothing written: an id past --vocab, half a token, a missing --val
+expect_rc 1 "an id past --vocab" "$BIN" data import "$TMP/ids.bin" --tokens uint16 --vocab 500 --name bad1 --dir "$TMP/imp"
+grep -q "ids.bin: token 72 is 504, not below --vocab 500" "$TMP/err" && ok || bad "id past --vocab: $(cat "$TMP/err")"
+head -c 3001 "$TMP/ids.bin" > "$TMP/odd.bin"
+expect_rc 1 "half a token" "$BIN" data import "$TMP/odd.bin" --tokens uint16 --vocab 1000 --name bad2 --dir "$TMP/imp"
+grep -q "3001 bytes is not a whole number of uint16 tokens" "$TMP/err" && ok || bad "half a token: $(cat "$TMP/err")"
+expect_rc 1 "a missing --val" "$BIN" data import "$TMP/ids.bin" --val "$TMP/nope" --tokens uint16 --vocab 1000 --name bad3 --dir "$TMP/imp"
+[ ! -e "$TMP/imp/bad1" ] && [ ! -e "$TMP/imp/bad2" ] && [ ! -e "$TMP/imp/bad3" ] && ok || bad "a refused import wrote files"
+expect_rc 2 "--tokens uint16 without --vocab" "$BIN" data import "$TMP/ids.bin" --tokens uint16 --name x --dir "$TMP/imp"
+expect_rc 2 "--vocab 70000" "$BIN" data import "$TMP/ids.bin" --tokens uint16 --vocab 70000 --name x --dir "$TMP/imp"
+expect_rc 2 "--vocab without --tokens" "$BIN" data import "$TMP/ids.bin" --vocab 1000 --name x --dir "$TMP/imp"
+expect_rc 2 "--tokens int32" "$BIN" data import "$TMP/ids.bin" --tokens int32 --vocab 1000 --name x --dir "$TMP/imp"
+
 echo "data.sh: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -67,4 +67,33 @@ expect_out "unknown option '--temp'" "names the option"
 expect_status 0 "train a 128-token vocabulary" -- "$S2HC" train "$TMP/v.yaml" --quiet
 expect_status 2 "a prompt byte past the vocabulary" -- "$S2HC" sample "$TMP/runs/v" --prompt $'ab\xc3\xa9'
 expect_out "byte 0xc3 at offset 2 is outside the model's vocabulary \(128 tokens\)" "names the byte and offset"
+
+# a corpus of token ids (data import --tokens uint16): the model's vocabulary must hold its
+# ids and the out-of-domain corpora must hold the same kind; sample reads and writes ids
+perl -e 'print pack("v*", map { ($_ * 7) % 1000 } 0 .. 20000)' > "$TMP/ids.bin"
+"$S2HC" data import "$TMP/ids.bin" --tokens uint16 --vocab 1000 --name ids --dir "$TMP/data" >/dev/null
+cat > "$TMP/i.yaml" <<YAML
+model: {n_layer: 1, n_head: 2, n_embd: 32, block_size: 32, vocab: 1024}
+residual: {method: rc, n_streams: 1}
+train: {batch: 4, steps: 5, warmup: 1, eval_every: 0, eval_batches: 1, ckpt_every: 0}
+data: {dir: $TMP/data, train: ids, ood: []}
+run: {name: i, out: $TMP/runs}
+probe: {every: 0, final_samples: 0}
+YAML
+expect_status 2 "ids past model.vocab" -- "$S2HC" train "$TMP/i.yaml" --set model.vocab=256
+expect_out "ids/train.bin: token 37 is 259, outside the model's vocabulary of 256 \(key 'model.vocab'" "names the token and the key"
+[ ! -e "$TMP/runs/i" ] && ok "nothing written" || fail "a refused training wrote $TMP/runs/i"
+expect_status 1 "a byte corpus out of domain of an ids corpus" -- "$S2HC" train "$TMP/i.yaml" --set data.ood=synth
+expect_out "synth/train.bin: a vocabulary of 256 tokens where the training corpus has 1000" "says the corpora differ"
+expect_status 0 "train on token ids" -- "$S2HC" train "$TMP/i.yaml" --quiet
+expect_status 0 "eval of the ids run" -- "$S2HC" eval "$TMP/runs/i"
+expect_status 2 "sample of an ids model without --ids" -- "$S2HC" sample "$TMP/runs/i"
+expect_out "vocabulary of 1024 tokens, more than the 256 bytes of text: .*--ids" "points to --ids"
+expect_status 0 "sample --ids" -- "$S2HC" sample "$TMP/runs/i" --ids --prompt "7 14,21" --tokens 5 --temperature 0
+grep -Eq '^7 14 21( [0-9]+){5} $' "$TMP/out" && ok "the prompt's ids and 5 more" || fail "sample --ids: $(cat "$TMP/out")"
+expect_status 2 "--ids with a word" -- "$S2HC" sample "$TMP/runs/i" --ids --prompt "7 x"
+expect_out "--prompt: not a token id at offset 2" "names the offset"
+expect_status 2 "--ids past the vocabulary" -- "$S2HC" sample "$TMP/runs/i" --ids --prompt "1024"
+expect_out "an id outside the model's vocabulary at offset 0 \(--ids wants token ids 0..1023" "names the range"
+expect_status 2 "--ids without a prompt" -- "$S2HC" sample "$TMP/runs/i" --ids
 finish sample_cli
