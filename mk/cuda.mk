@@ -190,8 +190,18 @@ $(CUDA_BUILD)/gpu_check: $(CUDA_BUILD)/check.o $(CUDA_CPU_OBJ) $(CUDA_LIB)
 	done
 	$(CC) -fopenmp -o $@ $(CUDA_BUILD)/check.o $(CUDA_CPU_OBJ) $(CUDA_LIB) $(CUDA_CHECK_LIBS)
 
-cuda-build: $(CUDA_LIB) $(CUDA_SO) $(CUDA_BUILD)/cuda_probe $(CUDA_BUILD)/gpu_check
-cuda-check-build: $(CUDA_BUILD)/gpu_check $(CUDA_BUILD)/cuda_probe
+# What gpu_check was built from: every source file its objects' dependency lists name, with
+# its sha256, in build/cuda/lib (which travels with the binary to a GPU machine). There
+# tests/gpu/check.sh checks them against the tree beside it: a binary linked before the
+# last edit checks other code than the tree's, and would still say "ok".
+CUDA_CHECK_STAMP := $(CUDA_BUILD)/lib/sources.sha256
+$(CUDA_CHECK_STAMP): $(CUDA_BUILD)/gpu_check
+	@sed -e 's/\\$$//' -e 's/^[^:]*://' $(CUDA_BUILD)/check.d $(CUDA_OBJ:.o=.d) $(CUDA_CPU_OBJ:.o=.d) | tr ' ' '\n' | \
+	  grep -E '^[^/].*\.(c|h|cu|cuh)$$' | xargs realpath -s --relative-to=. | LC_ALL=C sort -u | xargs sha256sum > $@.tmp
+	@mv $@.tmp $@
+
+cuda-build: $(CUDA_LIB) $(CUDA_SO) $(CUDA_BUILD)/cuda_probe $(CUDA_BUILD)/gpu_check $(CUDA_CHECK_STAMP)
+cuda-check-build: $(CUDA_BUILD)/gpu_check $(CUDA_BUILD)/cuda_probe $(CUDA_CHECK_STAMP)
 cuda-probe: $(CUDA_BUILD)/cuda_probe
 	$(CUDA_BUILD)/cuda_probe
 
