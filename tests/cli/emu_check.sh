@@ -4,7 +4,8 @@
 # wrong values in the orders that can show its race, and a kernel that breaks a rule of
 # the warp barriers (a shuffle naming a returned lane, lanes split between __syncwarp and
 # __syncthreads, lanes with different masks) stops with an error that says which; and a
-# launch past its dynamic shared-memory limit is refused as on the GPU.
+# launch past its dynamic shared-memory limit is refused as on the GPU, and a product with
+# a leading dimension below cuBLAS's minimum is refused as cuBLAS refuses it.
 # Needs a C++ compiler and python3 (cu2cpp.py), no nvcc and no GPU.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
@@ -24,7 +25,7 @@ check_order() {
   expect_status 0 "self-test in order $order" -- env S2HC_EMU_ORDER="$order" "$bin"
   cp "$TMP/out" "$TMP/out.$order"
   for k in warp_swap_ok warp_swap_racy block_swap_ok block_swap_warp_only static_swap_ok \
-           static_swap_warp_only reuse_ok reuse_racy stage_ok stage_racy shuffle_sum_ok smem_limit; do
+           static_swap_warp_only reuse_ok reuse_racy stage_ok stage_racy shuffle_sum_ok smem_limit cublas_args; do
     local want=right
     case "$wrong" in *" $k "*) want=wrong ;; esac
     if grep -qx "$k $want" "$TMP/out.$order"; then ok "$order: $k $want"

@@ -510,6 +510,15 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* cuBLAS's own argument rules (column-major): a call that breaks them gets
+ * CUBLAS_STATUS_INVALID_VALUE on a GPU, so it must here too */
+static bool gemm_args_ok(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldc) {
+    const int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
+    return m >= 0 && n >= 0 && k >= 0 && (ta == CUBLAS_OP_N || ta == CUBLAS_OP_T) &&
+           (tb == CUBLAS_OP_N || tb == CUBLAS_OP_T) && lda >= (rows_a > 1 ? rows_a : 1) &&
+           ldb >= (rows_b > 1 ? rows_b : 1) && ldc >= (m > 1 ? m : 1);
+}
+
 /* column-major C (m, n) = alpha op(A) op(B) + beta C, with element readers for A and B */
 template <typename TA, typename TB>
 static void gemm_ref(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, TA a, int lda, TB b,
@@ -532,6 +541,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
                            float *C, int ldc) {
     (void)h;
+    if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
     struct at_end {
         double t0;
         ~at_end() { prof_add("cublasSgemm", now() - t0); }
@@ -549,6 +559,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     (void)comp;
     (void)algo;
     if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
     struct at_end {
         double t0;
         ~at_end() { prof_add("cublasGemmEx", now() - t0); }
@@ -563,6 +574,7 @@ cublasStatus_t cublasSgemv(cublasHandle_t h, cublasOperation_t t, int m, int n, 
                            int lda, const float *x, int incx, const float *beta, float *y, int incy) {
     (void)h;
     if (t != CUBLAS_OP_N) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (m < 0 || n < 0 || lda < (m > 1 ? m : 1) || incx == 0 || incy == 0) return CUBLAS_STATUS_INVALID_VALUE;
     for (int i = 0; i < m; i++) {
         float s = 0;
         for (int j = 0; j < n; j++) s += A[(size_t)i + (size_t)j * lda] * x[(size_t)j * incx];

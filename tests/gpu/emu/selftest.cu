@@ -11,7 +11,9 @@
  *                           abort and say which): returned-lane, divergent, mask
  *
  * The order comes from S2HC_EMU_ORDER (emu.h): the ok kernels must be right in every
- * order, each racy one wrong in the orders named next to it. */
+ * order, each racy one wrong in the orders named next to it. cublas_args checks that the
+ * emulator's cuBLAS refuses what cuBLAS refuses (a leading dimension too small). */
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +188,27 @@ static int run(const char *name, int blocks) {
     return right;
 }
 
+/* 1 when valid products run and each leading dimension below cuBLAS's minimum is refused
+ * with CUBLAS_STATUS_INVALID_VALUE, as on a GPU (the emulator would compute with it) */
+static int cublas_args(void) {
+    cublasHandle_t h;
+    cublasCreate(&h);
+    static float A[64], B[64], C[64];
+    const float one = 1, zero = 0;
+    const cublasOperation_t N = CUBLAS_OP_N, T = CUBLAS_OP_T;
+    /* C (3 x 2) = op(A) op(B), k = 4 */
+    int right = cublasSgemm(h, N, N, 3, 2, 4, &one, A, 3, B, 4, &zero, C, 3) == CUBLAS_STATUS_SUCCESS &&
+                cublasSgemm(h, T, T, 3, 2, 4, &one, A, 4, B, 2, &zero, C, 3) == CUBLAS_STATUS_SUCCESS &&
+                cublasSgemm(h, N, N, 3, 2, 4, &one, A, 2, B, 4, &zero, C, 3) == CUBLAS_STATUS_INVALID_VALUE &&
+                cublasSgemm(h, T, N, 3, 2, 4, &one, A, 3, B, 4, &zero, C, 3) == CUBLAS_STATUS_INVALID_VALUE &&
+                cublasSgemm(h, N, N, 3, 2, 4, &one, A, 3, B, 3, &zero, C, 3) == CUBLAS_STATUS_INVALID_VALUE &&
+                cublasSgemm(h, N, T, 3, 2, 4, &one, A, 3, B, 1, &zero, C, 3) == CUBLAS_STATUS_INVALID_VALUE &&
+                cublasSgemm(h, N, N, 3, 2, 4, &one, A, 3, B, 4, &zero, C, 2) == CUBLAS_STATUS_INVALID_VALUE &&
+                cublasSgemv(h, N, 3, 2, &one, A, 2, B, 1, &zero, C, 1) == CUBLAS_STATUS_INVALID_VALUE;
+    cublasDestroy(h);
+    return right;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--bad")) {
         int r = run(argv[2], 1);
@@ -202,6 +225,10 @@ int main(int argc, char **argv) {
         if (r == 1) nr++;
         else nw++;
     }
+    const int cb = cublas_args();
+    printf("cublas_args %s\n", cb ? "right" : "wrong");
+    nr += cb;
+    nw += !cb;
     printf("selftest: %d right, %d wrong\n", nr, nw);
     return 0;
 }
