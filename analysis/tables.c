@@ -543,39 +543,38 @@ static void table_ablation(an_ctx *c) {
 
 /* ---- throughput and parameters ------------------------------------------------------- */
 
-static double aux_params(const char *method, int n, const char *preset, int C, int layers) {
+/* Parameters counted from the parameter table: the auxiliary ones returned, the whole
+ * model's in *total (NAN for a config the table refuses). 0 keeps C, layers and vocab of
+ * the preset (or the defaults). */
+static double count_params(const char *method, int n, const char *preset, int C, int layers, int vocab, double *total) {
     s2hc_config cfg;
     config_defaults(&cfg);
     if (preset) preset_apply(&cfg, preset);
     if (C) cfg.n_embd = C;
     if (layers) cfg.n_layer = layers;
+    if (vocab) cfg.vocab = vocab;
     snprintf(cfg.method, sizeof cfg.method, "%s", method);
     cfg.n_streams = n;
     param_info *pt = NULL;
     int np = 0;
-    size_t total = 0, aux = 0;
+    size_t tot = 0, aux = 0;
     char err[256];
-    if (model_param_table(&cfg, &pt, &np, &total, &aux, err, sizeof err) != 0) return NAN;
+    int bad = model_param_table(&cfg, &pt, &np, &tot, &aux, err, sizeof err) != 0;
     free(pt);
-    return (double)aux;
+    if (total) *total = bad ? NAN : (double)tot;
+    return bad ? NAN : (double)aux;
+}
+
+static double aux_params(const char *method, int n, const char *preset, int C, int layers) {
+    return count_params(method, n, preset, C, layers, 0, NULL);
 }
 
 /* GPT-2 small as the paper's base model: preset M's 12 × 768 with the 50257-token BPE
  * vocabulary (124.4M parameters with the tied head). */
 static double gpt2_small_params(void) {
-    s2hc_config cfg;
-    config_defaults(&cfg);
-    preset_apply(&cfg, "M");
-    cfg.vocab = 50257;
-    snprintf(cfg.method, sizeof cfg.method, "rc");
-    cfg.n_streams = 1;
-    param_info *pt = NULL;
-    int np = 0;
-    size_t total = 0, aux = 0;
-    char err[256];
-    if (model_param_table(&cfg, &pt, &np, &total, &aux, err, sizeof err) != 0) return NAN;
-    free(pt);
-    return (double)total;
+    double total;
+    count_params("rc", 1, "M", 0, 0, 50257, &total);
+    return total;
 }
 
 static void table_throughput(an_ctx *c) {
