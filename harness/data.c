@@ -1634,21 +1634,59 @@ static int data_import(const char *file, const char *valfile, const char *name, 
     return 0;
 }
 
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The corpora of data_dir: the seven `prepare` makes, then every other folder holding
+ * train.bin and val.bin (`data import`), with their token counts and vocabularies. */
 static int data_list(const char *data_dir) {
-    printf("%-10s %-6s %-9s %12s %12s\n", "corpus", "role", "state", "train bytes", "val bytes");
+    const char *row = "%-12s %-6s %-9s %13s %13s %6s\n";
+    printf(row, "corpus", "role", "state", "train tokens", "val tokens", "vocab");
     for (size_t i = 0; i < N_CORPORA; i++) {
         const corpus_spec *c = &corpus_table[i];
         uint64_t nt = 0, nv = 0;
-        char path[1200];
+        char path[1200], a[24], b[24];
         snprintf(path, sizeof path, "%s/%s/SOURCE.txt", data_dir, c->name);
-        if (corpus_cached(data_dir, c->name, &nt, &nv))
-            printf("%-10s %-6s %-9s %12llu %12llu\n", c->name, c->role, "prepared", (unsigned long long)nt,
-                   (unsigned long long)nv);
-        else
-            printf("%-10s %-6s %-9s %12s %12s\n", c->name, c->role, file_exists(path) ? "stale" : "missing", "-",
-                   "-");
+        int ready = corpus_cached(data_dir, c->name, &nt, &nv);
+        snprintf(a, sizeof a, ready ? "%llu" : "-", (unsigned long long)nt);
+        snprintf(b, sizeof b, ready ? "%llu" : "-", (unsigned long long)nv);
+        printf(row, c->name, c->role, ready ? "prepared" : file_exists(path) ? "stale" : "missing", a, b,
+               ready ? "256" : "-");
     }
-    printf("(in %s; `s2hc data prepare --dir %s` builds what is missing or stale)\n", data_dir, data_dir);
+    DIR *d = opendir(data_dir);
+    char **names = NULL;
+    size_t nn = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char tp[1200], vp[1200];
+        if (e->d_name[0] == '.' || find_corpus(e->d_name)) continue;
+        data_shard_path(tp, sizeof tp, data_dir, e->d_name, "train");
+        data_shard_path(vp, sizeof vp, data_dir, e->d_name, "val");
+        if (!file_exists(tp) && !file_exists(vp)) continue;
+        names = realloc(names, (nn + 1) * sizeof *names);
+        if (!names || !(names[nn++] = strdup(e->d_name))) die(1, "out of memory listing %s", data_dir);
+    }
+    if (d) closedir(d);
+    if (nn > 1) qsort(names, nn, sizeof *names, cmp_names);
+    for (size_t i = 0; i < nn; i++) {
+        data_shard t, v;
+        char tp[1200], vp[1200], err[1400], a[24], b[24], voc[16];
+        data_shard_path(tp, sizeof tp, data_dir, names[i], "train");
+        data_shard_path(vp, sizeof vp, data_dir, names[i], "val");
+        int good = shard_open(&t, tp, err, sizeof err) == 0;
+        if (good && (shard_open(&v, vp, err, sizeof err) != 0 || v.vocab != t.vocab)) {
+            if (v.map) shard_close(&v);
+            shard_close(&t);
+            good = 0;
+        }
+        snprintf(a, sizeof a, good ? "%llu" : "-", (unsigned long long)(good ? t.count : 0));
+        snprintf(b, sizeof b, good ? "%llu" : "-", (unsigned long long)(good ? v.count : 0));
+        snprintf(voc, sizeof voc, good ? "%u" : "-", good ? t.vocab : 0);
+        printf(row, names[i], "own", good ? "imported" : "bad", a, b, voc);
+        if (good) { shard_close(&t); shard_close(&v); }
+        free(names[i]);
+    }
+    free(names);
+    printf("(in %s; `s2hc data prepare --dir %s` builds what is missing or stale; `own` corpora come from "
+           "`s2hc data import`)\n", data_dir, data_dir);
     return 0;
 }
 
