@@ -564,7 +564,7 @@ static void fig_hist(an_ctx *c, FILE *meta) {
         if (ri < 0) continue;
         const an_run *r = &c->rs->r[ri];
         const h5log_series *h = an_series(r, "/final/hist_counts"), *e = an_series(r, "/final/hist_edges");
-        if (!h || !e || h->row_rank < 1) continue;
+        if (!h || !e || h->row_rank < 1 || !h->row_dims[h->row_rank - 1]) continue;
         size_t bins = h->row_dims[h->row_rank - 1], layers = h->row_elems / bins;
         double tot = 0;
         double *acc = calloc(bins, sizeof *acc);
@@ -657,6 +657,7 @@ static void fig_loss(an_ctx *c, FILE *meta) {
         const an_run *r = &c->rs->r[idx[0]];
         size_t n = 0, ns = 0;
         double *loss = an_series_copy(r, "/train/loss", &n), *st = an_series_copy(r, "/train/step", &ns);
+        if (ns < n) n = ns; /* rows of /train/step and /train/loss pair up (a file from elsewhere may differ) */
         if (!loss || !st || !n) { free(loss); free(st); continue; }
         char name[64];
         snprintf(name, sizeof name, "loss_%s.dat", v);

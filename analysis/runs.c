@@ -338,7 +338,7 @@ double an_negative_fraction(const an_run *r, double thresh, double *total) {
     const h5log_series *h = an_series(r, "/final/hist_counts"), *e = an_series(r, "/final/hist_edges"),
                        *o = an_series(r, "/final/hist_outside");
     if (total) *total = 0;
-    if (!h || !e || h->row_rank < 1) return NAN;
+    if (!h || !e || h->row_rank < 1 || !h->row_dims[h->row_rank - 1]) return NAN;
     size_t bins = h->row_dims[h->row_rank - 1], layers = h->row_elems / bins;
     double neg = 0, all = 0;
     for (size_t l = 0; l < layers; l++)

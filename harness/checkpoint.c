@@ -343,6 +343,11 @@ int ckpt_load(const char *path, const ckpt_tensor *params, ckpt_tensor *m, ckpt_
         snprintf(err, errlen, "%s: checkpoint lacks a readable root attribute '%s' (corrupt or foreign?)", path, missing);
         goto done;
     }
+    if (step < 0) {
+        snprintf(err, errlen, "%s: root attribute 'step' is %lld, a negative step count (corrupt?)", path,
+                 (long long)step);
+        goto done;
+    }
     if (H5Lexists(f, "/model", H5P_DEFAULT) <= 0) {
         snprintf(err, errlen, "%s: checkpoint has no /model group (corrupt?)", path);
         goto done;

@@ -982,6 +982,19 @@ int config_set(s2hc_config *c, const char *assignment) {
     } else if (v) rc = set_from_node(&tmp, k, &d, v, err, sizeof err, &where);
     else rc = set_scalar(&tmp, k, (scalar_t){"", 0, 1}, err, sizeof err);
     yaml_document_delete(&d);
+    if (rc == 0 && v) { /* "a\n---\nb": the second document would be ignored */
+        if (!yaml_parser_load(&p, &d)) {
+            yaml_mark_t m;
+            parser_problem(&p, val, vlen, err, sizeof err, &m, 0);
+            rc = -1;
+        } else {
+            if (yaml_document_get_root_node(&d)) {
+                snprintf(err, sizeof err, "the value holds more than one YAML document");
+                rc = -1;
+            }
+            yaml_document_delete(&d);
+        }
+    }
     yaml_parser_delete(&p);
     if (rc) {
         report(src, NULL, key, "%s", err);

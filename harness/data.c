@@ -63,7 +63,9 @@ static void wr_u64(uint8_t *p, uint64_t v) {
 int shard_open(data_shard *s, const char *path, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     snprintf(s->path, sizeof s->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO (or another special file) under a shard's name must not block
+       the open; fstat below refuses it */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         snprintf(err, errlen, "%s: cannot open: %s%s", path, strerror(errno),
                  errno == ENOENT ? " (run `s2hc data prepare`)" : "");
@@ -108,16 +110,19 @@ int shard_open(data_shard *s, const char *path, char *err, size_t errlen) {
                  size, SHARD_HEADER_BYTES, (unsigned long long)count, bpt);
     }
     if (!why && detail[0]) why = detail;
-    if (!why && bpt == 2 && vocab < 65536) {
+    if (!why && vocab < (1u << (8 * bpt))) {
         /* every token must be < vocab, or an embedding lookup would read out of bounds */
-        const uint16_t *t = (const uint16_t *)(const void *)(h + SHARD_HEADER_BYTES);
-        for (uint64_t i = 0; i < count; i++)
-            if (t[i] >= vocab) {
+        const uint8_t *t8 = h + SHARD_HEADER_BYTES;
+        const uint16_t *t16 = (const uint16_t *)(const void *)(h + SHARD_HEADER_BYTES);
+        for (uint64_t i = 0; i < count; i++) {
+            unsigned t = bpt == 1 ? t8[i] : t16[i];
+            if (t >= vocab) {
                 snprintf(detail, sizeof detail, "token %llu is %u, outside the vocab of %u", (unsigned long long)i,
-                         t[i], vocab);
+                         t, vocab);
                 why = detail;
                 break;
             }
+        }
     }
     if (why) {
         snprintf(err, errlen, "%s: %s", path, why);

@@ -171,15 +171,21 @@ int eval_main(int argc, char **argv) {
        file gets a NaN row */
     data_shard val;
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
-    if (shard_open(&val, val_path, err, sizeof err) != 0 || shard_fits(&val, cfg.vocab, 0, err, sizeof err) != 0) {
-        if (val.map) shard_close(&val);
+    int bad = shard_open(&val, val_path, err, sizeof err) != 0;
+    if (!bad && shard_fits(&val, cfg.vocab, 0, err, sizeof err) != 0) bad = 1;
+    if (!bad && val.count < (uint64_t)cfg.block_size + 1) { /* its loss would be a NaN row */
+        snprintf(err, sizeof err, "%s: %llu tokens, fewer than block_size + 1 = %d: no validation window", val_path,
+                 (unsigned long long)val.count, cfg.block_size + 1);
+        bad = 1;
+    }
+    shard_close(&val);
+    if (bad) {
         fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
         model_free(&m);
         h5log_free(&log);
         close(lock_fd);
         return 1;
     }
-    shard_close(&val);
     model_alloc_acts(&m, cfg.batch);
     eval_all(&m, &log, (int)ckpt_step, 1);
     int rc = h5log_save(&log, runp) == 0 ? 0 : 1;

@@ -861,6 +861,20 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
         gparse P = {g, &d};
         rc = parse_root(&P, yaml_document_get_root_node(&d));
         yaml_document_delete(&d);
+        /* a second document (after "---") would be ignored: refused, as in a config */
+        if (rc == 0 && !yaml_parser_load(&p, &d)) {
+            gerr(path, (int)p.problem_mark.line + 1, (int)p.problem_mark.column + 1, NULL, "%s",
+                 p.problem ? p.problem : "malformed YAML");
+            rc = 2;
+        } else if (rc == 0) {
+            yaml_node_t *r2 = yaml_document_get_root_node(&d);
+            if (r2) {
+                gerr(path, (int)r2->start_mark.line + 1, (int)r2->start_mark.column + 1, NULL,
+                     "a grid file holds one YAML document; found a second one");
+                rc = 2;
+            }
+            yaml_document_delete(&d);
+        }
     }
     yaml_parser_delete(&p);
     free(text);
@@ -1768,6 +1782,8 @@ typedef struct {
     double t_start;
     long log_off;     /* train.log size when the child started: its own lines follow */
     int fresh;        /* started with --force */
+    int start_failed; /* could not be started (its directory, lock, config or log): no grid.status
+                         records that, so the outcome counts it from here */
 } grid_slot;
 
 typedef struct {
@@ -1899,6 +1915,7 @@ static void launch(grid_runner *r, int i) {
     if (mkdir_p(dir) != 0) {
         s->state = GS_FAILED;
         r->failed++;
+        sl->start_failed = 1;
         event(r, 1, "FAILED  #%d %s: cannot create %s: %s", p->index, p->name, dir, strerror(errno));
         return;
     }
@@ -1907,6 +1924,7 @@ static void launch(grid_runner *r, int i) {
     if (fd == -1) {
         s->state = GS_FAILED;
         r->failed++;
+        sl->start_failed = 1;
         event(r, 1, "FAILED  #%d %s: cannot open %s: %s", p->index, p->name, lockp, strerror(errno));
         return;
     }
@@ -1949,6 +1967,7 @@ static void launch(grid_runner *r, int i) {
         if (logfd >= 0) close(logfd);
         s->state = GS_FAILED;
         r->failed++;
+        sl->start_failed = 1;
         event(r, 1, "FAILED  #%d %s: cannot write %s", p->index, p->name, wrc ? cfgp : logp);
         return;
     }
@@ -1977,6 +1996,7 @@ static void launch(grid_runner *r, int i) {
         close(logfd);
         s->state = GS_FAILED;
         r->failed++;
+        sl->start_failed = 1;
         event(r, 1, "FAILED  #%d %s: pipe: %s", p->index, p->name, strerror(errno));
         return;
     }
@@ -2032,6 +2052,7 @@ static void launch(grid_runner *r, int i) {
         close(fd);
         s->state = GS_FAILED;
         r->failed++;
+        sl->start_failed = 1;
         event(r, 1, "FAILED  #%d %s: fork: %s", p->index, p->name, strerror(errno));
         return;
     }
@@ -2322,7 +2343,11 @@ int grid_main(int argc, char **argv) {
     /* the outcome, from disk: every point, or the one --job point */
     int c[GS_N] = {0};
     for (int i = 0; i < n; i++)
-        if (job < 0 || i == job) c[r.st[i].state]++;
+        if (job < 0 || i == job) {
+            grid_state st = r.st[i].state;
+            if (r.slot[i].start_failed && st != GS_FINISHED && st != GS_DIVERGED) st = GS_FAILED;
+            c[st]++;
+        }
     int bad = c[GS_FAILED] + c[GS_DIVERGED] + c[GS_CHANGED];
     char el2[32];
     fmt_duration(now_seconds() - r.t0, el2, sizeof el2);

@@ -51,7 +51,9 @@ static const h5log_series *find(const h5log *log, const char *path) {
     return i >= 0 ? &log->series[i] : NULL;
 }
 
+/* Element k of a series, NaN past its end (the shapes come from the file). */
 static double value_at(const h5log_series *s, size_t k) {
+    if (!s || k >= s->rows * s->row_elems) return NAN;
     switch (s->type) {
     case H5LOG_F32: return ((const float *)s->data)[k];
     case H5LOG_F64: return ((const double *)s->data)[k];
@@ -123,13 +125,23 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         v->hc = 0;
         v->Lh = 0;
         const h5log_series *r = find(&v->log, ps ? "/probe/stream_rms" : "/final/stream_rms");
-        if (r) v->Lh = (int)(r->row_dims[r->row_rank - 1]) - 1;
+        if (r && r->row_rank >= 1 && r->row_dims[r->row_rank - 1] >= 1 && r->row_dims[r->row_rank - 1] <= 1024)
+            v->Lh = (int)(r->row_dims[r->row_rank - 1]) - 1;
         if (!ps && !r) {
             fprintf(stderr, "s2hc: error: %s holds no probes (/probe or /final); train with probe.every > 0 or run "
                             "`s2hc probe %s`\n", v->path, v->dir);
             return 1;
         }
     } else {
+        /* [sublayers, n, n] per row: n sizes the fixed arrays of the probes' math */
+        if (shape->row_rank != 3 || shape->row_dims[1] != shape->row_dims[2] || shape->row_dims[1] < 1 ||
+            shape->row_dims[1] > PROBE_MAX_N || shape->row_dims[0] < 1 || shape->row_dims[0] > 1024) {
+            fprintf(stderr, "s2hc: error: %s: %s has rows of rank %d (", v->path, shape->path, shape->row_rank);
+            for (int i = 0; i < shape->row_rank; i++) fprintf(stderr, "%s%zu", i ? " x " : "", shape->row_dims[i]);
+            fprintf(stderr, "), not [sublayers, n, n] with n <= %d (corrupt, or not a run file of s2hc?)\n",
+                    PROBE_MAX_N);
+            return 1;
+        }
         v->hc = 1;
         v->Lh = (int)shape->row_dims[0];
         v->n = (int)shape->row_dims[1];
@@ -333,7 +345,8 @@ static void print_layer(const run_view *v, int l, const out_style *st) {
 /* One line on the Jacobian estimates of /final, if the view is of /final. */
 static void print_jacobian(const run_view *v) {
     const h5log_series *j = find(&v->log, "/final/jacobian_norm"), *jr = find(&v->log, "/final/jacobian_norm_residual");
-    if (!j || !jr || !v->is_final || j->row_rank != 1) return;
+    if (!j || !jr || !v->is_final || j->row_rank != 1 || jr->rows * jr->row_elems < j->row_dims[0] || !j->row_dims[0])
+        return;
     size_t S = j->row_dims[0];
     double sj = 0, sr = 0, mj = 0, mr = 0;
     for (size_t k = 0; k < S; k++) {

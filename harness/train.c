@@ -161,6 +161,11 @@ int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *e
     int rc = ckpt_load(ckpt_path, t, NULL, NULL, m->n_tensors, &meta, err, errlen);
     free(t);
     free((char *)meta.config_yaml);
+    if (rc == 0 && meta.step > INT_MAX) { /* steps are counted in an int (train.steps) */
+        snprintf(err, errlen, "%s: root attribute 'step' is %lld, past any train.steps (corrupt?)", ckpt_path,
+                 (long long)meta.step);
+        rc = -1;
+    }
     if (rc == 0 && step) *step = meta.step;
     return rc;
 }
@@ -509,11 +514,15 @@ parts:;
     }
     if (resume && have_ckpt) {
         /* the config first (from the run file, saved with every checkpoint): a changed
-           config is refused before any tensor is read */
+           config is refused before any tensor is read. A run file that cannot be read is
+           refused, not replaced: the next save would write a log holding none of its
+           history (every /train, /eval, /probe row) */
         if (have_run && h5log_load(&log, run_path, err, sizeof err) != 0) {
-            fprintf(stderr, "s2hc: warning: %s; starting a new run log\n", err);
-            h5log_free(&log);
-            h5log_init(&log);
+            fprintf(stderr, "s2hc: error: cannot resume: %s\n  (resuming would replace it with a log that lacks its "
+                    "history: move the file away to resume from the checkpoint with a new log, or --force to start "
+                    "over)\n", err);
+            status = RUN_FAILED;
+            goto out;
         }
         const char *stored_yaml = h5log_get_attr_str(&log, "/", "config");
         if (stored_yaml && check_resume_config(stored_yaml, &cfg, yaml, run_path, cfg_path) != 0) { status = RUN_USAGE; goto out; }
@@ -532,6 +541,12 @@ parts:;
         rc = check_resume_config(meta.config_yaml, &cfg, yaml, ckpt_path, cfg_path);
         free((char *)meta.config_yaml);
         if (rc != 0) { status = RUN_USAGE; goto out; }
+        if (meta.step > cfg.steps) { /* the configs agree on train.steps: no checkpoint of this run gets here */
+            fprintf(stderr, "s2hc: error: cannot resume: %s: checkpoint at step %lld, past train.steps = %d (corrupt?)\n",
+                    ckpt_path, (long long)meta.step, cfg.steps);
+            status = RUN_FAILED;
+            goto out;
+        }
         start = (int)meta.step;
         rng.s = meta.rng;
         loader.rng = meta.loader_rng;

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,20 @@ static void h5log_check_path(const char *what, const char *path) {
             what, path ? path : "(null)");
 }
 
+/* A dataset that code declares one way and a loaded file holds another: exits like die(),
+ * naming the file the log was loaded from (then it is the file's fault, not the code's). */
+static void h5log_conflict(const h5log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void h5log_conflict(const h5log *log, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (log->source[0])
+        die(1, "%s: %s (a run file of another s2hc version, or edited by another tool?)", log->source, msg);
+    die(1, "h5log: %s", msg);
+}
+
 static void h5log_set_text(char *dst, size_t cap, const char *src, const char *what, const char *path) {
     if (!src) return;
     if (strlen(src) >= cap) die(1, "h5log: %s of %s longer than %zu chars", what, path, cap - 1);
@@ -162,7 +177,8 @@ static int h5log_new_series(h5log *log, const char *path, h5log_type type, int r
                             const size_t *row_dims, int fixed) {
     for (int i = 0; i < log->n_series; i++)   /* a dataset cannot hold children in HDF5 */
         if (h5log_path_under(log->series[i].path, path) || h5log_path_under(path, log->series[i].path))
-            die(1, "h5log: %s and %s cannot both be datasets (one is inside the other)", path, log->series[i].path);
+            h5log_conflict(log, "%s and %s cannot both be datasets (one is inside the other)", path,
+                           log->series[i].path);
     if (log->n_series == log->cap_series) {
         log->cap_series = log->cap_series ? 2 * log->cap_series : 16;
         log->series = realloc_or_die(log->series, (size_t)log->cap_series * sizeof *log->series);
@@ -197,9 +213,9 @@ int h5log_series_add(h5log *log, const char *path, h5log_type type, int row_rank
     int i = h5log_find(log, path);
     if (i >= 0) {
         h5log_series *s = &log->series[i];
-        if (s->fixed) die(1, "h5log: %s is a static dataset, not a series", path);
+        if (s->fixed) h5log_conflict(log, "%s is a static dataset, not a series", path);
         if (!h5log_same_shape(s, type, row_rank, row_dims))
-            die(1, "h5log: series %s re-declared with another type or row shape", path);
+            h5log_conflict(log, "series %s re-declared with another type or row shape", path);
     } else {
         i = h5log_new_series(log, path, type, row_rank, row_dims, 0);
     }
@@ -214,7 +230,7 @@ int h5log_static_set(h5log *log, const char *path, h5log_type type, int rank, co
     h5log_check_path("dataset", path);
     if (rank < 0 || rank > H5LOG_MAX_RANK) die(1, "h5log: %s: rank %d", path, rank);
     int i = h5log_find(log, path);
-    if (i >= 0 && !log->series[i].fixed) die(1, "h5log: %s is a series, not a static dataset", path);
+    if (i >= 0 && !log->series[i].fixed) h5log_conflict(log, "%s is a series, not a static dataset", path);
     if (i >= 0 && !h5log_same_shape(&log->series[i], type, rank, dims)) {
         /* new shape: keep the slot (and its place in the file), reset its shape */
         h5log_series *s = &log->series[i];
@@ -689,14 +705,31 @@ static int h5log_load_dataset(h5log_load_ctx *c, hid_t d, const char *path) {
     char desc[sizeof(((h5log_series *)0)->description)], units[sizeof(((h5log_series *)0)->units)];
     h5_attr_get_text(d, "description", desc, sizeof desc);
     h5_attr_get_text(d, "units", units, sizeof units);
-    size_t rows = series ? dims[0] : 1, elems = rows, esz = h5log_esize(type);
-    for (int i = 0; i < rr; i++) elems *= rd[i];
+    size_t rows = series ? dims[0] : 1, elems = rows, esz = h5log_esize(type), bytes = 0;
     for (int i = 0; series && i < rr; i++)
         if (rd[i] == 0) {
             snprintf(c->err, c->errlen, "%s: series %s has a zero row dimension", c->file, path);
             goto done;
         }
-    void *buf = malloc_check(elems * esz);
+    /* the shape comes from the file: its size must not wrap (a dataset of 2^61 rows would
+       get an 8-byte buffer), nor exceed what this process can hold */
+    size_t row_elems = 1;
+    int wraps = 0;
+    for (int i = 0; i < rr; i++) wraps |= __builtin_mul_overflow(row_elems, rd[i], &row_elems);
+    wraps |= __builtin_mul_overflow(rows, row_elems, &elems);
+    wraps |= __builtin_mul_overflow(elems, esz, &bytes);
+    wraps |= __builtin_mul_overflow(row_elems, esz, &(size_t){0});
+    void *buf = wraps ? NULL : malloc(bytes ? bytes : 1);
+    if (!buf) {
+        snprintf(c->err, c->errlen, "%s: dataset %s is too large to load (shape", c->file, path);
+        for (int i = 0; i < rank; i++) {
+            size_t l = strlen(c->err);
+            snprintf(c->err + l, c->errlen - l, "%s%llu", i ? " x " : " ", (unsigned long long)dims[i]);
+        }
+        size_t l = strlen(c->err);
+        snprintf(c->err + l, c->errlen - l, "; corrupt?)");
+        goto done;
+    }
     if (elems && H5Dread(d, h5log_mem_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
         free(buf);
         goto io;
@@ -771,12 +804,14 @@ int h5log_load(h5log *log, const char *path, char *err, size_t errlen) {
                  detail[0] ? " (HDF5: " : "", detail, detail[0] ? ")" : "");
         return -1;
     }
+    snprintf(log->source, sizeof log->source, "%s", path); /* named by a conflict with the code's datasets */
     h5log_load_ctx c = {log, path, err, errlen, 0, "/", 0};
     /* creation order keeps the logging order; files from other writers may lack the index */
     herr_t rc = H5Ovisit2(f, H5_INDEX_CRT_ORDER, H5_ITER_INC, h5log_load_obj_cb, &c, H5O_INFO_BASIC);
     if (rc < 0 && !c.failed) {
         h5log_free(log);
         h5log_init(log);
+        snprintf(log->source, sizeof log->source, "%s", path);
         rc = H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_INC, h5log_load_obj_cb, &c, H5O_INFO_BASIC);
     }
     if (rc < 0 && !c.failed) {

@@ -44,6 +44,8 @@ typedef struct {
 typedef struct {
     h5log_series *series; int n_series, cap_series;
     h5log_attr *attrs; int n_attrs, cap_attrs;
+    char source[1200];       /* the file h5log_load read, "" for a new log: named when code
+                                declares a dataset that the file holds in another shape */
 } h5log;
 
 void h5log_init(h5log *log);
@@ -52,7 +54,8 @@ void h5log_free(h5log *log);
 /* Declare (or find, if it exists with the same shape and type) a series. Returns its
  * index. row_rank 0 means scalar rows. Parent groups are created on save. A non-NULL
  * description/units replaces the stored one. Programming errors exit via die(): a bad
- * path, the same path with another shape or type, a dataset inside another dataset. */
+ * path, the same path with another shape or type, a dataset inside another dataset (named
+ * with the file's path when the log was loaded from one). */
 int h5log_series_add(h5log *log, const char *path, h5log_type type, int row_rank,
                      const size_t *row_dims, const char *description, const char *units);
 /* A static dataset: one row; replaces previous contents. */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "../analysis/analysis.h"
+#include "../probes/h5.h"
 #include "../harness/config.h"
 #include "../harness/util.h"
 #include "t.h"
@@ -506,6 +507,37 @@ static void test_rep_run_n(void) {
     CHECK(c.n == 4 && an_rep_run(&c, "kromhc") == 2, "tie: n %d, rep %d", c.n, an_rep_run(&c, "kromhc"));
 }
 
+/* A run file edited by another tool: /train/step shorter than /train/loss, a histogram
+ * with no bins. analyze read /train/step past its end (fig_loss) and divided by the bin
+ * count (SIGFPE); it now pairs the rows it has and leaves the histogram out. */
+static void test_foreign_shapes(void) {
+    char dir[400], out[400], p[600], err[512];
+    snprintf(dir, sizeof dir, "%s/foreign", tmpdir);
+    snprintf(out, sizeof out, "%s/foreign-out", tmpdir);
+    synth s = {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+               .name = "s"};
+    write_run(dir, &s);
+    snprintf(p, sizeof p, "%s/s/run.h5", dir);
+    h5log log;
+    h5log_init(&log);
+    CHECK(h5log_load(&log, p, err, sizeof err) == 0, "load: %s", err);
+    int st = h5log_find(&log, "/train/step");
+    CHECK(st >= 0 && log.series[st].rows == 20, "20 steps");
+    if (st >= 0) log.series[st].rows = 5;
+    size_t nobins[2] = {4, 0};
+    h5log_static_set(&log, "/final/hist_counts", H5LOG_F64, 2, nobins, NULL, "no bins");
+    CHECK(h5log_save(&log, p) == 0, "save the edited file");
+    h5log_free(&log);
+    char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
+    CHECK(analyze_main(5, argv) == 0, "analyze the edited run");
+    snprintf(p, sizeof p, "%s/data/loss_s2hc.dat", out);
+    const char *d = slurp(p);
+    int rows = 0;
+    for (const char *l = d; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
+        rows += *l != '#' && *l != '\n';
+    CHECK(rows == 5, "loss_s2hc.dat pairs the 5 steps with 5 losses, not 20: %d rows\n%s", rows, d);
+}
+
 int main(void) {
     T_NAME("test_analysis");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
@@ -523,6 +555,7 @@ int main(void) {
     T_RUN(test_repeat_keeps_finished);
     T_RUN(test_steps_rows);
     T_RUN(test_diverged_claims);
+    T_RUN(test_foreign_shapes);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

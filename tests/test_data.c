@@ -139,6 +139,61 @@ static void test_shard_corrupt(void) {
     expect_refused("missing", dmg_missing, "data prepare");
 }
 
+/* A uint8 shard whose header says vocab 100 holds only tokens < 100 (shard_open scans it,
+ * as it does uint16 shards), and a shard meets a model only when its tokens fit the
+ * model's vocabulary (shard_fits): tokens >= model.vocab would index past the embedding (a training on a uint16
+ * corpus with model.vocab 256 aborted in the cross-entropy). */
+static void test_shard_vocab(void) {
+    char path[1400], err[2048] = "";
+    snprintf(path, sizeof path, "%s/v100.bin", tmp_dir("vocab"));
+    uint8_t tok[64];
+    for (int i = 0; i < 64; i++) tok[i] = (uint8_t)(i % 100);
+    CHECK(shard_write(path, tok, 64, 100, 1) == 0, "write");
+    data_shard s;
+    CHECK(shard_open(&s, path, err, sizeof err) == 0, "tokens < vocab: %s", err);
+    CHECK(shard_fits(&s, 100, 0, err, sizeof err) == 0, "vocab 100 fits model.vocab 100: %s", err);
+    CHECK(shard_fits(&s, 256, 0, err, sizeof err) == 0, "and model.vocab 256: %s", err);
+    CHECK(shard_fits(&s, 50, 0, err, sizeof err) == -1, "tokens 50..99 do not fit model.vocab 50");
+    CHECK(strstr(err, path) && strstr(err, "token 50 is 50") && strstr(err, "model.vocab"), "names file, token, key: %s",
+          err);
+    CHECK(shard_fits(&s, 256, 256, err, sizeof err) == -1 && strstr(err, "a vocabulary of 100 tokens where the training "
+          "corpus has 256"), "another corpus's vocabulary: %s", err);
+    shard_close(&s);
+    uint8_t big = 200;
+    poke(path, 32 + 10, &big, 1);
+    CHECK(shard_open(&s, path, err, sizeof err) != 0, "a byte 200 in a shard of vocab 100 is refused");
+    CHECK(strstr(err, path) && strstr(err, "outside the vocab"), "error: %s", err);
+    uint16_t wide[40];
+    for (int i = 0; i < 40; i++) wide[i] = (uint16_t)(i * 20);
+    snprintf(path, sizeof path, "%s/v1000.bin", tmp_dir("vocab"));
+    CHECK(shard_write(path, wide, 40, 1000, 2) == 0 && shard_open(&s, path, err, sizeof err) == 0, "u16: %s", err);
+    CHECK(shard_fits(&s, 256, 0, err, sizeof err) == -1 && strstr(err, "token 13 is 260"), "u16 vs 256: %s",
+          err);
+    shard_close(&s);
+    /* a byte shard (header vocab 256) of ASCII text fits a model of 128 tokens */
+    for (int i = 0; i < 64; i++) tok[i] = (uint8_t)('a' + i % 26);
+    snprintf(path, sizeof path, "%s/ascii.bin", tmp_dir("vocab"));
+    CHECK(shard_write(path, tok, 64, 256, 1) == 0 && shard_open(&s, path, err, sizeof err) == 0, "ascii: %s", err);
+    CHECK(shard_fits(&s, 128, 0, err, sizeof err) == 0, "ASCII fits model.vocab 128: %s", err);
+    CHECK(shard_fits(&s, 100, 0, err, sizeof err) == -1 && strstr(err, "is 100"), "'d' (100) does not fit 100");
+    shard_close(&s);
+}
+
+/* A FIFO under a shard's name is refused at once (shard_open blocked in open(2) for a
+ * writer that never came: `s2hc train` hung). The alarm ends a hanging test. */
+static void test_shard_fifo(void) {
+    char path[1400], err[2048] = "";
+    snprintf(path, sizeof path, "%s/val.bin", tmp_dir("fifo"));
+    unlink(path);
+    if (mkfifo(path, 0644) != 0) { CHECK(0, "mkfifo %s", path); return; }
+    data_shard s;
+    alarm(30);
+    CHECK(shard_open(&s, path, err, sizeof err) != 0, "a FIFO is not a shard");
+    alarm(0);
+    CHECK(strstr(err, path) && strstr(err, "not a regular file"), "error: %s", err);
+    unlink(path);
+}
+
 /* A shard whose token at position p is p % 251, so a window reveals its start. */
 static void make_counting_shard(const char *path, uint64_t count) {
     uint8_t *tok = malloc_check(count);
@@ -519,6 +574,8 @@ int main(void) {
     T_RUN(test_shard_roundtrip_u8);
     T_RUN(test_shard_roundtrip_u16);
     T_RUN(test_shard_corrupt);
+    T_RUN(test_shard_vocab);
+    T_RUN(test_shard_fifo);
     T_RUN(test_loader_determinism);
     T_RUN(test_loader_range);
     T_RUN(test_eval_windows);

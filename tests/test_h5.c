@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -386,6 +387,65 @@ static void test_log_load_bad(void) {
     h5log_free(&b);
 }
 
+/* A dataset whose extent is 2^61 + 1 float64 elements, none of them stored (chunked,
+ * never written): its size in bytes wraps to 8. h5log_load refuses it; it read it into an
+ * 8-byte buffer, and the next save wrote from that buffer (heap corruption). */
+static void test_log_load_huge_shape(void) {
+    h5log a, b;
+    build_log(&a, 3);
+    const char *p = tmp_path("huge.h5");
+    CHECK(h5log_save(&a, p) == 0, "save");
+    h5log_free(&a);
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t dims[1] = {((hsize_t)1 << 61) + 1}, maxd[1] = {H5S_UNLIMITED}, chunk[1] = {1};
+    hid_t sp = H5Screate_simple(1, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, chunk);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    hid_t d = H5Dcreate2(f, "/final/huge", H5T_IEEE_F64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    CHECK(d >= 0, "create the dataset");
+    if (d >= 0) H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    h5log_init(&b);
+    char err[512] = "";
+    CHECK(h5log_load(&b, p, err, sizeof err) == -1, "a dataset of 2^61 + 1 elements is refused");
+    CHECK(strstr(err, p) && strstr(err, "/final/huge") && strstr(err, "too large"), "error: %s", err);
+    CHECK(b.n_series == 0, "log left empty");
+    h5log_free(&b);
+}
+
+/* Code that declares a dataset a loaded run file holds in another type exits naming the
+ * file (it said only "h5log: series ... re-declared", as for a bug in the code). */
+static void test_log_conflict_names_file(void) {
+    h5log a;
+    h5log_init(&a);
+    int lo = h5log_series_add(&a, "/train/loss", H5LOG_I64, 0, NULL, "loss as integers", "");
+    int64_t one = 1;
+    h5log_append(&a, lo, &one);
+    const char *p = tmp_path("int-loss.h5"), *errf = tmp_path("conflict.err");
+    CHECK(h5log_save(&a, p) == 0, "save");
+    h5log_free(&a);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(errf, "w", stderr)) _exit(99);
+        h5log b;
+        h5log_init(&b);
+        char err[512];
+        if (h5log_load(&b, p, err, sizeof err) != 0) _exit(98);
+        h5log_series_add(&b, "/train/loss", H5LOG_F32, 0, NULL, "training loss", "nats");
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1, "exits 1 (wait status %d)", status);
+    char text[2048] = "";
+    FILE *f = fopen(errf, "r");
+    if (f) { size_t n = fread(text, 1, sizeof text - 1, f); text[n] = 0; fclose(f); }
+    CHECK(strstr(text, p) && strstr(text, "/train/loss"), "the message names the file and the dataset: %s", text);
+}
+
 /* h5dump must read the file and show the descriptions and the UTF-8 strings. */
 static void test_h5dump(void) {
     if (system("command -v h5dump >/dev/null 2>&1") != 0) {
@@ -545,6 +605,14 @@ static void test_ckpt_refuses_bad_files(void) {
     const char *none = tmp_path("does-not-exist.h5");
     CHECK(ckpt_load(none, a.p, NULL, NULL, NT, NULL, err, sizeof err) == -1 && strstr(err, none), "missing: %s", err);
 
+    /* a negative step (resume started at step -5 and marked the run diverged) */
+    ckpt_meta neg = meta_make();
+    neg.step = -5;
+    const char *ns = tmp_path("negative-step.h5");
+    CHECK(ckpt_save(ns, a.p, a.m, a.v, NT, &neg) == 0, "save with step -5");
+    CHECK(ckpt_load(ns, a.p, a.m, a.v, NT, NULL, err, sizeof err) == -1, "a negative step is refused");
+    CHECK(strstr(err, ns) && strstr(err, "'step'"), "names file and attribute: %s", err);
+
     /* a foreign HDF5 file (a run log) is not a checkpoint */
     h5log log;
     build_log(&log, 3);
@@ -609,6 +677,8 @@ int main(void) {
     T_RUN(test_truncate_group);
     T_RUN(test_save_twice_and_atomic);
     T_RUN(test_log_load_bad);
+    T_RUN(test_log_load_huge_shape);
+    T_RUN(test_log_conflict_names_file);
     T_RUN(test_h5dump);
     T_RUN(test_ckpt_roundtrip);
     T_RUN(test_ckpt_refuses_bad_files);

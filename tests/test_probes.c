@@ -751,6 +751,38 @@ static void test_run_file_round_trip(void) {
     shard_close(&val);
 }
 
+/* inspect on run files whose H_res series is not [sublayers, n, n] with n <= 8 (edited
+ * elsewhere, or corrupt): refused with the file named. With n = 9 the per-layer math
+ * wrote past its [8 x 8] arrays; with rows of rank 1, n was 0 and an index -1 was read. */
+static void test_inspect_foreign_shapes(void) {
+    static const size_t shapes[2][3] = {{2, 9, 9}, {7, 0, 0}};
+    static const int ranks[2] = {3, 1};
+    for (int k = 0; k < 2; k++) {
+        char dir[600], path[700];
+        snprintf(dir, sizeof dir, "%s/foreign%d", tmp, k);
+        mkdir_p(dir);
+        snprintf(path, sizeof path, "%s/run.h5", dir);
+        h5log log;
+        h5log_init(&log);
+        h5log_attr_str(&log, "/", "method", "s2hc");
+        int st = h5log_series_add(&log, "/probe/step", H5LOG_I64, 0, NULL, "step", "");
+        int hm = h5log_series_add(&log, "/probe/H_res_mean", H5LOG_F64, ranks[k], shapes[k], "H", "");
+        double row[2 * 9 * 9];
+        for (size_t i = 0; i < sizeof row / sizeof row[0]; i++) row[i] = 0.01 * (double)(i % 13);
+        for (int64_t s = 1; s <= 2; s++) {
+            h5log_append(&log, st, &s);
+            h5log_append(&log, hm, row);
+        }
+        CHECK(h5log_save(&log, path) == 0, "save");
+        h5log_free(&log);
+        char *argv[] = {"inspect", dir, "--layer", "1", NULL};
+        fprintf(stderr, "(an error about %s/run.h5's /probe/H_res_mean is expected here)\n", dir);
+        CHECK(inspect_main(4, argv) == 1, "shape %d: refused", k);
+        char *argv2[] = {"inspect", dir, NULL};
+        CHECK(inspect_main(2, argv2) == 1, "shape %d: summary refused", k);
+    }
+}
+
 /* ---- the Jacobian -------------------------------------------------------------------------- */
 
 /* Build J = d X_Lh / d X_0 of a one-sequence model row by row with the VJP, and compare its
@@ -838,6 +870,7 @@ int main(void) {
     T_RUN(test_identity_is_identity);
     T_RUN(test_rc_records_no_H);
     T_RUN(test_run_file_round_trip);
+    T_RUN(test_inspect_foreign_shapes);
     T_RUN(test_jacobian);
     return T_END();
 }

@@ -23,6 +23,10 @@ expect_status 2 "bad --set exits 2" -- "$S2HC" train "$cfg" --set train.steps=ab
 expect_out "train.steps" "bad --set names the key"
 expect_status 2 "out-of-range --set exits 2" -- "$S2HC" train "$cfg" --set model.n_layer=0 --set run.out="$TMP/runs"
 expect_out "model.n_layer" "out-of-range names the key"
+expect_status 2 "a --set value of two YAML documents exits 2" -- "$S2HC" train "$cfg" --set "train.steps=1
+---
+2" --set run.out="$TMP/runs"
+expect_out "train.steps.*more than one YAML document" "the error names the key (the second document was ignored)"
 many=(); for i in $(seq 256); do many+=(--set train.steps=10); done
 expect_status 2 "a 257th --set is refused, not dropped" -- "$S2HC" train "$cfg" "${many[@]}" --set model.n_layer=0 --set run.out="$TMP/runs"
 expect_out "256 --set" "the error says how many --set are allowed"

@@ -256,4 +256,15 @@ grep -q '00:05:00 #' "$TMP/badslurm.yaml" || fail "badslurm.yaml: the smoke grid
 expect_status 2 "slurm.time with a space and a #" -- "$S2HC" grid "$TMP/badslurm.yaml" "${D[@]}" --out "$TMP/bs" --slurm
 expect_out "badslurm.yaml:[0-9]+:[0-9]+: .*slurm.time: '00:05:00 #': one word" "names the file, line and key"
 [ ! -e "$TMP/bs" ] && ok "nothing written" || fail "a refused slurm block wrote $TMP/bs"
+# a point that cannot be started (a file where its directory should be): failed, and the
+# grid exits 1 (it exited 0, counting the point as left: nothing on disk said it failed)
+printf 'base: %s/experiments/tiny.yaml\nset: {train.steps: 2, train.warmup: 1, model.n_layer: 1, model.n_embd: 32, model.block_size: 32, train.batch: 2, train.eval_every: 0, train.eval_batches: 1, probe.every: 0, probe.final_samples: 0, data.ood: []}\nsweep:\n  train.seed: [1, 2]\nname: "p{train.seed}"\n' "$PWD" > "$TMP/blocked.yaml"
+mkdir -p "$TMP/blocked" && echo x > "$TMP/blocked/p2"
+expect_status 1 "a point that cannot start fails the grid" -- "$S2HC" grid "$TMP/blocked.yaml" "${D[@]}" --out "$TMP/blocked" -j 1
+expect_out "FAILED +#1 p2: cannot open .*p2/.lock" "the event names the point and the file"
+expect_out "1/2 finished, 1 failed" "the summary counts it failed"
+# a second YAML document in a grid file is refused, not ignored
+{ cat "$TMP/blocked.yaml"; printf -- '---\nsweep: {train.seed: [3]}\n'; } > "$TMP/twodocs.yaml"
+expect_status 2 "a grid file with two documents exits 2" -- "$S2HC" grid "$TMP/twodocs.yaml" "${D[@]}" --out "$TMP/twodocs" --list
+expect_out "twodocs.yaml:[0-9]+:1: a grid file holds one YAML document" "the error names file and line"
 finish grid_cli

@@ -243,4 +243,30 @@ if command -v h5dump >/dev/null; then
   [ "$(h5dump -d /train/step -y -w 0 "$F/run.h5" | awk '/DATA \{/ { getline; print; exit }' | tr -d ' ')" = "1,2,3,4,5,6,7,8,9,10,11,12" ] &&
     ok "/train/step is 1..12, every step once" || fail "/train/step: $(h5dump -d /train/step -y -w 0 "$F/run.h5" | awk '/DATA \{/ { getline; print; exit }')"
 fi
+# ---- damaged or mismatched inputs: refused with the file named; nothing written or replaced
+# a corpus whose tokens do not fit model.vocab (it aborted in the cross-entropy, after
+# making the run directory)
+expect_status 2 "model.vocab below the corpus's vocab is refused" -- "$S2HC" train "$TMP/t.yaml" --set model.vocab=50 --set run.name=v50
+expect_out "synth/train.bin: token [0-9]+ is [0-9]+, .*key 'model.vocab'" "the error names the shard, the token and the key"
+[ ! -e "$TMP/runs/v50" ] && ok "nothing written for it" || fail "a run directory was left behind"
+# a FIFO in place of a shard is refused at once (training waited in open(2) forever)
+mkdir -p "$TMP/fifo/synth" && cp "$TMP/data/synth/val.bin" "$TMP/fifo/synth/" && mkfifo "$TMP/fifo/synth/train.bin"
+expect_status 1 "a FIFO as train.bin is refused" -- timeout 60 "$S2HC" train "$TMP/t.yaml" --set data.dir="$TMP/fifo" --set run.name=fifo
+expect_out "synth/train.bin: not a regular file" "the error names the file"
+# eval with a validation shard of no window: refused (it added a NaN row and exited 0)
+mkdir -p "$TMP/noval/synth" && cp "$TMP/data/synth/train.bin" "$TMP/noval/synth/"
+perl -e 'print pack("a8 V V V V Q<", "S2HCTOK", 1, 256, 1, 0, 0)' > "$TMP/noval/synth/val.bin"
+sum=$(md5sum < "$TMP/runs/tour/run.h5")
+expect_status 1 "eval with an empty validation shard fails" -- "$S2HC" eval "$TMP/runs/tour" --data "$TMP/noval"
+expect_out "noval/synth/val.bin: 0 tokens" "the error names the shard"
+[ "$(md5sum < "$TMP/runs/tour/run.h5")" = "$sum" ] && ok "the run file is untouched" || fail "a failed eval changed run.h5"
+# --resume of a run whose run.h5 cannot be read: refused, the file left as it is (the
+# resume started a new log and saved it over the old one, losing every logged row)
+expect_status 130 "a run stopped at step 10" -- "$S2HC" train "$TMP/t.yaml" --set run.name=dmg --stop-after 10 --quiet
+truncate -s 4000 "$TMP/runs/dmg/run.h5"
+sum=$(md5sum < "$TMP/runs/dmg/run.h5"); csum=$(md5sum < "$TMP/runs/dmg/ckpt.h5")
+expect_status 1 "--resume with an unreadable run.h5 is refused" -- "$S2HC" train "$TMP/t.yaml" --set run.name=dmg --resume --quiet
+expect_out "cannot resume: .*dmg/run.h5" "the error names the run file"
+[ "$(md5sum < "$TMP/runs/dmg/run.h5")" = "$sum" ] && [ "$(md5sum < "$TMP/runs/dmg/ckpt.h5")" = "$csum" ] &&
+  ok "run.h5 and ckpt.h5 are left as they were" || fail "the refused resume changed the run's files"
 finish train_cli
