@@ -215,14 +215,14 @@ static int run_plots(const char *out, const char *plots) {
 
 int report_main(int argc, char **argv) {
     const char *out = "out/report", *plots = "plots", *title = "s²HC: the paper's figures and tables, regenerated";
-    int analyze = 1, draw = 1;
+    int analyze = 1, draw = 1, plots_given = 0;
     char **args = calloc((size_t)argc + 4, sizeof *args);
     int na = 0;
     args[na++] = "analyze";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { report_usage(stdout); free(args); return 0; }
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--plots") && i + 1 < argc) plots = argv[++i];
+        else if (!strcmp(argv[i], "--plots") && i + 1 < argc) { plots = argv[++i]; plots_given = 1; }
         else if (!strcmp(argv[i], "--title") && i + 1 < argc) title = argv[++i];
         else if (!strcmp(argv[i], "--no-analyze")) analyze = 0;
         else if (!strcmp(argv[i], "--no-plots")) draw = 0;
@@ -233,6 +233,13 @@ int report_main(int argc, char **argv) {
             free(args);
             return 2;
         } else args[na++] = argv[i];
+    }
+    struct stat st;
+    if (draw && plots_given && (stat(plots, &st) != 0 || !S_ISDIR(st.st_mode))) { /* before anything is written */
+        fprintf(stderr, "s2hc: error: --plots %s: no such directory (the figure scripts, plots/ of the source tree)\n",
+                plots);
+        free(args);
+        return 2;
     }
     if (analyze) {
         if (na == 1) {
@@ -255,8 +262,7 @@ int report_main(int argc, char **argv) {
     }
     /* plots/ relative to the working directory, else beside the binary (bin/../plots) */
     char plots_alt[1024];
-    struct stat st;
-    if (draw && stat(plots, &st) != 0) {
+    if (draw && !plots_given && stat(plots, &st) != 0) {
         char exe[900];
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (len > 0) {

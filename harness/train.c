@@ -560,9 +560,18 @@ parts:;
             done = 1;
             goto agree;
         }
-        h5log_truncate_group(&log, "/train", "/train/step", start);
-        h5log_truncate_group(&log, "/eval", "/eval/step", start);
-        h5log_truncate_group(&log, "/probe", "/probe/step", start);
+        static const char *const groups[] = {"/train", "/eval", "/probe"};
+        for (int g = 0; g < 3; g++) {
+            char key[32];
+            snprintf(key, sizeof key, "%s/step", groups[g]);
+            if (h5log_truncate_group(&log, groups[g], key, start) != 0) {
+                fprintf(stderr, "s2hc: error: cannot resume: %s/run.h5: %s holds series but no %s to align them by "
+                        "(edited by another tool?): move the file away to resume from the checkpoint with a new log, or "
+                        "--force to start over\n", dir, groups[g], key);
+                status = RUN_FAILED;
+                goto out;
+            }
+        }
         /* run.h5 is saved before ckpt.h5, so its log reaches the checkpoint's step unless
            something else wrote it back from an older state */
         const double last = h5log_last(&log, "/train/step");

@@ -343,9 +343,16 @@ double h5log_last(const h5log *log, const char *path) {
     return h5log_value(s, (s->rows - 1) * s->row_elems);
 }
 
-void h5log_truncate_group(h5log *log, const char *group, const char *key_path, double max_key) {
+int h5log_truncate_group(h5log *log, const char *group, const char *key_path, double max_key) {
+    size_t gl = strlen(group);
+    while (gl > 0 && group[gl - 1] == '/') gl--;       /* "/" and "/train/" work too */
     int k = h5log_find(log, key_path);
-    if (k < 0 || log->series[k].fixed) return;
+    if (k < 0 || log->series[k].fixed) {
+        for (int i = 0; i < log->n_series; i++)
+            if (!log->series[i].fixed && !strncmp(log->series[i].path, group, gl) && log->series[i].path[gl] == '/')
+                return -1; /* rows that nothing says the step of */
+        return 0;
+    }
     const h5log_series *key = &log->series[k];
     size_t nrows = key->rows, nkeep = 0;
     unsigned char *keep = malloc_check(nrows);
@@ -353,8 +360,6 @@ void h5log_truncate_group(h5log *log, const char *group, const char *key_path, d
         keep[r] = h5log_value(key, r * key->row_elems) <= max_key;
         nkeep += keep[r];
     }
-    size_t gl = strlen(group);
-    while (gl > 0 && group[gl - 1] == '/') gl--;       /* "/" and "/train/" work too */
     for (int i = 0; i < log->n_series; i++) {
         h5log_series *s = &log->series[i];
         if (s->fixed || strncmp(s->path, group, gl) != 0 || s->path[gl] != '/') continue;
@@ -371,6 +376,7 @@ void h5log_truncate_group(h5log *log, const char *group, const char *key_path, d
         }
     }
     free(keep);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ save */

@@ -73,8 +73,10 @@ const char *h5log_get_attr_str(const h5log *log, const char *obj, const char *na
 void h5log_attr_del(h5log *log, const char *obj, const char *name);
 
 /* Drop, from every series in the group `group` ("/train"), the rows whose value in
- * series `key_path` ("/train/step") is greater than `max_key`. Used on resume. */
-void h5log_truncate_group(h5log *log, const char *group, const char *key_path, double max_key);
+ * series `key_path` ("/train/step") is greater than `max_key`. Used on resume. Returns
+ * 0, or -1 (nothing changed) when the group holds series but no key series to align
+ * them by (a file edited by another tool). */
+int h5log_truncate_group(h5log *log, const char *group, const char *key_path, double max_key);
 /* The first element of series `path`'s last row; NaN when it is absent or empty. */
 double h5log_last(const h5log *log, const char *path);
 

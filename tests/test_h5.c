@@ -304,7 +304,11 @@ static void test_truncate_group(void) {
         float f = (float)i;
         if (i >= 2) h5log_append(&a, late, &f);   /* 8 rows */
     }
-    h5log_truncate_group(&a, "/train", "/train/step", 55.0);
+    /* a group whose series have no key to align them by: refused, nothing cut */
+    CHECK(h5log_truncate_group(&a, "/train", "/train/stepz", 55.0) == -1, "series without their key: -1");
+    CHECK(a.series[h5log_find(&a, "/train/loss")].rows == 10, "and nothing cut");
+    CHECK(h5log_truncate_group(&a, "/nothing", "/nothing/step", 55.0) == 0, "an empty group without a key: 0");
+    CHECK(h5log_truncate_group(&a, "/train", "/train/step", 55.0) == 0, "truncate: 0");
     int st = h5log_find(&a, "/train/step"), lo = h5log_find(&a, "/train/loss");
     CHECK(a.series[st].rows == 5, "step rows %zu", a.series[st].rows);
     CHECK(a.series[lo].rows == 5 && a.series[h5log_find(&a, "/train/lr")].rows == 5, "loss/lr rows");

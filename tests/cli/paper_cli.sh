@@ -96,6 +96,9 @@ expect_out "1 figure was not drawn" "says how many figures are missing"
 [ ! -e "$TMP/one-bad/fig00_loss.png" ] && grep -q "fig00_loss.png was not drawn" "$TMP/one-bad/index.html" \
   && ok "a failed figure is not shown" || fail "a failed (partial or stale) figure is shown as drawn"
 # errors
+expect_status 2 "--plots naming no directory" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/noplots" --plots "$TMP/nope"
+expect_out "--plots .*/nope: no such directory" "names it"
+[ ! -e "$TMP/noplots" ] && ok "nothing written" || fail "a report was written with no figure scripts"
 expect_status 1 "--no-analyze without analysis output" -- "$REPORT" report --no-analyze -o "$TMP/empty"
 expect_out "run s2hc analyze first" "says what to do"
 : > "$TMP/afile"

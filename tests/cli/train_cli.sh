@@ -249,6 +249,17 @@ fi
 expect_status 2 "model.vocab below the corpus's vocab is refused" -- "$S2HC" train "$TMP/t.yaml" --set model.vocab=50 --set run.name=v50
 expect_out "synth/train.bin: token [0-9]+ is [0-9]+, .*key 'model.vocab'" "the error names the shard, the token and the key"
 [ ! -e "$TMP/runs/v50" ] && ok "nothing written for it" || fail "a run directory was left behind"
+# a byte shard whose header says vocab 100 but holding bytes up to 255: refused when
+# opened (shard_fits trusts a header that fits the model, 100 <= 128, and the
+# cross-entropy aborted)
+mkdir -p "$TMP/v100/synth"
+for f in train val; do
+  perl -e 'print pack("a8 V V V V Q<", "S2HCTOK", 1, 100, 1, 0, 4000), pack("C*", map { $_ % 256 } 0 .. 3999)' > "$TMP/v100/synth/$f.bin"
+done
+expect_status 1 "a byte shard with tokens past its header's vocab is refused" -- "$S2HC" train "$TMP/t.yaml" \
+  --set data.dir="$TMP/v100" --set model.vocab=128 --set run.name=v100
+expect_out "v100/synth/train.bin: token 100 is 100, outside the vocab of 100" "the error names the shard and the token"
+[ ! -e "$TMP/runs/v100" ] && ok "nothing written for it" || fail "a run directory was left behind"
 # a FIFO in place of a shard is refused at once (training waited in open(2) forever)
 mkdir -p "$TMP/fifo/synth" && cp "$TMP/data/synth/val.bin" "$TMP/fifo/synth/" && mkfifo "$TMP/fifo/synth/train.bin"
 expect_status 1 "a FIFO as train.bin is refused" -- timeout 60 "$S2HC" train "$TMP/t.yaml" --set data.dir="$TMP/fifo" --set run.name=fifo
