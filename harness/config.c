@@ -808,7 +808,7 @@ static int apply_document(s2hc_config *c, yaml_document_t *d, const char *src) {
 
 /* libyaml's complaint as "problem (context at L:C)", and where it happened. A reader
  * error (bad UTF-8) carries a byte offset: turn it into a line and column. */
-static void parser_problem(const yaml_parser_t *p, const char *text, size_t len, char *buf, size_t buflen,
+void config_yaml_problem(const yaml_parser_t *p, const char *text, size_t len, char *buf, size_t buflen,
                            yaml_mark_t *m, int with_marks) {
     *m = p->problem_mark;
     if (p->error == YAML_MEMORY_ERROR) {
@@ -867,7 +867,7 @@ static int apply_text(s2hc_config *c, const char *text, size_t len, const char *
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
     int rc = 0;
     if (!yaml_parser_load(&p, &d)) {
-        parser_problem(&p, text, len, problem, sizeof problem, &m, 1);
+        config_yaml_problem(&p, text, len, problem, sizeof problem, &m, 1);
         report(src, &m, NULL, "%s", problem);
         yaml_parser_delete(&p);
         return 2;
@@ -885,7 +885,7 @@ static int apply_text(s2hc_config *c, const char *text, size_t len, const char *
     if (rc == 0 && !empty) {
         /* A second document (after "---") is a mistake, not something to ignore. */
         if (!yaml_parser_load(&p, &d)) {
-            parser_problem(&p, text, len, problem, sizeof problem, &m, 1);
+            config_yaml_problem(&p, text, len, problem, sizeof problem, &m, 1);
             report(src, &m, NULL, "%s", problem);
             rc = 2;
         } else {
@@ -966,7 +966,7 @@ int config_set(s2hc_config *c, const char *assignment) {
     yaml_parser_set_input_string(&p, (const unsigned char *)val, vlen);
     if (!yaml_parser_load(&p, &d)) {
         yaml_mark_t m;
-        parser_problem(&p, val, vlen, err, sizeof err, &m, 0);
+        config_yaml_problem(&p, val, vlen, err, sizeof err, &m, 0);
         report(src, NULL, key, "cannot parse the value: %s", err);
         yaml_parser_delete(&p);
         return 2;
@@ -985,7 +985,7 @@ int config_set(s2hc_config *c, const char *assignment) {
     if (rc == 0 && v) { /* "a\n---\nb": the second document would be ignored */
         if (!yaml_parser_load(&p, &d)) {
             yaml_mark_t m;
-            parser_problem(&p, val, vlen, err, sizeof err, &m, 0);
+            config_yaml_problem(&p, val, vlen, err, sizeof err, &m, 0);
             rc = -1;
         } else {
             if (yaml_document_get_root_node(&d)) {

@@ -103,6 +103,13 @@ struct yaml_document_s;
 struct yaml_node_s;
 const struct yaml_node_s *config_yaml_tagged(const struct yaml_document_s *d, const char *text, size_t len);
 
+/* libyaml's complaint about text as "problem (context at L:C)" in buf, and where it is in
+ * *m; a reader error (bad UTF-8) gets its line and column from its byte offset. */
+struct yaml_parser_s;
+struct yaml_mark_s;
+void config_yaml_problem(const struct yaml_parser_s *p, const char *text, size_t len, char *buf, size_t buflen,
+                         struct yaml_mark_s *m, int with_marks);
+
 /* Is `key` ("train.lr") a known config key? Used to validate grid sweeps. */
 int config_key_known(const char *key);
 

@@ -848,9 +848,11 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
     int rc = 0;
     const yaml_node_t *tagged;
+    char problem[512];
+    yaml_mark_t pm;
     if (!yaml_parser_load(&p, &d)) {
-        gerr(path, (int)p.problem_mark.line + 1, (int)p.problem_mark.column + 1, NULL, "%s",
-             p.problem ? p.problem : "malformed YAML");
+        config_yaml_problem(&p, text, len, problem, sizeof problem, &pm, 1);
+        gerr(path, (int)pm.line + 1, (int)pm.column + 1, NULL, "%s", problem);
         rc = 2;
     } else if ((tagged = config_yaml_tagged(&d, text, len))) {
         gerr(path, (int)tagged->start_mark.line + 1, (int)tagged->start_mark.column + 1, NULL,
@@ -863,8 +865,8 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
         yaml_document_delete(&d);
         /* a second document (after "---") would be ignored: refused, as in a config */
         if (rc == 0 && !yaml_parser_load(&p, &d)) {
-            gerr(path, (int)p.problem_mark.line + 1, (int)p.problem_mark.column + 1, NULL, "%s",
-                 p.problem ? p.problem : "malformed YAML");
+            config_yaml_problem(&p, text, len, problem, sizeof problem, &pm, 1);
+            gerr(path, (int)pm.line + 1, (int)pm.column + 1, NULL, "%s", problem);
             rc = 2;
         } else if (rc == 0) {
             yaml_node_t *r2 = yaml_document_get_root_node(&d);

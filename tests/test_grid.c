@@ -298,6 +298,8 @@ static void test_validation_errors(void) {
     expect_error("base: base.yaml\nsweep: [1, 2]\n", "bad.yaml:2:8: sweep: must be a mapping");
     expect_error("base: base.yaml\nsweep:\n  train.seed: [1\n", "bad.yaml:");
     expect_error("base: base.yaml\nsweep:\n  train.lr: [0.1, !!str 1]\n", "bad.yaml:3:19: YAML tags (!!str, !!int, ...)");
+    /* bad UTF-8: libyaml gives a byte offset, the message its line and column */
+    expect_error("base: base.yaml\nsweep: {train.seed: [1]}\nname: \"a\xff\"\n", "bad.yaml:3:9: invalid leading UTF-8 octet (byte 0xff)");
 }
 
 /* ---- run directories and index.csv ---------------------------------------------------- */
