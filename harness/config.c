@@ -73,6 +73,7 @@ static const char *const proj_precisions[] = {"fp32", "bf16", NULL};
 static const char *const backends[] = {"auto", "cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "bf16", NULL};
 static const char *const parallels[] = {"batch", "ops", NULL};
+static const char *const gelus[] = {"tanh", "erf", NULL};
 
 static const char *const sections[] = {"model", "residual", "train", "data", "run", "probe", NULL};
 
@@ -83,6 +84,10 @@ static const cfg_key cfg_keys[] = {
     KINT("model.n_embd", n_embd, "128", 1, 16384, "embedding width C"),
     KINT("model.block_size", block_size, "128", 1, 65536, "sequence length T in tokens"),
     KINT("model.vocab", vocab, "256", 2, 65536, "vocabulary size: 256 for the byte-level corpora; at least the ids of an imported token corpus (GPT-2: 50304)"),
+    KBOOL("model.bias", bias, "true",
+          "biases in the linear layers and LayerNorms, as GPT-2; false leaves them out, as nanoGPT's training script (the paper's base model) does"),
+    KENUM("model.gelu", gelu, "tanh", gelus,
+          "the MLP's GELU: tanh is GPT-2's approximation, erf the exact x Phi(x) (PyTorch's nn.GELU(), which nanoGPT and the paper's base model use)"),
 
     /* residual: the hyper-connection method */
     KENUM("residual.method", method, "s2hc", methods,

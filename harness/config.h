@@ -22,6 +22,8 @@ typedef struct {
     int n_embd;           /* C */
     int block_size;       /* T, the sequence length */
     int vocab;            /* 256 for byte-level tokens */
+    int bias;             /* 1: biases in the linear layers and LayerNorms (GPT-2); 0: none (nanoGPT's train.py) */
+    char gelu[CFG_STR];   /* tanh (GPT-2's approximation) | erf (the exact GELU, PyTorch's nn.GELU()) */
 
     /* residual: the hyper-connection method */
     char method[CFG_STR]; /* rc | identity | hc | mhc | mhc_lite | kromhc | orthogonal | s2hc | s2hc_rot */

@@ -138,18 +138,23 @@ static int build_table(const s2hc_config *c, const hc_spec *s, const hc_variant 
         snprintf(name, sizeof name, "transformer.h.%d.%s", l, suffix);            \
         pt_add(t, name, rank, d0, d1, decay, 0);                                  \
     } while (0)
+#define PB(suffix, d0) /* a bias: only with model.bias */                           \
+    do {                                                                          \
+        if (c->bias) P(suffix, 1, d0, 0, 0);                                      \
+    } while (0)
         P("ln_1.weight", 1, C, 0, 0);
-        P("ln_1.bias", 1, C, 0, 0);
+        PB("ln_1.bias", C);
         P("attn.c_attn.weight", 2, 3 * C, C, 1);
-        P("attn.c_attn.bias", 1, 3 * C, 0, 0);
+        PB("attn.c_attn.bias", 3 * C);
         P("attn.c_proj.weight", 2, C, C, 1);
-        P("attn.c_proj.bias", 1, C, 0, 0);
+        PB("attn.c_proj.bias", C);
         P("ln_2.weight", 1, C, 0, 0);
-        P("ln_2.bias", 1, C, 0, 0);
+        PB("ln_2.bias", C);
         P("mlp.c_fc.weight", 2, 4 * C, C, 1);
-        P("mlp.c_fc.bias", 1, 4 * C, 0, 0);
+        PB("mlp.c_fc.bias", 4 * C);
         P("mlp.c_proj.weight", 2, C, 4 * C, 1);
-        P("mlp.c_proj.bias", 1, C, 0, 0);
+        PB("mlp.c_proj.bias", C);
+#undef PB
 #undef P
         if (v) {
             snprintf(name, sizeof name, "transformer.h.%d.attn_hc", l);
@@ -159,7 +164,7 @@ static int build_table(const s2hc_config *c, const hc_spec *s, const hc_variant 
         }
     }
     pt_add(t, "transformer.ln_f.weight", 1, C, 0, 0, 0);
-    pt_add(t, "transformer.ln_f.bias", 1, C, 0, 0, 0);
+    if (c->bias) pt_add(t, "transformer.ln_f.bias", 1, C, 0, 0, 0);
     return 0;
 }
 
@@ -180,12 +185,16 @@ int model_param_table(const s2hc_config *c, param_info **out, int *n_out, size_t
 
 /* ---- per-layer tensor pointers (resolved from the table by position) ----------------- */
 
-/* Tensors of one block in table order: 12 base tensors, then the two frames. */
+/* Tensors of one block in table order: 12 base tensors (6 without model.bias: the
+ * weights alone, in the same order), then the two frames. */
 enum { B_LN1W, B_LN1B, B_QKVW, B_QKVB, B_PROJW, B_PROJB, B_LN2W, B_LN2B, B_FCW, B_FCB, B_FCPW, B_FCPB, B_NBASE };
+
+static int block_base(const gpt_model *m) { return m->cfg.bias ? B_NBASE : B_NBASE / 2; }
 
 typedef struct {
     int first;      /* index of the block's first tensor in the table */
     int hc_first[2];/* index of attn_hc / mlp_hc norm.weight (if any) */
+    int bias;       /* model.bias: the block has its 6 biases */
 } block_index;
 
 static int tensors_per_frame(const gpt_model *m) {
@@ -198,12 +207,30 @@ static real *P(const gpt_model *m, int idx) { return m->params + m->pinfo[idx].o
 static real *G(const gpt_model *m, int idx) { return m->grads + m->pinfo[idx].offset; }
 
 static block_index block_at(const gpt_model *m, int l) {
-    int per = B_NBASE + 2 * tensors_per_frame(m);
+    const int base = block_base(m), per = base + 2 * tensors_per_frame(m);
     block_index b;
     b.first = 2 + l * per;
-    b.hc_first[0] = b.first + B_NBASE;
-    b.hc_first[1] = b.first + B_NBASE + tensors_per_frame(m);
+    b.hc_first[0] = b.first + base;
+    b.hc_first[1] = b.first + base + tensors_per_frame(m);
+    b.bias = m->cfg.bias;
     return b;
+}
+
+/* Base tensor k (B_*) of a block: its values and its gradient, NULL for a bias the model
+ * does not have (the kernels skip a NULL bias and a NULL bias gradient). */
+static int block_tensor(block_index b, int k) { return b.bias ? b.first + k : (k & 1) ? -1 : b.first + k / 2; }
+static real *BP(const gpt_model *m, block_index b, int k) {
+    const int i = block_tensor(b, k);
+    return i < 0 ? NULL : m->params + m->pinfo[i].offset;
+}
+static real *BG(const gpt_model *m, block_index b, int k) {
+    const int i = block_tensor(b, k);
+    return i < 0 ? NULL : m->grads + m->pinfo[i].offset;
+}
+/* ln_f's weight, then its bias (-1 without model.bias): the table's last tensors */
+static int lnf_weight(const gpt_model *m) { return m->n_tensors - (m->cfg.bias ? 2 : 1); }
+static real *lnf_bias(const gpt_model *m, real *base) {
+    return m->cfg.bias ? base + m->pinfo[m->n_tensors - 1].offset : NULL;
 }
 
 /* ---- build, init, free ---------------------------------------------------------------- */
@@ -219,6 +246,7 @@ int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen) {
     m->proj_bf16 = m->variant && strcmp(c->proj_precision, "bf16") == 0;
     m->stream_bf16 = m->variant && strcmp(c->stream_precision, "bf16") == 0;
     m->stream_blocks = 1;
+    m->gelu_erf = strcmp(c->gelu, "erf") == 0;
     if (m->proj_bf16 && !HC_BF16) {
         snprintf(err, errlen,
                  "residual.proj_precision: bf16 needs AVX512_BF16, and this build has none (%s); use fp32",
@@ -2036,23 +2064,23 @@ static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc
             memset(h.f, 0, N * C * sizeof(real));
         } else if (!is_mlp) {
             real *qkv = A + a.qkv + blk * a.s_qkv, *att = A + a.att + blk * a.s_att, *atty = A + a.atty + blk * a.s_atty;
-            layernorm_forward(ln, mean, rstd, h.u, P(m, b.first + B_LN1W), P(m, b.first + B_LN1B), N, C);
+            layernorm_forward(ln, mean, rstd, h.u, BP(m, b, B_LN1W), BP(m, b, B_LN1B), N, C);
             prof_tick(PROF_LAYERNORM);
-            matmul_forward(qkv, ln, P(m, b.first + B_QKVW), P(m, b.first + B_QKVB), N, C, 3 * C);
+            matmul_forward(qkv, ln, BP(m, b, B_QKVW), BP(m, b, B_QKVB), N, C, 3 * C);
             prof_tick(PROF_MATMUL);
             attention_forward(atty, att, qkv, B, T, C, NH);
             prof_tick(PROF_ATTENTION);
-            matmul_forward(h.f, atty, P(m, b.first + B_PROJW), P(m, b.first + B_PROJB), N, C, C);
+            matmul_forward(h.f, atty, BP(m, b, B_PROJW), BP(m, b, B_PROJB), N, C, C);
             prof_tick(PROF_MATMUL);
         } else {
             real *fch = A + a.fch + blk * a.s_fch, *fchg = A + a.fchg + blk * a.s_fch;
-            layernorm_forward(ln, mean, rstd, h.u, P(m, b.first + B_LN2W), P(m, b.first + B_LN2B), N, C);
+            layernorm_forward(ln, mean, rstd, h.u, BP(m, b, B_LN2W), BP(m, b, B_LN2B), N, C);
             prof_tick(PROF_LAYERNORM);
-            matmul_forward(fch, ln, P(m, b.first + B_FCW), P(m, b.first + B_FCB), N, C, 4 * C);
+            matmul_forward(fch, ln, BP(m, b, B_FCW), BP(m, b, B_FCB), N, C, 4 * C);
             prof_tick(PROF_MATMUL);
-            gelu_forward(fchg, fch, N * 4 * C);
+            (m->gelu_erf ? gelu_erf_forward : gelu_forward)(fchg, fch, N * 4 * C);
             prof_tick(PROF_GELU);
-            matmul_forward(h.f, fchg, P(m, b.first + B_FCPW), P(m, b.first + B_FCPB), N, 4 * C, C);
+            matmul_forward(h.f, fchg, BP(m, b, B_FCPW), BP(m, b, B_FCPB), N, 4 * C, C);
             prof_tick(PROF_MATMUL);
         }
         if (m->variant) {
@@ -2093,8 +2121,8 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
         for (size_t t = 0; t < N; t++) memcpy(xsum + t * C, XL + t * C, (size_t)C * sizeof(real));
         prof_tick(PROF_HC_STREAMS);
     }
-    int lnf = m->n_tensors - 2;
-    layernorm_forward(A + a.lnf, A + a.lnf_mean, A + a.lnf_rstd, xsum, P(m, lnf), P(m, lnf + 1), N, C);
+    const int lnf = lnf_weight(m);
+    layernorm_forward(A + a.lnf, A + a.lnf_mean, A + a.lnf_rstd, xsum, P(m, lnf), lnf_bias(m, m->params), N, C);
     prof_tick(PROF_LAYERNORM);
     matmul_forward(A + a.logits, A + a.lnf, P(m, 0), NULL, N, C, V);
     prof_tick(PROF_MATMUL);
@@ -2162,29 +2190,29 @@ static void sublayers_backward(gpt_model *m, real *dY, const real *g, real *dsum
         if (!is_mlp) {
             real *qkv = A + a.qkv + blk * a.s_qkv, *att = A + a.att + blk * a.s_att, *atty = A + a.atty + blk * a.s_atty;
             real *datty = D + gl.datty, *dqkv = D + gl.dqkv;
-            matmul_backward(datty, G(m, b.first + B_PROJW), G(m, b.first + B_PROJB), df, atty,
-                            P(m, b.first + B_PROJW), N, C, C);
+            matmul_backward(datty, BG(m, b, B_PROJW), BG(m, b, B_PROJB), df, atty,
+                            BP(m, b, B_PROJW), N, C, C);
             prof_tick(PROF_MATMUL);
             attention_backward(dqkv, D + gl.datt, datty, qkv, att, B, T, C, NH);
             prof_tick(PROF_ATTENTION);
-            matmul_backward(dln, G(m, b.first + B_QKVW), G(m, b.first + B_QKVB), dqkv, ln, P(m, b.first + B_QKVW), N,
+            matmul_backward(dln, BG(m, b, B_QKVW), BG(m, b, B_QKVB), dqkv, ln, BP(m, b, B_QKVW), N,
                             C, 3 * C);
             prof_tick(PROF_MATMUL);
-            ln_backward(dinp, G(m, b.first + B_LN1W), G(m, b.first + B_LN1B), dln, h.u, P(m, b.first + B_LN1W),
+            ln_backward(dinp, BG(m, b, B_LN1W), BG(m, b, B_LN1B), dln, h.u, BP(m, b, B_LN1W),
                         mean, rstd, N, C);
             prof_tick(PROF_LAYERNORM);
         } else {
             real *fch = A + a.fch + blk * a.s_fch, *fchg = A + a.fchg + blk * a.s_fch;
             real *dfch = D + gl.dfch, *dfchg = D + gl.dfchg;
-            matmul_backward(dfchg, G(m, b.first + B_FCPW), G(m, b.first + B_FCPB), df, fchg,
-                            P(m, b.first + B_FCPW), N, 4 * C, C);
+            matmul_backward(dfchg, BG(m, b, B_FCPW), BG(m, b, B_FCPB), df, fchg,
+                            BP(m, b, B_FCPW), N, 4 * C, C);
             prof_tick(PROF_MATMUL);
-            gelu_backward(dfch, fch, dfchg, N * 4 * C);
+            (m->gelu_erf ? gelu_erf_backward : gelu_backward)(dfch, fch, dfchg, N * 4 * C);
             prof_tick(PROF_GELU);
-            matmul_backward(dln, G(m, b.first + B_FCW), G(m, b.first + B_FCB), dfch, ln, P(m, b.first + B_FCW), N, C,
+            matmul_backward(dln, BG(m, b, B_FCW), BG(m, b, B_FCB), dfch, ln, BP(m, b, B_FCW), N, C,
                             4 * C);
             prof_tick(PROF_MATMUL);
-            ln_backward(dinp, G(m, b.first + B_LN2W), G(m, b.first + B_LN2B), dln, h.u, P(m, b.first + B_LN2W),
+            ln_backward(dinp, BG(m, b, B_LN2W), BG(m, b, B_LN2B), dln, h.u, BP(m, b, B_LN2W),
                         mean, rstd, N, C);
             prof_tick(PROF_LAYERNORM);
         }
@@ -2210,8 +2238,8 @@ void model_backward(gpt_model *m, real scale) {
     memset(dlnf, 0, N * C * sizeof(real));
     matmul_backward(dlnf, G(m, 0), NULL, dlogits, A + a.lnf, P(m, 0), N, C, V);
     prof_tick(PROF_MATMUL);
-    int lnf = m->n_tensors - 2;
-    layernorm_backward_set(dxsum, G(m, lnf), G(m, lnf + 1), dlnf, A + a.xsum, P(m, lnf), A + a.lnf_mean,
+    const int lnf = lnf_weight(m);
+    layernorm_backward_set(dxsum, G(m, lnf), lnf_bias(m, m->grads), dlnf, A + a.xsum, P(m, lnf), A + a.lnf_mean,
                            A + a.lnf_rstd, N, C);
     prof_tick(PROF_LAYERNORM);
     /* dY: the gradient of X_Lh = n copies of dxsum, then in place down to X_0's; denc (the

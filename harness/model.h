@@ -1,7 +1,9 @@
 /* model.h: the GPT with its hyper-connection frame, forward and backward on the CPU.
  *
  * nanoGPT GPT-2 style: token + learned position embedding, pre-LayerNorm blocks, causal
- * multi-head attention, GELU MLP (4C), tied LM head, biases, no dropout. Every sublayer
+ * multi-head attention, GELU MLP (4C), tied LM head, no dropout; biases in the linear
+ * layers and LayerNorms unless model.bias is false, GELU's tanh form unless model.gelu is
+ * erf (the two choices of nanoGPT's training script, the paper's base model). Every sublayer
  * (attention and MLP separately) has its own hyper-connection (Lh = 2 * n_layer):
  *
  *   x'    = RMSNorm(vec X) * (1 + g)          (or per stream for `hc`)
@@ -76,6 +78,7 @@ typedef struct {
                              (allocated by the first sliced step) */
     real mean_loss;
     int branches;         /* 1 unless the last forward was model_streams_forward(..., 0) */
+    int gelu_erf;         /* model.gelu: erf (the exact GELU), else GPT-2's tanh form */
     int proj_bf16;        /* residual.proj_precision: bf16 (the frame's projection products) */
     int stream_bf16;      /* residual.stream_precision: bf16 with a frame: the training steps
                              (model_forward_backward) store the streams in bf16; model_forward and

@@ -18,7 +18,8 @@ void matmul_forward(real *out, const real *inp, const real *W, const real *bias,
 void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
                      size_t N, int C, int OC);
 
-/* LayerNorm over C with affine w, b; mean and rstd (N) are saved for backward. eps 1e-5. */
+/* LayerNorm over C with affine w, b; mean and rstd (N) are saved for backward. eps 1e-5.
+ * b may be NULL (no bias: model.bias false), and so may db. */
 void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
                        size_t N, int C);
 void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
@@ -39,6 +40,9 @@ void attention_backward(real *dqkv, real *datt_scratch, const real *dout, const 
 /* GELU, tanh approximation (GPT-2). */
 void gelu_forward(real *out, const real *inp, size_t N);
 void gelu_backward(real *dinp, const real *inp, const real *dout, size_t N);
+/* GELU, exact: x Phi(x) (model.gelu: erf; PyTorch's nn.GELU()). */
+void gelu_erf_forward(real *out, const real *inp, size_t N);
+void gelu_erf_backward(real *dinp, const real *inp, const real *dout, size_t N);
 
 /* Token + position embedding: out (B, T, C) = wte[inp[b,t]] + wpe[t]. */
 void encoder_forward(real *out, const int *inp, const real *wte, const real *wpe, int B, int T, int C);

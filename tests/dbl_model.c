@@ -28,6 +28,8 @@ static void tiny_config(s2hc_config *c, const char *method, int n) {
     c->n_embd = 8;
     c->block_size = 5;
     c->vocab = 11;
+    c->bias = 1;
+    snprintf(c->gelu, sizeof c->gelu, "tanh");
     snprintf(c->method, sizeof c->method, "%s", method);
     c->n_streams = n;
     c->sinkhorn_iters = 20;
@@ -63,6 +65,10 @@ static double gradcheck(const char *method, int n, const char *opt_key, const ch
     if (opt_key && !strcmp(opt_key, "init")) snprintf(c.init, sizeof c.init, "%s", opt_val);
     if (opt_key && !strcmp(opt_key, "n_embd")) c.n_embd = atoi(opt_val);
     if (opt_key && !strcmp(opt_key, "sinkhorn_order")) snprintf(c.sinkhorn_order, sizeof c.sinkhorn_order, "%s", opt_val);
+    if (opt_key && !strcmp(opt_key, "base") && !strcmp(opt_val, "nanogpt")) { /* no biases, the exact GELU */
+        c.bias = 0;
+        snprintf(c.gelu, sizeof c.gelu, "erf");
+    }
     gpt_model m;
     char err[256];
     if (model_build(&m, &c, err, sizeof err) != 0) {
@@ -151,6 +157,13 @@ static void test_method_options(void) {
     if (hc_variant_find("s2hc")) gradcheck("s2hc", 5, "n_embd", "6");
 }
 
+/* nanoGPT's base model (model.bias false, model.gelu erf): rc and a frame */
+static void test_nanogpt_base(void) {
+    gradcheck("rc", 1, "base", "nanogpt");
+    if (hc_variant_find("s2hc")) gradcheck("s2hc", 4, "base", "nanogpt");
+    if (hc_variant_find("mhc")) gradcheck("mhc", 3, "base", "nanogpt");
+}
+
 /* The checker itself must be able to fail: corrupt one analytic gradient entry of a real
  * model and confirm the comparison would flag it (SQLite's planted-fault habit). */
 static void test_planted_fault_is_caught(void) {
@@ -229,6 +242,7 @@ int main(void) {
     T_RUN(test_rc);
     T_RUN(test_every_method);
     T_RUN(test_method_options);
+    T_RUN(test_nanogpt_base);
     T_RUN(test_streams_vjp);
     return T_END();
 }

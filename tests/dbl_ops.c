@@ -118,6 +118,16 @@ static void test_layernorm_grad(void) {
     CHECK_FD("layernorm dinp", ln_loss, &c, c.inp, dinp, n);
     CHECK_FD("layernorm dw", ln_loss, &c, c.w, dw, c.C);
     CHECK_FD("layernorm db", ln_loss, &c, c.b, db, c.C);
+    /* without a bias (model.bias false): b and db NULL */
+    real *keep = c.b;
+    c.b = NULL;
+    ln_loss(&c);
+    for (size_t k = 0; k < n; k++) dinp[k] = 0;
+    for (int k = 0; k < c.C; k++) dw[k] = 0;
+    layernorm_backward(dinp, dw, NULL, c.R, c.inp, c.w, c.mean, c.rstd, N, c.C);
+    CHECK_FD("layernorm dinp, no bias", ln_loss, &c, c.inp, dinp, n);
+    CHECK_FD("layernorm dw, no bias", ln_loss, &c, c.w, dw, c.C);
+    c.b = keep;
     free(c.inp); free(c.w); free(c.b); free(c.out); free(c.mean); free(c.rstd); free(c.R);
     free(dinp); free(dw); free(db);
 }
@@ -150,21 +160,26 @@ static void test_attention_grad(void) {
 
 /* ---- gelu ---- */
 
-typedef struct { real *inp, *out, *R; size_t N; } ge_ctx;
+typedef struct { real *inp, *out, *R; size_t N; int exact; } ge_ctx;
 static double ge_loss(void *p) {
     ge_ctx *c = p;
-    gelu_forward(c->out, c->inp, c->N);
+    (c->exact ? gelu_erf_forward : gelu_forward)(c->out, c->inp, c->N);
     return dot(c->out, c->R, c->N);
 }
-static void test_gelu_grad(void) {
-    ge_ctx c = {.N = 41};
+/* exact: the erf form (model.gelu: erf) */
+static void check_gelu_grad(int exact) {
+    ge_ctx c = {.N = 41, .exact = exact};
     c.inp = ralloc(c.N); c.out = ralloc(c.N); c.R = ralloc(c.N);
     fill(c.inp, c.N, -5, 5); fill(c.R, c.N, -1, 1);
     c.inp[0] = 0;
     real *dinp = ralloc(c.N);
-    gelu_backward(dinp, c.inp, c.R, c.N);
-    CHECK_FD("gelu dinp", ge_loss, &c, c.inp, dinp, c.N);
+    (exact ? gelu_erf_backward : gelu_backward)(dinp, c.inp, c.R, c.N);
+    CHECK_FD(exact ? "exact gelu dinp" : "gelu dinp", ge_loss, &c, c.inp, dinp, c.N);
     free(c.inp); free(c.out); free(c.R); free(dinp);
+}
+static void test_gelu_grad(void) {
+    check_gelu_grad(0);
+    check_gelu_grad(1);
 }
 
 /* ---- encoder ---- */

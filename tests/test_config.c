@@ -73,6 +73,7 @@ static int count_lines(const char *s) {
 /* Every key of the spec, in schema order. */
 static const char *const all_keys[] = {
     "model.n_layer", "model.n_head", "model.n_embd", "model.block_size", "model.vocab",
+    "model.bias", "model.gelu",
     "residual.method", "residual.n_streams", "residual.sinkhorn_iters", "residual.sinkhorn_order",
     "residual.lite_offset", "residual.lite_offset_value", "residual.core", "residual.init", "residual.proj_init",
     "residual.proj_precision", "residual.stream_precision",

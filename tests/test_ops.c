@@ -287,6 +287,61 @@ static void test_gelu_forward(void) {
     free(inp); free(out); free(ref);
 }
 
+/* The exact GELU (model.gelu: erf) against libm in double, on a sweep that covers the
+ * tails: relative error in the value (x Phi(x): its tail for x << 0 must keep its digits,
+ * where 1 + erf would cancel), absolute in the slope Phi(x) + x phi(x), which crosses 0 at
+ * x = -0.75. The float form's erfc is a fit (kernels/cpu/gelu.c, 1.2e-7 relative) times
+ * exp(-x^2 / 2 + ...), whose exponent float rounds by ~x^2 / 2 ulp: the tail's relative
+ * error grows as x^2 (1.4e-5 at x = -12, where the value is 2e-32), so the bound is
+ * 1e-6 + 2e-7 x^2. A wrong coefficient or sign moves these by 1e-4 or more. */
+static void test_gelu_erf(void) {
+    const size_t N = 4001;
+    real *inp = ralloc(N), *out = ralloc(N), *dx = ralloc(N), *ones = ralloc(N);
+    for (size_t i = 0; i < N; i++) {
+        inp[i] = (real)(-12.0 + 24.0 * (double)i / (double)(N - 1)); /* 0 at i = 2000 */
+        dx[i] = 0;
+        ones[i] = 1;
+    }
+    gelu_erf_forward(out, inp, N);
+    gelu_erf_backward(dx, inp, ones, N);
+    double worst_v = 0, worst_g = 0;
+    for (size_t i = 0; i < N; i++) {
+        const double x = inp[i], cdf = 0.5 * erfc(-x / sqrt(2.0));
+        const double v = x * cdf, g = cdf + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+        if (v != 0) worst_v = fmax(worst_v, fabs(out[i] - v) / fabs(v) / (1e-6 + 2e-7 * x * x));
+        worst_g = fmax(worst_g, fabs(dx[i] - g));
+    }
+    CHECK(out[2000] == 0 && dx[2000] == (real)0.5, "gelu(0) = %g, gelu'(0) = %g", (double)out[2000], (double)dx[2000]);
+    CHECK(worst_v < 1, "exact gelu: relative error %.3g of its bound", worst_v);
+    CHECK(worst_g < 1e-6, "exact gelu': absolute error %.3g", worst_g);
+    CHECK(out[0] <= 0 && out[0] > -1e-29 && out[N - 1] == inp[N - 1], "tails: gelu(-12) = %g, gelu(12) = %g",
+          (double)out[0], (double)out[N - 1]);
+    /* the tanh form differs from it by up to ~1e-3: the two are not the same function */
+    real *t = ralloc(N);
+    gelu_forward(t, inp, N);
+    double most = 0;
+    for (size_t i = 0; i < N; i++) most = fmax(most, fabs(t[i] - out[i]));
+    CHECK(most > 1e-4, "tanh and erf GELU agree to %.3g", most);
+    if (getenv("T_VERBOSE"))
+        fprintf(stderr, "  exact gelu: value %.3g of its bound, slope %.3g absolute; tanh form %.3g away\n", worst_v,
+                worst_g, most);
+    free(inp); free(out); free(dx); free(ones); free(t);
+}
+
+static void test_layernorm_no_bias(void) {
+    const size_t N = 7;
+    const int C = 37;
+    real *inp = ralloc(N * C), *w = ralloc(C), *b = ralloc(C), *o1 = ralloc(N * C), *o2 = ralloc(N * C);
+    real *mean = ralloc(N), *rstd = ralloc(N);
+    fill(inp, N * C, -2, 2);
+    fill(w, C, 0.5, 1.5);
+    for (int c = 0; c < C; c++) b[c] = 0;
+    layernorm_forward(o1, mean, rstd, inp, w, b, N, C);
+    layernorm_forward(o2, mean, rstd, inp, w, NULL, N, C);
+    CHECK(!memcmp(o1, o2, N * C * sizeof(real)), "LayerNorm without a bias is not the one with b = 0");
+    free(inp); free(w); free(b); free(o1); free(o2); free(mean); free(rstd);
+}
+
 static void test_encoder_forward(void) {
     int B = 3, T = 5, C = 24, V = 11;
     int inp[15];
@@ -544,6 +599,11 @@ static void test_backward_adds(void) {
     CHECK(not_doubled(g1[0], g2[0], N * C) == 0, "gelu dinp");
 
     RESET();
+    gelu_erf_backward(g1[0], x, dout, N * C);
+    for (int r = 0; r < 2; r++) gelu_erf_backward(g2[0], x, dout, N * C);
+    CHECK(not_doubled(g1[0], g2[0], N * C) == 0, "exact gelu dinp");
+
+    RESET();
     int tok[18];
     for (size_t i = 0; i < N; i++) tok[i] = (int)(i * 7 % 5); /* repeated ids */
     encoder_backward(g1[0], g1[1], dout, tok, B, T, C, V);
@@ -635,6 +695,8 @@ int main(void) {
     T_RUN(test_attention_forward);
     T_RUN(test_attention_causal);
     T_RUN(test_gelu_forward);
+    T_RUN(test_gelu_erf);
+    T_RUN(test_layernorm_no_bias);
     T_RUN(test_encoder_forward);
     T_RUN(test_crossentropy);
     T_RUN(test_adamw);

@@ -61,6 +61,14 @@ static void test_formula_M(void) {
     table_aux(&g, "rc", 1, &gpt2);
     CHECK(gpt2 == 50257u * 768 + 1024 * 768 + 12 * (12u * 768 * 768 + 13 * 768) + 2 * 768 && gpt2 == 124439808u,
           "GPT-2 small has %zu parameters", gpt2);
+    /* nanoGPT's training script (bias = False): 11 C biases a block and ln_f's C gone; less
+     * wpe, the 123.55M nanoGPT prints for it (123.65M with biases) */
+    g.bias = 0;
+    size_t nobias, nobias_aux = table_aux(&g, "s2hc", 4, NULL), with_aux = table_aux(&c, "s2hc", 4, NULL);
+    table_aux(&g, "rc", 1, &nobias);
+    CHECK(nobias == gpt2 - 12 * 11 * 768 - 768 && nobias - 1024 * 768 == 123551232u,
+          "GPT-2 small without biases has %zu parameters", nobias);
+    CHECK(nobias_aux == with_aux, "the biases changed the auxiliary count: %zu against %zu", nobias_aux, with_aux);
     CHECK(fabs((double)(aux + gpt2) - 6.07e9) < 0.005e9, "mhc_lite n=8 aux %zu + GPT-2 small %zu is not the paper's 6.07B",
           aux, gpt2);
     /* the per-sublayer formula by hand: gain 8*768 + W (16 + 40320) x 6144 + theta (3 + 16 + 40320) */

@@ -283,12 +283,19 @@ static void test_frame_applies_H_as_rows_are_outputs(void) {
  * the gradients added to what was there (accumulation over micro-batches). */
 /* Two identical small models (2 layers, 32 wide, T tokens; z != 0: every path of the
  * frame) of `method` for the step tests, built and initialised from `seed`. */
+/* method "NAME/nanogpt": nanoGPT's base model (model.bias false, model.gelu erf) */
 static void twin_models(const char *method, int T, const char *parallel, uint64_t seed, gpt_model *a, gpt_model *b) {
     s2hc_config c;
     config_defaults(&c);
     c.n_layer = 2; c.n_head = 2; c.n_embd = 32; c.block_size = T;
     snprintf(c.method, sizeof c.method, "%s", method);
-    c.n_streams = strcmp(method, "rc") ? 4 : 1;
+    char *base = strchr(c.method, '/');
+    if (base && !strcmp(base, "/nanogpt")) {
+        *base = 0;
+        c.bias = 0;
+        snprintf(c.gelu, sizeof c.gelu, "erf");
+    }
+    c.n_streams = strcmp(c.method, "rc") ? 4 : 1;
     snprintf(c.proj_init, sizeof c.proj_init, "normal");
     snprintf(c.parallel, sizeof c.parallel, "%s", parallel);
     char err[256];
@@ -363,6 +370,8 @@ static void test_sliced_step_is_the_step(void) {
     }
     sliced_case("s2hc", 2, 3, "batch"); /* fewer sequences than threads: the two calls */
     sliced_case("s2hc", 4, 2, "ops");   /* the op-parallel step, asked for */
+    sliced_case("rc/nanogpt", 4, 2, "batch"); /* no bias tensors, the exact GELU */
+    sliced_case("s2hc/nanogpt", 5, 2, "batch");
     omp_set_num_threads(saved);
 }
 

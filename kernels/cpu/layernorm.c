@@ -33,7 +33,7 @@ static inline real ln_sqdev(const real *x, real m, int C) {
     return s;
 }
 
-/* inp, out (N, C); w, b (C); mean, rstd (N) saved for the backward. */
+/* inp, out (N, C); w, b (C), b may be NULL; mean, rstd (N) saved for the backward. */
 void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
                        size_t N, int C) {
 #pragma omp parallel for schedule(static)
@@ -43,8 +43,13 @@ void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const
         real m = ln_sum(x, C) / (real)C;
         real var = ln_sqdev(x, m, C) / (real)C; /* biased, as in PyTorch */
         real r = (real)(1.0 / sqrt((double)var + LAYERNORM_EPS));
+        if (b) {
 #pragma omp simd
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
+            for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c];
+        }
         mean[i] = m;
         rstd[i] = r;
     }

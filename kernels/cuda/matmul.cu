@@ -266,7 +266,7 @@ static void matmul_backward_impl(cuda_ctx *ctx, float *dinp, float *dW, float *d
         if (dout_bf)
             d = dout_bf, dbias_done = 1;
         else if (dbias && N * (size_t)OC <= ctx->cvt_b_n &&
-                 cuda_to_bf16_colsum(ctx, ctx->cvt_b, dbias, dout, NULL, N, OC))
+                 cuda_to_bf16_colsum(ctx, ctx->cvt_b, dbias, dout, NULL, 0, N, OC))
             dbias_done = 1;
         else
             d = bf16_view(ctx, dout, NULL, ctx->cvt_b, ctx->cvt_b_n, N * (size_t)OC, "matmul_backward_cuda");

@@ -51,6 +51,7 @@ struct cuda_model {
     cuda_ctx ctx;
     s2hc_config cfg;
     int L, C, NH, T, V, n, Lh, B, frame, nr;
+    int gelu_erf;              /* model.gelu: erf (the exact GELU), else GPT-2's tanh form */
     int x_bf16;                /* residual.stream_precision: bf16 (frame methods): the streams stored in bf16,
                                   in the first half of each layer's float slot */
     size_t N;
@@ -228,24 +229,32 @@ static int resolve_params(cuda_model *cm, char *err, size_t errlen) {
             return -1;                                                                    \
         }                                                                                 \
     } while (0)
+/* a bias: -1 without model.bias (PAR and GRD give NULL for it, which every op skips) */
+#define FIND_BIAS(dst, ...)                                                               \
+    do {                                                                                  \
+        if (cm->cfg.bias)                                                                 \
+            FIND(dst, __VA_ARGS__);                                                       \
+        else                                                                              \
+            (dst) = -1;                                                                   \
+    } while (0)
     FIND(cm->wte, "transformer.wte.weight");
     FIND(cm->wpe, "transformer.wpe.weight");
     FIND(cm->lnfw, "transformer.ln_f.weight");
-    FIND(cm->lnfb, "transformer.ln_f.bias");
+    FIND_BIAS(cm->lnfb, "transformer.ln_f.bias");
     for (int l = 0; l < cm->L; l++) {
         block_params *b = &cm->bp[l];
         FIND(b->ln1w, "transformer.h.%d.ln_1.weight", l);
-        FIND(b->ln1b, "transformer.h.%d.ln_1.bias", l);
+        FIND_BIAS(b->ln1b, "transformer.h.%d.ln_1.bias", l);
         FIND(b->qkvw, "transformer.h.%d.attn.c_attn.weight", l);
-        FIND(b->qkvb, "transformer.h.%d.attn.c_attn.bias", l);
+        FIND_BIAS(b->qkvb, "transformer.h.%d.attn.c_attn.bias", l);
         FIND(b->projw, "transformer.h.%d.attn.c_proj.weight", l);
-        FIND(b->projb, "transformer.h.%d.attn.c_proj.bias", l);
+        FIND_BIAS(b->projb, "transformer.h.%d.attn.c_proj.bias", l);
         FIND(b->ln2w, "transformer.h.%d.ln_2.weight", l);
-        FIND(b->ln2b, "transformer.h.%d.ln_2.bias", l);
+        FIND_BIAS(b->ln2b, "transformer.h.%d.ln_2.bias", l);
         FIND(b->fcw, "transformer.h.%d.mlp.c_fc.weight", l);
-        FIND(b->fcb, "transformer.h.%d.mlp.c_fc.bias", l);
+        FIND_BIAS(b->fcb, "transformer.h.%d.mlp.c_fc.bias", l);
         FIND(b->fcpw, "transformer.h.%d.mlp.c_proj.weight", l);
-        FIND(b->fcpb, "transformer.h.%d.mlp.c_proj.bias", l);
+        FIND_BIAS(b->fcpb, "transformer.h.%d.mlp.c_proj.bias", l);
         if (!cm->frame) continue;
         for (int s = 0; s < 2; s++) {
             const char *which = s ? "mlp_hc" : "attn_hc";
@@ -275,6 +284,7 @@ static int resolve_params(cuda_model *cm, char *err, size_t errlen) {
             b->hc_theta[s] = cm->doff[b->hc_proj[s] + 1];
         }
     }
+#undef FIND_BIAS
 #undef FIND
     return 0;
 }
@@ -336,6 +346,7 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
     cm->N = (size_t)B * m->T;
     cm->frame = m->variant != NULL;
     cm->x_bf16 = cm->frame && !strcmp(m->cfg.stream_precision, "bf16");
+    cm->gelu_erf = m->gelu_erf;
     cm->n = cm->frame ? m->spec.n : 1;
     cm->nr = cm->frame ? (m->spec.norm == HC_NORM_STREAM ? m->spec.n : 1) : 0;
     cm->spec = m->spec;
@@ -605,9 +616,10 @@ double cuda_profile_stop_ops(cuda_model *cm, double ms[CUDA_PROF_N], double op_m
 
 /* ---- forward ------------------------------------------------------------------------------------- */
 
-#define PAR(i) (cm->params + cm->doff[i])
-#define PBF(i) (cm->params_bf ? cm->params_bf + cm->doff[i] : (const bf16 *)NULL)
-#define GRD(i) (cm->grads + cm->doff[i])
+/* a tensor by its table index; NULL for -1 (a bias the model does not have) */
+#define PAR(i) ((i) < 0 ? (float *)NULL : cm->params + cm->doff[i])
+#define PBF(i) (cm->params_bf && (i) >= 0 ? cm->params_bf + cm->doff[i] : (const bf16 *)NULL)
+#define GRD(i) ((i) < 0 ? (float *)NULL : cm->grads + cm->doff[i])
 #define ACT(field) (cm->acts + cm->a.field)
 #define GSC(field) (cm->gacts + cm->a.field)
 #define ABF(field) (cm->ctx.use_bf16 ? cm->acts_bf + cm->a.field : (bf16 *)NULL)
@@ -725,7 +737,7 @@ static float forward(cuda_model *cm, const int *inputs, const int *targets, int 
             MARK(LAYERNORM);
             matmul_forward_cuda(ctx, fch, ln, ln_bf, PAR(b->fcw), PBF(b->fcw), PAR(b->fcb), N, C, 4 * C);
             cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_FC);
-            gelu_forward_cuda(ctx, fchg, fchg_bf, fch, N * 4 * C);
+            gelu_forward_cuda(ctx, fchg, fchg_bf, fch, N * 4 * C, cm->gelu_erf);
             MARK(GELU);
             matmul_forward_cuda(ctx, f, fchg, fchg_bf, PAR(b->fcpw), PBF(b->fcpw), PAR(b->fcpb), N, 4 * C, C);
             cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_FCPROJ);
@@ -836,11 +848,11 @@ static void backward(cuda_model *cm) {
             cuda_prof_mark_op(ctx, CUDA_PROF_MATMUL, CUDA_OP_MM_FCPROJ);
             /* bf16 mode: GELU's backward straight into the fc product's bf16 operand (cvt_b),
                the fc bias's gradient summed in the same pass; no fp32 dfch */
-            if (cm->ctx.use_bf16 && cuda_to_bf16_colsum(ctx, ctx->cvt_b, GRD(b->fcb), dfchg, fch, N, 4 * C)) {
+            if (cm->ctx.use_bf16 && cuda_to_bf16_colsum(ctx, ctx->cvt_b, GRD(b->fcb), dfchg, fch, cm->gelu_erf, N, 4 * C)) {
                 MARK(GELU);
                 matmul_backward_set_bf16_cuda(ctx, dln, GRD(b->fcw), ctx->cvt_b, ln_bf, PBF(b->fcw), N, C, 4 * C);
             } else {
-                gelu_backward_set_cuda(ctx, dfch, fch, dfchg, N * 4 * C);
+                gelu_backward_set_cuda(ctx, dfch, fch, dfchg, N * 4 * C, cm->gelu_erf);
                 MARK(GELU);
                 matmul_backward_set_cuda(ctx, dln, GRD(b->fcw), GRD(b->fcb), dfch, ln, ln_bf, PAR(b->fcw),
                                          PBF(b->fcw), N, C, 4 * C);

@@ -9,6 +9,8 @@
 #define LAYERNORM_EPS 1e-5f     /* = kernels/cpu/layernorm.c */
 #define GELU_K 0.79788456080286535588f
 #define GELU_A 0.044715f
+#define GELU_RSQRT2 0.70710678118654752f    /* 1 / sqrt 2 */
+#define GELU_RSQRT2PI 0.39894228040143268f  /* 1 / sqrt(2 pi) */
 #define COLSUM_ROWS CUDA_COLSUM_ROWS
 #define SUMSQ_BLOCKS CUDA_SUMSQ_BLOCKS  /* fixed: the sum order never depends on the GPU */
 
@@ -33,7 +35,7 @@ static __global__ void layernorm_forward_kernel(float *out, bf16 *out_bf, float 
     float var = warp_sum(v) / (float)C;
     float r = 1.0f / sqrtf(var + LAYERNORM_EPS);
     for (int c = lane; c < C; c += 32) {
-        float y = (x[c] - mu) * r * w[c] + b[c];
+        float y = (x[c] - mu) * r * w[c] + (b ? b[c] : 0.0f);
         if (out) out[row * C + c] = y;
         if (out_bf) out_bf[row * C + c] = __float2bfloat16_rn(y);
     }
@@ -254,48 +256,57 @@ double sumsq_cuda(cuda_ctx *ctx, const float *x, size_t n) {
     return s;
 }
 
-/* ---- GELU (tanh approximation through the sigmoid identity, as kernels/cpu/gelu.c) ------- */
+/* ---- GELU (as kernels/cpu/gelu.c): GPT-2's tanh form, or the exact x Phi(x) ----------------- */
 
 /* exp(-2 k (x + a x^3)): gelu(x) = x / (1 + e), its sigmoid 1 / (1 + e) */
 static __device__ __forceinline__ float gelu_e(float x) { return expf(-2.0f * GELU_K * (x + GELU_A * x * x * x)); }
-static __device__ __forceinline__ float gelu_of(float x) { return x / (1.0f + gelu_e(x)); }
-/* d gelu / dx */
-static __device__ __forceinline__ float gelu_slope(float x) {
+/* Phi(x) = erfc(-x / sqrt 2) / 2: the tail x << 0 keeps its digits, as erf's 1 + erf would not */
+static __device__ __forceinline__ float gelu_cdf(float x) { return 0.5f * erfcf(-x * GELU_RSQRT2); }
+/* exact: model.gelu erf; the flag is the same for every thread of a launch */
+static __device__ __forceinline__ float gelu_of(float x, int exact) {
+    return exact ? x * gelu_cdf(x) : x / (1.0f + gelu_e(x));
+}
+/* d gelu / dx: the tanh form's through its sigmoid s; the exact one's Phi(x) + x phi(x) */
+static __device__ __forceinline__ float gelu_slope(float x, int exact) {
+    if (exact) return gelu_cdf(x) + x * GELU_RSQRT2PI * expf(-0.5f * x * x);
     float s = 1.0f / (1.0f + gelu_e(x));
     return s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
 }
 
 /* out (fp32, or NULL: bf16 mode keeps only the copy its product reads) and out_bf */
-static __global__ void gelu_forward_kernel(float *out, bf16 *out_bf, const float *inp, size_t N) {
+static __global__ void gelu_forward_kernel(float *out, bf16 *out_bf, const float *inp, size_t N, int exact) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float y = gelu_of(inp[i]);
+    float y = gelu_of(inp[i], exact);
     if (out) out[i] = y;
     if (out_bf) out_bf[i] = __float2bfloat16_rn(y);
 }
 
 /* Four values per thread, each load and store one instruction (aligned, N4 = N / 4). */
-static __global__ void gelu_forward4_kernel(float *out, bf16 *out_bf, const float *inp, size_t N4) {
+static __global__ void gelu_forward4_kernel(float *out, bf16 *out_bf, const float *inp, size_t N4, int exact) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N4) return;
     float4 x = ld_float4(inp + 4 * i);
-    float4 y = make_float4(gelu_of(x.x), gelu_of(x.y), gelu_of(x.z), gelu_of(x.w));
+    float4 y = make_float4(gelu_of(x.x, exact), gelu_of(x.y, exact), gelu_of(x.z, exact), gelu_of(x.w, exact));
     if (out) st_float4(out + 4 * i, y);
     if (out_bf) st_bf16x4(out_bf + 4 * i, y);
 }
 
-static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int set) {
+static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int set,
+                                            int exact) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float v = gelu_slope(inp[i]) * dout[i];
+    float v = gelu_slope(inp[i], exact) * dout[i];
     dinp[i] = set ? v : dinp[i] + v;
 }
 
-static __global__ void gelu_backward4_kernel(float *dinp, const float *inp, const float *dout, size_t N4, int set) {
+static __global__ void gelu_backward4_kernel(float *dinp, const float *inp, const float *dout, size_t N4, int set,
+                                             int exact) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N4) return;
     float4 x = ld_float4(inp + 4 * i), d = ld_float4(dout + 4 * i);
-    float4 v = make_float4(gelu_slope(x.x) * d.x, gelu_slope(x.y) * d.y, gelu_slope(x.z) * d.z, gelu_slope(x.w) * d.w);
+    float4 v = make_float4(gelu_slope(x.x, exact) * d.x, gelu_slope(x.y, exact) * d.y, gelu_slope(x.z, exact) * d.z,
+                           gelu_slope(x.w, exact) * d.w);
     if (!set) {
         float4 o = ld_float4(dinp + 4 * i);
         v = make_float4(o.x + v.x, o.y + v.y, o.z + v.z, o.w + v.w);
@@ -303,32 +314,35 @@ static __global__ void gelu_backward4_kernel(float *dinp, const float *inp, cons
     st_float4(dinp + 4 * i, v);
 }
 
-void gelu_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, const float *inp, size_t N) {
+void gelu_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, const float *inp, size_t N, int exact) {
     if (N == 0) return;
     if (N % 4 == 0 && cuda_aligned16(inp) && (!out || cuda_aligned16(out)) && ((size_t)out_bf & 7) == 0)
         gelu_forward4_kernel<<<cuda_blocks(N / 4, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, out_bf, inp,
-                                                                                                 N / 4);
+                                                                                                 N / 4, exact);
     else
-        gelu_forward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, out_bf, inp, N);
+        gelu_forward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(out, out_bf, inp, N,
+                                                                                            exact);
     CUDA_LAUNCH_CHECK();
 }
 
-static void gelu_backward_impl(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N, int set) {
+static void gelu_backward_impl(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N, int set,
+                               int exact) {
     if (N == 0) return;
     if (N % 4 == 0 && cuda_aligned16(dinp) && cuda_aligned16(inp) && cuda_aligned16(dout))
         gelu_backward4_kernel<<<cuda_blocks(N / 4, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout,
-                                                                                                  N / 4, set);
+                                                                                                  N / 4, set, exact);
     else
-        gelu_backward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout, N, set);
+        gelu_backward_kernel<<<cuda_blocks(N, CUDA_THREADS), CUDA_THREADS, 0, ctx->stream>>>(dinp, inp, dout, N, set,
+                                                                                             exact);
     CUDA_LAUNCH_CHECK();
 }
 
-void gelu_backward_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N) {
-    gelu_backward_impl(ctx, dinp, inp, dout, N, 0);
+void gelu_backward_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N, int exact) {
+    gelu_backward_impl(ctx, dinp, inp, dout, N, 0, exact);
 }
 
-void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N) {
-    gelu_backward_impl(ctx, dinp, inp, dout, N, 1);
+void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N, int exact) {
+    gelu_backward_impl(ctx, dinp, inp, dout, N, 1, exact);
 }
 
 /* ---- a product's dout in bf16 with its column sums ------------------------------------------ */
@@ -341,7 +355,7 @@ void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const 
  * which colsum_add_cuda sums over the chunks in order: deterministic. (Converting, then a
  * GEMV with a ones vector, read dout twice.) */
 static __global__ void to_bf16_colsum_kernel(bf16 *out, float *part, const float *x, const float *g, size_t N,
-                                             int OC) {
+                                             int OC, int exact) {
     __shared__ float4 sh[8][32];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int c = 4 * (blockIdx.x * 32 + tx);
@@ -353,8 +367,8 @@ static __global__ void to_bf16_colsum_kernel(bf16 *out, float *part, const float
             float4 v = ld_float4(x + r * OC + c);
             if (g) {
                 const float4 u = ld_float4(g + r * OC + c);
-                v = make_float4(gelu_slope(u.x) * v.x, gelu_slope(u.y) * v.y, gelu_slope(u.z) * v.z,
-                                gelu_slope(u.w) * v.w);
+                v = make_float4(gelu_slope(u.x, exact) * v.x, gelu_slope(u.y, exact) * v.y,
+                                gelu_slope(u.z, exact) * v.z, gelu_slope(u.w, exact) * v.w);
             }
             st_bf16x4(out + r * OC + c, v);
             a = make_float4(a.x + v.x, a.y + v.y, a.z + v.z, a.w + v.w);
@@ -371,15 +385,16 @@ static __global__ void to_bf16_colsum_kernel(bf16 *out, float *part, const float
     }
 }
 
-int cuda_to_bf16_colsum(cuda_ctx *ctx, bf16 *out, float *dbias, const float *x, const float *g, size_t N, int OC) {
+int cuda_to_bf16_colsum(cuda_ctx *ctx, bf16 *out, float *dbias, const float *x, const float *g, int exact, size_t N,
+                        int OC) {
     const size_t chunks = (N + CUDA_COLSUM_ROWS - 1) / CUDA_COLSUM_ROWS;
     if (N == 0 || OC <= 0 || OC % 4 || !cuda_aligned16(x) || (g && !cuda_aligned16(g)) || ((size_t)out & 7) ||
         chunks * (size_t)OC > ctx->part_n || chunks > 65535)
         return 0;
     dim3 grid((unsigned)((OC / 4 + 31) / 32), (unsigned)chunks), block(32, 8);
-    to_bf16_colsum_kernel<<<grid, block, 0, ctx->stream>>>(out, ctx->part, x, g, N, OC);
+    to_bf16_colsum_kernel<<<grid, block, 0, ctx->stream>>>(out, ctx->part, x, g, N, OC, exact);
     CUDA_LAUNCH_CHECK();
-    colsum_add_cuda(ctx, dbias, ctx->part, chunks, (size_t)OC);
+    if (dbias) colsum_add_cuda(ctx, dbias, ctx->part, chunks, (size_t)OC);
     return 1;
 }
 

@@ -50,6 +50,7 @@ void matmul_backward_set_bf16_cuda(cuda_ctx *ctx, float *dinp, float *dW, const 
 
 /* ---- LayerNorm, GELU, embedding, cross-entropy, optimizer (ops.cu) --------------------- */
 
+/* b may be NULL (no bias: model.bias false), and so may the backward's dw, db. */
 void layernorm_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, float *mean, float *rstd, const float *inp,
                             const float *w, const float *b, size_t N, int C);
 void layernorm_backward_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -58,15 +59,18 @@ void layernorm_backward_set_cuda(cuda_ctx *ctx, float *dinp, float *dw, float *d
                                  const float *inp, const float *w, const float *mean, const float *rstd, size_t N,
                                  int C);
 
-void gelu_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, const float *inp, size_t N);
+/* GELU: exact = 1 for x Phi(x) (model.gelu: erf), 0 for GPT-2's tanh form. */
+void gelu_forward_cuda(cuda_ctx *ctx, float *out, bf16 *out_bf, const float *inp, size_t N, int exact);
 /* bf16 mode's gradient into a product, dout (N, OC), in bf16 (out) with dbias += its column
- * sums, in one read; with g non-NULL, first GELU's backward: out = bf16 of g'(g) dout (the
- * MLP's fc layer, whose fp32 gradient is then never stored). Returns 0, doing nothing, when
- * the shape or the scratch (ceil(N / CUDA_COLSUM_ROWS) OC floats of ctx->part) does not
- * allow it (OC % 4, alignment): the caller converts and sums apart. */
-int cuda_to_bf16_colsum(cuda_ctx *ctx, bf16 *out, float *dbias, const float *x, const float *g, size_t N, int OC);
-void gelu_backward_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N);
-void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N);
+ * sums (dbias NULL: none, model.bias false), in one read; with g non-NULL, first GELU's
+ * backward (of the form exact names): out = bf16 of g'(g) dout (the MLP's fc layer, whose
+ * fp32 gradient is then never stored). Returns 0, doing nothing, when the shape or the
+ * scratch (ceil(N / CUDA_COLSUM_ROWS) OC floats of ctx->part) does not allow it (OC % 4,
+ * alignment): the caller converts and sums apart. */
+int cuda_to_bf16_colsum(cuda_ctx *ctx, bf16 *out, float *dbias, const float *x, const float *g, int exact, size_t N,
+                        int OC);
+void gelu_backward_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N, int exact);
+void gelu_backward_set_cuda(cuda_ctx *ctx, float *dinp, const float *inp, const float *dout, size_t N, int exact);
 
 void encoder_forward_cuda(cuda_ctx *ctx, float *out, const int *inp, const float *wte, const float *wpe, int B, int T,
                           int C);

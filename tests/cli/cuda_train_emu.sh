@@ -82,6 +82,17 @@ close gs cs /train/loss 1e-4 "bf16 streams: cuda's losses = cpu's to 1e-4"
 h5diff -q "$TMP/runs/gs/run.h5" "$TMP/runs/g/run.h5" /train/loss >/dev/null 2>&1 \
   && fail "bf16 streams left the losses' bits as fp32's: the option did nothing" || ok "bf16 streams change the losses"
 
+# nanoGPT's base model (no biases, the exact GELU) on both backends; the run file keeps it
+conf gn cuda; conf cn cpu
+sed -i 's/block_size: 16}/block_size: 16, bias: false, gelu: erf}/' "$TMP/gn.yaml" "$TMP/cn.yaml"
+expect_status 0 "nanoGPT's base model on the emulated GPU" -- "$S2HC" train "$TMP/gn.yaml" --quiet
+expect_status 0 "and on the cpu" -- "$S2HC" train "$TMP/cn.yaml" --quiet
+close gn cn /train/loss 1e-5 "no biases, erf GELU: cuda's losses = cpu's to 1e-5"
+h5dump -d /model/transformer.h.0.mlp.c_fc.bias "$TMP/runs/gn/ckpt.h5" >/dev/null 2>&1 \
+  && fail "model.bias false: the checkpoint has biases" || ok "model.bias false: the checkpoint has no biases"
+h5diff -q "$TMP/runs/gn/run.h5" "$TMP/runs/g/run.h5" /train/loss >/dev/null 2>&1 \
+  && fail "no biases and erf left the losses' bits as the default model's" || ok "and its losses are another model's"
+
 # stopped at step 3 (a signal's path: the step ends, the device state is saved), resumed
 conf r cuda
 "$S2HC" train "$TMP/r.yaml" --quiet --stop-after 3 2>/dev/null; st=$?
