@@ -2207,7 +2207,10 @@ static void sublayers_backward(gpt_model *m, real *dY, const real *g, real *dsum
             matmul_backward(dfchg, BG(m, b, B_FCPW), BG(m, b, B_FCPB), df, fchg,
                             BP(m, b, B_FCPW), N, 4 * C, C);
             prof_tick(PROF_MATMUL);
-            (m->gelu_erf ? gelu_erf_backward : gelu_backward)(dfch, fch, dfchg, N * 4 * C);
+            if (m->gelu_erf)
+                gelu_erf_backward(dfch, fch, fchg, dfchg, N * 4 * C);
+            else
+                gelu_backward(dfch, fch, dfchg, N * 4 * C);
             prof_tick(PROF_GELU);
             matmul_backward(dln, BG(m, b, B_FCW), BG(m, b, B_FCB), dfch, ln, BP(m, b, B_FCW), N, C,
                             4 * C);

@@ -40,9 +40,10 @@ void attention_backward(real *dqkv, real *datt_scratch, const real *dout, const 
 /* GELU, tanh approximation (GPT-2). */
 void gelu_forward(real *out, const real *inp, size_t N);
 void gelu_backward(real *dinp, const real *inp, const real *dout, size_t N);
-/* GELU, exact: x Phi(x) (model.gelu: erf; PyTorch's nn.GELU()). */
+/* GELU, exact: x Phi(x) (model.gelu: erf; PyTorch's nn.GELU()). The backward reads the
+ * forward's output out of the same inp too. */
 void gelu_erf_forward(real *out, const real *inp, size_t N);
-void gelu_erf_backward(real *dinp, const real *inp, const real *dout, size_t N);
+void gelu_erf_backward(real *dinp, const real *inp, const real *out, const real *dout, size_t N);
 
 /* Token + position embedding: out (B, T, C) = wte[inp[b,t]] + wpe[t]. */
 void encoder_forward(real *out, const int *inp, const real *wte, const real *wpe, int B, int T, int C);

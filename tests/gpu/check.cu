@@ -312,10 +312,18 @@ static void check_layernorm(cuda_ctx *ctx, rng_t *r, size_t N, int C) {
     cudaFree(d_rstd); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
 }
 
+/* kernels/cpu/gelu.c's backward of either form (the erf form reads the forward's out) */
+static void bwd(int exact, float *dinp, const float *inp, const float *out, const float *dout, size_t N) {
+    if (exact)
+        gelu_erf_backward(dinp, inp, out, dout, N);
+    else
+        gelu_backward(dinp, inp, dout, N);
+}
+
 /* exact: the erf form (model.gelu: erf) against kernels/cpu/gelu.c's, else the tanh form */
 static void check_gelu(cuda_ctx *ctx, rng_t *r, size_t N, int exact) {
     void (*fwd)(float *, const float *, size_t) = exact ? gelu_erf_forward : gelu_forward;
-    void (*bwd)(float *, const float *, const float *, size_t) = exact ? gelu_erf_backward : gelu_backward;
+
     char what[96];
 #define WHAT(s) (snprintf(what, sizeof what, "%s%s", s, exact ? " (erf)" : ""), what)
     float *inp = hnew(N), *dout = hnew(N), *out = hnew(N), *dinp = hnew(N), *h = hnew(N);
@@ -326,13 +334,13 @@ static void check_gelu(cuda_ctx *ctx, rng_t *r, size_t N, int exact) {
     gelu_forward_cuda(ctx, d_out, NULL, d_inp, N, exact);
     gelu_backward_cuda(ctx, d_dinp, d_inp, d_dout, N, exact);
     fwd(out, inp, N);
-    bwd(dinp, inp, dout, N);
+    bwd(exact, dinp, inp, out, dout, N);
     dget(h, d_out, N);
     compare("ops fp32", WHAT("gelu_forward out"), h, out, N, TOL_F32);
     dget(h, d_dinp, N);
     compare("ops fp32", WHAT("gelu_backward dinp"), h, dinp, N, TOL_F32);
     float *dinp0 = hnew(N);
-    bwd(dinp0, inp, dout, N);
+    bwd(exact, dinp0, inp, out, dout, N);
     dnan(d_dinp, N);
     gelu_backward_set_cuda(ctx, d_dinp, d_inp, d_dout, N, exact);
     dget(h, d_dinp, N);
