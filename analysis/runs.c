@@ -114,6 +114,9 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
         if (strcmp(c.init, "tanh4") != 0) strncat(r->variant, "+exact", sizeof r->variant - strlen(r->variant) - 1);
     }
     scale_label(&c, r->scale, sizeof r->scale);
+    /* another base model (docs/paper.md) is another cell, never compared with the default's */
+    if (!c.bias) strncat(r->scale, "+nobias", sizeof r->scale - strlen(r->scale) - 1);
+    if (!strcmp(c.gelu, "erf")) strncat(r->scale, "+erf", sizeof r->scale - strlen(r->scale) - 1);
     const char *st = h5log_get_attr_str(&r->log, "/", "status");
     snprintf(r->status, sizeof r->status, "%s", st ? st : "unknown");
     r->n = c.n_streams;

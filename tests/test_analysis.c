@@ -123,6 +123,7 @@ typedef struct {
     int n_layer;
     int stopped_at;   /* nonzero: an interrupted run, logged to this step of `steps` */
     int diverged;     /* with stopped_at: status diverged, NaN losses, no final probe */
+    int nanogpt;      /* model.bias false, model.gelu erf */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -133,6 +134,10 @@ static void write_run(const char *dir, const synth *s) {
     c.n_embd = 32;
     c.block_size = 32;
     snprintf(c.method, sizeof c.method, "%s", s->method);
+    if (s->nanogpt) {
+        c.bias = 0;
+        snprintf(c.gelu, sizeof c.gelu, "erf");
+    }
     c.n_streams = s->n;
     c.seed = (uint64_t)s->seed;
     c.steps = s->steps;
@@ -248,6 +253,14 @@ static void test_run_load(void) {
     CHECK_CLOSE(an_negative_fraction(&r, 0.01, &tot), 11.0 / 101.0, 1e-15, 0, "negative fraction");
     CHECK_CLOSE(tot, 4 * 101, 0, 0, "entries");
     CHECK(isnan(an_composite_sum_dev(&r, 1)), "absent dataset: NaN");
+    an_run_free(&r);
+    /* another base model is another cell: its scale says so */
+    s.name = "r2";
+    s.nanogpt = 1;
+    write_run(dir, &s);
+    snprintf(p, sizeof p, "%s/r2/run.h5", dir);
+    CHECK(an_run_load(&r, p, err, sizeof err) == 0, "load: %s", err);
+    CHECK(!strcmp(r.scale, "L2-C32-T32+nobias+erf"), "scale label of nanoGPT's base model: %s", r.scale);
     an_run_free(&r);
     snprintf(p, sizeof p, "%s/nothing.h5", dir);
     CHECK(an_run_load(&r, p, err, sizeof err) != 0 && strlen(err) > 0, "a missing file is refused: %s", err);
