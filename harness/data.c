@@ -167,43 +167,6 @@ void shard_close(data_shard *s) {
 }
 
 /* Parent directory of path into buf ("." when there is none). */
-static void parent_dir(char *buf, size_t len, const char *path) {
-    snprintf(buf, len, "%s", path);
-    char *slash = strrchr(buf, '/');
-    if (!slash) snprintf(buf, len, ".");
-    else if (slash == buf) buf[1] = '\0';
-    else *slash = '\0';
-}
-
-/* Write bytes to path atomically: path.tmp, fsync, rename, fsync the directory. */
-static int write_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
-    char dir[1024], tmp[1100];
-    parent_dir(dir, sizeof dir, path);
-    if (mkdir_p(dir) != 0) {
-        fprintf(stderr, "s2hc: error: cannot create directory %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", tmp, strerror(errno));
-        return -1;
-    }
-    int ok = (head_len == 0 || fwrite(head, 1, head_len, f) == head_len) &&
-             (body_len == 0 || fwrite(body, 1, body_len, f) == body_len) && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved = errno;
-    if (fclose(f) != 0 && ok) { ok = 0; saved = errno; }
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) saved = errno;
-        fprintf(stderr, "s2hc: error: writing %s failed: %s\n", path, strerror(saved));
-        unlink(tmp);
-        return -1;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) { fsync(dfd); close(dfd); }
-    return 0;
-}
-
 int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t vocab, uint32_t bytes_per_token) {
     if (bytes_per_token != 1 && bytes_per_token != 2) {
         fprintf(stderr, "s2hc: error: %s: bytes per token must be 1 or 2, not %u\n", path, bytes_per_token);
@@ -220,7 +183,7 @@ int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t v
     wr_u32(h + 16, bytes_per_token);
     wr_u32(h + 20, 0);
     wr_u64(h + 24, count);
-    return write_atomic(path, h, sizeof h, tokens, (size_t)(count * bytes_per_token));
+    return write_file_atomic(path, h, sizeof h, tokens, (size_t)(count * bytes_per_token));
 }
 
 void data_shard_path(char *buf, size_t len, const char *data_dir, const char *corpus, const char *split) {
@@ -1397,7 +1360,7 @@ static int prepare_one(const char *data_dir, const corpus_spec *c, int verbose) 
         data_shard_path(vpath, sizeof vpath, data_dir, c->name, "val");
         data_shard_path(tpath, sizeof tpath, data_dir, c->name, "train");
         if (shard_write(vpath, val.p ? val.p : "", val.n, 256, 1) != 0 ||
-            shard_write(tpath, train.p, train.n, 256, 1) != 0 || write_atomic(path, NULL, 0, src.p, src.n) != 0)
+            shard_write(tpath, train.p, train.n, 256, 1) != 0 || write_file_atomic(path, NULL, 0, src.p, src.n) != 0)
             rc = 1;
         dbuf_free(&src);
         dbuf_free(&ver);

@@ -64,6 +64,7 @@ static void usage(FILE *f) {
             "  probe RUN_DIR        the end-of-training probe over validation sequences (/final)\n"
             "  inspect RUN_DIR      residual matrices of a run, per layer, in the terminal\n"
             "  sample RUN_DIR       text from a run's model, continuing a prompt\n"
+            "  export RUN_DIR       a run's weights as a safetensors file (nanoGPT's tensor names)\n"
             "  analyze RUNS... -o D plot data and tables from run files (for the report)\n"
             "  report RUNS... -o D  the HTML report: every figure and table, the paper's numbers beside ours\n"
             "  bench                speed against the machine's limit (tokens/s, MFU, overheads)\n"
@@ -120,6 +121,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "probe")) return probe_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return inspect_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return sample_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export")) return export_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "methods")) {
         int rc = no_args(argc - 1, argv + 1, "The residual methods (residual.method), one line each.",
                          "s2hc methods");

@@ -53,6 +53,8 @@ int run_lock(const char *dir, const char *who);
 
 int train_main(int argc, char **argv);
 int eval_main(int argc, char **argv);
+/* `s2hc export`: a run's weights as a safetensors file (harness/export.c). */
+int export_main(int argc, char **argv);
 
 /* The version string (git commit of the build). */
 const char *s2hc_version(void);

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -390,4 +391,40 @@ char *read_text_file(const char *path, size_t *len) {
     buf[n] = '\0';
     *len = n;
     return buf;
+}
+
+static void parent_dir(char *buf, size_t len, const char *path) {
+    snprintf(buf, len, "%s", path);
+    char *slash = strrchr(buf, '/');
+    if (!slash) snprintf(buf, len, ".");
+    else if (slash == buf) buf[1] = '\0';
+    else *slash = '\0';
+}
+
+int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
+    char dir[1024], tmp[1100];
+    parent_dir(dir, sizeof dir, path);
+    if (mkdir_p(dir) != 0) {
+        fprintf(stderr, "s2hc: error: cannot create directory %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
+    int ok = (head_len == 0 || fwrite(head, 1, head_len, f) == head_len) &&
+             (body_len == 0 || fwrite(body, 1, body_len, f) == body_len) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved = errno;
+    if (fclose(f) != 0 && ok) { ok = 0; saved = errno; }
+    if (!ok || rename(tmp, path) != 0) {
+        if (ok) saved = errno;
+        fprintf(stderr, "s2hc: error: writing %s failed: %s\n", path, strerror(saved));
+        unlink(tmp);
+        return -1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) { fsync(dfd); close(dfd); }
+    return 0;
 }

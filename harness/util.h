@@ -108,4 +108,9 @@ void progress_end(progress *p);
  * *len. NULL with errno on failure. */
 char *read_text_file(const char *path, size_t *len);
 
+/* Write head then body to path atomically: path.tmp, fsync, rename, fsync the directory
+ * (created first if missing). 0, or -1 after a message naming the file, with no path.tmp
+ * left and path untouched. */
+int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len);
+
 #endif

@@ -38,7 +38,7 @@ done
 expect_status 2 "unknown command exits 2" -- "$S2HC" frobnicate
 expect_status 0 "help exits 0" -- "$S2HC" --help
 expect_out "example" "help shows an example"
-for sub in train eval data params inspect probe sample bench report analyze grid version methods config; do
+for sub in train eval data params inspect probe sample export bench report analyze grid version methods config; do
   expect_status 0 "$sub --help" -- "$S2HC" $sub --help
   expect_out "example" "$sub --help shows an example"
 done
@@ -46,7 +46,7 @@ for sub in methods config version; do
   expect_status 2 "$sub with a stray argument exits 2" -- "$S2HC" $sub --bogus
   expect_out "usage: s2hc $sub" "$sub with a stray argument shows its usage"
 done
-for args in "eval $TMP --batches" "inspect $TMP --layer" "probe $TMP --samples" "train $cfg --stop-after" "sample $TMP --tokens"; do
+for args in "eval $TMP --batches" "inspect $TMP --layer" "probe $TMP --samples" "train $cfg --stop-after" "sample $TMP --tokens" "export $TMP -o"; do
   expect_status 2 "$args (no value) exits 2" -- "$S2HC" $args
   expect_out "its value is missing" "$args: the error says the value may be missing"
 done

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# `s2hc export` from the shell: a run's checkpoint as a safetensors file, read back by an
+# independent reader (python3's json and struct, the format's own definition) and
+# compared with the checkpoint's bytes (h5dump); bf16 rounding; the lm_head copy; a
+# model without biases; and errors that leave no file behind.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+make_synth_data "$TMP/data"
+conf() { # conf NAME METHOD N [MODEL_EXTRA]
+  cat > "$TMP/$1.yaml" <<YAML
+model: {n_layer: 2, n_head: 2, n_embd: 32, block_size: 32$4}
+residual: {method: $2, n_streams: $3}
+train: {batch: 4, steps: 3, warmup: 1, lr: 0.003, eval_every: 0, eval_batches: 1, ckpt_every: 0}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: $1, out: $TMP/runs}
+probe: {every: 0, final_samples: 0}
+YAML
+}
+conf s s2hc 4
+conf b rc 1 ", bias: false, gelu: erf"
+expect_status 0 "export --help" -- "$S2HC" export --help
+expect_out "example" "export --help shows an example"
+expect_status 0 "train s2hc" -- "$S2HC" train "$TMP/s.yaml" --quiet
+expect_status 0 "train rc without biases" -- "$S2HC" train "$TMP/b.yaml" --quiet
+R=$TMP/runs/s
+
+expect_status 0 "export a run" -- "$S2HC" export "$R"
+expect_out "model.safetensors" "says where it wrote"
+[ -s "$R/model.safetensors" ] && ok "RUN_DIR/model.safetensors by default" || fail "no $R/model.safetensors"
+expect_status 0 "export -o --dtype bf16" -- "$S2HC" export "$R" -o "$TMP/half.safetensors" --dtype bf16
+
+# every checkpoint tensor's raw bytes, as h5dump writes them
+mkdir -p "$TMP/raw"
+h5ls "$R/ckpt.h5/model" | awk '{print $1}' > "$TMP/names"
+while read -r nm; do
+  h5dump -d "/model/$nm" -b LE -o "$TMP/raw/$nm" "$R/ckpt.h5" >/dev/null 2>&1
+done < "$TMP/names"
+[ "$(wc -l < "$TMP/names")" -gt 20 ] && ok "the checkpoint lists its tensors" || fail "h5ls: $(cat "$TMP/names")"
+
+# the reader: the header's JSON, offsets contiguous from 0 to the end, 8-byte alignment,
+# each tensor's bytes = the checkpoint's (f32), its bf16 rounding (bf16), lm_head = wte
+python3 - "$R/model.safetensors" "$TMP/half.safetensors" "$TMP/raw" "$TMP/names" > "$TMP/py" 2>&1 <<'PY'
+import json, struct, sys, os
+full, half, raw, names = sys.argv[1:5]
+names = [l.split()[0] for l in open(names) if l.strip()]
+def read(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n].decode("utf-8"))
+    assert (8 + n) % 8 == 0, "data not 8-byte aligned"
+    meta = h.pop("__metadata__")
+    assert all(isinstance(v, str) for v in meta.values()), "metadata values must be strings"
+    spans = sorted(v["data_offsets"] for v in h.values())
+    at = 0
+    for s, e in spans:
+        assert s == at and e >= s, "offsets not contiguous at %d" % at
+        at = e
+    assert 8 + n + at == len(b), "data length %d, file has %d" % (at, len(b) - 8 - n)
+    return b[8 + n:], h, meta
+def rne(x):  # float32 bits -> bf16 bits, nearest even
+    if (x & 0x7fffffff) > 0x7f800000: return (x >> 16) | 0x40
+    return ((x + 0x7fff + ((x >> 16) & 1)) >> 16) & 0xffff
+data, h, meta = read(full)
+hd, hh, hmeta = read(half)
+assert set(h) == set(names) | {"lm_head.weight"}, "tensor names: %s" % sorted(set(h) ^ set(names))
+assert meta["method"] == "s2hc" and meta["n_streams"] == "4" and meta["format"] == "pt", meta
+assert "method: s2hc" in meta["config"] and meta["step"] == "3", meta["config"][:200]
+count = 1
+for nm in names:
+    v = h[nm]
+    assert v["dtype"] == "F32", v
+    size = 4
+    for d in v["shape"]: size *= d
+    s, e = v["data_offsets"]
+    assert e - s == size, "%s: %d bytes for shape %s" % (nm, e - s, v["shape"])
+    ref = open(os.path.join(raw, nm), "rb").read()
+    assert data[s:e] == ref, "%s: bytes differ from the checkpoint's" % nm
+    w = hh[nm]
+    assert w["dtype"] == "BF16" and w["shape"] == v["shape"] and w["data_offsets"][1] - w["data_offsets"][0] == size // 2
+    f32 = struct.unpack("<%dI" % (size // 4), ref)
+    b16 = struct.unpack("<%dH" % (size // 4), hd[w["data_offsets"][0]:w["data_offsets"][1]])
+    assert all(rne(x) == y for x, y in zip(f32, b16)), "%s: bf16 is not the nearest-even rounding" % nm
+    count += 1
+lm, wte = h["lm_head.weight"], h["transformer.wte.weight"]
+assert lm["shape"] == wte["shape"] and data[slice(*lm["data_offsets"])] == data[slice(*wte["data_offsets"])]
+print("checked %d tensors" % count)
+PY
+[ $? = 0 ] && ok "read back: $(tail -1 "$TMP/py")" || fail "read back: $(tail -5 "$TMP/py")"
+
+# a model without biases: no bias tensors, the config says so
+expect_status 0 "export the run without biases" -- "$S2HC" export "$TMP/runs/b" -o "$TMP/b.safetensors"
+python3 - "$TMP/b.safetensors" > "$TMP/py" 2>&1 <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+meta = h.pop("__metadata__")
+assert not [k for k in h if k.endswith(".bias")], [k for k in h if k.endswith(".bias")]
+assert "bias: false" in meta["config"] and "gelu: erf" in meta["config"] and meta["method"] == "rc"
+assert "transformer.h.1.mlp.c_proj.weight" in h and "lm_head.weight" in h
+print(len(h), "tensors")
+PY
+[ $? = 0 ] && ok "no biases exported: $(tail -1 "$TMP/py")" || fail "bias-free export: $(tail -5 "$TMP/py")"
+
+# errors: nothing written, nothing left behind
+expect_status 1 "a directory that is no run" -- "$S2HC" export "$TMP/nothing"
+expect_status 2 "an unknown --dtype" -- "$S2HC" export "$R" --dtype f16 -o "$TMP/x.safetensors"
+expect_out "expected f32 or bf16" "names the choices"
+expect_status 2 "an unknown option" -- "$S2HC" export "$R" --frobnicate
+expect_status 2 "two run directories" -- "$S2HC" export "$R" "$TMP/runs/b"
+touch "$TMP/blocker"
+expect_status 1 "an output path under a file" -- "$S2HC" export "$R" -o "$TMP/blocker/m.safetensors"
+[ -e "$TMP/x.safetensors" ] && fail "a refused export wrote its file" || ok "a refused export writes nothing"
+ls "$TMP" "$R" | grep -q '\.tmp$' && fail "a .tmp was left behind: $(ls "$TMP" "$R" | grep '\.tmp$')" \
+  || ok "no .tmp left behind"
+mkdir "$TMP/ro" && chmod 555 "$TMP/ro"
+if [ "$(id -u)" != 0 ]; then
+  expect_status 1 "an unwritable directory" -- "$S2HC" export "$R" -o "$TMP/ro/m.safetensors"
+  [ -z "$(ls "$TMP/ro")" ] && ok "nothing in it afterwards" || fail "left: $(ls "$TMP/ro")"
+fi
+finish export_cli
