@@ -68,7 +68,7 @@ typedef struct {
     char variant[64];       /* method, plus "+expm" / "+exact" for non-default s2hc core/init */
     char corpus[32];        /* data.train */
     char scale[32];         /* the preset whose model size matches, else "L<l>-C<c>-T<t>"; then
-                               "+nobias" (model.bias false) and "+erf" (model.gelu erf) */
+                               "+nobias" (model.bias false), "+erf" (model.gelu erf), "+init" (train.init_from) */
     char status[32];        /* root attribute status ("finished", "diverged", ...) */
     int n;                  /* residual streams */
     long seed;

@@ -117,6 +117,7 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     /* another base model (docs/paper.md) is another cell, never compared with the default's */
     if (!c.bias) strncat(r->scale, "+nobias", sizeof r->scale - strlen(r->scale) - 1);
     if (!strcmp(c.gelu, "erf")) strncat(r->scale, "+erf", sizeof r->scale - strlen(r->scale) - 1);
+    if (c.init_from[0]) strncat(r->scale, "+init", sizeof r->scale - strlen(r->scale) - 1); /* a trained start */
     const char *st = h5log_get_attr_str(&r->log, "/", "status");
     snprintf(r->status, sizeof r->status, "%s", st ? st : "unknown");
     r->n = c.n_streams;

@@ -135,6 +135,10 @@ static const cfg_key cfg_keys[] = {
           "cpu, 2+ threads: batch = each thread runs the whole step on its slice of the micro-batch (no barrier "
           "between ops; 5-8 % faster on 2 cores), ops = every op split over the threads; bit-identical for a given "
           "thread count, not to each other"),
+    {.key = "train.init_from", MEMBER(init_from), .type = K_PATH, .def = "", .lo = 0,
+     .help = "a safetensors file (s2hc export's, or a nanoGPT state_dict's) whose tensors a fresh run starts from, by "
+             "name; the model's other tensors keep their init (a plain residual model's weights under hyper-connections, "
+             "say); empty: none. A resumed run reads its checkpoint instead"},
 
     /* data */
     KPATH("data.dir", data_dir, "data", "directory of prepared token shards (`s2hc data prepare` writes it)"),
@@ -1192,7 +1196,7 @@ static void key_allowed_text(const cfg_key *k, char *buf, size_t n) {
     case K_ENUM: join_list(k->allowed, " | ", buf, n); break;
     case K_BOOL: snprintf(buf, n, "true | false"); break;
     case K_NAME: snprintf(buf, n, "%s[A-Za-z0-9_.+-], < %zu bytes", k->lo > 0 ? "non-empty, " : "", k->size); break;
-    case K_PATH: snprintf(buf, n, "non-empty, < %zu bytes", k->size); break;
+    case K_PATH: snprintf(buf, n, "%s< %zu bytes", k->lo > 0 ? "non-empty, " : "", k->size); break;
     case K_LIST: snprintf(buf, n, "up to %d names", (int)k->hi); break;
     default: range_text(k, buf, n); break;
     }

@@ -55,6 +55,7 @@ typedef struct {
     int log_every;        /* steps between progress lines when not a terminal */
     int threads;          /* OpenMP threads, 0 = all cores */
     char parallel[CFG_STR]; /* batch | ops: how a training step uses the threads (model_forward_backward) */
+    char init_from[CFG_PATH]; /* "" (the init), or a safetensors file whose tensors a fresh run starts from */
 
     /* data */
     char data_dir[CFG_PATH];          /* where `s2hc data prepare` writes shards (data) */

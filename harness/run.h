@@ -53,8 +53,19 @@ int run_lock(const char *dir, const char *who);
 
 int train_main(int argc, char **argv);
 int eval_main(int argc, char **argv);
-/* `s2hc export`: a run's weights as a safetensors file (harness/export.c). */
+/* `s2hc export`: a run's weights as a safetensors file (harness/safetensors.c). */
 int export_main(int argc, char **argv);
+/* m's parameters as safetensors file `path` (f32, or bf16 rounded to nearest even),
+ * written atomically, with its config and `step` in the metadata: the file's size, or -1
+ * after a message naming the file. */
+int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, int bf16);
+/* train.init_from: the tensors of safetensors file `path` into m's parameters, by name
+ * (s2hc export's names, which are nanoGPT's state_dict keys; lm_head.weight must equal
+ * transformer.wte.weight, and nanoGPT's causal-mask buffers are skipped). F32, BF16 or F16.
+ * Every tensor of the file must be a parameter of m with its shape; m's tensors the file
+ * lacks keep their values (*kept of them; *loaded read). m changes only when the whole
+ * file reads: 0, or -1 with err naming the file and the tensor. */
+int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, char *err, size_t errlen);
 
 /* The version string (git commit of the build). */
 const char *s2hc_version(void);

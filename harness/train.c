@@ -496,6 +496,7 @@ parts:;
     model_init(&model, cfg.seed);
     yaml = config_to_yaml(&cfg);
     int start = 0, use_cuda = 0; /* use_cuda: rank 0's choice of the cuda backend across processes */
+    int init_loaded = -1;        /* train.init_from: the tensors read (a fresh run) */
     char gpu[256] = "";
     const int streams_bf16 = model.stream_bf16; /* residual.stream_precision bf16 of a frame method */
     if (rank > 0) goto agree;
@@ -584,6 +585,17 @@ parts:;
     } else if (resume && !quiet) {
         printf("no checkpoint in %s; starting from step 0\n", dir);
     }
+    /* train.init_from: a fresh run starts from a file's tensors, read before anything is
+       written (a resumed run has its checkpoint's) */
+    if (start == 0 && cfg.init_from[0]) {
+        int kept = 0;
+        if (safetensors_load(&model, cfg.init_from, &init_loaded, &kept, err, sizeof err) != 0) {
+            fprintf(stderr, "s2hc: error: key 'train.init_from' of %s: %s\n", cfg_path, err);
+            { status = RUN_USAGE; goto out; }
+        }
+        if (!quiet)
+            printf("init_from %s: %d tensors read, %d kept their initialisation\n", cfg.init_from, init_loaded, kept);
+    }
     /* the backend: cuda when asked for (a clear error without a usable GPU), or with auto
        when a GPU is usable; parameters and optimizer state then live on the device and
        are copied back for evals, probes and checkpoints */
@@ -667,6 +679,7 @@ parts:;
     h5log_attr_num(&log, "/", "processes", W);
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
     h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
+    if (init_loaded >= 0) h5log_attr_num(&log, "/", "init_from_tensors", init_loaded);
     h5log_attr_str(&log, "/", "H_res_convention",
                    "X_next = H_res . X: H_res[i, j] is the weight of input stream j in output stream i");
     char kron[32] = "";
@@ -730,7 +743,7 @@ agree:
                     "(every process must be given the same)\n", rank, cfg_path);
         status = dist_max_int(differs ? RUN_USAGE : RUN_OK);
         if (status) goto out;
-        if (start > 0) { /* resumed: rank 0's weights and moments */
+        if (start > 0 || cfg.init_from[0]) { /* resumed, or started from a file: rank 0's weights and moments */
             dist_bcast(model.params, model.n_params * sizeof(real));
             dist_bcast(opt.m, model.n_params * sizeof(real));
             dist_bcast(opt.v, model.n_params * sizeof(real));

@@ -124,6 +124,7 @@ typedef struct {
     int stopped_at;   /* nonzero: an interrupted run, logged to this step of `steps` */
     int diverged;     /* with stopped_at: status diverged, NaN losses, no final probe */
     int nanogpt;      /* model.bias false, model.gelu erf */
+    const char *init_from; /* train.init_from */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -138,6 +139,7 @@ static void write_run(const char *dir, const synth *s) {
         c.bias = 0;
         snprintf(c.gelu, sizeof c.gelu, "erf");
     }
+    if (s->init_from) snprintf(c.init_from, sizeof c.init_from, "%s", s->init_from);
     c.n_streams = s->n;
     c.seed = (uint64_t)s->seed;
     c.steps = s->steps;
@@ -261,6 +263,14 @@ static void test_run_load(void) {
     snprintf(p, sizeof p, "%s/r2/run.h5", dir);
     CHECK(an_run_load(&r, p, err, sizeof err) == 0, "load: %s", err);
     CHECK(!strcmp(r.scale, "L2-C32-T32+nobias+erf"), "scale label of nanoGPT's base model: %s", r.scale);
+    an_run_free(&r);
+    s.name = "r3"; /* a run started from a file's tensors (train.init_from) */
+    s.nanogpt = 0;
+    s.init_from = "base/model.safetensors";
+    write_run(dir, &s);
+    snprintf(p, sizeof p, "%s/r3/run.h5", dir);
+    CHECK(an_run_load(&r, p, err, sizeof err) == 0, "load: %s", err);
+    CHECK(!strcmp(r.scale, "L2-C32-T32+init"), "scale label of a run from train.init_from: %s", r.scale);
     an_run_free(&r);
     snprintf(p, sizeof p, "%s/nothing.h5", dir);
     CHECK(an_run_load(&r, p, err, sizeof err) != 0 && strlen(err) > 0, "a missing file is refused: %s", err);

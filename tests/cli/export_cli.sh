@@ -101,6 +101,27 @@ print(len(h), "tensors")
 PY
 [ $? = 0 ] && ok "no biases exported: $(tail -1 "$TMP/py")" || fail "bias-free export: $(tail -5 "$TMP/py")"
 
+# train.init_from: a fresh run starts from a file's tensors (rc's weights under s2hc), the
+# frame keeping its init; a resumed run reads its checkpoint, not the file
+conf u s2hc 4 ", bias: false, gelu: erf"
+cp "$TMP/b.safetensors" "$TMP/start.safetensors"
+expect_status 130 "train s2hc from rc's export (train.init_from), stopped after 2 steps" -- \
+  "$S2HC" train "$TMP/u.yaml" --set train.init_from="$TMP/start.safetensors" --stop-after 2
+expect_out "init_from $TMP/start.safetensors: 15 tensors read, 56 kept their initialisation" \
+  "says what it read (rc's 15 tensors; lm_head.weight is wte)"
+h5dump -a /init_from_tensors "$TMP/runs/u/run.h5" 2>/dev/null | grep -q '(0): 15' && ok "the run file counts them" \
+  || fail "init_from_tensors: $(h5dump -a /init_from_tensors "$TMP/runs/u/run.h5" 2>&1 | tail -3)"
+rm "$TMP/start.safetensors"
+expect_status 0 "--resume without the file: the checkpoint's weights" -- \
+  "$S2HC" train "$TMP/u.yaml" --set train.init_from="$TMP/start.safetensors" --resume --quiet
+expect_status 2 "init_from a missing file" -- \
+  "$S2HC" train "$TMP/u.yaml" --set train.init_from="$TMP/none.safetensors" --set run.name=u2
+expect_out "key 'train.init_from'" "names the key"
+[ ! -e "$TMP/runs/u2" ] && ok "and writes no run" || fail "a run directory was made"
+expect_status 2 "init_from an s2hc file into rc" -- \
+  "$S2HC" train "$TMP/b.yaml" --set train.init_from="$R/model.safetensors" --set run.name=b2
+expect_out "is not a parameter of this model" "names the tensor it cannot place"
+
 # errors: nothing written, nothing left behind
 expect_status 1 "a directory that is no run" -- "$S2HC" export "$TMP/nothing"
 expect_status 2 "an unknown --dtype" -- "$S2HC" export "$R" --dtype f16 -o "$TMP/x.safetensors"

@@ -1,0 +1,562 @@
+/* safetensors.c: a run's weights as one safetensors file (`s2hc export`), and such a file's
+ * tensors as the start of a fresh run (train.init_from).
+ *
+ * The safetensors layout: the header's length N as 8 little-endian bytes, N bytes of
+ * JSON (per tensor its dtype, shape and [begin, end) byte offsets into the data that
+ * follows; "__metadata__", a map of strings), then every tensor's values, little-endian
+ * and row-major, back to back. The header is padded with spaces to a multiple of 8 so
+ * the data starts aligned. libyaml reads the header (JSON is YAML's flow style).
+ *
+ * Names and shapes are the parameter table's: nanoGPT's state_dict keys for the GPT
+ * (transformer.wte.weight, transformer.h.0.attn.c_attn.weight as (3 C, C), ...), plus
+ * lm_head.weight, a copy of the tied embedding that nanoGPT's state_dict also holds.
+ * The hyper-connection tensors keep their s2hc names and layouts
+ * (transformer.h.<l>.attn_hc.proj.weight, ...; docs/runfile.md). The run's config, step,
+ * method and the build's version go into the metadata, so the file alone says how to
+ * rebuild the model.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml.h>
+#include "run.h"
+#include "util.h"
+
+static void export_usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc export RUN_DIR [-o FILE] [--dtype f32|bf16]\n\n"
+            "Write the weights of a run's checkpoint as one safetensors file (default\n"
+            "RUN_DIR/model.safetensors), for PyTorch and every tool that reads the format.\n"
+            "Tensor names are nanoGPT's state_dict keys (lm_head.weight included, a copy of\n"
+            "the tied embedding); the hyper-connections keep their s2hc names. The metadata\n"
+            "holds the run's config, step and method (docs/runfile.md). The file is written\n"
+            "whole or not at all.\n"
+            "  -o FILE        where to write it\n"
+            "  --dtype T      f32 (default, the checkpoint's values) or bf16 (rounded to\n"
+            "                 nearest even: half the size)\n\n"
+            "example:\n"
+            "  s2hc export runs/s2hc-n4-s1337 -o s2hc.safetensors\n");
+}
+
+/* x as bf16 bits, rounded to nearest, ties to even, as PyTorch's float-to-bfloat16
+ * conversion; NaN stays a (quiet) NaN. */
+static uint16_t export_bf16(float x) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40u);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+/* s as a JSON string: quotes, backslashes and control characters escaped */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* One tensor's header entry; *off advances past its bytes. */
+static void json_tensor(FILE *f, const char *name, const char *dtype, int rank, const size_t *shape, size_t bytes,
+                        size_t *off) {
+    fputc(',', f);
+    json_string(f, name);
+    fprintf(f, ":{\"dtype\":\"%s\",\"shape\":[", dtype);
+    for (int d = 0; d < rank; d++) fprintf(f, "%s%zu", d ? "," : "", shape[d]);
+    fprintf(f, "],\"data_offsets\":[%zu,%zu]}", *off, *off + bytes);
+    *off += bytes;
+}
+
+/* values as dtype's bytes at dst; returns the bytes written */
+static size_t put_values(unsigned char *dst, const float *v, size_t n, int bf16) {
+    if (!bf16) {
+        memcpy(dst, v, n * sizeof(float));
+        return n * sizeof(float);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t h = export_bf16(v[i]);
+        dst[2 * i] = (unsigned char)(h & 0xff);
+        dst[2 * i + 1] = (unsigned char)(h >> 8);
+    }
+    return n * 2;
+}
+
+int export_main(int argc, char **argv) {
+    const char *dir = NULL, *out = NULL, *dtype = "f32";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            export_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "s2hc: error: export: unknown option '%s'%s\n", argv[i],
+                    i + 1 < argc ? "" : " (or its value is missing)");
+            return 2;
+        } else if (dir) {
+            fprintf(stderr, "s2hc: error: export: one run directory at a time ('%s', then '%s')\n", dir, argv[i]);
+            return 2;
+        } else dir = argv[i];
+    }
+    if (!dir) {
+        export_usage(stderr);
+        return 2;
+    }
+    if (strcmp(dtype, "f32") && strcmp(dtype, "bf16")) {
+        fprintf(stderr, "s2hc: error: export: --dtype: expected f32 or bf16, got '%s'\n", dtype);
+        return 2;
+    }
+    const int bf16 = !strcmp(dtype, "bf16");
+    s2hc_config cfg;
+    gpt_model m;
+    h5log log;
+    int64_t step = 0;
+    if (run_open(dir, &cfg, &m, &log, &step) != 0) return 1;
+    h5log_free(&log);
+    char path[1200];
+    if (out) snprintf(path, sizeof path, "%s", out);
+    else snprintf(path, sizeof path, "%s/model.safetensors", dir);
+
+    const int64_t bytes = safetensors_write(&m, step, path, bf16);
+    if (bytes >= 0)
+        printf("wrote %s: %d tensors (%zu values) and lm_head.weight, %s, step %lld, %.1f MB\n", path, m.n_tensors,
+               m.n_params, dtype, (long long)step, (double)bytes / 1e6);
+    model_free(&m);
+    return bytes >= 0 ? 0 : 1;
+}
+
+int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, int bf16) {
+    const size_t esize = bf16 ? 2 : sizeof(float);
+    /* the header: every table tensor in table order, then lm_head.weight */
+    char *head = NULL;
+    size_t head_len = 0, off = 0;
+    FILE *h = open_memstream(&head, &head_len);
+    if (!h) {
+        fprintf(stderr, "s2hc: error: %s: out of memory\n", path);
+        return -1;
+    }
+    char *yaml = config_to_yaml(&m->cfg);
+    fputs("{\"__metadata__\":{\"format\":\"pt\",\"producer\":", h);
+    json_string(h, "s2hc");
+    fputs(",\"s2hc_version\":", h);
+    json_string(h, s2hc_version());
+    fprintf(h, ",\"step\":\"%lld\",\"method\":", (long long)step);
+    json_string(h, m->cfg.method);
+    fprintf(h, ",\"n_streams\":\"%d\",\"tied\":\"lm_head.weight=transformer.wte.weight\",\"config\":", m->n);
+    json_string(h, yaml);
+    fputc('}', h);
+    free(yaml);
+    const param_info *wte = NULL;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_info *p = &m->pinfo[i];
+        if (!strcmp(p->name, "transformer.wte.weight")) wte = p;
+        json_tensor(h, p->name, bf16 ? "BF16" : "F32", p->rank, p->shape, p->numel * esize, &off);
+    }
+    if (wte) json_tensor(h, "lm_head.weight", bf16 ? "BF16" : "F32", wte->rank, wte->shape, wte->numel * esize, &off);
+    fputc('}', h);
+    while ((ftell(h) + 8) % 8) fputc(' ', h); /* the data starts 8-byte aligned */
+    if (fclose(h) != 0 || !head) {
+        fprintf(stderr, "s2hc: error: %s: out of memory\n", path);
+        free(head);
+        return -1;
+    }
+    /* the length and the header, then the data */
+    unsigned char *file_head = malloc_check(8 + head_len);
+    for (int k = 0; k < 8; k++) file_head[k] = (unsigned char)((uint64_t)head_len >> (8 * k));
+    memcpy(file_head + 8, head, head_len);
+    free(head);
+    unsigned char *data = malloc_check(off ? off : 1);
+    size_t at = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        at += put_values(data + at, m->params + m->pinfo[i].offset, m->pinfo[i].numel, bf16);
+    if (wte) at += put_values(data + at, m->params + wte->offset, wte->numel, bf16);
+    const int rc = write_file_atomic(path, file_head, 8 + head_len, data, off);
+    free(file_head);
+    free(data);
+    return rc == 0 ? (int64_t)(8 + head_len + off) : -1;
+}
+
+/* ---- reading: train.init_from ------------------------------------------------------------ */
+
+#define ST_MAX_HEADER (100u << 20) /* the format's own bound on the header */
+#define ST_MAX_RANK 8
+
+typedef struct {
+    char name[PARAM_NAME + 64];
+    char dtype[16];
+    int rank;
+    size_t shape[ST_MAX_RANK];
+    uint64_t begin, end;
+    int has_dtype, has_shape, has_offsets;
+} st_entry;
+
+/* a whole number from a scalar (shape entries, offsets) */
+static int st_number(const char *s, uint64_t *v) {
+    if (!*s) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (*end || errno || s[0] == '-' || s[0] == '+') return -1;
+    *v = x;
+    return 0;
+}
+
+/* A list of whole numbers (the cursor on its SEQUENCE_START); -1 with err on anything else. */
+static int st_numbers(yaml_parser_t *p, const char *file, const char *tensor, const char *key, uint64_t *out,
+                      int cap, int *n, char *err, size_t errlen) {
+    *n = 0;
+    for (;;) {
+        yaml_event_t e;
+        if (!yaml_parser_parse(p, &e)) {
+            snprintf(err, errlen, "%s: header: %s", file, p->problem ? p->problem : "does not parse");
+            return -1;
+        }
+        const int t = e.type;
+        if (t == YAML_SEQUENCE_END_EVENT) {
+            yaml_event_delete(&e);
+            return 0;
+        }
+        uint64_t v;
+        const int bad = t != YAML_SCALAR_EVENT || *n >= cap || st_number((const char *)e.data.scalar.value, &v) != 0;
+        yaml_event_delete(&e);
+        if (bad) {
+            snprintf(err, errlen, "%s: header: tensor '%s': key '%s' must be a list of at most %d whole numbers", file,
+                     tensor, key, cap);
+            return -1;
+        }
+        out[(*n)++] = v;
+    }
+}
+
+/* Skip one node whose start event e was just read (a mapping or sequence: to its end). */
+static int st_skip(yaml_parser_t *p, const yaml_event_t *e, const char *file, char *err, size_t errlen) {
+    if (e->type != YAML_MAPPING_START_EVENT && e->type != YAML_SEQUENCE_START_EVENT) return 0;
+    int depth = 1;
+    while (depth > 0) {
+        yaml_event_t x;
+        if (!yaml_parser_parse(p, &x)) {
+            snprintf(err, errlen, "%s: header: %s", file, p->problem ? p->problem : "does not parse");
+            return -1;
+        }
+        if (x.type == YAML_MAPPING_START_EVENT || x.type == YAML_SEQUENCE_START_EVENT) depth++;
+        if (x.type == YAML_MAPPING_END_EVENT || x.type == YAML_SEQUENCE_END_EVENT) depth--;
+        yaml_event_delete(&x);
+    }
+    return 0;
+}
+
+static st_entry *st_grow(st_entry *v, int cap) {
+    st_entry *w = realloc(v, (size_t)cap * sizeof *w);
+    if (!w) {
+        fprintf(stderr, "s2hc: error: out of memory reading a safetensors header\n");
+        exit(1);
+    }
+    return w;
+}
+
+/* The header's tensors (malloc'd, *n of them); -1 with err naming the file and tensor. */
+static int st_parse_header(const char *hdr, size_t len, const char *file, st_entry **out, int *n, char *err,
+                           size_t errlen) {
+    yaml_parser_t p;
+    yaml_parser_initialize(&p);
+    yaml_parser_set_input_string(&p, (const unsigned char *)hdr, len);
+    int cap = 64, cnt = 0, depth = 0, rc = -1;
+    st_entry *v = malloc_check((size_t)cap * sizeof *v);
+    st_entry *cur = NULL;
+    char key[64] = "";
+    for (;;) {
+        yaml_event_t e;
+        if (!yaml_parser_parse(&p, &e)) {
+            snprintf(err, errlen, "%s: header: %s (line %zu, column %zu of the JSON)", file,
+                     p.problem ? p.problem : "does not parse", p.problem_mark.line + 1, p.problem_mark.column + 1);
+            break;
+        }
+        const yaml_event_type_t t = e.type;
+        const char *val = t == YAML_SCALAR_EVENT ? (const char *)e.data.scalar.value : NULL;
+        int fail = 0, stop = 0;
+        if (t == YAML_STREAM_END_EVENT) {
+            stop = 1;
+            rc = depth == 0 ? 0 : -1;
+        } else if (t == YAML_MAPPING_START_EVENT && depth == 0) {
+            depth = 1;
+        } else if (t == YAML_MAPPING_END_EVENT && depth == 1) {
+            depth = 0;
+        } else if (depth == 1 && val) { /* a tensor's name, or __metadata__ */
+            if (!strcmp(val, "__metadata__")) {
+                yaml_event_t m; /* yaml_parser_parse zeroes it first, so it can always be deleted */
+                if (!yaml_parser_parse(&p, &m) || m.type != YAML_MAPPING_START_EVENT) {
+                    snprintf(err, errlen, "%s: header: __metadata__ must be a map of strings", file);
+                    fail = 2;
+                } else if (st_skip(&p, &m, file, err, errlen) != 0) {
+                    fail = 2;
+                }
+                yaml_event_delete(&m);
+            } else {
+                if (cnt == cap) v = st_grow(v, cap *= 2);
+                cur = &v[cnt++];
+                memset(cur, 0, sizeof *cur);
+                if (strlen(val) >= sizeof cur->name) {
+                    snprintf(err, errlen, "%s: header: a tensor name of %zu bytes", file, strlen(val));
+                    fail = 2;
+                } else {
+                    snprintf(cur->name, sizeof cur->name, "%s", val);
+                    yaml_event_t m;
+                    if (!yaml_parser_parse(&p, &m) || m.type != YAML_MAPPING_START_EVENT) {
+                        snprintf(err, errlen, "%s: header: tensor '%s' is not a map of dtype, shape, data_offsets", file,
+                                 cur->name);
+                        fail = 2;
+                    }
+                    yaml_event_delete(&m);
+                    if (!fail) depth = 2;
+                }
+            }
+        } else if (depth == 2 && val) { /* a key of the current tensor */
+            snprintf(key, sizeof key, "%s", val);
+            yaml_event_t m;
+            if (!yaml_parser_parse(&p, &m)) {
+                snprintf(err, errlen, "%s: header: %s", file, p.problem ? p.problem : "does not parse");
+                fail = 2;
+            } else if (!strcmp(key, "dtype") && m.type == YAML_SCALAR_EVENT) {
+                snprintf(cur->dtype, sizeof cur->dtype, "%s", (const char *)m.data.scalar.value);
+                cur->has_dtype = 1;
+            } else if ((!strcmp(key, "shape") || !strcmp(key, "data_offsets")) && m.type == YAML_SEQUENCE_START_EVENT) {
+                uint64_t nums[ST_MAX_RANK];
+                int k;
+                const int is_shape = !strcmp(key, "shape");
+                if (st_numbers(&p, file, cur->name, key, nums, is_shape ? ST_MAX_RANK : 2, &k, err, errlen) != 0)
+                    fail = 2;
+                else if (is_shape) {
+                    cur->rank = k;
+                    for (int d = 0; d < k; d++) cur->shape[d] = (size_t)nums[d];
+                    cur->has_shape = 1;
+                } else if (k != 2 || nums[0] > nums[1]) {
+                    snprintf(err, errlen, "%s: header: tensor '%s': data_offsets must be [begin, end], begin <= end",
+                             file, cur->name);
+                    fail = 2;
+                } else {
+                    cur->begin = nums[0];
+                    cur->end = nums[1];
+                    cur->has_offsets = 1;
+                }
+            } else if (!strcmp(key, "dtype") || !strcmp(key, "shape") || !strcmp(key, "data_offsets")) {
+                snprintf(err, errlen, "%s: header: tensor '%s': key '%s' has the wrong kind of value", file, cur->name,
+                         key);
+                fail = 2;
+            } else if (st_skip(&p, &m, file, err, errlen) != 0) {
+                fail = 2;
+            }
+            yaml_event_delete(&m);
+        } else if (t == YAML_MAPPING_END_EVENT && depth == 2) {
+            if (!cur->has_dtype || !cur->has_shape || !cur->has_offsets) {
+                snprintf(err, errlen, "%s: header: tensor '%s' lacks %s", file, cur->name,
+                         !cur->has_dtype ? "its dtype" : !cur->has_shape ? "its shape" : "its data_offsets");
+                fail = 2;
+            }
+            depth = 1;
+        } else if (t == YAML_STREAM_START_EVENT || t == YAML_DOCUMENT_START_EVENT || t == YAML_DOCUMENT_END_EVENT) {
+        } else {
+            snprintf(err, errlen, "%s: header: not a JSON object of tensors", file);
+            fail = 2;
+        }
+        yaml_event_delete(&e);
+        if (fail || stop) break;
+    }
+    yaml_parser_delete(&p);
+    if (rc != 0) {
+        if (!err[0]) snprintf(err, errlen, "%s: header: not a JSON object of tensors", file);
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+/* half-precision bits as a float (subnormals, infinities and NaN included) */
+static float st_half(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    uint32_t b;
+    if (ex == 0x1f) b = sign | 0x7f800000u | (man << 13);
+    else if (ex) b = sign | ((ex + 112u) << 23) | (man << 13);
+    else if (!man) b = sign;
+    else { /* subnormal: man 2^-24 */
+        float f = (float)man * 5.9604644775390625e-8f;
+        return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* the file's bytes [off, off + len) at dst */
+static int st_read(int fd, void *dst, size_t len, uint64_t off) {
+    unsigned char *d = dst;
+    while (len) {
+        ssize_t r = pread(fd, d, len, (off_t)off);
+        if (r <= 0) return -1;
+        d += r;
+        len -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, char *err, size_t errlen) {
+    *loaded = *kept = 0;
+    err[0] = 0;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    unsigned char len8[8];
+    uint64_t hlen = 0;
+    if ((uint64_t)st.st_size < 8 || st_read(fd, len8, 8, 0) != 0) {
+        snprintf(err, errlen, "%s: %lld bytes: not a safetensors file (no header length)", path, (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    for (int k = 0; k < 8; k++) hlen |= (uint64_t)len8[k] << (8 * k);
+    if (hlen > ST_MAX_HEADER || hlen > (uint64_t)st.st_size - 8) {
+        snprintf(err, errlen, "%s: a header of %llu bytes in a file of %lld: not a safetensors file (or truncated)",
+                 path, (unsigned long long)hlen, (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    char *hdr = malloc_check((size_t)hlen + 1);
+    st_entry *e = NULL;
+    int n = 0, rc = -1;
+    if (st_read(fd, hdr, (size_t)hlen, 8) != 0) snprintf(err, errlen, "%s: cannot read its header", path);
+    else {
+        hdr[hlen] = 0;
+        rc = st_parse_header(hdr, (size_t)hlen, path, &e, &n, err, errlen);
+    }
+    free(hdr);
+    if (rc != 0) {
+        close(fd);
+        return -1;
+    }
+    const uint64_t data_off = 8 + hlen, data_len = (uint64_t)st.st_size - data_off;
+    /* every tensor checked before any is read: the model's values change only when all fit */
+    const param_info *wte = model_find_param(m, "transformer.wte.weight");
+    const param_info **dst = malloc_check((size_t)(n ? n : 1) * sizeof *dst);
+    for (int i = 0; i < n && rc == 0; i++) {
+        const st_entry *t = &e[i];
+        size_t esz = !strcmp(t->dtype, "F32") ? 4 : !strcmp(t->dtype, "BF16") || !strcmp(t->dtype, "F16") ? 2 : 0;
+        const param_info *p = model_find_param(m, t->name);
+        const int lm_head = !p && !strcmp(t->name, "lm_head.weight");
+        if (lm_head) p = wte; /* nanoGPT's tied copy: checked against wte below */
+        const size_t nlen = strlen(t->name);
+        dst[i] = p;
+        if (!p && nlen > 10 && !strcmp(t->name + nlen - 10, ".attn.bias") && t->rank == 4) {
+            continue; /* nanoGPT's causal mask, a buffer */
+        } else if (!p) {
+            snprintf(err, errlen, "%s: tensor '%s' is not a parameter of this model (method %s, n = %d%s)", path,
+                     t->name, m->cfg.method, m->n, m->cfg.bias ? "" : ", model.bias false");
+            rc = -1;
+        } else if (!esz) {
+            snprintf(err, errlen, "%s: tensor '%s' has dtype %s; F32, BF16 and F16 are read", path, t->name, t->dtype);
+            rc = -1;
+        } else {
+            size_t numel = 1;
+            int same = t->rank == p->rank;
+            for (int d = 0; d < t->rank; d++) numel *= t->shape[d];
+            for (int d = 0; same && d < p->rank; d++) same = t->shape[d] == p->shape[d];
+            if (!same) {
+                char a[96] = "", b[96] = "";
+                for (int d = 0; d < t->rank; d++)
+                    snprintf(a + strlen(a), sizeof a - strlen(a), "%s%zu", d ? ", " : "", t->shape[d]);
+                for (int d = 0; d < p->rank; d++)
+                    snprintf(b + strlen(b), sizeof b - strlen(b), "%s%zu", d ? ", " : "", p->shape[d]);
+                snprintf(err, errlen, "%s: tensor '%s' has shape [%s], the model's %s is [%s]", path, t->name, a,
+                         p->name, b);
+                rc = -1;
+            } else if (t->end > data_len || t->end - t->begin != (uint64_t)numel * esz) {
+                snprintf(err, errlen, "%s: tensor '%s': bytes [%llu, %llu) of %llu: not %zu values of %s (truncated?)",
+                         path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                         (unsigned long long)data_len, numel, t->dtype);
+                rc = -1;
+            }
+        }
+        for (int j = 0; j < i && rc == 0; j++)
+            if (!strcmp(e[j].name, t->name)) {
+                snprintf(err, errlen, "%s: tensor '%s' appears twice", path, t->name);
+                rc = -1;
+            }
+    }
+    /* read into a copy of the parameters; the model takes it only when every tensor read */
+    real *vals = NULL, *head = NULL;
+    char *seen = NULL;
+    if (rc == 0) {
+        vals = malloc_check(m->n_params * sizeof *vals);
+        memcpy(vals, m->params, m->n_params * sizeof *vals);
+        seen = calloc_check((size_t)m->n_tensors, 1);
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        const st_entry *t = &e[i];
+        const param_info *p = dst[i];
+        if (!p) continue;
+        const int lm_head = !strcmp(t->name, "lm_head.weight");
+        const size_t esz = !strcmp(t->dtype, "F32") ? 4 : 2;
+        unsigned char *raw = malloc_check(p->numel * esz + 1);
+        if (st_read(fd, raw, p->numel * esz, data_off + t->begin) != 0) {
+            snprintf(err, errlen, "%s: cannot read tensor '%s'", path, t->name);
+            rc = -1;
+        } else {
+            real *out = lm_head ? (head = malloc_check(p->numel * sizeof *head)) : vals + p->offset;
+            for (size_t k = 0; k < p->numel; k++) {
+                const unsigned char *q = raw + k * esz;
+                float f;
+                if (esz == 4) {
+                    const uint32_t b = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+                    memcpy(&f, &b, sizeof f);
+                } else {
+                    const uint16_t h = (uint16_t)(q[0] | q[1] << 8);
+                    if (!strcmp(t->dtype, "BF16")) {
+                        const uint32_t b = (uint32_t)h << 16;
+                        memcpy(&f, &b, sizeof f);
+                    } else f = st_half(h);
+                }
+                out[k] = (real)f;
+            }
+            if (!lm_head) seen[p - m->pinfo] = 1;
+        }
+        free(raw);
+    }
+    /* lm_head.weight is transformer.wte.weight in a model that ties them: the same values */
+    if (rc == 0 && head && wte) {
+        const real *w = vals + wte->offset;
+        if (!seen[wte - m->pinfo]) {
+            memcpy(vals + wte->offset, head, wte->numel * sizeof *head); /* the tied pair under its other name */
+            seen[wte - m->pinfo] = 1;
+        } else if (memcmp(w, head, wte->numel * sizeof *head) != 0) {
+            snprintf(err, errlen, "%s: lm_head.weight differs from transformer.wte.weight: this model ties them", path);
+            rc = -1;
+        }
+    }
+    if (rc == 0) {
+        for (int i = 0; i < m->n_tensors; i++) *loaded += seen[i], *kept += !seen[i];
+        if (*loaded == 0) {
+            snprintf(err, errlen, "%s: none of its %d tensors is a parameter of this model", path, n);
+            rc = -1;
+        } else memcpy(m->params, vals, m->n_params * sizeof *vals);
+    }
+    free(vals);
+    free(head);
+    free(seen);
+    free(dst);
+    free(e);
+    close(fd);
+    return rc;
+}

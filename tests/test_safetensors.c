@@ -1,0 +1,248 @@
+/* test_safetensors.c: safetensors_write and safetensors_load (harness/safetensors.c):
+ * a model's tensors through a file and back, bit for bit in f32 and as the nearest-even
+ * bf16 in bf16; a plain residual model's weights under hyper-connections (the frame keeps
+ * its init); F16 and nanoGPT's extra keys read; and every malformed file refused with the
+ * file and the tensor named, the model untouched. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "../harness/run.h"
+#include "../harness/util.h"
+#include "t.h"
+
+static char tmp_root[1024];
+
+static const char *tmp_path(const char *name) {
+    static char buf[1200];
+    if (!tmp_root[0]) {
+        const char *t = getenv("S2HC_TEST_TMP");
+        if (t && *t) snprintf(tmp_root, sizeof tmp_root, "%s/test_safetensors", t);
+        else {
+            snprintf(tmp_root, sizeof tmp_root, "/tmp/s2hc-test_safetensors.XXXXXX");
+            if (!mkdtemp(tmp_root)) die(1, "mkdtemp failed");
+        }
+        mkdir_p(tmp_root);
+    }
+    snprintf(buf, sizeof buf, "%s/%s", tmp_root, name);
+    return buf;
+}
+
+static void build(gpt_model *m, const char *method, int n, int C, uint64_t seed) {
+    s2hc_config c;
+    config_defaults(&c);
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.n_embd = C;
+    c.block_size = 16;
+    snprintf(c.method, sizeof c.method, "%s", method);
+    c.n_streams = n;
+    snprintf(c.proj_init, sizeof c.proj_init, "normal"); /* W != 0: a lost tensor shows */
+    char err[256];
+    CHECK(model_build(m, &c, err, sizeof err) == 0, "%s", err);
+    model_init(m, seed);
+}
+
+/* a file of raw bytes: the 8-byte length, the header as given, then data */
+static void write_raw(const char *path, const char *header, const void *data, size_t len) {
+    FILE *f = fopen_check(path, "wb");
+    const uint64_t n = strlen(header);
+    unsigned char l8[8];
+    for (int k = 0; k < 8; k++) l8[k] = (unsigned char)(n >> (8 * k));
+    fwrite(l8, 1, 8, f);
+    fwrite(header, 1, n, f);
+    if (len) fwrite(data, 1, len, f);
+    fclose(f);
+}
+
+static void test_round_trip(void) {
+    gpt_model a, b;
+    build(&a, "s2hc", 4, 32, 1);
+    build(&b, "s2hc", 4, 32, 2);
+    const char *p = tmp_path("a.safetensors");
+    CHECK(safetensors_write(&a, 7, p, 0) > 0, "write");
+    int loaded, kept;
+    char err[512];
+    CHECK(safetensors_load(&b, p, &loaded, &kept, err, sizeof err) == 0, "%s", err);
+    CHECK(loaded == a.n_tensors && kept == 0, "loaded %d, kept %d of %d", loaded, kept, a.n_tensors);
+    CHECK(memcmp(a.params, b.params, a.n_params * sizeof(real)) == 0, "f32: not bit for bit");
+    /* bf16: each value the nearest-even bf16 of a's */
+    const char *q = tmp_path("a16.safetensors");
+    CHECK(safetensors_write(&a, 7, q, 1) > 0, "write bf16");
+    CHECK(safetensors_load(&b, q, &loaded, &kept, err, sizeof err) == 0, "%s", err);
+    size_t bad = 0, moved = 0;
+    for (size_t i = 0; i < a.n_params; i++) {
+        uint32_t u;
+        float x = a.params[i];
+        memcpy(&u, &x, sizeof u);
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        float r;
+        memcpy(&r, &u, sizeof r);
+        bad += b.params[i] != r;
+        moved += b.params[i] != a.params[i];
+    }
+    CHECK(bad == 0 && moved > a.n_params / 2, "bf16: %zu values not the nearest even, %zu rounded", bad, moved);
+    model_free(&a);
+    model_free(&b);
+}
+
+/* rc's weights under s2hc: the base tensors read, the frame's keep their init */
+static void test_rc_under_hyper_connections(void) {
+    gpt_model rc, hc, ref;
+    build(&rc, "rc", 1, 32, 3);
+    build(&hc, "s2hc", 4, 32, 4);
+    build(&ref, "s2hc", 4, 32, 4);
+    const char *p = tmp_path("rc.safetensors");
+    CHECK(safetensors_write(&rc, 0, p, 0) > 0, "write");
+    int loaded, kept;
+    char err[512];
+    CHECK(safetensors_load(&hc, p, &loaded, &kept, err, sizeof err) == 0, "%s", err);
+    CHECK(loaded == rc.n_tensors && loaded + kept == hc.n_tensors, "loaded %d kept %d", loaded, kept);
+    for (int i = 0; i < hc.n_tensors; i++) {
+        const param_info *t = &hc.pinfo[i], *s = model_find_param(&rc, t->name);
+        const real *now = hc.params + t->offset;
+        if (s)
+            CHECK(!memcmp(now, rc.params + s->offset, t->numel * sizeof(real)), "%s: not rc's", t->name);
+        else
+            CHECK(t->aux && !memcmp(now, ref.params + t->offset, t->numel * sizeof(real)), "%s: not its init",
+                  t->name);
+    }
+    /* the other way: the frame's tensors are not rc's parameters; rc unchanged */
+    const char *q = tmp_path("hc.safetensors");
+    CHECK(safetensors_write(&ref, 0, q, 0) > 0, "write");
+    real *before = malloc_check(rc.n_params * sizeof(real));
+    memcpy(before, rc.params, rc.n_params * sizeof(real));
+    CHECK(safetensors_load(&rc, q, &loaded, &kept, err, sizeof err) != 0 && strstr(err, "attn_hc") &&
+              strstr(err, "not a parameter of this model") && strstr(err, q),
+          "an s2hc file into rc: %s", err);
+    CHECK(!memcmp(before, rc.params, rc.n_params * sizeof(real)), "a refused file changed the model");
+    free(before);
+    model_free(&rc);
+    model_free(&hc);
+    model_free(&ref);
+}
+
+/* F16 values, nanoGPT's lm_head copy and causal-mask buffer, metadata and unknown keys */
+static void test_foreign_keys(void) {
+    gpt_model m;
+    build(&m, "rc", 1, 8, 5);
+    const param_info *w = model_find_param(&m, "transformer.ln_f.weight");
+    /* ln_f.weight (8) in F16: 1, -2, 0.5, 65504, 2^-24 (subnormal), -0, 3, 1.5 */
+    const uint16_t h[8] = {0x3c00, 0xc000, 0x3800, 0x7bff, 0x0001, 0x8000, 0x4200, 0x3e00};
+    const float want[8] = {1, -2, 0.5f, 65504, 5.9604644775390625e-8f, -0.0f, 3, 1.5f};
+    unsigned char data[16 + 4];
+    memcpy(data, h, sizeof h); /* little-endian host */
+    const char *p = tmp_path("f16.safetensors");
+    write_raw(p,
+              "{\"__metadata__\":{\"format\":\"pt\",\"note\":\"a \\\"quoted\\\" \\u00e9\"},"
+              "\"transformer.ln_f.weight\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16],\"extra\":[1,{}]},"
+              "\"transformer.h.0.attn.bias\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[16,20]}}",
+              data, sizeof data);
+    int loaded, kept;
+    char err[512];
+    CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) == 0, "%s", err);
+    CHECK(loaded == 1 && kept == m.n_tensors - 1, "loaded %d kept %d", loaded, kept);
+    for (int k = 0; k < 8; k++)
+        CHECK(m.params[w->offset + k] == want[k] && signbit(m.params[w->offset + k]) == signbit(want[k]),
+              "F16 value %d: %g, want %g", k, (double)m.params[w->offset + k], (double)want[k]);
+    /* lm_head.weight alone stands for the tied embedding */
+    const param_info *e = model_find_param(&m, "transformer.wte.weight");
+    float *emb = malloc_check(e->numel * sizeof(float));
+    for (size_t k = 0; k < e->numel; k++) emb[k] = (float)k * 0.25f;
+    char hdr[256];
+    snprintf(hdr, sizeof hdr, "{\"lm_head.weight\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu],\"data_offsets\":[0,%zu]}}",
+             e->shape[0], e->shape[1], e->numel * 4);
+    const char *q = tmp_path("head.safetensors");
+    write_raw(q, hdr, emb, e->numel * 4);
+    CHECK(safetensors_load(&m, q, &loaded, &kept, err, sizeof err) == 0 && loaded == 1, "%s", err);
+    CHECK(!memcmp(m.params + e->offset, emb, e->numel * sizeof(float)), "lm_head.weight did not set the embedding");
+    free(emb);
+    model_free(&m);
+}
+
+/* Each malformed file: refused, the message naming the file (and what), the model kept. */
+static void refused(gpt_model *m, const char *name, const char *header, size_t data_len, const char *want) {
+    const char *p = tmp_path(name);
+    unsigned char *data = calloc_check(data_len + 1, 1);
+    write_raw(p, header, data, data_len);
+    free(data);
+    real *before = malloc_check(m->n_params * sizeof(real));
+    memcpy(before, m->params, m->n_params * sizeof(real));
+    int loaded, kept;
+    char err[512] = "";
+    const int rc = safetensors_load(m, p, &loaded, &kept, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, p) && strstr(err, want), "%s: rc %d, '%s' (want '%s')", name, rc, err, want);
+    CHECK(!memcmp(before, m->params, m->n_params * sizeof(real)), "%s: the model changed", name);
+    free(before);
+}
+
+static void test_bad_files(void) {
+    gpt_model m;
+    build(&m, "rc", 1, 8, 6);
+    char err[512];
+    int loaded, kept;
+    CHECK(safetensors_load(&m, tmp_path("absent.safetensors"), &loaded, &kept, err, sizeof err) != 0 &&
+              strstr(err, "No such file"),
+          "absent: %s", err);
+    const char *ln = "transformer.ln_f.weight";
+    char h[512];
+    refused(&m, "json.safetensors", "{\"a\": [1, 2", 0, "header");
+    refused(&m, "array.safetensors", "[1, 2, 3]", 0, "not a JSON object of tensors");
+    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8]}}", ln);
+    refused(&m, "nooff.safetensors", h, 32, "lacks its data_offsets");
+    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[9],\"data_offsets\":[0,36]}}", ln);
+    refused(&m, "shape.safetensors", h, 36, "has shape [9], the model's transformer.ln_f.weight is [8]");
+    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", ln);
+    refused(&m, "short.safetensors", h, 20, "truncated");
+    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,28]}}", ln);
+    refused(&m, "count.safetensors", h, 32, "not 8 values of F32");
+    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"I64\",\"shape\":[8],\"data_offsets\":[0,64]}}", ln);
+    refused(&m, "dtype.safetensors", h, 64, "dtype I64");
+    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[-8],\"data_offsets\":[0,32]}}", ln);
+    refused(&m, "neg.safetensors", h, 32, "whole numbers");
+    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[32,0]}}", ln);
+    refused(&m, "order.safetensors", h, 32, "begin <= end");
+    refused(&m, "other.safetensors", "{\"model.layers.0.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+            4, "'model.layers.0.weight' is not a parameter of this model");
+    refused(&m, "empty.safetensors", "{}", 0, "none of its 0 tensors");
+    snprintf(h, sizeof h,
+             "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
+             "\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", ln, ln);
+    refused(&m, "twice.safetensors", h, 32, "appears twice");
+    /* lm_head.weight beside a different wte: this model ties them */
+    const param_info *e = model_find_param(&m, "transformer.wte.weight");
+    snprintf(h, sizeof h,
+             "{\"transformer.wte.weight\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu],\"data_offsets\":[0,%zu]},"
+             "\"lm_head.weight\":{\"dtype\":\"BF16\",\"shape\":[%zu,%zu],\"data_offsets\":[%zu,%zu]}}",
+             e->shape[0], e->shape[1], e->numel * 4, e->shape[0], e->shape[1], e->numel * 4, e->numel * 6);
+    {
+        const char *p = tmp_path("untied.safetensors");
+        unsigned char *data = calloc_check(e->numel * 6, 1);
+        data[e->numel * 4 + 1] = 0x3f; /* lm_head[0] = 0.5 in bf16, wte all 0 */
+        write_raw(p, h, data, e->numel * 6);
+        free(data);
+        CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) != 0 && strstr(err, "ties them"), "%s", err);
+    }
+    /* a header length past the file's end; a file shorter than 8 bytes */
+    const char *p = tmp_path("len.safetensors");
+    FILE *f = fopen_check(p, "wb");
+    const unsigned char big[12] = {0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' '};
+    fwrite(big, 1, sizeof big, f);
+    fclose(f);
+    CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) != 0 && strstr(err, "truncated"), "%s", err);
+    f = fopen_check(p, "wb");
+    fwrite(big, 1, 5, f);
+    fclose(f);
+    CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) != 0 && strstr(err, "no header length"), "%s", err);
+    model_free(&m);
+}
+
+int main(void) {
+    T_NAME("test_safetensors");
+    T_RUN(test_round_trip);
+    T_RUN(test_rc_under_hyper_connections);
+    T_RUN(test_foreign_keys);
+    T_RUN(test_bad_files);
+    return T_END();
+}
