@@ -293,7 +293,10 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
         } else if (depth == 1 && val) { /* a tensor's name, or __metadata__ */
             if (!strcmp(val, "__metadata__")) {
                 yaml_event_t m; /* yaml_parser_parse zeroes it first, so it can always be deleted */
-                if (!yaml_parser_parse(&p, &m) || m.type != YAML_MAPPING_START_EVENT) {
+                if (!yaml_parser_parse(&p, &m)) {
+                    snprintf(err, errlen, "%s: header: %s", file, p.problem ? p.problem : "does not parse");
+                    fail = 2;
+                } else if (m.type != YAML_MAPPING_START_EVENT) {
                     snprintf(err, errlen, "%s: header: __metadata__ must be a map of strings", file);
                     fail = 2;
                 } else if (st_skip(&p, &m, file, err, errlen) != 0) {
@@ -310,7 +313,10 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
                 } else {
                     snprintf(cur->name, sizeof cur->name, "%s", val);
                     yaml_event_t m;
-                    if (!yaml_parser_parse(&p, &m) || m.type != YAML_MAPPING_START_EVENT) {
+                    if (!yaml_parser_parse(&p, &m)) {
+                        snprintf(err, errlen, "%s: header: %s", file, p.problem ? p.problem : "does not parse");
+                        fail = 2;
+                    } else if (m.type != YAML_MAPPING_START_EVENT) {
                         snprintf(err, errlen, "%s: header: tensor '%s' is not a map of dtype, shape, data_offsets", file,
                                  cur->name);
                         fail = 2;
