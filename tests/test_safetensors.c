@@ -185,31 +185,34 @@ static void test_bad_files(void) {
     CHECK(safetensors_load(&m, tmp_path("absent.safetensors"), &loaded, &kept, err, sizeof err) != 0 &&
               strstr(err, "No such file"),
           "absent: %s", err);
-    const char *ln = "transformer.ln_f.weight";
     char h[512];
     refused(&m, "json.safetensors", "{\"a\": [1, 2", 0, "header");
     refused(&m, "array.safetensors", "[1, 2, 3]", 0, "not a JSON object of tensors");
-    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8]}}", ln);
-    refused(&m, "nooff.safetensors", h, 32, "lacks its data_offsets");
-    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[9],\"data_offsets\":[0,36]}}", ln);
-    refused(&m, "shape.safetensors", h, 36, "has shape [9], the model's transformer.ln_f.weight is [8]");
-    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", ln);
-    refused(&m, "short.safetensors", h, 20, "truncated");
-    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,28]}}", ln);
-    refused(&m, "count.safetensors", h, 32, "not 8 values of F32");
-    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"I64\",\"shape\":[8],\"data_offsets\":[0,64]}}", ln);
-    refused(&m, "dtype.safetensors", h, 64, "dtype I64");
-    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[-8],\"data_offsets\":[0,32]}}", ln);
-    refused(&m, "neg.safetensors", h, 32, "whole numbers");
-    snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[32,0]}}", ln);
-    refused(&m, "order.safetensors", h, 32, "begin <= end");
+    /* ln_f.weight (8 floats) described wrongly, one way each */
+    static const struct { const char *name, *entry, *want; size_t data; } bad[] = {
+        {"nooff", "\"dtype\":\"F32\",\"shape\":[8]", "lacks its data_offsets", 32},
+        {"shape", "\"dtype\":\"F32\",\"shape\":[9],\"data_offsets\":[0,36]",
+         "has shape [9], the model's transformer.ln_f.weight is [8]", 36},
+        {"short", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]", "truncated", 20},
+        {"count", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,28]", "not 8 values of F32", 32},
+        {"dtype", "\"dtype\":\"I64\",\"shape\":[8],\"data_offsets\":[0,64]", "dtype I64", 64},
+        {"neg", "\"dtype\":\"F32\",\"shape\":[-8],\"data_offsets\":[0,32]", "whole numbers", 32},
+        {"order", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[32,0]", "begin <= end", 32},
+        {"kind", "\"dtype\":[\"F32\"],\"shape\":[8],\"data_offsets\":[0,32]", "wrong kind of value", 32},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[64];
+        snprintf(h, sizeof h, "{\"transformer.ln_f.weight\":{%s}}", bad[i].entry);
+        snprintf(name, sizeof name, "%s.safetensors", bad[i].name);
+        refused(&m, name, h, bad[i].data, bad[i].want);
+    }
     refused(&m, "other.safetensors", "{\"model.layers.0.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
             4, "'model.layers.0.weight' is not a parameter of this model");
     refused(&m, "empty.safetensors", "{}", 0, "none of its 0 tensors");
-    snprintf(h, sizeof h,
-             "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
-             "\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", ln, ln);
-    refused(&m, "twice.safetensors", h, 32, "appears twice");
+    refused(&m, "twice.safetensors",
+            "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
+            "\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}",
+            32, "appears twice");
     /* lm_head.weight beside a different wte: this model ties them */
     const param_info *e = model_find_param(&m, "transformer.wte.weight");
     snprintf(h, sizeof h,
