@@ -68,6 +68,13 @@ for m in s2hc mhc rc; do
   ranks 2 "$TMP/$m.yaml"
   same_run $m.one $m "$m: 2 ranks = 1 process of 2 threads"
 done
+# a fresh run from a file's tensors (train.init_from: rc's export under s2hc): rank 0 reads
+# the file and every rank starts from its weights
+"$S2HC" export "$TMP/runs/rc.one" -o "$TMP/rc.safetensors" >/dev/null
+conf ui s2hc 1
+one 2 "$TMP/ui.yaml" --set train.init_from="$TMP/rc.safetensors"; keep ui ui.one
+ranks 2 "$TMP/ui.yaml" --set train.init_from="$TMP/rc.safetensors"
+same_run ui.one ui "init_from: 2 ranks = 1 process of 2 threads"
 # unequal parts (8 sequences in 3: 2, 3, 3), two micro-batches a step
 conf a3 s2hc 2
 one 3 "$TMP/a3.yaml"; keep a3 a3.one
