@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,9 +123,14 @@ int export_main(int argc, char **argv) {
     int64_t step = 0;
     if (run_open(dir, &cfg, &m, &log, &step) != 0) return 1;
     h5log_free(&log);
-    char path[1200];
-    if (out) snprintf(path, sizeof path, "%s", out);
-    else snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    char path[1024]; /* write_file_atomic's bound: path.tmp and its directory must fit too */
+    const int plen = out ? snprintf(path, sizeof path, "%s", out) : snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (plen <= 0 || (size_t)plen + 5 > sizeof path || path[plen - 1] == '/') {
+        fprintf(stderr, "s2hc: error: export: output path '%s%s' is empty, a directory or too long (< %zu bytes)\n",
+                out ? out : dir, out ? "" : "/model.safetensors", sizeof path - 5);
+        model_free(&m);
+        return 2;
+    }
 
     const int64_t bytes = safetensors_write(&m, step, path, bf16);
     if (bytes >= 0)
@@ -199,15 +205,45 @@ typedef struct {
     int has_dtype, has_shape, has_offsets;
 } st_entry;
 
+/* libyaml's error with where it happened: reader errors (bad UTF-8, control characters)
+ * carry a byte offset, the scanner's and parser's a line and column */
+static void st_yaml_error(const yaml_parser_t *p, const char *file, const char *tensor, char *err, size_t errlen) {
+    char where[96];
+    if (p->error == YAML_READER_ERROR)
+        snprintf(where, sizeof where, "byte %zu of the JSON", p->problem_offset);
+    else
+        snprintf(where, sizeof where, "line %zu, column %zu of the JSON", p->problem_mark.line + 1,
+                 p->problem_mark.column + 1);
+    snprintf(err, errlen, "%s: header: %s%s%s%s (%s)", file, tensor ? "in tensor '" : "", tensor ? tensor : "",
+             tensor ? "': " : "", p->problem ? p->problem : "does not parse", where);
+}
+
+#define ST_MAX_DEPTH 64 /* nesting in unknown keys: libyaml's scanner is quadratic in it */
+
 /* a whole number from a scalar (shape entries, offsets) */
 static int st_number(const char *s, uint64_t *v) {
-    if (!*s) return -1;
+    if (!*s || strspn(s, "0123456789") != strlen(s)) return -1; /* digits alone: no sign, no space */
     char *end;
     errno = 0;
     unsigned long long x = strtoull(s, &end, 10);
-    if (*end || errno || s[0] == '-' || s[0] == '+') return -1;
+    if (*end || errno) return -1;
     *v = x;
     return 0;
+}
+
+/* JSON's UTF-16 surrogate escapes (\ud83d\ude00, an emoji as Python's json.dumps writes it)
+ * are not YAML's: each becomes \u003f ('?', the same length) before libyaml reads the
+ * header. They can only occur inside strings, and the loader reads no string of the
+ * metadata; a tensor name with one matches no parameter either way. */
+static void st_surrogates(char *h, size_t len) {
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (h[i] != '\\') continue;
+        if (h[i + 1] == 'u' && i + 5 < len && (h[i + 2] | 0x20) == 'd') {
+            const char c = (char)(h[i + 3] | 0x20);
+            if (c == '8' || c == '9' || (c >= 'a' && c <= 'f')) memcpy(h + i + 2, "003f", 4);
+        }
+        i++; /* past the escaped character: in "\\u...", a backslash then text */
+    }
 }
 
 /* A list of whole numbers (the cursor on its SEQUENCE_START); -1 with err on anything else. */
@@ -217,7 +253,7 @@ static int st_numbers(yaml_parser_t *p, const char *file, const char *tensor, co
     for (;;) {
         yaml_event_t e;
         if (!yaml_parser_parse(p, &e)) {
-            snprintf(err, errlen, "%s: header: %s", file, p->problem ? p->problem : "does not parse");
+            st_yaml_error(p, file, tensor, err, errlen);
             return -1;
         }
         const int t = e.type;
@@ -238,16 +274,23 @@ static int st_numbers(yaml_parser_t *p, const char *file, const char *tensor, co
 }
 
 /* Skip one node whose start event e was just read (a mapping or sequence: to its end). */
-static int st_skip(yaml_parser_t *p, const yaml_event_t *e, const char *file, char *err, size_t errlen) {
+static int st_skip(yaml_parser_t *p, const yaml_event_t *e, const char *file, const char *tensor, char *err,
+                   size_t errlen) {
     if (e->type != YAML_MAPPING_START_EVENT && e->type != YAML_SEQUENCE_START_EVENT) return 0;
     int depth = 1;
     while (depth > 0) {
         yaml_event_t x;
         if (!yaml_parser_parse(p, &x)) {
-            snprintf(err, errlen, "%s: header: %s", file, p->problem ? p->problem : "does not parse");
+            st_yaml_error(p, file, tensor, err, errlen);
             return -1;
         }
         if (x.type == YAML_MAPPING_START_EVENT || x.type == YAML_SEQUENCE_START_EVENT) depth++;
+        if (depth > ST_MAX_DEPTH) {
+            yaml_event_delete(&x);
+            snprintf(err, errlen, "%s: header: %s%s%svalues nested more than %d deep", file,
+                     tensor ? "tensor '" : "", tensor ? tensor : "", tensor ? "': " : "", ST_MAX_DEPTH);
+            return -1;
+        }
         if (x.type == YAML_MAPPING_END_EVENT || x.type == YAML_SEQUENCE_END_EVENT) depth--;
         yaml_event_delete(&x);
     }
@@ -269,15 +312,14 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
     yaml_parser_t p;
     yaml_parser_initialize(&p);
     yaml_parser_set_input_string(&p, (const unsigned char *)hdr, len);
-    int cap = 64, cnt = 0, depth = 0, rc = -1;
+    int cap = 64, cnt = 0, depth = 0, rc = -1, docs = 0;
     st_entry *v = malloc_check((size_t)cap * sizeof *v);
     st_entry *cur = NULL;
     char key[64] = "";
     for (;;) {
         yaml_event_t e;
         if (!yaml_parser_parse(&p, &e)) {
-            snprintf(err, errlen, "%s: header: %s (line %zu, column %zu of the JSON)", file,
-                     p.problem ? p.problem : "does not parse", p.problem_mark.line + 1, p.problem_mark.column + 1);
+            st_yaml_error(&p, file, depth >= 2 && cur ? cur->name : NULL, err, errlen);
             break;
         }
         const yaml_event_type_t t = e.type;
@@ -294,12 +336,12 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
             if (!strcmp(val, "__metadata__")) {
                 yaml_event_t m; /* yaml_parser_parse zeroes it first, so it can always be deleted */
                 if (!yaml_parser_parse(&p, &m)) {
-                    snprintf(err, errlen, "%s: header: %s", file, p.problem ? p.problem : "does not parse");
+                    st_yaml_error(&p, file, "__metadata__", err, errlen);
                     fail = 2;
                 } else if (m.type != YAML_MAPPING_START_EVENT) {
                     snprintf(err, errlen, "%s: header: __metadata__ must be a map of strings", file);
                     fail = 2;
-                } else if (st_skip(&p, &m, file, err, errlen) != 0) {
+                } else if (st_skip(&p, &m, file, "__metadata__", err, errlen) != 0) {
                     fail = 2;
                 }
                 yaml_event_delete(&m);
@@ -308,13 +350,13 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
                 cur = &v[cnt++];
                 memset(cur, 0, sizeof *cur);
                 if (strlen(val) >= sizeof cur->name) {
-                    snprintf(err, errlen, "%s: header: a tensor name of %zu bytes", file, strlen(val));
+                    snprintf(err, errlen, "%s: header: a tensor name of %zu bytes ('%.40s...')", file, strlen(val), val);
                     fail = 2;
                 } else {
                     snprintf(cur->name, sizeof cur->name, "%s", val);
                     yaml_event_t m;
                     if (!yaml_parser_parse(&p, &m)) {
-                        snprintf(err, errlen, "%s: header: %s", file, p.problem ? p.problem : "does not parse");
+                        st_yaml_error(&p, file, cur->name, err, errlen);
                         fail = 2;
                     } else if (m.type != YAML_MAPPING_START_EVENT) {
                         snprintf(err, errlen, "%s: header: tensor '%s' is not a map of dtype, shape, data_offsets", file,
@@ -329,7 +371,7 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
             snprintf(key, sizeof key, "%s", val);
             yaml_event_t m;
             if (!yaml_parser_parse(&p, &m)) {
-                snprintf(err, errlen, "%s: header: %s", file, p.problem ? p.problem : "does not parse");
+                st_yaml_error(&p, file, cur->name, err, errlen);
                 fail = 2;
             } else if (!strcmp(key, "dtype") && m.type == YAML_SCALAR_EVENT) {
                 snprintf(cur->dtype, sizeof cur->dtype, "%s", (const char *)m.data.scalar.value);
@@ -357,7 +399,7 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
                 snprintf(err, errlen, "%s: header: tensor '%s': key '%s' has the wrong kind of value", file, cur->name,
                          key);
                 fail = 2;
-            } else if (st_skip(&p, &m, file, err, errlen) != 0) {
+            } else if (st_skip(&p, &m, file, cur->name, err, errlen) != 0) {
                 fail = 2;
             }
             yaml_event_delete(&m);
@@ -368,6 +410,9 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
                 fail = 2;
             }
             depth = 1;
+        } else if (t == YAML_DOCUMENT_START_EVENT && docs++ > 0) {
+            snprintf(err, errlen, "%s: header: more than one document (not a JSON object)", file);
+            fail = 2;
         } else if (t == YAML_STREAM_START_EVENT || t == YAML_DOCUMENT_START_EVENT || t == YAML_DOCUMENT_END_EVENT) {
         } else {
             snprintf(err, errlen, "%s: header: not a JSON object of tensors", file);
@@ -416,10 +461,41 @@ static int st_read(int fd, void *dst, size_t len, uint64_t off) {
     return 0;
 }
 
+static int st_by_begin(const void *a, const void *b) {
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The format's rule: the tensors' byte ranges tile the data exactly, from 0 to its end
+ * (no gap, no overlap, nothing after), as the reference reader requires. */
+static int st_ranges(st_entry *e, int n, uint64_t data_len, const char *file, char *err, size_t errlen) {
+    const st_entry **o = malloc_check((size_t)(n ? n : 1) * sizeof *o);
+    for (int i = 0; i < n; i++) o[i] = &e[i];
+    qsort(o, (size_t)n, sizeof *o, st_by_begin);
+    uint64_t at = 0;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (o[i]->begin != at) {
+            snprintf(err, errlen, "%s: tensor '%s': bytes [%llu, %llu) %s byte %llu, where the one before ends", file,
+                     o[i]->name, (unsigned long long)o[i]->begin, (unsigned long long)o[i]->end,
+                     o[i]->begin > at ? "leave a gap before" : "overlap the tensor before at", (unsigned long long)at);
+            rc = -1;
+        }
+        at = o[i]->end;
+    }
+    if (rc == 0 && at != data_len) {
+        snprintf(err, errlen, "%s: the tensors' data ends at byte %llu of %llu: %s", file, (unsigned long long)at,
+                 (unsigned long long)data_len, at > data_len ? "the file is cut short (truncated?)" : "bytes left over");
+        rc = -1;
+    }
+    free(o);
+    return rc;
+}
+
 int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, char *err, size_t errlen) {
     *loaded = *kept = 0;
     err[0] = 0;
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block here */
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
@@ -446,6 +522,7 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
     if (st_read(fd, hdr, (size_t)hlen, 8) != 0) snprintf(err, errlen, "%s: cannot read its header", path);
     else {
         hdr[hlen] = 0;
+        st_surrogates(hdr, (size_t)hlen);
         rc = st_parse_header(hdr, (size_t)hlen, path, &e, &n, err, errlen);
     }
     free(hdr);
@@ -454,6 +531,11 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
         return -1;
     }
     const uint64_t data_off = 8 + hlen, data_len = (uint64_t)st.st_size - data_off;
+    if (st_ranges(e, n, data_len, path, err, errlen) != 0) {
+        free(e);
+        close(fd);
+        return -1;
+    }
     /* every tensor checked before any is read: the model's values change only when all fit */
     const param_info *wte = model_find_param(m, "transformer.wte.weight");
     const param_info **dst = malloc_check((size_t)(n ? n : 1) * sizeof *dst);
@@ -534,9 +616,15 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
                         memcpy(&f, &b, sizeof f);
                     } else f = st_half(h);
                 }
+                if (!isfinite(f)) {
+                    snprintf(err, errlen, "%s: tensor '%s': value %zu is %g (only finite values start a run)", path,
+                             t->name, k, (double)f);
+                    rc = -1;
+                    break;
+                }
                 out[k] = (real)f;
             }
-            if (!lm_head) seen[p - m->pinfo] = 1;
+            if (rc == 0 && !lm_head) seen[p - m->pinfo] = 1;
         }
         free(raw);
     }

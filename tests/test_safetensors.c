@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "../harness/run.h"
 #include "../harness/util.h"
@@ -135,7 +136,7 @@ static void test_foreign_keys(void) {
     memcpy(data, h, sizeof h); /* little-endian host */
     const char *p = tmp_path("f16.safetensors");
     write_raw(p,
-              "{\"__metadata__\":{\"format\":\"pt\",\"note\":\"a \\\"quoted\\\" \\u00e9\"},"
+              "{\"__metadata__\":{\"format\":\"pt\",\"note\":\"a \\\"quoted\\\" \\u00e9 \\ud83d\\ude00 \\\\ud83d\"},"
               "\"transformer.ln_f.weight\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16],\"extra\":[1,{}]},"
               "\"transformer.h.0.attn.bias\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[16,20]}}",
               data, sizeof data);
@@ -194,7 +195,14 @@ static void test_bad_files(void) {
         {"shape", "\"dtype\":\"F32\",\"shape\":[9],\"data_offsets\":[0,36]",
          "has shape [9], the model's transformer.ln_f.weight is [8]", 36},
         {"short", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]", "truncated", 20},
-        {"count", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,28]", "not 8 values of F32", 32},
+        {"count", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,28]", "not 8 values of F32", 28},
+        {"gap", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[4,36]", "leave a gap before byte 0", 36},
+        {"left", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]", "ends at byte 32 of 40: bytes left over", 40},
+        {"quoted", "\"dtype\":\"F32\",\"shape\":[\" 8\"],\"data_offsets\":[0,32]", "whole numbers", 32},
+        {"deep", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32],\"x\":"
+                 "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                 "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+         "nested more than 64 deep", 32},
         {"dtype", "\"dtype\":\"I64\",\"shape\":[8],\"data_offsets\":[0,64]", "dtype I64", 64},
         {"neg", "\"dtype\":\"F32\",\"shape\":[-8],\"data_offsets\":[0,32]", "whole numbers", 32},
         {"order", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[32,0]", "begin <= end", 32},
@@ -211,8 +219,29 @@ static void test_bad_files(void) {
     refused(&m, "empty.safetensors", "{}", 0, "none of its 0 tensors");
     refused(&m, "twice.safetensors",
             "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
-            "\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}",
-            32, "appears twice");
+            "\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[32,64]}}",
+            64, "appears twice");
+    refused(&m, "overlap.safetensors",
+            "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
+            "\"transformer.h.0.ln_1.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[16,48]}}",
+            48, "overlap the tensor before at byte 32");
+    refused(&m, "docs.safetensors", "{}\n--- {}", 0, "more than one document");
+    /* a NaN weight: refused before a run would start from it */
+    {
+        const char *p = tmp_path("nan.safetensors");
+        float v[8] = {1, 1, 1, NAN, 1, 1, 1, 1};
+        write_raw(p, "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", v,
+                  sizeof v);
+        CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) != 0 && strstr(err, "value 3 is nan"), "%s", err);
+    }
+    /* a FIFO: refused at once, not waited on */
+    {
+        const char *p = tmp_path("fifo.safetensors");
+        unlink(p);
+        CHECK(mkfifo(p, 0600) == 0, "mkfifo");
+        CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) != 0 && strstr(err, "not a regular file"), "%s",
+              err);
+    }
     /* lm_head.weight beside a different wte: this model ties them */
     const param_info *e = model_find_param(&m, "transformer.wte.weight");
     snprintf(h, sizeof h,

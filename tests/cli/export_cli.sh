@@ -128,6 +128,12 @@ expect_status 2 "an unknown --dtype" -- "$S2HC" export "$R" --dtype f16 -o "$TMP
 expect_out "expected f32 or bf16" "names the choices"
 expect_status 2 "an unknown option" -- "$S2HC" export "$R" --frobnicate
 expect_status 2 "two run directories" -- "$S2HC" export "$R" "$TMP/runs/b"
+expect_status 2 "an empty -o" -- "$S2HC" export "$R" -o ""
+expect_out "is empty, a directory or too long" "says what is wrong with it"
+[ ! -e .tmp ] && ok "and writes no ./.tmp" || fail "an empty -o wrote ./.tmp"
+expect_status 2 "an -o of 1100 bytes" -- "$S2HC" export "$R" -o "$TMP/$(printf 'x%.0s' $(seq 1100))"
+[ -z "$(ls "$TMP" | grep -E '^x{100}')" ] && ok "and writes no file under a shortened name" \
+  || fail "a long -o wrote $(ls "$TMP" | grep -E '^x{100}' | head -c 80)"
 touch "$TMP/blocker"
 expect_status 1 "an output path under a file" -- "$S2HC" export "$R" -o "$TMP/blocker/m.safetensors"
 [ -e "$TMP/x.safetensors" ] && fail "a refused export wrote its file" || ok "a refused export writes nothing"
