@@ -166,7 +166,6 @@ void shard_close(data_shard *s) {
     s->count = 0;
 }
 
-/* Parent directory of path into buf ("." when there is none). */
 int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t vocab, uint32_t bytes_per_token) {
     if (bytes_per_token != 1 && bytes_per_token != 2) {
         fprintf(stderr, "s2hc: error: %s: bytes per token must be 1 or 2, not %u\n", path, bytes_per_token);

@@ -393,6 +393,7 @@ char *read_text_file(const char *path, size_t *len) {
     return buf;
 }
 
+/* Parent directory of path into buf ("." when there is none). */
 static void parent_dir(char *buf, size_t len, const char *path) {
     snprintf(buf, len, "%s", path);
     char *slash = strrchr(buf, '/');
