@@ -101,6 +101,33 @@ print(len(h), "tensors")
 PY
 [ $? = 0 ] && ok "no biases exported: $(tail -1 "$TMP/py")" || fail "bias-free export: $(tail -5 "$TMP/py")"
 
+# an rc model's export is nanoGPT's GPT: tests/cli/nanogpt_ref.py, a forward written from
+# nanoGPT's definition in plain Python, continues a prompt greedily from the file alone as
+# `s2hc sample --temperature 0` does from the checkpoint, for its base model (no biases,
+# the exact GELU) and for GPT-2's (biases, the tanh GELU). A k slice taken from v's
+# channels, or LayerNorm's eps at 1e-3, changes these texts (tried); GELU's two forms,
+# ~1e-3 apart, do not turn a greedy choice here: test_ops checks each against libm.
+cat > "$TMP/ng.yaml" <<YAML
+model: {n_layer: 2, n_head: 2, n_embd: 24, block_size: 24, bias: false, gelu: erf}
+residual: {method: rc, n_streams: 1}
+train: {batch: 8, steps: 400, warmup: 10, lr: 0.01, eval_every: 0, eval_batches: 1, ckpt_every: 0}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: ng, out: $TMP/runs}
+probe: {every: 0, final_samples: 0}
+YAML
+sed 's/, bias: false, gelu: erf//; s/name: ng,/name: gp,/' "$TMP/ng.yaml" > "$TMP/gp.yaml"
+for r in ng gp; do
+  "$S2HC" train "$TMP/$r.yaml" --quiet >/dev/null 2>&1 && "$S2HC" export "$TMP/runs/$r" >/dev/null \
+    || fail "$r: train and export"
+  "$S2HC" sample "$TMP/runs/$r" --prompt "the cat " --tokens 30 --temperature 0 2>/dev/null | tr -d '\n' > "$TMP/$r.s2hc"
+  python3 tests/cli/nanogpt_ref.py "$TMP/runs/$r/model.safetensors" "the cat " 30 > "$TMP/$r.ref" 2>&1
+  [ "$(wc -c < "$TMP/$r.s2hc")" = 38 ] && cmp -s "$TMP/$r.s2hc" "$TMP/$r.ref" \
+    && ok "$r: nanoGPT's forward on the export continues as s2hc does: '$(cat "$TMP/$r.ref")'" \
+    || fail "$r: s2hc '$(cat "$TMP/$r.s2hc")', the reference '$(tail -c 300 "$TMP/$r.ref")'"
+done
+cmp -s "$TMP/ng.ref" "$TMP/gp.ref" && fail "the two base models wrote the same text: the check cannot tell them apart" \
+  || ok "the two base models' texts differ"
+
 # train.init_from: a fresh run starts from a file's tensors (rc's weights under s2hc), the
 # frame keeping its init; a resumed run reads its checkpoint, not the file
 conf u s2hc 4 ", bias: false, gelu: erf"
