@@ -194,7 +194,6 @@ static int block_base(const gpt_model *m) { return m->cfg.bias ? B_NBASE : B_NBA
 typedef struct {
     int first;      /* index of the block's first tensor in the table */
     int hc_first[2];/* index of attn_hc / mlp_hc norm.weight (if any) */
-    int bias;       /* model.bias: the block has its 6 biases */
 } block_index;
 
 static int tensors_per_frame(const gpt_model *m) {
@@ -212,19 +211,20 @@ static block_index block_at(const gpt_model *m, int l) {
     b.first = 2 + l * per;
     b.hc_first[0] = b.first + base;
     b.hc_first[1] = b.first + base + tensors_per_frame(m);
-    b.bias = m->cfg.bias;
     return b;
 }
 
 /* Base tensor k (B_*) of a block: its values and its gradient, NULL for a bias the model
  * does not have (the kernels skip a NULL bias and a NULL bias gradient). */
-static int block_tensor(block_index b, int k) { return b.bias ? b.first + k : (k & 1) ? -1 : b.first + k / 2; }
+static int block_tensor(const gpt_model *m, block_index b, int k) {
+    return m->cfg.bias ? b.first + k : (k & 1) ? -1 : b.first + k / 2;
+}
 static real *BP(const gpt_model *m, block_index b, int k) {
-    const int i = block_tensor(b, k);
+    const int i = block_tensor(m, b, k);
     return i < 0 ? NULL : m->params + m->pinfo[i].offset;
 }
 static real *BG(const gpt_model *m, block_index b, int k) {
-    const int i = block_tensor(b, k);
+    const int i = block_tensor(m, b, k);
     return i < 0 ? NULL : m->grads + m->pinfo[i].offset;
 }
 /* ln_f's weight, then its bias (-1 without model.bias): the table's last tensors */

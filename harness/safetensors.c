@@ -203,7 +203,15 @@ typedef struct {
     size_t shape[ST_MAX_RANK];
     uint64_t begin, end;
     int has_dtype, has_shape, has_offsets;
+    int kind;       /* the dtype, once checked: ST_F32, ST_BF16, ST_F16, or 0 (not read) */
 } st_entry;
+
+enum { ST_F32 = 1, ST_BF16, ST_F16 };
+
+static int st_kind(const char *dtype) {
+    return !strcmp(dtype, "F32") ? ST_F32 : !strcmp(dtype, "BF16") ? ST_BF16 : !strcmp(dtype, "F16") ? ST_F16 : 0;
+}
+
 
 /* libyaml's error with where it happened: reader errors (bad UTF-8, control characters)
  * carry a byte offset, the scanner's and parser's a line and column */
@@ -448,6 +456,22 @@ static float st_half(uint16_t h) {
     return f;
 }
 
+/* value k of a tensor's little-endian bytes as a float */
+static float st_value(const unsigned char *raw, size_t k, int kind) {
+    float f;
+    if (kind == ST_F32) {
+        const unsigned char *q = raw + 4 * k;
+        const uint32_t b = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        memcpy(&f, &b, sizeof f);
+        return f;
+    }
+    const uint16_t h = (uint16_t)(raw[2 * k] | raw[2 * k + 1] << 8);
+    if (kind == ST_F16) return st_half(h);
+    const uint32_t b = (uint32_t)h << 16;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
 /* the file's bytes [off, off + len) at dst */
 static int st_read(int fd, void *dst, size_t len, uint64_t off) {
     unsigned char *d = dst;
@@ -540,8 +564,9 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
     const param_info *wte = model_find_param(m, "transformer.wte.weight");
     const param_info **dst = malloc_check((size_t)(n ? n : 1) * sizeof *dst);
     for (int i = 0; i < n && rc == 0; i++) {
-        const st_entry *t = &e[i];
-        size_t esz = !strcmp(t->dtype, "F32") ? 4 : !strcmp(t->dtype, "BF16") || !strcmp(t->dtype, "F16") ? 2 : 0;
+        st_entry *t = &e[i];
+        t->kind = st_kind(t->dtype);
+        const size_t esz = t->kind == ST_F32 ? 4 : t->kind ? 2 : 0;
         const param_info *p = model_find_param(m, t->name);
         const int lm_head = !p && !strcmp(t->name, "lm_head.weight");
         if (lm_head) p = wte; /* nanoGPT's tied copy: checked against wte below */
@@ -595,8 +620,8 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
         const st_entry *t = &e[i];
         const param_info *p = dst[i];
         if (!p) continue;
-        const int lm_head = !strcmp(t->name, "lm_head.weight");
-        const size_t esz = !strcmp(t->dtype, "F32") ? 4 : 2;
+        const int lm_head = p == wte && !strcmp(t->name, "lm_head.weight");
+        const size_t esz = t->kind == ST_F32 ? 4 : 2;
         unsigned char *raw = malloc_check(p->numel * esz + 1);
         if (st_read(fd, raw, p->numel * esz, data_off + t->begin) != 0) {
             snprintf(err, errlen, "%s: cannot read tensor '%s'", path, t->name);
@@ -604,18 +629,7 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
         } else {
             real *out = lm_head ? (head = malloc_check(p->numel * sizeof *head)) : vals + p->offset;
             for (size_t k = 0; k < p->numel; k++) {
-                const unsigned char *q = raw + k * esz;
-                float f;
-                if (esz == 4) {
-                    const uint32_t b = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-                    memcpy(&f, &b, sizeof f);
-                } else {
-                    const uint16_t h = (uint16_t)(q[0] | q[1] << 8);
-                    if (!strcmp(t->dtype, "BF16")) {
-                        const uint32_t b = (uint32_t)h << 16;
-                        memcpy(&f, &b, sizeof f);
-                    } else f = st_half(h);
-                }
+                const float f = st_value(raw, k, t->kind);
                 if (!isfinite(f)) {
                     snprintf(err, errlen, "%s: tensor '%s': value %zu is %g (only finite values start a run)", path,
                              t->name, k, (double)f);
