@@ -549,9 +549,9 @@ void model_free(gpt_model *m) {
  * an element is fixed by its index, so a reduction never depends on alignment or
  * threads. The frame's own loops (HC_FMA: the dots, dX, write-back, read-out, df, the
  * norm) and the tiles of the projection and of the dW product (hc_x_wt, hc_at_x) are
- * built with FMA contraction, like the BLAS they sit beside; a channel always takes the
- * same path (vector body or scalar tail, fixed by C), so its bits do not depend on
- * anything but the code. The per-token method math (hc_math.h) is not contracted. Sums
+ * built with FMA contraction, like the BLAS they sit beside, and their scalar tails take
+ * explicit FMAs (hc_fma_s); a channel always takes the same path (vector body or scalar
+ * tail, fixed by C), so its bits do not depend on anything but the code. The per-token method math (hc_math.h) is not contracted. Sums
  * over threads (M, dtheta) are added in thread order: bit-identical for a given thread
  * count. */
 
@@ -584,6 +584,18 @@ static inline __attribute__((always_inline)) hc_vec hc_opaque(hc_vec v) {
     return v;
 }
 
+/* a b + c rounded once. The scalar tails of the frame's loops take their products with it
+ * rather than by contraction: with contraction, two instances of one loop (X in fp32 or in
+ * bf16) have been built differently (one vectorised across the streams, its products then
+ * added unfused) and so rounded a channel differently (tests/test_train). */
+static inline __attribute__((always_inline)) real hc_fma_s(real a, real b, real c) {
+#if REAL_IS_DOUBLE
+    return __builtin_fma(a, b, c);
+#else
+    return __builtin_fmaf(a, b, c);
+#endif
+}
+
 /* s in every lane, held in a register: GCC otherwise folds each use of a broadcast
  * coefficient into its FMA as a {1to16} memory operand, one load per FMA. (s - 0 is s
  * exactly, -0 included.) */
@@ -594,7 +606,7 @@ static inline __attribute__((always_inline)) hc_vec hc_splat(real s) { return hc
  * leftover channels c0 <= c < D, in order. */
 static inline __attribute__((always_inline)) HC_FMA real hc_dot_tail(real s, const real *a, const real *b, size_t c0,
                                                                      size_t D) {
-    for (size_t c = c0; c < D; c++) s += a[c] * b[c];
+    for (size_t c = c0; c < D; c++) s = hc_fma_s(a[c], b[c], s);
     return s;
 }
 
@@ -665,7 +677,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_combine_n(const int 
     }
     for (; c < C; c++) {
         real v = w[0] * x0[hc_xt(blk, m, C, 0) + c];
-        for (int i = 1; i < m; i++) v += w[i] * x0[hc_xt(blk, m, C, i) + c];
+        for (int i = 1; i < m; i++) v = hc_fma_s(w[i], x0[hc_xt(blk, m, C, i) + c], v);
         y[c] = v;
     }
 }
@@ -1047,7 +1059,7 @@ static inline HC_FMA real hc_rstd_of(const real *x, size_t D) {
     }
     for (; k + HC_VL <= D; k += HC_VL) { const hc_vec v = hc_load(x + k); a0 += v * v; }
     real ss = hc_vsum((a0 + a1) + (a2 + a3));
-    for (; k < D; k++) ss += x[k] * x[k];
+    for (; k < D; k++) ss = hc_fma_s(x[k], x[k], ss);
     return (real)(1.0 / sqrt((double)ss / (double)D + RMS_EPS));
 }
 
@@ -1417,7 +1429,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_out_token_n(const in
             real v = post[i] * f[c];
             for (int j = 0; j < n; j++) {
                 const size_t o = hc_xt(blk, n, C, j) + (size_t)c;
-                v += H[i * n + j] * (xb ? hc_bf16_get(Xh[o]) : Xf[o]);
+                v = hc_fma_s(H[i * n + j], xb ? hc_bf16_get(Xh[o]) : Xf[o], v);
             }
             Y[hc_xt(blk, n, C, i) + (size_t)c] = v;
         }
@@ -1761,7 +1773,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             const hc_vec uv = hc_load(uu[t] + c);
 #pragma GCC unroll 8
             for (int j = 0; j < n; j++) {
-                hc_vec v = pj[t * n + j] * uv - cj[t * n + j] * hc_load(X[t] + hc_xv(blk, n, C, j, c));
+                hc_vec v = hc_opaque(pj[t * n + j] * uv) - cj[t * n + j] * hc_load(X[t] + hc_xv(blk, n, C, j, c));
 #pragma GCC unroll 8
                 for (int i = 0; i < n; i++) v += (n <= 4 ? hv[i * n + j] : H[t][i * n + j] - (hc_vec){0}) * dv[i];
                 hc_store(dx[t] + hc_xv(blk, n, C, j, c), v);
@@ -1834,7 +1846,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
         if (sum) /* after the block's du was read: sum may be du itself */
 #pragma GCC unroll 4
             for (int t = 0; t < TT; t++) {
-                hc_vec v = ws[t][0] * acc[t][0];
+                hc_vec v = hc_opaque(ws[t][0] * acc[t][0]);
 #pragma GCC unroll 8
                 for (int j = 1; j < n; j++) v += ws[t][j] * acc[t][j];
                 hc_store(sm[t] + c, v);
@@ -1845,17 +1857,17 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             real dvs[HC_MAX_N];
             for (int i = 0; i < n; i++) dvs[i] = dy[t][hc_xt(blk, n, C, i) + (size_t)c];
             for (int j = 0; j < n; j++) {
-                real v = pj[t * n + j] * uu[t][c] - cj[t * n + j] * X[t][hc_xt(blk, n, C, j) + (size_t)c];
-                for (int i = 0; i < n; i++) v += H[t][i * n + j] * dvs[i];
+                real v = hc_fma_s(-cj[t * n + j], X[t][hc_xt(blk, n, C, j) + (size_t)c], pj[t * n + j] * uu[t][c]);
+                for (int i = 0; i < n; i++) v = hc_fma_s(H[t][i * n + j], dvs[i], v);
                 const real *w = Wb + (size_t)(zp ? Kp : Kr) * nj * C0 + (size_t)(flat ? j : 0) * (C - C0) + (c - C0);
                 const int zr = flat ? 0 : j * Kr;
                 for (int k = 0; k < Kr; k++)
-                    v += hc_proj_operand(zz[t][zr + k], zp != NULL) * w[(size_t)k * nj * (C - C0)];
+                    v = hc_fma_s(hc_proj_operand(zz[t][zr + k], zp != NULL), w[(size_t)k * nj * (C - C0)], v);
                 dx[t][hc_xt(blk, n, C, j) + (size_t)c] = v;
             }
             if (sum) {
                 real v = ws[t][0] * dx[t][hc_xt(blk, n, C, 0) + (size_t)c];
-                for (int j = 1; j < n; j++) v += ws[t][j] * dx[t][hc_xt(blk, n, C, j) + (size_t)c];
+                for (int j = 1; j < n; j++) v = hc_fma_s(ws[t][j], dx[t][hc_xt(blk, n, C, j) + (size_t)c], v);
                 sm[t][c] = v;
             }
         }

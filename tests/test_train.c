@@ -668,6 +668,7 @@ static void test_stream_bf16_step(void) {
     for (int i = 0; hc_variants[i]; i++) {
         stream_bf16_case(hc_variants[i]->name, 4, 32, 1, 3, 0);
         stream_bf16_case(hc_variants[i]->name, 4, 36, 2, 4, 0);
+        stream_bf16_case(hc_variants[i]->name, 4, 44, 1, 4, 0); /* 12 channels past the vectors */
     }
     stream_bf16_case("s2hc", 2, 36, 2, 3, 0);
     stream_bf16_case("s2hc", 3, 32, 1, 2, 0);
