@@ -551,9 +551,9 @@ void model_free(gpt_model *m) {
  * norm) and the tiles of the projection and of the dW product (hc_x_wt, hc_at_x) are
  * built with FMA contraction, like the BLAS they sit beside, and their scalar tails take
  * explicit FMAs (hc_fma_s); a channel always takes the same path (vector body or scalar
- * tail, fixed by C), so its bits do not depend on anything but the code. The per-token method math (hc_math.h) is not contracted. Sums
- * over threads (M, dtheta) are added in thread order: bit-identical for a given thread
- * count. */
+ * tail, fixed by C), so its bits do not depend on anything but the code. The per-token
+ * method math (hc_math.h) is not contracted. Sums over threads (M, dtheta) are added in
+ * thread order: bit-identical for a given thread count. */
 
 #define HC_CHUNK_M 256               /* tokens per M = dz^T X product (64: slower; 256..all alike) */
 _Static_assert(HC_CHUNK % HC_LANES == 0 && HC_CHUNK_M % HC_LANES == 0,
