@@ -463,22 +463,34 @@ static void test_states_and_index(void) {
     grid_free(&g);
 }
 
-/* The grids in experiments/ load and expand (run from the repository root). */
+/* The grids in experiments/ load and expand (run from the repository root); the
+ * upcycling study's second stage starts each point from its own seed's first-stage run
+ * (experiments/upcycle.yaml), rc with one stream, the frames with four. */
 static void test_shipped_grids(void) {
     const char *files[] = {"experiments/smoke.yaml", "experiments/paper.yaml", "experiments/ablations.yaml",
-                           "experiments/streams.yaml"};
-    for (int i = 0; i < 4; i++) {
+                           "experiments/streams.yaml", "experiments/upcycle_base.yaml", "experiments/upcycle.yaml"};
+    const int npoints[] = {0, 72, 0, 0, 9, 12}; /* 0: any number */
+    for (int i = 0; i < 6; i++) {
         if (access(files[i], R_OK) != 0) continue; /* run from elsewhere */
         grid_spec g;
         grid_point *p;
         int n = 0;
         int rc = grid_load(&g, files[i], NULL, NULL, 0);
         if (rc == 0) rc = grid_expand(&g, &p, &n);
-        CHECK(rc == 0 && n > 0, "%s: rc %d, %d points", files[i], rc, n);
-        if (rc == 0) {
-            grid_points_free(p, n);
-            grid_free(&g);
+        CHECK(rc == 0 && n > 0 && (!npoints[i] || n == npoints[i]), "%s: rc %d, %d points", files[i], rc, n);
+        if (rc != 0) continue;
+        for (int k = 0; i == 5 && k < n; k++) {
+            const s2hc_config *c = &p[k].cfg;
+            char want[CFG_PATH];
+            snprintf(want, sizeof want, "runs/upcycle_base/rc-1000-s%llu/model.safetensors",
+                     (unsigned long long)c->seed);
+            CHECK(strcmp(c->init_from, want) == 0 && c->steps == 1000 &&
+                      c->n_streams == (strcmp(c->method, "rc") ? 4 : 1),
+                  "%s: point %s: init_from '%s', %d steps, n %d", files[i], p[k].name, c->init_from, c->steps,
+                  c->n_streams);
         }
+        grid_points_free(p, n);
+        grid_free(&g);
     }
 }
 
