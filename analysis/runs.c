@@ -259,6 +259,17 @@ static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *fo
     free(names);
 }
 
+/* path is the index.csv of a grid's runs directory (s2hc grid writes it there, beside its
+ * lock .index.lock). */
+static int grid_index_file(const char *path) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    if (strcmp(b, "index.csv") != 0) return 0;
+    char p[1024];
+    snprintf(p, sizeof p, "%.*s.index.lock", (int)(b - path), path);
+    return is_file(p);
+}
+
 int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
     memset(rs, 0, sizeof *rs);
     for (int i = 0; i < npaths; i++) {
@@ -269,6 +280,10 @@ int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
             found = 1;
         } else if (is_dir(paths[i])) {
             scan(rs, paths[i], 2, verbose, &found);
+        } else if (is_file(paths[i]) && grid_index_file(paths[i])) {
+            /* a glob over a grid's folder (s2hc report runs/grid/...) names its index too */
+            if (verbose) fprintf(stderr, "s2hc: %s: a grid's index, not a run: skipped\n", paths[i]);
+            continue;
         } else if (is_file(paths[i])) {
             fprintf(stderr, "s2hc: error: %s: not a run (a run directory, its run.h5, or a directory of runs)\n",
                     paths[i]);

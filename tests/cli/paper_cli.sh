@@ -114,6 +114,15 @@ expect_out "no run.h5 found" "names the problem"
 expect_status 2 "analyze without runs is a usage error" -- "$REPORT" analyze -o "$TMP/x"
 expect_status 1 "analyze of a file that is not a run" -- "$REPORT" analyze "$TMP/grid.yaml" -o "$TMP/x"
 expect_out "grid.yaml: not a run" "says it is not a run (the file exists)"
+# a glob over a grid's folder names its index.csv too: skipped, said so; the same file
+# away from its grid (no .index.lock beside it) is not a run
+expect_status 0 "analyze of runs/<grid>/* (the grid's index among the runs)" -- "$REPORT" analyze "$TMP/runs"/* -o "$TMP/glob"
+expect_out "index.csv: a grid's index, not a run: skipped" "says the index is skipped"
+cmp -s "$TMP/glob/tables/table1.md" "$OUT/tables/table1.md" && ok "the same Table 1 as from the folder" \
+  || fail "the glob's Table 1 differs from the folder's"
+mkdir -p "$TMP/lone" && cp "$TMP/runs/index.csv" "$TMP/lone/"
+expect_status 1 "an index.csv away from its grid" -- "$REPORT" analyze "$TMP/runs/s2hc-n4" "$TMP/lone/index.csv" -o "$TMP/x"
+expect_out "lone/index.csv: not a run" "is not a run"
 # a mistyped run directory beside good ones: an error, no report that silently leaves it out
 expect_status 1 "report with a missing path among the runs" -- "$REPORT" report "$TMP/runs/s2hc-n4" "$TMP/runs/nothere" -o "$TMP/typo"
 expect_out "nothere: No such file" "names the missing path"
