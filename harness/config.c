@@ -125,7 +125,7 @@ static const cfg_key cfg_keys[] = {
     KREAL("train.beta2", beta2, "0.95", 0, 0, 1, 1, "AdamW second-moment decay"),
     KREAL("train.eps", eps, "1e-8", 0, 1, 1, 1, "AdamW epsilon"),
     KREAL("train.clip", clip, "1.0", 0, 0, 1e6, 0, "global gradient-norm clip; 0 turns clipping off"),
-    KU64("train.seed", seed, "1337", "random seed: init, data order; same config + seed on CPU = same losses"),
+    KU64("train.seed", seed, "1337", "random seed: init, data order; on the CPU the same config, seed, build and thread count give the same losses bit for bit"),
     KINT("train.eval_every", eval_every, "250", 0, INT_MAX, "steps between validation evals; 0 = only at the end"),
     KINT("train.eval_batches", eval_batches, "8", 1, 1000000, "micro-batches per validation eval"),
     KINT("train.ckpt_every", ckpt_every, "500", 0, INT_MAX, "steps between checkpoints; 0 = only at the end"),
