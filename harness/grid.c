@@ -2005,20 +2005,31 @@ static void launch(grid_runner *r, int i) {
     pid_t parent = getpid();
     fflush(stdout);
     fflush(stderr);
+    /* SIGINT and SIGTERM stay blocked across fork until the child has its own
+       dispositions: a SIGTERM from the runner's death that reached the child while it
+       still had the runner's handler would only set the runner's flag, in the child's
+       copy, and the training would then run to its end with the point locked. Blocked,
+       it waits, and the default disposition ends the child before exec. */
+    sigset_t stop_sigs, old_mask;
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop_sigs, &old_mask);
     pid_t pid = fork();
     if (pid == 0) {
         /* the child: its own process group (the runner forwards signals), stopped with
            SIGTERM (save and exit) if the runner dies, the lock kept across exec */
         setpgid(0, 0);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
         if (getppid() != parent) _exit(RUN_INTERRUPTED);
         fcntl(fd, F_SETFD, 0);
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) dup2(devnull, 0);
         dup2(logfd, 1);
         dup2(logfd, 2);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
         setenv("OMP_NUM_THREADS", threads, 1);
         setenv("OPENBLAS_NUM_THREADS", threads, 1);
         runtime_unbind(); /* every CPU of the runner's, not its first place's */
@@ -2043,6 +2054,7 @@ static void launch(grid_runner *r, int i) {
         dprintf(2, "s2hc: error: grid: cannot run %s: %s\n", r->g->launch[0] ? argv[0] : r->exe, strerror(errno));
         _exit(127);
     }
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     close(ready[1]);
     if (pid > 0) {
         char c;

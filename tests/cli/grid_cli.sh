@@ -130,7 +130,7 @@ for _ in $(seq 1 600); do [ -s "$K2/identity-n4-s1337/train.log" ] && break; sle
 sleep 0.5
 kill -KILL $pid; wait $pid 2>/dev/null
 for _ in $(seq 1 600); do  # the orphan saves and exits; its lock goes with it
-  "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --list 2>/dev/null | grep -q "identity-n4-s1337 +running" || break
+  "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --list 2>/dev/null | grep -Eq "identity-n4-s1337 +running" || break
   sleep 0.1
 done
 expect_status 0 "after SIGKILL of the runner, the point resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --job 0
