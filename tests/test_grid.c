@@ -463,35 +463,54 @@ static void test_states_and_index(void) {
     grid_free(&g);
 }
 
-/* The grids in experiments/ load and expand (run from the repository root); the
- * upcycling study's second stage starts each point from its own seed's first-stage run
- * (experiments/upcycle.yaml), rc with one stream, the frames with four. */
+/* The grids in experiments/ load and expand (run from the repository root); each
+ * upcycling study's second stage starts every point from the exported weights of its own
+ * seed's first-stage rc run (the run directory the first grid gives that point, its
+ * model.safetensors), rc with one stream, the frames with four. */
 static void test_shipped_grids(void) {
-    const char *files[] = {"experiments/smoke.yaml", "experiments/paper.yaml", "experiments/ablations.yaml",
-                           "experiments/streams.yaml", "experiments/upcycle_base.yaml", "experiments/upcycle.yaml"};
-    const int npoints[] = {0, 72, 0, 0, 9, 12}; /* 0: any number */
-    for (int i = 0; i < 6; i++) {
+    const char *files[] = {"experiments/smoke.yaml",         "experiments/paper.yaml",
+                           "experiments/ablations.yaml",     "experiments/streams.yaml",
+                           "experiments/upcycle_base.yaml",  "experiments/upcycle.yaml",
+                           "experiments/upcycle_long_base.yaml", "experiments/upcycle_long.yaml"};
+    const int npoints[] = {0, 72, 0, 0, 9, 12, 3, 9}; /* 0: any number */
+    const int base_steps[] = {0, 0, 0, 0, 0, 1000, 0, 3000}; /* second stages: their base's rc steps */
+    enum { NF = sizeof files / sizeof files[0] };
+    grid_spec g[NF];
+    grid_point *p[NF];
+    int n[NF], ok[NF];
+    for (int i = 0; i < NF; i++) {
+        n[i] = 0;
+        ok[i] = 0;
         if (access(files[i], R_OK) != 0) continue; /* run from elsewhere */
-        grid_spec g;
-        grid_point *p;
-        int n = 0;
-        int rc = grid_load(&g, files[i], NULL, NULL, 0);
-        if (rc == 0) rc = grid_expand(&g, &p, &n);
-        CHECK(rc == 0 && n > 0 && (!npoints[i] || n == npoints[i]), "%s: rc %d, %d points", files[i], rc, n);
-        if (rc != 0) continue;
-        for (int k = 0; i == 5 && k < n; k++) {
-            const s2hc_config *c = &p[k].cfg;
-            char want[CFG_PATH];
-            snprintf(want, sizeof want, "runs/upcycle_base/rc-1000-s%llu/model.safetensors",
-                     (unsigned long long)c->seed);
-            CHECK(strcmp(c->init_from, want) == 0 && c->steps == 1000 &&
-                      c->n_streams == (strcmp(c->method, "rc") ? 4 : 1),
-                  "%s: point %s: init_from '%s', %d steps, n %d", files[i], p[k].name, c->init_from, c->steps,
+        int rc = grid_load(&g[i], files[i], NULL, NULL, 0);
+        if (rc == 0) rc = grid_expand(&g[i], &p[i], &n[i]);
+        CHECK(rc == 0 && n[i] > 0 && (!npoints[i] || n[i] == npoints[i]), "%s: rc %d, %d points", files[i], rc, n[i]);
+        ok[i] = rc == 0;
+    }
+    for (int i = 1; i < NF; i++) {
+        if (!base_steps[i] || !ok[i] || !ok[i - 1]) continue;
+        for (int k = 0; k < n[i]; k++) {
+            const s2hc_config *c = &p[i][k].cfg;
+            int found = 0;
+            for (int b = 0; b < n[i - 1]; b++) {
+                const s2hc_config *bc = &p[i - 1][b].cfg;
+                char want[CFG_PATH + 32];
+                run_dir_of(bc, want, sizeof want);
+                snprintf(want + strlen(want), sizeof want - strlen(want), "/model.safetensors");
+                found |= !strcmp(bc->method, "rc") && bc->steps == base_steps[i] && bc->seed == c->seed &&
+                         !strcmp(c->init_from, want);
+            }
+            CHECK(found && c->steps == 1000 && c->n_streams == (strcmp(c->method, "rc") ? 4 : 1),
+                  "%s: point %s: init_from '%s' (%s), %d steps, n %d", files[i], p[i][k].name, c->init_from,
+                  found ? "its seed's first-stage rc run" : "no first-stage rc run of its seed", c->steps,
                   c->n_streams);
         }
-        grid_points_free(p, n);
-        grid_free(&g);
     }
+    for (int i = 0; i < NF; i++)
+        if (ok[i]) {
+            grid_points_free(p[i], n[i]);
+            grid_free(&g[i]);
+        }
 }
 
 int main(void) {
