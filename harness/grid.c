@@ -1980,8 +1980,9 @@ static void launch(grid_runner *r, int i) {
 
     char threads[16];
     snprintf(threads, sizeof threads, "%d", r->threads);
-    /* tests only: the child waits this long between fork and exec (tests/cli/grid_cli.sh
-       widens that window to show that nothing happens in it) */
+    /* tests only: the child waits this long between fork and exec, still with the
+       runner's signal handlers (tests/cli/grid_cli.sh widens that window to show that
+       nothing happens in it, and that a runner killed meanwhile leaves no training) */
     const char *delay = getenv("S2HC_TEST_EXEC_DELAY_MS");
     long delay_ms = delay ? strtol(delay, NULL, 10) : 0;
     /* Between fork and exec the child holds a copy of every descriptor of the runner,
@@ -2020,11 +2021,15 @@ static void launch(grid_runner *r, int i) {
         /* the child: its own process group (the runner forwards signals), stopped with
            SIGTERM (save and exit) if the runner dies, the lock kept across exec */
         setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(RUN_INTERRUPTED); /* it died before prctl */
+        if (delay_ms > 0) { /* the test hook's wait: the runner's handlers, signals held */
+            struct timespec ts = {delay_ms / 1000, delay_ms % 1000 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        sigprocmask(SIG_SETMASK, &old_mask, NULL);
-        if (getppid() != parent) _exit(RUN_INTERRUPTED);
+        sigprocmask(SIG_SETMASK, &old_mask, NULL); /* a SIGTERM from its death since: the end */
         fcntl(fd, F_SETFD, 0);
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) dup2(devnull, 0);
@@ -2045,10 +2050,6 @@ static void launch(grid_runner *r, int i) {
         argv[na++] = cfgp;
         argv[na++] = (char *)mode;
         argv[na] = NULL;
-        if (delay_ms > 0) {
-            struct timespec ts = {delay_ms / 1000, delay_ms % 1000 * 1000000L};
-            nanosleep(&ts, NULL);
-        }
         if (r->g->launch[0]) execvp(argv[0], argv);
         else execv(r->exe, argv);
         dprintf(2, "s2hc: error: grid: cannot run %s: %s\n", r->g->launch[0] ? argv[0] : r->exe, strerror(errno));

@@ -136,6 +136,26 @@ done
 expect_status 0 "after SIGKILL of the runner, the point resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --job 0
 expect_out "1/1 finished" "the killed runner's point finished"
 
+# ---- a runner killed while its child is between fork and exec (S2HC_TEST_EXEC_DELAY_MS
+# holds the child there, with the runner's signal handlers): the child ends before its
+# training starts, so no orphan trains the point to its end, locked, while the next
+# runner waits (the runner's death signal must not reach the runner's handler there)
+K3=$TMP/kill9exec
+env S2HC_TEST_EXEC_DELAY_MS=1500 "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K3" -j 1 --job 0 > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [ -s "$K3/identity-n4-s1337/train.log" ] && break; sleep 0.1; done
+sleep 0.5
+kill -KILL $pid; wait $pid 2>/dev/null
+for _ in $(seq 1 600); do
+  "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K3" --list 2>/dev/null | grep -Eq "identity-n4-s1337 +running" || break
+  sleep 0.1
+done
+grep -Eq "^step +[0-9]" "$K3/identity-n4-s1337/train.log" && fail "the killed runner's child trained: $(grep -E '^step' "$K3/identity-n4-s1337/train.log" | tail -n 1)" \
+  || ok "a runner killed between its child's fork and exec leaves no training behind"
+expect_status 0 "the next runner runs that point" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K3" --job 0
+expect_out "start   #0 identity-n4-s1337" "from its start"
+expect_out "1/1 finished" "to its end"
+
 # ---- two runners at once never run the same point (one lock per run directory)
 L=$TMP/locks
 LS=(--set train.steps=300 --set train.ckpt_every=150 --set train.threads=1)
