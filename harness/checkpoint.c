@@ -65,7 +65,7 @@ static int ck_read_int(hid_t obj, const char *name, hid_t mtype, void *value) {
     if (a < 0) return -1;
     hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
     int rc = -1;
-    if (ft >= 0 && sp >= 0 && H5Tget_class(ft) == H5T_INTEGER && H5Sget_simple_extent_npoints(sp) == 1 &&
+    if (ft >= 0 && sp >= 0 && H5Tget_class(ft) == H5T_INTEGER && h5_plain_number(ft) && H5Sget_simple_extent_npoints(sp) == 1 &&
         H5Aread(a, mtype, value) >= 0)
         rc = 0;
     if (sp >= 0) H5Sclose(sp);
@@ -263,8 +263,8 @@ static int ck_read_tensor(hid_t f, const char *file, const char *grp, const ckpt
                  grp, a, b);
         goto done;
     }
-    if (H5Tget_class(t) != H5T_FLOAT) {
-        snprintf(err, errlen, "%s: tensor %s is not floating point", file, path);
+    if (H5Tget_class(t) != H5T_FLOAT || !h5_plain_number(t)) {
+        snprintf(err, errlen, "%s: tensor %s is not a 4- or 8-byte float (corrupt?)", file, path);
         goto done;
     }
     if (ck_numel(p) > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {

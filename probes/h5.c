@@ -40,6 +40,18 @@ static const char *const h5log_reserved_[] = {"description", "units", "row_axis"
 
 void h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
+/* 1 for the numbers the project writes and reads: IEEE floats of 4 or 8 bytes, integers
+ * of 1, 2, 4 or 8. A corrupt file can declare a float of 1 032 bytes, and libhdf5's
+ * conversion of such a type to a native one reads past its own buffer. */
+int h5_plain_number(hid_t type) {
+    if (type < 0) return 0;
+    H5T_class_t cls = H5Tget_class(type);
+    size_t sz = H5Tget_size(type);
+    if (cls == H5T_FLOAT) return sz == 4 || sz == 8;
+    if (cls == H5T_INTEGER) return sz == 1 || sz == 2 || sz == 4 || sz == 8;
+    return 0;
+}
+
 typedef struct { char inner[256], outer[256]; } h5_walk_ctx;
 
 /* Walking upward, the first entry is where the error was detected (the most specific
@@ -625,6 +637,7 @@ char *h5_attr_read_str(hid_t a) {
         if (mt >= 0) H5Tclose(mt);
     } else {
         size_t n = H5Tget_size(ft);
+        if (n == 0 || n > ((size_t)64 << 20)) goto done; /* no attribute of the project is that long */
         char *buf = calloc_check(n + 1, 1);
         if (H5Aread(a, ft, buf) >= 0) out = buf;        /* buf[n] stays '\0' */
         else free(buf);
@@ -672,7 +685,7 @@ static herr_t h5log_load_attr_cb(hid_t obj, const char *name, const H5A_info_t *
         char *s = h5_attr_read_str(a);
         if (s) h5log_attr_str(c->log, c->obj, name, s);
         free(s);
-    } else if ((cls == H5T_INTEGER || cls == H5T_FLOAT) && H5Sget_simple_extent_npoints(sp) == 1) {
+    } else if (h5_plain_number(t) && H5Sget_simple_extent_npoints(sp) == 1) {
         double v;
         if (H5Aread(a, H5T_NATIVE_DOUBLE, &v) >= 0) h5log_attr_num(c->log, c->obj, name, v);
     }   /* arrays and other types are not part of the run-file conventions: skipped */
@@ -689,6 +702,12 @@ static int h5log_load_dataset(h5log_load_ctx *c, hid_t d, const char *path) {
     H5T_class_t cls = H5Tget_class(t);
     size_t tsz = H5Tget_size(t);
     h5log_type type;
+    if (!h5_plain_number(t)) {
+        snprintf(c->err, c->errlen, "%s: dataset %s has a %zu-byte %s type (corrupt?): the run log holds 4- or "
+                 "8-byte floats and integers of 1 to 8 bytes", c->file, path, tsz,
+                 cls == H5T_FLOAT ? "float" : cls == H5T_INTEGER ? "integer" : "non-numeric");
+        goto done;
+    }
     if (cls == H5T_FLOAT && tsz == 4) type = H5LOG_F32;
     else if (cls == H5T_FLOAT) type = H5LOG_F64;
     else if (cls == H5T_INTEGER) type = H5LOG_I64;
@@ -701,7 +720,11 @@ static int h5log_load_dataset(h5log_load_ctx *c, hid_t d, const char *path) {
     hsize_t dims[H5S_MAX_RANK];
     if (rank < 0 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0) goto io;
     int series = H5Aexists(d, "row_axis") > 0;
-    if (series ? (rank < 1 || rank - 1 > H5LOG_MAX_RANK) : rank > H5LOG_MAX_RANK) {
+    if (series && rank < 1) {
+        snprintf(c->err, c->errlen, "%s: series %s (it has a row_axis) is a scalar, not rows", c->file, path);
+        goto done;
+    }
+    if (series ? rank - 1 > H5LOG_MAX_RANK : rank > H5LOG_MAX_RANK) {
         snprintf(c->err, c->errlen, "%s: dataset %s has rank %d, more than the run log holds", c->file, path, rank);
         goto done;
     }

@@ -1,4 +1,4 @@
-/* h5_attr.h: reading HDF5 attributes, shared by the run-file loader (probes/h5.c) and
+/* h5_attr.h: reading HDF5 attributes and checking number types, shared by the run-file loader (probes/h5.c) and
  * the checkpoint reader (harness/checkpoint.c). Exposes hdf5.h: include it only where
  * HDF5 calls are made. */
 #ifndef S2HC_H5_ATTR_H
@@ -8,5 +8,9 @@
 /* A scalar string attribute (variable or fixed length) as a malloc'd string; NULL if it
  * is not a scalar string or cannot be read. */
 char *h5_attr_read_str(hid_t a);
+
+/* 1 when `type` is a float of 4 or 8 bytes or an integer of 1, 2, 4 or 8: the numbers
+ * the run and checkpoint files hold (anything else is refused before libhdf5 converts it) */
+int h5_plain_number(hid_t type);
 
 #endif
