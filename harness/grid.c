@@ -1305,7 +1305,8 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
         const char *status = h5log_get_attr_str(&log, "/", "status");
         const char *yaml = h5log_get_attr_str(&log, "/", "config");
         double step = series_last(&log, "/train/step");
-        st->step = isnan(step) ? 0 : (int)step;
+        long long sv = step_from_double(step);
+        st->step = sv < 0 || sv > INT_MAX ? 0 : (int)sv;
         st->train_loss = series_last(&log, "/train/loss");
         st->val_loss = series_last(&log, "/eval/val_loss");
         st->tokens_per_s = series_mean_positive(&log, "/train/tokens_per_s");

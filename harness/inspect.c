@@ -159,10 +159,10 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         v->step = -1;
         for (int i = 0; i < v->log.n_attrs; i++)
             if (!strcmp(v->log.attrs[i].path, "/final") && !strcmp(v->log.attrs[i].name, "step"))
-                v->step = (long long)v->log.attrs[i].num;
+                v->step = step_from_double(v->log.attrs[i].num);
     } else if (want_last) {
         v->prow = v->prows - 1;
-        v->step = (long long)value_at(ps, v->prow);
+        v->step = step_from_double(value_at(ps, v->prow));
     } else {
         char *end;
         long long want = strtoll(step_sel, &end, 10);
@@ -174,10 +174,10 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         size_t r = 0;
         int found = 0;
         for (; ps && r < ps->rows; r++)
-            if ((long long)value_at(ps, r) == want) { found = 1; break; }
+            if (step_from_double(value_at(ps, r)) == want) { found = 1; break; }
         if (!found) {
             fprintf(stderr, "s2hc: error: %s: no probe at step %lld; probed steps:", v->path, want);
-            for (size_t k = 0; ps && k < ps->rows; k++) fprintf(stderr, " %lld", (long long)value_at(ps, k));
+            for (size_t k = 0; ps && k < ps->rows; k++) fprintf(stderr, " %lld", step_from_double(value_at(ps, k)));
             if (!v->prows) /* probe.every 0: no /probe rows, only /final */
                 fprintf(stderr, " none (the run was trained with probe.every 0); --step final reads /final");
             fprintf(stderr, "\n");
@@ -225,6 +225,7 @@ static const char *kind_of(int l) { return l % 2 ? "mlp" : "attn"; }
 
 static void step_text(const run_view *v, char *buf, size_t len) {
     if (v->is_final) snprintf(buf, len, "final");
+    else if (v->step < 0) snprintf(buf, len, "?"); /* the file's step is not a step count */
     else snprintf(buf, len, "%lld", v->step);
 }
 

@@ -120,6 +120,11 @@ void lock_file_claim(int fd, const char *who) {
     if (ftruncate(fd, 0) == 0) dprintf(fd, "%s%spid %d on %s since %s\n", who, who[0] ? " " : "", (int)getpid(), host, when);
 }
 
+long long step_from_double(double x) {
+    if (!(x >= 0 && x <= 9007199254740992.0) || x != floor(x)) return -1;
+    return (long long)x;
+}
+
 int mkdir_p(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

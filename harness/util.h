@@ -54,6 +54,10 @@ double now_seconds(void);
  * it; a thread's own clock is exact when the thread reads it. */
 double threads_cpu_seconds(void);
 
+/* A step count read from a file as a double: the value when it is a whole number in
+ * [0, 2^53], else -1 (a corrupt file's NaN or 1e300 cast to an integer is undefined). */
+long long step_from_double(double x);
+
 /* mkdir -p. Returns 0 on success, -1 with errno set. */
 int mkdir_p(const char *path);
 /* One holder at a time of a lock file (the grid's <run>/.lock, train's <run>/.train.lock):

@@ -726,6 +726,18 @@ static void test_blas_advice(void) {
     if (was) setenv("OPENBLAS_CORETYPE", saved, 1);
 }
 
+/* Step counts read from files as doubles: whole numbers in [0, 2^53] pass, anything a
+ * corrupt file may hold (NaN, infinities, 1e300, negatives, fractions) gives -1 rather
+ * than an undefined cast. */
+static void test_step_from_double(void) {
+    const double good[] = {0, 1, 1000, 9007199254740992.0};
+    const double bad[] = {NAN, INFINITY, -INFINITY, 1e300, 9007199254740994.0, -1, -0.5, 2.5, 1e-300};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK(step_from_double(good[i]) == (long long)good[i], "%g -> %lld", good[i], step_from_double(good[i]));
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(step_from_double(bad[i]) == -1, "%g -> %lld", bad[i], step_from_double(bad[i]));
+}
+
 int main(void) {
     T_NAME("test_config");
     setup_tmp();
@@ -743,5 +755,6 @@ int main(void) {
     T_RUN(test_tiny_yaml);
     T_RUN(test_fuzz);
     T_RUN(test_blas_advice);
+    T_RUN(test_step_from_double);
     return T_END();
 }
