@@ -1501,17 +1501,30 @@ static int import_map(const char *file, import_src *m) {
         if (p == MAP_FAILED) e = errno;
         else { m->p = p; m->mapped = m->n > 0; }
     } else {
+        /* a pipe or a device is read into memory: at most half the machine's, so that
+           /dev/zero or a runaway producer ends with a message, not the OOM killer */
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        size_t most = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 2 : (size_t)1 << 32;
         size_t cap = 1 << 20;
         uint8_t *buf = malloc_check(cap);
         ssize_t got;
         while ((got = read(fd, buf + m->n, cap - m->n)) > 0 || (got < 0 && errno == EINTR)) {
             if (got < 0) continue;
             m->n += (size_t)got;
-            if (m->n == cap) {
-                uint8_t *nb = realloc(buf, cap *= 2);
-                if (!nb) die(1, "out of memory reading %s", file);
-                buf = nb;
+            if (m->n < cap) continue;
+            if (cap >= most) {
+                fprintf(stderr, "s2hc: error: %s: over %.1f GiB from a pipe or device (half this machine's "
+                        "memory); save it to a file first (a file is mapped, not read into memory)\n", file,
+                        (double)cap / (1 << 30));
+                free(buf);
+                close(fd);
+                memset(m, 0, sizeof *m);
+                return -1;
             }
+            cap = cap * 2 < most ? cap * 2 : most + 1; /* one byte past the limit tells "over" */
+            uint8_t *nb = realloc(buf, cap);
+            if (!nb) die(1, "out of memory reading %s", file);
+            buf = nb;
         }
         if (got < 0) { e = errno; free(buf); }
         else m->p = buf;

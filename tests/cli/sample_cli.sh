@@ -61,6 +61,11 @@ expect_status 2 "empty prompt" -- "$S2HC" sample "$R" --prompt ""
 expect_out "--prompt is empty" "says the prompt is empty"
 expect_status 1 "missing prompt file" -- "$S2HC" sample "$R" --prompt-file "$TMP/nope"
 expect_out "nope: No such file" "names the prompt file"
+expect_status 1 "a prompt file with no end (/dev/zero)" -- "$S2HC" sample "$R" --prompt-file /dev/zero
+expect_out "/dev/zero: over 64 MiB" "stops at 64 MiB and says so"
+head -c $((64 << 20)) /dev/zero | tr '\0' 'a' > "$TMP/prompt64"
+expect_status 0 "a prompt file of exactly 64 MiB is read" -- "$S2HC" sample "$R" --prompt-file "$TMP/prompt64" --tokens 2 --temperature 0
+rm -f "$TMP/prompt64"
 expect_status 2 "both prompts" -- "$S2HC" sample "$R" --prompt x --prompt-file "$TMP/prompt"
 expect_status 2 "unknown option" -- "$S2HC" sample "$R" --temp 1
 expect_out "unknown option '--temp'" "names the option"
