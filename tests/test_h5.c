@@ -394,13 +394,21 @@ static void test_log_load_bad(void) {
 /* A dataset whose extent is 2^61 + 1 float64 elements, none of them stored (chunked,
  * never written): its size in bytes wraps to 8. h5log_load refuses it; it read it into an
  * 8-byte buffer, and the next save wrote from that buffer (heap corruption). */
-static void test_log_load_huge_shape(void) {
-    h5log a, b;
+/* A small run log saved as `name` in the test's folder, then opened for writing (to
+ * damage it); its path in *path. */
+static hid_t saved_log_open(const char *name, const char **path) {
+    h5log a;
     build_log(&a, 3);
-    const char *p = tmp_path("huge.h5");
-    CHECK(h5log_save(&a, p) == 0, "save");
+    *path = tmp_path(name);
+    CHECK(h5log_save(&a, *path) == 0, "save %s", name);
     h5log_free(&a);
-    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    return H5Fopen(*path, H5F_ACC_RDWR, H5P_DEFAULT);
+}
+
+static void test_log_load_huge_shape(void) {
+    h5log b;
+    const char *p;
+    hid_t f = saved_log_open("huge.h5", &p);
     hsize_t dims[1] = {((hsize_t)1 << 61) + 1}, maxd[1] = {H5S_UNLIMITED}, chunk[1] = {1};
     hid_t sp = H5Screate_simple(1, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, 1, chunk);
@@ -426,12 +434,9 @@ static void test_log_load_odd_types(void) {
     const char *cases[] = {"wide float", "wide integer", "scalar series"};
     const char *want[] = {"16-byte float", "16-byte integer", "is a scalar, not rows"};
     for (int c = 0; c < 3; c++) {
-        h5log a, b;
-        build_log(&a, 3);
-        const char *p = tmp_path("odd.h5");
-        CHECK(h5log_save(&a, p) == 0, "save");
-        h5log_free(&a);
-        hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+        h5log b;
+        const char *p;
+        hid_t f = saved_log_open("odd.h5", &p);
         hid_t t = H5Tcopy(c == 1 ? H5T_STD_I64LE : H5T_IEEE_F64LE);
         if (c < 2) CHECK(H5Tset_size(t, 16) >= 0, "a 16-byte type");
         hsize_t dims[1] = {3};
