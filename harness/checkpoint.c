@@ -65,8 +65,8 @@ static int ck_read_int(hid_t obj, const char *name, hid_t mtype, void *value) {
     if (a < 0) return -1;
     hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
     int rc = -1;
-    if (ft >= 0 && sp >= 0 && H5Tget_class(ft) == H5T_INTEGER && h5_plain_number(ft) && H5Sget_simple_extent_npoints(sp) == 1 &&
-        H5Aread(a, mtype, value) >= 0)
+    if (ft >= 0 && sp >= 0 && H5Tget_class(ft) == H5T_INTEGER && h5_plain_number(ft) &&
+        H5Sget_simple_extent_npoints(sp) == 1 && H5Aread(a, mtype, value) >= 0)
         rc = 0;
     if (sp >= 0) H5Sclose(sp);
     if (ft >= 0) H5Tclose(ft);

@@ -702,10 +702,10 @@ static int h5log_load_dataset(h5log_load_ctx *c, hid_t d, const char *path) {
     H5T_class_t cls = H5Tget_class(t);
     size_t tsz = H5Tget_size(t);
     h5log_type type;
-    if (!h5_plain_number(t)) {
+    if ((cls == H5T_FLOAT || cls == H5T_INTEGER) && !h5_plain_number(t)) {
         snprintf(c->err, c->errlen, "%s: dataset %s has a %zu-byte %s type (corrupt?): the run log holds 4- or "
                  "8-byte floats and integers of 1 to 8 bytes", c->file, path, tsz,
-                 cls == H5T_FLOAT ? "float" : cls == H5T_INTEGER ? "integer" : "non-numeric");
+                 cls == H5T_FLOAT ? "float" : "integer");
         goto done;
     }
     if (cls == H5T_FLOAT && tsz == 4) type = H5LOG_F32;
