@@ -212,7 +212,6 @@ static int st_kind(const char *dtype) {
     return !strcmp(dtype, "F32") ? ST_F32 : !strcmp(dtype, "BF16") ? ST_BF16 : !strcmp(dtype, "F16") ? ST_F16 : 0;
 }
 
-
 /* libyaml's error with where it happened: reader errors (bad UTF-8, control characters)
  * carry a byte offset, the scanner's and parser's a line and column */
 static void st_yaml_error(const yaml_parser_t *p, const char *file, const char *tensor, char *err, size_t errlen) {

@@ -135,34 +135,14 @@ static int sample_num(const char *opt, const char *s, double lo, double hi, int 
 
 /* The bytes of a file, malloc'd; NULL after an error naming it. */
 static unsigned char *sample_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "s2hc: error: sample: %s: %s\n", path, strerror(errno)); return NULL; }
-    /* a prompt is a few thousand tokens at most (the context crops it): past 64 MiB the
-       file is a mistake (/dev/zero, a corpus), not a prompt */
-    const size_t most = (size_t)64 << 20;
-    size_t cap = 4096, n = 0;
-    unsigned char *buf = malloc_check(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n < cap) continue;
-        if (cap > most) {
-            fprintf(stderr, "s2hc: error: sample: %s: over %zu MiB; a prompt file holds a prompt\n", path,
-                    most >> 20);
-            fclose(f);
-            free(buf);
-            return NULL;
-        }
-        cap = cap * 2 <= most ? cap * 2 : most + 1; /* one byte past the limit tells "over" */
-        unsigned char *nb = realloc(buf, cap);
-        if (!nb) die(1, "out of memory reading %s", path);
-        buf = nb;
-    }
-    const int bad = ferror(f);
-    fclose(f);
-    if (bad) { fprintf(stderr, "s2hc: error: sample: %s: read error\n", path); free(buf); return NULL; }
-    *len = n;
-    return buf;
+    /* a prompt is a few thousand tokens at most (the context crops it): past
+       read_text_file's 64 MiB the file is a mistake (/dev/zero, a corpus), not a prompt */
+    char *text = read_text_file(path, len);
+    if (!text && errno == EFBIG)
+        fprintf(stderr, "s2hc: error: sample: %s: over 64 MiB; a prompt file holds a prompt\n", path);
+    else if (!text)
+        fprintf(stderr, "s2hc: error: sample: %s: %s\n", path, strerror(errno));
+    return (unsigned char *)text;
 }
 
 typedef struct {

@@ -371,12 +371,13 @@ void runtime_env_fixup(char **argv) {
 char *read_text_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
+    const size_t most = (size_t)64 << 20; /* bytes of content; the buffer holds one more, the NUL */
     size_t cap = 4096, n = 0;
     char *buf = malloc_check(cap);
     for (;;) {
         if (n + 1 >= cap) {
-            if (cap >= ((size_t)64 << 20)) { free(buf); fclose(f); errno = EFBIG; return NULL; }
-            cap *= 2;
+            if (n > most) { free(buf); fclose(f); errno = EFBIG; return NULL; }
+            cap = cap * 2 <= most ? cap * 2 : most + 2; /* most + 1 bytes of room tell "over" */
             char *nb = realloc(buf, cap);
             if (!nb) { free(buf); fclose(f); errno = ENOMEM; return NULL; }
             buf = nb;
