@@ -21,21 +21,6 @@
 
 /* ------------------------------------------------------------------ attributes */
 
-static int ck_attr_str(hid_t obj, const char *name, const char *value) {
-    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = H5I_INVALID_HID;
-    int rc = -1;
-    if (t < 0 || sp < 0 || H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0) goto done;
-    a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    if (a < 0) goto done;
-    const char *v = value ? value : "";
-    rc = H5Awrite(a, t, &v) < 0 ? -1 : 0;
-done:
-    if (a >= 0) H5Aclose(a);
-    if (sp >= 0) H5Sclose(sp);
-    if (t >= 0) H5Tclose(t);
-    return rc;
-}
-
 /* A scalar integer attribute: file type ftype (e.g. H5T_STD_U64LE), memory type mtype. */
 static int ck_attr_int(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value) {
     hid_t sp = H5Screate(H5S_SCALAR);
@@ -85,7 +70,7 @@ static size_t ck_numel(const ckpt_tensor *t) {
 static int ck_group(hid_t f, const char *path, hid_t gcpl, const char *description) {
     hid_t g = H5Gcreate2(f, path, H5P_DEFAULT, gcpl, H5P_DEFAULT);
     if (g < 0) return -1;
-    int rc = ck_attr_str(g, "description", description);
+    int rc = h5_attr_write_str(g, "description", description);
     H5Gclose(g);
     return rc;
 }
@@ -159,16 +144,17 @@ int ckpt_save(const char *path, const ckpt_tensor *params, const ckpt_tensor *m,
     int64_t version = CKPT_VERSION, step = meta->step, nstreams = meta->n_streams;
     char method[sizeof meta->method + 1];
     snprintf(method, sizeof method, "%.*s", (int)sizeof meta->method, meta->method);
-    if (ck_attr_str(f, "format", CKPT_FORMAT) < 0 ||
+    if (h5_attr_write_str(f, "format", CKPT_FORMAT) < 0 ||
         ck_attr_int(f, "version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version) < 0 ||
         ck_attr_int(f, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &step) < 0 ||
         ck_attr_int(f, "rng", H5T_STD_U64LE, H5T_NATIVE_UINT64, &meta->rng) < 0 ||
         ck_attr_int(f, "loader_rng", H5T_STD_U64LE, H5T_NATIVE_UINT64, &meta->loader_rng) < 0 ||
-        ck_attr_str(f, "config", meta->config_yaml) < 0 || ck_attr_str(f, "method", method) < 0 ||
+        h5_attr_write_str(f, "config", meta->config_yaml) < 0 ||
+        h5_attr_write_str(f, "method", method) < 0 ||
         ck_attr_int(f, "n_streams", H5T_STD_I64LE, H5T_NATIVE_INT64, &nstreams) < 0 ||
-        ck_attr_str(f, "description",
-                    "s2hc training checkpoint: /model holds the parameters (nanoGPT state_dict names, "
-                    "PyTorch [out, in] layout, float32); /optim/m and /optim/v the AdamW moments") < 0) {
+        h5_attr_write_str(f, "description",
+                          "s2hc training checkpoint: /model holds the parameters (nanoGPT state_dict names, "
+                          "PyTorch [out, in] layout, float32); /optim/m and /optim/v the AdamW moments") < 0) {
         h5_error_detail(detail, sizeof detail);
         snprintf(what, sizeof what, "cannot write the root attributes");
         goto fail;

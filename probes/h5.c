@@ -400,8 +400,7 @@ static hid_t h5log_mem_type(h5log_type t) {
     return t == H5LOG_F32 ? H5T_NATIVE_FLOAT : t == H5LOG_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
 }
 
-/* Write a scalar variable-length UTF-8 string attribute (replacing one of that name). */
-static int h5_attr_write_str(hid_t obj, const char *name, const char *value) {
+int h5_attr_write_str(hid_t obj, const char *name, const char *value) {
     if (H5Aexists(obj, name) > 0 && H5Adelete(obj, name) < 0) return -1;
     hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = H5I_INVALID_HID;
     int rc = -1;
