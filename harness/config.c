@@ -379,6 +379,15 @@ static int name_ok(const char *s) {
 }
 #define NAME_RULE "use letters, digits and _ . + - (not starting with . or -)"
 
+int config_name_check(const char *s, char *err, size_t errlen) {
+    size_t n = strlen(s);
+    if (n == 0) snprintf(err, errlen, "must not be empty");
+    else if (n >= CFG_STR) snprintf(err, errlen, "'%.40s...' is too long: %zu bytes, at most %d", s, n, CFG_STR - 1);
+    else if (!name_ok(s)) snprintf(err, errlen, "'%s' is not a valid name: %s", s, NAME_RULE);
+    else return 0;
+    return -1;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Checking one key's stored value (used after every set and by config_validate)        */
 /* ------------------------------------------------------------------------------------ */
@@ -727,6 +736,13 @@ static void unknown_key(const char *src, const yaml_mark_t *m, const char *full,
     char all[128];
     if (is_section) {
         join_list(sections, ", ", all, sizeof all);
+        static const char *const grid_only[] = {"sweep", "preset", "base", "include", "exclude", "override", "slurm", "launch", NULL};
+        for (int i = 0; grid_only[i]; i++)
+            if (!strcmp(full, grid_only[i])) {
+                report(src, m, full, "a grid file's key, not a config section: run a grid with `s2hc grid %s` "
+                       "(docs/grids.md); the config sections are %s", src, all);
+                return;
+            }
         if (s) report(src, m, full, "unknown section (did you mean '%s'?); the sections are %s", s, all);
         else report(src, m, full, "unknown section; the sections are %s", all);
     } else {

@@ -123,6 +123,11 @@ void config_print_schema(FILE *f);
  * checks that the two agree). */
 void config_print_schema_markdown(FILE *f);
 
+/* A name as the config takes it for run.name and the corpora (data.train, data.ood):
+ * 1..CFG_STR-1 bytes of letters, digits and _ . + -, not starting with . or -. 0, or -1
+ * with the problem in err (`s2hc data import --name` checks its NAME with it). */
+int config_name_check(const char *s, char *err, size_t errlen);
+
 /* The run's directory name: c->name, or "<method>-n<n_streams>-s<seed>" when it is empty
  * (e.g. "s2hc-n4-s1337"). Every caller that names a run uses this one rule. */
 void config_run_name(const s2hc_config *c, char *buf, size_t len);

@@ -10,6 +10,7 @@
  *   7. the loader
  * docs/data.md describes the corpora and every cleanup rule in words.
  */
+#include "config.h"
 #include "data.h"
 #include "util.h"
 
@@ -1711,9 +1712,9 @@ int data_main(int argc, char **argv) {
             fprintf(stderr, "s2hc: error: data import needs FILE and --name NAME\n");
             return 2;
         }
-        if (strspn(import_name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+-") !=
-                strlen(import_name) || !import_name[0] || import_name[0] == '.' || import_name[0] == '-') {
-            fprintf(stderr, "s2hc: error: --name '%s': use letters, digits and _.+- only\n", import_name);
+        char nerr[256];
+        if (config_name_check(import_name, nerr, sizeof nerr) < 0) {
+            fprintf(stderr, "s2hc: error: --name: %s (it becomes data.train or data.ood)\n", nerr);
             return 2;
         }
         if (find_corpus(import_name)) {

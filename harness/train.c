@@ -65,7 +65,7 @@ int run_lock(const char *dir, const char *who) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: s2hc train CONFIG.yaml [--set KEY=VALUE]... [--resume] [--force] [--quiet]\n"
+            "usage: s2hc train CONFIG.yaml [--set KEY=VALUE]... [--resume] [--force] [--quiet] [--stop-after N]\n"
             "\n"
             "Train the model described by CONFIG.yaml and write runs/<name>/run.h5 and ckpt.h5.\n"
             "  --set KEY=VALUE  override any config key (same checks as the file), repeatable\n"

@@ -212,6 +212,8 @@ static const err_case err_cases[] = {
     {"train:\n  warmup_steps: 2\n", "2:3", "train.warmup_steps", "did you mean 'train.warmup'?"},
     {"data:\n  data_dir: x\n", "2:3", "data.data_dir", "did you mean 'data.dir'?"},
     {"modle:\n  n_layer: 2\n", "1:1", "modle", "unknown section (did you mean 'model'?)"},
+    {"model:\n  n_layer: 2\nsweep:\n  train.seed: [1, 2]\n", "3:1", "sweep", "a grid file's key, not a config section: run a grid with `s2hc grid"},
+    {"preset: small\n", "1:1", "preset", "a grid file's key"},
     {"lr: 0.1\n", "1:1", "lr", "did you mean 'train.lr'?"},
     {"train:\n  frobnicate: 1\n", "2:3", "train.frobnicate", "unknown key (`s2hc help config` lists them)"},
     {"train.lrr: 1\n", "1:1", "train.lrr", "did you mean 'train.lr'?"},

@@ -65,6 +65,12 @@ fi
 head -c 2000 /dev/zero | tr '\0' 'a' > "$TMP/text"
 expect_rc 2 "import with an empty --name" "$BIN" data import "$TMP/text" --name "" --dir "$TMP/imp"
 [ ! -e "$TMP/imp/train.bin" ] && ok || bad "an empty --name wrote $TMP/imp/train.bin"
+# a NAME the config would refuse as data.train is refused here, with the config's rule
+expect_rc 2 "import with --name .bad" "$BIN" data import "$TMP/text" --name .bad --dir "$TMP/imp"
+grep -q "not starting with . or -" "$TMP/err" && ok || bad "--name .bad: $(cat "$TMP/err")"
+expect_rc 2 "import with a 64-byte --name" "$BIN" data import "$TMP/text" --name "$(printf 'a%.0s' $(seq 64))" --dir "$TMP/imp"
+grep -q "too long: 64 bytes, at most 63" "$TMP/err" && ok || bad "a 64-byte --name: $(cat "$TMP/err")"
+[ ! -e "$TMP/imp/.bad" ] && [ -z "$(ls "$TMP/imp" 2>/dev/null)" ] && ok || bad "a refused --name wrote: $(ls -a "$TMP/imp")"
 expect_rc 1 "import of a folder" "$BIN" data import "$TMP" --name dir --dir "$TMP/imp"
 grep -q "cannot read: Is a directory" "$TMP/err" && ok || bad "import of a folder: $(cat "$TMP/err")"
 expect_rc 0 "import" "$BIN" data import "$TMP/text" --name mine --dir "$TMP/imp"
