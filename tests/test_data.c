@@ -382,6 +382,16 @@ static void test_small_rules(void) {
     CHECK(data_split_point(text, 0) == 0, "empty");
     memset(text, 'x', sizeof text);
     CHECK(data_split_point(text, 1000) == 1000, "one long line goes to train whole");
+    /* every byte a line end: the cut is floor(0.99 n) itself, for any n, 1000's multiples
+     * or not */
+    static char nl[5000];
+    memset(nl, '\n', sizeof nl);
+    const size_t ns[] = {1, 99, 100, 101, 999, 1001, 1999, 2500, 4999, 5000};
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+        const size_t want = ns[i] * 99 / 100;
+        CHECK(data_split_point(nl, ns[i]) == want, "n = %zu: cut %zu, floor(0.99 n) = %zu", ns[i],
+              data_split_point(nl, ns[i]), want);
+    }
 }
 
 /* ---- prepare on a fake package tree ---- */

@@ -73,8 +73,8 @@ static int train_argv(const char *cfg, const char *name, const char *extra1, con
     return train_main(argc, (char **)argv);
 }
 
-/* /train/loss of a run as a malloc'd array */
-static double *read_losses(const char *name, size_t *n) {
+/* A series of a run (e.g. "/train/loss") as a malloc'd array */
+static double *read_series(const char *name, const char *series, size_t *n) {
     char p[700], err[256];
     snprintf(p, sizeof p, "%s/runs/%s/run.h5", tmp, name);
     h5log log;
@@ -84,15 +84,17 @@ static double *read_losses(const char *name, size_t *n) {
         *n = 0;
         return NULL;
     }
-    int s = h5log_find(&log, "/train/loss");
-    CHECK(s >= 0, "no /train/loss in %s", p);
-    if (s < 0) { *n = 0; return NULL; }
+    int s = h5log_find(&log, series);
+    CHECK(s >= 0, "no %s in %s", series, p);
+    if (s < 0) { h5log_free(&log); *n = 0; return NULL; }
     *n = log.series[s].rows;
     double *v = malloc_check(*n * sizeof(double));
     memcpy(v, log.series[s].data, *n * sizeof(double));
     h5log_free(&log);
     return v;
 }
+
+static double *read_losses(const char *name, size_t *n) { return read_series(name, "/train/loss", n); }
 
 /* The big buffers' allocator: zeroed like calloc, 2 MB aligned from CALLOC_HUGE_MIN on
  * (the huge-page hint needs whole 2 MB pages), plain calloc below; writable to the end. */
@@ -900,6 +902,185 @@ static void test_optim_step_is_adamw_per_tensor(void) {
     model_free(&m);
 }
 
+/* The schedule, by hand: warm-up (step + 1) / warmup of lr, then a cosine from lr at the
+ * first step after it to min_lr at the last. */
+static void test_lr_schedule(void) {
+    s2hc_config c;
+    config_defaults(&c);
+    c.lr = 1.0, c.min_lr = 0.1, c.warmup = 4, c.steps = 15;
+    const struct { int step; double lr; } want[] = {
+        {0, 0.25}, {1, 0.5}, {3, 1.0}, {4, 1.0}, {9, 0.55}, {14, 0.1},
+        {6, 0.1 + 0.45 * (1 + cos(M_PI * 0.2))}, {20, 0.1}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        CHECK(fabs(lr_at(&c, want[i].step) - want[i].lr) < 1e-12, "step %d: lr %.15g, want %.15g", want[i].step,
+              lr_at(&c, want[i].step), want[i].lr);
+    c.warmup = 0;
+    CHECK(lr_at(&c, 0) == 1.0 && fabs(lr_at(&c, 14) - 0.1) < 1e-12, "no warm-up: %g at 0, %g at the last step",
+          lr_at(&c, 0), lr_at(&c, 14));
+}
+
+/* Clipping: a gradient norm of 4 clip scales every gradient by 1/4 before AdamW (the
+ * reference scales a copy here and runs AdamW tensor by tensor); under the clip nothing
+ * is scaled (test_optim_step_is_adamw_per_tensor). */
+static void test_optim_step_clips(void) {
+    s2hc_config c;
+    config_defaults(&c);
+    CHECK(preset_apply(&c, "tiny") == 0, "tiny preset");
+    CHECK(c.clip > 0, "the default clip is on: %g", c.clip);
+    gpt_model m;
+    char err[256];
+    CHECK(model_build(&m, &c, err, sizeof err) == 0, "%s", err);
+    model_init(&m, 3);
+    adamw_state o;
+    optim_init(&o, &m);
+    rng_t r;
+    rng_seed(&r, 8);
+    const size_t N = m.n_params, bytes = N * sizeof(float);
+    for (size_t i = 0; i < N; i++) m.grads[i] = (real)(rng_normal(&r) * 0.01);
+    const double norm = 4 * c.clip;
+    const float scale = (float)(c.clip / norm);
+    float *rp = malloc_check(bytes), *rm = calloc(N, sizeof(float)), *rv = calloc(N, sizeof(float));
+    float *g = malloc_check(bytes);
+    memcpy(rp, m.params, bytes);
+    for (size_t i = 0; i < N; i++) g[i] = m.grads[i] * scale;
+    for (int i = 0; i < m.n_tensors; i++) {
+        const param_info *pi = &m.pinfo[i];
+        const float wd = (pi->decay || c.decay_1d) ? (float)c.weight_decay : 0.0f;
+        adamw_update(rp + pi->offset, g + pi->offset, rm + pi->offset, rv + pi->offset, pi->numel, 1e-3f,
+                     (float)c.beta1, (float)c.beta2, (float)c.eps, wd, 1);
+    }
+    optim_step(&o, &m, 1e-3, norm);
+    CHECK(memcmp(m.grads, g, bytes) == 0, "the gradients are not scaled by clip / norm = %g", (double)scale);
+    CHECK(memcmp(m.params, rp, bytes) == 0 && memcmp(o.m, rm, bytes) == 0 && memcmp(o.v, rv, bytes) == 0,
+          "a clipped step differs from AdamW on the scaled gradients");
+    free(rp), free(rm), free(rv), free(g);
+    optim_free(&o);
+    model_free(&m);
+}
+
+/* train.grad_accum: a batch of 8 in one micro-batch and in two of 4 see the same windows
+ * (the loader draws one per sequence, in order) and take the same steps: the gradient of
+ * the mean loss over the 8 sequences, so the same losses and gradient norms up to float
+ * rounding. */
+static void test_grad_accum_is_the_batch(void) {
+    char cfg[700];
+    snprintf(cfg, sizeof cfg, "%s/accum.yaml", tmp);
+    write_config(cfg, "s2hc", 4);
+    const char *one[] = {"train", cfg, "--quiet", "--set", "train.steps=6", "--set", "train.batch=8",
+                         "--set", "train.grad_accum=1", "--set", "run.name=accum1"};
+    const char *two[] = {"train", cfg, "--quiet", "--set", "train.steps=6", "--set", "train.batch=4",
+                         "--set", "train.grad_accum=2", "--set", "run.name=accum2"};
+    CHECK(train_main(11, (char **)one) == 0, "batch 8, grad_accum 1");
+    CHECK(train_main(11, (char **)two) == 0, "batch 4, grad_accum 2");
+    const char *series[] = {"/train/loss", "/train/grad_norm"};
+    for (int k = 0; k < 2; k++) {
+        size_t na, nb;
+        double *a = read_series("accum1", series[k], &na), *b = read_series("accum2", series[k], &nb);
+        CHECK(na == 6 && nb == 6, "%s: %zu and %zu rows", series[k], na, nb);
+        for (size_t i = 0; a && b && i < na && i < nb; i++)
+            CHECK(fabs(a[i] - b[i]) <= 1e-4 * fabs(a[i]), "%s step %zu: %.7g (batch 8) vs %.7g (4 x 2)", series[k],
+                  i, a[i], b[i]);
+        free(a);
+        free(b);
+    }
+}
+
+/* eval_shard_loss: the mean cross-entropy of the next byte over evenly spaced windows
+ * (start = span w / (windows - 1), span the last valid start), computed here from the
+ * logits of one window at a time, in double. */
+static void test_eval_loss_is_cross_entropy(void) {
+    s2hc_config c;
+    config_defaults(&c);
+    c.n_layer = 2, c.n_head = 2, c.n_embd = 32, c.block_size = 16, c.vocab = 256, c.batch = 4;
+    snprintf(c.method, sizeof c.method, "s2hc");
+    c.n_streams = 4;
+    gpt_model m;
+    char err[512], p[700];
+    CHECK(model_build(&m, &c, err, sizeof err) == 0, "%s", err);
+    model_init(&m, 11);
+    model_alloc_acts(&m, 4);
+    data_shard s;
+    snprintf(p, sizeof p, "%s/data/synth/val.bin", tmp);
+    CHECK(shard_open(&s, p, err, sizeof err) == 0, "%s", err);
+    const int batches = 3, B = 4, T = c.block_size, V = c.vocab;
+    const double got = eval_shard_loss(&m, &s, batches, B);
+    const uint64_t span = s.count - (uint64_t)T - 1, windows = (uint64_t)batches * B;
+    double sum = 0;
+    int in[64];
+    for (uint64_t w = 0; w < windows; w++) {
+        const uint64_t start = span * w / (windows - 1);
+        for (int t = 0; t < T; t++) in[t] = shard_token(&s, start + t);
+        model_forward(&m, in, NULL, 1);
+        const real *lg = model_logits(&m);
+        for (int t = 0; t < T; t++) {
+            double mx = -INFINITY, z = 0;
+            for (int v = 0; v < V; v++) mx = fmax(mx, lg[(size_t)t * V + v]);
+            for (int v = 0; v < V; v++) z += exp(lg[(size_t)t * V + v] - mx);
+            sum += mx + log(z) - lg[(size_t)t * V + shard_token(&s, start + t + 1)];
+        }
+    }
+    const double want = sum / ((double)windows * T);
+    CHECK(fabs(got - want) < 1e-5 * want, "eval_shard_loss %.8f, cross-entropy by hand %.8f", got, want);
+    CHECK(span * (windows - 1) / (windows - 1) == span, "the last window starts at the last valid start");
+    shard_close(&s);
+    model_free(&m);
+}
+
+/* model_init: GPT-2's init, tensor by tensor (weights N(0, 0.02), the residual
+ * projections c_proj N(0, 0.02 / sqrt(2 L)), LayerNorm scales 1, biases 0), and every
+ * frame's method parameters from the method's init: the two frames of a block alike
+ * (the init depends on the block only), and not all zero. */
+static void test_model_init(void) {
+    for (int mi = 0; hc_variants[mi]; mi++) {
+        s2hc_config c;
+        config_defaults(&c);
+        c.n_layer = 3, c.n_head = 2, c.n_embd = 64, c.block_size = 16, c.vocab = 256;
+        snprintf(c.method, sizeof c.method, "%s", hc_variants[mi]->name);
+        c.n_streams = 4;
+        gpt_model m;
+        char err[256];
+        CHECK(model_build(&m, &c, err, sizeof err) == 0, "%s", err);
+        model_init(&m, 21);
+        int checked = 0, thetas = 0;
+        for (int i = 0; i < m.n_tensors; i++) {
+            const param_info *pi = &m.pinfo[i];
+            const real *w = m.params + pi->offset;
+            const char *nm = pi->name;
+            if (pi->aux) {
+                const char *a = strstr(nm, "attn_hc.");
+                if (!a || strstr(nm, ".norm.weight") || strstr(nm, ".proj.weight")) continue;
+                char other[256];
+                snprintf(other, sizeof other, "%.*smlp_hc.%s", (int)(a - nm), nm, a + 8);
+                const param_info *q = model_find_param(&m, other);
+                CHECK(q && q->numel == pi->numel, "%s: no %s like %s", c.method, other, nm);
+                if (!q || q->numel != pi->numel) continue;
+                CHECK(memcmp(w, m.params + q->offset, pi->numel * sizeof(real)) == 0, "%s: %s and %s differ at init",
+                      c.method, nm, other);
+                for (size_t k = 0; k < pi->numel; k++) thetas += w[k] != 0;
+                continue;
+            }
+            if (mi > 0) continue; /* the base model's init is the same for every method */
+            double s1 = 0, s2 = 0;
+            for (size_t k = 0; k < pi->numel; k++) s1 += w[k], s2 += (double)w[k] * w[k];
+            const double mean = s1 / pi->numel, sd = sqrt(s2 / pi->numel - mean * mean);
+            const size_t len = strlen(nm);
+            if (pi->rank == 2) {
+                const double want = strstr(nm, "c_proj.weight") ? 0.02 / sqrt(2.0 * c.n_layer) : 0.02;
+                CHECK(fabs(sd - want) < 0.05 * want && fabs(mean) < 0.1 * want, "%s: std %.5f mean %.5f, want %.5f",
+                      nm, sd, mean, want);
+            } else if (len > 7 && !strcmp(nm + len - 7, ".weight")) {
+                CHECK(s1 == (double)pi->numel && sd == 0, "%s: LayerNorm scale not all 1", nm);
+            } else {
+                CHECK(s2 == 0, "%s: a bias not all 0", nm);
+            }
+            checked++;
+        }
+        if (mi == 0) CHECK(checked >= 6 * c.n_layer, "%d base tensors checked", checked);
+        CHECK(thetas > 0, "%s: every method parameter is 0 at init", c.method);
+        model_free(&m);
+    }
+}
+
 int main(void) {
     T_NAME("test_train");
     t_setup_tmp("train", tmp, sizeof tmp); /* a fresh directory when run alone: runs never collide */
@@ -909,6 +1090,11 @@ int main(void) {
     make_corpus(d);
     T_RUN(test_calloc_huge);
     T_RUN(test_optim_step_is_adamw_per_tensor);
+    T_RUN(test_lr_schedule);
+    T_RUN(test_optim_step_clips);
+    T_RUN(test_model_init);
+    T_RUN(test_eval_loss_is_cross_entropy);
+    T_RUN(test_grad_accum_is_the_batch);
     T_RUN(test_frame_applies_H_as_rows_are_outputs);
     T_RUN(test_sliced_step_is_the_step);
     T_RUN(test_parts_are_the_sliced_step);
