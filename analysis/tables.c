@@ -241,8 +241,9 @@ static void fmt_paired(char *diff, size_t dl, char *ci, size_t cl, char *verdict
     if (p->n < 2) snprintf(ci, cl, "1 seed, no interval");
     else snprintf(ci, cl, "[%+.4f, %+.4f] (t, %d pairs); bootstrap [%+.4f, %+.4f]", p->lo, p->hi, p->n, p->boot_lo, p->boot_hi);
     const char *v = an_paired_verdict(p);
-    if (!strncmp(v, "a lower", 7)) snprintf(verdict, vl, "%s lower%s", a, p->n ? "" : "");
-    else if (!strncmp(v, "a higher", 8)) snprintf(verdict, vl, "%s higher than %s", a, b);
+    /* "a lower" / "a higher" with any suffix an_paired_verdict adds ("(identical spread)") */
+    if (!strncmp(v, "a lower", 7)) snprintf(verdict, vl, "%s lower than %s%s", a, b, v + 7);
+    else if (!strncmp(v, "a higher", 8)) snprintf(verdict, vl, "%s higher than %s%s", a, b, v + 8);
     else snprintf(verdict, vl, "%s", v);
 }
 

@@ -125,6 +125,8 @@ typedef struct {
     int diverged;     /* with stopped_at: status diverged, NaN losses, no final probe */
     int nanogpt;      /* model.bias false, model.gelu erf */
     const char *init_from; /* train.init_from */
+    double lr;        /* nonzero: train.lr */
+    double ood[2];    /* nonzero: perplexities on two OOD corpora "c4" and "wiki" instead of "other" */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -140,6 +142,7 @@ static void write_run(const char *dir, const synth *s) {
         snprintf(c.gelu, sizeof c.gelu, "erf");
     }
     if (s->init_from) snprintf(c.init_from, sizeof c.init_from, "%s", s->init_from);
+    if (s->lr) c.lr = s->lr;
     c.n_streams = s->n;
     c.seed = (uint64_t)s->seed;
     c.steps = s->steps;
@@ -179,7 +182,10 @@ static void write_run(const char *dir, const synth *s) {
     h5log_append(&log, es, &e2);
     h5log_append(&log, ev, &v2);
     double ppl = exp(s->val + 0.5);
-    h5log_static_set(&log, "/eval/ood/other/ppl", H5LOG_F64, 0, NULL, &ppl, "ppl");
+    if (s->ood[0]) {
+        h5log_static_set(&log, "/eval/ood/c4/ppl", H5LOG_F64, 0, NULL, &s->ood[0], "ppl");
+        h5log_static_set(&log, "/eval/ood/wiki/ppl", H5LOG_F64, 0, NULL, &s->ood[1], "ppl");
+    } else h5log_static_set(&log, "/eval/ood/other/ppl", H5LOG_F64, 0, NULL, &ppl, "ppl");
     if (s->n > 1 && !s->bench && !s->diverged) {
         /* final probe: 2 layers; histogram of 250 bins on [-1, 1.5): 10 entries at -0.5
          * (bin 50), 90 at 1.0 (bin 200) per layer; column-sum deviations */
@@ -561,6 +567,69 @@ static void test_foreign_shapes(void) {
     CHECK(rows == 5, "loss_s2hc.dat pairs the 5 steps with 5 losses, not 20: %d rows\n%s", rows, d);
 }
 
+/* Table 2's last column is the geometric mean over the OOD corpora of PPL / PPL(RC): s²HC
+ * at half RC's perplexity on both corpora reads 0.5000 (not RC / s²HC = 2), RC 1.0000. */
+static void test_table2_ratio(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc",
+         .ood = {100, 200}},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s",
+         .ood = {50, 100}}};
+    char out[400], p[600];
+    analyze_set("ratio", runs, 2, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/table2.md", out);
+    const char *t2 = slurp(p);
+    CHECK(strstr(t2, "| c4 | wiki | mean PPL / RC |") != NULL, "table2 has both corpora and the ratio:\n%s", t2);
+    CHECK(strstr(t2, "| s²HC | 50.00 (1) | 100.00 (1) | 0.5000 |") != NULL, "s²HC / RC = 0.5:\n%s", t2);
+    CHECK(strstr(t2, "| RC | 100.00 (1) | 200.00 (1) | 1.0000 |") != NULL, "RC / RC = 1:\n%s", t2);
+}
+
+/* Two RC runs of one seed and length that differ in another key (lr): the s²HC run of that
+ * seed pairs once (with the first), not with both. */
+static void test_pair_once(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100,
+         .name = "rc-a", .lr = 1e-3},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.2, .grad_peak = 1, .tps = 100,
+         .name = "rc-b", .lr = 2e-3},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s"}};
+    char out[400], p[600];
+    analyze_set("pair1", runs, 3, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/table1.md", out);
+    const char *t1 = slurp(p);
+    CHECK(strstr(t1, "| RC | 1 | 20 |") != NULL && strstr(t1, "(2)") != NULL, "both RC runs are in the cell:\n%s", t1);
+    CHECK(strstr(t1, "| s²HC | 4 | 20 |") != NULL && strstr(t1, "1 seed, no interval") != NULL &&
+              strstr(t1, "2 pairs") == NULL, "the s²HC run pairs once:\n%s", t1);
+}
+
+/* Table 1's verdict names both sides ("A lower than B", "A higher than B") and keeps
+ * an_paired_verdict's "(identical spread)". Differences by seed (3 seeds, exact in binary):
+ * s²HC -0.5, -0.375, -0.5; mHC +0.5, +0.625, +0.5; mHC-lite +0.125 each; HC -0.125 each. */
+static void test_verdict_text(void) {
+    static const struct { const char *m; int n; double val[3]; } spec[] = {
+        {"rc", 1, {3.0, 3.25, 3.5}},        {"s2hc", 4, {2.5, 2.875, 3.0}}, {"mhc", 4, {3.5, 3.875, 4.0}},
+        {"mhc_lite", 4, {3.125, 3.375, 3.625}}, {"hc", 4, {2.875, 3.125, 3.375}}};
+    synth runs[15];
+    char names[15][32];
+    for (int i = 0; i < 5; i++)
+        for (int k = 0; k < 3; k++) {
+            synth *r = &runs[3 * i + k];
+            snprintf(names[3 * i + k], sizeof names[0], "%s-s%d", spec[i].m, k + 1);
+            *r = (synth){.method = spec[i].m, .n = spec[i].n, .seed = k + 1, .steps = 20, .loss0 = 3, .val = spec[i].val[k],
+                         .grad_peak = 1, .tps = 100, .name = names[3 * i + k]};
+        }
+    char out[400], p[600];
+    analyze_set("verdict", runs, 15, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/table1.md", out);
+    const char *t1 = slurp(p);
+    CHECK(strstr(t1, "| s²HC lower than RC |") != NULL, "a lower:\n%s", t1);
+    CHECK(strstr(t1, "| mHC higher than RC |") != NULL, "a higher:\n%s", t1);
+    CHECK(strstr(t1, "| mHC-lite higher than RC (identical spread) |") != NULL, "a higher, identical spread:\n%s", t1);
+    CHECK(strstr(t1, "| HC lower than RC (identical spread) |") != NULL, "a lower, identical spread:\n%s", t1);
+    snprintf(p, sizeof p, "%s/tables/table1.csv", out);
+    CHECK(strstr(slurp(p), ",s²HC lower than RC,") != NULL, "the csv has it too:\n%s", slurp(p));
+}
+
 int main(void) {
     T_NAME("test_analysis");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
@@ -579,6 +648,9 @@ int main(void) {
     T_RUN(test_steps_rows);
     T_RUN(test_diverged_claims);
     T_RUN(test_foreign_shapes);
+    T_RUN(test_table2_ratio);
+    T_RUN(test_pair_once);
+    T_RUN(test_verdict_text);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

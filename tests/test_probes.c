@@ -378,6 +378,18 @@ static void test_histogram(void) {
     CHECK(tot == N, "counts add up: %lld", (long long)tot);
     CHECK(probe_hist_bin(0.0) == 100 && probe_hist_bin(1.0) == 200, "0 and 1 land in bins 100, 200 (%d, %d)",
           probe_hist_bin(0.0), probe_hist_bin(1.0));
+    /* the boundaries, to the last ulp: bins are [lo, hi) */
+    const double lo = PROBE_HIST_LO, hi = PROBE_HIST_HI;
+    CHECK(probe_hist_bin(lo) == 0, "lo itself is in bin 0 (got %d)", probe_hist_bin(lo));
+    CHECK(probe_hist_bin(nextafter(lo, -INFINITY)) == -1, "just below lo is below the range (got %d)",
+          probe_hist_bin(nextafter(lo, -INFINITY)));
+    CHECK(probe_hist_bin(nextafter(lo, INFINITY)) == 0, "just above lo is in bin 0");
+    CHECK(probe_hist_bin(nextafter(hi, -INFINITY)) == PROBE_HIST_BINS - 1, "just below hi is in the last bin (got %d)",
+          probe_hist_bin(nextafter(hi, -INFINITY)));
+    CHECK(probe_hist_bin(hi) == PROBE_HIST_BINS, "hi itself is above the range (got %d)", probe_hist_bin(hi));
+    CHECK(probe_hist_bin(-INFINITY) == -1 && probe_hist_bin(INFINITY) == PROBE_HIST_BINS, "infinities");
+    /* the float32 value the model stores for lo is lo exactly */
+    CHECK(probe_hist_bin((double)(real)lo) == 0, "float lo in bin 0");
 }
 
 static void test_diag_dominance(void) {
@@ -406,6 +418,35 @@ static void test_diag_dominance(void) {
     CHECK(probe_diag_dominant(M, 2), "soft diagonal");
     CHECK(probe_diag_dominant(Tt, 2), "ties count as diagonal");
     CHECK(!probe_diag_dominant(Nn, 2), "NaN is not dominant");
+    /* rows, not columns (H[i, j], row i = output stream): R's row maxima sit on the diagonal
+     * (0.5 >= 0.1, 0.7 >= 0.6) but its first column's maximum does not (0.6 > 0.5); its
+     * transpose is column- but not row-dominant */
+    real R[4] = {0.5f, 0.1f, 0.6f, 0.7f}, Rt[4] = {0.5f, 0.6f, 0.1f, 0.7f};
+    CHECK(probe_diag_dominant(R, 2) == 1, "row-dominant, not column-dominant: dominant");
+    CHECK(probe_diag_dominant(Rt, 2) == 0, "column-dominant, not row-dominant: not dominant");
+    /* n = 3, the off-diagonal maximum of a column below the diagonal */
+    real R3[9] = {0.4f, 0.3f, 0.3f, 0.9f, 1.0f, 0.0f, 0.0f, 0.2f, 0.3f}, R3t[9];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) R3t[i * 3 + j] = R3[j * 3 + i];
+    CHECK(probe_diag_dominant(R3, 3) == 1, "3x3 row-dominant");
+    CHECK(probe_diag_dominant(R3t, 3) == 0, "3x3 transpose: not dominant");
+}
+
+/* the windows of the probe batch and of /final: midpoints floor((2i + 1) W / (2k)) */
+static void test_windows(void) {
+    uint64_t w[8];
+    probe_windows(NULL, 8, 10, 5, w);
+    const uint64_t want5[5] = {1, 3, 5, 7, 9};
+    for (int i = 0; i < 5; i++)
+        CHECK(w[i] == want5[i], "W=10 k=5: window %d = %llu, want %llu", i, (unsigned long long)w[i],
+              (unsigned long long)want5[i]);
+    probe_windows(NULL, 8, 10, 1, w);
+    CHECK(w[0] == 5, "W=10 k=1: the middle window (got %llu)", (unsigned long long)w[0]);
+    probe_windows(NULL, 8, 7, 3, w);
+    const uint64_t want3[3] = {1, 3, 5};
+    for (int i = 0; i < 3; i++) CHECK(w[i] == want3[i], "W=7 k=3: window %d = %llu", i, (unsigned long long)w[i]);
+    probe_windows(NULL, 8, 4, 4, w); /* k = W: every window once */
+    for (int i = 0; i < 4; i++) CHECK(w[i] == (uint64_t)i, "W=4 k=4: window %d = %llu", i, (unsigned long long)w[i]);
 }
 
 /* ---- models ----------------------------------------------------------------------------- */
@@ -677,6 +718,105 @@ static void test_identity_is_identity(void) {
     shard_close(&val);
 }
 
+/* probe_final on a model whose H_res varies per token, is far from I and whose column sums
+ * are not 1 (hc), over more sequences than a batch: /final against statistics recomputed
+ * here from the per-token matrices of a forward of each window on its own. */
+static void test_final_matches_direct(void) {
+    char vpath[600], err[256];
+    make_shard("val_f", 1000, vpath, sizeof vpath);
+    data_shard val;
+    CHECK(shard_open(&val, vpath, err, sizeof err) == 0, "%s", err);
+    gpt_model m;
+    if (build(&m, "hc", 3, 2, 16, 2, 0.5) != 0) return;
+    const int S = 5, Lh = m.Lh, n = m.n, T = m.T, nn = n * n; /* B = 2: batches of 2, 2 and a padded 1 */
+    const int K = T < PROBE_TOKENS_PER_SEQ ? T : PROBE_TOKENS_PER_SEQ;
+    h5log log;
+    h5log_init(&log);
+    CHECK(probe_final(&m, &val, S, &log, 7, 0) == 0, "probe_final");
+    const h5log_series *ws = series(&log, "/final/window"), *ti = series(&log, "/final/H_res_tokens_index");
+    const double *Hf = last_row(&log, "/final/H_res"), *ctm = last_row(&log, "/final/composite_token_mean"),
+                 *csx = last_row(&log, "/final/colsum_dev_max"), *rsx = last_row(&log, "/final/rowsum_dev_max"),
+                 *csm = last_row(&log, "/final/colsum_dev_mean"), *rsm = last_row(&log, "/final/rowsum_dev_mean"),
+                 *ct = last_row(&log, "/final/cum_spectral_norm_tokens");
+    if (!ws || !ti || !Hf || !ctm || !csx || !rsx || !csm || !rsm || !ct) return;
+    CHECK(ws->rows == 1 && ws->row_dims[0] == (size_t)S, "S windows");
+    const int64_t *win = ws->data, *tidx = ti->data;
+    const uint64_t W = (uint64_t)(val.count - 1) / (uint64_t)T; /* full windows of T inputs and their targets */
+    double cs_max[8] = {0}, rs_max[8] = {0}, cs_mean[8] = {0}, rs_mean[8] = {0}, order_gap = 0;
+    int *in = malloc_check((size_t)m.B * T * sizeof(int));
+    for (int s = 0; s < S; s++) {
+        uint64_t w = (2 * (uint64_t)s + 1) * W / (2 * (uint64_t)S);
+        CHECK(win[s] == (int64_t)w, "window %d = %lld, want floor((2s+1)W/2S) = %llu", s, (long long)win[s],
+              (unsigned long long)w);
+        /* this sequence alone (in every slot of the batch) */
+        for (int b = 0; b < m.B; b++)
+            for (int t = 0; t < T; t++) in[b * T + t] = shard_token(&val, w * (uint64_t)T + (uint64_t)t);
+        model_forward(&m, in, NULL, m.B);
+        double mean_prod[64] = {0}, mean_rev[64] = {0}, Hmean[8 * 64] = {0};
+        for (int t = 0; t < T; t++) {
+            double P[64], Rv[64], Q[64], H[64];
+            for (int i = 0; i < nn; i++) P[i] = Rv[i] = (i % (n + 1)) == 0;
+            int k = -1;
+            for (int q = 0; q < K; q++)
+                if ((2 * q + 1) * T / (2 * K) == t) k = q;
+            for (int l = 0; l < Lh; l++) {
+                const real *Hr = model_hc_acts(&m, l).H + (size_t)t * nn;
+                for (int i = 0; i < nn; i++) { H[i] = Hr[i]; Hmean[l * nn + i] += H[i] / T; }
+                /* column and row sums of the per-token matrix */
+                for (int i = 0; i < n; i++) {
+                    double c = 0, r = 0;
+                    for (int j = 0; j < n; j++) { c += H[j * n + i]; r += H[i * n + j]; }
+                    cs_max[l] = fmax(cs_max[l], fabs(c - 1));
+                    rs_max[l] = fmax(rs_max[l], fabs(r - 1));
+                    cs_mean[l] += fabs(c - 1) / n / ((double)S * T);
+                    rs_mean[l] += fabs(r - 1) / n / ((double)S * T);
+                }
+                /* P <- H_l P, by hand (row i of H times column j of P); Rv the reversed order */
+                for (int i = 0; i < n; i++)
+                    for (int j = 0; j < n; j++) {
+                        double a = 0;
+                        for (int q = 0; q < n; q++) a += H[i * n + q] * P[q * n + j];
+                        Q[i * n + j] = a;
+                    }
+                memcpy(P, Q, (size_t)nn * sizeof(double));
+                probe_matmul(Rv, H, Q, n);
+                memcpy(Rv, Q, (size_t)nn * sizeof(double));
+                if (k >= 0) {
+                    size_t r = (size_t)s * K + k;
+                    CHECK(tidx[r * 2] == s && tidx[r * 2 + 1] == t, "token index row %zu", r);
+                    double sv[8], Pc[64];
+                    memcpy(Pc, P, sizeof Pc);
+                    sv_by_eig(Pc, n, n, sv);
+                    CHECK_CLOSE(ct[r * Lh + l], sv[0], 1e-9, 1e-7,
+                                "cum_spectral_norm_tokens seq %d token %d after %d sublayers", s, t, l + 1);
+                }
+            }
+            for (int i = 0; i < nn; i++) {
+                mean_prod[i] += P[i] / T;
+                mean_rev[i] += Rv[i] / T;
+            }
+        }
+        for (int i = 0; i < nn; i++) {
+            CHECK_CLOSE(ctm[s * nn + i], mean_prod[i], 1e-12, 1e-10, "composite_token_mean seq %d entry %d", s, i);
+            order_gap = fmax(order_gap, fabs(mean_prod[i] - mean_rev[i]));
+        }
+        for (int k = 0; k < Lh * nn; k++)
+            CHECK_CLOSE(Hf[s * Lh * nn + k], Hmean[k], 1e-12, 1e-10, "/final/H_res seq %d entry %d", s, k);
+    }
+    CHECK(order_gap > 1e-2, "the test's matrices do not commute: product order matters (gap %g)", order_gap);
+    for (int l = 0; l < Lh; l++) {
+        CHECK(cs_max[l] > 0.05, "column sums of the test model's H_res are far from 1 at sublayer %d (%g)", l, cs_max[l]);
+        CHECK_CLOSE(csx[l], cs_max[l], 1e-12, 1e-10, "colsum_dev_max sublayer %d", l);
+        CHECK_CLOSE(rsx[l], rs_max[l], 1e-12, 1e-10, "rowsum_dev_max sublayer %d", l);
+        CHECK_CLOSE(csm[l], cs_mean[l], 1e-12, 1e-10, "colsum_dev_mean sublayer %d", l);
+        CHECK_CLOSE(rsm[l], rs_mean[l], 1e-12, 1e-10, "rowsum_dev_mean sublayer %d", l);
+    }
+    free(in);
+    h5log_free(&log);
+    model_free(&m);
+    shard_close(&val);
+}
+
 /* rc: no frame, only the step, stream RMS and the Jacobian; the file says so */
 static void test_rc_records_no_H(void) {
     char vpath[600], err[256];
@@ -865,9 +1005,11 @@ int main(void) {
     T_RUN(test_percentiles);
     T_RUN(test_histogram);
     T_RUN(test_diag_dominance);
+    T_RUN(test_windows);
     T_RUN(test_probe_step_matches_direct);
     T_RUN(test_probe_is_read_only);
     T_RUN(test_identity_is_identity);
+    T_RUN(test_final_matches_direct);
     T_RUN(test_rc_records_no_H);
     T_RUN(test_run_file_round_trip);
     T_RUN(test_inspect_foreign_shapes);
