@@ -299,8 +299,6 @@ static void join_list(const char *const *v, const char *sep, char *out, size_t o
     }
 }
 
-/* Shortest "%.*g" that reads back to exactly v, always with a '.' so that every YAML
- * reader (PyYAML included) sees a float: 0.001, 1.0e-08, 1.0, -8.0. */
 /* Shortest "%.*g" that reads back to exactly v; no exponent for moderate magnitudes
  * (10, not 1e+01). */
 static void shortest_g(double v, char *buf, size_t n) {
@@ -312,6 +310,8 @@ static void shortest_g(double v, char *buf, size_t n) {
     snprintf(buf, n, "%.17g", v);
 }
 
+/* shortest_g, always with a '.' so that every YAML reader (PyYAML included) sees a
+ * float: 0.001, 1.0e-08, 1.0, -8.0. */
 static void fmt_real(double v, char *buf, size_t n) {
     shortest_g(v, buf, n);
     if (!isfinite(v) || strchr(buf, '.')) return;
