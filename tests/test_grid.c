@@ -1,9 +1,9 @@
 /* test_grid.c: experiment grids without training: expansion (product order, include,
  * exclude, overrides, templates, presets, command-line pins), index stability when a
  * value is appended to the first sweep key, every validation error with its file, line,
- * column and key, point states read from run directories (finished, diverged, changed,
- * failed, locked) and the content of index.csv. The runner itself is tested by
- * tests/cli/grid_cli.sh (real runs). */
+ * column and key, point states read from run directories (finished, diverged, changed
+ * in any compared config key, partial, failed, locked), the content of index.csv and the
+ * array line of --slurm. The runner itself is tested by tests/cli/grid_cli.sh (real runs). */
 #include "harness/grid.h"
 #include "harness/run.h"
 #include "probes/h5.h"
@@ -257,6 +257,46 @@ static void test_pins(void) {
           captured);
 }
 
+/* Include entries are never excluded (an exclude that matches one leaves it), an exclude
+ * or when: list matches any of its values (not just the first), and command-line pins
+ * come after overrides. */
+static void test_exclude_lists_and_pin_order(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    const char *pins[] = {"train.steps=5"};
+    int rc = load_grid("exl.yaml",
+                       "base: base.yaml\n"
+                       "sweep:\n  residual.method: [hc, mhc]\n  train.seed: [1, 2]\n"
+                       "exclude:\n"
+                       "  - {residual.method: hc, train.seed: [7, 2]}\n"
+                       "  - {residual.method: [mhc, rc]}\n"
+                       "include: [{residual.method: rc, residual.n_streams: 1, train.seed: 2}]\n"
+                       "override:\n"
+                       "  - when: {train.seed: [9, 1]}\n"
+                       "    set: {train.warmup: 3}\n"
+                       "  - when: {residual.method: [rc, hc]}\n"
+                       "    set: {train.steps: 30}\n"
+                       "name: \"{residual.method}-s{train.seed}\"\n",
+                       &g, &p, &n, pins, 1);
+    CHECK(rc == 0, "rc %d", rc);
+    if (rc) return;
+    /* product: hc-s1 (hc-s2 out by the second value of [7, 2]; both mhc out); include: rc-s2 */
+    CHECK(n == 2, "%d points: %s %s", n, n > 0 ? p[0].name : "", n > 1 ? p[1].name : "");
+    if (n == 2) {
+        CHECK(!strcmp(p[0].name, "hc-s1"), "point 0 is %s (an exclude list matches any of its values)", p[0].name);
+        CHECK(!strcmp(p[1].name, "rc-s2") && p[1].include == 0,
+              "point 1 is %s: an include entry an exclude matches is kept", p[1].name);
+        CHECK(p[0].cfg.warmup == 3, "a when: list matches its second value (warmup %d)", p[0].cfg.warmup);
+        CHECK(p[1].cfg.warmup == 1, "when: seed [9, 1] does not match seed 2 (warmup %d)", p[1].cfg.warmup);
+        for (int i = 0; i < n; i++)
+            CHECK(p[i].cfg.steps == 5, "%s: the pin train.steps=5 comes after the override's 30 (%d)", p[i].name,
+                  p[i].cfg.steps);
+    }
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
 /* Each bad grid: the exit code 2 and the exact "FILE:LINE:COL: key 'K': problem". */
 static void expect_error(const char *text, const char *want) {
     grid_spec g;
@@ -304,7 +344,10 @@ static void test_validation_errors(void) {
 
 /* ---- run directories and index.csv ---------------------------------------------------- */
 
-/* A run file as `s2hc train` leaves it: status, config, losses, throughput, OOD ppl. */
+/* A run file as `s2hc train` leaves it: status, config, losses, throughput, OOD ppl.
+ * fake_zero_tps_step > 0: that step's tokens/s row holds 0, as a diverged step's does
+ * (docs/runfile.md). */
+static int fake_zero_tps_step;
 static void fake_run(const grid_point *p, const char *status, const s2hc_config *stored, int steps, double loss) {
     char dir[1200], path[1300];
     run_dir_of(&p->cfg, dir, sizeof dir);
@@ -321,7 +364,7 @@ static void fake_run(const grid_point *p, const char *status, const s2hc_config 
     int st = h5log_series_add(&log, "/train/tokens_per_s", H5LOG_F64, 0, NULL, "tps", "");
     for (int i = 1; i <= steps; i++) {
         int64_t s = i;
-        double l = loss + (steps - i), t = i % 2 ? 1000 : 3000;
+        double l = loss + (steps - i), t = i == fake_zero_tps_step ? 0 : i % 2 ? 1000 : 3000;
         h5log_append(&log, ss, &s);
         h5log_append(&log, sl, &l);
         h5log_append(&log, st, &t);
@@ -463,6 +506,238 @@ static void test_states_and_index(void) {
     grid_free(&g);
 }
 
+/* A point with a checkpoint and no record is partial; index.csv numbers have six
+ * significant digits; tokens/s is the mean of the positive rows (a diverged step's row
+ * holds 0); include entries' keys are columns of index.csv, with every point's value. */
+static void test_partial_and_index_columns(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    int rc = load_grid("part.yaml",
+                       "base: base.yaml\n"
+                       "sweep:\n  residual.method: [hc, mhc]\n"
+                       "include: [{residual.method: rc, residual.n_streams: 1, train.lr: 0.002}]\n"
+                       "name: \"part-{residual.method}\"\n",
+                       &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 3, "rc %d n %d", rc, n);
+    if (rc) return;
+    if (n != 3) { grid_points_free(p, n); grid_free(&g); return; }
+    fake_zero_tps_step = 4;
+    fake_run(&p[0], "finished", NULL, 4, 2.123456789);  /* hc: tokens/s rows 1000 3000 1000 0 */
+    fake_zero_tps_step = 0;
+    fake_run(&p[1], "running", NULL, 3, 3.0);           /* mhc: stopped without a record... */
+    touch(&p[1], "ckpt.h5", "x");                       /* ...with a checkpoint */
+    const char *ood[GRID_MAX_OOD];
+    int nood = grid_ood_names(p, n, ood);
+    grid_status st[3];
+    memset(st, 0, sizeof st);
+    for (int i = 0; i < 3; i++) grid_inspect(&p[i], ood, nood, &st[i]);
+    CHECK(st[0].state == GS_FINISHED, "hc %s", grid_state_names[st[0].state]);
+    CHECK(fabs(st[0].tokens_per_s - 5000.0 / 3) < 1e-9, "tokens/s %g: the mean of the positive rows (%g)",
+          st[0].tokens_per_s, 5000.0 / 3);
+    CHECK(st[1].state == GS_PARTIAL, "mhc (checkpoint, no grid.status) %s", grid_state_names[st[1].state]);
+    CHECK(st[2].state == GS_PENDING, "rc %s", grid_state_names[st[2].state]);
+
+    CHECK(grid_write_index(&g, p, n, NULL) == 0, "index written");
+    char path[700];
+    snprintf(path, sizeof path, "%s/runs/index.csv", tmp_dir);
+    char *csv = read_text(path);
+    CHECK(csv != NULL, "index.csv exists");
+    if (csv) {
+        const char *hdr = "point,name,run_dir,state,exit_code,step,steps,final_train_loss,val_loss,ood_synth_ppl,"
+                          "ood_other_ppl,tokens_per_s,wall_s,residual.method,residual.n_streams,train.lr\n";
+        CHECK(strncmp(csv, hdr, strlen(hdr)) == 0, "header (the include entry's keys are columns): %.*s",
+              (int)strcspn(csv, "\n"), csv);
+        char f[40][64];
+        int nf = csv_row(csv, "part-hc", f);
+        CHECK(nf == 16, "%d fields", nf);
+        if (nf == 16) {
+            CHECK(!strcmp(f[7], "2.12346") && !strcmp(f[8], "2.62346"), "six significant digits: %s %s", f[7], f[8]);
+            CHECK(!strcmp(f[11], "1666.67"), "tokens/s %s", f[11]);
+            CHECK(!strcmp(f[13], "hc") && !strcmp(f[14], "4") && !strcmp(f[15], "0.001"), "hc values: %s %s %s",
+                  f[13], f[14], f[15]);
+        }
+        nf = csv_row(csv, "part-mhc", f);
+        CHECK(nf == 16 && !strcmp(f[3], "partial") && !strcmp(f[4], ""), "mhc row: %s %s", f[3], f[4]);
+        nf = csv_row(csv, "part-rc", f);
+        CHECK(nf == 16 && !strcmp(f[3], "pending") && !strcmp(f[13], "rc") && !strcmp(f[14], "1") &&
+                  !strcmp(f[15], "0.002"),
+              "rc row (the include entry's values): %s %s %s %s", f[3], f[13], f[14], f[15]);
+        free(csv);
+    }
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
+/* `--slurm` writes the array line with the array limit, down to 1 (one task at a time). */
+static void test_slurm_array_limit(void) {
+    char bp[600], gp[600], out[640], path[700];
+    write_file("base.yaml", base_yaml, bp, sizeof bp);
+    for (int lim = 0; lim <= 2; lim++) {
+        char text[400], want[64];
+        snprintf(text, sizeof text,
+                 "base: base.yaml\nsweep: {train.seed: [1, 2, 3]}\nslurm: {array_limit: %d}\n", lim);
+        write_file("slm.yaml", text, gp, sizeof gp);
+        snprintf(out, sizeof out, "%s/slurm%d", tmp_dir, lim);
+        char *argv[] = {"grid", gp, "--out", out, "--slurm", NULL};
+        fflush(stdout);
+        int saved = dup(1), fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        close(fd);
+        int rc = grid_main(5, argv);
+        fflush(stdout);
+        dup2(saved, 1);
+        close(saved);
+        CHECK(rc == 0, "array_limit %d: --slurm rc %d", lim, rc);
+        snprintf(path, sizeof path, "%s/slurm/array.sbatch", out);
+        char *a = read_text(path);
+        CHECK(a != NULL, "%s written", path);
+        if (!a) continue;
+        if (lim > 0) snprintf(want, sizeof want, "\n#SBATCH --array=0-2%%%d\n", lim);
+        else snprintf(want, sizeof want, "\n#SBATCH --array=0-2\n");
+        CHECK(strstr(a, want) != NULL, "array_limit %d: wanted '%s' in:\n%s", lim, want + 1, a);
+        free(a);
+    }
+}
+
+/* The keys a stored run may differ in (docs/grids.md, "Resume, changes, locks"); a stored
+ * run that differs from the point in any other config key alone is changed. The keys come
+ * from config_to_yaml (every key, schema order); for each, a value that config_set and
+ * config_validate take and that changes that key alone (candidates: a few generic values,
+ * then the schema's allowed values of an enum). */
+static const char *const doc_ignored[] = {"run.out", "data.dir", "train.threads", "train.log_every", "run.backend",
+                                          NULL};
+
+/* The "key: value" line of key in config_to_yaml text, or "" (out: n bytes). */
+static void yaml_line_of(const char *yaml, const char *key, char *out, size_t n) {
+    out[0] = '\0';
+    char sec[64], line[1024];
+    sec[0] = '\0';
+    for (const char *l = yaml; *l;) {
+        size_t len = strcspn(l, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)len, l);
+        if (line[0] && line[0] != ' ') snprintf(sec, sizeof sec, "%.*s", (int)strcspn(line, ":"), line);
+        else if (line[0]) {
+            char k[200];
+            snprintf(k, sizeof k, "%s.%.*s", sec, (int)strcspn(line + 2, ":"), line + 2);
+            if (!strcmp(k, key)) { snprintf(out, n, "%s", line); return; }
+        }
+        l += len + (l[len] ? 1 : 0);
+    }
+}
+
+static int yaml_lines_differing(const char *a, const char *b) {
+    int d = 0;
+    while (*a || *b) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        d += la != lb || memcmp(a, b, la) != 0;
+        a += la + (a[la] ? 1 : 0);
+        b += lb + (b[lb] ? 1 : 0);
+    }
+    return d;
+}
+
+/* Another valid value of key in *c (changed in place); 0 when none was found. */
+static int change_one_key(s2hc_config *c, const char *key, const char *schema) {
+    const char *generic[] = {"2", "1", "3", "7", "0", "0.5", "0.25", "true", "false", "x9", "[x9]", "[]", NULL};
+    char cands[40][64];
+    int nc = 0;
+    for (int i = 0; generic[i]; i++) snprintf(cands[nc++], 64, "%s", generic[i]);
+    /* the schema's allowed values of the key: "  KEY  TYPE  DEFAULT  a | b | c" */
+    char want[200];
+    snprintf(want, sizeof want, "\n  %s ", key);
+    const char *l = strstr(schema, want);
+    if (l) {
+        char line[600];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(l + 1, "\n"), l + 1);
+        char *bar = strchr(line, '|');
+        if (bar) {
+            char *s = bar;
+            while (s > line && s[-1] == ' ') s--;
+            while (s > line && s[-1] != ' ') s--;
+            for (char *tok = strtok(s, " |"); tok && nc < 40; tok = strtok(NULL, " |"))
+                snprintf(cands[nc++], 64, "%s", tok);
+        }
+    }
+    char *orig = config_to_yaml(c);
+    int found = 0;
+    for (int i = 0; i < nc && !found; i++) {
+        s2hc_config t = *c;
+        char a[300];
+        snprintf(a, sizeof a, "%s=%s", key, cands[i]);
+        capture_begin();
+        int bad = config_set(&t, a) || config_validate(&t, "test");
+        capture_end();
+        if (bad) continue;
+        char *y = config_to_yaml(&t);
+        char la[1024], lb[1024];
+        yaml_line_of(orig, key, la, sizeof la);
+        yaml_line_of(y, key, lb, sizeof lb);
+        if (la[0] && strcmp(la, lb) && yaml_lines_differing(orig, y) == 1) { *c = t; found = 1; }
+        free(y);
+    }
+    free(orig);
+    return found;
+}
+
+static void test_changed_every_key(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    int rc = load_grid("chg.yaml", "base: base.yaml\nsweep: {train.seed: [1]}\nname: chg\n", &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 1, "rc %d n %d", rc, n);
+    if (rc) return;
+    char *schema = NULL;
+    size_t slen = 0;
+    FILE *sf = open_memstream(&schema, &slen);
+    config_print_schema(sf);
+    fclose(sf);
+    char *yaml = config_to_yaml(&p[0].cfg);
+    const char *ood[GRID_MAX_OOD];
+    int nood = grid_ood_names(p, n, ood);
+    int nkeys = 0, nignored = 0;
+    char sec[64], line[1024];
+    sec[0] = '\0';
+    for (const char *l = yaml; *l;) {
+        size_t len = strcspn(l, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)len, l);
+        l += len + (l[len] ? 1 : 0);
+        if (!line[0]) continue;
+        if (line[0] != ' ') { snprintf(sec, sizeof sec, "%.*s", (int)strcspn(line, ":"), line); continue; }
+        char key[200];
+        snprintf(key, sizeof key, "%s.%.*s", sec, (int)strcspn(line + 2, ":"), line + 2);
+        int ignored = 0;
+        for (int i = 0; doc_ignored[i]; i++) ignored |= !strcmp(doc_ignored[i], key);
+        s2hc_config stored = p[0].cfg;
+        if (!change_one_key(&stored, key, schema)) {
+            CHECK(0, "key %s: no other valid value found to test it with", key);
+            continue;
+        }
+        usleep(2000); /* a new mtime, although the cache is not used here (st zeroed) */
+        fake_run(&p[0], "finished", &stored, 10, 2.0);
+        grid_status st;
+        memset(&st, 0, sizeof st);
+        grid_inspect(&p[0], ood, nood, &st);
+        char want[220];
+        snprintf(want, sizeof want, "%s: ", key);
+        if (ignored) {
+            nignored++;
+            CHECK(st.state == GS_FINISHED, "a stored run differing only in %s (ignored) is %s: %s", key,
+                  grid_state_names[st.state], st.diff);
+        } else {
+            nkeys++;
+            CHECK(st.state == GS_CHANGED && strncmp(st.diff, want, strlen(want)) == 0,
+                  "a stored run differing only in %s is %s (diff '%s')", key, grid_state_names[st.state], st.diff);
+        }
+    }
+    CHECK(nignored == 5, "%d ignored keys found in the config", nignored);
+    CHECK(nkeys > 40, "only %d keys compared", nkeys);
+    free(yaml);
+    free(schema);
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
 /* The grids in experiments/ load and expand (run from the repository root); each
  * upcycling study's second stage starts every point from the exported weights of its own
  * seed's first-stage rc run (the run directory the first grid gives that point, its
@@ -522,7 +797,11 @@ int main(void) {
     T_RUN(test_index_stability);
     T_RUN(test_pins);
     T_RUN(test_validation_errors);
+    T_RUN(test_exclude_lists_and_pin_order);
     T_RUN(test_states_and_index);
+    T_RUN(test_partial_and_index_columns);
+    T_RUN(test_slurm_array_limit);
+    T_RUN(test_changed_every_key);
     T_RUN(test_shipped_grids);
     return T_END();
 }
