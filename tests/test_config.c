@@ -225,6 +225,8 @@ static const err_case err_cases[] = {
     {"train:\n  lr: fast\n", "2:7", "train.lr", "expected a number, got 'fast'"},
     {"train:\n  lr: nan\n", "2:7", "train.lr", "expected a finite number"},
     {"train:\n  lr: 0x1p-10\n", "2:7", "train.lr", "expected a decimal number, got '0x1p-10'"},
+    {"train:\n  lr: \"0.1\"\n", "2:7", "train.lr", "expected a number, got the quoted string \"0.1\""},
+    {"train:\n  min_lr: '0'\n", "2:11", "train.min_lr", "expected a number, got the quoted string \"0\""},
     {"train:\n  weight_decay: 0X1\n", "2:17", "train.weight_decay", "expected a decimal number"},
     {"train:\n  decay_1d: maybe\n", "2:13", "train.decay_1d", "expected true or false, got 'maybe'"},
     {"train:\n  seed: -1\n", "2:9", "train.seed", "expected a non-negative integer, got '-1'"},
@@ -364,6 +366,8 @@ static void test_set(void) {
         {"train.lr=!!str 1", "s2hc: error: --set train.lr=!!str 1: key 'train.lr': YAML tags (!!str, !!int, ...) have no "
                              "use in a value: write the value alone\n"},
         {"data.ood=a,a", "s2hc: error: --set data.ood=a,a: key 'data.ood': 'a' is listed twice\n"},
+        {"train.lr=\"0.1\"", "s2hc: error: --set train.lr=\"0.1\": key 'train.lr': expected a number, got the quoted "
+                             "string \"0.1\"\n"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         s2hc_config before;
@@ -408,6 +412,112 @@ static void test_load_with_sets(void) {
     const char *fix[] = {"model.n_head=4"};
     CAPTURE(rc, config_load(&c, path, fix, 1));
     CHECK(rc == 0 && c.n_embd == 100 && c.n_head == 4, "rc %d: %s", rc, captured);
+}
+
+/* Spellings the docs promise: comma lists with blanks around the commas, and 1/0 as
+ * booleans, through --set and through a file. */
+static void test_spellings(void) {
+    s2hc_config c;
+    config_defaults(&c);
+    int rc;
+    CAPTURE(rc, config_set(&c, "data.ood=kjv , foldoc"));
+    CHECK(rc == 0 && c.n_ood == 2, "blanks around a comma: rc %d n_ood %d %s", rc, c.n_ood, captured);
+    CHECK(strcmp(c.ood[0], "kjv") == 0 && strcmp(c.ood[1], "foldoc") == 0, "items '%s' '%s'", c.ood[0], c.ood[1]);
+    CAPTURE(rc, config_set(&c, "data.ood=perldoc\t,kjv  ,  fortunes  "));
+    CHECK(rc == 0 && c.n_ood == 3 && strcmp(c.ood[0], "perldoc") == 0 && strcmp(c.ood[1], "kjv") == 0 &&
+              strcmp(c.ood[2], "fortunes") == 0,
+          "tabs and blanks: rc %d n_ood %d %s", rc, c.n_ood, captured);
+    char path[600];
+    write_file("commas.yaml", "data:\n  ood: kjv , foldoc\n", path, sizeof path);
+    CAPTURE(rc, config_load(&c, path, NULL, 0));
+    CHECK(rc == 0 && c.n_ood == 2 && strcmp(c.ood[0], "kjv") == 0 && strcmp(c.ood[1], "foldoc") == 0,
+          "file: rc %d n_ood %d '%s' %s", rc, c.n_ood, c.ood[0], captured);
+
+    /* booleans: 0 then 1 (model.bias defaults to true, train.decay_1d to false) */
+    static const char *const bools[] = {"model.bias", "train.decay_1d"};
+    for (int b = 0; b < 2; b++) {
+        int *field = b == 0 ? &c.bias : &c.decay_1d;
+        for (int v = 0; v <= 1; v++) {
+            for (int first = 0; first <= 1; first++) {
+                char set[64];
+                config_defaults(&c);
+                *field = first; /* start from the other value too */
+                snprintf(set, sizeof set, "%s=%d", bools[b], v);
+                CAPTURE(rc, config_set(&c, set));
+                CHECK(rc == 0 && *field == v, "--set %s: rc %d value %d %s", set, rc, *field, captured);
+            }
+            char yaml[96];
+            const char *dot = strchr(bools[b], '.');
+            snprintf(yaml, sizeof yaml, "%.*s:\n  %s: %d\n", (int)(dot - bools[b]), bools[b], dot + 1, v);
+            write_file("bool.yaml", yaml, path, sizeof path);
+            CAPTURE(rc, config_load(&c, path, NULL, 0));
+            CHECK(rc == 0 && *field == v, "file %s: %d: rc %d value %d %s", bools[b], v, rc, *field, captured);
+        }
+    }
+}
+
+/* Every int key of the schema (read from config_print_schema's "LO..HI" column) takes its
+ * bounds, through --set and a file, and refuses HI + 1 with the range in the message; the
+ * ">= LO" keys take INT_MAX. */
+static void test_int_bounds(void) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    config_print_schema(f);
+    fclose(f);
+    int n = 0, saw_streams = 0, saw_layer = 0, saw_accum = 0;
+    for (const char *p = buf; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0)) {
+        char line[256], key[64], type[16], def[32], range[64];
+        long long lo, hi;
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\n"), p); /* one line: sscanf skips newlines */
+        if (sscanf(line, " %63s %15s %31s %63s", key, type, def, range) != 4 || strcmp(type, "int") != 0) continue;
+        if (!strcmp(range, ">=")) { /* no upper bound but the int's: INT_MAX is taken, one more is not */
+            s2hc_config c;
+            config_defaults(&c);
+            char set[96];
+            int rc;
+            snprintf(set, sizeof set, "%s=2147483647", key);
+            CAPTURE(rc, config_set(&c, set));
+            CHECK(rc == 0, "--set %s: rc %d %s", set, rc, captured);
+            snprintf(set, sizeof set, "%s=2147483648", key);
+            CAPTURE(rc, config_set(&c, set));
+            CHECK(rc == 2 && strstr(captured, "must be at most 2147483647"), "--set %s: rc %d %s", set, rc, captured);
+            continue;
+        }
+        if (sscanf(range, "%lld..%lld", &lo, &hi) != 2) continue;
+        n++;
+        saw_streams |= !strcmp(key, "residual.n_streams") && hi == 8;
+        saw_layer |= !strcmp(key, "model.n_layer");
+        saw_accum |= !strcmp(key, "train.grad_accum");
+        const char *dot = strchr(key, '.');
+        for (int which = 0; which < 3; which++) {
+            long long v = which == 0 ? lo : which == 1 ? hi : hi + 1;
+            s2hc_config c;
+            config_defaults(&c);
+            char set[96], yaml[128], path[600], want[160];
+            snprintf(set, sizeof set, "%s=%lld", key, v);
+            int rc;
+            CAPTURE(rc, config_set(&c, set));
+            if (which < 2) CHECK(rc == 0, "--set %s (the bound of %s): rc %d %s", set, range, rc, captured);
+            else {
+                snprintf(want, sizeof want, "%lld is out of range: must be in %s", v, range);
+                CHECK(rc == 2 && strstr(captured, want), "--set %s: rc %d %s", set, rc, captured);
+            }
+            /* a file, with what the cross-field checks need (n_embd 1 with 1 head, 1 stream
+             * with rc) */
+            snprintf(yaml, sizeof yaml, "%.*s:\n  %s: %lld\n", (int)(dot - key), key, dot + 1, v);
+            write_file("bound.yaml", yaml, path, sizeof path);
+            const char *fix[1] = {NULL};
+            if (!strcmp(key, "model.n_embd")) fix[0] = "model.n_head=1";
+            if (!strcmp(key, "residual.n_streams") && v == 1) fix[0] = "residual.method=rc";
+            const int fixn = fix[0] != NULL;
+            CAPTURE(rc, config_load(&c, path, fix, fixn));
+            if (which < 2) CHECK(rc == 0, "file %s = %lld: rc %d %s", key, v, rc, captured);
+            else CHECK(rc == 2 && strstr(captured, want), "file %s = %lld: rc %d %s", key, v, rc, captured);
+        }
+    }
+    CHECK(n >= 12 && saw_streams && saw_layer && saw_accum, "parsed %d int keys with a range from the schema", n);
+    free(buf);
 }
 
 /* ---- cross-field validation ------------------------------------------------------------ */
@@ -477,6 +587,23 @@ static void test_validate(void) {
     c.min_lr = c.lr;
     c.warmup = c.steps;
     CHECK(config_validate(&c, "x") == 0, "min_lr == lr and warmup == steps are allowed");
+    /* ... and the next double above lr is not */
+    config_defaults(&c);
+    c.min_lr = nextafter(c.lr, INFINITY);
+    CAPTURE(rc, config_validate(&c, "x"));
+    CHECK(rc == 2 && strstr(captured, "key 'train.min_lr'") && strstr(captured, "is larger than train.lr"),
+          "min_lr one ulp above lr: rc %d %s", rc, captured);
+    config_defaults(&c);
+    c.lr = 0.5;
+    c.min_lr = nextafter(0.5, INFINITY);
+    CAPTURE(rc, config_validate(&c, "x"));
+    CHECK(rc == 2 && strstr(captured, "key 'train.min_lr'"), "lr 0.5: rc %d %s", rc, captured);
+    const char *eq[] = {"train.lr=0.25", "train.min_lr=0.25"};
+    CAPTURE(rc, config_load(&c, NULL, eq, 2));
+    CHECK(rc == 0 && c.min_lr == c.lr, "--set min_lr == lr: rc %d %s", rc, captured);
+    const char *above[] = {"train.lr=0.25", "train.min_lr=0.25000000000000006"};
+    CAPTURE(rc, config_load(&c, NULL, above, 2));
+    CHECK(rc == 2 && strstr(captured, "key 'train.min_lr'"), "--set min_lr one ulp above lr: rc %d %s", rc, captured);
 }
 
 /* ---- round trip ------------------------------------------------------------------------ */
@@ -749,6 +876,8 @@ int main(void) {
     T_RUN(test_missing_file);
     T_RUN(test_set);
     T_RUN(test_load_with_sets);
+    T_RUN(test_spellings);
+    T_RUN(test_int_bounds);
     T_RUN(test_validate);
     T_RUN(test_round_trip);
     T_RUN(test_key_known);

@@ -30,9 +30,10 @@ static const char *tmp_path(const char *name) {
     return buf;
 }
 
-static void build(gpt_model *m, const char *method, int n, int C, uint64_t seed) {
+static void build_bias(gpt_model *m, const char *method, int n, int C, uint64_t seed, int bias) {
     s2hc_config c;
     config_defaults(&c);
+    c.bias = bias;
     c.n_layer = 2;
     c.n_head = 2;
     c.n_embd = C;
@@ -43,6 +44,29 @@ static void build(gpt_model *m, const char *method, int n, int C, uint64_t seed)
     char err[256];
     CHECK(model_build(m, &c, err, sizeof err) == 0, "%s", err);
     model_init(m, seed);
+}
+
+static void build(gpt_model *m, const char *method, int n, int C, uint64_t seed) {
+    build_bias(m, method, n, C, seed, 1);
+}
+
+/* safetensors_write, checked: the size it returns is the file's, and the data starts
+ * 8-byte aligned ((8 + header length) % 8 == 0, as the format asks). */
+static int64_t written(const gpt_model *m, long long step, const char *path, int bf16) {
+    const int64_t size = safetensors_write(m, step, path, bf16);
+    CHECK(size > 0, "write %s", path);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size == size, "%s: %lld bytes, write said %lld", path,
+          (long long)st.st_size, (long long)size);
+    unsigned char l8[8] = {0};
+    FILE *f = fopen(path, "rb");
+    const size_t got = f ? fread(l8, 1, 8, f) : 0;
+    if (f) fclose(f);
+    uint64_t hlen = 0;
+    for (int k = 0; k < 8; k++) hlen |= (uint64_t)l8[k] << (8 * k);
+    CHECK(got == 8 && (8 + hlen) % 8 == 0, "%s: header of %llu bytes: the data starts at byte %llu, not 8-aligned",
+          path, (unsigned long long)hlen, (unsigned long long)(8 + hlen));
+    return size;
 }
 
 /* a file of raw bytes: the 8-byte length, the header as given, then data */
@@ -62,7 +86,7 @@ static void test_round_trip(void) {
     build(&a, "s2hc", 4, 32, 1);
     build(&b, "s2hc", 4, 32, 2);
     const char *p = tmp_path("a.safetensors");
-    CHECK(safetensors_write(&a, 7, p, 0) > 0, "write");
+    written(&a, 7, p, 0);
     int loaded, kept;
     char err[512];
     CHECK(safetensors_load(&b, p, &loaded, &kept, err, sizeof err) == 0, "%s", err);
@@ -70,7 +94,7 @@ static void test_round_trip(void) {
     CHECK(memcmp(a.params, b.params, a.n_params * sizeof(real)) == 0, "f32: not bit for bit");
     /* bf16: each value the nearest-even bf16 of a's */
     const char *q = tmp_path("a16.safetensors");
-    CHECK(safetensors_write(&a, 7, q, 1) > 0, "write bf16");
+    written(&a, 7, q, 1);
     CHECK(safetensors_load(&b, q, &loaded, &kept, err, sizeof err) == 0, "%s", err);
     size_t bad = 0, moved = 0;
     for (size_t i = 0; i < a.n_params; i++) {
@@ -88,6 +112,39 @@ static void test_round_trip(void) {
     model_free(&b);
 }
 
+/* Every export's data starts 8-byte aligned, whatever the header's length: widths,
+ * methods, stream counts, biases or none, f32 and bf16, steps of 1 to 10 digits; each
+ * file reads back into a model of its kind. */
+static void test_alignment(void) {
+    static const struct { const char *method; int n; } kinds[] = {
+        {"rc", 1}, {"s2hc", 4}, {"mhc", 3}, {"hc", 2}, {"mhc_lite", 2}, {"s2hc_rot", 5}};
+    const int widths[] = {8, 16, 24, 40};
+    const long long steps[] = {0, 7, 123, 45678, 1234567890};
+    int files = 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+            for (int bias = 0; bias <= 1; bias++) {
+                gpt_model m, back;
+                build_bias(&m, kinds[k].method, kinds[k].n, widths[w], 9 + w, bias);
+                build_bias(&back, kinds[k].method, kinds[k].n, widths[w], 10 + w, bias);
+                for (int bf16 = 0; bf16 <= 1; bf16++) {
+                    char name[96];
+                    const long long step = steps[(k + w + (size_t)bias + (size_t)bf16) % 5];
+                    snprintf(name, sizeof name, "al_%s_%d_%d_%d.safetensors", kinds[k].method, widths[w], bias, bf16);
+                    const char *p = tmp_path(name);
+                    written(&m, step, p, bf16);
+                    files++;
+                    int loaded, kept;
+                    char err[512];
+                    CHECK(safetensors_load(&back, p, &loaded, &kept, err, sizeof err) == 0 && loaded == m.n_tensors,
+                          "%s: %s", name, err);
+                }
+                model_free(&m);
+                model_free(&back);
+            }
+    CHECK(files == 96, "%d files", files);
+}
+
 /* rc's weights under s2hc: the base tensors read, the frame's keep their init */
 static void test_rc_under_hyper_connections(void) {
     gpt_model rc, hc, ref;
@@ -95,7 +152,7 @@ static void test_rc_under_hyper_connections(void) {
     build(&hc, "s2hc", 4, 32, 4);
     build(&ref, "s2hc", 4, 32, 4);
     const char *p = tmp_path("rc.safetensors");
-    CHECK(safetensors_write(&rc, 0, p, 0) > 0, "write");
+    written(&rc, 0, p, 0);
     int loaded, kept;
     char err[512];
     CHECK(safetensors_load(&hc, p, &loaded, &kept, err, sizeof err) == 0, "%s", err);
@@ -111,7 +168,7 @@ static void test_rc_under_hyper_connections(void) {
     }
     /* the other way: the frame's tensors are not rc's parameters; rc unchanged */
     const char *q = tmp_path("hc.safetensors");
-    CHECK(safetensors_write(&ref, 0, q, 0) > 0, "write");
+    written(&ref, 0, q, 0);
     real *before = malloc_check(rc.n_params * sizeof(real));
     memcpy(before, rc.params, rc.n_params * sizeof(real));
     CHECK(safetensors_load(&rc, q, &loaded, &kept, err, sizeof err) != 0 && strstr(err, "attn_hc") &&
@@ -216,6 +273,21 @@ static void test_bad_files(void) {
     }
     refused(&m, "other.safetensors", "{\"model.layers.0.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
             4, "'model.layers.0.weight' is not a parameter of this model");
+    /* nanoGPT's causal mask is skipped as a rank-4 buffer only: a rank-1 .attn.bias is
+     * nobody's parameter, and ln_f.weight [8, 1] is not the model's [8] */
+    refused(&m, "attnbias1.safetensors",
+            "{\"transformer.h.0.attn.bias\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", 32,
+            "tensor 'transformer.h.0.attn.bias' is not a parameter of this model");
+    refused(&m, "attnbias3.safetensors",
+            "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
+            "\"transformer.h.1.attn.bias\":{\"dtype\":\"F32\",\"shape\":[1,1,1],\"data_offsets\":[32,36]}}",
+            36, "tensor 'transformer.h.1.attn.bias' is not a parameter of this model");
+    refused(&m, "rank2.safetensors",
+            "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8,1],\"data_offsets\":[0,32]}}", 32,
+            "tensor 'transformer.ln_f.weight' has shape [8, 1], the model's transformer.ln_f.weight is [8]");
+    refused(&m, "rank2b.safetensors",
+            "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[1,8],\"data_offsets\":[0,32]}}", 32,
+            "has shape [1, 8], the model's transformer.ln_f.weight is [8]");
     refused(&m, "empty.safetensors", "{}", 0, "none of its 0 tensors");
     refused(&m, "twice.safetensors",
             "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
@@ -273,6 +345,7 @@ static void test_bad_files(void) {
 int main(void) {
     T_NAME("test_safetensors");
     T_RUN(test_round_trip);
+    T_RUN(test_alignment);
     T_RUN(test_rc_under_hyper_connections);
     T_RUN(test_foreign_keys);
     T_RUN(test_bad_files);

@@ -65,6 +65,13 @@ static void test_pick_distribution(void) {
     const double q = 16 + 9 + 4, p4[4] = {0, 4 / q, 16 / q, 9 / q};
     check_freq(l, 4, 0.5, 3, p4, "temperature 0.5, top-k 3");
     check_freq(l, 4, 1, 4, p1, "top-k = V: every token");
+    /* ties at the cut: equal logits rank by index, so top-k keeps the lowest indices */
+    const real tie[4] = {5, 5, 5, 0};
+    const double p5[4] = {0.5, 0.5, 0, 0};
+    check_freq(tie, 4, 1, 2, p5, "three equal maxima, top-k 2");
+    const real tie2[6] = {0, 3, 1, 3, 3, 3};
+    const double p6[6] = {0, 1 / 3.0, 0, 1 / 3.0, 1 / 3.0, 0};
+    check_freq(tie2, 6, 1, 3, p6, "four equal maxima, top-k 3");
 }
 
 /* A small model with its extra parameters moved off their init, so that its residual
@@ -156,6 +163,36 @@ static void test_generate(void) {
     }
 }
 
+/* A prompt longer than the window (T = 8): the model reads its LAST T tokens, so greedy
+ * tokens equal the argmax after seq's last T at every step; the prompts are chosen so
+ * that the first T tokens would give another first token. */
+static void test_generate_long_prompt(void) {
+    gpt_model m;
+    if (build(&m, "s2hc", 4)) return;
+    const int T = m.T, V = m.V, ntok = 4;
+    int in[16], out[2 * 4], seq[32], differs = 0;
+    CHECK(T == 8, "T %d", T);
+    for (int rep = 0; rep < 4; rep++) {
+        const int plen = 9 + 5 * rep; /* 9, 14, 19, 24 */
+        int prompt[24];
+        for (int i = 0; i < plen; i++) prompt[i] = (37 * i + 11 * rep + 3) % 256;
+        const sample_opts greedy = {0, 0};
+        CHECK(sample_generate(&m, 2, prompt, plen, ntok, V, &greedy, 1, out, NULL, NULL) == 0, "plen %d", plen);
+        differs += argmax(logits_after(&m, prompt, T, in), V) != argmax(logits_after(&m, prompt, plen, in), V);
+        memcpy(seq, prompt, (size_t)plen * sizeof(int));
+        int bad = 0;
+        for (int i = 0; i < ntok; i++) {
+            const int want = argmax(logits_after(&m, seq, plen + i, in), V);
+            bad += out[i] != want || out[ntok + i] != want;
+            seq[plen + i] = want;
+        }
+        CHECK(!bad, "prompt of %d tokens: %d of %d greedy steps differ from the argmax after the last %d", plen,
+              bad, ntok, T);
+    }
+    CHECK(differs >= 2, "only %d of 4 prompts tell their first %d tokens from their last: a weak check", differs, T);
+    model_free(&m);
+}
+
 /* The progress callback sees every step, in order. */
 static int steps_seen[32], n_seen;
 static void count_steps(int done, void *ctx) {
@@ -199,6 +236,7 @@ int main(void) {
     T_RUN(test_pick_greedy);
     T_RUN(test_pick_distribution);
     T_RUN(test_generate);
+    T_RUN(test_generate_long_prompt);
     T_RUN(test_generate_progress);
     T_RUN(test_generate_refuses_nan);
     return T_END();

@@ -104,6 +104,14 @@ grep -q "2971 train and 30 val tokens" "$TMP/out" && ok || bad "uint16 split: $(
 # refused, nothing written: an id past --vocab, half a token, a missing --val
 expect_rc 1 "an id past --vocab" "$BIN" data import "$TMP/ids.bin" --tokens uint16 --vocab 500 --name bad1 --dir "$TMP/imp"
 grep -q "ids.bin: token 72 is 504, not below --vocab 500" "$TMP/err" && ok || bad "id past --vocab: $(cat "$TMP/err")"
+# an id equal to --vocab is past it too (ids run 0..V-1): 999 first at token 857
+expect_rc 1 "an id equal to --vocab" "$BIN" data import "$TMP/ids.bin" --tokens uint16 --vocab 999 --name bad4 --dir "$TMP/imp"
+grep -q "ids.bin: token 857 is 999, not below --vocab 999" "$TMP/err" && ok || bad "id == --vocab: $(cat "$TMP/err")"
+perl -e 'print pack("v*", (5) x 1500, 1000, 7)' > "$TMP/val_eq.bin"
+expect_rc 1 "a --val id equal to --vocab" "$BIN" data import "$TMP/ids.bin" --val "$TMP/val_eq.bin" --tokens uint16 \
+  --vocab 1000 --name bad5 --dir "$TMP/imp"
+grep -q "val_eq.bin: token 1500 is 1000, not below --vocab 1000" "$TMP/err" && ok || bad "--val id == --vocab: $(cat "$TMP/err")"
+[ ! -e "$TMP/imp/bad4" ] && [ ! -e "$TMP/imp/bad5" ] && ok || bad "an import refused for id == --vocab wrote files"
 head -c 3001 "$TMP/ids.bin" > "$TMP/odd.bin"
 expect_rc 1 "half a token" "$BIN" data import "$TMP/odd.bin" --tokens uint16 --vocab 1000 --name bad2 --dir "$TMP/imp"
 grep -q "3001 bytes is not a whole number of uint16 tokens" "$TMP/err" && ok || bad "half a token: $(cat "$TMP/err")"
@@ -113,6 +121,19 @@ expect_rc 0 "data list with imported corpora" "$BIN" data list --dir "$TMP/imp"
 grep -E -q '^ids +own +imported +3001 +1500 +1000$' "$TMP/out" && ok || bad "list does not show the ids corpus: $(cat "$TMP/out")"
 grep -E -q '^mine +own +imported +1980 +20 +256$' "$TMP/out" && ok || bad "list does not show the text import: $(cat "$TMP/out")"
 grep -E -q '^kjv +ood +missing' "$TMP/out" && ok || bad "list does not show kjv missing: $(cat "$TMP/out")"
+# the short-validation note: a window needs block_size + 1 tokens, so a --val of 1024 ids
+# fits block_size 1023 (said), one of 1025 fits the presets' 1024 (nothing said)
+perl -e 'print pack("v*", map { $_ % 1000 } 0 .. 1023)' > "$TMP/val1024.bin"
+perl -e 'print pack("v*", map { $_ % 1000 } 0 .. 1024)' > "$TMP/val1025.bin"
+expect_rc 0 "a --val of 1024 ids" "$BIN" data import "$TMP/ids.bin" --val "$TMP/val1024.bin" --tokens uint16 \
+  --vocab 1000 --name v1024 --dir "$TMP/imp"
+grep -q "3001 train and 1024 val tokens" "$TMP/out" && ok || bad "--val of 1024: $(cat "$TMP/out")"
+grep -q "^note: its validation part fits model.block_size up to 1023 only (the M and L presets use 1024): more tokens for longer sequences$" "$TMP/out" \
+  && ok || bad "no note for a validation part of 1024: $(cat "$TMP/out")"
+expect_rc 0 "a --val of 1025 ids" "$BIN" data import "$TMP/ids.bin" --val "$TMP/val1025.bin" --tokens uint16 \
+  --vocab 1000 --name v1025 --dir "$TMP/imp"
+grep -q "3001 train and 1025 val tokens" "$TMP/out" && ok || bad "--val of 1025: $(cat "$TMP/out")"
+grep -q "validation part fits" "$TMP/out" && bad "a note for a validation part of 1025: $(cat "$TMP/out")" || ok
 expect_rc 2 "--tokens uint16 without --vocab" "$BIN" data import "$TMP/ids.bin" --tokens uint16 --name x --dir "$TMP/imp"
 expect_rc 2 "--vocab 70000" "$BIN" data import "$TMP/ids.bin" --tokens uint16 --vocab 70000 --name x --dir "$TMP/imp"
 expect_rc 2 "--vocab without --tokens" "$BIN" data import "$TMP/ids.bin" --vocab 1000 --name x --dir "$TMP/imp"

@@ -128,6 +128,21 @@ done
 cmp -s "$TMP/ng.ref" "$TMP/gp.ref" && fail "the two base models wrote the same text: the check cannot tell them apart" \
   || ok "the two base models' texts differ"
 
+# every export's data starts 8-byte aligned ((8 + header length) % 8 == 0): both dtypes of
+# each run above (s2hc, rc without biases, the two base models), whatever its header's length
+for r in b ng gp; do
+  "$S2HC" export "$TMP/runs/$r" -o "$TMP/$r.bf16.safetensors" --dtype bf16 >/dev/null 2>&1 \
+    || fail "$r: export --dtype bf16"
+done
+n_al=0
+for f in "$R/model.safetensors" "$TMP/half.safetensors" "$TMP/b.safetensors" "$TMP/runs/ng/model.safetensors" \
+  "$TMP/runs/gp/model.safetensors" "$TMP/b.bf16.safetensors" "$TMP/ng.bf16.safetensors" "$TMP/gp.bf16.safetensors"; do
+  hl=$(od -An -tu8 -N8 "$f" 2>/dev/null | tr -d ' ')
+  if [ -n "$hl" ] && [ $(((8 + hl) % 8)) = 0 ]; then n_al=$((n_al + 1))
+  else fail "$f: a header of '$hl' bytes: the data does not start 8-byte aligned"; fi
+done
+[ "$n_al" = 8 ] && ok "8 exports (f32 and bf16; with and without biases), each 8-byte aligned"
+
 # train.init_from: a fresh run starts from a file's tensors (rc's weights under s2hc), the
 # frame keeping its init; a resumed run reads its checkpoint, not the file
 conf u s2hc 4 ", bias: false, gelu: erf"

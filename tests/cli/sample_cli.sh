@@ -43,6 +43,18 @@ S --tokens 200 --seed 5 --top-k 10 --count 3 > "$TMP/c3"
 [ "$(grep -c '^--- sample [123] of 3 ---$' "$TMP/c3")" = 3 ] && ok "--count 3: three headers" || fail "headers: $(head -3 "$TMP/c3")"
 awk '/^--- sample 2 of 3 ---$/{exit} NR>1' "$TMP/c3" > "$TMP/c3first"
 cmp -s "$TMP/a1" "$TMP/c3first" && ok "continuation 1 of 3 is the single one's" || fail "continuation 1 of 3 differs"
+# a prompt longer than block_size (32): the model reads its last 32 bytes, so its greedy
+# continuation is that of those 32 bytes alone (and not that of its first 32)
+long="the dog sees the cat. the cat likes the bird. the bird follows"
+S --prompt "$long" --tokens 40 --temperature 0 > "$TMP/long" || fail "long prompt: $(cat "$TMP/err")"
+S --prompt "${long: -32}" --tokens 40 --temperature 0 > "$TMP/last32"
+S --prompt "${long:0:32}" --tokens 40 --temperature 0 > "$TMP/first32"
+cmp -s <(tail -c +$((${#long} + 1)) "$TMP/long") <(tail -c +33 "$TMP/last32") \
+  && ok "a prompt past block_size: the continuation of its last 32 bytes" \
+  || fail "long prompt: '$(tail -c +$((${#long} + 1)) "$TMP/long")', its last 32 bytes: '$(tail -c +33 "$TMP/last32")'"
+cmp -s <(tail -c +33 "$TMP/first32") <(tail -c +33 "$TMP/last32") \
+  && fail "the first and last 32 bytes of the long prompt continue alike: a weak check" \
+  || ok "the long prompt's first and last 32 bytes continue differently"
 printf 'the dog ' > "$TMP/prompt"
 S --prompt-file "$TMP/prompt" --tokens 10 --temperature 0 > "$TMP/pf"
 head -c 8 "$TMP/pf" | grep -qx "the dog " && ok "--prompt-file" || fail "--prompt-file: $(cat "$TMP/pf")"
