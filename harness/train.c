@@ -331,6 +331,15 @@ static int part_start(int B, int r) { return (int)((long)B * r / dist_size()); }
  * rank 0's. A collective; 0, or -1 with the error printed by rank 0. */
 static int check_ranks_agree(const gpt_model *m, const adamw_state *o) {
     int first;
+    /* test hook (tests/cli/dist_cli.sh): S2HC_FAULT_RANK_BIT=r flips the lowest bit of rank r's
+       first weight, a drift this check must report */
+    const char *fb = getenv("S2HC_FAULT_RANK_BIT");
+    if (fb && atoi(fb) == dist_rank()) {
+        uint32_t w;
+        memcpy(&w, m->params, sizeof w);
+        w ^= 1;
+        memcpy(m->params, &w, sizeof w);
+    }
     uint64_t h = dist_hash(m->params, m->n_params) ^ (dist_hash(o->m, m->n_params) * 3) ^
                  (dist_hash(o->v, m->n_params) * 7);
     int bad = dist_disagree(h, &first);

@@ -2,10 +2,13 @@
  * table (model_param_table, nothing allocated), the presets, and `s2hc params`.
  * The paper's check: C = 768 with 24 hyper-connected sublayers (preset M), mhc_lite at
  * n = 8 has 5.949e9 auxiliary parameters; the paper's 6.07B is that plus GPT-2 small's
- * 124.4M (the same model with the 50257-token vocabulary). */
+ * 124.4M (the same model with the 50257-token vocabulary).
+ * Also the exact CSV row `s2hc params` prints for one method and size, and dist_hash (the
+ * hash of the parameters the MPI ranks compare): every single bit of a float changes it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../harness/dist.h"
 #include "../harness/model.h"
 #include "../harness/presets.h"
 #include "t.h"
@@ -130,11 +133,73 @@ static void test_params_command(void) {
     CHECK(run_params(2, h) == 0, "--help");
 }
 
+/* `s2hc params --method s2hc --n 4 --C 64 --layers 3 --csv`, its whole output: 3 layers are
+ * 6 sublayers of nC + K nC + n_theta = 256 + 17 * 256 + 24 = 4632 (docs/methods.md: s2hc
+ * K = 2n + (n-1)^2, n_theta = 7 + 2n + (n-1)^2), and total_params the whole model's count. */
+static void test_params_csv_row(void) {
+    s2hc_config c;
+    config_defaults(&c);
+    CHECK(preset_apply(&c, "M") == 0, "M"); /* the vocabulary and context of the default preset */
+    c.n_embd = 64;
+    c.n_layer = 3;
+    size_t total;
+    size_t aux = table_aux(&c, "s2hc", 4, &total);
+    const size_t hand = 6 * (4 * 64 + 17 * 4 * 64 + 24);
+    CHECK(aux == hand && hand == 27792, "table %zu, by hand %zu", aux, hand);
+    char want[256], got[512];
+    snprintf(want, sizeof want, "method,n,C,n_layer,sublayers,aux_formula,aux_table,total_params\n"
+             "s2hc,4,64,3,6,%zu,%zu,%zu\n", hand, hand, total);
+    const char *a[] = {"params", "--method", "s2hc", "--n", "4", "--C", "64", "--layers", "3", "--csv"};
+    fflush(stdout);
+    FILE *keep = stdout;
+    stdout = tmpfile();
+    if (!stdout) { stdout = keep; perror("tmpfile"); exit(1); }
+    int rc = params_main(10, (char **)a);
+    fflush(stdout);
+    rewind(stdout);
+    size_t k = fread(got, 1, sizeof got - 1, stdout);
+    got[k] = '\0';
+    fclose(stdout);
+    stdout = keep;
+    CHECK(rc == 0, "exit %d", rc);
+    CHECK(!strcmp(got, want), "printed\n%swanted\n%s", got, want);
+    CHECK(total > aux + 64 * 64, "total %zu holds the model besides the %zu auxiliary", total, aux);
+}
+
+/* dist_hash, the ranks' weight check: FNV-1a over each float's 32 bits. Any one bit of any
+ * float (the lowest mantissa bit and the sign included) changes the hash, and so does the
+ * count. */
+static void test_dist_hash(void) {
+    float x[5] = {1.0f, -0.0f, 3.14159f, 1e-30f, -2.5e7f};
+    const uint64_t h0 = dist_hash(x, 5);
+    uint64_t one = (0xcbf29ce484222325ULL ^ 0x3f800000u) * 0x100000001b3ULL; /* 1.0f's bits */
+    CHECK(dist_hash(x, 1) == one, "FNV-1a of 1.0f: %016llx, not %016llx", (unsigned long long)dist_hash(x, 1),
+          (unsigned long long)one);
+    CHECK(dist_hash(x, 0) == 0xcbf29ce484222325ULL, "no floats: the offset basis");
+    CHECK(dist_hash(x, 4) != h0, "the count is hashed");
+    CHECK(dist_hash(x, 5) == h0, "the same floats, the same hash");
+    int same = 0;
+    for (int i = 0; i < 5; i++)
+        for (int b = 0; b < 32; b++) {
+            uint32_t w, keepw;
+            memcpy(&keepw, x + i, 4);
+            w = keepw ^ (1u << b);
+            memcpy(x + i, &w, 4);
+            uint64_t h = dist_hash(x, 5);
+            memcpy(x + i, &keepw, 4);
+            if (h == h0 && same++ < 8) CHECK(0, "bit %d of float %d does not change the hash", b, i);
+        }
+    CHECK(same == 0, "%d single-bit changes left the hash as it was", same);
+    CHECK(dist_hash(x, 5) == h0, "restored");
+}
+
 int main(void) {
     T_NAME("test_params");
     T_RUN(test_formula_small);
     T_RUN(test_formula_M);
     T_RUN(test_presets);
     T_RUN(test_params_command);
+    T_RUN(test_params_csv_row);
+    T_RUN(test_dist_hash);
     return T_END();
 }

@@ -10,6 +10,9 @@
  *  - the probes leave parameters, gradients and inputs bit for bit as they were;
  *  - an identity model reports exactly the identity; an rc model records no H_res;
  *  - the run file is written, read back and compared;
+ *  - `s2hc inspect` on a run file of known matrices: every number it prints (H_res, row and
+ *    column sums, singular values, diagonal share, largest off-diagonal, the summary CSV,
+ *    the step selected, the Jacobian line) against values worked out in the test;
  *  - the Jacobian estimate: 1 for identity without branches, and the top singular value of
  *    the full Jacobian built column by column with the VJP on a tiny model.
  */
@@ -923,6 +926,178 @@ static void test_inspect_foreign_shapes(void) {
     }
 }
 
+/* ---- the numbers `s2hc inspect` prints ----------------------------------------------------- */
+
+/* inspect_main's stdout into buf (NUL-terminated); its exit status. */
+static int inspect_capture(int argc, char **argv, char *buf, size_t len) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/inspect_numbers.out", tmp);
+    fflush(stdout);
+    FILE *keep = stdout;
+    stdout = fopen(path, "w+");
+    if (!stdout) { stdout = keep; perror(path); exit(1); }
+    int rc = inspect_main(argc, argv);
+    fflush(stdout);
+    rewind(stdout);
+    size_t k = fread(buf, 1, len - 1, stdout);
+    buf[k] = '\0';
+    fclose(stdout);
+    stdout = keep;
+    remove(path);
+    return rc;
+}
+
+/* The value of a long-format row (--layer --csv): ",<layer>,<quantity>,<i>,<j>," then the value. */
+static double csv_long(const char *out, int layer, const char *q, int i, int j) {
+    char key[96];
+    snprintf(key, sizeof key, ",%d,%s,%d,%d,", layer, q, i, j);
+    const char *p = strstr(out, key);
+    return p ? strtod(p + strlen(key), NULL) : NAN;
+}
+
+/* A run file of two /probe rows (steps 0 and 10) of a 2-sublayer, n = 3 model and a /final
+ * group whose H_res_mean is the row of step 0: sublayer 1 of step 0 is A below, not doubly
+ * stochastic (row sums 1.4 1.8 0.9, column sums 2.5 1.6 0), its largest off-diagonal entry
+ * 0.4 and a larger negative one, -0.9; step 10 holds other matrices. */
+static const double inspect_A[9] = {2.0, 0.3, -0.9,
+                                    0.1, 1.5, 0.2,
+                                    0.4, -0.2, 0.7};
+
+static void write_inspect_run(const char *dir) {
+    char path[700];
+    mkdir_p(dir);
+    snprintf(path, sizeof path, "%s/run.h5", dir);
+    h5log log;
+    h5log_init(&log);
+    h5log_attr_str(&log, "/", "method", "s2hc");
+    const size_t hd[3] = {2, 3, 3}, ld[1] = {2}, rd[1] = {3};
+    int st = h5log_series_add(&log, "/probe/step", H5LOG_I64, 0, NULL, "step", "");
+    int hm = h5log_series_add(&log, "/probe/H_res_mean", H5LOG_F64, 3, hd, "H", "");
+    int rm = h5log_series_add(&log, "/probe/stream_rms", H5LOG_F64, 1, rd, "rms", "");
+    int df = h5log_series_add(&log, "/probe/diag_frac_layer", H5LOG_F64, 1, ld, "diag frac", "");
+    double H0[18], H10[18];
+    for (int k = 0; k < 9; k++) {
+        H0[k] = (k % 4 == 0) ? 1.0 : 0.0;  /* sublayer 0: the identity */
+        H0[9 + k] = inspect_A[k];
+        H10[k] = 0.5;
+        H10[9 + k] = (k % 4 == 0) ? 0.25 : 0.375; /* doubly stochastic */
+    }
+    const double rms0[3] = {1, 2, 3}, rms10[3] = {4, 5, 6}, df0[2] = {0.25, 0.5}, df10[2] = {0.75, 1};
+    int64_t s0 = 0, s10 = 10;
+    h5log_append(&log, st, &s0);
+    h5log_append(&log, hm, H0);
+    h5log_append(&log, rm, rms0);
+    h5log_append(&log, df, df0);
+    h5log_append(&log, st, &s10);
+    h5log_append(&log, hm, H10);
+    h5log_append(&log, rm, rms10);
+    h5log_append(&log, df, df10);
+    const int64_t win[3] = {0, 1, 2};
+    const double rms_f[3][3] = {{1, 2, 3}, {1, 2, 3}, {1, 2, 3}};
+    const double jac[3] = {1, 2, 3}, jac_res[3] = {0.5, 0.25, 0.75};
+    const size_t d3[1] = {3}, drms[2] = {3, 3};
+    h5log_static_set(&log, "/final/window", H5LOG_I64, 1, d3, win, "windows");
+    h5log_static_set(&log, "/final/H_res_mean", H5LOG_F64, 3, hd, H0, "H");
+    h5log_static_set(&log, "/final/stream_rms", H5LOG_F64, 2, drms, rms_f, "rms");
+    h5log_static_set(&log, "/final/jacobian_norm", H5LOG_F64, 1, d3, jac, "J");
+    h5log_static_set(&log, "/final/jacobian_norm_residual", H5LOG_F64, 1, d3, jac_res, "J residual");
+    h5log_attr_num(&log, "/final", "step", 10);
+    CHECK(h5log_save(&log, path) == 0, "save %s", path);
+    h5log_free(&log);
+}
+
+/* Every number of `inspect --layer 1 --step 0` (text and CSV), of the summary CSV and of
+ * the Jacobian line, against values worked out here from the matrix written. */
+static void test_inspect_numbers(void) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/inspect_numbers", tmp);
+    write_inspect_run(dir);
+    const double *A = inspect_A;
+    /* by hand: row sums 1.4 1.8 0.9, column sums 2.5 1.6 0; trace 4.2 over sum |A| 6.3 */
+    const double rs[3] = {1.4, 1.8, 0.9}, cs[3] = {2.5, 1.6, 0.0};
+    const double share = 4.2 / 6.3, diag_mean = 4.2 / 3, off_max = 0.4;
+    double sv[3], dev[3], D[9];
+    sv_by_eig(A, 3, 3, sv);
+    for (int k = 0; k < 9; k++) D[k] = A[k] - 1.0 / 3;
+    sv_by_eig(D, 3, 3, dev);
+    CHECK(sv[0] - sv[1] > 0.1 && sv[1] - sv[2] > 0.1, "distinct singular values %g %g %g", sv[0], sv[1], sv[2]);
+    static char out[16384];
+
+    char *a1[] = {"inspect", dir, "--layer", "1", "--step", "0", "--csv", NULL};
+    CHECK(inspect_capture(7, a1, out, sizeof out) == 0, "--layer 1 --step 0 --csv");
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            CHECK_CLOSE(csv_long(out, 1, "H_res", i, j), A[i * 3 + j], 1e-12, 0, "csv H_res[%d,%d] of step 0", i, j);
+    for (int i = 0; i < 3; i++) {
+        CHECK_CLOSE(csv_long(out, 1, "row_sum", i, -1), rs[i], 1e-9, 0, "csv row_sum %d", i);
+        CHECK_CLOSE(csv_long(out, 1, "col_sum", -1, i), cs[i], 1e-9, 0, "csv col_sum %d", i);
+        CHECK_CLOSE(csv_long(out, 1, "sv", i, -1), sv[i], 1e-7, 0, "csv sv %d", i);
+        CHECK_CLOSE(csv_long(out, 1, "dev_sv", i, -1), dev[i], 1e-7, 0, "csv dev_sv %d", i);
+    }
+    CHECK_CLOSE(csv_long(out, 1, "diag_share", -1, -1), share, 1e-8, 0, "csv diag_share = trace / sum |H|");
+    CHECK_CLOSE(csv_long(out, 1, "diag_frac", -1, -1), 0.5, 0, 0, "csv diag_frac of step 0");
+
+    char *a2[] = {"inspect", dir, "--layer", "1", "--step", "0", "--no-color", NULL};
+    CHECK(inspect_capture(7, a2, out, sizeof out) == 0, "--layer 1 --step 0");
+    CHECK(strstr(out, "probe at step 0  sublayer 1 of 2") != NULL, "the header names step 0, sublayer 1:\n%s", out);
+    for (int i = 0; i < 3; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "  out %-3d ", i);
+        const char *p = strstr(out, key);
+        double h[3] = {NAN, NAN, NAN}, r = NAN;
+        CHECK(p && sscanf(p + strlen(key), "%lf %lf %lf | %lf", &h[0], &h[1], &h[2], &r) == 4, "row %d:\n%s", i, out);
+        for (int j = 0; j < 3; j++) CHECK_CLOSE(h[j], A[i * 3 + j], 5e-5, 0, "text H_res[%d,%d]", i, j);
+        CHECK_CLOSE(r, rs[i], 5e-5, 0, "text row sum %d (the column right of '|')", i);
+    }
+    const char *p = strstr(out, "  col sum ");
+    double c[3] = {NAN, NAN, NAN};
+    CHECK(p && sscanf(p + 10, "%lf %lf %lf", &c[0], &c[1], &c[2]) == 3, "col sum line:\n%s", out);
+    for (int j = 0; j < 3; j++) CHECK_CLOSE(c[j], cs[j], 5e-5, 0, "text col sum %d", j);
+    p = strstr(out, "singular values ");
+    double s[3] = {NAN, NAN, NAN};
+    CHECK(p && sscanf(p + 16, "%lf %lf %lf", &s[0], &s[1], &s[2]) == 3, "singular values line:\n%s", out);
+    for (int i = 0; i < 3; i++) CHECK_CLOSE(s[i], sv[i], 5e-5, 0, "text sv %d", i);
+    p = strstr(out, "diagonal share ");
+    double sh = NAN, dm = NAN, om = NAN;
+    CHECK(p && sscanf(p, "diagonal share %lf of sum |H_res| on the diagonal (mean diagonal entry %lf, largest "
+                         "off-diagonal %lf)", &sh, &dm, &om) == 3, "diagonal share line:\n%s", out);
+    CHECK_CLOSE(sh, share, 5e-5, 0, "text diagonal share");
+    CHECK_CLOSE(dm, diag_mean, 5e-5, 0, "text mean diagonal entry");
+    CHECK_CLOSE(om, off_max, 5e-5, 0, "text largest off-diagonal (signed: 0.4, not |-0.9|)");
+
+    /* the summary CSV at step 0: sublayer 1's row */
+    char *a3[] = {"inspect", dir, "--step", "0", "--csv", NULL};
+    CHECK(inspect_capture(5, a3, out, sizeof out) == 0, "--step 0 --csv");
+    p = strstr(out, ",s2hc,0,1,0,mlp,");
+    double f[6];
+    for (int k = 0; k < 6; k++) f[k] = NAN;
+    CHECK(p && sscanf(p + strlen(",s2hc,0,1,0,mlp,"), "%lf,%lf,%lf,%lf,%lf,%lf", &f[0], &f[1], &f[2], &f[3], &f[4],
+                      &f[5]) == 6, "summary row of sublayer 1:\n%s", out);
+    CHECK_CLOSE(f[0], diag_mean, 1e-8, 0, "summary diag_mean");
+    CHECK_CLOSE(f[1], off_max, 1e-8, 0, "summary offdiag_max");
+    CHECK_CLOSE(f[2], sv[0], 1e-7, 0, "summary sv_max");
+    CHECK_CLOSE(f[3], sv[2], 1e-7, 0, "summary sv_min (the smallest of 3)");
+    CHECK_CLOSE(f[4], dev[0], 1e-7, 0, "summary dev_sv_max");
+    CHECK_CLOSE(f[5], dev[2], 1e-7, 0, "summary dev_sv_min");
+    p = strstr(out, ",s2hc,0,0,0,attn,");
+    CHECK(p && sscanf(p + strlen(",s2hc,0,0,0,attn,"), "%lf,%lf,%lf,%lf", &f[0], &f[1], &f[2], &f[3]) == 4,
+          "summary row of sublayer 0:\n%s", out);
+    CHECK(f[0] == 1 && f[1] == 0 && fabs(f[2] - 1) < 1e-9 && fabs(f[3] - 1) < 1e-9, "sublayer 0 (identity): %g %g %g %g",
+          f[0], f[1], f[2], f[3]);
+
+    /* --step 10 reads the other row */
+    char *a4[] = {"inspect", dir, "--layer", "1", "--step", "10", "--csv", NULL};
+    CHECK(inspect_capture(7, a4, out, sizeof out) == 0, "--layer 1 --step 10 --csv");
+    CHECK_CLOSE(csv_long(out, 1, "H_res", 0, 1), 0.375, 0, 0, "step 10's H_res[0,1]");
+    CHECK_CLOSE(csv_long(out, 1, "diag_frac", -1, -1), 1.0, 0, 0, "step 10's diag_frac");
+
+    /* the Jacobian line of /final: full network mean 2 max 3, residual path mean 0.5 max 0.75 */
+    char *a5[] = {"inspect", dir, "--step", "final", "--no-color", NULL};
+    CHECK(inspect_capture(5, a5, out, sizeof out) == 0, "--step final");
+    CHECK(strstr(out, "over 3 sequences: full network mean 2.0000 max 3.0000; residual path only mean 0.5000 max "
+                      "0.7500\n") != NULL, "the Jacobian line:\n%s", out);
+}
+
 /* ---- the Jacobian -------------------------------------------------------------------------- */
 
 /* Build J = d X_Lh / d X_0 of a one-sequence model row by row with the VJP, and compare its
@@ -1013,6 +1188,7 @@ int main(void) {
     T_RUN(test_rc_records_no_H);
     T_RUN(test_run_file_round_trip);
     T_RUN(test_inspect_foreign_shapes);
+    T_RUN(test_inspect_numbers);
     T_RUN(test_jacobian);
     return T_END();
 }

@@ -122,6 +122,13 @@ S2HC_FAULT_NAN_AT_STEP=3 "${MPIRUN[@]}" -x S2HC_FAULT_NAN_AT_STEP -np 2 "$S2HC" 
 [ "$st" = 3 ] && ok "a NaN loss: every rank exits 3" || fail "NaN: exit $st: $(tail -3 "$TMP/out")"
 h5dump -a /status "$TMP/runs/nan/run.h5" 2>/dev/null | grep -q diverged && ok "the run file says diverged" \
   || fail "status: $(h5dump -a /status "$TMP/runs/nan/run.h5" 2>&1 | tail -2)"
+# weights that drift apart on one rank (the hook flips the lowest bit of rank 1's first weight
+# before the check at the first checkpoint): the check sees it, names the rank, both stop
+conf drift s2hc 1
+S2HC_FAULT_RANK_BIT=1 "${MPIRUN[@]}" -x S2HC_FAULT_RANK_BIT -np 2 "$S2HC" train "$TMP/drift.yaml" --quiet >"$TMP/out" 2>&1; st=$?
+[ "$st" = 1 ] && ok "one rank's weights differ by one bit: exit 1" || fail "drift: exit $st: $(tail -3 "$TMP/out")"
+grep -q "the weights of 1 rank(s) differ from rank 0's (the first: rank 1)" "$TMP/out" \
+  && ok "names the rank whose weights differ" || fail "drift: $(tail -3 "$TMP/out")"
 expect_status 2 "another command under mpirun" -- "${MPIRUN[@]}" -np 2 "$S2HC" eval "$TMP/runs/s2hc"
 expect_out "only .s2hc train. runs across processes" "says only train runs across processes"
 
