@@ -35,6 +35,16 @@ static char *read_text(const char *path) {
     return buf;
 }
 
+/* grid_write_index, then runs/index.csv's text (malloc'd; NULL if it is missing) */
+static char *index_csv(const grid_spec *g, const grid_point *p, int n) {
+    CHECK(grid_write_index(g, p, n, NULL) == 0, "index written");
+    char path[700];
+    snprintf(path, sizeof path, "%s/runs/index.csv", tmp_dir);
+    char *csv = read_text(path);
+    CHECK(csv != NULL, "index.csv exists");
+    return csv;
+}
+
 /* stderr of a call, through a file (fd 2 redirected around it). */
 static char captured[16384];
 static int saved_fd = -1;
@@ -464,11 +474,7 @@ static void test_states_and_index(void) {
     grid_inspect(&p[0], ood, nood, &st[0]);
     CHECK(st[0].step == 12 && fabs(st[0].train_loss - 1.5) < 1e-12, "reloaded: %d %g", st[0].step, st[0].train_loss);
 
-    CHECK(grid_write_index(&g, p, n, NULL) == 0, "index written");
-    char path[700];
-    snprintf(path, sizeof path, "%s/runs/index.csv", tmp_dir);
-    char *csv = read_text(path);
-    CHECK(csv != NULL, "index.csv exists");
+    char *csv = index_csv(&g, p, n);
     if (csv) {
         const char *hdr = "point,name,run_dir,state,exit_code,step,steps,final_train_loss,val_loss,ood_synth_ppl,"
                           "ood_other_ppl,tokens_per_s,wall_s,residual.method\n";
@@ -538,11 +544,7 @@ static void test_partial_and_index_columns(void) {
     CHECK(st[1].state == GS_PARTIAL, "mhc (checkpoint, no grid.status) %s", grid_state_names[st[1].state]);
     CHECK(st[2].state == GS_PENDING, "rc %s", grid_state_names[st[2].state]);
 
-    CHECK(grid_write_index(&g, p, n, NULL) == 0, "index written");
-    char path[700];
-    snprintf(path, sizeof path, "%s/runs/index.csv", tmp_dir);
-    char *csv = read_text(path);
-    CHECK(csv != NULL, "index.csv exists");
+    char *csv = index_csv(&g, p, n);
     if (csv) {
         const char *hdr = "point,name,run_dir,state,exit_code,step,steps,final_train_loss,val_loss,ood_synth_ppl,"
                           "ood_other_ppl,tokens_per_s,wall_s,residual.method,residual.n_streams,train.lr\n";
