@@ -736,7 +736,8 @@ static void unknown_key(const char *src, const yaml_mark_t *m, const char *full,
     char all[128];
     if (is_section) {
         join_list(sections, ", ", all, sizeof all);
-        static const char *const grid_only[] = {"sweep", "preset", "base", "include", "exclude", "override", "slurm", "launch", NULL};
+        static const char *const grid_only[] = {"sweep", "preset", "base", "include", "exclude",
+                                                "override", "slurm", "launch", NULL};
         for (int i = 0; grid_only[i]; i++)
             if (!strcmp(full, grid_only[i])) {
                 report(src, m, full, "a grid file's key, not a config section: run a grid with `s2hc grid %s` "

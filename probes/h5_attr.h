@@ -1,6 +1,6 @@
-/* h5_attr.h: reading and writing HDF5 attributes and checking number types, shared by the run-file loader (probes/h5.c) and
- * the checkpoint reader (harness/checkpoint.c). Exposes hdf5.h: include it only where
- * HDF5 calls are made. */
+/* h5_attr.h: reading and writing HDF5 attributes and checking number types, shared by
+ * the run file's code (probes/h5.c) and the checkpoint's (harness/checkpoint.c). Exposes
+ * hdf5.h: include it only where HDF5 calls are made. */
 #ifndef S2HC_H5_ATTR_H
 #define S2HC_H5_ATTR_H
 #include <hdf5.h>
