@@ -28,6 +28,23 @@ static const char *t_prog_ = "test";
         }                                                                         \
     } while (0)
 
+/* A command's main (params_main, inspect_main, ...) with its stdout in buf (NUL-terminated,
+ * cut at len - 1 bytes); returns its exit status. */
+static inline int t_run_captured(int (*main_fn)(int, char **), int argc, char **argv, char *buf, size_t len) {
+    fflush(stdout);
+    FILE *keep = stdout;
+    stdout = tmpfile();
+    if (!stdout) { stdout = keep; perror("tmpfile"); exit(1); }
+    int rc = main_fn(argc, argv);
+    fflush(stdout);
+    rewind(stdout);
+    size_t k = fread(buf, 1, len - 1, stdout);
+    buf[k] = '\0';
+    fclose(stdout);
+    stdout = keep;
+    return rc;
+}
+
 /* |a - b| <= atol + rtol * max(|a|, |b|); NaN never passes. */
 #define CHECK_CLOSE(a, b, atol, rtol, ...)                                                    \
     do {                                                                                      \

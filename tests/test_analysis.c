@@ -404,6 +404,14 @@ static void analyze_set(const char *name, const synth *runs, int k, char *out, s
     CHECK(analyze_main(5, argv) == 0, "analyze %s", name);
 }
 
+/* analyze_set, then the text of one of its tables (slurp's buffer) */
+static const char *analyzed_table(const char *name, const synth *runs, int k, const char *table) {
+    char out[400], p[600];
+    analyze_set(name, runs, k, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/%s", out, table);
+    return slurp(p);
+}
+
 /* A run with infinite out-of-domain perplexity (HC blown up) beside finite ones: Fig 1's
  * OOD data has no column of NaN (gnuplot's histogram refuses one and the figure is lost). */
 static void test_ood_nonfinite(void) {
@@ -575,10 +583,7 @@ static void test_table2_ratio(void) {
          .ood = {100, 200}},
         {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s",
          .ood = {50, 100}}};
-    char out[400], p[600];
-    analyze_set("ratio", runs, 2, out, sizeof out);
-    snprintf(p, sizeof p, "%s/tables/table2.md", out);
-    const char *t2 = slurp(p);
+    const char *t2 = analyzed_table("ratio", runs, 2, "table2.md");
     CHECK(strstr(t2, "| c4 | wiki | mean PPL / RC |") != NULL, "table2 has both corpora and the ratio:\n%s", t2);
     CHECK(strstr(t2, "| s²HC | 50.00 (1) | 100.00 (1) | 0.5000 |") != NULL, "s²HC / RC = 0.5:\n%s", t2);
     CHECK(strstr(t2, "| RC | 100.00 (1) | 200.00 (1) | 1.0000 |") != NULL, "RC / RC = 1:\n%s", t2);
@@ -593,10 +598,7 @@ static void test_pair_once(void) {
         {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.2, .grad_peak = 1, .tps = 100,
          .name = "rc-b", .lr = 2e-3},
         {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s"}};
-    char out[400], p[600];
-    analyze_set("pair1", runs, 3, out, sizeof out);
-    snprintf(p, sizeof p, "%s/tables/table1.md", out);
-    const char *t1 = slurp(p);
+    const char *t1 = analyzed_table("pair1", runs, 3, "table1.md");
     CHECK(strstr(t1, "| RC | 1 | 20 |") != NULL && strstr(t1, "(2)") != NULL, "both RC runs are in the cell:\n%s", t1);
     CHECK(strstr(t1, "| s²HC | 4 | 20 |") != NULL && strstr(t1, "1 seed, no interval") != NULL &&
               strstr(t1, "2 pairs") == NULL, "the s²HC run pairs once:\n%s", t1);

@@ -150,17 +150,7 @@ static void test_params_csv_row(void) {
     snprintf(want, sizeof want, "method,n,C,n_layer,sublayers,aux_formula,aux_table,total_params\n"
              "s2hc,4,64,3,6,%zu,%zu,%zu\n", hand, hand, total);
     const char *a[] = {"params", "--method", "s2hc", "--n", "4", "--C", "64", "--layers", "3", "--csv"};
-    fflush(stdout);
-    FILE *keep = stdout;
-    stdout = tmpfile();
-    if (!stdout) { stdout = keep; perror("tmpfile"); exit(1); }
-    int rc = params_main(10, (char **)a);
-    fflush(stdout);
-    rewind(stdout);
-    size_t k = fread(got, 1, sizeof got - 1, stdout);
-    got[k] = '\0';
-    fclose(stdout);
-    stdout = keep;
+    int rc = t_run_captured(params_main, 10, (char **)a, got, sizeof got);
     CHECK(rc == 0, "exit %d", rc);
     CHECK(!strcmp(got, want), "printed\n%swanted\n%s", got, want);
     CHECK(total > aux + 64 * 64, "total %zu holds the model besides the %zu auxiliary", total, aux);

@@ -930,21 +930,7 @@ static void test_inspect_foreign_shapes(void) {
 
 /* inspect_main's stdout into buf (NUL-terminated); its exit status. */
 static int inspect_capture(int argc, char **argv, char *buf, size_t len) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/inspect_numbers.out", tmp);
-    fflush(stdout);
-    FILE *keep = stdout;
-    stdout = fopen(path, "w+");
-    if (!stdout) { stdout = keep; perror(path); exit(1); }
-    int rc = inspect_main(argc, argv);
-    fflush(stdout);
-    rewind(stdout);
-    size_t k = fread(buf, 1, len - 1, stdout);
-    buf[k] = '\0';
-    fclose(stdout);
-    stdout = keep;
-    remove(path);
-    return rc;
+    return t_run_captured(inspect_main, argc, argv, buf, len);
 }
 
 /* The value of a long-format row (--layer --csv): ",<layer>,<quantity>,<i>,<j>," then the value. */
