@@ -1198,7 +1198,9 @@ int bench_main(int argc, char **argv) {
            ct ? ct : "(unset)", load1());
     char cpu[128];
     printf("cpu: %s; kernels built for %s\n", cpu_model_name(cpu, sizeof cpu), kernels_vectors());
-    if (bench_proj_bf16) printf("projection products: bf16 operands, fp32 sums (--proj-bf16)\n");
+    if (bench_proj_bf16)
+        printf("projection products: bf16 operands, fp32 sums (--proj-bf16), by %s\n",
+               model_amx_usable() ? "AMX tiles (S2HC_AMX=0: by vdpbf16ps)" : "vdpbf16ps");
     if (bench_stream_bf16) printf("streams: stored in bf16 in the training steps (--stream-bf16)\n");
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("note: %s\n", blas_note);

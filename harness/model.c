@@ -32,6 +32,18 @@
 #define HC_BF16 0
 #endif
 
+/* The same products by AMX tiles (TDPBF16PS: a 16 x 16 fp32 tile += 16 x 32 by 32 x 16
+ * bf16), where the build targets AMX-BF16 and the kernel grants the process its tile
+ * state (model_amx_usable): the projection's operands rounded as with vdpbf16ps, the sums
+ * in fp32 in the tiles' own order. */
+#if HC_BF16 && defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define HC_AMX 1
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define HC_AMX 0
+#endif
+
 /* ---- per-op timing (the bench's breakdown, bench.h) ---------------------------------- */
 
 /* Off (NULL) unless the bench turns it on: each op boundary then costs one pointer test.
@@ -237,6 +249,20 @@ static real *lnf_bias(const gpt_model *m, real *base) {
 
 int model_bf16_built(void) { return HC_BF16; }
 
+int model_amx_usable(void) {
+#if HC_AMX
+    static int state = -1; /* asked once per process: the grant holds for every thread */
+    if (state < 0) {
+        const char *e = getenv("S2HC_AMX");
+        state = e && strcmp(e, "0") == 0 ? 0 : syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
+                                                       18 /* XFEATURE_XTILEDATA */) == 0;
+    }
+    return state;
+#else
+    return 0;
+#endif
+}
+
 static inline size_t hc_xcol(int n, int C, size_t q);
 
 int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen) {
@@ -244,6 +270,9 @@ int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen) {
     m->cfg = *c;
     if (spec_for(c, &m->spec, &m->variant, err, errlen) != 0) return -1;
     m->proj_bf16 = m->variant && strcmp(c->proj_precision, "bf16") == 0;
+    /* AMX takes up to 96 outputs a norm row (six tiles of sums) */
+    m->proj_amx = m->proj_bf16 && model_amx_usable() &&
+                  m->spec.K / (m->spec.norm == HC_NORM_FLAT ? 1 : m->spec.n) <= 96;
     m->stream_bf16 = m->variant && strcmp(c->stream_precision, "bf16") == 0;
     m->stream_blocks = 1;
     m->gelu_erf = strcmp(c->gelu, "erf") == 0;
@@ -335,10 +364,11 @@ typedef struct {
 /* The bf16 parts of a thread's scratch (residual.proj_precision: bf16), in reals from
  * the part's bf16 region: the forward's W' (hc_scaled_weight_bf16), the dX pass's
  * (hc_scaled_weight_pairs_bf16), the rounded rows of hc_at_x_bf16 in the backward and of
- * hc_x_wt_bf16 in the forward, and a group's dz pairs (hc_tokens_backward); each a
- * multiple of 16 reals. */
+ * hc_x_wt_bf16 in the forward, a group's dz pairs (hc_tokens_backward), and (with AMX
+ * and one norm row per token) a group's dz W' (hc_dx_products_amx); each a multiple of 16
+ * reals. */
 typedef struct {
-    size_t wf, wp, ax, zp, total;
+    size_t wf, wp, ax, zp, pz, total;
 } hc_bf16_parts;
 static hc_bf16_parts hc_bf16_parts_of(const gpt_model *m);
 
@@ -836,12 +866,37 @@ static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, 
 /* Reals of a row of D values in bf16, padded to whole vectors of 32 (in reals: half). */
 static inline size_t hc_bf16_row(size_t D) { return (D + 31) / 32 * 16; }
 
-/* Scratch of hc_at_x_bf16, in reals: HC_MT_ROWS_BF / 2 pairs of rows of X (D words each)
- * and of A (Kr words each). */
-static inline size_t hc_at_x_bf16_scratch(int Kr, size_t D) { return (size_t)HC_MT_ROWS_BF / 2 * (D + (size_t)Kr); }
+/* With AMX (HC_AMX, below): outputs in blocks of 16 (a tile's columns); hc_at_x_amx takes
+ * rows in blocks of HC_AMX_ROWS (64 pairs: their rounded X 128 KB at D = 512, L2). The
+ * scratch sizes below serve either kind of product. */
+#define HC_AMX_ROWS 128
+static inline int hc_amx_kt(int Kr) { return (Kr + 15) / 16; }
+static inline size_t hc_max_size(size_t a, size_t b) { return a > b ? a : b; }
 
-/* Scratch of hc_x_wt_bf16, in reals: HC_XW_R rows of X in bf16. */
-static inline size_t hc_x_wt_bf16_scratch(size_t D) { return (size_t)HC_XW_R * hc_bf16_row(D); }
+/* The dX pass's projection terms by AMX (one norm row per token): a group's products
+ * dz W' (hc_dx_products_amx), a row of hc_amx_pz_row(nC) reals per token (rows, not
+ * tiles side by side: in the streams' rows a stream's first position need not be a
+ * multiple of 16); W' for them (hc_scaled_weight_dx_amx) is hc_amx_pz_row(nC) 16
+ * hc_amx_kq(Kr) words; a group's dz in bf16, 16 rows of 16 hc_amx_kq(Kr) words. */
+static inline size_t hc_amx_pz_row(size_t nC) { return (nC + 15) / 16 * 16; }
+static inline int hc_amx_kq(int Kr) { return (Kr + 31) / 32; }
+
+/* Scratch of hc_at_x_bf16, in reals: HC_MT_ROWS_BF / 2 pairs of rows of X (D words each)
+ * and of A (Kr words each); with AMX, HC_AMX_ROWS / 2 pairs of X and A's pairs transposed
+ * (16 hc_amx_kt(Kr) rows of as many words). */
+static inline size_t hc_at_x_bf16_scratch(int Kr, size_t D) {
+    const size_t vnni = (size_t)HC_MT_ROWS_BF / 2 * (D + (size_t)Kr);
+    return HC_AMX ? hc_max_size(vnni, (size_t)HC_AMX_ROWS / 2 * (D + (size_t)hc_amx_kt(Kr) * 16)) : vnni;
+}
+
+/* Scratch of hc_x_wt_bf16, in reals: HC_XW_R rows of X in bf16 (with AMX, 16 rows). */
+static inline size_t hc_x_wt_bf16_scratch(size_t D) { return (size_t)(HC_AMX ? 16 : HC_XW_R) * hc_bf16_row(D); }
+
+/* The forward's W' in bf16, in reals: Kr rows of hc_bf16_row(D) (with AMX, as B tiles:
+ * hc_bf16_row(D) rows of 16 hc_amx_kt(Kr) words, hc_scaled_weight_amx). */
+static inline size_t hc_w_bf16_scratch(int Kr, size_t D) {
+    return hc_bf16_row(D) * (size_t)(HC_AMX ? hc_amx_kt(Kr) * 16 : Kr);
+}
 
 #if HC_BF16
 typedef __m512bh hc_bh;
@@ -908,10 +963,23 @@ static inline __attribute__((always_inline)) void hc_x_wt_bf16_tile(const int rb
         for (int k = 0; k < kb; k++) Z[(size_t)r * Kr + k] = s[r * HC_XW_K + k];
 }
 
+#if HC_AMX
+static void hc_x_wt_amx(real *Z, const real *X, const real *Wf, size_t rows, int Kr, size_t D, real *sc);
+static void hc_at_x_amx(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D, real *sc);
+#endif
+
 /* Each group of HC_XW_R rows of X is rounded to bf16 once, into sc (hc_x_wt_bf16_scratch
  * reals), then every block of outputs takes it: rounding a row per tile cost a conversion
- * per block of outputs (Kr / HC_XW_K of them) beside the tile's products. */
-static void hc_x_wt_bf16(real *Z, const real *X, const real *Wf, size_t rows, int Kr, size_t D, real *sc) {
+ * per block of outputs (Kr / HC_XW_K of them) beside the tile's products. amx: by AMX
+ * tiles instead (hc_x_wt_amx; Wf then from hc_scaled_weight_bf16 with amx). */
+static void hc_x_wt_bf16(real *Z, const real *X, const real *Wf, size_t rows, int Kr, size_t D, real *sc, int amx) {
+#if HC_AMX
+    if (amx) {
+        hc_x_wt_amx(Z, X, Wf, rows, Kr, D, sc);
+        return;
+    }
+#endif
+    (void)amx;
     const size_t rl = hc_bf16_row(D);
     for (size_t r0 = 0; r0 < rows; r0 += HC_XW_R) {
         const int rb = rows - r0 < HC_XW_R ? (int)(rows - r0) : HC_XW_R;
@@ -981,8 +1049,15 @@ static inline __attribute__((always_inline)) __m512i hc_bf16_interleave(__m512i 
  * pairs interleaved channel by channel, [p][c][2], and A's, [p][k][2]; then tiles of up
  * to HC_MT_K_BF outputs (a row's outputs in even blocks) by 32 channels take the pairs
  * in order. Columns past the last vector of 16: the rounded products in fp32, row by
- * row. */
-static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D, real *sc) {
+ * row. amx: by AMX tiles instead (hc_at_x_amx). */
+static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D, real *sc, int amx) {
+#if HC_AMX
+    if (amx) {
+        hc_at_x_amx(M, A, X, rows, Kr, D, sc);
+        return;
+    }
+#endif
+    (void)amx;
     const size_t D16 = D / 16 * 16;
     uint32_t *xp = (uint32_t *)sc, *ap = xp + (size_t)HC_MT_ROWS_BF / 2 * D;
     const __m512i ilv = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
@@ -1031,6 +1106,201 @@ static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int
             }
     }
 }
+#endif
+
+#if HC_AMX
+/* ---- the same products by AMX tiles (m->proj_amx) ----------------------------------
+ * Eight tile registers of 16 rows by 64 bytes (palette 1); TDPBF16PS adds into a 16 x 16
+ * fp32 tile C the products of a 16 x 32 bf16 tile A (row-major) and a 32 x 16 bf16 tile B
+ * kept as 16 rows of 16 pairs (B's rows 2i and 2i + 1 of a column side by side):
+ * C[r][c] += sum over i of A[r][2i] B[i][c].lo + A[r][2i + 1] B[i][c].hi. Tiles 0..5 hold
+ * sums (up to six blocks of 16 outputs: Kr <= 96), 6 the A operand, 7 the B. A tile's
+ * number is part of the instruction, so the loops over output blocks switch on it.
+ * hc_x_wt_amx and hc_at_x_amx set the configuration on entry and release the tiles on
+ * exit (the state then costs the kernel nothing at a context switch); the dX pass's
+ * products leave both to hc_tokens_backward, once per chunk. */
+#define HC_AMX_KT_MAX 6
+
+static inline void hc_amx_begin(void) {
+    struct __attribute__((packed, aligned(64))) {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;
+    _tile_loadconfig(&cfg);
+}
+
+#define HC_AMX_SWITCH(t, STMT)                                                              \
+    switch (t) {                                                                            \
+    case 0: STMT(0); break;                                                                 \
+    case 1: STMT(1); break;                                                                 \
+    case 2: STMT(2); break;                                                                 \
+    case 3: STMT(3); break;                                                                 \
+    case 4: STMT(4); break;                                                                 \
+    default: STMT(5); break;                                                                \
+    }
+/* The same, tile 1 + t: the intrinsics paste the number into the instruction's text */
+#define HC_AMX_SWITCH1(t, STMT)                                                             \
+    switch (t) {                                                                            \
+    case 0: STMT(1); break;                                                                 \
+    case 1: STMT(2); break;                                                                 \
+    case 2: STMT(3); break;                                                                 \
+    case 3: STMT(4); break;                                                                 \
+    case 4: STMT(5); break;                                                                 \
+    default: STMT(6); break;                                                                \
+    }
+
+/* hc_x_wt_bf16 by tiles: Z = X W'^T, Wf from hc_scaled_weight_amx. Each block of 16 rows
+ * of X is rounded into sc (16 rows of hc_bf16_row(D) reals, zero rows past the last), the
+ * A operand 32 values at a time; the sums leave through a 16 x Kt * 16 buffer. */
+static void hc_x_wt_amx(real *Z, const real *X, const real *Wf, size_t rows, int Kr, size_t D, real *sc) {
+    const size_t rl = hc_bf16_row(D);
+    const int Kt = hc_amx_kt(Kr), Kw = Kt * 16;
+    float out[16 * HC_AMX_KT_MAX * 16];
+    hc_amx_begin();
+    for (size_t r0 = 0; r0 < rows; r0 += 16) {
+        const int rb = rows - r0 < 16 ? (int)(rows - r0) : 16;
+        for (int r = 0; r < rb; r++)
+            for (size_t j = 0; j < D; j += 32) {
+                const hc_bh v = hc_bf16_load32(X + (r0 + (size_t)r) * D + j, D - j < 32 ? (int)(D - j) : 32);
+                memcpy(sc + (size_t)r * rl + j / 2, &v, sizeof v);
+            }
+        if (rb < 16) memset(sc + (size_t)rb * rl, 0, (size_t)(16 - rb) * rl * sizeof(real));
+        for (int kt = 0; kt < Kt; kt++) {
+#define HC_AMX_ZERO(t) _tile_zero(t)
+            HC_AMX_SWITCH(kt, HC_AMX_ZERO)
+#undef HC_AMX_ZERO
+        }
+        for (size_t q = 0; q < rl; q += 16) {
+            _tile_loadd(6, sc + q, (long)(rl * sizeof(real)));
+            for (int kt = 0; kt < Kt; kt++) {
+                _tile_loadd(7, Wf + q * (size_t)Kw + (size_t)kt * 16, Kw * (long)sizeof(real));
+#define HC_AMX_DP(t) _tile_dpbf16ps(t, 6, 7)
+                HC_AMX_SWITCH(kt, HC_AMX_DP)
+#undef HC_AMX_DP
+            }
+        }
+        for (int kt = 0; kt < Kt; kt++) {
+#define HC_AMX_OUT(t) _tile_stored(t, out + kt * 16, Kw * (long)sizeof(float))
+            HC_AMX_SWITCH(kt, HC_AMX_OUT)
+#undef HC_AMX_OUT
+        }
+        for (int r = 0; r < rb; r++) memcpy(Z + (r0 + (size_t)r) * Kr, out + r * Kw, (size_t)Kr * sizeof(real));
+    }
+    _tile_release();
+}
+
+/* hc_at_x_bf16 by tiles: M += A^T X over rows in pairs (a zero row after an odd last one).
+ * Per block of HC_AMX_ROWS rows, in sc: X's pairs interleaved channel by channel, [p][c]
+ * (the B operand: 16 pairs by 16 channels), and A's pairs transposed, [k][p] (the A
+ * operand: 16 outputs by 16 pairs), zero past Kr and past the block's last pair; each
+ * 16 x 16 block of M is loaded into a tile once per block of rows. A last block of outputs
+ * short of 16 goes through a buffer (M has no rows past Kr). Columns past the last vector
+ * of 16: the rounded products in fp32, row by row, as hc_at_x_bf16. */
+static void hc_at_x_amx(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D, real *sc) {
+    const size_t D16 = D / 16 * 16, P = HC_AMX_ROWS / 2;
+    const int Kt = hc_amx_kt(Kr), kl = Kr - (Kt - 1) * 16; /* outputs in the last block */
+    uint32_t *xp = (uint32_t *)sc, *at = xp + P * D;
+    const __m512i ilv = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    float last[16 * 16];
+    hc_amx_begin();
+    for (size_t r0 = 0; r0 < rows; r0 += HC_AMX_ROWS) {
+        const size_t nr = rows - r0 < HC_AMX_ROWS ? rows - r0 : HC_AMX_ROWS, np = (nr + 1) / 2;
+        const size_t npt = (np + 15) / 16 * 16; /* pairs in whole tiles */
+        memset(at, 0, (size_t)Kt * 16 * P * sizeof *at);
+        for (size_t p = 0; p < np; p++) {
+            const real *x0 = X + (r0 + 2 * p) * D, *a0 = A + (r0 + 2 * p) * (size_t)Kr;
+            const int two = 2 * p + 1 < nr;
+            const real *x1 = two ? x0 + D : NULL, *a1 = two ? a0 + Kr : NULL;
+            for (int k = 0; k < Kr; k++) at[(size_t)k * P + p] = hc_bf16_pair(a0[k], two ? a1[k] : 0.0f);
+            for (size_t c = 0; c < D16; c += 16) {
+                const __m512 lo = _mm512_loadu_ps(x0 + c), hi = two ? _mm512_loadu_ps(x1 + c) : _mm512_setzero_ps();
+                _mm512_storeu_si512(xp + p * D + c, hc_bf16_interleave(ilv, lo, hi));
+            }
+        }
+        if (npt > np) memset(xp + np * D, 0, (npt - np) * D * sizeof *xp);
+        for (size_t c = 0; c < D16; c += 16) {
+            for (int kt = 0; kt < Kt; kt++) {
+                const real *mk = M + (size_t)kt * 16 * D + c;
+                if (kt == Kt - 1 && kl < 16) {
+                    for (int r = 0; r < 16; r++)
+                        if (r < kl) memcpy(last + r * 16, mk + (size_t)r * D, 16 * sizeof(float));
+                        else memset(last + r * 16, 0, 16 * sizeof(float));
+                    mk = last;
+                }
+                const long stride = mk == last ? 64 : (long)(D * sizeof(real));
+#define HC_AMX_LOADC(t) _tile_loadd(t, mk, stride)
+                HC_AMX_SWITCH(kt, HC_AMX_LOADC)
+#undef HC_AMX_LOADC
+            }
+            for (size_t p = 0; p < npt; p += 16) {
+                _tile_loadd(7, xp + p * D + c, (long)(D * sizeof(uint32_t)));
+                for (int kt = 0; kt < Kt; kt++) {
+                    _tile_loadd(6, at + (size_t)kt * 16 * P + p, (long)(P * sizeof(uint32_t)));
+#define HC_AMX_DP(t) _tile_dpbf16ps(t, 6, 7)
+                    HC_AMX_SWITCH(kt, HC_AMX_DP)
+#undef HC_AMX_DP
+                }
+            }
+            for (int kt = 0; kt < Kt; kt++) {
+                const int part = kt == Kt - 1 && kl < 16;
+                real *mk = part ? last : M + (size_t)kt * 16 * D + c;
+                const long stride = part ? 64 : (long)(D * sizeof(real));
+#define HC_AMX_STOREC(t) _tile_stored(t, mk, stride)
+                HC_AMX_SWITCH(kt, HC_AMX_STOREC)
+#undef HC_AMX_STOREC
+                if (part)
+                    for (int r = 0; r < kl; r++) memcpy(M + (size_t)(kt * 16 + r) * D + c, last + r * 16, 16 * sizeof(float));
+            }
+        }
+        for (size_t j = D16; j < D; j++) /* columns past the last vector */
+            for (int k = 0; k < Kr; k++) {
+                real s = 0;
+                for (size_t t = r0; t < r0 + nr; t++)
+                    s += hc_bf16_round(A[t * (size_t)Kr + k]) * hc_bf16_round(X[t * D + j]);
+                M[(size_t)k * D + j] += s;
+            }
+    }
+    _tile_release();
+}
+
+/* The dX pass's projection terms of a group of g <= 16 tokens by tiles (one norm row per
+ * token): pz[t][pos] = sum over k of dz[t][k] W'[k][pos], from dz (K = Kr per token)
+ * rounded into za (16 rows of 16 Kq words: the A tiles, rows past g and values past Kr
+ * zero) and Wp (hc_scaled_weight_dx_amx, the B tiles); rows of hc_amx_pz_row(nC) reals.
+ * The caller has configured the tiles (hc_amx_begin, ~85 ns: once for many groups). */
+static void hc_dx_products_amx(const real *dz, int g, int Kr, size_t nC, const real *Wp, uint32_t *za, real *pz) {
+    const int Kq = hc_amx_kq(Kr);
+    const size_t kw = 16 * (size_t)Kq, nb = hc_amx_pz_row(nC) / 16;
+    for (int t = 0; t < 16; t++)
+        for (int q = 0; q < Kq; q++) {
+            const int w = t < g ? (Kr - 32 * q < 32 ? Kr - 32 * q : 32) : 0;
+            const hc_bh v = w ? hc_bf16_load32(dz + (size_t)t * Kr + 32 * q, w) : (hc_bh)_mm512_setzero_ps();
+            memcpy(za + (size_t)t * kw + 16 * (size_t)q, &v, sizeof v);
+        }
+    for (int q = 0; q < Kq; q++) {
+#define HC_AMX_LOADA(t) _tile_loadd(t, za + 16 * q, (long)(kw * sizeof(uint32_t)))
+        HC_AMX_SWITCH1(q, HC_AMX_LOADA)
+#undef HC_AMX_LOADA
+    }
+    const uint32_t *wp = (const uint32_t *)Wp;
+    for (size_t b = 0; b < nb; b++) {
+        _tile_zero(0);
+        for (int q = 0; q < Kq; q++) {
+            _tile_loadd(7, wp + (b * kw + 16 * (size_t)q) * 16, 64);
+#define HC_AMX_DPA(t) _tile_dpbf16ps(0, t, 7)
+            HC_AMX_SWITCH1(q, HC_AMX_DPA)
+#undef HC_AMX_DPA
+        }
+        _tile_stored(0, pz + 16 * b, (long)(nb * 16 * sizeof(real)));
+    }
+}
+#undef HC_AMX_SWITCH
+#undef HC_AMX_SWITCH1
 #endif
 
 /* An operand of the projection's products as they take it: itself, or rounded to bf16. */
@@ -1105,14 +1375,20 @@ static hc_bf16_parts hc_bf16_parts_of(const gpt_model *m) {
     const size_t nj = d.rpt == 1 ? (size_t)d.n : 1, C = (size_t)d.C, C0 = C / HC_VL * HC_VL;
     const size_t Kr = (size_t)d.Kr, Kp = (Kr + 1) / 2;
     const size_t ax = hc_at_x_bf16_scratch(d.Kr, d.D), xw = hc_x_wt_bf16_scratch(d.D); /* one region, both */
-    const size_t sz[4] = {Kr * hc_bf16_row(d.D), Kp * nj * C0 + Kr * nj * (C - C0), ax > xw ? ax : xw,
-                          (size_t)HC_LANES * (size_t)d.rpt * Kp};
-    size_t o[4], t = 0;
-    for (int i = 0; i < 4; i++) {
+    size_t sz[5] = {hc_w_bf16_scratch(d.Kr, d.D), Kp * nj * C0 + Kr * nj * (C - C0), hc_max_size(ax, xw),
+                    (size_t)HC_LANES * (size_t)d.rpt * Kp, 0};
+    if (HC_AMX && d.rpt == 1) { /* the dX pass's products by tiles: W', dz, the products */
+        const size_t kw = 16 * (size_t)hc_amx_kq(d.Kr), pr = hc_amx_pz_row(d.nC);
+        sz[1] = hc_max_size(sz[1], pr * kw);
+        sz[3] = hc_max_size(sz[3], 16 * kw);
+        sz[4] = 16 * pr;
+    }
+    size_t o[5], t = 0;
+    for (int i = 0; i < 5; i++) {
         o[i] = t;
         t += (sz[i] + 15) / 16 * 16;
     }
-    hc_bf16_parts p = {o[0], o[1], o[2], o[3], t};
+    hc_bf16_parts p = {o[0], o[1], o[2], o[3], o[4], t};
     return p;
 }
 
@@ -1265,9 +1541,20 @@ static void hc_scaled_weight_pairs_bf16(real *restrict Wp, const hc_params *p, c
         }
 }
 
+#if HC_AMX
+static void hc_scaled_weight_amx(real *restrict Wf, const hc_params *p, const hc_dims *d);
+#endif
+
 /* W' = W diag(1 + g) (hc_scaled_weight's values) in bf16, row by row, each row padded with
- * zeros to hc_bf16_row(D). */
-static void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const hc_dims *d) {
+ * zeros to hc_bf16_row(D); amx: as hc_x_wt_amx's B tiles (hc_scaled_weight_amx). */
+static void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const hc_dims *d, int amx) {
+#if HC_AMX
+    if (amx) {
+        hc_scaled_weight_amx(Wf, p, d);
+        return;
+    }
+#endif
+    (void)amx;
     const size_t rl = hc_bf16_row(d->D);
     real buf[32];
     for (int k = 0; k < d->Kr; k++) {
@@ -1284,6 +1571,49 @@ static void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const h
     }
 }
 
+#if HC_AMX
+/* W' = W diag(1 + g) (hc_scaled_weight's values) in bf16 as B tiles: word [q][k] the pair
+ * (W'[k][2q], W'[k][2q + 1]), Kt * 16 words a row, q over hc_bf16_row(D) rows; zero past
+ * Kr and past D. hc_w_bf16_scratch(Kr, D) reals. */
+static void hc_scaled_weight_amx(real *restrict Wf, const hc_params *p, const hc_dims *d) {
+    const size_t rl = hc_bf16_row(d->D), Kw = (size_t)hc_amx_kt(d->Kr) * 16;
+    uint32_t *o = (uint32_t *)Wf;
+    memset(o, 0, rl * Kw * sizeof *o);
+    for (int k = 0; k < d->Kr; k++) {
+        const real *w = p->W + (size_t)k * d->D;
+        for (size_t q = 0; 2 * q < d->D; q++) {
+            real v[2] = {0, 0};
+            for (size_t e = 0; e < 2 && 2 * q + e < d->D; e++) { /* the columns in the streams' order */
+                const size_t c = d->blk ? d->cols[2 * q + e] : 2 * q + e;
+                v[e] = w[c] * ((real)1 + p->g[c]);
+            }
+            o[q * Kw + (size_t)k] = hc_bf16_pair(v[0], v[1]);
+        }
+    }
+}
+
+/* W' for the dX pass's products by tiles (one norm row per token): B tiles over the
+ * positions of a token's values (the streams' order), [b][q][16]: word v of row q of
+ * block b the pair (W'[2q][col], W'[2q + 1][col]) at position 16 b + v, rows q over
+ * 16 hc_amx_kq(Kr) pairs of outputs; zero past Kr and past nC. */
+static void hc_scaled_weight_dx_amx(real *restrict Wp, const hc_params *p, const hc_dims *d) {
+    const size_t nb = hc_amx_pz_row(d->nC) / 16, nq = 16 * (size_t)hc_amx_kq(d->Kr);
+    uint32_t *o = (uint32_t *)Wp;
+    for (size_t b = 0; b < nb; b++)
+        for (size_t q = 0; q < nq; q++)
+            for (size_t v = 0; v < 16; v++) {
+                const size_t pos = 16 * b + v, k = 2 * q;
+                real w[2] = {0, 0};
+                if (pos < d->nC) {
+                    const size_t c = d->blk ? d->cols[pos] : pos;
+                    for (size_t e = 0; e < 2; e++)
+                        if (k + e < (size_t)d->Kr) w[e] = p->W[(k + e) * d->D + c] * ((real)1 + p->g[c]);
+                }
+                o[(b * nq + q) * 16 + v] = hc_bf16_pair(w[0], w[1]);
+            }
+}
+#endif
+
 #endif
 
 /* Coefficients and read-out of sublayer l for the chunk [c0, c1) (rstd in place), with
@@ -1295,7 +1625,7 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, const real *X
     hc_dims d = hc_dims_of(m);
     const int n = d.n, K = d.K, cs = m->spec.cache;
 #if HC_BF16
-    if (m->proj_bf16) hc_x_wt_bf16(h.z + c0 * K, X, Wg, (c1 - c0) * d.rpt, d.Kr, d.D, xs);
+    if (m->proj_bf16) hc_x_wt_bf16(h.z + c0 * K, X, Wg, (c1 - c0) * d.rpt, d.Kr, d.D, xs, m->proj_amx);
     else
 #else
     (void)xs;
@@ -1502,7 +1832,7 @@ static void hc_frames_forward(const gpt_model *m, int l_out, int l_in, const hc_
 #if HC_BF16
             if (s->bf16) { /* W' in bf16 (hc_in_chunk takes it so with proj_bf16) */
                 Wg += s->bf16 + s->bp.wf;
-                hc_scaled_weight_bf16(Wg, &p, &d);
+                hc_scaled_weight_bf16(Wg, &p, &d, m->proj_amx);
             } else
 #endif
             {
@@ -1744,9 +2074,10 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
                                                                         const real *dY, const real *du, real *dX,
                                                                         const real *dz, const real *cj, const real *pj,
                                                                         const real *Wb, const real *wsum,
-                                                                        real *sum, const uint32_t *zp) {
+                                                                        real *sum, const uint32_t *zp,
+                                                                        const real *pz) {
     const int C = d->C, Kr = d->Kr, flat = d->rpt == 1, Kp = (Kr + 1) / 2;
-    const size_t nC = d->nC;
+    const size_t nC = d->nC, pzr = hc_amx_pz_row(nC);
     const real *X[4], *dy[4], *uu[4], *H[4], *zz[4], *ws[4];
     real *dx[4], *sm[4];
     for (int t = 0; t < TT; t++) {
@@ -1789,6 +2120,14 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
         for (int t = 0; t < TT; t++)
 #pragma GCC unroll 8
             for (int j = 0; j < n; j++) acc[t][j] = hc_load(dx[t] + hc_xv(blk, n, C, j, c));
+#if HC_AMX
+        if (pz) { /* by AMX tiles, already: the TT tokens' rows of pz (hc_dx_products_amx) */
+#pragma GCC unroll 4
+            for (int t = 0; t < TT; t++)
+#pragma GCC unroll 8
+                for (int j = 0; j < n; j++) acc[t][j] += hc_load(pz + (size_t)t * pzr + hc_xv(blk, n, C, j, c));
+        } else
+#endif
 #if HC_BF16
         if (zp) { /* bf16 operands: W' in pairs of rows (hc_scaled_weight_pairs_bf16), dz's
                      pairs of the TT tokens (their rows of Kp words from zp) */
@@ -1859,10 +2198,14 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
             for (int j = 0; j < n; j++) {
                 real v = hc_fma_s(-cj[t * n + j], X[t][hc_xt(blk, n, C, j) + (size_t)c], pj[t * n + j] * uu[t][c]);
                 for (int i = 0; i < n; i++) v = hc_fma_s(H[t][i * n + j], dvs[i], v);
-                const real *w = Wb + (size_t)(zp ? Kp : Kr) * nj * C0 + (size_t)(flat ? j : 0) * (C - C0) + (c - C0);
-                const int zr = flat ? 0 : j * Kr;
-                for (int k = 0; k < Kr; k++)
-                    v = hc_fma_s(hc_proj_operand(zz[t][zr + k], zp != NULL), w[(size_t)k * nj * (C - C0)], v);
+                if (pz) {
+                    v += pz[(size_t)t * pzr + hc_xt(blk, n, C, j) + (size_t)c];
+                } else {
+                    const real *w = Wb + (size_t)(zp ? Kp : Kr) * nj * C0 + (size_t)(flat ? j : 0) * (C - C0) + (c - C0);
+                    const int zr = flat ? 0 : j * Kr;
+                    for (int k = 0; k < Kr; k++)
+                        v = hc_fma_s(hc_proj_operand(zz[t][zr + k], zp != NULL), w[(size_t)k * nj * (C - C0)], v);
+                }
                 dx[t][hc_xt(blk, n, C, j) + (size_t)c] = v;
             }
             if (sum) {
@@ -1885,18 +2228,20 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
  * hc_token_dx_coefs. */
 static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, int g, const real *Xr, const real *dY,
                                 const real *du, real *dX, const real *dz, const real *cj, const real *pj,
-                                const real *Wb, const real *wsum, real *sum, const uint32_t *zp) {
+                                const real *Wb, const real *wsum, real *sum, const uint32_t *zp, const real *pz) {
     const size_t zrow = (size_t)d->rpt * (size_t)((d->Kr + 1) / 2); /* a token's words in zp */
+    const size_t pzr = hc_amx_pz_row(d->nC);
     const int n = d->n;
     int i = 0;
     switch (n) {
 #define HC_DX_RUN(k, b)                                                                                         \
         for (; i + HC_DX_TILE(k) <= g; i += HC_DX_TILE(k))                                                      \
             hc_tokens_dx_n(k, HC_DX_TILE(k), b, h, d, t0 + (size_t)i, Xr + (size_t)i * d->nC, dY, du, dX, dz,   \
-                           cj + i * k, pj + i * k, Wb, wsum, sum, zp ? zp + (size_t)i * zrow : NULL);           \
+                           cj + i * k, pj + i * k, Wb, wsum, sum, zp ? zp + (size_t)i * zrow : NULL,            \
+                           pz ? pz + (size_t)i * pzr : NULL);                                                   \
         for (; i < g; i++)                                                                                      \
             hc_tokens_dx_n(k, 1, b, h, d, t0 + (size_t)i, Xr + (size_t)i * d->nC, dY, du, dX, dz, cj + i * k,   \
-                           pj + i * k, Wb, wsum, sum, zp ? zp + (size_t)i * zrow : NULL);
+                           pj + i * k, Wb, wsum, sum, zp ? zp + (size_t)i * zrow : NULL, pz ? pz + (size_t)i * pzr : NULL);
 #define HC_DX_CASE(k)                                                                                           \
     case k:                                                                                                     \
         if (d->blk) { HC_DX_RUN(k, 1) } else { HC_DX_RUN(k, 0) }                                                \
@@ -1931,10 +2276,13 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *Xr, const real *dY, const real *du, real *dX, real *dz,
                                const real *Wb, const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc,
-                               size_t zper, uint32_t *zp) {
+                               size_t zper, uint32_t *zp, real *pz) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
     real cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
+#if HC_AMX
+    if (pz) hc_amx_begin(); /* for every group's hc_dx_products_amx */
+#endif
     for (size_t g0 = t0; g0 < t1; g0 += (size_t)lanes) {
         const int g = t1 - g0 < (size_t)lanes ? (int)(t1 - g0) : lanes;
         for (int i = 0; i < g; i++) {
@@ -1955,11 +2303,18 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
         hc_backward_tokens(&m->spec, p->theta, h->z + g0 * K, h->cache + g0 * cs, g, dpre, dpost, dH, dz + g0 * K,
                            my_dtheta);
         for (int i = 0; i < g; i++) hc_token_dx_coefs(h, d, g0 + i, du != NULL, dz, cj + i * n, pj + i * n);
+#if HC_AMX
+        if (pz) hc_dx_products_amx(dz + g0 * K, g, d->Kr, d->nC, Wb, zp, pz);
+        else
+#endif
 #if HC_BF16
         if (zp) hc_dz_pairs_bf16(d, dz + g0 * K, g, zp);
 #endif
-        hc_tokens_dx(h, d, g0, g, Xr + (g0 - t0) * d->nC, dY, du, dX, dz, cj, pj, Wb, wsum, sum, zp);
+        hc_tokens_dx(h, d, g0, g, Xr + (g0 - t0) * d->nC, dY, du, dX, dz, cj, pj, Wb, wsum, sum, pz ? NULL : zp, pz);
     }
+#if HC_AMX
+    if (pz) _tile_release();
+#endif
 }
 
 /* The frame's backward for sublayer l, given dY (gradient of X_{l+1}) and du (gradient
@@ -1982,10 +2337,17 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
         real *Wb = s->base + (size_t)hc_tid() * s->stride, *myM = Wb + d.KD, *myth = myM + d.KD;
         real *bf = s->bf16 ? Wb + s->bf16 : NULL; /* the bf16 region (proj_bf16) */
         memset(myM, 0, (d.KD + (size_t)d.nt) * sizeof(real));
+        real *pz = NULL; /* the dX pass's products by AMX tiles (hc_dx_products_amx) */
 #if HC_BF16
         if (bf) {
             Wb = bf + s->bp.wp;
-            hc_scaled_weight_pairs_bf16(Wb, &p, &d);
+#if HC_AMX
+            if (m->proj_amx && d.rpt == 1 && d.Kr > 16) { /* at 16 or fewer, vdpbf16ps is faster */
+                pz = bf + s->bp.pz;
+                hc_scaled_weight_dx_amx(Wb, &p, &d);
+            } else
+#endif
+                hc_scaled_weight_pairs_bf16(Wb, &p, &d);
         } else
 #endif
             hc_scaled_weight_blocks(Wb, &p, &d);
@@ -2013,11 +2375,11 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                    block of a token's du is read before its dsum is written) */
                 hc_tokens_backward(m, &p, &h, &d, c0, c1, Xs + (c0 - s0) * d.nC, dY, du, dX, dz, Wb,
                                    df_prev ? post_prev : NULL, df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL,
-                                   zper, bf ? (uint32_t *)(bf + s->bp.zp) : NULL);
+                                   zper, bf ? (uint32_t *)(bf + s->bp.zp) : NULL, pz);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
 #if HC_BF16
-            if (bf) hc_at_x_bf16(myM, dz + s0 * d.K, Xs, (s1 - s0) * d.rpt, d.Kr, d.D, bf + s->bp.ax);
+            if (bf) hc_at_x_bf16(myM, dz + s0 * d.K, Xs, (s1 - s0) * d.rpt, d.Kr, d.D, bf + s->bp.ax, m->proj_amx);
             else
 #endif
                 hc_at_x(myM, dz + s0 * d.K, Xs, (s1 - s0) * d.rpt, d.Kr, d.D);

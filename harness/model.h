@@ -80,6 +80,8 @@ typedef struct {
     int branches;         /* 1 unless the last forward was model_streams_forward(..., 0) */
     int gelu_erf;         /* model.gelu: erf (the exact GELU), else GPT-2's tanh form */
     int proj_bf16;        /* residual.proj_precision: bf16 (the frame's projection products) */
+    int proj_amx;         /* with proj_bf16: the products by AMX tiles (model_amx_usable), else
+                             by vdpbf16ps; the two sum in different orders (other bits) */
     int stream_bf16;      /* residual.stream_precision: bf16 with a frame: the training steps
                              (model_forward_backward) store the streams in bf16; model_forward and
                              model_backward called on their own (evals, probes) keep them in fp32 */
@@ -100,6 +102,12 @@ typedef struct {
 /* 1 when this build has the frame's projection products with bf16 operands
  * (residual.proj_precision: bf16: a float build for a CPU with AVX512_BF16), else 0. */
 int model_bf16_built(void);
+
+/* 1 when residual.proj_precision: bf16 takes AMX tiles: this build targets AMX-BF16 (a
+ * Sapphire Rapids or later Xeon with -march=native), the kernel grants the process the
+ * tiles' state (asked once), and the environment does not say S2HC_AMX=0. Else 0: the
+ * products by vdpbf16ps. */
+int model_amx_usable(void);
 
 /* Build the parameter table for a config without allocating tensors: used by
  * `s2hc params` at the paper's sizes. *out is malloc'd (caller frees). Returns 0, or -1

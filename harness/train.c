@@ -646,7 +646,8 @@ parts:;
             printf("backend: cpu (auto: %s)\n", model.proj_bf16 ? "residual.proj_precision bf16 is a cpu option"
                                                  : gpu[0] ? gpu : "no GPU");
         if (model.proj_bf16)
-            printf("projection: bf16 operands, fp32 sums (residual.proj_precision); the rest of the step in fp32\n");
+            printf("projection: bf16 operands, fp32 sums, by %s (residual.proj_precision); the rest of the step in "
+                   "fp32\n", model.proj_amx ? "AMX tiles" : "AVX512_BF16 dot products");
         if (!cm && !use_cuda && strcmp(cfg.precision, "fp32"))
             printf("precision: fp32 (run.precision %s is for the cuda backend; the cpu backend trains in fp32, "
                    "and the run file says so)\n", cfg.precision);
@@ -684,6 +685,7 @@ parts:;
     h5log_attr_str(&log, "/", "device", cm || use_cuda ? gpu : "cpu");
     h5log_attr_str(&log, "/", "precision", cm || use_cuda ? cfg.precision : "fp32");
     h5log_attr_str(&log, "/", "proj_precision", model.proj_bf16 ? "bf16" : "fp32");
+    h5log_attr_str(&log, "/", "proj_products", !model.proj_bf16 ? "fp32" : model.proj_amx ? "amx" : "vdpbf16ps");
     h5log_attr_str(&log, "/", "stream_precision", streams_bf16 ? "bf16" : "fp32");
     h5log_attr_num(&log, "/", "processes", W);
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);

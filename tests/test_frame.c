@@ -20,8 +20,8 @@ static int close_to(double got, double want, double abs_sum, size_t D) {
     return fabs(got - want) <= 2.0 * (double)D * FLT_EPSILON * abs_sum + 1e-30;
 }
 
-static const size_t rows_list[] = {1, 3, 4, 5, 7, 64};
-static const int k_list[] = {1, 5, 6, 7, 8, 12, 17, 24, 32};
+static const size_t rows_list[] = {1, 3, 4, 5, 7, 64, 131};
+static const int k_list[] = {1, 5, 6, 7, 8, 12, 17, 24, 32, 33, 96};
 static const size_t d_list[] = {16, 18, 30, 128, 512};
 #define NELEM(a) (sizeof(a) / sizeof *(a))
 
@@ -119,6 +119,10 @@ static void test_at_x_against_double(void) { over_shapes(at_x_shape, 13, "hc_at_
  * as above); and the rounding itself against the hardware's. */
 static double bfr(real x) { return (double)hc_bf16_round(x); }
 
+/* 1 while the checks below take the products by AMX tiles (run once without, then, where
+ * model_amx_usable, once with) */
+static int amx_on;
+
 static void test_bf16_rounding_is_the_hardwares(void) {
     rng_t r;
     rng_seed(&r, 21);
@@ -145,15 +149,15 @@ static void test_bf16_rounding_is_the_hardwares(void) {
 static int x_wt_bf16_shape(size_t rows, int K, size_t D, rng_t *r) {
     real *X = malloc_check(rows * D * sizeof(real)), *W = malloc_check((size_t)K * D * sizeof(real));
     real *g = calloc_check(D, sizeof(real)), *Z = malloc_check(rows * (size_t)K * sizeof(real));
-    real *Wf = malloc_check((size_t)K * hc_bf16_row(D) * sizeof(real));
+    real *Wf = malloc_check(hc_w_bf16_scratch(K, D) * sizeof(real));
     real *sc = malloc_check(hc_x_wt_bf16_scratch(D) * sizeof(real));
     int bad = 0;
     fill(X, rows * D, r);
     fill(W, (size_t)K * D, r);
     hc_params p = {.g = g, .W = W};
     hc_dims d = {.Kr = K, .D = D};
-    hc_scaled_weight_bf16(Wf, &p, &d);
-    hc_x_wt_bf16(Z, X, Wf, rows, K, D, sc);
+    hc_scaled_weight_bf16(Wf, &p, &d, amx_on);
+    hc_x_wt_bf16(Z, X, Wf, rows, K, D, sc, amx_on);
     for (size_t t = 0; t < rows; t++)
         for (int k = 0; k < K; k++) {
             double sum = 0, sa = 0;
@@ -168,7 +172,9 @@ static int x_wt_bf16_shape(size_t rows, int K, size_t D, rng_t *r) {
     return bad;
 }
 
-static void test_x_wt_bf16_against_double(void) { over_shapes(x_wt_bf16_shape, 23, "hc_x_wt_bf16"); }
+static void test_x_wt_bf16_against_double(void) {
+    over_shapes(x_wt_bf16_shape, 23, amx_on ? "hc_x_wt_bf16 (AMX)" : "hc_x_wt_bf16");
+}
 
 static int at_x_bf16_shape(size_t rows, int K, size_t D, rng_t *r) {
     real *A = malloc_check(rows * (size_t)K * sizeof(real)), *X = malloc_check(rows * D * sizeof(real));
@@ -179,7 +185,7 @@ static int at_x_bf16_shape(size_t rows, int K, size_t D, rng_t *r) {
     fill(X, rows * D, r);
     fill(M0, (size_t)K * D, r);
     memcpy(M, M0, (size_t)K * D * sizeof(real));
-    hc_at_x_bf16(M, A, X, rows, K, D, sc);
+    hc_at_x_bf16(M, A, X, rows, K, D, sc, amx_on);
     for (int k = 0; k < K; k++)
         for (size_t j = 0; j < D; j++) {
             double sum = M0[(size_t)k * D + j], sa = fabs(sum);
@@ -194,21 +200,23 @@ static int at_x_bf16_shape(size_t rows, int K, size_t D, rng_t *r) {
     return bad;
 }
 
-static void test_at_x_bf16_against_double(void) { over_shapes(at_x_bf16_shape, 29, "hc_at_x_bf16"); }
+static void test_at_x_bf16_against_double(void) {
+    over_shapes(at_x_bf16_shape, 29, amx_on ? "hc_at_x_bf16 (AMX)" : "hc_at_x_bf16");
+}
 
 /* The products really round: against the fp32 kernel's z, differences of bf16's size. */
 static void test_bf16_is_not_fp32(void) {
     rng_t r;
     rng_seed(&r, 31);
     enum { R = 8, K = 12, D = 256 };
-    real X[R * D], W[K * D], g[D] = {0}, Z[R * K], Zb[R * K], Wf[K * D], sc[HC_XW_R * D / 2];
+    real X[R * D], W[K * D], g[D] = {0}, Z[R * K], Zb[R * K], Wf[32 * D / 2], sc[16 * D / 2];
     fill(X, R * D, &r);
     fill(W, K * D, &r);
     hc_params p = {.g = g, .W = W};
     hc_dims d = {.Kr = K, .D = D};
-    hc_scaled_weight_bf16(Wf, &p, &d);
+    hc_scaled_weight_bf16(Wf, &p, &d, amx_on);
     hc_x_wt(Z, X, W, R, K, D);
-    hc_x_wt_bf16(Zb, X, Wf, R, K, D, sc);
+    hc_x_wt_bf16(Zb, X, Wf, R, K, D, sc, amx_on);
     double worst = 0;
     for (int i = 0; i < R * K; i++) worst = fmax(worst, fabs((double)Z[i] - (double)Zb[i]));
     CHECK(worst > 1e-4 && worst < 0.1, "bf16 z against fp32 z: largest difference %.3g (bf16's rounding is ~1e-2)",
@@ -226,6 +234,13 @@ int main(void) {
     T_RUN(test_x_wt_bf16_against_double);
     T_RUN(test_at_x_bf16_against_double);
     T_RUN(test_bf16_is_not_fp32);
+    if (model_amx_usable()) { /* the same checks through the tiles */
+        amx_on = 1;
+        T_RUN(test_x_wt_bf16_against_double);
+        T_RUN(test_at_x_bf16_against_double);
+        T_RUN(test_bf16_is_not_fp32);
+    } else
+        printf("  (no AMX here: the tiles' products not checked)\n");
 #endif
     return T_END();
 }

@@ -510,11 +510,12 @@ static void test_frame_groups_any_threads(void) {
  * same bits run twice. The projections' weights x 30, so that their terms (z's, dz W' in the
  * streams' gradient, dW) weigh in every gradient. s2hc (one norm row per token), hc (a
  * norm row per stream), mhc_lite (K = 32); T = 37 with B = 3: groups left over; C = 32
- * and 36 (channels past the last vector, which each product takes apart). */
+ * and 36 (channels past the last vector, which each product takes apart). Where AMX is
+ * usable, both kinds of product: by vdpbf16ps, then by tiles. */
 static void test_proj_bf16_step(void) {
     const char *methods[] = {"s2hc", "hc", "mhc_lite"};
-    for (int mc = 0; mc < 6; mc++) {
-        const int mi = mc % 3, C = mc < 3 ? 32 : 36;
+    for (int mc = 0; mc < (model_amx_usable() ? 12 : 6); mc++) {
+        const int mi = mc % 3, C = mc % 6 < 3 ? 32 : 36, amx = mc >= 6;
         s2hc_config c;
         config_defaults(&c);
         c.n_layer = 2; c.n_head = 2; c.n_embd = C; c.block_size = 37;
@@ -533,6 +534,8 @@ static void test_proj_bf16_step(void) {
         }
         CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
         CHECK(model_build(&b2, &c, err, sizeof err) == 0, "%s", err);
+        CHECK(b.proj_amx == model_amx_usable(), "proj_amx %d, model_amx_usable %d", b.proj_amx, model_amx_usable());
+        b.proj_amx = b2.proj_amx = amx;
         gpt_model *ms[3] = {&a, &b, &b2};
         for (int k = 0; k < 3; k++) {
             model_init(ms[k], 3);
@@ -551,9 +554,9 @@ static void test_proj_bf16_step(void) {
             model_backward(ms[k], 1);
         }
         CHECK(fabs((double)loss[0] - (double)loss[1]) <= 1e-2 * fabs((double)loss[0]), /* may be the same bits */
-              "%s C=%d: loss bf16 %.9g, fp32 %.9g", methods[mi], C, (double)loss[1], (double)loss[0]);
+              "%s%s C=%d: loss bf16 %.9g, fp32 %.9g", methods[mi], amx ? " (AMX)" : "", C, (double)loss[1], (double)loss[0]);
         CHECK(loss[1] == loss[2] && memcmp(b.grads, b2.grads, b.n_params * sizeof(real)) == 0,
-              "%s C=%d: the bf16 step differs between two runs", methods[mi], C);
+              "%s%s C=%d: the bf16 step differs between two runs", methods[mi], amx ? " (AMX)" : "", C);
         double gmax = 0, worst_rel = 0;
         int off = 0, differ = 0;
         for (size_t i = 0; i < a.n_params; i++) gmax = fmax(gmax, fabs((double)a.grads[i]));
@@ -567,13 +570,14 @@ static void test_proj_bf16_step(void) {
             }
             worst_rel = fmax(worst_rel, diff / scale);
             if (diff > 0.1 * scale && off++ < 3)
-                CHECK(0, "%s C=%d: %s: bf16 gradient off by %.3g of its scale %.3g", methods[mi], C,
+                CHECK(0, "%s%s C=%d: %s: bf16 gradient off by %.3g of its scale %.3g", methods[mi], amx ? " (AMX)" : "", C,
                       a.pinfo[t].name,
                       diff / scale, scale);
         }
-        CHECK(off == 0 && differ, "%s C=%d: %d gradient tensors off (worst %.3g of scale); any bits differ: %d",
-              methods[mi], C, off, worst_rel, differ);
-        printf("  %s C=%d: bf16 projection against fp32: loss %.3g relative, gradients %.3g of scale\n", methods[mi], C,
+        CHECK(off == 0 && differ, "%s%s C=%d: %d gradient tensors off (worst %.3g of scale); any bits differ: %d",
+              methods[mi], amx ? " (AMX)" : "", C, off, worst_rel, differ);
+        printf("  %s%s C=%d: bf16 projection against fp32: loss %.3g relative, gradients %.3g of scale\n", methods[mi],
+               amx ? " (AMX)" : "", C,
                fabs((double)loss[0] - (double)loss[1]) / fabs((double)loss[0]), worst_rel);
         free(in);
         free(tg);

@@ -95,24 +95,46 @@ static void floor_backward(const real *X, const real *f, const real *du, real *d
 }
 
 /* The three products as the model runs them: fp32, or with bf16 operands (--bf16). */
-static void fb_weights_dx(const gpt_model *m, const hc_scratch *hs, real *Wb, const hc_params *p, const hc_dims *d) {
+static void fb_weights_dx(const gpt_model *m, real *Wb, const hc_params *p, const hc_dims *d) {
+#if HC_AMX
+    if (m->proj_amx && d->rpt == 1 && d->Kr > 16) { hc_scaled_weight_dx_amx(Wb, p, d); return; }
+#endif
 #if HC_BF16
     if (m->proj_bf16) { hc_scaled_weight_pairs_bf16(Wb, p, d); return; }
 #endif
-    (void)m, (void)hs;
+    (void)m;
     hc_scaled_weight_blocks(Wb, p, d);
 }
 
-static uint32_t *fb_pairs(const gpt_model *m, const hc_scratch *hs, const hc_dims *d, const real *dz, int count) {
+/* W' for the dX pass, reals: in dX's blocks, or its bf16 layouts */
+static size_t fb_weights_dx_size(const hc_dims *d) {
+    return hc_max_size(d->KD, hc_amx_pz_row(d->nC) * 16 * (size_t)hc_amx_kq(d->Kr));
+}
+
+/* The dX pass of g tokens from g0 as hc_tokens_backward runs it: with bf16 operands, dz's
+ * pairs first, or (AMX) the group's products by tiles. */
+static void fb_tokens_dx(const gpt_model *m, const hc_scratch *hs, const hc_acts *h, const hc_dims *d, size_t g0,
+                         int g, const real *dY, const real *du, real *dX, const real *dz, const real *cj,
+                         const real *pj, const real *Wb, const real *wsum, real *sum) {
+    uint32_t *zp = NULL;
+    real *pz = NULL;
 #if HC_BF16
     if (m->proj_bf16) {
-        uint32_t *zp = (uint32_t *)(hs->base + hs->bf16 + hs->bp.zp);
-        hc_dz_pairs_bf16(d, dz, count, zp);
-        return zp;
+        zp = (uint32_t *)(hs->base + hs->bf16 + hs->bp.zp);
+#if HC_AMX
+        if (m->proj_amx && d->rpt == 1 && d->Kr > 16) {
+            pz = hs->base + hs->bf16 + hs->bp.pz;
+            hc_amx_begin(); /* per group here: hc_tokens_backward's once per chunk is ~5 ns a token less */
+            hc_dx_products_amx(dz + g0 * d->K, g, d->Kr, d->nC, Wb, zp, pz);
+            _tile_release();
+            zp = NULL;
+        } else
+#endif
+            hc_dz_pairs_bf16(d, dz + g0 * d->K, g, zp);
     }
 #endif
-    (void)m, (void)hs, (void)d, (void)dz, (void)count;
-    return NULL;
+    (void)m, (void)hs;
+    hc_tokens_dx(h, d, g0, g, h->X + g0 * d->nC, dY, du, dX, dz, cj, pj, Wb, wsum, sum, zp, pz);
 }
 
 static void fb_x_wt(const gpt_model *m, const hc_scratch *hs, real *Z, const real *X, const real *Wg, size_t rows,
@@ -120,7 +142,7 @@ static void fb_x_wt(const gpt_model *m, const hc_scratch *hs, real *Z, const rea
 #if HC_BF16
     if (m->proj_bf16) {
         real *bf = hs->base + hs->bf16;
-        hc_x_wt_bf16(Z, X, bf + hs->bp.wf, rows, d->Kr, d->D, bf + hs->bp.ax);
+        hc_x_wt_bf16(Z, X, bf + hs->bp.wf, rows, d->Kr, d->D, bf + hs->bp.ax, m->proj_amx);
         return;
     }
 #endif
@@ -131,7 +153,7 @@ static void fb_x_wt(const gpt_model *m, const hc_scratch *hs, real *Z, const rea
 static void fb_at_x(const gpt_model *m, const hc_scratch *hs, real *M, const real *A, const real *X, size_t rows,
                     const hc_dims *d) {
 #if HC_BF16
-    if (m->proj_bf16) { hc_at_x_bf16(M, A, X, rows, d->Kr, d->D, hs->base + hs->bf16 + hs->bp.ax); return; }
+    if (m->proj_bf16) { hc_at_x_bf16(M, A, X, rows, d->Kr, d->D, hs->base + hs->bf16 + hs->bp.ax, m->proj_amx); return; }
 #endif
     (void)m, (void)hs;
     hc_at_x(M, A, X, rows, d->Kr, d->D);
@@ -219,7 +241,8 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             hc_acts h = model_hc_acts(&m, l + 1), a0 = model_hc_acts(&m, l);
             real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM], cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
             const hc_params pl = hc_params_of(&m, l + 1);
-            fb_weights_dx(&m, &hs, hs.base, &pl, &d); /* sublayer l + 1's W' for dX's projection term */
+            real *Wbl = m.proj_bf16 ? hs.base + hs.bf16 + hs.bp.wp : hs.base; /* where the model keeps it */
+            fb_weights_dx(&m, Wbl, &pl, &d); /* sublayer l + 1's W' for dX's projection term */
             evict();
             t0 = cpu_now();
             for (size_t g0 = 0; g0 < N; g0 += HC_LANES) {
@@ -228,8 +251,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
                     hc_token_grads(&h, &d, g0 + i, h.X + (g0 + i) * d.nC, dY, du, dH, dpost, dpre);
                     hc_token_dx_coefs(&h, &d, g0 + i, 1, dz, cj + i * d.n, pj + i * d.n);
                 }
-                hc_tokens_dx(&h, &d, g0, g, h.X + g0 * d.nC, dY, du, dY, dz, cj, pj, hs.base, a0.post, df,
-                             fb_pairs(&m, &hs, &d, dz + g0 * d.K, g));
+                fb_tokens_dx(&m, &hs, &h, &d, g0, g, dY, du, dY, dz, cj, pj, Wbl, a0.post, df);
             }
             s[3] += cpu_now() - t0;
             evict();
@@ -251,10 +273,10 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
     for (int k = 0; k < 8; k++) hb[k] = INFINITY;
     hc_scaled_weight(Wg, &p, &d);
 #if HC_BF16
-    if (m.proj_bf16) hc_scaled_weight_bf16(hs.base + hs.bf16 + hs.bp.wf, &p, &d);
+    if (m.proj_bf16) hc_scaled_weight_bf16(hs.base + hs.bf16 + hs.bp.wf, &p, &d, m.proj_amx);
 #endif
-    real *Wb = malloc_check(d.KD * sizeof(real)); /* W' in dX's blocks */
-    fb_weights_dx(&m, &hs, Wb, &p, &d);
+    real *Wb = malloc_check(fb_weights_dx_size(&d) * sizeof(real)); /* W' for dX */
+    fb_weights_dx(&m, Wb, &p, &d);
     for (int rep = 0; rep < 20 * reps; rep++) {
         MIN_OF(hb[0], for (size_t c0 = 0; c0 < NT; c0 += HC_CHUNK) {
             const size_t c1 = c0 + HC_CHUNK < NT ? c0 + HC_CHUNK : NT;
@@ -272,8 +294,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
                                              dz + g0 * K, myth));
         MIN_OF(hb[6], for (size_t g0 = 0; g0 < NT; g0 += (size_t)lanes) {
             for (int i = 0; i < lanes; i++) hc_token_dx_coefs(&h, &d, g0 + i, 1, dz, cj + i * d.n, pj + i * d.n);
-            hc_tokens_dx(&h, &d, g0, lanes, h.X + g0 * d.nC, dY, du, dY, dz, cj, pj, Wb, h0.post, df,
-                         fb_pairs(&m, &hs, &d, dz + g0 * K, lanes));
+            fb_tokens_dx(&m, &hs, &h, &d, g0, lanes, dY, du, dY, dz, cj, pj, Wb, h0.post, df);
         });
         MIN_OF(hb[7], fb_at_x(&m, &hs, myM, dz, h.X, NT * d.rpt, &d));
     }

@@ -124,6 +124,16 @@ if [ $st = 0 ]; then
   grep -q "projection: bf16 operands" "$TMP/pb.out" && ok "proj_precision bf16 says so" || fail "no projection line"
   [ "$(h5dump -a /proj_precision "$TMP/runs/pb/run.h5" 2>/dev/null | grep -c '"bf16"')" = 1 ] &&
     ok "the run file records proj_precision bf16" || fail "the run file's proj_precision is not bf16"
+  # which products ran: AMX tiles where the CPU and kernel allow them, else vdpbf16ps; the
+  # run file says the same as the console, and S2HC_AMX=0 turns the tiles off
+  if grep -q "by AMX tiles" "$TMP/pb.out"; then kind=amx; else kind=vdpbf16ps; fi
+  [ "$(h5dump -a /proj_products "$TMP/runs/pb/run.h5" 2>/dev/null | grep -c "\"$kind\"")" = 1 ] &&
+    ok "the run file records proj_products $kind, as the console said" || fail "proj_products is not $kind"
+  S2HC_AMX=0 "$S2HC" train "$TMP/t.yaml" --set run.name=pb0 --set residual.method=s2hc \
+    --set residual.proj_precision=bf16 --set train.steps=2 --set train.warmup=1 > "$TMP/pb0.out" 2>&1 &&
+    grep -q "by AVX512_BF16 dot products" "$TMP/pb0.out" &&
+    [ "$(h5dump -a /proj_products "$TMP/runs/pb0/run.h5" 2>/dev/null | grep -c '"vdpbf16ps"')" = 1 ] &&
+    ok "S2HC_AMX=0: the products by vdpbf16ps, and the run file says so" || fail "S2HC_AMX=0 not honoured"
 elif [ $st = 2 ] && grep -q "needs AVX512_BF16" "$TMP/pb.out"; then
   ok "proj_precision bf16 refused by name (no AVX512_BF16 in this build)"
 else
