@@ -698,13 +698,14 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
         if (csv)
             fprintf(csv,
                     "%s,%s,%d,%d,%zu,%zu,%.0f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%.1f,%.1f,"
-                    "%.2f,%d,%d,%.2f,%.2f,%s,%s\n",
+                    "%.2f,%d,%d,%.2f,%.2f,%s,%s,%s\n",
                     preset, names[i], bm[i].m.n, kernels_threads(), bm[i].m.n_params, bm[i].m.n_aux, fpt,
                     R->step_ms, minimum(bm[i].times, bm[i].ntimes) * 1e3, R->cpu_ms, R->tok_s, R->mfu, R->mfu_cpu,
                     R->mfu_square, R->overhead, R->overhead_lo, R->overhead_hi, R->overhead_cpu, fns, bns,
                     median(gemm_rate, o->rounds), median(gemm_rate_cpu, o->rounds), bench_model_mb(&bm[i].m),
                     o->rounds, o->steps, l_start, l_end, bm[i].m.proj_bf16 ? "bf16" : "fp32",
-                    bm[i].m.stream_bf16 ? "bf16" : "fp32");
+                    bm[i].m.stream_bf16 ? "bf16" : "fp32",
+                    !bm[i].m.proj_bf16 ? "fp32" : bm[i].m.proj_amx ? "amx" : "vdpbf16ps");
     }
     int id = -1; /* identity: the streams and their gates with no mixing math */
     for (int i = 1; i < nm; i++)
@@ -1217,7 +1218,7 @@ int bench_main(int argc, char **argv) {
                          "cpu_ms_median,tokens_per_s,mfu,mfu_cpu,mfu_square,overhead_vs_rc,overhead_min,"
                          "overhead_max,overhead_cpu,math_fwd_ns,math_bwd_ns,gemm_gflops_in_run,gemm_gflops_cpu,"
                          "model_mb,rounds,steps_per_round,load1_start,load1_end,proj_precision,"
-                         "stream_precision");
+                         "stream_precision,proj_products");
     FILE *bcsv = !methods ? NULL : csv_open(&o, "breakdown.csv", "preset,method,n,category,wall_ms_per_step,cpu_ms_per_step,wall_fraction");
     int nm = 0;
     while (o.methods[nm]) nm++;

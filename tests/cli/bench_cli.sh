@@ -100,6 +100,12 @@ if [ $st = 0 ]; then
         "$TMP/csv3/bench.csv")
   [ "$got" = "rc:fp32 s2hc:bf16 " ] && ok "bench --proj-bf16: s2hc's projection in bf16" || fail "--proj-bf16 rows: '$got'"
   grep -q "projection products: bf16" "$TMP/out" && ok "bench --proj-bf16 says so" || fail "no bf16 line"
+  # which instructions: the line and the proj_products column agree (amx where usable)
+  if grep -q "by AMX tiles" "$TMP/out"; then kind=amx; else kind=vdpbf16ps; fi
+  got=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } { printf "%s:%s ", $2, $(c["proj_products"]) }' \
+        "$TMP/csv3/bench.csv")
+  [ "$got" = "rc:fp32 s2hc:$kind " ] && ok "bench.csv's proj_products: $kind, as the console said" ||
+    fail "proj_products rows: '$got' (console: $kind)"
 elif [ $st = 2 ] && grep -q "needs AVX512_BF16" "$TMP/out"; then
   ok "bench --proj-bf16 refused by name (no AVX512_BF16 in this build)"
 else
