@@ -963,6 +963,18 @@ static inline __attribute__((always_inline)) void hc_x_wt_bf16_tile(const int rb
         for (int k = 0; k < kb; k++) Z[(size_t)r * Kr + k] = s[r * HC_XW_K + k];
 }
 
+/* In a function of the vdpbf16ps products: with amx, call the AMX version instead and
+ * return (a build without AMX compiles no call). */
+#if HC_AMX
+#define HC_AMX_OR(amx, call) \
+    if (amx) {               \
+        call;                \
+        return;              \
+    }
+#else
+#define HC_AMX_OR(amx, call) (void)(amx)
+#endif
+
 #if HC_AMX
 static void hc_x_wt_amx(real *Z, const real *X, const real *Wf, size_t rows, int Kr, size_t D, real *sc);
 static void hc_at_x_amx(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D, real *sc);
@@ -973,13 +985,7 @@ static void hc_at_x_amx(real *M, const real *A, const real *X, size_t rows, int 
  * per block of outputs (Kr / HC_XW_K of them) beside the tile's products. amx: by AMX
  * tiles instead (hc_x_wt_amx; Wf then from hc_scaled_weight_bf16 with amx). */
 static void hc_x_wt_bf16(real *Z, const real *X, const real *Wf, size_t rows, int Kr, size_t D, real *sc, int amx) {
-#if HC_AMX
-    if (amx) {
-        hc_x_wt_amx(Z, X, Wf, rows, Kr, D, sc);
-        return;
-    }
-#endif
-    (void)amx;
+    HC_AMX_OR(amx, hc_x_wt_amx(Z, X, Wf, rows, Kr, D, sc));
     const size_t rl = hc_bf16_row(D);
     for (size_t r0 = 0; r0 < rows; r0 += HC_XW_R) {
         const int rb = rows - r0 < HC_XW_R ? (int)(rows - r0) : HC_XW_R;
@@ -1043,6 +1049,18 @@ static inline __attribute__((always_inline)) __m512i hc_bf16_interleave(__m512i 
     return _mm512_permutexvar_epi16(ilv, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
+/* The columns j >= j0 of M += A^T X over rows [r0, r0 + nr) (those past the last vector of
+ * 16) with bf16 operands: the rounded products in fp32, row by row. */
+static void hc_at_x_bf16_cols(real *M, const real *A, const real *X, size_t r0, size_t nr, int Kr, size_t D,
+                              size_t j0) {
+    for (size_t j = j0; j < D; j++)
+        for (int k = 0; k < Kr; k++) {
+            real s = 0;
+            for (size_t t = r0; t < r0 + nr; t++) s += hc_bf16_round(A[t * (size_t)Kr + k]) * hc_bf16_round(X[t * D + j]);
+            M[(size_t)k * D + j] += s;
+        }
+}
+
 /* hc_at_x with bf16 operands: M += A^T X, the sum over rows taken two rows at a time (the
  * pair of a vdpbf16ps lane: rows 2p and 2p + 1, a zero row after an odd last one). Each
  * block of HC_MT_ROWS_BF rows is first rounded into sc (hc_at_x_bf16_scratch reals): X's
@@ -1051,13 +1069,7 @@ static inline __attribute__((always_inline)) __m512i hc_bf16_interleave(__m512i 
  * in order. Columns past the last vector of 16: the rounded products in fp32, row by
  * row. amx: by AMX tiles instead (hc_at_x_amx). */
 static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int Kr, size_t D, real *sc, int amx) {
-#if HC_AMX
-    if (amx) {
-        hc_at_x_amx(M, A, X, rows, Kr, D, sc);
-        return;
-    }
-#endif
-    (void)amx;
+    HC_AMX_OR(amx, hc_at_x_amx(M, A, X, rows, Kr, D, sc));
     const size_t D16 = D / 16 * 16;
     uint32_t *xp = (uint32_t *)sc, *ap = xp + (size_t)HC_MT_ROWS_BF / 2 * D;
     const __m512i ilv = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
@@ -1097,13 +1109,7 @@ static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int
 #undef HC_AT_X_BF_CASE
             }
         }
-        for (size_t j = D16; j < D; j++) /* columns past the last vector */
-            for (int k = 0; k < Kr; k++) {
-                real s = 0;
-                for (size_t t = r0; t < r0 + nr; t++)
-                    s += hc_bf16_round(A[t * (size_t)Kr + k]) * hc_bf16_round(X[t * D + j]);
-                M[(size_t)k * D + j] += s;
-            }
+        hc_at_x_bf16_cols(M, A, X, r0, nr, Kr, D, D16);
     }
 }
 #endif
@@ -1257,13 +1263,7 @@ static void hc_at_x_amx(real *M, const real *A, const real *X, size_t rows, int 
                     for (int r = 0; r < kl; r++) memcpy(M + (size_t)(kt * 16 + r) * D + c, last + r * 16, 16 * sizeof(float));
             }
         }
-        for (size_t j = D16; j < D; j++) /* columns past the last vector */
-            for (int k = 0; k < Kr; k++) {
-                real s = 0;
-                for (size_t t = r0; t < r0 + nr; t++)
-                    s += hc_bf16_round(A[t * (size_t)Kr + k]) * hc_bf16_round(X[t * D + j]);
-                M[(size_t)k * D + j] += s;
-            }
+        hc_at_x_bf16_cols(M, A, X, r0, nr, Kr, D, D16);
     }
     _tile_release();
 }
@@ -1548,13 +1548,7 @@ static void hc_scaled_weight_amx(real *restrict Wf, const hc_params *p, const hc
 /* W' = W diag(1 + g) (hc_scaled_weight's values) in bf16, row by row, each row padded with
  * zeros to hc_bf16_row(D); amx: as hc_x_wt_amx's B tiles (hc_scaled_weight_amx). */
 static void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const hc_dims *d, int amx) {
-#if HC_AMX
-    if (amx) {
-        hc_scaled_weight_amx(Wf, p, d);
-        return;
-    }
-#endif
-    (void)amx;
+    HC_AMX_OR(amx, hc_scaled_weight_amx(Wf, p, d));
     const size_t rl = hc_bf16_row(d->D);
     real buf[32];
     for (int k = 0; k < d->Kr; k++) {
