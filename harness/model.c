@@ -883,7 +883,7 @@ static inline int hc_amx_kq(int Kr) { return (Kr + 31) / 32; }
 
 /* Scratch of hc_at_x_bf16, in reals: HC_MT_ROWS_BF / 2 pairs of rows of X (D words each)
  * and of A (Kr words each); with AMX, HC_AMX_ROWS / 2 pairs of X and A's pairs transposed
- * (16 hc_amx_kt(Kr) rows of as many words). */
+ * (16 hc_amx_kt(Kr) rows of HC_AMX_ROWS / 2 words). */
 static inline size_t hc_at_x_bf16_scratch(int Kr, size_t D) {
     const size_t vnni = (size_t)HC_MT_ROWS_BF / 2 * (D + (size_t)Kr);
     return HC_AMX ? hc_max_size(vnni, (size_t)HC_AMX_ROWS / 2 * (D + (size_t)hc_amx_kt(Kr) * 16)) : vnni;
@@ -2061,7 +2061,10 @@ static inline void hc_token_dx_coefs(const hc_acts *h, const hc_dims *d, size_t 
  * streams (beyond, one broadcast load each per block), into dX; the
  * projection's terms are then added block by block. n is a constant in each instance
  * (hc_tokens_dx dispatches). dX may be dY itself: each block of channels of a token
- * reads its n rows of dY before it writes any row of dX. */
+ * reads its n rows of dY before it writes any row of dX. With bf16 operands, zp holds the
+ * tokens' dz in pairs for vdpbf16ps; or pz the projection's terms themselves, already
+ * summed by AMX tiles (hc_dx_products_amx, rows of hc_amx_pz_row(nC)), added in place of
+ * the Kr multiply-adds. */
 static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const int n, const int TT, const int blk,
                                                                         const hc_acts *h,
                                                                         const hc_dims *d, size_t t0, const real *Xr,
@@ -2266,7 +2269,9 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
  * measured faster than a whole group ahead (docs/performance.md, log item 28); the dX
  * pass finds them in L2. Its rows of X and dY only in rows: in channel blocks each is
  * one run of memory, which the hardware follows, and the hints measured slower (item 40). With zc, also zper more reals of the zeroing zc walks, before
- * each token's dots: its stores drain while the token's work runs. */
+ * each token's dots: its stores drain while the token's work runs. zp: the bf16 scratch of
+ * a group's dz (hc_dz_pairs_bf16, or with pz the A tiles of hc_dx_products_amx, whose
+ * products go to pz). */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *Xr, const real *dY, const real *du, real *dX, real *dz,
                                const real *Wb, const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc,
