@@ -407,7 +407,7 @@ int main(int argc, char **argv) {
     omp_set_num_threads(1); /* model_alloc_acts sizes the frame scratch for this */
     junk = calloc_huge(junk_n, sizeof(float));
     printf("frame_bench: preset %s, n = %d, one thread, ns per token and sublayer (best of %d)%s%s%s\n", preset, n,
-           reps, bf16 ? ", projection products in bf16" : "", sbf16 ? ", cold regions with bf16 streams" : "",
+           reps, !bf16 ? "" : model_amx_usable() ? ", projection products in bf16 by AMX tiles" : ", projection products in bf16", sbf16 ? ", cold regions with bf16 streams" : "",
            rows ? ", streams in rows" : "");
     printf("%-11s %3s %11s | %-34s | %-13s | %-29s | %s\n", "", "", "floor", "cold", "cold over floor",
            "hot forward", "hot backward");
