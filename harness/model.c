@@ -933,6 +933,17 @@ static inline __attribute__((always_inline)) hc_bh hc_bf16_load32(const real *x,
 }
 
 
+/* x[0..n) rounded to bf16 in place (hc_bf16_round's values, 16 at a time). */
+static inline void hc_bf16_round_n(real *x, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 w = (__mmask16)(n - i >= 16 ? 0xffffu : (1u << (n - i)) - 1u);
+        const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(w, x + i));
+        __m256i hb;
+        memcpy(&hb, &h, sizeof hb);
+        _mm512_mask_storeu_ps(x + i, w, (__m512)_mm512_slli_epi32(_mm512_cvtepu16_epi32(hb), 16));
+    }
+}
+
 /* hc_x_wt with bf16 operands: Z = X W'^T, W' from hc_scaled_weight_bf16. Tiles of
  * HC_XW_R rows by HC_XW_K outputs as in fp32, over rows already in bf16 (xb: rows of
  * hc_bf16_row(D) reals, zeros past D, meeting W''s zero padding). */
@@ -1572,16 +1583,20 @@ static void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const h
 static void hc_scaled_weight_amx(real *restrict Wf, const hc_params *p, const hc_dims *d) {
     const size_t rl = hc_bf16_row(d->D), Kw = (size_t)hc_amx_kt(d->Kr) * 16;
     uint32_t *o = (uint32_t *)Wf;
+    real buf[32];
     memset(o, 0, rl * Kw * sizeof *o);
     for (int k = 0; k < d->Kr; k++) {
         const real *w = p->W + (size_t)k * d->D;
-        for (size_t q = 0; 2 * q < d->D; q++) {
-            real v[2] = {0, 0};
-            for (size_t e = 0; e < 2 && 2 * q + e < d->D; e++) { /* the columns in the streams' order */
-                const size_t c = d->blk ? d->cols[2 * q + e] : 2 * q + e;
-                v[e] = w[c] * ((real)1 + p->g[c]);
+        for (size_t j0 = 0; j0 < d->D; j0 += 32) { /* 32 values, 16 pairs, a conversion */
+            const int wn = d->D - j0 < 32 ? (int)(d->D - j0) : 32;
+            for (int j = 0; j < wn; j++) { /* the columns in the streams' order */
+                const size_t c = d->blk ? d->cols[j0 + (size_t)j] : j0 + (size_t)j;
+                buf[j] = w[c] * ((real)1 + p->g[c]);
             }
-            o[q * Kw + (size_t)k] = hc_bf16_pair(v[0], v[1]);
+            const hc_bh v = hc_bf16_load32(buf, wn);
+            uint32_t pr[16];
+            memcpy(pr, &v, sizeof pr);
+            for (int q = 0; q < (wn + 1) / 2; q++) o[(j0 / 2 + (size_t)q) * Kw + (size_t)k] = pr[q];
         }
     }
 }
@@ -1592,19 +1607,23 @@ static void hc_scaled_weight_amx(real *restrict Wf, const hc_params *p, const hc
  * 16 hc_amx_kq(Kr) pairs of outputs; zero past Kr and past nC. */
 static void hc_scaled_weight_dx_amx(real *restrict Wp, const hc_params *p, const hc_dims *d) {
     const size_t nb = hc_amx_pz_row(d->nC) / 16, nq = 16 * (size_t)hc_amx_kq(d->Kr);
+    const __m512i ilv = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     uint32_t *o = (uint32_t *)Wp;
     for (size_t b = 0; b < nb; b++)
-        for (size_t q = 0; q < nq; q++)
-            for (size_t v = 0; v < 16; v++) {
-                const size_t pos = 16 * b + v, k = 2 * q;
-                real w[2] = {0, 0};
-                if (pos < d->nC) {
-                    const size_t c = d->blk ? d->cols[pos] : pos;
-                    for (size_t e = 0; e < 2; e++)
-                        if (k + e < (size_t)d->Kr) w[e] = p->W[(k + e) * d->D + c] * ((real)1 + p->g[c]);
+        for (size_t q = 0; q < nq; q++) {
+            real w[2][16] = {{0}}; /* rows 2q and 2q + 1 at the block's 16 positions */
+            for (size_t e = 0; e < 2; e++) {
+                const size_t k = 2 * q + e;
+                if (k >= (size_t)d->Kr) continue;
+                for (size_t v = 0; v < 16 && 16 * b + v < d->nC; v++) {
+                    const size_t pos = 16 * b + v, c = d->blk ? d->cols[pos] : pos;
+                    w[e][v] = p->W[k * d->D + c] * ((real)1 + p->g[c]);
                 }
-                o[(b * nq + q) * 16 + v] = hc_bf16_pair(w[0], w[1]);
             }
+            _mm512_storeu_si512(o + (b * nq + q) * 16,
+                                hc_bf16_interleave(ilv, _mm512_loadu_ps(w[0]), _mm512_loadu_ps(w[1])));
+        }
 }
 #endif
 
@@ -2271,11 +2290,12 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
  * one run of memory, which the hardware follows, and the hints measured slower (item 40). With zc, also zper more reals of the zeroing zc walks, before
  * each token's dots: its stores drain while the token's work runs. zp: the bf16 scratch of
  * a group's dz (hc_dz_pairs_bf16, or with pz the A tiles of hc_dx_products_amx, whose
- * products go to pz). */
+ * products go to pz); dz_bf16: instead, each group's dz rounded to bf16 in place for the
+ * fp32 loop (W' in Wb rounded alike). */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *Xr, const real *dY, const real *du, real *dX, real *dz,
                                const real *Wb, const real *wsum, real *sum, real *my_dtheta, hc_zero_cursor *zc,
-                               size_t zper, uint32_t *zp, real *pz) {
+                               size_t zper, uint32_t *zp, real *pz, int dz_bf16) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
     real cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
@@ -2308,6 +2328,9 @@ static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_
 #endif
 #if HC_BF16
         if (zp) hc_dz_pairs_bf16(d, dz + g0 * K, g, zp);
+        else if (dz_bf16) hc_bf16_round_n(dz + g0 * K, (size_t)g * K); /* dW rounds them again: the same */
+#else
+        (void)dz_bf16;
 #endif
         hc_tokens_dx(h, d, g0, g, Xr + (g0 - t0) * d->nC, dY, du, dX, dz, cj, pj, Wb, wsum, sum, pz ? NULL : zp, pz);
     }
@@ -2337,13 +2360,22 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
         real *bf = s->bf16 ? Wb + s->bf16 : NULL; /* the bf16 region (proj_bf16) */
         memset(myM, 0, (d.KD + (size_t)d.nt) * sizeof(real));
         real *pz = NULL; /* the dX pass's products by AMX tiles (hc_dx_products_amx) */
+        int dz_bf16 = 0; /* or the fp32 loop's dz rounded to bf16 (hc_tokens_backward) */
 #if HC_BF16
         if (bf) {
             Wb = bf + s->bp.wp;
 #if HC_AMX
-            if (m->proj_amx && d.rpt == 1 && d.Kr > 16) { /* at 16 or fewer, vdpbf16ps is faster */
+            if (m->proj_amx && d.rpt == 1 && d.Kr > 16) {
                 pz = bf + s->bp.pz;
                 hc_scaled_weight_dx_amx(Wb, &p, &d);
+            } else if (m->proj_amx) {
+                /* at Kr <= 16 the tiles' stores cost more than they save, and on a CPU with
+                   AMX vdpbf16ps runs at a quarter of the FMA's rate (log item 47): the fp32
+                   loop on operands rounded to bf16 (their products exact in fp32) */
+                Wb = s->base + (size_t)hc_tid() * s->stride;
+                hc_scaled_weight_blocks(Wb, &p, &d);
+                hc_bf16_round_n(Wb, d.KD);
+                dz_bf16 = 1;
             } else
 #endif
                 hc_scaled_weight_pairs_bf16(Wb, &p, &d);
@@ -2374,7 +2406,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                    block of a token's du is read before its dsum is written) */
                 hc_tokens_backward(m, &p, &h, &d, c0, c1, Xs + (c0 - s0) * d.nC, dY, du, dX, dz, Wb,
                                    df_prev ? post_prev : NULL, df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL,
-                                   zper, bf ? (uint32_t *)(bf + s->bp.zp) : NULL, pz);
+                                   zper, bf && !dz_bf16 ? (uint32_t *)(bf + s->bp.zp) : NULL, pz, dz_bf16);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
 #if HC_BF16

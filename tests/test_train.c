@@ -510,19 +510,24 @@ static void test_frame_groups_any_threads(void) {
  * same bits run twice. The projections' weights x 30, so that their terms (z's, dz W' in the
  * streams' gradient, dW) weigh in every gradient. s2hc (one norm row per token), hc (a
  * norm row per stream), mhc_lite (K = 32); T = 37 with B = 3: groups left over; C = 32
- * and 36 (channels past the last vector, which each product takes apart). Where AMX is
- * usable, both kinds of product: by vdpbf16ps, then by tiles. */
+ * and 36 (channels past the last vector, which each product takes apart); kromhc (K =
+ * 12, one norm row). Where AMX is usable, both kinds of product: by vdpbf16ps, then by
+ * tiles (and, at Kr <= 16, dX's term by the fp32 loop on rounded operands), each tiles'
+ * step against the vdpbf16ps step too: the same rounded operands' products summed in
+ * another order, so far closer to each other than to fp32 (an operand left unrounded
+ * would not be). */
 static void test_proj_bf16_step(void) {
-    const char *methods[] = {"s2hc", "hc", "mhc_lite"};
-    for (int mc = 0; mc < (model_amx_usable() ? 12 : 6); mc++) {
-        const int mi = mc % 3, C = mc % 6 < 3 ? 32 : 36, amx = mc >= 6;
+    const char *methods[] = {"s2hc", "hc", "mhc_lite", "kromhc"};
+    enum { NM = 4 };
+    for (int mc = 0; mc < (model_amx_usable() ? 4 : 2) * NM; mc++) {
+        const int mi = mc % NM, C = mc / NM % 2 ? 36 : 32, amx = mc >= 2 * NM;
         s2hc_config c;
         config_defaults(&c);
         c.n_layer = 2; c.n_head = 2; c.n_embd = C; c.block_size = 37;
         snprintf(c.method, sizeof c.method, "%s", methods[mi]);
         c.n_streams = 4;
         snprintf(c.proj_init, sizeof c.proj_init, "normal");
-        gpt_model a, b, b2;
+        gpt_model a, b, b2, v;
         char err[256];
         CHECK(model_build(&a, &c, err, sizeof err) == 0, "%s", err);
         snprintf(c.proj_precision, sizeof c.proj_precision, "bf16");
@@ -535,9 +540,11 @@ static void test_proj_bf16_step(void) {
         CHECK(model_build(&b, &c, err, sizeof err) == 0, "%s", err);
         CHECK(model_build(&b2, &c, err, sizeof err) == 0, "%s", err);
         CHECK(b.proj_amx == model_amx_usable(), "proj_amx %d, model_amx_usable %d", b.proj_amx, model_amx_usable());
+        CHECK(model_build(&v, &c, err, sizeof err) == 0, "%s", err);
         b.proj_amx = b2.proj_amx = amx;
-        gpt_model *ms[3] = {&a, &b, &b2};
-        for (int k = 0; k < 3; k++) {
+        v.proj_amx = 0;
+        gpt_model *ms[4] = {&a, &b, &b2, &v};
+        for (int k = 0; k < 4; k++) {
             model_init(ms[k], 3);
             for (int t = 0; t < ms[k]->n_tensors; t++)
                 if (strstr(ms[k]->pinfo[t].name, "proj.weight"))
@@ -547,8 +554,8 @@ static void test_proj_bf16_step(void) {
         const size_t N = (size_t)B * a.T;
         int *in, *tg;
         random_tokens(N, 41, 0, &in, &tg);
-        real loss[3];
-        for (int k = 0; k < 3; k++) {
+        real loss[4];
+        for (int k = 0; k < 4; k++) {
             model_zero_grad(ms[k]);
             loss[k] = model_forward(ms[k], in, tg, B);
             model_backward(ms[k], 1);
@@ -579,9 +586,19 @@ static void test_proj_bf16_step(void) {
         printf("  %s%s C=%d: bf16 projection against fp32: loss %.3g relative, gradients %.3g of scale\n", methods[mi],
                amx ? " (AMX)" : "", C,
                fabs((double)loss[0] - (double)loss[1]) / fabs((double)loss[0]), worst_rel);
+        if (amx) { /* the tiles' step against the vdpbf16ps step, against the fp32 step */
+            double dv = 0, da = 0;
+            for (size_t i = 0; i < a.n_params; i++) {
+                dv = fmax(dv, fabs((double)b.grads[i] - (double)v.grads[i]));
+                da = fmax(da, fabs((double)b.grads[i] - (double)a.grads[i]));
+            }
+            CHECK(dv <= 0.05 * da, "%s (AMX) C=%d: gradients %.3g from the vdpbf16ps step's, %.3g from fp32's: not "
+                  "the same rounded operands", methods[mi], C, dv, da);
+            printf("    against the vdpbf16ps step: %.3g of the distance to fp32\n", dv / da);
+        }
         free(in);
         free(tg);
-        for (int k = 0; k < 3; k++) model_free(ms[k]);
+        for (int k = 0; k < 4; k++) model_free(ms[k]);
     }
 }
 

@@ -98,6 +98,11 @@ static void floor_backward(const real *X, const real *f, const real *du, real *d
 static void fb_weights_dx(const gpt_model *m, real *Wb, const hc_params *p, const hc_dims *d) {
 #if HC_AMX
     if (m->proj_amx && d->rpt == 1 && d->Kr > 16) { hc_scaled_weight_dx_amx(Wb, p, d); return; }
+    if (m->proj_amx) { /* the fp32 loop on rounded operands (hc_frame_in_backward) */
+        hc_scaled_weight_blocks(Wb, p, d);
+        hc_bf16_round_n(Wb, d->KD);
+        return;
+    }
 #endif
 #if HC_BF16
     if (m->proj_bf16) { hc_scaled_weight_pairs_bf16(Wb, p, d); return; }
@@ -127,6 +132,9 @@ static void fb_tokens_dx(const gpt_model *m, const hc_scratch *hs, const hc_acts
             hc_amx_begin(); /* per group here: hc_tokens_backward's once per chunk is ~5 ns a token less */
             hc_dx_products_amx(dz + g0 * d->K, g, d->Kr, d->nC, Wb, zp, pz);
             _tile_release();
+            zp = NULL;
+        } else if (m->proj_amx) {
+            hc_bf16_round_n((real *)dz + g0 * d->K, (size_t)g * d->K); /* the bench's own scratch */
             zp = NULL;
         } else
 #endif
