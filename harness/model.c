@@ -1054,6 +1054,13 @@ static inline __attribute__((always_inline)) void hc_at_x_bf16_tile(const int kb
         for (int v = 0; v < nv; v++) _mm512_storeu_ps(Mk + (size_t)k * D + j + (size_t)v * 16, acc[k][v]);
 }
 
+/* The permute of hc_bf16_interleave: words 0..15 of vcvtne2ps2bf16(hi, lo) take lo[i]
+ * and hi[i] side by side. */
+static inline __m512i hc_bf16_ilv(void) {
+    return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
+                            19, 3, 18, 2, 17, 1, 16, 0);
+}
+
 /* Rows lo and hi (16 values each) rounded to bf16 and interleaved value by value: word i
  * the pair (lo[i], hi[i]), lo in the low half (vdpbf16ps's element 2i). ilv: the permute. */
 static inline __attribute__((always_inline)) __m512i hc_bf16_interleave(__m512i ilv, __m512 lo, __m512 hi) {
@@ -1083,8 +1090,7 @@ static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int
     HC_AMX_OR(amx, hc_at_x_amx(M, A, X, rows, Kr, D, sc));
     const size_t D16 = D / 16 * 16;
     uint32_t *xp = (uint32_t *)sc, *ap = xp + (size_t)HC_MT_ROWS_BF / 2 * D;
-    const __m512i ilv = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i ilv = hc_bf16_ilv();
     for (size_t r0 = 0; r0 < rows; r0 += HC_MT_ROWS_BF) {
         const size_t nr = rows - r0 < HC_MT_ROWS_BF ? rows - r0 : HC_MT_ROWS_BF, np = (nr + 1) / 2;
         for (size_t p = 0; p < np; p++) {
@@ -1221,8 +1227,7 @@ static void hc_at_x_amx(real *M, const real *A, const real *X, size_t rows, int 
     const size_t D16 = D / 16 * 16, P = HC_AMX_ROWS / 2;
     const int Kt = hc_amx_kt(Kr), kl = Kr - (Kt - 1) * 16; /* outputs in the last block */
     uint32_t *xp = (uint32_t *)sc, *at = xp + P * D;
-    const __m512i ilv = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i ilv = hc_bf16_ilv();
     float last[16 * 16];
     hc_amx_begin();
     for (size_t r0 = 0; r0 < rows; r0 += HC_AMX_ROWS) {
@@ -1607,8 +1612,7 @@ static void hc_scaled_weight_amx(real *restrict Wf, const hc_params *p, const hc
  * 16 hc_amx_kq(Kr) pairs of outputs; zero past Kr and past nC. */
 static void hc_scaled_weight_dx_amx(real *restrict Wp, const hc_params *p, const hc_dims *d) {
     const size_t nb = hc_amx_pz_row(d->nC) / 16, nq = 16 * (size_t)hc_amx_kq(d->Kr);
-    const __m512i ilv = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i ilv = hc_bf16_ilv();
     uint32_t *o = (uint32_t *)Wp;
     for (size_t b = 0; b < nb; b++)
         for (size_t q = 0; q < nq; q++) {
