@@ -111,6 +111,13 @@ static void fb_weights_dx(const gpt_model *m, real *Wb, const hc_params *p, cons
     hc_scaled_weight_blocks(Wb, p, d);
 }
 
+/* Where hc_frame_in_backward keeps W' for the dX pass: the part's bf16 region, or its fp32
+ * W' (fp32 products, and with AMX at Kr <= 16 the fp32 loop on rounded operands). */
+static real *fb_weights_dx_at(const gpt_model *m, const hc_scratch *hs, const hc_dims *d) {
+    const int fp32_loop = !m->proj_bf16 || (m->proj_amx && !(d->rpt == 1 && d->Kr > 16));
+    return fp32_loop ? hs->base : hs->base + hs->bf16 + hs->bp.wp;
+}
+
 /* W' for the dX pass, reals: in dX's blocks, or its bf16 layouts */
 static size_t fb_weights_dx_size(const hc_dims *d) {
     return hc_max_size(d->KD, hc_amx_pz_row(d->nC) * 16 * (size_t)hc_amx_kq(d->Kr));
@@ -249,7 +256,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             hc_acts h = model_hc_acts(&m, l + 1), a0 = model_hc_acts(&m, l);
             real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM], cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
             const hc_params pl = hc_params_of(&m, l + 1);
-            real *Wbl = m.proj_bf16 ? hs.base + hs.bf16 + hs.bp.wp : hs.base; /* where the model keeps it */
+            real *Wbl = fb_weights_dx_at(&m, &hs, &d);
             fb_weights_dx(&m, Wbl, &pl, &d); /* sublayer l + 1's W' for dX's projection term */
             evict();
             t0 = cpu_now();
