@@ -151,9 +151,12 @@ for m in identity mhc s2hc; do
                   if (v[4] < 0.5 * v[2] || v[5] < 0.5 * v[3]) exit 1; found = 1 }
                 END { exit !found }' "$TMP/out" && ok "frame_bench row for $m" || fail "frame_bench row for $m"
 done
-"$FB" --preset tiny --methods s2hc --reps 1 --bf16 > "$TMP/out" 2>&1
+# s2hc, identity and hc: with AMX, dX's term by tiles, by the fp32 loop on rounded
+# operands over one norm row, and over a row per stream
+"$FB" --preset tiny --methods s2hc,identity,hc --reps 1 --bf16 > "$TMP/out" 2>&1
 st=$?
-if [ $st = 0 ] && grep -q "products in bf16" "$TMP/out" && grep -q "^s2hc " "$TMP/out"; then
+if [ $st = 0 ] && grep -q "products in bf16" "$TMP/out" && grep -q "^s2hc " "$TMP/out" &&
+   grep -q "^identity " "$TMP/out" && grep -q "^hc " "$TMP/out"; then
   ok "frame_bench --bf16 times the bf16 products"
 elif [ $st = 1 ] && grep -q "AVX512_BF16" "$TMP/out"; then
   ok "frame_bench --bf16 refused by name (no AVX512_BF16 in this build)"
