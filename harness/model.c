@@ -1540,12 +1540,13 @@ static void hc_scaled_weight_pairs_bf16(real *restrict Wp, const hc_params *p, c
         for (int j = 0; j < nj; j++) {
             const real *g = p->g + (size_t)j * C, *w0 = p->W + (size_t)(2 * q) * d->D + (size_t)j * C;
             const real *w1 = 2 * q + 1 < Kr ? w0 + d->D : NULL;
-            for (int c0 = 0; c0 < C0; c0 += HC_VL) {
-                uint32_t *o = o32 + (((size_t)(c0 / HC_VL) * Kp + q) * nj + j) * HC_VL;
-                for (int v = 0; v < HC_VL; v++) {
-                    const int c = c0 + v;
-                    o[v] = hc_bf16_pair(w0[c] * ((real)1 + g[c]), w1 ? w1[c] * ((real)1 + g[c]) : 0.0f);
-                }
+            _Static_assert(HC_VL == 16, "a block of the dX pass is one vector of 16 pairs");
+            for (int c0 = 0; c0 < C0; c0 += HC_VL) { /* a conversion a block */
+                const __m512 s1 = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_loadu_ps(g + c0));
+                const __m512 lo = _mm512_mul_ps(_mm512_loadu_ps(w0 + c0), s1);
+                const __m512 hi = w1 ? _mm512_mul_ps(_mm512_loadu_ps(w1 + c0), s1) : _mm512_setzero_ps();
+                _mm512_storeu_si512(o32 + (((size_t)(c0 / HC_VL) * Kp + q) * nj + j) * HC_VL,
+                                    hc_bf16_interleave(hc_bf16_ilv(), lo, hi));
             }
         }
     real *t = Wp + (size_t)Kp * nj * C0;

@@ -204,6 +204,46 @@ static void test_at_x_bf16_against_double(void) {
     over_shapes(at_x_bf16_shape, 29, amx_on ? "hc_at_x_bf16 (AMX)" : "hc_at_x_bf16");
 }
 
+/* W' for the dX pass in pairs of rows (hc_scaled_weight_pairs_bf16), word by word against
+ * the scalar rounding of the scaled values: one norm row of n = 4 streams and one per
+ * stream, C = 36 (a block of 32 channels in pairs, 4 left over, kept rounded), Kr odd (a
+ * zero row in the last pair). */
+static void test_weight_pairs_bf16(void) {
+    rng_t r;
+    rng_seed(&r, 37);
+    enum { n = 4, C = 36, C0 = 32 };
+    int bad = 0;
+    for (int flat = 0; flat < 2; flat++) {
+        const int Kr = flat ? 5 : 3, nj = flat ? n : 1, Kp = (Kr + 1) / 2;
+        const size_t D = flat ? (size_t)n * C : C;
+        real *W = malloc_check((size_t)Kr * D * sizeof(real)), *g = malloc_check(D * sizeof(real));
+        real *Wp = malloc_check(((size_t)Kp * nj * C0 + (size_t)Kr * nj * (C - C0)) * sizeof(real));
+        fill(W, (size_t)Kr * D, &r);
+        fill(g, D, &r);
+        hc_params p = {.g = g, .W = W};
+        hc_dims d = {.n = n, .C = C, .Kr = Kr, .D = D, .rpt = flat ? 1 : n};
+        hc_scaled_weight_pairs_bf16(Wp, &p, &d);
+        const uint32_t *o = (const uint32_t *)Wp;
+        for (int j = 0; j < nj; j++)
+            for (int c = 0; c < C; c++) {
+                const size_t col = (size_t)j * C + (size_t)c;
+                for (int k = 0; k < Kr; k++) {
+                    const real v = W[(size_t)k * D + col] * ((real)1 + g[col]);
+                    if (c < C0) {
+                        const int q = k / 2;
+                        const uint32_t word = o[(((size_t)(c / 16) * Kp + q) * nj + j) * 16 + c % 16];
+                        bad += (k % 2 ? word >> 16 : word & 0xffffu) != hc_bf16_bits(v);
+                        if (k == Kr - 1 && Kr % 2) bad += (word >> 16) != 0; /* the zero row */
+                    } else {
+                        bad += Wp[(size_t)Kp * nj * C0 + ((size_t)k * nj + j) * (C - C0) + (c - C0)] != hc_bf16_round(v);
+                    }
+                }
+            }
+        free(W), free(g), free(Wp);
+    }
+    CHECK(bad == 0, "hc_scaled_weight_pairs_bf16: %d values not the rounded W'", bad);
+}
+
 /* The products really round: against the fp32 kernel's z, differences of bf16's size. */
 static void test_bf16_is_not_fp32(void) {
     rng_t r;
@@ -234,6 +274,7 @@ int main(void) {
     T_RUN(test_x_wt_bf16_against_double);
     T_RUN(test_at_x_bf16_against_double);
     T_RUN(test_bf16_is_not_fp32);
+    T_RUN(test_weight_pairs_bf16);
     if (model_amx_usable()) { /* the same checks through the tiles */
         amx_on = 1;
         T_RUN(test_x_wt_bf16_against_double);
