@@ -704,8 +704,7 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
                     R->mfu_square, R->overhead, R->overhead_lo, R->overhead_hi, R->overhead_cpu, fns, bns,
                     median(gemm_rate, o->rounds), median(gemm_rate_cpu, o->rounds), bench_model_mb(&bm[i].m),
                     o->rounds, o->steps, l_start, l_end, bm[i].m.proj_bf16 ? "bf16" : "fp32",
-                    bm[i].m.stream_bf16 ? "bf16" : "fp32",
-                    !bm[i].m.proj_bf16 ? "fp32" : bm[i].m.proj_amx ? "amx" : "vdpbf16ps");
+                    bm[i].m.stream_bf16 ? "bf16" : "fp32", model_proj_products(&bm[i].m));
     }
     int id = -1; /* identity: the streams and their gates with no mixing math */
     for (int i = 1; i < nm; i++)

@@ -249,6 +249,10 @@ static real *lnf_bias(const gpt_model *m, real *base) {
 
 int model_bf16_built(void) { return HC_BF16; }
 
+const char *model_proj_products(const gpt_model *m) {
+    return !m->proj_bf16 ? "fp32" : m->proj_amx ? "amx" : "vdpbf16ps";
+}
+
 int model_amx_usable(void) {
 #if HC_AMX
     static int state = -1; /* asked once per process: the grant holds for every thread */
@@ -2284,6 +2288,44 @@ static inline void hc_prefetch(const real *p, size_t len, int write) {
         for (; b < e; b += 64) __builtin_prefetch(b, 0);
 }
 
+/* How the dX pass takes the projection's term dz W': fp32 products; bf16 operands by
+ * vdpbf16ps (W' in pairs of rows, each group's dz in pairs); by AMX tiles (one norm row per
+ * token and Kr > 16: each group's products, hc_dx_products_amx); or, with AMX at Kr <= 16,
+ * where the tiles' stores cost more than they save and vdpbf16ps runs at a quarter of the
+ * FMA's rate (log item 47), the fp32 loop on W' and dz rounded to bf16 (their products are
+ * exact in fp32). */
+typedef enum { HC_DX_FP32, HC_DX_PAIRS, HC_DX_TILES, HC_DX_ROUNDED } hc_dx_kind;
+
+static hc_dx_kind hc_dx_kind_of(const gpt_model *m, const hc_dims *d) {
+    if (!m->proj_bf16) return HC_DX_FP32;
+    if (!m->proj_amx) return HC_DX_PAIRS;
+    return d->rpt == 1 && d->Kr > 16 ? HC_DX_TILES : HC_DX_ROUNDED;
+}
+
+/* Where thread tid keeps W' for the dX pass: its part's fp32 W' (HC_DX_FP32, HC_DX_ROUNDED)
+ * or its bf16 region's (the pairs or the tiles' layout). */
+static real *hc_dx_weights_at(hc_dx_kind kind, const hc_scratch *s, int tid) {
+    real *part = s->base + (size_t)tid * s->stride;
+    return kind == HC_DX_PAIRS || kind == HC_DX_TILES ? part + s->bf16 + s->bp.wp : part;
+}
+
+/* W' = W diag(1 + g) for the dX pass, into Wb in the layout of its kind. */
+static void hc_dx_weights(hc_dx_kind kind, real *Wb, const hc_params *p, const hc_dims *d) {
+    switch (kind) {
+#if HC_AMX
+    case HC_DX_TILES: hc_scaled_weight_dx_amx(Wb, p, d); return;
+    case HC_DX_ROUNDED:
+        hc_scaled_weight_blocks(Wb, p, d);
+        hc_bf16_round_n(Wb, d->KD);
+        return;
+#endif
+#if HC_BF16
+    case HC_DX_PAIRS: hc_scaled_weight_pairs_bf16(Wb, p, d); return;
+#endif
+    default: hc_scaled_weight_blocks(Wb, p, d);
+    }
+}
+
 /* Tokens [t0, t1) of the frame's backward (their rows of X from Xr), hc_lanes() at a
  * time: the dots, the method's backward (dz, dtheta into my_dtheta), each token's
  * dz *= r and norm coefficients, then the group's dX pass (hc_tokens_dx, with
@@ -2361,32 +2403,15 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
 #pragma omp parallel num_threads(hc_threads(s))
     {
         const int nthr = hc_nthreads();
-        real *Wb = s->base + (size_t)hc_tid() * s->stride, *myM = Wb + d.KD, *myth = myM + d.KD;
-        real *bf = s->bf16 ? Wb + s->bf16 : NULL; /* the bf16 region (proj_bf16) */
+        real *part = s->base + (size_t)hc_tid() * s->stride, *myM = part + d.KD, *myth = myM + d.KD;
+        real *bf = s->bf16 ? part + s->bf16 : NULL; /* the bf16 region (proj_bf16) */
         memset(myM, 0, (d.KD + (size_t)d.nt) * sizeof(real));
-        real *pz = NULL; /* the dX pass's products by AMX tiles (hc_dx_products_amx) */
-        int dz_bf16 = 0; /* or the fp32 loop's dz rounded to bf16 (hc_tokens_backward) */
-#if HC_BF16
-        if (bf) {
-            Wb = bf + s->bp.wp;
-#if HC_AMX
-            if (m->proj_amx && d.rpt == 1 && d.Kr > 16) {
-                pz = bf + s->bp.pz;
-                hc_scaled_weight_dx_amx(Wb, &p, &d);
-            } else if (m->proj_amx) {
-                /* at Kr <= 16 the tiles' stores cost more than they save, and on a CPU with
-                   AMX vdpbf16ps runs at a quarter of the FMA's rate (log item 47): the fp32
-                   loop on operands rounded to bf16 (their products exact in fp32) */
-                Wb = s->base + (size_t)hc_tid() * s->stride;
-                hc_scaled_weight_blocks(Wb, &p, &d);
-                hc_bf16_round_n(Wb, d.KD);
-                dz_bf16 = 1;
-            } else
-#endif
-                hc_scaled_weight_pairs_bf16(Wb, &p, &d);
-        } else
-#endif
-            hc_scaled_weight_blocks(Wb, &p, &d);
+        const hc_dx_kind kind = hc_dx_kind_of(m, &d);
+        real *Wb = hc_dx_weights_at(kind, s, hc_tid());
+        hc_dx_weights(kind, Wb, &p, &d);
+        real *pz = kind == HC_DX_TILES ? bf + s->bp.pz : NULL; /* the group's products (tiles) */
+        /* dz's pairs (vdpbf16ps) or the tiles' A operand */
+        uint32_t *zp = kind == HC_DX_PAIRS || kind == HC_DX_TILES ? (uint32_t *)(bf + s->bp.zp) : NULL;
         size_t t0, t1;
         hc_range(N, &t0, &t1);
         /* sublayer l - 1's scratch zeroed a piece per token (a multiple of 16 reals) while
@@ -2411,7 +2436,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                    block of a token's du is read before its dsum is written) */
                 hc_tokens_backward(m, &p, &h, &d, c0, c1, Xs + (c0 - s0) * d.nC, dY, du, dX, dz, Wb,
                                    df_prev ? post_prev : NULL, df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL,
-                                   zper, bf && !dz_bf16 ? (uint32_t *)(bf + s->bp.zp) : NULL, pz, dz_bf16);
+                                   zper, zp, pz, kind == HC_DX_ROUNDED);
             }
             /* M += (r dz)^T X over the larger chunk (fewer, longer products: measured faster) */
 #if HC_BF16

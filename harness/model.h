@@ -109,6 +109,10 @@ int model_bf16_built(void);
  * products by vdpbf16ps. */
 int model_amx_usable(void);
 
+/* Which instructions took m's projection products: "fp32", "vdpbf16ps" or "amx" (the run
+ * file's proj_products attribute and bench.csv's column). */
+const char *model_proj_products(const gpt_model *m);
+
 /* Build the parameter table for a config without allocating tensors: used by
  * `s2hc params` at the paper's sizes. *out is malloc'd (caller frees). Returns 0, or -1
  * with the reason in err. */

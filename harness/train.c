@@ -685,7 +685,7 @@ parts:;
     h5log_attr_str(&log, "/", "device", cm || use_cuda ? gpu : "cpu");
     h5log_attr_str(&log, "/", "precision", cm || use_cuda ? cfg.precision : "fp32");
     h5log_attr_str(&log, "/", "proj_precision", model.proj_bf16 ? "bf16" : "fp32");
-    h5log_attr_str(&log, "/", "proj_products", !model.proj_bf16 ? "fp32" : model.proj_amx ? "amx" : "vdpbf16ps");
+    h5log_attr_str(&log, "/", "proj_products", model_proj_products(&model));
     h5log_attr_str(&log, "/", "stream_precision", streams_bf16 ? "bf16" : "fp32");
     h5log_attr_num(&log, "/", "processes", W);
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);

@@ -95,60 +95,38 @@ static void floor_backward(const real *X, const real *f, const real *du, real *d
 }
 
 /* The three products as the model runs them: fp32, or with bf16 operands (--bf16). */
-static void fb_weights_dx(const gpt_model *m, real *Wb, const hc_params *p, const hc_dims *d) {
-#if HC_AMX
-    if (m->proj_amx && d->rpt == 1 && d->Kr > 16) { hc_scaled_weight_dx_amx(Wb, p, d); return; }
-    if (m->proj_amx) { /* the fp32 loop on rounded operands (hc_frame_in_backward) */
-        hc_scaled_weight_blocks(Wb, p, d);
-        hc_bf16_round_n(Wb, d->KD);
-        return;
-    }
-#endif
-#if HC_BF16
-    if (m->proj_bf16) { hc_scaled_weight_pairs_bf16(Wb, p, d); return; }
-#endif
-    (void)m;
-    hc_scaled_weight_blocks(Wb, p, d);
-}
-
-/* Where hc_frame_in_backward keeps W' for the dX pass: the part's bf16 region, or its fp32
- * W' (fp32 products, and with AMX at Kr <= 16 the fp32 loop on rounded operands). */
-static real *fb_weights_dx_at(const gpt_model *m, const hc_scratch *hs, const hc_dims *d) {
-    const int fp32_loop = !m->proj_bf16 || (m->proj_amx && !(d->rpt == 1 && d->Kr > 16));
-    return fp32_loop ? hs->base : hs->base + hs->bf16 + hs->bp.wp;
-}
 
 /* W' for the dX pass, reals: in dX's blocks, or its bf16 layouts */
 static size_t fb_weights_dx_size(const hc_dims *d) {
     return hc_max_size(d->KD, hc_amx_pz_row(d->nC) * 16 * (size_t)hc_amx_kq(d->Kr));
 }
 
-/* The dX pass of g tokens from g0 as hc_tokens_backward runs it: with bf16 operands, dz's
- * pairs first, or (AMX) the group's products by tiles. */
+/* The dX pass of g tokens from g0 as hc_tokens_backward runs it for its kind (hc_dx_kind_of):
+ * with bf16 operands, dz's pairs first, or the group's products by tiles, or dz rounded. */
 static void fb_tokens_dx(const gpt_model *m, const hc_scratch *hs, const hc_acts *h, const hc_dims *d, size_t g0,
-                         int g, const real *dY, const real *du, real *dX, const real *dz, const real *cj,
+                         int g, const real *dY, const real *du, real *dX, real *dz, const real *cj,
                          const real *pj, const real *Wb, const real *wsum, real *sum) {
+    const hc_dx_kind kind = hc_dx_kind_of(m, d);
     uint32_t *zp = NULL;
     real *pz = NULL;
-#if HC_BF16
-    if (m->proj_bf16) {
-        zp = (uint32_t *)(hs->base + hs->bf16 + hs->bp.zp);
+    switch (kind) {
 #if HC_AMX
-        if (m->proj_amx && d->rpt == 1 && d->Kr > 16) {
-            pz = hs->base + hs->bf16 + hs->bp.pz;
-            hc_amx_begin(); /* per group here: hc_tokens_backward's once per chunk is ~5 ns a token less */
-            hc_dx_products_amx(dz + g0 * d->K, g, d->Kr, d->nC, Wb, zp, pz);
-            _tile_release();
-            zp = NULL;
-        } else if (m->proj_amx) {
-            hc_bf16_round_n((real *)dz + g0 * d->K, (size_t)g * d->K); /* the bench's own scratch */
-            zp = NULL;
-        } else
+    case HC_DX_TILES:
+        pz = hs->base + hs->bf16 + hs->bp.pz;
+        hc_amx_begin(); /* per group here: hc_tokens_backward's once per chunk is ~5 ns a token less */
+        hc_dx_products_amx(dz + g0 * d->K, g, d->Kr, d->nC, Wb, (uint32_t *)(hs->base + hs->bf16 + hs->bp.zp), pz);
+        _tile_release();
+        break;
+    case HC_DX_ROUNDED: hc_bf16_round_n(dz + g0 * d->K, (size_t)g * d->K); break; /* the bench's own scratch */
 #endif
-            hc_dz_pairs_bf16(d, dz + g0 * d->K, g, zp);
+#if HC_BF16
+    case HC_DX_PAIRS:
+        zp = (uint32_t *)(hs->base + hs->bf16 + hs->bp.zp);
+        hc_dz_pairs_bf16(d, dz + g0 * d->K, g, zp);
+        break;
+#endif
+    default: (void)hs;
     }
-#endif
-    (void)m, (void)hs;
     hc_tokens_dx(h, d, g0, g, h->X + g0 * d->nC, dY, du, dX, dz, cj, pj, Wb, wsum, sum, zp, pz);
 }
 
@@ -256,8 +234,8 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
             hc_acts h = model_hc_acts(&m, l + 1), a0 = model_hc_acts(&m, l);
             real dpre[HC_MAX_N], dpost[HC_MAX_N], dH[HC_MM], cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
             const hc_params pl = hc_params_of(&m, l + 1);
-            real *Wbl = fb_weights_dx_at(&m, &hs, &d);
-            fb_weights_dx(&m, Wbl, &pl, &d); /* sublayer l + 1's W' for dX's projection term */
+            real *Wbl = hc_dx_weights_at(hc_dx_kind_of(&m, &d), &hs, 0); /* where the model keeps it */
+            hc_dx_weights(hc_dx_kind_of(&m, &d), Wbl, &pl, &d); /* sublayer l + 1's W' for dX's term */
             evict();
             t0 = cpu_now();
             for (size_t g0 = 0; g0 < N; g0 += HC_LANES) {
@@ -291,7 +269,7 @@ static int time_method(const char *preset, const char *method, int n, int reps, 
     if (m.proj_bf16) hc_scaled_weight_bf16(hs.base + hs.bf16 + hs.bp.wf, &p, &d, m.proj_amx);
 #endif
     real *Wb = malloc_check(fb_weights_dx_size(&d) * sizeof(real)); /* W' for dX */
-    fb_weights_dx(&m, Wb, &p, &d);
+    hc_dx_weights(hc_dx_kind_of(&m, &d), Wb, &p, &d);
     for (int rep = 0; rep < 20 * reps; rep++) {
         MIN_OF(hb[0], for (size_t c0 = 0; c0 < NT; c0 += HC_CHUNK) {
             const size_t c1 = c0 + HC_CHUNK < NT ? c0 + HC_CHUNK : NT;
