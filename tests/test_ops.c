@@ -534,6 +534,150 @@ static void test_cpu_vsum_many(void) {
     CHECK(order_matters > 0, "the test's values must make the order of the sum visible");
 }
 
+/* The float build's vector forms against the scalar code they replace, bit for bit:
+ * cpu_vexpf against cpu_expf lane by lane (a sweep, the saturation points, NaN, the
+ * infinities, zeros and subnormals); cpu_sum and cpu_dot against their documented order
+ * written out in scalars (8 double lanes, element i into lane i % 8, the lanes added in
+ * order), for every n up to 70 and some large ones, on values whose order of summing
+ * shows (checked); cpu_max against the sequential maximum, NaN skipped unless first;
+ * cpu_softmax_row against the scalar loops (the maximum, cpu_expf, the sum, the
+ * division), its zeros past the row, for every length up to a row of T = 70 and rows
+ * whose last vector does not fit. */
+#if !REAL_IS_DOUBLE
+static double ref_lane_sum(const float *a, const float *b, size_t n) {
+    double acc[8] = {0}, s = 0;
+    for (size_t i = 0; i < n; i++) acc[i % 8] += b ? (double)a[i] * b[i] : (double)a[i];
+    for (int l = 0; l < 8; l++) s += acc[l];
+    return s;
+}
+
+static float ref_max(const float *x, size_t n) {
+    float m = x[0];
+    for (size_t i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static void ref_softmax_row(float *p, int len, int T) {
+    const float mx = ref_max(p, (size_t)len);
+    for (int j = 0; j < len; j++) p[j] = cpu_expf(p[j] - mx);
+    const float inv = (float)(1.0 / ref_lane_sum(p, NULL, (size_t)len));
+    for (int j = 0; j < len; j++) p[j] *= inv;
+    for (int j = len; j < T; j++) p[j] = 0;
+}
+
+static void test_cpu_vector_forms(void) {
+    uint64_t st = 777;
+    int bad_exp = 0, bad_sum = 0, bad_dot = 0, bad_max = 0, bad_sm = 0, order_matters = 0;
+    /* exp: a sweep of [-100, 100] and the special values, a vector at a time */
+    enum { NE = 400000 };
+    float *x = malloc(NE * sizeof(float));
+    for (int i = 0; i < NE; i++) x[i] = (float)(-100.0 + 200.0 * i / NE);
+    const float special[] = {0.0f, -0.0f, NAN, -NAN, INFINITY, -INFINITY, 88.0f, 88.1f, -87.3365447f, -87.34f,
+                             1e-40f, -1e-40f, 1e-7f, -1e-7f, 0.5f * 0.693359375f, 3.4e38f, -3.4e38f};
+    memcpy(x, special, sizeof special);
+    for (int i = 0; i + CPU_VL <= NE; i += CPU_VL) {
+        const cpu_vec e = cpu_vexpf(cpu_vload(x + i));
+        for (int l = 0; l < CPU_VL; l++) {
+            const float one = cpu_expf(x[i + l]);
+            bad_exp += memcmp(&e[l], &one, sizeof one) != 0;
+        }
+    }
+    /* sums, dots and maxima of every length up to 70, then some large ones */
+    enum { NS = 5000 };
+    float *a = malloc(NS * sizeof(float)), *b = malloc(NS * sizeof(float));
+    for (int i = 0; i < NS; i++) {
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        const double u = (double)(st >> 11) / 9007199254740992.0;
+        a[i] = (float)((st & 1 ? -1.0 : 1.0) * (1.0 + u) * ldexp(1.0, (int)(st >> 3 & 63) - 32));
+        b[i] = (float)(u - 0.4) * 3;
+    }
+    const size_t lens[] = {71, 127, 128, 129, 1000, 4099};
+    for (size_t k = 0; k < 70 + sizeof lens / sizeof lens[0]; k++) {
+        const size_t n = k < 70 ? k + 1 : lens[k - 70];
+        for (size_t off = 0; off < 3; off++) { /* rows starting off the vectors' alignment */
+            const double s = cpu_sum(a + off, n), d = cpu_dot(a + off, b + off, n);
+            const double rs = ref_lane_sum(a + off, NULL, n), rd = ref_lane_sum(a + off, b + off, n);
+            bad_sum += memcmp(&s, &rs, sizeof s) != 0;
+            bad_dot += memcmp(&d, &rd, sizeof d) != 0;
+            double seq = 0;
+            for (size_t i = 0; i < n; i++) seq += a[off + i];
+            order_matters += seq != rs;
+            float m = cpu_max(a + off, n), rm = ref_max(a + off, n);
+            bad_max += memcmp(&m, &rm, sizeof m) != 0;
+        }
+    }
+    float nanrow[40];
+    for (int i = 0; i < 40; i++) nanrow[i] = (float)i * (i % 3 ? 1 : -1);
+    nanrow[17] = NAN, nanrow[33] = NAN; /* skipped: the maximum is 38 */
+    bad_max += cpu_max(nanrow, 40) != 38.0f;
+    nanrow[0] = NAN; /* first: the maximum is NaN */
+    bad_max += !isnan(cpu_max(nanrow, 40));
+    /* softmax rows: scores of either scale, every length of a row of 70 and of 16 (where
+       the last vector fits), 37 (where it does not) */
+    const int Ts[] = {70, 16, 37};
+    for (int ti = 0; ti < 3; ti++) {
+        const int T = Ts[ti];
+        float got[80], want[80];
+        for (int len = 1; len <= T; len++)
+            for (int scale = 0; scale < 2; scale++) {
+                for (int j = 0; j < T; j++) got[j] = want[j] = b[j + len] * (scale ? 30.0f : 1.0f);
+                cpu_softmax_row(got, len, T);
+                ref_softmax_row(want, len, T);
+                bad_sm += memcmp(got, want, (size_t)T * sizeof(float)) != 0;
+            }
+    }
+    CHECK(bad_exp == 0, "cpu_vexpf: %d lanes differ from cpu_expf", bad_exp);
+    CHECK(bad_sum == 0 && bad_dot == 0, "cpu_sum / cpu_dot: %d / %d sums differ from the lane order", bad_sum, bad_dot);
+    CHECK(order_matters > 0, "the test's values must make the order of the sum visible");
+    CHECK(bad_max == 0, "cpu_max: %d maxima differ from the sequential one", bad_max);
+    CHECK(bad_sm == 0, "cpu_softmax_row: %d rows differ from the scalar loops", bad_sm);
+    free(x); free(a); free(b);
+}
+
+/* gelu_forward / gelu_backward and the exact GELU's, which run whole vectors and a scalar
+ * tail over each thread's share, against their scalar expressions element by element, bit
+ * for bit, on 1, 2 and 3 threads (shares ending off a vector) and special values. */
+static void test_gelu_vector_bits(void) {
+    const size_t N = 1001;
+    real *x = ralloc(N), *y = ralloc(N), *dy = ralloc(N), *dx = ralloc(N), *e = ralloc(N), *de = ralloc(N);
+    fill(x, N, -12, 12);
+    fill(dy, N, -1, 1);
+    const float special[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1e-40f, -90.0f, 90.0f, 3e38f};
+    memcpy(x, special, sizeof special);
+    const int nthr = omp_get_max_threads();
+    int bad = 0;
+    for (int th = 1; th <= 3; th++) {
+        omp_set_num_threads(th);
+        for (size_t i = 0; i < N; i++) dx[i] = de[i] = (real)(0.125 * (double)(i % 5));
+        gelu_forward(y, x, N);
+        gelu_backward(dx, x, dy, N);
+        gelu_erf_forward(e, x, N);
+        gelu_erf_backward(de, x, e, dy, N);
+        const float k = 0.79788456080286535588f, k2 = (float)(2 * 0.79788456080286535588), a = 0.044715f;
+        for (size_t i = 0; i < N; i++) {
+            const float v = x[i], ry = v / (1 + cpu_expf(-k2 * (v + a * v * v * v)));
+            const float s = 1 / (1 + cpu_expf(-2 * k * (v + a * v * v * v)));
+            const float rdx = (float)(0.125 * (double)(i % 5)) + (s + 2 * v * s * (1 - s) * k * (1 + 3 * a * v * v)) * dy[i];
+            const float z = fabsf(v) * 0.70710678118654752440f, t = 1.0f / (1.0f + 0.5f * z);
+            float p = 0.17087277f;
+            p = p * t - 0.82215223f, p = p * t + 1.48851587f, p = p * t - 1.13520398f, p = p * t + 0.27886807f;
+            p = p * t - 0.18628806f, p = p * t + 0.09678418f, p = p * t + 0.37409196f, p = p * t + 1.00002368f;
+            p = p * t - 1.26551223f;
+            const float half = 0.5f * t * cpu_expf(p - z * z), re = v * (v >= 0 ? 1.0f - half : half);
+            const float cdf = v != 0 ? e[i] / v : 0.5f;
+            const float rde = (float)(0.125 * (double)(i % 5)) + (cdf + v * 0.39894228040143267794f * cpu_expf(-0.5f * v * v)) * dy[i];
+            bad += memcmp(&y[i], &ry, sizeof ry) != 0;
+            bad += memcmp(&dx[i], &rdx, sizeof rdx) != 0;
+            bad += memcmp(&e[i], &re, sizeof re) != 0;
+            bad += memcmp(&de[i], &rde, sizeof rde) != 0;
+        }
+    }
+    omp_set_num_threads(nthr);
+    CHECK(bad == 0, "gelu's vector loops: %d values differ from the scalar expressions", bad);
+    free(x); free(y); free(dy); free(dx); free(e); free(de);
+}
+#endif
+
 /* ---- backward rules ---- */
 
 /* g2 after two calls == 2 * g1 after one (both from zero). */
@@ -706,6 +850,10 @@ int main(void) {
     T_RUN(test_sumsq_scale);
     T_RUN(test_cpu_expf);
     T_RUN(test_cpu_vsum_many);
+#if !REAL_IS_DOUBLE
+    T_RUN(test_cpu_vector_forms);
+    T_RUN(test_gelu_vector_bits);
+#endif
     T_RUN(test_backward_adds);
     T_RUN(test_determinism);
     T_RUN(test_checker_catches_fault);

@@ -46,18 +46,7 @@ void attention_forward(real *out, real *att, const real *qkv, int B, int T, int 
             int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T;
             cpu_gemm(0, 1, r1 - r0, r1, hs, scale, Q + (size_t)r0 * C3, C3, K, C3, 0, P + (size_t)r0 * T, T);
         }
-        for (int t = 0; t < T; t++) {
-            real *p = P + (size_t)t * T;
-            real mx = p[0];
-#pragma omp simd reduction(max : mx)
-            for (int j = 1; j <= t; j++) mx = p[j] > mx ? p[j] : mx;
-#pragma omp simd
-            for (int j = 0; j <= t; j++) p[j] = CPU_EXP(p[j] - mx);
-            real inv = (real)(1.0 / cpu_sum(p, (size_t)t + 1));
-#pragma omp simd
-            for (int j = 0; j <= t; j++) p[j] *= inv;
-            memset(p + t + 1, 0, (size_t)(T - t - 1) * sizeof(real));
-        }
+        for (int t = 0; t < T; t++) cpu_softmax_row(P + (size_t)t * T, t + 1, T);
         for (int t = 0; t < T; t++) memcpy(O + (size_t)t * C, V + (size_t)t * C3, (size_t)hs * sizeof(real));
         cpu_trmm_lower_left(T, hs, P, T, O, C);
     }

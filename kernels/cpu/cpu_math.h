@@ -14,8 +14,13 @@
  * CPU_EXP: cpu_expf in the float build, libm's exp in the double build (the gradient
  *   checks want full double precision).
  * cpu_sum, cpu_dot: double accumulation in CPU_LANES fixed lanes (element i goes to lane
- *   i % CPU_LANES, lanes added in order at the end): a fixed order the compiler may
- *   vectorise, eight times shorter than one serial dependency chain.
+ *   i % CPU_LANES, lanes added in order at the end): a fixed order, eight times shorter
+ *   than one serial dependency chain; in the float build by vectors of doubles
+ *   (cpu_dsum), the same bits.
+ * cpu_vexpf, cpu_max, cpu_softmax_row: cpu_expf on whole vectors (the same bits), the
+ *   largest of a row, and a row's softmax by both, whose loops GCC had left with half a
+ *   register's lanes, a serial reduction of the maximum and scalar tails
+ *   (docs/performance.md, log item 49).
  */
 #ifndef S2HC_CPU_MATH_H
 #define S2HC_CPU_MATH_H
@@ -74,30 +79,6 @@ static inline float cpu_expf(float x) {
 #else
 #define CPU_EXP(x) cpu_expf(x)
 #endif
-
-/* sum of x[0..n) in double, fixed lane order. */
-static inline double cpu_sum(const real *x, size_t n) {
-    double acc[CPU_LANES] = {0};
-    size_t i = 0;
-    for (; i + CPU_LANES <= n; i += CPU_LANES)
-        for (int l = 0; l < CPU_LANES; l++) acc[l] += x[i + l];
-    for (int l = 0; i < n; i++, l++) acc[l] += x[i];
-    double s = 0;
-    for (int l = 0; l < CPU_LANES; l++) s += acc[l];
-    return s;
-}
-
-/* sum of a[i] b[i] over [0, n) in double, fixed lane order. */
-static inline double cpu_dot(const real *a, const real *b, size_t n) {
-    double acc[CPU_LANES] = {0};
-    size_t i = 0;
-    for (; i + CPU_LANES <= n; i += CPU_LANES)
-        for (int l = 0; l < CPU_LANES; l++) acc[l] += (double)a[i + l] * b[i + l];
-    for (int l = 0; i < n; i++, l++) acc[l] += (double)a[i] * b[i];
-    double s = 0;
-    for (int l = 0; l < CPU_LANES; l++) s += acc[l];
-    return s;
-}
 
 /* ---- fixed-lane vectors ----------------------------------------------------------------
  * cpu_vec is GCC's vector extension over CPU_VB bytes: one register of the widest
@@ -194,6 +175,202 @@ static inline __attribute__((always_inline)) void cpu_vsum_many(const int m, con
 #pragma GCC unroll 16
             for (int p = 0; p < cnt; p++) out[g0 + p] = v[0][p];
     }
+}
+
+/* ---- cpu_expf and max over vectors ------------------------------------------------------ */
+#if !REAL_IS_DOUBLE
+/* cpu_expf on every lane: the same operations in the same order (nothing is contracted
+ * under -std=c11), so each lane holds the bits cpu_expf gives its element. */
+static inline cpu_vec cpu_vexpf(cpu_vec x) {
+    const cpu_ivec hi = (cpu_ivec)((cpu_vec){0} + CPU_EXPF_HI), lo = (cpu_ivec)((cpu_vec){0} + CPU_EXPF_LO);
+    cpu_ivec xb = (cpu_ivec)x, take = x > CPU_EXPF_HI; /* cpu_clampf's selections, lane by lane */
+    xb = (xb & ~take) | (hi & take);
+    x = (cpu_vec)xb;
+    take = x < CPU_EXPF_LO;
+    xb = (xb & ~take) | (lo & take);
+    x = (cpu_vec)xb;
+    const float shifter = 12582912.0f;
+    const cpu_vec t = x * 1.44269504088896341f + shifter, n = t - shifter;
+    cpu_vec r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    cpu_vec p = r * (1.0f / 5040) + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const cpu_ivec sb = ((cpu_ivec)t - 0x4B400000 + 127) << 23;
+    return p * (cpu_vec)sb;
+}
+
+/* cpu_sum's CPU_LANES = 8 double accumulators, as vectors: one of 8 doubles with AVX-512,
+ * two of 4 otherwise (each one register). */
+#if CPU_VL == 16
+typedef double cpu_dlanes __attribute__((vector_size(64)));
+#define CPU_DPARTS 1
+#else
+typedef double cpu_dlanes __attribute__((vector_size(32)));
+#define CPU_DPARTS 2
+#endif
+typedef float cpu_fpart __attribute__((vector_size(sizeof(cpu_dlanes) / 2)));
+_Static_assert(CPU_DPARTS * sizeof(cpu_dlanes) == CPU_LANES * sizeof(double), "cpu_dsum: cpu_sum's lanes");
+typedef struct {
+    cpu_dlanes l[CPU_DPARTS];
+} cpu_dsum;
+
+/* The two halves of v, each cpu_dlanes' count of floats. */
+static inline void cpu_halves(cpu_vec v, cpu_fpart *lo, cpu_fpart *hi) {
+#if CPU_VL == 16 && defined(__has_builtin) && __has_builtin(__builtin_shufflevector)
+    *lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+    *hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+#elif CPU_VL == 8 && defined(__has_builtin) && __has_builtin(__builtin_shufflevector)
+    *lo = __builtin_shufflevector(v, v, 0, 1, 2, 3);
+    *hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+#else /* through memory (a spill and two loads where the builtin is missing) */
+    memcpy(lo, &v, sizeof *lo);
+    memcpy(hi, (const char *)&v + sizeof *lo, sizeof *hi);
+#endif
+}
+_Static_assert(2 * sizeof(cpu_fpart) == CPU_VB, "cpu_halves: two parts of a cpu_vec");
+
+/* Add v's CPU_VL floats, elements i0 .. i0 + CPU_VL of a sum with i0 a multiple of 8:
+ * element i into lane i % 8 in double, in cpu_sum's order (the first half before the
+ * second: the same lanes with AVX-512, the two parts otherwise). */
+static inline void cpu_dsum_add(cpu_dsum *s, cpu_vec v) {
+    cpu_fpart lo, hi;
+    cpu_halves(v, &lo, &hi);
+    s->l[0] += __builtin_convertvector(lo, cpu_dlanes);
+    s->l[1 % CPU_DPARTS] += __builtin_convertvector(hi, cpu_dlanes);
+}
+
+/* Add the products a[i] b[i] of v's elements, in double (exact), as cpu_dsum_add. */
+static inline void cpu_dsum_add_prod(cpu_dsum *s, cpu_vec a, cpu_vec b) {
+    cpu_fpart alo, ahi, blo, bhi;
+    cpu_halves(a, &alo, &ahi);
+    cpu_halves(b, &blo, &bhi);
+    s->l[0] += __builtin_convertvector(alo, cpu_dlanes) * __builtin_convertvector(blo, cpu_dlanes);
+    s->l[1 % CPU_DPARTS] += __builtin_convertvector(ahi, cpu_dlanes) * __builtin_convertvector(bhi, cpu_dlanes);
+}
+
+/* Element i (lane i % 8) alone. */
+static inline void cpu_dsum_add1(cpu_dsum *s, size_t i, double x) {
+    const int per = CPU_LANES / CPU_DPARTS, k = (int)(i % CPU_LANES);
+    s->l[k / per][k % per] += x;
+}
+
+/* The lanes added in order, as cpu_sum ends. */
+static inline double cpu_dsum_total(const cpu_dsum *s) {
+    double t = 0;
+    for (int k = 0; k < CPU_LANES; k++) t += s->l[k / (CPU_LANES / CPU_DPARTS)][k % (CPU_LANES / CPU_DPARTS)];
+    return t;
+}
+
+/* sum of x[0..n) in double, fixed lane order; the same bits as the scalar loops. */
+static inline double cpu_sum(const real *x, size_t n) {
+    cpu_dsum acc = {{{0}}};
+    size_t i = 0;
+    for (; i + CPU_VL <= n; i += CPU_VL) cpu_dsum_add(&acc, cpu_vload(x + i));
+    for (; i < n; i++) cpu_dsum_add1(&acc, i, x[i]);
+    return cpu_dsum_total(&acc);
+}
+
+/* sum of a[i] b[i] over [0, n) in double (each product exact), fixed lane order. */
+static inline double cpu_dot(const real *a, const real *b, size_t n) {
+    cpu_dsum acc = {{{0}}};
+    size_t i = 0;
+    for (; i + CPU_VL <= n; i += CPU_VL) cpu_dsum_add_prod(&acc, cpu_vload(a + i), cpu_vload(b + i));
+    for (; i < n; i++) cpu_dsum_add1(&acc, i, (double)a[i] * b[i]);
+    return cpu_dsum_total(&acc);
+}
+#else
+/* sum of x[0..n) in double, fixed lane order. */
+static inline double cpu_sum(const real *x, size_t n) {
+    double acc[CPU_LANES] = {0};
+    size_t i = 0;
+    for (; i + CPU_LANES <= n; i += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++) acc[l] += x[i + l];
+    for (int l = 0; i < n; i++, l++) acc[l] += x[i];
+    double s = 0;
+    for (int l = 0; l < CPU_LANES; l++) s += acc[l];
+    return s;
+}
+
+/* sum of a[i] b[i] over [0, n) in double, fixed lane order. */
+static inline double cpu_dot(const real *a, const real *b, size_t n) {
+    double acc[CPU_LANES] = {0};
+    size_t i = 0;
+    for (; i + CPU_LANES <= n; i += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++) acc[l] += (double)a[i + l] * b[i + l];
+    for (int l = 0; i < n; i++, l++) acc[l] += (double)a[i] * b[i];
+    double s = 0;
+    for (int l = 0; l < CPU_LANES; l++) s += acc[l];
+    return s;
+}
+#endif
+
+/* a > m ? a : m in every lane (a NaN in a never enters) */
+static inline cpu_vec cpu_vmax(cpu_vec m, cpu_vec a) {
+    const cpu_ivec take = a > m;
+    return (cpu_vec)(((cpu_ivec)m & ~take) | ((cpu_ivec)a & take));
+}
+
+/* The largest of x[0..n), n >= 1, as `m = x[0]; m = x[i] > m ? x[i] : m` finds it: NaN
+ * only if x[0] is NaN (every lane starts from it and keeps it), a NaN elsewhere skipped.
+ * Any order gives that value (for ties of 0 and -0, either sign; x - m is the same value
+ * for both), so the lanes may run apart. */
+static inline real cpu_max(const real *x, size_t n) {
+    cpu_vec m0 = (cpu_vec){0} + x[0], m1 = m0;
+    size_t i = 0;
+    for (; i + 2 * CPU_VL <= n; i += 2 * CPU_VL) {
+        m0 = cpu_vmax(m0, cpu_vload(x + i));
+        m1 = cpu_vmax(m1, cpu_vload(x + i + CPU_VL));
+    }
+    if (i + CPU_VL <= n) {
+        m0 = cpu_vmax(m0, cpu_vload(x + i));
+        i += CPU_VL;
+    }
+    m0 = cpu_vmax(m0, m1);
+    const cpu_ivec iota = CPU_IOTA;
+#pragma GCC unroll 4
+    for (int w = CPU_VL / 2; w >= 1; w /= 2) m0 = cpu_vmax(m0, __builtin_shuffle(m0, iota ^ w));
+    real m = m0[0];
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* p[0..len) = softmax(p[0..len)) (the largest subtracted, exp, divided by the sum in
+ * double in cpu_sum's fixed lanes), p[len..T) = 0. In the float build by whole vectors,
+ * the row's last one too where the row has room for it (its lanes past len zeroed before
+ * they are summed, adding 0 leaves a lane's sum as it was, and stored: the memset covers
+ * them again): the same bits as the scalar
+ * loops, cpu_expf and cpu_sum element by element (tests/test_ops). The rows of
+ * attention's scores. */
+static inline void cpu_softmax_row(real *p, int len, int T) {
+    const real mx = cpu_max(p, (size_t)len);
+#if REAL_IS_DOUBLE
+#pragma omp simd
+    for (int j = 0; j < len; j++) p[j] = CPU_EXP(p[j] - mx);
+    const real inv = (real)(1.0 / cpu_sum(p, (size_t)len));
+#else
+    cpu_dsum acc = {{{0}}};
+    const cpu_ivec iota = CPU_IOTA;
+    int j = 0;
+    for (; j < len && j + CPU_VL <= T; j += CPU_VL) {
+        cpu_vec e = cpu_vexpf(cpu_vload(p + j) - mx);
+        if (j + CPU_VL > len) e = (cpu_vec)((cpu_ivec)e & (iota < len - j));
+        cpu_dsum_add(&acc, e);
+        cpu_vstore(p + j, e);
+    }
+    for (; j < len; j++) {
+        p[j] = cpu_expf(p[j] - mx);
+        cpu_dsum_add1(&acc, (size_t)j, p[j]);
+    }
+    const real inv = (real)(1.0 / cpu_dsum_total(&acc));
+#endif
+#pragma omp simd
+    for (int i = 0; i < len; i++) p[i] *= inv;
+    memset(p + len, 0, (size_t)(T - len) * sizeof(real));
 }
 
 #endif

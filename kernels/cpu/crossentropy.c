@@ -13,14 +13,16 @@ void crossentropy_forward(real *losses, real *probs, const real *logits, const i
     for (size_t n = 0; n < N; n++) {
         const real *x = logits + n * V;
         real *p = probs + n * V;
-        real mx = x[0];
-#pragma omp simd reduction(max : mx)
-        for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
-#pragma omp simd
-        for (int v = 0; v < V; v++) p[v] = CPU_EXP(x[v] - mx);
+        const real mx = cpu_max(x, (size_t)V);
+        int v = 0;
+#if !REAL_IS_DOUBLE
+        for (; v + CPU_VL <= V; v += CPU_VL) cpu_vstore(p + v, cpu_vexpf(cpu_vload(x + v) - mx)); /* cpu_expf's bits */
+#endif
+        for (; v < V; v++) p[v] = CPU_EXP(x[v] - mx);
         double sum = cpu_sum(p, (size_t)V);
         real inv = (real)(1.0 / sum);
-        for (int v = 0; v < V; v++) p[v] *= inv;
+#pragma omp simd
+        for (v = 0; v < V; v++) p[v] *= inv;
         int t = targets[n];
         if (t >= V) bad = 1;
         losses[n] = (t < 0 || t >= V) ? 0 : (real)(log(sum) - ((double)x[t] - mx));
