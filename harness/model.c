@@ -1730,14 +1730,14 @@ static inline __attribute__((always_inline)) hc_vec hc_bf16_vget(const uint16_t 
     return __builtin_convertvector((hc_fvec)u, hc_vec);
 }
 
-/* y = x widened to reals. */
-static void hc_bf16_widen(real *restrict y, const uint16_t *restrict x, size_t n) {
+/* y = x widened to reals (in 512-bit vectors where the target has them: HC_WIDE). */
+static HC_WIDE void hc_bf16_widen(real *restrict y, const uint16_t *restrict x, size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = hc_bf16_get(x[i]);
 }
 
 /* y rounded to bf16 in place, its bits into x. */
-static void hc_bf16_narrow(uint16_t *restrict x, real *restrict y, size_t n) {
+static HC_WIDE void hc_bf16_narrow(uint16_t *restrict x, real *restrict y, size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = hc_bf16_put(x + i, y[i]);
 }
