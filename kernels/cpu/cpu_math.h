@@ -47,25 +47,32 @@ static inline float cpu_clampf(float x, float b, int below) {
     return x;
 }
 
+/* cpu_expf's arithmetic between the clamps and 2^n, written once for the scalar function
+ * and the vector one (cpu_vexpf), whose lanes must get the same bits: t holds n = round(x
+ * / ln2) in its low mantissa bits (x plus 1.5 * 2^23), r = x - n ln2 with ln2 split so
+ * that n * LN2_HI is exact (9 + 7 bits), p = e^r by its Taylor series to r^7. */
+#define CPU_EXPF_REDUCE(x, t, n, r, p)                \
+    do {                                              \
+        t = (x) * 1.44269504088896341f + 12582912.0f; \
+        n = t - 12582912.0f;                          \
+        r = (x) - n * 0.693359375f;                   \
+        r = r - n * -2.12194440e-4f;                  \
+        p = r * (1.0f / 5040) + 1.0f / 720;           \
+        p = p * r + 1.0f / 120;                       \
+        p = p * r + 1.0f / 24;                        \
+        p = p * r + 1.0f / 6;                         \
+        p = p * r + 0.5f;                             \
+        p = p * r + 1.0f;                             \
+        p = p * r + 1.0f;                             \
+    } while (0)
+
 static inline float cpu_expf(float x) {
     x = cpu_clampf(x, CPU_EXPF_HI, 0);
     x = cpu_clampf(x, CPU_EXPF_LO, 1);
     /* n = round(x / ln2): adding 1.5 * 2^23 leaves the rounded integer in the low
      * mantissa bits of t. */
-    const float shifter = 12582912.0f;
-    float t = x * 1.44269504088896341f + shifter;
-    float n = t - shifter;
-    /* r = x - n ln2, with ln2 split so that n * LN2_HI is exact (9 + 7 bits). */
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    float t, n, r, p;
+    CPU_EXPF_REDUCE(x, t, n, r, p);
     uint32_t tb, sb;
     memcpy(&tb, &t, sizeof tb);
     sb = (tb - 0x4B400000u + 127u) << 23; /* (n + 127) in the exponent field: 2^n */
@@ -189,17 +196,8 @@ static inline cpu_vec cpu_vexpf(cpu_vec x) {
     take = x < CPU_EXPF_LO;
     xb = (xb & ~take) | (lo & take);
     x = (cpu_vec)xb;
-    const float shifter = 12582912.0f;
-    const cpu_vec t = x * 1.44269504088896341f + shifter, n = t - shifter;
-    cpu_vec r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    cpu_vec p = r * (1.0f / 5040) + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    cpu_vec t, n, r, p;
+    CPU_EXPF_REDUCE(x, t, n, r, p);
     const cpu_ivec sb = ((cpu_ivec)t - 0x4B400000 + 127) << 23;
     return p * (cpu_vec)sb;
 }
@@ -340,12 +338,11 @@ static inline real cpu_max(const real *x, size_t n) {
 }
 
 /* p[0..len) = softmax(p[0..len)) (the largest subtracted, exp, divided by the sum in
- * double in cpu_sum's fixed lanes), p[len..T) = 0. In the float build by whole vectors,
- * the row's last one too where the row has room for it (its lanes past len zeroed before
- * they are summed, adding 0 leaves a lane's sum as it was, and stored: the memset covers
- * them again): the same bits as the scalar
- * loops, cpu_expf and cpu_sum element by element (tests/test_ops). The rows of
- * attention's scores. */
+ * double in cpu_sum's fixed lanes), p[len..T) = 0: a row of attention's scores. In the
+ * float build by whole vectors, the row's last one too where the row has room for it
+ * (what it holds past len may be anything: those lanes are zeroed before they are summed,
+ * and adding 0 leaves a lane's sum as it was; the memset covers them again). The same
+ * bits as the scalar loops, cpu_expf and cpu_sum element by element (tests/test_ops). */
 static inline void cpu_softmax_row(real *p, int len, int T) {
     const real mx = cpu_max(p, (size_t)len);
 #if REAL_IS_DOUBLE

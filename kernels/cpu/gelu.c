@@ -83,21 +83,27 @@ void gelu_backward(real *dinp, const real *inp, const real *dout, size_t N) {
 #define GELU_RSQRT2 0.70710678118654752440   /* 1 / sqrt 2 */
 #define GELU_RSQRT2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
 
+/* The fit's polynomial in t, for the scalar gelu_cdf and the vector gelu_vcdf alike. */
+#define GELU_ERFC_FIT(p, t)             \
+    do {                                \
+        p = (t) * 0.17087277f - 0.82215223f; \
+        p = p * (t) + 1.48851587f;      \
+        p = p * (t) - 1.13520398f;      \
+        p = p * (t) + 0.27886807f;      \
+        p = p * (t) - 0.18628806f;      \
+        p = p * (t) + 0.09678418f;      \
+        p = p * (t) + 0.37409196f;      \
+        p = p * (t) + 1.00002368f;      \
+        p = p * (t) - 1.26551223f;      \
+    } while (0)
+
 static inline real gelu_cdf(real x) {
 #if REAL_IS_DOUBLE
     return 0.5 * erfc(-x * GELU_RSQRT2);
 #else
     const float z = fabsf(x) * (float)GELU_RSQRT2, t = 1.0f / (1.0f + 0.5f * z);
-    float p = 0.17087277f;
-    p = p * t - 0.82215223f;
-    p = p * t + 1.48851587f;
-    p = p * t - 1.13520398f;
-    p = p * t + 0.27886807f;
-    p = p * t - 0.18628806f;
-    p = p * t + 0.09678418f;
-    p = p * t + 0.37409196f;
-    p = p * t + 1.00002368f;
-    p = p * t - 1.26551223f;
+    float p;
+    GELU_ERFC_FIT(p, t);
     const float half = 0.5f * t * CPU_EXP(p - z * z); /* erfc(z) / 2 */
     return x >= 0 ? 1.0f - half : half;
 #endif
@@ -108,15 +114,8 @@ static inline real gelu_cdf(real x) {
 static inline cpu_vec gelu_vcdf(cpu_vec x) {
     const cpu_ivec absmask = (cpu_ivec){0} + 0x7fffffff;
     const cpu_vec z = (cpu_vec)((cpu_ivec)x & absmask) * (float)GELU_RSQRT2, t = 1.0f / (1.0f + 0.5f * z);
-    cpu_vec p = t * 0.17087277f - 0.82215223f;
-    p = p * t + 1.48851587f;
-    p = p * t - 1.13520398f;
-    p = p * t + 0.27886807f;
-    p = p * t - 0.18628806f;
-    p = p * t + 0.09678418f;
-    p = p * t + 0.37409196f;
-    p = p * t + 1.00002368f;
-    p = p * t - 1.26551223f;
+    cpu_vec p;
+    GELU_ERFC_FIT(p, t);
     const cpu_vec half = 0.5f * t * cpu_vexpf(p - z * z), upper = 1.0f - half;
     const cpu_ivec take = x >= 0;
     return (cpu_vec)(((cpu_ivec)upper & take) | ((cpu_ivec)half & ~take));
