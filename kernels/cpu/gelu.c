@@ -25,52 +25,80 @@ static void gelu_share(size_t n, size_t *lo, size_t *hi) {
     if (*lo > n) *lo = n;
 }
 
-/* In the float build the loops below run on whole vectors (cpu_vec, one register wide,
- * where GCC's own vectorisation picks half a register on some CPUs: 15-20 % slower here,
- * docs/performance.md item 49), with cpu_vexpf: the same operations per element, the
- * same bits as the scalar tails. */
-void gelu_forward(real *out, const real *inp, size_t N) {
-    const real k2 = (real)(2 * GELU_K), a = (real)GELU_A;
-#pragma omp parallel
-    {
-        size_t i, hi;
-        gelu_share(N, &i, &hi);
-#if !REAL_IS_DOUBLE
-        for (; i + CPU_VL <= hi; i += CPU_VL) {
-            const cpu_vec x = cpu_vload(inp + i);
-            cpu_vstore(out + i, x / (1 + cpu_vexpf(-k2 * (x + a * x * x * x))));
-        }
+/* The four elementwise ops, each as one step on a whole vector at i and one on element
+ * i. gelu_run (inside each op's region) takes this thread's share in whole vectors, then
+ * a scalar tail. In the float build the vectors are cpu_vec (one register wide, where
+ * GCC's own vectorisation picks half a register on some CPUs: 15-25 % slower here,
+ * docs/performance.md item 49) with cpu_vexpf; each expression below is written once for
+ * both (a macro over the element type's exp), so a vector's lanes get the scalar tail's
+ * bits. The double build (gradient checks) runs the scalar step alone. */
+typedef struct {
+    real *out;
+    const real *inp, *fwd, *dout;
+} gelu_args;
+typedef void (*gelu_step)(const gelu_args *, size_t);
+
+#if REAL_IS_DOUBLE
+#define GELU_V(step) NULL
+#else
+#define GELU_V(step) step
 #endif
-        for (; i < hi; i++) {
-            real x = inp[i];
-            out[i] = x / (1 + CPU_EXP(-k2 * (x + a * x * x * x)));
-        }
-    }
+
+static inline __attribute__((always_inline)) void gelu_run(size_t N, const gelu_args *a, gelu_step vec,
+                                                          gelu_step one) {
+    size_t i, hi;
+    gelu_share(N, &i, &hi);
+#if !REAL_IS_DOUBLE
+    for (; i + CPU_VL <= hi; i += CPU_VL) vec(a, i);
+#else
+    (void)vec;
+#endif
+    for (; i < hi; i++) one(a, i);
 }
 
-/* With s = sigmoid(2u), tanh(u) = 2s - 1 and 1 - tanh(u)^2 = 4 s (1 - s):
- *   d gelu/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) du/dx = s + 2 x s (1 - s) k (1 + 3 a x^2) */
-void gelu_backward(real *dinp, const real *inp, const real *dout, size_t N) {
-    const real k = (real)GELU_K, a = (real)GELU_A;
-#pragma omp parallel
-    {
-        size_t i, hi;
-        gelu_share(N, &i, &hi);
-#if !REAL_IS_DOUBLE
-        for (; i + CPU_VL <= hi; i += CPU_VL) {
-            const cpu_vec x = cpu_vload(inp + i);
-            const cpu_vec s = 1 / (1 + cpu_vexpf(-2 * k * (x + a * x * x * x)));
-            const cpu_vec g = s + 2 * x * s * (1 - s) * k * (1 + 3 * a * x * x);
-            cpu_vstore(dinp + i, cpu_vload(dinp + i) + g * cpu_vload(dout + i));
-        }
-#endif
-        for (; i < hi; i++) {
-            real x = inp[i];
-            real s = 1 / (1 + CPU_EXP(-2 * k * (x + a * x * x * x)));
-            real g = s + 2 * x * s * (1 - s) * k * (1 + 3 * a * x * x);
-            dinp[i] += g * dout[i];
-        }
+/* The vector step and the scalar step of an op whose element is out = EXPR(x, EXP, f, d)
+ * (out += with ADD) of x = inp[i], f = fwd[i] and d = dout[i] (those the expression
+ * names: the others are never read). */
+#define GELU_STEP_ONE(name, ADD, EXPR)                                \
+    static inline void name##_one(const gelu_args *a, size_t i) {    \
+        const real x = a->inp[i];                                     \
+        const real v = EXPR(x, CPU_EXP, a->fwd[i], a->dout[i]);       \
+        a->out[i] = ADD ? a->out[i] + v : v;                          \
     }
+#if REAL_IS_DOUBLE
+#define GELU_STEPS(name, ADD, EXPR) GELU_STEP_ONE(name, ADD, EXPR)
+#else
+#define GELU_STEPS(name, ADD, EXPR)                                                           \
+    GELU_STEP_ONE(name, ADD, EXPR)                                                            \
+    static inline void name##_vec(const gelu_args *a, size_t i) {                            \
+        const cpu_vec x = cpu_vload(a->inp + i);                                              \
+        const cpu_vec v = EXPR(x, cpu_vexpf, cpu_vload(a->fwd + i), cpu_vload(a->dout + i)); \
+        cpu_vstore(a->out + i, ADD ? cpu_vload(a->out + i) + v : v);                          \
+    }
+#endif
+
+/* gelu(x) = x sigmoid(2u), u = k (x + a x^3). */
+#define GELU_TANH(x, EXP, f, d) ((x) / (1 + EXP(-(real)(2 * GELU_K) * ((x) + (real)GELU_A * (x) * (x) * (x)))))
+GELU_STEPS(gelu_tanh_fwd, 0, GELU_TANH)
+
+/* With s = sigmoid(2u), tanh(u) = 2s - 1 and 1 - tanh(u)^2 = 4 s (1 - s):
+ *   d gelu/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) du/dx = s + 2 x s (1 - s) k (1 + 3 a x^2),
+ * times dout, added into dinp. */
+#define GELU_TANH_SIG(x, EXP) (1 / (1 + EXP(-2 * (real)GELU_K * ((x) + (real)GELU_A * (x) * (x) * (x)))))
+#define GELU_TANH_GRAD(s, x) ((s) + 2 * (x) * (s) * (1 - (s)) * (real)GELU_K * (1 + 3 * (real)GELU_A * (x) * (x)))
+#define GELU_TANH_BWD(x, EXP, f, d) (GELU_TANH_GRAD(GELU_TANH_SIG(x, EXP), x) * (d))
+GELU_STEPS(gelu_tanh_bwd, 1, GELU_TANH_BWD)
+
+void gelu_forward(real *out, const real *inp, size_t N) {
+    const gelu_args a = {out, inp, NULL, NULL};
+#pragma omp parallel
+    gelu_run(N, &a, GELU_V(gelu_tanh_fwd_vec), gelu_tanh_fwd_one);
+}
+
+void gelu_backward(real *dinp, const real *inp, const real *dout, size_t N) {
+    const gelu_args a = {dinp, inp, NULL, dout};
+#pragma omp parallel
+    gelu_run(N, &a, GELU_V(gelu_tanh_bwd_vec), gelu_tanh_bwd_one);
 }
 
 /* The exact GELU, x Phi(x), Phi the standard normal CDF (PyTorch's nn.GELU(), which
@@ -122,19 +150,18 @@ static inline cpu_vec gelu_vcdf(cpu_vec x) {
 }
 #endif
 
-void gelu_erf_forward(real *out, const real *inp, size_t N) {
-#pragma omp parallel
-    {
-        size_t i, hi;
-        gelu_share(N, &i, &hi);
+static inline void gelu_erf_fwd_one(const gelu_args *a, size_t i) { a->out[i] = a->inp[i] * gelu_cdf(a->inp[i]); }
 #if !REAL_IS_DOUBLE
-        for (; i + CPU_VL <= hi; i += CPU_VL) {
-            const cpu_vec x = cpu_vload(inp + i);
-            cpu_vstore(out + i, x * gelu_vcdf(x));
-        }
+static inline void gelu_erf_fwd_vec(const gelu_args *a, size_t i) {
+    const cpu_vec x = cpu_vload(a->inp + i);
+    cpu_vstore(a->out + i, x * gelu_vcdf(x));
+}
 #endif
-        for (; i < hi; i++) out[i] = inp[i] * gelu_cdf(inp[i]);
-    }
+
+void gelu_erf_forward(real *out, const real *inp, size_t N) {
+    const gelu_args a = {out, inp, NULL, NULL};
+#pragma omp parallel
+    gelu_run(N, &a, GELU_V(gelu_erf_fwd_vec), gelu_erf_fwd_one);
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi), with Phi(x) read
@@ -142,25 +169,22 @@ void gelu_erf_forward(real *out, const real *inp, size_t N) {
  * two and the fit's division, 0.81 -> 0.44 ns an element on 2 cores here (docs/
  * performance.md item 46). out / x is Phi to a rounding of each; where out underflows
  * (x < -13) both terms are below 1e-37. */
-void gelu_erf_backward(real *dinp, const real *inp, const real *out, const real *dout, size_t N) {
-    const real c = (real)GELU_RSQRT2PI;
-#pragma omp parallel
-    {
-        size_t i, hi;
-        gelu_share(N, &i, &hi);
+#define GELU_ERF_GRAD(x, cdf, EXP) ((cdf) + (x) * (real)GELU_RSQRT2PI * EXP(-(real)0.5 * (x) * (x)))
+static inline void gelu_erf_bwd_one(const gelu_args *a, size_t i) {
+    const real x = a->inp[i], cdf = x != 0 ? a->fwd[i] / x : (real)0.5;
+    a->out[i] += GELU_ERF_GRAD(x, cdf, CPU_EXP) * a->dout[i];
+}
 #if !REAL_IS_DOUBLE
-        for (; i + CPU_VL <= hi; i += CPU_VL) {
-            const cpu_vec x = cpu_vload(inp + i), q = cpu_vload(out + i) / x;
-            const cpu_ivec take = x != 0;
-            const cpu_vec cdf = (cpu_vec)(((cpu_ivec)q & take) | ((cpu_ivec)((cpu_vec){0} + 0.5f) & ~take));
-            const cpu_vec g = cdf + x * c * cpu_vexpf(-0.5f * x * x);
-            cpu_vstore(dinp + i, cpu_vload(dinp + i) + g * cpu_vload(dout + i));
-        }
+static inline void gelu_erf_bwd_vec(const gelu_args *a, size_t i) {
+    const cpu_vec x = cpu_vload(a->inp + i), q = cpu_vload(a->fwd + i) / x;
+    const cpu_ivec take = x != 0;
+    const cpu_vec cdf = (cpu_vec)(((cpu_ivec)q & take) | ((cpu_ivec)((cpu_vec){0} + 0.5f) & ~take));
+    cpu_vstore(a->out + i, cpu_vload(a->out + i) + GELU_ERF_GRAD(x, cdf, cpu_vexpf) * cpu_vload(a->dout + i));
+}
 #endif
-        for (; i < hi; i++) {
-            const real x = inp[i], cdf = x != 0 ? out[i] / x : (real)0.5;
-            const real g = cdf + x * c * CPU_EXP(-(real)0.5 * x * x);
-            dinp[i] += g * dout[i];
-        }
-    }
+
+void gelu_erf_backward(real *dinp, const real *inp, const real *out, const real *dout, size_t N) {
+    const gelu_args a = {dinp, inp, out, dout};
+#pragma omp parallel
+    gelu_run(N, &a, GELU_V(gelu_erf_bwd_vec), gelu_erf_bwd_one);
 }
