@@ -2336,11 +2336,11 @@ static void hc_dx_weights(hc_dx_kind kind, real *Wb, const hc_params *p, const h
  * pass finds them in L2. Its rows of X and dY only in rows: in channel blocks each is
  * one run of memory, which the hardware follows, and the hints measured slower (item 40).
  * With Xb (bf16 streams), the rows are widened from Xb into Xw (the staging rows Xr reads)
- * a token ahead instead, in the same place. With zc, also zper more reals of the zeroing zc walks, before
- * each token's dots: its stores drain while the token's work runs. zp: the bf16 scratch of
- * a group's dz (hc_dz_pairs_bf16, or with pz the A tiles of hc_dx_products_amx, whose
- * products go to pz); dz_bf16: instead, each group's dz rounded to bf16 in place for the
- * fp32 loop (W' in Wb rounded alike). */
+ * a token ahead instead, in the same place. With zc, also zper more reals of the zeroing
+ * zc walks, before each token's dots: its stores drain while the token's work runs.
+ * zp: the bf16 scratch of a group's dz (hc_dz_pairs_bf16, or with pz the A tiles of
+ * hc_dx_products_amx, whose products go to pz); dz_bf16: instead, each group's dz rounded
+ * to bf16 in place for the fp32 loop (W' in Wb rounded alike). */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
                                size_t t1, const real *Xr, real *Xw, const uint16_t *Xb, const real *dY,
                                const real *du, real *dX, real *dz, const real *Wb, const real *wsum, real *sum,

@@ -116,17 +116,17 @@ void gelu_backward(real *dinp, const real *inp, const real *dout, size_t N) {
 #define GELU_RSQRT2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
 
 /* The fit's polynomial in t, for the scalar gelu_cdf and the vector gelu_vcdf alike. */
-#define GELU_ERFC_FIT(p, t)             \
-    do {                                \
+#define GELU_ERFC_FIT(p, t)                  \
+    do {                                     \
         p = (t) * 0.17087277f - 0.82215223f; \
-        p = p * (t) + 1.48851587f;      \
-        p = p * (t) - 1.13520398f;      \
-        p = p * (t) + 0.27886807f;      \
-        p = p * (t) - 0.18628806f;      \
-        p = p * (t) + 0.09678418f;      \
-        p = p * (t) + 0.37409196f;      \
-        p = p * (t) + 1.00002368f;      \
-        p = p * (t) - 1.26551223f;      \
+        p = p * (t) + 1.48851587f;           \
+        p = p * (t) - 1.13520398f;           \
+        p = p * (t) + 0.27886807f;           \
+        p = p * (t) - 0.18628806f;           \
+        p = p * (t) + 0.09678418f;           \
+        p = p * (t) + 0.37409196f;           \
+        p = p * (t) + 1.00002368f;           \
+        p = p * (t) - 1.26551223f;           \
     } while (0)
 
 static inline real gelu_cdf(real x) {
