@@ -44,10 +44,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# A port nothing listens on, below the kernel's range of ephemeral ports: one inside it
+# can be an outgoing connection's local port, which no connect() shows but bind() refuses
+# (slurmd once failed so, "Address already in use", in a CI run).
+EPHEMERAL_LO=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+case "$EPHEMERAL_LO" in '' | *[!0-9]*) EPHEMERAL_LO=32768 ;; esac
+if [ "$EPHEMERAL_LO" -gt 11000 ]; then PORT_LO=10000 PORT_N=$((EPHEMERAL_LO - 10000))
+else PORT_LO=20000 PORT_N=30000; fi # an unusual range: as before
 free_port() {
   local p
   for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((PORT_LO + RANDOM % PORT_N))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo $p; return; }
   done
   echo 6817
