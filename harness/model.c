@@ -2335,30 +2335,29 @@ static void hc_dx_weights(hc_dx_kind kind, real *Wb, const hc_params *p, const h
  * measured faster than a whole group ahead (docs/performance.md, log item 28); the dX
  * pass finds them in L2. Its rows of X and dY only in rows: in channel blocks each is
  * one run of memory, which the hardware follows, and the hints measured slower (item 40).
- * With Xb (bf16 streams), the rows are widened from Xb into Xw (the staging rows Xr reads)
- * a token ahead instead, in the same place. With zc, also zper more reals of the zeroing
+ * With Xb (bf16 streams), Xr is the staging rows, into which this widens the rows from
+ * Xb a token ahead instead, in the same place. With zc, also zper more reals of the zeroing
  * zc walks, before each token's dots: its stores drain while the token's work runs.
  * zp: the bf16 scratch of a group's dz (hc_dz_pairs_bf16, or with pz the A tiles of
  * hc_dx_products_amx, whose products go to pz); dz_bf16: instead, each group's dz rounded
  * to bf16 in place for the fp32 loop (W' in Wb rounded alike). */
 static void hc_tokens_backward(const gpt_model *m, const hc_params *p, const hc_acts *h, const hc_dims *d, size_t t0,
-                               size_t t1, const real *Xr, real *Xw, const uint16_t *Xb, const real *dY,
-                               const real *du, real *dX, real *dz, const real *Wb, const real *wsum, real *sum,
-                               real *my_dtheta, hc_zero_cursor *zc, size_t zper, uint32_t *zp, real *pz,
-                               int dz_bf16) {
+                               size_t t1, real *Xr, const uint16_t *Xb, const real *dY, const real *du,
+                               real *dX, real *dz, const real *Wb, const real *wsum, real *sum, real *my_dtheta,
+                               hc_zero_cursor *zc, size_t zper, uint32_t *zp, real *pz, int dz_bf16) {
     const int n = d->n, K = d->K, cs = m->spec.cache, lanes = hc_lanes(&m->spec);
     real dpre[HC_LANES * HC_MAX_N], dpost[HC_LANES * HC_MAX_N], dH[HC_LANES * HC_MM];
     real cj[HC_LANES * HC_MAX_N], pj[HC_LANES * HC_MAX_N];
 #if HC_AMX
     if (pz) hc_amx_begin(); /* for every group's hc_dx_products_amx */
 #endif
-    if (Xb && t1 > t0) hc_bf16_widen(Xw, Xb, d->nC);
+    if (Xb && t1 > t0) hc_bf16_widen(Xr, Xb, d->nC);
     for (size_t g0 = t0; g0 < t1; g0 += (size_t)lanes) {
         const int g = t1 - g0 < (size_t)lanes ? (int)(t1 - g0) : lanes;
         for (int i = 0; i < g; i++) {
             const size_t t = g0 + (size_t)i + 1; /* the next token's rows, while this one's dots run */
             if (t < t1) {
-                if (Xb) hc_bf16_widen(Xw + (t - t0) * d->nC, Xb + (t - t0) * d->nC, d->nC);
+                if (Xb) hc_bf16_widen(Xr + (t - t0) * d->nC, Xb + (t - t0) * d->nC, d->nC);
                 else if (!d->blk) { /* in channel blocks the hardware's prefetchers follow them */
                     hc_prefetch(Xr + (t - t0) * d->nC, d->nC, 0);
                     hc_prefetch(dY + t * d->nC, d->nC, 1);
@@ -2434,7 +2433,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                staging rows (then mchunk = chunk: one chunk) */
             real *rows = hc_stage_rows(s);
             const uint16_t *Xb = rows ? hc_streams_bf16(m, l) : NULL;
-            const real *Xs = rows ? rows : h.X + s0 * d.nC;
+            real *Xs = rows ? rows : h.X + s0 * d.nC;
             for (size_t c0 = s0; c0 < s1; c0 += chunk) {
                 const size_t c1 = c0 + chunk < s1 ? c0 + chunk : s1;
                 /* with dX, df of l - 1 (or sublayer 0's dsum, which may be du itself: each
@@ -2442,8 +2441,8 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
                    streams the rows widened into the staging rows a token ahead of their use,
                    while a token's dots run (a pass of its own before the chunk had waited
                    on memory: log item 49) */
-                hc_tokens_backward(m, &p, &h, &d, c0, c1, Xs + (c0 - s0) * d.nC, rows ? rows + (c0 - s0) * d.nC : NULL,
-                                   Xb ? Xb + c0 * d.nC : NULL, dY, du, dX, dz, Wb,
+                hc_tokens_backward(m, &p, &h, &d, c0, c1, Xs + (c0 - s0) * d.nC, Xb ? Xb + c0 * d.nC : NULL, dY,
+                                   du, dX, dz, Wb,
                                    df_prev ? post_prev : NULL, df_prev ? df_prev : dsum, myth, df_prev ? &zc : NULL,
                                    zper, zp, pz, kind == HC_DX_ROUNDED);
             }

@@ -15,14 +15,12 @@
 #define GELU_A 0.044715
 
 /* Elements [lo, hi) of n for this thread of the region: contiguous shares, each but the
- * last a whole number of vectors. */
+ * last a whole number of vectors (nv (id + 1) / nt < nv for all but the last: inside n). */
 static void gelu_share(size_t n, size_t *lo, size_t *hi) {
     const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
     const size_t nv = (n + CPU_VL - 1) / CPU_VL;
     *lo = nv * id / nt * CPU_VL;
     *hi = id + 1 == nt ? n : nv * (id + 1) / nt * CPU_VL;
-    if (*hi > n) *hi = n;
-    if (*lo > n) *lo = n;
 }
 
 /* The four elementwise ops, each as one step on a whole vector at i and one on element
