@@ -5,7 +5,8 @@
  * Forward ops overwrite their outputs. Backward ops ADD into every gradient they are
  * given (the training step zeroes gradients once); a NULL gradient pointer is skipped.
  * Every loop that matters runs with OpenMP over disjoint outputs, so results are
- * bit-identical for a given thread count. Matrix products go through BLAS.
+ * bit-identical for a given thread count. Matrix products go through BLAS, but for
+ * attention's per-head products (register tiles of its own, kernels/cpu/attention.c).
  */
 #ifndef S2HC_KERNELS_H
 #define S2HC_KERNELS_H

@@ -152,10 +152,15 @@ static void check_attention_grad(int B, int T, int C, int NH) {
     CHECK_FD("attention dqkv", at_loss, &c, c.qkv, dqkv, nqkv);
     free(c.qkv); free(c.out); free(c.att); free(c.R); free(dqkv); free(scratch);
 }
-/* T = 5: one block of query rows; T = 70: two blocks of 64, the second partial. */
+/* attention.c's tiles in the double build (4 or 8 lanes): T = 5 inside one tile of
+ * rows; T = 70 over many, the last partial; hs = 2 channels one by one only; hs = 24
+ * and 40, three and five vectors of 8 (six and ten of 4); T = 29 and 17 a partial last
+ * key vector. */
 static void test_attention_grad(void) {
     check_attention_grad(2, 5, 6, 3);
     check_attention_grad(1, 70, 4, 2);
+    check_attention_grad(1, 29, 48, 2);
+    check_attention_grad(1, 17, 80, 2);
 }
 
 /* ---- gelu ---- */

@@ -220,6 +220,78 @@ static void test_attention_forward(void) {
           (double)att[0]);
 }
 
+/* dqkv of loss = sum(dout * out) by the chain rule in double, from ref_attention's P:
+ * dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(hs), dQ = dS K / .., dK = dS^T Q, dV = P^T dO. */
+static void ref_attention_backward(double *dqkv, const real *dout, const real *qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    double *out = dalloc((size_t)B * T * C), *att = dalloc((size_t)B * NH * T * T), *dS = dalloc((size_t)T * T);
+    ref_attention(out, att, qkv, B, T, C, NH);
+    const double sc = 1 / sqrt((double)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const real *base = qkv + (size_t)b * T * 3 * C, *dO = dout + (size_t)b * T * C + h * hs;
+            const double *P = att + ((size_t)b * NH + h) * T * T;
+            double *dq = dqkv + (size_t)b * T * 3 * C + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+            for (int t = 0; t < T; t++) {
+                double rs = 0;
+                for (int j = 0; j < T; j++) {
+                    double dp = 0;
+                    for (int d = 0; d < hs; d++) dp += (double)dO[(size_t)t * C + d] * base[(size_t)j * 3 * C + 2 * C + h * hs + d];
+                    dS[t * T + j] = dp;
+                    rs += P[t * T + j] * dp;
+                }
+                for (int j = 0; j < T; j++) dS[t * T + j] = P[t * T + j] * (dS[t * T + j] - rs) * sc;
+            }
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < T; j++)
+                    for (int d = 0; d < hs; d++) {
+                        dq[(size_t)t * 3 * C + d] += dS[t * T + j] * base[(size_t)j * 3 * C + C + h * hs + d];
+                        dk[(size_t)j * 3 * C + d] += dS[t * T + j] * base[(size_t)t * 3 * C + h * hs + d];
+                        dv[(size_t)j * 3 * C + d] += P[t * T + j] * dO[(size_t)t * C + d];
+                    }
+        }
+    free(out); free(att); free(dS);
+}
+
+/* attention.c's tiles (query rows by key vectors; rows by 1-4 channel vectors) at head
+ * sizes of one to five vectors of 16 lanes (16, 32, 48, 64, 80: every pass of att_ab
+ * with AVX-512; with AVX2's 8 lanes, 2-10 vectors), one not a whole number of vectors
+ * (40: the channels short of a vector one by one) and one short of any (8), T both a
+ * multiple of the vector width and not (the stores of a last, partial key vector), and
+ * T = 400, where the transposed products take A in two chunks of rows (ATT_SLAB):
+ * forward against ref_attention, and the backward, added into a dqkv that held values,
+ * against ref_attention_backward. */
+static void check_attention_tiles(int B, int T, int C, int NH) {
+    check_attention_forward(B, T, C, NH);
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    real *qkv = ralloc(nqkv), *out = ralloc(nout), *att = ralloc(natt), *dout = ralloc(nout), *dqkv = ralloc(nqkv),
+         *scratch = ralloc(natt);
+    double *ref = dalloc(nqkv);
+    fill(qkv, nqkv, -2, 2);
+    fill(dout, nout, -1, 1);
+    fill(dqkv, nqkv, -1, 1);
+    fill(scratch, natt, 7, 8); /* garbage: the backward must not read scratch it did not write */
+    for (size_t i = 0; i < nqkv; i++) ref[i] = dqkv[i];
+    attention_forward(out, att, qkv, B, T, C, NH);
+    attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+    ref_attention_backward(ref, dout, qkv, B, T, C, NH);
+    char what[64];
+    snprintf(what, sizeof what, "attention dqkv (T %d, hs %d)", T, C / NH);
+    CHECK_REF(what, dqkv, ref, nqkv);
+    free(qkv); free(out); free(att); free(dout); free(dqkv); free(scratch); free(ref);
+}
+static void test_attention_tiles(void) {
+    check_attention_tiles(1, 64, 64, 2);  /* hs 32, T a multiple of 16 */
+    check_attention_tiles(2, 45, 96, 3);  /* hs 32, a partial last key vector */
+    check_attention_tiles(1, 37, 80, 5);  /* hs 16 */
+    check_attention_tiles(1, 50, 144, 3); /* hs 48 */
+    check_attention_tiles(1, 29, 120, 3); /* hs 40 */
+    check_attention_tiles(1, 40, 128, 2); /* hs 64 */
+    check_attention_tiles(1, 23, 160, 2); /* hs 80 */
+    check_attention_tiles(1, 400, 32, 2); /* dK and dV in two chunks of rows, a tile across their border */
+    check_attention_tiles(1, 13, 24, 3);  /* hs 8: channels by scalar loops only */
+}
+
 /* Change the k and v of a future token: every earlier output and attention row must be
  * exactly unchanged, and later ones must change (so the change was seen at all).
  * Backward: with dout zero from token t0 on, the q, k, v of tokens >= t0 get no gradient. */
@@ -841,6 +913,7 @@ int main(void) {
     T_RUN(test_layernorm_forward);
     T_RUN(test_attention_forward);
     T_RUN(test_attention_causal);
+    T_RUN(test_attention_tiles);
     T_RUN(test_gelu_forward);
     T_RUN(test_gelu_erf);
     T_RUN(test_layernorm_no_bias);
