@@ -21,6 +21,7 @@
  * loop below.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,16 +50,24 @@ static void attention_check(const char *op, int B, int T, int C, int NH) {
     cpu_dim((size_t)B * (size_t)NH, op);
 }
 
-/* This thread's scratch of at least n reals, kept for the next call (allocated once per
- * thread and size: no allocation in a training step after its first). */
+/* This thread's scratch of at least n reals, kept for its next call (allocated at its
+ * first call and when a larger one comes: no allocation in a training step after the
+ * first), and freed when the thread exits (the key's destructor). */
+static pthread_key_t att_key;
+static pthread_once_t att_key_once = PTHREAD_ONCE_INIT;
+static void att_key_create(void) {
+    if (pthread_key_create(&att_key, free)) cpu_fatal("attention", "pthread_key_create failed");
+}
 static real *att_scratch(size_t n) {
     static _Thread_local real *buf;
     static _Thread_local size_t cap;
     if (n > cap) {
+        pthread_once(&att_key_once, att_key_create);
         free(buf);
         size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
         buf = aligned_alloc(64, bytes);
-        if (!buf) cpu_fatal("attention", "out of memory for the per-thread scratch");
+        if (!buf || pthread_setspecific(att_key, buf))
+            cpu_fatal("attention", "out of memory for the per-thread scratch");
         cap = bytes / sizeof(real);
     }
     return buf;
