@@ -1,6 +1,7 @@
 /* attention.c: causal multi-head self-attention, parallel over (batch, head) pairs in
  * both directions. Every pair writes its own slice of the outputs, and each output value
- * is one sum in a fixed order, so results are bit-identical for any thread count.
+ * is summed in an order fixed by the shapes alone, so results are bit-identical for any
+ * thread count.
  *
  * Layout (see kernels.h): qkv (B, T, 3C) = q | k | v; head h uses channels
  * [h*hs, (h+1)*hs) of each part, hs = C/NH. Within one batch row b the head-h views
@@ -15,10 +16,9 @@
  *   few vectors of keys, over a copy of B transposed (keys along the vector lanes);
  *   causal, a tile stops at the key vector that holds its last row's diagonal.
  * - att_ab, O (+)= A B over k with the channels along the lanes (O = P V, dQ = dS K), or
- *   the same with A read transposed (dK = dS^T Q, dV = P^T dO); causal, a tile of rows
- *   runs k only where A can be nonzero.
- * Where a tile reads A above its diagonal, A is 0 there: P by the softmax, dS by its
- * loop below.
+ *   the same with A read down its columns (dK = dS^T Q, dV = P^T dO); causal, a tile of
+ *   rows runs k over what its rows reach, so it reads a band of A just across the
+ *   diagonal, where A is 0: P by the softmax, dS by its row loop below.
  */
 #include <math.h>
 #include <pthread.h>
