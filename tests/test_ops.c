@@ -221,7 +221,7 @@ static void test_attention_forward(void) {
 }
 
 /* dqkv of loss = sum(dout * out) by the chain rule in double, from ref_attention's P:
- * dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(hs), dQ = dS K / .., dK = dS^T Q, dV = P^T dO. */
+ * dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(hs), dQ = dS K, dK = dS^T Q, dV = P^T dO. */
 static void ref_attention_backward(double *dqkv, const real *dout, const real *qkv, int B, int T, int C, int NH) {
     int hs = C / NH;
     double *out = dalloc((size_t)B * T * C), *att = dalloc((size_t)B * NH * T * T), *dS = dalloc((size_t)T * T);
@@ -236,7 +236,8 @@ static void ref_attention_backward(double *dqkv, const real *dout, const real *q
                 double rs = 0;
                 for (int j = 0; j < T; j++) {
                     double dp = 0;
-                    for (int d = 0; d < hs; d++) dp += (double)dO[(size_t)t * C + d] * base[(size_t)j * 3 * C + 2 * C + h * hs + d];
+                    for (int d = 0; d < hs; d++)
+                        dp += (double)dO[(size_t)t * C + d] * base[(size_t)j * 3 * C + 2 * C + h * hs + d];
                     dS[t * T + j] = dp;
                     rs += P[t * T + j] * dp;
                 }
