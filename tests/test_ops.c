@@ -401,6 +401,56 @@ static void test_gelu_erf(void) {
     free(inp); free(out); free(dx); free(ones); free(t);
 }
 
+/* The backward's dw, db and matmul's dbias: column sums in double over the rows in
+ * order, by vectors of doubles in whole blocks of 64 columns and by the scalar loop for
+ * the rest. C = 160 is two whole blocks and a short one; each sum must be the bits of
+ * the same arithmetic written out here (a column in the wrong lane, or sums reordered,
+ * differ), and dinp must match its formula in double. */
+static void test_layernorm_backward(void) {
+    const size_t N = 37;
+    const int C = 160;
+    real *x = ralloc(N * C), *w = ralloc(C), *b = ralloc(C), *y = ralloc(N * C), *mean = ralloc(N), *rstd = ralloc(N);
+    real *dout = ralloc(N * C), *dinp = ralloc(N * C), *dw = ralloc(C), *db = ralloc(C), *dbias = ralloc(C);
+    double *rinp = dalloc(N * C);
+    fill(x, N * C, -2, 2);
+    fill(w, C, 0.5, 1.5);
+    fill(b, C, -1, 1);
+    fill(dout, N * C, -1, 1);
+    layernorm_forward(y, mean, rstd, x, w, b, N, C);
+    layernorm_backward(dinp, dw, db, dout, x, w, mean, rstd, N, C);
+    matmul_backward(NULL, NULL, dbias, dout, x, w, N, 1, C);
+    size_t bad_w = 0, bad_b = 0, bad_bias = 0;
+    for (int c = 0; c < C; c++) {
+        double aw = 0, ab = 0;
+        for (size_t i = 0; i < N; i++) {
+            const real d = dout[i * C + c];
+            aw += (double)(d * ((x[i * C + c] - mean[i]) * rstd[i]));
+            ab += (double)d;
+        }
+        bad_w += dw[c] != (real)aw;
+        bad_b += db[c] != (real)ab;
+        bad_bias += dbias[c] != (real)ab;
+    }
+    CHECK(bad_w == 0 && bad_b == 0, "layernorm dw, db: %zu and %zu of %d columns not the sums in row order", bad_w,
+          bad_b, C);
+    CHECK(bad_bias == 0, "matmul dbias: %zu of %d columns not the sums in row order", bad_bias, C);
+    for (size_t i = 0; i < N; i++) {
+        double g = 0, gn = 0;
+        for (int c = 0; c < C; c++) {
+            const double n = ((double)x[i * C + c] - mean[i]) * rstd[i], gc = (double)dout[i * C + c] * w[c];
+            g += gc;
+            gn += gc * n;
+        }
+        for (int c = 0; c < C; c++) {
+            const double n = ((double)x[i * C + c] - mean[i]) * rstd[i];
+            rinp[i * C + c] = rstd[i] * ((double)dout[i * C + c] * w[c] - g / C - n * gn / C);
+        }
+    }
+    CHECK_REF("layernorm dinp", dinp, rinp, N * C);
+    free(x); free(w); free(b); free(y); free(mean); free(rstd); free(dout); free(dinp); free(dw); free(db);
+    free(dbias); free(rinp);
+}
+
 static void test_layernorm_no_bias(void) {
     const size_t N = 7;
     const int C = 37;
@@ -918,6 +968,7 @@ int main(void) {
     T_RUN(test_gelu_forward);
     T_RUN(test_gelu_erf);
     T_RUN(test_layernorm_no_bias);
+    T_RUN(test_layernorm_backward);
     T_RUN(test_encoder_forward);
     T_RUN(test_crossentropy);
     T_RUN(test_adamw);

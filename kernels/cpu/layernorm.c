@@ -4,6 +4,7 @@
  * The normalised value is computed from the saved mean and rstd, exactly as the
  * backward recomputes it. dw and db sum N rows in double. */
 #include <math.h>
+#include <string.h>
 #include "kernels/kernels.h"
 #include "kernels/cpu/cpu_math.h"
 
@@ -43,17 +44,48 @@ void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const
         real m = ln_sum(x, C) / (real)C;
         real var = ln_sqdev(x, m, C) / (real)C; /* biased, as in PyTorch */
         real r = (real)(1.0 / sqrt((double)var + LAYERNORM_EPS));
+        int c = 0; /* whole registers (GCC's own vectors of this loop were half as wide), then the tail */
         if (b) {
-#pragma omp simd
-            for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
+            for (; c + CPU_VL <= C; c += CPU_VL)
+                cpu_vstore(o + c, (cpu_vload(x + c) - m) * r * cpu_vload(w + c) + cpu_vload(b + c));
+            for (; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
         } else {
-#pragma omp simd
-            for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c];
+            for (; c + CPU_VL <= C; c += CPU_VL) cpu_vstore(o + c, (cpu_vload(x + c) - m) * r * cpu_vload(w + c));
+            for (; c < C; c++) o[c] = (x[c] - m) * r * w[c];
         }
         mean[i] = m;
         rstd[i] = r;
     }
 }
+
+#if !REAL_IS_DOUBLE
+/* One whole block of dw, db partial sums: aw[j] += (double)(d n), ab[j] += (double)d over
+ * the N rows in order, as the scalar loop adds them (each element its own sum, so the
+ * same bits), the sums in registers: the block at once with 32 registers, by halves with
+ * AVX2's 16. (GCC's own vectors of the scalar loop kept them on the stack.) */
+#define LN_PARTS (CPU_NREGS >= 32 ? 1 : 2)
+#define LN_PV (LAYERNORM_BLOCK / LN_PARTS / CPU_VL) /* cpu_vec of a part */
+_Static_assert(LAYERNORM_BLOCK % (LN_PARTS * CPU_VL) == 0, "ln_dwdb_block: parts of whole vectors");
+static void ln_dwdb_block(double *aw, double *ab, const real *dout, const real *inp, const real *mean,
+                          const real *rstd, size_t N, int C, int c0) {
+    for (int h = 0; h < LN_PARTS; h++) {
+        cpu_dlanes sw[2 * LN_PV] = {{0}}, sb[2 * LN_PV] = {{0}};
+        const int ch = c0 + h * LN_PV * CPU_VL;
+        for (size_t i = 0; i < N; i++) {
+            const real *x = inp + i * (size_t)C + ch, *d = dout + i * (size_t)C + ch;
+            const real m = mean[i], r = rstd[i];
+#pragma GCC unroll 8
+            for (int v = 0; v < LN_PV; v++) {
+                const cpu_vec dv = cpu_vload(d + v * CPU_VL);
+                cpu_colsum_add(sw + 2 * v, dv * ((cpu_vload(x + v * CPU_VL) - m) * r));
+                cpu_colsum_add(sb + 2 * v, dv);
+            }
+        }
+        memcpy(aw + h * LN_PV * CPU_VL, sw, sizeof sw);
+        memcpy(ab + h * LN_PV * CPU_VL, sb, sizeof sb);
+    }
+}
+#endif
 
 /* With n = (x - mean) rstd and g = dout * w (per row):
  *   dinp += rstd (g - mean_c(g) - n mean_c(g n))      (layernorm_backward_set: dinp =)
@@ -86,9 +118,14 @@ static inline __attribute__((always_inline)) void ln_backward(const int add, rea
                     gnsum += g * ((x[c] - m) * r);
                 }
                 const real gmean = gsum / (real)C, gnmean = gnsum / (real)C;
-#pragma omp simd
-                for (int k = 0; k < C; k++) {
-                    real nrm = (x[k] - m) * r;
+                int k = 0; /* whole registers, then the tail (as the forward's last loop) */
+                for (; k + CPU_VL <= C; k += CPU_VL) {
+                    const cpu_vec nrm = (cpu_vload(x + k) - m) * r;
+                    const cpu_vec v = r * (cpu_vload(d + k) * cpu_vload(w + k) - gmean - nrm * gnmean);
+                    cpu_vstore(di + k, add ? cpu_vload(di + k) + v : v);
+                }
+                for (; k < C; k++) {
+                    const real nrm = (x[k] - m) * r;
                     const real v = r * (d[k] * w[k] - gmean - nrm * gnmean);
                     di[k] = add ? di[k] + v : v;
                 }
@@ -99,6 +136,12 @@ static inline __attribute__((always_inline)) void ln_backward(const int add, rea
             const int c0 = blk * LAYERNORM_BLOCK;
             const int len = C - c0 < LAYERNORM_BLOCK ? C - c0 : LAYERNORM_BLOCK;
             double aw[LAYERNORM_BLOCK] = {0}, ab[LAYERNORM_BLOCK] = {0};
+#if !REAL_IS_DOUBLE
+            if (len == LAYERNORM_BLOCK) { /* the sums as vectors of doubles, in registers */
+                ln_dwdb_block(aw, ab, dout, inp, mean, rstd, N, C, c0);
+                goto block_done;
+            }
+#endif
             for (size_t i = 0; i < N; i++) {
                 const real *restrict x = inp + i * (size_t)C + c0, *restrict d = dout + i * (size_t)C + c0;
                 const real m = mean[i], r = rstd[i];
@@ -114,6 +157,9 @@ static inline __attribute__((always_inline)) void ln_backward(const int add, rea
                     }
                 }
             }
+#if !REAL_IS_DOUBLE
+        block_done:
+#endif
             for (int j = 0; j < len; j++) {
                 if (dw) dw[c0 + j] += (real)aw[j];
                 if (db) db[c0 + j] += (real)ab[j];

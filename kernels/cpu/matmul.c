@@ -13,6 +13,7 @@
 #include <omp.h>
 #include "kernels/kernels.h"
 #include "kernels/cpu/cpu_blas.h"
+#include "kernels/cpu/cpu_math.h"
 
 /* Output channels per block of the bias gradient: 64 doubles of partial sums on the
  * stack, and a whole number of cache lines of dout per row. */
@@ -72,6 +73,17 @@ void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const 
             for (int o0 = lo; o0 < hi; o0 += MATMUL_BIAS_BLOCK) {
                 int len = hi - o0 < MATMUL_BIAS_BLOCK ? hi - o0 : MATMUL_BIAS_BLOCK;
                 double acc[MATMUL_BIAS_BLOCK] = {0};
+#if !REAL_IS_DOUBLE
+                if (len == MATMUL_BIAS_BLOCK) { /* the sums in registers (GCC's kept them on the stack) */
+                    cpu_dlanes s[2 * MATMUL_BIAS_BLOCK / CPU_VL] = {{0}};
+                    for (size_t i = 0; i < N; i++)
+#pragma GCC unroll 8
+                        for (int v = 0; v < MATMUL_BIAS_BLOCK / CPU_VL; v++)
+                            cpu_colsum_add(s + 2 * v, cpu_vload(dout + i * (size_t)OC + o0 + v * CPU_VL));
+                    memcpy(acc, s, sizeof s);
+                    goto block_sums;
+                }
+#endif
                 for (size_t i = 0; i < N; i++) {
                     const real *d = dout + i * (size_t)OC + o0;
                     if (len == MATMUL_BIAS_BLOCK) /* a fixed trip count the compiler vectorises */
@@ -79,6 +91,9 @@ void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const 
                     else
                         for (int j = 0; j < len; j++) acc[j] += d[j];
                 }
+#if !REAL_IS_DOUBLE
+            block_sums:
+#endif
                 for (int j = 0; j < len; j++) dbias[o0 + j] += (real)acc[j];
             }
         }
