@@ -11,8 +11,9 @@ void encoder_forward(real *out, const int *inp, const real *wte, const real *wpe
     size_t ntok = (size_t)B * T;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < ntok; i++) {
-        const real *e = wte + (size_t)inp[i] * C, *p = wpe + (i % (size_t)T) * C;
-        real *o = out + i * C;
+        const real *restrict e = wte + (size_t)inp[i] * C, *restrict p = wpe + (i % (size_t)T) * C;
+        real *restrict o = out + i * C;
+#pragma omp simd
         for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
     }
 }
@@ -26,9 +27,10 @@ void encoder_backward(real *dwte, real *dwpe, const real *dout, const int *inp, 
     if (dwpe) {
 #pragma omp parallel for schedule(static)
         for (int t = 0; t < T; t++) {
-            real *dp = dwpe + (size_t)t * C;
+            real *restrict dp = dwpe + (size_t)t * C;
             for (int b = 0; b < B; b++) {
-                const real *d = dout + ((size_t)b * T + t) * C;
+                const real *restrict d = dout + ((size_t)b * T + t) * C;
+#pragma omp simd
                 for (int c = 0; c < C; c++) dp[c] += d[c];
             }
         }
@@ -42,8 +44,9 @@ void encoder_backward(real *dwte, real *dwpe, const real *dout, const int *inp, 
         int c0 = blk * ENCODER_BLOCK;
         int len = C - c0 < ENCODER_BLOCK ? C - c0 : ENCODER_BLOCK;
         for (size_t i = 0; i < ntok; i++) {
-            real *dw = dwte + (size_t)inp[i] * C + c0;
-            const real *d = dout + i * C + c0;
+            real *restrict dw = dwte + (size_t)inp[i] * C + c0;
+            const real *restrict d = dout + i * C + c0;
+#pragma omp simd
             for (int j = 0; j < len; j++) dw[j] += d[j];
         }
     }
