@@ -35,13 +35,14 @@ void crossentropy_forward(real *losses, real *probs, const real *logits, const i
 void crossentropy_backward(real *dlogits, const real *probs, const int *targets, real scale, size_t N, int V) {
 #pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++) {
-        const real *p = probs + n * V;
-        real *d = dlogits + n * V;
+        const real *restrict p = probs + n * V;
+        real *restrict d = dlogits + n * V;
         int t = targets[n];
         if (t < 0 || t >= V) {
             for (int v = 0; v < V; v++) d[v] = 0;
             continue;
         }
+#pragma omp simd
         for (int v = 0; v < V; v++) d[v] = p[v] * scale;
         d[t] -= scale;
     }

@@ -7,9 +7,9 @@
 #include "kernels/cpu/cpu_math.h"
 
 /* sumsq always splits x into this many contiguous chunks, whatever the thread count,
- * and adds the chunk sums in chunk order: the result is the same for any thread count. */
+ * and adds the chunk sums in chunk order: the result is the same for any thread count.
+ * A chunk's sum is cpu_dot's: 8 accumulators in double, in a fixed order. */
 #define SUMSQ_CHUNKS 256
-#define SUMSQ_LANES 8 /* independent accumulators per chunk, in a fixed order */
 /* Elementwise ops on fewer values run on the calling thread: a fork and join costs more
  * than the work (biases, norm gains, hyper-connection scalars: most tensors by count). */
 #define VECOPS_PAR_MIN 32768
@@ -54,14 +54,7 @@ double sumsq(const real *x, size_t n) {
     for (int k = 0; k < SUMSQ_CHUNKS; k++) {
         size_t i0 = n / SUMSQ_CHUNKS * k + (n % SUMSQ_CHUNKS) * k / SUMSQ_CHUNKS;
         size_t i1 = n / SUMSQ_CHUNKS * (k + 1) + (n % SUMSQ_CHUNKS) * (k + 1) / SUMSQ_CHUNKS;
-        double acc[SUMSQ_LANES] = {0};
-        size_t i = i0;
-        for (; i + SUMSQ_LANES <= i1; i += SUMSQ_LANES)
-            for (int l = 0; l < SUMSQ_LANES; l++) acc[l] += (double)x[i + l] * x[i + l];
-        for (int l = 0; i < i1; i++, l++) acc[l] += (double)x[i] * x[i];
-        double s = 0;
-        for (int l = 0; l < SUMSQ_LANES; l++) s += acc[l];
-        part[k] = s;
+        part[k] = cpu_dot(x + i0, x + i0, i1 - i0); /* its 8 lanes in double, by whole vectors */
     }
     double total = 0;
     for (int k = 0; k < SUMSQ_CHUNKS; k++) total += part[k];
