@@ -59,15 +59,15 @@ void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const
 }
 
 #if !REAL_IS_DOUBLE
-/* One whole block of dw, db partial sums: aw[j] += (double)(d n), ab[j] += (double)d over
+/* One whole block of dw, db partial sums (returns 1): aw[j] += (double)(d n), ab[j] += (double)d over
  * the N rows in order, as the scalar loop adds them (each element its own sum, so the
  * same bits), the sums in registers: the block at once with 32 registers, by halves with
  * AVX2's 16. (GCC's own vectors of the scalar loop kept them on the stack.) */
 #define LN_PARTS (CPU_NREGS >= 32 ? 1 : 2)
 #define LN_PV (LAYERNORM_BLOCK / LN_PARTS / CPU_VL) /* cpu_vec of a part */
 _Static_assert(LAYERNORM_BLOCK % (LN_PARTS * CPU_VL) == 0, "ln_dwdb_block: parts of whole vectors");
-static void ln_dwdb_block(double *aw, double *ab, const real *dout, const real *inp, const real *mean,
-                          const real *rstd, size_t N, int C, int c0) {
+static int ln_dwdb_block(double *aw, double *ab, const real *dout, const real *inp, const real *mean,
+                         const real *rstd, size_t N, int C, int c0) {
     for (int h = 0; h < LN_PARTS; h++) {
         cpu_dlanes sw[2 * LN_PV] = {{0}}, sb[2 * LN_PV] = {{0}};
         const int ch = c0 + h * LN_PV * CPU_VL;
@@ -84,6 +84,14 @@ static void ln_dwdb_block(double *aw, double *ab, const real *dout, const real *
         memcpy(aw + h * LN_PV * CPU_VL, sw, sizeof sw);
         memcpy(ab + h * LN_PV * CPU_VL, sb, sizeof sb);
     }
+    return 1;
+}
+#else
+/* The double build: the scalar loop does every block (returns 0: not done here). */
+static int ln_dwdb_block(double *aw, double *ab, const real *dout, const real *inp, const real *mean,
+                         const real *rstd, size_t N, int C, int c0) {
+    (void)aw, (void)ab, (void)dout, (void)inp, (void)mean, (void)rstd, (void)N, (void)C, (void)c0;
+    return 0;
 }
 #endif
 
@@ -136,30 +144,22 @@ static inline __attribute__((always_inline)) void ln_backward(const int add, rea
             const int c0 = blk * LAYERNORM_BLOCK;
             const int len = C - c0 < LAYERNORM_BLOCK ? C - c0 : LAYERNORM_BLOCK;
             double aw[LAYERNORM_BLOCK] = {0}, ab[LAYERNORM_BLOCK] = {0};
-#if !REAL_IS_DOUBLE
-            if (len == LAYERNORM_BLOCK) { /* the sums as vectors of doubles, in registers */
-                ln_dwdb_block(aw, ab, dout, inp, mean, rstd, N, C, c0);
-                goto block_done;
-            }
-#endif
-            for (size_t i = 0; i < N; i++) {
-                const real *restrict x = inp + i * (size_t)C + c0, *restrict d = dout + i * (size_t)C + c0;
-                const real m = mean[i], r = rstd[i];
-                if (len == LAYERNORM_BLOCK) { /* a fixed trip count the compiler vectorises */
-                    for (int j = 0; j < LAYERNORM_BLOCK; j++) {
-                        aw[j] += (double)(d[j] * ((x[j] - m) * r));
-                        ab[j] += (double)d[j];
-                    }
-                } else {
-                    for (int j = 0; j < len; j++) {
-                        aw[j] += (double)(d[j] * ((x[j] - m) * r));
-                        ab[j] += (double)d[j];
+            if (len < LAYERNORM_BLOCK || !ln_dwdb_block(aw, ab, dout, inp, mean, rstd, N, C, c0))
+                for (size_t i = 0; i < N; i++) {
+                    const real *restrict x = inp + i * (size_t)C + c0, *restrict d = dout + i * (size_t)C + c0;
+                    const real m = mean[i], r = rstd[i];
+                    if (len == LAYERNORM_BLOCK) { /* a fixed trip count the compiler vectorises */
+                        for (int j = 0; j < LAYERNORM_BLOCK; j++) {
+                            aw[j] += (double)(d[j] * ((x[j] - m) * r));
+                            ab[j] += (double)d[j];
+                        }
+                    } else {
+                        for (int j = 0; j < len; j++) {
+                            aw[j] += (double)(d[j] * ((x[j] - m) * r));
+                            ab[j] += (double)d[j];
+                        }
                     }
                 }
-            }
-#if !REAL_IS_DOUBLE
-        block_done:
-#endif
             for (int j = 0; j < len; j++) {
                 if (dw) dw[c0 + j] += (real)aw[j];
                 if (db) db[c0 + j] += (real)ab[j];

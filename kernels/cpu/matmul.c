@@ -27,6 +27,24 @@ static inline void share(int n, int tid, int nth, int align, int *lo, int *hi) {
     *hi = u1 * align < n ? u1 * align : n;
 }
 
+/* A whole block of dbias's column sums over the N rows in order, in double, the sums in
+ * registers (GCC's vectors of the scalar loop kept them on the stack): the same bits.
+ * Returns 1; 0 in the double build, whose scalar loop does every block. */
+static int bias_block(double *acc, const real *dout, size_t N, int OC, int o0) {
+#if !REAL_IS_DOUBLE
+    cpu_dlanes s[2 * MATMUL_BIAS_BLOCK / CPU_VL] = {{0}};
+    for (size_t i = 0; i < N; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < MATMUL_BIAS_BLOCK / CPU_VL; v++)
+            cpu_colsum_add(s + 2 * v, cpu_vload(dout + i * (size_t)OC + o0 + v * CPU_VL));
+    memcpy(acc, s, sizeof s);
+    return 1;
+#else
+    (void)acc, (void)dout, (void)N, (void)OC, (void)o0;
+    return 0;
+#endif
+}
+
 /* out (N, OC) = inp (N, C) . W^T (C, OC) + bias (OC); bias may be NULL. */
 void matmul_forward(real *out, const real *inp, const real *W, const real *bias, size_t N, int C, int OC) {
     int n = cpu_dim(N, "matmul_forward");
@@ -73,27 +91,14 @@ void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const 
             for (int o0 = lo; o0 < hi; o0 += MATMUL_BIAS_BLOCK) {
                 int len = hi - o0 < MATMUL_BIAS_BLOCK ? hi - o0 : MATMUL_BIAS_BLOCK;
                 double acc[MATMUL_BIAS_BLOCK] = {0};
-#if !REAL_IS_DOUBLE
-                if (len == MATMUL_BIAS_BLOCK) { /* the sums in registers (GCC's kept them on the stack) */
-                    cpu_dlanes s[2 * MATMUL_BIAS_BLOCK / CPU_VL] = {{0}};
-                    for (size_t i = 0; i < N; i++)
-#pragma GCC unroll 8
-                        for (int v = 0; v < MATMUL_BIAS_BLOCK / CPU_VL; v++)
-                            cpu_colsum_add(s + 2 * v, cpu_vload(dout + i * (size_t)OC + o0 + v * CPU_VL));
-                    memcpy(acc, s, sizeof s);
-                    goto block_sums;
-                }
-#endif
-                for (size_t i = 0; i < N; i++) {
-                    const real *d = dout + i * (size_t)OC + o0;
-                    if (len == MATMUL_BIAS_BLOCK) /* a fixed trip count the compiler vectorises */
-                        for (int j = 0; j < MATMUL_BIAS_BLOCK; j++) acc[j] += d[j];
-                    else
-                        for (int j = 0; j < len; j++) acc[j] += d[j];
-                }
-#if !REAL_IS_DOUBLE
-            block_sums:
-#endif
+                if (len < MATMUL_BIAS_BLOCK || !bias_block(acc, dout, N, OC, o0))
+                    for (size_t i = 0; i < N; i++) {
+                        const real *d = dout + i * (size_t)OC + o0;
+                        if (len == MATMUL_BIAS_BLOCK) /* a fixed trip count the compiler vectorises */
+                            for (int j = 0; j < MATMUL_BIAS_BLOCK; j++) acc[j] += d[j];
+                        else
+                            for (int j = 0; j < len; j++) acc[j] += d[j];
+                    }
                 for (int j = 0; j < len; j++) dbias[o0 + j] += (real)acc[j];
             }
         }
