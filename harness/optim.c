@@ -40,7 +40,9 @@ double grad_global_norm(const gpt_model *model) { return sqrt(sumsq(model->grads
  * thread count. */
 void optim_step(adamw_state *o, gpt_model *model, double lr, double grad_norm) {
     const s2hc_config *c = &model->cfg;
-    if (c->clip > 0 && grad_norm > c->clip) scale_inplace(model->grads, (real)(c->clip / grad_norm), model->n_params);
+    /* the clipping factor, applied as AdamW reads each gradient (no pass of its own over
+       the gradients, which it leaves unscaled) */
+    const float gscale = c->clip > 0 && grad_norm > c->clip ? (float)(c->clip / grad_norm) : 1.0f;
     o->t++;
     const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps, flr = (float)lr;
     const float bc1 = adamw_bias_correction(b1, o->t), bc2 = adamw_bias_correction(b2, o->t);
@@ -58,7 +60,7 @@ void optim_step(adamw_state *o, gpt_model *model, double lr, double grad_norm) {
                 const size_t o0 = p->offset + a;
                 const float wd = (p->decay || c->decay_1d) ? (float)c->weight_decay : 0.0f;
                 adamw_update_span(model->params + o0, model->grads + o0, o->m + o0, o->v + o0, b - a, flr, b1, b2, eps,
-                                  wd, bc1, bc2);
+                                  wd, bc1, bc2, gscale);
             }
             start += p->numel;
         }

@@ -19,8 +19,9 @@ double lr_at(const s2hc_config *c, int step);
 /* Global L2 norm of the gradients. */
 double grad_global_norm(const gpt_model *model);
 
-/* One AdamW step: gradients are first scaled by clip/norm when norm > clip (clip > 0).
- * Weight decay applies to tensors with decay = 1, or to all when cfg.decay_1d. */
+/* One AdamW step: AdamW reads each gradient scaled by clip/norm when norm > clip (clip >
+ * 0), in the same pass (the stored gradients are left unscaled). Weight decay applies to
+ * tensors with decay = 1, or to all when cfg.decay_1d. */
 void optim_step(adamw_state *o, gpt_model *model, double lr, double grad_norm);
 
 #endif

@@ -63,9 +63,11 @@ void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float 
                   float eps, float wd, int t);
 /* The same on n values, on the calling thread, with the bias corrections bc = 1 - beta^t
  * given (adamw_bias_correction): for an optimizer that shares its tensors' values out
- * among the threads of one parallel region. The same bits as adamw_update. */
+ * among the threads of one parallel region. The gradient is read as g * gscale (the
+ * clipping factor, 1 for none; g itself is left as it is): the bits of scale_inplace(g,
+ * gscale) then adamw_update, without the pass over g. */
 void adamw_update_span(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                       float eps, float wd, float bc1, float bc2);
+                       float eps, float wd, float bc1, float bc2, float gscale);
 float adamw_bias_correction(float beta, int t);
 
 /* Sum of squares of x (n), accumulated in double, deterministic for a given thread count. */

@@ -940,9 +940,10 @@ static void test_lr_schedule(void) {
           lr_at(&c, 0), lr_at(&c, 14));
 }
 
-/* Clipping: a gradient norm of 4 clip scales every gradient by 1/4 before AdamW (the
- * reference scales a copy here and runs AdamW tensor by tensor); under the clip nothing
- * is scaled (test_optim_step_is_adamw_per_tensor). */
+/* Clipping: a gradient norm of 4 clip scales every gradient by 1/4 as AdamW reads it (the
+ * reference scales a copy here and runs AdamW tensor by tensor), on one thread and on two,
+ * and leaves the stored gradients as they were; under the clip nothing is scaled
+ * (test_optim_step_is_adamw_per_tensor). */
 static void test_optim_step_clips(void) {
     s2hc_config c;
     config_defaults(&c);
@@ -970,11 +971,23 @@ static void test_optim_step_clips(void) {
         adamw_update(rp + pi->offset, g + pi->offset, rm + pi->offset, rv + pi->offset, pi->numel, 1e-3f,
                      (float)c.beta1, (float)c.beta2, (float)c.eps, wd, 1);
     }
-    optim_step(&o, &m, 1e-3, norm);
-    CHECK(memcmp(m.grads, g, bytes) == 0, "the gradients are not scaled by clip / norm = %g", (double)scale);
-    CHECK(memcmp(m.params, rp, bytes) == 0 && memcmp(o.m, rm, bytes) == 0 && memcmp(o.v, rv, bytes) == 0,
-          "a clipped step differs from AdamW on the scaled gradients");
-    free(rp), free(rm), free(rv), free(g);
+    CHECK(memcmp(g, m.grads, bytes) != 0, "the reference's gradients are scaled by %g", (double)scale);
+    float *p0 = malloc_check(bytes), *g0 = malloc_check(bytes);
+    memcpy(p0, m.params, bytes), memcpy(g0, m.grads, bytes);
+    const int threads0 = omp_get_max_threads();
+    for (int th = 1; th <= 2; th++) {
+        omp_set_num_threads(th);
+        memcpy(m.params, p0, bytes);
+        memset(o.m, 0, bytes), memset(o.v, 0, bytes);
+        o.t = 0;
+        optim_step(&o, &m, 1e-3, norm);
+        CHECK(memcmp(m.params, rp, bytes) == 0 && memcmp(o.m, rm, bytes) == 0 && memcmp(o.v, rv, bytes) == 0,
+              "%d thread(s): a clipped step differs from AdamW on the gradients scaled by clip / norm = %g", th,
+              (double)scale);
+        CHECK(memcmp(m.grads, g0, bytes) == 0, "%d thread(s): the stored gradients were changed", th);
+    }
+    omp_set_num_threads(threads0);
+    free(rp), free(rm), free(rv), free(g), free(p0), free(g0);
     optim_free(&o);
     model_free(&m);
 }

@@ -14,7 +14,8 @@
  * than the work (biases, norm gains, hyper-connection scalars: most tensors by count). */
 #define VECOPS_PAR_MIN 32768
 
-/* m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m/bc1;  vhat = v/bc2
+/* g = g_stored * gscale (the clipping factor: x * 1 is x, bit for bit)
+ * m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m/bc1;  vhat = v/bc2
  * p -= lr (mhat / (sqrt(vhat) + eps) + wd p)   (decoupled weight decay)
  * on the calling thread. In vector code: this file is built with -fno-math-errno
  * (Makefile), without which the compiler keeps sqrtf scalar; scalar divisions and
@@ -22,10 +23,10 @@
  * sqrt and division round as the scalar ones do and nothing is contracted: the same
  * bits (tests/test_ops). */
 void adamw_update_span(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                       float eps, float wd, float bc1, float bc2) {
+                       float eps, float wd, float bc1, float bc2, float gscale) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
+        float gi = g[i] * gscale;
         float mi = beta1 * m[i] + (1.0f - beta1) * gi;
         float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
         m[i] = mi;
@@ -42,7 +43,7 @@ void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float 
     {
         const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
         const size_t lo = n * id / nt, hi = n * (id + 1) / nt;
-        adamw_update_span(p + lo, g + lo, m + lo, v + lo, hi - lo, lr, beta1, beta2, eps, wd, bc1, bc2);
+        adamw_update_span(p + lo, g + lo, m + lo, v + lo, hi - lo, lr, beta1, beta2, eps, wd, bc1, bc2, 1.0f);
     }
 }
 
