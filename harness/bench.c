@@ -1,6 +1,9 @@
 /* bench.c: `s2hc bench`, training speed on this machine measured against its limit.
  *
  * Sections, in the order they run (docs/performance.md explains every column):
+ *   machine    what the cores and the memory can do, in the kernels' own vectors: the FMA
+ *              rate (independent chains in registers) and the rate of reading a buffer
+ *              twice the size of the last-level cache, on one thread and on all.
  *   gemm       sgemm GFLOP/s through the linked BLAS: the linear layers of one training
  *              step of each preset (forward and both backward products, in the model's
  *              proportions) and a large square product. The model-shape rate is the
@@ -298,6 +301,46 @@ typedef struct {
 } gemm_limits;
 
 static const char *const bench_presets[] = {"tiny", "small"};
+
+/* The buffer the memory rate reads: twice the last-level cache (a step's data does not
+ * stay there either), at least 256 MB and at most 1 GB. */
+#define BENCH_READ_MIN_MB 256
+#define BENCH_READ_MAX_MB 1024
+
+static void section_machine(FILE *csv) {
+    const int nt = kernels_threads();
+    const size_t l3 = cpu_cache_bytes(3), l2 = cpu_cache_bytes(2), llc = l3 ? l3 : l2;
+    size_t mb = 2 * (llc >> 20);
+    if (mb < BENCH_READ_MIN_MB) mb = BENCH_READ_MIN_MB;
+    if (mb > BENCH_READ_MAX_MB) mb = BENCH_READ_MAX_MB;
+    const size_t n = (mb << 20) / sizeof(real);
+    real *x = malloc(n * sizeof(real));
+    printf("\n== the cores and the memory ==\n");
+    const double f1 = kernels_fma_rate(1), fn = nt > 1 ? kernels_fma_rate(nt) : f1;
+    printf("  %-44s 1 thread %7.1f   %d threads %7.1f GFLOP/s\n", "FMA, the kernels' vectors, in registers", f1, nt, fn);
+    if (csv) {
+        fprintf(csv, "fma,1,%.2f,GFLOP/s,0,%.2f\n", f1, load1());
+        if (nt > 1) fprintf(csv, "fma,%d,%.2f,GFLOP/s,0,%.2f\n", nt, fn, load1());
+    }
+    if (!x) { /* the rest of the bench needs far less than this */
+        printf("  reading %zu MB: not measured (no memory for the buffer)\n", mb);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] = (real)1; /* written: real pages, each thread's share in its own cache */
+    const double r1 = kernels_read_rate(x, n, 1), rn = nt > 1 ? kernels_read_rate(x, n, nt) : r1;
+    char label[96];
+    if (llc)
+        snprintf(label, sizeof label, "reading %zu MB (the last cache: %zu MB)", mb, llc >> 20);
+    else
+        snprintf(label, sizeof label, "reading %zu MB", mb);
+    printf("  %-44s 1 thread %7.1f   %d threads %7.1f GB/s\n", label, r1, nt, rn);
+    if (csv) {
+        fprintf(csv, "read,1,%.2f,GB/s,%zu,%.2f\n", r1, mb, load1());
+        if (nt > 1) fprintf(csv, "read,%d,%.2f,GB/s,%zu,%.2f\n", nt, rn, mb, load1());
+    }
+    free(x);
+}
 
 static void section_gemm(const bench_opts *o, gemm_limits *g, FILE *csv) {
     int reps = o->quick ? 5 : 15;
@@ -1039,11 +1082,12 @@ static void usage(FILE *f) {
             "                  [--methods M1,M2,...] [--no-methods] [--no-streams] [--no-probes] [--proj-bf16]\n"
             "                  [--stream-bf16]\n"
             "\n"
-            "Measure training speed against the machine's limit: sgemm GFLOP/s, tokens/s and MFU of\n"
-            "every residual method at n = 4 (tiny and small presets), each method's step time over\n"
-            "rc's, a breakdown of one step by op, tokens/s and memory against n = 2..8. Prints the\n"
-            "tables and writes them as CSV (gemm, bench, breakdown, streams, probes .csv); every\n"
-            "column is explained in docs/performance.md.\n"
+            "Measure training speed against the machine's limit: the cores' FMA rate and the memory's\n"
+            "read rate, sgemm GFLOP/s, tokens/s and MFU of every residual method at n = 4 (tiny and\n"
+            "small presets), each method's step time over rc's, a breakdown of one step by op,\n"
+            "tokens/s and memory against n = 2..8. Prints the tables and writes them as CSV (machine,\n"
+            "gemm, bench, breakdown, streams, probes .csv); every column is explained in\n"
+            "docs/performance.md.\n"
             "  --quick         fewer repetitions, no probes section unless --probe-steps is given\n"
             "                  (about a minute)\n"
             "  --csv DIR       where the CSV files go (default out/bench; 'none' for no files)\n"
@@ -1205,6 +1249,10 @@ int bench_main(int argc, char **argv) {
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("note: %s\n", blas_note);
 
+    FILE *mcsv = csv_open(&o, "machine.csv", "what,threads,rate,unit,buffer_mb,load1");
+    section_machine(mcsv);
+    if (mcsv) fclose(mcsv);
+
     FILE *gcsv = csv_open(&o, "gemm.csv", "shape,M,N,K,gflops_median,gflops_best,load1");
     gemm_limits g;
     section_gemm(&o, &g, gcsv);
@@ -1248,7 +1296,7 @@ int bench_main(int argc, char **argv) {
                 o.csv_dir);
         return 1;
     }
-    if (o.csv_dir) printf("\nCSV written to %s/ (gemm%s%s%s)\n", o.csv_dir, methods ? ", bench, breakdown" : "",
+    if (o.csv_dir) printf("\nCSV written to %s/ (machine, gemm%s%s%s)\n", o.csv_dir, methods ? ", bench, breakdown" : "",
                           streams ? ", streams" : "", o.probes ? ", probes" : "");
     return 0;
 }

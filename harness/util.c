@@ -295,6 +295,29 @@ const char *cpu_model_name(char *buf, size_t len) {
     return buf;
 }
 
+size_t cpu_cache_bytes(int level) {
+    for (int i = 0; i < 16; i++) {
+        char path[96], buf[32];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        const int lv = fgets(buf, sizeof buf, f) ? atoi(buf) : -1;
+        fclose(f);
+        if (lv != level) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!(f = fopen(path, "r"))) return 0;
+        size_t bytes = 0;
+        if (fgets(buf, sizeof buf, f)) { /* "491520K", "2048K", "32M" */
+            char *end;
+            const unsigned long long v = strtoull(buf, &end, 10);
+            bytes = (size_t)v * (*end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : *end == 'G' ? 1024ull << 20 : 1);
+        }
+        fclose(f);
+        return bytes;
+    }
+    return 0;
+}
+
 /* With OMP_PROC_BIND or OMP_PLACES set, libgomp binds the initial thread to the first
  * place as it loads, before main: the thread's own CPU mask is then one place, and a
  * process started from it (exec, or fork then exec) inherits that mask, counts one CPU

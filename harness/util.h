@@ -41,6 +41,8 @@ void runtime_unbind(void);
 const char *openblas_coretype_advice(void);
 /* The CPU's model name (/proc/cpuinfo's first "model name"), or "unknown", in buf. */
 const char *cpu_model_name(char *buf, size_t len);
+/* The size in bytes of the first CPU's cache of this level (sysfs), 0 where unknown. */
+size_t cpu_cache_bytes(int level);
 
 /* Print "s2hc: error: ..." to stderr and exit with `code`. */
 void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));

@@ -83,4 +83,11 @@ int kernels_threads(void);
  * the bench's header: the same code runs 2-3x apart on hosts of either kind. */
 const char *kernels_vectors(void);
 
+/* What the cores and the memory can do, measured in this build's vectors (s2hc bench):
+ * the FMA rate in GFLOP/s of `threads` threads, each running independent chains of
+ * multiply-adds in registers; and the rate in GB/s at which `threads` threads read x (n
+ * values, each thread a contiguous share, summing them). Each the best of a few tries. */
+double kernels_fma_rate(int threads);
+double kernels_read_rate(const real *x, size_t n, int threads);
+
 #endif

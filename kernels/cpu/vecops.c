@@ -1,5 +1,6 @@
 /* vecops.c: flat vector ops over whole parameter tensors: AdamW, the gradient norm's sum
- * of squares, in-place scaling; and the thread count of the ops. */
+ * of squares, in-place scaling; the thread count of the ops; and what the cores' FMA units
+ * and the memory can do, in the kernels' own vectors (s2hc bench's first section). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -84,4 +85,83 @@ const char *kernels_vectors(void) {
     snprintf(buf, sizeof buf, "%d-lane %s vectors (%s, %d registers)", CPU_VL, REAL_IS_DOUBLE ? "double" : "float", isa,
              CPU_NREGS);
     return buf;
+}
+
+/* ---- the machine's rates, for s2hc bench ---------------------------------------------- */
+
+/* Independent chains of v = v a + b per thread: enough to cover an FMA's latency (4-5
+ * cycles) on two FMA ports, with the two constants still in registers with 16 of them. */
+#define FMA_CHAINS 10
+#define FMA_ITERS 2000000L
+
+/* Contracted to FMAs here alone (the build's -std=c11 contracts nothing). The chains
+ * settle near b / (1 - a) = 0.1: no overflow, no denormals. */
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+static real fma_chains(long iters, real seed) {
+    const cpu_vec a = (cpu_vec){0} + (real)0.999999, b = (cpu_vec){0} + (real)1e-7;
+    cpu_vec v[FMA_CHAINS];
+#pragma GCC unroll 10
+    for (int c = 0; c < FMA_CHAINS; c++) v[c] = (cpu_vec){0} + seed * (real)(c + 1);
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 10
+        for (int c = 0; c < FMA_CHAINS; c++) v[c] = v[c] * a + b;
+    }
+    real s = 0;
+    for (int c = 0; c < FMA_CHAINS; c++)
+        for (int j = 0; j < CPU_VL; j++) s += v[c][j];
+    return s;
+}
+#pragma GCC pop_options
+
+double kernels_fma_rate(int threads) {
+    double best = 0;
+    volatile real sink = 0; /* the chains' results are used: nothing is left out */
+    for (int r = 0; r < 5; r++) {
+        real s = 0;
+        const double t0 = omp_get_wtime();
+#pragma omp parallel num_threads(threads) reduction(+ : s)
+        s += fma_chains(FMA_ITERS, (real)1e-3 * (real)(omp_get_thread_num() + 1));
+        const double t = omp_get_wtime() - t0;
+        sink += s;
+        const double rate = 2.0 * FMA_CHAINS * CPU_VL * (double)FMA_ITERS * threads / t / 1e9;
+        if (rate > best) best = rate;
+    }
+    (void)sink;
+    return best;
+}
+
+/* Four accumulators: the loads, not the adds' latency, set the pace. */
+static real read_sum(const real *x, size_t n) {
+    cpu_vec s[4] = {{0}, {0}, {0}, {0}};
+    const size_t n4 = n / (4 * CPU_VL) * (4 * CPU_VL);
+    for (size_t i = 0; i < n4; i += 4 * CPU_VL)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) s[k] += cpu_vload(x + i + (size_t)k * CPU_VL);
+    real t = 0;
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < CPU_VL; j++) t += s[k][j];
+    for (size_t i = n4; i < n; i++) t += x[i];
+    return t;
+}
+
+double kernels_read_rate(const real *x, size_t n, int threads) {
+    double best = 0;
+    volatile real sink = 0;
+    for (int r = 0; r < 3; r++) {
+        real s = 0;
+        const double t0 = omp_get_wtime();
+#pragma omp parallel num_threads(threads) reduction(+ : s)
+        {
+            const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+            const size_t lo = n * id / nt, hi = n * (id + 1) / nt;
+            s += read_sum(x + lo, hi - lo);
+        }
+        const double t = omp_get_wtime() - t0;
+        sink += s;
+        const double rate = (double)n * sizeof(real) / t / 1e9;
+        if (rate > best) best = rate;
+    }
+    (void)sink;
+    return best;
 }

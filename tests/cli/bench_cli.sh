@@ -35,9 +35,20 @@ expect_out "^cpu: .+; kernels built for $want" "the header names the CPU and the
 got=$(grep -A1 '^  x identity wall' "$TMP/out" | tail -n 1 | awk '{ for (i = 1; i < NF; i += 2) if ($(i + 1) + 0 > 0) printf "%s ", $i }')
 [ "$got" = "hc mhc mhc_lite kromhc orthogonal s2hc s2hc_rot " ] && ok "x identity: the other methods, each > 0" \
   || fail "x identity line: '$got'"
-for f in gemm bench breakdown; do
+for f in machine gemm bench breakdown; do
   if [ -s "$TMP/csv/$f.csv" ]; then ok "$f.csv written"; else fail "$f.csv missing or empty"; fi
 done
+# machine.csv: the FMA and read rates on one thread and on all, each a positive number, the
+# read's buffer at least 256 MB; the same lines printed
+awk -F, -v nt="$(nproc)" 'NR == 1 { if ($0 != "what,threads,rate,unit,buffer_mb,load1") bad = 1; next }
+         { key[$1 "," $2] = 1; if (!($3 > 0)) bad = 1
+           if ($1 == "fma" && $4 != "GFLOP/s") bad = 1
+           if ($1 == "read" && ($4 != "GB/s" || $5 < 256)) bad = 1 }
+         END { exit bad || !key["fma,1"] || !key["read,1"] || (nt > 1 && (!key["fma," nt] || !key["read," nt])) }' \
+  "$TMP/csv/machine.csv" && ok "machine.csv: fma and read, 1 thread and all, positive" \
+  || fail "machine.csv: $(cat "$TMP/csv/machine.csv" | tr '\n' ' ')"
+expect_out "^  FMA, the kernels' vectors, in registers +1 thread +[0-9.]+ .*GFLOP/s$" "the FMA rate is printed"
+expect_out "^  reading [0-9]+ MB.* +1 thread +[0-9.]+ .*GB/s$" "the read rate is printed"
 methods="rc identity hc mhc mhc_lite kromhc orthogonal s2hc s2hc_rot"
 for m in $methods; do
   if grep -q "^tiny,$m,"  "$TMP/csv/bench.csv"; then ok "bench.csv has $m"; else fail "bench.csv lacks $m"; fi
@@ -64,7 +75,7 @@ expect_status 0 "bench --no-methods --no-streams runs" -- "$S2HC" bench --quick 
   --csv "$TMP/csv"
 [ "$(cat "$TMP/csv/bench.csv" "$TMP/csv/breakdown.csv" | md5sum)" = "$before" ] \
   && ok "--no-methods keeps bench.csv and breakdown.csv" || fail "--no-methods rewrote bench.csv/breakdown.csv: $(wc -l < "$TMP/csv/bench.csv") lines"
-expect_out "^CSV written to .*/ \(gemm\)$" "--no-methods: the CSV line names gemm alone"
+expect_out "^CSV written to .*/ \(machine, gemm\)$" "--no-methods: the CSV line names machine and gemm alone"
 # --threads N: the GEMM section's header gives the count OpenBLAS runs with, N
 expect_status 0 "bench --threads 1" -- "$S2HC" bench --quick --preset tiny --no-methods --no-streams --threads 1 --csv none
 expect_out "^== sgemm through OpenBLAS \(core [^,]*, 1 threads\) ==$" "--threads 1: the GEMM header says 1 thread"
