@@ -565,6 +565,15 @@ static inline uint16_t floor_bf16_put(float v) {
     return (uint16_t)(u >> 16);
 }
 
+/* The bytes frame_floor_cpu's passes read and write in one step (a line's read for
+ * ownership before its first write not counted). */
+static double frame_floor_bytes(const s2hc_config *c, int n, int xb) {
+    const double N = (double)c->batch * c->block_size, C = c->n_embd, nC = n * C, x = xb ? 2 : 4;
+    const double fwd = nC * x + C * 4 + nC * x + C * 4;       /* X_l, f; X_{l+1}, u */
+    const double bwd = 3 * C * 4 + nC * x + 2 * nC * 4;       /* du, f, df; X_l; dY read and written */
+    return 2.0 * c->n_layer * N * (fwd + bwd);
+}
+
 static double frame_floor_cpu(const s2hc_config *c, int n, int xb) {
     const size_t N = (size_t)c->batch * c->block_size, C = (size_t)c->n_embd, nC = (size_t)n * C;
     const int Lh = 2 * c->n_layer;
@@ -819,9 +828,12 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
         }
     if (bm[0].ok) { /* the frame's floor against rc's step, both in CPU time */
         const double fl = frame_floor_cpu(&c0, BENCH_N, bench_stream_bf16), rc_cpu = tot[1];
+        const double mb = frame_floor_bytes(&c0, BENCH_N, bench_stream_bf16) / 1e6;
         printf("\n  frame floor: its passes over the n = %d streams%s alone (no projection, no method math), one\n"
-               "  thread: %.1f ms CPU per step = %.1f%% of rc's step (%.1f ms CPU): no method can cost less over rc\n",
-               BENCH_N, bench_stream_bf16 ? " (bf16)" : "", fl * 1e3, 100 * fl / rc_cpu, rc_cpu * 1e3);
+               "  thread: %.1f ms CPU per step = %.1f%% of rc's step (%.1f ms CPU): no method can cost less over rc\n"
+               "  (%.0f MB read and written a step: %.1f GB/s)\n",
+               BENCH_N, bench_stream_bf16 ? " (bf16)" : "", fl * 1e3, 100 * fl / rc_cpu, rc_cpu * 1e3, mb,
+               mb / 1e3 / fl);
         if (bcsv)
             fprintf(bcsv, "%s,frame_floor,%d,floor,%.4f,%.4f,%.4f\n", preset, BENCH_N, fl * 1e3, fl * 1e3,
                     fl / rc_cpu);

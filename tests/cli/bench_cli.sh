@@ -25,6 +25,7 @@ expect_status 2 "bench --mem-limit 0 is refused" -- "$S2HC" bench --mem-limit 0
 expect_status 0 "the smallest bench runs" -- "$S2HC" bench --quick --preset tiny --no-streams --no-probes \
   --rounds 1 --steps 1 --csv "$TMP/csv"
 expect_out "thread: [0-9.]+ ms CPU per step = [0-9.]+% of rc's step" "the frame floor is printed"
+expect_out "^  \([0-9]+ MB read and written a step: [0-9.]+ GB/s\)$" "with the bytes its passes move and their rate"
 # the header names the CPU and the vectors the kernels were built for: with -march=native
 # (the default build) the widest this CPU has, one register each
 if grep -qw avx512f /proc/cpuinfo; then want="16-lane float vectors \(AVX-512, 32 registers\)"
