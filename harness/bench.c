@@ -307,6 +307,13 @@ static const char *const bench_presets[] = {"tiny", "small"};
 #define BENCH_READ_MIN_MB 256
 #define BENCH_READ_MAX_MB 1024
 
+/* One rate on one thread, and on nt threads when there are more. */
+static void machine_line(const char *what, double one, int nt, double all, const char *unit) {
+    printf("  %-44s 1 thread %7.1f", what, one);
+    if (nt > 1) printf("   %d threads %7.1f", nt, all);
+    printf(" %s\n", unit);
+}
+
 static void section_machine(FILE *csv) {
     const int nt = kernels_threads();
     const size_t l3 = cpu_cache_bytes(3), l2 = cpu_cache_bytes(2), llc = l3 ? l3 : l2;
@@ -317,7 +324,7 @@ static void section_machine(FILE *csv) {
     real *x = malloc(n * sizeof(real));
     printf("\n== the cores and the memory ==\n");
     const double f1 = kernels_fma_rate(1), fn = nt > 1 ? kernels_fma_rate(nt) : f1;
-    printf("  %-44s 1 thread %7.1f   %d threads %7.1f GFLOP/s\n", "FMA, the kernels' vectors, in registers", f1, nt, fn);
+    machine_line("FMA, the kernels' vectors, in registers", f1, nt, fn, "GFLOP/s");
     if (csv) {
         fprintf(csv, "fma,1,%.2f,GFLOP/s,0,%.2f\n", f1, load1());
         if (nt > 1) fprintf(csv, "fma,%d,%.2f,GFLOP/s,0,%.2f\n", nt, fn, load1());
@@ -334,7 +341,7 @@ static void section_machine(FILE *csv) {
         snprintf(label, sizeof label, "reading %zu MB (the last cache: %zu MB)", mb, llc >> 20);
     else
         snprintf(label, sizeof label, "reading %zu MB", mb);
-    printf("  %-44s 1 thread %7.1f   %d threads %7.1f GB/s\n", label, r1, nt, rn);
+    machine_line(label, r1, nt, rn, "GB/s");
     if (csv) {
         fprintf(csv, "read,1,%.2f,GB/s,%zu,%.2f\n", r1, mb, load1());
         if (nt > 1) fprintf(csv, "read,%d,%.2f,GB/s,%zu,%.2f\n", nt, rn, mb, load1());

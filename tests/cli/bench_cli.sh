@@ -80,6 +80,7 @@ expect_out "^CSV written to .*/ \(machine, gemm\)$" "--no-methods: the CSV line 
 # --threads N: the GEMM section's header gives the count OpenBLAS runs with, N
 expect_status 0 "bench --threads 1" -- "$S2HC" bench --quick --preset tiny --no-methods --no-streams --threads 1 --csv none
 expect_out "^== sgemm through OpenBLAS \(core [^,]*, 1 threads\) ==$" "--threads 1: the GEMM header says 1 thread"
+expect_out "^  FMA, the kernels' vectors, in registers +1 thread +[0-9.]+ GFLOP/s$" "--threads 1: the FMA rate on 1 thread alone"
 # --methods: a subset, rc always first, a repeated name once; the sweep takes the listed
 expect_status 2 "bench --methods with an unknown name is refused" -- "$S2HC" bench --methods s2hc,foo
 expect_out "--methods: unknown method 'foo' \(methods: rc, identity" "the message names it and the methods there are"
