@@ -167,7 +167,9 @@ void shard_close(data_shard *s) {
     s->count = 0;
 }
 
-int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t vocab, uint32_t bytes_per_token) {
+/* The shard's header and tokens to path.tmp (shard_write then renames it over path). */
+static int shard_write_tmp(const char *path, const void *tokens, uint64_t count, uint32_t vocab,
+                           uint32_t bytes_per_token) {
     if (bytes_per_token != 1 && bytes_per_token != 2) {
         fprintf(stderr, "s2hc: error: %s: bytes per token must be 1 or 2, not %u\n", path, bytes_per_token);
         return -1;
@@ -183,7 +185,11 @@ int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t v
     wr_u32(h + 16, bytes_per_token);
     wr_u32(h + 20, 0);
     wr_u64(h + 24, count);
-    return write_file_atomic(path, h, sizeof h, tokens, (size_t)(count * bytes_per_token));
+    return write_file_tmp(path, h, sizeof h, tokens, (size_t)(count * bytes_per_token));
+}
+
+int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t vocab, uint32_t bytes_per_token) {
+    return shard_write_tmp(path, tokens, count, vocab, bytes_per_token) != 0 ? -1 : commit_file_tmp(path);
 }
 
 void data_shard_path(char *buf, size_t len, const char *data_dir, const char *corpus, const char *split) {
@@ -1593,9 +1599,19 @@ static int data_import(const char *file, const char *valfile, const char *name, 
     char path[1200], vpath[1200];
     snprintf(path, sizeof path, "%s/%s/train.bin", dir, name);
     snprintf(vpath, sizeof vpath, "%s/%s/val.bin", dir, name);
-    if (!rc) rc = shard_write(path, src.p, cut, vocab, bpt) != 0; /* (its own message) */
-    if (!rc && shard_write(vpath, val, nv, vocab, bpt) != 0) {
-        unlink(path); /* no corpus half there */
+    /* both parts written before either replaces a corpus of the same name: a failure
+       leaves the old corpus whole (each write gives its own message) */
+    if (!rc) rc = shard_write_tmp(path, src.p, cut, vocab, bpt) != 0;
+    if (!rc && shard_write_tmp(vpath, val, nv, vocab, bpt) != 0) {
+        drop_file_tmp(path);
+        rc = 1;
+    }
+    if (!rc && commit_file_tmp(path) != 0) {
+        drop_file_tmp(vpath);
+        rc = 1;
+    }
+    if (!rc && commit_file_tmp(vpath) != 0) {
+        unlink(path); /* the old val.bin beside the new train.bin would be another corpus */
         rc = 1;
     }
     import_unmap(&src);

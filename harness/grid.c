@@ -1316,6 +1316,9 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
             st->ood_ppl[i] = series_last(&log, q);
         }
         st->h5_kind = status && !strcmp(status, "finished") ? 1 : status && !strcmp(status, "diverged") ? 2 : 3;
+        const double t = h5log_get_attr_num(&log, "/", "threads"), w = h5log_get_attr_num(&log, "/", "processes");
+        st->threads_used = t >= 1 && t <= 4096 ? (int)t : 0;
+        st->processes_used = w >= 1 && w <= 65536 ? (int)w : 0;
         if (yaml) {
             s2hc_config stored;
             err_capture cp;
@@ -1353,6 +1356,7 @@ static void inspect(const grid_point *p, const char *const *ood, int nood, grid_
         st->train_loss = st->val_loss = st->tokens_per_s = NAN;
         for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
         st->diff[0] = '\0';
+        st->threads_used = st->processes_used = 0;
     }
     int have_ckpt = file_exists(ckpt);
     switch (st->h5_kind) {
@@ -1368,6 +1372,9 @@ static void inspect(const grid_point *p, const char *const *ood, int nood, grid_
     st->exit_code = rec_exit;
     if (st->state == GS_FINISHED && rec_state != GS_FINISHED) st->exit_code = rec_exit < 0 ? RUN_OK : rec_exit;
     if (st->state == GS_DIVERGED && rec_exit < 0) st->exit_code = RUN_DIVERGED;
+    /* a run directory that is not one (a file in its place): no run can start there */
+    struct stat db;
+    if (st->state == GS_PENDING && stat(dir, &db) == 0 && !S_ISDIR(db.st_mode)) st->state = GS_FAILED;
     if (probe_lock && dir_locked(dir)) st->state = GS_RUNNING;
 }
 
@@ -1959,8 +1966,19 @@ static void launch(grid_runner *r, int i) {
     char host[64], when[32]; /* for train.log's header */
     host_and_time(host, sizeof host, when, sizeof when);
 
+    /* a point resumed from its checkpoint by one process keeps the thread count it
+       trained with: a step's bits depend on how its micro-batch is cut (W ranks of one
+       thread cut it as W threads), and the grid's share changes with the points left */
+    int nthreads = r->threads;
+    char ckptp[sizeof dir + 16];
+    snprintf(ckptp, sizeof ckptp, "%s/ckpt.h5", dir);
+    if (!sl->fresh && !r->g->launch[0] && s->threads_used > 0 && file_exists(ckptp)) {
+        const int W0 = s->processes_used > 0 ? s->processes_used : 1;
+        const int want = W0 == 1 ? s->threads_used : s->threads_used == 1 && !strcmp(p->cfg.parallel, "batch") ? W0 : 0;
+        if (want > 0) nthreads = want;
+    }
     s2hc_config c = p->cfg;
-    c.threads = r->threads;
+    c.threads = nthreads;
     char *yaml = config_to_yaml(&c);
     int wrc = write_atomic(cfgp, yaml, strlen(yaml));
     free(yaml);
@@ -1980,7 +1998,7 @@ static void launch(grid_runner *r, int i) {
             p->name, host, when, r->g->launch, r->g->launch[0] ? " " : "", cfgp, mode);
 
     char threads[16];
-    snprintf(threads, sizeof threads, "%d", r->threads);
+    snprintf(threads, sizeof threads, "%d", nthreads);
     /* tests only: the child waits this long between fork and exec, still with the
        runner's signal handlers (tests/cli/grid_cli.sh widens that window to show that
        nothing happens in it, and that a runner killed meanwhile leaves no training) */
@@ -2080,6 +2098,9 @@ static void launch(grid_runner *r, int i) {
     r->started++;
     if (sl->fresh)
         event(r, 0, "start   #%d %s (from step 0: --force, the config changed: %s)", p->index, p->name, s->diff);
+    else if (from > 0 && nthreads != r->threads)
+        event(r, 0, "resume  #%d %s at step %d/%d (%d thread%s, as it trained)", p->index, p->name, from, p->cfg.steps,
+              nthreads, nthreads == 1 ? "" : "s");
     else if (from > 0) event(r, 0, "resume  #%d %s at step %d/%d", p->index, p->name, from, p->cfg.steps);
     else event(r, 0, "start   #%d %s", p->index, p->name);
 }

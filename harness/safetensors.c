@@ -131,6 +131,18 @@ int export_main(int argc, char **argv) {
         model_free(&m);
         return 2;
     }
+    /* never over the run's own files (a safetensors file where its checkpoint was) */
+    static const char *const own[] = {"ckpt.h5", "run.h5"};
+    struct stat so, sr;
+    for (int k = 0; k < 2 && stat(path, &so) == 0; k++) {
+        char rp[1200];
+        snprintf(rp, sizeof rp, "%s/%s", dir, own[k]);
+        if (stat(rp, &sr) == 0 && so.st_dev == sr.st_dev && so.st_ino == sr.st_ino) {
+            fprintf(stderr, "s2hc: error: export: -o %s is the run's own %s\n", path, own[k]);
+            model_free(&m);
+            return 2;
+        }
+    }
 
     const int64_t bytes = safetensors_write(&m, step, path, bf16);
     if (bytes >= 0)

@@ -97,12 +97,12 @@ static void normalise_for_resume(s2hc_config *stored, const s2hc_config *now) {
 }
 
 /* Print the first differing line of two YAML texts. */
-static void print_first_difference(const char *a, const char *b) {
+static void print_first_difference(const char *a, const char *b, const char *la_name, const char *lb_name) {
     while (*a || *b) {
         const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
         size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
         if (la != lb || memcmp(a, b, la) != 0) {
-            fprintf(stderr, "  run:    %.*s\n  config: %.*s\n", (int)la, a, (int)lb, b);
+            fprintf(stderr, "  %-7s %.*s\n  %-7s %.*s\n", la_name, (int)la, a, lb_name, (int)lb, b);
             return;
         }
         a += la + (ea ? 1 : 0);
@@ -112,20 +112,82 @@ static void print_first_difference(const char *a, const char *b) {
 
 /* 0 if the stored run config matches the current one up to the keys that may change on
  * resume; otherwise prints the first difference and returns -1. */
-static int check_resume_config(const char *stored_yaml, const s2hc_config *now, const char *now_yaml,
-                               const char *where, const char *cfg_path) {
+/* 0 if the stored config (a file's, named by where) matches now up to the keys that may
+ * change on resume; otherwise prints "s2hc: error: " head, then the first difference, and
+ * returns -1. */
+static int configs_agree(const char *stored_yaml, const s2hc_config *now, const char *now_yaml, const char *where,
+                         const char *head, const char *stored_name, const char *now_name) {
     s2hc_config stored;
     if (config_from_yaml_text(&stored, stored_yaml, where) != 0) return -1;
     normalise_for_resume(&stored, now);
     char *a = config_to_yaml(&stored);
     int same = strcmp(a, now_yaml) == 0;
     if (!same) {
-        fprintf(stderr, "s2hc: error: %s: the config differs from the run being resumed (%s); "
-                        "use --force to start over:\n", cfg_path, where);
-        print_first_difference(a, now_yaml);
+        fprintf(stderr, "s2hc: error: %s:\n", head);
+        print_first_difference(a, now_yaml, stored_name, now_name);
     }
     free(a);
     return same ? 0 : -1;
+}
+
+/* 0 if the stored run config matches the current one up to the keys that may change on
+ * resume; otherwise prints the first difference and returns -1. */
+static int check_resume_config(const char *stored_yaml, const s2hc_config *now, const char *now_yaml,
+                               const char *where, const char *cfg_path) {
+    char head[2600];
+    snprintf(head, sizeof head, "%s: the config differs from the run being resumed (%s); use --force to start over",
+             cfg_path, where);
+    return configs_agree(stored_yaml, now, now_yaml, where, head, "run:", "config:");
+}
+
+/* A step's bits depend on how its micro-batch is cut (train.parallel batch: one slice per
+ * thread, W ranks of one thread cut it as one process of W threads) and, with ops, on the
+ * thread count: a resumed run equals the uninterrupted one only with the same cut. So on
+ * --resume, with train.threads 0, one process takes the thread count the run trained
+ * with (its run file's root attribute `threads`); otherwise a different cut is said. */
+static void resume_threads(const s2hc_config *cfg, const char *run_path, const char *ckpt_path, int W, int quiet) {
+    if (!file_exists(run_path) || !file_exists(ckpt_path)) return;
+    h5log old;
+    char err[512];
+    h5log_init(&old);
+    if (h5log_load(&old, run_path, err, sizeof err) != 0) { h5log_free(&old); return; } /* said later */
+    const double t = h5log_get_attr_num(&old, "/", "threads"), w = h5log_get_attr_num(&old, "/", "processes");
+    const char *be = h5log_get_attr_str(&old, "/", "backend");
+    const int gpu = be && !strcmp(be, "cuda");
+    h5log_free(&old);
+    if (!(t >= 1 && t <= 4096) || gpu) return; /* a run file older than the attribute; a GPU's run */
+    const int T0 = (int)t, W0 = w >= 1 ? (int)w : 1, batch = !strcmp(cfg->parallel, "batch");
+    /* one process, train.threads 0: the run's cut (W0 ranks of one thread cut as W0 threads) */
+    const int want = W0 == 1 ? T0 : T0 == 1 && batch ? W0 : 0;
+    if (W == 1 && cfg->threads == 0 && want > 0) {
+        if (want != kernels_threads()) {
+#ifdef _OPENMP
+            omp_set_num_threads(want);
+#endif
+            const int cores = runtime_cpu_count();
+            if (!quiet)
+                printf("threads: %d, as the run trained (a step's bits depend on its cut; train.threads sets "
+                       "another)%s\n", want, want > cores ? ", more than the cores here: slower" : "");
+        }
+        return;
+    }
+    const int T = kernels_threads();
+    const int same = (W == W0 && T == T0) ||
+                     (batch && (W == 1 || T == 1) && (W0 == 1 || T0 == 1) && W * T == W0 * T0);
+    if (!same)
+        fprintf(stderr, "s2hc: warning: the run trained with %d process%s of %d thread%s and resumes with %d of %d: "
+                "it goes on as the same model, but not bit for bit as it would have without the stop\n",
+                W0, W0 == 1 ? "" : "es", T0, T0 == 1 ? "" : "s", W, T);
+}
+
+/* One row of the evaluations during training: /eval/step and /eval/val_loss. */
+static void log_eval_row(h5log *log, int64_t step, double val_loss, int quiet, int tty) {
+    int es = h5log_series_add(log, "/eval/step", H5LOG_I64, 0, NULL, "optimizer step of each eval row", "");
+    int ev = h5log_series_add(log, "/eval/val_loss", H5LOG_F64, 0, NULL,
+                              "validation loss (held-out last 1% of the training corpus)", "nats/token");
+    h5log_append(log, es, &step);
+    h5log_append(log, ev, &val_loss);
+    if (!quiet) printf("%sstep %lld: val loss %.4f\n", tty ? "\n" : "", (long long)step, val_loss);
 }
 
 typedef struct {
@@ -154,13 +216,17 @@ ckpt_tensor *run_ckpt_views(const gpt_model *m, float *base) {
     return t;
 }
 
-int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *err, size_t errlen) {
+/* run_load_weights, and the config the checkpoint was saved with (the caller frees it;
+ * NULL when the file has none) */
+static int load_weights_config(gpt_model *m, const char *ckpt_path, int64_t *step, char **config_yaml, char *err,
+                               size_t errlen) {
     ckpt_tensor *t = run_ckpt_views(m, m->params);
     ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
     int rc = ckpt_load(ckpt_path, t, NULL, NULL, m->n_tensors, &meta, err, errlen);
     free(t);
-    free((char *)meta.config_yaml);
+    if (config_yaml) *config_yaml = (char *)meta.config_yaml;
+    else free((char *)meta.config_yaml);
     if (rc == 0 && meta.step > INT_MAX) { /* steps are counted in an int (train.steps) */
         snprintf(err, errlen, "%s: root attribute 'step' is %lld, past any train.steps (corrupt?)", ckpt_path,
                  (long long)meta.step);
@@ -168,6 +234,10 @@ int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *e
     }
     if (rc == 0 && step) *step = meta.step;
     return rc;
+}
+
+int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *err, size_t errlen) {
+    return load_weights_config(m, ckpt_path, step, NULL, err, errlen);
 }
 
 /* 1 when dir has a checkpoint; else 0 after saying so (and, for a run directory, what
@@ -221,8 +291,26 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
         h5log_free(log);
         return 1;
     }
-    if (run_load_weights(m, ckpt, step, err, sizeof err) != 0) {
+    char *ckpt_yaml = NULL;
+    if (load_weights_config(m, ckpt, step, &ckpt_yaml, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
+        free(ckpt_yaml);
+        model_free(m);
+        h5log_free(log);
+        return 1;
+    }
+    /* the checkpoint must be this run's: a checkpoint of another run with the same
+       shapes (another seed, GELU, core, learning rate...) would load without a word and
+       be evaluated, probed or exported under this run's name */
+    int agree = 0;
+    if (ckpt_yaml) {
+        char head[2600], *now_yaml = config_to_yaml(cfg);
+        snprintf(head, sizeof head, "%s holds a checkpoint of another run: its config differs from %s's", ckpt, runp);
+        agree = configs_agree(ckpt_yaml, cfg, now_yaml, ckpt, head, "ckpt:", "run:");
+        free(now_yaml);
+        free(ckpt_yaml);
+    }
+    if (agree != 0) {
         model_free(m);
         h5log_free(log);
         return 1;
@@ -440,6 +528,7 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
     run_dir_of(&cfg, dir, sizeof dir);
     snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
     snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.h5", dir);
+    if (rank == 0 && resume && !force) resume_threads(&cfg, run_path, ckpt_path, W, quiet);
 
     /* data first: a missing corpus fails before anything is written (rank 0 reads it) */
     char train_path[1200], val_path[1200], err[1024];
@@ -591,8 +680,26 @@ parts:;
                     "resuming from the checkpoint\n", dir, isnan(last) ? 0.0 : last, start,
                     isnan(last) ? 1.0 : last + 1, start);
         if (!quiet) printf("resuming %s from step %d\n", dir, start);
-    } else if (resume && !quiet) {
-        printf("no checkpoint in %s; starting from step 0\n", dir);
+    } else if (resume) {
+        /* a run file without a checkpoint (stopped before its first save, or the
+           checkpoint moved away): the run starts again from step 0 and its log is
+           rewritten, which is only the same run when the config is the same */
+        if (have_run) {
+            h5log old;
+            h5log_init(&old);
+            if (h5log_load(&old, run_path, err, sizeof err) != 0) {
+                fprintf(stderr, "s2hc: error: cannot resume: %s\n  (no checkpoint, and the run file cannot be "
+                        "read to check the config: --force to start over)\n", err);
+                h5log_free(&old);
+                status = RUN_FAILED;
+                goto out;
+            }
+            const char *stored_yaml = h5log_get_attr_str(&old, "/", "config");
+            rc = stored_yaml ? check_resume_config(stored_yaml, &cfg, yaml, run_path, cfg_path) : 0;
+            h5log_free(&old);
+            if (rc != 0) { status = RUN_USAGE; goto out; }
+        }
+        if (!quiet) printf("no checkpoint in %s; starting from step 0\n", dir);
     }
     /* train.init_from: a fresh run starts from a file's tensors, read before anything is
        written (a resumed run has its checkpoint's) */
@@ -688,6 +795,7 @@ parts:;
     h5log_attr_str(&log, "/", "proj_products", model_proj_products(&model));
     h5log_attr_str(&log, "/", "stream_precision", streams_bf16 ? "bf16" : "fp32");
     h5log_attr_num(&log, "/", "processes", W);
+    h5log_attr_num(&log, "/", "threads", kernels_threads()); /* per process (resume_threads) */
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
     h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
     if (init_loaded >= 0) h5log_attr_num(&log, "/", "init_from_tensors", init_loaded);
@@ -778,6 +886,21 @@ agree:
     /* (mpirun gives rank 0 a terminal even when its own output is piped: lines, then) */
     int tty = isatty(STDOUT_FILENO) && !quiet && W == 1;
     stop_signals_catch();
+    /* stopped during an evaluation of the training (its checkpoint saved, its row not
+       written): that evaluation first, of the same weights */
+    int cut = 0;
+    if (rank == 0 && start > 0 && start < cfg.steps && cfg.eval_every > 0 && start % cfg.eval_every == 0 &&
+        !(h5log_last(&log, "/eval/step") >= start)) {
+        double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B);
+        if (stop_signal) cut = 1;
+        else log_eval_row(&log, start, vl, quiet, 0);
+    }
+    dist_bcast(&cut, sizeof cut);
+    if (cut) {
+        if (rank == 0)
+            fprintf(stderr, "s2hc: interrupted during the evaluation of step %d; --resume runs it\n", start);
+        status = RUN_INTERRUPTED;
+    }
 
     double t_start = now_seconds(), last_loss = NAN;
     /* test hook: S2HC_FAULT_NAN_AT_STEP=k makes step k's loss NaN (the divergence path) */
@@ -785,7 +908,7 @@ agree:
     int fault_step = fault ? atoi(fault) : -1;
     int steps_done_here = 0;
     int step = start;
-    for (; step < cfg.steps; step++) {
+    for (; step < cfg.steps && !cut; step++) {
         double t0 = now_seconds();
         double loss = 0, gn;
         if (cm) {
@@ -880,12 +1003,11 @@ agree:
             if (do_probe) probe_step(probe, step + 1);
             if (do_eval) {
                 double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B);
-                int es = h5log_series_add(&log, "/eval/step", H5LOG_I64, 0, NULL, "optimizer step of each eval row", "");
-                int ev = h5log_series_add(&log, "/eval/val_loss", H5LOG_F64, 0, NULL,
-                                          "validation loss (held-out last 1% of the training corpus)", "nats/token");
-                h5log_append(&log, es, &s64);
-                h5log_append(&log, ev, &vl);
-                if (!quiet) printf("%sstep %d: val loss %.4f\n", tty ? "\n" : "", step + 1, vl);
+                if (stop_signal) { /* cut short: no row; this step's checkpoint, and --resume evaluates it */
+                    if (cm && !do_ckpt && !last) cuda_download_optim(cm, opt.m, opt.v);
+                    do_ckpt = 1;
+                    status = RUN_INTERRUPTED;
+                } else log_eval_row(&log, s64, vl, quiet, tty);
             }
             /* run.h5 first: killed between the two saves, --resume drops the rows logged
                after the checkpoint it finds; the other order loses the rows since the
@@ -895,7 +1017,8 @@ agree:
                 status = RUN_FAILED;
         }
         dist_bcast(&status, sizeof status); /* a failed save stops every rank */
-        if (status != RUN_OK) break;
+        if (status == RUN_INTERRUPTED) stop = 1; /* rank 0's evaluation cut short by a signal */
+        else if (status != RUN_OK) break;
         if (stop) {
             if (rank == 0 && (!quiet || stop_after == 0))
                 fprintf(stderr, "%ss2hc: interrupted at step %d; saved; continue with --resume\n", tty ? "\n" : "",

@@ -431,7 +431,7 @@ static void parent_dir(char *buf, size_t len, const char *path) {
     else *slash = '\0';
 }
 
-int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
+int write_file_tmp(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
     char dir[1024], tmp[1100];
     parent_dir(dir, sizeof dir, path);
     if (mkdir_p(dir) != 0) {
@@ -448,13 +448,34 @@ int write_file_atomic(const char *path, const void *head, size_t head_len, const
              (body_len == 0 || fwrite(body, 1, body_len, f) == body_len) && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int saved = errno;
     if (fclose(f) != 0 && ok) { ok = 0; saved = errno; }
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) saved = errno;
+    if (!ok) {
         fprintf(stderr, "s2hc: error: writing %s failed: %s\n", path, strerror(saved));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+void drop_file_tmp(const char *path) {
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    unlink(tmp);
+}
+
+int commit_file_tmp(const char *path) {
+    char dir[1024], tmp[1100];
+    parent_dir(dir, sizeof dir, path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (rename(tmp, path) != 0) {
+        fprintf(stderr, "s2hc: error: writing %s failed: %s\n", path, strerror(errno));
         unlink(tmp);
         return -1;
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) { fsync(dfd); close(dfd); }
     return 0;
+}
+
+int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
+    return write_file_tmp(path, head, head_len, body, body_len) != 0 ? -1 : commit_file_tmp(path);
 }

@@ -118,5 +118,12 @@ char *read_text_file(const char *path, size_t *len);
  * (created first if missing). 0, or -1 after a message naming the file, with no path.tmp
  * left and path untouched. */
 int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len);
+/* write_file_atomic in two halves, for files that must change together: the first writes
+ * and syncs path.tmp (or fails as above, nothing left), the second renames it over path
+ * and syncs the directory (-1 after a message, path.tmp removed). Between the two,
+ * drop_file_tmp(path) abandons it. */
+int write_file_tmp(const char *path, const void *head, size_t head_len, const void *body, size_t body_len);
+int commit_file_tmp(const char *path);
+void drop_file_tmp(const char *path);
 
 #endif

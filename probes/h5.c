@@ -336,6 +336,13 @@ const char *h5log_get_attr_str(const h5log *log, const char *obj, const char *na
     return NULL;
 }
 
+double h5log_get_attr_num(const h5log *log, const char *obj, const char *name) {
+    for (int i = 0; i < log->n_attrs; i++)
+        if (strcmp(log->attrs[i].path, obj) == 0 && strcmp(log->attrs[i].name, name) == 0)
+            return log->attrs[i].is_string ? NAN : log->attrs[i].num;
+    return NAN;
+}
+
 /* Element `e` of a series as a double (any type). */
 static double h5log_value(const h5log_series *s, size_t e) {
     switch (s->type) {

@@ -69,6 +69,8 @@ int h5log_find(const h5log *log, const char *path);
 void h5log_attr_str(h5log *log, const char *obj, const char *name, const char *value);
 void h5log_attr_num(h5log *log, const char *obj, const char *name, double value);
 const char *h5log_get_attr_str(const h5log *log, const char *obj, const char *name);
+/* A numeric attribute's value; NaN when it is absent or a string. */
+double h5log_get_attr_num(const h5log *log, const char *obj, const char *name);
 /* Remove an attribute (nothing when absent); the next save writes the file without it. */
 void h5log_attr_del(h5log *log, const char *obj, const char *name);
 

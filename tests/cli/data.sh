@@ -77,6 +77,16 @@ expect_rc 0 "import" "$BIN" data import "$TMP/text" --name mine --dir "$TMP/imp"
 [ -f "$TMP/imp/mine/train.bin" ] && [ -f "$TMP/imp/mine/val.bin" ] && ok || bad "import wrote no shards"
 # 2000 bytes: a validation part of 20, which only the smallest block_size fits: said so
 grep -q "validation part fits model.block_size up to 19 only" "$TMP/out" && ok || bad "no note of the small validation part: $(cat "$TMP/out")"
+# an import over a corpus that fails to write its second part leaves the old corpus whole
+# (a directory in the way of val.bin's temporary file stands for a full disk)
+sums=$(cat "$TMP/imp/mine/train.bin" "$TMP/imp/mine/val.bin" | md5sum)
+head -c 5000 /dev/urandom | base64 > "$TMP/text2"
+mkdir "$TMP/imp/mine/val.bin.tmp"
+expect_rc 1 "an import whose val.bin cannot be written" "$BIN" data import "$TMP/text2" --name mine --dir "$TMP/imp"
+grep -q "val.bin" "$TMP/err" && ok || bad "the error does not name val.bin: $(cat "$TMP/err")"
+rmdir "$TMP/imp/mine/val.bin.tmp"
+[ "$(cat "$TMP/imp/mine/train.bin" "$TMP/imp/mine/val.bin" | md5sum)" = "$sums" ] && ok || bad "a failed import changed the old corpus"
+[ ! -e "$TMP/imp/mine/train.bin.tmp" ] && ok || bad "a failed import left train.bin.tmp"
 # a failure to write says so once, and leaves no half corpus
 : > "$TMP/afile"
 expect_rc 1 "import into a --dir that is a file" "$BIN" data import "$TMP/text" --name x --dir "$TMP/afile"

@@ -179,6 +179,14 @@ expect_status 2 "an -o of 1100 bytes" -- "$S2HC" export "$R" -o "$TMP/$(printf '
 touch "$TMP/blocker"
 expect_status 1 "an output path under a file" -- "$S2HC" export "$R" -o "$TMP/blocker/m.safetensors"
 [ -e "$TMP/x.safetensors" ] && fail "a refused export wrote its file" || ok "a refused export writes nothing"
+# never over the run's own files, however the path is spelt
+sums=$(cat "$R/ckpt.h5" "$R/run.h5" | md5sum)
+for o in "$R/ckpt.h5" "$R/./run.h5" "$R/../$(basename "$R")/ckpt.h5"; do
+  expect_status 2 "-o $o is refused" -- "$S2HC" export "$R" -o "$o"
+  expect_out "is the run's own (ckpt|run).h5" "says why"
+done
+[ "$(cat "$R/ckpt.h5" "$R/run.h5" | md5sum)" = "$sums" ] && ok "the run's files are unchanged" \
+  || fail "export -o changed the run's files"
 ls "$TMP" "$R" | grep -q '\.tmp$' && fail "a .tmp was left behind: $(ls "$TMP" "$R" | grep '\.tmp$')" \
   || ok "no .tmp left behind"
 mkdir "$TMP/ro" && chmod 555 "$TMP/ro"

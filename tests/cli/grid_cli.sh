@@ -283,6 +283,24 @@ mkdir -p "$TMP/blocked" && echo x > "$TMP/blocked/p2"
 expect_status 1 "a point that cannot start fails the grid" -- "$S2HC" grid "$TMP/blocked.yaml" "${D[@]}" --out "$TMP/blocked" -j 1
 expect_out "FAILED +#1 p2: cannot open .*p2/.lock" "the event names the point and the file"
 expect_out "1/2 finished, 1 failed" "the summary counts it failed"
+grep -q '^1,p2,.*,failed,' "$TMP/blocked/index.csv" && ok "index.csv says failed too" \
+  || fail "index.csv: $(grep '^1,' "$TMP/blocked/index.csv")"
+# a point stopped under 2 threads keeps them when a later runner resumes it, whatever
+# that runner's share per point (a step's bits depend on the batch's cut): it ends with
+# the bits of the uninterrupted point
+O=$TMP/thr; P=identity-n4-s1337
+SLURM_CPUS_PER_TASK=2 "$S2HC" grid $G "${D[@]}" --out "$O" --job 0 >/dev/null 2>&1
+cp "$O/$P/ckpt.h5" "$TMP/thr-ref.h5"
+grep -q '^  threads: 2$' "$O/$P/config.yaml" && ok "--job 0 on 2 cores: 2 threads" || fail "config.yaml: $(grep threads "$O/$P/config.yaml")"
+rm -f "$O/$P/ckpt.h5" "$O/$P/run.h5" "$O/$P/grid.status"
+"$S2HC" train "$O/$P/config.yaml" --stop-after 10 --quiet >/dev/null 2>&1
+expect_status 0 "the grid resumes it beside two fresh points" -- env SLURM_CPUS_PER_TASK=2 "$S2HC" grid $G "${D[@]}" --out "$O" -j 2
+expect_out "resume  #0 $P at step 10/20 \(2 threads, as it trained\)" "it says it keeps the point's 2 threads"
+expect_out "2 at a time, 1 thread each" "the fresh points get the runner's share"
+if command -v h5diff >/dev/null; then
+  h5diff -q "$TMP/thr-ref.h5" "$O/$P/ckpt.h5" /model /model >/dev/null 2>&1 \
+    && ok "the resumed point ends with the uninterrupted point's weights" || fail "the resumed point's weights differ"
+fi
 # a second YAML document in a grid file is refused, not ignored
 { cat "$TMP/blocked.yaml"; printf -- '---\nsweep: {train.seed: [3]}\n'; } > "$TMP/twodocs.yaml"
 expect_status 2 "a grid file with two documents exits 2" -- "$S2HC" grid "$TMP/twodocs.yaml" "${D[@]}" --out "$TMP/twodocs" --list

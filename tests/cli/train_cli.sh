@@ -62,6 +62,67 @@ expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/
 expect_out "differs" "the refusal names the difference"
 expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
 expect_out "steps: 30" "the refusal names train.steps"
+# a run file without its checkpoint: --resume starts again from step 0, but only as the
+# same run (its config checked against the run file's; the log is not replaced otherwise)
+"$S2HC" train "$TMP/t.yaml" --set run.name=nockpt --set train.steps=4 --set train.warmup=1 --stop-after 2 --quiet >/dev/null 2>&1
+rm -f "$TMP/runs/nockpt/ckpt.h5"
+sum_before=$(md5sum < "$TMP/runs/nockpt/run.h5")
+expect_status 2 "--resume without a checkpoint and with a changed config is refused" -- "$S2HC" train "$TMP/t.yaml" \
+  --set run.name=nockpt --set train.steps=4 --set train.warmup=1 --resume --set residual.method=mhc
+expect_out "method: identity" "the refusal names the difference"
+[ "$(md5sum < "$TMP/runs/nockpt/run.h5")" = "$sum_before" ] && ok "the run file is left as it was" \
+  || fail "a refused --resume changed the run file"
+expect_status 0 "--resume without a checkpoint and the same config starts from step 0" -- "$S2HC" train "$TMP/t.yaml" \
+  --set run.name=nockpt --set train.steps=4 --set train.warmup=1 --resume
+expect_out "no checkpoint in .*nockpt; starting from step 0" "it says so"
+# a run stopped under 2 threads and resumed where 1 is the default: it takes the 2 it
+# trained with (the batch's cut sets the bits), and ends as the uninterrupted run; with
+# train.threads set to another count it says the bits will differ
+TS=(--set train.steps=6 --set train.warmup=1 --set model.n_layer=1 --set train.eval_every=0 --set probe.every=0)
+OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TS[@]}" --set run.name=thr-ref --quiet >/dev/null 2>&1
+OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TS[@]}" --set run.name=thr --stop-after 3 --quiet >/dev/null 2>&1
+expect_status 0 "a resume under another default thread count" -- env OMP_NUM_THREADS=1 "$S2HC" train "$TMP/t.yaml" \
+  "${TS[@]}" --set run.name=thr --resume
+expect_out "threads: 2, as the run trained" "it says it takes the run's thread count"
+if command -v h5diff >/dev/null; then
+  h5diff -q "$TMP/runs/thr-ref/ckpt.h5" "$TMP/runs/thr/ckpt.h5" /model /model >/dev/null 2>&1 \
+    && ok "it ends with the uninterrupted run's weights" || fail "the resumed run's weights differ from the uninterrupted run's"
+fi
+[ "$(h5dump -a /threads "$TMP/runs/thr/run.h5" 2>/dev/null | grep -Ec '^ *\(0\): 2$')" = 1 ] \
+  && ok "the run file records the threads" || fail "run.h5 has no root attribute threads = 2"
+OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TS[@]}" --set run.name=thr1 --stop-after 3 --quiet >/dev/null 2>&1
+expect_status 0 "a resume with train.threads set to another count" -- "$S2HC" train "$TMP/t.yaml" "${TS[@]}" \
+  --set run.name=thr1 --resume --set train.threads=1 --quiet
+expect_out "warning: the run trained with 1 process of 2 threads and resumes with 1 of 1" "it warns of the other cut"
+# stopped at a step with an evaluation (the signal cuts the evaluation short): no NaN row;
+# --resume evaluates that step first, and the run file's evaluations are the uninterrupted
+# run's
+TE=(--set train.steps=10 --set train.warmup=1 --set model.n_layer=1 --set train.eval_every=5 --set probe.every=0 --quiet)
+"$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev-ref >/dev/null 2>&1
+expect_status 130 "a stop at a step with an evaluation" -- "$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev --stop-after 5
+h5dump -d /eval/val_loss "$TMP/runs/ev/run.h5" 2>/dev/null | grep -qi nan && fail "a NaN evaluation row was written" \
+  || ok "no NaN evaluation row"
+expect_status 0 "its --resume" -- "$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev --resume
+if command -v h5diff >/dev/null; then
+  for d in /eval/step /eval/val_loss; do
+    h5diff -q "$TMP/runs/ev-ref/run.h5" "$TMP/runs/ev/run.h5" $d $d >/dev/null 2>&1 \
+      && ok "$d as the uninterrupted run's" || fail "$d differs from the uninterrupted run's"
+  done
+fi
+# a checkpoint of another run in a run's directory (same shapes, another GELU): eval,
+# probe, sample and export refuse it, naming the key, and write nothing
+"$S2HC" train "$TMP/t.yaml" --set run.name=erf --set model.gelu=erf --set model.n_layer=1 --set train.steps=5 --quiet >/dev/null 2>&1
+cp -r "$TMP/runs/small" "$TMP/runs/mixed"
+cp "$TMP/runs/erf/ckpt.h5" "$TMP/runs/mixed/ckpt.h5"
+sum_before=$(md5sum < "$TMP/runs/mixed/run.h5")
+for cmd in eval probe sample export; do
+  expect_status 1 "$cmd refuses a checkpoint of another run" -- "$S2HC" $cmd "$TMP/runs/mixed"
+  expect_out "ckpt.h5 holds a checkpoint of another run" "$cmd says why"
+  expect_out "gelu: erf" "$cmd names the differing key"
+done
+[ "$(md5sum < "$TMP/runs/mixed/run.h5")" = "$sum_before" ] && ok "the run file is left as it was" \
+  || fail "a refused command changed the run file"
+[ ! -e "$TMP/runs/mixed/model.safetensors" ] && ok "no export written" || fail "export wrote a file"
 # a missing out-of-domain corpus: refused before the first step (the run would end
 # without the number it was run for)
 expect_status 1 "a missing out-of-domain corpus is refused" -- "$S2HC" train "$TMP/t.yaml" --set 'data.ood=[nothere]' --set run.name=ood --set train.steps=2 --set train.warmup=1
