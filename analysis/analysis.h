@@ -145,6 +145,11 @@ typedef struct {
 
 /* Write OUT/data/... for every figure. 0 or -1. */
 int an_write_figures(an_ctx *c);
+/* The comment line of a .dat file that names its columns, space-separated. */
+#define AN_COLUMNS "# columns:"
+/* For every OUT/data/NAME.dat with a columns line: NAME.csv, that header then its rows
+ * (comments and gnuplot's blank separator lines left out). Returns how many. */
+int an_write_csvs(const char *out);
 /* Write OUT/tables/... and OUT/tables/claims.*. 0 or -1. */
 int an_write_tables(an_ctx *c);
 /* Pick the primary scale and corpus (see an_ctx). */

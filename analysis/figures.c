@@ -3,6 +3,7 @@
  * counts, labels) so each script in plots/ only draws. Matrices are written as
  * "column row value" triples (x = input stream j, y = output stream i). */
 #include "analysis.h"
+#include <dirent.h>
 #include "../harness/config.h"
 #include "../harness/model.h"
 #include "../harness/presets.h"
@@ -126,6 +127,9 @@ static void write_sums(FILE *f, const double *H, int n) {
     }
 }
 
+/* The line that names a .dat file's columns (an_write_csvs makes its .csv from it). */
+static void columns(FILE *f, const char *names) { fprintf(f, "%s %s\n", AN_COLUMNS, names); }
+
 /* Append " v" to a space-separated list. */
 static void list_add(char *list, size_t len, const char *v) {
     size_t l = strlen(list);
@@ -167,6 +171,7 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
         if (!f) continue;
         fprintf(f, "# %s: token-averaged H_res (/final/H_res_mean) of sublayer %d of %d, run %s\n"
                    "# column j (input stream), row i (output stream), H_res[i,j]\n", r->variant, mid_layer + 1, Lh, r->dir);
+        columns(f, "j i h_res");
         write_cells(f, H, n);
         fclose(f);
         /* Fig 9: sequence 0's token-averaged matrices at four depths, and its composite */
@@ -185,11 +190,13 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
             if (!(f = an_open(c->out, "data", name))) continue;
             fprintf(f, "# %s, validation sequence 0 (token-averaged), %s; column row value\n", r->variant,
                     k < 4 ? "one sublayer" : "composite H_{Lh-1}...H_0");
+            columns(f, "j i h_res");
             write_cells(f, H, n);
             fclose(f);
             snprintf(name, sizeof name, "fig9_%s_%d_sums.dat", hres_variants[vi], k);
             if (!(f = an_open(c->out, "data", name))) continue;
             fprintf(f, "# row sums at x = n, column sums at y = n\n");
+            columns(f, "x y sum");
             write_sums(f, H, n);
             fclose(f);
         }
@@ -252,7 +259,7 @@ static void fig_ood(an_ctx *c, FILE *meta) {
     }
     fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s, mean over seeds)\n",
             c->scale, c->corpus);
-    fprintf(f, "# corpus");
+    fprintf(f, "%s corpus", AN_COLUMNS);
     for (int j = 0; j < nv; j++) fprintf(f, " %s", vs[j]);
     fprintf(f, "\n");
     int rows = 0;
@@ -341,6 +348,7 @@ static void fig_rowmax(an_ctx *c, FILE *meta) {
         list_add(list, sizeof list, hres_variants[vi]);
         fprintf(f, "# %s (%s): step, row-max p10, median, p90 over every row of every per-token H_res of every sublayer,"
                    " fraction of matrices whose row maxima all sit on the diagonal\n", r->variant, r->dir);
+        columns(f, "step row_max_p10 row_max_median row_max_p90 diag_frac");
         for (size_t i = 0; i < st->rows; i++)
             fprintf(f, "%.0f %.6g %.6g %.6g %.6g\n", an_series_get(st, i), an_series_get(p10, i), an_series_get(med, i),
                     an_series_get(p90, i), an_series_get(df, i));
@@ -367,6 +375,9 @@ static void fig_cos(an_ctx *c, FILE *meta) {
                     Lh = (int)cs->row_elems;
                     fprintf(f, "# %s (%s, %s, %s): step, then per sublayer the mean pairwise cosine similarity of the"
                                " streams after mixing (H_res . X)\n", r->variant, r->scale, r->corpus, r->dir);
+                    fprintf(f, "%s step", AN_COLUMNS);
+                    for (int l = 0; l < Lh; l++) fprintf(f, " cos_sublayer%d", l + 1);
+                    fprintf(f, "\n");
                     for (size_t i = 0; i < st->rows; i++) {
                         fprintf(f, "%.0f", an_series_get(st, i));
                         for (int l = 0; l < Lh; l++) {
@@ -409,6 +420,7 @@ static void fig_grad(an_ctx *c, FILE *meta) {
         list_add(labels, sizeof labels, lab);
         fprintf(f, "# %s (%s): step, gradient norm before clipping clamped at %.0f for display, raw value\n", v, r->dir,
                 AN_GRAD_CLAMP);
+        columns(f, "step grad_norm_clamped grad_norm");
         for (size_t k = 0; k < st->rows; k++) {
             double x = an_series_get(g, k);
             if (isfinite(x) && x > gmax_all) gmax_all = x;
@@ -439,6 +451,7 @@ static void write_sums_fig(an_ctx *c, const an_run *r, const char *v, int k, int
     if (!f) return;
     fprintf(f, "# %s: sublayer (offset per method for display), min, p25, median, p75, max of the %s sums of the %zu"
                " sequences' token-averaged H_res\n", r->variant, rows ? "row" : "column", S);
+    columns(f, "sublayer_x min p25 median p75 max");
     double *w = malloc((S * n + 1) * sizeof *w);
     double off = nv > 1 ? -0.3 + 0.6 * k / (nv - 1) : 0;
     for (size_t l = 0; l < Lh; l++) {
@@ -470,6 +483,8 @@ static void fig_colsums(an_ctx *c, FILE *meta) {
     if (!fc || !fr) { if (fc) fclose(fc); if (fr) fclose(fr); return; }
     fprintf(fc, "# index, min, p25, median, p75, max of the column sums of each sequence's composite product, method\n");
     fprintf(fr, "# index, min, p25, median, p75, max of the row sums of each sequence's composite product, method\n");
+    columns(fc, "index min p25 median p75 max method");
+    columns(fr, "index min p25 median p75 max method");
     for (int vi = 0; hres_variants[vi]; vi++) {
         int ri = an_rep_run(c, hres_variants[vi]);
         if (ri < 0) continue;
@@ -487,6 +502,7 @@ static void fig_colsums(an_ctx *c, FILE *meta) {
             size_t S = d[0], Lc = d[1]; /* [S, Lh] */
             double *v = malloc((S + 1) * sizeof *v);
             fprintf(f, "# %s: depth l (sublayers), mean and std over %zu sequences of ||H_l ... H_1||_2\n", r->variant, S);
+            columns(f, "depth mean std");
             for (size_t l = 0; l < Lc; l++) {
                 size_t cnt = 0;
                 for (size_t s = 0; s < S; s++) v[cnt++] = an_series_get(cn, s * Lc + l);
@@ -503,6 +519,7 @@ static void fig_colsums(an_ctx *c, FILE *meta) {
         if (dc && dr && (f = an_open(c->out, "data", name))) {
             fprintf(f, "# %s: sublayer, max over every token of |column sum - 1|, of |row sum - 1| (per-token H_res)\n",
                     r->variant);
+            columns(f, "sublayer colsum_dev_max rowsum_dev_max");
             for (size_t l = 0; l < dc->row_elems; l++)
                 fprintf(f, "%zu %.6g %.6g\n", l + 1, an_series_get(dc, l), an_series_get(dr, l));
             fclose(f);
@@ -547,6 +564,7 @@ static void fig_throughput(an_ctx *c, FILE *meta) {
         if (!f) continue;
         list_add(list, sizeof list, stream_variants[vi]);
         fprintf(f, "# %s at %s: n, training tokens/s (median over steps, mean over runs)\n", stream_variants[vi], scale);
+        columns(f, "n tokens_per_s");
         for (int n = 2; n <= 8; n++)
             if (isfinite(tp[n])) fprintf(f, "%d %.6g\n", n, tp[n]);
         fclose(f);
@@ -576,6 +594,7 @@ static void fig_hist(an_ctx *c, FILE *meta) {
         if (f && tot > 0) {
             list_add(list, sizeof list, vs[vi]);
             fprintf(f, "# %s: bin centre, fraction of all H_res entries (every token, every sublayer) in the bin\n", r->variant);
+            columns(f, "bin_centre fraction");
             for (size_t b = 0; b < bins; b++)
                 fprintf(f, "%.4f %.6g\n", 0.5 * (an_series_get(e, b) + an_series_get(e, b + 1)), acc[b] / tot);
         }
@@ -604,6 +623,9 @@ static void fig_devsv(an_ctx *c, FILE *meta) {
         list_add(list, sizeof list, hres_variants[vi]);
         if ((int)n > nmax) nmax = (int)n;
         fprintf(f, "# %s: sublayer, singular values (descending) of H_res_mean - J, J = ones/n\n", r->variant);
+        fprintf(f, "%s sublayer", AN_COLUMNS);
+        for (size_t k = 0; k < n; k++) fprintf(f, " sv%zu", k + 1);
+        fprintf(f, "\n");
         for (size_t l = 0; l < Lh; l++) {
             fprintf(f, "%zu", l + 1);
             for (size_t k = 0; k < n; k++) fprintf(f, " %.6g", an_series_get(d, l * n + k));
@@ -620,6 +642,7 @@ static void fig_jacobian(an_ctx *c, FILE *meta) {
     FILE *f = an_open(c->out, "data", "beyond_jacobian.dat");
     if (!f) return;
     fprintf(f, "# index, method, full-network ||dX_L/dX_0||_2 mean, std, residual path only mean, std, sequences\n");
+    columns(f, "index method full_mean full_std residual_mean residual_std sequences");
     int k = 0;
     for (int i = 0; an_method_order[i]; i++) {
         const char *v = an_method_order[i];
@@ -669,6 +692,7 @@ static void fig_loss(an_ctx *c, FILE *meta) {
             list_add(labels, sizeof labels, lab);
             size_t w = n / 20 > 1 ? n / 20 : 1;
             fprintf(f, "# %s: step, train loss, moving average over %zu steps\n", v, w);
+            columns(f, "step train_loss moving_average");
             double acc = 0;
             for (size_t k = 0; k < n; k++) {
                 acc += loss[k];
@@ -682,6 +706,66 @@ static void fig_loss(an_ctx *c, FILE *meta) {
         free(st);
     }
     fprintf(meta, "loss_methods = \"%s\"\nloss_labels = \"%s\"\n", list, labels);
+}
+
+static void csv_put(FILE *f, const char *s, size_t n, int first) {
+    if (!first) fputc(',', f);
+    if (!memchr(s, ',', n) && !memchr(s, '"', n)) { fwrite(s, 1, n, f); return; }
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"') fputc('"', f);
+        fputc(s[i], f);
+    }
+    fputc('"', f);
+}
+
+/* One line's whitespace-separated words as a CSV row. */
+static void csv_words(FILE *f, const char *s, const char *end) {
+    int first = 1;
+    while (s < end) {
+        while (s < end && (*s == ' ' || *s == '\t')) s++;
+        const char *w = s;
+        while (s < end && *s != ' ' && *s != '\t') s++;
+        if (s > w) { csv_put(f, w, (size_t)(s - w), first); first = 0; }
+    }
+    fputc('\n', f);
+}
+
+int an_write_csvs(const char *out) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/data", out);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int made = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 4, ".dat")) continue;
+        char path[1400], name[300];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t len = 0;
+        char *text = read_text_file(path, &len);
+        if (!text) continue;
+        const char *cols = strstr(text, AN_COLUMNS " ");
+        if (cols && (cols == text || cols[-1] == '\n')) {
+            snprintf(name, sizeof name, "%.*s.csv", (int)(n - 4), e->d_name);
+            FILE *f = an_open(out, "data", name);
+            if (f) {
+                const char *h = cols + strlen(AN_COLUMNS);
+                csv_words(f, h, strchr(h, '\n') ? strchr(h, '\n') : h + strlen(h));
+                for (const char *l = text; *l;) {
+                    const char *nl = strchr(l, '\n'), *end = nl ? nl : l + strlen(l);
+                    if (*l != '#' && end > l + strspn(l, " \t")) csv_words(f, l, end);
+                    l = nl ? nl + 1 : end;
+                }
+                fclose(f);
+                made++;
+            }
+        }
+        free(text);
+    }
+    closedir(d);
+    return made;
 }
 
 int an_write_figures(an_ctx *c) {
@@ -702,5 +786,6 @@ int an_write_figures(an_ctx *c) {
     fig_jacobian(c, meta);
     fig_loss(c, meta);
     fclose(meta);
+    an_write_csvs(c->out); /* the same numbers for people */
     return 0;
 }

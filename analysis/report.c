@@ -109,7 +109,8 @@ static void report_usage(FILE *f) {
             "  -o OUT          output directory (default out/report)\n"
             "  --no-analyze    use OUT/data and OUT/tables as they are (make paper does this)\n"
             "  --no-plots      do not run gnuplot (use the figures already in OUT)\n"
-            "  --plots DIR     where the figure scripts are (default ./plots, else plots/ beside bin/)\n\n"
+            "  --plots DIR     where the figure scripts are (default ./plots, else plots/ beside bin/)\n"
+            "  --title TEXT    the page's title and heading (default: the paper's figures and tables)\n\n"
             "examples:\n"
             "  s2hc report runs/paper runs/ablations runs/streams -o out/paper\n"
             "  s2hc report runs/my-baseline runs/tiny-s2hc -o out/mine\n");

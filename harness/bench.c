@@ -1108,7 +1108,7 @@ static void usage(FILE *f) {
             "gemm, bench, breakdown, streams, probes .csv); every column is explained in\n"
             "docs/performance.md.\n"
             "  --quick         fewer repetitions, no probes section unless --probe-steps is given\n"
-            "                  (about a minute)\n"
+            "                  (one to three minutes on 2 cores, with the machine's load)\n"
             "  --csv DIR       where the CSV files go (default out/bench; 'none' for no files)\n"
             "  --preset P      only this preset for the methods table and the sweep\n"
             "  --rounds R      interleaved rounds per method (default 5, quick 2)\n"

@@ -1717,7 +1717,8 @@ int data_main(int argc, char **argv) {
         else if (is_import && strcmp(a, "--vocab") == 0 && i + 1 < argc) import_vocab = argv[++i];
         else if (is_import && a[0] != '-' && !import_file) import_file = a;
         else {
-            fprintf(stderr, "s2hc: error: data %s: unexpected argument '%s'\n", cmd, a);
+            fprintf(stderr, "s2hc: error: data %s: unexpected argument '%s'%s\n", cmd, a,
+                    a[0] == '-' && i + 1 == argc ? " (or its value is missing)" : "");
             data_usage(stderr);
             return 2;
         }

@@ -14,6 +14,7 @@
 #include "util.h"
 #include "../probes/h5.h"
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1169,14 +1170,20 @@ static int lock_cmd(int fd, int cmd, short type) {
 }
 
 /* 1 when another open file (any process) holds the lock of the run directory. */
+/* 1 when a runner holds the point's lock (.lock) or a command holds the run's own
+ * (.train.lock: an `s2hc train` started by hand, an eval, a probe). */
 static int dir_locked(const char *dir) {
-    char path[CFG_PATH + CFG_STR + 16];
-    snprintf(path, sizeof path, "%s/.lock", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    int r = lock_cmd(fd, F_OFD_GETLK, F_WRLCK);
-    close(fd);
-    return r;
+    static const char *const names[] = {".lock", ".train.lock"};
+    for (int k = 0; k < 2; k++) {
+        char path[CFG_PATH + CFG_STR + 16];
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        int r = lock_cmd(fd, F_OFD_GETLK, F_WRLCK);
+        close(fd);
+        if (r) return 1;
+    }
+    return 0;
 }
 
 /* The first key whose value differs between two configs (ignoring ignored_in_compare):
@@ -1255,6 +1262,30 @@ static int write_atomic(const char *path, const char *text, size_t len) {
         return -1;
     }
     return 0;
+}
+
+/* Remove the temporary files write_atomic left in dir (NAME.PID.tmp) when a process
+ * died between writing and renaming: those whose PID no longer runs. Called under the
+ * lock that orders the writers of dir's files. */
+static void remove_stale_tmps(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const size_t n = strlen(e->d_name);
+        if (n < 7 || strcmp(e->d_name + n - 4, ".tmp") != 0) continue;
+        const char *q = e->d_name + n - 4; /* back over the digits to the dot before them */
+        const char *p = q;
+        while (p > e->d_name && p[-1] >= '0' && p[-1] <= '9') p--;
+        if (p == q || p == e->d_name || p[-1] != '.') continue;
+        const long pid = strtol(p, NULL, 10);
+        if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) {
+            char path[CFG_PATH + CFG_STR + 300];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
 }
 
 /* grid.status in a run directory: the grid's record of its last run of the point
@@ -1415,6 +1446,7 @@ int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_stat
     snprintf(path, sizeof path, "%s/index.csv", g->out);
     int lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lfd >= 0) lock_cmd(lfd, F_OFD_SETLKW, F_WRLCK);
+    if (lfd >= 0) remove_stale_tmps(g->out); /* a killed runner's index.csv.PID.tmp */
     const char *ood[GRID_MAX_OOD], *keys[256];
     int nood = grid_ood_names(pts, n, ood), nkeys = swept_keys(g, keys, 256);
 
@@ -1945,6 +1977,22 @@ static void launch(grid_runner *r, int i) {
               who[0] ? ")" : "");
         return;
     }
+    /* the run's own lock: a training started by hand, an eval or a probe of the point
+       (its child would refuse the run as in use, and the point would read failed) */
+    {
+        char tl[sizeof dir + 16];
+        snprintf(tl, sizeof tl, "%s/.train.lock", dir);
+        int tfd = lock_file_try(tl, who, sizeof who);
+        if (tfd == -2) {
+            close(fd);
+            s->state = GS_RUNNING;
+            r->elsewhere++;
+            event(r, 0, "skip    #%d %s: running elsewhere%s%s%s", p->index, p->name, who[0] ? " (" : "", who,
+                  who[0] ? ")" : "");
+            return;
+        }
+        if (tfd >= 0) close(tfd);
+    }
     /* under the lock: a runner that held it may have finished the point meanwhile */
     inspect(p, r->ood, r->nood, s, 0);
     if (s->state == GS_FINISHED || s->state == GS_DIVERGED) {
@@ -1963,6 +2011,7 @@ static void launch(grid_runner *r, int i) {
     int from = s->state == GS_CHANGED ? 0 : s->step;
 
     lock_file_claim(fd, "runner");
+    remove_stale_tmps(dir); /* a killed runner's config.yaml.PID.tmp or grid.status.PID.tmp */
     char host[64], when[32]; /* for train.log's header */
     host_and_time(host, sizeof host, when, sizeof when);
 

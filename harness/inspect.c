@@ -111,6 +111,7 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         snprintf(v->path, sizeof v->path, "%s/run.h5", v->dir);
     }
     char err[1024];
+    if (!file_exists(v->path) && strcmp(v->path, v->dir) && run_busy_unsaved(v->dir)) return 1;
     if (h5log_load(&v->log, v->path, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
         return 1;
@@ -529,7 +530,7 @@ int probe_main(int argc, char **argv) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
             if (*end || v < 1 || v > 1000000) {
-                fprintf(stderr, "s2hc: error: %s: expected a positive number, got '%s'\n", a, argv[i]);
+                fprintf(stderr, "s2hc: error: %s: expected a whole number from 1 to 1000000, got '%s'\n", a, argv[i]);
                 return 2;
             }
             if (!strcmp(a, "--samples")) samples = (int)v;

@@ -52,7 +52,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "s2hc %s: a research harness for hyper-connection residual networks\n"
             "\n"
-            "usage: s2hc COMMAND [ARGS]   (s2hc COMMAND --help for each)\n"
+            "usage: s2hc COMMAND [ARGS]   (s2hc COMMAND --help, or s2hc help COMMAND, for each)\n"
             "\n"
             "commands:\n"
             "  data prepare         corpora from Debian packages -> token shards under data/\n"
@@ -94,15 +94,28 @@ static int methods_main(void) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    /* HDF5 1.10 keeps a file whose close failed (a full disk) in its ID table, and its
-       exit handler then crashes closing it again: every file is closed explicitly, so
-       the handler is not needed (before any other HDF5 call) */
-    H5dont_atexit();
-    runtime_env_fixup(argv);
+static const char *const commands[] = {"data",   "train",   "grid",    "eval",   "probe",  "inspect", "sample",
+                                       "export", "analyze", "report",  "bench",  "params", "methods", "config",
+                                       "version", NULL};
+
+static int dispatch(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "help") && argc > 2 && !strcmp(argv[2], "config")) { config_print_schema(stdout); return 0; }
+    if (!strcmp(cmd, "help") && argc > 2) { /* `s2hc help CMD`: CMD --help */
+        if (argc > 3) {
+            fprintf(stderr, "s2hc: error: help: one command at a time ('%s', then '%s')\n", argv[2], argv[3]);
+            return 2;
+        }
+        if (!strcmp(argv[2], "config")) { config_print_schema(stdout); return 0; }
+        if (!strcmp(argv[2], "help")) { usage(stdout); return 0; }
+        for (int i = 0; commands[i]; i++)
+            if (!strcmp(argv[2], commands[i])) {
+                char help[] = "--help", *av[] = {argv[0], argv[2], help, NULL};
+                return dispatch(3, av);
+            }
+        fprintf(stderr, "s2hc: error: help: no command '%s' (s2hc help lists them)\n", argv[2]);
+        return 2;
+    }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return version_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
@@ -139,4 +152,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "s2hc: error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;
+}
+
+int main(int argc, char **argv) {
+    /* HDF5 1.10 keeps a file whose close failed (a full disk) in its ID table, and its
+       exit handler then crashes closing it again: every file is closed explicitly, so
+       the handler is not needed (before any other HDF5 call) */
+    H5dont_atexit();
+    runtime_env_fixup(argv);
+    return dispatch(argc, argv);
 }

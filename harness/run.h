@@ -40,6 +40,9 @@ int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *e
  * train.threads when set) and the checkpoint's weights loaded, its step into *step (may
  * be NULL). 0, or 1 after printing the error (naming the file) with nothing left open. */
 int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_t *step);
+/* 1 after a message when a command holds dir's lock (a training) and dir has no
+ * checkpoint or run file yet to read; else 0. */
+int run_busy_unsaved(const char *dir);
 /* run_open for a command that writes the run file back (`s2hc eval`, `s2hc probe`): first
  * the run's lock (run_lock), so that it neither writes back a run file that a training
  * has moved past nor races another such command; *lock_fd holds it until the caller

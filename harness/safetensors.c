@@ -41,7 +41,7 @@ static void export_usage(FILE *f) {
             "  --dtype T      f32 (default, the checkpoint's values) or bf16 (rounded to\n"
             "                 nearest even: half the size)\n\n"
             "example:\n"
-            "  s2hc export runs/s2hc-n4-s1337 -o s2hc.safetensors\n");
+            "  s2hc export runs/tiny-s2hc -o s2hc.safetensors\n");
 }
 
 /* x as bf16 bits, rounded to nearest, ties to even, as PyTorch's float-to-bfloat16

@@ -110,7 +110,7 @@ static void sample_usage(FILE *f) {
                "continuations, each from its own seeded generator: continuation i is the same for any\n"
                "M >= i and the same --seed (default 1). The text goes to stdout (one continuation as it\n"
                "is made; several, each after a header line), the settings and speed to stderr.\n"
-               "With --ids the prompt is token ids (decimal, separated by spaces) and the output is ids\n"
+               "With --ids the prompt is token ids (decimal, separated by spaces or commas) and the output is ids\n"
                "too: for a model trained on a corpus of token ids (`data import --tokens uint16`), whose\n"
                "text only the tokenizer that made the corpus can spell.\n"
                "\n"
@@ -128,6 +128,15 @@ static int sample_num(const char *opt, const char *s, double lo, double hi, int 
         fprintf(stderr, "s2hc: error: sample: %s: expected %s in [%g, %g], got '%s'\n", opt,
                 whole ? "a whole number" : "a number", lo, hi, s);
         return -1;
+    }
+    /* a whole number past 2^53 rounds in a double: refused, not rounded */
+    if (whole && strspn(s, "0123456789") == strlen(s) && hi <= 9007199254740992.0) {
+        errno = 0;
+        const unsigned long long u = strtoull(s, NULL, 10);
+        if (errno || u > (unsigned long long)hi) {
+            fprintf(stderr, "s2hc: error: sample: %s: expected a whole number in [%g, %.0f], got '%s'\n", opt, lo, hi, s);
+            return -1;
+        }
     }
     *v = x;
     return 0;
@@ -167,7 +176,7 @@ static int sample_parse_ids(const unsigned char *s, size_t n, int V, const char 
         while (j < n && isdigit(s[j]) && v < 1000000) v = v * 10 + (s[j++] - '0');
         if (j == i || (j < n && !isspace(s[j]) && s[j] != ',') || v >= V) {
             fprintf(stderr, "s2hc: error: sample: %s: %s at offset %zu (--ids wants token ids 0..%d, separated by "
-                    "spaces)\n", src, j == i || v < V ? "not a token id" : "an id outside the model's vocabulary", i,
+                    "spaces or commas)\n", src, j == i || v < V ? "not a token id" : "an id outside the model's vocabulary", i,
                     V - 1);
             return -1;
         }

@@ -240,12 +240,25 @@ int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *e
     return load_weights_config(m, ckpt_path, step, NULL, err, errlen);
 }
 
+int run_busy_unsaved(const char *dir) {
+    char lockp[1200], holder[256];
+    snprintf(lockp, sizeof lockp, "%s/.train.lock", dir);
+    if (!file_exists(lockp)) return 0;
+    const int fd = lock_file_try(lockp, holder, sizeof holder);
+    if (fd >= 0) close(fd);
+    if (fd != -2) return 0;
+    fprintf(stderr, "s2hc: error: %s is in use%s%s%s and has saved nothing yet; wait for its first save\n", dir,
+            holder[0] ? " (" : "", holder, holder[0] ? ")" : "");
+    return 1;
+}
+
 /* 1 when dir has a checkpoint; else 0 after saying so (and, for a run directory, what
  * its run file says of the run). */
 static int run_has_ckpt(const char *dir) {
     char ckpt[1200], runp[1200], err[256];
     snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
     if (file_exists(ckpt)) return 1;
+    if (run_busy_unsaved(dir)) return 0;
     snprintf(runp, sizeof runp, "%s/run.h5", dir);
     h5log log;
     h5log_init(&log);

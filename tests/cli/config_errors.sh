@@ -41,7 +41,12 @@ expect_out "example" "help shows an example"
 for sub in train eval data params inspect probe sample export bench report analyze grid version methods config; do
   expect_status 0 "$sub --help" -- "$S2HC" $sub --help
   expect_out "example" "$sub --help shows an example"
+  "$S2HC" $sub --help > "$TMP/direct" 2>&1
+  expect_status 0 "help $sub" -- "$S2HC" help $sub
+  [ "$sub" = config ] || { cmp -s "$TMP/out" "$TMP/direct" && ok "help $sub is $sub --help" || fail "help $sub differs from $sub --help"; }
 done
+expect_status 2 "help of a command that does not exist" -- "$S2HC" help frobnicate
+expect_out "no command 'frobnicate'" "says so"
 for sub in methods config version; do
   expect_status 2 "$sub with a stray argument exits 2" -- "$S2HC" $sub --bogus
   expect_out "usage: s2hc $sub" "$sub with a stray argument shows its usage"

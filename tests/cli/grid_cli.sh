@@ -301,6 +301,26 @@ if command -v h5diff >/dev/null; then
   h5diff -q "$TMP/thr-ref.h5" "$O/$P/ckpt.h5" /model /model >/dev/null 2>&1 \
     && ok "the resumed point ends with the uninterrupted point's weights" || fail "the resumed point's weights differ"
 fi
+# a point trained by hand (`s2hc train` on its config, outside any runner) is running
+# elsewhere for the grid, not a point that failed
+"$S2HC" train "$O/$P/config.yaml" --set run.out="$TMP/hand" --set train.steps=100000 --force --quiet >/dev/null 2>&1 &
+HP=$!
+for _ in $(seq 100); do [ -f "$TMP/hand/$P/.train.lock" ] && break; sleep 0.1; done
+expect_status 0 "a grid beside a training started by hand" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/hand" --job 0 \
+  --set train.steps=100000
+expect_out "0 failed, 0 diverged, 0 refused, 0 left, 1 running elsewhere" "it counts the point as running elsewhere"
+[ "$(csv_col "$TMP/hand/index.csv" state "$P")" = running ] && ok "index.csv: running" \
+  || fail "index.csv: $(csv_col "$TMP/hand/index.csv" state "$P")"
+kill -INT $HP; wait $HP 2>/dev/null
+# the temporary files of a runner killed between write and rename (index.csv.PID.tmp,
+# config.yaml.PID.tmp) go at the next run; a live process's stay
+sleep 30 & LIVE=$!
+touch "$TMP/hand/index.csv.999999999.tmp" "$TMP/hand/index.csv.$LIVE.tmp" "$TMP/hand/$P/config.yaml.999999999.tmp"
+"$S2HC" grid $G "${D[@]}" --out "$TMP/hand" --job 0 --set train.steps=2 --set train.warmup=1 --force >/dev/null 2>&1
+[ ! -e "$TMP/hand/index.csv.999999999.tmp" ] && [ ! -e "$TMP/hand/$P/config.yaml.999999999.tmp" ] \
+  && ok "a dead runner's temporary files are removed" || fail "stale temporary files left: $(ls "$TMP/hand" "$TMP/hand/$P" | grep tmp)"
+[ -e "$TMP/hand/index.csv.$LIVE.tmp" ] && ok "a live process's is kept" || fail "a live process's temporary file was removed"
+kill $LIVE 2>/dev/null; wait $LIVE 2>/dev/null
 # a second YAML document in a grid file is refused, not ignored
 { cat "$TMP/blocked.yaml"; printf -- '---\nsweep: {train.seed: [3]}\n'; } > "$TMP/twodocs.yaml"
 expect_status 2 "a grid file with two documents exits 2" -- "$S2HC" grid "$TMP/twodocs.yaml" "${D[@]}" --out "$TMP/twodocs" --list

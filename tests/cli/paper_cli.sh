@@ -79,6 +79,24 @@ grep -q 'id="claims"' "$OUT/index.html" && ok "claims section" || fail "no claim
 # the throughput-only runs feed Fig 7 and not Table 1
 grep -q "^2 " "$OUT/data/fig7_tput_s2hc.dat" && ok "fig7 has s2hc at n = 2" || fail "fig7 lacks s2hc n = 2"
 grep -q "s2hc-n2" "$OUT/tables/table1.md" && fail "a throughput run in table1" || ok "throughput runs stay out of table1"
+# every figure's data as CSV too: a header naming each column, the .dat's rows, as many
+# fields in every row as the header names
+nd=0; bad=""
+for d in "$OUT"/data/*.dat; do
+  [ "$(basename "$d")" = params.dat ] && continue
+  c=${d%.dat}.csv; nd=$((nd + 1))
+  [ -s "$c" ] || { bad="$bad $(basename "$c")(missing)"; continue; }
+  rows_dat=$(grep -v '^#' "$d" | grep -c '[^[:space:]]')
+  rows_csv=$(($(wc -l < "$c") - 1))
+  nf=$(awk -F, 'NR == 1 {n = NF} NF != n {bad = 1} END {print bad ? "x" : n}' "$c")
+  ncol=$(grep -m1 '^# columns:' "$d" | wc -w)
+  { [ "$rows_dat" = "$rows_csv" ] && [ "$nf" = $((ncol - 2)) ]; } || bad="$bad $(basename "$c")($rows_dat/$rows_csv rows, $nf fields)"
+  [ "$(basename "$d")" = fig2_s2hc.dat ] && { head -n 1 "$c" | grep -q '^step,row_max_p10,row_max_median,row_max_p90,diag_frac$' \
+    && ok "fig2's CSV header names its columns" || fail "fig2_s2hc.csv header: $(head -n 1 "$c")"; }
+done
+[ "$nd" -gt 40 ] && [ -z "$bad" ] && ok "a CSV beside each of the $nd .dat files" || fail "CSVs:$bad ($nd .dat files)"
+grep -q '^method,n,C,n_layer,aux_params,total_params$' "$OUT/data/params.csv" && ok "params.csv keeps its own layout" \
+  || fail "params.csv: $(head -n 1 "$OUT/data/params.csv")"
 # identity from the grid reaches Fig 3
 grep -q "cos_identity = 1" "$OUT/data/meta.gp" && ok "identity baseline present" || fail "identity baseline missing"
 

@@ -65,6 +65,9 @@ expect_status 2 "negative temperature" -- "$S2HC" sample "$R" --temperature -1
 expect_out "--temperature: expected a number in \[0, " "names --temperature and its range"
 expect_status 2 "--tokens 0" -- "$S2HC" sample "$R" --tokens 0
 expect_out "--tokens: expected a whole number" "names --tokens"
+expect_status 2 "--seed 2^53 + 1 (a double would round it)" -- "$S2HC" sample "$R" --seed 9007199254740993
+expect_out "expected a whole number in \[0, 9007199254740992\], got '9007199254740993'" "the error gives the range"
+expect_status 0 "--seed 2^53" -- "$S2HC" sample "$R" --seed 9007199254740992 --tokens 2
 expect_status 2 "--top-k 2.5" -- "$S2HC" sample "$R" --top-k 2.5
 expect_out "--top-k: expected a whole number" "names --top-k"
 expect_status 2 "too many tokens in all" -- "$S2HC" sample "$R" --tokens 1000000 --count 1000

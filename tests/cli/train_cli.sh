@@ -262,6 +262,17 @@ expect_status 1 "a save that runs out of space fails with exit 1" -- bash -c "tr
   "$S2HC" train "$TMP/t.yaml" --set run.name=full --set train.steps=12 --set train.warmup=1 --quiet
 expect_out "cannot save (run file|checkpoint)" "the failed save is named"
 ls "$TMP/runs/full/"*.tmp >/dev/null 2>&1 && fail "temporary files left after a failed save" || ok "no temporary files left after a failed save"
+# a training that has saved nothing yet: eval, probe, inspect, sample and export say it
+# is in use, not that the directory holds no run
+"$S2HC" train "$TMP/t.yaml" --set run.name=young --set train.steps=100000 --set train.ckpt_every=100000 \
+  --set train.eval_every=0 --set probe.every=0 --quiet >/dev/null 2>&1 &
+young=$!
+for i in $(seq 100); do [ -s "$TMP/runs/young/.train.lock" ] && break; sleep 0.1; done
+for cmd in eval probe inspect sample export; do
+  expect_status 1 "$cmd of a training that has saved nothing yet" -- "$S2HC" $cmd "$TMP/runs/young"
+  expect_out "young is in use \(s2hc train pid $young .* has saved nothing yet" "$cmd says it is in use"
+done
+kill -TERM $young; wait $young
 # two trainings into one run directory: the second is refused while the first runs (they
 # used to overwrite each other's run.h5.tmp and ckpt.h5.tmp)
 "$S2HC" train "$TMP/t.yaml" --set run.name=busy --set train.steps=100000 --quiet >/dev/null 2>&1 &
