@@ -1365,8 +1365,17 @@ static int prepare_one(const char *data_dir, const corpus_spec *c, int verbose) 
         char vpath[1200], tpath[1200];
         data_shard_path(vpath, sizeof vpath, data_dir, c->name, "val");
         data_shard_path(tpath, sizeof tpath, data_dir, c->name, "train");
-        if (shard_write(vpath, val.p ? val.p : "", val.n, 256, 1) != 0 ||
-            shard_write(tpath, train.p, train.n, 256, 1) != 0 || write_file_atomic(path, NULL, 0, src.p, src.n) != 0)
+        /* both shards written before either replaces the old (a failure leaves the old
+           pair, which the missing SOURCE.txt marks for rebuilding), SOURCE.txt last */
+        int wv = shard_write_tmp(vpath, val.p ? val.p : "", val.n, 256, 1);
+        int wt = wv == 0 ? shard_write_tmp(tpath, train.p, train.n, 256, 1) : -1;
+        if (wv != 0 || wt != 0) {
+            if (wv == 0) drop_file_tmp(vpath);
+            rc = 1;
+        } else if (commit_file_tmp(vpath) != 0) {
+            drop_file_tmp(tpath);
+            rc = 1;
+        } else if (commit_file_tmp(tpath) != 0 || write_file_atomic(path, NULL, 0, src.p, src.n) != 0)
             rc = 1;
         dbuf_free(&src);
         dbuf_free(&ver);
