@@ -1169,7 +1169,6 @@ static int lock_cmd(int fd, int cmd, short type) {
     return rc;
 }
 
-/* 1 when another open file (any process) holds the lock of the run directory. */
 /* 1 when a runner holds the point's lock (.lock) or a command holds the run's own
  * (.train.lock: an `s2hc train` started by hand, an eval, a probe). */
 static int dir_locked(const char *dir) {
@@ -1264,16 +1263,20 @@ static int write_atomic(const char *path, const char *text, size_t len) {
     return 0;
 }
 
-/* Remove the temporary files write_atomic left in dir (NAME.PID.tmp) when a process
- * died between writing and renaming: those whose PID no longer runs. Called under the
- * lock that orders the writers of dir's files. */
+/* Remove the temporary files write_atomic left in dir (index.csv.PID.tmp,
+ * config.yaml.PID.tmp, grid.status.PID.tmp) when a runner died between writing and
+ * renaming: those whose PID no longer runs. Called under the lock that orders the
+ * writers of dir's files. */
 static void remove_stale_tmps(const char *dir) {
+    static const char *const ours[] = {"index.csv.", "config.yaml.", "grid.status.", NULL};
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
         const size_t n = strlen(e->d_name);
-        if (n < 7 || strcmp(e->d_name + n - 4, ".tmp") != 0) continue;
+        int mine = 0;
+        for (int k = 0; ours[k] && !mine; k++) mine = !strncmp(e->d_name, ours[k], strlen(ours[k]));
+        if (!mine || n < 7 || strcmp(e->d_name + n - 4, ".tmp") != 0) continue;
         const char *q = e->d_name + n - 4; /* back over the digits to the dot before them */
         const char *p = q;
         while (p > e->d_name && p[-1] >= '0' && p[-1] <= '9') p--;

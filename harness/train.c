@@ -110,8 +110,6 @@ static void print_first_difference(const char *a, const char *b, const char *la_
     }
 }
 
-/* 0 if the stored run config matches the current one up to the keys that may change on
- * resume; otherwise prints the first difference and returns -1. */
 /* 0 if the stored config (a file's, named by where) matches now up to the keys that may
  * change on resume; otherwise prints "s2hc: error: " head, then the first difference, and
  * returns -1. */
