@@ -914,6 +914,9 @@ agree:
     }
 
     double t_start = now_seconds(), last_loss = NAN;
+    /* wall_seconds: the run's wall time over every invocation, up to its last save */
+    double wall0 = h5log_get_attr_num(&log, "/", "wall_seconds");
+    if (!isfinite(wall0) || wall0 < 0) wall0 = 0;
     /* test hook: S2HC_FAULT_NAN_AT_STEP=k makes step k's loss NaN (the divergence path) */
     const char *fault = getenv("S2HC_FAULT_NAN_AT_STEP");
     int fault_step = fault ? atoi(fault) : -1;
@@ -1023,6 +1026,7 @@ agree:
             /* run.h5 first: killed between the two saves, --resume drops the rows logged
                after the checkpoint it finds; the other order loses the rows since the
                last save (tests/cli/kill_cli.sh) */
+            if (do_ckpt) h5log_attr_num(&log, "/", "wall_seconds", wall0 + now_seconds() - t_start);
             if (do_ckpt && (h5log_save(&log, run_path) != 0 ||
                             save_state(ckpt_path, &model, &opt, step + 1, rng.s, loader.rng, yaml) != 0))
                 status = RUN_FAILED;
@@ -1060,9 +1064,9 @@ agree:
             iso_now(fin, sizeof fin);
             h5log_attr_str(&log, "/", "status", "finished");
             h5log_attr_str(&log, "/", "finished", fin);
-            h5log_attr_num(&log, "/", "wall_seconds", now_seconds() - t_start);
         }
     }
+    if (rank == 0) h5log_attr_num(&log, "/", "wall_seconds", wall0 + now_seconds() - t_start);
     if (rank == 0 && h5log_save(&log, run_path) != 0) status = RUN_FAILED;
     dist_bcast(&status, sizeof status); /* every rank exits as rank 0 does */
     if (steps_done_here == 0) last_loss = h5log_last(&log, "/train/loss"); /* resumed for the final phase only */

@@ -102,7 +102,11 @@ TE=(--set train.steps=10 --set train.warmup=1 --set model.n_layer=1 --set train.
 expect_status 130 "a stop at a step with an evaluation" -- "$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev --stop-after 5
 h5dump -d /eval/val_loss "$TMP/runs/ev/run.h5" 2>/dev/null | grep -qi nan && fail "a NaN evaluation row was written" \
   || ok "no NaN evaluation row"
+w1=$(h5dump -a /wall_seconds "$TMP/runs/ev/run.h5" 2>/dev/null | awk '/\(0\)/ {print $2}')
 expect_status 0 "its --resume" -- "$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev --resume
+w2=$(h5dump -a /wall_seconds "$TMP/runs/ev/run.h5" 2>/dev/null | awk '/\(0\)/ {print $2}')
+awk -v a="$w1" -v b="$w2" 'BEGIN {exit !(a > 0 && b > a)}' && ok "wall_seconds adds the resumed invocation's time" \
+  || fail "wall_seconds: $w1 after the stop, $w2 after the resume"
 if command -v h5diff >/dev/null; then
   for d in /eval/step /eval/val_loss; do
     h5diff -q "$TMP/runs/ev-ref/run.h5" "$TMP/runs/ev/run.h5" $d $d >/dev/null 2>&1 \
