@@ -55,6 +55,9 @@ typedef struct {
                                 (2000 resamples, fixed seed; NaN when n < 2) */
 } an_paired;
 void an_paired_test(const double *a, const double *b, int n, an_paired *out);
+/* Fewer pairs than this: the tables leave the bootstrap interval out (with 2-4 pairs the
+ * percentile bootstrap is their range, far below its nominal 95 %). */
+#define AN_BOOT_MIN_PAIRS 5
 /* "within noise" (the 95 % t interval holds 0), "a lower", "a higher", or "1 seed, no
  * interval" / "no pairs". Static string. */
 const char *an_paired_verdict(const an_paired *p);
@@ -77,6 +80,8 @@ typedef struct {
     double n_params, n_aux;
     int bench;              /* 1: no probes and no evals during training (a throughput run) */
     char *config_key;       /* the config without name, out, threads, backend (repeat detection) */
+    char recipe[200];       /* the optimisation: lr, min_lr, warmup, weight decay, batch, accumulation,
+                               clipping, betas (runs pair in a comparison only with the same) */
     h5log log;
 } an_run;
 

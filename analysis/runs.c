@@ -137,6 +137,8 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     a = find_attr(&r->log, "/", "n_aux_params");
     r->n_aux = a && !a->is_string ? a->num : NAN;
     r->bench = c.probe_every == 0 && c.eval_every == 0;
+    snprintf(r->recipe, sizeof r->recipe, "lr %g, min_lr %g, warmup %d, weight_decay %g, batch %d, grad_accum %d, clip %g, "
+             "betas %g/%g", c.lr, c.min_lr, c.warmup, c.weight_decay, c.batch, c.grad_accum, c.clip, c.beta1, c.beta2);
     r->config_key = config_key(yaml);
     return 0;
 }
@@ -324,6 +326,7 @@ double an_median_throughput(const an_run *r) {
     size_t n = 0;
     double *v = an_series_copy(r, "/train/tokens_per_s", &n);
     if (!v) return NAN;
+    if (n && !(v[n - 1] > 0)) n--; /* a diverged run's last row: 0, no step was timed */
     double m = n > 2 ? an_quantile(v + 1, n - 1, 0.5) : an_quantile(v, n, 0.5);
     free(v);
     return m;

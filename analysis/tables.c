@@ -210,23 +210,31 @@ typedef double (*an_metric)(const an_run *);
 static double m_val(const an_run *r) { return an_final_val_loss(r); }
 static double m_train(const an_run *r) { return an_final_train_loss(r, NULL); }
 
-/* Runs of a with n_a streams and of b with n_b (0: any), of `steps` steps (0: any); two
- * multi-stream runs pair only at the same n, two runs only at the same steps, and each
- * run of a pairs once. */
+/* Two runs that a comparison may pair: the same seed, length and optimisation recipe,
+ * both finished (a diverged or stopped run's last numbers are not its final ones), and
+ * the same n unless one is single-stream. */
+static int pairable(const an_run *x, const an_run *y) {
+    return x->seed == y->seed && x->steps == y->steps && (x->n == 1 || y->n == 1 || x->n == y->n) &&
+           !strcmp(x->recipe, y->recipe) && !strcmp(x->status, "finished") && !strcmp(y->status, "finished");
+}
+
+/* Runs of a with n_a streams and of b with n_b (0: any), of `steps` steps (0: any),
+ * paired (pairable); each run of a and each run of b pairs once. */
 static int pair_cell(const an_runset *rs, const char *scale, const char *corpus, int steps, const char *a, int n_a,
                      const char *b, int n_b, an_metric m, double *va, double *vb, int cap) {
-    int ia[64], ib[64];
+    int ia[64], ib[64], used[64] = {0};
     int na = an_cell_runs_steps(rs, scale, corpus, a, n_a, steps, ia, 64),
         nb = an_cell_runs_steps(rs, scale, corpus, b, n_b, steps, ib, 64), k = 0;
     for (int i = 0; i < na; i++)
         for (int j = 0; j < nb; j++) {
             const an_run *x = &rs->r[ia[i]], *y = &rs->r[ib[j]];
-            if (x->seed == y->seed && x->steps == y->steps && (x->n == 1 || y->n == 1 || x->n == y->n)) {
-                const double mx = m(x), my = m(y); /* a diverged run's NaN pairs with nothing */
+            if (!used[j] && pairable(x, y)) {
+                const double mx = m(x), my = m(y);
                 if (isfinite(mx) && isfinite(my) && k < cap) {
                     va[k] = mx;
                     vb[k] = my;
                     k++;
+                    used[j] = 1;
                 }
                 break;
             }
@@ -239,6 +247,8 @@ static void fmt_paired(char *diff, size_t dl, char *ci, size_t cl, char *verdict
     if (p->n == 0) { snprintf(diff, dl, "–"); snprintf(ci, cl, "–"); snprintf(verdict, vl, "–"); return; }
     snprintf(diff, dl, "%+.4f", p->mean_diff);
     if (p->n < 2) snprintf(ci, cl, "1 seed, no interval");
+    else if (p->n < AN_BOOT_MIN_PAIRS) /* a percentile bootstrap of 2-4 pairs is their range, not a 95 % interval */
+        snprintf(ci, cl, "[%+.4f, %+.4f] (t, %d pairs)", p->lo, p->hi, p->n);
     else snprintf(ci, cl, "[%+.4f, %+.4f] (t, %d pairs); bootstrap [%+.4f, %+.4f]", p->lo, p->hi, p->n, p->boot_lo, p->boot_hi);
     const char *v = an_paired_verdict(p);
     /* "a lower" / "a higher" with any suffix an_paired_verdict adds ("(identical spread)") */
@@ -300,7 +310,7 @@ static void table1(an_ctx *c) {
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64);
     size_t min_used = (size_t)-1;
-    int unfinished = 0;
+    int unfinished = 0, mixed = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
             for (int vi = 0; an_method_order[vi]; vi++)
@@ -311,12 +321,16 @@ static void table1(an_ctx *c) {
                 int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
                 if (!k) continue;
                 double tr[64], va[64];
-                int steps = c->rs->r[idx[0]].steps;
+                int steps = c->rs->r[idx[0]].steps, nfin = 0, kk = 0;
+                for (int i = 0; i < k; i++) nfin += !strcmp(c->rs->r[idx[i]].status, "finished");
+                /* the means are over the finished runs; over the others only when none
+                   finished (the steps column then says where they stopped) */
                 for (int i = 0; i < k; i++) {
+                    if (nfin && strcmp(c->rs->r[idx[i]].status, "finished")) continue;
                     size_t used = 0;
-                    tr[i] = an_final_train_loss(&c->rs->r[idx[i]], &used);
+                    tr[kk] = an_final_train_loss(&c->rs->r[idx[i]], &used);
                     if (used < min_used) min_used = used;
-                    va[i] = an_final_val_loss(&c->rs->r[idx[i]]);
+                    va[kk++] = an_final_val_loss(&c->rs->r[idx[i]]);
                 }
                 char ntxt[16], stx[96], trs[64], vas[64], diff[32] = "–", ci[128] = "–", verdict[96] = "–", pap[48] = "–";
                 snprintf(ntxt, sizeof ntxt, "%d", c->rs->r[idx[0]].n);
@@ -327,13 +341,23 @@ static void table1(an_ctx *c) {
                     const an_run *r = &c->rs->r[idx[i]];
                     if (!strcmp(r->status, "finished")) continue;
                     const h5log_series *st = an_series(r, "/train/step");
-                    snprintf(stx, sizeof stx, "%.0f of %d (%s%s)", st && st->rows ? an_series_get(st, st->rows - 1) : 0.0,
-                             steps, r->status, k > 1 ? ", a seed" : "");
+                    if (nfin)
+                        snprintf(stx, sizeof stx, "%d (a seed %s at %.0f: left out)", steps, r->status,
+                                 st && st->rows ? an_series_get(st, st->rows - 1) : 0.0);
+                    else
+                        snprintf(stx, sizeof stx, "%.0f of %d (%s%s)", st && st->rows ? an_series_get(st, st->rows - 1) : 0.0,
+                                 steps, r->status, k > 1 ? ", a seed" : "");
                     unfinished++;
                     break;
                 }
-                fmt_ms(trs, sizeof trs, tr, k, 4);
-                fmt_ms(vas, sizeof vas, va, k, 4);
+                for (int i = 1; i < k; i++) /* runs of another optimisation recipe in one row */
+                    if (strcmp(c->rs->r[idx[i]].recipe, c->rs->r[idx[0]].recipe)) {
+                        strncat(stx, " (recipes differ)", sizeof stx - strlen(stx) - 1);
+                        mixed++;
+                        break;
+                    }
+                fmt_ms(trs, sizeof trs, tr, kk, 4);
+                fmt_ms(vas, sizeof vas, va, kk, 4);
                 paired_vs(c->rs, sc[a], co[b], st[si], v, nn, "rc", "RC", diff, sizeof diff, ci, sizeof ci, verdict,
                           sizeof verdict);
                 int pr = paper_row(v);
@@ -341,14 +365,17 @@ static void table1(an_ctx *c) {
                 const char *cells[] = {sc[a], co[b], an_pretty(v), ntxt, stx, trs, vas, diff, ci, verdict, pap};
                 tbl_row(&t, cells);
             }
-    char cap[512];
+    char cap[1024];
     snprintf(cap, sizeof cap,
-             "Table 1: final train loss (mean of the last %d logged steps%s) and validation loss, mean ± std (seeds); "
-             "Δ val vs RC paired by seed. Paper: FineWeb-Edu validation loss, M / L.%s",
+             "Table 1: final train loss (mean of the last %d logged steps%s) and validation loss, mean ± std over the "
+             "finished seeds; Δ val vs RC paired by seed (finished runs of the same optimisation recipe). Paper: "
+             "FineWeb-Edu validation loss, M / L.%s%s",
              AN_LOSS_WINDOW,
              min_used != (size_t)-1 && min_used < AN_LOSS_WINDOW ? "; runs shorter than that average their whole log" : "",
-             unfinished ? " A row whose steps read \"S of N (status)\" holds a run that stopped at step S: its losses "
-                          "are that step's, not a finished run's." : "");
+             unfinished ? " A row whose steps read \"S of N (status)\" holds runs that stopped, none finished: its losses "
+                          "are step S's, not a finished run's; \"a seed ... left out\" marks a stopped seed beside finished ones." : "",
+             mixed ? " \"(recipes differ)\": the row's runs were trained with different learning rates, batches or "
+                     "schedules (its mean mixes them)." : "");
     tbl_write(c, &t, "table1", cap);
     tbl_free(&t);
 }
@@ -393,6 +420,12 @@ static void table2(an_ctx *c) {
                 int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
                 int kr = an_cell_runs_steps(c->rs, sc[a], co[b], "rc", 0, st[si], ridx, 64);
                 if (!k) continue;
+                int pr[64]; /* idx[i]'s RC run of the same seed and recipe, -1 when none */
+                for (int i = 0; i < k; i++) {
+                    pr[i] = -1;
+                    for (int j = 0; j < kr && pr[i] < 0; j++)
+                        if (pairable(&c->rs->r[idx[i]], &c->rs->r[ridx[j]])) pr[i] = ridx[j];
+                }
                 char cellbuf[TBL_MAX_COLS][64], mname[80];
                 method_n(mname, sizeof mname, v, nn);
                 const char *cells[TBL_MAX_COLS] = {sc[a], co[b], mname};
@@ -401,14 +434,20 @@ static void table2(an_ctx *c) {
                 for (int q = 0; q < ncorp; q++) {
                     char p[128];
                     snprintf(p, sizeof p, "/eval/ood/%s/ppl", corp[q]);
-                    double x[64], xr[64], m, mr;
-                    for (int i = 0; i < k; i++) x[i] = an_scalar(&c->rs->r[idx[i]], p);
-                    for (int i = 0; i < kr; i++) xr[i] = an_scalar(&c->rs->r[ridx[i]], p);
-                    fmt_ms(cellbuf[q], 64, x, k, 2);
+                    double x[64], xs[64];
+                    int kx = 0;
+                    for (int i = 0; i < k; i++) {
+                        x[i] = an_scalar(&c->rs->r[idx[i]], p);
+                        if (!strcmp(c->rs->r[idx[i]].status, "finished")) xs[kx++] = x[i]; /* as Table 1's means */
+                    }
+                    fmt_ms(cellbuf[q], 64, kx ? xs : x, kx ? kx : k, 2);
                     cells[3 + q] = cellbuf[q];
-                    if (an_mean_std(x, k, &m, NULL) && an_mean_std(xr, kr, &mr, NULL) && mr > 0) {
-                        ratio_sum += log(m / mr);
-                        ratio_n++;
+                    for (int i = 0; i < k; i++) { /* PPL / RC's of the same seed */
+                        const double y = pr[i] >= 0 ? an_scalar(&c->rs->r[pr[i]], p) : NAN;
+                        if (isfinite(x[i]) && x[i] > 0 && isfinite(y) && y > 0) {
+                            ratio_sum += log(x[i] / y);
+                            ratio_n++;
+                        }
                     }
                 }
                 snprintf(cellbuf[ncorp], 64, "%s", ratio_n ? "" : "–");
@@ -418,7 +457,8 @@ static void table2(an_ctx *c) {
             }
     tbl_write(c, &t, "table2",
               "Table 2: zero-shot perplexity per token (a byte for the byte-level corpora) on the out-of-domain corpora, mean ± std (seeds); the last "
-              "column is the geometric mean over corpora of PPL / PPL(RC) in the same cell.");
+              "column is the geometric mean over corpora and seeds of PPL / PPL(RC), each run against the RC run of its "
+              "seed and optimisation recipe (finished runs).");
     tbl_free(&t);
 
     /* the paper's Table 2 (L model) beside it */
@@ -703,7 +743,7 @@ static void table_runs(an_ctx *c) {
 /* ---- claims ----------------------------------------------------------------------------- */
 
 typedef struct {
-    char claim[160], paper[256], ours[768], verdict[256];
+    char claim[160], paper[256], ours[1536], verdict[320];
 } claim_row;
 
 static double probe_first(const an_run *r, const char *p) {
@@ -856,6 +896,9 @@ static void claims(an_ctx *c) {
             double g = late_grad_max(&c->rs->r[ri]);
             if (isnan(others) || g > others) others = g;
         }
+        /* every HC run of the figures' cell: one diverged seed is the explosion */
+        int hidx[64], nh = an_cell_runs(c->rs, c->scale, c->corpus, "hc", 0, hidx, 64), ndiv = 0;
+        for (int i = 0; i < nh; i++) ndiv += !strcmp(c->rs->r[hidx[i]].status, "diverged");
         if (rh < 0 || isnan(others)) snprintf(k->verdict, sizeof k->verdict, "inconclusive: needs HC and a constrained method");
         else {
             const an_run *r = &c->rs->r[rh];
@@ -863,7 +906,11 @@ static void claims(an_ctx *c) {
             snprintf(k->ours, sizeof k->ours,
                      "largest gradient norm after the first 10 %% of steps: HC %.3g (run %s), mHC / mHC-lite / s²HC at most %.3g",
                      g, r->status, others);
-            if (!strcmp(r->status, "diverged") || (g >= 5 && g >= 3 * others))
+            if (ndiv) {
+                snprintf(tmp, sizeof tmp, "; %d of %d HC run%s diverged", ndiv, nh, nh == 1 ? "" : "s");
+                strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
+            }
+            if (ndiv || (g >= 5 && g >= 3 * others))
                 snprintf(k->verdict, sizeof k->verdict, "reproduced");
             else if (g <= 1.5 * others) snprintf(k->verdict, sizeof k->verdict, "not reproduced at this scale (too few steps for HC's products to grow)");
             else snprintf(k->verdict, sizeof k->verdict, "inconclusive: HC's gradient is larger but not exploding");
@@ -876,38 +923,58 @@ static void claims(an_ctx *c) {
         snprintf(k->paper, sizeof k->paper,
                  "Table 1 (M / L, val loss): s²HC 3.233 / 3.003 vs mHC 3.255 / 3.009, mHC-lite 3.254 / 3.006, RC 3.325 / "
                  "3.048, HC 3.288 / 3.111 (one seed each)");
-        int lower = 0, higher = 0, compared = 0, min_pairs = 1 << 30;
-        char sc[16][32], co[16][32];
+        /* per cell (scale, corpus, length) and baseline: s2hc at the paper's n = 4 against
+           the baseline's runs of the same seeds (one pair per seed), a paired t test when
+           the cell holds 3 or more such seeds; a baseline counts as beaten when s2hc is
+           lower in every such cell and higher in none */
+        int lower = 0, higher = 0, decided = 0, thin = 0;
+        char sc[16][32], co[16][32], missing[128] = "";
         int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+        int st[64], nst = distinct_steps(c->rs, st, 64);
         for (int w = 0; w < 4; w++) {
             const char *v = w == 0 ? "rc" : w == 1 ? "hc" : w == 2 ? "mhc" : "mhc_lite";
-            double x[256], y[256];
-            int np = 0;
+            int cells = 0, cl_lower = 0, cl_higher = 0, most = 0;
             for (int a = 0; a < ns; a++)
                 for (int b = 0; b < nc; b++)
-                    np += pair_cell(c->rs, sc[a], co[b], 0, "s2hc", 0, v, 0, m_val, x + np, y + np, 256 - np);
-            if (!np) continue;
-            compared++;
-            if (np < min_pairs) min_pairs = np;
-            an_paired p;
-            an_paired_test(x, y, np, &p);
-            const char *pv = an_paired_verdict(&p);
-            if (!strncmp(pv, "a lower", 7)) lower++;
-            if (!strncmp(pv, "a higher", 8)) higher++;
-            if (np >= 2)
-                snprintf(tmp, sizeof tmp, "%svs %s: Δ %+.4f, 95 %% interval [%+.4f, %+.4f] over %d paired cells (%s)",
-                         k->ours[0] ? "; " : "", an_pretty(v), p.mean_diff, p.lo, p.hi, np,
-                         !strncmp(pv, "a lower", 7) ? "s²HC lower" : !strncmp(pv, "a higher", 8) ? "s²HC higher" : pv);
-            else snprintf(tmp, sizeof tmp, "%svs %s: Δ %+.4f (1 pair, no interval)", k->ours[0] ? "; " : "", an_pretty(v), p.mean_diff);
-            strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
+                    for (int si = 0; si < nst; si++) {
+                        double x[64], y[64];
+                        int np = pair_cell(c->rs, sc[a], co[b], st[si], "s2hc", 4, v, w == 0 ? 1 : 4, m_val, x, y, 64);
+                        if (np > most) most = np;
+                        if (np < 3) continue;
+                        an_paired p;
+                        an_paired_test(x, y, np, &p);
+                        const char *pv = an_paired_verdict(&p);
+                        cells++;
+                        cl_lower += !strncmp(pv, "a lower", 7);
+                        cl_higher += !strncmp(pv, "a higher", 8);
+                        snprintf(tmp, sizeof tmp, "%svs %s (%s, %s, %d steps): Δ %+.4f, 95 %% interval [%+.4f, %+.4f], %d seeds (%s)",
+                                 k->ours[0] ? "; " : "", an_pretty(v), sc[a], co[b], st[si], p.mean_diff, p.lo, p.hi, np,
+                                 !strncmp(pv, "a lower", 7) ? "s²HC lower" : !strncmp(pv, "a higher", 8) ? "s²HC higher" : pv);
+                        strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
+                    }
+            if (!cells) {
+                if (most > 0) thin++;
+                snprintf(tmp, sizeof tmp, "%s%s", missing[0] ? ", " : "", an_pretty(v));
+                strncat(missing, tmp, sizeof missing - strlen(missing) - 1);
+                if (most > 0) {
+                    snprintf(tmp, sizeof tmp, "%svs %s: %d paired seed%s at most in a cell", k->ours[0] ? "; " : "",
+                             an_pretty(v), most, most == 1 ? "" : "s");
+                    strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
+                }
+                continue;
+            }
+            decided++;
+            if (cl_higher) higher++;
+            else if (cl_lower == cells) lower++;
         }
-        if (!compared) snprintf(k->verdict, sizeof k->verdict, "inconclusive: no paired runs");
-        else if (min_pairs < 3)
-            snprintf(k->verdict, sizeof k->verdict, "inconclusive at this scale: %d paired cell(s) per comparison, a verdict needs 3 or more seeds",
-                     min_pairs);
-        else if (lower == compared) snprintf(k->verdict, sizeof k->verdict, "reproduced (every difference outside noise)");
-        else if (higher) snprintf(k->verdict, sizeof k->verdict, "not reproduced: s²HC is significantly higher than %d method(s)", higher);
-        else snprintf(k->verdict, sizeof k->verdict, "inconclusive at this scale (differences within noise or too few seeds)");
+        if (higher)
+            snprintf(k->verdict, sizeof k->verdict, "not reproduced: s²HC is significantly higher than %d method(s)", higher);
+        else if (decided < 4)
+            snprintf(k->verdict, sizeof k->verdict, "inconclusive: a verdict needs s²HC (n = 4) and each of RC, HC, mHC and "
+                     "mHC-lite finished at 3 or more common seeds in a cell; not so for %s%s", missing,
+                     thin ? " (too few seeds)" : "");
+        else if (lower == 4) snprintf(k->verdict, sizeof k->verdict, "reproduced (every difference outside noise)");
+        else snprintf(k->verdict, sizeof k->verdict, "inconclusive at this scale (differences within noise)");
     }
     /* 6. mhc_lite's parameter growth */
     {

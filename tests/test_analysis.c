@@ -441,7 +441,7 @@ static void test_mixed_n(void) {
     analyze_set("mixn", runs, 4, out, sizeof out);
     snprintf(p, sizeof p, "%s/tables/table1.md", out);
     const char *t1 = slurp(p);
-    CHECK(strstr(t1, "| mHC | 4 | 12 of 20 (interrupted) |") != NULL && strstr(t1, "stopped at step S") != NULL,
+    CHECK(strstr(t1, "| mHC | 4 | 12 of 20 (interrupted) |") != NULL && strstr(t1, "none finished") != NULL,
           "an unfinished run shows where it stopped:\n%s", t1);
     CHECK(strstr(t1, "| s²HC | 4 | 20 |") != NULL && strstr(t1, "| s²HC | 6 | 20 |") != NULL && strstr(t1, "(2)") == NULL &&
               strstr(t1, "2 pairs") == NULL && strstr(t1, "-0.1000") != NULL && strstr(t1, "-0.3000") != NULL,
@@ -599,9 +599,70 @@ static void test_pair_once(void) {
          .name = "rc-b", .lr = 2e-3},
         {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s"}};
     const char *t1 = analyzed_table("pair1", runs, 3, "table1.md");
-    CHECK(strstr(t1, "| RC | 1 | 20 |") != NULL && strstr(t1, "(2)") != NULL, "both RC runs are in the cell:\n%s", t1);
+    CHECK(strstr(t1, "| RC | 1 | 20 (recipes differ) |") != NULL && strstr(t1, "(2)") != NULL,
+          "both RC runs are in the cell, which says their recipes differ:\n%s", t1);
     CHECK(strstr(t1, "| s²HC | 4 | 20 |") != NULL && strstr(t1, "1 seed, no interval") != NULL &&
               strstr(t1, "2 pairs") == NULL, "the s²HC run pairs once:\n%s", t1);
+}
+
+/* What a comparison may pair, and what a claim may conclude from it:
+ * - a diverged seed is left out of its row's means and of every pair (its last
+ *   validation loss is an old one); Table 2's ratio pairs each run with the RC run of its
+ *   seed;
+ * - runs of another optimisation recipe never pair;
+ * - the bootstrap interval is printed from 5 pairs on only;
+ * - claim 5 needs every baseline at 3 or more common seeds in a cell;
+ * - one diverged HC seed makes claim 4 reproduced. */
+static void test_comparison_rules(void) {
+    synth runs[16];
+    char names[16][32];
+    int k = 0;
+    for (int s = 1; s <= 3; s++) { /* rc, s2hc and hc at 3 seeds; hc's seed 2 diverged; seed 2 is RC's hard
+                                      out-of-domain seed (c4 100), which only an unpaired ratio would see */
+        const double rc_c4 = s == 2 ? 100.0 : 10.0 * s;
+        snprintf(names[k], 32, "rc-s%d", s);
+        runs[k] = (synth){.method = "rc", .n = 1, .seed = s, .steps = 20, .loss0 = 3, .val = 3.0 + 0.25 * s,
+                          .grad_peak = 1, .tps = 100, .name = names[k], .ood = {rc_c4, 20.0}};
+        k++;
+        snprintf(names[k], 32, "s2hc-s%d", s);
+        runs[k] = (synth){.method = "s2hc", .n = 4, .seed = s, .steps = 20, .loss0 = 3, .val = 2.5 + 0.25 * s + 0.01 * s,
+                          .grad_peak = 1, .tps = 100, .name = names[k], .ood = {0.5 * rc_c4, 10.0}};
+        k++;
+        snprintf(names[k], 32, "hc-s%d", s);
+        runs[k] = (synth){.method = "hc", .n = 4, .seed = s, .steps = 20, .loss0 = 3, .val = 3.0 + 0.25 * s,
+                          .grad_peak = 1, .tps = 100, .name = names[k], .stopped_at = s == 2 ? 10 : 0,
+                          .diverged = s == 2, .ood = {s == 2 ? 1000.0 : 10.0 * s, 20.0}};
+        k++;
+    }
+    /* an mHC run of seed 1 trained with another learning rate: it pairs with no RC run */
+    runs[k++] = (synth){.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 1.0, .grad_peak = 1, .tps = 100,
+                        .name = "mhc-lr", .lr = 5e-2, .ood = {10.0, 20.0}};
+    char out[400], p[600];
+    analyze_set("rules", runs, k, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/table1.md", out);
+    const char *t1 = slurp(p);
+    const char *hc = strstr(t1, "| HC | 4 |"), *mh = strstr(t1, "| mHC | 4 |");
+    CHECK(hc && !strncmp(hc, "| HC | 4 | 20 (a seed diverged at 10: left out) |", 48) && strstr(hc, "(2) |") &&
+              strstr(hc, "(t, 2 pairs)"),
+          "the diverged HC seed is left out of the row's means and pairs, and the row says so:\n%s", t1);
+    CHECK(strstr(t1, "(t, 3 pairs) |") != NULL && strstr(t1, "bootstrap") == NULL,
+          "no bootstrap interval below 5 pairs:\n%s", t1);
+    CHECK(mh && strstr(mh, "| 1.0000 (1) | – | – | – |") != NULL,
+          "the mHC run of another learning rate pairs with nothing:\n%s", t1);
+    snprintf(p, sizeof p, "%s/tables/table2.md", out);
+    const char *t2 = slurp(p), *s2 = strstr(t2, "| s²HC |"), *h2 = strstr(t2, "| HC |");
+    CHECK(s2 && strstr(s2, "| 0.5000 |") && strstr(s2, "| 0.5000 |") < strchr(s2 + 1, '\n'),
+          "s²HC / RC, seed by seed, is 0.5:\n%s", t2);
+    CHECK(h2 && !strncmp(h2, "| HC | 20.00 ± 14.14 (2) |", 26), "Table 2's HC means are over its finished seeds:\n%s", t2);
+    CHECK(h2 && strstr(h2, "| 1.0000 |") && strstr(h2, "| 1.0000 |") < strchr(h2 + 1, '\n'),
+          "HC / RC over HC's finished seeds (1 and 3, as RC's) is 1, not HC's mean over RC's mean:\n%s", t2);
+    snprintf(p, sizeof p, "%s/tables/claims.md", out);
+    const char *cl = slurp(p);
+    CHECK(strstr(cl, "inconclusive: a verdict needs s²HC (n = 4) and each of RC, HC, mHC and mHC-lite") != NULL &&
+              strstr(cl, "not so for HC, mHC, mHC-lite") != NULL,
+          "claim 5 is inconclusive without every baseline at 3 seeds (HC has 2 finished):\n%s", cl);
+    CHECK(strstr(cl, "1 of 3 HC runs diverged") != NULL && strstr(cl, "| reproduced |") != NULL,
+          "claim 4: a diverged HC seed is the explosion:\n%s", cl);
 }
 
 /* Table 1's verdict names both sides ("A lower than B", "A higher than B") and keeps
@@ -637,6 +698,7 @@ int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
     mkdir_p(tmpdir);
     T_RUN(test_mean_std);
+    T_RUN(test_comparison_rules);
     T_RUN(test_tail_mean);
     T_RUN(test_quantile);
     T_RUN(test_student_t);
@@ -655,6 +717,6 @@ int main(void) {
     T_RUN(test_verdict_text);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    if (!getenv("S2HC_KEEP_TEST_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     return T_END();
 }
