@@ -106,6 +106,21 @@ for g in /model /optim; do
   h5diff -q "$TMP/runs/g/ckpt.h5" "$TMP/runs/r/ckpt.h5" $g >/dev/null 2>&1 \
     && ok "resumed = uninterrupted: the checkpoint's $g" || fail "resumed and uninterrupted differ in $g"
 done
+# the stop came at an evaluation's step: that evaluation is run by the resume, of the
+# same weights. And a stop at an evaluation's step that is no checkpoint's (ckpt_every 5):
+# the device's AdamW moments come down for the checkpoint the stop saves
+for d in /eval/step /eval/val_loss; do
+  h5diff -q "$TMP/runs/g/run.h5" "$TMP/runs/r/run.h5" $d >/dev/null 2>&1 && ok "resumed = uninterrupted: $d" \
+    || fail "resumed differs from uninterrupted in $d"
+done
+conf r5 cuda
+"$S2HC" train "$TMP/r5.yaml" --set train.ckpt_every=5 --quiet --stop-after 3 2>/dev/null
+expect_status 0 "--resume of a stop at an evaluation between checkpoints" -- "$S2HC" train "$TMP/r5.yaml" \
+  --set train.ckpt_every=5 --resume --quiet
+for g in /model /optim; do
+  h5diff -q "$TMP/runs/g/ckpt.h5" "$TMP/runs/r5/ckpt.h5" $g >/dev/null 2>&1 \
+    && ok "stopped between checkpoints, resumed = uninterrupted: $g" || fail "stopped between checkpoints: $g differs"
+done
 
 # two processes, one emulated GPU each
 if command -v mpirun >/dev/null 2>&1 && "$S2HC" version -v | grep -q "processes *across processes"; then
