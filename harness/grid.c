@@ -533,6 +533,10 @@ static int parse_lines(gparse *P, const yaml_node_t *vn, const char *name, char 
             vn->type == YAML_SEQUENCE_NODE ? yaml_document_get_node(P->d, vn->data.sequence.items.start[i]) : one[0];
         *out = grow(*out, *n, sizeof **out);
         if (parse_scalar_field(P, it, name, (*out)[*n], 256)) return 2;
+        if (strpbrk((*out)[*n], "\r\n")) { /* one line each: a break would put a line of its own in the script */
+            gerr(P->g->path, LINE(it), COL(it), NULL, "%s: one line per item, without line breaks", name);
+            return 2;
+        }
         (*n)++;
     }
     return 0;
@@ -548,6 +552,15 @@ static int parse_slurm(gparse *P, const yaml_node_t *m) {
     for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
         yaml_node_t *kn = yaml_document_get_node(P->d, pr->key), *vn = yaml_document_get_node(P->d, pr->value);
         int rc;
+        for (yaml_node_pair_t *q = m->data.mapping.pairs.start; q < pr; q++) {
+            const yaml_node_t *qk = yaml_document_get_node(P->d, q->key);
+            if (kn->type == YAML_SCALAR_NODE && qk->type == YAML_SCALAR_NODE &&
+                !strcmp((const char *)kn->data.scalar.value, (const char *)qk->data.scalar.value)) {
+                gerr(P->g->path, LINE(kn), COL(kn), NULL, "slurm: duplicate key '%s' (first at %d:%d)",
+                     (const char *)kn->data.scalar.value, LINE(qk), COL(qk));
+                return 2;
+            }
+        }
         if (scalar_is(kn, "partition"))
             rc = parse_sbatch_word(P, vn, "slurm.partition", s->partition, sizeof s->partition);
         else if (scalar_is(kn, "time")) rc = parse_sbatch_word(P, vn, "slurm.time", s->time, sizeof s->time);
@@ -560,7 +573,8 @@ static int parse_slurm(gparse *P, const yaml_node_t *m) {
         else if (scalar_is(kn, "setup")) rc = parse_lines(P, vn, "slurm.setup", &s->setup, &s->nsetup);
         else {
             gerr(P->g->path, LINE(kn), COL(kn), NULL,
-                 "unknown slurm key (the keys are partition, time, gpus, cpus, mem, array_limit, extra, setup)");
+                 "unknown slurm key '%s' (the keys are partition, time, gpus, cpus, mem, array_limit, extra, setup)",
+                 kn->type == YAML_SCALAR_NODE ? (const char *)kn->data.scalar.value : "?");
             return 2;
         }
         if (rc) return rc;
@@ -583,6 +597,14 @@ static int check_template(const grid_spec *g) {
         }
         char k[GRID_KEY];
         snprintf(k, sizeof k, "%.*s", (int)(e - p - 1), p + 1);
+        if (!strcmp(k, "run.name") || !strcmp(k, "run.out")) {
+            gerr(g->path, g->name_line, g->name_col, k, "in name: set by the grid itself (name: and out:), not a point's value");
+            return 2;
+        }
+        if (!k[0]) {
+            gerr(g->path, g->name_line, g->name_col, NULL, "name: an empty {} (write {KEY}, {preset} or {index})");
+            return 2;
+        }
         if (strcmp(k, "preset") && strcmp(k, "index") && !config_key_known(k)) {
             char s[GRID_KEY];
             suggest_key(k, s, sizeof s);
@@ -663,6 +685,10 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
                     grid_block b;
                     rc = parse_block(P, e, &b, 0, 1, "an exclude entry");
                     g->exclude[g->nexclude++] = (grid_match){b.n, b.axes, b.line, b.col};
+                    if (!rc && b.n == 0) {
+                        gerr(g->path, b.line, b.col, NULL, "an empty exclude entry would exclude every point");
+                        rc = 2;
+                    }
                 }
                 if (rc) break;
             }
@@ -681,12 +707,18 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
                 if (e->type == YAML_MAPPING_NODE)
                     for (yaml_node_pair_t *q = e->data.mapping.pairs.start; q < e->data.mapping.pairs.top; q++) {
                         yaml_node_t *qk = yaml_document_get_node(P->d, q->key);
-                        if (scalar_is(qk, "when")) when = yaml_document_get_node(P->d, q->value);
-                        else if (scalar_is(qk, "set")) set = yaml_document_get_node(P->d, q->value);
-                        else {
-                            gerr(g->path, LINE(qk), COL(qk), NULL, "override: expected when: and set:");
+                        const yaml_node_t **slot = scalar_is(qk, "when") ? &when : scalar_is(qk, "set") ? &set : NULL;
+                        if (!slot) {
+                            gerr(g->path, LINE(qk), COL(qk), NULL, "override: '%s': expected when: and set:",
+                                 qk->type == YAML_SCALAR_NODE ? (const char *)qk->data.scalar.value : "?");
                             return 2;
                         }
+                        if (*slot) {
+                            gerr(g->path, LINE(qk), COL(qk), NULL, "override: duplicate key '%s' in one entry (first at %d:%d)",
+                                 (const char *)qk->data.scalar.value, LINE(*slot), COL(*slot));
+                            return 2;
+                        }
+                        *slot = yaml_document_get_node(P->d, q->value);
                     }
                 if (!when || !set) {
                     gerr(g->path, LINE(e), COL(e), NULL, "override: each entry needs when: {...} and set: {...}");
@@ -695,6 +727,10 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
                 grid_block b;
                 rc = parse_block(P, when, &b, 0, 1, "override when:");
                 o->when = (grid_match){b.n, b.axes, b.line, b.col};
+                if (!rc && b.n == 0) {
+                    gerr(g->path, b.line, b.col, NULL, "override: an empty when: would match every point (use set:)");
+                    rc = 2;
+                }
                 if (!rc) rc = parse_kvs(P, set, &o->set, &o->nset, 0, "override set:");
             }
             break;
@@ -708,6 +744,18 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
         case 9: rc = parse_slurm(P, vn); break;
         case 10:
             rc = parse_scalar_field(P, vn, "launch", g->launch, sizeof g->launch);
+            if (!rc) { /* the child's argv holds 58 words of it */
+                int words = 0;
+                for (const char *q = g->launch; *q;) {
+                    q += strspn(q, " \t");
+                    if (*q) words++;
+                    q += strcspn(q, " \t");
+                }
+                if (words > 58) {
+                    gerr(g->path, LINE(vn), COL(vn), "launch", "%d words; at most 58", words);
+                    rc = 2;
+                }
+            }
             if (!rc && (strspn(g->launch, " \t") == strlen(g->launch) || strpbrk(g->launch, "'\"\\$`|;&<>"))) {
                 gerr(g->path, LINE(vn), COL(vn), "launch",
                      "expected a command and its arguments separated by spaces, without quotes or shell "
@@ -821,6 +869,21 @@ static int apply_pins(grid_spec *g, const char *const *pins, int npins) {
                 g->sweep.axes[a].vals[0] = kv;
                 swept = 1;
             }
+        /* a pinned swept key holds for every point of the invocation: include entries
+           that leave it out get it too */
+        for (int e = 0; swept && e < g->ninclude; e++) {
+            grid_block *b = &g->include[e];
+            int has = 0;
+            for (int a = 0; a < b->n && !has; a++) has = !strcmp(b->axes[a].key, kv.key);
+            if (has) continue;
+            b->axes = grow(b->axes, b->n, sizeof *b->axes);
+            grid_axis *ax = &b->axes[b->n++];
+            memset(ax, 0, sizeof *ax);
+            copy_str(ax->key, sizeof ax->key, kv.key);
+            ax->n = 1;
+            ax->vals = calloc_check(1, sizeof *ax->vals);
+            ax->vals[0] = kv;
+        }
         if (!swept && !strcmp(kv.key, "preset")) copy_str(g->preset, sizeof g->preset, kv.val);
         else if (!swept) {
             g->pin = grow(g->pin, g->npin, sizeof *g->pin);
@@ -905,6 +968,7 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
         g->args = grow(g->args, g->nargs, sizeof *g->args);
         snprintf(g->args[g->nargs++], sizeof *g->args, "%s", pins[i]);
     }
+    g->ninclude_given = g->ninclude;
     rc = apply_pins(g, pins, npins);
     if (rc) grid_free(g);
     return rc;
@@ -1092,23 +1156,41 @@ int grid_expand(const grid_spec *g, grid_point **pts, int *npts) {
     } else {
         config_defaults(&base);
     }
-    int rc = expand_block(g, &base, &g->sweep, -1, g->ninclude == 0, pts, npts);
+    int rc = expand_block(g, &base, &g->sweep, -1, g->ninclude_given == 0, pts, npts);
     for (int e = 0; !rc && e < g->ninclude; e++) rc = expand_block(g, &base, &g->include[e], e, 1, pts, npts);
+    for (int i = 0; !rc && i < *npts; i++) /* the grid's own files in <out> */
+        if (!strcmp((*pts)[i].name, "index.csv") || !strcmp((*pts)[i].name, "slurm")) {
+            gerr(g->path, g->name_line, g->name_col, NULL, "point %d is named '%s', which is the grid's own %s in its out "
+                 "directory: another name", i, (*pts)[i].name, strcmp((*pts)[i].name, "slurm") ? "index" : "folder of scripts");
+            rc = 2;
+        }
     for (int i = 0; !rc && i < *npts; i++)
         for (int j = 0; j < i; j++)
             if (!strcmp((*pts)[i].name, (*pts)[j].name)) {
                 char a[1024], b[1024];
                 point_values_text(&(*pts)[j], a, sizeof a);
                 point_values_text(&(*pts)[i], b, sizeof b);
-                gerr(g->path, g->name_line, g->name_col, NULL,
-                     "points %d and %d are both named '%s': put the key that tells them apart in name:\n"
-                     "  point %d: %s\n  point %d: %s",
-                     j, i, (*pts)[i].name, j, a, i, b);
+                char *ya = config_to_yaml(&(*pts)[j].cfg), *yb = config_to_yaml(&(*pts)[i].cfg);
+                const int same = !strcmp(ya, yb);
+                free(ya);
+                free(yb);
+                if (same) /* no key tells them apart: the same run twice */
+                    gerr(g->path, g->name_line, g->name_col, NULL,
+                         "points %d and %d are the same run ('%s'): a value repeated in a sweep list, or an include "
+                         "entry that repeats a point:\n  point %d: %s\n  point %d: %s",
+                         j, i, (*pts)[i].name, j, a, i, b);
+                else
+                    gerr(g->path, g->name_line, g->name_col, NULL,
+                         "points %d and %d are both named '%s': put the key that tells them apart in name:\n"
+                         "  point %d: %s\n  point %d: %s",
+                         j, i, (*pts)[i].name, j, a, i, b);
                 rc = 2;
                 break;
             }
     if (!rc && *npts == 0) {
-        gerr(g->path, 0, 0, NULL, "the grid has no points (everything excluded?)");
+        gerr(g->path, 0, 0, NULL, "the grid has no points (%s)",
+             g->ninclude_given > g->ninclude && !g->ninclude ? "--set gave a key another value than every include entry"
+                                                            : "everything excluded?");
         rc = 2;
     }
     if (rc) {

@@ -77,6 +77,7 @@ typedef struct {
     grid_kv *set;
     grid_block sweep;
     int ninclude, nexclude, noverride;
+    int ninclude_given;      /* include entries in the file, before --set dropped any */
     grid_block *include;
     grid_match *exclude;
     grid_override *override;

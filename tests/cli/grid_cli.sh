@@ -321,6 +321,47 @@ touch "$TMP/hand/index.csv.999999999.tmp" "$TMP/hand/index.csv.$LIVE.tmp" "$TMP/
   && ok "a dead runner's temporary files are removed" || fail "stale temporary files left: $(ls "$TMP/hand" "$TMP/hand/$P" | grep tmp)"
 [ -e "$TMP/hand/index.csv.$LIVE.tmp" ] && ok "a live process's is kept" || fail "a live process's temporary file was removed"
 kill $LIVE 2>/dev/null; wait $LIVE 2>/dev/null
+# expansion: a pinned swept key reaches the include entries that leave it out; a pin that
+# drops every include entry of a sweepless grid leaves no point (it made one of the
+# defaults); the same run twice, names of the grid's own files, empty exclude and when
+# entries, keys twice in an override entry or in slurm:, a line break in slurm.extra,
+# {run.name} in name:, and a launch: too long for the child's argv are refused by name
+TB=$PWD/experiments/tiny.yaml
+g() { printf "base: $TB\n$2" > "$TMP/$1.yaml"; }
+g pin 'sweep: {preset: [tiny, small], train.seed: [1, 2]}\ninclude: [{residual.method: hc}]\nname: "{preset}-{residual.method}-s{train.seed}"\n'
+expect_status 0 "--set on a swept key" -- "$S2HC" grid "$TMP/pin.yaml" --list --set preset=small --set train.seed=1
+expect_out "small-hc-s1 " "the include entry takes the pinned values too"
+grep -q "none-hc\|s1337" "$TMP/out" && fail "an include point kept the base's values: $(grep hc "$TMP/out")" || ok "no point keeps the base's"
+g inc 'include: [{residual.method: hc, train.seed: 1}, {residual.method: mhc, train.seed: 2}]\n'
+expect_status 2 "a pin that drops every include entry" -- "$S2HC" grid "$TMP/inc.yaml" --list --set train.seed=99
+expect_out "no points \(--set gave a key another value than every include entry\)" "says why"
+g dup 'sweep: {train.seed: [1, 1]}\n'
+expect_status 2 "a value twice in a sweep" -- "$S2HC" grid "$TMP/dup.yaml" --list
+expect_out "points 0 and 1 are the same run" "says it is the same run"
+g ix 'sweep: {train.seed: [1]}\nname: "index.csv"\n'
+expect_status 2 "a point named index.csv" -- "$S2HC" grid "$TMP/ix.yaml" --list
+expect_out "ix.yaml:3:7: point 0 is named 'index.csv', which is the grid's own index" "says whose name it is"
+g ex 'sweep: {train.seed: [1]}\nexclude: [{}]\n'
+expect_status 2 "an empty exclude entry" -- "$S2HC" grid "$TMP/ex.yaml" --list
+expect_out "ex.yaml:3:11: an empty exclude entry would exclude every point" "names the place"
+g ow 'sweep: {train.seed: [1]}\noverride: [{when: {}, set: {train.lr: 0.005}}]\n'
+expect_status 2 "an empty when:" -- "$S2HC" grid "$TMP/ow.yaml" --list
+expect_out "an empty when: would match every point" "says why"
+g ov 'sweep: {train.seed: [1, 2]}\noverride: [{when: {train.seed: 1}, set: {train.lr: 0.005}, when: {train.seed: 2}}]\n'
+expect_status 2 "when: twice in an override entry" -- "$S2HC" grid "$TMP/ov.yaml" --list
+expect_out "ov.yaml:3:60: override: duplicate key 'when' in one entry \(first at 3:19\)" "names both places"
+g sl 'sweep: {train.seed: [1]}\nslurm: {time: "01:00:00", time: "02:00:00"}\n'
+expect_status 2 "a slurm key twice" -- "$S2HC" grid "$TMP/sl.yaml" --list
+expect_out "slurm: duplicate key 'time' \(first at 3:9\)" "names both places"
+g sx 'sweep: {train.seed: [1]}\nslurm: {extra: ["--account=lab\\ntouch /tmp/x"]}\n'
+expect_status 2 "a line break in slurm.extra" -- "$S2HC" grid "$TMP/sx.yaml" --list
+expect_out "slurm.extra: one line per item" "says why"
+g rn 'sweep: {train.seed: [1]}\nname: "{run.name}-{train.seed}"\n'
+expect_status 2 "{run.name} in name:" -- "$S2HC" grid "$TMP/rn.yaml" --list
+expect_out "key 'run.name': in name: set by the grid itself" "says why"
+g ln "sweep: {train.seed: [1]}\nlaunch: \"$(printf 'w%s ' $(seq 60))\"\n"
+expect_status 2 "a launch: of 60 words" -- "$S2HC" grid "$TMP/ln.yaml" --list
+expect_out "launch.*60 words; at most 58" "says how many it takes"
 # a second YAML document in a grid file is refused, not ignored
 { cat "$TMP/blocked.yaml"; printf -- '---\nsweep: {train.seed: [3]}\n'; } > "$TMP/twodocs.yaml"
 expect_status 2 "a grid file with two documents exits 2" -- "$S2HC" grid "$TMP/twodocs.yaml" "${D[@]}" --out "$TMP/twodocs" --list
