@@ -333,7 +333,7 @@ static void print_layer(const run_view *v, int l, const out_style *st) {
     for (int i = 0; i < n; i++) printf(" %.4f", s.sv[i]);
     printf("\ndeviation H_res - J sv   ");
     for (int i = 0; i < n; i++) printf(" %.4f", s.dev[i]);
-    printf("\ndiagonal share            %.4f of sum |H_res| on the diagonal (mean diagonal entry %.4f, largest "
+    printf("\ndiagonal share            %.4f = trace / sum |H_res| (mean diagonal entry %.4f, largest "
            "off-diagonal %.4f)\n", s.diag_share, s.diag_mean, s.offdiag_max);
     printf("row maxima on diagonal    %.1f%% of the per-token matrices\n", 100 * v->dfrac[l]);
     printf("stream cosine similarity  %.4f before mixing, %.4f after (mean over stream pairs and tokens)\n", v->cosb[l],

@@ -255,7 +255,8 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
         put(log, "/final/composite_rowsum", H5LOG_F64, 2, Ss, n, 0, 0, comp_rs, "[S, n] row sums of /final/composite");
         put(log, "/final/composite_token_mean", H5LOG_F64, 3, Ss, n, n, 0, comp_tok,
             "[S, n, n] per sequence, the mean over its tokens of the per-token products H_{t,Lh-1} ... H_{t,0} (what "
-            "a token's residual path does; differs from /final/composite when H_res varies across tokens)");
+            "a token's residual path does; differs from /final/composite when H_res varies across tokens). "
+            PROBE_CONVENTION);
         put(log, "/final/cum_spectral_norm", H5LOG_F64, 2, Ss, L, 0, 0, cum,
             "[S, Lh] per sequence, column l-1 = spectral norm of the cumulative composite H_{l-1} ... H_0 of the "
             "token-averaged matrices over the first l sublayers, l = 1..Lh (Fig 6 right)");

@@ -90,6 +90,10 @@ int probe_hist_bin(double v) {
     int k = (int)floor((v - PROBE_HIST_LO) * PROBE_HIST_BINS / (PROBE_HIST_HI - PROBE_HIST_LO));
     if (k < 0) k = 0;
     if (k >= PROBE_HIST_BINS) k = PROBE_HIST_BINS - 1;
+    /* the bin the stored edges give (probe_hist_edges): v - LO rounds, next to an edge,
+       to the other side of it (-1e-17 + 1 is 1) */
+    while (k > 0 && v < PROBE_HIST_LO + (PROBE_HIST_HI - PROBE_HIST_LO) * k / PROBE_HIST_BINS) k--;
+    while (k < PROBE_HIST_BINS - 1 && !(v < PROBE_HIST_LO + (PROBE_HIST_HI - PROBE_HIST_LO) * (k + 1) / PROBE_HIST_BINS)) k++;
     return k;
 }
 

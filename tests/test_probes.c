@@ -371,7 +371,7 @@ static void test_histogram(void) {
         if (i % 97 == 0) v = NAN;
         int k = probe_hist_bin(v);
         CHECK(k >= -1 && k <= PROBE_HIST_BINS, "bin range");
-        if (k >= 0 && k < PROBE_HIST_BINS) CHECK(v >= e[k] - 1e-12 && v < e[k + 1] + 1e-12, "%g not in bin %d", v, k);
+        if (k >= 0 && k < PROBE_HIST_BINS) CHECK(v >= e[k] && v < e[k + 1], "%g not in bin %d of the stored edges", v, k);
         if (k == -1) CHECK(v < PROBE_HIST_LO, "below");
         if (k == PROBE_HIST_BINS) CHECK(!(v < PROBE_HIST_HI), "above");
         counts[k + 1]++;
@@ -381,6 +381,13 @@ static void test_histogram(void) {
     CHECK(tot == N, "counts add up: %lld", (long long)tot);
     CHECK(probe_hist_bin(0.0) == 100 && probe_hist_bin(1.0) == 200, "0 and 1 land in bins 100, 200 (%d, %d)",
           probe_hist_bin(0.0), probe_hist_bin(1.0));
+    /* next to an edge the bin is the stored edges' (v + 1 rounds -1e-17 up to the edge 0) */
+    CHECK(probe_hist_bin(-1e-17) == 99 && probe_hist_bin(-1e-300) == 99 && probe_hist_bin(nextafter(0.5, 0)) == 149,
+          "just below 0 in bin 99 (%d, %d), just below 0.5 in 149 (%d)", probe_hist_bin(-1e-17), probe_hist_bin(-1e-300),
+          probe_hist_bin(nextafter(0.5, 0)));
+    for (int k = 1; k < PROBE_HIST_BINS; k++)
+        CHECK(probe_hist_bin(e[k]) == k && probe_hist_bin(nextafter(e[k], -1e9)) == k - 1, "edge %d: %d, below it %d", k,
+              probe_hist_bin(e[k]), probe_hist_bin(nextafter(e[k], -1e9)));
     /* the boundaries, to the last ulp: bins are [lo, hi) */
     const double lo = PROBE_HIST_LO, hi = PROBE_HIST_HI;
     CHECK(probe_hist_bin(lo) == 0, "lo itself is in bin 0 (got %d)", probe_hist_bin(lo));
@@ -1045,7 +1052,7 @@ static void test_inspect_numbers(void) {
     for (int i = 0; i < 3; i++) CHECK_CLOSE(s[i], sv[i], 5e-5, 0, "text sv %d", i);
     p = strstr(out, "diagonal share ");
     double sh = NAN, dm = NAN, om = NAN;
-    CHECK(p && sscanf(p, "diagonal share %lf of sum |H_res| on the diagonal (mean diagonal entry %lf, largest "
+    CHECK(p && sscanf(p, "diagonal share %lf = trace / sum |H_res| (mean diagonal entry %lf, largest "
                          "off-diagonal %lf)", &sh, &dm, &om) == 3, "diagonal share line:\n%s", out);
     CHECK_CLOSE(sh, share, 5e-5, 0, "text diagonal share");
     CHECK_CLOSE(dm, diag_mean, 5e-5, 0, "text mean diagonal entry");
