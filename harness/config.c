@@ -1032,7 +1032,7 @@ int config_set(s2hc_config *c, const char *assignment) {
     return 0;
 }
 
-int config_load(s2hc_config *c, const char *path, const char *const *sets, int nsets) {
+static int load_config(s2hc_config *c, const char *path, const char *const *sets, int nsets, int validate) {
     s2hc_config tmp;
     config_defaults(&tmp);
     if (path) {
@@ -1053,10 +1053,16 @@ int config_load(s2hc_config *c, const char *path, const char *const *sets, int n
     char src[600];
     if (nsets > 0) snprintf(src, sizeof src, "%s with --set", path ? path : "defaults");
     else snprintf(src, sizeof src, "%s", path ? path : "defaults");
-    if (config_validate(&tmp, src)) return 2;
+    if (validate && config_validate(&tmp, src)) return 2;
     memcpy(c, &tmp, sizeof tmp);
     return 0;
 }
+
+int config_load(s2hc_config *c, const char *path, const char *const *sets, int nsets) {
+    return load_config(c, path, sets, nsets, 1);
+}
+
+int config_load_base(s2hc_config *c, const char *path) { return load_config(c, path, NULL, 0, 0); }
 
 int config_from_yaml_text(s2hc_config *c, const char *text, const char *source) {
     s2hc_config tmp;

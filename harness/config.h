@@ -83,6 +83,9 @@ void config_defaults(s2hc_config *c);
  * returns 2 (the caller exits with it); returns 0 on success. Unknown keys, wrong types,
  * out-of-range values, malformed YAML and a missing file are all errors. */
 int config_load(s2hc_config *c, const char *path, const char *const *sets, int nsets);
+/* config_load of a base that others complete (a grid's base): every key checked, the
+ * cross-field checks left to the configs built on it. */
+int config_load_base(s2hc_config *c, const char *path);
 
 /* Apply one "a.b=v" override with the schema's checks ("--set" names the source). */
 int config_set(s2hc_config *c, const char *assignment);

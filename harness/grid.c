@@ -1152,7 +1152,7 @@ int grid_expand(const grid_spec *g, grid_point **pts, int *npts) {
     *npts = 0;
     s2hc_config base;
     if (g->base[0]) {
-        if (config_load(&base, g->base, NULL, 0)) return 2;
+        if (config_load_base(&base, g->base)) return 2; /* each point is checked whole */
     } else {
         config_defaults(&base);
     }

@@ -362,6 +362,15 @@ expect_out "key 'run.name': in name: set by the grid itself" "says why"
 g ln "sweep: {train.seed: [1]}\nlaunch: \"$(printf 'w%s ' $(seq 60))\"\n"
 expect_status 2 "a launch: of 60 words" -- "$S2HC" grid "$TMP/ln.yaml" --list
 expect_out "launch.*60 words; at most 58" "says how many it takes"
+# the base is checked key by key; its cross-field rules hold for each point, which the
+# grid may complete (a base of rc at n = 4 with set: n_streams 1)
+printf 'residual: {method: rc, n_streams: 4}\n' > "$TMP/rcbase.yaml"
+printf 'base: rcbase.yaml\nset: {residual.n_streams: 1}\nsweep: {train.seed: [1]}\n' > "$TMP/rcb.yaml"
+expect_status 0 "a base the grid's set: makes whole" -- "$S2HC" grid "$TMP/rcb.yaml" --list
+expect_out "rc-n1-s1" "its point"
+printf 'base: rcbase.yaml\nsweep: {train.seed: [1]}\n' > "$TMP/rcb2.yaml"
+expect_status 2 "a point the base leaves invalid" -- "$S2HC" grid "$TMP/rcb2.yaml" --list
+expect_out "point 0 \(rc-n4-s1\): key 'residual.n_streams'" "names the point and the key"
 # a second YAML document in a grid file is refused, not ignored
 { cat "$TMP/blocked.yaml"; printf -- '---\nsweep: {train.seed: [3]}\n'; } > "$TMP/twodocs.yaml"
 expect_status 2 "a grid file with two documents exits 2" -- "$S2HC" grid "$TMP/twodocs.yaml" "${D[@]}" --out "$TMP/twodocs" --list
