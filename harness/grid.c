@@ -2419,6 +2419,14 @@ int grid_main(int argc, char **argv) {
         free(pins);
         return 2;
     }
+    if (list + dry + slurm > 1 || (job >= 0 && (list || dry || slurm))) { /* each would silently win over the other */
+        char both[64];
+        snprintf(both, sizeof both, "%s%s%s%s", list ? " --list" : "", dry ? " --dry-run" : "", slurm ? " --slurm" : "",
+                 job >= 0 ? " --job" : "");
+        fprintf(stderr, "s2hc: error: grid:%s: one at a time\n", both);
+        free(pins);
+        return 2;
+    }
     grid_spec g;
     int rc = grid_load(&g, path, out, pins, npins);
     free(pins);

@@ -371,6 +371,9 @@ expect_out "rc-n1-s1" "its point"
 printf 'base: rcbase.yaml\nsweep: {train.seed: [1]}\n' > "$TMP/rcb2.yaml"
 expect_status 2 "a point the base leaves invalid" -- "$S2HC" grid "$TMP/rcb2.yaml" --list
 expect_out "point 0 \(rc-n4-s1\): key 'residual.n_streams'" "names the point and the key"
+expect_status 2 "--list with --slurm" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/x" --list --slurm
+expect_out "grid: --list --slurm: one at a time" "says so"
+expect_status 2 "--dry-run with --job" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/x" --dry-run --job 1
 # a second YAML document in a grid file is refused, not ignored
 { cat "$TMP/blocked.yaml"; printf -- '---\nsweep: {train.seed: [3]}\n'; } > "$TMP/twodocs.yaml"
 expect_status 2 "a grid file with two documents exits 2" -- "$S2HC" grid "$TMP/twodocs.yaml" "${D[@]}" --out "$TMP/twodocs" --list
