@@ -758,6 +758,11 @@ parts:;
             { status = RUN_USAGE; goto out; }
         }
     }
+    if ((cm || use_cuda) && rank == 0 && cfg.vocab % 8) /* (the GPT-2 tokenizer's 50257: nanoGPT pads it to 50304) */
+        fprintf(stderr, "s2hc: warning: model.vocab %d is not a multiple of 8: the GPU's products over the vocabulary "
+                "lose their alignment and run slower; pad it to %d, as nanoGPT pads 50257 to 50304 (the extra tokens "
+                "never occur, and their logits learn to vanish)\n",
+                cfg.vocab, (cfg.vocab + 63) / 64 * 64);
     if (!quiet) {
         if (cm || use_cuda) printf("backend: cuda on %s%s, %s\n", gpu, use_cuda ? " (rank 0's)" : "", cfg.precision);
         else if (!strcmp(cfg.backend, "auto"))

@@ -91,6 +91,8 @@ void hc_coef_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, 
                            const float *dcoef, float *dz, float *dtheta, const float *rstd, float *srow, size_t N);
 /* Raise the device's per-thread stack to what the per-token kernels need (before the
  * model's memory is counted: the driver reserves it at once). */
-void hc_frame_reserve_stack(void);
+/* 0, or the bytes per thread it could not reserve (the device's memory is short; the
+ * model's memory check reports it). */
+size_t hc_frame_reserve_stack(void);
 
 #endif

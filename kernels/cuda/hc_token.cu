@@ -176,7 +176,7 @@ void hc_coef_backward_cuda(cuda_ctx *ctx, const hc_spec *s, const float *theta, 
  * H200: 132 x 2048), and left to grow it at the first launch it would take over a GiB
  * after the model's memory check had passed, and fail that launch on a full device. The
  * generic build's frames, which any spec may run (S2HC_CUDA_TOKEN), are the largest. */
-void hc_frame_reserve_stack(void) {
+size_t hc_frame_reserve_stack(void) {
     cudaFuncAttributes fa, ba;
     CUDA_CHECK(cudaFuncGetAttributes(&fa, hc_coef_forward_kernel<0, 0>));
     CUDA_CHECK(cudaFuncGetAttributes(&ba, hc_coef_backward_kernel<0, 0>));
@@ -184,5 +184,9 @@ void hc_frame_reserve_stack(void) {
     const size_t need = (frame + HC_STACK_SLACK + 255) / 256 * 256;
     size_t cur = 0;
     CUDA_CHECK(cudaDeviceGetLimit(&cur, cudaLimitStackSize));
-    if (need > cur) CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, need));
+    if (need > cur && cudaDeviceSetLimit(cudaLimitStackSize, need) != cudaSuccess) {
+        (void)cudaGetLastError(); /* (not sticky: cleared, the caller reports it) */
+        return need;
+    }
+    return 0;
 }

@@ -392,12 +392,17 @@ cuda_model *cuda_model_create(const gpt_model *m, int B, int use_bf16, char *err
     cm->bytes = 4 * P * sizeof(float) + (use_bf16 ? P * sizeof(bf16) : 0) + cm->a.total * sizeof(float) +
                 cm->a.b_total * sizeof(bf16) + cm->a.g_total * sizeof(float) + tok * sizeof(int) +
                 scratch_bytes(&need) + (size_t)(cm->n_tensors + 1) * (sizeof(size_t) + sizeof(float));
-    if (cm->frame) hc_frame_reserve_stack(); /* reserved now, so that free_b counts it */
+    const size_t stack = cm->frame ? hc_frame_reserve_stack() : 0; /* reserved now, so that free_b counts it */
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    if (cm->bytes + CUDA_MEM_MARGIN > free_b) {
-        snprintf(err, errlen, "cuda: the model needs %.2f GiB of device memory at batch %d; %s has %.2f GiB free",
-                 (double)cm->bytes / (1 << 30), B, gpu, (double)free_b / (1 << 30));
+    if (stack || cm->bytes + CUDA_MEM_MARGIN > free_b) {
+        if (stack)
+            snprintf(err, errlen, "cuda: %s could not reserve the frame kernels' stack (%zu bytes a thread, for every "
+                     "thread it can hold) with %.2f GiB free; the model needs %.2f GiB more at batch %d", gpu, stack,
+                     (double)free_b / (1 << 30), (double)cm->bytes / (1 << 30), B);
+        else
+            snprintf(err, errlen, "cuda: the model needs %.2f GiB of device memory at batch %d; %s has %.2f GiB free",
+                     (double)cm->bytes / (1 << 30), B, gpu, (double)free_b / (1 << 30));
         free(cm->pinfo);
         free(cm->doff);
         free(cm->bp);

@@ -55,6 +55,9 @@ d0=$(awk '{d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; n++} END {printf "%
   || fail "H_res probed at step 0: $d0 (values, largest difference)"
 h5dump -d /final/H_res_mean "$TMP/runs/g/run.h5" >/dev/null 2>&1 && ok "the final probe ran" || fail "no /final"
 
+# a vocabulary that is not a multiple of 8 on the GPU: a warning with the padded size
+"$S2HC" train "$TMP/g.yaml" --set train.steps=1 --set model.vocab=300 --set run.name=v300 > "$TMP/out" 2>&1
+expect_out "warning: model.vocab 300 is not a multiple of 8.*pad it to 320" "an unaligned vocabulary on the GPU is warned of"
 # run.backend auto: the GPU when there is one, and says so; the cpu when the emulator plays
 # a machine without a driver (S2HC_EMU_NO_GPU), where cuda is a clear error
 conf a auto
