@@ -791,6 +791,11 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
                  base);
             return 2;
         }
+        struct stat bs;
+        if (stat(g->base, &bs) == 0 && S_ISDIR(bs.st_mode)) {
+            gerr(g->path, base_line, base_col, NULL, "base: '%s' is a directory, not a config file", base);
+            return 2;
+        }
     }
     return 0;
 }

@@ -374,6 +374,10 @@ expect_out "point 0 \(rc-n4-s1\): key 'residual.n_streams'" "names the point and
 expect_status 2 "--list with --slurm" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/x" --list --slurm
 expect_out "grid: --list --slurm: one at a time" "says so"
 expect_status 2 "--dry-run with --job" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/x" --dry-run --job 1
+mkdir -p "$TMP/adir"
+printf 'base: adir\nsweep: {train.seed: [1]}\n' > "$TMP/bdir.yaml"
+expect_status 2 "a base that is a directory" -- "$S2HC" grid "$TMP/bdir.yaml" --list
+expect_out "bdir.yaml:1:7: base: 'adir' is a directory" "names the grid file, line and key"
 # a second YAML document in a grid file is refused, not ignored
 { cat "$TMP/blocked.yaml"; printf -- '---\nsweep: {train.seed: [3]}\n'; } > "$TMP/twodocs.yaml"
 expect_status 2 "a grid file with two documents exits 2" -- "$S2HC" grid "$TMP/twodocs.yaml" "${D[@]}" --out "$TMP/twodocs" --list
