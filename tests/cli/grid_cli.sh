@@ -335,33 +335,27 @@ grep -q "none-hc\|s1337" "$TMP/out" && fail "an include point kept the base's va
 g inc 'include: [{residual.method: hc, train.seed: 1}, {residual.method: mhc, train.seed: 2}]\n'
 expect_status 2 "a pin that drops every include entry" -- "$S2HC" grid "$TMP/inc.yaml" --list --set train.seed=99
 expect_out "no points \(--set gave a key another value than every include entry\)" "says why"
-g dup 'sweep: {train.seed: [1, 1]}\n'
-expect_status 2 "a value twice in a sweep" -- "$S2HC" grid "$TMP/dup.yaml" --list
-expect_out "points 0 and 1 are the same run" "says it is the same run"
-g ix 'sweep: {train.seed: [1]}\nname: "index.csv"\n'
-expect_status 2 "a point named index.csv" -- "$S2HC" grid "$TMP/ix.yaml" --list
-expect_out "ix.yaml:3:7: point 0 is named 'index.csv', which is the grid's own index" "says whose name it is"
-g ex 'sweep: {train.seed: [1]}\nexclude: [{}]\n'
-expect_status 2 "an empty exclude entry" -- "$S2HC" grid "$TMP/ex.yaml" --list
-expect_out "ex.yaml:3:11: an empty exclude entry would exclude every point" "names the place"
-g ow 'sweep: {train.seed: [1]}\noverride: [{when: {}, set: {train.lr: 0.005}}]\n'
-expect_status 2 "an empty when:" -- "$S2HC" grid "$TMP/ow.yaml" --list
-expect_out "an empty when: would match every point" "says why"
-g ov 'sweep: {train.seed: [1, 2]}\noverride: [{when: {train.seed: 1}, set: {train.lr: 0.005}, when: {train.seed: 2}}]\n'
-expect_status 2 "when: twice in an override entry" -- "$S2HC" grid "$TMP/ov.yaml" --list
-expect_out "ov.yaml:3:60: override: duplicate key 'when' in one entry \(first at 3:19\)" "names both places"
-g sl 'sweep: {train.seed: [1]}\nslurm: {time: "01:00:00", time: "02:00:00"}\n'
-expect_status 2 "a slurm key twice" -- "$S2HC" grid "$TMP/sl.yaml" --list
-expect_out "slurm: duplicate key 'time' \(first at 3:9\)" "names both places"
-g sx 'sweep: {train.seed: [1]}\nslurm: {extra: ["--account=lab\\ntouch /tmp/x"]}\n'
-expect_status 2 "a line break in slurm.extra" -- "$S2HC" grid "$TMP/sx.yaml" --list
-expect_out "slurm.extra: one line per item" "says why"
-g rn 'sweep: {train.seed: [1]}\nname: "{run.name}-{train.seed}"\n'
-expect_status 2 "{run.name} in name:" -- "$S2HC" grid "$TMP/rn.yaml" --list
-expect_out "key 'run.name': in name: set by the grid itself" "says why"
-g ln "sweep: {train.seed: [1]}\nlaunch: \"$(printf 'w%s ' $(seq 60))\"\n"
-expect_status 2 "a launch: of 60 words" -- "$S2HC" grid "$TMP/ln.yaml" --list
-expect_out "launch.*60 words; at most 58" "says how many it takes"
+# refused NAME GRID-BODY WHAT PATTERN: the grid file NAME.yaml; its --list exits 2
+# and the message matches)
+refused() { g "$1" "$2"; expect_status 2 "$3" -- "$S2HC" grid "$TMP/$1.yaml" --list; expect_out "$4" "$3: says why"; }
+refused dup 'sweep: {train.seed: [1, 1]}\n' \
+  "a value twice in a sweep" "points 0 and 1 are the same run"
+refused ix 'sweep: {train.seed: [1]}\nname: "index.csv"\n' \
+  "a point named index.csv" "ix.yaml:3:7: point 0 is named 'index.csv', which is the grid's own index"
+refused ex 'sweep: {train.seed: [1]}\nexclude: [{}]\n' \
+  "an empty exclude entry" "ex.yaml:3:11: an empty exclude entry would exclude every point"
+refused ow 'sweep: {train.seed: [1]}\noverride: [{when: {}, set: {train.lr: 0.005}}]\n' \
+  "an empty when:" "an empty when: would match every point"
+refused ov 'sweep: {train.seed: [1, 2]}\noverride: [{when: {train.seed: 1}, set: {train.lr: 0.005}, when: {train.seed: 2}}]\n' \
+  "when: twice in an override entry" "ov.yaml:3:60: override: duplicate key 'when' in one entry \(first at 3:19\)"
+refused sl 'sweep: {train.seed: [1]}\nslurm: {time: "01:00:00", time: "02:00:00"}\n' \
+  "a slurm key twice" "slurm: duplicate key 'time' \(first at 3:9\)"
+refused sx 'sweep: {train.seed: [1]}\nslurm: {extra: ["--account=lab\\ntouch /tmp/x"]}\n' \
+  "a line break in slurm.extra" "slurm.extra: one line per item"
+refused rn 'sweep: {train.seed: [1]}\nname: "{run.name}-{train.seed}"\n' \
+  "{run.name} in name:" "key 'run.name': in name: set by the grid itself"
+refused ln "sweep: {train.seed: [1]}\nlaunch: \"$(printf 'w%s ' $(seq 60))\"\n" \
+  "a launch: of 60 words" "launch.*60 words; at most 58"
 # the base is checked key by key; its cross-field rules hold for each point, which the
 # grid may complete (a base of rc at n = 4 with set: n_streams 1)
 printf 'residual: {method: rc, n_streams: 4}\n' > "$TMP/rcbase.yaml"
