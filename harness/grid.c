@@ -2105,15 +2105,18 @@ static void launch(grid_runner *r, int i) {
     char host[64], when[32]; /* for train.log's header */
     host_and_time(host, sizeof host, when, sizeof when);
 
-    /* a point resumed from its checkpoint by one process keeps the thread count it
-       trained with: a step's bits depend on how its micro-batch is cut (W ranks of one
-       thread cut it as W threads), and the grid's share changes with the points left */
+    /* a point resumed from its checkpoint keeps the thread count it trained with: a
+       step's bits depend on how its micro-batch is cut (W ranks of one thread cut it as W
+       threads), and the grid's share changes with the points left. One process takes the
+       run's cut; under launch: each process its threads, the launch giving the ranks */
     int nthreads = r->threads;
     char ckptp[sizeof dir + 16];
     snprintf(ckptp, sizeof ckptp, "%s/ckpt.h5", dir);
-    if (!sl->fresh && !r->g->launch[0] && s->threads_used > 0 && file_exists(ckptp)) {
+    if (!sl->fresh && s->threads_used > 0 && file_exists(ckptp)) {
         const int W0 = s->processes_used > 0 ? s->processes_used : 1;
-        const int want = W0 == 1 ? s->threads_used : s->threads_used == 1 && !strcmp(p->cfg.parallel, "batch") ? W0 : 0;
+        const int want = r->g->launch[0] ? s->threads_used
+                         : W0 == 1       ? s->threads_used
+                         : s->threads_used == 1 && !strcmp(p->cfg.parallel, "batch") ? W0 : 0;
         if (want > 0) nthreads = want;
     }
     s2hc_config c = p->cfg;

@@ -143,7 +143,12 @@ static int check_resume_config(const char *stored_yaml, const s2hc_config *now, 
  * thread count: a resumed run equals the uninterrupted one only with the same cut. So on
  * --resume, with train.threads 0, one process takes the thread count the run trained
  * with (its run file's root attribute `threads`); otherwise a different cut is said. */
-static void resume_threads(const s2hc_config *cfg, const char *run_path, const char *ckpt_path, int W, int quiet) {
+static void resume_threads(const s2hc_config *cfg, const char *run_path, const char *ckpt_path, int W, int quiet,
+                           char *note, size_t note_len) {
+    /* note: what to say once the resume is sure to happen (not for a finished run or a
+       refused config), "" for nothing; a line for stdout, or from "s2hc: warning" one
+       for stderr */
+    note[0] = '\0';
     if (!file_exists(run_path) || !file_exists(ckpt_path)) return;
     h5log old;
     char err[512];
@@ -164,8 +169,8 @@ static void resume_threads(const s2hc_config *cfg, const char *run_path, const c
 #endif
             const int cores = runtime_cpu_count();
             if (!quiet)
-                printf("threads: %d, as the run trained (a step's bits depend on its cut; train.threads sets "
-                       "another)%s\n", want, want > cores ? ", more than the cores here: slower" : "");
+                snprintf(note, note_len, "threads: %d, as the run trained (a step's bits depend on its cut; "
+                         "train.threads sets another)%s\n", want, want > cores ? ", more than the cores here: slower" : "");
         }
         return;
     }
@@ -173,9 +178,9 @@ static void resume_threads(const s2hc_config *cfg, const char *run_path, const c
     const int same = (W == W0 && T == T0) ||
                      (batch && (W == 1 || T == 1) && (W0 == 1 || T0 == 1) && W * T == W0 * T0);
     if (!same)
-        fprintf(stderr, "s2hc: warning: the run trained with %d process%s of %d thread%s and resumes with %d of %d: "
-                "it goes on as the same model, but not bit for bit as it would have without the stop\n",
-                W0, W0 == 1 ? "" : "es", T0, T0 == 1 ? "" : "s", W, T);
+        snprintf(note, note_len, "s2hc: warning: the run trained with %d process%s of %d thread%s and resumes with %d "
+                 "of %d: it goes on as the same model, but not bit for bit as it would have without the stop\n",
+                 W0, W0 == 1 ? "" : "es", T0, T0 == 1 ? "" : "s", W, T);
 }
 
 /* One row of the evaluations during training: /eval/step and /eval/val_loss. */
@@ -539,7 +544,8 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
     run_dir_of(&cfg, dir, sizeof dir);
     snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
     snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.h5", dir);
-    if (rank == 0 && resume && !force) resume_threads(&cfg, run_path, ckpt_path, W, quiet);
+    char threads_note[400] = "";
+    if (rank == 0 && resume && !force) resume_threads(&cfg, run_path, ckpt_path, W, quiet, threads_note, sizeof threads_note);
 
     /* data first: a missing corpus fails before anything is written (rank 0 reads it) */
     char train_path[1200], val_path[1200], err[1024];
@@ -691,6 +697,7 @@ parts:;
                     "resuming from the checkpoint\n", dir, isnan(last) ? 0.0 : last, start,
                     isnan(last) ? 1.0 : last + 1, start);
         if (!quiet) printf("resuming %s from step %d\n", dir, start);
+        if (threads_note[0]) fputs(threads_note, strncmp(threads_note, "s2hc:", 5) ? stdout : stderr);
     } else if (resume) {
         /* a run file without a checkpoint (stopped before its first save, or the
            checkpoint moved away): the run starts again from step 0 and its log is
@@ -810,8 +817,8 @@ parts:;
     h5log_attr_str(&log, "/", "proj_precision", model.proj_bf16 ? "bf16" : "fp32");
     h5log_attr_str(&log, "/", "proj_products", model_proj_products(&model));
     h5log_attr_str(&log, "/", "stream_precision", streams_bf16 ? "bf16" : "fp32");
-    h5log_attr_num(&log, "/", "processes", W);
-    h5log_attr_num(&log, "/", "threads", kernels_threads()); /* per process (resume_threads) */
+    if (!h5log_get_attr_str(&log, "/", "processes") && isnan(h5log_get_attr_num(&log, "/", "processes")))
+        h5log_attr_num(&log, "/", "processes", W); /* a new run's (a session that trains no step keeps the run's) */
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
     h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
     if (init_loaded >= 0) h5log_attr_num(&log, "/", "init_from_tensors", init_loaded);
@@ -928,6 +935,13 @@ agree:
     int steps_done_here = 0;
     int step = start;
     for (; step < cfg.steps && !cut; step++) {
+        /* the cut of the batches this session trains with: recorded once it trains a step
+           (a session that trains none, stopped during the evaluation it owed, leaves the
+           run's own; resume_threads reads them) */
+        if (rank == 0 && step == start) {
+            h5log_attr_num(&log, "/", "processes", W);
+            h5log_attr_num(&log, "/", "threads", kernels_threads());
+        }
         double t0 = now_seconds();
         double loss = 0, gn;
         if (cm) {

@@ -113,6 +113,18 @@ if command -v h5diff >/dev/null; then
       && ok "$d as the uninterrupted run's" || fail "$d differs from the uninterrupted run's"
   done
 fi
+# a session that trains no step (stopped during the evaluation it owed) leaves the run's
+# thread count: the next --resume still takes the 2 it trained with
+OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev2 --stop-after 5 >/dev/null 2>&1
+"$S2HC" train "$TMP/t.yaml" "${TE[@]:0:${#TE[@]}-1}" --set run.name=ev2 --resume --set train.threads=1 \
+  --set train.eval_batches=1000000 > "$TMP/ev2.out" 2>&1 &
+evp=$!
+for i in $(seq 100); do grep -q "resuming" "$TMP/ev2.out" && break; sleep 0.1; done
+sleep 0.5; kill -INT $evp; wait $evp; st=$?
+[ "$st" = 130 ] && grep -q "interrupted during the evaluation of step 5" "$TMP/ev2.out" \
+  && ok "stopped during the evaluation it owed" || fail "exit $st: $(tail -n 2 "$TMP/ev2.out")"
+[ "$(h5dump -a /threads "$TMP/runs/ev2/run.h5" 2>/dev/null | grep -Ec '^ *\(0\): 2$')" = 1 ] \
+  && ok "a session that trained no step leaves the run's threads" || fail "run.h5's threads: $(h5dump -a /threads "$TMP/runs/ev2/run.h5" 2>&1 | grep '(0)')"
 # a checkpoint of another run in a run's directory (same shapes, another GELU): eval,
 # probe, sample and export refuse it, naming the key, and write nothing
 "$S2HC" train "$TMP/t.yaml" --set run.name=erf --set model.gelu=erf --set model.n_layer=1 --set train.steps=5 --quiet >/dev/null 2>&1
