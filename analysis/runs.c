@@ -65,12 +65,6 @@ static int is_file(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static const h5log_attr *find_attr(const h5log *log, const char *obj, const char *name) {
-    for (int i = 0; i < log->n_attrs; i++)
-        if (!strcmp(log->attrs[i].path, obj) && !strcmp(log->attrs[i].name, name)) return &log->attrs[i];
-    return NULL;
-}
-
 static void scale_label(const s2hc_config *c, char *out, size_t len) {
     for (int i = 0; preset_names[i]; i++) {
         s2hc_config p = *c;
@@ -132,10 +126,8 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     r->steps = c.steps;
     r->probe_every = c.probe_every;
     r->eval_every = c.eval_every;
-    const h5log_attr *a = find_attr(&r->log, "/", "n_params");
-    r->n_params = a && !a->is_string ? a->num : NAN;
-    a = find_attr(&r->log, "/", "n_aux_params");
-    r->n_aux = a && !a->is_string ? a->num : NAN;
+    r->n_params = h5log_get_attr_num(&r->log, "/", "n_params");
+    r->n_aux = h5log_get_attr_num(&r->log, "/", "n_aux_params");
     r->bench = c.probe_every == 0 && c.eval_every == 0;
     snprintf(r->recipe, sizeof r->recipe, "lr %g, min_lr %g, warmup %d, weight_decay %g, batch %d, grad_accum %d, clip %g, "
              "betas %g/%g", c.lr, c.min_lr, c.warmup, c.weight_decay, c.batch, c.grad_accum, c.clip, c.beta1, c.beta2);

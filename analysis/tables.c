@@ -208,7 +208,6 @@ static int distinct_steps(const an_runset *rs, int *out, int cap) {
 /* Pair the runs of variant a and b in a cell by seed: va[i], vb[i] = metric. */
 typedef double (*an_metric)(const an_run *);
 static double m_val(const an_run *r) { return an_final_val_loss(r); }
-static double m_train(const an_run *r) { return an_final_train_loss(r, NULL); }
 
 /* Two runs that a comparison may pair: the same seed, length and optimisation recipe,
  * both finished (a diverged or stopped run's last numbers are not its final ones), and

@@ -192,6 +192,28 @@ int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t v
     return shard_write_tmp(path, tokens, count, vocab, bytes_per_token) != 0 ? -1 : commit_file_tmp(path);
 }
 
+/* A corpus's two shards, both written before either replaces the old pair: a failure
+ * leaves the old corpus whole (each write gives its own message), but for the instant
+ * between the two renames, where the old val.bin is removed rather than left beside the
+ * new train.bin. 0 or -1. */
+static int shard_pair_write(const char *tpath, const void *train, uint64_t nt, const char *vpath, const void *val,
+                            uint64_t nv, uint32_t vocab, uint32_t bpt) {
+    if (shard_write_tmp(tpath, train, nt, vocab, bpt) != 0) return -1;
+    if (shard_write_tmp(vpath, val, nv, vocab, bpt) != 0) {
+        drop_file_tmp(tpath);
+        return -1;
+    }
+    if (commit_file_tmp(tpath) != 0) {
+        drop_file_tmp(vpath);
+        return -1;
+    }
+    if (commit_file_tmp(vpath) != 0) {
+        unlink(tpath); /* the old val.bin beside the new train.bin would be another corpus */
+        return -1;
+    }
+    return 0;
+}
+
 void data_shard_path(char *buf, size_t len, const char *data_dir, const char *corpus, const char *split) {
     snprintf(buf, len, "%s/%s/%s.bin", data_dir, corpus, split);
 }
@@ -1365,17 +1387,10 @@ static int prepare_one(const char *data_dir, const corpus_spec *c, int verbose) 
         char vpath[1200], tpath[1200];
         data_shard_path(vpath, sizeof vpath, data_dir, c->name, "val");
         data_shard_path(tpath, sizeof tpath, data_dir, c->name, "train");
-        /* both shards written before either replaces the old (a failure leaves the old
-           pair, which the missing SOURCE.txt marks for rebuilding), SOURCE.txt last */
-        int wv = shard_write_tmp(vpath, val.p ? val.p : "", val.n, 256, 1);
-        int wt = wv == 0 ? shard_write_tmp(tpath, train.p, train.n, 256, 1) : -1;
-        if (wv != 0 || wt != 0) {
-            if (wv == 0) drop_file_tmp(vpath);
-            rc = 1;
-        } else if (commit_file_tmp(vpath) != 0) {
-            drop_file_tmp(tpath);
-            rc = 1;
-        } else if (commit_file_tmp(tpath) != 0 || write_file_atomic(path, NULL, 0, src.p, src.n) != 0)
+        /* the pair (a failure leaves the old one, which the missing SOURCE.txt marks for
+           rebuilding), SOURCE.txt last */
+        if (shard_pair_write(tpath, train.p, train.n, vpath, val.p ? val.p : "", val.n, 256, 1) != 0 ||
+            write_file_atomic(path, NULL, 0, src.p, src.n) != 0)
             rc = 1;
         dbuf_free(&src);
         dbuf_free(&ver);
@@ -1608,21 +1623,7 @@ static int data_import(const char *file, const char *valfile, const char *name, 
     char path[1200], vpath[1200];
     snprintf(path, sizeof path, "%s/%s/train.bin", dir, name);
     snprintf(vpath, sizeof vpath, "%s/%s/val.bin", dir, name);
-    /* both parts written before either replaces a corpus of the same name: a failure
-       leaves the old corpus whole (each write gives its own message) */
-    if (!rc) rc = shard_write_tmp(path, src.p, cut, vocab, bpt) != 0;
-    if (!rc && shard_write_tmp(vpath, val, nv, vocab, bpt) != 0) {
-        drop_file_tmp(path);
-        rc = 1;
-    }
-    if (!rc && commit_file_tmp(path) != 0) {
-        drop_file_tmp(vpath);
-        rc = 1;
-    }
-    if (!rc && commit_file_tmp(vpath) != 0) {
-        unlink(path); /* the old val.bin beside the new train.bin would be another corpus */
-        rc = 1;
-    }
+    if (!rc) rc = shard_pair_write(path, src.p, cut, vpath, val, nv, vocab, bpt) != 0;
     import_unmap(&src);
     import_unmap(&vsrc);
     if (rc) return 1;

@@ -2060,28 +2060,23 @@ static void launch(grid_runner *r, int i) {
         event(r, 1, "FAILED  #%d %s: cannot open %s: %s", p->index, p->name, lockp, strerror(errno));
         return;
     }
+    if (fd >= 0) { /* the run's own lock too: a training started by hand, an eval or a probe of the point
+                      (its child would refuse the run as in use, and the point would read failed) */
+        char tl[sizeof dir + 16];
+        snprintf(tl, sizeof tl, "%s/.train.lock", dir);
+        const int tfd = lock_file_try(tl, who, sizeof who);
+        if (tfd >= 0) close(tfd);
+        if (tfd == -2) {
+            close(fd);
+            fd = -2;
+        }
+    }
     if (fd == -2) {
         s->state = GS_RUNNING;
         r->elsewhere++;
         event(r, 0, "skip    #%d %s: running elsewhere%s%s%s", p->index, p->name, who[0] ? " (" : "", who,
               who[0] ? ")" : "");
         return;
-    }
-    /* the run's own lock: a training started by hand, an eval or a probe of the point
-       (its child would refuse the run as in use, and the point would read failed) */
-    {
-        char tl[sizeof dir + 16];
-        snprintf(tl, sizeof tl, "%s/.train.lock", dir);
-        int tfd = lock_file_try(tl, who, sizeof who);
-        if (tfd == -2) {
-            close(fd);
-            s->state = GS_RUNNING;
-            r->elsewhere++;
-            event(r, 0, "skip    #%d %s: running elsewhere%s%s%s", p->index, p->name, who[0] ? " (" : "", who,
-                  who[0] ? ")" : "");
-            return;
-        }
-        if (tfd >= 0) close(tfd);
     }
     /* under the lock: a runner that held it may have finished the point meanwhile */
     inspect(p, r->ood, r->nood, s, 0);

@@ -817,7 +817,7 @@ parts:;
     h5log_attr_str(&log, "/", "proj_precision", model.proj_bf16 ? "bf16" : "fp32");
     h5log_attr_str(&log, "/", "proj_products", model_proj_products(&model));
     h5log_attr_str(&log, "/", "stream_precision", streams_bf16 ? "bf16" : "fp32");
-    if (!h5log_get_attr_str(&log, "/", "processes") && isnan(h5log_get_attr_num(&log, "/", "processes")))
+    if (isnan(h5log_get_attr_num(&log, "/", "processes")))
         h5log_attr_num(&log, "/", "processes", W); /* a new run's (a session that trains no step keeps the run's) */
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
     h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
