@@ -169,8 +169,9 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
         snprintf(name, sizeof name, "fig1_hres_%s.dat", hres_variants[vi]);
         FILE *f = an_open(c->out, "data", name);
         if (!f) continue;
-        fprintf(f, "# %s: token-averaged H_res (/final/H_res_mean) of sublayer %d of %d, run %s\n"
-                   "# column j (input stream), row i (output stream), H_res[i,j]\n", r->variant, mid_layer + 1, Lh, r->dir);
+        fprintf(f, "# %s: token-averaged H_res (/final/H_res_mean) of sublayer l = %d (0-based, as `s2hc inspect "
+                   "--layer` and Fig 9) of 0..%d, run %s\n"
+                   "# column j (input stream), row i (output stream), H_res[i,j]\n", r->variant, mid_layer, Lh - 1, r->dir);
         columns(f, "j i h_res");
         write_cells(f, H, n);
         fclose(f);
@@ -202,7 +203,7 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
         }
     }
     fprintf(meta, "hres_methods = \"%s\"\nhres_labels = \"%s\"\nhres_n = %d\nfig1_layer = %d\nLh = %d\n", list,
-            labels, n_show, mid_layer + 1, Lh_seen);
+            labels, n_show, mid_layer, Lh_seen); /* 0-based l, as fig9_depths */
     fprintf(meta, "fig9_depths = \"%d %d %d %d\"\n", depths[0], depths[1], depths[2], depths[3]); /* 0-based l */
 }
 

@@ -142,6 +142,19 @@ static void include_file(FILE *f, const char *out, const char *sub, const char *
     fclose(in);
 }
 
+/* "Also as Markdown, LaTeX, CSV": a link to each of OUT/tables/STEM.{md,tex,csv} there is. */
+static void table_links(FILE *f, const char *out, const char *stem) {
+    static const char *const ext[] = {"md", "tex", "csv"}, *const what[] = {"Markdown", "LaTeX", "CSV"};
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        char p[1200];
+        snprintf(p, sizeof p, "%s/tables/%s.%s", out, stem, ext[i]);
+        if (access(p, R_OK) != 0) continue;
+        fprintf(f, "%s<a href=\"tables/%s.%s\">%s</a>", n++ ? ", " : "<p class=\"meta\">Also as ", stem, ext[i], what[i]);
+    }
+    if (n) fprintf(f, ".</p>\n");
+}
+
 /* A value from OUT/data/summary.txt ("key=value" lines) into buf ("" if absent). */
 static void summary_get(const char *out, const char *key, char *buf, size_t len) {
     char p[1200], line[1024];
@@ -327,6 +340,7 @@ int report_main(int argc, char **argv) {
     fprintf(f, "<h2 id=\"claims\">Claims</h2>\n<p>Each qualitative claim of the paper, the numbers we measured, and a "
                "verdict computed from them (thresholds in docs/paper.md).</p>\n");
     include_file(f, out, "tables", "claims.html");
+    table_links(f, out, "claims");
 
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
         const an_figure *g = &figures[i];
@@ -365,8 +379,7 @@ int report_main(int argc, char **argv) {
         char html[256];
         snprintf(html, sizeof html, "%s.html", t->stem);
         include_file(f, out, "tables", html);
-        fprintf(f, "<p class=\"meta\">Also as <a href=\"tables/%s.md\">Markdown</a>, <a href=\"tables/%s.tex\">LaTeX</a>, "
-                   "<a href=\"tables/%s.csv\">CSV</a>.</p>\n", t->stem, t->stem, t->stem);
+        table_links(f, out, t->stem);
     }
     fprintf(f, "<h2>How this page was made</h2>\n<p><code>make paper PRESET=...</code> trains the grids "
                "(experiments/paper.yaml, ablations.yaml, streams.yaml), then <code>s2hc analyze</code> writes "

@@ -101,7 +101,7 @@ static const cfg_key cfg_keys[] = {
     KREAL("residual.lite_offset_value", lite_offset_value, "-8", -1000, 0, 1000, 0,
           "mhc_lite, kromhc: the base logit offset of the non-identity permutations"),
     KENUM("residual.core", core, "cayley", cores,
-          "s2hc: map from skew-symmetric to orthogonal cores: cayley (the paper) or expm (matrix exponential, reaches every rotation)"),
+          "s2hc, s2hc_rot, orthogonal: map from skew-symmetric to orthogonal cores: cayley (the paper) or expm (matrix exponential, reaches every rotation)"),
     KENUM("residual.init", init, "tanh4", inits,
           "s2hc: tanh4 starts Sigma at tanh(4) = 0.99933 (the paper), exact starts at H_res = I exactly"),
     KENUM("residual.proj_init", proj_init, "zero", proj_inits,
@@ -117,7 +117,7 @@ static const cfg_key cfg_keys[] = {
     KINT("train.steps", steps, "1000", 1, INT_MAX, "optimizer steps"),
     KREAL("train.lr", lr, "1e-3", 0, 1, 10, 0, "peak learning rate (after warm-up; cosine decay to train.min_lr)"),
     KREAL("train.min_lr", min_lr, "1e-4", 0, 0, 10, 0, "final learning rate of the cosine decay; at most train.lr"),
-    KINT("train.warmup", warmup, "100", 0, INT_MAX, "linear warm-up steps; at most train.steps"),
+    KINT("train.warmup", warmup, "100", 0, INT_MAX, "linear warm-up steps; at most train.steps (equal: no decay)"),
     KREAL("train.weight_decay", weight_decay, "0.1", 0, 0, 10, 0, "AdamW decoupled weight decay"),
     KBOOL("train.decay_1d", decay_1d, "false",
           "false: weight decay on 2-D weight matrices only; true: on every tensor (biases, gains, HC scalars)"),
@@ -200,6 +200,8 @@ static void shown(char *out, size_t outlen, const char *s, size_t n) {
     out[j] = '\0';
 }
 
+FILE *config_messages = NULL;
+
 /* Print the one error line: "s2hc: error: SRC[:LINE:COL]: [key 'K': ]problem". */
 static void report(const char *src, const yaml_mark_t *m, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -219,7 +221,7 @@ static void report(const char *src, const yaml_mark_t *m, const char *key, const
     }
     if (n > 0 && (size_t)n < sizeof line) snprintf(line + n, sizeof line - (size_t)n, ": %s", msg);
     fflush(stdout);
-    fprintf(stderr, "%s\n", line);
+    fprintf(config_messages ? config_messages : stderr, "%s\n", line);
 }
 
 /* Optimal-string-alignment distance (a transposition costs 1). Long strings: 99. */
@@ -587,7 +589,7 @@ static int split_commas(scalar_t v, scalar_t *items, int max) {
 
 /* Parse one scalar into key k (any type but K_LIST). Returns 0, or -1 with err. */
 static int set_scalar(s2hc_config *c, const cfg_key *k, scalar_t v, char *err, size_t errlen) {
-    char buf[64], r[64], sv[64];
+    char buf[512], r[64], sv[64]; /* buf: a number's digits (3e-4's exact value has 60) */
     shown(sv, sizeof sv, v.s, v.n);
     switch (k->type) {
     case K_INT: {
@@ -629,12 +631,16 @@ static int set_scalar(s2hc_config *c, const cfg_key *k, scalar_t v, char *err, s
         if (end == buf || *end != '\0') return type_error(v, "a number", err, errlen);
         if (!isfinite(x) && errno != ERANGE) return type_error(v, "a finite number", err, errlen);
         if (strspn(buf, "0123456789+-.eE") != v.n) return type_error(v, "a decimal number", err, errlen); /* 0x1p-3 */
-        if (errno == ERANGE && (isinf(x) || x == 0)) { /* overflow, or underflow to 0; subnormals are kept */
+        if (errno == ERANGE && x == 0) { /* underflow to 0; subnormals are kept */
+            snprintf(err, errlen, "%s is too small for a double (it would be 0: write 0)", sv);
+            return -1;
+        }
+        if (errno == ERANGE && isinf(x)) {
             range_text(k, r, sizeof r);
             snprintf(err, errlen, "%s is out of range: must be in %s", sv, r);
             return -1;
         }
-        *(double *)member(c, k) = x;
+        *(double *)member(c, k) = x == 0 ? 0.0 : x; /* -0 is 0 */
         break;
     }
     case K_ENUM:
@@ -847,9 +853,12 @@ void config_yaml_problem(const yaml_parser_t *p, const char *text, size_t len, c
     if (p->error == YAML_READER_ERROR) {
         size_t off = p->problem_offset < len ? p->problem_offset : len;
         m->line = m->column = 0;
-        for (size_t i = 0; i < off; i++) {
-            if (text[i] == '\n') { m->line++; m->column = 0; }
-            else if (((unsigned char)text[i] & 0xC0) != 0x80) m->column++;
+        /* as libyaml counts: after a byte-order mark, CR, LF and CR LF each one break */
+        for (size_t i = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; i < off; i++) {
+            if (text[i] == '\n' || (text[i] == '\r' && (i + 1 >= len || text[i + 1] != '\n'))) {
+                m->line++;
+                m->column = 0;
+            } else if (text[i] != '\r' && ((unsigned char)text[i] & 0xC0) != 0x80) m->column++;
         }
         if (p->problem_value >= 0) snprintf(buf, buflen, "%s (byte 0x%02x)", problem, (unsigned)p->problem_value & 0xFF);
         else snprintf(buf, buflen, "%s", problem);
@@ -875,14 +884,43 @@ const yaml_node_t *config_yaml_tagged(const yaml_document_t *d, const char *text
     const yaml_node_t *found = NULL;
     for (const yaml_node_t *n = d->nodes.start; n < d->nodes.top && !found; n++) {
         size_t i = n->start_mark.index <= nc ? at[n->start_mark.index] : len;
-        if (i < len && text[i] == '&') { /* an anchor first: "&a !!str 1" */
+        if (i < len && text[i] == '&') { /* an anchor first: "&a !!str 1", or "&a # c" and the tag below */
             while (i < len && !isspace((unsigned char)text[i])) i++;
-            while (i < len && isspace((unsigned char)text[i])) i++;
+            for (;;) {
+                while (i < len && isspace((unsigned char)text[i])) i++;
+                if (i >= len || text[i] != '#') break;
+                while (i < len && text[i] != '\n' && text[i] != '\r') i++;
+            }
         }
         if (i < len && text[i] == '!') found = n;
     }
     free(at);
     return found;
+}
+
+int config_yaml_too_deep(const char *text, size_t len, int *line, int *col) {
+    int depth = 0, l = 1, c = 0;
+    char quote = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char ch = text[i];
+        c++;
+        if (ch == '\n') { l++; c = 0; continue; }
+        if (quote) {
+            if (ch == '\\' && quote == '"') { i++; c++; }
+            else if (ch == quote) quote = 0;
+            continue;
+        }
+        if (ch == '"' || ch == '\'') quote = ch;
+        else if (ch == '#' && (i == 0 || isspace((unsigned char)text[i - 1]))) {
+            while (i + 1 < len && text[i + 1] != '\n') i++;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > CONFIG_YAML_MAX_DEPTH) {
+                *line = l, *col = c;
+                return 1;
+            }
+        } else if ((ch == ']' || ch == '}') && depth > 0) depth--;
+    }
+    return 0;
 }
 
 /* Parse text (one YAML document) and apply it to c. Returns 0 or 2 (reported). */
@@ -893,7 +931,14 @@ static int apply_text(s2hc_config *c, const char *text, size_t len, const char *
     yaml_mark_t m;
     if (!yaml_parser_initialize(&p)) die(1, "out of memory (yaml_parser_initialize)");
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-    int rc = 0;
+    yaml_parser_set_encoding(&p, YAML_UTF8_ENCODING); /* a UTF-16 file is not read as one */
+    int rc = 0, dl, dc;
+    if (config_yaml_too_deep(text, len, &dl, &dc)) {
+        m.line = (size_t)dl - 1, m.column = (size_t)dc - 1;
+        report(src, &m, NULL, "values nested more than %d deep", CONFIG_YAML_MAX_DEPTH);
+        yaml_parser_delete(&p);
+        return 2;
+    }
     if (!yaml_parser_load(&p, &d)) {
         config_yaml_problem(&p, text, len, problem, sizeof problem, &m, 1);
         report(src, &m, NULL, "%s", problem);
@@ -933,6 +978,33 @@ static int apply_text(s2hc_config *c, const char *text, size_t len, const char *
 /* Public API                                                                            */
 /* ------------------------------------------------------------------------------------ */
 
+int config_unused_keys(const s2hc_config *c, char *buf, size_t len) {
+    s2hc_config d;
+    config_defaults(&d);
+    const char *m = c->method;
+    const int mhc = !strcmp(m, "mhc"), lite = !strcmp(m, "mhc_lite") || !strcmp(m, "kromhc");
+    const int core = !strcmp(m, "s2hc") || !strcmp(m, "s2hc_rot") || !strcmp(m, "orthogonal");
+    const struct { const char *key; int set, used; } k[] = {
+        {"residual.sinkhorn_iters", c->sinkhorn_iters != d.sinkhorn_iters, mhc},
+        {"residual.sinkhorn_order", strcmp(c->sinkhorn_order, d.sinkhorn_order) != 0, mhc},
+        {"residual.lite_offset", strcmp(c->lite_offset, d.lite_offset) != 0, lite},
+        {"residual.lite_offset_value", c->lite_offset_value != d.lite_offset_value, lite},
+        {"residual.core", strcmp(c->core, d.core) != 0, core},
+        {"residual.init", strcmp(c->init, d.init) != 0, !strcmp(m, "s2hc")},
+        {"residual.proj_init", strcmp(c->proj_init, d.proj_init) != 0, strcmp(m, "rc") != 0},
+    };
+    int n = 0;
+    size_t used = 0;
+    if (len) buf[0] = '\0';
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (k[i].set && !k[i].used) {
+            int w = snprintf(buf + used, len > used ? len - used : 0, "%s%s", n ? ", " : "", k[i].key);
+            if (w > 0) used = used + (size_t)w < len ? used + (size_t)w : len;
+            n++;
+        }
+    return n;
+}
+
 void config_defaults(s2hc_config *c) {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < N_KEYS; i++) {
@@ -958,8 +1030,9 @@ static const char *cfg_key_example(const char *section, char *buf, size_t len) {
 }
 
 int config_set(s2hc_config *c, const char *assignment) {
-    char src[640];
-    snprintf(src, sizeof src, "--set %s", assignment);
+    char src[640], shown_as[600];
+    shown(shown_as, sizeof shown_as, assignment, strlen(assignment)); /* one line, whatever it holds */
+    snprintf(src, sizeof src, "--set %s", shown_as);
     const char *eq = strchr(assignment, '=');
     if (!eq) {
         report(src, NULL, NULL, "expected KEY=VALUE, e.g. --set train.lr=3e-4");
@@ -968,8 +1041,14 @@ int config_set(s2hc_config *c, const char *assignment) {
     char key[128];
     size_t kl = (size_t)(eq - assignment);
     while (kl > 0 && isspace((unsigned char)assignment[kl - 1])) kl--;
-    if (kl == 0 || kl >= sizeof key) {
+    if (kl == 0) {
         report(src, NULL, NULL, "expected KEY=VALUE, e.g. --set train.lr=3e-4");
+        return 2;
+    }
+    if (kl >= sizeof key) { /* longer than any key */
+        memcpy(key, assignment, sizeof key - 1);
+        key[sizeof key - 1] = '\0';
+        report(src, NULL, key, "unknown key (see `s2hc config`)");
         return 2;
     }
     memcpy(key, assignment, kl);
@@ -992,6 +1071,13 @@ int config_set(s2hc_config *c, const char *assignment) {
     char err[512];
     if (!yaml_parser_initialize(&p)) die(1, "out of memory (yaml_parser_initialize)");
     yaml_parser_set_input_string(&p, (const unsigned char *)val, vlen);
+    yaml_parser_set_encoding(&p, YAML_UTF8_ENCODING);
+    int dl, dc;
+    if (config_yaml_too_deep(val, vlen, &dl, &dc)) {
+        report(src, NULL, key, "values nested more than %d deep", CONFIG_YAML_MAX_DEPTH);
+        yaml_parser_delete(&p);
+        return 2;
+    }
     if (!yaml_parser_load(&p, &d)) {
         yaml_mark_t m;
         config_yaml_problem(&p, val, vlen, err, sizeof err, &m, 0);
@@ -1041,7 +1127,7 @@ static int load_config(s2hc_config *c, const char *path, const char *const *sets
         if (!text) {
             const char *why = strerror(errno);
             fflush(stdout);
-            fprintf(stderr, "s2hc: error: %s: cannot read: %s\n", path, why);
+            fprintf(config_messages ? config_messages : stderr, "s2hc: error: %s: cannot read: %s\n", path, why);
             return 2;
         }
         int rc = apply_text(&tmp, text, len, path);
@@ -1083,6 +1169,12 @@ int config_validate(const s2hc_config *c, const char *source) {
     for (int i = 0; i < N_KEYS; i++)
         if (check_key(c, &cfg_keys[i], err, sizeof err)) {
             report(source, NULL, cfg_keys[i].key, "%s", err);
+            return 2;
+        }
+    for (int i = 0; i < c->n_ood; i++)
+        if (strcmp(c->ood[i], c->train_corpus) == 0) { /* it would be scored on the text it trained on */
+            report(source, NULL, "data.ood", "'%s' is the training corpus (data.train); an out-of-domain corpus must "
+                   "be another", c->ood[i]);
             return 2;
         }
     if (c->n_embd % c->n_head != 0) {

@@ -83,6 +83,9 @@ void config_defaults(s2hc_config *c);
  * returns 2 (the caller exits with it); returns 0 on success. Unknown keys, wrong types,
  * out-of-range values, malformed YAML and a missing file are all errors. */
 int config_load(s2hc_config *c, const char *path, const char *const *sets, int nsets);
+/* Where the loading's error lines go: stderr when NULL (the default). The ranks > 0 of a
+ * launch collect them, to say only what rank 0 did not. */
+extern FILE *config_messages;
 /* config_load of a base that others complete (a grid's base): every key checked, the
  * cross-field checks left to the configs built on it. */
 int config_load_base(s2hc_config *c, const char *path);
@@ -115,6 +118,19 @@ struct yaml_parser_s;
 struct yaml_mark_s;
 void config_yaml_problem(const struct yaml_parser_s *p, const char *text, size_t len, char *buf, size_t buflen,
                          struct yaml_mark_s *m, int with_marks);
+
+/* 1 when text nests flow collections ([ and {) more than CONFIG_YAML_MAX_DEPTH deep,
+ * with the 1-based line and column of the first bracket past that depth: libyaml's
+ * loader takes time quadratic in the depth (a 2 MB file of brackets: minutes), so the
+ * readers refuse such text before loading it. Brackets inside quotes or comments do not
+ * count. */
+#define CONFIG_YAML_MAX_DEPTH 64
+int config_yaml_too_deep(const char *text, size_t len, int *line, int *col);
+
+/* The method-specific keys (residual.sinkhorn_iters, core, ...) that c sets away from
+ * their defaults but whose method c does not train, comma-separated in buf; their count.
+ * Training says so in a note: they are recorded in the run file yet change nothing. */
+int config_unused_keys(const s2hc_config *c, char *buf, size_t len);
 
 /* Is `key` ("train.lr") a known config key? Used to validate grid sweeps. */
 int config_key_known(const char *key);

@@ -193,9 +193,10 @@ int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t v
 }
 
 /* A corpus's two shards, both written before either replaces the old pair: a failure
- * leaves the old corpus whole (each write gives its own message), but for the instant
- * between the two renames, where the old val.bin is removed rather than left beside the
- * new train.bin. 0 or -1. */
+ * leaves the old corpus whole (each write gives its own message). The old val.bin goes
+ * before the new train.bin takes its place, so a kill between the two renames leaves a
+ * corpus without val.bin (refused by `train`, `bad` in `data list`), never the new
+ * train.bin beside the old val.bin. 0 or -1. */
 static int shard_pair_write(const char *tpath, const void *train, uint64_t nt, const char *vpath, const void *val,
                             uint64_t nv, uint32_t vocab, uint32_t bpt) {
     if (shard_write_tmp(tpath, train, nt, vocab, bpt) != 0) return -1;
@@ -203,12 +204,18 @@ static int shard_pair_write(const char *tpath, const void *train, uint64_t nt, c
         drop_file_tmp(tpath);
         return -1;
     }
+    if (unlink(vpath) != 0 && errno != ENOENT) {
+        fprintf(stderr, "s2hc: error: cannot replace %s: %s\n", vpath, strerror(errno));
+        drop_file_tmp(tpath);
+        drop_file_tmp(vpath);
+        return -1;
+    }
     if (commit_file_tmp(tpath) != 0) {
         drop_file_tmp(vpath);
         return -1;
     }
     if (commit_file_tmp(vpath) != 0) {
-        unlink(tpath); /* the old val.bin beside the new train.bin would be another corpus */
+        unlink(tpath);
         return -1;
     }
     return 0;
@@ -1408,6 +1415,22 @@ static int prepare_one(const char *data_dir, const corpus_spec *c, int verbose) 
     return rc;
 }
 
+/* One writer at a time in a data folder: `prepare` and `import` write the shards through
+ * fixed .tmp names. The lock's descriptor (close it to release), or -1 after a message. */
+static int data_dir_lock(const char *data_dir) {
+    char lockp[1200];
+    snprintf(lockp, sizeof lockp, "%s/.prepare.lock", data_dir);
+    int fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    if (fd >= 0 && errno == EWOULDBLOCK)
+        fprintf(stderr, "s2hc: error: another `s2hc data prepare` or `data import` is writing in %s; wait for it\n",
+                data_dir);
+    else
+        fprintf(stderr, "s2hc: error: cannot lock %s: %s\n", lockp, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
 int data_prepare(const char *data_dir, const char *only, int force, int verbose) {
     if (only && !find_corpus(only)) {
         fprintf(stderr, "s2hc: error: unknown corpus '%s'; known:", only);
@@ -1452,17 +1475,7 @@ int data_prepare(const char *data_dir, const char *only, int force, int verbose)
        holding the lock, every scratch folder left there is an interrupted prepare's */
     int lock_fd = -1;
     if (ntodo) {
-        char lockp[1200];
-        snprintf(lockp, sizeof lockp, "%s/.prepare.lock", data_dir);
-        lock_fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-            if (lock_fd >= 0 && errno == EWOULDBLOCK)
-                fprintf(stderr, "s2hc: error: another `s2hc data prepare` is running in %s; wait for it\n", data_dir);
-            else
-                fprintf(stderr, "s2hc: error: cannot lock %s: %s\n", lockp, strerror(errno));
-            if (lock_fd >= 0) close(lock_fd);
-            return 1;
-        }
+        if ((lock_fd = data_dir_lock(data_dir)) < 0) return 1;
         DIR *d = opendir(data_dir);
         struct dirent *de;
         while (d && (de = readdir(d)) != NULL)
@@ -1616,14 +1629,23 @@ static int data_import(const char *file, const char *valfile, const char *name, 
     const uint8_t *val = vsrc.p;
     if (!rc && !valfile) {
         cut = bpt == 1 ? data_split_point((const char *)src.p, (size_t)n) : n;
-        if (cut == n) cut = n - n / 100; /* tokens, or no line start after the 99 % point: cut there */
+        /* tokens, or no line start after the 99 % point, or one so late that less than half
+           of the 1 % would be left (a long last line): cut at the 99 % point */
+        if (cut == n || (n - cut) * 2 < n / 100) cut = n - n / 100;
         val = src.p + cut * bpt;
         nv = n - cut;
     }
     char path[1200], vpath[1200];
     snprintf(path, sizeof path, "%s/%s/train.bin", dir, name);
     snprintf(vpath, sizeof vpath, "%s/%s/val.bin", dir, name);
+    int lock_fd = -1;
+    if (!rc && mkdir_p(dir) != 0) {
+        fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
+        rc = 1;
+    }
+    if (!rc && (lock_fd = data_dir_lock(dir)) < 0) rc = 1;
     if (!rc) rc = shard_pair_write(path, src.p, cut, vpath, val, nv, vocab, bpt) != 0;
+    if (lock_fd >= 0) close(lock_fd);
     import_unmap(&src);
     import_unmap(&vsrc);
     if (rc) return 1;
@@ -1732,6 +1754,10 @@ int data_main(int argc, char **argv) {
             data_usage(stderr);
             return 2;
         }
+    }
+    if (!*dir) {
+        fprintf(stderr, "s2hc: error: data %s: --dir is empty (the data folder, `data` by default)\n", cmd);
+        return 2;
     }
     if (is_list) return data_list(dir);
     if (is_import) {

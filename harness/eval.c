@@ -85,7 +85,7 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     h5log_append(log, es, &s64);
     h5log_append(log, ev, &val);
     progress_end(&pr);
-    if (verbose) {
+    if (verbose && !stop_signal) { /* stopped: no table of a loss not computed */
         printf("eval at step %d (%d x %d sequences of %d tokens per corpus)\n", step, c->eval_batches, B, m->T);
         printf("  %-12s %8s %10s\n", "corpus", "loss", "ppl");
         printf("  %-12s %8.4f %10.3f\n", "val", val, exp(val));
@@ -96,6 +96,17 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
             progress_end(&pr);
             fprintf(stderr, "s2hc: warning: out-of-domain corpus '%s' skipped: %s\n", name, err);
             done += c->eval_batches;
+            /* an earlier evaluation's numbers would read as this step's: NaN, "not evaluated" */
+            char p1[300];
+            size_t one = 1;
+            double nan_v = NAN;
+            const char *q[2] = {"loss", "ppl"};
+            for (int k = 0; k < 2; k++) {
+                snprintf(p1, sizeof p1, "/eval/ood/%s/%s", name, q[k]);
+                int si = h5log_find(log, p1);
+                if (si >= 0 && log->series[si].fixed && log->series[si].type == H5LOG_F64)
+                    h5log_static_set(log, p1, H5LOG_F64, 0, &one, &nan_v, NULL);
+            }
             continue;
         }
         double l = shard_loss(m, &s, c->eval_batches, B, &pr, &done);
@@ -151,7 +162,11 @@ int eval_main(int argc, char **argv) {
                     i + 1 < argc ? "" : " (or its value is missing)");
             return 2;
         }
-        else dir = argv[i];
+        else if (!dir) dir = argv[i];
+        else {
+            fprintf(stderr, "s2hc: error: eval: one run directory at a time ('%s' and '%s')\n", dir, argv[i]);
+            return 2;
+        }
     }
     if (!dir) { eval_usage(stderr); return 2; }
     s2hc_config cfg;
@@ -178,9 +193,21 @@ int eval_main(int argc, char **argv) {
                  (unsigned long long)val.count, cfg.block_size + 1);
         bad = 1;
     }
-    shard_close(&val);
+    uint32_t vocab = bad ? 0 : val.vocab;
+    if (val.map) shard_close(&val);
+    if (bad) fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
+    /* and every out-of-domain corpus, as training checks them before its first step: a
+       corpus skipped here would leave its earlier numbers beside this evaluation's */
+    for (int i = 0; i < cfg.n_ood && !bad; i++) {
+        data_shard o;
+        if (eval_ood_open(&cfg, cfg.ood[i], vocab, &o, err, sizeof err) != 0) {
+            fprintf(stderr, "s2hc: error: out-of-domain corpus '%s' (key 'data.ood' of the run's config): %s\n  "
+                    "(--data DIR if the corpora live elsewhere)\n", cfg.ood[i], err);
+            bad = 1;
+        } else
+            shard_close(&o);
+    }
     if (bad) {
-        fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
         model_free(&m);
         h5log_free(&log);
         close(lock_fd);

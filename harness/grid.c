@@ -915,11 +915,16 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
     yaml_document_t d;
     if (!yaml_parser_initialize(&p)) die(1, "out of memory (yaml_parser_initialize)");
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    yaml_parser_set_encoding(&p, YAML_UTF8_ENCODING);
     int rc = 0;
     const yaml_node_t *tagged;
     char problem[512];
     yaml_mark_t pm;
-    if (!yaml_parser_load(&p, &d)) {
+    int dl, dc;
+    if (config_yaml_too_deep(text, len, &dl, &dc)) {
+        gerr(path, dl, dc, NULL, "values nested more than %d deep", CONFIG_YAML_MAX_DEPTH);
+        rc = 2;
+    } else if (!yaml_parser_load(&p, &d)) {
         config_yaml_problem(&p, text, len, problem, sizeof problem, &pm, 1);
         gerr(path, (int)pm.line + 1, (int)pm.column + 1, NULL, "%s", problem);
         rc = 2;

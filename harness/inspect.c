@@ -11,6 +11,8 @@
  * similarity and the per-token sum deviations; without --layer, one line per sublayer.
  * --csv prints the same as CSV (long format for one layer, one row per layer otherwise).
  */
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,16 +104,21 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
     memset(v, 0, sizeof *v);
     h5log_init(&v->log);
     size_t len = strlen(arg);
-    if (len > 3 && !strcmp(arg + len - 3, ".h5")) {
+    int given_file = len > 3 && !strcmp(arg + len - 3, ".h5");
+    if (given_file) { /* the file, and its folder for the names and the commands suggested */
         snprintf(v->path, sizeof v->path, "%s", arg);
         snprintf(v->dir, sizeof v->dir, "%s", arg);
+        char *slash = strrchr(v->dir, '/');
+        if (!slash) snprintf(v->dir, sizeof v->dir, ".");
+        else if (slash == v->dir) v->dir[1] = '\0';
+        else *slash = '\0';
     } else {
         snprintf(v->dir, sizeof v->dir, "%s", arg);
         while (strlen(v->dir) > 1 && v->dir[strlen(v->dir) - 1] == '/') v->dir[strlen(v->dir) - 1] = '\0';
         snprintf(v->path, sizeof v->path, "%s/run.h5", v->dir);
     }
     char err[1024];
-    if (!file_exists(v->path) && strcmp(v->path, v->dir) && run_busy_unsaved(v->dir)) return 1;
+    if (!file_exists(v->path) && !given_file && run_busy_unsaved(v->dir)) return 1;
     if (h5log_load(&v->log, v->path, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
         return 1;
@@ -166,8 +173,9 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         v->step = step_from_double(value_at(ps, v->prow));
     } else {
         char *end;
+        errno = 0;
         long long want = strtoll(step_sel, &end, 10);
-        if (*end || end == step_sel || want < 0) {
+        if (*end || end == step_sel || want < 0 || errno == ERANGE) {
             fprintf(stderr, "s2hc: error: --step: expected last, final or a step number (0 or more), got '%s'\n",
                     step_sel);
             return 2;
@@ -392,6 +400,8 @@ static void print_summary(const run_view *v, const out_style *st) {
         if (st->csv)
             for (int l = 0; l < v->Lh; l++)
                 printf("%s,%s,%s,%d,%d,%s,,,,,,,,,,,,%.9g\n", v->dir, v->method, stp, l, l / 2, kind_of(l), v->rms[l]);
+        if (st->csv) /* the streams leaving the last sublayer: the text view's "(final)" */
+            printf("%s,%s,%s,%d,,end,,,,,,,,,,,,%.9g\n", v->dir, v->method, stp, v->Lh, v->rms[v->Lh]);
         return;
     }
     for (int l = 0; l < v->Lh; l++) {
@@ -406,11 +416,15 @@ static void print_summary(const run_view *v, const out_style *st) {
                    l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1],
                    v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], 100 * v->dfrac[l], v->rms[l]);
     }
+    if (st->csv)
+        printf("%s,%s,%s,%d,,end,,,,,,,,,,,,%.9g\n", v->dir, v->method, stp, v->Lh, v->rms[v->Lh]);
+    else
+        printf("%5d %5s %4s  %*s%7.3f\n", v->Lh, "", "end", 95, "", v->rms[v->Lh]);
     if (!st->csv) {
         print_jacobian(v);
         printf("columns: diag = mean diagonal entry; sv / dev = singular values of H_res and H_res - J; col/row dev = "
                "max per-token |sum - 1|; cos X / cos HX = stream cosine similarity before / after mixing; diag%% = "
-               "per-token matrices with every row maximum on the diagonal\n");
+               "per-token matrices with every row maximum on the diagonal; end = the streams leaving the last sublayer\n");
     }
 }
 
@@ -448,7 +462,9 @@ int inspect_main(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { inspect_usage(stdout); return 0; }
         else if (!strcmp(a, "--layer") && i + 1 < argc) {
             char *end;
-            layer = (int)strtol(argv[++i], &end, 10);
+            errno = 0;
+            long v = strtol(argv[++i], &end, 10);
+            layer = v >= 0 && v <= INT_MAX && errno == 0 ? (int)v : -1; /* no wrap of 2^32 to 0 */
             if (end == argv[i] || *end || layer < 0) {
                 fprintf(stderr, "s2hc: error: --layer: expected a sublayer index >= 0, got '%s'\n", argv[i]);
                 return 2;

@@ -1,4 +1,5 @@
 /* main.c: the `s2hc` command: one binary, one subcommand per task. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,9 @@ int main(int argc, char **argv) {
        exit handler then crashes closing it again: every file is closed explicitly, so
        the handler is not needed (before any other HDF5 call) */
     H5dont_atexit();
+    /* past `ulimit -f` a write fails with EFBIG, which every writer reports and cleans up
+       after (no .tmp left), instead of the signal killing the process mid-file */
+    signal(SIGXFSZ, SIG_IGN);
     runtime_env_fixup(argv);
     return dispatch(argc, argv);
 }

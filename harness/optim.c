@@ -22,7 +22,8 @@ void optim_free(adamw_state *o) {
 double lr_at(const s2hc_config *c, int step) {
     if (c->warmup > 0 && step < c->warmup) return c->lr * (double)(step + 1) / (double)c->warmup;
     int span = c->steps - c->warmup;
-    if (span <= 1) return c->lr;
+    if (span <= 0) return c->lr;      /* warmup = steps: no decay */
+    if (span == 1) return c->min_lr;  /* the decay's one step is its last */
     double p = (double)(step - c->warmup) / (double)(span - 1);
     if (p > 1) p = 1;
     return c->min_lr + 0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * p));

@@ -12,7 +12,9 @@ typedef struct {
     double lr;
 } preset;
 
-/* min_lr = lr / 10, weight decay 0.1, betas 0.9 / 0.95, clip 1 for every preset. */
+/* A preset sets these and min_lr = lr / 10, nothing else: the paper's weight decay 0.1,
+ * betas 0.9 / 0.95 and clip 1 are the config's defaults, and a grid's base that changes
+ * them keeps its values under a preset. */
 static const preset presets[] = {
     /* name    L   H     C     T   B  acc  steps  warm  lr */
     {"tiny",   2,  2,   64,   64,  8,   1,   200,   20, 1e-3},
@@ -35,10 +37,6 @@ int preset_apply(s2hc_config *c, const char *name) {
         c->warmup = p->warmup;
         c->lr = p->lr;
         c->min_lr = p->lr / 10;
-        c->weight_decay = 0.1;
-        c->beta1 = 0.9;
-        c->beta2 = 0.95;
-        c->clip = 1.0;
         return 0;
     }
     return -1;

@@ -131,7 +131,9 @@ int export_main(int argc, char **argv) {
         model_free(&m);
         return 2;
     }
-    /* never over the run's own files (a safetensors file where its checkpoint was) */
+    /* never over the run's own files (a safetensors file where its checkpoint was), any
+       other HDF5 file (another run's), or what is not a plain file (a link, a device,
+       a pipe: the rename would replace it) */
     static const char *const own[] = {"ckpt.h5", "run.h5"};
     struct stat so, sr;
     for (int k = 0; k < 2 && stat(path, &so) == 0; k++) {
@@ -139,6 +141,19 @@ int export_main(int argc, char **argv) {
         snprintf(rp, sizeof rp, "%s/%s", dir, own[k]);
         if (stat(rp, &sr) == 0 && so.st_dev == sr.st_dev && so.st_ino == sr.st_ino) {
             fprintf(stderr, "s2hc: error: export: -o %s is the run's own %s\n", path, own[k]);
+            model_free(&m);
+            return 2;
+        }
+    }
+    if (lstat(path, &so) == 0) {
+        unsigned char sig[8] = {0};
+        FILE *f = S_ISREG(so.st_mode) ? fopen(path, "rb") : NULL;
+        int hdf5 = f && fread(sig, 1, 8, f) == 8 && memcmp(sig, "\x89HDF\r\n\x1a\n", 8) == 0;
+        if (f) fclose(f);
+        if (!S_ISREG(so.st_mode) || hdf5) {
+            fprintf(stderr, "s2hc: error: export: -o %s exists and is %s; choose another path\n", path,
+                    hdf5 ? "an HDF5 file (a run's ckpt.h5 or run.h5?), not a safetensors file"
+                         : "not a regular file (a link, a device, a pipe?)");
             model_free(&m);
             return 2;
         }
@@ -281,7 +296,9 @@ static int st_numbers(yaml_parser_t *p, const char *file, const char *tensor, co
             return 0;
         }
         uint64_t v;
-        const int bad = t != YAML_SCALAR_EVENT || *n >= cap || st_number((const char *)e.data.scalar.value, &v) != 0;
+        /* JSON numbers: plain scalars ("64", a string, is not one) */
+        const int bad = t != YAML_SCALAR_EVENT || e.data.scalar.style != YAML_PLAIN_SCALAR_STYLE || *n >= cap ||
+                        st_number((const char *)e.data.scalar.value, &v) != 0;
         yaml_event_delete(&e);
         if (bad) {
             snprintf(err, errlen, "%s: header: tensor '%s': key '%s' must be a list of at most %d whole numbers", file,
@@ -314,6 +331,37 @@ static int st_skip(yaml_parser_t *p, const yaml_event_t *e, const char *file, co
         yaml_event_delete(&x);
     }
     return 0;
+}
+
+/* 1 for "transformer.h.<digits>.attn.bias", nanoGPT's causal-mask buffer of each block. */
+static int st_mask_name(const char *name, size_t len) {
+    static const char pre[] = "transformer.h.", suf[] = ".attn.bias";
+    const size_t lp = sizeof pre - 1, ls = sizeof suf - 1;
+    if (len <= lp + ls || strncmp(name, pre, lp) || strcmp(name + len - ls, suf)) return 0;
+    for (size_t i = lp; i < len - ls; i++)
+        if (name[i] < '0' || name[i] > '9') return 0;
+    return 1;
+}
+
+/* __metadata__'s entries, its MAPPING_START just read: JSON strings only, as the format
+ * says (a number or a nested value there is refused, as PyTorch's reader refuses it). */
+static int st_metadata(yaml_parser_t *p, const char *file, char *err, size_t errlen) {
+    for (int i = 0;; i++) {
+        yaml_event_t x;
+        if (!yaml_parser_parse(p, &x)) {
+            st_yaml_error(p, file, "__metadata__", err, errlen);
+            return -1;
+        }
+        const int end = x.type == YAML_MAPPING_END_EVENT;
+        const int str = x.type == YAML_SCALAR_EVENT && x.data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+        yaml_event_delete(&x);
+        if (end && i % 2 == 0) return 0;
+        if (!str) {
+            snprintf(err, errlen, "%s: header: __metadata__ must be a map of strings%s", file,
+                     i % 2 ? " (a value is not a string)" : "");
+            return -1;
+        }
+    }
 }
 
 static st_entry *st_grow(st_entry *v, int cap) {
@@ -360,7 +408,7 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
                 } else if (m.type != YAML_MAPPING_START_EVENT) {
                     snprintf(err, errlen, "%s: header: __metadata__ must be a map of strings", file);
                     fail = 2;
-                } else if (st_skip(&p, &m, file, "__metadata__", err, errlen) != 0) {
+                } else if (st_metadata(&p, file, err, errlen) != 0) {
                     fail = 2;
                 }
                 yaml_event_delete(&m);
@@ -583,7 +631,7 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
         if (lm_head) p = wte; /* nanoGPT's tied copy: checked against wte below */
         const size_t nlen = strlen(t->name);
         dst[i] = p;
-        if (!p && nlen > 10 && !strcmp(t->name + nlen - 10, ".attn.bias") && t->rank == 4) {
+        if (!p && t->rank == 4 && st_mask_name(t->name, nlen)) {
             continue; /* nanoGPT's causal mask, a buffer */
         } else if (!p) {
             snprintf(err, errlen, "%s: tensor '%s' is not a parameter of this model (method %s, n = %d%s)", path,

@@ -205,7 +205,8 @@ static void declare_train_series(h5log *log, train_series *s) {
     s->s_gnorm = h5log_series_add(log, "/train/grad_norm", H5LOG_F64, 0, NULL,
                                   "global L2 norm of the gradient before clipping", "");
     s->s_tps = h5log_series_add(log, "/train/tokens_per_s", H5LOG_F64, 0, NULL,
-                                "training throughput of the step (forward + backward + update)", "tokens/s");
+                                "training throughput of the step (forward + backward + update); 0 on the row of a "
+                                "diverged step", "tokens/s");
 }
 
 ckpt_tensor *run_ckpt_views(const gpt_model *m, float *base) {
@@ -268,7 +269,15 @@ static int run_has_ckpt(const char *dir) {
     const char *status = file_exists(runp) && h5log_load(&log, runp, err, sizeof err) == 0
                              ? h5log_get_attr_str(&log, "/", "status") : NULL;
     const double last = h5log_last(&log, "/train/step");
-    if (status)
+    /* a run that finished or trained past its first checkpoint had saved one (a diverged
+       run keeps its last good one, if it reached one) */
+    const char *ce = status ? h5log_get_attr_str(&log, "/", "config") : NULL;
+    s2hc_config rc;
+    const int every = ce && config_from_yaml_text(&rc, ce, runp) == 0 ? rc.ckpt_every : 0;
+    if (status && (!strcmp(status, "finished") || (every > 0 && !isnan(last) && last > every)))
+        fprintf(stderr, "s2hc: error: %s is missing (moved or deleted?): the run (status %s, last step %.0f) had "
+                "saved one\n", ckpt, status, isnan(last) ? 0.0 : last);
+    else if (status)
         fprintf(stderr, "s2hc: error: %s: no checkpoint: the run (status %s, last step %.0f) stopped before its first "
                 "save\n", ckpt, status, isnan(last) ? 0.0 : last);
     else
@@ -330,6 +339,19 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
         model_free(m);
         h5log_free(log);
         return 1;
+    }
+    /* training never saves a NaN or infinite weight (a diverged run keeps its last good
+       checkpoint): one there is damage, and would become NaN losses, rows and files */
+    for (int t = 0; t < m->n_tensors; t++) {
+        const param_info *pi = &m->pinfo[t];
+        for (size_t i = 0; i < pi->numel; i++)
+            if (!isfinite(m->params[pi->offset + i])) {
+                fprintf(stderr, "s2hc: error: %s: tensor %s holds a non-finite value (%g at element %zu): the file "
+                        "is damaged\n", ckpt, pi->name, (double)m->params[pi->offset + i], i);
+                model_free(m);
+                h5log_free(log);
+                return 1;
+            }
     }
     return 0;
 }
@@ -532,7 +554,22 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
     h5log_init(&log);
 
     s2hc_config cfg;
+    /* every rank reads the config; what is wrong with it is said once, by rank 0, and by
+       another rank only what rank 0 did not find (a different file or --set there) */
+    char *msgs = NULL;
+    size_t msgs_len = 0;
+    if (rank > 0) config_messages = open_memstream(&msgs, &msgs_len);
     int rc = config_load(&cfg, cfg_path, sets, nsets);
+    if (config_messages) {
+        fclose(config_messages);
+        config_messages = NULL;
+    }
+    if (W > 1) {
+        int rc0 = rc;
+        dist_bcast(&rc0, sizeof rc0);
+        if (rank > 0 && rc && !rc0 && msgs) fputs(msgs, stderr);
+    }
+    free(msgs);
     if (rc) { status = rc; goto out; }
     if (cfg.threads > 0) {
 #ifdef _OPENMP
@@ -563,8 +600,12 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
     data_shard_path(train_path, sizeof train_path, cfg.data_dir, cfg.train_corpus, "train");
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
     if (loader_open(&loader, train_path, cfg.seed ^ 0xD1B54A32D192ED03ULL, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: error: %s\n  (key 'data.train' = '%s'; run `s2hc data prepare` first)\n", err,
-                cfg.train_corpus);
+        if (data_corpus_role(cfg.train_corpus))
+            fprintf(stderr, "s2hc: error: %s\n  (key 'data.train' = '%s'; run `s2hc data prepare` first)\n", err,
+                    cfg.train_corpus);
+        else /* an imported corpus: prepare does not make it */
+            fprintf(stderr, "s2hc: error: %s\n  (key 'data.train' = '%s'; `s2hc data import FILE --name %s` makes "
+                    "it; `s2hc data list` shows the corpora there are)\n", err, cfg.train_corpus, cfg.train_corpus);
         { status = RUN_FAILED; goto out; }
     }
     if (shard_fits(&loader.shard, cfg.vocab, 0, err, sizeof err) != 0) {
@@ -578,9 +619,10 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
         status = RUN_FAILED;
         goto out;
     }
-    if (loader.shard.count < (uint64_t)cfg.block_size + 2) {
-        fprintf(stderr, "s2hc: error: %s: %llu tokens, fewer than block_size + 2\n", train_path,
-                (unsigned long long)loader.shard.count);
+    if (loader.shard.count < (uint64_t)cfg.block_size + 1) {
+        fprintf(stderr, "s2hc: error: %s: %llu tokens, fewer than block_size + 1 = %d: no training window (a larger "
+                "corpus, or a smaller model.block_size)\n", train_path, (unsigned long long)loader.shard.count,
+                cfg.block_size + 1);
         { status = RUN_FAILED; goto out; }
     }
     if (val.count < (uint64_t)cfg.block_size + 1) { /* every validation loss would be NaN */
@@ -781,6 +823,10 @@ parts:;
         if (!cm && !use_cuda && strcmp(cfg.precision, "fp32"))
             printf("precision: fp32 (run.precision %s is for the cuda backend; the cpu backend trains in fp32, "
                    "and the run file says so)\n", cfg.precision);
+        char unused[256];
+        if (config_unused_keys(&cfg, unused, sizeof unused))
+            printf("note: method %s does not use %s (recorded in the run file, changes nothing)\n", cfg.method,
+                   unused);
         if (!model.variant && (strcmp(cfg.proj_precision, "fp32") || strcmp(cfg.stream_precision, "fp32")))
             printf("note: method rc has no streams and no projection: residual.proj_precision and "
                    "stream_precision do nothing (the run file records fp32)\n");
@@ -908,7 +954,7 @@ agree:
     targets = malloc_check(N * sizeof(int));
     /* (mpirun gives rank 0 a terminal even when its own output is piped: lines, then) */
     int tty = isatty(STDOUT_FILENO) && !quiet && W == 1;
-    stop_signals_catch();
+    stop_signals_catch(rank == 0); /* said once, by rank 0 */
     /* stopped during an evaluation of the training (its checkpoint saved, its row not
        written): that evaluation first, of the same weights */
     int cut = 0;
@@ -998,9 +1044,10 @@ agree:
         steps_done_here++;
         int last = step + 1 == cfg.steps;
         if (stop_after > 0 && steps_done_here >= stop_after && !last) stop_signal = SIGTERM;
-        /* rank 0's stop (a signal reaches every rank; rank 0's decides) */
-        int stop = stop_signal != 0;
-        dist_bcast(&stop, sizeof stop);
+        /* a stop on any rank stops them all (mpirun passes a signal to every rank; one
+           sent to a single rank's process stops the run too) */
+        int stop = dist_max_int(stop_signal != 0);
+        if (stop && !stop_signal) stop_signal = SIGTERM;
         /* and at the last step, before the final evaluation and probe (which change no
            weight): stopped or killed during them, --resume runs only them */
         int do_ckpt = (cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || last || stop;

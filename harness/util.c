@@ -196,15 +196,22 @@ static void stop_signals_to(void (*h)(int)) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+static volatile sig_atomic_t stop_say = 1;
+
 static void on_stop_signal(int sig) {
     static const char msg[] = "\ns2hc: stopping at the next safe point (again to stop at once)\n";
     stop_signal = sig;
     stop_signals_to(SIG_DFL); /* the second signal, either of the two: the process ends */
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
+    if (stop_say) {
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+    }
 }
 
-void stop_signals_catch(void) { stop_signals_to(on_stop_signal); }
+void stop_signals_catch(int say) {
+    stop_say = say != 0;
+    stop_signals_to(on_stop_signal);
+}
 
 #define PROGRESS_AFTER 2.0       /* seconds before the first line */
 #define PROGRESS_TTY_EVERY 1.0
@@ -226,7 +233,7 @@ void progress_update(progress *p, long done) {
     const double now = now_seconds();
     if (now - p->last < (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY)) return;
     p->last = now;
-    const double el = now - p->t0, eta = done > 0 ? el / done * (double)(p->total - done) : NAN;
+    const double el = now - p->t0, eta = done > 0 ? (el - p->skip) / done * (double)(p->total - done) + p->extra : NAN;
     char e1[16], e2[16];
     fmt_duration(el, e1, sizeof e1);
     fmt_duration(eta, e2, sizeof e2);
@@ -439,7 +446,8 @@ int write_file_tmp(const char *path, const void *head, size_t head_len, const vo
         return -1;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
+    unlink(tmp); /* a stale one, or a link there: the new file is created, never followed */
+    FILE *f = fopen(tmp, "wbx");
     if (!f) {
         fprintf(stderr, "s2hc: error: cannot write %s: %s\n", tmp, strerror(errno));
         return -1;

@@ -87,14 +87,14 @@ double rng_normal(rng_t *r);             /* N(0, 1), Box-Muller */
 /* Format seconds as "1h02m" / "3m05s" / "12s". buf >= 16 bytes. */
 void fmt_duration(double s, char *buf, size_t len);
 
-/* Stopping on a signal. stop_signals_catch() makes SIGINT and SIGTERM set stop_signal
- * (the signal's number) and say once on stderr that the process stops at the next safe
- * point; the handler is reset by that first signal, so a second one ends the process at
+/* Stopping on a signal. stop_signals_catch(say) makes SIGINT and SIGTERM set stop_signal
+ * (the signal's number) and, with say, say once on stderr that the process stops at the
+ * next safe point (the ranks > 0 of a launch stay silent); the handler is reset by that first signal, so a second one ends the process at
  * once (the run's files are written atomically, so that loses no file). The loops that
  * can give up cleanly poll stop_signal: training after each step, the final evaluation
  * and probe between batches. 0 until a signal came (and in commands that do not catch). */
 extern volatile sig_atomic_t stop_signal;
-void stop_signals_catch(void);
+void stop_signals_catch(int say);
 
 /* A long loop's progress on stdout: "WHAT: K/N UNITS | 12s | ETA 30s", shown only once
  * the loop has run 2 s; then rewritten in place about every second on a terminal, or a
@@ -105,6 +105,10 @@ typedef struct {
     long total;
     double t0, last;
     int enabled, tty, shown;
+    /* a loop whose first units cost more than the rest (the final probe's Jacobian):
+       `skip` seconds of the elapsed time are left out of the rate per unit, and `extra`
+       seconds of that costlier work still to come are added to the ETA (both 0 by default) */
+    double skip, extra;
 } progress;
 void progress_begin(progress *p, const char *what, const char *unit, long total, int enabled);
 void progress_update(progress *p, long done);

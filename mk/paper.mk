@@ -110,7 +110,9 @@ paper-grids: $(PAPER_GRIDS)
 $(PAPER_META): $(PAPER_GRIDS) $(PAPER_SRC) $(PAPER_OUT)/.preset | $(BIN)
 	@echo "paper: [5/7] analyze -> $(PAPER_OUT)/data, $(PAPER_OUT)/tables"
 	@rm -rf $(PAPER_OUT)/data $(PAPER_OUT)/tables
-	$(PAPER_S2HC) analyze $(PAPER_RUNS)/paper $(PAPER_RUNS)/ablations $(PAPER_RUNS)/streams -o $(PAPER_OUT)
+	@# a failed analysis leaves no meta.gp, so the next make runs it again
+	$(PAPER_S2HC) analyze $(PAPER_RUNS)/paper $(PAPER_RUNS)/ablations $(PAPER_RUNS)/streams -o $(PAPER_OUT) \
+	  || { rm -f $@; exit 1; }
 
 paper-analyze: $(PAPER_META)
 

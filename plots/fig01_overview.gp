@@ -25,7 +25,7 @@ do for [fmt in "png svg"] {
     set xrange [-0.5:hres_n - 0.5]; set yrange [hres_n - 0.5:-0.5]
     set xtics 0, 1, hres_n - 1; set ytics 0, 1, hres_n - 1
     set xlabel "input stream j"; set ylabel "output stream i"
-    set title sprintf("%s H_{res} (sublayer %d)", label(m), fig1_layer)
+    set title sprintf("%s H_{res} (l = %d)", label(m), fig1_layer)
     plot data("fig1_hres_".m.".dat") using 1:2:3 with image notitle, \
          "" using 1:2:(sprintf("%.3f", $3)) with labels font ",9" notitle
   }

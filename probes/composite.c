@@ -109,7 +109,11 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
 
     progress pr;
     progress_begin(&pr, "final probe", "sequences", S, show_progress);
+    const int jb_total = (Sj + B - 1) / B; /* batches with a Jacobian: ~10x the others' time */
     for (int s0 = 0; s0 < S && !stop_signal; s0 += B) {
+        const int jb_done = (s0 < Sj ? s0 : Sj + B - 1) / B;
+        pr.skip = t_jac;
+        pr.extra = jb_done ? t_jac / jb_done * (jb_total - jb_done) : 0;
         progress_update(&pr, s0);
         int nb = S - s0 < B ? S - s0 : B;
         for (int b = 0; b < B; b++) bw[b] = win[s0 + (b < nb ? b : nb - 1)]; /* pad with the last */

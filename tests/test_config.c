@@ -274,11 +274,17 @@ static const err_case err_cases[] = {
     {"train:\n  lr: \"0.1\n", "3:1", NULL, "found unexpected end of stream"},
     {"train:\n  lr: *x\n", "2:7", NULL, "found undefined alias"},
     {"run:\n  name: a\xff\n", "2:10", NULL, "invalid leading UTF-8 octet (byte 0xff)"},
+    {"\xEF\xBB\xBFtrain: \xe9\n", "1:8", NULL, "UTF-8"},     /* the byte-order mark is not a column */
+    {"train:\r  lr: \xe9\r", "2:7", NULL, "UTF-8"},           /* CR alone ends a line */
+    {"train:\r\n  lr: \xe9\r\n", "2:8", NULL, "trailing UTF-8 octet (byte 0x0d)"}, /* CR LF one break */
+    {"train:\n  lr: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+     "2:71", NULL, "values nested more than 64 deep"},
     {"train:\n  lr: 0.1\n---\ntrain:\n  lr: 0.2\n", "4:1", NULL, "found a second one"},
     {"train:\n  lr: !!str 1\n", "2:7", NULL, "YAML tags (!!str, !!int, ...) have no use"},
     {"# \xc3\xa9t\xc3\xa9\ntrain:\n  lr: &a !!float 1\n", "3:7", NULL, "YAML tags"},
     {"\xEF\xBB\xBFtrain:\n  lr: !!str 1\n", "2:7", NULL, "YAML tags"},
     {"run:\n  name: !x tiny\n", "2:9", NULL, "YAML tags"},
+    {"train:\n  lr: &a # a comment, then the tag\n    !!str 2e-3\n", "2:7", NULL, "YAML tags"},
     {"- model\n- train\n", "1:1", NULL, "expected a mapping of sections"},
     {"42\n", "1:1", NULL, "expected a mapping of sections"},
 };
@@ -347,6 +353,11 @@ static void test_set(void) {
     CHECK(rc == 0 && strcmp(c.out_dir, "with space: and # hash") == 0, "quoted path: %s", c.out_dir);
     CAPTURE(rc, config_set(&c, "residual.method = hc"));
     CHECK(rc == 0 && strcmp(c.method, "hc") == 0, "spaces around '=' rc %d %s", rc, captured);
+    /* 3e-4's exact decimal expansion (60 digits) is the number; -0 is 0 */
+    CAPTURE(rc, config_set(&c, "train.lr=0.0002999999999999999737189393389513725196593441069126129150390625"));
+    CHECK(rc == 0 && c.lr == 3e-4, "a long exact decimal: rc %d %s", rc, captured);
+    CAPTURE(rc, config_set(&c, "train.clip=-0"));
+    CHECK(rc == 0 && c.clip == 0 && !signbit(c.clip), "-0 stored as 0: rc %d, %g", rc, c.clip);
 
     static const struct {
         const char *set, *msg;
@@ -366,6 +377,12 @@ static void test_set(void) {
         {"train.lr=!!str 1", "s2hc: error: --set train.lr=!!str 1: key 'train.lr': YAML tags (!!str, !!int, ...) have no "
                              "use in a value: write the value alone\n"},
         {"data.ood=a,a", "s2hc: error: --set data.ood=a,a: key 'data.ood': 'a' is listed twice\n"},
+        {"train.steps=1\n2", "s2hc: error: --set train.steps=1?2: key 'train.steps': "},
+        {"train.min_lr=1e-400", "s2hc: error: --set train.min_lr=1e-400: key 'train.min_lr': 1e-400 is too small for a "
+                                "double (it would be 0: write 0)\n"},
+        {"train.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=1",
+         "s2hc: error: --set train.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...: key 'train.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...': "
+         "unknown key (see `s2hc config`)\n"},
         {"train.lr=\"0.1\"", "s2hc: error: --set train.lr=\"0.1\": key 'train.lr': expected a number, got the quoted "
                              "string \"0.1\"\n"},
     };

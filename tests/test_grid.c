@@ -72,7 +72,7 @@ static void capture_end(void) {
 static const char *base_yaml = "model: {n_layer: 1, n_head: 2, n_embd: 16, block_size: 16}\n"
                                "residual: {method: identity, n_streams: 4}\n"
                                "train: {batch: 2, steps: 10, warmup: 1}\n"
-                               "data: {train: synth, ood: [synth, other]}\n";
+                               "data: {train: main, ood: [synth, other]}\n";
 
 /* Write the grid text (base.yaml next to it) and load + expand it. Returns the rc. */
 static int load_grid(const char *name, const char *text, grid_spec *g, grid_point **pts, int *n,
@@ -197,6 +197,20 @@ static void test_templates_and_presets(void) {
         CHECK(!strcmp(p[1].name, "identity-n4-s1337-0.002"), "default name %s", p[1].name);
     }
     if (rc == 0) { grid_points_free(p, n); grid_free(&g); }
+
+    /* a preset sets the scale, not the base's optimizer keys */
+    char wp[600];
+    write_file("base_wd.yaml", "train: {weight_decay: 0.01, beta2: 0.99, clip: 0.5, eps: 1e-6}\n", wp, sizeof wp);
+    rc = load_grid("wd.yaml", "base: base_wd.yaml\npreset: tiny\nsweep:\n  train.seed: [5]\n", &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 1, "rc %d", rc);
+    if (rc == 0) {
+        CHECK(p[0].cfg.weight_decay == 0.01 && p[0].cfg.beta2 == 0.99 && p[0].cfg.clip == 0.5 && p[0].cfg.eps == 1e-6,
+              "the base's weight_decay %g, beta2 %g, clip %g, eps %g under preset tiny", p[0].cfg.weight_decay,
+              p[0].cfg.beta2, p[0].cfg.clip, p[0].cfg.eps);
+        CHECK(p[0].cfg.n_embd == 64 && p[0].cfg.min_lr == p[0].cfg.lr / 10, "and the preset's scale and min_lr");
+        grid_points_free(p, n);
+        grid_free(&g);
+    }
 
     /* a top-level preset without a base */
     rc = load_grid("pre.yaml", "preset: tiny\nsweep:\n  train.seed: [5]\n", &g, &p, &n, NULL, 0);

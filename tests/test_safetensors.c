@@ -256,6 +256,8 @@ static void test_bad_files(void) {
         {"gap", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[4,36]", "leave a gap before byte 0", 36},
         {"left", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]", "ends at byte 32 of 40: bytes left over", 40},
         {"quoted", "\"dtype\":\"F32\",\"shape\":[\" 8\"],\"data_offsets\":[0,32]", "whole numbers", 32},
+        {"string", "\"dtype\":\"F32\",\"shape\":[\"8\"],\"data_offsets\":[0,32]", "whole numbers", 32},
+        {"stroff", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[\"0\",\"32\"]", "whole numbers", 32},
         {"deep", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32],\"x\":"
                  "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
                  "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
@@ -288,6 +290,13 @@ static void test_bad_files(void) {
     refused(&m, "rank2b.safetensors",
             "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[1,8],\"data_offsets\":[0,32]}}", 32,
             "has shape [1, 8], the model's transformer.ln_f.weight is [8]");
+    /* __metadata__ holds strings only; a mask buffer's name is transformer.h.<digits>.attn.bias */
+    refused(&m, "metanum.safetensors", "{\"__metadata__\":{\"step\":20}}", 0, "must be a map of strings");
+    refused(&m, "metamap.safetensors", "{\"__metadata__\":{\"a\":{\"b\":\"c\"}}}", 0, "must be a map of strings");
+    refused(&m, "garbagebias.safetensors",
+            "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
+            "\"garbage.attn.bias\":{\"dtype\":\"XYZ\",\"shape\":[1,1,1,1],\"data_offsets\":[32,36]}}",
+            36, "tensor 'garbage.attn.bias' is not a parameter of this model");
     refused(&m, "empty.safetensors", "{}", 0, "none of its 0 tensors");
     refused(&m, "twice.safetensors",
             "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"

@@ -938,6 +938,11 @@ static void test_lr_schedule(void) {
     c.warmup = 0;
     CHECK(lr_at(&c, 0) == 1.0 && fabs(lr_at(&c, 14) - 0.1) < 1e-12, "no warm-up: %g at 0, %g at the last step",
           lr_at(&c, 0), lr_at(&c, 14));
+    /* one step after the warm-up: it is the decay's last, at min_lr; none: the peak */
+    c.warmup = 4, c.steps = 5;
+    CHECK(lr_at(&c, 3) == 1.0 && lr_at(&c, 4) == 0.1, "steps = warmup + 1: %g, %g", lr_at(&c, 3), lr_at(&c, 4));
+    c.steps = 4;
+    CHECK(lr_at(&c, 3) == 1.0, "steps = warmup: %g at the last step", lr_at(&c, 3));
 }
 
 /* Clipping: a gradient norm of 4 clip scales every gradient by 1/4 as AdamW reads it (the

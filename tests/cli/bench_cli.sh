@@ -18,6 +18,11 @@ for bad in "--rounds 0" "--steps x" "--threads -1" "--probe-steps 2.5"; do
   expect_out "${bad%% *}: expected a whole number >= 1" "bench $bad: the message names the option"
 done
 expect_status 2 "bench --mem-limit 0 is refused" -- "$S2HC" bench --mem-limit 0
+# an option is not another option's value: --csv --quick wrote a folder named --quick
+(cd "$TMP" && "$S2HC" bench --no-methods --no-streams --no-probes --csv --quick) >"$TMP/out" 2>&1; st=$?
+[ "$st" = 2 ] && [ ! -e "$TMP/--quick" ] && grep -q "'--csv' (its value is missing or is an option)" "$TMP/out" \
+  && ok "--csv --quick is refused" || fail "--csv --quick: exit $st: $(tail -2 "$TMP/out")"
+expect_status 2 "bench --methods '' is refused" -- "$S2HC" bench --methods ""
 # --quick leaves out the probes section, unless --probe-steps asks for it
 (cd "$TMP" && "$S2HC" bench --quick --preset tiny --no-methods --no-streams --probe-steps 2 --csv none) >"$TMP/out" 2>&1 \
   && grep -q "^== probes: .*probe.every=2 vs 0" "$TMP/out" && ok "--quick --probe-steps runs the probes section" \
@@ -66,7 +71,8 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; if (!c["proj_precision"]
          $(c["proj_precision"]) != "fp32" { bad = 1 }
          END { exit bad }' "$TMP/csv/bench.csv" && ok "proj_precision: fp32 by default" || fail "proj_precision column"
 # the floor: one row, a fraction of rc's step strictly between 0 and 1
-awk -F, '$2 == "frame_floor" { n++; if (!($7 > 0 && $7 < 1) || !($6 > 0)) bad = 1 }
+awk -F, '$2 == "frame_floor" { n++; if (!($7 > 0 && $7 < 1) || !($6 > 0) || $8 != "rc_step_cpu" || !($11 > 0) || !($12 > 0)) bad = 1 }
+         $4 == "total" && ($9 != "ops" || $10 != "fp32") { bad = 1 }
          END { exit !(n == 1 && !bad) }' "$TMP/csv/breakdown.csv" && ok "one frame_floor row, 0 < fraction < 1" \
   || fail "frame_floor row in breakdown.csv"
 # --no-methods (the GEMM limit alone here) leaves the methods' files of an earlier run in

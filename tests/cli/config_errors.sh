@@ -34,6 +34,12 @@ for v in abc 0 -2 3x; do
   expect_status 2 "--stop-after $v is refused" -- "$S2HC" train "$cfg" --stop-after $v --set run.out="$TMP/runs"
   expect_out "--stop-after: expected a whole number" "--stop-after $v: the error names the option"
 done
+# UTF-16 is not read as text (libyaml would decode it, and its tags with it)
+{ printf '\xff\xfe'; printf 'train:\n  lr: !!str 2e-3\n' | iconv -t UTF-16LE; } > "$TMP/u16.yaml"
+expect_status 2 "a UTF-16 config" -- "$S2HC" train "$TMP/u16.yaml" --set run.out="$TMP/runs"
+expect_out "u16.yaml:1:1: .*UTF-8" "names the file and says UTF-8"
+expect_status 2 "the training corpus out of domain too" -- "$S2HC" train "$cfg" --set data.train=kjv --set run.out="$TMP/runs"
+expect_out "key 'data.ood': 'kjv' is the training corpus" "names data.ood and the corpus"
 [ ! -e "$TMP/runs" ] && ok "nothing written on config errors" || fail "a run directory was created"
 expect_status 2 "unknown command exits 2" -- "$S2HC" frobnicate
 expect_status 0 "help exits 0" -- "$S2HC" --help
@@ -55,7 +61,7 @@ for args in "eval $TMP --batches" "inspect $TMP --layer" "probe $TMP --samples" 
   expect_status 2 "$args (no value) exits 2" -- "$S2HC" $args
   expect_out "its value is missing" "$args: the error says the value may be missing"
 done
-for v in "" abc -1 2x; do
+for v in "" abc -1 2x 4294967296 2147483648 99999999999999999999; do
   expect_status 2 "inspect --layer '$v' exits 2" -- "$S2HC" inspect "$TMP/no-run" --layer "$v"
   expect_out "--layer: expected a sublayer index" "inspect --layer '$v': the error names --layer"
 done

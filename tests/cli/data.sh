@@ -58,7 +58,7 @@ expect_rc 0 "prepare after an interrupted one" env S2HC_DATA_ROOT="$R" "$BIN" da
 if command -v flock >/dev/null; then
   mkdir -p "$TMP/d3" && : > "$TMP/d3/.prepare.lock"
   expect_rc 1 "prepare while another runs" flock "$TMP/d3/.prepare.lock" env S2HC_DATA_ROOT="$R" "$BIN" data prepare --only fortunes --dir "$TMP/d3"
-  grep -q "another .s2hc data prepare. is running" "$TMP/err" && ok || bad "no message for a concurrent prepare: $(cat "$TMP/err")"
+  grep -q "another .s2hc data prepare. or .data import. is writing" "$TMP/err" && ok || bad "no message for a concurrent prepare: $(cat "$TMP/err")"
 fi
 
 # data import: an empty --name is refused (it wrote the shards into DATA itself)
@@ -148,6 +148,27 @@ expect_rc 2 "--tokens uint16 without --vocab" "$BIN" data import "$TMP/ids.bin" 
 expect_rc 2 "--vocab 70000" "$BIN" data import "$TMP/ids.bin" --tokens uint16 --vocab 70000 --name x --dir "$TMP/imp"
 expect_rc 2 "--vocab without --tokens" "$BIN" data import "$TMP/ids.bin" --vocab 1000 --name x --dir "$TMP/imp"
 expect_rc 2 "--tokens int32" "$BIN" data import "$TMP/ids.bin" --tokens int32 --vocab 1000 --name x --dir "$TMP/imp"
+
+# an empty --dir is refused (it wrote NAME/ at the file system's root)
+expect_rc 2 "import with an empty --dir" "$BIN" data import "$TMP/text" --name e --dir ""
+grep -q -- "--dir is empty" "$TMP/err" && ok || bad "empty --dir: $(cat "$TMP/err")"
+expect_rc 2 "prepare with an empty --dir" "$BIN" data prepare --dir ""
+# one writer at a time in a data folder: an import while the lock is held is refused, and
+# writes nothing
+if command -v flock >/dev/null; then
+  flock "$TMP/imp/.prepare.lock" -c "\"$BIN\" data import \"$TMP/text\" --name locked --dir \"$TMP/imp\"" >"$TMP/out" 2>"$TMP/err"
+  [ $? = 1 ] && grep -q "is writing in" "$TMP/err" && [ ! -e "$TMP/imp/locked" ] && ok || bad "an import beside a held lock: $(cat "$TMP/err")"
+fi
+# a late line start (a long last line) would leave a validation part of one byte: the
+# cut goes to the 99 % byte instead
+awk 'BEGIN{for(i=0;i<2000;i++) printf "word "; printf "\n\n"; for(i=0;i<3000;i++) printf "long paragraph "; printf "\n\n"}' > "$TMP/para"
+expect_rc 0 "import of a text with a long last line" "$BIN" data import "$TMP/para" --name para --dir "$TMP/imp"
+grep -q "54454 train and 550 val bytes" "$TMP/out" && ok || bad "long last line: $(cat "$TMP/out")"
+# past `ulimit -f` the write fails with a message and leaves no .tmp
+expect_rc 1 "import past the file-size limit" bash -c 'ulimit -f 8; exec "$0" data import "$1" --name big --dir "$2"' \
+  "$BIN" "$TMP/para" "$TMP/imp"
+grep -q "File too large" "$TMP/err" && [ ! -e "$TMP/imp/big/train.bin.tmp" ] && [ ! -e "$TMP/imp/big/train.bin" ] && ok ||
+  bad "import past the file-size limit: $(cat "$TMP/err"; ls "$TMP/imp/big" 2>&1)"
 
 echo "data.sh: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -113,6 +113,27 @@ if "$S2HC" version -v | grep -Eq "GPUs +0:"; then
   expect_status 2 "run.backend cuda across processes, no GPU here" -- "${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/cu.yaml" --quiet
   expect_out "key 'run.backend' is cuda, but no (usable )?GPU" "names run.backend and says there is no GPU"
 fi
+# a bad key: said once, by rank 0, though every rank reads the config
+expect_status 2 "a bad key under 2 ranks" -- "${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/big.yaml" --quiet --set train.lr=fast
+[ "$(grep -c "key 'train.lr'" "$TMP/out")" = 1 ] && ok "the bad key is said once" || fail "said $(grep -c "key 'train.lr'" "$TMP/out") times: $(cat "$TMP/out")"
+# SIGTERM to rank 1's process alone stops the run as one to every rank does: saved, exit 130
+conf sig s2hc 1
+sed -i 's/steps: 12,/steps: 100000,/' "$TMP/sig.yaml"
+"${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/sig.yaml" --quiet >"$TMP/sig.out" 2>&1 & mp=$!
+r1=""
+for _ in $(seq 600); do
+  [ -e "$TMP/runs/sig/ckpt.h5" ] && for p in $(pgrep -f "train $TMP/sig.yaml"); do
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && r1=$p
+  done
+  [ -n "$r1" ] && break; sleep 0.1
+done
+[ -n "$r1" ] && kill -TERM "$r1"
+wait $mp; st=$?
+[ -n "$r1" ] && [ "$st" = 130 ] && ok "SIGTERM to rank 1 alone: exit 130" || fail "SIGTERM to rank 1 (pid '$r1'): exit $st: $(tail -3 "$TMP/sig.out")"
+grep -q "interrupted" "$TMP/sig.out" && [ "$(grep -c "stopping at the next safe point" "$TMP/sig.out")" = 0 ] \
+  && ok "rank 0 says the run was interrupted; rank 1 is silent" || fail "messages: $(cat "$TMP/sig.out")"
+h5dump -a /status "$TMP/runs/sig/run.h5" 2>/dev/null | grep -q finished && fail "the stopped run says finished" || ok "not finished"
+rm -rf "$TMP/runs/sig"
 conf d s2hc 1
 expect_status 2 "ranks given different --set" -- timeout 120 mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 \
   -np 1 "$S2HC" train "$TMP/d.yaml" --quiet --set train.lr=0.003 : -np 1 "$S2HC" train "$TMP/d.yaml" --quiet --set train.lr=0.002

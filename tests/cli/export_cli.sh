@@ -189,6 +189,34 @@ done
   || fail "export -o changed the run's files"
 ls "$TMP" "$R" | grep -q '\.tmp$' && fail "a .tmp was left behind: $(ls "$TMP" "$R" | grep '\.tmp$')" \
   || ok "no .tmp left behind"
+# nor over what is not a plain file (the rename would replace a link, a pipe, a device)
+# or another run's HDF5 file
+ln -s "$TMP/target" "$TMP/lnk" && mkfifo "$TMP/fifo"
+for o in "$TMP/lnk" "$TMP/fifo"; do
+  expect_status 2 "-o $(basename "$o") (not a regular file) is refused" -- "$S2HC" export "$R" -o "$o"
+  expect_out "exists and is not a regular file" "says why"
+done
+[ -L "$TMP/lnk" ] && [ -p "$TMP/fifo" ] && [ ! -e "$TMP/target" ] && ok "the link and the pipe are as they were" \
+  || fail "export -o replaced a link or a pipe"
+expect_status 2 "-o another run's run.h5 is refused" -- "$S2HC" export "$R" -o "$TMP/runs/b/run.h5"
+expect_out "is an HDF5 file" "says it is an HDF5 file"
+# a checkpoint with a NaN weight (training never saves one): refused by every reader,
+# naming the tensor, before a NaN row or file is written
+cp -r "$R" "$TMP/runs/nan" && rm -f "$TMP/runs/nan/model.safetensors"
+off=$(h5dump -p -H -d /model/transformer.ln_f.weight "$TMP/runs/nan/ckpt.h5" | awk '/OFFSET/{print $2}')
+printf '\x00\x00\xc0\x7f' | dd of="$TMP/runs/nan/ckpt.h5" bs=1 seek=$((off + 8)) conv=notrunc 2>/dev/null
+sums=$(md5sum < "$TMP/runs/nan/run.h5")
+for c in eval export; do
+  expect_status 1 "$c of a checkpoint holding a NaN" -- "$S2HC" $c "$TMP/runs/nan"
+  expect_out "tensor transformer.ln_f.weight holds a non-finite value \(nan at element 2\)" "$c names the tensor"
+done
+[ "$(md5sum < "$TMP/runs/nan/run.h5")" = "$sums" ] && [ ! -e "$TMP/runs/nan/model.safetensors" ] \
+  && ok "and writes nothing" || fail "a damaged checkpoint was evaluated or exported"
+rm "$TMP/runs/nan/ckpt.h5"
+expect_status 1 "a finished run whose ckpt.h5 was removed" -- "$S2HC" export "$TMP/runs/nan"
+expect_out "ckpt.h5 is missing \(moved or deleted\?\)" "says it is missing, not that the run never saved"
+expect_status 2 "eval of two runs" -- "$S2HC" eval "$R" "$TMP/runs/b"
+expect_out "one run directory at a time" "says one at a time"
 mkdir "$TMP/ro" && chmod 555 "$TMP/ro"
 if [ "$(id -u)" != 0 ]; then
   expect_status 1 "an unwritable directory" -- "$S2HC" export "$R" -o "$TMP/ro/m.safetensors"

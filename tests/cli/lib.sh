@@ -28,4 +28,9 @@ make_synth_data() {
         split("sees,likes,follows,finds,crosses",v,","); split("the house.,a red ball.,the road.,her garden.",o,",");
         for(i=0;i<6000;i++) printf "%s %s %s ", s[int(rand()*5)+1], v[int(rand()*5)+1], o[int(rand()*4)+1]}' > "$dir/synth/text"
   "$S2HC" data import "$dir/synth/text" --dir "$dir" --name synth >/dev/null
+  # and another text, out of its domain (data.ood may not name the training corpus)
+  mkdir -p "$dir/synth_ood"
+  awk 'BEGIN{srand(11); split("one bird,two fish,some rain,this ship",s,","); split("flies over,swims under,falls on",v,",");
+        split("the sea.,a hill.,the town.",o,","); for(i=0;i<2000;i++) printf "%s %s %s ", s[int(rand()*4)+1], v[int(rand()*3)+1], o[int(rand()*3)+1]}' > "$dir/synth_ood/text"
+  "$S2HC" data import "$dir/synth_ood/text" --dir "$dir" --name synth_ood >/dev/null
 }

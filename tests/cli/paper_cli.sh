@@ -27,7 +27,7 @@ set:
   train.ckpt_every: 0
   probe.every: 3
   probe.final_samples: 4
-  data.ood: [synth]
+  data.ood: [synth_ood]
 sweep:
   residual.method: [identity, hc, mhc, mhc_lite, kromhc, s2hc]
 include:

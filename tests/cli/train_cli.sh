@@ -8,7 +8,7 @@ cat > "$TMP/t.yaml" <<YAML
 model: {n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
 residual: {method: identity, n_streams: 4}
 train: {batch: 4, steps: 30, warmup: 3, lr: 0.003, min_lr: 0.0003, eval_every: 10, eval_batches: 2, ckpt_every: 10}
-data: {dir: $TMP/data, train: synth, ood: [synth]}
+data: {dir: $TMP/data, train: synth, ood: [synth_ood]}
 run: {name: tour, out: $TMP/runs}
 probe: {every: 10, final_samples: 8}
 YAML
@@ -58,6 +58,14 @@ rows_after=$(h5dump -d /eval/step "$TMP/runs/tour/run.h5" 2>/dev/null | grep -m1
 expect_status 0 "eval --data DIR" -- "$S2HC" eval "$TMP/runs/tour" --data "$TMP/data.moved"
 expect_out "val +[0-9]+\.[0-9]+" "eval --data evaluates the validation split"
 mv "$TMP/data.moved" "$TMP/data"
+# an out-of-domain corpus that is gone: refused before anything is evaluated, the run
+# file as it was (its earlier numbers would have stood beside this evaluation's)
+mv "$TMP/data/synth_ood" "$TMP/synth_ood.moved"
+sums=$(md5sum < "$TMP/runs/tour/run.h5")
+expect_status 1 "eval without an out-of-domain corpus fails" -- "$S2HC" eval "$TMP/runs/tour"
+expect_out "out-of-domain corpus 'synth_ood' \(key 'data.ood'" "the error names the corpus and the key"
+[ "$(md5sum < "$TMP/runs/tour/run.h5")" = "$sums" ] && ok "and leaves the run file alone" || fail "the run file changed"
+mv "$TMP/synth_ood.moved" "$TMP/data/synth_ood"
 expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set model.n_embd=64
 expect_out "differs" "the refusal names the difference"
 expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
