@@ -274,11 +274,15 @@ static void gemm_time(const gemm_shape *s, int ns, int reps, double *t, double *
 }
 
 /* The products as a training step by batch slices runs them: one parallel region, each
- * thread a single-threaded call on its share of every product's rows in turn, with no
- * barrier between products (count[i] times product i). One warm-up, then the wall and
- * process CPU seconds of one pass. For small shapes this beats gemm_time's region per
- * product (a fork and join each), and the step beats gemm_time's limit (MFU over 100 %)
- * unless the limit is timed this way too. */
+ * thread its own slice of the tokens in every product in turn, single-threaded calls,
+ * no barrier between products (count[i] times product i). A forward or input-gradient
+ * product (ta = 0) takes the slice's rows of the output; a weight gradient (ta = 1,
+ * dW = dout^T in over the tokens) the slice's share of the sum, K, into the thread's own
+ * copy of dW, as each slice has its own gradient buffers (their sum, once a step, is not a
+ * product and is left out). Every thread writes its own output buffer. One warm-up, then
+ * the wall and process CPU seconds of one pass. For small shapes this beats gemm_time's
+ * region per product (a fork and join each), and the step beat gemm_time's limit (an MFU
+ * over 100 %) while the limit was timed that way alone. */
 static void gemm_time_sliced(const gemm_shape *s, const int *count, int ns, double *t, double *cpu) {
     size_t amax = 0, bmax = 0, cmax = 0;
     for (int i = 0; i < ns; i++) {
@@ -287,8 +291,13 @@ static void gemm_time_sliced(const gemm_shape *s, const int *count, int ns, doub
         bmax = b > bmax ? b : bmax;
         cmax = c > cmax ? c : cmax;
     }
+    int nthr = 1;
+#ifdef _OPENMP
+    nthr = omp_get_max_threads();
+#endif
+    cmax = (cmax + 15) / 16 * 16; /* each thread's buffer on its own cache lines */
     float *A = calloc_check(amax, sizeof(float)), *B = calloc_check(bmax, sizeof(float)),
-          *C = calloc_check(cmax, sizeof(float));
+          *C = calloc_check(cmax * (size_t)nthr, sizeof(float));
     for (int rep = 0; rep < 2; rep++) {
         double c0 = cpu_seconds(), t0 = now_seconds();
 #pragma omp parallel
@@ -298,14 +307,21 @@ static void gemm_time_sliced(const gemm_shape *s, const int *count, int ns, doub
             nth = omp_get_num_threads();
             tid = omp_get_thread_num();
 #endif
+            float *Ct = C + (size_t)tid * cmax;
             for (int i = 0; i < ns; i++) {
                 const gemm_shape *g = &s[i];
                 const int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
                 const enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
-                int lo = (int)((long long)g->M * tid / nth), hi = (int)((long long)g->M * (tid + 1) / nth);
-                for (int k = 0; k < count[i] && hi > lo; k++)
-                    cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, g->N, g->K, 1.0f, g->ta ? A + lo : A + (size_t)lo * lda,
-                                lda, B, ldb, 1.0f, C + (size_t)lo * g->N, g->N);
+                const int T = g->ta ? g->K : g->M; /* the tokens: K of a weight gradient, else M */
+                const int lo = (int)((long long)T * tid / nth), hi = (int)((long long)T * (tid + 1) / nth);
+                for (int k = 0; k < count[i] && hi > lo; k++) {
+                    if (g->ta) /* dW [M x N] += A[lo:hi]^T B[lo:hi]: the slice's tokens */
+                        cblas_sgemm(CblasRowMajor, ta, tb, g->M, g->N, hi - lo, 1.0f, A + (size_t)lo * lda, lda,
+                                    B + (size_t)lo * ldb, ldb, 1.0f, Ct, g->N);
+                    else
+                        cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, g->N, g->K, 1.0f, A + (size_t)lo * lda, lda, B,
+                                    ldb, 1.0f, Ct, g->N);
+                }
             }
         }
         *t = now_seconds() - t0;

@@ -185,10 +185,9 @@ static int clist_count(const s2hc_config *c, const cfg_key *k) {
     return *(const int *)((const char *)c + k->count_off);
 }
 
-/* User text made safe to quote in a message: at most 48 bytes (cut at a UTF-8 character
- * boundary, "..." appended), control bytes shown as '?'. */
-static void shown(char *out, size_t outlen, const char *s, size_t n) {
-    const size_t max = 48;
+/* User text made safe to quote in a message: at most max bytes (cut at a UTF-8 character
+ * boundary, "..." appended), control bytes shown as '?'; shown(): 48 bytes. */
+static void shown_max(char *out, size_t outlen, const char *s, size_t n, size_t max) {
     size_t m = n > max ? max : n;
     while (m < n && m > 0 && ((unsigned char)s[m] & 0xC0) == 0x80) m--;
     size_t j = 0;
@@ -199,6 +198,8 @@ static void shown(char *out, size_t outlen, const char *s, size_t n) {
     if (m < n && j + 4 < outlen) { memcpy(out + j, "...", 3); j += 3; }
     out[j] = '\0';
 }
+
+static void shown(char *out, size_t outlen, const char *s, size_t n) { shown_max(out, outlen, s, n, 48); }
 
 FILE *config_messages = NULL;
 
@@ -910,7 +911,9 @@ int config_yaml_too_deep(const char *text, size_t len, int *line, int *col) {
             else if (ch == quote) quote = 0;
             continue;
         }
-        if (ch == '"' || ch == '\'') quote = ch;
+        /* a quote opens a quoted scalar only where a token starts (o'brien is plain) */
+        const char prev = i ? text[i - 1] : ' ';
+        if ((ch == '"' || ch == '\'') && (isspace((unsigned char)prev) || strchr("[{,:-?", prev))) quote = ch;
         else if (ch == '#' && (i == 0 || isspace((unsigned char)text[i - 1]))) {
             while (i + 1 < len && text[i + 1] != '\n') i++;
         } else if (ch == '[' || ch == '{') {
@@ -1031,7 +1034,7 @@ static const char *cfg_key_example(const char *section, char *buf, size_t len) {
 
 int config_set(s2hc_config *c, const char *assignment) {
     char src[640], shown_as[600];
-    shown(shown_as, sizeof shown_as, assignment, strlen(assignment)); /* one line, whatever it holds */
+    shown_max(shown_as, sizeof shown_as, assignment, strlen(assignment), 400); /* one line, whatever it holds */
     snprintf(src, sizeof src, "--set %s", shown_as);
     const char *eq = strchr(assignment, '=');
     if (!eq) {
@@ -1162,6 +1165,16 @@ int config_from_yaml_text(s2hc_config *c, const char *text, const char *source) 
 
 int config_key_known(const char *key) { return key && key_find(key) != NULL; }
 
+int config_check_ood(const s2hc_config *c, const char *source) {
+    for (int i = 0; i < c->n_ood; i++)
+        if (strcmp(c->ood[i], c->train_corpus) == 0) { /* it would be scored on the text it trained on */
+            report(source ? source : "config", NULL, "data.ood", "'%s' is the training corpus (data.train); an "
+                   "out-of-domain corpus must be another", c->ood[i]);
+            return 2;
+        }
+    return 0;
+}
+
 int config_validate(const s2hc_config *c, const char *source) {
     if (!source) source = "config";
     char err[512];
@@ -1169,12 +1182,6 @@ int config_validate(const s2hc_config *c, const char *source) {
     for (int i = 0; i < N_KEYS; i++)
         if (check_key(c, &cfg_keys[i], err, sizeof err)) {
             report(source, NULL, cfg_keys[i].key, "%s", err);
-            return 2;
-        }
-    for (int i = 0; i < c->n_ood; i++)
-        if (strcmp(c->ood[i], c->train_corpus) == 0) { /* it would be scored on the text it trained on */
-            report(source, NULL, "data.ood", "'%s' is the training corpus (data.train); an out-of-domain corpus must "
-                   "be another", c->ood[i]);
             return 2;
         }
     if (c->n_embd % c->n_head != 0) {

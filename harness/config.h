@@ -96,6 +96,9 @@ int config_set(s2hc_config *c, const char *assignment);
 /* Cross-field checks after loading (n_embd % n_head, rc needs n_streams 1, ...). Prints
  * the problem naming the keys and returns 2, or 0. */
 int config_validate(const s2hc_config *c, const char *source);
+/* A new run's rule, not a stored config's (runs trained before it keep opening): data.ood
+ * may not name data.train, whose text the model trained on. 0, or 2 after the message. */
+int config_check_ood(const s2hc_config *c, const char *source);
 
 /* The resolved configuration as YAML text (every key, schema order), malloc'd; the
  * caller frees. Loading this text back gives an identical struct. */

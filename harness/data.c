@@ -192,11 +192,11 @@ int shard_write(const char *path, const void *tokens, uint64_t count, uint32_t v
     return shard_write_tmp(path, tokens, count, vocab, bytes_per_token) != 0 ? -1 : commit_file_tmp(path);
 }
 
-/* A corpus's two shards, both written before either replaces the old pair: a failure
- * leaves the old corpus whole (each write gives its own message). The old val.bin goes
- * before the new train.bin takes its place, so a kill between the two renames leaves a
- * corpus without val.bin (refused by `train`, `bad` in `data list`), never the new
- * train.bin beside the old val.bin. 0 or -1. */
+/* A corpus's two shards, both written before either replaces the old pair: a failure to
+ * write either leaves the old corpus whole (each write gives its own message). The old
+ * val.bin goes before the new train.bin takes its place, so a failure or a kill from
+ * there to the last rename leaves a corpus without val.bin (refused by `train`, `bad` in
+ * `data list`), never a train.bin and a val.bin of two different texts. 0 or -1. */
 static int shard_pair_write(const char *tpath, const void *train, uint64_t nt, const char *vpath, const void *val,
                             uint64_t nv, uint32_t vocab, uint32_t bpt) {
     if (shard_write_tmp(tpath, train, nt, vocab, bpt) != 0) return -1;

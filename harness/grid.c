@@ -1141,7 +1141,7 @@ static int expand_block(const grid_spec *g, const s2hc_config *base, const grid_
         if (make_name(g, &p)) { free(p.vals); return 2; }
         char src[CFG_PATH + 160];
         snprintf(src, sizeof src, "%s: point %d (%s)", g->path, p.index, p.name);
-        if (config_validate(&p.cfg, src)) {
+        if (config_validate(&p.cfg, src) || config_check_ood(&p.cfg, src)) {
             char v[1024];
             point_values_text(&p, v, sizeof v);
             int own_preset = 0;

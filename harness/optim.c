@@ -22,8 +22,9 @@ void optim_free(adamw_state *o) {
 double lr_at(const s2hc_config *c, int step) {
     if (c->warmup > 0 && step < c->warmup) return c->lr * (double)(step + 1) / (double)c->warmup;
     int span = c->steps - c->warmup;
-    if (span <= 0) return c->lr;      /* warmup = steps: no decay */
-    if (span == 1) return c->min_lr;  /* the decay's one step is its last */
+    if (span <= 0) return c->lr;                       /* warmup = steps: no decay */
+    if (span == 1) return c->warmup > 0 ? c->min_lr : c->lr; /* after a warm-up, the decay's one step is its
+                                                                 last; a run of one step trains at lr */
     double p = (double)(step - c->warmup) / (double)(span - 1);
     if (p > 1) p = 1;
     return c->min_lr + 0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * p));

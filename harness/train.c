@@ -256,6 +256,31 @@ int run_busy_unsaved(const char *dir) {
     return 1;
 }
 
+/* Training never saves a NaN or infinite weight or moment (a diverged run keeps its last
+ * good checkpoint): one in a checkpoint is damage, and would become NaN losses, rows and
+ * files. 0, or -1 after naming the file, the tensor and the element. The moments m and v
+ * may be NULL. */
+static int ckpt_values_finite(const gpt_model *m, const real *params, const float *mom1, const float *mom2,
+                              const char *file) {
+    const void *arr[3] = {params, mom1, mom2};
+    static const char *const what[3] = {"", " (its AdamW first moment)", " (its AdamW second moment)"};
+    for (int a = 0; a < 3; a++) {
+        if (!arr[a]) continue;
+        for (int t = 0; t < m->n_tensors; t++) {
+            const param_info *pi = &m->pinfo[t];
+            for (size_t i = 0; i < pi->numel; i++) {
+                const double x = a == 0 ? (double)params[pi->offset + i] : (double)((const float *)arr[a])[pi->offset + i];
+                if (!isfinite(x)) {
+                    fprintf(stderr, "s2hc: error: %s: tensor %s%s holds a non-finite value (%g at element %zu): the "
+                            "file is damaged\n", file, pi->name, what[a], x, i);
+                    return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 /* 1 when dir has a checkpoint; else 0 after saying so (and, for a run directory, what
  * its run file says of the run). */
 static int run_has_ckpt(const char *dir) {
@@ -340,18 +365,10 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
         h5log_free(log);
         return 1;
     }
-    /* training never saves a NaN or infinite weight (a diverged run keeps its last good
-       checkpoint): one there is damage, and would become NaN losses, rows and files */
-    for (int t = 0; t < m->n_tensors; t++) {
-        const param_info *pi = &m->pinfo[t];
-        for (size_t i = 0; i < pi->numel; i++)
-            if (!isfinite(m->params[pi->offset + i])) {
-                fprintf(stderr, "s2hc: error: %s: tensor %s holds a non-finite value (%g at element %zu): the file "
-                        "is damaged\n", ckpt, pi->name, (double)m->params[pi->offset + i], i);
-                model_free(m);
-                h5log_free(log);
-                return 1;
-            }
+    if (ckpt_values_finite(m, m->params, NULL, NULL, ckpt) != 0) {
+        model_free(m);
+        h5log_free(log);
+        return 1;
     }
     return 0;
 }
@@ -597,6 +614,11 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
         goto out;
     }
     if (rank > 0) goto parts; /* the other ranks: the model, then the agreement below */
+    /* a new run's rule (a run that has a checkpoint continues under its stored config) */
+    if (!(resume && file_exists(ckpt_path)) && config_check_ood(&cfg, cfg_path)) {
+        status = RUN_USAGE;
+        goto out;
+    }
     data_shard_path(train_path, sizeof train_path, cfg.data_dir, cfg.train_corpus, "train");
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
     if (loader_open(&loader, train_path, cfg.seed ^ 0xD1B54A32D192ED03ULL, err, sizeof err) != 0) {
@@ -695,6 +717,11 @@ parts:;
         if (rc != 0) {
             fprintf(stderr, "s2hc: error: cannot resume: %s\n", err);
             { status = RUN_FAILED; goto out; }
+        }
+        if (ckpt_values_finite(&model, model.params, opt.m, opt.v, ckpt_path) != 0) {
+            free((char *)meta.config_yaml);
+            status = RUN_FAILED;
+            goto out;
         }
         rc = check_resume_config(meta.config_yaml, &cfg, yaml, ckpt_path, cfg_path);
         free((char *)meta.config_yaml);

@@ -943,6 +943,8 @@ static void test_lr_schedule(void) {
     CHECK(lr_at(&c, 3) == 1.0 && lr_at(&c, 4) == 0.1, "steps = warmup + 1: %g, %g", lr_at(&c, 3), lr_at(&c, 4));
     c.steps = 4;
     CHECK(lr_at(&c, 3) == 1.0, "steps = warmup: %g at the last step", lr_at(&c, 3));
+    c.warmup = 0, c.steps = 1;
+    CHECK(lr_at(&c, 0) == 1.0, "one step, no warm-up: %g", lr_at(&c, 0));
 }
 
 /* Clipping: a gradient norm of 4 clip scales every gradient by 1/4 as AdamW reads it (the

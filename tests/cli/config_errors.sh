@@ -38,7 +38,7 @@ done
 { printf '\xff\xfe'; printf 'train:\n  lr: !!str 2e-3\n' | iconv -t UTF-16LE; } > "$TMP/u16.yaml"
 expect_status 2 "a UTF-16 config" -- "$S2HC" train "$TMP/u16.yaml" --set run.out="$TMP/runs"
 expect_out "u16.yaml:1:1: .*UTF-8" "names the file and says UTF-8"
-expect_status 2 "the training corpus out of domain too" -- "$S2HC" train "$cfg" --set data.train=kjv --set run.out="$TMP/runs"
+expect_status 2 "the training corpus out of domain too" -- "$S2HC" train "$cfg" --set data.train=kjv --set train.warmup=1 --set run.out="$TMP/runs"
 expect_out "key 'data.ood': 'kjv' is the training corpus" "names data.ood and the corpus"
 [ ! -e "$TMP/runs" ] && ok "nothing written on config errors" || fail "a run directory was created"
 expect_status 2 "unknown command exits 2" -- "$S2HC" frobnicate

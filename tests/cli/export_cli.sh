@@ -212,6 +212,15 @@ for c in eval export; do
 done
 [ "$(md5sum < "$TMP/runs/nan/run.h5")" = "$sums" ] && [ ! -e "$TMP/runs/nan/model.safetensors" ] \
   && ok "and writes nothing" || fail "a damaged checkpoint was evaluated or exported"
+# --resume reads the checkpoint too: refused, and the run file as it was
+conf sn s2hc 4
+"$S2HC" train "$TMP/sn.yaml" --quiet --stop-after 1 >/dev/null 2>&1
+off=$(h5dump -p -H -d /model/transformer.ln_f.weight "$TMP/runs/sn/ckpt.h5" | awk '/OFFSET/{print $2}')
+printf '\x00\x00\x80\x7f' | dd of="$TMP/runs/sn/ckpt.h5" bs=1 seek=$((off + 4)) conv=notrunc 2>/dev/null
+sums=$(md5sum < "$TMP/runs/sn/run.h5")
+expect_status 1 "--resume from a checkpoint holding an infinity" -- "$S2HC" train "$TMP/sn.yaml" --resume --quiet
+expect_out "tensor transformer.ln_f.weight holds a non-finite value \(inf at element 1\)" "names the tensor"
+[ "$(md5sum < "$TMP/runs/sn/run.h5")" = "$sums" ] && ok "and the run file is as it was" || fail "--resume changed run.h5"
 rm "$TMP/runs/nan/ckpt.h5"
 expect_status 1 "a finished run whose ckpt.h5 was removed" -- "$S2HC" export "$TMP/runs/nan"
 expect_out "ckpt.h5 is missing \(moved or deleted\?\)" "says it is missing, not that the run never saved"
