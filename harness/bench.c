@@ -228,18 +228,24 @@ static void gemm_run(const gemm_shape *g, const float *A, const float *B, float 
     }
 }
 
+/* The largest A, B and C of a list of products, in floats: the buffers' sizes. */
+static void gemm_sizes(const gemm_shape *s, int ns, size_t *amax, size_t *bmax, size_t *cmax) {
+    *amax = *bmax = *cmax = 0;
+    for (int i = 0; i < ns; i++) {
+        size_t a = (size_t)s[i].M * s[i].K, b = (size_t)s[i].K * s[i].N, c = (size_t)s[i].M * s[i].N;
+        *amax = a > *amax ? a : *amax;
+        *bmax = b > *bmax ? b : *bmax;
+        *cmax = c > *cmax ? c : *cmax;
+    }
+}
+
 /* Time `reps` repetitions of a list of products, each product both ways (gemm_run) and
  * the faster one counted: the best this BLAS does on these shapes. Wall seconds of each
  * repetition into t[], process CPU seconds into cpu[] (may be NULL; the CPU time of the
  * way counted). Buffers are sized for the largest product. */
 static void gemm_time(const gemm_shape *s, int ns, int reps, double *t, double *cpu) {
-    size_t amax = 0, bmax = 0, cmax = 0;
-    for (int i = 0; i < ns; i++) {
-        size_t a = (size_t)s[i].M * s[i].K, b = (size_t)s[i].K * s[i].N, c = (size_t)s[i].M * s[i].N;
-        amax = a > amax ? a : amax;
-        bmax = b > bmax ? b : bmax;
-        cmax = c > cmax ? c : cmax;
-    }
+    size_t amax, bmax, cmax;
+    gemm_sizes(s, ns, &amax, &bmax, &cmax);
     float *A = malloc_check(amax * sizeof(float)), *B = malloc_check(bmax * sizeof(float)),
           *C = malloc_check(cmax * sizeof(float));
     rng_t r;
@@ -284,13 +290,8 @@ static void gemm_time(const gemm_shape *s, int ns, int reps, double *t, double *
  * region per product (a fork and join each), and the step beat gemm_time's limit (an MFU
  * over 100 %) while the limit was timed that way alone. */
 static void gemm_time_sliced(const gemm_shape *s, const int *count, int ns, double *t, double *cpu) {
-    size_t amax = 0, bmax = 0, cmax = 0;
-    for (int i = 0; i < ns; i++) {
-        size_t a = (size_t)s[i].M * s[i].K, b = (size_t)s[i].K * s[i].N, c = (size_t)s[i].M * s[i].N;
-        amax = a > amax ? a : amax;
-        bmax = b > bmax ? b : bmax;
-        cmax = c > cmax ? c : cmax;
-    }
+    size_t amax, bmax, cmax;
+    gemm_sizes(s, ns, &amax, &bmax, &cmax);
     int nthr = 1;
 #ifdef _OPENMP
     nthr = omp_get_max_threads();
