@@ -88,7 +88,7 @@ typedef struct {
 typedef struct {
     an_run *r;
     int n, cap;
-    int bad_paths; /* given paths that were missing, not runs, or held no run */
+    int bad_paths; /* given paths that were missing, not runs or held no run, and run files that could not be read */
 } an_runset;
 
 /* Load every run under each path: a run directory (holds run.h5), a run.h5 file, or a
@@ -167,13 +167,25 @@ int an_cell_runs(const an_runset *rs, const char *scale, const char *corpus, con
 int an_cell_runs_steps(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
                        int steps, int *idx, int cap);
 /* The representative run of a variant for the figures: the lowest seed in the primary
- * cell at the primary n, else at any n (a finished run before one that is not); -1 if
- * none. */
+ * cell at the primary n, else at any n (a finished run before one that is not); for
+ * identity alone, else a run at the same scale on another corpus; -1 if none. */
 int an_rep_run(const an_ctx *c, const char *variant);
+/* Two runs a comparison may pair: the same seed, length and optimisation recipe, both
+ * finished, and the same n unless one is single-stream (Tables 1 to 3, Fig 1's ratios). */
+int an_pairable(const an_run *x, const an_run *y);
 
 /* Helpers to write files under OUT: fopen of OUT/sub/name (directories created); exits
  * through the caller's error path (NULL with a message). */
 FILE *an_open(const char *out, const char *sub, const char *name);
+/* Close a file of an_open: checked, then renamed over OUT/SUB/NAME (a failed write leaves
+ * the older file whole, says so and counts in an_write_failures; `analyze` then exits 1). */
+int an_close(FILE *f);
+extern int an_write_failures;
+/* Around one analysis into OUT: begin starts the list of files it writes; end removes the
+ * files the previous analysis there wrote (OUT/.analyze-files) that this one did not (a
+ * user's own files stay; after a failed write nothing goes) and lists this one's. */
+void an_outputs_begin(const char *out);
+int an_outputs_end(const char *out);
 int an_mkdirs(const char *path);
 
 /* Method display order and names. */

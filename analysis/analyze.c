@@ -94,7 +94,7 @@ static void write_captions(an_ctx *c) {
             fprintf(f, "%s: mean largest deviation singular value %.3f, largest last one %.2e. ", an_pretty(hv[i]), top, last);
         }
     fprintf(f, "\n");
-    fclose(f);
+    an_close(f);
 }
 
 static void write_summary(an_ctx *c) {
@@ -114,12 +114,14 @@ static void write_summary(an_ctx *c) {
             c->corpus, c->rs->n, main_runs, bench, minseeds, maxseeds);
     int ri = an_rep_run(c, "s2hc");
     if (ri < 0) ri = an_rep_run(c, "rc");
+    for (int i = 0; i < c->rs->n && ri < 0; i++) /* neither: any run of the figures' cell */
+        if (!c->rs->r[i].bench && !strcmp(c->rs->r[i].scale, c->scale) && !strcmp(c->rs->r[i].corpus, c->corpus)) ri = i;
     if (ri >= 0) {
         const an_run *r = &c->rs->r[ri];
         fprintf(f, "model=%d layers, %d heads, C = %d, T = %d, batch %d x %d, %d steps\n", r->n_layer, r->n_head, r->n_embd,
                 r->block_size, r->batch, r->grad_accum, r->steps);
     }
-    fclose(f);
+    an_close(f);
 }
 
 int analyze_main(int argc, char **argv) {
@@ -154,8 +156,8 @@ int analyze_main(int argc, char **argv) {
         return 1;
     }
     if (rs.bad_paths) { /* a mistyped run directory: not a report that silently leaves it out */
-        fprintf(stderr, "s2hc: error: %d of the given paths hold no run (above); nothing written\n",
-                rs.bad_paths);
+        fprintf(stderr, "s2hc: error: %d of the given paths or their run files cannot be read (above); nothing "
+                "written\n", rs.bad_paths);
         an_runset_free(&rs);
         return 1;
     }
@@ -176,9 +178,14 @@ int analyze_main(int argc, char **argv) {
                 c.corpus, out, out);
     else if (!quiet)
         fprintf(stderr, "s2hc analyze: %d runs, all for throughput only -> %s/data, %s/tables\n", n, out, out);
+    an_write_failures = 0;
+    an_outputs_begin(out); /* at the end the previous analysis's other files go (another run set's) */
     int rc = an_write_figures(&c) | an_write_tables(&c);
     write_captions(&c);
     write_summary(&c);
     an_runset_free(&rs);
-    return rc ? 1 : 0;
+    if (an_outputs_end(out) != 0) an_write_failures++;
+    if (an_write_failures) /* each said above; the files it did not replace are the older ones */
+        fprintf(stderr, "s2hc: error: %d file(s) of %s could not be written (above)\n", an_write_failures, out);
+    return rc || an_write_failures ? 1 : 0;
 }

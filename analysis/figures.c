@@ -4,6 +4,9 @@
  * "column row value" triples (x = input stream j, y = output stream i). */
 #include "analysis.h"
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include "../harness/config.h"
 #include "../harness/model.h"
 #include "../harness/presets.h"
@@ -86,23 +89,125 @@ int an_rep_run(const an_ctx *c, const char *variant) {
     if (k) return first_finished(c->rs, idx, k);
     k = an_cell_runs(c->rs, c->scale, c->corpus, variant, 0, idx, 64);
     if (k) return first_finished(c->rs, idx, k);
-    /* fall back to any scale / corpus (e.g. identity from a grid at another corpus) */
+    /* the identity baseline alone may come from another corpus at the same scale (the
+       ablation grid's); any other method outside the cell is not this figure's */
+    if (strcmp(variant, "identity") != 0) return -1;
     k = an_cell_runs(c->rs, c->scale, NULL, variant, 0, idx, 64);
-    if (k) return first_finished(c->rs, idx, k);
-    k = an_cell_runs(c->rs, NULL, NULL, variant, 0, idx, 64);
     return k ? first_finished(c->rs, idx, k) : -1;
 }
 
 int an_mkdirs(const char *path) { return mkdir_p(path); }
+
+int an_write_failures = 0;
+
+/* The files an_open has open, by their final paths (written to PATH.tmp until an_close). */
+#define AN_OPEN_MAX 16
+static struct {
+    FILE *f;
+    char path[1200];
+} an_files[AN_OPEN_MAX];
 
 FILE *an_open(const char *out, const char *sub, const char *name) {
     char dir[1024], p[1200];
     snprintf(dir, sizeof dir, "%s/%s", out, sub);
     an_mkdirs(dir);
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    if (!f) fprintf(stderr, "s2hc: error: cannot write %s\n", p);
+    int slot = 0;
+    while (slot < AN_OPEN_MAX && an_files[slot].f) slot++;
+    FILE *f = slot < AN_OPEN_MAX ? tmp_stream_open(p) : NULL;
+    if (!f) {
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", p, slot < AN_OPEN_MAX ? strerror(errno) : "too many open");
+        an_write_failures++;
+        return NULL;
+    }
+    an_files[slot].f = f;
+    snprintf(an_files[slot].path, sizeof an_files[slot].path, "%s", p);
     return f;
+}
+
+/* The files this analysis wrote, relative to OUT ("data/fig1_ood.dat\n..."): the
+ * manifest the next analysis into OUT reads to remove them first. */
+static char *an_made = NULL;
+static size_t an_made_len = 0, an_made_cap = 0;
+
+static void an_made_add(const char *path) {
+    const size_t n = strlen(path) + 1;
+    if (an_made_len + n + 1 > an_made_cap) {
+        an_made_cap = (an_made_len + n + 1) * 2;
+        char *m = realloc(an_made, an_made_cap);
+        if (!m) die(1, "out of memory listing the analysis's files");
+        an_made = m;
+    }
+    memcpy(an_made + an_made_len, path, n - 1);
+    an_made_len += n;
+    an_made[an_made_len - 1] = '\n';
+    an_made[an_made_len] = '\0';
+}
+
+#define AN_MANIFEST ".analyze-files"
+
+/* 1 when this analysis wrote SUB/NAME. */
+static int an_made_has(const char *sub, const char *name) {
+    char want[600];
+    snprintf(want, sizeof want, "%s/%s\n", sub, name);
+    for (const char *p = an_made; p && (p = strstr(p, want)); p++)
+        if (p == an_made || p[-1] == '\n') return 1;
+    return 0;
+}
+
+void an_outputs_begin(const char *out) {
+    (void)out;
+    an_made_len = 0;
+    if (an_made) an_made[0] = '\0';
+}
+
+int an_outputs_end(const char *out) {
+    /* the previous analysis's files this one did not write (another run set's methods)
+       go, unless a write failed: then nothing is removed, and the list keeps them for the
+       next analysis to remove */
+    char mp[1200];
+    snprintf(mp, sizeof mp, "%s/" AN_MANIFEST, out);
+    size_t len = 0;
+    char *old = read_text_file(mp, &len);
+    for (char *line = old, *nl; line && *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl) break;
+        *nl = '\0';
+        const char *slash = strchr(line, '/');
+        /* only what an analysis writes: data/NAME or tables/NAME */
+        const int ours = slash && !strchr(slash + 1, '/') && strcmp(slash + 1, "..") && strcmp(slash + 1, ".") &&
+                         (!strncmp(line, "data/", 5) || !strncmp(line, "tables/", 7));
+        if (!ours) continue;
+        *(char *)slash = '\0';
+        const int made = an_made_has(line, slash + 1);
+        *(char *)slash = '/';
+        if (made) continue;
+        if (an_write_failures) an_made_add(line);
+        else {
+            char p[1400];
+            snprintf(p, sizeof p, "%s/%s", out, line);
+            unlink(p);
+        }
+    }
+    free(old);
+    return write_file_atomic(mp, an_made ? an_made : "", an_made_len, NULL, 0);
+}
+
+int an_close(FILE *f) {
+    int slot = 0;
+    while (slot < AN_OPEN_MAX && an_files[slot].f != f) slot++;
+    if (slot == AN_OPEN_MAX) return fclose(f);
+    const int bad = tmp_stream_commit(f, an_files[slot].path) != 0;
+    if (bad) {
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", an_files[slot].path, strerror(errno));
+        an_write_failures++;
+    } else {
+        const char *rel = strrchr(an_files[slot].path, '/'); /* SUB/NAME */
+        while (rel && rel > an_files[slot].path && rel[-1] != '/') rel--;
+        an_made_add(rel ? rel : an_files[slot].path);
+    }
+    an_files[slot].f = NULL;
+    return bad ? -1 : 0;
 }
 
 /* "column row value" for an n x n matrix (row-major), blank line between rows. */
@@ -174,7 +279,7 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
                    "# column j (input stream), row i (output stream), H_res[i,j]\n", r->variant, mid_layer, Lh - 1, r->dir);
         columns(f, "j i h_res");
         write_cells(f, H, n);
-        fclose(f);
+        an_close(f);
         /* Fig 9: sequence 0's token-averaged matrices at four depths, and its composite */
         depths[0] = 0;
         depths[1] = Lh >= 4 ? (Lh * 1) / 4 : (Lh > 1 ? 1 : 0);
@@ -193,13 +298,13 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
                     k < 4 ? "one sublayer" : "composite H_{Lh-1}...H_0");
             columns(f, "j i h_res");
             write_cells(f, H, n);
-            fclose(f);
+            an_close(f);
             snprintf(name, sizeof name, "fig9_%s_%d_sums.dat", hres_variants[vi], k);
             if (!(f = an_open(c->out, "data", name))) continue;
             fprintf(f, "# row sums at x = n, column sums at y = n\n");
             columns(f, "x y sum");
             write_sums(f, H, n);
-            fclose(f);
+            an_close(f);
         }
     }
     fprintf(meta, "hres_methods = \"%s\"\nhres_labels = \"%s\"\nhres_n = %d\nfig1_layer = %d\nLh = %d\n", list,
@@ -226,15 +331,29 @@ static int ood_corpora(const an_run *r, char names[][32], int cap) {
     return k;
 }
 
-/* Mean over the cell's seeds of the OOD perplexity on `corpus`. */
-static double cell_ood_ppl(const an_ctx *c, const char *variant, const char *corpus) {
-    int idx[64];
-    int k = an_cell_runs(c->rs, c->scale, c->corpus, variant, 0, idx, 64);
-    double v[64], m;
+/* A variant's out-of-domain perplexity on `corpus` over RC's, as Table 2 pairs them: the
+ * geometric mean over the cell's runs of PPL / PPL(RC) of the same seed and recipe (both
+ * finished); NaN without a pair. Means over unpaired seeds could disagree with Table 2 in
+ * sign when the methods' seeds differ (one diverged, say). */
+static double cell_ood_ratio(const an_ctx *c, const char *variant, const char *corpus) {
+    int ia[64], ib[64];
+    const int na = an_cell_runs(c->rs, c->scale, c->corpus, variant, 0, ia, 64),
+              nb = an_cell_runs(c->rs, c->scale, c->corpus, "rc", 0, ib, 64);
     char p[128];
     snprintf(p, sizeof p, "/eval/ood/%s/ppl", corpus);
-    for (int i = 0; i < k; i++) v[i] = an_scalar(&c->rs->r[idx[i]], p);
-    return an_mean_std(v, k, &m, NULL) ? m : NAN;
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++)
+            if (an_pairable(&c->rs->r[ia[i]], &c->rs->r[ib[j]])) {
+                const double x = an_scalar(&c->rs->r[ia[i]], p), y = an_scalar(&c->rs->r[ib[j]], p);
+                if (isfinite(x) && x > 0 && isfinite(y) && y > 0) {
+                    sum += log(x / y);
+                    n++;
+                }
+                break;
+            }
+    return n ? exp(sum / n) : NAN;
 }
 
 static void fig_ood(an_ctx *c, FILE *meta) {
@@ -251,28 +370,32 @@ static void fig_ood(an_ctx *c, FILE *meta) {
         if (strcmp(v, "hc") && strcmp(v, "mhc") && strcmp(v, "mhc_lite") && strcmp(v, "kromhc") && strcmp(v, "s2hc")) continue;
         int idx[4];
         if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) == 0 || nv >= 16) continue;
-        /* a method without one finite perplexity (diverged: inf; unfinished: no final eval)
-         * would be a column of NaN, which gnuplot's histogram refuses: leave it out */
+        /* a method without one finite ratio (diverged: inf; unfinished: no final eval; no
+         * RC run of its seeds) would be a column of NaN, which gnuplot's histogram
+         * refuses: leave it out */
         int finite = 0;
-        for (int k = 0; k < nc && !finite; k++) finite = isfinite(cell_ood_ppl(c, v, corp[k]));
+        for (int k = 0; k < nc && !finite; k++) finite = isfinite(cell_ood_ratio(c, v, corp[k]));
         if (finite) vs[nv++] = v;
-        else if (nc) fprintf(c->log, "s2hc analyze: Fig 1: %s has no finite out-of-domain perplexity; left out\n", an_pretty(v));
+        else if (nc) fprintf(c->log, "s2hc analyze: Fig 1: %s has no out-of-domain perplexity paired with RC's; left out\n", an_pretty(v));
     }
-    fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s, mean over seeds)\n",
+    fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s): the geometric "
+            "mean over seeds of each run's ratio to the RC run of its seed and recipe, finished runs, as Table 2\n",
             c->scale, c->corpus);
     fprintf(f, "%s corpus", AN_COLUMNS);
     for (int j = 0; j < nv; j++) fprintf(f, " %s", vs[j]);
     fprintf(f, "\n");
     int rows = 0;
     for (int k = 0; k < nc; k++) {
-        double base = cell_ood_ppl(c, "rc", corp[k]);
-        if (!isfinite(base)) continue;
+        double r[16];
+        int all = 1;
+        for (int j = 0; j < nv; j++) all &= isfinite(r[j] = cell_ood_ratio(c, vs[j], corp[k]));
+        if (!all) continue; /* a row with a gap: gnuplot's histogram takes none */
         fprintf(f, "%s", corp[k]);
-        for (int j = 0; j < nv; j++) fprintf(f, " %.6g", cell_ood_ppl(c, vs[j], corp[k]) / base);
+        for (int j = 0; j < nv; j++) fprintf(f, " %.6g", r[j]);
         fprintf(f, "\n");
         rows++;
     }
-    fclose(f);
+    an_close(f);
     char labels[512] = "";
     for (int j = 0; j < nv; j++) {
         char lab[64];
@@ -300,7 +423,7 @@ static void fig_params(an_ctx *c, FILE *meta) {
     } else preset_apply(&cfg, "small");
     FILE *f = an_open(c->out, "data", "params.dat");
     FILE *g = an_open(c->out, "data", "params.csv");
-    if (!f || !g) { if (f) fclose(f); if (g) fclose(g); return; }
+    if (!f || !g) { if (f) an_close(f); if (g) an_close(g); return; }
     fprintf(f, "# auxiliary (hyper-connection) parameters per method against n: C = %d, %d layers (%d sublayers);"
                " counted from the parameter table, as `s2hc params`\nn", cfg.n_embd, cfg.n_layer, 2 * cfg.n_layer);
     fprintf(g, "method,n,C,n_layer,aux_params,total_params\n");
@@ -325,8 +448,8 @@ static void fig_params(an_ctx *c, FILE *meta) {
         }
         fprintf(f, "\n");
     }
-    fclose(f);
-    fclose(g);
+    an_close(f);
+    an_close(g);
     fprintf(meta, "params_C = %d\nparams_layers = %d\n", cfg.n_embd, cfg.n_layer);
 }
 
@@ -353,7 +476,7 @@ static void fig_rowmax(an_ctx *c, FILE *meta) {
         for (size_t i = 0; i < st->rows; i++)
             fprintf(f, "%.0f %.6g %.6g %.6g %.6g\n", an_series_get(st, i), an_series_get(p10, i), an_series_get(med, i),
                     an_series_get(p90, i), an_series_get(df, i));
-        fclose(f);
+        an_close(f);
     }
     fprintf(meta, "fig2_methods = \"%s\"\n", list);
 }
@@ -388,7 +511,7 @@ static void fig_cos(an_ctx *c, FILE *meta) {
                         }
                         fprintf(f, "\n");
                     }
-                    fclose(f);
+                    an_close(f);
                     ok = 1;
                 }
             }
@@ -406,9 +529,9 @@ static void fig_grad(an_ctx *c, FILE *meta) {
     for (int i = 0; an_method_order[i]; i++) {
         const char *v = an_method_order[i];
         if (strchr(v, '+') || !strcmp(v, "identity") || !strcmp(v, "orthogonal") || !strcmp(v, "s2hc_rot")) continue;
-        int idx[4];
-        if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) == 0) continue;
-        const an_run *r = &c->rs->r[idx[0]];
+        const int ri = an_rep_run(c, v); /* the run the captions and the other figures describe */
+        if (ri < 0) continue;
+        const an_run *r = &c->rs->r[ri];
         const h5log_series *st = an_series(r, "/train/step"), *g = an_series(r, "/train/grad_norm");
         if (!st || !g || !st->rows) continue;
         char name[64];
@@ -427,7 +550,7 @@ static void fig_grad(an_ctx *c, FILE *meta) {
             if (isfinite(x) && x > gmax_all) gmax_all = x;
             fprintf(f, "%.0f %.6g %.6g\n", an_series_get(st, k), isfinite(x) ? fmin(x, AN_GRAD_CLAMP) : AN_GRAD_CLAMP, x);
         }
-        fclose(f);
+        an_close(f);
     }
     fprintf(meta, "fig5_methods = \"%s\"\nfig5_labels = \"%s\"\ngrad_clamp = %g\ngrad_max = %g\n", list, labels,
             AN_GRAD_CLAMP, gmax_all);
@@ -461,7 +584,7 @@ static void write_sums_fig(an_ctx *c, const an_run *r, const char *v, int k, int
             for (size_t j = 0; j < n; j++) w[m++] = an_series_get(cs, (s * Lh + l) * n + j);
         write_box(f, (double)(l + 1) + off, w, m);
     }
-    fclose(f);
+    an_close(f);
     free(w);
     size_t m = 0;
     double *x = an_series_copy(r, rows ? "/final/composite_rowsum" : "/final/composite_colsum", &m);
@@ -481,7 +604,7 @@ static void fig_colsums(an_ctx *c, FILE *meta) {
         if (ri >= 0 && an_series(&c->rs->r[ri], "/final/H_res_colsum")) nv++;
     }
     FILE *fc = an_open(c->out, "data", "fig6_composite.dat"), *fr = an_open(c->out, "data", "fig6_composite_rows.dat");
-    if (!fc || !fr) { if (fc) fclose(fc); if (fr) fclose(fr); return; }
+    if (!fc || !fr) { if (fc) an_close(fc); if (fr) an_close(fr); return; }
     fprintf(fc, "# index, min, p25, median, p75, max of the column sums of each sequence's composite product, method\n");
     fprintf(fr, "# index, min, p25, median, p75, max of the row sums of each sequence's composite product, method\n");
     columns(fc, "index min p25 median p75 max method");
@@ -512,7 +635,7 @@ static void fig_colsums(an_ctx *c, FILE *meta) {
                 fprintf(f, "%zu %.6g %.6g\n", l + 1, mean, sd);
             }
             free(v);
-            fclose(f);
+            an_close(f);
         }
         /* per-token worst deviations per sublayer (log scale in the figure) */
         const h5log_series *dc = an_series(r, "/final/colsum_dev_max"), *dr = an_series(r, "/final/rowsum_dev_max");
@@ -523,12 +646,12 @@ static void fig_colsums(an_ctx *c, FILE *meta) {
             columns(f, "sublayer colsum_dev_max rowsum_dev_max");
             for (size_t l = 0; l < dc->row_elems; l++)
                 fprintf(f, "%zu %.6g %.6g\n", l + 1, an_series_get(dc, l), an_series_get(dr, l));
-            fclose(f);
+            an_close(f);
         }
         k++;
     }
-    fclose(fc);
-    fclose(fr);
+    an_close(fc);
+    an_close(fr);
     fprintf(meta, "fig6_methods = \"%s\"\n", list);
 }
 
@@ -568,7 +691,7 @@ static void fig_throughput(an_ctx *c, FILE *meta) {
         columns(f, "n tokens_per_s");
         for (int n = 2; n <= 8; n++)
             if (isfinite(tp[n])) fprintf(f, "%d %.6g\n", n, tp[n]);
-        fclose(f);
+        an_close(f);
     }
     fprintf(meta, "fig7_methods = \"%s\"\nfig7_scale = \"%s\"\n", list, scale);
 }
@@ -599,7 +722,7 @@ static void fig_hist(an_ctx *c, FILE *meta) {
             for (size_t b = 0; b < bins; b++)
                 fprintf(f, "%.4f %.6g\n", 0.5 * (an_series_get(e, b) + an_series_get(e, b + 1)), acc[b] / tot);
         }
-        if (f) fclose(f);
+        if (f) an_close(f);
         free(acc);
     }
     fprintf(meta, "fig8_methods = \"%s\"\n", list);
@@ -632,7 +755,7 @@ static void fig_devsv(an_ctx *c, FILE *meta) {
             for (size_t k = 0; k < n; k++) fprintf(f, " %.6g", an_series_get(d, l * n + k));
             fprintf(f, "\n");
         }
-        fclose(f);
+        an_close(f);
     }
     fprintf(meta, "devsv_methods = \"%s\"\ndevsv_n = %d\n", list, nmax);
 }
@@ -666,7 +789,7 @@ static void fig_jacobian(an_ctx *c, FILE *meta) {
         free(jf);
         free(jr);
     }
-    fclose(f);
+    an_close(f);
     fprintf(meta, "jac_rows = %d\n", k);
 }
 
@@ -676,9 +799,10 @@ static void fig_loss(an_ctx *c, FILE *meta) {
     char list[256] = "", labels[512] = "";
     for (int i = 0; an_method_order[i]; i++) {
         const char *v = an_method_order[i];
-        int idx[4];
-        if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) == 0) continue;
-        const an_run *r = &c->rs->r[idx[0]];
+        int ri = an_rep_run(c, v); /* the run the captions and the other figures describe */
+        if (ri >= 0 && strcmp(c->rs->r[ri].corpus, c->corpus)) ri = -1; /* another corpus's losses: another text */
+        if (ri < 0) continue;
+        const an_run *r = &c->rs->r[ri];
         size_t n = 0, ns = 0;
         double *loss = an_series_copy(r, "/train/loss", &n), *st = an_series_copy(r, "/train/step", &ns);
         if (ns < n) n = ns; /* rows of /train/step and /train/loss pair up (a file from elsewhere may differ) */
@@ -701,7 +825,7 @@ static void fig_loss(an_ctx *c, FILE *meta) {
                 size_t cnt = k + 1 < w ? k + 1 : w;
                 fprintf(f, "%.0f %.6g %.6g\n", st[k], loss[k], acc / (double)cnt);
             }
-            fclose(f);
+            an_close(f);
         }
         free(loss);
         free(st);
@@ -741,7 +865,7 @@ int an_write_csvs(const char *out) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, ".dat")) continue;
+        if (n < 5 || strcmp(e->d_name + n - 4, ".dat") || !an_made_has("data", e->d_name)) continue;
         char path[1400], name[300];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         size_t len = 0;
@@ -759,7 +883,7 @@ int an_write_csvs(const char *out) {
                     if (*l != '#' && end > l + strspn(l, " \t")) csv_words(f, l, end);
                     l = nl ? nl + 1 : end;
                 }
-                fclose(f);
+                an_close(f);
                 made++;
             }
         }
@@ -786,7 +910,7 @@ int an_write_figures(an_ctx *c) {
     fig_devsv(c, meta);
     fig_jacobian(c, meta);
     fig_loss(c, meta);
-    fclose(meta);
+    an_close(meta);
     an_write_csvs(c->out); /* the same numbers for people */
     return 0;
 }

@@ -4,11 +4,19 @@
  * scale and seeds, the paper's numbers beside ours) and the claims with verdicts. The
  * figures sit beside the page as PNG (shown) and SVG (linked). */
 #include "analysis.h"
+#include "../harness/util.h"
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 /* Every figure of the report: the script plots/<stem>.gp writes OUT/<stem>.{png,svg}. */
 typedef struct {
@@ -189,6 +197,40 @@ static void caption_get(const char *out, const char *stem, char *buf, size_t len
     fclose(f);
 }
 
+/* gnuplot -e "dir='OUT'" SCRIPT, its stderr appended to log: no shell between, so no
+ * path is ever read as shell syntax; in gnuplot's single quotes a quote is doubled. 0
+ * when gnuplot exited 0. */
+static int run_gnuplot(const char *out, const char *script, const char *log) {
+    char dir[2400];
+    size_t j = 0;
+    j += (size_t)snprintf(dir, sizeof dir, "dir='");
+    for (const char *c = out; *c && j + 4 < sizeof dir; c++) {
+        if (*c == '\'') dir[j++] = '\'';
+        dir[j++] = *c;
+    }
+    snprintf(dir + j, sizeof dir - j, "'");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    /* s2hc ignores SIGXFSZ (its own writers report EFBIG); gnuplot ignores a failed write,
+       so past `ulimit -f` it must die of the signal, and its figure count as failed */
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t def;
+    sigemptyset(&def);
+    sigaddset(&def, SIGXFSZ);
+    posix_spawnattr_setsigdefault(&at, &def);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
+    char *const args[] = {"gnuplot", "-e", dir, (char *)script, NULL};
+    pid_t pid;
+    int st = -1;
+    if (posix_spawnp(&pid, "gnuplot", &fa, &at, args, environ) == 0)
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
 static int run_plots(const char *out, const char *plots) {
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
         fprintf(stderr, "s2hc report: gnuplot not found: figures not drawn (make deps installs it)\n");
@@ -202,10 +244,9 @@ static int run_plots(const char *out, const char *plots) {
         char script[1024], cmd[3000];
         snprintf(script, sizeof script, "%s/%s.gp", plots, figures[i].stem);
         if (!file_exists_(script)) { fprintf(stderr, "s2hc report: no script %s\n", script); bad++; continue; }
-        snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'\" '%s' 2>>'%s'", out, script, log);
         struct stat st0;
         const long before = stat(log, &st0) == 0 ? (long)st0.st_size : 0;
-        const int failed = system(cmd) != 0;
+        const int failed = run_gnuplot(out, script, log) != 0;
         struct stat st1;
         const long after = stat(log, &st1) == 0 ? (long)st1.st_size : 0;
         if (after > before && !failed) warned++;
@@ -292,8 +333,11 @@ int report_main(int argc, char **argv) {
     snprintf(p, sizeof p, "%s/index.html", out);
     char tmp[1300];
     snprintf(tmp, sizeof tmp, "%s.tmp", p);
-    FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "s2hc: error: cannot write %s\n", tmp); return 1; }
+    FILE *f = tmp_stream_open(p);
+    if (!f) {
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", tmp, strerror(errno));
+        return 1;
+    }
     char scale[64], corpus[64], runs[32], cruns[32], truns[32], smin[16], smax[16], model[256];
     summary_get(out, "scale", scale, sizeof scale);
     summary_get(out, "corpus", corpus, sizeof corpus);
@@ -344,22 +388,27 @@ int report_main(int argc, char **argv) {
 
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
         const an_figure *g = &figures[i];
-        char png[1200], meas[4096];
+        char png[1200], svg[1200], meas[4096];
         snprintf(png, sizeof png, "%s/%s.png", out, g->stem);
+        snprintf(svg, sizeof svg, "%s/%s.svg", out, g->stem);
+        const int has_svg = file_exists_(svg);
         caption_get(out, g->stem, meas, sizeof meas);
         fprintf(f, "<h2 id=\"%s\">", g->stem);
         put_esc(f, g->title);
         fprintf(f, "</h2>\n<figure>\n");
-        if (file_exists_(png)) fprintf(f, "<a href=\"%s.svg\"><img src=\"%s.png\" alt=\"%s\"></a>\n", g->stem, g->stem, g->stem);
+        if (file_exists_(png) && has_svg)
+            fprintf(f, "<a href=\"%s.svg\"><img src=\"%s.png\" alt=\"%s\"></a>\n", g->stem, g->stem, g->stem);
+        else if (file_exists_(png)) fprintf(f, "<img src=\"%s.png\" alt=\"%s\">\n", g->stem, g->stem);
         else fprintf(f, "<p class=\"missing\">%s.png was not drawn (gnuplot missing or failed)</p>\n", g->stem);
         fprintf(f, "<figcaption><b>The paper:</b> ");
         put_esc(f, g->paper);
         fprintf(f, "<br><b>What we measured:</b> ");
         put_esc(f, g->ours);
         if (meas[0]) { fprintf(f, " "); put_esc(f, meas); }
-        fprintf(f, "<br><b>Scale:</b> %s, trained on %s, %s. Data: <code>data/</code>; script: <code>plots/%s.gp</code>; "
-                   "vector version: <a href=\"%s.svg\">%s.svg</a>.</figcaption>\n</figure>\n",
-                scale, corpus, seeds, g->stem, g->stem, g->stem);
+        fprintf(f, "<br><b>Scale:</b> %s, trained on %s, %s. Data: <code>data/</code>; script: <code>plots/%s.gp</code>",
+                scale, corpus, seeds, g->stem);
+        if (has_svg) fprintf(f, "; vector version: <a href=\"%s.svg\">%s.svg</a>", g->stem, g->stem);
+        fprintf(f, ".</figcaption>\n</figure>\n");
     }
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         const an_table_sec *t = &tables[i];
@@ -385,7 +434,10 @@ int report_main(int argc, char **argv) {
                "(experiments/paper.yaml, ablations.yaml, streams.yaml), then <code>s2hc analyze</code> writes "
                "<code>data/</code> and <code>tables/</code>, <code>gnuplot plots/*.gp</code> draws the figures and "
                "<code>s2hc report</code> writes this page; docs/paper.md explains each step.</p>\n</body></html>\n");
-    if (fclose(f) != 0 || rename(tmp, p) != 0) { fprintf(stderr, "s2hc: error: cannot write %s\n", p); return 1; }
+    if (tmp_stream_commit(f, p) != 0) {
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", p, strerror(errno));
+        return 1;
+    }
     fprintf(stderr, "s2hc report: %s\n", p);
     if (not_drawn) { /* the page is written and says which; the exit status says it too */
         fprintf(stderr, "s2hc: error: %d figure%s not drawn (the messages above say why)\n", not_drawn,

@@ -35,8 +35,9 @@ void an_label(const char *v, char *buf, size_t len) {
     snprintf(buf, len, "%s%s", an_pretty(base), plus ? strchr(v, '+') : "");
 }
 
-/* The config text without the keys that do not change what a run computes (its name,
- * where it is written, its thread count): two runs with equal keys are repeats. */
+/* The config text without the keys that do not change what a run trains (its name, where
+ * it is written, its threads and backend, how often it saves, logs, evaluates and
+ * probes): two runs with equal keys are repeats of one seed, and count once. */
 static char *config_key(const char *yaml) {
     size_t n = strlen(yaml);
     char *k = malloc(n + 1), *o = k;
@@ -46,7 +47,11 @@ static char *config_key(const char *yaml) {
         size_t len = e ? (size_t)(e - p) + 1 : strlen(p);
         const char *q = p;
         while (*q == ' ') q++;
-        if (strncmp(q, "name:", 5) && strncmp(q, "out:", 4) && strncmp(q, "threads:", 8) && strncmp(q, "backend:", 8)) {
+        static const char *const drop[] = {"name:", "out:", "threads:", "backend:", "ckpt_every:", "log_every:",
+                                           "eval_every:", "every:", NULL};
+        int keep = 1;
+        for (int d = 0; drop[d] && keep; d++) keep = strncmp(q, drop[d], strlen(drop[d])) != 0;
+        if (keep) {
             memcpy(o, p, len);
             o += len;
         }
@@ -191,7 +196,9 @@ static double run_progress(const an_run *r) {
     return (strcmp(r->status, "finished") == 0 ? 1e18 : 0) + (isnan(last) ? 0 : last);
 }
 
-static void add_run(an_runset *rs, const char *h5, int verbose) {
+/* 0, or -1 after saying why the file cannot be read (counted in bad_paths: a report that
+ * left a run out without a word would read as complete). */
+static int add_run(an_runset *rs, const char *h5, int verbose) {
     if (rs->n == rs->cap) {
         rs->cap = rs->cap ? 2 * rs->cap : 32;
         rs->r = realloc(rs->r, (size_t)rs->cap * sizeof *rs->r);
@@ -199,8 +206,9 @@ static void add_run(an_runset *rs, const char *h5, int verbose) {
     char err[512];
     an_run *r = &rs->r[rs->n];
     if (an_run_load(r, h5, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: warning: skipping %s\n", err);
-        return;
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        rs->bad_paths++;
+        return -1;
     }
     for (int i = 0; i < rs->n; i++) {
         an_run *o = &rs->r[i];
@@ -216,10 +224,11 @@ static void add_run(an_runset *rs, const char *h5, int verbose) {
             } else {
                 an_run_free(r);
             }
-            return;
+            return 0;
         }
     }
     rs->n++;
+    return 0;
 }
 
 /* Runs in dir (depth 0: dir itself; then its subdirectories, up to `depth` levels). */

@@ -102,10 +102,17 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
     fprintf(f, "\n");
     for (int r = 0; r < t->nrows; r++) {
         fprintf(f, "|");
-        for (int i = 0; i < t->ncol; i++) fprintf(f, " %s |", t->cells[(size_t)r * t->ncol + i]);
+        for (int i = 0; i < t->ncol; i++) { /* a '|' in a cell (a run's name) would split it */
+            fputc(' ', f);
+            for (const char *q = t->cells[(size_t)r * t->ncol + i]; *q; q++) {
+                if (*q == '|') fputc('\\', f);
+                fputc((unsigned char)*q < 0x20 ? ' ' : *q, f);
+            }
+            fprintf(f, " |");
+        }
         fprintf(f, "\n");
     }
-    fclose(f);
+    an_close(f);
     snprintf(fn, sizeof fn, "%s.tex", name);
     if (!(f = an_open(c->out, "tables", fn))) return -1;
     fprintf(f, "%% %s\n\\begin{table}[t]\n\\centering\\small\n\\caption{", name);
@@ -120,7 +127,7 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
             fputs(i + 1 < t->ncol ? " & " : " \\\\\n", f);
         }
     fprintf(f, "\\hline\n\\end{tabular}\n\\end{table}\n");
-    fclose(f);
+    an_close(f);
     snprintf(fn, sizeof fn, "%s.html", name);
     if (!(f = an_open(c->out, "tables", fn))) return -1;
     fprintf(f, "<table class=\"t\" id=\"tbl-%s\">\n<thead><tr>", name);
@@ -139,7 +146,7 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
         fputs("</tr>\n", f);
     }
     fprintf(f, "</tbody>\n</table>\n");
-    fclose(f);
+    an_close(f);
     snprintf(fn, sizeof fn, "%s.csv", name);
     if (!(f = an_open(c->out, "tables", fn))) return -1;
     for (int i = 0; i < t->ncol; i++) { put_csv(f, t->head[i]); fputc(i + 1 < t->ncol ? ',' : '\n', f); }
@@ -148,7 +155,7 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
             put_csv(f, t->cells[(size_t)r * t->ncol + i]);
             fputc(i + 1 < t->ncol ? ',' : '\n', f);
         }
-    fclose(f);
+    an_close(f);
     return 0;
 }
 
@@ -209,16 +216,14 @@ static int distinct_steps(const an_runset *rs, int *out, int cap) {
 typedef double (*an_metric)(const an_run *);
 static double m_val(const an_run *r) { return an_final_val_loss(r); }
 
-/* Two runs that a comparison may pair: the same seed, length and optimisation recipe,
- * both finished (a diverged or stopped run's last numbers are not its final ones), and
- * the same n unless one is single-stream. */
-static int pairable(const an_run *x, const an_run *y) {
+/* analysis.h (a diverged or stopped run's last numbers are not its final ones). */
+int an_pairable(const an_run *x, const an_run *y) {
     return x->seed == y->seed && x->steps == y->steps && (x->n == 1 || y->n == 1 || x->n == y->n) &&
            !strcmp(x->recipe, y->recipe) && !strcmp(x->status, "finished") && !strcmp(y->status, "finished");
 }
 
 /* Runs of a with n_a streams and of b with n_b (0: any), of `steps` steps (0: any),
- * paired (pairable); each run of a and each run of b pairs once. */
+ * paired (an_pairable); each run of a and each run of b pairs once. */
 static int pair_cell(const an_runset *rs, const char *scale, const char *corpus, int steps, const char *a, int n_a,
                      const char *b, int n_b, an_metric m, double *va, double *vb, int cap) {
     int ia[64], ib[64], used[64] = {0};
@@ -227,7 +232,7 @@ static int pair_cell(const an_runset *rs, const char *scale, const char *corpus,
     for (int i = 0; i < na; i++)
         for (int j = 0; j < nb; j++) {
             const an_run *x = &rs->r[ia[i]], *y = &rs->r[ib[j]];
-            if (!used[j] && pairable(x, y)) {
+            if (!used[j] && an_pairable(x, y)) {
                 const double mx = m(x), my = m(y);
                 if (isfinite(mx) && isfinite(my) && k < cap) {
                     va[k] = mx;
@@ -423,7 +428,7 @@ static void table2(an_ctx *c) {
                 for (int i = 0; i < k; i++) {
                     pr[i] = -1;
                     for (int j = 0; j < kr && pr[i] < 0; j++)
-                        if (pairable(&c->rs->r[idx[i]], &c->rs->r[ridx[j]])) pr[i] = ridx[j];
+                        if (an_pairable(&c->rs->r[idx[i]], &c->rs->r[ridx[j]])) pr[i] = ridx[j];
                 }
                 char cellbuf[TBL_MAX_COLS][64], mname[80];
                 method_n(mname, sizeof mname, v, nn);

@@ -156,21 +156,45 @@ static int rss_peak_reset(void) {
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-/* CSV files that could not be opened: the bench then says so at its end and exits 1 */
+/* CSV files that could not be written: the bench then says so at its end and exits 1 */
 static int csv_failed;
+
+/* The CSV files open, by their final paths: each is written to PATH.tmp and renamed over
+ * PATH by csv_close once whole, so a failed write leaves an earlier run's file as it was. */
+static struct {
+    FILE *f;
+    char path[1200];
+} csv_files[8];
 
 static FILE *csv_open(const bench_opts *o, const char *name, const char *header) {
     if (!o->csv_dir) return NULL;
     char p[1200];
     snprintf(p, sizeof p, "%s/%s", o->csv_dir, name);
-    FILE *f = fopen(p, "w");
+    int slot = 0;
+    while (slot < 8 && csv_files[slot].f) slot++;
+    FILE *f = slot < 8 ? tmp_stream_open(p) : NULL;
     if (!f) {
-        fprintf(stderr, "s2hc: error: bench: cannot write %s: %s\n", p, strerror(errno));
+        fprintf(stderr, "s2hc: error: bench: cannot write %s: %s\n", p, slot < 8 ? strerror(errno) : "too many open");
         csv_failed++;
         return NULL;
     }
+    csv_files[slot].f = f;
+    snprintf(csv_files[slot].path, sizeof csv_files[slot].path, "%s", p);
     fprintf(f, "%s\n", header);
     return f;
+}
+
+/* Close a csv_open file: checked, renamed into place, or counted in csv_failed. NULL: nothing. */
+static void csv_close(FILE *f) {
+    if (!f) return;
+    int slot = 0;
+    while (slot < 8 && csv_files[slot].f != f) slot++;
+    if (slot == 8) { fclose(f); return; }
+    if (tmp_stream_commit(f, csv_files[slot].path) != 0) {
+        fprintf(stderr, "s2hc: error: bench: cannot write %s: %s\n", csv_files[slot].path, strerror(errno));
+        csv_failed++;
+    }
+    csv_files[slot].f = NULL;
 }
 
 /* ---- the config of one benchmarked model -------------------------------------------- */
@@ -1337,12 +1361,12 @@ int bench_main(int argc, char **argv) {
 
     FILE *mcsv = csv_open(&o, "machine.csv", "what,threads,rate,unit,buffer_mb,load1");
     section_machine(mcsv);
-    if (mcsv) fclose(mcsv);
+    csv_close(mcsv);
 
     FILE *gcsv = csv_open(&o, "gemm.csv", "shape,M,N,K,gflops_median,gflops_best,load1");
     gemm_limits g;
     section_gemm(&o, &g, gcsv);
-    if (gcsv) fclose(gcsv);
+    csv_close(gcsv);
 
     /* the methods' files only when that section runs: --no-methods leaves an earlier
        run's bench.csv and breakdown.csv as they are, as the other sections' flags do */
@@ -1362,21 +1386,21 @@ int bench_main(int argc, char **argv) {
         section_methods(&o, bench_presets[p], &g, csv, bcsv, res);
     }
     free(res);
-    if (csv) fclose(csv);
-    if (bcsv) fclose(bcsv);
+    csv_close(csv);
+    csv_close(bcsv);
 
     if (streams) {
         FILE *scsv = csv_open(&o, "streams.csv",
                               "preset,method,n,params,aux_params,step_ms_median,tokens_per_s,x_rc,cpu_ms_median,"
                               "x_rc_cpu,model_mb,rss_mb,peak_rss_mb,load1,steps,status");
         section_streams(&o, scsv);
-        if (scsv) fclose(scsv);
+        csv_close(scsv);
     }
     if (o.probes) {
         FILE *pcsv = csv_open(&o, "probes.csv", "preset,method,n,probe_every,how,wall_ms_per_step,tokens_per_s,"
                                           "cpu_ms_per_step_per_thread,tokens_per_s_cpu,load1");
         section_probes(&o, pcsv);
-        if (pcsv) fclose(pcsv);
+        csv_close(pcsv);
     }
     if (csv_failed) {
         fprintf(stderr, "s2hc: error: bench: %d CSV file(s) could not be written in %s/ (above)\n", csv_failed,

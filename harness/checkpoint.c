@@ -135,7 +135,8 @@ int ckpt_save(const char *path, const ckpt_tensor *params, const ckpt_tensor *m,
         snprintf(what, sizeof what, "cannot set up HDF5 property lists");
         goto fail;
     }
-    f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    unlink(tmp); /* created anew: a link there is never followed */
+    f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
     if (f < 0) {
         h5_error_detail(detail, sizeof detail);
         snprintf(what, sizeof what, "cannot create the file");
@@ -179,11 +180,14 @@ int ckpt_save(const char *path, const ckpt_tensor *params, const ckpt_tensor *m,
             goto fail;
         }
     }
-    herr_t fl = H5Fflush(f, H5F_SCOPE_GLOBAL), cl = H5Fclose(f);
+    /* closed even when the flush failed; the flush's reason (EFBIG, ENOSPC) is the one to say */
+    herr_t fl = H5Fflush(f, H5F_SCOPE_GLOBAL);
+    if (fl < 0) h5_error_detail(detail, sizeof detail);
+    herr_t cl = H5Fclose(f);
     f = H5I_INVALID_HID;
     if (fl < 0 || cl < 0) {
-        h5_error_detail(detail, sizeof detail);
-        snprintf(what, sizeof what, "cannot flush and close the file (disk full?)");
+        if (fl >= 0) h5_error_detail(detail, sizeof detail);
+        snprintf(what, sizeof what, "cannot flush and close the file");
         goto fail;
     }
     H5Pclose(gcpl);

@@ -1501,6 +1501,7 @@ static void inspect(const grid_point *p, const char *const *ood, int nood, grid_
     /* a run directory that is not one (a file in its place): no run can start there */
     struct stat db;
     if (st->state == GS_PENDING && stat(dir, &db) == 0 && !S_ISDIR(db.st_mode)) st->state = GS_FAILED;
+    if (st->start_failed && st->state != GS_FINISHED && st->state != GS_DIVERGED) st->state = GS_FAILED;
     if (probe_lock && dir_locked(dir)) st->state = GS_RUNNING;
 }
 
@@ -1935,6 +1936,7 @@ typedef struct {
     int *queue, nq, qi;
     int running, started, failed, elsewhere, refused;
     int stopping;     /* a signal asked the runner to stop: children that die now were stopped */
+    int index_failed; /* index.csv or a grid.status could not be written: the grid exits 1 */
     double wall_sum, t0, last_draw;
     int wall_n;
     char exe[PATH_MAX];
@@ -2052,7 +2054,7 @@ static void launch(grid_runner *r, int i) {
     if (mkdir_p(dir) != 0) {
         s->state = GS_FAILED;
         r->failed++;
-        sl->start_failed = 1;
+        sl->start_failed = r->st[i].start_failed = 1;
         event(r, 1, "FAILED  #%d %s: cannot create %s: %s", p->index, p->name, dir, strerror(errno));
         return;
     }
@@ -2061,7 +2063,7 @@ static void launch(grid_runner *r, int i) {
     if (fd == -1) {
         s->state = GS_FAILED;
         r->failed++;
-        sl->start_failed = 1;
+        sl->start_failed = r->st[i].start_failed = 1;
         event(r, 1, "FAILED  #%d %s: cannot open %s: %s", p->index, p->name, lockp, strerror(errno));
         return;
     }
@@ -2130,7 +2132,7 @@ static void launch(grid_runner *r, int i) {
         if (logfd >= 0) close(logfd);
         s->state = GS_FAILED;
         r->failed++;
-        sl->start_failed = 1;
+        sl->start_failed = r->st[i].start_failed = 1;
         event(r, 1, "FAILED  #%d %s: cannot write %s", p->index, p->name, wrc ? cfgp : logp);
         return;
     }
@@ -2160,7 +2162,7 @@ static void launch(grid_runner *r, int i) {
         close(logfd);
         s->state = GS_FAILED;
         r->failed++;
-        sl->start_failed = 1;
+        sl->start_failed = r->st[i].start_failed = 1;
         event(r, 1, "FAILED  #%d %s: pipe: %s", p->index, p->name, strerror(errno));
         return;
     }
@@ -2228,7 +2230,7 @@ static void launch(grid_runner *r, int i) {
         close(fd);
         s->state = GS_FAILED;
         r->failed++;
-        sl->start_failed = 1;
+        sl->start_failed = r->st[i].start_failed = 1;
         event(r, 1, "FAILED  #%d %s: fork: %s", p->index, p->name, strerror(errno));
         return;
     }
@@ -2270,7 +2272,7 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
     else if (code == RUN_USAGE && s->state == GS_CHANGED) state = GS_CHANGED;
     else state = GS_FAILED;
     double total = (isnan(before) ? 0 : before) + wall;
-    write_grid_status(dir, state, code, total);
+    if (write_grid_status(dir, state, code, total) != 0) r->index_failed = 1;
     s->state = state;
     s->exit_code = code;
     s->wall_s = total;
@@ -2302,7 +2304,7 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
         surface_errors(r, logp, sl->log_off);
         break;
     }
-    grid_write_index(r->g, r->pts, r->n, r->st);
+    if (grid_write_index(r->g, r->pts, r->n, r->st) != 0) r->index_failed = 1;
 }
 
 static int run_points(grid_runner *r) {
@@ -2525,7 +2527,7 @@ int grid_main(int argc, char **argv) {
     fflush(stdout);
     int stopped = run_points(&r);
     if (r.tty) printf("\r\033[K");
-    grid_write_index(&g, pts, n, r.st);
+    if (grid_write_index(&g, pts, n, r.st) != 0) r.index_failed = 1;
 
     /* the outcome, from disk: every point, or the one --job point */
     int c[GS_N] = {0};
@@ -2547,6 +2549,8 @@ int grid_main(int argc, char **argv) {
     free(r.st);
     free(r.slot);
     free(r.queue);
+    if (r.index_failed) /* each failure said above; the points' own files are whole */
+        fprintf(stderr, "s2hc: error: the grid's index.csv or a point's grid.status could not be written (above)\n");
     if (stopped) return RUN_INTERRUPTED;
-    return bad > 0 ? RUN_FAILED : RUN_OK; /* not the count: 2 would read as a bad grid */
+    return bad > 0 || r.index_failed ? RUN_FAILED : RUN_OK; /* not the count: 2 would read as a bad grid */
 }

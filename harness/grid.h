@@ -129,6 +129,7 @@ typedef struct {
     double ood_ppl[GRID_MAX_OOD]; /* one per corpus of grid_ood_names (NaN when absent) */
     char diff[512];          /* GS_CHANGED: the first differing key */
     int threads_used, processes_used; /* run.h5's root attributes `threads`, `processes`; 0 unknown */
+    int start_failed;        /* this runner could not start it (its directory, lock, config or log): failed */
     /* cache: run.h5 is read again only when its mtime or size changed */
     long long h5_mtime_ns, h5_size;
     int h5_kind;             /* 0 none, 1 finished, 2 diverged, 3 running, 4 unreadable, 5 changed */

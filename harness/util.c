@@ -484,6 +484,36 @@ int commit_file_tmp(const char *path) {
     return 0;
 }
 
+FILE *tmp_stream_open(const char *path) {
+    char tmp[1300];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    unlink(tmp);
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f && fd >= 0) {
+        const int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+    }
+    return f;
+}
+
+int tmp_stream_commit(FILE *f, const char *path) {
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int bad = ferror(f) || fflush(f) != 0, e = errno;
+    if (fclose(f) != 0 && !bad) bad = 1, e = errno;
+    if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
+    if (!bad) return 0;
+    unlink(tmp);
+    errno = e ? e : EIO;
+    return -1;
+}
+
 int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
     return write_file_tmp(path, head, head_len, body, body_len) != 0 ? -1 : commit_file_tmp(path);
 }

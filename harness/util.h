@@ -128,6 +128,12 @@ int write_file_atomic(const char *path, const void *head, size_t head_len, const
  * drop_file_tmp(path) abandons it. */
 int write_file_tmp(const char *path, const void *head, size_t head_len, const void *body, size_t body_len);
 int commit_file_tmp(const char *path);
+/* A file written as a stream, whole or not at all: tmp_stream_open gives a stream on
+ * path.tmp (created anew: a link or a pipe there is removed, never followed);
+ * tmp_stream_commit checks every write, closes it and renames it over path. NULL or -1
+ * with errno saying why (no path.tmp left); no message, the caller names its file. */
+FILE *tmp_stream_open(const char *path);
+int tmp_stream_commit(FILE *f, const char *path);
 void drop_file_tmp(const char *path);
 
 #endif

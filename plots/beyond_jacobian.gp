@@ -2,7 +2,7 @@
 # network (branches on) and for the residual path alone (branches off), mean ± std over
 # validation sequences, per method. Data: beyond_jacobian.dat
 # (index, method, full mean, full std, residual mean, residual std, sequences).
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "beyond_jacobian"
 W = 1100; H = 550
 do for [fmt in "png svg"] {

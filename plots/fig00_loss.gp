@@ -1,6 +1,6 @@
 # Training loss per step (faint) and its moving average (bold), one run per method, in the
 # cell the figures show: context for Table 1. Data: loss_<method>.dat (step, loss, moving average).
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "fig00_loss"
 W = 1100; H = 550
 K = words(loss_methods)

@@ -1,7 +1,7 @@
 # Fig 1: learned H_res of mHC, mHC-lite (KromHC) and s2HC as annotated heat maps (top);
 # perplexity relative to RC per out-of-domain corpus (bottom left); auxiliary parameters
 # against n (bottom right). Data: fig1_hres_<method>.dat, fig1_ood.dat, params.dat.
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "fig01_overview"
 W = 1400; H = 950
 K = words(hres_methods)

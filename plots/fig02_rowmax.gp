@@ -2,7 +2,7 @@
 # its 10-90 % band (every row of every per-token matrix of every sublayer). Right: the
 # fraction of per-token matrices whose row maxima all sit on the diagonal.
 # Data: fig2_<method>.dat (step p10 median p90 diag_frac).
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "fig02_rowmax"
 W = 1300; H = 500
 K = words(fig2_methods)

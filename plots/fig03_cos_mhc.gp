@@ -2,7 +2,7 @@
 # line per sublayer (colour = depth), over training: the fixed-identity baseline (left,
 # from the ablation grid) against mhc (right). Data: fig3_cos_<method>.dat
 # (step, then one column per sublayer).
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "fig03_cos_mhc"
 method = "mhc"
 W = 1300; H = 500

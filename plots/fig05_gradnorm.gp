@@ -1,6 +1,6 @@
 # Fig 5: global gradient norm (before clipping) over training, one run per method, clamped
 # at grad_clamp (5) for display as in the paper. Data: fig5_<method>.dat (step, clamped, raw).
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "fig05_gradnorm"
 W = 1100; H = 550
 K = words(fig5_methods)

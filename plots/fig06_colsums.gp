@@ -7,7 +7,7 @@
 # the authors store the transpose, so their "column sums" are our row sums.
 # Data: fig6_{colsum,rowsum}_<m>.dat, fig6_composite{,_rows}.dat, fig6_cumnorm_<m>.dat,
 # fig6_sumdev_<m>.dat.
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "fig06_colsums"
 W = 1500; H = 950
 K = words(fig6_methods)

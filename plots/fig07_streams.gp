@@ -1,7 +1,7 @@
 # Fig 7: left, measured training throughput against the number of streams n (median
 # tokens/s over the steps of the streams grid's runs); right, auxiliary parameters
 # against n, counted, log scale. Data: fig7_tput_<method>.dat, params.dat.
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "fig07_streams"
 W = 1300; H = 520
 K = words(fig7_methods)

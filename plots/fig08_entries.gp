@@ -2,7 +2,7 @@
 # final probe's sequences, per method (fraction per 0.01 bin, log scale; empty bins drop
 # below the axis).
 # Data: fig8_<method>.dat (bin centre, fraction).
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "fig08_entries"
 W = 1100; H = 550
 K = words(fig8_methods)

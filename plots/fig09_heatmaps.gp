@@ -1,7 +1,7 @@
 # Fig 9: H_res of validation sequence 0 (token-averaged) at four depths and the composite
 # product, one row per method; row sums printed right of each matrix, column sums below.
 # Data: fig9_<method>_<k>.dat (k = 0..3 depths, 4 composite) and fig9_<method>_<k>_sums.dat.
-load system("dirname ".ARG0)."/style.gp"
+load system("dirname '".ARG0."'")."/style.gp"
 stem = "fig09_heatmaps"
 K = words(hres_methods)
 R = K > 0 ? K : 1

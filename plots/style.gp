@@ -22,9 +22,11 @@ label1(m) = m eq "rc" ? "RC" : m eq "identity" ? "identity" : m eq "hc" ? "HC" :
 label(m) = label1(base(m)).option(m)
 
 # term(fmt): the terminal and output file for "png" or "svg"; W, H and stem set by the script
+# (the file name is an expression of dir and stem, never text pasted into the command: a
+# quote or a space in the output folder's path stays a path)
 term(fmt) = fmt eq "png" ? \
-    sprintf("set terminal pngcairo enhanced size %d,%d font 'DejaVu Sans,11' linewidth 1.3; set output '%s/%s.png'", W, H, dir, stem) : \
-    sprintf("set terminal svg enhanced size %d,%d font 'DejaVu Sans,11' background '#ffffff'; set output '%s/%s.svg'", W, H, dir, stem)
+    sprintf("set terminal pngcairo enhanced size %d,%d font 'DejaVu Sans,11' linewidth 1.3; set output dir.'/'.stem.'.png'", W, H) : \
+    sprintf("set terminal svg enhanced size %d,%d font 'DejaVu Sans,11' background '#ffffff'; set output dir.'/'.stem.'.svg'", W, H)
 
 # nodata(msg): an empty panel that says why (use: eval nodata("..."); plot 2 notitle)
 nodata(msg) = sprintf("set label 99 \"%s\" at graph 0.5, graph 0.5 center; set xrange [0:1]; set yrange [0:1]; unset xtics; unset ytics; unset key", msg)

@@ -71,6 +71,8 @@ void h5_error_detail(char *buf, size_t len) {
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk_cb_, &c);
     if (c.outer[0] && strcmp(c.outer, c.inner) != 0) snprintf(buf, len, "%s: %s", c.outer, c.inner);
     else snprintf(buf, len, "%s", c.inner);
+    for (char *p = buf; *p; p++) /* one line (HDF5's system error text holds a time stamp's newline) */
+        if (*p == '\n' || *p == '\r') *p = ' ';
 }
 
 int h5_check_file(const char *path, const char *what, char *err, size_t errlen) {
@@ -583,7 +585,8 @@ int h5log_save(const h5log *log, const char *path) {
         snprintf(what, sizeof what, "cannot set up HDF5 property lists");
         goto fail;
     }
-    f = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    unlink(tmp); /* created anew: a link there is never followed */
+    f = H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, fapl);
     if (f < 0) {
         h5_error_detail(detail, sizeof detail);
         snprintf(what, sizeof what, "cannot create the file");
@@ -599,10 +602,13 @@ int h5log_save(const h5log *log, const char *path) {
             snprintf(what, sizeof what, "cannot write attribute %s of %s", log->attrs[i].name, log->attrs[i].path);
             goto fail;
         }
-    herr_t fl = H5Fflush(f, H5F_SCOPE_GLOBAL), cl = H5Fclose(f); /* closed even when the flush failed */
+    /* closed even when the flush failed; the flush's reason (EFBIG, ENOSPC) is the one to say */
+    herr_t fl = H5Fflush(f, H5F_SCOPE_GLOBAL);
+    if (fl < 0) h5_error_detail(detail, sizeof detail);
+    herr_t cl = H5Fclose(f);
     if (fl < 0 || cl < 0) {
         f = H5I_INVALID_HID;
-        h5_error_detail(detail, sizeof detail);
+        if (fl >= 0) h5_error_detail(detail, sizeof detail);
         snprintf(what, sizeof what, "cannot flush and close the file");
         goto fail;
     }

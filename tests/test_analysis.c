@@ -656,6 +656,11 @@ static void test_comparison_rules(void) {
     CHECK(h2 && !strncmp(h2, "| HC | 20.00 ± 14.14 (2) |", 26), "Table 2's HC means are over its finished seeds:\n%s", t2);
     CHECK(h2 && strstr(h2, "| 1.0000 |") && strstr(h2, "| 1.0000 |") < strchr(h2 + 1, '\n'),
           "HC / RC over HC's finished seeds (1 and 3, as RC's) is 1, not HC's mean over RC's mean:\n%s", t2);
+    /* Fig 1's bars pair the same way (an unpaired HC / RC on c4 would read 20 / 46.7) */
+    snprintf(p, sizeof p, "%s/data/fig1_ood.dat", out);
+    const char *f1 = slurp(p);
+    CHECK(strstr(f1, " hc s2hc\n") && strstr(f1, "\nc4 1 0.5\n") && strstr(f1, "\nwiki 1 0.5\n"),
+          "Fig 1: HC / RC and s²HC / RC paired by seed (mHC of another recipe left out):\n%s", f1);
     snprintf(p, sizeof p, "%s/tables/table2_paper.md", out);
     CHECK(strstr(slurp(p), "| HC | 113.6 | 264.3 | 144.6 | 1517.8 | 70.4 |") != NULL,
           "the paper's Table 2 has its HC row (L):\n%s", slurp(p));

@@ -83,6 +83,13 @@ expect_status 0 "bench --no-methods --no-streams runs" -- "$S2HC" bench --quick 
 [ "$(cat "$TMP/csv/bench.csv" "$TMP/csv/breakdown.csv" | md5sum)" = "$before" ] \
   && ok "--no-methods keeps bench.csv and breakdown.csv" || fail "--no-methods rewrote bench.csv/breakdown.csv: $(wc -l < "$TMP/csv/bench.csv") lines"
 expect_out "^CSV written to .*/ \(machine, gemm\)$" "--no-methods: the CSV line names machine and gemm alone"
+# a CSV write that fails (past `ulimit -f`): said, exit 1, the earlier file whole
+before=$(md5sum < "$TMP/csv/gemm.csv")
+expect_status 1 "bench --csv past the file-size limit" -- bash -c 'ulimit -f 1; exec "$0" bench --quick --preset tiny --no-methods --no-streams --no-probes --threads 1 --csv "$1" >/dev/null' \
+  "$S2HC" "$TMP/csv"
+expect_out "cannot write .*gemm.csv: File too large" "names the file and says why"
+[ "$(md5sum < "$TMP/csv/gemm.csv")" = "$before" ] && ! ls "$TMP/csv" | grep -q '\.tmp$' \
+  && ok "gemm.csv as it was, no .tmp left" || fail "gemm.csv changed or a .tmp was left: $(ls "$TMP/csv")"
 # --threads N: the GEMM section's header gives the count OpenBLAS runs with, N
 expect_status 0 "bench --threads 1" -- "$S2HC" bench --quick --preset tiny --no-methods --no-streams --threads 1 --csv none
 expect_out "^== sgemm through OpenBLAS \(core [^,]*, 1 threads\) ==$" "--threads 1: the GEMM header says 1 thread"

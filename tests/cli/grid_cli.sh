@@ -285,6 +285,16 @@ expect_out "FAILED +#1 p2: cannot open .*p2/.lock" "the event names the point an
 expect_out "1/2 finished, 1 failed" "the summary counts it failed"
 grep -q '^1,p2,.*,failed,' "$TMP/blocked/index.csv" && ok "index.csv says failed too" \
   || fail "index.csv: $(grep '^1,' "$TMP/blocked/index.csv")"
+# a point whose config.yaml cannot be written (a directory there): failed in index.csv too
+# (it read pending: only the summary knew)
+rm -rf "$TMP/blocked" && mkdir -p "$TMP/blocked/p2/config.yaml"
+expect_status 1 "a point whose config.yaml cannot be written" -- "$S2HC" grid "$TMP/blocked.yaml" "${D[@]}" --out "$TMP/blocked" -j 1
+grep -q '^1,p2,.*,failed,' "$TMP/blocked/index.csv" && ok "index.csv says failed" \
+  || fail "index.csv: $(grep '^1,' "$TMP/blocked/index.csv")"
+# an index.csv that cannot be written: said, and the grid exits 1
+rm -rf "$TMP/blocked" && mkdir -p "$TMP/blocked/p1/grid.status"
+expect_status 1 "a grid.status that cannot be written fails the grid" -- "$S2HC" grid "$TMP/blocked.yaml" "${D[@]}" --out "$TMP/blocked" -j 1
+expect_out "grid.status could not be written" "says so"
 # a point stopped under 2 threads keeps them when a later runner resumes it, whatever
 # that runner's share per point (a step's bits depend on the batch's cut): it ends with
 # the bits of the uninterrupted point

@@ -149,6 +149,26 @@ expect_out "nothere: No such file" "names the missing path"
 expect_status 0 "a report of throughput runs only" -- "$REPORT" report "$TMP/runs/s2hc-n2" "$TMP/runs/mhc-n3" -o "$TMP/tp"
 grep -q "all for throughput only" "$TMP/tp/index.html" && ! grep -q "scale trained on <b></b>" "$TMP/tp/index.html" \
   && ok "the page says every run is for throughput" || fail "throughput-only page: $(grep -o 'Generated.\{0,200\}' "$TMP/tp/index.html")"
+# an output path with a quote, a space and $(...): gnuplot gets it as a path, no shell reads it
+Q="$TMP/q'uo te\$(touch $TMP/pwned)"
+expect_status 0 "report into a path with a quote, a space and \$(...)" -- "$REPORT" report "$TMP/runs/rc-n1" "$TMP/runs/s2hc-n4" -o "$Q"
+[ -s "$Q/fig01_overview.png" ] && [ -s "$Q/fig01_overview.svg" ] && ok "the figures are drawn there" || fail "no figures in $Q: $(tail -2 "$TMP/out")"
+[ ! -e "$TMP/pwned" ] && ok "and no shell ran the path" || fail "the -o path was run by a shell"
+# a second analysis into the same folder removes the first one's files, not the user's
+: > "$Q/data/mine.txt"
+expect_status 0 "report of fewer runs into the same folder" -- "$REPORT" report "$TMP/runs/rc-n1" -o "$Q" --no-plots
+[ ! -e "$Q/data/fig5_s2hc.dat" ] && [ ! -e "$Q/data/fig5_s2hc.csv" ] && [ -e "$Q/data/mine.txt" ] && [ -e "$Q/data/fig5_rc.dat" ] \
+  && ok "the earlier run set's files are gone, the user's stays" || fail "stale or lost files: $(ls "$Q/data" | head -40 | tr '\n' ' ')"
+# a run file that cannot be read is an error, not a run left out without a word
+mkdir -p "$TMP/bad/r" && head -c 3000 "$TMP/runs/rc-n1/run.h5" > "$TMP/bad/r/run.h5"
+expect_status 1 "analyze with a truncated run file among the runs" -- "$REPORT" analyze "$TMP/runs/s2hc-n4" "$TMP/bad" -o "$TMP/badout"
+expect_out "cannot be read \(above\); nothing written" "says so"
+# a write that fails (past `ulimit -f`) is an error, and the older file stays whole
+cp "$OUT/tables/claims.md" "$TMP/claims.before"
+expect_status 1 "analyze past the file-size limit" -- bash -c 'ulimit -f 2; exec "$0" analyze "$1" -o "$2" -q' "$REPORT" "$TMP/runs" "$OUT"
+expect_out "could not be written" "says files could not be written"
+cmp -s "$OUT/tables/claims.md" "$TMP/claims.before" && ok "the older claims.md is whole" || fail "claims.md was truncated"
+ls "$OUT/data" "$OUT/tables" | grep -q '\.tmp$' && fail "a .tmp was left" || ok "no .tmp left"
 expect_status 0 "report --help" -- "$REPORT" report --help
 expect_out "example" "--help shows an example"
 finish paper_cli

@@ -386,4 +386,13 @@ expect_status 1 "--resume with an unreadable run.h5 is refused" -- "$S2HC" train
 expect_out "cannot resume: .*dmg/run.h5" "the error names the run file"
 [ "$(md5sum < "$TMP/runs/dmg/run.h5")" = "$sum" ] && [ "$(md5sum < "$TMP/runs/dmg/ckpt.h5")" = "$csum" ] &&
   ok "run.h5 and ckpt.h5 are left as they were" || fail "the refused resume changed the run's files"
+# a save past `ulimit -f` says why (the flush's "File too large", not the close's), exits
+# 1, and leaves the last checkpoint whole; a link at a .tmp name is replaced, never followed
+echo precious > "$TMP/victim"
+mkdir -p "$TMP/runs/lim" && ln -s "$TMP/victim" "$TMP/runs/lim/ckpt.h5.tmp"
+expect_status 1 "a checkpoint past the file-size limit" -- bash -c 'ulimit -f 400; exec "$0" train "$1" --set run.name=lim --quiet' \
+  "$S2HC" "$TMP/t.yaml"
+expect_out "lim/ckpt.h5: cannot save checkpoint .*File too large" "the error says File too large"
+[ "$(cat "$TMP/victim")" = precious ] && ok "the link's target is untouched" || fail "a link at ckpt.h5.tmp was followed"
+ls "$TMP/runs/lim" | grep -q '\.tmp$' && fail "a .tmp was left: $(ls "$TMP/runs/lim")" || ok "no .tmp left"
 finish train_cli
