@@ -1350,6 +1350,13 @@ static inline HC_FMA real hc_rstd_of(const real *x, size_t D) {
     for (; k + HC_VL <= D; k += HC_VL) { const hc_vec v = hc_load(x + k); a0 += v * v; }
     real ss = hc_vsum((a0 + a1) + (a2 + a3));
     for (; k < D; k++) ss = hc_fma_s(x[k], x[k], ss);
+    if (!isfinite(ss)) { /* a float sum past 3.4e38 (an rms above ~1e19 / sqrt(D)): in double, where
+                            finite values cannot overflow (else rstd 0 silently turned the
+                            coefficients off); a row holding a NaN or inf stays so */
+        double sd = 0;
+        for (size_t i = 0; i < D; i++) sd += (double)x[i] * (double)x[i];
+        return (real)(1.0 / sqrt(sd / (double)D + RMS_EPS));
+    }
     return (real)(1.0 / sqrt((double)ss / (double)D + RMS_EPS));
 }
 

@@ -113,7 +113,7 @@ int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iter
     real *Xp = malloc_check(total * sizeof(real)), *Yp = malloc_check(total * sizeof(real));
     double *alpha = calloc_check(nblk * Kb, sizeof(double)), *beta = calloc_check(nblk * Kb, sizeof(double));
     double *best = calloc_check(nblk, sizeof(double)), *rho_prev = calloc_check(nblk, sizeof(double));
-    double *h = malloc_check(nblk * sizeof(double));
+    double *h = malloc_check(nblk * sizeof(double)), *gscale = malloc_check(nblk * sizeof(double));
     int *kb = malloc_check(nblk * sizeof(int)); /* basis vectors of each block in this cycle */
     rng_t r;
     rng_seed(&r, PROBE_JAC_SEED);
@@ -140,10 +140,19 @@ int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iter
                 for (size_t q = b * D; q < (b + 1) * D; q++) Xp[q] = X0[q] - (j < kb[b] ? (real)(h[b] * vj[q]) : 0);
             model_streams_forward(m, Xp, branches);
             const real *Ym = model_streams(m, Lh);
-            for (size_t b = 0; b < nblk; b++)
+            /* g = J v in units of gscale[b] per block (its largest entry 1): J^T J v in float
+               overflowed past ||J|| ~ 1e19 (a run blowing up), and the read-out went NaN */
+            for (size_t b = 0; b < nblk; b++) {
+                double mx = 0;
+                for (size_t q = b * D; q < (b + 1) * D && j < kb[b]; q++) {
+                    const double d = fabs(((double)Yp[q] - (double)Ym[q]) / (2 * h[b]));
+                    if (d > mx) mx = d;
+                }
+                gscale[b] = mx > 0 && isfinite(mx) ? mx : 1;
                 for (size_t q = b * D; q < (b + 1) * D; q++)
-                    g[q] = j < kb[b] ? (real)(((double)Yp[q] - (double)Ym[q]) / (2 * h[b])) : 0;
-            /* w = Jᵀ g, exact */
+                    g[q] = j < kb[b] ? (real)(((double)Yp[q] - (double)Ym[q]) / (2 * h[b]) / gscale[b]) : 0;
+            }
+            /* w = Jᵀ g, exact (so J^T J v = gscale w) */
             model_streams_forward(m, X0, branches);
             model_streams_backward(m, g, w);
             steps++;
@@ -171,16 +180,16 @@ int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iter
             for (size_t b = 0; b < nblk; b++) {
                 if (j >= kb[b]) continue;
                 real *wb = w + b * D;
-                alpha[b * Kb + j] = dot_blk(V + (size_t)j * total + b * D, wb, D);
-                for (int pass = 0; pass < 2; pass++) /* classical Gram-Schmidt, twice */
+                alpha[b * Kb + j] = gscale[b] * dot_blk(V + (size_t)j * total + b * D, wb, D);
+                for (int pass = 0; pass < 2; pass++) /* classical Gram-Schmidt, twice (in w's units) */
                     for (int i = 0; i <= j; i++) {
                         const real *vi = V + (size_t)i * total + b * D;
                         double c = dot_blk(vi, wb, D);
                         for (size_t q = 0; q < D; q++) wb[q] -= (real)(c * vi[q]);
                     }
                 double bn = sqrt(dot_blk(wb, wb, D));
-                beta[b * Kb + j] = bn;
-                if (j + 1 < Kb && bn > 1e-9 * fabs(alpha[b * Kb + j]) && isfinite(bn)) {
+                beta[b * Kb + j] = gscale[b] * bn;
+                if (j + 1 < Kb && beta[b * Kb + j] > 1e-9 * fabs(alpha[b * Kb + j]) && isfinite(bn)) {
                     real *vn = V + (size_t)(j + 1) * total + b * D;
                     for (size_t q = 0; q < D; q++) vn[q] = (real)(wb[q] / bn);
                     kb[b] = j + 2;
@@ -235,6 +244,7 @@ int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iter
     free(best);
     free(rho_prev);
     free(h);
+    free(gscale);
     free(kb);
     return steps;
 }

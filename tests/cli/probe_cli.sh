@@ -109,4 +109,20 @@ if command -v h5dump >/dev/null; then
 fi
 ls "$TMP/runs/pm/"*.tmp >/dev/null 2>&1 && fail "temporary files left behind" || ok "no temporary files left"
 expect_status 1 "probe without a checkpoint" -- "$S2HC" probe "$TMP/runs/nope"
+# a network that blows up and stays finite (hc at lr 10: streams' rms ~1e28 at the top):
+# the Jacobian's norm (~1e29) is read out finite (J^T J v had overflowed float: NaN), and
+# the last sublayer's RMSNorm still scales its row (its float sum of squares had
+# overflowed: rstd 0, every token the same coefficients)
+conf big hc 4
+"$S2HC" train "$TMP/big.yaml" --quiet --set model.n_layer=6 --set model.n_embd=32 --set model.block_size=32 \
+  --set train.lr=10 --set train.min_lr=1 --set train.steps=60 --set train.warmup=5 --set probe.every=0 \
+  --set probe.final_samples=4 >/dev/null 2>&1
+jac=$(h5dump -y -d /final/jacobian_norm "$TMP/runs/big/run.h5" 2>/dev/null | sed -n '/DATA {/,/}/p' | sed -n 2p | tr -d ',')
+top=$(h5dump -d /final/stream_rms -s "0,12" -c "1,1" "$TMP/runs/big/run.h5" 2>/dev/null | sed -n '/DATA {/,/}/p' | grep -oE '[0-9.e+]+$')
+awk -v j="$jac" -v t="$top" 'BEGIN { n = split(j, a, " "); ok = n == 4 && t + 0 > 1e20;
+  for (i = 1; i <= n; i++) if (!(a[i] + 0 > 1e20) || a[i] ~ /nan|inf/) ok = 0; exit !ok }' \
+  && ok "a blown-up network's Jacobian norm is finite (> 1e20)" || fail "jacobian_norm: '$jac', top rms '$top'"
+distinct=$(h5dump -d /final/H_res_tokens -s "0,11,0,0" -c "16,1,1,1" "$TMP/runs/big/run.h5" 2>/dev/null \
+  | sed -n '/DATA {/,/}/p' | grep -oE '[-0-9.e+]+$' | sort -u | wc -l)
+[ "$distinct" -gt 1 ] && ok "the top sublayer's coefficients still differ by token" || fail "one H_res for every token at sublayer 11"
 finish probe_cli
