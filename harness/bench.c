@@ -228,6 +228,16 @@ typedef struct {
     int ta, tb, M, N, K;
 } gemm_shape;
 
+/* Inside a parallel region: how many threads share it, and which this one is. */
+static void thread_share(int *nth, int *tid) {
+#ifdef _OPENMP
+    *nth = omp_get_num_threads();
+    *tid = omp_get_thread_num();
+#else
+    *nth = 1, *tid = 0;
+#endif
+}
+
 /* One product C += op(A) op(B), row-major. split = 0: one call, OpenBLAS's own threads;
  * split = 1: the way kernels/cpu/matmul.c calls it, each OpenMP thread a single-threaded
  * call on its share of C's rows (often faster for the model's thin shapes). */
@@ -240,11 +250,8 @@ static void gemm_run(const gemm_shape *g, const float *A, const float *B, float 
     }
 #pragma omp parallel
     {
-        int nth = 1, tid = 0;
-#ifdef _OPENMP
-        nth = omp_get_num_threads();
-        tid = omp_get_thread_num();
-#endif
+        int nth, tid;
+        thread_share(&nth, &tid);
         int lo = (int)((long long)g->M * tid / nth), hi = (int)((long long)g->M * (tid + 1) / nth);
         if (hi > lo)
             cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, g->N, g->K, 1.0f, g->ta ? A + lo : A + (size_t)lo * lda, lda,
@@ -327,11 +334,8 @@ static void gemm_time_sliced(const gemm_shape *s, const int *count, int ns, doub
         double c0 = cpu_seconds(), t0 = now_seconds();
 #pragma omp parallel
         {
-            int nth = 1, tid = 0;
-#ifdef _OPENMP
-            nth = omp_get_num_threads();
-            tid = omp_get_thread_num();
-#endif
+            int nth, tid;
+            thread_share(&nth, &tid);
             float *Ct = C + (size_t)tid * cmax;
             for (int i = 0; i < ns; i++) {
                 const gemm_shape *g = &s[i];
