@@ -5,7 +5,6 @@
 #include "analysis.h"
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <unistd.h>
 #include "../harness/config.h"
 #include "../harness/model.h"
@@ -125,8 +124,9 @@ FILE *an_open(const char *out, const char *sub, const char *name) {
     return f;
 }
 
-/* The files this analysis wrote, relative to OUT ("data/fig1_ood.dat\n..."): the
- * manifest the next analysis into OUT reads to remove them first. */
+/* The files this analysis wrote, relative to OUT ("data/fig1_ood.dat\n..."): the list
+ * (OUT/.analyze-files) the next analysis into OUT reads at its end, to remove those it
+ * did not write again. */
 static char *an_made = NULL;
 static size_t an_made_len = 0, an_made_cap = 0;
 
