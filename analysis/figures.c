@@ -99,28 +99,16 @@ int an_mkdirs(const char *path) { return mkdir_p(path); }
 
 int an_write_failures = 0;
 
-/* The files an_open has open, by their final paths (written to PATH.tmp until an_close). */
-#define AN_OPEN_MAX 16
-static struct {
-    FILE *f;
-    char path[1200];
-} an_files[AN_OPEN_MAX];
-
 FILE *an_open(const char *out, const char *sub, const char *name) {
     char dir[1024], p[1200];
     snprintf(dir, sizeof dir, "%s/%s", out, sub);
     an_mkdirs(dir);
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    int slot = 0;
-    while (slot < AN_OPEN_MAX && an_files[slot].f) slot++;
-    FILE *f = slot < AN_OPEN_MAX ? tmp_stream_open(p) : NULL;
+    FILE *f = tmp_stream_open(p); /* PATH.tmp until an_close */
     if (!f) {
-        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", p, slot < AN_OPEN_MAX ? strerror(errno) : "too many open");
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", p, strerror(errno));
         an_write_failures++;
-        return NULL;
     }
-    an_files[slot].f = f;
-    snprintf(an_files[slot].path, sizeof an_files[slot].path, "%s", p);
     return f;
 }
 
@@ -194,20 +182,19 @@ int an_outputs_end(const char *out) {
 }
 
 int an_close(FILE *f) {
-    int slot = 0;
-    while (slot < AN_OPEN_MAX && an_files[slot].f != f) slot++;
-    if (slot == AN_OPEN_MAX) return fclose(f);
-    const int bad = tmp_stream_commit(f, an_files[slot].path) != 0;
-    if (bad) {
-        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", an_files[slot].path, strerror(errno));
+    const char *tp = tmp_stream_path(f);
+    if (!tp) return fclose(f);
+    char path[1300];
+    snprintf(path, sizeof path, "%s", tp);
+    if (tmp_stream_commit(f) != 0) {
+        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", path, strerror(errno));
         an_write_failures++;
-    } else {
-        const char *rel = strrchr(an_files[slot].path, '/'); /* SUB/NAME */
-        while (rel && rel > an_files[slot].path && rel[-1] != '/') rel--;
-        an_made_add(rel ? rel : an_files[slot].path);
+        return -1;
     }
-    an_files[slot].f = NULL;
-    return bad ? -1 : 0;
+    const char *rel = strrchr(path, '/'); /* SUB/NAME */
+    while (rel && rel > path && rel[-1] != '/') rel--;
+    an_made_add(rel ? rel : path);
+    return 0;
 }
 
 /* "column row value" for an n x n matrix (row-major), blank line between rows. */

@@ -434,7 +434,7 @@ int report_main(int argc, char **argv) {
                "(experiments/paper.yaml, ablations.yaml, streams.yaml), then <code>s2hc analyze</code> writes "
                "<code>data/</code> and <code>tables/</code>, <code>gnuplot plots/*.gp</code> draws the figures and "
                "<code>s2hc report</code> writes this page; docs/paper.md explains each step.</p>\n</body></html>\n");
-    if (tmp_stream_commit(f, p) != 0) {
+    if (tmp_stream_commit(f) != 0) {
         fprintf(stderr, "s2hc: error: cannot write %s: %s\n", p, strerror(errno));
         return 1;
     }

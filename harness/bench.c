@@ -159,27 +159,16 @@ static int rss_peak_reset(void) {
 /* CSV files that could not be written: the bench then says so at its end and exits 1 */
 static int csv_failed;
 
-/* The CSV files open, by their final paths: each is written to PATH.tmp and renamed over
- * PATH by csv_close once whole, so a failed write leaves an earlier run's file as it was. */
-static struct {
-    FILE *f;
-    char path[1200];
-} csv_files[8];
-
 static FILE *csv_open(const bench_opts *o, const char *name, const char *header) {
     if (!o->csv_dir) return NULL;
     char p[1200];
     snprintf(p, sizeof p, "%s/%s", o->csv_dir, name);
-    int slot = 0;
-    while (slot < 8 && csv_files[slot].f) slot++;
-    FILE *f = slot < 8 ? tmp_stream_open(p) : NULL;
+    FILE *f = tmp_stream_open(p); /* PATH.tmp until csv_close: a failed write keeps an earlier run's file */
     if (!f) {
-        fprintf(stderr, "s2hc: error: bench: cannot write %s: %s\n", p, slot < 8 ? strerror(errno) : "too many open");
+        fprintf(stderr, "s2hc: error: bench: cannot write %s: %s\n", p, strerror(errno));
         csv_failed++;
         return NULL;
     }
-    csv_files[slot].f = f;
-    snprintf(csv_files[slot].path, sizeof csv_files[slot].path, "%s", p);
     fprintf(f, "%s\n", header);
     return f;
 }
@@ -187,14 +176,12 @@ static FILE *csv_open(const bench_opts *o, const char *name, const char *header)
 /* Close a csv_open file: checked, renamed into place, or counted in csv_failed. NULL: nothing. */
 static void csv_close(FILE *f) {
     if (!f) return;
-    int slot = 0;
-    while (slot < 8 && csv_files[slot].f != f) slot++;
-    if (slot == 8) { fclose(f); return; }
-    if (tmp_stream_commit(f, csv_files[slot].path) != 0) {
-        fprintf(stderr, "s2hc: error: bench: cannot write %s: %s\n", csv_files[slot].path, strerror(errno));
+    char path[1300];
+    snprintf(path, sizeof path, "%s", tmp_stream_path(f) ? tmp_stream_path(f) : "?");
+    if (tmp_stream_commit(f) != 0) {
+        fprintf(stderr, "s2hc: error: bench: cannot write %s: %s\n", path, strerror(errno));
         csv_failed++;
     }
-    csv_files[slot].f = NULL;
 }
 
 /* ---- the config of one benchmarked model -------------------------------------------- */

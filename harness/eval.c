@@ -59,6 +59,20 @@ int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_vocab, d
     return 0;
 }
 
+int eval_ood_check(const s2hc_config *c, uint32_t want_vocab, const char *source, const char *hint) {
+    char err[1024];
+    for (int i = 0; i < c->n_ood; i++) {
+        data_shard o;
+        if (eval_ood_open(c, c->ood[i], want_vocab, &o, err, sizeof err) != 0) {
+            fprintf(stderr, "s2hc: error: out-of-domain corpus '%s' (key 'data.ood' of %s): %s\n  (%s)\n", c->ood[i],
+                    source, err, hint);
+            return -1;
+        }
+        shard_close(&o);
+    }
+    return 0;
+}
+
 double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     const s2hc_config *c = &m->cfg;
     char path[1200], err[1024];
@@ -198,15 +212,8 @@ int eval_main(int argc, char **argv) {
     if (bad) fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
     /* and every out-of-domain corpus, as training checks them before its first step: a
        corpus skipped here would leave its earlier numbers beside this evaluation's */
-    for (int i = 0; i < cfg.n_ood && !bad; i++) {
-        data_shard o;
-        if (eval_ood_open(&cfg, cfg.ood[i], vocab, &o, err, sizeof err) != 0) {
-            fprintf(stderr, "s2hc: error: out-of-domain corpus '%s' (key 'data.ood' of the run's config): %s\n  "
-                    "(--data DIR if the corpora live elsewhere)\n", cfg.ood[i], err);
-            bad = 1;
-        } else
-            shard_close(&o);
-    }
+    if (!bad && eval_ood_check(&cfg, vocab, "the run's config", "--data DIR if the corpora live elsewhere") != 0)
+        bad = 1;
     if (bad) {
         model_free(&m);
         h5log_free(&log);

@@ -107,11 +107,7 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
     int given_file = len > 3 && !strcmp(arg + len - 3, ".h5");
     if (given_file) { /* the file, and its folder for the names and the commands suggested */
         snprintf(v->path, sizeof v->path, "%s", arg);
-        snprintf(v->dir, sizeof v->dir, "%s", arg);
-        char *slash = strrchr(v->dir, '/');
-        if (!slash) snprintf(v->dir, sizeof v->dir, ".");
-        else if (slash == v->dir) v->dir[1] = '\0';
-        else *slash = '\0';
+        parent_dir(v->dir, sizeof v->dir, arg);
     } else {
         snprintf(v->dir, sizeof v->dir, "%s", arg);
         while (strlen(v->dir) > 1 && v->dir[strlen(v->dir) - 1] == '/') v->dir[strlen(v->dir) - 1] = '\0';

@@ -27,6 +27,10 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose);
  * reads: shard_fits with the training corpus's vocabulary want_vocab, 0 if not known).
  * 0, or -1 with the reason in err. */
 int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_vocab, data_shard *s, char *err, size_t errlen);
+/* Every out-of-domain corpus of c opened and closed again, before anything is evaluated or
+ * written: 0, or -1 after an error naming the first that fails, the key and `source`
+ * (the config's file), then the line `hint`. */
+int eval_ood_check(const s2hc_config *c, uint32_t want_vocab, const char *source, const char *hint);
 
 /* Views of a model-shaped buffer (params, or an AdamW moment) as checkpoint tensors,
  * named and shaped from the parameter table; malloc'd, the caller frees. */

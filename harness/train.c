@@ -653,15 +653,9 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
                 cfg.block_size + 1);
         { status = RUN_FAILED; goto out; }
     }
-    for (int i = 0; i < cfg.n_ood; i++) { /* the final evaluation's corpora, before any step */
-        data_shard o;
-        if (eval_ood_open(&cfg, cfg.ood[i], loader.shard.vocab, &o, err, sizeof err) != 0) {
-            fprintf(stderr, "s2hc: error: out-of-domain corpus '%s' (key 'data.ood' of %s): %s\n  (or leave it out "
-                    "of data.ood)\n", cfg.ood[i], cfg_path, err);
-            status = RUN_FAILED;
-            goto out;
-        }
-        shard_close(&o);
+    if (eval_ood_check(&cfg, loader.shard.vocab, cfg_path, "or leave it out of data.ood") != 0) { /* before any step */
+        status = RUN_FAILED;
+        goto out;
     }
 
 parts:;

@@ -430,7 +430,7 @@ char *read_text_file(const char *path, size_t *len) {
 }
 
 /* Parent directory of path into buf ("." when there is none). */
-static void parent_dir(char *buf, size_t len, const char *path) {
+void parent_dir(char *buf, size_t len, const char *path) {
     snprintf(buf, len, "%s", path);
     char *slash = strrchr(buf, '/');
     if (!slash) snprintf(buf, len, ".");
@@ -484,12 +484,22 @@ int commit_file_tmp(const char *path) {
     return 0;
 }
 
+/* The streams tmp_stream_open has open, with their final paths. */
+#define TMP_STREAMS 32
+static struct {
+    FILE *f;
+    char path[1290];
+} tmp_streams[TMP_STREAMS];
+
 FILE *tmp_stream_open(const char *path) {
     char tmp[1300];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        errno = ENAMETOOLONG;
+    int slot = 0;
+    while (slot < TMP_STREAMS && tmp_streams[slot].f) slot++;
+    if (slot == TMP_STREAMS || strlen(path) >= sizeof tmp_streams[0].path) {
+        errno = slot == TMP_STREAMS ? EMFILE : ENAMETOOLONG;
         return NULL;
     }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     unlink(tmp);
     const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -499,10 +509,25 @@ FILE *tmp_stream_open(const char *path) {
         unlink(tmp);
         errno = e;
     }
+    if (f) {
+        tmp_streams[slot].f = f;
+        snprintf(tmp_streams[slot].path, sizeof tmp_streams[slot].path, "%s", path);
+    }
     return f;
 }
 
-int tmp_stream_commit(FILE *f, const char *path) {
+const char *tmp_stream_path(const FILE *f) {
+    for (int i = 0; i < TMP_STREAMS; i++)
+        if (f && tmp_streams[i].f == f) return tmp_streams[i].path;
+    return NULL;
+}
+
+int tmp_stream_commit(FILE *f) {
+    int slot = 0;
+    while (slot < TMP_STREAMS && tmp_streams[slot].f != f) slot++;
+    if (slot == TMP_STREAMS) return fclose(f);
+    tmp_streams[slot].f = NULL;
+    const char *path = tmp_streams[slot].path;
     char tmp[1300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int bad = ferror(f) || fflush(f) != 0, e = errno;

@@ -62,6 +62,8 @@ long long step_from_double(double x);
 
 /* mkdir -p. Returns 0 on success, -1 with errno set. */
 int mkdir_p(const char *path);
+/* The folder of path: "a/b" of "a/b/c", "/" of "/c", "." of "c". */
+void parent_dir(char *buf, size_t len, const char *path);
 /* One holder at a time of a lock file (the grid's <run>/.lock, train's <run>/.train.lock):
  * an open file description lock (F_OFD_SETLK), which
  * belongs to the open file, so it is released however the process ends and a child that
@@ -129,11 +131,13 @@ int write_file_atomic(const char *path, const void *head, size_t head_len, const
 int write_file_tmp(const char *path, const void *head, size_t head_len, const void *body, size_t body_len);
 int commit_file_tmp(const char *path);
 /* A file written as a stream, whole or not at all: tmp_stream_open gives a stream on
- * path.tmp (created anew: a link or a pipe there is removed, never followed);
- * tmp_stream_commit checks every write, closes it and renames it over path. NULL or -1
- * with errno saying why (no path.tmp left); no message, the caller names its file. */
+ * path.tmp (created anew: a link or a pipe there is removed, never followed; at most 32
+ * open at once); tmp_stream_commit checks every write, closes it and renames it over its
+ * path. NULL or -1 with errno saying why (no path.tmp left); no message, the caller names
+ * its file: tmp_stream_path gives it (NULL for a stream of fopen, which commit closes). */
 FILE *tmp_stream_open(const char *path);
-int tmp_stream_commit(FILE *f, const char *path);
+const char *tmp_stream_path(const FILE *f);
+int tmp_stream_commit(FILE *f);
 void drop_file_tmp(const char *path);
 
 #endif
