@@ -35,8 +35,13 @@ static double shard_loss(gpt_model *m, const data_shard *s, int batches, int B, 
     return stop_signal ? NAN : sum / batches;
 }
 
-double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B) {
-    return shard_loss(m, s, batches, B, NULL, NULL);
+double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B, int verbose) {
+    progress pr;
+    long done = 0;
+    progress_begin(&pr, "eval", "batches", batches, verbose);
+    double l = shard_loss(m, s, batches, B, &pr, &done);
+    progress_end(&pr);
+    return l;
 }
 
 int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_vocab, data_shard *s, char *err, size_t errlen) {

@@ -15,8 +15,9 @@ enum { RUN_OK = 0, RUN_FAILED = 1, RUN_USAGE = 2, RUN_DIVERGED = 3, RUN_INTERRUP
 void run_dir_of(const s2hc_config *c, char *buf, size_t len);
 
 /* Mean loss over `batches` micro-batches of B sequences taken at evenly spaced windows
- * of the shard (the same windows every time). Returns NaN if the shard is too small. */
-double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B);
+ * of the shard (the same windows every time). Returns NaN if the shard is too small.
+ * verbose: a progress line on stdout if it runs long (util.h's progress). */
+double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B, int verbose);
 
 /* Evaluate the validation split and every out-of-domain corpus of the config, print a
  * table and record /eval/... in the log at `step`. Missing OOD corpora are reported and

@@ -981,7 +981,7 @@ agree:
     int cut = 0;
     if (rank == 0 && start > 0 && start < cfg.steps && cfg.eval_every > 0 && start % cfg.eval_every == 0 &&
         !(h5log_last(&log, "/eval/step") >= start)) {
-        double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B);
+        double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B, !quiet);
         if (stop_signal) cut = 1;
         else log_eval_row(&log, start, vl, quiet, 0);
     }
@@ -1103,7 +1103,7 @@ agree:
             }
             if (do_probe) probe_step(probe, step + 1);
             if (do_eval) {
-                double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B);
+                double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B, !quiet);
                 if (stop_signal) { /* cut short: no row; this step's checkpoint, and --resume evaluates it */
                     if (cm && !do_ckpt && !last) cuda_download_optim(cm, opt.m, opt.v);
                     do_ckpt = 1;
@@ -1137,7 +1137,10 @@ agree:
         eval_all(&model, &log, cfg.steps, !quiet);
         if (cfg.final_samples > 0 && !stop_signal) {
             double tp = now_seconds();
-            if (!quiet) printf("final probe over %d validation sequences...\n", cfg.final_samples);
+            uint64_t windows = loader_eval_windows(&val, model.T); /* fewer: probe_final says so */
+            if (!quiet)
+                printf("final probe over %llu validation sequences...\n",
+                       (unsigned long long)(windows < (uint64_t)cfg.final_samples ? windows : (uint64_t)cfg.final_samples));
             if (probe_final(&model, &val, cfg.final_samples, &log, cfg.steps, !quiet) == 0 && !quiet)
                 printf("final probe done in %.1fs\n", now_seconds() - tp);
         }

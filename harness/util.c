@@ -225,7 +225,10 @@ void progress_begin(progress *p, const char *what, const char *unit, long total,
     p->enabled = enabled;
     p->tty = isatty(STDOUT_FILENO);
     p->t0 = now_seconds();
-    p->last = p->t0 + PROGRESS_AFTER - (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY);
+    double after = PROGRESS_AFTER;
+    const char *test_after = getenv("S2HC_TEST_PROGRESS_AFTER"); /* tests only: the first line sooner */
+    if (test_after && *test_after) after = atof(test_after);
+    p->last = p->t0 + after - (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY);
 }
 
 void progress_update(progress *p, long done) {

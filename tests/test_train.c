@@ -1044,7 +1044,7 @@ static void test_eval_loss_is_cross_entropy(void) {
     snprintf(p, sizeof p, "%s/data/synth/val.bin", tmp);
     CHECK(shard_open(&s, p, err, sizeof err) == 0, "%s", err);
     const int batches = 3, B = 4, T = c.block_size, V = c.vocab;
-    const double got = eval_shard_loss(&m, &s, batches, B);
+    const double got = eval_shard_loss(&m, &s, batches, B, 0);
     const uint64_t span = s.count - (uint64_t)T - 1, windows = (uint64_t)batches * B;
     double sum = 0;
     int in[64];

@@ -158,6 +158,16 @@ expect_out "one of the two" "the refusal says why"
 expect_status 0 "--quiet" -- "$S2HC" train "$TMP/t.yaml" --set run.name=quiet --set train.steps=2 --set train.warmup=1 --quiet
 [ "$(wc -l < "$TMP/out")" = 1 ] && expect_out "^done: 2 steps, final train loss [0-9.]+, .*quiet/run.h5" "--quiet prints the summary line only" ||
   fail "--quiet printed $(wc -l < "$TMP/out") lines: $(head -n 3 "$TMP/out")"
+# the evaluations during training show progress as the final one does (here from the
+# first batch; in use after 2 s)
+expect_status 0 "a training with evals, progress from the start" -- env S2HC_TEST_PROGRESS_AFTER=0 "$S2HC" train "$TMP/t.yaml" \
+  --set run.name=evprog --set train.steps=4 --set train.warmup=1 --set train.eval_every=2 --set train.eval_batches=3 --set probe.final_samples=100000
+expect_out "^eval: 1/3 batches .*ETA" "an evaluation during training shows its progress"
+expect_out "^eval: 1/6 batches" "the final evaluation (val and one OOD corpus) shows its own"
+uses=$(sed -n 's/.*the final probe uses \([0-9]*\) sequences.*/\1/p' "$TMP/out")
+[ -n "$uses" ] && grep -q "^final probe over $uses validation sequences" "$TMP/out" \
+  && ok "the final probe announces the sequences it uses ($uses)" \
+  || fail "the final probe's announcement: $(grep -E 'final probe (uses|over)' "$TMP/out")"
 expect_status 1 "training on a missing corpus fails" -- "$S2HC" train "$TMP/t.yaml" --set data.train=nothere --set run.name=x
 expect_out "data prepare" "the error says to prepare data"
 # an imported text whose validation part (its last 1 %) holds no window of block_size + 1
