@@ -295,6 +295,21 @@ static int ck_no_extra(hid_t f, const char *file, const char *grp, const ckpt_te
     return 0;
 }
 
+int64_t ckpt_saved_step(const char *path) {
+    h5_quiet();
+    char err[512];
+    if (h5_check_file(path, "s2hc checkpoint", err, sizeof err) < 0) return -1;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return -1;
+    char *format = ck_read_str(f, "format");
+    int64_t step = -1;
+    if (!format || strcmp(format, CKPT_FORMAT) != 0 || ck_read_int(f, "step", H5T_NATIVE_INT64, &step) < 0 || step < 0)
+        step = -1;
+    free(format);
+    H5Fclose(f);
+    return step;
+}
+
 int ckpt_load(const char *path, const ckpt_tensor *params, ckpt_tensor *m, ckpt_tensor *v, int n,
               ckpt_meta *meta, char *err, size_t errlen) {
     h5_quiet();

@@ -45,4 +45,8 @@ int ckpt_save(const char *path, const ckpt_tensor *params, const ckpt_tensor *m,
 int ckpt_load(const char *path, const ckpt_tensor *params, ckpt_tensor *m, ckpt_tensor *v, int n,
               ckpt_meta *meta, char *err, size_t errlen);
 
+/* The optimizer step a checkpoint was saved at (its root attribute `step`), or -1 if the
+ * file cannot be read as an s2hc checkpoint. Reads no tensor. */
+int64_t ckpt_saved_step(const char *path);
+
 #endif

@@ -8,6 +8,7 @@
  * the child's lifetime (the child inherits it), and rewrites <out>/index.csv after every
  * state change.
  */
+#include "checkpoint.h"
 #include "grid.h"
 #include "presets.h"
 #include "run.h"
@@ -1653,6 +1654,19 @@ static void run_dir_path(const grid_point *p, const char *leaf, char *out, size_
     snprintf(out, n, "%s%s%s", dir, leaf[0] ? "/" : "", leaf);
 }
 
+/* The step a point's training would start from: its checkpoint's (not run.h5's last row,
+ * which runs ahead of it when the training failed or was killed between saves); 0 without
+ * one or for a point rerun from the start; run.h5's step if the checkpoint cannot be read
+ * (the training then says why). */
+static int resume_step(const grid_point *p, const grid_status *s) {
+    if (s->state == GS_CHANGED) return 0;
+    char ckpt[CFG_PATH + CFG_STR + 16];
+    run_dir_path(p, "ckpt.h5", ckpt, sizeof ckpt);
+    if (!file_exists(ckpt)) return 0;
+    int64_t k = ckpt_saved_step(ckpt);
+    return k < 0 ? s->step : k > INT_MAX ? INT_MAX : (int)k;
+}
+
 /* Runs at a time: no more than the nrun points there are to run; their threads share
  * the cores, at most cap each (train.threads in the grid, 0: no cap). */
 static void fit_jobs(int nrun, int cores, int cap, int *j, int *threads) {
@@ -1692,8 +1706,9 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
         case GS_PARTIAL:
         case GS_INTERRUPTED:
         case GS_FAILED:
-            if (st.step > 0) snprintf(action, sizeof action, "resume at step %d of %d (%s)", st.step, st.steps,
-                                      grid_state_names[st.state]);
+            int from = resume_step(&pts[i], &st);
+            if (from > 0) snprintf(action, sizeof action, "resume at step %d of %d (%s)", from, st.steps,
+                                   grid_state_names[st.state]);
             else snprintf(action, sizeof action, "run %d steps (%s before)", st.steps, grid_state_names[st.state]);
             runs = 1;
             break;
@@ -2100,7 +2115,7 @@ static void launch(grid_runner *r, int i) {
         return;
     }
     sl->fresh = s->state == GS_CHANGED;
-    int from = s->state == GS_CHANGED ? 0 : s->step;
+    int from = resume_step(p, s);
 
     lock_file_claim(fd, "runner");
     remove_stale_tmps(dir); /* a killed runner's config.yaml.PID.tmp or grid.status.PID.tmp */

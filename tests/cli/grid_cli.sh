@@ -189,6 +189,20 @@ expect_out "2/3 finished, 1 failed" "the other points finished"
 expect_status 1 "a rerun retries the failed point only" -- "$S2HC" grid "$TMP/failing.yaml" --out "$F"
 expect_out "1 to run, 2 finished" "only the failed point reruns"
 
+# ---- a point that failed at its first checkpoint (run.h5 saved, ckpt.h5 not): its rerun
+# starts from step 0, and --dry-run and the event say so, not "resume at step 10"
+P=$TMP/nockpt
+printf 'base: %s/experiments/tiny.yaml\nset: {model.n_embd: 32, model.block_size: 32, train.batch: 4, train.steps: 20, train.ckpt_every: 10, train.warmup: 1, probe.final_samples: 4, data.ood: [], data.dir: "%s", data.train: synth}\nsweep:\n  residual.method: [identity]\nname: "p"\n' \
+  "$PWD" "$TMP/data" > "$TMP/nockpt.yaml"
+mkdir -p "$P/p/ckpt.h5.tmp" # a folder where the checkpoint's .tmp goes: its save fails
+expect_status 1 "a point whose first checkpoint cannot be saved fails" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P"
+[ -f "$P/p/run.h5" ] && [ ! -e "$P/p/ckpt.h5" ] && ok "its run.h5 is there, no checkpoint" || fail "run.h5/ckpt.h5: $(ls "$P/p")"
+rmdir "$P/p/ckpt.h5.tmp"
+expect_status 0 "--dry-run of a point failed before its first checkpoint" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P" --dry-run
+expect_out "p: run 20 steps \(failed before\)" "--dry-run says it runs from step 0"
+expect_status 0 "its rerun" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P"
+expect_out "start +#0 p\$" "the rerun says start, not resume"
+
 # ---- points that end while the next one starts: a child between fork and exec holds
 # no other point's lock, so the runner, index.csv and other runners see that point ended
 # (S2HC_TEST_EXEC_DELAY_MS: the runner's hook, holds each child 300 ms before exec; the
