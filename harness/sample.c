@@ -311,9 +311,13 @@ int sample_main(int argc, char **argv) {
                 putchar('\n');
             }
         }
-        fflush(stdout);
+        /* the text is the command's product: a write that failed (a full disk) fails it */
+        const int werr = fflush(stdout) != 0 ? errno : ferror(stdout) ? EIO : 0;
         const double dt = now_seconds() - show.t0;
-        if (st != 0) {
+        if (werr) {
+            fprintf(stderr, "s2hc: error: sample: cannot write the text to stdout: %s\n", strerror(werr));
+            rc = 1;
+        } else if (st != 0) {
             fprintf(stderr, "s2hc: error: sample: the model's logits are not finite (%s/ckpt.h5 of a diverged run?)\n",
                     dir);
             rc = 1;

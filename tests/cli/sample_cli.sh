@@ -59,6 +59,16 @@ printf 'the dog ' > "$TMP/prompt"
 S --prompt-file "$TMP/prompt" --tokens 10 --temperature 0 > "$TMP/pf"
 head -c 8 "$TMP/pf" | grep -qx "the dog " && ok "--prompt-file" || fail "--prompt-file: $(cat "$TMP/pf")"
 
+# the text is the product: a write that fails (a full disk) fails the command, one
+# continuation (written as it is made) or several (written at the end)
+if [ -w /dev/full ]; then
+  for c in 1 3; do
+    "$S2HC" sample "$R" --tokens 20 --count $c >/dev/full 2>"$TMP/err"
+    st=$?
+    [ "$st" = 1 ] && grep -q "cannot write the text to stdout: No space left on device" "$TMP/err" \
+      && ok "--count $c to a full disk: exit 1, says so" || fail "--count $c to /dev/full: exit $st, $(tail -1 "$TMP/err")"
+  done
+fi
 expect_status 1 "no checkpoint" -- "$S2HC" sample "$TMP/runs/none"
 expect_out "runs/none/ckpt.h5: no checkpoint" "names the missing checkpoint"
 expect_status 2 "negative temperature" -- "$S2HC" sample "$R" --temperature -1
