@@ -267,11 +267,27 @@ static int st_number(const char *s, uint64_t *v) {
 
 /* JSON's UTF-16 surrogate escapes (\ud83d\ude00, an emoji as Python's json.dumps writes it)
  * are not YAML's: each becomes \u003f ('?', the same length) before libyaml reads the
- * header. They can only occur inside strings, and the loader reads no string of the
- * metadata; a tensor name with one matches no parameter either way. */
+ * header. Likewise the characters a JSON string may hold unescaped but YAML refuses raw
+ * (DEL, the C1 controls but NEL, U+FFFE, U+FFFF; serde_json, which the safetensors library
+ * writes headers with, leaves them so) become one '?' per byte. They can only occur inside
+ * strings, and the loader reads no string of the metadata; a tensor name with one matches
+ * no parameter either way. */
 static void st_surrogates(char *h, size_t len) {
-    for (size_t i = 0; i + 1 < len; i++) {
-        if (h[i] != '\\') continue;
+    const unsigned char *u = (const unsigned char *)h;
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (h[i] == '"') in_str = !in_str;
+        if (!in_str) continue;
+        if (u[i] == 0x7f) {
+            h[i] = '?';
+        } else if (u[i] == 0xc2 && i + 1 < len && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f && u[i + 1] != 0x85) {
+            h[i] = h[i + 1] = '?';
+            i++;
+        } else if (u[i] == 0xef && i + 2 < len && u[i + 1] == 0xbf && u[i + 2] >= 0xbe) {
+            memset(h + i, '?', 3);
+            i += 2;
+        }
+        if (h[i] != '\\' || i + 1 >= len) continue;
         if (h[i + 1] == 'u' && i + 5 < len && (h[i + 2] | 0x20) == 'd') {
             const char c = (char)(h[i + 3] | 0x20);
             if (c == '8' || c == '9' || (c >= 'a' && c <= 'f')) memcpy(h + i + 2, "003f", 4);

@@ -204,6 +204,15 @@ static void test_foreign_keys(void) {
     for (int k = 0; k < 8; k++)
         CHECK(m.params[w->offset + k] == want[k] && signbit(m.params[w->offset + k]) == signbit(want[k]),
               "F16 value %d: %g, want %g", k, (double)m.params[w->offset + k], (double)want[k]);
+    /* characters a JSON string may hold raw but YAML may not (DEL, C1 controls, U+FFFE,
+       U+FFFF), in the metadata and in a name (which then matches no parameter) */
+    const char *r = tmp_path("raw.safetensors");
+    write_raw(r,
+              "{\"__metadata__\":{\"note\":\"del \x7f c1 \xc2\x80\xc2\x9f nel \xc2\x85 \xef\xbf\xbe\xef\xbf\xbf \\\\\"},"
+              "\"transformer.ln_f.weight\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16]}}",
+              data, 16);
+    CHECK(safetensors_load(&m, r, &loaded, &kept, err, sizeof err) == 0 && loaded == 1,
+          "raw DEL, C1 and U+FFFE in the metadata: %s", err);
     /* lm_head.weight alone stands for the tied embedding */
     const param_info *e = model_find_param(&m, "transformer.wte.weight");
     float *emb = malloc_check(e->numel * sizeof(float));
@@ -238,6 +247,10 @@ static void refused(gpt_model *m, const char *name, const char *header, size_t d
 static void test_bad_files(void) {
     gpt_model m;
     build(&m, "rc", 1, 8, 6);
+    /* a name with characters YAML refuses raw is read, and matches no parameter */
+    refused(&m, "rawname.safetensors",
+            "{\"transformer.ln_f\x7f\xc2\x9f\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16]}}", 16,
+            "tensor 'transformer.ln_f\?\?\?' is not a parameter of this model");
     char err[512];
     int loaded, kept;
     CHECK(safetensors_load(&m, tmp_path("absent.safetensors"), &loaded, &kept, err, sizeof err) != 0 &&
