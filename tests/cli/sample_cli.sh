@@ -34,6 +34,12 @@ grep -Eq "(sees|likes|follows|finds|crosses)" "$TMP/g1" && ok "greedy text has t
   || fail "no verb of the corpus in: $(cat "$TMP/g1")"
 grep -q "method s2hc, n = 4, step 600" "$TMP/err" && ok "settings on stderr" || fail "stderr: $(cat "$TMP/err")"
 grep -Eq "^120 tokens in .* tokens/s" "$TMP/err" && ok "speed on stderr" || fail "stderr: $(cat "$TMP/err")"
+# a temperature in range that underflows a double (subnormal, or past it to 0) is taken,
+# not refused as out of its range, and so near 0 it draws the most likely byte
+for t in 1e-310 1e-400; do
+  S --prompt "the cat " --tokens 120 --temperature $t > "$TMP/g3" && cmp -s "$TMP/g1" "$TMP/g3" \
+    && ok "--temperature $t: the greedy text" || fail "--temperature $t: $(cat "$TMP/err")"
+done
 
 S --tokens 200 --seed 5 --top-k 10 > "$TMP/a1"; S --tokens 200 --seed 5 --top-k 10 > "$TMP/a2"
 S --tokens 200 --seed 6 --top-k 10 > "$TMP/a3"
