@@ -125,6 +125,14 @@ for r in ng gp; do
     && ok "$r: nanoGPT's forward on the export continues as s2hc does: '$(cat "$TMP/$r.ref")'" \
     || fail "$r: s2hc '$(cat "$TMP/$r.s2hc")', the reference '$(tail -c 300 "$TMP/$r.ref")'"
 done
+# and byte for byte past ASCII: a UTF-8 prompt and one that is not UTF-8 at all
+for p in $'caf\xc3\xa9 \xe2\x80\x94 the ' $'the \xff\xfe cat '; do
+  "$S2HC" sample "$TMP/runs/ng" --prompt "$p" --tokens 8 --temperature 0 2>/dev/null | head -c -1 > "$TMP/u.s2hc"
+  python3 tests/cli/nanogpt_ref.py "$TMP/runs/ng/model.safetensors" "$p" 8 > "$TMP/u.ref" 2>&1
+  [ "$(wc -c < "$TMP/u.s2hc")" = $(($(printf %s "$p" | wc -c) + 8)) ] && cmp -s "$TMP/u.s2hc" "$TMP/u.ref" \
+    && ok "ng: a prompt of non-ASCII bytes continues alike" \
+    || fail "ng: s2hc $(od -An -tx1 "$TMP/u.s2hc" | tr -d '\n'), the reference $(od -An -tx1 "$TMP/u.ref" | tr -d '\n' | tail -c 300)"
+done
 cmp -s "$TMP/ng.ref" "$TMP/gp.ref" && fail "the two base models wrote the same text: the check cannot tell them apart" \
   || ok "the two base models' texts differ"
 

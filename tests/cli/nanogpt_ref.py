@@ -6,7 +6,7 @@
 # where the file has one), GELU as the run's config names it (erf: nn.GELU(); tanh:
 # nn.GELU(approximate="tanh")), the head tied (lm_head.weight), the last block_size bytes.
 # usage: nanogpt_ref.py FILE.safetensors PROMPT TOKENS
-import json, math, struct, sys
+import json, math, os, struct, sys
 
 def load(path):
     raw = open(path, "rb").read()
@@ -90,8 +90,8 @@ def config(meta):
 sd, meta = load(sys.argv[1])
 cfg = config(meta)
 assert meta["method"] == "rc", meta["method"]
-toks = list(sys.argv[2].encode())
+toks = list(os.fsencode(sys.argv[2]))  # the prompt's bytes as given, whatever they are
 for _ in range(int(sys.argv[3])):
     logits = forward(sd, cfg, toks[-cfg["block_size"]:])
     toks.append(max(range(len(logits)), key=lambda i: logits[i]))
-sys.stdout.write(bytes(toks).decode("latin-1"))
+sys.stdout.buffer.write(bytes(toks))  # bytes, as s2hc sample writes them
