@@ -1385,13 +1385,16 @@ static void remove_stale_tmps(const char *dir) {
 }
 
 /* grid.status in a run directory: the grid's record of its last run of the point
- * ("state=failed exit_code=1 wall_s=12.5"), written by the runner after each run. */
-static void read_grid_status(const char *dir, int *state, int *exit_code, double *wall_s) {
+ * ("state=failed exit_code=1 wall_s=12.5"), written by the runner after each run, and at
+ * each start with started=<epoch seconds> added: still there after the run, it is a run
+ * whose end nobody recorded (its runner was killed). */
+static void read_grid_status(const char *dir, int *state, int *exit_code, double *wall_s, double *started) {
     char path[CFG_PATH + CFG_STR + 16], line[256];
     snprintf(path, sizeof path, "%s/grid.status", dir);
     *state = -1;
     *exit_code = -1;
     *wall_s = NAN;
+    *started = NAN;
     FILE *f = fopen(path, "r");
     if (!f) return;
     while (fgets(line, sizeof line, f)) {
@@ -1404,17 +1407,34 @@ static void read_grid_status(const char *dir, int *state, int *exit_code, double
                 if (!strcmp(v, grid_state_names[s])) *state = s;
         if (!strcmp(line, "exit_code")) *exit_code = atoi(v);
         if (!strcmp(line, "wall_s")) *wall_s = atof(v);
+        if (!strcmp(line, "started")) *started = atof(v);
     }
     fclose(f);
 }
 
-static int write_grid_status(const char *dir, grid_state state, int exit_code, double wall_s) {
+/* state < 0: none recorded yet; started: NaN after a run, its start while it runs. */
+static int write_grid_status(const char *dir, int state, int exit_code, double wall_s, double started) {
     char path[CFG_PATH + CFG_STR + 16], text[256];
     snprintf(path, sizeof path, "%s/grid.status", dir);
-    int n = snprintf(text, sizeof text,
-                     "# written by s2hc grid after each run of this point\nstate=%s\nexit_code=%d\nwall_s=%.3f\n",
-                     grid_state_names[state], exit_code, wall_s);
+    int n = snprintf(text, sizeof text, "# written by s2hc grid at each start and end of a run of this point\n");
+    if (state >= 0) n += snprintf(text + n, sizeof text - (size_t)n, "state=%s\n", grid_state_names[state]);
+    if (exit_code >= 0) n += snprintf(text + n, sizeof text - (size_t)n, "exit_code=%d\n", exit_code);
+    if (isfinite(wall_s)) n += snprintf(text + n, sizeof text - (size_t)n, "wall_s=%.3f\n", wall_s);
+    if (isfinite(started)) n += snprintf(text + n, sizeof text - (size_t)n, "started=%.3f\n", started);
     return write_atomic(path, text, (size_t)n);
+}
+
+static double epoch_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* When path was last modified (epoch seconds), NaN if it cannot be read. */
+static double mtime_seconds(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return NAN;
+    return (double)sb.st_mtim.tv_sec + 1e-9 * (double)sb.st_mtim.tv_nsec;
 }
 
 /* Load run.h5 into the status cache: metrics, and h5_kind from its status attribute and
@@ -1493,7 +1513,14 @@ static void inspect(const grid_point *p, const char *const *ood, int nood, grid_
     default: st->state = have_ckpt ? GS_PARTIAL : GS_PENDING; break;
     }
     int rec_state, rec_exit;
-    read_grid_status(dir, &rec_state, &rec_exit, &st->wall_s);
+    double started;
+    read_grid_status(dir, &rec_state, &rec_exit, &st->wall_s, &started);
+    if (isfinite(started)) { /* a run with no end recorded: it lasted until its last write */
+        char logp[sizeof dir + 16];
+        snprintf(logp, sizeof logp, "%s/train.log", dir);
+        const double end = fmax(mtime_seconds(logp), mtime_seconds(path));
+        if (end > started) st->wall_s = (isnan(st->wall_s) ? 0 : st->wall_s) + (end - started);
+    }
     if ((st->state == GS_PENDING || st->state == GS_PARTIAL) && (rec_state == GS_FAILED || rec_state == GS_INTERRUPTED))
         st->state = (grid_state)rec_state;
     st->exit_code = rec_exit;
@@ -1933,6 +1960,7 @@ typedef struct {
     pid_t pid;        /* the child, 0 when none */
     int lock_fd;      /* held (and inherited by the child) while it runs */
     double t_start;
+    double wall_before; /* the point's recorded wall time when the child started */
     long log_off;     /* train.log size when the child started: its own lines follow */
     int fresh;        /* started with --force */
     int start_failed; /* could not be started (its directory, lock, config or log): no grid.status
@@ -2156,6 +2184,15 @@ static void launch(grid_runner *r, int i) {
     dprintf(logfd, "==== s2hc grid %s: point %d (%s) on %s, %s: %s%ss2hc train %s %s ====\n", r->g->path, p->index,
             p->name, host, when, r->g->launch, r->g->launch[0] ? " " : "", cfgp, mode);
 
+    /* the start in grid.status, the record kept: a runner killed before the run ends
+       leaves it there, and the run then counts until its last write (a failure to write
+       it is the run's end's to report) */
+    int rec_state, rec_exit;
+    double rec_wall, rec_started;
+    read_grid_status(dir, &rec_state, &rec_exit, &rec_wall, &rec_started);
+    sl->wall_before = isnan(s->wall_s) ? 0 : s->wall_s;
+    write_grid_status(dir, rec_state, rec_exit, s->wall_s, epoch_seconds());
+
     char threads[16];
     snprintf(threads, sizeof threads, "%d", nthreads);
     /* tests only: the child waits this long between fork and exec, still with the
@@ -2277,7 +2314,6 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
     char dir[CFG_PATH + CFG_STR + 2], logp[sizeof dir + 16];
     run_dir_of(&p->cfg, dir, sizeof dir);
     snprintf(logp, sizeof logp, "%s/train.log", dir);
-    double before = s->wall_s;
     inspect(p, r->ood, r->nood, s, 0);
     grid_state state;
     if (code == RUN_OK) state = s->state == GS_FINISHED ? GS_FINISHED : GS_FAILED;
@@ -2286,8 +2322,8 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
         state = GS_INTERRUPTED;
     else if (code == RUN_USAGE && s->state == GS_CHANGED) state = GS_CHANGED;
     else state = GS_FAILED;
-    double total = (isnan(before) ? 0 : before) + wall;
-    if (write_grid_status(dir, state, code, total) != 0) r->index_failed = 1;
+    double total = sl->wall_before + wall;
+    if (write_grid_status(dir, state, code, total, NAN) != 0) r->index_failed = 1;
     s->state = state;
     s->exit_code = code;
     s->wall_s = total;

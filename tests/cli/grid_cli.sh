@@ -126,8 +126,12 @@ awk -v w="$w" 'BEGIN{exit !(w > 0)}' && ok "wall time adds up the runs" || fail 
 K2=$TMP/kill9
 "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" -j 1 --job 0 > /dev/null 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do [ -s "$K2/identity-n4-s1337/train.log" ] && break; sleep 0.1; done
-sleep 0.5
+# killed once the child has trained half the run, so that the time of its first part shows
+for _ in $(seq 1 1200); do
+  awk -v h=$((KSTEPS / 2)) '/^step +[0-9]+\//{split($2, a, "/"); if (a[1] + 0 >= h) f = 1} END{exit !f}' \
+    "$K2/identity-n4-s1337/train.log" 2>/dev/null && break
+  sleep 0.1
+done
 kill -KILL $pid; wait $pid 2>/dev/null
 for _ in $(seq 1 600); do  # the orphan saves and exits; its lock goes with it
   "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --list 2>/dev/null | grep -Eq "identity-n4-s1337 +running" || break
@@ -135,6 +139,14 @@ for _ in $(seq 1 600); do  # the orphan saves and exits; its lock goes with it
 done
 expect_status 0 "after SIGKILL of the runner, the point resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --job 0
 expect_out "1/1 finished" "the killed runner's point finished"
+# index.csv's wall time counts the killed runner's run too: at least the run's own
+# wall_seconds (its training time over both runs, up to its last save)
+if command -v h5dump >/dev/null; then
+  ws=$(h5dump -a /wall_seconds "$K2/identity-n4-s1337/run.h5" | awk '/\(0\)/{print $2}')
+  w=$(csv_col "$K2/index.csv" wall_s identity-n4-s1337)
+  awk -v w="$w" -v ws="$ws" 'BEGIN{exit !(w != "" && ws != "" && w + 0 >= ws + 0)}' &&
+    ok "wall_s counts the run of a killed runner" || fail "wall_s '$w' below the run's wall_seconds '$ws'"
+fi
 
 # ---- a runner killed while its child is between fork and exec (S2HC_TEST_EXEC_DELAY_MS
 # holds the child there, with the runner's signal handlers): the child ends before its
