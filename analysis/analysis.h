@@ -68,7 +68,7 @@ typedef struct {
     char dir[512];          /* the run directory (holds run.h5) */
     char name[160];         /* its basename */
     char method[32];        /* residual.method */
-    char variant[64];       /* method, plus "+expm" / "+exact" for non-default s2hc core/init */
+    char variant[64];       /* method, plus "+expm" for the expm core (s2hc, s2hc_rot, orthogonal), "+exact" for s2hc's exact init */
     char corpus[32];        /* data.train */
     char scale[32];         /* the preset whose model size matches, else "L<l>-C<c>-T<t>"; then
                                "+nobias" (model.bias false), "+erf" (model.gelu erf), "+init" (train.init_from) */

@@ -768,7 +768,7 @@ static void fig_jacobian(an_ctx *c, FILE *meta) {
         const char *v = an_method_order[i];
         int ri = -1, idx[4];
         if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) > 0) ri = idx[0];
-        else if ((!strcmp(v, "identity") || !strcmp(v, "orthogonal") || !strncmp(v, "s2hc", 4)) &&
+        else if ((!strcmp(v, "identity") || !strncmp(v, "orthogonal", 10) || !strncmp(v, "s2hc", 4)) &&
                  an_cell_runs(c->rs, c->scale, NULL, v, 0, idx, 4) > 0) ri = idx[0];
         if (ri < 0) continue;
         const an_run *r = &c->rs->r[ri];

@@ -12,8 +12,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *const an_method_order[] = {"rc", "identity", "hc", "mhc", "mhc_lite", "kromhc", "orthogonal",
-                                       "s2hc", "s2hc_rot", "s2hc+expm", "s2hc+exact", NULL};
+const char *const an_method_order[] = {"rc",        "identity",  "hc",         "mhc",
+                                       "mhc_lite",  "kromhc",    "orthogonal", "orthogonal+expm",
+                                       "s2hc",      "s2hc_rot",  "s2hc+expm",  "s2hc+exact",
+                                       "s2hc+expm+exact", "s2hc_rot+expm", NULL};
 
 const char *an_pretty(const char *v) {
     static const struct { const char *id, *name; } names[] = {
@@ -21,6 +23,7 @@ const char *an_pretty(const char *v) {
         {"kromhc", "KromHC"}, {"orthogonal", "orthogonal"}, {"s2hc", "s²HC"}, {"s2hc_rot", "s²HC-rot"},
         {"s2hc+expm", "s²HC (expm core)"}, {"s2hc+exact", "s²HC (exact init)"},
         {"s2hc+expm+exact", "s²HC (expm, exact init)"}, {"s2hc_rot+expm", "s²HC-rot (expm)"},
+        {"orthogonal+expm", "orthogonal (expm)"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(names[i].id, v)) return names[i].name;
@@ -108,9 +111,12 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     snprintf(r->method, sizeof r->method, "%s", c.method);
     snprintf(r->corpus, sizeof r->corpus, "%s", c.train_corpus);
     snprintf(r->variant, sizeof r->variant, "%s", c.method);
-    if (!strncmp(c.method, "s2hc", 4)) {
+    /* the options that change the math of s2hc, s2hc_rot (core) and orthogonal (core):
+       every variant they make is in an_method_order */
+    if (!strncmp(c.method, "s2hc", 4) || !strcmp(c.method, "orthogonal")) {
         if (strcmp(c.core, "cayley") != 0) strncat(r->variant, "+expm", sizeof r->variant - strlen(r->variant) - 1);
-        if (strcmp(c.init, "tanh4") != 0) strncat(r->variant, "+exact", sizeof r->variant - strlen(r->variant) - 1);
+        if (!strcmp(c.method, "s2hc") && strcmp(c.init, "tanh4") != 0)
+            strncat(r->variant, "+exact", sizeof r->variant - strlen(r->variant) - 1);
     }
     scale_label(&c, r->scale, sizeof r->scale);
     /* another base model (docs/paper.md) is another cell, never compared with the default's */

@@ -483,8 +483,7 @@ static void table2(an_ctx *c) {
 /* ---- ablation table ------------------------------------------------------------------ */
 
 static int is_ablation(const char *v) {
-    return !strcmp(v, "identity") || !strcmp(v, "orthogonal") || !strcmp(v, "s2hc") || !strcmp(v, "s2hc_rot") ||
-           !strcmp(v, "s2hc+expm") || !strcmp(v, "s2hc+exact");
+    return !strcmp(v, "identity") || !strncmp(v, "orthogonal", 10) || !strncmp(v, "s2hc", 4);
 }
 
 static double mean_ood_ppl(const an_run *r) {

@@ -127,6 +127,7 @@ typedef struct {
     const char *init_from; /* train.init_from */
     double lr;        /* nonzero: train.lr */
     double ood[2];    /* nonzero: perplexities on two OOD corpora "c4" and "wiki" instead of "other" */
+    const char *core, *init; /* residual.core, residual.init (NULL: the defaults) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -143,6 +144,8 @@ static void write_run(const char *dir, const synth *s) {
     }
     if (s->init_from) snprintf(c.init_from, sizeof c.init_from, "%s", s->init_from);
     if (s->lr) c.lr = s->lr;
+    if (s->core) snprintf(c.core, sizeof c.core, "%s", s->core);
+    if (s->init) snprintf(c.init, sizeof c.init, "%s", s->init);
     c.n_streams = s->n;
     c.seed = (uint64_t)s->seed;
     c.steps = s->steps;
@@ -631,6 +634,34 @@ static void test_pair_once(void) {
               strstr(t1, "2 pairs") == NULL, "the s²HC run pairs once:\n%s", t1);
 }
 
+/* Every variant the options make has its rows: s2hc with both options, s2hc_rot and
+ * orthogonal with the expm core (neither pooled with its Cayley runs), and s2hc_rot's
+ * unused init changes nothing. */
+static void test_option_variants(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100,
+         .name = "sxe", .core = "expm", .init = "exact"},
+        {.method = "s2hc_rot", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100,
+         .name = "rx", .core = "expm"},
+        {.method = "s2hc_rot", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.75, .grad_peak = 1, .tps = 100,
+         .name = "r", .init = "exact"},
+        {.method = "orthogonal", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.6, .grad_peak = 1, .tps = 100,
+         .name = "o"},
+        {.method = "orthogonal", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.5, .grad_peak = 1, .tps = 100,
+         .name = "ox", .core = "expm"}};
+    const char *t1 = analyzed_table("optvar", runs, 7, "table1.md");
+    CHECK(strstr(t1, "| s²HC (expm, exact init) | 4 | 20 |") != NULL && strstr(t1, "| s²HC-rot (expm) | 4 | 20 |") != NULL &&
+              strstr(t1, "| s²HC-rot | 4 | 20 |") != NULL && strstr(t1, "| orthogonal | 4 | 20 |") != NULL &&
+              strstr(t1, "| orthogonal (expm) | 4 | 20 |") != NULL && strstr(t1, "(2)") == NULL,
+          "a row per variant, none pooling two:\n%s", t1);
+    const char *ab = analyzed_table("optvar", runs, 7, "ablation.md");
+    CHECK(strstr(ab, "| s²HC (expm, exact init) |") != NULL && strstr(ab, "| s²HC-rot (expm) |") != NULL &&
+              strstr(ab, "| orthogonal (expm) |") != NULL,
+          "and in the ablation table:\n%s", ab);
+}
+
 /* What a comparison may pair, and what a claim may conclude from it:
  * - a diverged seed is left out of its row's means and of every pair (its last
  *   validation loss is an old one); Table 2's ratio pairs each run with the RC run of its
@@ -749,6 +780,7 @@ int main(void) {
     T_RUN(test_foreign_shapes);
     T_RUN(test_table2_ratio);
     T_RUN(test_pair_once);
+    T_RUN(test_option_variants);
     T_RUN(test_verdict_text);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
