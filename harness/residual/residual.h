@@ -1,6 +1,7 @@
 /* residual.h: the table of residual methods. A method is one file in harness/residual/
  * (shapes, parameter names, init, the closed parameter-count formula) plus its per-token
- * math in kernels/hc_math.h. Adding a method: one file, one line in residual.c, tests. */
+ * math in kernels/hc_math.h. Adding a method touches more than this folder: docs/methods.md,
+ * "Adding a method". */
 #ifndef S2HC_RESIDUAL_H
 #define S2HC_RESIDUAL_H
 #include <stddef.h>
