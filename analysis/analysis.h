@@ -82,6 +82,8 @@ typedef struct {
     char *config_key;       /* the config without name, out, threads, backend (repeat detection) */
     char recipe[200];       /* the optimisation: lr, min_lr, warmup, weight decay, batch, accumulation,
                                clipping, betas (runs pair in a comparison only with the same) */
+    char options[160];      /* the method's own options that make no variant: sinkhorn_iters and order
+                               (mhc), lite_offset and its value (mhc_lite, kromhc), proj_init */
     h5log log;
 } an_run;
 

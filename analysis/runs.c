@@ -142,6 +142,12 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     r->bench = c.probe_every == 0 && c.eval_every == 0;
     snprintf(r->recipe, sizeof r->recipe, "lr %g, min_lr %g, warmup %d, weight_decay %g, batch %d, grad_accum %d, clip %g, "
              "betas %g/%g", c.lr, c.min_lr, c.warmup, c.weight_decay, c.batch, c.grad_accum, c.clip, c.beta1, c.beta2);
+    size_t o = 0;
+    if (!strcmp(c.method, "mhc"))
+        o += (size_t)snprintf(r->options, sizeof r->options, "sinkhorn %d %s, ", c.sinkhorn_iters, c.sinkhorn_order);
+    if (!strcmp(c.method, "mhc_lite") || !strcmp(c.method, "kromhc"))
+        o += (size_t)snprintf(r->options, sizeof r->options, "lite_offset %s %g, ", c.lite_offset, c.lite_offset_value);
+    if (strcmp(c.method, "rc") != 0) snprintf(r->options + o, sizeof r->options - o, "proj_init %s", c.proj_init);
     r->config_key = config_key(yaml);
     return 0;
 }

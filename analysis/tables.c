@@ -314,7 +314,7 @@ static void table1(an_ctx *c) {
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64);
     size_t min_used = (size_t)-1;
-    int unfinished = 0, mixed = 0;
+    int unfinished = 0, mixed = 0, mixed_opt = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
             for (int vi = 0; an_method_order[vi]; vi++)
@@ -336,7 +336,7 @@ static void table1(an_ctx *c) {
                     if (used < min_used) min_used = used;
                     va[kk++] = an_final_val_loss(&c->rs->r[idx[i]]);
                 }
-                char ntxt[16], stx[96], trs[64], vas[64], diff[32] = "–", ci[128] = "–", verdict[96] = "–", pap[48] = "–";
+                char ntxt[16], stx[128], trs[64], vas[64], diff[32] = "–", ci[128] = "–", verdict[96] = "–", pap[48] = "–";
                 snprintf(ntxt, sizeof ntxt, "%d", c->rs->r[idx[0]].n);
                 snprintf(stx, sizeof stx, "%d", steps);
                 /* a run that has not finished (still running, interrupted, diverged, failed)
@@ -360,6 +360,12 @@ static void table1(an_ctx *c) {
                         mixed++;
                         break;
                     }
+                for (int i = 1; i < k; i++) /* runs of other method options (a grid over one) in one row */
+                    if (strcmp(c->rs->r[idx[i]].options, c->rs->r[idx[0]].options)) {
+                        strncat(stx, " (options differ)", sizeof stx - strlen(stx) - 1);
+                        mixed_opt++;
+                        break;
+                    }
                 fmt_ms(trs, sizeof trs, tr, kk, 4);
                 fmt_ms(vas, sizeof vas, va, kk, 4);
                 paired_vs(c->rs, sc[a], co[b], st[si], v, nn, "rc", "RC", diff, sizeof diff, ci, sizeof ci, verdict,
@@ -369,17 +375,20 @@ static void table1(an_ctx *c) {
                 const char *cells[] = {sc[a], co[b], an_pretty(v), ntxt, stx, trs, vas, diff, ci, verdict, pap};
                 tbl_row(&t, cells);
             }
-    char cap[1024];
+    char cap[1536];
     snprintf(cap, sizeof cap,
              "Table 1: final train loss (mean of the last %d logged steps%s) and validation loss, mean ± std over the "
              "finished seeds; Δ val vs RC paired by seed (finished runs of the same optimisation recipe). Paper: "
-             "FineWeb-Edu validation loss, M / L.%s%s",
+             "FineWeb-Edu validation loss, M / L.%s%s%s",
              AN_LOSS_WINDOW,
              min_used != (size_t)-1 && min_used < AN_LOSS_WINDOW ? "; runs shorter than that average their whole log" : "",
              unfinished ? " A row whose steps read \"S of N (status)\" holds runs that stopped, none finished: its losses "
                           "are step S's, not a finished run's; \"a seed ... left out\" marks a stopped seed beside finished ones." : "",
              mixed ? " \"(recipes differ)\": the row's runs were trained with different learning rates, batches or "
-                     "schedules (its mean mixes them)." : "");
+                     "schedules (its mean mixes them)." : "",
+             mixed_opt ? " \"(options differ)\": the row's runs were trained with different options of the method "
+                         "(sinkhorn_iters or sinkhorn_order, lite_offset or lite_offset_value, proj_init; its mean mixes "
+                         "them)." : "");
     tbl_write(c, &t, "table1", cap);
     tbl_free(&t);
 }

@@ -128,6 +128,7 @@ typedef struct {
     double lr;        /* nonzero: train.lr */
     double ood[2];    /* nonzero: perplexities on two OOD corpora "c4" and "wiki" instead of "other" */
     const char *core, *init; /* residual.core, residual.init (NULL: the defaults) */
+    double lite_offset_value; /* nonzero: residual.lite_offset_value */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -146,6 +147,7 @@ static void write_run(const char *dir, const synth *s) {
     if (s->lr) c.lr = s->lr;
     if (s->core) snprintf(c.core, sizeof c.core, "%s", s->core);
     if (s->init) snprintf(c.init, sizeof c.init, "%s", s->init);
+    if (s->lite_offset_value) c.lite_offset_value = s->lite_offset_value;
     c.n_streams = s->n;
     c.seed = (uint64_t)s->seed;
     c.steps = s->steps;
@@ -662,6 +664,22 @@ static void test_option_variants(void) {
           "and in the ablation table:\n%s", ab);
 }
 
+/* A grid over a method's option (lite_offset_value) makes runs of one variant and seed that
+ * differ in it: the row says it mixes them, as it does for recipes. */
+static void test_option_grid(void) {
+    const synth runs[] = {
+        {.method = "mhc_lite", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "l8"},
+        {.method = "mhc_lite", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100,
+         .name = "l4", .lite_offset_value = -4},
+        {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100, .name = "m1"},
+        {.method = "mhc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100, .name = "m2"}};
+    const char *t1 = analyzed_table("optgrid", runs, 4, "table1.md");
+    CHECK(strstr(t1, "| mHC-lite | 4 | 20 (options differ) |") != NULL && strstr(t1, "| mHC | 4 | 20 |") != NULL &&
+              strstr(t1, "\"(options differ)\": the row's runs") != NULL,
+          "the row of two lite_offset_values says so, the caption explains it:\n%s", t1);
+}
+
 /* What a comparison may pair, and what a claim may conclude from it:
  * - a diverged seed is left out of its row's means and of every pair (its last
  *   validation loss is an old one); Table 2's ratio pairs each run with the RC run of its
@@ -781,6 +799,7 @@ int main(void) {
     T_RUN(test_table2_ratio);
     T_RUN(test_pair_once);
     T_RUN(test_option_variants);
+    T_RUN(test_option_grid);
     T_RUN(test_verdict_text);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
