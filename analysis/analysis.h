@@ -83,7 +83,8 @@ typedef struct {
     char recipe[200];       /* the optimisation: lr, min_lr, warmup, weight decay, batch, accumulation,
                                clipping, betas (runs pair in a comparison only with the same) */
     char options[160];      /* the method's own options that make no variant: sinkhorn_iters and order
-                               (mhc), lite_offset and its value (mhc_lite, kromhc), proj_init */
+                               (mhc), lite_offset and its value (mhc_lite, kromhc), proj_init, the
+                               stream and projection precisions */
     h5log log;
 } an_run;
 

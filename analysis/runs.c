@@ -147,7 +147,9 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
         o += (size_t)snprintf(r->options, sizeof r->options, "sinkhorn %d %s, ", c.sinkhorn_iters, c.sinkhorn_order);
     if (!strcmp(c.method, "mhc_lite") || !strcmp(c.method, "kromhc"))
         o += (size_t)snprintf(r->options, sizeof r->options, "lite_offset %s %g, ", c.lite_offset, c.lite_offset_value);
-    if (strcmp(c.method, "rc") != 0) snprintf(r->options + o, sizeof r->options - o, "proj_init %s", c.proj_init);
+    if (strcmp(c.method, "rc") != 0)
+        snprintf(r->options + o, sizeof r->options - o, "proj_init %s, precision %s/%s", c.proj_init,
+                 c.stream_precision, c.proj_precision);
     r->config_key = config_key(yaml);
     return 0;
 }

@@ -387,8 +387,8 @@ static void table1(an_ctx *c) {
              mixed ? " \"(recipes differ)\": the row's runs were trained with different learning rates, batches or "
                      "schedules (its mean mixes them)." : "",
              mixed_opt ? " \"(options differ)\": the row's runs were trained with different options of the method "
-                         "(sinkhorn_iters or sinkhorn_order, lite_offset or lite_offset_value, proj_init; its mean mixes "
-                         "them)." : "");
+                         "(sinkhorn_iters or sinkhorn_order, lite_offset or lite_offset_value, proj_init) or precisions "
+                         "(stream_precision, proj_precision); its mean mixes them." : "");
     tbl_write(c, &t, "table1", cap);
     tbl_free(&t);
 }

@@ -129,6 +129,7 @@ typedef struct {
     double ood[2];    /* nonzero: perplexities on two OOD corpora "c4" and "wiki" instead of "other" */
     const char *core, *init; /* residual.core, residual.init (NULL: the defaults) */
     double lite_offset_value; /* nonzero: residual.lite_offset_value */
+    const char *stream_precision; /* residual.stream_precision (NULL: fp32) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -148,6 +149,7 @@ static void write_run(const char *dir, const synth *s) {
     if (s->core) snprintf(c.core, sizeof c.core, "%s", s->core);
     if (s->init) snprintf(c.init, sizeof c.init, "%s", s->init);
     if (s->lite_offset_value) c.lite_offset_value = s->lite_offset_value;
+    if (s->stream_precision) snprintf(c.stream_precision, sizeof c.stream_precision, "%s", s->stream_precision);
     c.n_streams = s->n;
     c.seed = (uint64_t)s->seed;
     c.steps = s->steps;
@@ -673,11 +675,15 @@ static void test_option_grid(void) {
         {.method = "mhc_lite", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100,
          .name = "l4", .lite_offset_value = -4},
         {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100, .name = "m1"},
-        {.method = "mhc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100, .name = "m2"}};
-    const char *t1 = analyzed_table("optgrid", runs, 4, "table1.md");
+        {.method = "mhc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100, .name = "m2"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100, .name = "s"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100,
+         .name = "s-bf16", .stream_precision = "bf16"}};
+    const char *t1 = analyzed_table("optgrid", runs, 6, "table1.md");
     CHECK(strstr(t1, "| mHC-lite | 4 | 20 (options differ) |") != NULL && strstr(t1, "| mHC | 4 | 20 |") != NULL &&
               strstr(t1, "\"(options differ)\": the row's runs") != NULL,
           "the row of two lite_offset_values says so, the caption explains it:\n%s", t1);
+    CHECK(strstr(t1, "| s²HC | 4 | 20 (options differ) |") != NULL, "and the row of fp32 and bf16 streams:\n%s", t1);
 }
 
 /* What a comparison may pair, and what a claim may conclude from it:
