@@ -31,6 +31,11 @@
  * 64 KiB per dataset. */
 #define H5LOG_CHUNK_BYTES 65536
 #define H5LOG_MIN_CAP 16
+/* h5log_load: a dataset larger than this must have its data in the file (chunks never
+ * written read as fill values), at most H5LOG_MAX_RATIO times its stored bytes when
+ * compressed (deflate's limit is about 1032:1) */
+#define H5LOG_UNCHECKED_BYTES ((size_t)1 << 20)
+#define H5LOG_MAX_RATIO 1100.0
 
 /* Attribute names h5log writes itself on datasets; h5log_load does not copy them into
  * the attribute list (they live in the series fields or are recomputed on save). */
@@ -760,6 +765,28 @@ static int h5log_load_dataset(h5log_load_ctx *c, hid_t d, const char *path) {
     wraps |= __builtin_mul_overflow(rows, row_elems, &elems);
     wraps |= __builtin_mul_overflow(elems, esz, &bytes);
     wraps |= __builtin_mul_overflow(row_elems, esz, &(size_t){0});
+    /* nor may it declare more data than the file holds of it: chunks never written read
+       as fill values, so a damaged extent of a few bytes would otherwise take gigabytes
+       of memory and minutes to load (compression allowed for: deflate's best ratio) */
+    const hsize_t stored = H5Dget_storage_size(d);
+    hid_t dcpl = H5Dget_create_plist(d);
+    const int filtered = dcpl >= 0 && H5Pget_nfilters(dcpl) > 0;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    size_t file_bytes = 0;
+    const int absent = !wraps && !__builtin_mul_overflow(elems, tsz, &file_bytes) &&
+                       file_bytes > H5LOG_UNCHECKED_BYTES &&
+                       (double)file_bytes > (double)stored * (filtered ? H5LOG_MAX_RATIO : 1.0);
+    if (absent) {
+        snprintf(c->err, c->errlen, "%s: dataset %s declares %zu bytes (shape", c->file, path, file_bytes);
+        for (int i = 0; i < rank; i++) {
+            size_t l = strlen(c->err);
+            snprintf(c->err + l, c->errlen - l, "%s%llu", i ? " x " : " ", (unsigned long long)dims[i]);
+        }
+        size_t l = strlen(c->err);
+        snprintf(c->err + l, c->errlen - l, ") but the file stores %llu bytes of it (truncated or corrupt?)",
+                 (unsigned long long)stored);
+        goto done;
+    }
     void *buf = wraps ? NULL : malloc(bytes ? bytes : 1);
     if (!buf) {
         snprintf(c->err, c->errlen, "%s: dataset %s is too large to load (shape", c->file, path);

@@ -427,6 +427,31 @@ static void test_log_load_huge_shape(void) {
     h5log_free(&b);
 }
 
+/* A dataset whose extent was damaged or grown without its data (chunks never written read
+ * as fill values): 64 MiB declared in a file of a few kilobytes. h5log_load refuses it,
+ * naming the file, instead of allocating and filling what the file does not hold. */
+static void test_log_load_unwritten_extent(void) {
+    h5log b;
+    const char *p;
+    hid_t f = saved_log_open("sparse.h5", &p);
+    hsize_t dims[1] = {(hsize_t)1 << 24}, maxd[1] = {H5S_UNLIMITED}, chunk[1] = {1024};
+    hid_t sp = H5Screate_simple(1, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, chunk);
+    hid_t d = H5Dcreate2(f, "/final/sparse", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    CHECK(d >= 0, "create the dataset");
+    if (d >= 0) H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    h5log_init(&b);
+    char err[512] = "";
+    CHECK(h5log_load(&b, p, err, sizeof err) == -1, "a dataset of 2^24 floats never written is refused");
+    CHECK(strstr(err, p) && strstr(err, "/final/sparse") && strstr(err, "declares 67108864 bytes") &&
+          strstr(err, "stores 0 bytes"), "error: %s", err);
+    CHECK(b.n_series == 0, "log left empty");
+    h5log_free(&b);
+}
+
 /* Numbers of odd widths and a series without rows, as a corrupt file declares them:
  * h5log_load refuses the dataset (libhdf5's conversion of a 1 032-byte float read past its
  * own buffer) and skips the attribute, instead of handing them to libhdf5 to convert. */
@@ -744,6 +769,7 @@ int main(void) {
     T_RUN(test_save_twice_and_atomic);
     T_RUN(test_log_load_bad);
     T_RUN(test_log_load_huge_shape);
+    T_RUN(test_log_load_unwritten_extent);
     T_RUN(test_log_load_odd_types);
     T_RUN(test_log_conflict_names_file);
     T_RUN(test_h5dump);
