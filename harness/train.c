@@ -257,9 +257,10 @@ int run_busy_unsaved(const char *dir) {
 }
 
 /* Training never saves a NaN or infinite weight or moment (a diverged run keeps its last
- * good checkpoint): one in a checkpoint is damage, and would become NaN losses, rows and
- * files. 0, or -1 after naming the file, the tensor and the element. The moments m and v
- * may be NULL. */
+ * good checkpoint), nor a negative second moment (a running mean of squares): one in a
+ * checkpoint is damage, and would become NaN losses, rows and files (AdamW's sqrt(v) of a
+ * negative v, the run then marked diverged). 0, or -1 after naming the file, the tensor
+ * and the element. The moments m and v may be NULL. */
 static int ckpt_values_finite(const gpt_model *m, const real *params, const float *mom1, const float *mom2,
                               const char *file) {
     const void *arr[3] = {params, mom1, mom2};
@@ -272,6 +273,11 @@ static int ckpt_values_finite(const gpt_model *m, const real *params, const floa
                 const double x = a == 0 ? (double)params[pi->offset + i] : (double)((const float *)arr[a])[pi->offset + i];
                 if (!isfinite(x)) {
                     fprintf(stderr, "s2hc: error: %s: tensor %s%s holds a non-finite value (%g at element %zu): the "
+                            "file is damaged\n", file, pi->name, what[a], x, i);
+                    return -1;
+                }
+                if (a == 2 && x < 0) {
+                    fprintf(stderr, "s2hc: error: %s: tensor %s%s holds a negative value (%g at element %zu): the "
                             "file is damaged\n", file, pi->name, what[a], x, i);
                     return -1;
                 }

@@ -229,6 +229,17 @@ sums=$(md5sum < "$TMP/runs/sn/run.h5")
 expect_status 1 "--resume from a checkpoint holding an infinity" -- "$S2HC" train "$TMP/sn.yaml" --resume --quiet
 expect_out "tensor transformer.ln_f.weight holds a non-finite value \(inf at element 1\)" "names the tensor"
 [ "$(md5sum < "$TMP/runs/sn/run.h5")" = "$sums" ] && ok "and the run file is as it was" || fail "--resume changed run.h5"
+# nor a negative AdamW second moment (a mean of squares): sqrt(v) would turn the first
+# step NaN and mark the run diverged
+conf sv s2hc 4
+"$S2HC" train "$TMP/sv.yaml" --quiet --stop-after 1 >/dev/null 2>&1
+off=$(h5dump -p -H -d /optim/v/transformer.ln_f.weight "$TMP/runs/sv/ckpt.h5" | awk '/OFFSET/{print $2}')
+printf '\x00\x00\x80\xbf' | dd of="$TMP/runs/sv/ckpt.h5" bs=1 seek=$((off + 4)) conv=notrunc 2>/dev/null
+sums=$(md5sum < "$TMP/runs/sv/run.h5")
+expect_status 1 "--resume from a checkpoint holding a negative second moment" -- "$S2HC" train "$TMP/sv.yaml" --resume --quiet
+expect_out "tensor transformer.ln_f.weight \(its AdamW second moment\) holds a negative value \(-1 at element 1\)" \
+  "names the tensor"
+[ "$(md5sum < "$TMP/runs/sv/run.h5")" = "$sums" ] && ok "and the run file is as it was" || fail "--resume changed run.h5"
 rm "$TMP/runs/nan/ckpt.h5"
 expect_status 1 "a finished run whose ckpt.h5 was removed" -- "$S2HC" export "$TMP/runs/nan"
 expect_out "ckpt.h5 is missing \(moved or deleted\?\)" "says it is missing, not that the run never saved"
