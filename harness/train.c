@@ -159,7 +159,9 @@ static void resume_threads(const s2hc_config *cfg, const char *run_path, const c
     const int gpu = be && !strcmp(be, "cuda");
     h5log_free(&old);
     if (!(t >= 1 && t <= 4096) || gpu) return; /* a run file older than the attribute; a GPU's run */
-    const int T0 = (int)t, W0 = w >= 1 ? (int)w : 1, batch = !strcmp(cfg->parallel, "batch");
+    /* a process count outside 1..65536 (none, or a damaged attribute) counts as one, as in
+       the grid's index */
+    const int T0 = (int)t, W0 = w >= 1 && w <= 65536 ? (int)w : 1, batch = !strcmp(cfg->parallel, "batch");
     /* one process, train.threads 0: the run's cut (W0 ranks of one thread cut as W0 threads) */
     const int want = W0 == 1 ? T0 : T0 == 1 && batch ? W0 : 0;
     if (W == 1 && cfg->threads == 0 && want > 0) {

@@ -8,6 +8,7 @@
  *  - the optimizer step, one region over all tensors, equals AdamW tensor by tensor, bit
  *    for bit, with one thread and with two.
  */
+#include <hdf5.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -219,6 +220,43 @@ static void test_truncated_checkpoint_refused(void) {
     close(saved);
     CHECK(rc == RUN_FAILED, "resuming from a truncated checkpoint must fail (exit %d)", rc);
     model_free(&m);
+}
+
+/* A run file whose root attribute `processes` is damaged (1e300, no process count): the
+ * resume takes it as absent (one process), as the grid does; it cast it to int (undefined
+ * behaviour; INT_MIN here) and warned of a run of -2147483648 processes. */
+static void test_resume_damaged_processes(void) {
+    char cfg[700], run[700], log[700];
+    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
+    snprintf(run, sizeof run, "%s/runs/procs/run.h5", tmp);
+    snprintf(log, sizeof log, "%s/procs.err", tmp);
+    write_config(cfg, "identity", 2);
+    CHECK(train_argv(cfg, "procs", "--stop-after", "17", NULL) == RUN_INTERRUPTED, "stopped run");
+    hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0, "open %s", run);
+    if (f < 0) return;
+    const double huge = 1e300;
+    hid_t sp = H5Screate(H5S_SCALAR);
+    H5Adelete(f, "processes");
+    hid_t a = H5Acreate2(f, "processes", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_DOUBLE, &huge) >= 0, "write processes = 1e300");
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    H5Fclose(f);
+    fflush(stderr);
+    int saved = dup(2);
+    CHECK(freopen(log, "w", stderr) != NULL, "stderr to %s", log);
+    int rc = train_argv(cfg, "procs", "--resume", NULL, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK(rc == 0, "resume exits %d", rc);
+    FILE *g = fopen_check(log, "r");
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, g);
+    fclose(g);
+    text[n] = '\0';
+    CHECK(!strstr(text, "processes") && !strstr(text, "-2147483648"), "stderr: %s", text);
 }
 
 /* X_next = H . X + post * f, recomputed independently in double from the stored
@@ -1144,6 +1182,7 @@ int main(void) {
     T_RUN(test_same_seed_same_losses);
     T_RUN(test_resume_is_exact);
     T_RUN(test_truncated_checkpoint_refused);
+    T_RUN(test_resume_damaged_processes);
     T_RUN(test_proj_bf16_step);
     T_RUN(test_stream_bf16_step);
     T_RUN(test_stream_blocks_step);
