@@ -408,7 +408,13 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
         const yaml_event_type_t t = e.type;
         const char *val = t == YAML_SCALAR_EVENT ? (const char *)e.data.scalar.value : NULL;
         int fail = 0, stop = 0;
-        if (t == YAML_STREAM_END_EVENT) {
+        if (val && depth >= 1 && strlen(val) != e.data.scalar.length) {
+            /* a "\u0000" in a name or key: the C string would end there, and
+               "transformer.ln_f.weight\u0000x" be read as the parameter's name */
+            snprintf(err, errlen, "%s: header: %s '%.40s...' holds a NUL character (\\u0000)", file,
+                     depth == 1 ? "a tensor name" : "a key", val);
+            fail = 2;
+        } else if (t == YAML_STREAM_END_EVENT) {
             stop = 1;
             rc = depth == 0 ? 0 : -1;
         } else if (t == YAML_MAPPING_START_EVENT && depth == 0) {
@@ -455,6 +461,11 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
             yaml_event_t m;
             if (!yaml_parser_parse(&p, &m)) {
                 st_yaml_error(&p, file, cur->name, err, errlen);
+                fail = 2;
+            } else if (!strcmp(key, "dtype") && m.type == YAML_SCALAR_EVENT &&
+                       strlen((const char *)m.data.scalar.value) != m.data.scalar.length) {
+                snprintf(err, errlen, "%s: header: tensor '%s': its dtype holds a NUL character (\\u0000)", file,
+                         cur->name);
                 fail = 2;
             } else if (!strcmp(key, "dtype") && m.type == YAML_SCALAR_EVENT) {
                 snprintf(cur->dtype, sizeof cur->dtype, "%s", (const char *)m.data.scalar.value);

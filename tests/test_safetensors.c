@@ -311,6 +311,14 @@ static void test_bad_files(void) {
             "\"garbage.attn.bias\":{\"dtype\":\"XYZ\",\"shape\":[1,1,1,1],\"data_offsets\":[32,36]}}",
             36, "tensor 'garbage.attn.bias' is not a parameter of this model");
     refused(&m, "empty.safetensors", "{}", 0, "none of its 0 tensors");
+    /* JSON's \u0000 inside a name or a dtype: not the parameter's name cut short there, nor
+     * F32 (the reference reader compares the whole strings) */
+    refused(&m, "nulname.safetensors",
+            "{\"transformer.ln_f.weight\\u0000x\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", 32,
+            "a tensor name 'transformer.ln_f.weight...' holds a NUL character");
+    refused(&m, "nuldtype.safetensors",
+            "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\\u0000x\",\"shape\":[8],\"data_offsets\":[0,32]}}", 32,
+            "tensor 'transformer.ln_f.weight': its dtype holds a NUL character");
     refused(&m, "twice.safetensors",
             "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
             "\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[32,64]}}",
