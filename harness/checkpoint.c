@@ -332,7 +332,12 @@ int ckpt_load(const char *path, const ckpt_tensor *params, ckpt_tensor *m, ckpt_
                  format ? "'" : "", format ? format : "missing", format ? "'" : "", CKPT_FORMAT);
         goto done;
     }
-    if (ck_read_int(f, "version", H5T_NATIVE_INT64, &version) < 0 || version != CKPT_VERSION) {
+    if (ck_read_int(f, "version", H5T_NATIVE_INT64, &version) < 0) {
+        snprintf(err, errlen, "%s: checkpoint lacks a readable root attribute 'version' (a scalar integer; corrupt or "
+                 "foreign?)", path);
+        goto done;
+    }
+    if (version != CKPT_VERSION) {
         snprintf(err, errlen, "%s: checkpoint format version %lld, this build reads version %d", path,
                  (long long)version, CKPT_VERSION);
         goto done;

@@ -704,6 +704,21 @@ static void test_ckpt_refuses_bad_files(void) {
     CHECK(ckpt_load(ns, a.p, a.m, a.v, NT, NULL, err, sizeof err) == -1, "a negative step is refused");
     CHECK(strstr(err, ns) && strstr(err, "'step'"), "names file and attribute: %s", err);
 
+    /* a version that is not a scalar integer (1.0 written by another tool): refused as
+     * unreadable, not as "version 0" */
+    const char *fv = tmp_path("float-version.h5");
+    CHECK(ckpt_save(fv, a.p, a.m, a.v, NT, &meta) == 0, "save");
+    hid_t f = H5Fopen(fv, H5F_ACC_RDWR, H5P_DEFAULT), sp = H5Screate(H5S_SCALAR);
+    const double one = 1.0;
+    H5Adelete(f, "version");
+    hid_t at = H5Acreate2(f, "version", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(at >= 0 && H5Awrite(at, H5T_NATIVE_DOUBLE, &one) >= 0, "write version = 1.0");
+    if (at >= 0) H5Aclose(at);
+    H5Sclose(sp);
+    H5Fclose(f);
+    CHECK(ckpt_load(fv, a.p, a.m, a.v, NT, NULL, err, sizeof err) == -1, "a float version is refused");
+    CHECK(strstr(err, fv) && strstr(err, "lacks a readable root attribute 'version'"), "says so: %s", err);
+
     /* a foreign HDF5 file (a run log) is not a checkpoint */
     h5log log;
     build_log(&log, 3);
