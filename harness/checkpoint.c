@@ -217,7 +217,7 @@ static void ck_shape_str(int rank, const size_t *dims, char *buf, size_t len) {
     if (o < len) snprintf(buf + o, len - o, "]");
 }
 
-/* Read tensor `p` (name and shape) from group `grp` into dst. */
+/* Read tensor `p` (name and shape) from group `grp` into dst (NULL: check it only). */
 static int ck_read_tensor(hid_t f, const char *file, const char *grp, const ckpt_tensor *p, float *dst,
                           char *err, size_t errlen) {
     char path[CKPT_NAME_MAX + 32];
@@ -257,7 +257,7 @@ static int ck_read_tensor(hid_t f, const char *file, const char *grp, const ckpt
         snprintf(err, errlen, "%s: tensor %s is not a 4- or 8-byte float (corrupt?)", file, path);
         goto done;
     }
-    if (ck_numel(p) > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+    if (dst && ck_numel(p) > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
         char detail[256];
         h5_error_detail(detail, sizeof detail);
         snprintf(err, errlen, "%s: cannot read tensor %s (truncated or corrupt?)%s%s%s", file, path,

@@ -319,6 +319,26 @@ static int run_has_ckpt(const char *dir) {
     return 0;
 }
 
+/* The checkpoint's tensors against the config's parameter table, before any is
+ * allocated: a run file whose config was damaged into a large model would otherwise have
+ * its parameters and gradients allocated and zeroed (gigabytes) before the checkpoint's
+ * shapes refused it. 0, or -1 with the message in err. */
+static int ckpt_shapes_fit(const s2hc_config *cfg, const char *ckpt, char *err, size_t errlen) {
+    param_info *pi = NULL;
+    int n = 0;
+    if (model_param_table(cfg, &pi, &n, NULL, NULL, err, errlen) != 0) return 0; /* model_build says why */
+    ckpt_tensor *t = calloc_check((size_t)(n ? n : 1), sizeof *t);
+    for (int i = 0; i < n; i++) {
+        t[i].name = pi[i].name;
+        t[i].rank = pi[i].rank;
+        for (int k = 0; k < 4; k++) t[i].shape[k] = pi[i].shape[k];
+    }
+    const int rc = ckpt_load(ckpt, t, NULL, NULL, n, NULL, err, errlen);
+    free(t);
+    free(pi);
+    return rc;
+}
+
 int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_t *step) {
     char ckpt[1200], runp[1200], err[1024];
     snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
@@ -344,6 +364,11 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
 #ifdef _OPENMP
     if (cfg->threads > 0) omp_set_num_threads(cfg->threads);
 #endif
+    if (ckpt_shapes_fit(cfg, ckpt, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        h5log_free(log);
+        return 1;
+    }
     if (model_build(m, cfg, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s: %s\n", runp, err);
         h5log_free(log);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "../harness/checkpoint.h"
 #include "../harness/model.h"
@@ -257,6 +258,52 @@ static void test_resume_damaged_processes(void) {
     fclose(g);
     text[n] = '\0';
     CHECK(!strstr(text, "processes") && !strstr(text, "-2147483648"), "stderr: %s", text);
+}
+
+/* A run file whose config was damaged into a large model (n_embd 1024, 8 layers: 100M
+ * parameters) beside a checkpoint of the small one: run_open (eval, probe, sample,
+ * export) refuses it by the checkpoint's shapes before allocating the model; it
+ * allocated and zeroed parameters and gradients (800 MB) first. */
+static void test_open_damaged_config(void) {
+    char cfg[700], dir[700], run[700], err[512];
+    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
+    snprintf(dir, sizeof dir, "%s/runs/bigcfg", tmp);
+    snprintf(run, sizeof run, "%s/run.h5", dir);
+    write_config(cfg, "identity", 2);
+    CHECK(train_argv(cfg, "bigcfg", "--stop-after", "5", NULL) == RUN_INTERRUPTED, "stopped run");
+    h5log log;
+    h5log_init(&log);
+    CHECK(h5log_load(&log, run, err, sizeof err) == 0, "%s", err);
+    const char *yaml = h5log_get_attr_str(&log, "/", "config");
+    const char *l = yaml ? strstr(yaml, "n_layer: 2\n") : NULL, *e = yaml ? strstr(yaml, "n_embd: 32\n") : NULL;
+    CHECK(l && e && l < e, "the stored config names n_layer 2, then n_embd 32");
+    if (!l || !e || l > e) { h5log_free(&log); return; }
+    const size_t len = strlen(yaml) + 8;
+    char *fixed = malloc_check(len);
+    snprintf(fixed, len, "%.*sn_layer: 8\n%.*sn_embd: 1024\n%s", (int)(l - yaml), yaml, (int)(e - (l + 11)), l + 11,
+             e + 11);
+    h5log_attr_str(&log, "/", "config", fixed);
+    free(fixed);
+    CHECK(h5log_save(&log, run) == 0, "save the damaged run file");
+    h5log_free(&log);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const long before = ru.ru_maxrss;
+    s2hc_config c;
+    gpt_model m;
+    h5log l2;
+    int64_t step;
+    fflush(stderr);
+    int saved = dup(2);
+    CHECK(freopen("/dev/null", "w", stderr) != NULL, "stderr to /dev/null");
+    const int rc = run_open(dir, &c, &m, &l2, &step);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK(rc != 0, "a checkpoint of another shape is refused");
+    if (rc == 0) { model_free(&m); h5log_free(&l2); }
+    getrusage(RUSAGE_SELF, &ru);
+    CHECK(ru.ru_maxrss - before < 100 * 1024, "the refusal took %ld MB", (ru.ru_maxrss - before) / 1024);
 }
 
 /* X_next = H . X + post * f, recomputed independently in double from the stored
@@ -1183,6 +1230,7 @@ int main(void) {
     T_RUN(test_resume_is_exact);
     T_RUN(test_truncated_checkpoint_refused);
     T_RUN(test_resume_damaged_processes);
+    T_RUN(test_open_damaged_config);
     T_RUN(test_proj_bf16_step);
     T_RUN(test_stream_bf16_step);
     T_RUN(test_stream_blocks_step);
