@@ -971,7 +971,7 @@ static int extract_dict(const char *name, size_t (*clean)(const char *, size_t, 
         ents[ne++] = d;
     }
     if (!bad) {
-        qsort(ents, ne, sizeof *ents, cmp_entry);
+        if (ne > 1) qsort(ents, ne, sizeof *ents, cmp_entry); /* ents is NULL when the index has no line */
         uint64_t end = 0;
         char *tmp = malloc_check(dict.n + 1);
         for (size_t k = 0; k < ne; k++) {

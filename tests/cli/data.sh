@@ -34,6 +34,13 @@ expect_rc 1 "missing package" env S2HC_DATA_ROOT="$TMP/empty" "$BIN" data prepar
 grep -q "bible-kjv-text" "$TMP/err" && grep -q "make deps" "$TMP/err" && ok || bad "missing-package message: $(cat "$TMP/err")"
 [ ! -e "$TMP/d" ] && ok || bad "something was written for a missing package"
 
+# a dictd package whose index is empty: exit 1, "no text extracted" (in the sanitizer
+# build too: no entry to sort)
+mkdir -p "$TMP/emptydict/usr/share/dictd" && : > "$TMP/emptydict/usr/share/dictd/gcide.index"
+printf '' | gzip > "$TMP/emptydict/usr/share/dictd/gcide.dict.dz"
+expect_rc 1 "an empty dictd index" env S2HC_DATA_ROOT="$TMP/emptydict" "$BIN" data prepare --only gcide --dir "$TMP/dg"
+grep -q "no text extracted" "$TMP/err" && ! grep -q "runtime error" "$TMP/err" && ok || bad "an empty dictd index: $(cat "$TMP/err")"
+
 # a fake fortunes package
 R="$TMP/root"; mkdir -p "$R/usr/share/games/fortunes"
 printf 'First fortune.\n%%\nSecond\n  fortune.\n%%\n' > "$R/usr/share/games/fortunes/science"
