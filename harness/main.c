@@ -1,4 +1,5 @@
 /* main.c: the `s2hc` command: one binary, one subcommand per task. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +156,16 @@ static int dispatch(int argc, char **argv) {
     return 2;
 }
 
+/* What a command prints on stdout can be its product (`s2hc inspect --csv > layers.csv`):
+ * a write there that failed (a full disk, `ulimit -f`) is an error, not exit 0 with the
+ * file cut short. rc, or 1 after a message when it was 0. */
+static int stdout_checked(int rc) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    fprintf(stderr, "s2hc: error: writing the standard output failed: %s\n", errno ? strerror(errno) : "write error");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
     /* HDF5 1.10 keeps a file whose close failed (a full disk) in its ID table, and its
        exit handler then crashes closing it again: every file is closed explicitly, so
@@ -164,5 +175,5 @@ int main(int argc, char **argv) {
        after (no .tmp left), instead of the signal killing the process mid-file */
     signal(SIGXFSZ, SIG_IGN);
     runtime_env_fixup(argv);
-    return dispatch(argc, argv);
+    return stdout_checked(dispatch(argc, argv));
 }

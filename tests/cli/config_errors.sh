@@ -80,4 +80,11 @@ for args in "--tokens 0x10" "--temperature 0x1p-1" "--top-k 0x8" "--tokens ' 5'"
   eval "expect_status 2 \"sample \$args exits 2\" -- \"\$S2HC\" sample \"\$TMP/no-run\" $args"
   expect_out "expected a" "sample $args: the error says what is expected"
 done
+# a failed write of what a command prints (a full disk): exit 1 with the error, not 0
+"$S2HC" config > /dev/full 2>"$TMP/err"; rc=$?
+[ $rc = 1 ] && grep -q "writing the standard output failed: No space left" "$TMP/err" && ok "config > /dev/full exits 1" \
+  || fail "config > /dev/full: exit $rc, $(cat "$TMP/err")"
+(ulimit -f 1; "$S2HC" config > "$TMP/config.txt" 2>"$TMP/err"); rc=$?
+[ $rc = 1 ] && grep -q "File too large" "$TMP/err" && ok "config past ulimit -f exits 1" \
+  || fail "config past ulimit -f: exit $rc, $(cat "$TMP/err")"
 finish config_errors

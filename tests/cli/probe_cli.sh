@@ -61,6 +61,9 @@ expect_out "^run,method,step,layer,block,kind," "CSV header"
 expect_status 0 "inspect --layer --csv" -- "$S2HC" inspect "$TMP/runs/pm" --layer 0 --csv
 expect_out "^run,method,step,layer,quantity,i,j,value$" "long CSV header"
 [ "$(grep -c ',H_res,' "$TMP/out")" = 16 ] && ok "16 H_res entries" || fail "H_res entries in CSV"
+(ulimit -f 1; "$S2HC" inspect "$TMP/runs/pm" --layer 0 --csv > "$TMP/csv.out" 2>"$TMP/err"); rc=$?
+[ $rc = 1 ] && grep -q "writing the standard output failed" "$TMP/err" && ok "inspect --csv cut short by ulimit -f exits 1" \
+  || fail "inspect --csv past ulimit -f: exit $rc, $(cat "$TMP/err")"
 # an error leaves stdout empty: no CSV header with no rows for a script to take as data
 "$S2HC" inspect "$TMP/runs/none" --csv > "$TMP/csv.out" 2>/dev/null
 [ $? != 0 ] && [ ! -s "$TMP/csv.out" ] && ok "inspect --csv of a missing run prints nothing" || fail "inspect --csv of a missing run: $(cat "$TMP/csv.out")"
