@@ -2,6 +2,7 @@
  * the figures show (the largest scale, docs when trained on it), writes OUT/data (figure
  * data, meta.gp, captions.tsv, summary.txt) and OUT/tables (tables and claims). */
 #include "analysis.h"
+#include "../harness/util.h"
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -127,7 +128,7 @@ static void write_summary(an_ctx *c) {
 int analyze_main(int argc, char **argv) {
     const char *out = "out/analysis";
     int quiet = 0;
-    char **paths = calloc((size_t)argc + 1, sizeof *paths);
+    char **paths = calloc_check((size_t)argc + 1, sizeof *paths);
     int np = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { analyze_usage(stdout); free(paths); return 0; }

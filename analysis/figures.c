@@ -572,7 +572,7 @@ static void write_sums_fig(an_ctx *c, const an_run *r, const char *v, int k, int
     fprintf(f, "# %s: sublayer (offset per method for display), min, p25, median, p75, max of the %s sums of the %zu"
                " sequences' token-averaged H_res\n", r->variant, rows ? "row" : "column", S);
     columns(f, "sublayer_x min p25 median p75 max");
-    double *w = malloc((S * n + 1) * sizeof *w);
+    double *w = malloc_check((S * n + 1) * sizeof *w);
     double off = nv > 1 ? -0.3 + 0.6 * k / (nv - 1) : 0;
     for (size_t l = 0; l < Lh; l++) {
         size_t m = 0;
@@ -620,7 +620,7 @@ static void fig_colsums(an_ctx *c, FILE *meta) {
         size_t d[H5LOG_MAX_RANK + 1];
         if (an_shape(cn, d) == 2 && (f = an_open(c->out, "data", name))) {
             size_t S = d[0], Lc = d[1]; /* [S, Lh] */
-            double *v = malloc((S + 1) * sizeof *v);
+            double *v = malloc_check((S + 1) * sizeof *v);
             fprintf(f, "# %s: depth l (sublayers), mean and std over %zu sequences of ||H_l ... H_1||_2\n", r->variant, S);
             columns(f, "depth mean std");
             for (size_t l = 0; l < Lc; l++) {
@@ -705,7 +705,7 @@ static void fig_hist(an_ctx *c, FILE *meta) {
         if (!h || !e || h->row_rank < 1 || !h->row_dims[h->row_rank - 1]) continue;
         size_t bins = h->row_dims[h->row_rank - 1], layers = h->row_elems / bins;
         double tot = 0;
-        double *acc = calloc(bins, sizeof *acc);
+        double *acc = calloc_check(bins, sizeof *acc);
         for (size_t l = 0; l < layers; l++)
             for (size_t b = 0; b < bins; b++) { acc[b] += an_series_get(h, l * bins + b); tot += an_series_get(h, l * bins + b); }
         char name[64];

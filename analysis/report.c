@@ -271,7 +271,7 @@ static int run_plots(const char *out, const char *plots) {
 int report_main(int argc, char **argv) {
     const char *out = "out/report", *plots = "plots", *title = "s²HC: the paper's figures and tables, regenerated";
     int analyze = 1, draw = 1, plots_given = 0;
-    char **args = calloc((size_t)argc + 4, sizeof *args);
+    char **args = calloc_check((size_t)argc + 4, sizeof *args);
     int na = 0;
     args[na++] = "analyze";
     for (int i = 1; i < argc; i++) {

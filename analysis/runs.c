@@ -43,7 +43,7 @@ void an_label(const char *v, char *buf, size_t len) {
  * probes): two runs with equal keys are repeats of one seed, and count once. */
 static char *config_key(const char *yaml) {
     size_t n = strlen(yaml);
-    char *k = malloc(n + 1), *o = k;
+    char *k = malloc_check(n + 1), *o = k;
     const char *p = yaml;
     while (*p) {
         const char *e = strchr(p, '\n');
@@ -215,7 +215,9 @@ static double run_progress(const an_run *r) {
 static int add_run(an_runset *rs, const char *h5, int verbose) {
     if (rs->n == rs->cap) {
         rs->cap = rs->cap ? 2 * rs->cap : 32;
-        rs->r = realloc(rs->r, (size_t)rs->cap * sizeof *rs->r);
+        an_run *nr = realloc(rs->r, (size_t)rs->cap * sizeof *rs->r);
+        if (!nr) die(1, "out of memory reading %s", h5);
+        rs->r = nr;
     }
     char err[512];
     an_run *r = &rs->r[rs->n];
@@ -264,7 +266,7 @@ static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *fo
             if (!nv) die(1, "out of memory listing %s", dir);
             names = nv;
         }
-        names[nn++] = strdup(e->d_name);
+        if (!(names[nn++] = strdup(e->d_name))) die(1, "out of memory listing %s", dir);
     }
     closedir(d);
     if (nn > 1) qsort(names, (size_t)nn, sizeof *names, cmp_str);

@@ -3,6 +3,7 @@
  * percentile bootstrap of the mean difference with a fixed seed (so the report is
  * reproducible), quantiles as numpy computes them, a tail moving average. */
 #include "analysis.h"
+#include "../harness/util.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -115,7 +116,7 @@ static uint64_t splitmix(uint64_t *s) {
 
 void an_paired_test(const double *a, const double *b, int n, an_paired *out) {
     memset(out, 0, sizeof *out);
-    double *d = calloc(n > 0 ? (size_t)n : 1, sizeof *d);
+    double *d = calloc_check(n > 0 ? (size_t)n : 1, sizeof *d);
     int k = 0;
     for (int i = 0; i < n; i++)
         if (isfinite(a[i]) && isfinite(b[i])) d[k++] = a[i] - b[i];
@@ -130,7 +131,7 @@ void an_paired_test(const double *a, const double *b, int n, an_paired *out) {
             out->t = out->mean_diff / se;
             out->p = 2 * an_t_cdf(-fabs(out->t), k - 1);
         }
-        double *means = malloc(AN_BOOT_RESAMPLES * sizeof *means);
+        double *means = malloc_check(AN_BOOT_RESAMPLES * sizeof *means);
         uint64_t s = AN_BOOT_SEED;
         for (int r = 0; r < AN_BOOT_RESAMPLES; r++) {
             double acc = 0;

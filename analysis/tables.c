@@ -3,6 +3,7 @@
  * Multi-seed cells are "mean ± std (k)"; comparisons pair runs by seed and say whether the
  * 95 % interval of the difference holds 0 ("within noise"). */
 #include "analysis.h"
+#include "../harness/util.h"
 #include "../harness/config.h"
 #include "../harness/model.h"
 #include "../harness/presets.h"
@@ -22,7 +23,7 @@ typedef struct {
 
 static char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
+    char *d = malloc_check(n);
     memcpy(d, s, n);
     return d;
 }
@@ -36,7 +37,9 @@ static void tbl_init(tbl *t, int ncol, const char *const *head) {
 static void tbl_row(tbl *t, const char *const *cells) {
     if (t->nrows == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 16;
-        t->cells = realloc(t->cells, (size_t)t->cap * t->ncol * sizeof *t->cells);
+        char **c = realloc(t->cells, (size_t)t->cap * t->ncol * sizeof *t->cells);
+        if (!c) die(1, "out of memory (a table of %d rows)", t->cap);
+        t->cells = c;
     }
     for (int i = 0; i < t->ncol; i++) t->cells[(size_t)t->nrows * t->ncol + i] = xstrdup(cells[i] ? cells[i] : "");
     t->nrows++;
