@@ -318,6 +318,7 @@ int sample_main(int argc, char **argv) {
         const double dt = now_seconds() - show.t0;
         if (werr) {
             fprintf(stderr, "s2hc: error: sample: cannot write the text to stdout: %s\n", strerror(werr));
+            clearerr(stdout); /* said: main's check of stdout need not say it again */
             rc = 1;
         } else if (st != 0) {
             fprintf(stderr, "s2hc: error: sample: the model's logits are not finite (%s/ckpt.h5 of a diverged run?)\n",

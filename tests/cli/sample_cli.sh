@@ -73,6 +73,8 @@ if [ -w /dev/full ]; then
     st=$?
     [ "$st" = 1 ] && grep -q "cannot write the text to stdout: No space left on device" "$TMP/err" \
       && ok "--count $c to a full disk: exit 1, says so" || fail "--count $c to /dev/full: exit $st, $(tail -1 "$TMP/err")"
+    [ "$(grep -c 'error' "$TMP/err")" = 1 ] && ok "--count $c to a full disk: one error line" \
+      || fail "--count $c to /dev/full: $(grep error "$TMP/err")"
   done
 fi
 expect_status 1 "no checkpoint" -- "$S2HC" sample "$TMP/runs/none"
