@@ -1739,8 +1739,15 @@ int data_main(int argc, char **argv) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { data_usage(stdout); return 0; }
         if (strcmp(a, "--dir") == 0 && i + 1 < argc) dir = argv[++i];
         else if (strncmp(a, "--dir=", 6) == 0) dir = a + 6;
-        else if (is_prepare && strcmp(a, "--only") == 0 && i + 1 < argc) only = argv[++i];
-        else if (is_prepare && strncmp(a, "--only=", 7) == 0) only = a + 7;
+        else if (is_prepare && ((strcmp(a, "--only") == 0 && i + 1 < argc) || strncmp(a, "--only=", 7) == 0)) {
+            const char *v = a[6] == '=' ? a + 7 : argv[++i];
+            if (only) { /* one corpus per prepare: a second would silently replace the first */
+                fprintf(stderr, "s2hc: error: data prepare: --only names one corpus ('%s', then '%s'); run prepare "
+                        "once per corpus, or without --only for all\n", only, v);
+                return 2;
+            }
+            only = v;
+        }
         else if (is_prepare && strcmp(a, "--force") == 0) force = 1;
         else if (is_prepare && strcmp(a, "--quiet") == 0) quiet = 1;
         else if (is_import && strcmp(a, "--name") == 0 && i + 1 < argc) import_name = argv[++i];

@@ -27,6 +27,10 @@ expect_rc 2 "data without a command" "$BIN" data
 expect_rc 2 "unknown data command" "$BIN" data frobnicate
 expect_rc 2 "unknown corpus" "$BIN" data prepare --only nope --dir "$TMP/d"
 expect_rc 2 "unknown option" "$BIN" data prepare --bogus
+# --only names one corpus: a second one is refused, not silently taken instead of the first
+expect_rc 2 "--only twice" "$BIN" data prepare --only kjv --only=fortunes --dir "$TMP/d"
+grep -q "'kjv', then 'fortunes'" "$TMP/err" && ok || bad "--only twice: $(cat "$TMP/err")"
+[ ! -e "$TMP/d" ] && ok || bad "--only twice wrote something"
 
 # a missing package: exit 1, names the package and `make deps`, writes nothing
 mkdir -p "$TMP/empty"
