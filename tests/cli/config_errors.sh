@@ -13,6 +13,14 @@ expect_out "bad.yaml:2:[0-9]+: key 'train.lr'" "wrong type names the key"
 printf 'residual:\n  method: magic\n' > "$cfg"
 expect_status 2 "bad enum exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
 expect_out "s2hc" "bad enum lists the allowed methods"
+# `s2hc methods` lists exactly the methods residual.method accepts, one line each
+allowed=$(sed -n "s/.*'magic' is not one of: //p" "$TMP/out" | tr -d ' ' | tr ',' '\n' | sort)
+expect_status 0 "methods" -- "$S2HC" methods
+listed=$(awk '{print $1}' "$TMP/out" | sort)
+[ -n "$allowed" ] && [ "$listed" = "$allowed" ] && ok "methods lists every residual.method value" \
+  || fail "methods lists '$(echo $listed)', residual.method allows '$(echo $allowed)'"
+expect_status 2 "methods with an argument exits 2" -- "$S2HC" methods s2hc
+expect_out "methods: takes no arguments \('s2hc'\)" "methods says it takes no arguments"
 printf 'model: [1, 2\n' > "$cfg"
 expect_status 2 "malformed YAML exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
 expect_out "bad.yaml:[0-9]+:[0-9]+" "malformed YAML names line and column"

@@ -83,6 +83,37 @@ expect_out "0/3 finished, 0 failed, 0 diverged, 3 refused" "the summary counts t
 expect_status 0 "--force --job 0 reruns one changed point" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --force --job 0
 expect_status 0 "--list" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --list
 expect_out "3 points: 1 finished, 2 changed" "one rerun, two still changed"
+# --dry-run says the same per point, and writes nothing
+idx0=$(cat "$OUT/index.csv")
+expect_status 0 "--dry-run on finished and changed points" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --dry-run
+expect_out "^ +0 +identity-n4-s1337: skip: finished$" "--dry-run skips the finished point"
+expect_out "^ +1 +s2hc-n4-s1337: refuse: the config changed \(train.lr: 0.003 \(stored run\) vs 0.002 \(grid\)\); --force reruns it" \
+  "--dry-run refuses a changed point, naming the key"
+expect_out "would run 0 .*skip 1, refuse 2; nothing was written" "--dry-run counts skip and refuse"
+expect_status 0 "--dry-run --force" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --dry-run --force
+expect_out "^ +1 +s2hc-n4-s1337: run from step 0 \(--force; the config changed: train.lr" "--dry-run --force reruns a changed point"
+expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --force counts them to run"
+[ "$(cat "$OUT/index.csv")" = "$idx0" ] && ok "--dry-run leaves index.csv as it was" || fail "--dry-run rewrote index.csv"
+# the command line's own mistakes: exit 2, nothing run
+expect_status 2 "two grid files" -- "$S2HC" grid $G $G --out "$OUT"
+expect_out "grid: one grid file only" "says one grid file only"
+expect_status 2 "--submit without --slurm" -- "$S2HC" grid $G --out "$OUT" --submit
+expect_out "--submit goes with --slurm" "says --submit goes with --slurm"
+expect_status 2 "an unknown option" -- "$S2HC" grid $G --out "$OUT" --frobnicate
+expect_out "unknown option or missing value: '--frobnicate'" "names the option"
+# s2hc analyze of the grid's out dir: its runs, index.csv skipped; a mistyped path or an
+# -o that is a file stops it before anything is written
+expect_status 0 "analyze the grid's out dir and its index.csv" -- "$S2HC" analyze "$OUT" "$OUT/index.csv" -o "$TMP/an"
+expect_out "index.csv: a grid's index, not a run: skipped" "index.csv is skipped with a word"
+[ -s "$TMP/an/data/summary.txt" ] && grep -q "^runs=3$" "$TMP/an/data/summary.txt" && ok "analyze read the grid's 3 runs" \
+  || fail "summary: $(cat "$TMP/an/data/summary.txt" 2>/dev/null)"
+expect_status 1 "analyze with a mistyped run directory" -- "$S2HC" analyze "$OUT" "$OUT/no-such-run" -o "$TMP/an2"
+expect_out "1 of the given paths or their run files cannot be read \(above\); nothing written" "names the count, writes nothing"
+[ ! -e "$TMP/an2" ] && ok "nothing written for a mistyped path" || fail "analyze wrote $TMP/an2"
+expect_status 1 "analyze -o a file" -- "$S2HC" analyze "$OUT" -o "$OUT/index.csv"
+expect_out "cannot write into .*index.csv: not a directory" "says -o is not a directory"
+expect_status 1 "analyze of a folder without runs" -- "$S2HC" analyze "$TMP/data" -o "$TMP/an3"
+expect_out "no run.h5 found in it or its subdirectories" "says no run.h5 was found"
 
 # ---- kill the runner mid-grid, then resume: no point lost, none repeated
 K=$TMP/kill

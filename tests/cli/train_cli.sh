@@ -168,6 +168,27 @@ uses=$(sed -n 's/.*the final probe uses \([0-9]*\) sequences.*/\1/p' "$TMP/out")
 [ -n "$uses" ] && grep -q "^final probe over $uses validation sequences" "$TMP/out" \
   && ok "the final probe announces the sequences it uses ($uses)" \
   || fail "the final probe's announcement: $(grep -E 'final probe (uses|over)' "$TMP/out")"
+# a method-specific key set for a method that does not use it: accepted, recorded, named
+# in a note (docs/config.md); rc's precision keys: a note, and fp32 in the run file
+NS=(--set train.steps=2 --set train.warmup=1 --set probe.final_samples=0)
+expect_status 0 "keys a method does not use" -- "$S2HC" train "$TMP/t.yaml" "${NS[@]}" --set run.name=unused \
+  --set residual.sinkhorn_iters=5 --set residual.core=expm
+expect_out "^note: method identity does not use residual.sinkhorn_iters, residual.core \(recorded in the run file, changes nothing\)$" \
+  "the note names every unused key"
+if command -v h5dump >/dev/null; then
+  h5dump -a /config "$TMP/runs/unused/run.h5" 2>/dev/null | grep -q "sinkhorn_iters: 5" && ok "the unused key is recorded" \
+    || fail "sinkhorn_iters 5 not in the run file's config"
+fi
+expect_status 0 "keys the method uses: no note" -- "$S2HC" train "$TMP/t.yaml" "${NS[@]}" --set run.name=used \
+  --set residual.method=mhc --set residual.sinkhorn_iters=5
+grep -q "does not use" "$TMP/out" && fail "a note for a key mhc uses: $(grep 'does not use' "$TMP/out")" || ok "no note for a used key"
+expect_status 0 "rc with bf16 streams" -- "$S2HC" train "$TMP/t.yaml" "${NS[@]}" --set run.name=rcbf \
+  --set residual.method=rc --set residual.n_streams=1 --set residual.stream_precision=bf16
+expect_out "^note: method rc has no streams and no projection: .* \(the run file records fp32\)$" "rc's precision keys: a note"
+if command -v h5dump >/dev/null; then
+  h5dump -a /stream_precision "$TMP/runs/rcbf/run.h5" 2>/dev/null | grep -q '"fp32"' && ok "rc's run file records fp32 streams" \
+    || fail "rc's stream_precision attribute: $(h5dump -a /stream_precision "$TMP/runs/rcbf/run.h5" 2>&1 | grep '(0)')"
+fi
 expect_status 1 "training on a missing corpus fails" -- "$S2HC" train "$TMP/t.yaml" --set data.train=nothere --set run.name=x
 expect_out "data prepare" "the error says to prepare data"
 # an imported text whose validation part (its last 1 %) holds no window of block_size + 1
