@@ -1703,6 +1703,15 @@ static void fit_jobs(int nrun, int cores, int cap, int *j, int *threads) {
     if (cap > 0 && *threads > cap) *threads = cap;
 }
 
+/* The largest train.threads of the points (0: none sets it): room for the point that
+ * asks most; each point then runs with at most its own (launch). */
+static int threads_cap(const grid_point *pts, int n) {
+    int cap = 0;
+    for (int i = 0; i < n; i++)
+        if (pts[i].cfg.threads > cap) cap = pts[i].cfg.threads;
+    return cap;
+}
+
 static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, int j, int threads) {
     const char *ood[GRID_MAX_OOD];
     int nood = grid_ood_names(pts, n, ood), would = 0, skip = 0, refuse = 0;
@@ -1752,7 +1761,7 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
                    pts[i].preset[0] && !own ? "; preset " : "", own ? "" : pts[i].preset);
         }
     }
-    fit_jobs(would, cores, pts[0].cfg.threads, &j, &threads); /* as the run would */
+    fit_jobs(would, cores, threads_cap(pts, n), &j, &threads); /* as the run would */
     printf("dry run: would run %d (%d at a time, %d thread%s each), skip %d, refuse %d; nothing was written\n", would,
            would ? j : 0, threads, threads == 1 ? "" : "s", skip, refuse);
     return 0;
@@ -2155,6 +2164,7 @@ static void launch(grid_runner *r, int i) {
        threads), and the grid's share changes with the points left. One process takes the
        run's cut; under launch: each process its threads, the launch giving the ranks */
     int nthreads = r->threads;
+    if (p->cfg.threads > 0 && nthreads > p->cfg.threads) nthreads = p->cfg.threads; /* its own train.threads */
     char ckptp[sizeof dir + 16];
     snprintf(ckptp, sizeof ckptp, "%s/ckpt.h5", dir);
     if (!sl->fresh && s->threads_used > 0 && file_exists(ckptp)) {
@@ -2505,7 +2515,7 @@ int grid_main(int argc, char **argv) {
 
     /* threads per run and runs at a time: N x threads <= cores */
     /* train.threads > 0 in the grid caps each run's threads */
-    int cores = cores_available(), cap = pts[0].cfg.threads, threads;
+    int cores = cores_available(), cap = threads_cap(pts, n), threads;
     if (job >= 0) { j = 1; threads = cores; }
     else if (j > 0) threads = cores / j > 0 ? cores / j : 1;
     else {

@@ -443,4 +443,17 @@ expect_out "bdir.yaml:1:7: base: 'adir' is a directory" "names the grid file, li
 { cat "$TMP/blocked.yaml"; printf -- '---\nsweep: {train.seed: [3]}\n'; } > "$TMP/twodocs.yaml"
 expect_status 2 "a grid file with two documents exits 2" -- "$S2HC" grid "$TMP/twodocs.yaml" "${D[@]}" --out "$TMP/twodocs" --list
 expect_out "twodocs.yaml:[0-9]+:1: a grid file holds one YAML document" "the error names file and line"
+# a point's own train.threads is the most it gets, whatever point 0 sets: swept 1 and 2,
+# the second point trains with 2 threads (it got point 0's 1 before, while index.csv and
+# --dry-run said 2); nothing is oversubscribed (one run at a time)
+printf 'base: %s/experiments/tiny.yaml\nset: {model.n_embd: 32, model.block_size: 32, train.batch: 4, train.steps: 2, train.warmup: 1, train.eval_every: 0, probe.every: 0, probe.final_samples: 0, data.ood: []}\nsweep:\n  train.threads: [1, 2]\n' \
+  "$PWD" > "$TMP/thr.yaml"
+expect_status 0 "a grid sweeping train.threads" -- "$S2HC" grid "$TMP/thr.yaml" "${D[@]}" --out "$TMP/thr"
+if [ "${cores:-1}" -ge 2 ]; then
+  expect_out "1 at a time, 2 threads each" "room for the point that asks for 2 threads"
+  for t in 1 2; do
+    grep -q "^  threads: $t$" "$TMP/thr/identity-n4-s1337-$t/config.yaml" && ok "the train.threads=$t point trains with $t" \
+      || fail "the train.threads=$t point: $(grep threads: "$TMP/thr/identity-n4-s1337-$t/config.yaml")"
+  done
+fi
 finish grid_cli
