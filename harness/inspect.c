@@ -119,6 +119,14 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         fprintf(stderr, "s2hc: error: %s\n", err);
         return 1;
     }
+    /* another s2hc file given by its path (the checkpoint beside run.h5): said as such,
+       not as a run without probes */
+    const char *format = h5log_get_attr_str(&v->log, "/", "format");
+    if (format && strcmp(format, "s2hc-run") != 0) {
+        fprintf(stderr, "s2hc: error: %s is not a run file (its format is '%s'); give the run directory or its "
+                "run.h5\n", v->path, format);
+        return 1;
+    }
     v->method = h5log_get_attr_str(&v->log, "/", "method");
     if (!v->method) v->method = "?";
     const h5log_series *ps = find(&v->log, "/probe/step"), *pH = find(&v->log, "/probe/H_res_mean"),

@@ -31,6 +31,14 @@ if command -v h5dump >/dev/null; then
 fi
 expect_status 0 "train s2hc with probes" -- "$S2HC" train "$TMP/ps.yaml" --quiet
 expect_status 0 "train rc with probes" -- "$S2HC" train "$TMP/pr.yaml" --quiet
+# the checkpoint given for the run file: said as such (it used to read as a run without probes)
+expect_status 1 "inspect of the checkpoint's path" -- "$S2HC" inspect "$TMP/runs/ps/ckpt.h5"
+expect_out "ckpt.h5 is not a run file \(its format is 's2hc-ckpt'\); give the run directory or its run.h5" \
+  "inspect names the file's format"
+grep -q "holds no probes" "$TMP/out" && fail "inspect says the checkpoint holds no probes" || ok "no word of missing probes"
+expect_status 0 "inspect of the run file's path" -- "$S2HC" inspect "$TMP/runs/ps/run.h5"
+expect_status 1 "inspect --layer of rc" -- "$S2HC" inspect "$TMP/runs/pr" --layer 0
+expect_out "method rc has no residual matrices \(n = 1\)" "inspect --layer of rc says why"
 if command -v h5dump >/dev/null; then
   expect_status 0 "h5dump -H reads the probes" -- h5dump -H "$TMP/runs/pm/run.h5"
   expect_out 'DATASET "H_res_mean"' "/probe/H_res_mean is there"
