@@ -136,4 +136,13 @@ awk -v j="$jac" -v t="$top" 'BEGIN { n = split(j, a, " "); ok = n == 4 && t + 0 
 distinct=$(h5dump -d /final/H_res_tokens -s "0,11,0,0" -c "16,1,1,1" "$TMP/runs/big/run.h5" 2>/dev/null \
   | sed -n '/DATA {/,/}/p' | grep -oE '[-0-9.e+]+$' | sort -u | wc -l)
 [ "$distinct" -gt 1 ] && ok "the top sublayer's coefficients still differ by token" || fail "one H_res for every token at sublayer 11"
+# --data: where the corpora are, for a run whose data.dir moved; a wrong one names the file
+cp -r "$TMP/runs/pm" "$TMP/runs/pmdata"
+mv "$TMP/data" "$TMP/data-moved"
+expect_status 1 "probe without its corpora" -- "$S2HC" probe "$TMP/runs/pmdata" --samples 4
+expect_out "data/synth/val.bin: cannot open" "probe names the validation file"
+expect_out "--data DIR if it lives elsewhere" "probe says --data"
+expect_status 0 "probe --data" -- "$S2HC" probe "$TMP/runs/pmdata" --samples 4 --data "$TMP/data-moved"
+expect_out "over 4 validation sequences" "probe --data reads the corpus there"
+mv "$TMP/data-moved" "$TMP/data"
 finish probe_cli
