@@ -1158,6 +1158,14 @@ static int expand_block(const grid_spec *g, const s2hc_config *base, const grid_
     return 0;
 }
 
+/* qsort of point indices by name, then index (grid_expand's check of names) */
+static const grid_point *by_name_pts;
+static int by_name(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    const int c = strcmp(by_name_pts[x].name, by_name_pts[y].name);
+    return c ? c : (x > y) - (x < y);
+}
+
 int grid_expand(const grid_spec *g, grid_point **pts, int *npts) {
     *pts = NULL;
     *npts = 0;
@@ -1175,29 +1183,43 @@ int grid_expand(const grid_spec *g, grid_point **pts, int *npts) {
                  "directory: another name", i, (*pts)[i].name, strcmp((*pts)[i].name, "slurm") ? "index" : "folder of scripts");
             rc = 2;
         }
-    for (int i = 0; !rc && i < *npts; i++)
-        for (int j = 0; j < i; j++)
-            if (!strcmp((*pts)[i].name, (*pts)[j].name)) {
-                char a[1024], b[1024];
-                point_values_text(&(*pts)[j], a, sizeof a);
-                point_values_text(&(*pts)[i], b, sizeof b);
-                char *ya = config_to_yaml(&(*pts)[j].cfg), *yb = config_to_yaml(&(*pts)[i].cfg);
-                const int same = !strcmp(ya, yb);
-                free(ya);
-                free(yb);
-                if (same) /* no key tells them apart: the same run twice */
-                    gerr(g->path, g->name_line, g->name_col, NULL,
-                         "points %d and %d are the same run ('%s'): a value repeated in a sweep list, or an include "
-                         "entry that repeats a point:\n  point %d: %s\n  point %d: %s",
-                         j, i, (*pts)[i].name, j, a, i, b);
-                else
-                    gerr(g->path, g->name_line, g->name_col, NULL,
-                         "points %d and %d are both named '%s': put the key that tells them apart in name:\n"
-                         "  point %d: %s\n  point %d: %s",
-                         j, i, (*pts)[i].name, j, a, i, b);
-                rc = 2;
-                break;
+    /* two points of one name: the first i with an earlier j of its name, as a pairwise
+       scan would find, from the points sorted by name (a sweep may have 100 000) */
+    int dup_i = -1, dup_j = -1;
+    if (!rc && *npts > 1) {
+        int *ord = malloc_check((size_t)*npts * sizeof *ord);
+        for (int i = 0; i < *npts; i++) ord[i] = i;
+        by_name_pts = *pts;
+        qsort(ord, (size_t)*npts, sizeof *ord, by_name);
+        for (int k = 1; k < *npts; k++) /* a run of one name: its first two, in point order */
+            if (!strcmp((*pts)[ord[k]].name, (*pts)[ord[k - 1]].name) &&
+                (k < 2 || strcmp((*pts)[ord[k - 1]].name, (*pts)[ord[k - 2]].name)) && (dup_i < 0 || ord[k] < dup_i)) {
+                dup_i = ord[k];
+                dup_j = ord[k - 1];
             }
+        free(ord);
+    }
+    if (!rc && dup_i >= 0) {
+        const int i = dup_i, j = dup_j;
+        char a[1024], b[1024];
+        point_values_text(&(*pts)[j], a, sizeof a);
+        point_values_text(&(*pts)[i], b, sizeof b);
+        char *ya = config_to_yaml(&(*pts)[j].cfg), *yb = config_to_yaml(&(*pts)[i].cfg);
+        const int same = !strcmp(ya, yb);
+        free(ya);
+        free(yb);
+        if (same) /* no key tells them apart: the same run twice */
+            gerr(g->path, g->name_line, g->name_col, NULL,
+                 "points %d and %d are the same run ('%s'): a value repeated in a sweep list, or an include "
+                 "entry that repeats a point:\n  point %d: %s\n  point %d: %s",
+                 j, i, (*pts)[i].name, j, a, i, b);
+        else
+            gerr(g->path, g->name_line, g->name_col, NULL,
+                 "points %d and %d are both named '%s': put the key that tells them apart in name:\n"
+                 "  point %d: %s\n  point %d: %s",
+                 j, i, (*pts)[i].name, j, a, i, b);
+        rc = 2;
+    }
     if (!rc && *npts == 0) {
         gerr(g->path, 0, 0, NULL, "the grid has no points (%s)",
              g->ninclude_given > g->ninclude && !g->ninclude ? "--set gave a key another value than every include entry"

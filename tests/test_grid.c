@@ -352,6 +352,10 @@ static void test_validation_errors(void) {
     expect_error("base: base.yaml\nsweep: {train.seed: [1]}\nname: \"{train.sede}\"\n",
                  "bad.yaml:3:7: key 'train.sede': in name: not a config key (did you mean 'train.seed'?)");
     expect_error("base: base.yaml\nsweep: {train.seed: [1, 2]}\nname: fixed\n", "are both named 'fixed'");
+    /* of two repeated names, the pair whose later point comes first (1 and 2, not 0 and 3) */
+    expect_error("base: base.yaml\nsweep: {train.seed: [1, 2, 2, 1]}\n", "points 1 and 2 are the same run");
+    expect_error("base: base.yaml\nsweep: {train.seed: [1, 2, 3, 1, 2]}\nname: \"s{train.seed}\"\n",
+                 "points 0 and 3 are the same run ('s1')");
     expect_error("base: base.yaml\nsweep: {residual.method: [rc]}\n",
                  "point 0 (rc-n4-s1337): key 'residual.n_streams': residual.method rc is the single-stream residual");
     expect_error("base: base.yaml\nset: {run.name: x}\nsweep: {train.seed: [1]}\n",
