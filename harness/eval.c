@@ -78,6 +78,12 @@ int eval_ood_check(const s2hc_config *c, uint32_t want_vocab, const char *source
     return 0;
 }
 
+void eval_print_row(FILE *f, const char *corpus, double loss) {
+    const double ppl = exp(loss);
+    if (ppl < 1e6) fprintf(f, "  %-12s %8.4f %10.3f\n", corpus, loss, ppl);
+    else fprintf(f, "  %-12s %8.4f %10.3e\n", corpus, loss, ppl);
+}
+
 double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     const s2hc_config *c = &m->cfg;
     char path[1200], err[1024];
@@ -107,7 +113,7 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     if (verbose && !stop_signal) { /* stopped: no table of a loss not computed */
         printf("eval at step %d (%d x %d sequences of %d tokens per corpus)\n", step, c->eval_batches, B, m->T);
         printf("  %-12s %8s %10s\n", "corpus", "loss", "ppl");
-        printf("  %-12s %8.4f %10.3f\n", "val", val, exp(val));
+        eval_print_row(stdout, "val", val);
     }
     for (int i = 0; i < c->n_ood && !stop_signal; i++) {
         const char *name = c->ood[i];
@@ -141,7 +147,7 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
         snprintf(p1, sizeof p1, "/eval/ood/%s/ppl", name);
         snprintf(d1, sizeof d1, "perplexity exp(loss) per token on out-of-domain corpus %s (a byte for the byte-level corpora)", name);
         h5log_static_set(log, p1, H5LOG_F64, 0, &one, &ppl, d1);
-        if (verbose) printf("  %-12s %8.4f %10.3f\n", name, l, ppl);
+        if (verbose) eval_print_row(stdout, name, l);
     }
     h5log_attr_num(log, "/eval/ood", "step", step);
     return val;

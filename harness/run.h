@@ -19,6 +19,10 @@ void run_dir_of(const s2hc_config *c, char *buf, size_t len);
  * verbose: a progress line on stdout if it runs long (util.h's progress). */
 double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B, int verbose);
 
+/* One row of eval's table: corpus, loss and perplexity, a perplexity past a million in
+ * powers of ten (exp(345) has 150 digits). */
+void eval_print_row(FILE *f, const char *corpus, double loss);
+
 /* Evaluate the validation split and every out-of-domain corpus of the config, print a
  * table and record /eval/... in the log at `step`. Missing OOD corpora are reported and
  * skipped. Returns the validation loss. */

@@ -1111,6 +1111,21 @@ static void test_grad_accum_is_the_batch(void) {
     }
 }
 
+/* eval's table row: the perplexity as exp(loss), in full up to a million, in powers of
+ * ten past it (a blown-up run's 150 digits) */
+static void test_eval_row(void) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    eval_print_row(f, "val", log(20.0));
+    eval_print_row(f, "wiki", 345.0);
+    fclose(f);
+    CHECK(strstr(buf, "  val            2.9957     20.000\n") != NULL, "a plain perplexity:\n%s", buf);
+    CHECK(strstr(buf, "  wiki         345.0000 6.786e+149\n") != NULL, "a huge perplexity in powers of ten:\n%s", buf);
+    CHECK(len < 100, "two short lines: %zu bytes", len);
+    free(buf);
+}
+
 /* eval_shard_loss: the mean cross-entropy of the next byte over evenly spaced windows
  * (start = span w / (windows - 1), span the last valid start), computed here from the
  * logits of one window at a time, in double. */
@@ -1220,6 +1235,7 @@ int main(void) {
     T_RUN(test_optim_step_clips);
     T_RUN(test_model_init);
     T_RUN(test_eval_loss_is_cross_entropy);
+    T_RUN(test_eval_row);
     T_RUN(test_grad_accum_is_the_batch);
     T_RUN(test_frame_applies_H_as_rows_are_outputs);
     T_RUN(test_sliced_step_is_the_step);
