@@ -92,7 +92,8 @@ static void normalise_for_resume(s2hc_config *stored, const s2hc_config *now) {
     stored->probe_every = now->probe_every;
     stored->final_samples = now->final_samples;
     memcpy(stored->backend, now->backend, sizeof stored->backend);
-    memcpy(stored->out_dir, now->out_dir, sizeof stored->out_dir);
+    memcpy(stored->out_dir, now->out_dir, sizeof stored->out_dir); /* where the run is (moved, renamed) */
+    memcpy(stored->name, now->name, sizeof stored->name);
     memcpy(stored->data_dir, now->data_dir, sizeof stored->data_dir);
 }
 

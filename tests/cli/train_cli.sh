@@ -83,6 +83,12 @@ expect_out "method: identity" "the refusal names the difference"
 expect_status 0 "--resume without a checkpoint and the same config starts from step 0" -- "$S2HC" train "$TMP/t.yaml" \
   --set run.name=nockpt --set train.steps=4 --set train.warmup=1 --resume
 expect_out "no checkpoint in .*nockpt; starting from step 0" "it says so"
+# a run directory renamed by hand resumes under its new name
+"$S2HC" train "$TMP/t.yaml" --set run.name=mv-a --set train.steps=4 --set train.warmup=1 --stop-after 2 --quiet >/dev/null 2>&1
+mv "$TMP/runs/mv-a" "$TMP/runs/mv-b"
+expect_status 0 "--resume of a renamed run directory" -- "$S2HC" train "$TMP/t.yaml" \
+  --set run.name=mv-b --set train.steps=4 --set train.warmup=1 --resume
+expect_out "resuming .*runs/mv-b from step 2" "it trains on from its checkpoint"
 # a run stopped under 2 threads and resumed where 1 is the default: it takes the 2 it
 # trained with (the batch's cut sets the bits), and ends as the uninterrupted run; with
 # train.threads set to another count it says the bits will differ
