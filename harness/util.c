@@ -376,8 +376,12 @@ void runtime_unbind(void) {
  *                      to 4x slower). With more threads than cores libgomp cuts the spin to
  *                      100 itself (docs/performance.md, "Settings").
  * A value the user set is kept (OMP_WAIT_POLICY=passive: no spin at all). Used by every
- * program of the project (harness/main.c, tools/). */
+ * program of the project (harness/main.c, tools/).
+ * OMP_DYNAMIC=true is overridden: a region's team must be the thread count the bits are
+ * fixed by (a step's slices, the shares of every op), and a team of one under load made
+ * OpenBLAS, called inside it, open a team of its own and wait forever for its threads. */
 void runtime_env_fixup(char **argv) {
+    omp_set_dynamic(0);
     if (getenv("S2HC_NO_REEXEC")) return;
     int again = 0;
     if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {

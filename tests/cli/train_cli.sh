@@ -108,6 +108,18 @@ OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TS[@]}" --set run.name=thr1 --s
 expect_status 0 "a resume with train.threads set to another count" -- "$S2HC" train "$TMP/t.yaml" "${TS[@]}" \
   --set run.name=thr1 --resume --set train.threads=1 --quiet
 expect_out "warning: the run trained with 1 process of 2 threads and resumes with 1 of 1" "it warns of the other cut"
+# OMP_DYNAMIC=true (libgomp then gives a region fewer threads than asked for, surely so with
+# more threads than cores): the run keeps its thread count's bits; it used to train with
+# whatever team the load allowed, and a team of one hung in OpenBLAS
+TD=(--set train.steps=4 --set train.warmup=1 --set model.n_layer=1 --set train.eval_every=0 --set probe.every=0 --quiet)
+nd=$(( $(nproc) + 2 ))
+OMP_NUM_THREADS=$nd "$S2HC" train "$TMP/t.yaml" "${TD[@]}" --set run.name=dyn-ref >/dev/null 2>&1
+expect_status 0 "a run under OMP_DYNAMIC=true" -- env OMP_DYNAMIC=true OMP_NUM_THREADS=$nd timeout -s KILL 120 \
+  "$S2HC" train "$TMP/t.yaml" "${TD[@]}" --set run.name=dyn
+if command -v h5diff >/dev/null; then
+  h5diff -q "$TMP/runs/dyn-ref/ckpt.h5" "$TMP/runs/dyn/ckpt.h5" /model /model >/dev/null 2>&1 \
+    && ok "it ends with the weights of its thread count" || fail "OMP_DYNAMIC=true changed the weights"
+fi
 # stopped at a step with an evaluation (the signal cuts the evaluation short): no NaN row;
 # --resume evaluates that step first, and the run file's evaluations are the uninterrupted
 # run's
