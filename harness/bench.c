@@ -1321,7 +1321,7 @@ int bench_main(int argc, char **argv) {
     o.probe_steps = probe_steps > 0 ? probe_steps : dflt.probe_every > 0 ? dflt.probe_every : 100;
     if (o.quick && !probe_steps) o.probes = 0; /* --quick --probe-steps S: the probes section asked for */
 #ifdef _OPENMP
-    if (threads > 0) omp_set_num_threads(threads);
+    if (threads > 0) threads_set(threads);
 #endif
     /* OpenBLAS follows OpenMP's count at its next call; told now, the gemm header's count
        is the one its products run with */

@@ -168,7 +168,7 @@ static void resume_threads(const s2hc_config *cfg, const char *run_path, const c
     if (W == 1 && cfg->threads == 0 && want > 0) {
         if (want != kernels_threads()) {
 #ifdef _OPENMP
-            omp_set_num_threads(want);
+            threads_set(want);
 #endif
             const int cores = runtime_cpu_count();
             if (!quiet)
@@ -363,7 +363,7 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
         return 1;
     }
 #ifdef _OPENMP
-    if (cfg->threads > 0) omp_set_num_threads(cfg->threads);
+    if (cfg->threads > 0) threads_set(cfg->threads);
 #endif
     if (ckpt_shapes_fit(cfg, ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
@@ -624,7 +624,7 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
     if (rc) { status = rc; goto out; }
     if (cfg.threads > 0) {
 #ifdef _OPENMP
-        omp_set_num_threads(cfg.threads);
+        threads_set(cfg.threads);
 #endif
     }
 

@@ -380,8 +380,14 @@ void runtime_unbind(void) {
  * OMP_DYNAMIC=true is overridden: a region's team must be the thread count the bits are
  * fixed by (a step's slices, the shares of every op), and a team of one under load made
  * OpenBLAS, called inside it, open a team of its own and wait forever for its threads. */
+void threads_set(int n) {
+    const int lim = omp_get_thread_limit();
+    omp_set_num_threads(n < lim ? n : lim);
+}
+
 void runtime_env_fixup(char **argv) {
     omp_set_dynamic(0);
+    threads_set(omp_get_max_threads()); /* OMP_THREAD_LIMIT below OMP_NUM_THREADS */
     if (getenv("S2HC_NO_REEXEC")) return;
     int again = 0;
     if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {

@@ -34,6 +34,10 @@ void runtime_env_fixup(char **argv);
  * place; it does nothing when OpenMP binds nothing. */
 int runtime_cpu_count(void);
 void runtime_unbind(void);
+/* omp_set_num_threads(n), at most OMP_THREAD_LIMIT: a region's team is then the count
+ * asked for (a smaller team of one had OpenBLAS, called inside it, wait forever for
+ * threads of its own). runtime_env_fixup applies the limit to the default count too. */
+void threads_set(int n);
 
 /* NULL, or one line of advice when OPENBLAS_CORETYPE names kernels for an older vector
  * extension than this CPU has (e.g. Haswell's AVX2 on an AVX-512 CPU: sgemm 1.75x slower

@@ -120,6 +120,17 @@ if command -v h5diff >/dev/null; then
   h5diff -q "$TMP/runs/dyn-ref/ckpt.h5" "$TMP/runs/dyn/ckpt.h5" /model /model >/dev/null 2>&1 \
     && ok "it ends with the weights of its thread count" || fail "OMP_DYNAMIC=true changed the weights"
 fi
+# OMP_THREAD_LIMIT below the thread count asked for (OMP_NUM_THREADS, train.threads): the
+# limit is the count (a team smaller than the count asked for hung in OpenBLAS)
+OMP_NUM_THREADS=1 "$S2HC" train "$TMP/t.yaml" "${TD[@]}" --set run.name=tlim-ref >/dev/null 2>&1
+expect_status 0 "a run under OMP_THREAD_LIMIT=1 asking for 2 threads" -- env OMP_THREAD_LIMIT=1 OMP_NUM_THREADS=2 \
+  timeout -s KILL 120 "$S2HC" train "$TMP/t.yaml" "${TD[@]}" --set run.name=tlim --set train.threads=2
+if command -v h5diff >/dev/null; then
+  h5diff -q "$TMP/runs/tlim-ref/ckpt.h5" "$TMP/runs/tlim/ckpt.h5" /model /model >/dev/null 2>&1 \
+    && ok "it ends with the weights of one thread" || fail "OMP_THREAD_LIMIT=1 did not train as one thread"
+  h5dump -a /threads "$TMP/runs/tlim/run.h5" 2>/dev/null | grep -q '(0): 1$' && ok "its run file records 1 thread" \
+    || fail "threads attribute: $(h5dump -a /threads "$TMP/runs/tlim/run.h5" 2>&1 | grep '(0)')"
+fi
 # stopped at a step with an evaluation (the signal cuts the evaluation short): no NaN row;
 # --resume evaluates that step first, and the run file's evaluations are the uninterrupted
 # run's
