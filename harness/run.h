@@ -59,8 +59,9 @@ int run_busy_unsaved(const char *dir);
  * in use. */
 int run_open_locked(const char *dir, const char *who, int *lock_fd, s2hc_config *cfg, gpt_model *m, h5log *log,
                     int64_t *step);
-/* Lock <dir>/.train.lock for `who` ("s2hc train", ...): the descriptor, or -1 after a
- * message naming the holder when another process has it. */
+/* Lock <dir>/.train.lock for `who` ("s2hc train", ...): the descriptor, or after a
+ * message -2 naming the holder when another process has it, -1 when the lock file cannot
+ * be opened. */
 int run_lock(const char *dir, const char *who);
 
 int train_main(int argc, char **argv);

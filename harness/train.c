@@ -50,7 +50,8 @@ static void iso_now(char *buf, size_t len) {
  * `s2hc probe`) may write the run's files: a second training into the same run directory,
  * or an evaluation that would write back a run file the training has moved past, is
  * refused instead of interleaving its saves with this one's. A grid holds <dir>/.lock,
- * another file, for its child. Returns the descriptor, or -1 with a message. */
+ * another file, for its child. Returns the descriptor, or after a message -2 (in use) or
+ * -1 (the lock file cannot be opened: a file where the run directory should be). */
 int run_lock(const char *dir, const char *who) {
     char path[CFG_PATH + CFG_STR + 32], holder[160];
     snprintf(path, sizeof path, "%s/.train.lock", dir);
@@ -60,7 +61,7 @@ int run_lock(const char *dir, const char *who) {
         fprintf(stderr, "s2hc: error: %s is in use%s%s%s; wait for it to end or stop it\n", dir,
                 holder[0] ? " (" : "", holder, holder[0] ? ")" : "");
     else lock_file_claim(fd, who);
-    return fd < 0 ? -1 : fd;
+    return fd;
 }
 
 static void usage(FILE *f) {
@@ -709,7 +710,10 @@ parts:;
     if (rank > 0) goto agree;
 
     /* the lock before anything is read or removed (a new directory: when it is made) */
-    if (file_exists(dir) && (lock_fd = run_lock(dir, "s2hc train")) < 0) { status = RUN_USAGE; goto out; }
+    if (file_exists(dir) && (lock_fd = run_lock(dir, "s2hc train")) < 0) { /* in use: usage; else I/O */
+        status = lock_fd == -2 ? RUN_USAGE : RUN_FAILED;
+        goto out;
+    }
     int have_run = file_exists(run_path), have_ckpt = file_exists(ckpt_path);
     /* --force: the old run's files go only once every check below has passed (a usage
        error must not destroy them) */
@@ -900,7 +904,10 @@ parts:;
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
         { status = RUN_FAILED; goto out; }
     }
-    if (lock_fd < 0 && (lock_fd = run_lock(dir, "s2hc train")) < 0) { status = RUN_USAGE; goto out; }
+    if (lock_fd < 0 && (lock_fd = run_lock(dir, "s2hc train")) < 0) {
+        status = lock_fd == -2 ? RUN_USAGE : RUN_FAILED;
+        goto out;
+    }
 
     /* run-file attributes */
     char when[32];

@@ -83,6 +83,10 @@ expect_out "method: identity" "the refusal names the difference"
 expect_status 0 "--resume without a checkpoint and the same config starts from step 0" -- "$S2HC" train "$TMP/t.yaml" \
   --set run.name=nockpt --set train.steps=4 --set train.warmup=1 --resume
 expect_out "no checkpoint in .*nockpt; starting from step 0" "it says so"
+# a file where the run directory should be: an I/O error (exit 1, not a usage error's 2)
+echo x > "$TMP/runs/afile"
+expect_status 1 "a file in the run directory's place" -- "$S2HC" train "$TMP/t.yaml" --set run.name=afile --quiet
+expect_out "cannot open .*runs/afile/.train.lock: Not a directory" "the error names the path and why"
 # a run directory renamed by hand resumes under its new name
 "$S2HC" train "$TMP/t.yaml" --set run.name=mv-a --set train.steps=4 --set train.warmup=1 --stop-after 2 --quiet >/dev/null 2>&1
 mv "$TMP/runs/mv-a" "$TMP/runs/mv-b"
