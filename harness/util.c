@@ -451,8 +451,18 @@ void parent_dir(char *buf, size_t len, const char *path) {
     else *slash = '\0';
 }
 
+/* The longest path write_file_tmp takes: its folder and path.tmp fit their buffers whole
+ * (cut short, the folder made and the file written would be other ones). */
+#define TMP_PATH_MAX 1023
+
 int write_file_tmp(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
-    char dir[1024], tmp[1100];
+    char dir[TMP_PATH_MAX + 1], tmp[TMP_PATH_MAX + 8];
+    if (strlen(path) > TMP_PATH_MAX) {
+        fprintf(stderr, "s2hc: error: cannot write %.60s...: a path of %zu bytes, longer than %d\n", path, strlen(path),
+                TMP_PATH_MAX);
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     parent_dir(dir, sizeof dir, path);
     if (mkdir_p(dir) != 0) {
         fprintf(stderr, "s2hc: error: cannot create directory %s: %s\n", dir, strerror(errno));
@@ -478,13 +488,13 @@ int write_file_tmp(const char *path, const void *head, size_t head_len, const vo
 }
 
 void drop_file_tmp(const char *path) {
-    char tmp[1100];
+    char tmp[TMP_PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     unlink(tmp);
 }
 
 int commit_file_tmp(const char *path) {
-    char dir[1024], tmp[1100];
+    char dir[TMP_PATH_MAX + 1], tmp[TMP_PATH_MAX + 8];
     parent_dir(dir, sizeof dir, path);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (rename(tmp, path) != 0) {

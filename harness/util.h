@@ -126,7 +126,7 @@ char *read_text_file(const char *path, size_t *len);
 
 /* Write head then body to path atomically: path.tmp, fsync, rename, fsync the directory
  * (created first if missing). 0, or -1 after a message naming the file, with no path.tmp
- * left and path untouched. */
+ * left and path untouched (a path longer than 1023 bytes: -1, ENAMETOOLONG, nothing made). */
 int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len);
 /* write_file_atomic in two halves, for files that must change together: the first writes
  * and syncs path.tmp (or fails as above, nothing left), the second renames it over path

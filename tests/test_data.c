@@ -4,6 +4,8 @@
 #include "harness/util.h"
 #include "tests/t.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -127,6 +129,23 @@ static void dmg_truncate(const char *p) { if (truncate(p, 32 + 150) != 0) die(1,
 static void dmg_short(const char *p) { if (truncate(p, 20) != 0) die(1, "truncate"); }
 static void dmg_token(const char *p) { uint16_t v = 1000; poke(p, 32 + 2 * 50, &v, 2); }
 static void dmg_missing(const char *p) { unlink(p); }
+
+/* A path too long for write_file_atomic's buffers: refused whole, no folder made under a
+ * name cut short, nothing written */
+static void test_write_long_path(void) {
+    const char *dir = tmp_dir("longpath");
+    char path[1400];
+    int n = snprintf(path, sizeof path, "%s/long-", dir);
+    for (; n < 1040; n++) path[n] = n % 200 ? 'd' : '/'; /* folders of 200 bytes (a name's limit is 255) */
+    snprintf(path + n, sizeof path - (size_t)n, "/f.bin");
+    errno = 0;
+    CHECK(write_file_atomic(path, "x", 1, NULL, 0) == -1 && errno == ENAMETOOLONG, "refused: errno %d", errno);
+    DIR *d = opendir(dir);
+    int made = 0;
+    for (struct dirent *e; d && (e = readdir(d));) made += e->d_name[0] != '.';
+    if (d) closedir(d);
+    CHECK(made == 0, "nothing made in %s (%d entries)", dir, made);
+}
 
 static void test_shard_corrupt(void) {
     expect_refused("magic", dmg_magic, "magic");
@@ -584,6 +603,7 @@ int main(void) {
     T_RUN(test_shard_roundtrip_u8);
     T_RUN(test_shard_roundtrip_u16);
     T_RUN(test_shard_corrupt);
+    T_RUN(test_write_long_path);
     T_RUN(test_shard_vocab);
     T_RUN(test_shard_fifo);
     T_RUN(test_loader_determinism);
