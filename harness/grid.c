@@ -1158,11 +1158,11 @@ static int expand_block(const grid_spec *g, const s2hc_config *base, const grid_
     return 0;
 }
 
-/* qsort of point indices by name, then index (grid_expand's check of names) */
-static const grid_point *by_name_pts;
-static int by_name(const void *a, const void *b) {
+/* qsort_r of point indices by name, then index (grid_expand's check of names) */
+static int by_name(const void *a, const void *b, void *pts) {
     const int x = *(const int *)a, y = *(const int *)b;
-    const int c = strcmp(by_name_pts[x].name, by_name_pts[y].name);
+    const grid_point *p = pts;
+    const int c = strcmp(p[x].name, p[y].name);
     return c ? c : (x > y) - (x < y);
 }
 
@@ -1189,8 +1189,7 @@ int grid_expand(const grid_spec *g, grid_point **pts, int *npts) {
     if (!rc && *npts > 1) {
         int *ord = malloc_check((size_t)*npts * sizeof *ord);
         for (int i = 0; i < *npts; i++) ord[i] = i;
-        by_name_pts = *pts;
-        qsort(ord, (size_t)*npts, sizeof *ord, by_name);
+        qsort_r(ord, (size_t)*npts, sizeof *ord, by_name, *pts);
         for (int k = 1; k < *npts; k++) /* a run of one name: its first two, in point order */
             if (!strcmp((*pts)[ord[k]].name, (*pts)[ord[k - 1]].name) &&
                 (k < 2 || strcmp((*pts)[ord[k - 1]].name, (*pts)[ord[k - 2]].name)) && (dup_i < 0 || ord[k] < dup_i)) {
@@ -1537,10 +1536,11 @@ static void inspect(const grid_point *p, const char *const *ood, int nood, grid_
     int rec_state, rec_exit;
     double started;
     read_grid_status(dir, &rec_state, &rec_exit, &st->wall_s, &started);
-    if (isfinite(started)) { /* a run with no end recorded: it lasted until its last write */
+    if (isfinite(started)) { /* a run with no end recorded: it lasted until its last line in
+                                    train.log (not run.h5's time: `s2hc eval` and `probe` rewrite it) */
         char logp[sizeof dir + 16];
         snprintf(logp, sizeof logp, "%s/train.log", dir);
-        const double end = fmax(mtime_seconds(logp), mtime_seconds(path));
+        const double end = mtime_seconds(logp);
         if (end > started) st->wall_s = (isnan(st->wall_s) ? 0 : st->wall_s) + (end - started);
     }
     if ((st->state == GS_PENDING || st->state == GS_PARTIAL) && (rec_state == GS_FAILED || rec_state == GS_INTERRUPTED))
@@ -1763,13 +1763,14 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             break;
         case GS_PARTIAL:
         case GS_INTERRUPTED:
-        case GS_FAILED:
+        case GS_FAILED: {
             int from = resume_step(&pts[i], &st);
             if (from > 0) snprintf(action, sizeof action, "resume at step %d of %d (%s)", from, st.steps,
                                    grid_state_names[st.state]);
             else snprintf(action, sizeof action, "run %d steps (%s before)", st.steps, grid_state_names[st.state]);
             runs = 1;
             break;
+        }
         default: snprintf(action, sizeof action, "run %d steps", st.steps); runs = 1; break;
         }
         would += runs > 0;

@@ -158,8 +158,11 @@ static int dispatch(int argc, char **argv) {
 
 /* What a command prints on stdout can be its product (`s2hc inspect --csv > layers.csv`):
  * a write there that failed (a full disk, `ulimit -f`) is an error, not exit 0 with the
- * file cut short. rc, or 1 after a message when it was 0. */
-static int stdout_checked(int rc) {
+ * file cut short. rc, or 1 after a message when it was 0. Not for train and grid, whose
+ * stdout is a log beside their product (the run's files, which say how the run ended; a
+ * grid records a finished run by its exit). */
+static int stdout_checked(const char *cmd, int rc) {
+    if (cmd && (!strcmp(cmd, "train") || !strcmp(cmd, "grid"))) return rc;
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
     fprintf(stderr, "s2hc: error: writing the standard output failed: %s\n", errno ? strerror(errno) : "write error");
@@ -175,5 +178,5 @@ int main(int argc, char **argv) {
        after (no .tmp left), instead of the signal killing the process mid-file */
     signal(SIGXFSZ, SIG_IGN);
     runtime_env_fixup(argv);
-    return stdout_checked(dispatch(argc, argv));
+    return stdout_checked(argc > 1 ? argv[1] : NULL, dispatch(argc, argv));
 }

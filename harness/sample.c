@@ -124,7 +124,7 @@ static int sample_num(const char *opt, const char *s, double lo, double hi, int 
     char *end;
     errno = 0;
     const double x = strtod(s, &end);
-    if (!whole && errno == ERANGE && fabs(x) <= DBL_MIN) errno = 0; /* an underflow (1e-400): 0 or subnormal */
+    if (!whole && errno == ERANGE && fabs(x) <= DBL_MIN && !signbit(x)) errno = 0; /* an underflow (1e-400): 0 or subnormal */
     if (!*s || *end || errno || !isfinite(x) || x < lo || x > hi || (whole && x != floor(x)) ||
         strspn(s, "0123456789+-.eE") != strlen(s)) { /* decimal: not strtod's 0x10 */
         fprintf(stderr, "s2hc: error: sample: %s: expected %s in [%g, %g], got '%s'\n", opt,

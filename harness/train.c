@@ -172,11 +172,12 @@ static void resume_threads(const s2hc_config *cfg, const char *run_path, const c
             threads_set(want);
 #endif
             const int cores = runtime_cpu_count();
-            if (!quiet)
+            if (!quiet && kernels_threads() == want)
                 snprintf(note, note_len, "threads: %d, as the run trained (a step's bits depend on its cut; "
                          "train.threads sets another)%s\n", want, want > cores ? ", more than the cores here: slower" : "");
         }
-        return;
+        if (kernels_threads() == want) return;
+        /* fewer: OMP_THREAD_LIMIT; the warning below says the bits will differ */
     }
     const int T = kernels_threads();
     const int same = (W == W0 && T == T0) ||

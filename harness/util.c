@@ -361,6 +361,11 @@ void runtime_unbind(void) {
     if (runtime_cpus(&set) > 0) sched_setaffinity(0, sizeof set, &set);
 }
 
+void threads_set(int n) {
+    const int lim = omp_get_thread_limit();
+    omp_set_num_threads(n < lim ? n : lim);
+}
+
 /* Settings of the runtime libraries that are read when they load, before main, so they
  * are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
  *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently
@@ -380,11 +385,6 @@ void runtime_unbind(void) {
  * OMP_DYNAMIC=true is overridden: a region's team must be the thread count the bits are
  * fixed by (a step's slices, the shares of every op), and a team of one under load made
  * OpenBLAS, called inside it, open a team of its own and wait forever for its threads. */
-void threads_set(int n) {
-    const int lim = omp_get_thread_limit();
-    omp_set_num_threads(n < lim ? n : lim);
-}
-
 void runtime_env_fixup(char **argv) {
     omp_set_dynamic(0);
     threads_set(omp_get_max_threads()); /* OMP_THREAD_LIMIT below OMP_NUM_THREADS */

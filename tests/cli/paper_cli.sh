@@ -169,6 +169,13 @@ expect_status 1 "analyze past the file-size limit" -- bash -c 'ulimit -f 2; exec
 expect_out "could not be written" "says files could not be written"
 cmp -s "$OUT/tables/claims.md" "$TMP/claims.before" && ok "the older claims.md is whole" || fail "claims.md was truncated"
 ls "$OUT/data" "$OUT/tables" | grep -q '\.tmp$' && fail "a .tmp was left" || ok "no .tmp left"
+# every variant the analysis tells apart (analysis/runs.c's an_method_order) has its own
+# colour in the figures
+V=$(sed -n '/an_method_order\[\] = {/,/NULL};/p' analysis/runs.c | grep -o '"[^"]*"' | tr -d '"' | tr '\n' ' ')
+[ "$(echo $V | wc -w)" -ge 14 ] && ok "an_method_order read ($(echo $V | wc -w) variants)" || fail "an_method_order: '$V'"
+cols=$(gnuplot -e "dir='$OUT'" -e "load 'plots/style.gp'; do for [m in '$V'] { print color(m) }" 2>&1)
+[ "$(printf '%s\n' $cols | sort -u | wc -l)" = "$(echo $V | wc -w)" ] && ok "one colour per variant" \
+  || fail "shared colours: $(echo $cols)"
 expect_status 0 "report --help" -- "$REPORT" report --help
 expect_out "example" "--help shows an example"
 finish paper_cli

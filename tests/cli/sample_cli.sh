@@ -40,6 +40,7 @@ for t in 1e-310 1e-400; do
   S --prompt "the cat " --tokens 120 --temperature $t > "$TMP/g3" && cmp -s "$TMP/g1" "$TMP/g3" \
     && ok "--temperature $t: the greedy text" || fail "--temperature $t: $(cat "$TMP/err")"
 done
+expect_status 2 "a negative temperature that underflows is refused" -- "$S2HC" sample "$R" --temperature -1e-400
 
 S --tokens 200 --seed 5 --top-k 10 > "$TMP/a1"; S --tokens 200 --seed 5 --top-k 10 > "$TMP/a2"
 S --tokens 200 --seed 6 --top-k 10 > "$TMP/a3"

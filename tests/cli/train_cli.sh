@@ -87,6 +87,11 @@ expect_out "no checkpoint in .*nockpt; starting from step 0" "it says so"
 echo x > "$TMP/runs/afile"
 expect_status 1 "a file in the run directory's place" -- "$S2HC" train "$TMP/t.yaml" --set run.name=afile --quiet
 expect_out "cannot open .*runs/afile/.train.lock: Not a directory" "the error names the path and why"
+# stdout closed under a training (its reader gone, SIGPIPE ignored): the run's files say
+# how it ended, and it exits 0 (a grid would record a finished run as failed)
+expect_status 0 "a training whose stdout is closed" -- bash -c 'trap "" PIPE; "$@" | true; exit ${PIPESTATUS[0]}' sh \
+  "$S2HC" train "$TMP/t.yaml" --set run.name=pipe --set train.steps=2 --set train.warmup=1
+h5dump -a /status "$TMP/runs/pipe/run.h5" 2>/dev/null | grep -q '"finished"' && ok "it finished" || fail "no finished run"
 # a run directory renamed by hand resumes under its new name
 "$S2HC" train "$TMP/t.yaml" --set run.name=mv-a --set train.steps=4 --set train.warmup=1 --stop-after 2 --quiet >/dev/null 2>&1
 mv "$TMP/runs/mv-a" "$TMP/runs/mv-b"
@@ -135,6 +140,14 @@ if command -v h5diff >/dev/null; then
   h5dump -a /threads "$TMP/runs/tlim/run.h5" 2>/dev/null | grep -q '(0): 1$' && ok "its run file records 1 thread" \
     || fail "threads attribute: $(h5dump -a /threads "$TMP/runs/tlim/run.h5" 2>&1 | grep '(0)')"
 fi
+# a run stopped under 2 threads and resumed under OMP_THREAD_LIMIT=1: warned, not told it
+# keeps its 2 threads
+OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TS[@]}" --set run.name=tlr --stop-after 3 --quiet >/dev/null 2>&1
+expect_status 0 "a resume under a lower OMP_THREAD_LIMIT" -- env OMP_THREAD_LIMIT=1 OMP_NUM_THREADS=1 timeout -s KILL 120 \
+  "$S2HC" train "$TMP/t.yaml" "${TS[@]}" --set run.name=tlr --resume
+expect_out "warning: the run trained with 1 process of 2 threads and resumes with 1 of 1" "it warns of the other cut"
+grep -q "as the run trained" "$TMP/out" && fail "it claims the run's 2 threads: $(grep 'as the run trained' "$TMP/out")" \
+  || ok "no claim of the run's thread count"
 # stopped at a step with an evaluation (the signal cuts the evaluation short): no NaN row;
 # --resume evaluates that step first, and the run file's evaluations are the uninterrupted
 # run's
