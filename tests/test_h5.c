@@ -405,19 +405,25 @@ static hid_t saved_log_open(const char *name, const char **path) {
     return H5Fopen(*path, H5F_ACC_RDWR, H5P_DEFAULT);
 }
 
+/* A 1-D chunked dataset of n elements at path, none of them written (fill_never: not even
+ * fill values on read) */
+static void add_unwritten(hid_t f, const char *path, hid_t type, hsize_t n, hsize_t chunk, int fill_never) {
+    hsize_t dims[1] = {n}, maxd[1] = {H5S_UNLIMITED}, ch[1] = {chunk};
+    hid_t sp = H5Screate_simple(1, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, ch);
+    if (fill_never) H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    hid_t d = H5Dcreate2(f, path, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    CHECK(d >= 0, "create %s", path);
+    if (d >= 0) H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+}
+
 static void test_log_load_huge_shape(void) {
     h5log b;
     const char *p;
     hid_t f = saved_log_open("huge.h5", &p);
-    hsize_t dims[1] = {((hsize_t)1 << 61) + 1}, maxd[1] = {H5S_UNLIMITED}, chunk[1] = {1};
-    hid_t sp = H5Screate_simple(1, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, 1, chunk);
-    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    hid_t d = H5Dcreate2(f, "/final/huge", H5T_IEEE_F64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    CHECK(d >= 0, "create the dataset");
-    if (d >= 0) H5Dclose(d);
-    H5Pclose(dcpl);
-    H5Sclose(sp);
+    add_unwritten(f, "/final/huge", H5T_IEEE_F64LE, ((hsize_t)1 << 61) + 1, 1, 1);
     H5Fclose(f);
     h5log_init(&b);
     char err[512] = "";
@@ -434,14 +440,7 @@ static void test_log_load_unwritten_extent(void) {
     h5log b;
     const char *p;
     hid_t f = saved_log_open("sparse.h5", &p);
-    hsize_t dims[1] = {(hsize_t)1 << 24}, maxd[1] = {H5S_UNLIMITED}, chunk[1] = {1024};
-    hid_t sp = H5Screate_simple(1, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, 1, chunk);
-    hid_t d = H5Dcreate2(f, "/final/sparse", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    CHECK(d >= 0, "create the dataset");
-    if (d >= 0) H5Dclose(d);
-    H5Pclose(dcpl);
-    H5Sclose(sp);
+    add_unwritten(f, "/final/sparse", H5T_IEEE_F32LE, (hsize_t)1 << 24, 1024, 0);
     H5Fclose(f);
     h5log_init(&b);
     char err[512] = "";
