@@ -217,6 +217,14 @@ static void ck_shape_str(int rank, const size_t *dims, char *buf, size_t len) {
     if (o < len) snprintf(buf + o, len - o, "]");
 }
 
+/* 1 if path (relative to f) is a hard link: a tensor stored where its name says. ckpt_save
+ * writes no other kind; a soft or external link (an edited file) would load other weights
+ * under this tensor's name. */
+static int ck_hard_link(hid_t f, const char *path) {
+    H5L_info_t li;
+    return H5Lget_info(f, path, &li, H5P_DEFAULT) >= 0 && li.type == H5L_TYPE_HARD;
+}
+
 /* Read tensor `p` (name and shape) from group `grp` into dst (NULL: check it only). */
 static int ck_read_tensor(hid_t f, const char *file, const char *grp, const ckpt_tensor *p, float *dst,
                           char *err, size_t errlen) {
@@ -225,6 +233,11 @@ static int ck_read_tensor(hid_t f, const char *file, const char *grp, const ckpt
     if (H5Lexists(f, path, H5P_DEFAULT) <= 0) {
         snprintf(err, errlen, "%s: tensor '%s' is missing from %s (a checkpoint of another model or config?)",
                  file, p->name, grp);
+        return -1;
+    }
+    if (!ck_hard_link(f, grp) || !ck_hard_link(f, path)) {
+        snprintf(err, errlen, "%s: %s is a link to another place or file, not a tensor stored there (an edited "
+                 "checkpoint?)", file, ck_hard_link(f, grp) ? path : grp);
         return -1;
     }
     hid_t d = H5Dopen2(f, path, H5P_DEFAULT);

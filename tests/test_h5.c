@@ -718,6 +718,22 @@ static void test_ckpt_refuses_bad_files(void) {
     CHECK(ckpt_load(fv, a.p, a.m, a.v, NT, NULL, err, sizeof err) == -1, "a float version is refused");
     CHECK(strstr(err, fv) && strstr(err, "lacks a readable root attribute 'version'"), "says so: %s", err);
 
+    /* links to elsewhere (an edited file): a tensor, then the whole /model group, soft-linked
+       to the first moments; each would load other weights under the tensors' names */
+    const char *soft = tmp_path("soft.h5");
+    for (int k = 0; k < 2; k++) {
+        CHECK(ckpt_save(soft, a.p, a.m, a.v, NT, &meta) == 0, "save");
+        char from[200], to[200];
+        snprintf(from, sizeof from, k ? "/model" : "/model/%s", TNAMES[0]);
+        snprintf(to, sizeof to, k ? "/optim/m" : "/optim/m/%s", TNAMES[0]);
+        hid_t f = H5Fopen(soft, H5F_ACC_RDWR, H5P_DEFAULT);
+        CHECK(H5Ldelete(f, from, H5P_DEFAULT) >= 0 && H5Lcreate_soft(to, f, from, H5P_DEFAULT, H5P_DEFAULT) >= 0,
+              "link %s to %s", from, to);
+        H5Fclose(f);
+        CHECK(ckpt_load(soft, a.p, a.m, a.v, NT, NULL, err, sizeof err) == -1, "a soft link refused (%s)", from);
+        CHECK(strstr(err, soft) && strstr(err, from) && strstr(err, "is a link to another place"), "says so: %s", err);
+    }
+
     /* a foreign HDF5 file (a run log) is not a checkpoint */
     h5log log;
     build_log(&log, 3);
