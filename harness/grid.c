@@ -40,8 +40,10 @@ const char *const grid_state_names[GS_N] = {"pending", "partial", "running", "fi
 
 /* Keys whose value never changes a run's numbers: a stored run and the grid may differ
  * in them (a moved data or runs directory, another thread count). */
-static const char *const ignored_in_compare[] = {"run.out", "data.dir", "train.threads", "train.log_every",
-                                                 "run.backend", NULL};
+static const char *const ignored_in_compare[] = {"run.out",          "data.dir",           "train.threads",
+                                                 "train.log_every",  "run.backend",        "train.eval_every",
+                                                 "train.eval_batches", "train.ckpt_every", "probe.every",
+                                                 "probe.final_samples", NULL};
 
 /* ------------------------------------------------------------------------------------ */
 /* Small helpers                                                                         */

@@ -75,6 +75,11 @@ expect_out "1/1 finished" "--job reports the one point"
 expect_status 0 "--list after the run" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --list
 expect_out "3 points: 3 finished" "--list reads the states"
 
+# ---- the cadences a resumed training may change (evaluations, checkpoints, probes) are
+# not a changed config, as for `s2hc train --resume`
+expect_status 0 "--list with other cadences" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --list \
+  --set train.ckpt_every=5 --set train.eval_every=5 --set train.eval_batches=3 --set probe.every=5 --set probe.final_samples=4
+expect_out "3 points: 3 finished" "other cadences: still finished"
 # ---- a changed config is refused; --force reruns it
 expect_status 1 "a changed config is refused (exit 1)" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002
 expect_out "REFUSED #0 identity-n4-s1337: .*train.lr: 0.003 \(stored run\) vs 0.002 \(grid\).*--force" "the refusal names the key and --force"
