@@ -112,13 +112,22 @@ static void print_first_difference(const char *a, const char *b, const char *la_
     }
 }
 
+/* 1 after a message if a file's stored config (its root attribute `config`) is empty: every
+ * run stores its whole config, so that is damage (read as a config file, it would be every
+ * default, and differ from the run's for no reason the run has). */
+static int stored_config_empty(const char *yaml, const char *where) {
+    if (yaml[strspn(yaml, " \t\r\n")]) return 0;
+    fprintf(stderr, "s2hc: error: %s: its root attribute 'config' is empty (a damaged file?)\n", where);
+    return 1;
+}
+
 /* 0 if the stored config (a file's, named by where) matches now up to the keys that may
  * change on resume; otherwise prints "s2hc: error: " head, then the first difference, and
  * returns -1. */
 static int configs_agree(const char *stored_yaml, const s2hc_config *now, const char *now_yaml, const char *where,
                          const char *head, const char *stored_name, const char *now_name) {
     s2hc_config stored;
-    if (config_from_yaml_text(&stored, stored_yaml, where) != 0) return -1;
+    if (stored_config_empty(stored_yaml, where) || config_from_yaml_text(&stored, stored_yaml, where) != 0) return -1;
     normalise_for_resume(&stored, now);
     char *a = config_to_yaml(&stored);
     int same = strcmp(a, now_yaml) == 0;
@@ -360,7 +369,7 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
         h5log_free(log);
         return 1;
     }
-    if (config_from_yaml_text(cfg, yaml, runp) != 0) {
+    if (stored_config_empty(yaml, runp) || config_from_yaml_text(cfg, yaml, runp) != 0) {
         h5log_free(log);
         return 1;
     }

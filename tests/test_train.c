@@ -260,6 +260,51 @@ static void test_resume_damaged_processes(void) {
     CHECK(!strstr(text, "processes") && !strstr(text, "-2147483648"), "stderr: %s", text);
 }
 
+/* A checkpoint, then a run file, whose stored config is empty: refused as damaged, naming
+ * the file (the checkpoint's had been read as every default and called "a checkpoint of
+ * another run"; the run file's had built a default model) */
+static void test_open_empty_config(void) {
+    char cfg[700], dir[700], ckpt[700], run[700], log[700];
+    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
+    snprintf(dir, sizeof dir, "%s/runs/nocfg", tmp);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
+    snprintf(run, sizeof run, "%s/run.h5", dir);
+    snprintf(log, sizeof log, "%s/nocfg.err", tmp);
+    write_config(cfg, "identity", 2);
+    CHECK(train_argv(cfg, "nocfg", "--stop-after", "3", NULL) == RUN_INTERRUPTED, "stopped run");
+    for (int k = 0; k < 2; k++) {
+        const char *file = k ? run : ckpt;
+        hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT), sp = H5Screate(H5S_SCALAR), t = H5Tcopy(H5T_C_S1);
+        H5Tset_size(t, 1);
+        H5Adelete(f, "config");
+        hid_t a = H5Acreate2(f, "config", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(a >= 0 && H5Awrite(a, t, "") >= 0, "write an empty config into %s", file);
+        if (a >= 0) H5Aclose(a);
+        H5Tclose(t);
+        H5Sclose(sp);
+        H5Fclose(f);
+        s2hc_config c;
+        gpt_model m;
+        h5log l2;
+        int64_t step;
+        fflush(stderr);
+        int saved = dup(2);
+        CHECK(freopen(log, "w", stderr) != NULL, "stderr to %s", log);
+        const int rc = run_open(dir, &c, &m, &l2, &step);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        CHECK(rc != 0, "an empty config in %s is refused", file);
+        if (rc == 0) { model_free(&m); h5log_free(&l2); }
+        FILE *g = fopen_check(log, "r");
+        char text[4096];
+        size_t n = fread(text, 1, sizeof text - 1, g);
+        fclose(g);
+        text[n] = '\0';
+        CHECK(strstr(text, file) && strstr(text, "root attribute 'config' is empty"), "says so: %s", text);
+    }
+}
+
 /* A run file whose config was damaged into a large model (n_embd 1024, 8 layers: 100M
  * parameters) beside a checkpoint of the small one: run_open (eval, probe, sample,
  * export) refuses it by the checkpoint's shapes before allocating the model; it
@@ -1247,6 +1292,7 @@ int main(void) {
     T_RUN(test_truncated_checkpoint_refused);
     T_RUN(test_resume_damaged_processes);
     T_RUN(test_open_damaged_config);
+    T_RUN(test_open_empty_config);
     T_RUN(test_proj_bf16_step);
     T_RUN(test_stream_bf16_step);
     T_RUN(test_stream_blocks_step);
