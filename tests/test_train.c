@@ -185,6 +185,28 @@ static void test_resume_is_exact(void) {
     model_free(&b);
 }
 
+/* stderr into path until stderr_back(the returned descriptor) */
+static int stderr_to(const char *path) {
+    fflush(stderr);
+    const int saved = dup(2);
+    CHECK(freopen(path, "w", stderr) != NULL, "stderr to %s", path);
+    return saved;
+}
+
+static void stderr_back(int saved) {
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+}
+
+/* The first n - 1 bytes of path's text into buf */
+static const char *read_text(const char *path, char *buf, size_t n) {
+    FILE *g = fopen_check(path, "r");
+    buf[fread(buf, 1, n - 1, g)] = '\0';
+    fclose(g);
+    return buf;
+}
+
 static void test_truncated_checkpoint_refused(void) {
     char src[700], dst[700];
     snprintf(src, sizeof src, "%s/runs/whole/ckpt.h5", tmp);
@@ -212,13 +234,9 @@ static void test_truncated_checkpoint_refused(void) {
     gpt_model m;
     char err[256];
     model_build(&m, &c, err, sizeof err);
-    fflush(stderr);
-    int saved = dup(2);
-    freopen("/dev/null", "w", stderr);
+    int saved = stderr_to("/dev/null");
     int rc = train_argv(cfg, "trunc", "--resume", NULL, NULL);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
+    stderr_back(saved);
     CHECK(rc == RUN_FAILED, "resuming from a truncated checkpoint must fail (exit %d)", rc);
     model_free(&m);
 }
@@ -244,19 +262,12 @@ static void test_resume_damaged_processes(void) {
     if (a >= 0) H5Aclose(a);
     H5Sclose(sp);
     H5Fclose(f);
-    fflush(stderr);
-    int saved = dup(2);
-    CHECK(freopen(log, "w", stderr) != NULL, "stderr to %s", log);
+    int saved = stderr_to(log);
     int rc = train_argv(cfg, "procs", "--resume", NULL, NULL);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
+    stderr_back(saved);
     CHECK(rc == 0, "resume exits %d", rc);
-    FILE *g = fopen_check(log, "r");
     char text[4096];
-    size_t n = fread(text, 1, sizeof text - 1, g);
-    fclose(g);
-    text[n] = '\0';
+    read_text(log, text, sizeof text);
     CHECK(!strstr(text, "processes") && !strstr(text, "-2147483648"), "stderr: %s", text);
 }
 
@@ -287,20 +298,13 @@ static void test_open_empty_config(void) {
         gpt_model m;
         h5log l2;
         int64_t step;
-        fflush(stderr);
-        int saved = dup(2);
-        CHECK(freopen(log, "w", stderr) != NULL, "stderr to %s", log);
+        int saved = stderr_to(log);
         const int rc = run_open(dir, &c, &m, &l2, &step);
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
+        stderr_back(saved);
         CHECK(rc != 0, "an empty config in %s is refused", file);
         if (rc == 0) { model_free(&m); h5log_free(&l2); }
-        FILE *g = fopen_check(log, "r");
         char text[4096];
-        size_t n = fread(text, 1, sizeof text - 1, g);
-        fclose(g);
-        text[n] = '\0';
+        read_text(log, text, sizeof text);
         CHECK(strstr(text, file) && strstr(text, "root attribute 'config' is empty"), "says so: %s", text);
     }
 }
@@ -338,13 +342,9 @@ static void test_open_damaged_config(void) {
     gpt_model m;
     h5log l2;
     int64_t step;
-    fflush(stderr);
-    int saved = dup(2);
-    CHECK(freopen("/dev/null", "w", stderr) != NULL, "stderr to /dev/null");
+    int saved = stderr_to("/dev/null");
     const int rc = run_open(dir, &c, &m, &l2, &step);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
+    stderr_back(saved);
     CHECK(rc != 0, "a checkpoint of another shape is refused");
     if (rc == 0) { model_free(&m); h5log_free(&l2); }
     getrusage(RUSAGE_SELF, &ru);
