@@ -37,8 +37,9 @@ static const an_figure figures[] = {
      "Median and 10–90 % band of the row maxima over every row of every per-token H_res of every sublayer of the fixed "
      "probe batch, and the fraction of per-token matrices whose row maxima all sit on the diagonal; s²HC for contrast."},
     {"fig03_cos_mhc", "Fig 3: stream similarity, identity baseline vs mHC",
-     "With a fixed identity H_res the streams become near copies of each other (cosine similarity near 1) layer by layer; "
-     "mHC behaves the same way.",
+     "For the fixed identity H_res and for mHC alike, the streams' pairwise similarity falls quickly in training and "
+     "levels off (the streams decorrelate); mHC's curves follow the identity baseline's, slightly above it at every "
+     "layer (its non-negative mixing averages the streams).",
      "Mean pairwise cosine similarity among the n streams after mixing (H_res·X), one line per sublayer, over training; "
      "the identity baseline comes from the ablation grid."},
     {"fig10_cos_s2hc", "Fig 10: stream similarity, identity baseline vs s²HC",

@@ -76,6 +76,11 @@ grep -q "1 seed, no interval" "$OUT/tables/table1.md" && ok "single seed said so
 n=$(grep -cE "\| (reproduced|not reproduced|inconclusive)" "$OUT/tables/claims.md")
 [ "$n" = 6 ] && ok "six claims with verdicts" || fail "claims with verdicts: $n"
 grep -q 'id="claims"' "$OUT/index.html" && ok "claims section" || fail "no claims section"
+# Fig 3's caption states the paper's §4: the similarity falls and levels off for the
+# identity baseline and mHC alike, mHC a little above it (not streams turning into copies)
+f3=$(sed -n '/id="fig03_cos_mhc"/,/<\/figcaption>/p' "$OUT/index.html" | grep -o '<b>The paper:</b>.*<b>What we measured')
+{ echo "$f3" | grep -q "falls" && echo "$f3" | grep -q "slightly above" && ! echo "$f3" | grep -q "near 1"; } \
+  && ok "Fig 3's caption states the paper's finding" || fail "Fig 3's caption: $f3"
 # the throughput-only runs feed Fig 7 and not Table 1
 grep -q "^2 " "$OUT/data/fig7_tput_s2hc.dat" && ok "fig7 has s2hc at n = 2" || fail "fig7 lacks s2hc n = 2"
 grep -q "s2hc-n2" "$OUT/tables/table1.md" && fail "a throughput run in table1" || ok "throughput runs stay out of table1"
