@@ -30,7 +30,9 @@ static const an_figure figures[] = {
      "parameters explode with n (6.07B total at n = 8 for the 0.12B model).",
      "Top: token-averaged H_res (final probe, every validation sequence) of the middle sublayer, values printed in the "
      "cells. Bottom left: perplexity / perplexity of RC per out-of-domain corpus (below 1 = better than RC). Bottom right: "
-     "auxiliary parameters against n, counted from the parameter table at the runs' width and depth."},
+     "auxiliary parameters against n, counted from the parameter table at the runs' width and depth."
+     " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "
+     "sums are our row sums and its rows our columns."},
     {"fig02_rowmax", "Fig 2: identity degeneration during training",
      "For mHC and mHC-lite the median row-wise maximum of H_res stays near 1 (10–90 % band narrow) and nearly every matrix "
      "has all its row maxima on the diagonal: both degenerate to the identity.",
@@ -57,7 +59,9 @@ static const an_figure figures[] = {
      "H_res per sublayer. Middle: the same for the composite product over all sublayers. Top right: spectral norm of the "
      "cumulative composite over the first l sublayers, mean ± std over sequences. Bottom right: the worst per-token "
      "|sum − 1| per sublayer, columns solid and rows dashed, log scale: where mHC's Sinkhorn iteration leaves one side "
-     "exact (the side it normalises last) and the other within its tolerance."},
+     "exact (the side it normalises last) and the other within its tolerance."
+     " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "
+     "sums are our row sums and its rows our columns."},
     {"fig07_streams", "Fig 7: cost against the number of streams",
      "Left: training throughput falls with n, fastest for mHC-lite. Right: auxiliary parameters against n, log scale: "
      "mHC-lite grows factorially.",
@@ -72,7 +76,9 @@ static const an_figure figures[] = {
      "drift from 1, s²HC's do not.",
      "Token-averaged H_res of validation sequence 0 at four depths l, counted from 0 as in the paper (with 24 "
      "sublayers the paper's l = 1, 6, 18, 23; otherwise the first, about a quarter, about three quarters and the last "
-     "sublayer) and the composite product; row sums on the right, column sums below."},
+     "sublayer) and the composite product; row sums on the right, column sums below."
+     " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "
+     "sums are our row sums and its rows our columns."},
     {"figv2_05_devsv", "v2 Fig 5: singular values of the deviation H_res − J",
      "s²HC's deviation part has two singular values near 1 and one at 0.77 (selective attenuation); the last is 0 since "
      "the mean direction is kept.",

@@ -81,6 +81,12 @@ grep -q 'id="claims"' "$OUT/index.html" && ok "claims section" || fail "no claim
 f3=$(sed -n '/id="fig03_cos_mhc"/,/<\/figcaption>/p' "$OUT/index.html" | grep -o '<b>The paper:</b>.*<b>What we measured')
 { echo "$f3" | grep -q "falls" && echo "$f3" | grep -q "slightly above" && ! echo "$f3" | grep -q "near 1"; } \
   && ok "Fig 3's caption states the paper's finding" || fail "Fig 3's caption: $f3"
+# the paper draws the authors' H_resᵀ: Fig 1's, 6's and 9's captions say which of our sums
+# (and axes) its column sums are
+for f in fig01_overview fig06_colsums fig09_heatmaps; do
+  sed -n "/id=\"$f\"/,/<\/figcaption>/p" "$OUT/index.html" | grep -q "its column sums are our row sums" \
+    && ok "$f's caption says the paper's matrices are our transposes" || fail "$f's caption does not say the paper's matrices are transposed"
+done
 # the throughput-only runs feed Fig 7 and not Table 1
 grep -q "^2 " "$OUT/data/fig7_tput_s2hc.dat" && ok "fig7 has s2hc at n = 2" || fail "fig7 lacks s2hc n = 2"
 grep -q "s2hc-n2" "$OUT/tables/table1.md" && fail "a throughput run in table1" || ok "throughput runs stay out of table1"
