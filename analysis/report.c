@@ -29,7 +29,7 @@ static const an_figure figures[] = {
      "Middle: s²HC has the lowest perplexity relative to RC on five out-of-domain corpora. Right: mHC-lite's auxiliary "
      "parameters explode with n (6.07B total at n = 8 for the 0.12B model).",
      "Top: token-averaged H_res (final probe, every validation sequence) of the middle sublayer, values printed in the "
-     "cells. Bottom left: perplexity / perplexity of RC per out-of-domain corpus (below 1 = better than RC). Bottom right: "
+     "cells. Bottom left: PPL / PPL(RC) − 1 in % per out-of-domain corpus (below 0 % = better than RC). Bottom right: "
      "auxiliary parameters against n, counted from the parameter table at the runs' width and depth."
      " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "
      "sums are our row sums and its rows our columns."},

@@ -81,6 +81,10 @@ grep -q 'id="claims"' "$OUT/index.html" && ok "claims section" || fail "no claim
 f3=$(sed -n '/id="fig03_cos_mhc"/,/<\/figcaption>/p' "$OUT/index.html" | grep -o '<b>The paper:</b>.*<b>What we measured')
 { echo "$f3" | grep -q "falls" && echo "$f3" | grep -q "slightly above" && ! echo "$f3" | grep -q "near 1"; } \
   && ok "Fig 3's caption states the paper's finding" || fail "Fig 3's caption: $f3"
+# Fig 1's bars are (PPL / PPL(RC) - 1) in %: the caption says where "better than RC" lies
+grep -q 'using (100 \* (column(i) - 1))' plots/fig01_overview.gp \
+  && sed -n '/id="fig01_overview"/,/<\/figcaption>/p' "$OUT/index.html" | grep -q "below 0 % = better than RC" \
+  && ok "Fig 1's caption reads the bars as the plot draws them" || fail "Fig 1's caption and its bars disagree"
 # the paper draws the authors' H_resᵀ: Fig 1's, 6's and 9's captions say which of our sums
 # (and axes) its column sums are
 for f in fig01_overview fig06_colsums fig09_heatmaps; do
