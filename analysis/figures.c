@@ -716,6 +716,12 @@ static void fig_hist(an_ctx *c, FILE *meta) {
         double *acc = calloc_check(bins, sizeof *acc);
         for (size_t l = 0; l < layers; l++)
             for (size_t b = 0; b < bins; b++) { acc[b] += an_series_get(h, l * bins + b); tot += an_series_get(h, l * bins + b); }
+        /* the entries outside the bins' range (HC's, unbounded) count in the whole as well */
+        const h5log_series *out = an_series(r, "/final/hist_outside");
+        for (size_t k = 0; out && k < out->row_elems; k++) {
+            const double x = an_series_get(out, k);
+            if (isfinite(x)) tot += x;
+        }
         char name[64];
         snprintf(name, sizeof name, "fig8_%s.dat", vs[vi]);
         FILE *f = an_open(c->out, "data", name);

@@ -388,6 +388,10 @@ static void test_analyze(void) {
     CHECK(strstr(csum, "of the 3 sequences") != NULL && strstr(csum, " 1.003 ") != NULL && strstr(csum, "0.983 ") != NULL &&
               strstr(csum, "1.023\n") != NULL && strstr(csum, "\n4.3 ") != NULL && strstr(csum, "\n5.3 ") == NULL,
           "fig6 column sums: one box per sublayer over every sequence:\n%s", csum);
+    /* Fig 8: a fraction of every entry, the one per layer outside [-1, 1.5) included: 10 of 101 */
+    snprintf(p, sizeof p, "%s/data/fig8_s2hc.dat", out);
+    CHECK(strstr(slurp(p), "\n-0.4950 0.0990099\n") != NULL && strstr(slurp(p), "\n0.0050 0\n") != NULL,
+          "fig8: fractions of all entries, those outside the bins counted:\n%.300s", slurp(p));
     snprintf(p, sizeof p, "%s/tables/ablation.md", out);
     CHECK(strstr(slurp(p), "| 1.0130 |") != NULL, "ablation: composite norm is the mean over sequences:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/data/meta.gp", out);
