@@ -85,6 +85,12 @@ f3=$(sed -n '/id="fig03_cos_mhc"/,/<\/figcaption>/p' "$OUT/index.html" | grep -o
 grep -q 'using (100 \* (column(i) - 1))' plots/fig01_overview.gp \
   && sed -n '/id="fig01_overview"/,/<\/figcaption>/p' "$OUT/index.html" | grep -q "below 0 % = better than RC" \
   && ok "Fig 1's caption reads the bars as the plot draws them" || fail "Fig 1's caption and its bars disagree"
+# §6.3 as the paper words it: mHC's and s²HC's throughput stable in n, mHC-lite's falling
+# past n = 6; mHC-lite's auxiliary parameters (not a total) at 6.07B
+f7=$(sed -n '/id="fig07_streams"/,/<\/figcaption>/p' "$OUT/index.html")
+f1=$(sed -n '/id="fig01_overview"/,/<\/figcaption>/p' "$OUT/index.html")
+{ echo "$f7" | grep -q "stable" && echo "$f7" | grep -q "beyond n = 6" && ! echo "$f1" | grep -q "6.07B total"; } \
+  && ok "Fig 1's and Fig 7's captions quote §6.3" || fail "Fig 1's or Fig 7's caption misquotes §6.3"
 # the paper draws the authors' H_resᵀ: Fig 1's, 6's and 9's captions say which of our sums
 # (and axes) its column sums are
 for f in fig01_overview fig06_colsums fig09_heatmaps; do
