@@ -527,9 +527,9 @@ static int h5log_write_series(hid_t f, const h5log *log, const h5log_series *s, 
         sp = H5Screate_simple(rank, dims, NULL);
     } else {
         hsize_t most = slice >= H5LOG_CHUNK_BYTES ? 1 : H5LOG_CHUNK_BYTES / slice, want = 1;
-        while (want < dims[0] && want < most) want *= 2;
+        while (want < dims[0] && want * 2 <= most) want *= 2;
         maxd[0] = H5S_UNLIMITED;
-        chunk[0] = want < most ? want : most;
+        chunk[0] = want;
         for (int i = 1; i < rank; i++) maxd[i] = chunk[i] = dims[i];
         sp = H5Screate_simple(rank, dims, maxd);
         dcpl = H5Pcreate(H5P_DATASET_CREATE);

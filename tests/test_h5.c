@@ -246,9 +246,12 @@ static void test_static_chunked(void) {
     /* 1000 x 16 float64: 128 B a slice, so 512 slices (64 KiB) a chunk, two chunks */
     static double big[1000 * 16];
     for (int i = 0; i < 1000 * 16; i++) big[i] = i * 0.5;
-    size_t dbig[2] = {1000, 16}, d1[1] = {3};
+    /* 200 x 96 float64: 768 B a slice; 85 slices fit in 64 KiB, so 64 a chunk */
+    static double odd[200 * 96];
+    size_t dbig[2] = {1000, 16}, dodd[2] = {200, 96}, d1[1] = {3};
     int64_t w[3] = {7, 8, 9};
     h5log_static_set(&a, "/final/big", H5LOG_F64, 2, dbig, big, "a static dataset larger than a chunk");
+    h5log_static_set(&a, "/final/odd", H5LOG_F64, 2, dodd, odd, "a slice that does not divide 64 KiB");
     h5log_static_set(&a, "/final/window", H5LOG_I64, 1, d1, w, "a rank-1 static dataset");
     const char *p = tmp_path("static.h5");
     CHECK(h5log_save(&a, p) == 0, "save");
@@ -257,6 +260,7 @@ static void test_static_chunked(void) {
     if (f < 0) { h5log_free(&a); return; }
     check_layout(f, "/final/composite", 2, (hsize_t[]){2, 3}, 2);
     check_layout(f, "/final/big", 2, (hsize_t[]){1000, 16}, 512);
+    check_layout(f, "/final/odd", 2, (hsize_t[]){200, 96}, 64);
     check_layout(f, "/final/window", 1, (hsize_t[]){3}, 4);
     hid_t d = H5Dopen2(f, "/final/samples", H5P_DEFAULT), sp = H5Dget_space(d);
     CHECK(H5Sget_simple_extent_type(sp) == H5S_SCALAR, "a scalar static dataset stays scalar");
