@@ -50,6 +50,49 @@ if command -v h5dump >/dev/null; then
   expect_status 0 "h5dump /probe/step" -- h5dump -d /probe/step "$TMP/runs/pm/run.h5"
   expect_out '0, 10, 20' "probes at steps 0, 10 and 20"
 fi
+# the documented layout: every dataset the tables of docs/probes.md and docs/runfile.md
+# list is in the run file with the listed rank, dtype and units, and the file holds no other
+if command -v h5dump >/dev/null && command -v python3 >/dev/null; then
+  python3 - docs/probes.md docs/runfile.md "$TMP/runs/pm/run.h5" > "$TMP/py" 2>&1 <<'PY'
+import re, subprocess, sys
+doc = {}
+for md in sys.argv[1:3]:
+    for line in open(md):
+        c = [x.strip() for x in line.strip().strip("|").split("|")]
+        if not line.startswith("| `/"):
+            continue
+        if len(c) == 3:  # probes.md: path | shape [dtype] | meaning
+            m = re.match(r"`\[([^\]]*)\]`\s*(\w*)", c[1])
+            want = (len(m.group(1).split(",")), m.group(2) or "float64", None)
+        else:            # runfile.md: dataset | kind | dtype | shape | units | meaning
+            want = (0 if c[3] == "scalar" else len(c[3].strip("`[]").split(",")), c[2], c[4].strip("`"))
+        for path in re.findall(r"`(/[^`]+)`", c[0]):
+            doc[path] = want
+types = {"H5T_IEEE_F64LE": "float64", "H5T_IEEE_F32LE": "float32", "H5T_STD_I64LE": "int64"}
+ls = subprocess.run(["h5ls", "-r", sys.argv[3]], capture_output=True, text=True).stdout
+bad, seen = [], set()
+for path in re.findall(r"^(\S+)\s+Dataset", ls, re.M):
+    h = subprocess.run(["h5dump", "-A", "-d", path, sys.argv[3]], capture_output=True, text=True).stdout
+    dims = re.search(r"DATASPACE\s+(SCALAR|SIMPLE \{ \( ([^)]*) \))", h)
+    got = (0 if dims.group(1) == "SCALAR" else len(dims.group(2).split(",")),
+           types.get(re.search(r"DATATYPE\s+(\S+)", h).group(1)))
+    key = next((k for k in doc if re.fullmatch(re.sub(r"<[^>]*>", "[^/]+", k), path)), None)
+    if key is None:
+        bad.append("%s is in the file, not in the docs" % path)
+        continue
+    seen.add(key)
+    if got != doc[key][:2]:
+        bad.append("%s: rank %d %s in the file, %d %s in the docs" % ((path,) + got + doc[key][:2]))
+    units = re.search(r'ATTRIBUTE "units" \{.*?\(0\): "([^"]*)"', h, re.S)
+    if doc[key][2] is not None and (units.group(1) if units else "") != doc[key][2]:
+        bad.append("%s: units '%s', the docs '%s'" % (path, units.group(1) if units else "", doc[key][2]))
+for k in doc:
+    if k not in seen and "<" not in k:
+        bad.append("%s is in the docs, not in the file" % k)
+print("\n".join(bad) if bad else "layout ok")
+PY
+  grep -qx "layout ok" "$TMP/py" && ok "the run file's layout is the documented one" || fail "layout: $(cat "$TMP/py")"
+fi
 expect_status 0 "inspect: one line per sublayer" -- "$S2HC" inspect "$TMP/runs/pm"
 expect_out "probe at step 20" "the last probe by default"
 expect_out "^ +1 +0 +mlp" "a line for sublayer 1"
