@@ -1576,9 +1576,12 @@ static void csv_field(FILE *f, const char *s, int first) {
     fputc('"', f);
 }
 
+/* A number with six significant digits; an infinity (a perplexity past exp's range) as
+ * inf or -inf, which CSV readers parse; NaN (no value) as an empty field. */
 static void csv_num(FILE *f, double v) {
     fputc(',', f);
     if (isfinite(v)) fprintf(f, "%.6g", v);
+    else if (isinf(v)) fputs(v > 0 ? "inf" : "-inf", f);
 }
 
 

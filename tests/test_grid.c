@@ -376,6 +376,7 @@ static void test_validation_errors(void) {
  * fake_zero_tps_step > 0: that step's tokens/s row holds 0, as a diverged step's does
  * (docs/runfile.md). */
 static int fake_zero_tps_step;
+static double fake_ppl = 12.5;
 static void fake_run(const grid_point *p, const char *status, const s2hc_config *stored, int steps, double loss) {
     char dir[1200], path[1300];
     run_dir_of(&p->cfg, dir, sizeof dir);
@@ -401,8 +402,7 @@ static void fake_run(const grid_point *p, const char *status, const s2hc_config 
     double v = loss + 0.5;
     h5log_append(&log, ev, &v);
     size_t one = 1;
-    double ppl = 12.5;
-    h5log_static_set(&log, "/eval/ood/synth/ppl", H5LOG_F64, 0, &one, &ppl, "ppl");
+    h5log_static_set(&log, "/eval/ood/synth/ppl", H5LOG_F64, 0, &one, &fake_ppl, "ppl");
     snprintf(path, sizeof path, "%s/run.h5", dir);
     CHECK(h5log_save(&log, path) == 0, "save %s", path);
     h5log_free(&log);
@@ -546,8 +546,10 @@ static void test_partial_and_index_columns(void) {
     if (rc) return;
     if (n != 3) { grid_points_free(p, n); grid_free(&g); return; }
     fake_zero_tps_step = 4;
+    fake_ppl = INFINITY;                                /* exp of a loss past ~709 nats */
     fake_run(&p[0], "finished", NULL, 4, 2.123456789);  /* hc: tokens/s rows 1000 3000 1000 0 */
     fake_zero_tps_step = 0;
+    fake_ppl = 12.5;
     fake_run(&p[1], "running", NULL, 3, 3.0);           /* mhc: stopped without a record... */
     touch(&p[1], "ckpt.h5", "x");                       /* ...with a checkpoint */
     const char *ood[GRID_MAX_OOD];
@@ -573,6 +575,8 @@ static void test_partial_and_index_columns(void) {
         if (nf == 16) {
             CHECK(!strcmp(f[7], "2.12346") && !strcmp(f[8], "2.62346"), "six significant digits: %s %s", f[7], f[8]);
             CHECK(!strcmp(f[11], "1666.67"), "tokens/s %s", f[11]);
+            CHECK(!strcmp(f[9], "inf") && !strcmp(f[10], ""), "an infinite perplexity is inf, none is empty: '%s' '%s'",
+                  f[9], f[10]);
             CHECK(!strcmp(f[13], "hc") && !strcmp(f[14], "4") && !strcmp(f[15], "0.001"), "hc values: %s %s %s",
                   f[13], f[14], f[15]);
         }
