@@ -162,17 +162,26 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
     return 0;
 }
 
-/* "m ± s (k)", "m (1)" or "–". */
+/* Numbers of 1e15 or more (a blown-up run's perplexity reaches 1e308) are written in
+ * exponent notation: in fixed notation they would not fit a cell and be cut to their
+ * leading digits. */
+#define FMT_EXP_FROM 1e15
+
+/* "m ± s (k)", "m (1)" or "–"; "inf (k)" when a value is +inf (a perplexity past exp's
+ * range), whose mean is inf. */
 static void fmt_ms(char *buf, size_t len, const double *v, int n, int prec) {
     double m, s;
-    int k = an_mean_std(v, n, &m, &s);
-    if (!k) snprintf(buf, len, "–");
-    else if (k == 1) snprintf(buf, len, "%.*f (1)", prec, m);
-    else snprintf(buf, len, "%.*f ± %.*f (%d)", prec, m, prec, s, k);
+    int k = an_mean_std(v, n, &m, &s), inf = 0;
+    for (int i = 0; i < n; i++) inf += isinf(v[i]) && v[i] > 0;
+    const int e = fabs(m) >= FMT_EXP_FROM || s >= FMT_EXP_FROM;
+    if (inf) snprintf(buf, len, "inf (%d)", k + inf);
+    else if (!k) snprintf(buf, len, "–");
+    else if (k == 1) snprintf(buf, len, e ? "%.*e (1)" : "%.*f (1)", prec, m);
+    else snprintf(buf, len, e ? "%.*e ± %.*e (%d)" : "%.*f ± %.*f (%d)", prec, m, prec, s, k);
 }
 
 static void fmt_num(char *buf, size_t len, double x, int prec) {
-    if (isfinite(x)) snprintf(buf, len, "%.*f", prec, x);
+    if (isfinite(x)) snprintf(buf, len, fabs(x) >= FMT_EXP_FROM ? "%.*e" : "%.*f", prec, x);
     else snprintf(buf, len, "–");
 }
 
@@ -467,7 +476,7 @@ static void table2(an_ctx *c) {
                     }
                 }
                 snprintf(cellbuf[ncorp], 64, "%s", ratio_n ? "" : "–");
-                if (ratio_n) snprintf(cellbuf[ncorp], 64, "%.4f", exp(ratio_sum / ratio_n));
+                if (ratio_n) fmt_num(cellbuf[ncorp], 64, exp(ratio_sum / ratio_n), 4);
                 cells[3 + ncorp] = cellbuf[ncorp];
                 tbl_row(&t, cells);
             }

@@ -626,6 +626,21 @@ static void test_table2_ratio(void) {
     CHECK(strstr(t2, "| RC | 100.00 (1) | 200.00 (1) | 1.0000 |") != NULL, "RC / RC = 1:\n%s", t2);
 }
 
+/* A blown-up run's perplexity (up to ~1e308, past what fixed notation fits in a cell) is
+ * written in exponent notation, not cut to a string of its leading digits. */
+static void test_table2_huge_ppl(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc",
+         .ood = {100, 200}},
+        {.method = "hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "h",
+         .ood = {2.534e303, INFINITY}},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s",
+         .ood = {1e15, 50}}};
+    const char *t2 = analyzed_table("huge", runs, 3, "table2.md");
+    CHECK(strstr(t2, "| HC | 2.53e+303 (1) | inf (1) |") != NULL, "HC's perplexities in full, inf as such:\n%s", t2);
+    CHECK(strstr(t2, "| s²HC | 1.00e+15 (1) | 50.00 (1) |") != NULL, "from 1e15 in exponent notation:\n%s", t2);
+}
+
 /* Two RC runs of one seed and length that differ in another key (lr): the s²HC run of that
  * seed pairs once (with the first), not with both. */
 static void test_pair_once(void) {
@@ -807,6 +822,7 @@ int main(void) {
     T_RUN(test_diverged_claims);
     T_RUN(test_foreign_shapes);
     T_RUN(test_table2_ratio);
+    T_RUN(test_table2_huge_ppl);
     T_RUN(test_pair_once);
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
