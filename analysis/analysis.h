@@ -69,7 +69,7 @@ typedef struct {
     char name[160];         /* its basename */
     char method[32];        /* residual.method */
     char variant[64];       /* method, plus "+expm" for the expm core (s2hc, s2hc_rot, orthogonal), "+exact" for s2hc's exact init */
-    char corpus[32];        /* data.train */
+    char corpus[64];        /* data.train */
     char scale[32];         /* the preset whose model size matches, else "L<l>-C<c>-T<t>"; then
                                "+nobias" (model.bias false), "+erf" (model.gelu erf), "+init" (train.init_from) */
     char status[32];        /* root attribute status ("finished", "diverged", ...) */
@@ -147,7 +147,7 @@ typedef struct {
     FILE *log;              /* progress (stderr) */
     /* the primary cell for the figures: the largest scale, docs when present, and the
        stream count most of its hyper-connection runs have (ties: 4, else the smaller) */
-    char scale[32], corpus[32];
+    char scale[32], corpus[64];
     int n;
 } an_ctx;
 

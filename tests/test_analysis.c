@@ -130,6 +130,7 @@ typedef struct {
     const char *core, *init; /* residual.core, residual.init (NULL: the defaults) */
     double lite_offset_value; /* nonzero: residual.lite_offset_value */
     const char *stream_precision; /* residual.stream_precision (NULL: fp32) */
+    const char *train, *ood0; /* data.train (NULL: synth), the first OOD corpus's name (NULL: c4) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -154,7 +155,7 @@ static void write_run(const char *dir, const synth *s) {
     c.seed = (uint64_t)s->seed;
     c.steps = s->steps;
     c.warmup = 1;
-    snprintf(c.train_corpus, sizeof c.train_corpus, "synth");
+    snprintf(c.train_corpus, sizeof c.train_corpus, "%s", s->train ? s->train : "synth");
     c.probe_every = s->bench ? 0 : 10;
     c.eval_every = s->bench ? 0 : 50;
     snprintf(c.name, sizeof c.name, "%s", s->name);
@@ -190,7 +191,9 @@ static void write_run(const char *dir, const synth *s) {
     h5log_append(&log, ev, &v2);
     double ppl = exp(s->val + 0.5);
     if (s->ood[0]) {
-        h5log_static_set(&log, "/eval/ood/c4/ppl", H5LOG_F64, 0, NULL, &s->ood[0], "ppl");
+        char p0[128];
+        snprintf(p0, sizeof p0, "/eval/ood/%s/ppl", s->ood0 ? s->ood0 : "c4");
+        h5log_static_set(&log, p0, H5LOG_F64, 0, NULL, &s->ood[0], "ppl");
         h5log_static_set(&log, "/eval/ood/wiki/ppl", H5LOG_F64, 0, NULL, &s->ood[1], "ppl");
     } else h5log_static_set(&log, "/eval/ood/other/ppl", H5LOG_F64, 0, NULL, &ppl, "ppl");
     if (s->n > 1 && !s->bench && !s->diverged) {
@@ -641,6 +644,24 @@ static void test_table2_huge_ppl(void) {
     CHECK(strstr(t2, "| s²HC | 1.00e+15 (1) | 50.00 (1) |") != NULL, "from 1e15 in exponent notation:\n%s", t2);
 }
 
+/* Corpus names take up to 63 characters (data import's rule): a long training corpus is
+ * named whole and a long out-of-domain one is a column of Table 2 like any other. */
+static void test_long_corpus_names(void) {
+    const char *tr = "a_training_corpus_whose_name_has_fifty_characters_",
+               *od = "an_out_of_domain_corpus_named_in_63_characters______________end";
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc",
+         .ood = {100, 200}, .train = tr, .ood0 = od},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s",
+         .ood = {50, 100}, .train = tr, .ood0 = od}};
+    char want[300];
+    const char *t2 = analyzed_table("long", runs, 2, "table2.md");
+    snprintf(want, sizeof want, "| method | %s | wiki | mean PPL / RC |", od);
+    CHECK(strstr(t2, want) != NULL, "the long OOD corpus is a column:\n%s", t2);
+    snprintf(want, sizeof want, "| %s | s²HC | 50.00 (1) | 100.00 (1) | 0.5000 |", tr);
+    CHECK(strstr(t2, want) != NULL, "the training corpus named whole, both ratios:\n%s", t2);
+}
+
 /* Two RC runs of one seed and length that differ in another key (lr): the s²HC run of that
  * seed pairs once (with the first), not with both. */
 static void test_pair_once(void) {
@@ -823,6 +844,7 @@ int main(void) {
     T_RUN(test_foreign_shapes);
     T_RUN(test_table2_ratio);
     T_RUN(test_table2_huge_ppl);
+    T_RUN(test_long_corpus_names);
     T_RUN(test_pair_once);
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
