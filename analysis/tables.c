@@ -422,10 +422,20 @@ static int run_ood(const an_run *r, char names[][64], int cap) {
 }
 
 static void table2(an_ctx *c) {
-    char corp[8][64];
+    /* a column per out-of-domain corpus of any run, in the order first seen (runs may have
+       been evaluated on different ones) */
+    char corp[16][64];
     int ncorp = 0;
-    for (int i = 0; i < c->rs->n && !ncorp; i++)
-        if (!c->rs->r[i].bench) ncorp = run_ood(&c->rs->r[i], corp, 8);
+    for (int i = 0; i < c->rs->n; i++) {
+        if (c->rs->r[i].bench) continue;
+        char own[CFG_MAX_OOD][64];
+        const int k = run_ood(&c->rs->r[i], own, CFG_MAX_OOD);
+        for (int j = 0; j < k; j++) {
+            int seen = 0;
+            for (int q = 0; q < ncorp; q++) seen |= !strcmp(corp[q], own[j]);
+            if (!seen && ncorp < 16) snprintf(corp[ncorp++], 64, "%s", own[j]);
+        }
+    }
     const char *head[TBL_MAX_COLS] = {"scale", "corpus", "method"};
     int nh = 3;
     for (int k = 0; k < ncorp; k++) head[nh++] = corp[k];

@@ -662,6 +662,19 @@ static void test_long_corpus_names(void) {
     CHECK(strstr(t2, want) != NULL, "the training corpus named whole, both ratios:\n%s", t2);
 }
 
+/* Runs evaluated on different out-of-domain corpora: Table 2 has a column for each corpus
+ * of any run, not only the first run's. */
+static void test_table2_ood_union(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc",
+         .ood = {100, 200}},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s",
+         .ood = {50, 100}, .ood0 = "news"}};
+    const char *t2 = analyzed_table("union", runs, 2, "table2.md");
+    CHECK(strstr(t2, "| c4 | wiki | news | mean PPL / RC |") != NULL, "every corpus is a column:\n%s", t2);
+    CHECK(strstr(t2, "| s²HC | – | 100.00 (1) | 50.00 (1) | 0.5000 |") != NULL, "s²HC on wiki and news:\n%s", t2);
+}
+
 /* Two RC runs of one seed and length that differ in another key (lr): the s²HC run of that
  * seed pairs once (with the first), not with both. */
 static void test_pair_once(void) {
@@ -845,6 +858,7 @@ int main(void) {
     T_RUN(test_table2_ratio);
     T_RUN(test_table2_huge_ppl);
     T_RUN(test_long_corpus_names);
+    T_RUN(test_table2_ood_union);
     T_RUN(test_pair_once);
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
