@@ -206,9 +206,12 @@ static void caption_get(const char *out, const char *stem, char *buf, size_t len
     fclose(f);
 }
 
-/* gnuplot -e "dir='OUT'" SCRIPT, its stderr appended to log: no shell between, so no
- * path is ever read as shell syntax; in gnuplot's single quotes a quote is doubled. 0
- * when gnuplot exited 0. */
+/* gnuplot -e "dir='OUT'; suffix='.tmp'" SCRIPT, its stderr appended to log: no shell
+ * between, so no path is ever read as shell syntax; in gnuplot's single quotes a quote is
+ * doubled. The figure goes to OUT/STEM.{png,svg}.tmp (plots/style.gp), which run_plots
+ * renames. gnuplot runs in a process group of its own: a Ctrl-C reaches s2hc only, which
+ * lets the figure finish (gnuplot's own SIGINT handler can leave its file cut short, or
+ * hang inside cairo). 0 when gnuplot exited 0. */
 static int run_gnuplot(const char *out, const char *script, const char *log) {
     char dir[2400];
     size_t j = 0;
@@ -217,9 +220,10 @@ static int run_gnuplot(const char *out, const char *script, const char *log) {
         if (*c == '\'') dir[j++] = '\'';
         dir[j++] = *c;
     }
-    snprintf(dir + j, sizeof dir - j, "'");
+    snprintf(dir + j, sizeof dir - j, "'; suffix='.tmp'");
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_APPEND | O_CREAT, 0644);
     /* s2hc ignores SIGXFSZ (its own writers report EFBIG); gnuplot ignores a failed write,
        so past `ulimit -f` it must die of the signal, and its figure count as failed */
@@ -229,7 +233,8 @@ static int run_gnuplot(const char *out, const char *script, const char *log) {
     sigemptyset(&def);
     sigaddset(&def, SIGXFSZ);
     posix_spawnattr_setsigdefault(&at, &def);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&at, 0);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
     char *const args[] = {"gnuplot", "-e", dir, (char *)script, NULL};
     pid_t pid;
     int st = -1;
@@ -240,6 +245,8 @@ static int run_gnuplot(const char *out, const char *script, const char *log) {
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
+/* Every figure of the report drawn into out: the number not drawn (each said why), or -1
+ * when a signal stopped it (stop_signal). */
 static int run_plots(const char *out, const char *plots) {
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
         fprintf(stderr, "s2hc report: gnuplot not found: figures not drawn (make deps installs it)\n");
@@ -255,10 +262,22 @@ static int run_plots(const char *out, const char *plots) {
         if (!file_exists_(script)) { fprintf(stderr, "s2hc report: no script %s\n", script); bad++; continue; }
         struct stat st0;
         const long before = stat(log, &st0) == 0 ? (long)st0.st_size : 0;
-        const int failed = run_gnuplot(out, script, log) != 0;
+        int failed = run_gnuplot(out, script, log) != 0;
         struct stat st1;
         const long after = stat(log, &st1) == 0 ? (long)st1.st_size : 0;
         if (after > before && !failed) warned++;
+        char tmp[1300];
+        for (int e = 0; e < 2; e++) { /* the drawn files over the older ones (none: the script wrote them itself) */
+            snprintf(cmd, sizeof cmd, "%s/%s.%s", out, figures[i].stem, e ? "svg" : "png");
+            snprintf(tmp, sizeof tmp, "%s.tmp", cmd);
+            if (failed || stop_signal) remove(tmp);
+            else if (rename(tmp, cmd) != 0 && errno != ENOENT) {
+                fprintf(stderr, "s2hc report: cannot rename %s to %s: %s\n", tmp, cmd, strerror(errno));
+                remove(tmp);
+                failed = 1;
+            }
+        }
+        if (stop_signal) return -1; /* the figures drawn so far are in place, this one's older files too */
         if (failed) {
             /* what a failed script drew is partial (or an older report's): the page says
              * it was not drawn rather than show it */
@@ -337,7 +356,14 @@ int report_main(int argc, char **argv) {
             if (stat(plots_alt, &st) == 0) plots = plots_alt;
         }
     }
+    /* Ctrl-C or SIGTERM while drawing: the figure being drawn is finished or dropped, the
+       page is not written, exit 130 */
+    if (draw) stop_signals_catch(1);
     int not_drawn = draw ? run_plots(out, plots) : 0;
+    if (not_drawn < 0) {
+        fprintf(stderr, "s2hc report: interrupted while drawing the figures; %s/index.html not written\n", out);
+        return 130;
+    }
 
     snprintf(p, sizeof p, "%s/index.html", out);
     char tmp[1300];

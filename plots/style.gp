@@ -24,10 +24,13 @@ label(m) = label1(base(m)).option(m)
 
 # term(fmt): the terminal and output file for "png" or "svg"; W, H and stem set by the script
 # (the file name is an expression of dir and stem, never text pasted into the command: a
-# quote or a space in the output folder's path stays a path)
+# quote or a space in the output folder's path stays a path). With -e "suffix='.tmp'" the
+# files are DIR/STEM.png.tmp and .svg.tmp: `s2hc report` and `make paper` draw there and
+# rename them once gnuplot has finished, so a drawing cut short never stands as a figure
+if (!exists("suffix")) suffix = ""
 term(fmt) = fmt eq "png" ? \
-    sprintf("set terminal pngcairo enhanced size %d,%d font 'DejaVu Sans,11' linewidth 1.3; set output dir.'/'.stem.'.png'", W, H) : \
-    sprintf("set terminal svg enhanced size %d,%d font 'DejaVu Sans,11' background '#ffffff'; set output dir.'/'.stem.'.svg'", W, H)
+    sprintf("set terminal pngcairo enhanced size %d,%d font 'DejaVu Sans,11' linewidth 1.3; set output dir.'/'.stem.'.png'.suffix", W, H) : \
+    sprintf("set terminal svg enhanced size %d,%d font 'DejaVu Sans,11' background '#ffffff'; set output dir.'/'.stem.'.svg'.suffix", W, H)
 
 # nodata(msg): an empty panel that says why (use: eval nodata("..."); plot 2 notitle)
 nodata(msg) = sprintf("set label 99 \"%s\" at graph 0.5, graph 0.5 center; set xrange [0:1]; set yrange [0:1]; unset xtics; unset ytics; unset key", msg)

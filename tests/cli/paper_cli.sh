@@ -134,6 +134,31 @@ expect_out "fig00_loss.gp failed" "names the failed script"
 expect_out "1 figure was not drawn" "says how many figures are missing"
 [ ! -e "$TMP/one-bad/fig00_loss.png" ] && grep -q "fig00_loss.png was not drawn" "$TMP/one-bad/index.html" \
   && ok "a failed figure is not shown" || fail "a failed (partial or stale) figure is shown as drawn"
+# Ctrl-C while a figure is drawn (the first one pauses half drawn): the report stops
+# after it, exit 130, and every figure and the page are the older ones, complete, with
+# no .tmp left; a figure never stands cut short
+mkdir -p "$TMP/slowplots"; cp plots/*.gp "$TMP/slowplots/"
+printf '%s\n' 'load system("dirname ".ARG0)."/style.gp"' 'stem = "fig01_overview"; W = 320; H = 240' \
+  'do for [fmt in "png svg"] { reset; eval term(fmt); plot x; if (fmt eq "svg") { print "half drawn"; pause 3 } }' \
+  > "$TMP/slowplots/fig01_overview.gp"
+cp -r "$TMP/one" "$TMP/one-int"
+sums() { (cd "$TMP/one-int" && md5sum index.html fig01_overview.png fig01_overview.svg fig00_loss.png 2>&1); }
+before=$(sums)
+set -m # the report in a process group of its own, signalled as a terminal's Ctrl-C signals one
+"$REPORT" report --no-analyze -o "$TMP/one-int" --plots "$TMP/slowplots" >"$TMP/out" 2>&1 &
+pid=$!
+set +m
+for _ in $(seq 100); do grep -qs "half drawn" "$TMP/one-int/gnuplot.log" && break; sleep 0.1; done
+kill -INT -- -"$pid" 2>/dev/null
+wait "$pid"; rc=$?
+[ "$rc" = 130 ] && ok "report stopped by Ctrl-C exits 130" || fail "report stopped by Ctrl-C: exit $rc: $(tail -n 2 "$TMP/out")"
+[ "$(sums)" = "$before" ] && ok "the page and the figures are the older ones after Ctrl-C" \
+  || fail "Ctrl-C while drawing changed the report: $(diff <(echo "$before") <(sums) | grep '^>' | tr '\n' ' ')"
+ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 && fail "temporary files left after Ctrl-C: $(ls "$TMP/one-int/"*.tmp)" \
+  || ok "no temporary files left after Ctrl-C"
+expect_status 0 "the report again after Ctrl-C" -- "$REPORT" report --no-analyze -o "$TMP/one-int"
+cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 \
+  && ok "it draws the figures as before" || fail "the report after Ctrl-C differs"
 # errors
 expect_status 2 "--plots naming no directory" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/noplots" --plots "$TMP/nope"
 expect_out "--plots .*/nope: no such directory" "names it"
