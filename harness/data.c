@@ -847,12 +847,17 @@ static int write_all(int fd, const void *p, size_t n) {
 /* Convert every file with fn in ctx->jobs worker processes and append the normalised
  * documents to out in list order (so the result does not depend on the worker count).
  * Worker w converts files w, w+jobs, ... and writes records (status int64, length
- * uint64, bytes) to its own file; the parent reads them back in order. */
-static int convert_files(const strlist *files, convert_fn fn, extract_ctx *ctx, dbuf *out) {
+ * uint64, bytes) to its own file; the parent reads them back in order. Each worker also
+ * writes a byte to a pipe per file done, which the parent counts into the progress line
+ * "WHAT: K/N UNIT | elapsed | ETA" (util.h; with ctx->verbose). */
+static int convert_files(const strlist *files, convert_fn fn, extract_ctx *ctx, dbuf *out, const char *what,
+                         const char *unit) {
     int jobs = ctx->jobs < 1 ? 1 : ctx->jobs;
     if ((size_t)jobs > files->n) jobs = files->n ? (int)files->n : 1;
     pid_t pids[DATA_MAX_JOBS];
     char paths[DATA_MAX_JOBS][1100];
+    int tick[2]; /* close-on-exec: the converters' programs never hold it open */
+    if (pipe2(tick, O_CLOEXEC) != 0) die(1, "pipe failed: %s", strerror(errno));
     fflush(NULL);
     pid_t parent = getpid();
     for (int w = 0; w < jobs; w++) {
@@ -863,6 +868,7 @@ static int convert_files(const strlist *files, convert_fn fn, extract_ctx *ctx, 
             /* a prepare stopped by a signal takes its workers with it */
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (getppid() != parent) _exit(5);
+            close(tick[0]);
             runtime_unbind(); /* the workers spread over every CPU, not the first place's */
             int fd = open(paths[w], O_WRONLY | O_CREAT | O_TRUNC, 0644);
             if (fd < 0) _exit(3);
@@ -875,10 +881,25 @@ static int convert_files(const strlist *files, convert_fn fn, extract_ctx *ctx, 
                 uint64_t len = st == 0 ? data_normalise(text.p ? text.p : "", text.n, norm.p) : 0;
                 if (write_all(fd, &st, sizeof st) || write_all(fd, &len, sizeof len) || write_all(fd, norm.p, len))
                     _exit(4);
+                if (write_all(tick[1], "", 1)) _exit(4);
             }
             _exit(close(fd) == 0 ? 0 : 4);
         }
     }
+    close(tick[1]);
+    progress pr;
+    progress_begin(&pr, what, unit, (long)files->n, ctx->verbose);
+    long done = 0;
+    char buf[256];
+    for (;;) { /* until every worker has ended (the pipe's last writer gone) */
+        const ssize_t k = read(tick[0], buf, sizeof buf);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        done += k;
+        progress_update(&pr, done);
+    }
+    progress_end(&pr);
+    close(tick[0]);
     int failed = 0;
     for (int w = 0; w < jobs; w++) {
         int st;
@@ -1004,7 +1025,7 @@ static int ex_linuxdoc(extract_ctx *ctx, dbuf *out) {
         printf("    linux-doc-6.1: %zu .rst.gz files, %d workers\n", files.n, ctx->jobs);
         fflush(stdout);
     }
-    int rc = convert_files(&files, convert_rst, ctx, out);
+    int rc = convert_files(&files, convert_rst, ctx, out, "    linux-doc-6.1", "files");
     strlist_free(&files);
     return rc;
 }
@@ -1036,7 +1057,7 @@ static int ex_perldoc(extract_ctx *ctx, dbuf *out) {
         printf("    perl-doc: %zu pods through pod2text, %d workers\n", files.n, ctx->jobs);
         fflush(stdout);
     }
-    int rc = convert_files(&files, convert_pod, ctx, out);
+    int rc = convert_files(&files, convert_pod, ctx, out, "    perl-doc", "pods");
     strlist_free(&files);
     return rc;
 }
@@ -1067,7 +1088,9 @@ static int ex_manpages_of(const char *pkg, extract_ctx *ctx, dbuf *out) {
         printf("    %s: rendering %zu pages with man, %d workers\n", pkg, files.n, ctx->jobs);
         fflush(stdout);
     }
-    int rc = convert_files(&files, convert_man, ctx, out);
+    char what[64];
+    snprintf(what, sizeof what, "    %s", pkg);
+    int rc = convert_files(&files, convert_man, ctx, out, what, "pages");
     strlist_free(&files);
     return rc;
 }

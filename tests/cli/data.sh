@@ -61,6 +61,17 @@ expect_rc 0 "data list" "$BIN" data list --dir "$TMP/d"
 grep -E -q '^fortunes +ood +prepared' "$TMP/out" && ok || bad "list does not show fortunes prepared: $(cat "$TMP/out")"
 grep -E -q '^kjv +ood +missing' "$TMP/out" && ok || bad "list does not show kjv missing"
 
+# a package converted file by file (a fake perl-doc of three pods) shows its progress:
+# files done of all, elapsed time and ETA, a line of its own when stdout is not a terminal
+if command -v pod2text >/dev/null; then
+  P="$TMP/rootpod"; mkdir -p "$P/usr/share/perl/5.36.0/pod"
+  for n in perlfunc perlintro perlvar; do printf '=head1 NAME\n\n%s - a test pod\n\n=cut\n' "$n" > "$P/usr/share/perl/5.36.0/pod/$n.pod"; done
+  expect_rc 0 "prepare a fake perldoc" env S2HC_DATA_ROOT="$P" S2HC_TEST_PROGRESS_AFTER=0 "$BIN" data prepare --only perldoc --dir "$TMP/dp"
+  grep -E -q '^    perl-doc: [123]/3 pods \| [0-9]+s \| ETA [0-9]+s$' "$TMP/out" && ! grep -q $'\r' "$TMP/out" && ok \
+    || bad "no progress line for the pods: $(cat "$TMP/out")"
+  grep -q "perlintro - a test pod" "$TMP/dp/perldoc/train.bin" && ok || bad "the fake pods' text is not in the shard"
+fi
+
 # an interrupted prepare's scratch folder is removed by the next prepare; two prepares in
 # one data folder at once: the second is refused
 mkdir -p "$TMP/d2/.prepare-fortunes-Ab12Cd" && echo x > "$TMP/d2/.prepare-fortunes-Ab12Cd/worker-0"
