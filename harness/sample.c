@@ -190,7 +190,10 @@ static int sample_parse_ids(const unsigned char *s, size_t n, int V, const char 
 }
 
 /* After each step: one continuation goes out as it is made; several show a progress line
- * on a terminal. */
+ * on stderr: rewritten in place every 0.5 s on a terminal, else (a log) a line every
+ * SAMPLE_LOG_EVERY s once the sampling has run SAMPLE_LOG_AFTER s. */
+#define SAMPLE_LOG_AFTER 2.0
+#define SAMPLE_LOG_EVERY 15.0
 static void sample_progress(int done, void *ctx) {
     sample_show *s = ctx;
     if (s->count == 1) {
@@ -199,11 +202,15 @@ static void sample_progress(int done, void *ctx) {
         return;
     }
     const double now = now_seconds();
-    if (!s->tty || (now - s->last < 0.5 && done < s->ntok)) return;
+    if (s->tty ? now - s->last < 0.5 && done < s->ntok : now - s->last < SAMPLE_LOG_EVERY || done == s->ntok) return;
     s->last = now;
     const double rate = done * (double)s->count / (now - s->t0 > 1e-9 ? now - s->t0 : 1e-9);
     char eta[32];
     fmt_duration((s->ntok - done) * (double)s->count / rate, eta, sizeof eta);
+    if (!s->tty) { /* the last one is said by the summary line */
+        fprintf(stderr, "  %d/%d tokens x %d, %.0f tokens/s, ETA %s\n", done, s->ntok, s->count, rate, eta);
+        return;
+    }
     fprintf(stderr, "\r  %d/%d tokens x %d, %.0f tokens/s, ETA %s   ", done, s->ntok, s->count, rate, eta);
     if (done == s->ntok) fputc('\n', stderr);
 }
@@ -299,6 +306,10 @@ int sample_main(int argc, char **argv) {
                 topk, seed);
         const sample_opts o = {temperature, (int)top_k};
         sample_show show = {out, n_tok, n_seq, isatty(2), ids, now_seconds(), 0};
+        if (!show.tty) { /* the first log line SAMPLE_LOG_AFTER s in (tests: S2HC_TEST_PROGRESS_AFTER, as util.c's) */
+            const char *after = getenv("S2HC_TEST_PROGRESS_AFTER");
+            show.last = show.t0 + (after && *after ? atof(after) : SAMPLE_LOG_AFTER) - SAMPLE_LOG_EVERY;
+        }
         if (n_seq == 1)
             for (size_t i = 0; i < plen; i++) sample_put(prompt[i], ids);
         const int st = sample_generate(&m, n_seq, prompt, (int)plen, n_tok, V, &o, (uint64_t)seed, out,

@@ -49,6 +49,12 @@ cmp -s "$TMP/a1" "$TMP/a3" && fail "seeds 5 and 6 gave the same text" || ok "ano
 S --tokens 200 --seed 5 --top-k 10 --count 3 > "$TMP/c3"
 [ "$(grep -c '^--- sample [123] of 3 ---$' "$TMP/c3")" = 3 ] && ok "--count 3: three headers" || fail "headers: $(head -3 "$TMP/c3")"
 awk '/^--- sample 2 of 3 ---$/{exit} NR>1' "$TMP/c3" > "$TMP/c3first"
+# several continuations with stderr in a log: progress lines (tokens done, rate, ETA),
+# whole lines without carriage returns, and the text on stdout is unchanged
+S2HC_TEST_PROGRESS_AFTER=0 S --tokens 200 --seed 5 --top-k 10 --count 3 > "$TMP/c3log"
+grep -Eq '^  [0-9]+/200 tokens x 3, [0-9]+ tokens/s, ETA [0-9]+s$' "$TMP/err" && ! grep -q $'\r' "$TMP/err" \
+  && ok "--count 3 into a log: progress lines" || fail "--count 3 into a log: no progress line: $(cat "$TMP/err")"
+cmp -s "$TMP/c3" "$TMP/c3log" && ok "--count 3: the same text with progress shown" || fail "progress changed the text"
 cmp -s "$TMP/a1" "$TMP/c3first" && ok "continuation 1 of 3 is the single one's" || fail "continuation 1 of 3 differs"
 # a prompt longer than block_size (32): the model reads its last 32 bytes, so its greedy
 # continuation is that of those 32 bytes alone (and not that of its first 32)
