@@ -1074,7 +1074,9 @@ static int probe_run(const char *tmpdir, const char *preset, int steps, int ever
     return rc == 0 ? 0 : -1;
 }
 
-static void section_probes(const bench_opts *o, FILE *csv) {
+/* The probes section; -1 when a Ctrl-C or SIGTERM stopped it (the training runs catch
+ * them: stop_signal), its rows then not meant to be kept. */
+static int section_probes(const bench_opts *o, FILE *csv) {
     const char *preset = o->only_preset ? o->only_preset : "small";
     s2hc_config c;
     config_defaults(&c);
@@ -1084,12 +1086,12 @@ static void section_probes(const bench_opts *o, FILE *csv) {
     printf("\n== probes: s2hc n=4, %s preset, `s2hc train` with probe.every=%d vs 0 ==\n", preset, every);
     if (!file_exists(shard)) {
         printf("  skipped: %s is missing (run `s2hc data prepare`)\n", shard);
-        return;
+        return 0;
     }
     char tmpdir[] = "/tmp/s2hc-bench.XXXXXX";
     if (!mkdtemp(tmpdir)) {
         printf("  skipped: cannot make a temporary folder\n");
-        return;
+        return 0;
     }
     /* Runs of 2 * `every` steps (so probes run at steps 0, every and 2 * every), probes
      * on and off, alternated twice; the faster of each pair counts (a loaded machine only
@@ -1098,14 +1100,15 @@ static void section_probes(const bench_opts *o, FILE *csv) {
     const int steps = 2 * every;
     double w[4], cp[4];
     int bad = 0;
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < 2 && !stop_signal; r++) { /* a run stopped by a signal: stop (train_run clears it) */
         bad |= probe_run(tmpdir, preset, steps, every, &w[2 * r], &cp[2 * r]);
-        bad |= probe_run(tmpdir, preset, steps, 0, &w[2 * r + 1], &cp[2 * r + 1]);
+        if (!stop_signal) bad |= probe_run(tmpdir, preset, steps, 0, &w[2 * r + 1], &cp[2 * r + 1]);
     }
     rm_rf(tmpdir);
+    if (stop_signal) return -1;
     if (bad) {
         printf("  skipped: `s2hc train` failed\n");
-        return;
+        return 0;
     }
     s2hc_config sm;
     bench_config(&sm, preset, "s2hc", BENCH_N);
@@ -1136,7 +1139,7 @@ static void section_probes(const bench_opts *o, FILE *csv) {
     if (bench_model_open(&b, preset, "s2hc", BENCH_N, err, sizeof err) != 0 ||
         shard_open(&val, vpath, err, sizeof err) != 0) {
         printf("  direct: skipped (%s)\n", err);
-        return;
+        return 0;
     }
     h5log log;
     h5log_init(&log);
@@ -1170,6 +1173,7 @@ static void section_probes(const bench_opts *o, FILE *csv) {
     h5log_free(&log);
     shard_close(&val);
     bench_model_close(&b);
+    return stop_signal ? -1 : 0;
 }
 
 /* ---- the command ------------------------------------------------------------------------- */
@@ -1390,7 +1394,12 @@ int bench_main(int argc, char **argv) {
     if (o.probes) {
         FILE *pcsv = csv_open(&o, "probes.csv", "preset,method,n,probe_every,how,wall_ms_per_step,tokens_per_s,"
                                           "cpu_ms_per_step_per_thread,tokens_per_s_cpu,load1");
-        section_probes(&o, pcsv);
+        if (section_probes(&o, pcsv) != 0) { /* stopped: an earlier run's probes.csv stays */
+            if (pcsv) tmp_stream_drop(pcsv);
+            fprintf(stderr, "s2hc: bench: interrupted in the probes section (its training runs removed)%s\n",
+                    o.csv_dir ? "; probes.csv not written" : "");
+            return 130;
+        }
         csv_close(pcsv);
     }
     if (csv_failed) {

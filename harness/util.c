@@ -562,6 +562,15 @@ int tmp_stream_commit(FILE *f) {
     return -1;
 }
 
+void tmp_stream_drop(FILE *f) {
+    int slot = 0;
+    while (slot < TMP_STREAMS && tmp_streams[slot].f != f) slot++;
+    if (slot == TMP_STREAMS) return;
+    tmp_streams[slot].f = NULL;
+    fclose(f);
+    drop_file_tmp(tmp_streams[slot].path);
+}
+
 int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
     return write_file_tmp(path, head, head_len, body, body_len) != 0 ? -1 : commit_file_tmp(path);
 }

@@ -142,6 +142,8 @@ int commit_file_tmp(const char *path);
 FILE *tmp_stream_open(const char *path);
 const char *tmp_stream_path(const FILE *f);
 int tmp_stream_commit(FILE *f);
+/* Close a tmp_stream_open stream and remove its path.tmp: its path keeps what it held. */
+void tmp_stream_drop(FILE *f);
 void drop_file_tmp(const char *path);
 
 #endif

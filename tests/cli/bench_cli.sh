@@ -90,6 +90,24 @@ expect_status 1 "bench --csv past the file-size limit" -- bash -c 'ulimit -f 1; 
 expect_out "cannot write .*gemm.csv: File too large" "names the file and says why"
 [ "$(md5sum < "$TMP/csv/gemm.csv")" = "$before" ] && ! ls "$TMP/csv" | grep -q '\.tmp$' \
   && ok "gemm.csv as it was, no .tmp left" || fail "gemm.csv changed or a .tmp was left: $(ls "$TMP/csv")"
+# Ctrl-C while the probes section trains (on a small corpus standing in for docs): the
+# bench stops, exit 130, the earlier probes.csv whole, no .tmp left
+make_synth_data "$TMP/data"
+mkdir -p "$TMP/bp/data/docs" "$TMP/bp/csv" && cp "$TMP/data/synth/"*.bin "$TMP/bp/data/docs/"
+echo "an earlier run's" > "$TMP/bp/csv/probes.csv"
+set -m # the bench in a process group of its own, signalled as a terminal's Ctrl-C signals one
+(cd "$TMP/bp" && exec "$S2HC" bench --quick --preset tiny --no-methods --no-streams --probe-steps 100 --csv csv) \
+  >"$TMP/out" 2>&1 &
+pid=$!
+set +m
+for _ in $(seq 600); do grep -q "^== probes:" "$TMP/out" && break; sleep 0.1; done
+sleep 0.5
+kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
+[ "$st" = 130 ] && grep -q "interrupted in the probes section" "$TMP/out" && ok "Ctrl-C in the probes section: exit 130" \
+  || fail "Ctrl-C in the probes section: exit $st: $(tail -n 3 "$TMP/out")"
+[ "$(cat "$TMP/bp/csv/probes.csv")" = "an earlier run's" ] && ! ls "$TMP/bp/csv" | grep -q '\.tmp$' \
+  && ok "Ctrl-C in the probes section: probes.csv as it was, no .tmp left" \
+  || fail "Ctrl-C in the probes section rewrote probes.csv: $(head -c 200 "$TMP/bp/csv/probes.csv")"
 # --threads N: the GEMM section's header gives the count OpenBLAS runs with, N
 expect_status 0 "bench --threads 1" -- "$S2HC" bench --quick --preset tiny --no-methods --no-streams --threads 1 --csv none
 expect_out "^== sgemm through OpenBLAS \(core [^,]*, 1 threads\) ==$" "--threads 1: the GEMM header says 1 thread"
