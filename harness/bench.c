@@ -1263,6 +1263,9 @@ static int bench_method_list(const char *list, bench_opts *o) {
 }
 
 int bench_main(int argc, char **argv) {
+    /* each row as it is measured, into a log or a pipe too (`s2hc bench | tee bench.txt`):
+       fully buffered, the rows of minutes of measuring came out at once, 4 KiB at a time */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     bench_opts o;
     memset(&o, 0, sizeof o);
     o.csv_dir = "out/bench";

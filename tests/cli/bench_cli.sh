@@ -108,6 +108,12 @@ kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
 [ "$(cat "$TMP/bp/csv/probes.csv")" = "an earlier run's" ] && ! ls "$TMP/bp/csv" | grep -q '\.tmp$' \
   && ok "Ctrl-C in the probes section: probes.csv as it was, no .tmp left" \
   || fail "Ctrl-C in the probes section rewrote probes.csv: $(head -c 200 "$TMP/bp/csv/probes.csv")"
+# into a pipe each line goes out as it is printed: the header well before the end (the
+# machine and GEMM sections take seconds), not all of it at exit
+gap=$("$S2HC" bench --quick --preset tiny --no-methods --no-streams --no-probes --threads 1 --csv none 2>/dev/null | {
+  IFS= read -r first; t1=$(date +%s.%N); cat >/dev/null; awk -v a="$t1" -v b="$(date +%s.%N)" 'BEGIN { print b - a }'; })
+awk -v g="$gap" 'BEGIN { exit !(g > 0.3) }' && ok "bench into a pipe: the header comes at once" \
+  || fail "bench into a pipe: the header came only $gap s before the end"
 # --threads N: the GEMM section's header gives the count OpenBLAS runs with, N
 expect_status 0 "bench --threads 1" -- "$S2HC" bench --quick --preset tiny --no-methods --no-streams --threads 1 --csv none
 expect_out "^== sgemm through OpenBLAS \(core [^,]*, 1 threads\) ==$" "--threads 1: the GEMM header says 1 thread"
