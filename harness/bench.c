@@ -764,6 +764,15 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
     double *gemm_rate = malloc_check((size_t)o->rounds * sizeof *gemm_rate);
     double *gemm_rate_cpu = malloc_check((size_t)o->rounds * sizeof *gemm_rate_cpu);
     const double nthr = kernels_threads();
+    /* the table comes after the last round: meanwhile a progress line (util.h), one unit
+       per method and round */
+    int nok = 0;
+    for (int i = 0; i < nm; i++) nok += bm[i].ok;
+    char what[64];
+    snprintf(what, sizeof what, "  %s preset", preset);
+    progress pr;
+    progress_begin(&pr, what, "method rounds", (long)o->rounds * nok, 1);
+    long done = 0;
     for (int r = 0; r < o->rounds; r++) {
         double tg = 0, cg = 0, tk[1], ck[1], ts, cs;
         int count[16];
@@ -788,8 +797,10 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
             }
             bm[i].round_med[r] = median(rt, o->steps);
             bm[i].round_cpu[r] = median(rc, o->steps);
+            progress_update(&pr, ++done);
         }
     }
+    progress_end(&pr);
     free(rt);
     free(rc);
     double l_end = load1();

@@ -114,6 +114,11 @@ gap=$("$S2HC" bench --quick --preset tiny --no-methods --no-streams --no-probes 
   IFS= read -r first; t1=$(date +%s.%N); cat >/dev/null; awk -v a="$t1" -v b="$(date +%s.%N)" 'BEGIN { print b - a }'; })
 awk -v g="$gap" 'BEGIN { exit !(g > 0.3) }' && ok "bench into a pipe: the header comes at once" \
   || fail "bench into a pipe: the header came only $gap s before the end"
+# the methods table comes after its last round: meanwhile a progress line, one unit per
+# method and round (rc and s2hc, 2 rounds: 4), a line of its own into a log
+expect_status 0 "bench with a progress line" -- env S2HC_TEST_PROGRESS_AFTER=0 "$S2HC" bench --quick --preset tiny \
+  --no-streams --no-probes --methods s2hc --rounds 2 --steps 1 --csv none
+expect_out "^  tiny preset: [1-4]/4 method rounds \| [0-9]+s \| ETA [0-9]+s$" "the methods section shows its progress"
 # --threads N: the GEMM section's header gives the count OpenBLAS runs with, N
 expect_status 0 "bench --threads 1" -- "$S2HC" bench --quick --preset tiny --no-methods --no-streams --threads 1 --csv none
 expect_out "^== sgemm through OpenBLAS \(core [^,]*, 1 threads\) ==$" "--threads 1: the GEMM header says 1 thread"
