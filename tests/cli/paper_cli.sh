@@ -159,6 +159,24 @@ ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 && fail "temporary files left after Ctrl
 expect_status 0 "the report again after Ctrl-C" -- "$REPORT" report --no-analyze -o "$TMP/one-int"
 cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 \
   && ok "it draws the figures as before" || fail "the report after Ctrl-C differs"
+# make paper's figure step likewise: a Ctrl-C to make's process group while gnuplot works
+# (a pause in the analysis output it loads) does not reach gnuplot, which finishes the
+# figure; make stops (130), the older figure in place, no .tmp left
+if command -v make >/dev/null && command -v setsid >/dev/null; then
+  cp -r "$OUT" "$TMP/mk"; printf 'pause 2\nprint "gnuplot: after the pause"\n' >> "$TMP/mk/data/meta.gp"
+  before=$(md5sum < "$TMP/mk/fig00_loss.png")
+  set -m
+  MAKEFLAGS= MAKELEVEL= make -s -o "$TMP/mk/data/meta.gp" -W plots/fig00_loss.gp "$TMP/mk/fig00_loss.png" PAPER_OUT="$TMP/mk" >"$TMP/out" 2>&1 &
+  pid=$!
+  set +m
+  for _ in $(seq 100); do grep -q "figure fig00_loss" "$TMP/out" && break; sleep 0.1; done
+  sleep 0.5
+  kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
+  [ "$st" != 0 ] && grep -q "gnuplot: after the pause" "$TMP/out" && ok "make's Ctrl-C in the figure step spares gnuplot" \
+    || fail "make's Ctrl-C in the figure step: exit $st, gnuplot interrupted: $(tail -n 2 "$TMP/out")"
+  [ "$(md5sum < "$TMP/mk/fig00_loss.png")" = "$before" ] && ! ls "$TMP/mk/"*.tmp >/dev/null 2>&1 \
+    && ok "make's Ctrl-C: the older figure, no .tmp left" || fail "make's Ctrl-C left: $(ls "$TMP/mk" | grep fig00)"
+fi
 # errors
 expect_status 2 "--plots naming no directory" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/noplots" --plots "$TMP/nope"
 expect_out "--plots .*/nope: no such directory" "names it"
