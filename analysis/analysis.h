@@ -74,7 +74,7 @@ typedef struct {
                                "+nobias" (model.bias false), "+erf" (model.gelu erf), "+init" (train.init_from) */
     char status[32];        /* root attribute status ("finished", "diverged", ...) */
     int n;                  /* residual streams */
-    long seed;
+    uint64_t seed;          /* train.seed */
     int n_layer, n_embd, n_head, block_size, batch, grad_accum, steps, vocab;
     int probe_every, eval_every;
     double n_params, n_aux;

@@ -126,7 +126,7 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     const char *st = h5log_get_attr_str(&r->log, "/", "status");
     snprintf(r->status, sizeof r->status, "%s", st ? st : "unknown");
     r->n = c.n_streams;
-    r->seed = (long)c.seed;
+    r->seed = c.seed;
     r->n_layer = c.n_layer;
     r->n_embd = c.n_embd;
     r->n_head = c.n_head;

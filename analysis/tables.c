@@ -727,9 +727,9 @@ static void table_runs(an_ctx *c) {
     tbl_init(&t, 13, head);
     for (int i = 0; i < c->rs->n; i++) {
         const an_run *r = &c->rs->r[i];
-        char ns[8], seed[24], steps[16], params[32], tr[32], va[32], tp[32];
+        char ns[8], seed[24], steps[32], params[32], tr[32], va[32], tp[32];
         snprintf(ns, sizeof ns, "%d", r->n);
-        snprintf(seed, sizeof seed, "%ld", r->seed);
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
         const h5log_series *st = an_series(r, "/train/step");
         snprintf(steps, sizeof steps, "%.0f/%d", st && st->rows ? an_series_get(st, st->rows - 1) : 0.0, r->steps);
         fmt_big(params, sizeof params, r->n_params);

@@ -112,7 +112,7 @@ static void test_paired(void) {
 typedef struct {
     const char *method;
     int n;
-    long seed;
+    uint64_t seed;
     int steps;
     double loss0;     /* loss at step i: loss0 + 0.001 * (steps - i) */
     double val;       /* final val loss */
@@ -131,6 +131,7 @@ typedef struct {
     double lite_offset_value; /* nonzero: residual.lite_offset_value */
     const char *stream_precision; /* residual.stream_precision (NULL: fp32) */
     const char *train, *ood0; /* data.train (NULL: synth), the first OOD corpus's name (NULL: c4) */
+    int64_t step_base; /* the logged steps are step_base + 1, ... (a run resumed late in a long one) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -152,7 +153,7 @@ static void write_run(const char *dir, const synth *s) {
     if (s->lite_offset_value) c.lite_offset_value = s->lite_offset_value;
     if (s->stream_precision) snprintf(c.stream_precision, sizeof c.stream_precision, "%s", s->stream_precision);
     c.n_streams = s->n;
-    c.seed = (uint64_t)s->seed;
+    c.seed = s->seed;
     c.steps = s->steps;
     c.warmup = 1;
     snprintf(c.train_corpus, sizeof c.train_corpus, "%s", s->train ? s->train : "synth");
@@ -173,7 +174,7 @@ static void write_run(const char *dir, const synth *s) {
     int gn = h5log_series_add(&log, "/train/grad_norm", H5LOG_F32, 0, NULL, "grad", NULL);
     int tp = h5log_series_add(&log, "/train/tokens_per_s", H5LOG_F32, 0, NULL, "tps", NULL);
     for (int i = 1; i <= (s->stopped_at ? s->stopped_at : s->steps); i++) {
-        int64_t step = i;
+        int64_t step = s->step_base + i;
         float l = (float)(s->loss0 + 0.001 * (s->steps - i)), g = i == s->steps / 2 ? (float)s->grad_peak : 1.0f,
               t = (float)(s->tps + (i % 3));
         h5log_append(&log, st, &step);
@@ -835,6 +836,17 @@ static void test_verdict_text(void) {
     CHECK(strstr(slurp(p), ",s²HC lower than RC,") != NULL, "the csv has it too:\n%s", slurp(p));
 }
 
+/* The runs table of a long run (steps near 2^31, stopped) and of a seed past 2^63: the
+ * steps cell and the seed whole. */
+static void test_runs_table_large(void) {
+    const synth runs[] = {
+        {.method = "s2hc", .n = 4, .seed = 18446744073709551615u, .steps = 2147483647, .loss0 = 3, .val = 2.9,
+         .grad_peak = 1, .tps = 100, .name = "long", .stopped_at = 3, .step_base = 2147483640}};
+    const char *t = analyzed_table("large", runs, 1, "runs.md");
+    CHECK(strstr(t, "| 2147483643/2147483647 |") != NULL, "the steps cell whole:\n%s", t);
+    CHECK(strstr(t, "| 18446744073709551615 |") != NULL, "the seed as train.seed holds it:\n%s", t);
+}
+
 int main(void) {
     T_NAME("test_analysis");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
@@ -863,6 +875,7 @@ int main(void) {
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
     T_RUN(test_verdict_text);
+    T_RUN(test_runs_table_large);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (!getenv("S2HC_KEEP_TEST_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
