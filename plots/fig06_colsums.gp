@@ -26,7 +26,7 @@ do for [fmt in "png svg"] {
       set grid; set key top left font ",9"
       set boxwidth 0.15 absolute
       set style fill solid 0.5 border -1
-      set xrange [0.4:Lh + 0.6]; set xtics 1
+      set xrange [0.4:Lh + 0.6]; set xtics sublayer_step(Lh)
       f(m) = data(sprintf("fig6_%s_%s.dat", side == 1 ? "colsum" : "rowsum", m))
       # at least [0.99, 1.01], wider (with a margin) where the whiskers reach: sums exactly
       # 1 would leave gnuplot's autoscale an empty range
@@ -57,7 +57,7 @@ do for [fmt in "png svg"] {
       if (side == 1) {
         set title "cumulative composite spectral norm"
         set xlabel "depth l (sublayers)"; set ylabel "||H_l ... H_1||_2 (mean ± std)"
-        set grid; set key top left font ",9"; set xtics 1
+        set grid; set key top left font ",9"; set xtics sublayer_step(Lh)
         set xrange [0.5:Lh + 0.5]
         lo = 0.99; hi = 1.01
         do for [k = 1:K] {
@@ -73,7 +73,7 @@ do for [fmt in "png svg"] {
       } else {
         set title "worst per-token |sum - 1| (solid: columns, dashed: rows)"
         set xlabel "sublayer"; set ylabel "max over tokens of |sum - 1|"
-        set grid; set key bottom left font ",9" opaque; set xtics 1
+        set grid; set key bottom left font ",9" opaque; set xtics sublayer_step(Lh)
         set xrange [0.5:Lh + 0.5]
         set logscale y; set format y "10^{%L}"; set yrange [1e-9:*]
         plot for [k = 1:K] data("fig6_sumdev_".word(fig6_methods, k).".dat") using 1:($2 > 1e-9 ? $2 : 1e-9) with linespoints pt 7 ps 0.6 \

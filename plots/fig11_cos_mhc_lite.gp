@@ -20,7 +20,7 @@ do for [fmt in "png svg"] {
       set xlabel "training step"; set ylabel "mean pairwise cosine similarity"
       set grid; set yrange [cos_min - 0.1 * (1.0 - cos_min) - 0.001:1.0 + 0.05 * (1.0 - cos_min) + 0.001]
       set palette defined (0 '#fde725', 0.5 '#21918c', 1 '#440154')
-      set cbrange [1:(Lm > 1 ? Lm : 2)]; set cblabel "sublayer"; set cbtics 1
+      set cbrange [1:(Lm > 1 ? Lm : 2)]; set cblabel "sublayer"; set cbtics sublayer_step(Lm)
       unset key
       plot for [l = 1:Lm] data("fig3_cos_".m.".dat") using 1:(column(l + 1)):(l) with linespoints pt 7 ps 0.5 lw 1.5 lc palette z notitle
     } else {

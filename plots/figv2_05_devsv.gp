@@ -18,7 +18,7 @@ do for [fmt in "png svg"] {
     set title label(m)
     set xlabel "sublayer"; set ylabel "singular value"
     set grid; set key center right font ",9"
-    set yrange [-0.05:1.1]; set xtics 1
+    set yrange [-0.05:1.1]; set xtics sublayer_step(Lh)
     set xrange [0.5:Lh + 0.5]
     plot for [s = 1:devsv_n] data("figv2_5_".m.".dat") using 1:(column(s + 1)) with linespoints pt (s + 3) ps 0.9 dt s lw 1.5 \
          title sprintf("σ_%d", s)

@@ -32,6 +32,11 @@ term(fmt) = fmt eq "png" ? \
     sprintf("set terminal pngcairo enhanced size %d,%d font 'DejaVu Sans,11' linewidth 1.3; set output dir.'/'.stem.'.png'.suffix", W, H) : \
     sprintf("set terminal svg enhanced size %d,%d font 'DejaVu Sans,11' background '#ffffff'; set output dir.'/'.stem.'.svg'.suffix", W, H)
 
+# sublayer_step(L): the tic step of an axis over L sublayers: every sublayer up to 16, else
+# the power of two that leaves at most 16 labels (24 sublayers at M: every 2nd; 48 at L:
+# every 4th), so that the labels stay apart
+sublayer_step(L) = L <= 16 ? 1 : 2**ceil(log(L / 16.0) / log(2))
+
 # nodata(msg): an empty panel that says why (use: eval nodata("..."); plot 2 notitle)
 nodata(msg) = sprintf("set label 99 \"%s\" at graph 0.5, graph 0.5 center; set xrange [0:1]; set yrange [0:1]; unset xtics; unset ytics; unset key", msg)
 

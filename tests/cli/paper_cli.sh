@@ -240,6 +240,15 @@ V=$(sed -n '/an_method_order\[\] = {/,/NULL};/p' analysis/runs.c | grep -o '"[^"
 cols=$(gnuplot -e "dir='$OUT'" -e "load 'plots/style.gp'; do for [m in '$V'] { print color(m) }" 2>&1)
 [ "$(printf '%s\n' $cols | sort -u | wc -l)" = "$(echo $V | wc -w)" ] && ok "one colour per variant" \
   || fail "shared colours: $(echo $cols)"
+# an axis over the sublayers of a deep model (48 at the L preset) labels every few of them,
+# not each one into the next
+F="$TMP/deep48"; mkdir -p "$F/data"
+{ cat "$OUT/data/meta.gp"; printf 'Lh = 48\ndevsv_methods = "s2hc"\ndevsv_n = 2\n'; } > "$F/data/meta.gp"
+for l in $(seq 1 48); do echo "$l 1 0"; done > "$F/data/figv2_5_s2hc.dat"
+gnuplot -e "dir='$F'" plots/figv2_05_devsv.gp 2>"$TMP/deep48.log"
+ticks=$(grep -c '<tspan font-family="DejaVu Sans" > *[0-9][0-9]*</tspan>' "$F/figv2_05_devsv.svg")
+[ -s "$F/figv2_05_devsv.svg" ] && [ ! -s "$TMP/deep48.log" ] && [ "$ticks" -le 16 ] \
+  && ok "48 sublayers: $ticks integer tic labels" || fail "48 sublayers: $ticks integer tic labels: $(head -c 300 "$TMP/deep48.log")"
 expect_status 0 "report --help" -- "$REPORT" report --help
 expect_out "example" "--help shows an example"
 finish paper_cli
