@@ -98,7 +98,7 @@ void fmt_duration(double s, char *buf, size_t len);
  * next safe point (the ranks > 0 of a launch stay silent); the handler is reset by that first signal, so a second one ends the process at
  * once (the run's files are written atomically, so that loses no file). The loops that
  * can give up cleanly poll stop_signal: training after each step, the final evaluation
- * and probe between batches. 0 until a signal came (and in commands that do not catch). */
+ * and probe between batches (the probe's Jacobian estimate between its products). 0 until a signal came (and in commands that do not catch). */
 extern volatile sig_atomic_t stop_signal;
 void stop_signals_catch(int say);
 

@@ -28,7 +28,8 @@
  *     Lanczos: its Ritz value is only as good as the finite-difference products and
  *     overshot ||J|| by 2e-4 in the tests.
  *   - Stops when no sequence's value (the largest rho of its blocks) moved by more than tol
- *     (relative) between two cycles, or after max_iters products.
+ *     (relative) between two cycles, or after max_iters products, or at the next product
+ *     once stop_signal is set (the values are then partial: probe_final writes nothing).
  *
  * Memory: (PROBE_JAC_BASIS + 4) copies of the batch's streams (B*T*n*C floats each).
  * model_streams_backward accumulates parameter gradients as a side effect: they are saved
@@ -127,6 +128,10 @@ int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iter
         for (size_t b = 0; b < nblk; b++) kb[b] = 1;
         int j = 0;
         for (; j < Kb; j++) {
+            if (stop_signal) { /* SIGINT or SIGTERM: no more products (the caller writes nothing) */
+                finished = 1;
+                break;
+            }
             const real *vj = V + (size_t)j * total;
             /* g = J v_j (a block whose basis stopped growing takes v = 0: g = 0) */
             for (size_t b = 0; b < nblk; b++)

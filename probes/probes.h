@@ -136,7 +136,8 @@ void probe_composite(const double *H, int L, int n, double *P, double *cum);
  * exact VJP by model_streams_backward); the value is the largest exact read-out
  * ||Jᵀ g|| / ||g|| at the cycles' Ritz vectors g = J y: a lower bound of ||J||_2 that
  * converges to it. sigma[B] receives one value per sequence; returns the number of
- * products JᵀJ v used (at most max_iters). Parameters, gradients and m->mean_loss are
+ * products JᵀJ v used (at most max_iters; fewer, the values partial, once stop_signal is
+ * set: it stops at the next product). Parameters, gradients and m->mean_loss are
  * restored; the activation buffer is overwritten. */
 int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iters, double tol, double *sigma);
 

@@ -17,6 +17,7 @@
  *    the full Jacobian built column by column with the VJP on a tiny model.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1163,6 +1164,33 @@ static void test_jacobian(void) {
     jacobian_vs_explicit("hc", 2, 0);
 }
 
+/* A signal during the estimate (SIGINT, or Slurm's SIGTERM, in training's final probe)
+ * ends it at the next product: at the M preset each product is minutes of CPU, and up to
+ * 2 x 60 of them ran on after the signal. */
+static void test_jacobian_stops(void) {
+    gpt_model m;
+    if (build(&m, "mhc", 3, 1, 8, 2, 0.5) != 0) return;
+    int in[16];
+    for (int i = 0; i < 16; i++) in[i] = (i * 53) % 256;
+    model_forward(&m, in, NULL, 2);
+    const size_t tot = (size_t)m.B * m.T * m.n * m.C;
+    real *X0 = malloc_check(tot * sizeof(real)), *G0 = malloc_check(m.n_params * sizeof(real));
+    memcpy(X0, model_streams(&m, 0), tot * sizeof(real));
+    memcpy(G0, m.grads, m.n_params * sizeof(real));
+    double s[2];
+    for (int branches = 0; branches < 2; branches++) {
+        stop_signal = SIGINT;
+        int it = probe_jacobian_norm(&m, X0, branches, PROBE_JAC_ITERS, PROBE_JAC_TOL, s);
+        stop_signal = 0;
+        CHECK(it == 0, "branches=%d: stopped before its first product (%d products)", branches, it);
+        CHECK(!memcmp(G0, m.grads, m.n_params * sizeof(real)), "branches=%d: gradients restored", branches);
+    }
+    CHECK(probe_jacobian_norm(&m, X0, 1, PROBE_JAC_ITERS, PROBE_JAC_TOL, s) > 0, "without a signal it runs");
+    free(X0);
+    free(G0);
+    model_free(&m);
+}
+
 int main(void) {
     T_NAME("test_probes");
     const char *t = getenv("S2HC_TEST_TMP");
@@ -1183,5 +1211,6 @@ int main(void) {
     T_RUN(test_inspect_foreign_shapes);
     T_RUN(test_inspect_numbers);
     T_RUN(test_jacobian);
+    T_RUN(test_jacobian_stops);
     return T_END();
 }
