@@ -64,13 +64,17 @@ const char *an_paired_verdict(const an_paired *p);
 
 /* ---- runs (runs.c) ----------------------------------------------------------------------- */
 
+/* A corpus name or a scale label, whole: data.train and data.ood names take up to 63 bytes
+ * (CFG_STR), and two corpora cut to a shorter common prefix would share a cell. */
+#define AN_NAME 64
+
 typedef struct {
     char dir[512];          /* the run directory (holds run.h5) */
     char name[160];         /* its basename */
     char method[32];        /* residual.method */
     char variant[64];       /* method, plus "+expm" for the expm core (s2hc, s2hc_rot, orthogonal), "+exact" for s2hc's exact init */
-    char corpus[64];        /* data.train */
-    char scale[32];         /* the preset whose model size matches, else "L<l>-C<c>-T<t>"; then
+    char corpus[AN_NAME];   /* data.train */
+    char scale[AN_NAME];    /* the preset whose model size matches, else "L<l>-C<c>-T<t>"; then
                                "+nobias" (model.bias false), "+erf" (model.gelu erf), "+init" (train.init_from) */
     char status[32];        /* root attribute status ("finished", "diverged", ...) */
     int n;                  /* residual streams */
@@ -147,7 +151,7 @@ typedef struct {
     FILE *log;              /* progress (stderr) */
     /* the primary cell for the figures: the largest scale, docs when present, and the
        stream count most of its hyper-connection runs have (ties: 4, else the smaller) */
-    char scale[32], corpus[64];
+    char scale[AN_NAME], corpus[AN_NAME];
     int n;
 } an_ctx;
 

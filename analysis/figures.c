@@ -315,9 +315,8 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
 
 /* ---- Fig 1 middle: OOD perplexity relative to RC ----------------------------------- */
 
-/* OOD corpora of a run (the groups under /eval/ood), into names[k][64] (a corpus name has
- * up to 63 characters). */
-static int ood_corpora(const an_run *r, char names[][64], int cap) {
+/* OOD corpora of a run (the groups under /eval/ood), into names[k][AN_NAME]. */
+static int ood_corpora(const an_run *r, char names[][AN_NAME], int cap) {
     int k = 0;
     for (int i = 0; i < r->log.n_series && k < cap; i++) {
         const char *p = r->log.series[i].path;
@@ -325,7 +324,7 @@ static int ood_corpora(const an_run *r, char names[][64], int cap) {
         const char *end = strrchr(p, '/');
         if (!end || strcmp(end, "/ppl")) continue;
         int len = (int)(end - (p + 10));
-        if (len <= 0 || len >= 64) continue;
+        if (len <= 0 || len >= AN_NAME) continue;
         memcpy(names[k], p + 10, (size_t)len);
         names[k][len] = 0;
         k++;
@@ -362,7 +361,7 @@ static void fig_ood(an_ctx *c, FILE *meta) {
     int rc = an_rep_run(c, "rc");
     FILE *f = an_open(c->out, "data", "fig1_ood.dat");
     if (!f) return;
-    char corp[16][64];
+    char corp[16][AN_NAME];
     int nc = rc >= 0 ? ood_corpora(&c->rs->r[rc], corp, 16) : 0;
     const char *vs[16];
     int nv = 0;
@@ -663,7 +662,7 @@ static void fig_colsums(an_ctx *c, FILE *meta) {
 /* ---- Fig 7 left: throughput vs n ---------------------------------------------------- */
 
 static void fig_throughput(an_ctx *c, FILE *meta) {
-    char list[256] = "", scale[32] = "";
+    char list[256] = "", scale[AN_NAME] = "";
     /* the bench runs' scale (the most common among them); else the main runs' */
     int use_bench = 0;
     for (int i = 0; i < c->rs->n; i++)

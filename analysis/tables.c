@@ -194,14 +194,14 @@ static void fmt_big(char *buf, size_t len, double x) {
 }
 
 /* Distinct values of a string field over the non-bench runs, in first-seen order. */
-static int distinct(const an_runset *rs, size_t off, char out[][64], int cap) {
+static int distinct(const an_runset *rs, size_t off, char out[][AN_NAME], int cap) {
     int k = 0;
     for (int i = 0; i < rs->n; i++) {
         if (rs->r[i].bench) continue;
         const char *v = (const char *)&rs->r[i] + off;
         int seen = 0;
         for (int j = 0; j < k; j++) seen |= !strcmp(out[j], v);
-        if (!seen && k < cap) snprintf(out[k++], 64, "%s", v);
+        if (!seen && k < cap) snprintf(out[k++], AN_NAME, "%s", v);
     }
     return k;
 }
@@ -322,7 +322,7 @@ static void table1(an_ctx *c) {
                                        "Δ val vs RC", "95 % interval", "verdict", "paper val M / L"};
     tbl t;
     tbl_init(&t, 11, head);
-    char sc[16][64], co[16][64];
+    char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64);
     size_t min_used = (size_t)-1;
@@ -407,13 +407,13 @@ static void table1(an_ctx *c) {
 
 /* ---- Table 2 ------------------------------------------------------------------------- */
 
-static int run_ood(const an_run *r, char names[][64], int cap) {
+static int run_ood(const an_run *r, char names[][AN_NAME], int cap) {
     int k = 0;
     for (int i = 0; i < r->log.n_series && k < cap; i++) {
         const char *p = r->log.series[i].path, *end = strrchr(p, '/');
         if (strncmp(p, "/eval/ood/", 10) || !end || strcmp(end, "/ppl")) continue;
         int len = (int)(end - (p + 10));
-        if (len <= 0 || len >= 64) continue;
+        if (len <= 0 || len >= AN_NAME) continue;
         memcpy(names[k], p + 10, (size_t)len);
         names[k][len] = 0;
         k++;
@@ -424,16 +424,16 @@ static int run_ood(const an_run *r, char names[][64], int cap) {
 static void table2(an_ctx *c) {
     /* a column per out-of-domain corpus of any run, in the order first seen (runs may have
        been evaluated on different ones) */
-    char corp[16][64];
+    char corp[16][AN_NAME];
     int ncorp = 0;
     for (int i = 0; i < c->rs->n; i++) {
         if (c->rs->r[i].bench) continue;
-        char own[CFG_MAX_OOD][64];
+        char own[CFG_MAX_OOD][AN_NAME];
         const int k = run_ood(&c->rs->r[i], own, CFG_MAX_OOD);
         for (int j = 0; j < k; j++) {
             int seen = 0;
             for (int q = 0; q < ncorp; q++) seen |= !strcmp(corp[q], own[j]);
-            if (!seen && ncorp < 16) snprintf(corp[ncorp++], 64, "%s", own[j]);
+            if (!seen && ncorp < 16) snprintf(corp[ncorp++], AN_NAME, "%s", own[j]);
         }
     }
     const char *head[TBL_MAX_COLS] = {"scale", "corpus", "method"};
@@ -442,7 +442,7 @@ static void table2(an_ctx *c) {
     head[nh++] = "mean PPL / RC";
     tbl t;
     tbl_init(&t, nh, head);
-    char sc[16][64], co[16][64];
+    char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64);
     for (int a = 0; a < ns; a++)
@@ -518,7 +518,7 @@ static int is_ablation(const char *v) {
 }
 
 static double mean_ood_ppl(const an_run *r) {
-    char corp[8][64];
+    char corp[8][AN_NAME];
     int k = run_ood(r, corp, 8);
     double s = 0;
     int n = 0;
@@ -556,7 +556,7 @@ static void table_ablation(an_ctx *c) {
                                        "Jacobian ‖J‖₂ (full / residual)"};
     tbl t;
     tbl_init(&t, 12, head);
-    char sc[16][64], co[16][64];
+    char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64);
     for (int a = 0; a < ns; a++)
@@ -660,7 +660,7 @@ static void table_throughput(an_ctx *c) {
     for (int vi = 0; an_method_order[vi]; vi++) {
         const char *v = an_method_order[vi];
         for (int n = 1; n <= 8; n++) {
-            char scales[8][32];
+            char scales[8][AN_NAME];
             int nsc = 0;
             for (int i = 0; i < c->rs->n; i++) {
                 const an_run *r = &c->rs->r[i];
@@ -749,7 +749,7 @@ static void table_runs(an_ctx *c) {
     static const char *const mh[] = {"scale", "layers", "heads", "width C", "context T", "vocabulary", "batch × accum",
                                      "steps", "params (RC)", "tokens per run"};
     tbl_init(&t, 10, mh);
-    char sc[16][64];
+    char sc[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16);
     for (int a = 0; a < ns; a++) {
         const an_run *r = NULL;
@@ -962,7 +962,7 @@ static void claims(an_ctx *c) {
            the cell holds 3 or more such seeds; a baseline counts as beaten when s2hc is
            lower in every such cell and higher in none */
         int lower = 0, higher = 0, decided = 0, thin = 0;
-        char sc[16][64], co[16][64], missing[128] = "";
+        char sc[16][AN_NAME], co[16][AN_NAME], missing[128] = "";
         int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
         int st[64], nst = distinct_steps(c->rs, st, 64);
         for (int w = 0; w < 4; w++) {

@@ -847,6 +847,27 @@ static void test_runs_table_large(void) {
     CHECK(strstr(t, "| 18446744073709551615 |") != NULL, "the seed as train.seed holds it:\n%s", t);
 }
 
+/* Two corpora whose names (up to 63 bytes, as data.train takes) share their first 31
+ * characters are two cells, each its own runs, not one cell averaging the two. */
+static void test_corpus_common_prefix(void) {
+    const char *a = "fineweb_edu_gpt2_sample_10BT_part_a", *b = "fineweb_edu_gpt2_sample_10BT_part_b";
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rca",
+         .train = a},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "sa", .train = a},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.0, .grad_peak = 1, .tps = 100, .name = "rcb",
+         .train = b},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 1.7, .grad_peak = 1, .tps = 100,
+         .name = "sb", .train = b}};
+    const char *t = analyzed_table("longcorpus", runs, 4, "table1.md");
+    CHECK(strstr(t, "| fineweb_edu_gpt2_sample_10BT_part_a | s²HC | 4 | 20 |") != NULL &&
+              strstr(t, "| fineweb_edu_gpt2_sample_10BT_part_b | s²HC | 4 | 20 |") != NULL && strstr(t, "(2)") == NULL,
+          "a cell per corpus, named whole:\n%s", t);
+    CHECK(strstr(t, "-0.1000") != NULL && strstr(t, "-0.3000") != NULL,
+          "each paired with the RC run of its corpus (-0.1 on a, -0.3 on b):\n%s", t);
+}
+
 int main(void) {
     T_NAME("test_analysis");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
@@ -876,6 +897,7 @@ int main(void) {
     T_RUN(test_option_grid);
     T_RUN(test_verdict_text);
     T_RUN(test_runs_table_large);
+    T_RUN(test_corpus_common_prefix);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (!getenv("S2HC_KEEP_TEST_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
