@@ -33,6 +33,7 @@ static void test_mean_std(void) {
     double w[] = {1, NAN, 3};
     CHECK(an_mean_std(w, 3, &m, &s) == 2, "NaN skipped");
     CHECK_CLOSE(m, 2.0, 1e-15, 0, "mean without NaN");
+    CHECK_CLOSE(s, sqrt(2.0), 1e-15, 0, "std without NaN");
     double one = 3.5;
     an_mean_std(&one, 1, &m, &s);
     CHECK(m == 3.5 && s == 0, "one value: std 0");
@@ -102,9 +103,26 @@ static void test_paired(void) {
     CHECK(!strcmp(an_paired_verdict(&p), "a higher"), "a higher: %s", an_paired_verdict(&p));
     an_paired_test(c, d, 1, &p);
     CHECK(!strcmp(an_paired_verdict(&p), "1 seed, no interval") && isnan(p.lo), "one pair: %s", an_paired_verdict(&p));
+    CHECK(isnan(p.boot_lo) && isnan(p.boot_hi) && isnan(p.t) && isnan(p.p), "one pair: no bootstrap, t or p");
     double e[] = {NAN, 1}, f[] = {1, NAN};
     an_paired_test(e, f, 2, &p);
     CHECK(p.n == 0 && !strcmp(an_paired_verdict(&p), "no pairs"), "no finite pair");
+    /* the same difference at every seed: sd 0, no t or p; no difference at all: equal */
+    double g[] = {1.5, 2.5, 3.5}, h[] = {1.0, 2.0, 3.0};
+    an_paired_test(g, h, 3, &p);
+    CHECK(p.sd_diff == 0 && isnan(p.t) && isnan(p.p) && !strcmp(an_paired_verdict(&p), "a higher (identical spread)"),
+          "identical spread: t %g, p %g, %s", p.t, p.p, an_paired_verdict(&p));
+    an_paired_test(h, h, 3, &p);
+    CHECK(!strcmp(an_paired_verdict(&p), "equal"), "no difference: %s", an_paired_verdict(&p));
+    /* the bootstrap's 2.5 % and 97.5 % quantiles: d = 0..19, its resampled mean about normal
+     * around 9.5 with sd sqrt(33.25 / 20) (the plug-in variance), the ends about 1.96 of those
+     * away (2000 resamples: within 0.2; the 5 % and 95 % quantiles lie 0.4 further in) */
+    double u[20], z[20];
+    for (int i = 0; i < 20; i++) u[i] = i, z[i] = 0;
+    an_paired_test(u, z, 20, &p);
+    const double bse = sqrt(33.25 / 20);
+    CHECK(fabs(p.boot_lo - (9.5 - 1.96 * bse)) < 0.2 && fabs(p.boot_hi - (9.5 + 1.96 * bse)) < 0.2,
+          "bootstrap interval [%g, %g], want about [%g, %g]", p.boot_lo, p.boot_hi, 9.5 - 1.96 * bse, 9.5 + 1.96 * bse);
 }
 
 /* ---- synthetic run files ---------------------------------------------------------------- */
