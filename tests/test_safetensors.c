@@ -108,6 +108,14 @@ static void test_round_trip(void) {
         moved += b.params[i] != a.params[i];
     }
     CHECK(bad == 0 && moved > a.n_params / 2, "bf16: %zu values not the nearest even, %zu rounded", bad, moved);
+    /* a NaN stays a NaN in bf16 (a payload in its low bits alone would round to infinity) */
+    const param_info *lnf = model_find_param(&a, "transformer.ln_f.weight");
+    const uint32_t nan_bits = 0x7f800001u;
+    memcpy(&a.params[lnf->offset], &nan_bits, sizeof nan_bits);
+    written(&a, 7, q, 1);
+    CHECK(safetensors_load(&b, q, &loaded, &kept, err, sizeof err) != 0 &&
+              strstr(err, "'transformer.ln_f.weight': value 0 is nan"),
+          "bf16 of a NaN: %s", err);
     model_free(&a);
     model_free(&b);
 }
@@ -193,7 +201,7 @@ static void test_foreign_keys(void) {
     memcpy(data, h, sizeof h); /* little-endian host */
     const char *p = tmp_path("f16.safetensors");
     write_raw(p,
-              "{\"__metadata__\":{\"format\":\"pt\",\"note\":\"a \\\"quoted\\\" \\u00e9 \\ud83d\\ude00 \\\\ud83d\"},"
+              "{\"__metadata__\":{\"format\":\"pt\",\"note\":\"a \\\"quoted\\\" \\u00e9 \\ud83d\\ude00 \\\\ud83d \\udfff \\uDBFF\"},"
               "\"transformer.ln_f.weight\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16],\"extra\":[1,{}]},"
               "\"transformer.h.0.attn.bias\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[16,20]}}",
               data, sizeof data);
@@ -262,6 +270,12 @@ static void test_bad_files(void) {
     /* ln_f.weight (8 floats) described wrongly, one way each */
     static const struct { const char *name, *entry, *want; size_t data; } bad[] = {
         {"nooff", "\"dtype\":\"F32\",\"shape\":[8]", "lacks its data_offsets", 32},
+        {"noshape", "\"dtype\":\"F32\",\"data_offsets\":[0,32]", "lacks its shape", 32},
+        {"nodtype", "\"shape\":[8],\"data_offsets\":[0,32]", "lacks its dtype", 32},
+        {"oneoff", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[32]", "must be [begin, end]", 32},
+        {"rank9", "\"dtype\":\"F32\",\"shape\":[8,1,1,1,1,1,1,1,1],\"data_offsets\":[0,32]", "at most 8 whole numbers",
+         32},
+        {"huge", "\"dtype\":\"F32\",\"shape\":[18446744073709551616],\"data_offsets\":[0,32]", "whole numbers", 32},
         {"shape", "\"dtype\":\"F32\",\"shape\":[9],\"data_offsets\":[0,36]",
          "has shape [9], the model's transformer.ln_f.weight is [8]", 36},
         {"short", "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]", "truncated", 20},
@@ -328,6 +342,61 @@ static void test_bad_files(void) {
             "\"transformer.h.0.ln_1.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[16,48]}}",
             48, "overlap the tensor before at byte 32");
     refused(&m, "docs.safetensors", "{}\n--- {}", 0, "more than one document");
+    /* nanoGPT's mask buffers have a block number: none, or a name, is not one */
+    refused(&m, "maskempty.safetensors",
+            "{\"transformer.h..attn.bias\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+            "tensor 'transformer.h..attn.bias' is not a parameter of this model");
+    refused(&m, "maskname.safetensors",
+            "{\"transformer.h.x.attn.bias\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+            "tensor 'transformer.h.x.attn.bias' is not a parameter of this model");
+    /* values nested 64 deep in an unknown key are read (skipped), 65 deep refused */
+    {
+        char deep[1024], name[64];
+        for (int depth = 64; depth <= 65; depth++) {
+            int k = snprintf(deep, sizeof deep,
+                             "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32],\"x\":");
+            for (int d = 0; d < depth; d++) deep[k++] = '[';
+            for (int d = 0; d < depth; d++) deep[k++] = ']';
+            snprintf(deep + k, sizeof deep - (size_t)k, "}}");
+            snprintf(name, sizeof name, "deep%d.safetensors", depth);
+            if (depth == 65) {
+                refused(&m, name, deep, 32, "nested more than 64 deep");
+                continue;
+            }
+            const char *p = tmp_path(name);
+            float v[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+            write_raw(p, deep, v, sizeof v);
+            CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) == 0, "64 deep: %s", err);
+        }
+    }
+    /* a name of the reader's whole buffer (PARAM_NAME + 64 bytes), one byte more than it holds */
+    {
+        char longh[512], nm[PARAM_NAME + 64 + 1];
+        memset(nm, 'a', sizeof nm - 1);
+        nm[sizeof nm - 1] = '\0';
+        snprintf(longh, sizeof longh, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", nm);
+        char want[64];
+        snprintf(want, sizeof want, "a tensor name of %zu bytes", sizeof nm - 1);
+        refused(&m, "longname.safetensors", longh, 32, want);
+    }
+    /* infinities and NaN, F32 and F16, refused as values */
+    {
+        static const struct { const char *dtype; uint32_t bits; int bytes; const char *want; } nf[] = {
+            {"F32", 0x7f800000u, 4, "value 0 is inf"}, {"F32", 0xff800000u, 4, "value 0 is -inf"},
+            {"F16", 0x7c00u, 2, "value 0 is inf"},     {"F16", 0x7e00u, 2, "value 0 is nan"},
+            {"F16", 0x7c01u, 2, "value 0 is nan"}};
+        for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) {
+            unsigned char v[32] = {0};
+            for (int b = 0; b < nf[i].bytes; b++) v[b] = (unsigned char)(nf[i].bits >> (8 * b));
+            char hh[256];
+            snprintf(hh, sizeof hh, "{\"transformer.ln_f.weight\":{\"dtype\":\"%s\",\"shape\":[8],\"data_offsets\":[0,%d]}}",
+                     nf[i].dtype, 8 * nf[i].bytes);
+            const char *p = tmp_path("nonfinite.safetensors");
+            write_raw(p, hh, v, (size_t)(8 * nf[i].bytes));
+            CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) != 0 && strstr(err, nf[i].want),
+                  "%s %#x: %s", nf[i].dtype, nf[i].bits, err);
+        }
+    }
     /* a NaN weight: refused before a run would start from it */
     {
         const char *p = tmp_path("nan.safetensors");
@@ -369,6 +438,17 @@ static void test_bad_files(void) {
     fwrite(big, 1, 5, f);
     fclose(f);
     CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) != 0 && strstr(err, "no header length"), "%s", err);
+    /* a header longer than the format's 100 MB bound, in a file long enough to hold it */
+    f = fopen_check(p, "wb");
+    const uint64_t over = (100u << 20) + 1;
+    unsigned char l8[8];
+    for (int k = 0; k < 8; k++) l8[k] = (unsigned char)(over >> (8 * k));
+    fwrite(l8, 1, 8, f);
+    fclose(f);
+    CHECK(truncate(p, (off_t)(8 + over + 8)) == 0, "truncate");
+    CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) != 0 && strstr(err, "a header of 104857601 bytes"),
+          "%s", err);
+    unlink(p);
     model_free(&m);
 }
 
