@@ -892,6 +892,20 @@ static void test_step_from_double(void) {
         CHECK(step_from_double(bad[i]) == -1, "%g -> %lld", bad[i], step_from_double(bad[i]));
 }
 
+/* Durations as the progress lines show them: seconds, then minutes from 60 s, hours from
+ * 3600 s; a negative, NaN or absurd one (over 1e7 s) as "--". */
+static void test_fmt_duration(void) {
+    static const struct { double s; const char *want; } c[] = {
+        {0, "0s"},         {59.4, "59s"},        {59.5, "1m00s"},     {60, "1m00s"}, {3599, "59m59s"},
+        {3600, "1h00m"},   {3661, "1h01m"},      {1e7, "2777h46m"},   {1.1e7, "--"}, {-1, "--"},
+        {NAN, "--"},       {INFINITY, "--"}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char buf[16];
+        fmt_duration(c[i].s, buf, sizeof buf);
+        CHECK(!strcmp(buf, c[i].want), "%g s: '%s', want '%s'", c[i].s, buf, c[i].want);
+    }
+}
+
 int main(void) {
     T_NAME("test_config");
     setup_tmp();
@@ -912,5 +926,6 @@ int main(void) {
     T_RUN(test_fuzz);
     T_RUN(test_blas_advice);
     T_RUN(test_step_from_double);
+    T_RUN(test_fmt_duration);
     return T_END();
 }

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,6 +147,95 @@ static void test_write_long_path(void) {
     for (struct dirent *e; d && (e = readdir(d));) made += e->d_name[0] != '.';
     if (d) closedir(d);
     CHECK(made == 0, "nothing made in %s (%d entries)", dir, made);
+}
+
+/* The atomic writers' promises: a path of exactly 1023 bytes is written; a link at
+ * path.tmp is replaced, never followed; a rename that fails leaves no path.tmp; a stream's
+ * path too long to keep whole is refused; parent_dir of a file at the root is "/". */
+static void test_write_files(void) {
+    const char *dir = tmp_dir("atomic");
+    char path[1400], tmp[1420];
+    int n = snprintf(path, sizeof path, "%s/long-", dir);
+    for (; n < 1023 - 6; n++) path[n] = n % 200 ? 'd' : '/';
+    snprintf(path + n, sizeof path - (size_t)n, "/f.bin");
+    CHECK(strlen(path) == 1023, "%zu bytes", strlen(path));
+    CHECK(write_file_atomic(path, "x", 1, NULL, 0) == 0 && file_exists(path), "a path of 1023 bytes is written");
+    /* a link at path.tmp to another file: that file is kept */
+    char victim[1300], target[1300];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(target, sizeof target, "%s/out.bin", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", target);
+    write_file(victim, "keep", 4);
+    CHECK(symlink(victim, tmp) == 0, "symlink");
+    CHECK(write_file_atomic(target, "new", 3, NULL, 0) == 0, "written past a link at .tmp");
+    char got[8] = "";
+    FILE *f = fopen_check(victim, "rb");
+    CHECK(fread(got, 1, sizeof got, f) == 4 && !memcmp(got, "keep", 4), "the link's target kept: '%.4s'", got);
+    fclose(f);
+    struct stat st;
+    CHECK(lstat(tmp, &st) != 0 && lstat(target, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 3, "out.bin written");
+    /* a directory at the path: the rename fails, no .tmp left */
+    char sub[1300], inner[1320];
+    snprintf(sub, sizeof sub, "%s/adir", dir);
+    snprintf(inner, sizeof inner, "%s/x", sub);
+    write_file_atomic(inner, "x", 1, NULL, 0);
+    snprintf(tmp, sizeof tmp, "%s.tmp", sub);
+    CHECK(write_file_atomic(sub, "y", 1, NULL, 0) == -1 && !file_exists(tmp), "over a directory: refused, no .tmp");
+    FILE *s = tmp_stream_open(sub);
+    CHECK(s && tmp_stream_path(s) && !strcmp(tmp_stream_path(s), sub), "a stream on adir.tmp");
+    if (s) {
+        fputs("y", s);
+        CHECK(tmp_stream_commit(s) == -1 && !file_exists(tmp), "a stream over a directory: -1, no .tmp");
+    }
+    /* a stream's .tmp: a link there is replaced too */
+    snprintf(tmp, sizeof tmp, "%s.tmp", target);
+    CHECK(symlink(victim, tmp) == 0, "symlink");
+    s = tmp_stream_open(target);
+    CHECK(s != NULL, "a stream past a link at .tmp: %s", strerror(errno));
+    if (s) {
+        fputs("stream", s);
+        CHECK(tmp_stream_commit(s) == 0, "committed");
+    }
+    f = fopen_check(victim, "rb");
+    CHECK(fread(got, 1, sizeof got, f) == 4 && !memcmp(got, "keep", 4), "the link's target kept: '%.4s'", got);
+    fclose(f);
+    CHECK(stat(target, &st) == 0 && st.st_size == 6, "out.bin is the stream's");
+    /* a stream whose path does not fit its record (1290 bytes) is refused */
+    n = snprintf(path, sizeof path, "%s/", dir);
+    for (; n < 1290; n++) path[n] = n % 200 ? 's' : '/';
+    path[n] = '\0';
+    errno = 0;
+    CHECK(tmp_stream_open(path) == NULL && errno == ENAMETOOLONG, "a stream path of 1290 bytes: errno %d", errno);
+    CHECK(tmp_stream_path(stdout) == NULL && tmp_stream_path(NULL) == NULL, "no path for a stream not its own");
+    /* a write that failed earlier (past the file-size limit), though the flush at the end
+       has nothing left to write: -1, no .tmp, the old file kept */
+    {
+        struct rlimit old, lim;
+        getrlimit(RLIMIT_FSIZE, &old);
+        lim = old;
+        lim.rlim_cur = 4096;
+        void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+        FILE *big = tmp_stream_open(target);
+        CHECK(big != NULL, "stream");
+        if (big && setrlimit(RLIMIT_FSIZE, &lim) == 0) {
+            static char block[65536];
+            fwrite(block, 1, sizeof block, big);
+            const int rc = tmp_stream_commit(big);
+            const int e = errno;
+            setrlimit(RLIMIT_FSIZE, &old);
+            snprintf(tmp, sizeof tmp, "%s.tmp", target);
+            CHECK(rc == -1 && !file_exists(tmp) && stat(target, &st) == 0 && st.st_size == 6,
+                  "a write past the limit: rc %d, %s", rc, strerror(e));
+        }
+        signal(SIGXFSZ, was);
+    }
+    char pd[64];
+    parent_dir(pd, sizeof pd, "/f");
+    CHECK(!strcmp(pd, "/"), "parent of /f: '%s'", pd);
+    parent_dir(pd, sizeof pd, "f");
+    CHECK(!strcmp(pd, "."), "parent of f: '%s'", pd);
+    parent_dir(pd, sizeof pd, "a/b/c");
+    CHECK(!strcmp(pd, "a/b"), "parent of a/b/c: '%s'", pd);
 }
 
 static void test_shard_corrupt(void) {
@@ -604,6 +695,7 @@ int main(void) {
     T_RUN(test_shard_roundtrip_u16);
     T_RUN(test_shard_corrupt);
     T_RUN(test_write_long_path);
+    T_RUN(test_write_files);
     T_RUN(test_shard_vocab);
     T_RUN(test_shard_fifo);
     T_RUN(test_loader_determinism);
