@@ -738,6 +738,65 @@ static void test_ckpt_refuses_bad_files(void) {
         CHECK(strstr(err, soft) && strstr(err, from) && strstr(err, "is a link to another place"), "says so: %s", err);
     }
 
+    /* ckpt_saved_step: the step of a good checkpoint, -1 for a negative one */
+    CHECK(ckpt_saved_step(p) == meta.step && ckpt_saved_step(ns) == -1, "saved step: %lld, negative %lld",
+          (long long)ckpt_saved_step(p), (long long)ckpt_saved_step(ns));
+
+    /* a later format version, and a step that is an array of two: refused, named */
+    const char *later = tmp_path("version2.h5");
+    for (int k = 0; k < 2; k++) {
+        CHECK(ckpt_save(later, a.p, a.m, a.v, NT, &meta) == 0, "save");
+        hid_t g = H5Fopen(later, H5F_ACC_RDWR, H5P_DEFAULT);
+        const long long two[2] = {2, 3};
+        hsize_t dim = 2;
+        hid_t asp = k ? H5Screate_simple(1, &dim, NULL) : H5Screate(H5S_SCALAR);
+        H5Adelete(g, k ? "step" : "version");
+        hid_t aa = H5Acreate2(g, k ? "step" : "version", H5T_STD_I64LE, asp, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(aa >= 0 && H5Awrite(aa, H5T_NATIVE_LLONG, two) >= 0, "write the attribute");
+        if (aa >= 0) H5Aclose(aa);
+        H5Sclose(asp);
+        H5Fclose(g);
+        CHECK(ckpt_load(later, a.p, a.m, a.v, NT, NULL, err, sizeof err) == -1 &&
+                  strstr(err, k ? "lacks a readable root attribute 'step'" : "format version 2, this build reads version 1"),
+              "%s: %s", k ? "an array step" : "version 2", err);
+    }
+
+    /* a tensor stored as a float of another width (16 bytes) is refused, named */
+    const char *wide = tmp_path("wide-tensor.h5");
+    CHECK(ckpt_save(wide, a.p, a.m, a.v, NT, &meta) == 0, "save");
+    {
+        hid_t g = H5Fopen(wide, H5F_ACC_RDWR, H5P_DEFAULT);
+        char path[200];
+        snprintf(path, sizeof path, "/model/%s", TNAMES[2]);
+        H5Ldelete(g, path, H5P_DEFAULT);
+        hid_t t = H5Tcopy(H5T_IEEE_F64LE);
+        H5Tset_size(t, 16);
+        hsize_t dims[1] = {TSHAPE[2][0]};
+        hid_t dsp = H5Screate_simple(1, dims, NULL);
+        hid_t d = H5Dcreate2(g, path, t, dsp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(d >= 0, "a 16-byte float dataset");
+        if (d >= 0) H5Dclose(d);
+        H5Sclose(dsp);
+        H5Tclose(t);
+        H5Fclose(g);
+        CHECK(ckpt_load(wide, a.p, NULL, NULL, NT, NULL, err, sizeof err) == -1 && strstr(err, TNAMES[2]) &&
+                  strstr(err, "not a 4- or 8-byte float"),
+              "a 16-byte float tensor: %s", err);
+    }
+
+    /* a stale ckpt.h5.tmp, here a link to another file: replaced, the other file kept */
+    const char *keep = tmp_path("keep.txt");
+    char stale[1100];
+    snprintf(stale, sizeof stale, "%s.tmp", p);
+    write_text(keep, "keep");
+    unlink(stale);
+    CHECK(symlink(keep, stale) == 0, "symlink");
+    CHECK(ckpt_save(p, a.p, a.m, a.v, NT, &meta) == 0 && !exists(stale), "saved past a link at .tmp");
+    FILE *kf = fopen(keep, "rb");
+    char kb[8] = "";
+    CHECK(kf && fread(kb, 1, sizeof kb, kf) == 4 && !memcmp(kb, "keep", 4), "the link's target kept");
+    if (kf) fclose(kf);
+
     /* a foreign HDF5 file (a run log) is not a checkpoint */
     h5log log;
     build_log(&log, 3);
@@ -766,6 +825,28 @@ static void test_ckpt_refuses_mismatch(void) {
     CHECK(ckpt_load(p, a.p, a.m, a.v, NT - 1, NULL, err, sizeof err) == -1, "extra tensor refused");
     CHECK(strstr(err, TNAMES[NT - 1]), "names the stranger: %s", err);
 
+    /* an extra tensor in /model alone (weights only), and in /optim/v alone */
+    CHECK(ckpt_load(p, a.p, NULL, NULL, NT - 1, NULL, err, sizeof err) == -1 && strstr(err, TNAMES[NT - 1]) &&
+              strstr(err, "/model"),
+          "extra tensor in /model: %s", err);
+    {
+        const char *e = tmp_path("extra-moment.h5");
+        CHECK(ckpt_save(e, a.p, a.m, a.v, NT, &meta) == 0, "save");
+        hid_t g = H5Fopen(e, H5F_ACC_RDWR, H5P_DEFAULT);
+        hid_t dsp = H5Screate(H5S_SCALAR);
+        hid_t d = H5Dcreate2(g, "/optim/v/stray", H5T_IEEE_F32LE, dsp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(d >= 0, "a stray dataset in /optim/v");
+        if (d >= 0) H5Dclose(d);
+        H5Sclose(dsp);
+        H5Fclose(g);
+        CHECK(ckpt_load(e, a.p, a.m, a.v, NT, NULL, err, sizeof err) == -1 && strstr(err, "'stray' in /optim/v"),
+              "extra tensor in /optim/v: %s", err);
+        /* tensors with no data pointer are checked, not read */
+        ckpt_tensor shapes[NT];
+        for (int i = 0; i < NT; i++) shapes[i] = a.p[i], shapes[i].data = NULL;
+        CHECK(ckpt_load(p, shapes, NULL, NULL, NT, NULL, err, sizeof err) == 0, "shapes checked alone: %s", err);
+    }
+
     /* a wrong shape: the file has [96, 32], the model expects [32, 96] */
     const char *q = tmp_path("wrong-shape.h5");
     CHECK(ckpt_save(q, a.p, a.m, a.v, NT, &meta) == 0, "save");
@@ -789,6 +870,32 @@ static void test_ckpt_refuses_mismatch(void) {
     fprintf(stderr, "(an error message about 'transformer/wte' is expected here)\n");
     CHECK(ckpt_save(tmp_path("bad-name.h5"), &bad, NULL, NULL, 1, &meta) == -1, "slash in a name refused");
     CHECK(!exists(tmp_path("bad-name.h5")) && !exists(tmp_path("bad-name.h5.tmp")), "nothing written");
+    fprintf(stderr, "(three more, about a long name, rank 5 and a moment without data, are expected)\n");
+    /* a name of 1024 bytes and a rank of 5 are refused; a name of 1023 saves and loads; a
+       tensor of no values needs no data; a second moment without data is refused */
+    char longname[1025];
+    memset(longname, 'w', 1024);
+    longname[1024] = '\0';
+    bad = a.p[2];
+    bad.name = longname;
+    CHECK(ckpt_save(tmp_path("long-name.h5"), &bad, NULL, NULL, 1, &meta) == -1, "a name of 1024 bytes refused");
+    longname[1023] = '\0';
+    CHECK(ckpt_save(tmp_path("long-name.h5"), &bad, NULL, NULL, 1, &meta) == 0 &&
+              ckpt_load(tmp_path("long-name.h5"), &bad, NULL, NULL, 1, NULL, err, sizeof err) == 0,
+          "a name of 1023 bytes: %s", err);
+    bad = a.p[2];
+    bad.rank = 5;
+    for (int d = 0; d < 4; d++) bad.shape[d] = 1;
+    CHECK(ckpt_save(tmp_path("rank5.h5"), &bad, NULL, NULL, 1, &meta) == -1, "rank 5 refused");
+    bad = a.p[2];
+    bad.shape[0] = 0;
+    bad.data = NULL;
+    CHECK(ckpt_save(tmp_path("empty-tensor.h5"), &bad, NULL, NULL, 1, &meta) == 0, "no values, no data: saved");
+    ckpt_tensor mv[NT];
+    memcpy(mv, a.v, sizeof mv);
+    mv[1].data = NULL;
+    CHECK(ckpt_save(tmp_path("no-v.h5"), a.p, a.m, mv, NT, &meta) == -1 && !exists(tmp_path("no-v.h5")),
+          "a second moment without data refused");
     model_free(&a);
     model_free(&b);
 }
