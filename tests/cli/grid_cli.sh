@@ -41,6 +41,8 @@ expect_out "would run 3 \\(3 at a time" "--dry-run: no more at a time than point
 cores=$(sed -n 's/.*(\([0-9]*\) cores).*/\1/p' "$TMP/out" | head -n 1)
 expect_status 0 "--dry-run under OMP_PROC_BIND" -- env OMP_PROC_BIND=close OMP_PLACES=cores "$S2HC" grid $G "${D[@]}" --out "$OUT" --dry-run
 expect_out "\\($cores cores\\)" "--dry-run counts every core under OMP_PROC_BIND"
+expect_status 0 "--dry-run -j 1" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --dry-run -j 1
+expect_out "would run 3 \\(1 at a time, $cores threads? each" "--dry-run -j 1: every core for the one run"
 [ ! -e "$OUT" ] && ok "--list and --dry-run write nothing" || fail "--list/--dry-run created $OUT"
 expect_status 0 "--help" -- "$S2HC" grid --help
 expect_out "example" "--help shows an example"
@@ -245,6 +247,11 @@ printf 'base: %s/experiments/tiny.yaml\nset: {model.n_embd: 32, model.block_size
 mkdir -p "$P/p/ckpt.h5.tmp" # a folder where the checkpoint's .tmp goes: its save fails
 expect_status 1 "a point whose first checkpoint cannot be saved fails" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P"
 [ -f "$P/p/run.h5" ] && [ ! -e "$P/p/ckpt.h5" ] && ok "its run.h5 is there, no checkpoint" || fail "run.h5/ckpt.h5: $(ls "$P/p")"
+# a checkpoint that cannot be read: the step is run.h5's (the training then says why)
+echo "not a checkpoint" > "$P/p/ckpt.h5"
+expect_status 0 "--dry-run of a point whose checkpoint cannot be read" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P" --dry-run
+expect_out "p: resume at step 10 of 20 \\(failed\\)" "--dry-run takes run.h5's step"
+rm "$P/p/ckpt.h5"
 rmdir "$P/p/ckpt.h5.tmp"
 expect_status 0 "--dry-run of a point failed before its first checkpoint" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P" --dry-run
 expect_out "p: run 20 steps \(failed before\)" "--dry-run says it runs from step 0"
@@ -387,11 +394,14 @@ kill -INT $HP; wait $HP 2>/dev/null
 # the temporary files of a runner killed between write and rename (index.csv.PID.tmp,
 # config.yaml.PID.tmp) go at the next run; a live process's stay
 sleep 30 & LIVE=$!
-touch "$TMP/hand/index.csv.999999999.tmp" "$TMP/hand/index.csv.$LIVE.tmp" "$TMP/hand/$P/config.yaml.999999999.tmp"
+touch "$TMP/hand/index.csv.999999999.tmp" "$TMP/hand/index.csv.$LIVE.tmp" "$TMP/hand/$P/config.yaml.999999999.tmp" \
+  "$TMP/hand/index.csv.x999999999.tmp"
 "$S2HC" grid $G "${D[@]}" --out "$TMP/hand" --job 0 --set train.steps=2 --set train.warmup=1 --force >/dev/null 2>&1
 [ ! -e "$TMP/hand/index.csv.999999999.tmp" ] && [ ! -e "$TMP/hand/$P/config.yaml.999999999.tmp" ] \
   && ok "a dead runner's temporary files are removed" || fail "stale temporary files left: $(ls "$TMP/hand" "$TMP/hand/$P" | grep tmp)"
 [ -e "$TMP/hand/index.csv.$LIVE.tmp" ] && ok "a live process's is kept" || fail "a live process's temporary file was removed"
+[ -e "$TMP/hand/index.csv.x999999999.tmp" ] && ok "a file not named as the runner's is kept" \
+  || fail "index.csv.x999999999.tmp, not the runner's, was removed"
 kill $LIVE 2>/dev/null; wait $LIVE 2>/dev/null
 # expansion: a pinned swept key reaches the include entries that leave it out; a pin that
 # drops every include entry of a sweepless grid leaves no point (it made one of the
@@ -461,4 +471,32 @@ if [ "${cores:-1}" -ge 2 ]; then
       || fail "the train.threads=$t point: $(grep threads: "$TMP/thr/identity-n4-s1337-$t/config.yaml")"
   done
 fi
+# the exit status of a point's command: 0 without a finished run.h5 is a failure (here
+# launch: true, which trains nothing); a command that the runner's stop ends with another
+# status than a training's (1, from a shell's trap) is interrupted, not failed
+printf 'base: %s/experiments/tiny.yaml\nset: {data.ood: [], data.dir: "%s", data.train: synth}\nsweep: {train.seed: [1]}\nname: "l"\nlaunch: "true"\n' \
+  "$PWD" "$TMP/data" > "$TMP/ltrue.yaml"
+expect_status 1 "a command that exits 0 but trains nothing" -- "$S2HC" grid "$TMP/ltrue.yaml" --out "$TMP/ltrue"
+expect_out "FAILED  #0 l \\(exit 0\\) after .*: exited 0 but run.h5 does not say finished" "says so"
+[ "$(csv_col "$TMP/ltrue/index.csv" state l)" = failed ] && ok "index.csv: failed" \
+  || fail "index.csv: $(csv_col "$TMP/ltrue/index.csv" state l)"
+# a file where a point's run directory goes: no run can start there, --list says failed
+mkdir -p "$TMP/lfile" && touch "$TMP/lfile/l"
+expect_status 0 "--list with a file in place of a run directory" -- "$S2HC" grid "$TMP/ltrue.yaml" --out "$TMP/lfile" --list
+expect_out "^ +0 +l +failed " "that point is failed"
+printf '#!/bin/sh\nsleep 30 &\ns=$!\ntrap "kill $s; exit 1" TERM\nwait $s\nexit 1\n' > "$TMP/trapterm"
+chmod +x "$TMP/trapterm"
+sed "s|launch: \"true\"|launch: \"$TMP/trapterm\"|" "$TMP/ltrue.yaml" > "$TMP/ltrap.yaml"
+"$S2HC" grid "$TMP/ltrap.yaml" --out "$TMP/ltrap" > "$TMP/ltrap.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "start   #0" "$TMP/ltrap.out" && break; sleep 0.1; done
+sleep 0.3
+kill -TERM $pid; wait $pid; rc=$?
+[ "$rc" = 130 ] && ok "the stopped runner exits 130" || fail "the stopped runner exits $rc"
+[ "$(csv_col "$TMP/ltrap/index.csv" state l)" = interrupted ] && ok "a point its stop ended with exit 1 is interrupted" \
+  || fail "index.csv: $(csv_col "$TMP/ltrap/index.csv" state l)"
+# a point's own train.threads caps the share -j leaves it (one point to run, -j 4)
+printf 'base: %s/experiments/tiny.yaml\nset: {train.threads: 1, data.ood: []}\nsweep: {train.seed: [1]}\n' "$PWD" > "$TMP/thr1.yaml"
+expect_status 0 "--dry-run -j 4 of one point of train.threads 1" -- "$S2HC" grid "$TMP/thr1.yaml" "${D[@]}" --out "$TMP/thr1" --dry-run -j 4
+expect_out "would run 1 \\(1 at a time, 1 thread each\\)" "its train.threads caps the share"
 finish grid_cli
