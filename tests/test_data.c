@@ -131,6 +131,10 @@ static void dmg_truncate(const char *p) { if (truncate(p, 32 + 150) != 0) die(1,
 static void dmg_short(const char *p) { if (truncate(p, 20) != 0) die(1, "truncate"); }
 static void dmg_token(const char *p) { uint16_t v = 1000; poke(p, 32 + 2 * 50, &v, 2); }
 static void dmg_missing(const char *p) { unlink(p); }
+static void dmg_vocab0(const char *p) { uint32_t v = 0; poke(p, 12, &v, 4); }
+static void dmg_reserved(const char *p) { uint32_t v = 1; poke(p, 20, &v, 4); }
+/* a count whose bytes wrap past 2^64 to the file's size: 100 + 2^63 two-byte tokens */
+static void dmg_count_wrap(const char *p) { uint64_t v = 100 + (1ull << 63); poke(p, 24, &v, 8); }
 
 /* A path too long for write_file_atomic's buffers: refused whole, no folder made under a
  * name cut short, nothing written */
@@ -247,6 +251,9 @@ static void test_shard_corrupt(void) {
     expect_refused("short", dmg_short, "shorter than");
     expect_refused("token", dmg_token, "outside the vocab");
     expect_refused("missing", dmg_missing, "data prepare");
+    expect_refused("vocab0", dmg_vocab0, "vocab 0 does not fit");
+    expect_refused("reserved", dmg_reserved, "reserved header field");
+    expect_refused("countwrap", dmg_count_wrap, "truncated or corrupt");
 }
 
 /* A uint8 shard whose header says vocab 100 holds only tokens < 100 (shard_open scans it,

@@ -186,6 +186,16 @@ fi
 awk 'BEGIN{for(i=0;i<2000;i++) printf "word "; printf "\n\n"; for(i=0;i<3000;i++) printf "long paragraph "; printf "\n\n"}' > "$TMP/para"
 expect_rc 0 "import of a text with a long last line" "$BIN" data import "$TMP/para" --name para --dir "$TMP/imp"
 grep -q "54454 train and 550 val bytes" "$TMP/out" && ok || bad "long last line: $(cat "$TMP/out")"
+# a line start after the 99 % point that leaves more than half of the 1 % is the cut (a
+# line of 600 bytes over the 99 % point: 700 val bytes, not 1000 from mid-line); a file
+# of 1023 bytes is too little, one of 1024 is a corpus
+awk 'BEGIN{for(i=0;i<987;i++) printf "%099d\n", i; printf "%0599d\n", 1; for(i=0;i<7;i++) printf "%099d\n", i}' > "$TMP/late"
+expect_rc 0 "import of a text with a line start after the 99 % point" "$BIN" data import "$TMP/late" --name late --dir "$TMP/imp"
+grep -q "99300 train and 700 val bytes" "$TMP/out" && ok || bad "late line start: $(cat "$TMP/out")"
+head -c 1023 "$TMP/late" > "$TMP/b1023"; head -c 1024 "$TMP/late" > "$TMP/b1024"
+expect_rc 1 "import of 1023 bytes" "$BIN" data import "$TMP/b1023" --name b1023 --dir "$TMP/imp"
+grep -q "1023 bytes is too little for a corpus (at least 1024)" "$TMP/err" && ok || bad "1023 bytes: $(cat "$TMP/err")"
+expect_rc 0 "import of 1024 bytes" "$BIN" data import "$TMP/b1024" --name b1024 --dir "$TMP/imp"
 # past `ulimit -f` the write fails with a message and leaves no .tmp
 expect_rc 1 "import past the file-size limit" bash -c 'ulimit -f 8; exec "$0" data import "$1" --name big --dir "$2"' \
   "$BIN" "$TMP/para" "$TMP/imp"
