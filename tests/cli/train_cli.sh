@@ -98,6 +98,24 @@ mv "$TMP/runs/mv-a" "$TMP/runs/mv-b"
 expect_status 0 "--resume of a renamed run directory" -- "$S2HC" train "$TMP/t.yaml" \
   --set run.name=mv-b --set train.steps=4 --set train.warmup=1 --resume
 expect_out "resuming .*runs/mv-b from step 2" "it trains on from its checkpoint"
+# a run directory moved to another run.out, with another probe cadence: resumed too
+"$S2HC" train "$TMP/t.yaml" --set run.name=mv-c --set train.steps=4 --set train.warmup=1 --stop-after 2 --quiet >/dev/null 2>&1
+mkdir -p "$TMP/moved" && mv "$TMP/runs/mv-c" "$TMP/moved/mv-c"
+expect_status 0 "--resume of a run moved to another run.out, probe.every changed" -- "$S2HC" train "$TMP/t.yaml" \
+  --set run.name=mv-c --set run.out="$TMP/moved" --set train.steps=4 --set train.warmup=1 --set probe.every=3 --resume
+expect_out "resuming .*moved/mv-c from step 2" "it trains on from its checkpoint"
+# a checkpoint without its run file: not a fresh directory (refused without --resume,
+# the checkpoint kept); --force starts over
+"$S2HC" train "$TMP/t.yaml" --set run.name=ck --set train.steps=4 --set train.warmup=1 --stop-after 2 --quiet >/dev/null 2>&1
+rm "$TMP/runs/ck/run.h5"
+ck_before=$(md5sum < "$TMP/runs/ck/ckpt.h5")
+expect_status 2 "a checkpoint alone, without --resume" -- "$S2HC" train "$TMP/t.yaml" --set run.name=ck --set train.steps=4 \
+  --set train.warmup=1 --quiet
+expect_out "runs/ck already holds a run; use --resume" "says to --resume or --force"
+[ "$(md5sum < "$TMP/runs/ck/ckpt.h5")" = "$ck_before" ] && ok "the checkpoint is kept" || fail "the checkpoint changed"
+expect_status 0 "--force over a checkpoint" -- "$S2HC" train "$TMP/t.yaml" --set run.name=ck --set train.steps=4 \
+  --set train.warmup=1 --quiet --force
+h5dump -a /status "$TMP/runs/ck/run.h5" 2>/dev/null | grep -q '"finished"' && ok "it trained from the start" || fail "no finished run"
 # a run stopped under 2 threads and resumed where 1 is the default: it takes the 2 it
 # trained with (the batch's cut sets the bits), and ends as the uninterrupted run; with
 # train.threads set to another count it says the bits will differ
@@ -193,6 +211,26 @@ done
 [ "$(md5sum < "$TMP/runs/mixed/run.h5")" = "$sum_before" ] && ok "the run file is left as it was" \
   || fail "a refused command changed the run file"
 [ ! -e "$TMP/runs/mixed/model.safetensors" ] && ok "no export written" || fail "export wrote a file"
+# --resume too: the run file's config agrees, the checkpoint's (gelu erf) does not
+expect_status 2 "--resume refuses a checkpoint of another run" -- "$S2HC" train "$TMP/t.yaml" --set model.n_layer=1 \
+  --set train.steps=5 --set run.name=mixed --resume
+expect_out "differs from the run being resumed \\(.*mixed/ckpt.h5\\)" "it names the checkpoint"
+[ "$(md5sum < "$TMP/runs/mixed/run.h5")" = "$sum_before" ] && ok "and leaves the run file" \
+  || fail "a refused --resume changed the run file"
+# a corpus needs one window of block_size + 1 tokens in each part: synth's val.bin holds
+# 1647 (block_size 1646 trains, 1647 is refused); a train.bin of 1100 tokens, block_size 1100
+expect_status 0 "a validation part of block_size + 1 tokens" -- "$S2HC" train "$TMP/t.yaml" --set run.name=vw1 \
+  --set model.block_size=1646 --set train.steps=1 --set train.warmup=0 --set train.eval_batches=1 --set 'data.ood=[]' \
+  --set probe.every=0 --set probe.final_samples=0 --quiet
+expect_status 1 "a validation part of block_size tokens" -- "$S2HC" train "$TMP/t.yaml" --set run.name=vw2 \
+  --set model.block_size=1647 --set train.steps=1 --set train.warmup=0 --set 'data.ood=[]' --quiet
+expect_out "val.bin: 1647 tokens, fewer than block_size \\+ 1 = 1648: no validation window" "says so"
+perl -e 'print pack("v*", map { $_ % 200 } 0 .. 1099)' > "$TMP/tr1100.bin"
+perl -e 'print pack("v*", map { $_ % 200 } 0 .. 1199)' > "$TMP/va1200.bin"
+"$S2HC" data import "$TMP/tr1100.bin" --val "$TMP/va1200.bin" --tokens uint16 --vocab 256 --name w1100 --dir "$TMP/data" >/dev/null
+expect_status 1 "a training part of block_size tokens" -- "$S2HC" train "$TMP/t.yaml" --set run.name=tw --set data.train=w1100 \
+  --set model.block_size=1100 --set train.steps=1 --set train.warmup=0 --set 'data.ood=[]' --quiet
+expect_out "train.bin: 1100 tokens, fewer than block_size \\+ 1 = 1101: no training window" "says so"
 # a missing out-of-domain corpus: refused before the first step (the run would end
 # without the number it was run for)
 expect_status 1 "a missing out-of-domain corpus is refused" -- "$S2HC" train "$TMP/t.yaml" --set 'data.ood=[nothere]' --set run.name=ood --set train.steps=2 --set train.warmup=1
