@@ -826,6 +826,33 @@ static void test_comparison_rules(void) {
           "claim 4: a diverged HC seed is the explosion:\n%s", cl);
 }
 
+/* Table 1 pairs finished runs only and counts no throughput run: RC's seed 3 was
+ * interrupted (its last val loss is finite), and s²HC has a throughput run of seed 4 beside
+ * its three. Two pairs, seeds 1 and 2; the row's mean is over the three trained runs. */
+static void test_pairs_once(void) {
+    synth runs[8];
+    char names[8][32];
+    int k = 0;
+    for (int s = 1; s <= 3; s++) {
+        snprintf(names[k], 32, "rc-s%d", s);
+        runs[k] = (synth){.method = "rc", .n = 1, .seed = s, .steps = 20, .loss0 = 3, .val = 3.0 + 0.25 * s,
+                          .grad_peak = 1, .tps = 100, .name = names[k], .stopped_at = s == 3 ? 10 : 0};
+        k++;
+        snprintf(names[k], 32, "s2hc-s%d", s);
+        runs[k] = (synth){.method = "s2hc", .n = 4, .seed = s, .steps = 20, .loss0 = 3, .val = 2.5 + 0.25 * s + 0.01 * s,
+                          .grad_peak = 1, .tps = 100, .name = names[k]};
+        k++;
+    }
+    runs[k++] = (synth){.method = "s2hc", .n = 4, .seed = 4, .steps = 20, .loss0 = 3, .val = 1.0, .grad_peak = 1,
+                        .tps = 100, .name = "s2hc-s4-bench", .bench = 1};
+    const char *t1 = analyzed_table("once", runs, k, "table1.md"), *row = strstr(t1, "| s²HC | 4 |");
+    const char *end = row ? strchr(row, '\n') : NULL;
+    const char *pairs = row ? strstr(row, "(t, 2 pairs)") : NULL;
+    CHECK(row && pairs && pairs < end, "s²HC pairs seeds 1 and 2, RC's finished seeds:\n%s", t1);
+    CHECK(row && strstr(row, "| 3.0200 ± 0.2600 (3) |") && strstr(row, "(3) |") < end,
+          "its mean is over its 3 trained runs, not the throughput run:\n%s", t1);
+}
+
 /* Table 1's verdict names both sides ("A lower than B", "A higher than B") and keeps
  * an_paired_verdict's "(identical spread)". Differences by seed (3 seeds, exact in binary):
  * s²HC -0.5, -0.375, -0.5; mHC +0.5, +0.625, +0.5; mHC-lite +0.125 each; HC -0.125 each. */
@@ -896,6 +923,7 @@ int main(void) {
     T_RUN(test_quantile);
     T_RUN(test_student_t);
     T_RUN(test_paired);
+    T_RUN(test_pairs_once);
     T_RUN(test_run_load);
     T_RUN(test_analyze);
     T_RUN(test_ood_nonfinite);
