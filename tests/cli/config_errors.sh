@@ -59,6 +59,11 @@ for sub in train eval data params inspect probe sample export bench report analy
   expect_status 0 "help $sub" -- "$S2HC" help $sub
   [ "$sub" = config ] || { cmp -s "$TMP/out" "$TMP/direct" && ok "help $sub is $sub --help" || fail "help $sub differs from $sub --help"; }
 done
+"$S2HC" config > "$TMP/schema" 2>&1
+expect_status 0 "help config" -- "$S2HC" help config
+cmp -s "$TMP/out" "$TMP/schema" && ok "help config is the schema, as s2hc config" || fail "help config differs from s2hc config"
+expect_status 2 "help of two commands" -- "$S2HC" help train eval
+expect_out "help: one command at a time \('train', then 'eval'\)" "says so"
 expect_status 2 "help of a command that does not exist" -- "$S2HC" help frobnicate
 expect_out "no command 'frobnicate'" "says so"
 for sub in methods config version; do
