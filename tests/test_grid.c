@@ -592,6 +592,29 @@ static void test_partial_and_index_columns(void) {
     grid_free(&g);
 }
 
+/* A swept value holding a quote or a comma is one CSV field: quoted, its quotes doubled
+ * (RFC 4180), so a reader of index.csv sees the row's columns. */
+static void test_index_quoting(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    int rc = load_grid("quote.yaml",
+                       "base: base.yaml\n"
+                       "sweep:\n  train.init_from: ['a\"b,c.safetensors', 'd\"e.safetensors', plain.safetensors]\n",
+                       &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 3, "rc %d n %d", rc, n);
+    if (rc) return;
+    char *csv = index_csv(&g, p, n);
+    if (csv) {
+        CHECK(strstr(csv, ",\"a\"\"b,c.safetensors\"\n") != NULL, "quote and comma: quoted, the quote doubled:\n%s", csv);
+        CHECK(strstr(csv, ",\"d\"\"e.safetensors\"\n") != NULL, "a quote alone: quoted, doubled:\n%s", csv);
+        CHECK(strstr(csv, ",plain.safetensors\n") != NULL, "a plain value as it is:\n%s", csv);
+        free(csv);
+    }
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
 /* `--slurm` writes the array line with the array limit, down to 1 (one task at a time). */
 static void test_slurm_array_limit(void) {
     char bp[600], gp[600], out[640], path[700];
@@ -825,6 +848,7 @@ int main(void) {
     T_RUN(test_exclude_lists_and_pin_order);
     T_RUN(test_states_and_index);
     T_RUN(test_partial_and_index_columns);
+    T_RUN(test_index_quoting);
     T_RUN(test_slurm_array_limit);
     T_RUN(test_changed_every_key);
     T_RUN(test_shipped_grids);
