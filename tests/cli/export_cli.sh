@@ -184,6 +184,15 @@ expect_out "is empty, a directory or too long" "says what is wrong with it"
 expect_status 2 "an -o of 1100 bytes" -- "$S2HC" export "$R" -o "$TMP/$(printf 'x%.0s' $(seq 1100))"
 [ -z "$(ls "$TMP" | grep -E '^x{100}')" ] && ok "and writes no file under a shortened name" \
   || fail "a long -o wrote $(ls "$TMP" | grep -E '^x{100}' | head -c 80)"
+expect_status 2 "an -o naming a directory (a trailing /)" -- "$S2HC" export "$R" -o "$TMP/outdir/"
+expect_out "is empty, a directory or too long" "says so"
+[ ! -e "$TMP/outdir" ] && ok "and makes no directory" || fail "an -o ending in / made $(ls -d "$TMP/outdir"*)"
+expect_status 2 "--dtype without its value" -- "$S2HC" export "$R" --dtype
+expect_out "unknown option '--dtype' \(or its value is missing\)" "says its value is missing"
+# -o is at most 1019 bytes (it, .tmp and its folder fit write_file_atomic's buffers)
+p1020=$(printf '/tmp/%01015d' 0)
+expect_status 2 "an -o of 1020 bytes" -- "$S2HC" export "$R" -o "$p1020"
+expect_out "too long \(< 1019 bytes\)" "says the limit"
 touch "$TMP/blocker"
 expect_status 1 "an output path under a file" -- "$S2HC" export "$R" -o "$TMP/blocker/m.safetensors"
 [ -e "$TMP/x.safetensors" ] && fail "a refused export wrote its file" || ok "a refused export writes nothing"
