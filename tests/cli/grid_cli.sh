@@ -106,6 +106,9 @@ expect_status 0 "--dry-run --force" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --
 expect_out "^ +1 +s2hc-n4-s1337: run from step 0 \(--force; the config changed: train.lr" "--dry-run --force reruns a changed point"
 expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --force counts them to run"
 [ "$(cat "$OUT/index.csv")" = "$idx0" ] && ok "--dry-run leaves index.csv as it was" || fail "--dry-run rewrote index.csv"
+# the progress counts: a changed point queued to rerun is left, not refused
+expect_status 0 "--force -j 1 reruns the two changed points" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --force -j 1
+expect_out "done    #1 s2hc-n4-s1337 .*\(2/3 done, 0 running, 0 failed, 1 left," "the point still queued counts as left"
 # the command line's own mistakes: exit 2, nothing run
 expect_status 2 "two grid files" -- "$S2HC" grid $G $G --out "$OUT"
 expect_out "grid: one grid file only" "says one grid file only"
@@ -286,6 +289,7 @@ expect_out "FAILED  #0 gone1 .*\(0/3 done, 0 running, 1 failed, 2 left" "the pro
 V=$TMP/diverge
 expect_status 1 "a diverged point: exit code 1" -- env S2HC_FAULT_NAN_AT_STEP=5 "$S2HC" grid $G "${D[@]}" --out "$V" --job 1
 expect_out "DIVERGED #1 s2hc-n4-s1337 at step 5" "the divergence is reported"
+expect_out "DIVERGED #1 s2hc-n4-s1337 at step 5 .*\(0/3 done, 0 running, 0 failed, 1 diverged, 0 refused," "the progress counts it apart"
 expect_out "\| s2hc: step 5: the loss is NaN: the run diverged" "the run's own message is shown"
 grep -Eq "^ +\|   [a-z_0-9]+: [^ ]+$" "$TMP/out" && fail "config lines shown as the error: $(grep -E '^ +\|' "$TMP/out" | head -n 3)" \
   || ok "no config lines shown as the error"
