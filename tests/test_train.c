@@ -284,12 +284,12 @@ static void test_open_empty_config(void) {
     write_config(cfg, "identity", 2);
     CHECK(train_argv(cfg, "nocfg", "--stop-after", "3", NULL) == RUN_INTERRUPTED, "stopped run");
     for (int k = 0; k < 2; k++) {
-        const char *file = k ? run : ckpt;
+        const char *file = k ? run : ckpt, *blank = k ? "" : " \n"; /* white space alone is empty too */
         hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT), sp = H5Screate(H5S_SCALAR), t = H5Tcopy(H5T_C_S1);
-        H5Tset_size(t, 1);
+        H5Tset_size(t, k ? 1 : 2);
         H5Adelete(f, "config");
         hid_t a = H5Acreate2(f, "config", t, sp, H5P_DEFAULT, H5P_DEFAULT);
-        CHECK(a >= 0 && H5Awrite(a, t, "") >= 0, "write an empty config into %s", file);
+        CHECK(a >= 0 && H5Awrite(a, t, blank) >= 0, "write an empty config into %s", file);
         if (a >= 0) H5Aclose(a);
         H5Tclose(t);
         H5Sclose(sp);
@@ -307,6 +307,29 @@ static void test_open_empty_config(void) {
         read_text(log, text, sizeof text);
         CHECK(strstr(text, file) && strstr(text, "root attribute 'config' is empty"), "says so: %s", text);
     }
+}
+
+/* A checkpoint whose step is past train.steps (damage: no run of this config saves one):
+ * --resume refuses it, naming the file, and the run's files stay as they were. */
+static void test_resume_step_past_steps(void) {
+    char cfg[700], ckpt[700], log[700];
+    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
+    snprintf(ckpt, sizeof ckpt, "%s/runs/past/ckpt.h5", tmp);
+    snprintf(log, sizeof log, "%s/past.err", tmp);
+    write_config(cfg, "identity", 2);
+    CHECK(train_argv(cfg, "past", "--stop-after", "3", NULL) == RUN_INTERRUPTED, "stopped run");
+    hid_t f = H5Fopen(ckpt, H5F_ACC_RDWR, H5P_DEFAULT), a = H5Aopen(f, "step", H5P_DEFAULT);
+    const long long past = 41; /* train.steps is 40 */
+    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_LLONG, &past) >= 0, "step 41 into %s", ckpt);
+    if (a >= 0) H5Aclose(a);
+    H5Fclose(f);
+    int saved = stderr_to(log);
+    const int rc = train_argv(cfg, "past", "--resume", NULL, NULL);
+    stderr_back(saved);
+    char text[4096];
+    read_text(log, text, sizeof text);
+    CHECK(rc == RUN_FAILED && strstr(text, ckpt) && strstr(text, "checkpoint at step 41, past train.steps = 40"),
+          "rc %d: %s", rc, text);
 }
 
 /* A run file whose config was damaged into a large model (n_embd 1024, 8 layers: 100M
@@ -1293,6 +1316,7 @@ int main(void) {
     T_RUN(test_resume_damaged_processes);
     T_RUN(test_open_damaged_config);
     T_RUN(test_open_empty_config);
+    T_RUN(test_resume_step_past_steps);
     T_RUN(test_proj_bf16_step);
     T_RUN(test_stream_bf16_step);
     T_RUN(test_stream_blocks_step);
