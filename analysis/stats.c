@@ -13,16 +13,28 @@
 #define AN_BOOT_RESAMPLES 2000
 #define AN_BOOT_SEED 0x9E3779B97F4A7C15ULL
 
+/* Values past this magnitude are summed in units of the largest one: a blown-up run's
+ * perplexity reaches ~1e308, where the sum of two and the square of a deviation of 1e155
+ * or more overflow to inf. */
+#define AN_MEAN_SCALE_FROM 1e150
+
 int an_mean_std(const double *v, int n, double *mean, double *std) {
-    double s = 0;
+    double big = 0;
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (isfinite(v[i])) { s += v[i]; k++; }
+        if (isfinite(v[i])) {
+            k++;
+            if (fabs(v[i]) > big) big = fabs(v[i]);
+        }
+    const double unit = big > AN_MEAN_SCALE_FROM ? big : 1.0; /* 1: the plain sums, bit for bit */
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(v[i])) s += v[i] / unit;
     double m = k ? s / k : NAN, ss = 0;
     for (int i = 0; i < n; i++)
-        if (isfinite(v[i])) ss += (v[i] - m) * (v[i] - m);
-    if (mean) *mean = m;
-    if (std) *std = k > 1 ? sqrt(ss / (k - 1)) : 0.0;
+        if (isfinite(v[i])) ss += (v[i] / unit - m) * (v[i] / unit - m);
+    if (mean) *mean = m * unit;
+    if (std) *std = k > 1 ? sqrt(ss / (k - 1)) * unit : 0.0;
     return k;
 }
 

@@ -38,6 +38,15 @@ static void test_mean_std(void) {
     an_mean_std(&one, 1, &m, &s);
     CHECK(m == 3.5 && s == 0, "one value: std 0");
     CHECK(an_mean_std(NULL, 0, &m, &s) == 0 && isnan(m), "no value: NaN");
+    /* blown-up perplexities: finite values whose sum or squared deviations pass DBL_MAX */
+    double huge[] = {2.534e303, 1e303};
+    an_mean_std(huge, 2, &m, &s);
+    CHECK_CLOSE(m, 1.767e303, 0, 1e-12, "mean of two values near 1e303");
+    CHECK(isfinite(s), "std of two values near 1e303: %g", s);
+    CHECK_CLOSE(s, 1.534e303 / sqrt(2.0), 0, 1e-12, "std of two values near 1e303");
+    double top[] = {1.5e308, 1.7e308, NAN};
+    CHECK(an_mean_std(top, 3, &m, &s) == 2 && isfinite(m) && isfinite(s), "1.5e308 and 1.7e308: mean %g, std %g", m, s);
+    CHECK_CLOSE(m, 1.6e308, 0, 1e-12, "their mean");
 }
 
 static void test_tail_mean(void) {
@@ -650,6 +659,21 @@ static void test_table2_ratio(void) {
 
 /* A blown-up run's perplexity (up to ~1e308, past what fixed notation fits in a cell) is
  * written in exponent notation, not cut to a string of its leading digits. */
+/* Two seeds of a blown-up method with perplexities near 1e303: the cell's mean and std are
+ * the numbers, not inf (the squared deviations pass DBL_MAX). */
+static void test_table2_huge_seeds(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc",
+         .ood = {100, 200}},
+        {.method = "hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "h1",
+         .ood = {2.534e303, 1.5e308}},
+        {.method = "hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "h2",
+         .ood = {1e303, 1.7e308}}};
+    const char *t2 = analyzed_table("hugeseeds", runs, 3, "table2.md");
+    CHECK(strstr(t2, "| HC | 1.77e+303 ± 1.08e+303 (2) | 1.60e+308 ± 1.41e+307 (2) |") != NULL,
+          "two huge perplexities: their mean and std:\n%s", t2);
+}
+
 static void test_table2_huge_ppl(void) {
     const synth runs[] = {
         {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc",
@@ -936,6 +960,7 @@ int main(void) {
     T_RUN(test_foreign_shapes);
     T_RUN(test_table2_ratio);
     T_RUN(test_table2_huge_ppl);
+    T_RUN(test_table2_huge_seeds);
     T_RUN(test_long_corpus_names);
     T_RUN(test_table2_ood_union);
     T_RUN(test_pair_once);
