@@ -667,7 +667,7 @@ static void table_throughput(an_ctx *c) {
                 if (strcmp(r->variant, v) || r->n != n) continue;
                 int seen = 0;
                 for (int j = 0; j < nsc; j++) seen |= !strcmp(scales[j], r->scale);
-                if (!seen && nsc < 8) snprintf(scales[nsc++], 32, "%s", r->scale);
+                if (!seen && nsc < 8) snprintf(scales[nsc++], sizeof scales[0], "%s", r->scale);
             }
             for (int s = 0; s < nsc; s++) {
                 double tp[128], ref[128];

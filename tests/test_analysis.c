@@ -159,6 +159,7 @@ typedef struct {
     const char *stream_precision; /* residual.stream_precision (NULL: fp32) */
     const char *train, *ood0; /* data.train (NULL: synth), the first OOD corpus's name (NULL: c4) */
     int64_t step_base; /* the logged steps are step_base + 1, ... (a run resumed late in a long one) */
+    int n_embd, block_size; /* nonzero: model.n_embd, model.block_size (else 32 each) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -166,8 +167,8 @@ static void write_run(const char *dir, const synth *s) {
     config_defaults(&c);
     c.n_layer = s->n_layer ? s->n_layer : 2;
     c.n_head = 2;
-    c.n_embd = 32;
-    c.block_size = 32;
+    c.n_embd = s->n_embd ? s->n_embd : 32;
+    c.block_size = s->block_size ? s->block_size : 32;
     snprintf(c.method, sizeof c.method, "%s", s->method);
     if (s->nanogpt) {
         c.bias = 0;
@@ -918,6 +919,17 @@ static void test_runs_table_large(void) {
 
 /* Two corpora whose names (up to 63 bytes, as data.train takes) share their first 31
  * characters are two cells, each its own runs, not one cell averaging the two. */
+/* A scale label of 32 bytes or more (L<l>-C<c>-T<t> with +nobias+erf+init) names the
+ * throughput table's rows whole, and its runs' throughput is in them. */
+static void test_throughput_long_scale(void) {
+    const synth runs[] = {
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s",
+         .nanogpt = 1, .init_from = "/x/ckpt.h5", .n_embd = 16384, .block_size = 65536}};
+    const char *t = analyzed_table("longscale", runs, 1, "throughput.md");
+    CHECK(strstr(t, "| s²HC | 4 | L2-C16384-T65536+nobias+erf+init | 1 | 101 (1) |") != NULL,
+          "the run's row, its scale whole:\n%s", t);
+}
+
 static void test_corpus_common_prefix(void) {
     const char *a = "fineweb_edu_gpt2_sample_10BT_part_a", *b = "fineweb_edu_gpt2_sample_10BT_part_b";
     const synth runs[] = {
@@ -969,6 +981,7 @@ int main(void) {
     T_RUN(test_verdict_text);
     T_RUN(test_runs_table_large);
     T_RUN(test_corpus_common_prefix);
+    T_RUN(test_throughput_long_scale);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (!getenv("S2HC_KEEP_TEST_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
