@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1273,6 +1274,18 @@ static int bench_method_list(const char *list, bench_opts *o) {
     return 1;
 }
 
+/* Ctrl-C or SIGTERM (outside the probes section's training runs, which catch them
+ * themselves): the CSV files being written are dropped, each earlier run's file stays, and
+ * the bench ends at once with 130, as an interrupted train or grid does. */
+static void bench_on_signal(int sig) {
+    (void)sig;
+    tmp_streams_unlink();
+    static const char msg[] = "\ns2hc: bench: interrupted; the CSV files of the sections not finished are not written\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(130);
+}
+
 int bench_main(int argc, char **argv) {
     /* each row as it is measured, into a log or a pipe too (`s2hc bench | tee bench.txt`):
        fully buffered, the rows of minutes of measuring came out at once, 4 KiB at a time */
@@ -1367,6 +1380,13 @@ int bench_main(int argc, char **argv) {
     if (bench_stream_bf16) printf("streams: stored in bf16 in the training steps (--stream-bf16)\n");
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("note: %s\n", blas_note);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = bench_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 
     FILE *mcsv = csv_open(&o, "machine.csv", "what,threads,rate,unit,buffer_mb,load1");
     section_machine(mcsv);

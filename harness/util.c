@@ -507,11 +507,13 @@ int commit_file_tmp(const char *path) {
     return 0;
 }
 
-/* The streams tmp_stream_open has open, with their final paths. */
+/* The streams tmp_stream_open has open, with their final paths and their .tmp names
+ * (tmp_streams_unlink reads those from a signal handler). */
 #define TMP_STREAMS 32
 static struct {
     FILE *f;
     char path[1290];
+    char tmp[1300];
 } tmp_streams[TMP_STREAMS];
 
 FILE *tmp_stream_open(const char *path) {
@@ -533,10 +535,16 @@ FILE *tmp_stream_open(const char *path) {
         errno = e;
     }
     if (f) {
-        tmp_streams[slot].f = f;
         snprintf(tmp_streams[slot].path, sizeof tmp_streams[slot].path, "%s", path);
+        snprintf(tmp_streams[slot].tmp, sizeof tmp_streams[slot].tmp, "%s", tmp);
+        tmp_streams[slot].f = f;
     }
     return f;
+}
+
+void tmp_streams_unlink(void) {
+    for (int i = 0; i < TMP_STREAMS; i++)
+        if (tmp_streams[i].f) unlink(tmp_streams[i].tmp);
 }
 
 const char *tmp_stream_path(const FILE *f) {

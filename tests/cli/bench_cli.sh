@@ -108,6 +108,17 @@ kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
 [ "$(cat "$TMP/bp/csv/probes.csv")" = "an earlier run's" ] && ! ls "$TMP/bp/csv" | grep -q '\.tmp$' \
   && ok "Ctrl-C in the probes section: probes.csv as it was, no .tmp left" \
   || fail "Ctrl-C in the probes section rewrote probes.csv: $(head -c 200 "$TMP/bp/csv/probes.csv")"
+# SIGTERM (or a Ctrl-C) in another section: exit 130 at once, the earlier CSV files whole,
+# no .tmp left (the methods section's bench.csv and breakdown.csv were being written)
+mkdir -p "$TMP/bt/csv"; echo "an earlier run's" > "$TMP/bt/csv/bench.csv"
+"$S2HC" bench --quick --preset tiny --no-streams --no-probes --rounds 50 --threads 1 --csv "$TMP/bt/csv" >"$TMP/out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "^== sgemm" "$TMP/out" && break; sleep 0.1; done
+kill -TERM "$pid" 2>/dev/null; wait "$pid"; st=$?
+[ "$st" = 130 ] && grep -q "bench: interrupted" "$TMP/out" && ok "SIGTERM: exit 130" \
+  || fail "SIGTERM in the bench: exit $st: $(tail -n 2 "$TMP/out")"
+[ "$(cat "$TMP/bt/csv/bench.csv")" = "an earlier run's" ] && ! ls "$TMP/bt/csv" | grep -q '\.tmp$' \
+  && ok "SIGTERM: bench.csv as it was, no .tmp left" || fail "SIGTERM left: $(ls "$TMP/bt/csv")"
 # into a pipe each line goes out as it is printed: the header well before the end (the
 # machine and GEMM sections take seconds), not all of it at exit
 gap=$("$S2HC" bench --quick --preset tiny --no-methods --no-streams --no-probes --threads 1 --csv none 2>/dev/null | {
