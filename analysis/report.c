@@ -206,13 +206,50 @@ static void caption_get(const char *out, const char *stem, char *buf, size_t len
     fclose(f);
 }
 
+/* gnuplot's process (and group) id while it draws, else 0, and the .tmp files it draws
+ * into: what a second Ctrl-C or SIGTERM stops and removes. */
+static volatile pid_t drawing_pid;
+static char drawing_tmp[2][1300];
+
+/* A second Ctrl-C or SIGTERM while drawing: gnuplot's group killed (SIGKILL: its own
+ * interrupt handler can hang) and reaped, its .tmp files removed, exit 130 at once. Only
+ * async-signal-safe calls. */
+static void on_second_signal(int sig) {
+    (void)sig;
+    const pid_t p = drawing_pid;
+    if (p > 0) {
+        kill(-p, SIGKILL);
+        waitpid(p, NULL, 0);
+    }
+    unlink(drawing_tmp[0]);
+    unlink(drawing_tmp[1]);
+    static const char msg[] = "\ns2hc report: stopped; the figure being drawn dropped\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(130);
+}
+
+/* The first: stop_signal, the figure being drawn is finished (run_plots then stops). */
+static void on_first_signal(int sig) {
+    stop_signal = sig;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_second_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    static const char msg[] = "\ns2hc report: finishing the figure being drawn (again to stop at once)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+}
+
 /* gnuplot -e "dir='OUT'; suffix='.tmp'" SCRIPT, its stderr appended to log: no shell
  * between, so no path is ever read as shell syntax; in gnuplot's single quotes a quote is
  * doubled. The figure goes to OUT/STEM.{png,svg}.tmp (plots/style.gp), which run_plots
  * renames. gnuplot runs in a process group of its own: a Ctrl-C reaches s2hc only, which
  * lets the figure finish (gnuplot's own SIGINT handler can leave its file cut short, or
  * hang inside cairo). 0 when gnuplot exited 0. */
-static int run_gnuplot(const char *out, const char *script, const char *log) {
+static int run_gnuplot(const char *out, const char *stem, const char *script, const char *log) {
     char dir[2400];
     size_t j = 0;
     j += (size_t)snprintf(dir, sizeof dir, "dir='");
@@ -236,10 +273,15 @@ static int run_gnuplot(const char *out, const char *script, const char *log) {
     posix_spawnattr_setpgroup(&at, 0);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
     char *const args[] = {"gnuplot", "-e", dir, (char *)script, NULL};
+    for (int e = 0; e < 2; e++)
+        snprintf(drawing_tmp[e], sizeof drawing_tmp[e], "%s/%s.%s.tmp", out, stem, e ? "svg" : "png");
     pid_t pid;
     int st = -1;
-    if (posix_spawnp(&pid, "gnuplot", &fa, &at, args, environ) == 0)
+    if (posix_spawnp(&pid, "gnuplot", &fa, &at, args, environ) == 0) {
+        drawing_pid = pid;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        drawing_pid = 0;
+    }
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
@@ -262,7 +304,7 @@ static int run_plots(const char *out, const char *plots) {
         if (!file_exists_(script)) { fprintf(stderr, "s2hc report: no script %s\n", script); bad++; continue; }
         struct stat st0;
         const long before = stat(log, &st0) == 0 ? (long)st0.st_size : 0;
-        int failed = run_gnuplot(out, script, log) != 0;
+        int failed = run_gnuplot(out, figures[i].stem, script, log) != 0;
         struct stat st1;
         const long after = stat(log, &st1) == 0 ? (long)st1.st_size : 0;
         if (after > before && !failed) warned++;
@@ -357,8 +399,15 @@ int report_main(int argc, char **argv) {
         }
     }
     /* Ctrl-C or SIGTERM while drawing: the figure being drawn is finished or dropped, the
-       page is not written, exit 130 */
-    if (draw) stop_signals_catch(1);
+       page is not written, exit 130; a second one stops gnuplot too (on_second_signal) */
+    if (draw) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_first_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     int not_drawn = draw ? run_plots(out, plots) : 0;
     if (not_drawn < 0) {
         fprintf(stderr, "s2hc report: interrupted while drawing the figures; %s/index.html not written\n", out);

@@ -156,6 +156,23 @@ wait "$pid"; rc=$?
   || fail "Ctrl-C while drawing changed the report: $(diff <(echo "$before") <(sums) | grep '^>' | tr '\n' ' ')"
 ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 && fail "temporary files left after Ctrl-C: $(ls "$TMP/one-int/"*.tmp)" \
   || ok "no temporary files left after Ctrl-C"
+# a second Ctrl-C stops at once, gnuplot too (in a group of its own, out of the Ctrl-C's
+# reach, it would draw on into its .tmp files): no gnuplot left, no .tmp, the older report
+cp -r "$TMP/one" "$TMP/one-int2"; cp -r "$TMP/slowplots" "$TMP/slowplots2"
+sums2() { (cd "$TMP/one-int2" && md5sum index.html fig01_overview.png fig01_overview.svg 2>&1); }
+before=$(sums2)
+set -m
+"$REPORT" report --no-analyze -o "$TMP/one-int2" --plots "$TMP/slowplots2" >"$TMP/out" 2>&1 &
+pid=$!
+set +m
+for _ in $(seq 100); do grep -qs "half drawn" "$TMP/one-int2/gnuplot.log" && break; sleep 0.1; done
+kill -INT -- -"$pid" 2>/dev/null; sleep 0.3; kill -INT -- -"$pid" 2>/dev/null
+wait "$pid"; rc=$?
+left=$(pgrep -f "$TMP/slowplots2/" | tr '\n' ' ')
+[ "$rc" = 130 ] && [ -z "$left" ] && ok "a second Ctrl-C: exit 130, gnuplot stopped" \
+  || fail "a second Ctrl-C: exit $rc, gnuplot left: '$left'"
+[ "$(sums2)" = "$before" ] && ! ls "$TMP/one-int2/"*.tmp >/dev/null 2>&1 && ok "a second Ctrl-C: the older report, no .tmp" \
+  || fail "a second Ctrl-C left: $(ls "$TMP/one-int2" | grep -E 'tmp|fig01')"
 expect_status 0 "the report again after Ctrl-C" -- "$REPORT" report --no-analyze -o "$TMP/one-int"
 cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 \
   && ok "it draws the figures as before" || fail "the report after Ctrl-C differs"
