@@ -233,6 +233,7 @@ void progress_begin(progress *p, const char *what, const char *unit, long total,
 
 void progress_update(progress *p, long done) {
     if (!p->enabled) return;
+    p->done = done;
     const double now = now_seconds();
     if (now - p->last < (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY)) return;
     p->last = now;
@@ -244,6 +245,10 @@ void progress_update(progress *p, long done) {
            p->tty ? "\033[K" : "\n");
     fflush(stdout);
     p->shown = 1;
+}
+
+void progress_tick(progress *p) {
+    if (p) progress_update(p, p->done);
 }
 
 void progress_end(progress *p) {

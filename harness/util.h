@@ -115,9 +115,13 @@ typedef struct {
        `skip` seconds of the elapsed time are left out of the rate per unit, and `extra`
        seconds of that costlier work still to come are added to the ETA (both 0 by default) */
     double skip, extra;
+    long done; /* the count of the last update */
 } progress;
 void progress_begin(progress *p, const char *what, const char *unit, long total, int enabled);
 void progress_update(progress *p, long done);
+/* The last count again (p may be NULL): keeps the line coming, elapsed time and ETA,
+ * through one long unit of work (the final probe's Jacobian of a batch). */
+void progress_tick(progress *p);
 void progress_end(progress *p);
 
 /* The whole file (at most 64 MiB) as a NUL-terminated string, malloc'd; its length in

@@ -169,12 +169,12 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
         if (s0 < Sj) { /* the Jacobian of this batch's sequences (overwrites the activations) */
             double tj = now_seconds();
             memcpy(X0, model_streams(m, 0), (size_t)B * T * n * C * sizeof(real));
-            int it1 = probe_jacobian_norm(m, X0, 1, PROBE_JAC_ITERS, PROBE_JAC_TOL, sig);
+            int it1 = probe_jacobian_norm(m, X0, 1, PROBE_JAC_ITERS, PROBE_JAC_TOL, sig, &pr);
             for (int b = 0; b < nb && s0 + b < Sj; b++) {
                 jac[s0 + b] = sig[b];
                 jac_it[(s0 + b) * 2] = it1;
             }
-            int it0 = probe_jacobian_norm(m, X0, 0, PROBE_JAC_ITERS, PROBE_JAC_TOL, sig);
+            int it0 = probe_jacobian_norm(m, X0, 0, PROBE_JAC_ITERS, PROBE_JAC_TOL, sig, &pr);
             for (int b = 0; b < nb && s0 + b < Sj; b++) {
                 jac_res[s0 + b] = sig[b];
                 jac_it[(s0 + b) * 2 + 1] = it0;

@@ -100,7 +100,8 @@ static double top_eigpair(const double *T, int k, double *vec) {
     return A[best * k + best];
 }
 
-int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iters, double tol, double *sigma) {
+int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iters, double tol, double *sigma,
+                        progress *pr) {
     const int B = m->B, Lh = m->Lh;
     const size_t total = (size_t)B * m->T * m->n * m->C;
     const size_t nblk = branches ? (size_t)B : (size_t)B * m->T, D = total / nblk, per_seq = nblk / (size_t)B;
@@ -132,6 +133,7 @@ int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iter
                 finished = 1;
                 break;
             }
+            progress_tick(pr);
             const real *vj = V + (size_t)j * total;
             /* g = J v_j (a block whose basis stopped growing takes v = 0: g = 0) */
             for (size_t b = 0; b < nblk; b++)

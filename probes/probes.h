@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include "../harness/data.h"
 #include "../harness/model.h"
+#include "../harness/util.h"
 #include "h5.h"
 
 /* ---- the probe API used by the training loop ------------------------------------------ */
@@ -138,8 +139,11 @@ void probe_composite(const double *H, int L, int n, double *P, double *cum);
  * converges to it. sigma[B] receives one value per sequence; returns the number of
  * products JᵀJ v used (at most max_iters; fewer, the values partial, once stop_signal is
  * set: it stops at the next product). Parameters, gradients and m->mean_loss are
- * restored; the activation buffer is overwritten. */
-int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iters, double tol, double *sigma);
+ * restored; the activation buffer is overwritten. pr (may be NULL) is ticked at every
+ * product (progress_tick), so that the caller's progress line keeps coming through a
+ * batch whose estimate takes many seconds. */
+int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iters, double tol, double *sigma,
+                        progress *pr);
 
 
 /* ---- shared by the probe files (not for callers) -------------------------------------- */

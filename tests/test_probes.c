@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "../harness/model.h"
 #include "../harness/util.h"
 #include "../probes/probes.h"
@@ -1121,11 +1122,11 @@ static void jacobian_vs_explicit(const char *method, int n, int branches) {
     double est;
     /* the production settings first: within their tolerance */
     double est0;
-    int it0 = probe_jacobian_norm(&m, X0, branches, PROBE_JAC_ITERS, PROBE_JAC_TOL, &est0);
+    int it0 = probe_jacobian_norm(&m, X0, branches, PROBE_JAC_ITERS, PROBE_JAC_TOL, &est0, NULL);
     CHECK_CLOSE(est0, sv[0], 0, 5 * PROBE_JAC_TOL, "%s n=%d branches=%d: default settings (%d products)", method, n,
                 branches, it0);
     CHECK(it0 <= PROBE_JAC_ITERS, "at most %d products", PROBE_JAC_ITERS);
-    int it = probe_jacobian_norm(&m, X0, branches, 300, 1e-8, &est);
+    int it = probe_jacobian_norm(&m, X0, branches, 300, 1e-8, &est, NULL);
     CHECK_CLOSE(est, sv[0], 0, 1e-5, "%s n=%d branches=%d: estimate vs exact top singular value (second %.7f, "
                 "%d products)", method, n, branches, sv[1], it);
     CHECK(est <= sv[0] * (1 + 1e-5), "the estimate is a lower bound (%g vs %g)", est, sv[0]);
@@ -1154,7 +1155,7 @@ static void test_jacobian(void) {
     real *X0 = malloc_check(tot * sizeof(real));
     memcpy(X0, model_streams(&m, 0), tot * sizeof(real));
     double s[3];
-    probe_jacobian_norm(&m, X0, 0, PROBE_JAC_ITERS, PROBE_JAC_TOL, s);
+    probe_jacobian_norm(&m, X0, 0, PROBE_JAC_ITERS, PROBE_JAC_TOL, s, NULL);
     for (int b = 0; b < 3; b++) CHECK_CLOSE(s[b], 1.0, 1e-6, 0, "identity, no branches: sequence %d", b);
     free(X0);
     model_free(&m);
@@ -1180,14 +1181,61 @@ static void test_jacobian_stops(void) {
     double s[2];
     for (int branches = 0; branches < 2; branches++) {
         stop_signal = SIGINT;
-        int it = probe_jacobian_norm(&m, X0, branches, PROBE_JAC_ITERS, PROBE_JAC_TOL, s);
+        int it = probe_jacobian_norm(&m, X0, branches, PROBE_JAC_ITERS, PROBE_JAC_TOL, s, NULL);
         stop_signal = 0;
         CHECK(it == 0, "branches=%d: stopped before its first product (%d products)", branches, it);
         CHECK(!memcmp(G0, m.grads, m.n_params * sizeof(real)), "branches=%d: gradients restored", branches);
     }
-    CHECK(probe_jacobian_norm(&m, X0, 1, PROBE_JAC_ITERS, PROBE_JAC_TOL, s) > 0, "without a signal it runs");
+    CHECK(probe_jacobian_norm(&m, X0, 1, PROBE_JAC_ITERS, PROBE_JAC_TOL, s, NULL) > 0, "without a signal it runs");
     free(X0);
     free(G0);
+    model_free(&m);
+}
+
+/* The estimate ticks the caller's progress line at every product: the final probe's first
+ * batch carries its whole Jacobian (13 s at 384 wide), and nothing was shown until it
+ * ended. With the first line due at once (S2HC_TEST_PROGRESS_AFTER=0), a line appears
+ * from inside the estimate, at the count the caller last gave. */
+static void test_jacobian_progress(void) {
+    gpt_model m;
+    if (build(&m, "mhc", 3, 1, 8, 2, 0.5) != 0) return;
+    int in[16];
+    for (int i = 0; i < 16; i++) in[i] = (i * 53) % 256;
+    model_forward(&m, in, NULL, 2);
+    const size_t tot = (size_t)m.B * m.T * m.n * m.C;
+    real *X0 = malloc_check(tot * sizeof(real));
+    memcpy(X0, model_streams(&m, 0), tot * sizeof(real));
+    char path[128], text[4096] = "";
+    snprintf(path, sizeof path, "/tmp/s2hc-test-probes-progress-%d.txt", (int)getpid());
+    fflush(stdout);
+    const int saved = dup(STDOUT_FILENO);
+    FILE *f = fopen(path, "w");
+    if (saved < 0 || !f) {
+        CHECK(0, "capture stdout into %s", path);
+        return;
+    }
+    dup2(fileno(f), STDOUT_FILENO);
+    setenv("S2HC_TEST_PROGRESS_AFTER", "0", 1);
+    progress pr;
+    progress_begin(&pr, "final probe", "sequences", 8, 1);
+    pr.done = 3;
+    double s[2];
+    const int it = probe_jacobian_norm(&m, X0, 1, PROBE_JAC_ITERS, PROBE_JAC_TOL, s, &pr);
+    progress_end(&pr);
+    unsetenv("S2HC_TEST_PROGRESS_AFTER");
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    fclose(f);
+    f = fopen(path, "r");
+    if (f) {
+        text[fread(text, 1, sizeof text - 1, f)] = 0;
+        fclose(f);
+    }
+    remove(path);
+    CHECK(it > 0, "the estimate ran (%d products)", it);
+    CHECK(strstr(text, "final probe: 3/8 sequences | ") != NULL, "a progress line from inside the estimate:\n%s", text);
+    free(X0);
     model_free(&m);
 }
 
@@ -1212,5 +1260,6 @@ int main(void) {
     T_RUN(test_inspect_numbers);
     T_RUN(test_jacobian);
     T_RUN(test_jacobian_stops);
+    T_RUN(test_jacobian_progress);
     return T_END();
 }
