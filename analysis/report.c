@@ -232,12 +232,7 @@ static void on_second_signal(int sig) {
 /* The first: stop_signal, the figure being drawn is finished (run_plots then stops). */
 static void on_first_signal(int sig) {
     stop_signal = sig;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_second_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    stop_signals_to(on_second_signal);
     static const char msg[] = "\ns2hc report: finishing the figure being drawn (again to stop at once)\n";
     ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)w;
@@ -400,14 +395,7 @@ int report_main(int argc, char **argv) {
     }
     /* Ctrl-C or SIGTERM while drawing: the figure being drawn is finished or dropped, the
        page is not written, exit 130; a second one stops gnuplot too (on_second_signal) */
-    if (draw) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_first_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-    }
+    if (draw) stop_signals_to(on_first_signal);
     int not_drawn = draw ? run_plots(out, plots) : 0;
     if (not_drawn < 0) {
         fprintf(stderr, "s2hc report: interrupted while drawing the figures; %s/index.html not written\n", out);

@@ -34,7 +34,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1381,12 +1380,7 @@ int bench_main(int argc, char **argv) {
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("note: %s\n", blas_note);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = bench_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    stop_signals_to(bench_on_signal);
 
     FILE *mcsv = csv_open(&o, "machine.csv", "what,threads,rate,unit,buffer_mb,load1");
     section_machine(mcsv);

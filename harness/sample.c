@@ -190,10 +190,9 @@ static int sample_parse_ids(const unsigned char *s, size_t n, int V, const char 
 }
 
 /* After each step: one continuation goes out as it is made; several show a progress line
- * on stderr: rewritten in place every 0.5 s on a terminal, else (a log) a line every
- * SAMPLE_LOG_EVERY s once the sampling has run SAMPLE_LOG_AFTER s. */
-#define SAMPLE_LOG_AFTER 2.0
-#define SAMPLE_LOG_EVERY 15.0
+ * on stderr (stdout holds the text): rewritten in place every 0.5 s on a terminal, else (a
+ * log) a line every PROGRESS_LOG_EVERY s once the sampling has run progress_after() s, as
+ * util.h's progress lines. */
 static void sample_progress(int done, void *ctx) {
     sample_show *s = ctx;
     if (s->count == 1) {
@@ -202,7 +201,7 @@ static void sample_progress(int done, void *ctx) {
         return;
     }
     const double now = now_seconds();
-    if (s->tty ? now - s->last < 0.5 && done < s->ntok : now - s->last < SAMPLE_LOG_EVERY || done == s->ntok) return;
+    if (s->tty ? now - s->last < 0.5 && done < s->ntok : now - s->last < PROGRESS_LOG_EVERY || done == s->ntok) return;
     s->last = now;
     const double rate = done * (double)s->count / (now - s->t0 > 1e-9 ? now - s->t0 : 1e-9);
     char eta[32];
@@ -306,10 +305,7 @@ int sample_main(int argc, char **argv) {
                 topk, seed);
         const sample_opts o = {temperature, (int)top_k};
         sample_show show = {out, n_tok, n_seq, isatty(2), ids, now_seconds(), 0};
-        if (!show.tty) { /* the first log line SAMPLE_LOG_AFTER s in (tests: S2HC_TEST_PROGRESS_AFTER, as util.c's) */
-            const char *after = getenv("S2HC_TEST_PROGRESS_AFTER");
-            show.last = show.t0 + (after && *after ? atof(after) : SAMPLE_LOG_AFTER) - SAMPLE_LOG_EVERY;
-        }
+        if (!show.tty) show.last = show.t0 + progress_after() - PROGRESS_LOG_EVERY; /* the first log line */
         if (n_seq == 1)
             for (size_t i = 0; i < plen; i++) sample_put(prompt[i], ids);
         const int st = sample_generate(&m, n_seq, prompt, (int)plen, n_tok, V, &o, (uint64_t)seed, out,

@@ -186,8 +186,7 @@ void fmt_duration(double s, char *buf, size_t len) {
 
 volatile sig_atomic_t stop_signal = 0;
 
-/* SIGINT and SIGTERM to handler h (sigaction is async-signal-safe) */
-static void stop_signals_to(void (*h)(int)) {
+void stop_signals_to(void (*h)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = h;
@@ -213,9 +212,10 @@ void stop_signals_catch(int say) {
     stop_signals_to(on_stop_signal);
 }
 
-#define PROGRESS_AFTER 2.0       /* seconds before the first line */
-#define PROGRESS_TTY_EVERY 1.0
-#define PROGRESS_LOG_EVERY 15.0
+double progress_after(void) {
+    const char *test_after = getenv("S2HC_TEST_PROGRESS_AFTER"); /* tests only: the first line sooner */
+    return test_after && *test_after ? atof(test_after) : PROGRESS_AFTER;
+}
 
 void progress_begin(progress *p, const char *what, const char *unit, long total, int enabled) {
     memset(p, 0, sizeof *p);
@@ -225,10 +225,7 @@ void progress_begin(progress *p, const char *what, const char *unit, long total,
     p->enabled = enabled;
     p->tty = isatty(STDOUT_FILENO);
     p->t0 = now_seconds();
-    double after = PROGRESS_AFTER;
-    const char *test_after = getenv("S2HC_TEST_PROGRESS_AFTER"); /* tests only: the first line sooner */
-    if (test_after && *test_after) after = atof(test_after);
-    p->last = p->t0 + after - (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY);
+    p->last = p->t0 + progress_after() - (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY);
 }
 
 void progress_update(progress *p, long done) {

@@ -101,11 +101,20 @@ void fmt_duration(double s, char *buf, size_t len);
  * and probe between batches (the probe's Jacobian estimate between its products). 0 until a signal came (and in commands that do not catch). */
 extern volatile sig_atomic_t stop_signal;
 void stop_signals_catch(int say);
+/* SIGINT and SIGTERM both to handler h (a command's own handling; SIG_DFL, SIG_IGN too);
+ * async-signal-safe, so a handler may call it to change the next signal's. */
+void stop_signals_to(void (*h)(int));
 
 /* A long loop's progress on stdout: "WHAT: K/N UNITS | 12s | ETA 30s", shown only once
  * the loop has run 2 s; then rewritten in place about every second on a terminal, or a
  * line every 15 s when stdout is a file or a pipe. progress_begin(.., enabled = 0) shows
  * nothing; progress_end clears the terminal's line. */
+#define PROGRESS_AFTER 2.0 /* seconds before the first line */
+#define PROGRESS_TTY_EVERY 1.0
+#define PROGRESS_LOG_EVERY 15.0
+/* PROGRESS_AFTER, or S2HC_TEST_PROGRESS_AFTER's seconds (tests: the first line sooner);
+ * for the commands whose progress goes elsewhere (sample's, on stderr) */
+double progress_after(void);
 typedef struct {
     const char *what, *unit;
     long total;

@@ -1165,18 +1165,27 @@ static void test_jacobian(void) {
     jacobian_vs_explicit("hc", 2, 0);
 }
 
+/* A 3-layer mhc model (n = 2, 8 wide) after a forward of two sequences, and its X_0 in
+ * *X0 (allocated): what the estimate's tests below start from. 0 when built. */
+static int jacobian_model(gpt_model *m, real **X0) {
+    if (build(m, "mhc", 3, 1, 8, 2, 0.5) != 0) return -1;
+    int in[16];
+    for (int i = 0; i < 16; i++) in[i] = (i * 53) % 256;
+    model_forward(m, in, NULL, 2);
+    const size_t tot = (size_t)m->B * m->T * m->n * m->C;
+    *X0 = malloc_check(tot * sizeof(real));
+    memcpy(*X0, model_streams(m, 0), tot * sizeof(real));
+    return 0;
+}
+
 /* A signal during the estimate (SIGINT, or Slurm's SIGTERM, in training's final probe)
  * ends it at the next product: at the M preset each product is minutes of CPU, and up to
  * 2 x 60 of them ran on after the signal. */
 static void test_jacobian_stops(void) {
     gpt_model m;
-    if (build(&m, "mhc", 3, 1, 8, 2, 0.5) != 0) return;
-    int in[16];
-    for (int i = 0; i < 16; i++) in[i] = (i * 53) % 256;
-    model_forward(&m, in, NULL, 2);
-    const size_t tot = (size_t)m.B * m.T * m.n * m.C;
-    real *X0 = malloc_check(tot * sizeof(real)), *G0 = malloc_check(m.n_params * sizeof(real));
-    memcpy(X0, model_streams(&m, 0), tot * sizeof(real));
+    real *X0;
+    if (jacobian_model(&m, &X0) != 0) return;
+    real *G0 = malloc_check(m.n_params * sizeof(real));
     memcpy(G0, m.grads, m.n_params * sizeof(real));
     double s[2];
     for (int branches = 0; branches < 2; branches++) {
@@ -1198,13 +1207,8 @@ static void test_jacobian_stops(void) {
  * from inside the estimate, at the count the caller last gave. */
 static void test_jacobian_progress(void) {
     gpt_model m;
-    if (build(&m, "mhc", 3, 1, 8, 2, 0.5) != 0) return;
-    int in[16];
-    for (int i = 0; i < 16; i++) in[i] = (i * 53) % 256;
-    model_forward(&m, in, NULL, 2);
-    const size_t tot = (size_t)m.B * m.T * m.n * m.C;
-    real *X0 = malloc_check(tot * sizeof(real));
-    memcpy(X0, model_streams(&m, 0), tot * sizeof(real));
+    real *X0;
+    if (jacobian_model(&m, &X0) != 0) return;
     char path[128], text[4096] = "";
     snprintf(path, sizeof path, "/tmp/s2hc-test-probes-progress-%d.txt", (int)getpid());
     fflush(stdout);
