@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1037,16 +1038,47 @@ static void section_streams(const bench_opts *o, FILE *csv) {
 
 /* ---- probes: `s2hc train` with probes at the default interval and off ------------------ */
 
-static int rm_rf(const char *path) {
-    char cmd[1400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-    return system(cmd);
+/* The probes section's folder while it exists (probes_tmpdir_set, raised once the path is
+ * whole): what a signal's bench_on_signal removes */
+static char probes_tmpdir[1100];
+static volatile sig_atomic_t probes_tmpdir_set;
+
+static void bench_on_signal(int sig);
+
+/* In the probes section, before and between its training runs (which install train's
+ * own handler, setting stop_signal too): a Ctrl-C or SIGTERM sets stop_signal, the
+ * section removes its folder and the bench exits 130; a second one ends it at once
+ * (bench_on_signal, train's handler's next too: stop_signals_then). */
+static void bench_on_probes_signal(int sig) {
+    stop_signal = sig;
+    stop_signals_to(bench_on_signal);
+    static const char msg[] = "\ns2hc: bench: stopping the probes section (again to stop at once)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+}
+
+/* Tests only: S2HC_TEST_BENCH_PAUSE_RUN=K makes the probes section's training run K
+ * (1..4) wait, after a line saying so, for a signal (60 s at most), then 1 s more (for a
+ * second one), just before it starts: the moment after the section's last look at
+ * stop_signal. */
+static void probes_test_pause(int run) {
+    const char *e = getenv("S2HC_TEST_BENCH_PAUSE_RUN");
+    if (!e || atoi(e) != run) return;
+    printf("  (test) training run %d waits for a signal\n", run);
+    fflush(stdout);
+    double until = now_seconds() + 60;
+    for (int signalled = 0; now_seconds() < until;) {
+        if (stop_signal && !signalled) signalled = 1, until = now_seconds() + 1;
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* `s2hc train` for `steps` steps of s2hc n = 4 at a preset on the docs corpus with
  * probe.every = every and a one-sequence final probe: its wall and process CPU seconds.
  * Returns 0, or -1 if it could not run. */
 static int probe_run(const char *tmpdir, const char *preset, int steps, int every, double *wall, double *cpu) {
+    static int runs = 0;
     char set_steps[64], set_out[700], set_every[64], cfg_path[800];
     snprintf(cfg_path, sizeof cfg_path, "%s/bench.yaml", tmpdir);
     FILE *f = fopen(cfg_path, "w");
@@ -1070,6 +1102,7 @@ static int probe_run(const char *tmpdir, const char *preset, int steps, int ever
                           set_every, "--set", k1, "--set", k2, "--set", k3, "--set", k4, "--set", k5, "--set",
                           "probe.final_samples=1", "--set", "train.warmup=0", NULL};
     int argc = 24;
+    probes_test_pause(++runs);
     double c0 = cpu_seconds(), t0 = now_seconds();
     /* the training's summary line is not the bench's: its stdout to /dev/null (errors stay on stderr) */
     fflush(stdout);
@@ -1085,8 +1118,8 @@ static int probe_run(const char *tmpdir, const char *preset, int steps, int ever
     return rc == 0 ? 0 : -1;
 }
 
-/* The probes section; -1 when a Ctrl-C or SIGTERM stopped it (the training runs catch
- * them: stop_signal), its rows then not meant to be kept. */
+/* The probes section; -1 when a Ctrl-C or SIGTERM stopped it (stop_signal: its
+ * own handler, then the training runs'), its rows then not meant to be kept. */
 static int section_probes(const bench_opts *o, FILE *csv) {
     const char *preset = o->only_preset ? o->only_preset : "small";
     s2hc_config c;
@@ -1099,10 +1132,19 @@ static int section_probes(const bench_opts *o, FILE *csv) {
         printf("  skipped: %s is missing (run `s2hc data prepare`)\n", shard);
         return 0;
     }
-    char tmpdir[] = "/tmp/s2hc-bench.XXXXXX";
-    if (!mkdtemp(tmpdir)) {
+    /* from here a signal only stops the section (stop_signal), which removes its folder */
+    stop_signals_to(bench_on_probes_signal);
+    const char *tmp_root = getenv("TMPDIR");
+    char tmpdir[sizeof probes_tmpdir];
+    snprintf(tmpdir, sizeof tmpdir, "%s/s2hc-bench.XXXXXX", tmp_root && *tmp_root ? tmp_root : "/tmp");
+    if (mkdtemp(tmpdir)) {
+        memcpy(probes_tmpdir, tmpdir, sizeof tmpdir);
+        atomic_signal_fence(memory_order_seq_cst);
+        probes_tmpdir_set = 1;
+    } else {
         printf("  skipped: cannot make a temporary folder\n");
-        return 0;
+        stop_signals_to(bench_on_signal);
+        return stop_signal ? -1 : 0;
     }
     /* Runs of 2 * `every` steps (so probes run at steps 0, every and 2 * every), probes
      * on and off, alternated twice; the faster of each pair counts (a loaded machine only
@@ -1111,11 +1153,11 @@ static int section_probes(const bench_opts *o, FILE *csv) {
     const int steps = 2 * every;
     double w[4], cp[4];
     int bad = 0;
-    for (int r = 0; r < 2 && !stop_signal; r++) { /* a run stopped by a signal: stop (train_run clears it) */
-        bad |= probe_run(tmpdir, preset, steps, every, &w[2 * r], &cp[2 * r]);
-        if (!stop_signal) bad |= probe_run(tmpdir, preset, steps, 0, &w[2 * r + 1], &cp[2 * r + 1]);
+    for (int k = 0; k < 4 && !stop_signal; k++) { /* a signal, in a run or between two: stop */
+        bad |= probe_run(tmpdir, preset, steps, k % 2 ? 0 : every, &w[k], &cp[k]);
     }
-    rm_rf(tmpdir);
+    probes_tmpdir_set = 0;
+    remove_tree_now(tmpdir);
     if (stop_signal) return -1;
     if (bad) {
         printf("  skipped: `s2hc train` failed\n");
@@ -1273,12 +1315,14 @@ static int bench_method_list(const char *list, bench_opts *o) {
     return 1;
 }
 
-/* Ctrl-C or SIGTERM (outside the probes section's training runs, which catch them
- * themselves): the CSV files being written are dropped, each earlier run's file stays, and
- * the bench ends at once with 130, as an interrupted train or grid does. */
+/* Ctrl-C or SIGTERM (outside the probes section, which stops at its next safe
+ * point: bench_on_probes_signal): the CSV files being written are dropped, each earlier
+ * run's file stays, and the bench ends at once with 130, as an interrupted train or grid
+ * does. */
 static void bench_on_signal(int sig) {
     (void)sig;
     tmp_streams_unlink();
+    if (probes_tmpdir_set) remove_tree_now(probes_tmpdir); /* a second signal in the probes section */
     static const char msg[] = "\ns2hc: bench: interrupted; the CSV files of the sections not finished are not written\n";
     ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)w;
@@ -1381,6 +1425,7 @@ int bench_main(int argc, char **argv) {
     if (blas_note) printf("note: %s\n", blas_note);
 
     stop_signals_to(bench_on_signal);
+    stop_signals_then(bench_on_signal); /* a second signal while the probes section trains */
 
     FILE *mcsv = csv_open(&o, "machine.csv", "what,threads,rate,unit,buffer_mb,load1");
     section_machine(mcsv);

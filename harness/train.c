@@ -592,7 +592,8 @@ static void cuda_sum_grads(cuda_model *cm, gpt_model *m) {
 
 static int train_run(const char *cfg_path, const char **sets, int nsets, int resume, int force, int quiet,
                      int stop_after) {
-    stop_signal = 0;
+    /* stop_signal is not cleared here: a signal that came before this run (between two
+       runs of one process, `s2hc bench`'s probes section) stops it at its first step */
     const int W = dist_size(), rank = dist_rank();
     int synced = 0; /* whether this rank has joined the agreement on the setup's status */
 
@@ -608,6 +609,7 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
     cuda_model *cm = NULL; /* the device model when training on a GPU */
     train_series ts;
     int status = RUN_OK, lock_fd = -1; /* rank 0: the run directory's lock */
+    int stopped_after = 0; /* --stop-after stopped the run (stop_signal set by it, not by a signal) */
     memset(&ts, 0, sizeof ts);
     memset(&loader, 0, sizeof loader);
     memset(&val, 0, sizeof val);
@@ -1115,7 +1117,10 @@ agree:
         last_loss = loss;
         steps_done_here++;
         int last = step + 1 == cfg.steps;
-        if (stop_after > 0 && steps_done_here >= stop_after && !last) stop_signal = SIGTERM;
+        if (stop_after > 0 && steps_done_here >= stop_after && !last && !stop_signal) {
+            stop_signal = SIGTERM;
+            stopped_after = 1;
+        }
         /* a stop on any rank stops them all (mpirun passes a signal to every rank; one
            sent to a single rank's process stops the run too) */
         int stop = dist_max_int(stop_signal != 0);
@@ -1232,5 +1237,6 @@ out:
     shard_close(&val);
     loader_close(&loader);
     if (lock_fd >= 0) close(lock_fd);
+    if (stopped_after && stop_signal == SIGTERM) stop_signal = 0; /* its own: a later run in this process starts */
     return status;
 }

@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -195,12 +196,38 @@ void stop_signals_to(void (*h)(int)) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* remove_tree_now's walk: the entry name in folder dirfd, and what it holds */
+static void remove_tree_at(int dirfd, const char *name, int depth) {
+    if (unlinkat(dirfd, name, 0) == 0 || depth > 8) return;
+    const int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    for (int pass = 0; pass < 2; pass++) { /* a second pass: entries a removal made getdents skip */
+        char buf[2048] __attribute__((aligned(8)));
+        long n;
+        lseek(fd, 0, SEEK_SET);
+        while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+            for (long off = 0; off < n;) {
+                const unsigned short reclen = *(const unsigned short *)(buf + off + 16); /* d_reclen */
+                const char *e = buf + off + 19;                                          /* d_name */
+                if (!(e[0] == '.' && (!e[1] || (e[1] == '.' && !e[2])))) remove_tree_at(fd, e, depth + 1);
+                off += reclen;
+            }
+    }
+    close(fd);
+    unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+void remove_tree_now(const char *path) { remove_tree_at(AT_FDCWD, path, 0); }
+
 static volatile sig_atomic_t stop_say = 1;
+static void (*volatile stop_then)(int) = SIG_DFL;
+
+void stop_signals_then(void (*h)(int)) { stop_then = h; }
 
 static void on_stop_signal(int sig) {
     static const char msg[] = "\ns2hc: stopping at the next safe point (again to stop at once)\n";
     stop_signal = sig;
-    stop_signals_to(SIG_DFL); /* the second signal, either of the two: the process ends */
+    stop_signals_to(stop_then); /* the second signal, either of the two: the process ends */
     if (stop_say) {
         ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)w;

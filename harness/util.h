@@ -104,6 +104,13 @@ void stop_signals_catch(int say);
 /* SIGINT and SIGTERM both to handler h (a command's own handling; SIG_DFL, SIG_IGN too);
  * async-signal-safe, so a handler may call it to change the next signal's. */
 void stop_signals_to(void (*h)(int));
+/* The handler a second signal goes to once stop_signals_catch's has taken the first
+ * (SIG_DFL unless set: the process ends by it); a command that runs trainings in process
+ * (bench) ends by its own, which removes its files first. */
+void stop_signals_then(void (*h)(int));
+/* rm -rf path with system calls alone (async-signal-safe: a signal handler may call it
+ * before _exit); a tree at most 8 folders deep. */
+void remove_tree_now(const char *path);
 
 /* A long loop's progress on stdout: "WHAT: K/N UNITS | 12s | ETA 30s", shown only once
  * the loop has run 2 s; then rewritten in place about every second on a terminal, or a

@@ -108,6 +108,36 @@ kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
 [ "$(cat "$TMP/bp/csv/probes.csv")" = "an earlier run's" ] && ! ls "$TMP/bp/csv" | grep -q '\.tmp$' \
   && ok "Ctrl-C in the probes section: probes.csv as it was, no .tmp left" \
   || fail "Ctrl-C in the probes section rewrote probes.csv: $(head -c 200 "$TMP/bp/csv/probes.csv")"
+# a signal at the moment a training run of the probes section starts (the test hook
+# S2HC_TEST_BENCH_PAUSE_RUN=K holds run K there): before the first, whose handler is not
+# yet installed (the bench ended at once and left the section's folder), and between two,
+# which then started by clearing the signal and ran on (the whole section ran, exit 0).
+# Each: exit 130, the section's folder in $TMPDIR removed, probes.csv as it was, no .tmp;
+# a Ctrl-C, and a second Ctrl-C (stop at once: it ended the bench by the signal, its
+# folder and probes.csv.tmp left)
+for case in "1 INT" "2 INT" "2 INT INT"; do
+  run=${case%% *} sig=${case#* } sig=${sig%% *} again=${case#* * }; [ "$again" = "$case" ] && again=
+  mkdir -p "$TMP/bq$run$again/tmp"
+  set -m
+  (cd "$TMP/bp" && exec env TMPDIR="$TMP/bq$run$again/tmp" S2HC_TEST_BENCH_PAUSE_RUN=$run "$S2HC" bench --quick \
+    --preset tiny --no-methods --no-streams --probe-steps 1 --csv csv) >"$TMP/out" 2>&1 &
+  pid=$!
+  set +m
+  for _ in $(seq 600); do grep -q "training run $run waits for a signal" "$TMP/out" && break; sleep 0.1; done
+  kill -"$sig" -- -"$pid" 2>/dev/null
+  if [ -n "$again" ]; then
+    for _ in $(seq 100); do grep -q "again to stop at once" "$TMP/out" && break; sleep 0.1; done
+    kill -"$again" -- -"$pid" 2>/dev/null
+    what="a second SIG$again"; want="bench: interrupted"
+  else what="SIG$sig"; want="interrupted in the probes section"; fi
+  wait "$pid"; st=$?
+  [ "$st" = 130 ] && grep -q "$want" "$TMP/out" && ok "$what as the probes section's run $run starts: exit 130" \
+    || fail "$what as the probes section's run $run starts: exit $st: $(tail -n 3 "$TMP/out")"
+  [ -z "$(ls -A "$TMP/bq$run$again/tmp")" ] && [ "$(cat "$TMP/bp/csv/probes.csv")" = "an earlier run's" ] \
+    && ! ls "$TMP/bp/csv" | grep -q '\.tmp$' && ok "$what as run $run starts: the section's folder removed, probes.csv as it was" \
+    || fail "$what as run $run starts left: $(ls "$TMP/bq$run$again/tmp" "$TMP/bp/csv" | tr '\n' ' ')"
+  rm -f "$TMP/bp/csv/"*.tmp; echo "an earlier run's" > "$TMP/bp/csv/probes.csv"
+done
 # SIGTERM (or a Ctrl-C) in another section: exit 130 at once, the earlier CSV files whole,
 # no .tmp left (the methods section's bench.csv and breakdown.csv were being written)
 mkdir -p "$TMP/bt/csv"; echo "an earlier run's" > "$TMP/bt/csv/bench.csv"
