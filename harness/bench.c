@@ -1046,7 +1046,7 @@ static volatile sig_atomic_t probes_tmpdir_set;
 static void bench_on_signal(int sig);
 
 /* In the probes section, before and between its training runs (which install train's
- * own handler, setting stop_signal too): a Ctrl-C or SIGTERM sets stop_signal, the
+ * own handler, setting stop_signal too): a Ctrl-C, SIGTERM or SIGHUP sets stop_signal, the
  * section removes its folder and the bench exits 130; a second one ends it at once
  * (bench_on_signal, train's handler's next too: stop_signals_then). */
 static void bench_on_probes_signal(int sig) {
@@ -1118,7 +1118,7 @@ static int probe_run(const char *tmpdir, const char *preset, int steps, int ever
     return rc == 0 ? 0 : -1;
 }
 
-/* The probes section; -1 when a Ctrl-C or SIGTERM stopped it (stop_signal: its
+/* The probes section; -1 when a Ctrl-C, SIGTERM or SIGHUP stopped it (stop_signal: its
  * own handler, then the training runs'), its rows then not meant to be kept. */
 static int section_probes(const bench_opts *o, FILE *csv) {
     const char *preset = o->only_preset ? o->only_preset : "small";
@@ -1315,7 +1315,7 @@ static int bench_method_list(const char *list, bench_opts *o) {
     return 1;
 }
 
-/* Ctrl-C or SIGTERM (outside the probes section, which stops at its next safe
+/* Ctrl-C, SIGTERM or SIGHUP (outside the probes section, which stops at its next safe
  * point: bench_on_probes_signal): the CSV files being written are dropped, each earlier
  * run's file stays, and the bench ends at once with 130, as an interrupted train or grid
  * does. */

@@ -2016,6 +2016,7 @@ typedef struct {
     int *queue, nq, qi;
     int running, started, failed, elsewhere, refused;
     int stopping;     /* a signal asked the runner to stop: children that die now were stopped */
+    int hup_ignored;  /* SIGHUP was ignored when the runner started (nohup): so for its children too */
     int index_failed; /* index.csv or a grid.status could not be written: the grid exits 1 */
     double wall_sum, t0, last_draw;
     int wall_n;
@@ -2268,6 +2269,7 @@ static void launch(grid_runner *r, int i) {
     sigemptyset(&stop_sigs);
     sigaddset(&stop_sigs, SIGINT);
     sigaddset(&stop_sigs, SIGTERM);
+    sigaddset(&stop_sigs, SIGHUP);
     sigprocmask(SIG_BLOCK, &stop_sigs, &old_mask);
     pid_t pid = fork();
     if (pid == 0) {
@@ -2282,6 +2284,7 @@ static void launch(grid_runner *r, int i) {
         }
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        if (!r->hup_ignored) signal(SIGHUP, SIG_DFL); /* under nohup, ignored on */
         sigprocmask(SIG_SETMASK, &old_mask, NULL); /* a SIGTERM from its death since: the end */
         fcntl(fd, F_SETFD, 0);
         int devnull = open("/dev/null", O_RDONLY);
@@ -2397,13 +2400,17 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
 }
 
 static int run_points(grid_runner *r) {
-    struct sigaction sa, old_int, old_term;
+    struct sigaction sa, old_int, old_term, old_hup;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_grid_signal;
     sigemptyset(&sa.sa_mask);
     g_grid_signal = g_grid_signals = 0;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    /* SIGHUP (the terminal closed) as SIGTERM, unless the runner started under nohup */
+    sigaction(SIGHUP, NULL, &old_hup);
+    r->hup_ignored = old_hup.sa_handler == SIG_IGN;
+    if (!r->hup_ignored) sigaction(SIGHUP, &sa, NULL);
     int stopping = 0, killed = 0;
     for (;;) {
         if (g_grid_signal && !stopping) {
@@ -2433,6 +2440,7 @@ static int run_points(grid_runner *r) {
     }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
     return stopping;
 }
 

@@ -187,13 +187,18 @@ void fmt_duration(double s, char *buf, size_t len) {
 
 volatile sig_atomic_t stop_signal = 0;
 
+/* whether SIGHUP was ignored when stop_signals_to first ran (nohup): it then stays so */
+static volatile sig_atomic_t hup_ignored = -1;
+
 void stop_signals_to(void (*h)(int)) {
-    struct sigaction sa;
+    struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = h;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (hup_ignored < 0) hup_ignored = sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+    if (!hup_ignored) sigaction(SIGHUP, &sa, NULL);
 }
 
 /* remove_tree_now's walk: the entry name in folder dirfd, and what it holds */
@@ -227,7 +232,7 @@ void stop_signals_then(void (*h)(int)) { stop_then = h; }
 static void on_stop_signal(int sig) {
     static const char msg[] = "\ns2hc: stopping at the next safe point (again to stop at once)\n";
     stop_signal = sig;
-    stop_signals_to(stop_then); /* the second signal, either of the two: the process ends */
+    stop_signals_to(stop_then); /* the second signal, any of them: the process ends */
     if (stop_say) {
         ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)w;

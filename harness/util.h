@@ -93,7 +93,8 @@ double rng_normal(rng_t *r);             /* N(0, 1), Box-Muller */
 /* Format seconds as "1h02m" / "3m05s" / "12s". buf >= 16 bytes. */
 void fmt_duration(double s, char *buf, size_t len);
 
-/* Stopping on a signal. stop_signals_catch(say) makes SIGINT and SIGTERM set stop_signal
+/* Stopping on a signal. stop_signals_catch(say) makes SIGINT, SIGTERM and SIGHUP (the
+ * terminal closed; left ignored under nohup) set stop_signal
  * (the signal's number) and, with say, say once on stderr that the process stops at the
  * next safe point (the ranks > 0 of a launch stay silent); the handler is reset by that first signal, so a second one ends the process at
  * once (the run's files are written atomically, so that loses no file). The loops that
@@ -101,7 +102,8 @@ void fmt_duration(double s, char *buf, size_t len);
  * and probe between batches (the probe's Jacobian estimate between its products). 0 until a signal came (and in commands that do not catch). */
 extern volatile sig_atomic_t stop_signal;
 void stop_signals_catch(int say);
-/* SIGINT and SIGTERM both to handler h (a command's own handling; SIG_DFL, SIG_IGN too);
+/* SIGINT, SIGTERM and SIGHUP to handler h (a command's own handling; SIG_DFL, SIG_IGN
+ * too), SIGHUP only if the process did not start with it ignored (nohup);
  * async-signal-safe, so a handler may call it to change the next signal's. */
 void stop_signals_to(void (*h)(int));
 /* The handler a second signal goes to once stop_signals_catch's has taken the first

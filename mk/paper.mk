@@ -118,11 +118,12 @@ paper-analyze: $(PAPER_META)
 
 # gnuplot draws into $*.png.tmp and $*.svg.tmp (plots/style.gp's suffix), renamed once it
 # has finished: a Ctrl-C or a kill while it draws leaves the older figure, never a cut one
-# (and a Ctrl-C removes the .tmp files). setsid keeps a Ctrl-C from gnuplot, whose own
-# handler can hang inside cairo: the figure is finished, then the recipe stops.
+# (and a Ctrl-C, SIGTERM or SIGHUP, the terminal closed, removes the .tmp files). setsid
+# keeps a Ctrl-C or hangup from gnuplot, whose own handler can hang inside cairo: the
+# figure is finished, then the recipe stops.
 $(PAPER_OUT)/%.png: plots/%.gp plots/style.gp $(PAPER_META)
 	@echo "paper: [6/7] figure $* -> $(PAPER_OUT)/$*.png, .svg"
-	@trap 'rm -f $(PAPER_OUT)/$*.png.tmp $(PAPER_OUT)/$*.svg.tmp; exit 130' INT TERM; \
+	@trap 'rm -f $(PAPER_OUT)/$*.png.tmp $(PAPER_OUT)/$*.svg.tmp; exit 130' INT TERM HUP; \
 	  setsid -w gnuplot -e "dir='$(PAPER_OUT)'; suffix='.tmp'" $< </dev/null && mv -f $(PAPER_OUT)/$*.svg.tmp $(PAPER_OUT)/$*.svg && \
 	  mv -f $(PAPER_OUT)/$*.png.tmp $@ || { rm -f $(PAPER_OUT)/$*.png $(PAPER_OUT)/$*.svg $(PAPER_OUT)/$*.png.tmp \
 	  $(PAPER_OUT)/$*.svg.tmp; echo "paper: $< failed; its partial figure removed"; exit 1; }

@@ -113,9 +113,9 @@ kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
 # yet installed (the bench ended at once and left the section's folder), and between two,
 # which then started by clearing the signal and ran on (the whole section ran, exit 0).
 # Each: exit 130, the section's folder in $TMPDIR removed, probes.csv as it was, no .tmp;
-# a Ctrl-C, and a second Ctrl-C (stop at once: it ended the bench by the signal, its
-# folder and probes.csv.tmp left)
-for case in "1 INT" "2 INT" "2 INT INT"; do
+# a Ctrl-C, a SIGHUP (the terminal closed), and a second Ctrl-C (stop at once: it ended
+# the bench by the signal, its folder and probes.csv.tmp left)
+for case in "1 INT" "2 INT" "3 HUP" "2 INT INT"; do
   run=${case%% *} sig=${case#* } sig=${sig%% *} again=${case#* * }; [ "$again" = "$case" ] && again=
   mkdir -p "$TMP/bq$run$again/tmp"
   set -m

@@ -504,6 +504,14 @@ kill -TERM $pid; wait $pid; rc=$?
 [ "$rc" = 130 ] && ok "the stopped runner exits 130" || fail "the stopped runner exits $rc"
 [ "$(csv_col "$TMP/ltrap/index.csv" state l)" = interrupted ] && ok "a point its stop ended with exit 1 is interrupted" \
   || fail "index.csv: $(csv_col "$TMP/ltrap/index.csv" state l)"
+# SIGHUP (the terminal closed) as SIGTERM: the runner died of it, its point left running
+"$S2HC" grid "$TMP/ltrap.yaml" --out "$TMP/lhup" > "$TMP/lhup.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "start   #0" "$TMP/lhup.out" && break; sleep 0.1; done
+sleep 0.3
+kill -HUP $pid; wait $pid; rc=$?
+[ "$rc" = 130 ] && [ "$(csv_col "$TMP/lhup/index.csv" state l)" = interrupted ] && ok "SIGHUP: the runner stops its point, exit 130" \
+  || fail "SIGHUP: runner exit $rc, state $(csv_col "$TMP/lhup/index.csv" state l)"
 # a point's own train.threads caps the share -j leaves it (one point to run, -j 4)
 printf 'base: %s/experiments/tiny.yaml\nset: {train.threads: 1, data.ood: []}\nsweep: {train.seed: [1]}\n' "$PWD" > "$TMP/thr1.yaml"
 expect_status 0 "--dry-run -j 4 of one point of train.threads 1" -- "$S2HC" grid "$TMP/thr1.yaml" "${D[@]}" --out "$TMP/thr1" --dry-run -j 4

@@ -173,6 +173,22 @@ left=$(pgrep -f "$TMP/slowplots2/" | tr '\n' ' ')
   || fail "a second Ctrl-C: exit $rc, gnuplot left: '$left'"
 [ "$(sums2)" = "$before" ] && ! ls "$TMP/one-int2/"*.tmp >/dev/null 2>&1 && ok "a second Ctrl-C: the older report, no .tmp" \
   || fail "a second Ctrl-C left: $(ls "$TMP/one-int2" | grep -E 'tmp|fig01')"
+# SIGHUP (the terminal closed) as a Ctrl-C: the figure being drawn finished, exit 130, the
+# older report and no .tmp (s2hc died of it, and gnuplot, out of its reach, drew on into
+# .tmp files that stayed)
+cp -r "$TMP/one" "$TMP/one-hup"; cp -r "$TMP/slowplots" "$TMP/slowplots3"
+sums3() { (cd "$TMP/one-hup" && md5sum index.html fig01_overview.png fig01_overview.svg 2>&1); }
+before=$(sums3)
+set -m
+"$REPORT" report --no-analyze -o "$TMP/one-hup" --plots "$TMP/slowplots3" >"$TMP/out" 2>&1 &
+pid=$!
+set +m
+for _ in $(seq 100); do grep -qs "half drawn" "$TMP/one-hup/gnuplot.log" && break; sleep 0.1; done
+kill -HUP -- -"$pid" 2>/dev/null; wait "$pid"; rc=$?
+for _ in $(seq 100); do pgrep -f "$TMP/slowplots3/" >/dev/null || break; sleep 0.1; done
+[ "$rc" = 130 ] && ok "report stopped by SIGHUP exits 130" || fail "report stopped by SIGHUP: exit $rc: $(tail -n 2 "$TMP/out")"
+[ "$(sums3)" = "$before" ] && ! ls "$TMP/one-hup/"*.tmp >/dev/null 2>&1 && ok "SIGHUP: the older report, no .tmp" \
+  || fail "SIGHUP left: $(ls "$TMP/one-hup" | grep -E 'tmp|fig01' | tr '\n' ' ')"
 expect_status 0 "the report again after Ctrl-C" -- "$REPORT" report --no-analyze -o "$TMP/one-int"
 cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 \
   && ok "it draws the figures as before" || fail "the report after Ctrl-C differs"
@@ -193,6 +209,20 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
     || fail "make's Ctrl-C in the figure step: exit $st, gnuplot interrupted: $(tail -n 2 "$TMP/out")"
   [ "$(md5sum < "$TMP/mk/fig00_loss.png")" = "$before" ] && ! ls "$TMP/mk/"*.tmp >/dev/null 2>&1 \
     && ok "make's Ctrl-C: the older figure, no .tmp left" || fail "make's Ctrl-C left: $(ls "$TMP/mk" | grep fig00)"
+  # SIGHUP to make's process group (the terminal closed) likewise: the recipe's shell died
+  # of it at once, and gnuplot, in a session of its own, drew on into .tmp files that stayed
+  cp -r "$OUT" "$TMP/mkh"; printf 'pause 2\nprint "gnuplot: after the pause"\n' >> "$TMP/mkh/data/meta.gp"
+  before=$(md5sum < "$TMP/mkh/fig00_loss.png")
+  set -m
+  MAKEFLAGS= MAKELEVEL= make -s -o "$TMP/mkh/data/meta.gp" -W plots/fig00_loss.gp "$TMP/mkh/fig00_loss.png" PAPER_OUT="$TMP/mkh" >"$TMP/out" 2>&1 &
+  pid=$!
+  set +m
+  for _ in $(seq 100); do pgrep -f "dir='$TMP/mkh'" >/dev/null && break; sleep 0.1; done
+  kill -HUP -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null; st=$?
+  for _ in $(seq 100); do pgrep -f "dir='$TMP/mkh'" >/dev/null || break; sleep 0.1; done
+  [ "$st" != 0 ] && [ "$(md5sum < "$TMP/mkh/fig00_loss.png")" = "$before" ] && ! ls "$TMP/mkh/"*.tmp >/dev/null 2>&1 \
+    && ok "make's SIGHUP in the figure step: the older figure, no .tmp left" \
+    || fail "make's SIGHUP (exit $st) left: $(ls "$TMP/mkh" | grep fig00 | tr '\n' ' ')"
 fi
 # errors
 expect_status 2 "--plots naming no directory" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/noplots" --plots "$TMP/nope"

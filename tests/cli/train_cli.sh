@@ -429,6 +429,20 @@ expect_out "in use \(s2hc train pid $busy " "its refusal names the training"
 expect_status 0 "s2hc inspect reads it meanwhile" -- "$S2HC" inspect "$TMP/runs/busy"
 kill -TERM $busy; wait $busy
 expect_status 130 "once it has stopped, --resume continues it (for one step)" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --set train.steps=100000 --resume --stop-after 1 --quiet
+# SIGHUP (the terminal closed) stops a training as Ctrl-C does: the step finished and
+# saved, exit 130, no .tmp; under nohup (SIGHUP ignored when it started) it trains on
+"$S2HC" train "$TMP/t.yaml" --set run.name=hup --set train.steps=100000 --quiet >"$TMP/hup.out" 2>&1 &
+hup=$!
+for i in $(seq 100); do [ -e "$TMP/runs/hup/ckpt.h5" ] && break; sleep 0.1; done
+kill -HUP $hup; wait $hup; st=$?
+[ "$st" = 130 ] && grep -q "interrupted at step" "$TMP/hup.out" && ! ls "$TMP/runs/hup/"*.tmp >/dev/null 2>&1 \
+  && ok "SIGHUP: the training saves and stops, exit 130" || fail "SIGHUP: exit $st: $(tail -n 2 "$TMP/hup.out")"
+(trap '' HUP; exec "$S2HC" train "$TMP/t.yaml" --set run.name=nohup --set train.steps=100000 --quiet) >"$TMP/hup.out" 2>&1 &
+hup=$!
+for i in $(seq 100); do [ -e "$TMP/runs/nohup/ckpt.h5" ] && break; sleep 0.1; done
+kill -HUP $hup; sleep 1
+kill -0 $hup 2>/dev/null && ok "under nohup a SIGHUP leaves the training running" || fail "under nohup a SIGHUP stopped it: $(tail -n 2 "$TMP/hup.out")"
+kill -TERM $hup; wait $hup
 # a run file older than the checkpoint (copied back by hand): the resume says which
 # steps its log lacks
 G=$TMP/runs/gap
