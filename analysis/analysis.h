@@ -188,6 +188,9 @@ FILE *an_open(const char *out, const char *sub, const char *name);
  * the older file whole, says so and counts in an_write_failures; `analyze` then exits 1). */
 int an_close(FILE *f);
 extern int an_write_failures;
+/* A Ctrl-C, SIGTERM or SIGHUP while analyze, or report's page, writes its files: the
+ * .tmp of each file being written removed (the older file stays), exit 130 at once. */
+void an_on_signal(int sig);
 /* Around one analysis into OUT: begin starts the list of files it writes; end removes the
  * files the previous analysis there wrote (OUT/.analyze-files) that this one did not (a
  * user's own files stay; after a failed write nothing goes) and lists this one's. */

@@ -125,6 +125,15 @@ static void write_summary(an_ctx *c) {
     an_close(f);
 }
 
+void an_on_signal(int sig) {
+    (void)sig;
+    tmp_streams_unlink();
+    static const char msg[] = "\ns2hc: interrupted; the files being written are dropped, the older ones kept\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(130);
+}
+
 int analyze_main(int argc, char **argv) {
     const char *out = "out/analysis";
     int quiet = 0;
@@ -148,6 +157,7 @@ int analyze_main(int argc, char **argv) {
         free(paths);
         return 2;
     }
+    stop_signals_to(an_on_signal);
     an_runset rs;
     int n = an_runset_load(&rs, paths, np, !quiet);
     free(paths);

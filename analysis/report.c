@@ -397,7 +397,8 @@ int report_main(int argc, char **argv) {
        page is not written, exit 130; a second one stops gnuplot too (on_second_signal) */
     if (draw) stop_signals_to(on_first_signal);
     int not_drawn = draw ? run_plots(out, plots) : 0;
-    if (not_drawn < 0) {
+    stop_signals_to(an_on_signal); /* while the page is written: its .tmp removed, exit 130 */
+    if (not_drawn < 0 || stop_signal) {
         fprintf(stderr, "s2hc report: interrupted while drawing the figures; %s/index.html not written\n", out);
         return 130;
     }

@@ -572,6 +572,16 @@ FILE *tmp_stream_open(const char *path) {
         snprintf(tmp_streams[slot].path, sizeof tmp_streams[slot].path, "%s", path);
         snprintf(tmp_streams[slot].tmp, sizeof tmp_streams[slot].tmp, "%s", tmp);
         tmp_streams[slot].f = f;
+        /* tests only: S2HC_TEST_TMP_PAUSE=NAME holds NAME.tmp open, after a line saying so,
+           until a signal (60 s at most) */
+        const char *hold = getenv("S2HC_TEST_TMP_PAUSE"), *base = strrchr(path, '/');
+        if (hold && *hold && !strcmp(base ? base + 1 : path, hold)) {
+            fprintf(stderr, "(test) %s open\n", tmp);
+            for (const double until = now_seconds() + 60; !stop_signal && now_seconds() < until;) {
+                struct timespec ts = {0, 10 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+        }
     }
     return f;
 }

@@ -189,6 +189,27 @@ for _ in $(seq 100); do pgrep -f "$TMP/slowplots3/" >/dev/null || break; sleep 0
 [ "$rc" = 130 ] && ok "report stopped by SIGHUP exits 130" || fail "report stopped by SIGHUP: exit $rc: $(tail -n 2 "$TMP/out")"
 [ "$(sums3)" = "$before" ] && ! ls "$TMP/one-hup/"*.tmp >/dev/null 2>&1 && ok "SIGHUP: the older report, no .tmp" \
   || fail "SIGHUP left: $(ls "$TMP/one-hup" | grep -E 'tmp|fig01' | tr '\n' ' ')"
+# a Ctrl-C while analyze writes its files (the test hook S2HC_TEST_TMP_PAUSE holds
+# tables/claims.md.tmp open), a SIGTERM while report writes its page (index.html.tmp):
+# exit 130, the older files as they were, no .tmp left (both died of the signal and left
+# their .tmp beside the files)
+cp -r "$TMP/one" "$TMP/one-an"
+sums4() { (cd "$TMP/one-an" && md5sum tables/claims.md index.html 2>&1); }
+before=$(sums4)
+for case in "claims.md INT analyze" "index.html TERM report"; do
+  read -r name sig what <<< "$case"
+  if [ "$what" = analyze ]; then cmd=("$REPORT" analyze "$TMP/runs/s2hc-n4" -o "$TMP/one-an")
+  else cmd=("$REPORT" report --no-analyze --no-plots -o "$TMP/one-an"); fi
+  set -m # a process group of its own, signalled as a terminal signals one
+  S2HC_TEST_TMP_PAUSE=$name "${cmd[@]}" >"$TMP/out" 2>&1 &
+  pid=$!
+  set +m
+  for _ in $(seq 600); do grep -q "(test) .*/$name.tmp open" "$TMP/out" && break; sleep 0.1; done
+  kill -"$sig" -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rc=$?
+  left=$(find "$TMP/one-an" -name '*.tmp' | tr '\n' ' ')
+  [ "$rc" = 130 ] && [ -z "$left" ] && [ "$(sums4)" = "$before" ] && ok "SIG$sig while $what writes $name: exit 130, the older files, no .tmp" \
+    || fail "SIG$sig while $what writes $name: exit $rc, .tmp left: '$left'"
+done
 expect_status 0 "the report again after Ctrl-C" -- "$REPORT" report --no-analyze -o "$TMP/one-int"
 cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 \
   && ok "it draws the figures as before" || fail "the report after Ctrl-C differs"
