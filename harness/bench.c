@@ -1260,7 +1260,7 @@ static void usage(FILE *f) {
             "                  (residual.proj_precision: bf16; rc has none)\n"
             "  --stream-bf16   every method's streams stored in bf16 in the training steps\n"
             "                  (residual.stream_precision: bf16; rc has none)\n"
-            "GOMP_SPINCOUNT is 3000 unless you set it or OMP_WAIT_POLICY (docs/performance.md).\n"
+            RUNTIME_SPIN_VAR " is " RUNTIME_SPIN " unless you set it or OMP_WAIT_POLICY (docs/performance.md).\n"
             "\n"
             "example:\n"
             "  s2hc bench --quick --csv out/bench\n",
@@ -1409,9 +1409,9 @@ int bench_main(int argc, char **argv) {
         fprintf(stderr, "s2hc: error: bench: --csv %s is not a directory\n", o.csv_dir);
         return 1;
     }
-    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT"), *pb = getenv("OMP_PROC_BIND"),
+    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv(RUNTIME_SPIN_VAR), *pb = getenv("OMP_PROC_BIND"),
                *ct = getenv("OPENBLAS_CORETYPE");
-    printf("s2hc bench %s: %d threads, OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s OMP_PROC_BIND=%s OPENBLAS_CORETYPE=%s, "
+    printf("s2hc bench %s: %d threads, OMP_WAIT_POLICY=%s " RUNTIME_SPIN_VAR "=%s OMP_PROC_BIND=%s OPENBLAS_CORETYPE=%s, "
            "load %.2f\n",
            s2hc_version(), kernels_threads(), wp ? wp : "(unset)", sc ? sc : "(unset)", pb ? pb : "(unset)",
            ct ? ct : "(unset)", load1());

@@ -35,11 +35,11 @@ static int version_main(int argc, char **argv) {
     if (argc < 2) return 0;
     char gpu[256];
     int ngpu = cuda_available(gpu, sizeof gpu);
-    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT"), *ct = getenv("OPENBLAS_CORETYPE");
+    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv(RUNTIME_SPIN_VAR), *ct = getenv("OPENBLAS_CORETYPE");
     printf("  reals             %s\n", REAL_IS_DOUBLE ? "double" : "float");
     printf("  CPU threads       %d (train.threads or OMP_NUM_THREADS)\n", kernels_threads());
     printf("  OMP_WAIT_POLICY   %s\n", wp ? wp : "(unset)");
-    printf("  GOMP_SPINCOUNT    %s\n", sc ? sc : "(unset)");
+    printf("  %-17s %s\n", RUNTIME_SPIN_VAR, sc ? sc : "(unset)");
     printf("  OPENBLAS_CORETYPE %s\n", ct ? ct : "(unset: OpenBLAS's own detection)");
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("  note: %s\n", blas_note);

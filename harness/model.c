@@ -604,7 +604,13 @@ typedef cpu_vec hc_vec;
 #define hc_vsum_many cpu_vsum_many
 
 /* The frame's loops over channels, built with FMA contraction (the header comment). */
+#ifdef __clang__ /* no such attribute: its fp pragma at the top of the function's body */
+#define HC_FMA
+#define HC_FMA_BODY _Pragma("clang fp contract(fast)")
+#else
 #define HC_FMA __attribute__((optimize("fp-contract=fast")))
+#define HC_FMA_BODY
+#endif
 
 /* Weights of a plain sum of stream rows (hc_combine). */
 static const real hc_ones[HC_MAX_N] = {1, 1, 1, 1, 1, 1, 1, 1};
@@ -640,6 +646,7 @@ static inline __attribute__((always_inline)) hc_vec hc_splat(real s) { return hc
  * leftover channels c0 <= c < D, in order. */
 static inline __attribute__((always_inline)) HC_FMA real hc_dot_tail(real s, const real *a, const real *b, size_t c0,
                                                                      size_t D) {
+    HC_FMA_BODY
     for (size_t c = c0; c < D; c++) s = hc_fma_s(a[c], b[c], s);
     return s;
 }
@@ -698,6 +705,7 @@ static void hc_spread(real *restrict y, const real *restrict x, int n, int C, in
  * instance (hc_combine dispatches), the weights in registers. */
 static inline __attribute__((always_inline)) HC_FMA void hc_combine_n(const int m, real *y, const real *w,
                                                                       const real *x0, int C, const int blk) {
+    HC_FMA_BODY
     hc_vec wv[HC_MAX_N];
 #pragma GCC unroll 8
     for (int i = 0; i < m; i++) wv[i] = hc_splat(w[i]);
@@ -717,6 +725,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_combine_n(const int 
 }
 
 static HC_FMA void hc_combine(real *y, const real *w, const real *x0, int m, int C, int blk) {
+    HC_FMA_BODY
     switch (m) {
 #define HC_COMBINE_CASE(k) \
     case k:                                                      \
@@ -744,8 +753,7 @@ static HC_FMA void hc_combine(real *y, const real *w, const real *x0, int m, int
 #else
 #define HC_MT_K 6 /* 12 + 3 of 16 */
 #endif
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
+CPU_CONTRACT_FAST
 static inline __attribute__((always_inline)) void hc_at_x_tile(const int kb, real *M, const real *A, const real *X,
                                                              size_t rows, int Kr, size_t D, size_t j, int nv) {
     hc_vec acc[HC_MT_K][2];
@@ -857,7 +865,7 @@ static void hc_at_x(real *M, const real *A, const real *X, size_t rows, int Kr, 
         hc_at_x_rows(M, A + r0 * (size_t)Kr, X + r0 * D, nr, Kr, D);
     }
 }
-#pragma GCC pop_options
+CPU_CONTRACT_END
 
 /* ---- the projection's products with bf16 operands (residual.proj_precision: bf16) ----
  * vdpbf16ps multiplies 32 pairs of bf16 values and adds each pair's two products into
@@ -1340,6 +1348,7 @@ static inline int hc_rows_per_token(const gpt_model *m) { return m->spec.norm ==
  * 4 vectors in turn: one accumulator made a serial chain of D / 16 FMAs, the latency of
  * the write-back's loop (log item 33). */
 static inline HC_FMA real hc_rstd_of(const real *x, size_t D) {
+    HC_FMA_BODY
     hc_vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     size_t k = 0;
     for (; k + 4 * HC_VL <= D; k += 4 * HC_VL) {
@@ -1759,6 +1768,7 @@ static HC_WIDE void hc_bf16_narrow(uint16_t *restrict x, real *restrict y, size_
 static inline __attribute__((always_inline)) HC_FMA void hc_out_token_n(const int n, const int xb, int C, const int blk,
                                                                         const void *X, const real *f,
                                                                         const real *H, const real *post, real *Y) {
+    HC_FMA_BODY
     const real *Xf = (const real *)X;
     const uint16_t *Xh = (const uint16_t *)X;
     hc_vec hv[HC_MM], qv[HC_MAX_N];
@@ -1796,6 +1806,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_out_token_n(const in
 
 static HC_FMA void hc_out_token(int n, int xb, int C, int blk, const void *X, const real *f, const real *H,
                                 const real *post, real *Y) {
+    HC_FMA_BODY
     switch (n * 4 + !!xb * 2 + !!blk) {
 #define HC_OUT_CASE(k)                                                      \
     case 4 * k: hc_out_token_n(k, 0, C, 0, X, f, H, post, Y); break;        \
@@ -1966,6 +1977,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
                                                                          const real *dy, const real *f,
                                                                          const real *du, real *dH, real *dpost,
                                                                          real *dpre) {
+    HC_FMA_BODY
     int c0 = C / HC_VL * HC_VL;
     if (n <= 4 && du && CPU_NREGS >= 32) {
         /* every dot of the token in one pass: n^2 + 2n accumulators (24 at n = 4: dH's,
@@ -2043,6 +2055,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_token_dots_n(const i
 
 static HC_FMA void hc_token_dots(int n, int C, int blk, const real *X, const real *dy, const real *f, const real *du,
                                  real *dH, real *dpost, real *dpre) {
+    HC_FMA_BODY
     switch (n) {
 #define HC_DOTS_CASE(k) \
     case k:                                                                             \
@@ -2108,6 +2121,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
                                                                         const real *Wb, const real *wsum,
                                                                         real *sum, const uint32_t *zp,
                                                                         const real *pz) {
+    HC_FMA_BODY
     const int C = d->C, Kr = d->Kr, flat = d->rpt == 1, Kp = (Kr + 1) / 2;
     const size_t nC = d->nC, pzr = hc_amx_pz_row(nC);
     const real *X[4], *dy[4], *uu[4], *H[4], *zz[4], *ws[4];
@@ -2261,6 +2275,7 @@ static inline __attribute__((always_inline)) HC_FMA void hc_tokens_dx_n(const in
 static HC_FMA void hc_tokens_dx(const hc_acts *h, const hc_dims *d, size_t t0, int g, const real *Xr, const real *dY,
                                 const real *du, real *dX, const real *dz, const real *cj, const real *pj,
                                 const real *Wb, const real *wsum, real *sum, const uint32_t *zp, const real *pz) {
+    HC_FMA_BODY
     const size_t zrow = (size_t)d->rpt * (size_t)((d->Kr + 1) / 2); /* a token's words in zp */
     const size_t pzr = hc_amx_pz_row(d->nC);
     const int n = d->n;

@@ -413,7 +413,8 @@ void threads_set(int n) {
  *                      while libgomp's own default spin (300 000, milliseconds) lets a
  *                      thread steal the core its partner waits for on a loaded machine (up
  *                      to 4x slower). With more threads than cores libgomp cuts the spin to
- *                      100 itself (docs/performance.md, "Settings").
+ *                      100 itself (docs/performance.md, "Settings"). With libomp (a
+ *                      clang build) KMP_BLOCKTIME=1 instead: 1 ms, its default 200.
  * A value the user set is kept (OMP_WAIT_POLICY=passive: no spin at all). Used by every
  * program of the project (harness/main.c, tools/).
  * OMP_DYNAMIC=true is overridden: a region's team must be the thread count the bits are
@@ -424,8 +425,8 @@ void runtime_env_fixup(char **argv) {
     threads_set(omp_get_max_threads()); /* OMP_THREAD_LIMIT below OMP_NUM_THREADS */
     if (getenv("S2HC_NO_REEXEC")) return;
     int again = 0;
-    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {
-        setenv("GOMP_SPINCOUNT", RUNTIME_SPINCOUNT, 1);
+    if (!getenv("OMP_WAIT_POLICY") && !getenv(RUNTIME_SPIN_VAR)) {
+        setenv(RUNTIME_SPIN_VAR, RUNTIME_SPIN, 1);
         again = 1;
     }
     if (!getenv("OPENBLAS_CORETYPE")) {

@@ -23,9 +23,18 @@ FILE *fopen_check_(const char *path, const char *mode, const char *file, int lin
 #define calloc_huge(n, sz) calloc_huge_((n), (sz), __FILE__, __LINE__)
 #define fopen_check(p, m) fopen_check_((p), (m), __FILE__, __LINE__)
 
-/* Set OPENBLAS_CORETYPE and GOMP_SPINCOUNT when unset and re-execute the program once
- * (the libraries read them when they load); call first thing in main. util.c says why. */
-#define RUNTIME_SPINCOUNT "3000"
+/* Set OPENBLAS_CORETYPE and the OpenMP runtime's spin (RUNTIME_SPIN_VAR) when unset and
+ * re-execute the program once (the libraries read them when they load); call first thing
+ * in main. util.c says why. A GCC build runs libgomp, whose spin is GOMP_SPINCOUNT; a
+ * clang build libomp (the Makefile), whose spin is KMP_BLOCKTIME in milliseconds (0 is
+ * none, 1 the shortest). */
+#ifdef __clang__
+#define RUNTIME_SPIN_VAR "KMP_BLOCKTIME"
+#define RUNTIME_SPIN "1"
+#else
+#define RUNTIME_SPIN_VAR "GOMP_SPINCOUNT"
+#define RUNTIME_SPIN "3000"
+#endif
 void runtime_env_fixup(char **argv);
 /* The CPUs the process was given, as OpenMP found them: with OMP_PROC_BIND or OMP_PLACES
  * set, the calling thread is bound to one place and its own mask counts that place only

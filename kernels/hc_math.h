@@ -229,6 +229,18 @@ HOSTDEV static inline void hc_tanh_many(int k, const real *x, real *y) {
  * (16 x 16 with AVX-512: 64 shuffles, where element by element a block is 256 scalar
  * loads and as many stores; AVX2 does a group's 16 x 16 as four 8 x 8 blocks). mhc_lite
  * moves every logit between the layouts. Moves bits only. */
+#ifdef __clang__ /* GCC's shuffle by a mask vector, lane by lane (cpu_math.h's cpu_shuffle2) */
+static inline __attribute__((always_inline)) hc_fx hc_shuffle2(hc_fx x, hc_fx y, hc_ix m) {
+    hc_fx r;
+    for (int i = 0; i < HC_XL; i++) {
+        const int k = m[i] & (2 * HC_XL - 1);
+        r[i] = k < HC_XL ? x[k] : y[k - HC_XL];
+    }
+    return r;
+}
+#else
+#define hc_shuffle2 __builtin_shuffle
+#endif
 static inline void hc_transpose(hc_fx *r) {
     const hc_ix iota = HC_IOTA;
 #pragma GCC unroll 4
@@ -238,8 +250,8 @@ static inline void hc_transpose(hc_fx *r) {
         for (int a = 0; a < HC_XL; a++)
             if (!(a & s)) {
                 const hc_fx x = r[a], y = r[a + s];
-                r[a] = __builtin_shuffle(x, y, lo);
-                r[a + s] = __builtin_shuffle(x, y, hi);
+                r[a] = hc_shuffle2(x, y, lo);
+                r[a + s] = hc_shuffle2(x, y, hi);
             }
     }
 }

@@ -12,7 +12,11 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2>/dev/null;
 fi
 # OpenMP's waiting as the s2hc binary sets it (harness/util.c): a short spin, then sleep
 # (its default long spin costs 10x on a loaded machine); results do not depend on it.
-if [ -z "${OMP_WAIT_POLICY:-}" ] && [ -z "${GOMP_SPINCOUNT:-}" ]; then export GOMP_SPINCOUNT=3000; fi
+# GOMP_SPINCOUNT for libgomp (a GCC build), KMP_BLOCKTIME for libomp (a clang build).
+if [ -z "${OMP_WAIT_POLICY:-}" ]; then
+  [ -n "${GOMP_SPINCOUNT:-}" ] || export GOMP_SPINCOUNT=3000
+  [ -n "${KMP_BLOCKTIME:-}" ] || export KMP_BLOCKTIME=1
+fi
 passed=0; failed=0
 for t in "$BUILD"/tests/test_* "$BUILD"/tests/dbl_* tests/cli/*.sh; do
   [ -e "$t" ] || continue

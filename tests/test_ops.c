@@ -701,8 +701,8 @@ static void test_cpu_vector_forms(void) {
     for (int i = 0; i + CPU_VL <= NE; i += CPU_VL) {
         const cpu_vec e = cpu_vexpf(cpu_vload(x + i));
         for (int l = 0; l < CPU_VL; l++) {
-            const float one = cpu_expf(x[i + l]);
-            bad_exp += memcmp(&e[l], &one, sizeof one) != 0;
+            const float one = cpu_expf(x[i + l]), el = e[l];
+            bad_exp += memcmp(&el, &one, sizeof one) != 0;
         }
     }
     /* sums, dots and maxima of every length up to 70, then some large ones */

@@ -85,8 +85,8 @@ static inline __attribute__((always_inline)) void att_vtranspose(cpu_vec *r) {
         for (int i = 0; i < CPU_VL; i++) {
             if (i & w) continue;
             const cpu_vec a = r[i], b = r[i + w];
-            r[i] = __builtin_shuffle(a, b, lo_m);
-            r[i + w] = __builtin_shuffle(a, b, hi_m);
+            r[i] = cpu_shuffle2(a, b, lo_m);
+            r[i + w] = cpu_shuffle2(a, b, hi_m);
         }
     }
 }
@@ -115,8 +115,7 @@ static inline void att_store(real *p, cpu_vec v, int lanes) {
     else memcpy(p, &v, (size_t)lanes * sizeof(real));
 }
 
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
+CPU_CONTRACT_FAST
 /* One tile of S = alpha A Bt over key vectors [j, j + nv VL): rows a[0..ATT_R) (rows past
  * nrows repeat the last and are not stored), lanes past T not stored. */
 static inline __attribute__((always_inline)) void att_abt_tile(const int nv, real *S, int lds, const real *const *a,
@@ -155,7 +154,7 @@ static void att_abt_rows(real *Si, int lds, const real *const *a, const real *Bt
     for (; v + ATT_NV <= nvec; v += ATT_NV) att_abt_tile(ATT_NV, Si, lds, a, Bt, Tp, hs, v * CPU_VL, alpha, nrows, T);
     for (; v < nvec; v++) att_abt_tile(1, Si, lds, a, Bt, Tp, hs, v * CPU_VL, alpha, nrows, T);
 }
-#pragma GCC pop_options
+CPU_CONTRACT_END
 
 /* S rows [0, T) (row stride lds) = alpha A B^T on and below the diagonal, A (T, hs) with
  * row stride lda, Bt = B^T as att_transpose made it. Each row also gets values right of
@@ -171,8 +170,7 @@ static void att_abt(real *S, int lds, const real *A, int lda, const real *Bt, in
     }
 }
 
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
+CPU_CONTRACT_FAST
 /* One tile of att_ab: R rows a(r, .) = a[r][k * aks] for k in [k0, k1) by channels
  * [c, c + nc VL); rows past nrows repeat the last and are not stored. */
 static inline __attribute__((always_inline)) void att_ab_tile(const int R, const int nc, real *O, int ldo,
@@ -267,7 +265,7 @@ static void att_ab(real *O, int ldo, const real *A, int lda, int trans, const re
     if (nc0 == 0) att_ab_pass(ATT_R2, 0, O, ldo, A, lda, trans, Bm, ldb, T, hs, add, kc);
 }
 
-#pragma GCC pop_options
+CPU_CONTRACT_END
 
 /* S = scale Q K^T (on and below the diagonal, into P); P = row-wise softmax of S over
  * columns 0..t and 0 above the diagonal; O = P V. */

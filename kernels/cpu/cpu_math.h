@@ -131,6 +131,36 @@ typedef int cpu_ivec __attribute__((vector_size(CPU_VB)));
 #endif
 #pragma GCC diagnostic ignored "-Wpsabi" /* vectors passed by value: all inlined */
 
+/* FMA contraction from CPU_CONTRACT_FAST to CPU_CONTRACT_END (the rest of the build has
+ * none, -std=c11 with GCC, -ffp-contract=off with clang): GCC's optimize pragma, clang's
+ * fp pragma. */
+#ifdef __clang__
+#define CPU_CONTRACT_FAST _Pragma("clang fp contract(fast)")
+#define CPU_CONTRACT_END _Pragma("clang fp contract(off)")
+#else
+#define CPU_CONTRACT_FAST _Pragma("GCC push_options") _Pragma("GCC optimize(\"fp-contract=fast\")")
+#define CPU_CONTRACT_END _Pragma("GCC pop_options")
+#endif
+
+/* Lanes of x picked by the lanes of m (cpu_shuffle1), or of the pair (x, y), x's lanes
+ * first (cpu_shuffle2): GCC's shuffle by a mask vector. clang has none (its
+ * __builtin_shufflevector takes constant indices): there lane by lane, which it folds to
+ * the same shuffles where the masks are constants. */
+#ifdef __clang__
+static inline __attribute__((always_inline)) cpu_vec cpu_shuffle2(cpu_vec x, cpu_vec y, cpu_ivec m) {
+    cpu_vec r;
+    for (int i = 0; i < CPU_VL; i++) {
+        const int k = (int)(m[i] & (2 * CPU_VL - 1));
+        r[i] = k < CPU_VL ? x[k] : y[k - CPU_VL];
+    }
+    return r;
+}
+#define cpu_shuffle1(x, m) cpu_shuffle2(x, x, (m) & (CPU_VL - 1))
+#else
+#define cpu_shuffle2 __builtin_shuffle
+#define cpu_shuffle1 __builtin_shuffle
+#endif
+
 static inline cpu_vec cpu_vload(const real *p) {
     cpu_vec v;
     memcpy(&v, p, sizeof v);
@@ -143,7 +173,7 @@ static inline void cpu_vstore(real *p, cpu_vec v) { memcpy(p, &v, sizeof v); }
 static inline real cpu_vsum(cpu_vec v) {
     const cpu_ivec iota = CPU_IOTA;
 #pragma GCC unroll 4
-    for (int w = CPU_VL / 2; w >= 1; w /= 2) v += __builtin_shuffle(v, iota ^ w);
+    for (int w = CPU_VL / 2; w >= 1; w /= 2) v += cpu_shuffle1(v, iota ^ w);
     return v[0];
 }
 
@@ -154,7 +184,7 @@ static inline real cpu_vsum(cpu_vec v) {
  * pair (x, y), and its partner w further on. */
 static inline __attribute__((always_inline)) cpu_vec cpu_vsum_stage(cpu_vec x, cpu_vec y, const int w) {
     const cpu_ivec iota = CPU_IOTA, lo = iota + (iota & -w);
-    return __builtin_shuffle(x, y, lo) + __builtin_shuffle(x, y, lo + w);
+    return cpu_shuffle2(x, y, lo) + cpu_shuffle2(x, y, lo + w);
 }
 
 /* out[p] = cpu_vsum(a[p]) for p < m (a constant where it is inlined), the same bits: each
@@ -357,7 +387,7 @@ static inline real cpu_max(const real *x, size_t n) {
     m0 = cpu_vmax(m0, m1);
     const cpu_ivec iota = CPU_IOTA;
 #pragma GCC unroll 4
-    for (int w = CPU_VL / 2; w >= 1; w /= 2) m0 = cpu_vmax(m0, __builtin_shuffle(m0, iota ^ w));
+    for (int w = CPU_VL / 2; w >= 1; w /= 2) m0 = cpu_vmax(m0, cpu_shuffle1(m0, iota ^ w));
     real m = m0[0];
     for (; i < n; i++) m = x[i] > m ? x[i] : m;
     return m;

@@ -96,8 +96,7 @@ const char *kernels_vectors(void) {
 
 /* Contracted to FMAs here alone (the build's -std=c11 contracts nothing). The chains
  * settle near b / (1 - a) = 0.1: no overflow, no denormals. */
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
+CPU_CONTRACT_FAST
 static real fma_chains(long iters, real seed) {
     const cpu_vec a = (cpu_vec){0} + (real)0.999999, b = (cpu_vec){0} + (real)1e-7;
     cpu_vec v[FMA_CHAINS];
@@ -112,7 +111,7 @@ static real fma_chains(long iters, real seed) {
         for (int j = 0; j < CPU_VL; j++) s += v[c][j];
     return s;
 }
-#pragma GCC pop_options
+CPU_CONTRACT_END
 
 double kernels_fma_rate(int threads) {
     double best = 0;

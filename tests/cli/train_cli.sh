@@ -339,20 +339,24 @@ elif [ $st = 2 ] && grep -q "needs AVX512_BF16" "$TMP/pb.out"; then
 else
   fail "proj_precision bf16: exit $st"
 fi
-# the runtime settings the binary makes for itself (re-executing once), and keeps when given
-expect_status 0 "version -v" -- env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_CORETYPE "$S2HC" version -v
+# the runtime settings the binary makes for itself (re-executing once), and keeps when given;
+# the OpenMP runtime's spin is GOMP_SPINCOUNT in a GCC build (libgomp), KMP_BLOCKTIME in a
+# clang build (libomp)
+spin_var=GOMP_SPINCOUNT spin_def=3000
+if "$S2HC" version -v 2>/dev/null | grep -q '^  KMP_BLOCKTIME '; then spin_var=KMP_BLOCKTIME spin_def=1; fi
+expect_status 0 "version -v" -- env -u OMP_WAIT_POLICY -u $spin_var -u OPENBLAS_CORETYPE "$S2HC" version -v
 expect_out "OMP_WAIT_POLICY +\(unset\)" "OMP_WAIT_POLICY left to the user"
-expect_out "GOMP_SPINCOUNT +3000" "GOMP_SPINCOUNT defaults to a short spin"
+expect_out "$spin_var +$spin_def\$" "$spin_var defaults to a short spin"
 if grep -q avx512f /proc/cpuinfo; then expect_out "OPENBLAS_CORETYPE +SkylakeX" "OPENBLAS_CORETYPE set on AVX-512"; fi
-expect_status 0 "version -v with the user's settings" -- env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active OPENBLAS_CORETYPE=Haswell "$S2HC" version -v
+expect_status 0 "version -v with the user's settings" -- env -u $spin_var OMP_WAIT_POLICY=active OPENBLAS_CORETYPE=Haswell "$S2HC" version -v
 expect_out "OMP_WAIT_POLICY +active" "the user's OMP_WAIT_POLICY is kept"
-expect_out "GOMP_SPINCOUNT +\(unset\)" "no spin count added to the user's OMP_WAIT_POLICY"
+expect_out "$spin_var +\(unset\)" "no spin added to the user's OMP_WAIT_POLICY"
 expect_out "OPENBLAS_CORETYPE +Haswell" "the user's OPENBLAS_CORETYPE is kept"
-expect_status 0 "version -v with the user's spin count" -- env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=123 "$S2HC" version -v
-expect_out "GOMP_SPINCOUNT +123" "the user's GOMP_SPINCOUNT is kept"
+expect_status 0 "version -v with the user's spin" -- env -u OMP_WAIT_POLICY $spin_var=123 "$S2HC" version -v
+expect_out "$spin_var +123" "the user's $spin_var is kept"
 # OMP_PROC_BIND and OMP_PLACES make libgomp bind the initial thread to one place as it
 # loads: the binary, re-executing itself from that thread, must still count every CPU
-threads_of() { env -u OMP_NUM_THREADS -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY "$@" "$S2HC" version -v 2>&1 |
+threads_of() { env -u OMP_NUM_THREADS -u $spin_var -u OMP_WAIT_POLICY "$@" "$S2HC" version -v 2>&1 |
   awk '/CPU threads/ { print $3 }'; }
 t_free=$(threads_of -u OMP_PROC_BIND -u OMP_PLACES)
 if [ "${t_free:-0}" -ge 2 ]; then
