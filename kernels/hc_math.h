@@ -229,14 +229,15 @@ HOSTDEV static inline void hc_tanh_many(int k, const real *x, real *y) {
  * (16 x 16 with AVX-512: 64 shuffles, where element by element a block is 256 scalar
  * loads and as many stores; AVX2 does a group's 16 x 16 as four 8 x 8 blocks). mhc_lite
  * moves every logit between the layouts. Moves bits only. */
-#ifdef __clang__ /* GCC's shuffle by a mask vector, lane by lane (cpu_math.h's cpu_shuffle2) */
+#ifdef __clang__ /* GCC's shuffle by a mask vector, as cpu_math.h's cpu_shuffle2 */
 static inline __attribute__((always_inline)) hc_fx hc_shuffle2(hc_fx x, hc_fx y, hc_ix m) {
-    hc_fx r;
-    for (int i = 0; i < HC_XL; i++) {
-        const int k = m[i] & (2 * HC_XL - 1);
-        r[i] = k < HC_XL ? x[k] : y[k - HC_XL];
-    }
-    return r;
+#if HC_XL == 16
+    return (hc_fx)_mm512_permutex2var_ps((__m512)x, (__m512i)m, (__m512)y);
+#else
+    const __m256i k = (__m256i)m;
+    return (hc_fx)_mm256_blendv_ps(_mm256_permutevar8x32_ps((__m256)x, k), _mm256_permutevar8x32_ps((__m256)y, k),
+                                   (__m256)_mm256_slli_epi32(k, 28));
+#endif
 }
 #else
 #define hc_shuffle2 __builtin_shuffle

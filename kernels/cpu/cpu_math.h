@@ -144,18 +144,29 @@ typedef int cpu_ivec __attribute__((vector_size(CPU_VB)));
 
 /* Lanes of x picked by the lanes of m (cpu_shuffle1), or of the pair (x, y), x's lanes
  * first (cpu_shuffle2): GCC's shuffle by a mask vector. clang has none (its
- * __builtin_shufflevector takes constant indices): there lane by lane, which it folds to
- * the same shuffles where the masks are constants. */
+ * __builtin_shufflevector takes constant indices): there the two-source permutes of
+ * AVX-512 (vpermt2ps/pd, what GCC emits) and AVX2's one-source permute and a blend; lane
+ * by lane in the AVX2 double build. */
 #ifdef __clang__
 static inline __attribute__((always_inline)) cpu_vec cpu_shuffle2(cpu_vec x, cpu_vec y, cpu_ivec m) {
+#if CPU_VB == 64 && !REAL_IS_DOUBLE
+    return (cpu_vec)_mm512_permutex2var_ps((__m512)x, (__m512i)m, (__m512)y);
+#elif CPU_VB == 64
+    return (cpu_vec)_mm512_permutex2var_pd((__m512d)x, (__m512i)m, (__m512d)y);
+#elif !REAL_IS_DOUBLE
+    const __m256i k = (__m256i)m;
+    return (cpu_vec)_mm256_blendv_ps(_mm256_permutevar8x32_ps((__m256)x, k), _mm256_permutevar8x32_ps((__m256)y, k),
+                                     (__m256)_mm256_slli_epi32(k, 28)); /* bit 3: y's lane */
+#else
     cpu_vec r;
     for (int i = 0; i < CPU_VL; i++) {
         const int k = (int)(m[i] & (2 * CPU_VL - 1));
         r[i] = k < CPU_VL ? x[k] : y[k - CPU_VL];
     }
     return r;
+#endif
 }
-#define cpu_shuffle1(x, m) cpu_shuffle2(x, x, (m) & (CPU_VL - 1))
+#define cpu_shuffle1(x, m) cpu_shuffle2(x, x, m)
 #else
 #define cpu_shuffle2 __builtin_shuffle
 #define cpu_shuffle1 __builtin_shuffle
