@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Install the Debian packages s2hc needs, only those missing. Idempotent and quiet
-# when everything is present. Usage: scripts/deps.sh [--slurm]
+# when everything is present. Usage: scripts/deps.sh [--slurm] [--clang]
 set -euo pipefail
 PKGS="build-essential pkg-config libhdf5-dev hdf5-tools libyaml-dev libopenblas-openmp-dev
 gnuplot-nox fonts-dejavu-core man-db groff-base perl perl-doc
 linux-doc-6.1 python3.11-doc dict-gcide dict-foldoc fortunes fortunes-min bible-kjv bible-kjv-text
 manpages manpages-dev libopenmpi-dev openmpi-bin"
-if [ "${1:-}" = "--slurm" ]; then PKGS="$PKGS slurmctld slurmd slurm-client munge"; fi
+for opt in "$@"; do
+  case "$opt" in
+    --slurm) PKGS="$PKGS slurmctld slurmd slurm-client munge" ;;
+    --clang) PKGS="$PKGS clang libomp-dev" ;;
+    *) echo "deps: unknown option $opt (--slurm, --clang)" >&2; exit 2 ;;
+  esac
+done
 missing=""
 for p in $PKGS; do
   st=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
