@@ -217,14 +217,15 @@ cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one
 # (a pause in the analysis output it loads) does not reach gnuplot, which finishes the
 # figure; make stops (130), the older figure in place, no .tmp left
 if command -v make >/dev/null && command -v setsid >/dev/null; then
-  cp -r "$OUT" "$TMP/mk"; printf 'pause 2\nprint "gnuplot: after the pause"\n' >> "$TMP/mk/data/meta.gp"
+  # (the signal once gnuplot says it pauses, not a fixed time after make's line: on a
+  # loaded machine gnuplot could reach the pause's end first, make then exiting 0)
+  cp -r "$OUT" "$TMP/mk"; printf 'print "gnuplot: pausing"\npause 3\nprint "gnuplot: after the pause"\n' >> "$TMP/mk/data/meta.gp"
   before=$(md5sum < "$TMP/mk/fig00_loss.png")
   set -m
   MAKEFLAGS= MAKELEVEL= make -s -o "$TMP/mk/data/meta.gp" -W plots/fig00_loss.gp "$TMP/mk/fig00_loss.png" PAPER_OUT="$TMP/mk" >"$TMP/out" 2>&1 &
   pid=$!
   set +m
-  for _ in $(seq 100); do grep -q "figure fig00_loss" "$TMP/out" && break; sleep 0.1; done
-  sleep 0.5
+  for _ in $(seq 200); do grep -q "gnuplot: pausing" "$TMP/out" && break; sleep 0.05; done
   kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
   [ "$st" != 0 ] && grep -q "gnuplot: after the pause" "$TMP/out" && ok "make's Ctrl-C in the figure step spares gnuplot" \
     || fail "make's Ctrl-C in the figure step: exit $st, gnuplot interrupted: $(tail -n 2 "$TMP/out")"
