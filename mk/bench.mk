@@ -33,7 +33,7 @@ LAYOUT_BENCH := $(BUILD)/tools/layout_bench
 bench-layout: $(LAYOUT_BENCH)
 	$(LAYOUT_BENCH) $(LAYOUT_ARGS)
 
-$(LAYOUT_BENCH): tools/layout_bench.c
+$(LAYOUT_BENCH): tools/layout_bench.c $(CC_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $<
 

@@ -26,6 +26,9 @@ CC ?= gcc
 ifeq ($(CC),cc)
 CC := gcc
 endif
+# The C of the probe and the GPU check (their CPU reference, and the libgomp they carry in
+# build/cuda/lib): GCC's, as nvcc's host compiler, whatever CC builds the programs.
+CUDA_HOST_CC ?= gcc
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 
 # One CUDA build for every flavour of the CPU build (build-san too): the archive is not
@@ -45,7 +48,7 @@ CUDA_CPU_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -fopenmp -Wall -W
 
 $(CUDA_BUILD)/cpu/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CUDA_CPU_CFLAGS) -c -o $@ $<
+	$(CUDA_HOST_CC) $(CUDA_CPU_CFLAGS) -c -o $@ $<
 
 
 # The CPU emulator (tests/gpu/emu): the .cu files turned into C++ by cu2cpp.py and run
@@ -166,7 +169,7 @@ $(CUDA_SO): $(CUDA_OBJ)
 
 # The C probe: gcc, the archive and the CUDA libraries only.
 $(CUDA_BUILD)/cuda_probe: tests/gpu/probe.c $(CUDA_LIB)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -DS2HC_CUDA -I. -o $@ $< $(CUDA_LIBS)
+	$(CUDA_HOST_CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -DS2HC_CUDA -I. -o $@ $< $(CUDA_LIBS)
 
 # The check program. It carries its own copy of the CPU reference, compiled for any
 # x86-64 (no -march=native) and linked with static OpenBLAS and libyaml, plus the few
@@ -184,11 +187,11 @@ $(CUDA_BUILD)/check.o: tests/gpu/check.cu $(CUDA_STAMP)
 $(CUDA_BUILD)/gpu_check: $(CUDA_BUILD)/check.o $(CUDA_CPU_OBJ) $(CUDA_LIB)
 	@mkdir -p $(CUDA_BUILD)/lib
 	@for l in $(CUDA_CHECK_SHLIBS); do \
-	  p=$$($(CC) -print-file-name=$$l); \
+	  p=$$($(CUDA_HOST_CC) -print-file-name=$$l); \
 	  case $$p in /*) cp -L $$p $(CUDA_BUILD)/lib/$$l;; *) p=$$(ldconfig -p | awk -v l=$$l '$$1 == l {print $$NF; exit}'); \
 	    [ -n "$$p" ] && cp -L $$p $(CUDA_BUILD)/lib/$$l || true;; esac; \
 	done
-	$(CC) -fopenmp -o $@ $(CUDA_BUILD)/check.o $(CUDA_CPU_OBJ) $(CUDA_LIB) $(CUDA_CHECK_LIBS)
+	$(CUDA_HOST_CC) -fopenmp -o $@ $(CUDA_BUILD)/check.o $(CUDA_CPU_OBJ) $(CUDA_LIB) $(CUDA_CHECK_LIBS)
 
 # What gpu_check was built from: every source file its objects' dependency lists name, with
 # its sha256, in build/cuda/lib (which travels with the binary to a GPU machine). There
