@@ -170,6 +170,7 @@ static int stdout_checked(const char *cmd, int rc) {
 }
 
 int main(int argc, char **argv) {
+    std_fds_reserve(); /* before any file is opened: none may take stdout's number */
     /* HDF5 1.10 keeps a file whose close failed (a full disk) in its ID table, and its
        exit handler then crashes closing it again: every file is closed explicitly, so
        the handler is not needed (before any other HDF5 call) */

@@ -446,6 +446,14 @@ void runtime_env_fixup(char **argv) {
     /* exec failed: carry on with the runtime's defaults */
 }
 
+void std_fds_reserve(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int got = open("/dev/null", O_RDONLY); /* the lowest free number: fd (those below are open) */
+        if (got >= 0 && got != fd) close(got);
+    }
+}
+
 char *read_text_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

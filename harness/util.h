@@ -36,6 +36,13 @@ FILE *fopen_check_(const char *path, const char *mode, const char *file, int lin
 #define RUNTIME_SPIN "3000"
 #endif
 void runtime_env_fixup(char **argv);
+/* Standard input, output or error closed by the caller (`s2hc train ... >&-`): the next
+ * file opened would take its number, and what is printed there would land in that file
+ * (train's progress lines in the run's .train.lock, a grid's in a point's .lock). Each
+ * closed one is opened on /dev/null, read-only, so that it stays taken and a write to it
+ * still fails as on a closed one (EBADF: `s2hc inspect --csv >&-` still says so). Call
+ * first thing in main. */
+void std_fds_reserve(void);
 /* The CPUs the process was given, as OpenMP found them: with OMP_PROC_BIND or OMP_PLACES
  * set, the calling thread is bound to one place and its own mask counts that place only
  * (util.c). runtime_unbind gives the calling thread all of them again: for a child

@@ -528,4 +528,14 @@ expect_status 1 "a checkpoint past the file-size limit" -- bash -c 'ulimit -f 40
 expect_out "lim/ckpt.h5: cannot save checkpoint .*File too large" "the error says File too large"
 [ "$(cat "$TMP/victim")" = precious ] && ok "the link's target is untouched" || fail "a link at ckpt.h5.tmp was followed"
 ls "$TMP/runs/lim" | grep -q '\.tmp$' && fail "a .tmp was left: $(ls "$TMP/runs/lim")" || ok "no .tmp left"
+# stdout and stderr closed (`>&- 2>&-`, as a batch script may start it): the run trains,
+# and its log lands nowhere, not in the first file opened (the run's .train.lock took
+# stdout's number and got every progress line); a product on a closed stdout still fails
+"$S2HC" train "$TMP/t.yaml" --set run.name=closed --set train.steps=5 >&- 2>&-; st=$?
+[ "$st" = 0 ] && [ "$(wc -l < "$TMP/runs/closed/.train.lock")" = 1 ] && grep -q "^s2hc train pid" "$TMP/runs/closed/.train.lock" \
+  && ok "train with stdout and stderr closed: its lock file holds the holder's line only" \
+  || fail "train >&- 2>&-: exit $st, .train.lock: $(head -c 300 "$TMP/runs/closed/.train.lock")"
+"$S2HC" inspect "$TMP/runs/closed" --csv >&- 2>"$TMP/err"; st=$?
+[ "$st" = 1 ] && grep -q "writing the standard output failed" "$TMP/err" && ok "inspect --csv >&-: exit 1, says so" \
+  || fail "inspect --csv >&-: exit $st, $(cat "$TMP/err")"
 finish train_cli
