@@ -2,7 +2,10 @@
 # network (branches on) and for the residual path alone (branches off), mean ± std over
 # validation sequences, per method. Data: beyond_jacobian.dat
 # (index, method, full mean, full std, residual mean, residual std, sequences).
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "beyond_jacobian"
 W = 1100; H = 550
 do for [fmt in "png svg"] {

@@ -1,6 +1,9 @@
 # Training loss per step (faint) and its moving average (bold), one run per method, in the
 # cell the figures show: context for Table 1. Data: loss_<method>.dat (step, loss, moving average).
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig00_loss"
 W = 1100; H = 550
 K = words(loss_methods)

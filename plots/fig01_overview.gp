@@ -1,7 +1,10 @@
 # Fig 1: learned H_res of mHC, mHC-lite (KromHC) and s2HC as annotated heat maps (top);
 # perplexity relative to RC per out-of-domain corpus (bottom left); auxiliary parameters
 # against n (bottom right). Data: fig1_hres_<method>.dat, fig1_ood.dat, params.dat.
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig01_overview"
 W = 1400; H = 950
 K = words(hres_methods)

@@ -2,7 +2,10 @@
 # its 10-90 % band (every row of every per-token matrix of every sublayer). Right: the
 # fraction of per-token matrices whose row maxima all sit on the diagonal.
 # Data: fig2_<method>.dat (step p10 median p90 diag_frac).
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig02_rowmax"
 W = 1300; H = 500
 K = words(fig2_methods)

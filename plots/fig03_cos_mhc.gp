@@ -2,7 +2,10 @@
 # line per sublayer (colour = depth), over training: the fixed-identity baseline (left,
 # from the ablation grid) against mhc (right). Data: fig3_cos_<method>.dat
 # (step, then one column per sublayer).
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig03_cos_mhc"
 method = "mhc"
 W = 1300; H = 500

@@ -1,6 +1,9 @@
 # Fig 5: global gradient norm (before clipping) over training, one run per method, clamped
 # at grad_clamp (5) for display as in the paper. Data: fig5_<method>.dat (step, clamped, raw).
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig05_gradnorm"
 W = 1100; H = 550
 K = words(fig5_methods)

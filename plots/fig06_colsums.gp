@@ -7,7 +7,10 @@
 # the authors store the transpose, so their "column sums" are our row sums.
 # Data: fig6_{colsum,rowsum}_<m>.dat, fig6_composite{,_rows}.dat, fig6_cumnorm_<m>.dat,
 # fig6_sumdev_<m>.dat.
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig06_colsums"
 W = 1500; H = 950
 K = words(fig6_methods)

@@ -1,7 +1,10 @@
 # Fig 7: left, measured training throughput against the number of streams n (median
 # tokens/s over the steps of the streams grid's runs); right, auxiliary parameters
 # against n, counted, log scale. Data: fig7_tput_<method>.dat, params.dat.
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig07_streams"
 W = 1300; H = 520
 K = words(fig7_methods)

@@ -2,7 +2,10 @@
 # final probe's sequences, per method (fraction per 0.01 bin, log scale; empty bins drop
 # below the axis).
 # Data: fig8_<method>.dat (bin centre, fraction).
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig08_entries"
 W = 1100; H = 550
 K = words(fig8_methods)

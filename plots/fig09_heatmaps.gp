@@ -1,7 +1,10 @@
 # Fig 9: H_res of validation sequence 0 (token-averaged) at four depths and the composite
 # product, one row per method; row sums printed right of each matrix, column sums below.
 # Data: fig9_<method>_<k>.dat (k = 0..3 depths, 4 composite) and fig9_<method>_<k>_sums.dat.
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig09_heatmaps"
 K = words(hres_methods)
 R = K > 0 ? K : 1

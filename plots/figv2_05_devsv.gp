@@ -1,7 +1,10 @@
 # v2 Fig 5: singular values (descending) of the deviation part H_res - J (J = ones/n) of
 # the token-averaged H_res per sublayer, one panel per method. The last is 0 when the
 # rows or columns sum to 1. Data: figv2_5_<method>.dat (sublayer, sv_1 ... sv_n).
-load system("dirname '".ARG0."'")."/style.gp"
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "figv2_05_devsv"
 K = words(devsv_methods)
 W = 380 * (K > 0 ? K : 1) + 100; H = 480

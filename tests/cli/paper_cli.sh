@@ -124,6 +124,14 @@ grep -q "cos_identity = 1" "$OUT/data/meta.gp" && ok "identity baseline present"
 # the page for a single run works too
 expect_status 0 "report on one run" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one"
 [ -s "$TMP/one/index.html" ] && [ -s "$TMP/one/fig01_overview.png" ] && ok "one-run page" || fail "one-run page missing"
+# the figure scripts in a folder whose path holds a quote and a space (a checkout in
+# /home/o'brien): each finds style.gp beside itself (a shell's dirname '...' broke on the quote)
+mkdir -p "$TMP/o'brien s2hc"; cp -r plots "$TMP/o'brien s2hc/"; cp -r "$TMP/one" "$TMP/one-quote"
+rm -f "$TMP/one-quote/"*.png "$TMP/one-quote/"*.svg
+expect_status 0 "report with the scripts under a path with a quote" -- "$REPORT" report --no-analyze -o "$TMP/one-quote" \
+  --plots "$TMP/o'brien s2hc/plots"
+[ -s "$TMP/one-quote/fig01_overview.png" ] && [ -s "$TMP/one-quote/fig00_loss.svg" ] && ok "their figures are drawn" \
+  || fail "scripts under a quoted path drew nothing: $(head -n 3 "$TMP/one-quote/gnuplot.log" 2>/dev/null)"
 # a figure script that fails after drawing part of its figure: the page does not show it
 mkdir -p "$TMP/badplots"; cp plots/*.gp "$TMP/badplots/"
 printf 'load system("dirname ".ARG0)."/style.gp"\nset term pngcairo; set output dir."/fig00_loss.png"; plot x\nplot nosuchfunc(x)\n' \
