@@ -126,7 +126,8 @@ static void report_usage(FILE *f) {
             "  -o OUT          output directory (default out/report)\n"
             "  --no-analyze    use OUT/data and OUT/tables as they are (make paper does this)\n"
             "  --no-plots      do not run gnuplot (use the figures already in OUT)\n"
-            "  --plots DIR     where the figure scripts are (default ./plots, else plots/ beside bin/)\n"
+            "  --plots DIR     where the figure scripts are (default ./plots when it holds style.gp, else plots/\n"
+            "                  beside bin/)\n"
             "  --title TEXT    the page's title and heading (default: the paper's figures and tables)\n\n"
             "examples:\n"
             "  s2hc report runs/paper runs/ablations runs/streams -o out/paper\n"
@@ -380,9 +381,11 @@ int report_main(int argc, char **argv) {
         fprintf(stderr, "s2hc: error: %s missing: run s2hc analyze first (or drop --no-analyze)\n", p);
         return 1;
     }
-    /* plots/ relative to the working directory, else beside the binary (bin/../plots) */
+    /* plots/ relative to the working directory when it holds the figure scripts (a source
+       tree), else beside the binary (bin/../plots): a folder of the user's own that is
+       named plots (a project's figures) is not taken for them */
     char plots_alt[1024];
-    if (draw && !plots_given && stat(plots, &st) != 0) {
+    if (draw && !plots_given && !file_exists_("plots/style.gp")) {
         char exe[900];
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (len > 0) {

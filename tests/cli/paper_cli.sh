@@ -132,6 +132,13 @@ expect_status 0 "report with the scripts under a path with a quote" -- "$REPORT"
   --plots "$TMP/o'brien s2hc/plots"
 [ -s "$TMP/one-quote/fig01_overview.png" ] && [ -s "$TMP/one-quote/fig00_loss.svg" ] && ok "their figures are drawn" \
   || fail "scripts under a quoted path drew nothing: $(head -n 3 "$TMP/one-quote/gnuplot.log" 2>/dev/null)"
+# run from a project folder with a plots/ of its own: the figure scripts are still the
+# ones beside the binary (./plots was taken whole, and no figure was drawn)
+mkdir -p "$TMP/proj/plots"; echo 'plot x' > "$TMP/proj/plots/mine.gp"; cp -r "$TMP/one" "$TMP/proj/one"
+rm -f "$TMP/proj/one/"*.png "$TMP/proj/one/"*.svg
+(cd "$TMP/proj" && "$REPORT" report --no-analyze -o one) >"$TMP/out" 2>&1; st=$?
+[ "$st" = 0 ] && [ -s "$TMP/proj/one/fig01_overview.png" ] && ok "report beside a plots/ folder of the user's draws its figures" \
+  || fail "report beside a plots/ of the user's: exit $st, $(tail -n 2 "$TMP/out")"
 # a figure script that fails after drawing part of its figure: the page does not show it
 mkdir -p "$TMP/badplots"; cp plots/*.gp "$TMP/badplots/"
 printf 'load system("dirname ".ARG0)."/style.gp"\nset term pngcairo; set output dir."/fig00_loss.png"; plot x\nplot nosuchfunc(x)\n' \
