@@ -184,6 +184,12 @@ int an_pairable(const an_run *x, const an_run *y);
 /* Helpers to write files under OUT: fopen of OUT/sub/name (directories created); exits
  * through the caller's error path (NULL with a message). */
 FILE *an_open(const char *out, const char *sub, const char *name);
+/* The longest OUT `analyze` and `report` take: every file under it (OUT/data/NAME.tmp,
+ * OUT/.analyze-files, the figures) then fits the writers' path buffers whole. Longer, the
+ * folder's own name was cut to fit (data/ became OUT/dat/, tables/ OUT/tab/). */
+#define AN_OUT_MAX 900
+/* 0, or 2 after a message when out is longer than AN_OUT_MAX. */
+int an_out_check(const char *out);
 /* Close a file of an_open: checked, then renamed over OUT/SUB/NAME (a failed write leaves
  * the older file whole, says so and counts in an_write_failures; `analyze` then exits 1). */
 int an_close(FILE *f);

@@ -157,6 +157,7 @@ int analyze_main(int argc, char **argv) {
         free(paths);
         return 2;
     }
+    if (an_out_check(out)) { free(paths); return 2; }
     stop_signals_to(an_on_signal);
     an_runset rs;
     int n = an_runset_load(&rs, paths, np, !quiet);

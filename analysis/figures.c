@@ -110,6 +110,13 @@ int an_rep_run(const an_ctx *c, const char *variant) {
 
 int an_mkdirs(const char *path) { return mkdir_p(path); }
 
+int an_out_check(const char *out) {
+    if (strlen(out) <= AN_OUT_MAX) return 0;
+    fprintf(stderr, "s2hc: error: -o %.60s...: a path of %zu bytes, longer than %d; nothing written\n", out, strlen(out),
+            AN_OUT_MAX);
+    return 2;
+}
+
 int an_write_failures = 0;
 
 FILE *an_open(const char *out, const char *sub, const char *name) {

@@ -355,6 +355,7 @@ int report_main(int argc, char **argv) {
             return 2;
         } else args[na++] = argv[i];
     }
+    if (an_out_check(out)) { free(args); return 2; }
     struct stat st;
     if (draw && plots_given && (stat(plots, &st) != 0 || !S_ISDIR(st.st_mode))) { /* before anything is written */
         fprintf(stderr, "s2hc: error: --plots %s: no such directory (the figure scripts, plots/ of the source tree)\n",

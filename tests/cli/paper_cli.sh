@@ -124,6 +124,16 @@ grep -q "cos_identity = 1" "$OUT/data/meta.gp" && ok "identity baseline present"
 # the page for a single run works too
 expect_status 0 "report on one run" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one"
 [ -s "$TMP/one/index.html" ] && [ -s "$TMP/one/fig01_overview.png" ] && ok "one-run page" || fail "one-run page missing"
+# an -o too long for the files under it is refused before anything is written (at 1019
+# bytes OUT/data was cut to OUT/dat and the tables went to OUT/tab); at the limit it works
+long="$TMP/long/$(printf '%0250d' 0)/$(printf '%0250d' 0)/$(printf '%0250d' 0)"
+expect_status 2 "analyze -o of 1019 bytes is refused" -- "$S2HC" analyze "$TMP/runs/s2hc-n4" -o "$long/${long:0:$((1019 - ${#long} - 1))}"
+expect_out "a path of 1019 bytes, longer than 900" "says the path's length and the limit"
+[ ! -e "$TMP/long" ] && ok "nothing written for the refused -o" || fail "the refused -o wrote $(find "$TMP/long" -type f | wc -l) files"
+expect_status 2 "report -o of 1019 bytes is refused" -- "$S2HC" report --no-analyze -o "$long/${long:0:$((1019 - ${#long} - 1))}"
+expect_status 0 "analyze -o of 900 bytes" -- "$S2HC" analyze "$TMP/runs/s2hc-n4" -o "$long/${long:0:$((900 - ${#long} - 1))}"
+[ -d "$long/${long:0:$((900 - ${#long} - 1))}/data" ] && ok "its data/ is there" || fail "no data/ under a 900-byte -o"
+rm -rf "$TMP/long"
 # the figure scripts in a folder whose path holds a quote and a space (a checkout in
 # /home/o'brien): each finds style.gp beside itself (a shell's dirname '...' broke on the quote)
 mkdir -p "$TMP/o'brien s2hc"; cp -r plots "$TMP/o'brien s2hc/"; cp -r "$TMP/one" "$TMP/one-quote"
