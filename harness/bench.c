@@ -1040,7 +1040,7 @@ static void section_streams(const bench_opts *o, FILE *csv) {
 
 /* The probes section's folder while it exists (probes_tmpdir_set, raised once the path is
  * whole): what a signal's bench_on_signal removes */
-static char probes_tmpdir[1100];
+static char probes_tmpdir[CFG_PATH - 5];
 static volatile sig_atomic_t probes_tmpdir_set;
 
 static void bench_on_signal(int sig);
@@ -1079,7 +1079,7 @@ static void probes_test_pause(int run) {
  * Returns 0, or -1 if it could not run. */
 static int probe_run(const char *tmpdir, const char *preset, int steps, int every, double *wall, double *cpu) {
     static int runs = 0;
-    char set_steps[64], set_out[700], set_every[64], cfg_path[800];
+    char set_steps[64], set_out[2 * CFG_PATH + 16], set_every[64], cfg_path[800];
     snprintf(cfg_path, sizeof cfg_path, "%s/bench.yaml", tmpdir);
     FILE *f = fopen(cfg_path, "w");
     if (!f) return -1;
@@ -1087,7 +1087,13 @@ static int probe_run(const char *tmpdir, const char *preset, int steps, int ever
                "data: {ood: []}\n");
     fclose(f);
     snprintf(set_steps, sizeof set_steps, "train.steps=%d", steps);
-    snprintf(set_out, sizeof set_out, "run.out=%s/runs", tmpdir);
+    /* a YAML single-quoted scalar: a ' #' or ': ' in TMPDIR stays in the path */
+    size_t j = (size_t)snprintf(set_out, sizeof set_out, "run.out='");
+    for (const char *c = tmpdir; *c; c++) {
+        if (*c == '\'') set_out[j++] = '\'';
+        set_out[j++] = *c;
+    }
+    snprintf(set_out + j, sizeof set_out - j, "/runs'");
     snprintf(set_every, sizeof set_every, "probe.every=%d", every);
     /* the preset's sizes, written out (config keys, not the preset table) */
     s2hc_config sm;
@@ -1134,18 +1140,25 @@ static int section_probes(const bench_opts *o, FILE *csv) {
     }
     /* from here a signal only stops the section (stop_signal), which removes its folder */
     stop_signals_to(bench_on_probes_signal);
+    /* the runs' folder under TMPDIR, as the user's other tools put theirs (a job's own
+       scratch on a cluster), else /tmp */
     const char *tmp_root = getenv("TMPDIR");
-    char tmpdir[sizeof probes_tmpdir];
-    snprintf(tmpdir, sizeof tmpdir, "%s/s2hc-bench.XXXXXX", tmp_root && *tmp_root ? tmp_root : "/tmp");
-    if (mkdtemp(tmpdir)) {
-        memcpy(probes_tmpdir, tmpdir, sizeof tmpdir);
-        atomic_signal_fence(memory_order_seq_cst);
-        probes_tmpdir_set = 1;
-    } else {
-        printf("  skipped: cannot make a temporary folder\n");
+    if (!tmp_root || !tmp_root[0]) tmp_root = "/tmp";
+    char tmpdir[sizeof probes_tmpdir]; /* TMPDIR/s2hc-bench.XXXXXX/runs is the runs' run.out, < CFG_PATH bytes */
+    int made = 0;
+    if (snprintf(tmpdir, sizeof tmpdir, "%s/s2hc-bench.XXXXXX", tmp_root) >= (int)sizeof tmpdir)
+        printf("  skipped: TMPDIR %.60s... is too long for the runs' folder (%zu bytes)\n", tmp_root, strlen(tmp_root));
+    else if (!mkdtemp(tmpdir))
+        printf("  skipped: cannot make a temporary folder %s: %s\n", tmpdir, strerror(errno));
+    else
+        made = 1;
+    if (!made) {
         stop_signals_to(bench_on_signal);
         return stop_signal ? -1 : 0;
     }
+    memcpy(probes_tmpdir, tmpdir, sizeof tmpdir);
+    atomic_signal_fence(memory_order_seq_cst);
+    probes_tmpdir_set = 1;
     /* Runs of 2 * `every` steps (so probes run at steps 0, every and 2 * every), probes
      * on and off, alternated twice; the faster of each pair counts (a loaded machine only
      * adds time). The fixed costs (start, final eval and probe of one sequence, the

@@ -138,6 +138,19 @@ for case in "1 INT" "2 INT" "3 HUP" "2 INT INT"; do
     || fail "$what as run $run starts left: $(ls "$TMP/bq$run$again/tmp" "$TMP/bp/csv" | tr '\n' ' ')"
   rm -f "$TMP/bp/csv/"*.tmp; echo "an earlier run's" > "$TMP/bp/csv/probes.csv"
 done
+# the probes section's runs go under TMPDIR (they went to /tmp whatever it said): one that
+# does not exist is named with the reason; under one with a quote, a ' #' and a ': ' the
+# runs train there and nothing is left (a shell's rm -rf '...' broke on the quote)
+(cd "$TMP/bp" && TMPDIR="$TMP/no such" "$S2HC" bench --quick --preset tiny --no-methods --no-streams --probe-steps 2 \
+  --csv none) >"$TMP/out" 2>&1
+grep -q "skipped: cannot make a temporary folder $TMP/no such/s2hc-bench\..*: No such file or directory" "$TMP/out" \
+  && ok "bench: a TMPDIR that does not exist is named" || fail "bench under a missing TMPDIR: $(grep -A2 '^== probes' "$TMP/out")"
+mkdir -p "$TMP/it's #t: mp"
+(cd "$TMP/bp" && TMPDIR="$TMP/it's #t: mp" "$S2HC" bench --quick --preset tiny --no-methods --no-streams --probe-steps 2 \
+  --csv none) >"$TMP/out" 2>&1
+grep -q "^  probes on " "$TMP/out" && [ -z "$(ls -A "$TMP/it's #t: mp")" ] \
+  && ok "bench: the probes' runs under a TMPDIR with a quote, removed after" \
+  || fail "bench under TMPDIR=\"it's #t: mp\": $(grep -A2 '^== probes' "$TMP/out"), left: $(ls -A "$TMP/it's #t: mp")"
 # SIGTERM (or a Ctrl-C) in another section: exit 130 at once, the earlier CSV files whole,
 # no .tmp left (the methods section's bench.csv and breakdown.csv were being written)
 mkdir -p "$TMP/bt/csv"; echo "an earlier run's" > "$TMP/bt/csv/bench.csv"
