@@ -257,7 +257,7 @@ static int run_gnuplot(const char *out, const char *stem, const char *script, co
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_APPEND | O_CREAT, 0666);
     /* s2hc ignores SIGXFSZ (its own writers report EFBIG); gnuplot ignores a failed write,
        so past `ulimit -f` it must die of the signal, and its figure count as failed */
     posix_spawnattr_t at;

@@ -870,7 +870,7 @@ static int convert_files(const strlist *files, convert_fn fn, extract_ctx *ctx, 
             if (getppid() != parent) _exit(5);
             close(tick[0]);
             runtime_unbind(); /* the workers spread over every CPU, not the first place's */
-            int fd = open(paths[w], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            int fd = open(paths[w], O_WRONLY | O_CREAT | O_TRUNC, 0666);
             if (fd < 0) _exit(3);
             dbuf text = {0}, norm = {0};
             for (size_t i = (size_t)w; i < files->n; i += (size_t)jobs) {
@@ -1443,7 +1443,7 @@ static int prepare_one(const char *data_dir, const corpus_spec *c, int verbose) 
 static int data_dir_lock(const char *data_dir) {
     char lockp[1200];
     snprintf(lockp, sizeof lockp, "%s/.prepare.lock", data_dir);
-    int fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
     if (fd >= 0 && errno == EWOULDBLOCK)
         fprintf(stderr, "s2hc: error: another `s2hc data prepare` or `data import` is writing in %s; wait for it\n",

@@ -1361,7 +1361,7 @@ static double series_mean_positive(const h5log *log, const char *path) {
 static int write_atomic(const char *path, const char *text, size_t len) {
     char tmp[CFG_PATH * 2];
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     int ok = fd >= 0;
     for (size_t off = 0; ok && off < len;) {
         ssize_t w = write(fd, text + off, len - off);
@@ -1595,7 +1595,7 @@ int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_stat
     char lockp[CFG_PATH + 32], path[CFG_PATH + 32];
     snprintf(lockp, sizeof lockp, "%s/.index.lock", g->out);
     snprintf(path, sizeof path, "%s/index.csv", g->out);
-    int lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (lfd >= 0) lock_cmd(lfd, F_OFD_SETLKW, F_WRLCK);
     if (lfd >= 0) remove_stale_tmps(g->out); /* a killed runner's index.csv.PID.tmp */
     const char *ood[GRID_MAX_OOD], *keys[256];
@@ -2208,7 +2208,7 @@ static void launch(grid_runner *r, int i) {
     char *yaml = config_to_yaml(&c);
     int wrc = write_atomic(cfgp, yaml, strlen(yaml));
     free(yaml);
-    int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
     if (wrc != 0 || logfd < 0) {
         close(fd);
         if (logfd >= 0) close(logfd);

@@ -89,7 +89,7 @@ double threads_cpu_seconds(void) {
 
 int lock_file_try(const char *path, char *holder, size_t holder_len) {
     if (holder_len) holder[0] = '\0';
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) return -1;
     struct flock fl;
     memset(&fl, 0, sizeof fl);
@@ -569,7 +569,7 @@ FILE *tmp_stream_open(const char *path) {
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     unlink(tmp);
-    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f && fd >= 0) {
         const int e = errno;

@@ -538,4 +538,12 @@ ls "$TMP/runs/lim" | grep -q '\.tmp$' && fail "a .tmp was left: $(ls "$TMP/runs/
 "$S2HC" inspect "$TMP/runs/closed" --csv >&- 2>"$TMP/err"; st=$?
 [ "$st" = 1 ] && grep -q "writing the standard output failed" "$TMP/err" && ok "inspect --csv >&-: exit 1, says so" \
   || fail "inspect --csv >&-: exit $st, $(cat "$TMP/err")"
+# files take their mode from the umask as run.h5 does: under umask 002 (a group sharing
+# runs/) the lock a --resume by another member opens for writing is group-writable (it
+# was 0644: "cannot open .../.train.lock: Permission denied"), as are analyze's files
+(umask 002; "$S2HC" train "$TMP/t.yaml" --set run.name=grp --set train.steps=5 --quiet \
+  && "$S2HC" analyze "$TMP/runs/grp" -o "$TMP/grp-an" -q) >"$TMP/out" 2>&1
+modes=$(stat -c %a "$TMP/runs/grp/.train.lock" "$TMP/runs/grp/run.h5" "$TMP/grp-an/data/meta.gp" "$TMP/grp-an/.analyze-files" | tr '\n' ' ')
+[ "$modes" = "664 664 664 664 " ] && ok "umask 002: lock, run file and analysis files are group-writable" \
+  || fail "umask 002: modes of .train.lock, run.h5, meta.gp, .analyze-files: $modes"
 finish train_cli
