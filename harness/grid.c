@@ -2579,7 +2579,7 @@ int grid_main(int argc, char **argv) {
     r.queue = calloc_check((size_t)n, sizeof *r.queue);
     r.nood = grid_ood_names(pts, n, r.ood);
     r.force = force;
-    r.tty = isatty(STDOUT_FILENO);
+    r.tty = terminal_live(STDOUT_FILENO);
     r.t0 = now_seconds();
     ssize_t el = readlink("/proc/self/exe", r.exe, sizeof r.exe - 1);
     if (el <= 0) copy_str(r.exe, sizeof r.exe, "/proc/self/exe");

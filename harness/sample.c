@@ -304,7 +304,7 @@ int sample_main(int argc, char **argv) {
                         "top-k %s, seed %.0f\n", dir, cfg.method, m.n, (long long)step, m.T, n_tok, n_seq, temperature,
                 topk, seed);
         const sample_opts o = {temperature, (int)top_k};
-        sample_show show = {out, n_tok, n_seq, isatty(2), ids, now_seconds(), 0};
+        sample_show show = {out, n_tok, n_seq, terminal_live(2), ids, now_seconds(), 0};
         if (!show.tty) show.last = show.t0 + progress_after() - PROGRESS_LOG_EVERY; /* the first log line */
         if (n_seq == 1)
             for (size_t i = 0; i < plen; i++) sample_put(prompt[i], ids);

@@ -1027,7 +1027,7 @@ agree:
     inputs = malloc_check(N * sizeof(int));
     targets = malloc_check(N * sizeof(int));
     /* (mpirun gives rank 0 a terminal even when its own output is piped: lines, then) */
-    int tty = isatty(STDOUT_FILENO) && !quiet && W == 1;
+    int tty = terminal_live(STDOUT_FILENO) && !quiet && W == 1;
     stop_signals_catch(rank == 0); /* said once, by rank 0 */
     /* stopped during an evaluation of the training (its checkpoint saved, its row not
        written): that evaluation first, of the same weights */

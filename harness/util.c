@@ -249,13 +249,18 @@ double progress_after(void) {
     return test_after && *test_after ? atof(test_after) : PROGRESS_AFTER;
 }
 
+int terminal_live(int fd) {
+    const char *term = getenv("TERM");
+    return isatty(fd) && term && term[0] && strcmp(term, "dumb") != 0;
+}
+
 void progress_begin(progress *p, const char *what, const char *unit, long total, int enabled) {
     memset(p, 0, sizeof *p);
     p->what = what;
     p->unit = unit;
     p->total = total;
     p->enabled = enabled;
-    p->tty = isatty(STDOUT_FILENO);
+    p->tty = terminal_live(STDOUT_FILENO);
     p->t0 = now_seconds();
     p->last = p->t0 + progress_after() - (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY);
 }

@@ -546,4 +546,15 @@ ls "$TMP/runs/lim" | grep -q '\.tmp$' && fail "a .tmp was left: $(ls "$TMP/runs/
 modes=$(stat -c %a "$TMP/runs/grp/.train.lock" "$TMP/runs/grp/run.h5" "$TMP/grp-an/data/meta.gp" "$TMP/grp-an/.analyze-files" | tr '\n' ' ')
 [ "$modes" = "664 664 664 664 " ] && ok "umask 002: lock, run file and analysis files are group-writable" \
   || fail "umask 002: modes of .train.lock, run.h5, meta.gp, .analyze-files: $modes"
+# on a terminal whose TERM is dumb (Emacs's M-x shell) progress goes a line at a time and
+# inspect draws no colour: such a terminal shows ESC[K and colour codes as text; on
+# another terminal the line is drawn in place (script(1) gives the run a terminal)
+if command -v script >/dev/null; then
+  TERM=dumb script -qec "$(printf '%q ' "$S2HC" train "$TMP/t.yaml" --set run.name=dumb --set train.steps=5)" "$TMP/tty" >/dev/null 2>&1
+  TERM=dumb script -qec "$(printf '%q ' "$S2HC" inspect "$TMP/runs/dumb" --layer 1)" "$TMP/tty2" >/dev/null 2>&1
+  TERM=xterm script -qec "$(printf '%q ' "$S2HC" train "$TMP/t.yaml" --set run.name=xterm --set train.steps=5)" "$TMP/tty3" >/dev/null 2>&1
+  grep -q "step  *5/5" "$TMP/tty" && ! grep -q $'\033' "$TMP/tty" "$TMP/tty2" && grep -q $'\033\\[K' "$TMP/tty3" \
+    && ok "TERM=dumb: no escape codes; TERM=xterm: the line in place" \
+    || fail "TERM=dumb on a terminal: $(grep -c $'\033' "$TMP/tty" "$TMP/tty2" "$TMP/tty3" | tr '\n' ' ')"
+fi
 finish train_cli
