@@ -1824,11 +1824,21 @@ static void sbatch_opt(FILE *f, const char *opt, const char *value, int pattern,
     fprintf(f, "%s%s\n", tail, quote ? "\"" : "");
 }
 
-static void abs_path(const char *p, char *out, size_t n) {
-    if (p[0] == '/') { copy_str(out, n, p); return; }
+/* p made absolute (from the current directory) into out; -1 with errno when it cannot be
+ * whole (a current directory deeper than PATH_MAX, which getcwd cannot give). */
+static int abs_path(const char *p, char *out, size_t n) {
+    if (p[0] == '/') {
+        if (strlen(p) >= n) { errno = ENAMETOOLONG; return -1; }
+        copy_str(out, n, p);
+        return 0;
+    }
     char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) { copy_str(out, n, p); return; }
-    snprintf(out, n, "%s/%s", cwd, p[0] == '.' && p[1] == '/' ? p + 2 : p);
+    if (!getcwd(cwd, sizeof cwd)) return -1;
+    if ((size_t)snprintf(out, n, "%s/%s", cwd, p[0] == '.' && p[1] == '/' ? p + 2 : p) >= n) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
 }
 
 /* The `s2hc grid G [--set ...] --out OUT` words every Slurm task repeats. */
@@ -1870,9 +1880,25 @@ static int write_slurm(const grid_spec *g, int n, int submit) {
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (el <= 0) copy_str(exe, sizeof exe, "s2hc");
     else exe[el] = '\0';
-    abs_path(g->path, gpath, sizeof gpath);
-    abs_path(g->out, out, sizeof out);
-    if (!getcwd(cwd, sizeof cwd)) copy_str(cwd, sizeof cwd, ".");
+    /* the scripts run elsewhere (submit.sh from any folder, the tasks on other nodes):
+       every path in them is absolute, or there are no scripts */
+    if (!getcwd(cwd, sizeof cwd)) {
+        char why[128];
+        if (errno == ERANGE) snprintf(why, sizeof why, "longer than PATH_MAX (%d bytes)", PATH_MAX);
+        else snprintf(why, sizeof why, "unknown: %s", strerror(errno));
+        fprintf(stderr, "s2hc: error: grid: --slurm: the scripts need absolute paths, and the current directory's is %s\n",
+                why);
+        return 1;
+    }
+    const char *whole = abs_path(g->path, gpath, sizeof gpath) != 0 ? g->path
+                        : abs_path(g->out, out, sizeof out) != 0  ? g->out
+                                                                  : NULL;
+    if (whole) {
+        fprintf(stderr, "s2hc: error: grid: --slurm: the scripts need absolute paths, and %.80s%s from %.80s%s is "
+                "longer than PATH_MAX (%d bytes)\n", whole, strlen(whole) > 80 ? "..." : "", cwd,
+                strlen(cwd) > 80 ? "..." : "", PATH_MAX);
+        return 1;
+    }
     const char *paths[] = {exe, gpath, out, cwd};
     for (int i = 0; i < 4; i++)
         if (strpbrk(paths[i], "\n\r")) { /* an #SBATCH line or a comment would end inside it */

@@ -348,6 +348,17 @@ for s in array report; do
     || ok "$s.sbatch: no stray word"
   bash -n "$O/out 100%/slurm/$s.sbatch" && ok "$s.sbatch: valid bash" || fail "$s.sbatch: bash -n"
 done
+# from a folder deeper than PATH_MAX (getcwd cannot give it) the scripts cannot hold
+# absolute paths: refused, nothing written (they said --chdir=. and cd '.', which run
+# from wherever sbatch or submit.sh is started)
+seg=$(printf '%0250d' 0); mkdir -p "$TMP/deep"
+sed "s|^base: .*|base: $PWD/experiments/tiny.yaml|" $G > "$TMP/g-deep.yaml"
+(cd "$TMP/deep" && for _ in $(seq 17); do mkdir "$seg" && cd "$seg" || exit 9; done && cp "$TMP/g-deep.yaml" g.yaml \
+  && "$S2HC" grid g.yaml "${D[@]}" --out out --slurm) >"$TMP/out" 2>&1; st=$?
+[ "$st" = 1 ] && grep -q "the current directory's is longer than PATH_MAX" "$TMP/out" \
+  && [ -z "$(find "$TMP/deep" -name slurm)" ] && ok "--slurm from a folder deeper than PATH_MAX is refused" \
+  || fail "--slurm deeper than PATH_MAX: exit $st, $(tail -n 2 "$TMP/out" | cut -c1-200)"
+rm -rf "$TMP/deep"
 # a slurm value that is not one word would be split by sbatch: refused where it is written
 sed "s|^base: .*|base: $PWD/experiments/tiny.yaml|; s|^  time: .*|  time: \"00:05:00 #\"|" $G > "$TMP/badslurm.yaml"
 grep -q '00:05:00 #' "$TMP/badslurm.yaml" || fail "badslurm.yaml: the smoke grid has no slurm time to replace"
