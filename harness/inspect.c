@@ -35,7 +35,7 @@
 #define INSPECT_MAX_RUNS 16
 
 typedef struct {
-    char dir[1024], path[1100];
+    char dir[RUN_DIR_MAX + 1], path[RUN_DIR_MAX + 16];
     h5log log;
     const char *method;
     int Lh, n, hc;
@@ -105,6 +105,7 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
     h5log_init(&v->log);
     size_t len = strlen(arg);
     int given_file = len > 3 && !strcmp(arg + len - 3, ".h5");
+    if (!run_dir_fits(arg)) return 1; /* a file's path too: its folder is the run's */
     if (given_file) { /* the file, and its folder for the names and the commands suggested */
         snprintf(v->path, sizeof v->path, "%s", arg);
         parent_dir(v->dir, sizeof v->dir, arg);

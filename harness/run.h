@@ -44,6 +44,12 @@ ckpt_tensor *run_ckpt_views(const gpt_model *m, float *base);
  * (naming the file and tensor) in err; *step (may be NULL) gets the checkpoint's step. */
 int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *err, size_t errlen);
 
+/* The longest run directory the commands that read one take (eval, probe, inspect, sample,
+ * export): the paths of its files (.train.lock, run.h5.tmp, ...) fit their buffers whole.
+ * Cut, they named other files: eval locked a stray file beside the run instead of its
+ * .train.lock. run_dir_fits: 1, or 0 after saying so. */
+#define RUN_DIR_MAX 1024
+int run_dir_fits(const char *dir);
 /* Open the run directory `dir` for reading: its run file into log (h5log_free it), the
  * config stored there into cfg, the model built from it (on the CPU, with the run's
  * train.threads when set) and the checkpoint's weights loaded, its step into *step (may

@@ -52,8 +52,16 @@ static void iso_now(char *buf, size_t len) {
  * refused instead of interleaving its saves with this one's. A grid holds <dir>/.lock,
  * another file, for its child. Returns the descriptor, or after a message -2 (in use) or
  * -1 (the lock file cannot be opened: a file where the run directory should be). */
+int run_dir_fits(const char *dir) {
+    if (strlen(dir) <= RUN_DIR_MAX) return 1;
+    fprintf(stderr, "s2hc: error: %.60s...: a run directory path of %zu bytes, longer than %d\n", dir, strlen(dir),
+            RUN_DIR_MAX);
+    return 0;
+}
+
 int run_lock(const char *dir, const char *who) {
-    char path[CFG_PATH + CFG_STR + 32], holder[160];
+    char path[RUN_DIR_MAX + 32], holder[160];
+    if (!run_dir_fits(dir)) return -1;
     snprintf(path, sizeof path, "%s/.train.lock", dir);
     int fd = lock_file_try(path, holder, sizeof holder);
     if (fd == -1) fprintf(stderr, "s2hc: error: cannot open %s: %s\n", path, strerror(errno));
@@ -305,6 +313,7 @@ static int ckpt_values_finite(const gpt_model *m, const real *params, const floa
  * its run file says of the run). */
 static int run_has_ckpt(const char *dir) {
     char ckpt[1200], runp[1200], err[256];
+    if (!run_dir_fits(dir)) return 0;
     snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
     if (file_exists(ckpt)) return 1;
     if (run_busy_unsaved(dir)) return 0;

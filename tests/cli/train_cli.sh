@@ -557,4 +557,18 @@ if command -v script >/dev/null; then
     && ok "TERM=dumb: no escape codes; TERM=xterm: the line in place" \
     || fail "TERM=dumb on a terminal: $(grep -c $'\033' "$TMP/tty" "$TMP/tty2" "$TMP/tty3" | tr '\n' ' ')"
 fi
+# a run directory given by a long path (760 bytes, as an absolute path can be): eval locks
+# its .train.lock (the lock's path was cut at 607 bytes: a stray file beside the run was
+# locked, and a training of the run not kept out); past RUN_DIR_MAX (1024) refused by name
+seg=$(printf '%0200d' 0); lp="$TMP/lp/$seg/$seg/$seg"; lp="$lp/${seg:0:$((760 - ${#lp} - 1))}"
+mkdir -p "$lp" && cp "$TMP/runs/tour/"*.h5 "$lp/"
+expect_status 0 "eval of a run at a 760-byte path" -- "$S2HC" eval "$lp" --batches 1
+[ -f "$lp/.train.lock" ] && [ "$(ls -A "$(dirname "$lp")" | wc -l)" = 1 ] && ok "it locks the run's own .train.lock" \
+  || fail "eval at a 760-byte path locked elsewhere: beside the run: $(ls -A "$(dirname "$lp")" | cut -c1-20 | tr '\n' ' ')"
+lp2="$lp/$seg/$seg"; mkdir -p "$lp2" && cp "$TMP/runs/tour/"*.h5 "$lp2/"
+for c in eval probe inspect sample export; do
+  expect_status 1 "$c of a run at a ${#lp2}-byte path is refused" -- "$S2HC" $c "$lp2"
+  expect_out "a run directory path of ${#lp2} bytes, longer than 1024" "$c says the path's length and the limit"
+done
+rm -rf "$TMP/lp"
 finish train_cli
