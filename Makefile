@@ -36,6 +36,11 @@ CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -Wall -Wextra -Werror -Wno-unu
 LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR)
 LDLIBS  := -lopenblas $(HDF5_LIBS) $(YAML_LIBS) -lm
 
+# A path as one shell word, whatever it holds (a checkout under /home/o'brien or a folder
+# with spaces): single-quoted, each ' as '\''. cstr: the text of a C string literal.
+shq  = '$(subst ','\'',$(1))'
+cstr = $(subst ",\",$(subst \,\\,$(1)))
+
 BUILD := build
 ifeq ($(SAN),1)
 BUILD := build-san
@@ -157,7 +162,7 @@ deps:
 	@scripts/deps.sh
 
 test: tests-build
-	@BUILD=$(BUILD) S2HC_BIN=$(abspath $(BIN)) tests/run.sh
+	@BUILD=$(BUILD) S2HC_BIN=$(call shq,$(abspath $(BIN))) tests/run.sh
 
 test-san:
 	@$(MAKE) --no-print-directory test SAN=1
@@ -202,7 +207,7 @@ ifneq ($(SAN),1)
 CFLAGS += $(CUDA_CFLAGS)
 ifneq ($(CUDA_CFLAGS),)
 CUDA_DL_OBJ := $(BUILD)/kernels/cuda/cuda_dl.o
-$(CUDA_DL_OBJ): CFLAGS += -DS2HC_CUDA_SO='"$(abspath $(CUDA_SO))"'
+$(CUDA_DL_OBJ): CFLAGS += -DS2HC_CUDA_SO=$(call shq,"$(call cstr,$(abspath $(CUDA_SO)))")
 LDLIBS := $(CUDA_DL_OBJ) $(LDLIBS)
 $(BIN) $(TEST_BIN) $(DTEST_BIN) $(FRAME_BENCH): $(CUDA_DL_OBJ) | $(CUDA_SO)
 tests-build: $(EMU_SO)

@@ -12,7 +12,7 @@ endif
 .PHONY: slurm-check deps-slurm
 
 slurm-check: all
-	@S2HC_BIN=$(abspath $(BIN)) tests/cli/slurm_check.sh
+	@S2HC_BIN=$(call shq,$(abspath $(BIN))) tests/cli/slurm_check.sh
 
 deps-slurm:
 	@scripts/deps.sh --slurm

@@ -64,4 +64,22 @@ make -n $SANARG paper PRESET=tiny PAPER_OUT="$P2" PAPER_RUNS="$R2" >"$TMP/out" 2
 expect_out "grid experiments/paper.yaml \(preset tiny\)" "an interrupted grid (no stamp) runs again"
 grep -Eq "grid experiments/(ablations|streams).yaml" "$TMP/out" && fail "a complete grid was planned again" ||
   ok "the complete grids are not run again"
+# a checkout under a folder whose path holds spaces, a quote and a double quote: the
+# paths make hands the shell (make test's S2HC_BIN, the CUDA library's path compiled into
+# s2hc) stay one word each, the library's a C string of the very path ('...' around
+# them broke at the first quote: make test in /home/o'brien ran nothing)
+Q="$TMP/it's a \"q\" dir"
+mkdir -p "$Q" && cp Makefile "$Q/" && cp -r mk "$Q/"
+for d in harness kernels probes analysis tests tools; do ln -s "$PWD/$d" "$Q/$d"; done
+line=$(make -n -C "$Q" --no-print-directory test 2>/dev/null | grep 'tests/run.sh$' | head -n 1)
+got=$(eval "${line%tests/run.sh} printenv S2HC_BIN" 2>&1)
+[ "$got" = "$Q/bin/s2hc" ] && ok "make test hands the shell S2HC_BIN whole" || fail "make test's S2HC_BIN: '$got' from: $line"
+if make -n -C "$Q" --no-print-directory -W kernels/cuda/cuda_dl.c build/kernels/cuda/cuda_dl.o 2>/dev/null | grep -q -- -DS2HC_CUDA_SO; then
+  line=$(make -n -C "$Q" --no-print-directory -W kernels/cuda/cuda_dl.c build/kernels/cuda/cuda_dl.o 2>/dev/null | grep -- -DS2HC_CUDA_SO)
+  eval "set -- $line" 2>/dev/null
+  def=""; for w in "$@"; do case $w in -DS2HC_CUDA_SO=*) def=${w#-DS2HC_CUDA_SO=};; esac; done
+  want="\"${Q//\"/\\\"}/build/cuda/libs2hc_cuda.so\""
+  [ "$def" = "$want" ] && ok "the CUDA library's path is one C string of the whole path" \
+    || fail "-DS2HC_CUDA_SO: '$def', wanted '$want'"
+fi
 finish build
