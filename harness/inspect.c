@@ -449,7 +449,7 @@ static void inspect_usage(FILE *f) {
             "  --csv         CSV for pandas: one row per sublayer, or (with --layer) the long format\n"
             "                run,method,step,layer,quantity,i,j,value\n"
             "  --color / --no-color     ANSI colour heat map (default: when stdout is a terminal, TERM is not dumb\n"
-            "                           and NO_COLOR is unset)\n"
+            "                           and NO_COLOR is unset or empty)\n"
             "\n"
             "examples:\n"
             "  s2hc inspect runs/tiny\n"
@@ -492,7 +492,8 @@ int inspect_main(int argc, char **argv) {
         inspect_usage(stderr);
         return 2;
     }
-    st.color = force_color >= 0 ? force_color : (terminal_live(STDOUT_FILENO) && !getenv("NO_COLOR"));
+    const char *no_color = getenv("NO_COLOR"); /* no-color.org: set and not empty */
+    st.color = force_color >= 0 ? force_color : (terminal_live(STDOUT_FILENO) && !(no_color && no_color[0]));
     if (st.csv) st.color = 0, st.unicode = 0;
     int rc = 0, header = !st.csv; /* the CSV header goes out with the first rows, not before an error */
     for (int r = 0; r < nruns; r++) {

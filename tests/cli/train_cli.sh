@@ -553,6 +553,11 @@ if command -v script >/dev/null; then
   TERM=dumb script -qec "$(printf '%q ' "$S2HC" train "$TMP/t.yaml" --set run.name=dumb --set train.steps=5)" "$TMP/tty" >/dev/null 2>&1
   TERM=dumb script -qec "$(printf '%q ' "$S2HC" inspect "$TMP/runs/dumb" --layer 1)" "$TMP/tty2" >/dev/null 2>&1
   TERM=xterm script -qec "$(printf '%q ' "$S2HC" train "$TMP/t.yaml" --set run.name=xterm --set train.steps=5)" "$TMP/tty3" >/dev/null 2>&1
+  # NO_COLOR turns colour off when set and not empty (no-color.org); empty, it is unset
+  TERM=xterm NO_COLOR= script -qec "$(printf '%q ' "$S2HC" inspect "$TMP/runs/dumb" --layer 1)" "$TMP/tty4" >/dev/null 2>&1
+  TERM=xterm NO_COLOR=1 script -qec "$(printf '%q ' "$S2HC" inspect "$TMP/runs/dumb" --layer 1)" "$TMP/tty5" >/dev/null 2>&1
+  grep -q $'\033\\[48;5;' "$TMP/tty4" && ! grep -q $'\033' "$TMP/tty5" && ok "NO_COLOR: empty keeps colour, 1 drops it" \
+    || fail "NO_COLOR= / NO_COLOR=1: $(grep -c $'\033' "$TMP/tty4" "$TMP/tty5" | tr '\n' ' ')"
   grep -q "step  *5/5" "$TMP/tty" && ! grep -q $'\033' "$TMP/tty" "$TMP/tty2" && grep -q $'\033\\[K' "$TMP/tty3" \
     && ok "TERM=dumb: no escape codes; TERM=xterm: the line in place" \
     || fail "TERM=dumb on a terminal: $(grep -c $'\033' "$TMP/tty" "$TMP/tty2" "$TMP/tty3" | tr '\n' ' ')"
