@@ -130,7 +130,7 @@ static const cfg_key cfg_keys[] = {
     KINT("train.eval_batches", eval_batches, "8", 1, 1000000, "micro-batches per validation eval"),
     KINT("train.ckpt_every", ckpt_every, "500", 0, INT_MAX, "steps between checkpoints; 0 = only at the end"),
     KINT("train.log_every", log_every, "10", 1, INT_MAX, "steps between progress lines when stdout is not a terminal"),
-    KINT("train.threads", threads, "0", 0, 4096, "OpenMP threads; 0 = all cores (--resume: the count the run trained with)"),
+    KINT("train.threads", threads, "0", 0, 4096, "OpenMP threads; 0 = OMP_NUM_THREADS when set, else all cores (--resume: the count the run trained with)"),
     KENUM("train.parallel", parallel, "batch", parallels,
           "cpu, 2+ threads: batch = each thread runs the whole step on its slice of the micro-batch (no barrier "
           "between ops; 5-8 % faster on 2 cores), ops = every op split over the threads; bit-identical for a given "
