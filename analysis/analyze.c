@@ -141,11 +141,11 @@ int analyze_main(int argc, char **argv) {
     int np = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { analyze_usage(stdout); free(paths); return 0; }
-        else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "-o") && opt_value(argc, argv, i)) out = argv[++i];
         else if (!strcmp(argv[i], "-q")) quiet = 1;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "s2hc: error: unknown option '%s'%s\n\n", argv[i],
-                    i + 1 < argc ? "" : " (or its value is missing)");
+                    opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             analyze_usage(stderr);
             free(paths);
             return 2;

@@ -342,14 +342,14 @@ int report_main(int argc, char **argv) {
     args[na++] = "analyze";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { report_usage(stdout); free(args); return 0; }
-        else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--plots") && i + 1 < argc) { plots = argv[++i]; plots_given = 1; }
+        else if (!strcmp(argv[i], "-o") && opt_value(argc, argv, i)) out = argv[++i];
+        else if (!strcmp(argv[i], "--plots") && opt_value(argc, argv, i)) { plots = argv[++i]; plots_given = 1; }
         else if (!strcmp(argv[i], "--title") && i + 1 < argc) title = argv[++i];
         else if (!strcmp(argv[i], "--no-analyze")) analyze = 0;
         else if (!strcmp(argv[i], "--no-plots")) draw = 0;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "s2hc: error: unknown option '%s'%s\n\n", argv[i],
-                    i + 1 < argc ? "" : " (or its value is missing)");
+                    opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             report_usage(stderr);
             free(args);
             return 2;

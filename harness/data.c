@@ -1760,7 +1760,7 @@ int data_main(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { data_usage(stdout); return 0; }
-        if (strcmp(a, "--dir") == 0 && i + 1 < argc) dir = argv[++i];
+        if (strcmp(a, "--dir") == 0 && opt_value(argc, argv, i)) dir = argv[++i];
         else if (strncmp(a, "--dir=", 6) == 0) dir = a + 6;
         else if (is_prepare && ((strcmp(a, "--only") == 0 && i + 1 < argc) || strncmp(a, "--only=", 7) == 0)) {
             const char *v = a[6] == '=' ? a + 7 : argv[++i];
@@ -1780,7 +1780,7 @@ int data_main(int argc, char **argv) {
         else if (is_import && a[0] != '-' && !import_file) import_file = a;
         else {
             fprintf(stderr, "s2hc: error: data %s: unexpected argument '%s'%s\n", cmd, a,
-                    a[0] == '-' && i + 1 == argc ? " (or its value is missing)" : "");
+                    a[0] == '-' && !opt_value(argc, argv, i) ? " (or its value is missing or is an option)" : "");
             data_usage(stderr);
             return 2;
         }

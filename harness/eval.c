@@ -181,10 +181,10 @@ int eval_main(int argc, char **argv) {
             }
             batches = (int)v;
         }
-        else if (!strcmp(argv[i], "--data") && i + 1 < argc) data_dir = argv[++i];
+        else if (!strcmp(argv[i], "--data") && opt_value(argc, argv, i)) data_dir = argv[++i];
         else if (argv[i][0] == '-') {
             fprintf(stderr, "s2hc: error: eval: unknown option '%s'%s\n", argv[i],
-                    i + 1 < argc ? "" : " (or its value is missing)");
+                    opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             return 2;
         }
         else if (!dir) dir = argv[i];

@@ -558,9 +558,10 @@ int probe_main(int argc, char **argv) {
             }
             if (!strcmp(a, "--samples")) samples = (int)v;
             else batch = (int)v;
-        } else if (!strcmp(a, "--data") && i + 1 < argc) data_dir = argv[++i];
+        } else if (!strcmp(a, "--data") && opt_value(argc, argv, i)) data_dir = argv[++i];
         else if (a[0] == '-') {
-            fprintf(stderr, "s2hc: error: probe: unknown option '%s'%s\n", a, i + 1 < argc ? "" : " (or its value is missing)");
+            fprintf(stderr, "s2hc: error: probe: unknown option '%s'%s\n", a,
+                    opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             probe_usage(stderr);
             return 2;
         } else if (!dir) dir = a;

@@ -97,11 +97,11 @@ int export_main(int argc, char **argv) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             export_usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        } else if (!strcmp(argv[i], "-o") && opt_value(argc, argv, i)) out = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
         else if (argv[i][0] == '-') {
             fprintf(stderr, "s2hc: error: export: unknown option '%s'%s\n", argv[i],
-                    i + 1 < argc ? "" : " (or its value is missing)");
+                    opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             return 2;
         } else if (dir) {
             fprintf(stderr, "s2hc: error: export: one run directory at a time ('%s', then '%s')\n", dir, argv[i]);

@@ -249,6 +249,10 @@ double progress_after(void) {
     return test_after && *test_after ? atof(test_after) : PROGRESS_AFTER;
 }
 
+const char *opt_value(int argc, char **argv, int i) {
+    return i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL;
+}
+
 int terminal_live(int fd) {
     const char *term = getenv("TERM");
     return isatty(fd) && term && term[0] && strcmp(term, "dumb") != 0;

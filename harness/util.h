@@ -140,6 +140,10 @@ void remove_tree_now(const char *path);
 /* PROGRESS_AFTER, or S2HC_TEST_PROGRESS_AFTER's seconds (tests: the first line sooner);
  * for the commands whose progress goes elsewhere (sample's, on stderr) */
 double progress_after(void);
+/* argv[i + 1] as the value of the option argv[i], or NULL when there is none or it starts
+ * with '-': another option (`report -o --no-plots` wrote its report into a folder named
+ * --no-plots and drew the figures); a path that starts with '-' is written ./-name. */
+const char *opt_value(int argc, char **argv, int i);
 /* 1 when fd is a terminal that draws a line in place ("\r", ESC[K) and colours: a
  * terminal whose TERM is "dumb" or unset (Emacs's M-x shell, a serial console) shows those
  * as ^[[K, so there progress goes a line at a time, as into a log, and colour is off. */

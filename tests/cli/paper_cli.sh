@@ -134,6 +134,13 @@ expect_status 2 "report -o of 1019 bytes is refused" -- "$S2HC" report --no-anal
 expect_status 0 "analyze -o of 900 bytes" -- "$S2HC" analyze "$TMP/runs/s2hc-n4" -o "$long/${long:0:$((900 - ${#long} - 1))}"
 [ -d "$long/${long:0:$((900 - ${#long} - 1))}/data" ] && ok "its data/ is there" || fail "no data/ under a 900-byte -o"
 rm -rf "$TMP/long"
+# an option is not another option's value: `report -o --no-plots` wrote its report into a
+# folder named --no-plots (and drew the figures), `analyze -o -q` into one named -q
+for c in "report $TMP/runs/s2hc-n4 -o --no-plots" "analyze $TMP/runs/s2hc-n4 -o -q"; do
+  (cd "$TMP" && "$S2HC" $c) >"$TMP/out" 2>&1; st=$?
+  [ "$st" = 2 ] && grep -q "'-o' (or its value is missing or is an option)" "$TMP/out" && [ ! -e "$TMP/--no-plots" ] \
+    && [ ! -e "$TMP/-q" ] && ok "${c%% *} -o followed by an option is refused" || fail "${c%% *} -o <an option>: exit $st, $(ls -d "$TMP"/-* 2>/dev/null)"
+done
 # the figure scripts in a folder whose path holds a quote and a space (a checkout in
 # /home/o'brien): each finds style.gp beside itself (a shell's dirname '...' broke on the quote)
 mkdir -p "$TMP/o'brien s2hc"; cp -r plots "$TMP/o'brien s2hc/"; cp -r "$TMP/one" "$TMP/one-quote"

@@ -562,6 +562,16 @@ if command -v script >/dev/null; then
     && ok "TERM=dumb: no escape codes; TERM=xterm: the line in place" \
     || fail "TERM=dumb on a terminal: $(grep -c $'\033' "$TMP/tty" "$TMP/tty2" "$TMP/tty3" | tr '\n' ' ')"
 fi
+# an option is not another option's value: `eval RUN --data --batches 1` read the data
+# from a folder named --batches; `export RUN -o --dtype` wrote a file named --dtype
+expect_status 2 "eval --data followed by an option is refused" -- "$S2HC" eval "$TMP/runs/tour" --data --batches 1
+expect_out "'--data' \(or its value is missing or is an option\)" "eval says --data's value is an option"
+(cd "$TMP" && "$S2HC" export "$TMP/runs/tour" -o --dtype) >"$TMP/out" 2>&1; st=$?
+[ "$st" = 2 ] && [ ! -e "$TMP/--dtype" ] && ok "export -o followed by an option is refused" \
+  || fail "export -o --dtype: exit $st, $(ls -d "$TMP"/--* 2>/dev/null)"
+(cd "$TMP" && "$S2HC" data prepare --dir --force --only kjv) >"$TMP/out" 2>&1; st=$?
+[ "$st" = 2 ] && [ ! -e "$TMP/--force" ] && ok "data prepare --dir followed by an option is refused" \
+  || fail "data prepare --dir --force: exit $st, $(ls -d "$TMP"/--* 2>/dev/null)"
 # a run directory given by a long path (760 bytes, as an absolute path can be): eval locks
 # its .train.lock (the lock's path was cut at 607 bytes: a stray file beside the run was
 # locked, and a training of the run not kept out); past RUN_DIR_MAX (1024) refused by name
