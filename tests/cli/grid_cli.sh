@@ -306,7 +306,9 @@ grep -q '^#SBATCH --array=0-2%2$' "$A" && ok "array: --array=0-2%2" || fail "arr
 grep -q '^#SBATCH --time=00:05:00$' "$A" && ok "array: --time from the slurm block" || fail "no --time"
 grep -q '^#SBATCH --cpus-per-task=1$' "$A" && ok "array: --cpus-per-task" || fail "no --cpus-per-task"
 grep -q "^#SBATCH --output=$S/slurm/%A_%a.out$" "$A" && ok "array: output per task" || fail "no --output"
-grep -q "grid '$PWD/experiments/smoke.yaml' --out '$S' --set 'data.dir=$TMP/data' --set 'data.train=synth' --job \"\$SLURM_ARRAY_TASK_ID\"" "$A" \
+# (each path single-quoted as the script has it: a checkout under /home/o'brien too)
+shq() { local q="'\\''"; printf "'%s'" "${1//\'/$q}"; }
+grep -qF "grid $(shq "$PWD/experiments/smoke.yaml") --out $(shq "$S") --set $(shq "data.dir=$TMP/data") --set 'data.train=synth' --job \"\$SLURM_ARRAY_TASK_ID\"" "$A" \
   && ok "array: each task runs its point with the same --set" || fail "array command: $(tail -n 1 "$A")"
 grep -q -- '--kill-on-invalid-dep=yes' "$R" && grep -q -- "--list" "$R" && ok "report: --list, kill on invalid dependency" || fail "report script"
 grep -q -- '--dependency=afterok:"$array"' "$U" && grep -q -- '--parsable' "$U" && ok "submit.sh chains afterok" || fail "submit.sh"
