@@ -69,9 +69,9 @@ ifeq ($(CC_IS_CLANG),1)
 OMP_SHIM := $(abspath $(BUILD))/omp
 OMP_LIB  := $(shell $(CC) -print-file-name=libomp.so.5)
 ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
-$(shell mkdir -p $(OMP_SHIM) && ln -sfn '$(OMP_LIB)' $(OMP_SHIM)/libgomp.so.1)
+$(shell mkdir -p $(call shq,$(OMP_SHIM)) && ln -sfn $(call shq,$(OMP_LIB)) $(call shq,$(OMP_SHIM)/libgomp.so.1))
 endif
-LDFLAGS += -Wl,--disable-new-dtags -Wl,-rpath,$(OMP_SHIM)
+LDFLAGS += -Wl,--disable-new-dtags -Wl,-rpath,$(call shq,$(OMP_SHIM))
 endif
 
 # Every C file of the library: the harness (minus main), residual methods, CPU kernels,
