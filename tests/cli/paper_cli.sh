@@ -176,11 +176,17 @@ printf '%s\n' 'load system("dirname ".ARG0)."/style.gp"' 'stem = "fig01_overview
 cp -r "$TMP/one" "$TMP/one-int"
 sums() { (cd "$TMP/one-int" && md5sum index.html fig01_overview.png fig01_overview.svg fig00_loss.png 2>&1); }
 before=$(sums)
-set -m # the report in a process group of its own, signalled as a terminal's Ctrl-C signals one
-"$REPORT" report --no-analyze -o "$TMP/one-int" --plots "$TMP/slowplots" >"$TMP/out" 2>&1 &
-pid=$!
-set +m
-for _ in $(seq 100); do grep -qs "half drawn" "$TMP/one-int/gnuplot.log" && break; sleep 0.1; done
+# report_drawing OUT PLOTS: the report into OUT by the scripts in PLOTS, in the background
+# and in a process group of its own (signalled as a terminal's Ctrl-C signals one; $pid),
+# once gnuplot has half drawn the first figure
+report_drawing() {
+  set -m
+  "$REPORT" report --no-analyze -o "$1" --plots "$2" >"$TMP/out" 2>&1 &
+  pid=$!
+  set +m
+  for _ in $(seq 100); do grep -qs "half drawn" "$1/gnuplot.log" && break; sleep 0.1; done
+}
+report_drawing "$TMP/one-int" "$TMP/slowplots"
 kill -INT -- -"$pid" 2>/dev/null
 wait "$pid"; rc=$?
 [ "$rc" = 130 ] && ok "report stopped by Ctrl-C exits 130" || fail "report stopped by Ctrl-C: exit $rc: $(tail -n 2 "$TMP/out")"
@@ -193,11 +199,7 @@ ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 && fail "temporary files left after Ctrl
 cp -r "$TMP/one" "$TMP/one-int2"; cp -r "$TMP/slowplots" "$TMP/slowplots2"
 sums2() { (cd "$TMP/one-int2" && md5sum index.html fig01_overview.png fig01_overview.svg 2>&1); }
 before=$(sums2)
-set -m
-"$REPORT" report --no-analyze -o "$TMP/one-int2" --plots "$TMP/slowplots2" >"$TMP/out" 2>&1 &
-pid=$!
-set +m
-for _ in $(seq 100); do grep -qs "half drawn" "$TMP/one-int2/gnuplot.log" && break; sleep 0.1; done
+report_drawing "$TMP/one-int2" "$TMP/slowplots2"
 kill -INT -- -"$pid" 2>/dev/null; sleep 0.3; kill -INT -- -"$pid" 2>/dev/null
 wait "$pid"; rc=$?
 left=$(pgrep -f "$TMP/slowplots2/" | tr '\n' ' ')
@@ -211,11 +213,7 @@ left=$(pgrep -f "$TMP/slowplots2/" | tr '\n' ' ')
 cp -r "$TMP/one" "$TMP/one-hup"; cp -r "$TMP/slowplots" "$TMP/slowplots3"
 sums3() { (cd "$TMP/one-hup" && md5sum index.html fig01_overview.png fig01_overview.svg 2>&1); }
 before=$(sums3)
-set -m
-"$REPORT" report --no-analyze -o "$TMP/one-hup" --plots "$TMP/slowplots3" >"$TMP/out" 2>&1 &
-pid=$!
-set +m
-for _ in $(seq 100); do grep -qs "half drawn" "$TMP/one-hup/gnuplot.log" && break; sleep 0.1; done
+report_drawing "$TMP/one-hup" "$TMP/slowplots3"
 kill -HUP -- -"$pid" 2>/dev/null; wait "$pid"; rc=$?
 for _ in $(seq 100); do pgrep -f "$TMP/slowplots3/" >/dev/null || break; sleep 0.1; done
 [ "$rc" = 130 ] && ok "report stopped by SIGHUP exits 130" || fail "report stopped by SIGHUP: exit $rc: $(tail -n 2 "$TMP/out")"
@@ -249,15 +247,20 @@ cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one
 # (a pause in the analysis output it loads) does not reach gnuplot, which finishes the
 # figure; make stops (130), the older figure in place, no .tmp left
 if command -v make >/dev/null && command -v setsid >/dev/null; then
-  # (the signal once gnuplot says it pauses, not a fixed time after make's line: on a
-  # loaded machine gnuplot could reach the pause's end first, make then exiting 0)
-  cp -r "$OUT" "$TMP/mk"; printf 'print "gnuplot: pausing"\npause 3\nprint "gnuplot: after the pause"\n' >> "$TMP/mk/data/meta.gp"
-  before=$(md5sum < "$TMP/mk/fig00_loss.png")
-  set -m
-  MAKEFLAGS= MAKELEVEL= make -s -o "$TMP/mk/data/meta.gp" -W plots/fig00_loss.gp "$TMP/mk/fig00_loss.png" PAPER_OUT="$TMP/mk" >"$TMP/out" 2>&1 &
-  pid=$!
-  set +m
-  for _ in $(seq 200); do grep -q "gnuplot: pausing" "$TMP/out" && break; sleep 0.05; done
+  # make_figure_paused DIR: a copy of the report in DIR whose Fig 0 make redraws in the
+  # background, in a process group of its own ($pid), once gnuplot says it pauses (3 s in
+  # the analysis output it loads; the signal then, not a fixed time after make's line: on
+  # a loaded machine gnuplot could reach the pause's end first, make then exiting 0)
+  make_figure_paused() {
+    cp -r "$OUT" "$1"; printf 'print "gnuplot: pausing"\npause 3\nprint "gnuplot: after the pause"\n' >> "$1/data/meta.gp"
+    before=$(md5sum < "$1/fig00_loss.png")
+    set -m
+    MAKEFLAGS= MAKELEVEL= make -s -o "$1/data/meta.gp" -W plots/fig00_loss.gp "$1/fig00_loss.png" PAPER_OUT="$1" >"$TMP/out" 2>&1 &
+    pid=$!
+    set +m
+    for _ in $(seq 200); do grep -q "gnuplot: pausing" "$TMP/out" && break; sleep 0.05; done
+  }
+  make_figure_paused "$TMP/mk"
   kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
   [ "$st" != 0 ] && grep -q "gnuplot: after the pause" "$TMP/out" && ok "make's Ctrl-C in the figure step spares gnuplot" \
     || fail "make's Ctrl-C in the figure step: exit $st, gnuplot interrupted: $(tail -n 2 "$TMP/out")"
@@ -265,13 +268,7 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
     && ok "make's Ctrl-C: the older figure, no .tmp left" || fail "make's Ctrl-C left: $(ls "$TMP/mk" | grep fig00)"
   # SIGHUP to make's process group (the terminal closed) likewise: the recipe's shell died
   # of it at once, and gnuplot, in a session of its own, drew on into .tmp files that stayed
-  cp -r "$OUT" "$TMP/mkh"; printf 'pause 2\nprint "gnuplot: after the pause"\n' >> "$TMP/mkh/data/meta.gp"
-  before=$(md5sum < "$TMP/mkh/fig00_loss.png")
-  set -m
-  MAKEFLAGS= MAKELEVEL= make -s -o "$TMP/mkh/data/meta.gp" -W plots/fig00_loss.gp "$TMP/mkh/fig00_loss.png" PAPER_OUT="$TMP/mkh" >"$TMP/out" 2>&1 &
-  pid=$!
-  set +m
-  for _ in $(seq 100); do pgrep -f "dir='$TMP/mkh'" >/dev/null && break; sleep 0.1; done
+  make_figure_paused "$TMP/mkh"
   kill -HUP -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null; st=$?
   for _ in $(seq 100); do pgrep -f "dir='$TMP/mkh'" >/dev/null || break; sleep 0.1; done
   [ "$st" != 0 ] && [ "$(md5sum < "$TMP/mkh/fig00_loss.png")" = "$before" ] && ! ls "$TMP/mkh/"*.tmp >/dev/null 2>&1 \
