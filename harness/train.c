@@ -820,6 +820,14 @@ parts:;
                     isnan(last) ? 1.0 : last + 1, start);
         if (!quiet) printf("resuming %s from step %d\n", dir, start);
         if (threads_note[0]) fputs(threads_note, strncmp(threads_note, "s2hc:", 5) ? stdout : stderr);
+        /* a run trained by another build (an upgrade mid-run): its kernels may sum in
+           another order, so the steps from here need not be the ones that build would
+           have taken */
+        const char *by = h5log_get_attr_str(&log, "/", "git_commit");
+        if (rank == 0 && by && strcmp(by, s2hc_version()) != 0)
+            fprintf(stderr, "s2hc: warning: %s/run.h5 was trained by s2hc %s and resumes with s2hc %s: it goes on "
+                    "as the same model, but not bit for bit as that build would have where the kernels changed "
+                    "between them (the run file's git_commits lists both)\n", dir, by, s2hc_version());
     } else if (resume) {
         /* a run file without a checkpoint (stopped before its first save, or the
            checkpoint moved away): the run starts again from step 0 and its log is
@@ -939,6 +947,22 @@ parts:;
     h5log_attr_str(&log, "/", "method", cfg.method);
     h5log_attr_num(&log, "/", "n_streams", model.n);
     h5log_attr_num(&log, "/", "seed", (double)cfg.seed);
+    {
+        /* git_commits: every build that trained the run, in order (a run file older than
+           the attribute: its git_commit starts the list) */
+        const char *had = h5log_get_attr_str(&log, "/", "git_commits");
+        if (!had) had = h5log_get_attr_str(&log, "/", "git_commit");
+        const char *me = s2hc_version(), *last = had ? strrchr(had, ' ') : NULL;
+        last = last ? last + 1 : had;
+        if (!had || !*had) h5log_attr_str(&log, "/", "git_commits", me);
+        else if (strcmp(last, me) != 0) {
+            const size_t len = strlen(had) + strlen(me) + 2;
+            char *list = malloc_check(len);
+            snprintf(list, len, "%s %s", had, me);
+            h5log_attr_str(&log, "/", "git_commits", list);
+            free(list);
+        } else if (!h5log_get_attr_str(&log, "/", "git_commits")) h5log_attr_str(&log, "/", "git_commits", had);
+    }
     h5log_attr_str(&log, "/", "git_commit", s2hc_version());
     h5log_attr_str(&log, "/", "backend", cm || use_cuda ? "cuda" : "cpu");
     h5log_attr_str(&log, "/", "device", cm || use_cuda ? gpu : "cpu");

@@ -271,6 +271,64 @@ static void test_resume_damaged_processes(void) {
     CHECK(!strstr(text, "processes") && !strstr(text, "-2147483648"), "stderr: %s", text);
 }
 
+/* The root attribute git_commits of a run file, malloc'd ("" when absent) */
+static char *run_commits(const char *run) {
+    char err[512];
+    h5log log;
+    h5log_init(&log);
+    CHECK(h5log_load(&log, run, err, sizeof err) == 0, "%s", err);
+    const char *c = h5log_get_attr_str(&log, "/", "git_commits");
+    char *copy = strdup(c ? c : "");
+    h5log_free(&log);
+    return copy;
+}
+
+/* A run trained by another build (a run file of an older s2hc: another git_commit and no
+ * git_commits) and resumed by this one: a warning that the steps from there need not be
+ * bit for bit the older build's, and git_commits lists both builds in order; resumed again
+ * by this build, neither warning nor a second entry. The resume used to go on in silence
+ * and overwrite git_commit, so the run file no longer said which build trained its first
+ * steps. */
+static void test_resume_other_build(void) {
+    char cfg[700], run[700], log[700], err[512], want[256];
+    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
+    snprintf(run, sizeof run, "%s/runs/otherbuild/run.h5", tmp);
+    snprintf(log, sizeof log, "%s/otherbuild.err", tmp);
+    write_config(cfg, "identity", 2);
+    CHECK(train_argv(cfg, "otherbuild", "--stop-after", "10", NULL) == RUN_INTERRUPTED, "stopped run");
+    char *c = run_commits(run);
+    CHECK(!strcmp(c, s2hc_version()), "a new run's git_commits: '%s'", c);
+    free(c);
+    h5log l;
+    h5log_init(&l);
+    CHECK(h5log_load(&l, run, err, sizeof err) == 0, "%s", err);
+    h5log_attr_str(&l, "/", "git_commit", "0ld0000");
+    h5log_attr_del(&l, "/", "git_commits");
+    CHECK(h5log_save(&l, run) == 0, "save the older build's run file");
+    h5log_free(&l);
+    char text[4096];
+    int saved = stderr_to(log);
+    int rc = train_argv(cfg, "otherbuild", "--resume", "--stop-after", "10");
+    stderr_back(saved);
+    CHECK(rc == RUN_INTERRUPTED, "resume exits %d", rc);
+    read_text(log, text, sizeof text);
+    snprintf(want, sizeof want, "was trained by s2hc 0ld0000 and resumes with s2hc %s", s2hc_version());
+    CHECK(strstr(text, "warning") && strstr(text, want), "stderr: %s", text);
+    snprintf(want, sizeof want, "0ld0000 %s", s2hc_version());
+    c = run_commits(run);
+    CHECK(!strcmp(c, want), "git_commits '%s', not '%s'", c, want);
+    free(c);
+    saved = stderr_to(log);
+    rc = train_argv(cfg, "otherbuild", "--resume", NULL, NULL);
+    stderr_back(saved);
+    CHECK(rc == 0, "second resume exits %d", rc);
+    read_text(log, text, sizeof text);
+    CHECK(!strstr(text, "trained by"), "stderr: %s", text);
+    c = run_commits(run);
+    CHECK(!strcmp(c, want), "git_commits '%s' after a resume by the same build", c);
+    free(c);
+}
+
 /* A checkpoint, then a run file, whose stored config is empty: refused as damaged, naming
  * the file (the checkpoint's had been read as every default and called "a checkpoint of
  * another run"; the run file's had built a default model) */
@@ -1314,6 +1372,7 @@ int main(void) {
     T_RUN(test_resume_is_exact);
     T_RUN(test_truncated_checkpoint_refused);
     T_RUN(test_resume_damaged_processes);
+    T_RUN(test_resume_other_build);
     T_RUN(test_open_damaged_config);
     T_RUN(test_open_empty_config);
     T_RUN(test_resume_step_past_steps);
