@@ -218,6 +218,15 @@ int eval_main(int argc, char **argv) {
                  (unsigned long long)val.count, cfg.block_size + 1);
         bad = 1;
     }
+    /* the validation set the run was evaluated on while training (val_tokens): one rebuilt
+       since would add a row of another set's loss to the run's /eval series */
+    const double was_v = h5log_get_attr_num(&log, "/", "val_tokens");
+    if (!bad && !isnan(was_v) && was_v != (double)val.count) {
+        snprintf(err, sizeof err, "%s: %llu tokens, but %s trained with a validation set of %.0f (the corpus was "
+                 "rebuilt since, by `s2hc data prepare` of another version?): its loss would not be the run's "
+                 "validation loss", val_path, (unsigned long long)val.count, runp, was_v);
+        bad = 1;
+    }
     uint32_t vocab = bad ? 0 : val.vocab;
     if (val.map) shard_close(&val);
     if (bad) fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);

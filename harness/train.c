@@ -798,6 +798,24 @@ parts:;
             done = 1;
             goto agree;
         }
+        /* the corpus it trained on: one rebuilt since (`s2hc data prepare` of a newer
+           build, another cleanup version) would feed the rest of the run other windows
+           and evaluate it on another validation set */
+        const double was_t = h5log_get_attr_num(&log, "/", "train_tokens"),
+                     was_v = h5log_get_attr_num(&log, "/", "val_tokens");
+        if (!isnan(was_t) && !isnan(was_v) && (was_t != (double)loader.shard.count || was_v != (double)val.count)) {
+            fprintf(stderr, "s2hc: error: cannot resume: %s trained on a corpus '%s' of %.0f training and %.0f "
+                    "validation tokens; %s and val.bin hold %llu and %llu now (rebuilt since, by `s2hc data "
+                    "prepare` of another version?): the run would go on with other data. Put back the corpus it "
+                    "trained on (data.dir names another folder), or --force to start over\n", run_path,
+                    cfg.train_corpus, was_t, was_v, train_path, (unsigned long long)loader.shard.count,
+                    (unsigned long long)val.count);
+            status = RUN_USAGE;
+            goto out;
+        }
+        if (have_run && isnan(was_t) && !quiet)
+            printf("note: %s does not record the size of its corpus (a run file of an older s2hc): the resume "
+                   "cannot check that %s is still the corpus it trained on\n", run_path, train_path);
         static const char *const groups[] = {"/train", "/eval", "/probe"};
         for (int g = 0; g < 3; g++) {
             char key[32];
@@ -964,6 +982,8 @@ parts:;
         } else if (!h5log_get_attr_str(&log, "/", "git_commits")) h5log_attr_str(&log, "/", "git_commits", had);
     }
     h5log_attr_str(&log, "/", "git_commit", s2hc_version());
+    h5log_attr_num(&log, "/", "train_tokens", (double)loader.shard.count);
+    h5log_attr_num(&log, "/", "val_tokens", (double)val.count);
     h5log_attr_str(&log, "/", "backend", cm || use_cuda ? "cuda" : "cpu");
     h5log_attr_str(&log, "/", "device", cm || use_cuda ? gpu : "cpu");
     h5log_attr_str(&log, "/", "precision", cm || use_cuda ? cfg.precision : "fp32");

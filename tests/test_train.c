@@ -329,6 +329,70 @@ static void test_resume_other_build(void) {
     free(c);
 }
 
+/* A corpus rebuilt under a run (`s2hc data prepare` of a newer build cuts the text
+ * otherwise: other token counts): --resume refuses it (exit 2, the run's files as they
+ * were), and so does `s2hc eval`, which would add another validation set's loss to the
+ * run's /eval series; both went on in silence. A run file without train_tokens and
+ * val_tokens (an older build's) resumes as before. */
+static void test_resume_rebuilt_corpus(void) {
+    char cfg[700], run[700], log[700], d2[700], p[800], err[512], dirset[800], dir[700];
+    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
+    snprintf(dir, sizeof dir, "%s/runs/rebuilt", tmp);
+    snprintf(run, sizeof run, "%s/run.h5", dir);
+    snprintf(log, sizeof log, "%s/rebuilt.err", tmp);
+    snprintf(d2, sizeof d2, "%s/data2/synth", tmp);
+    snprintf(dirset, sizeof dirset, "data.dir=%s/data2", tmp);
+    write_config(cfg, "identity", 2);
+    CHECK(train_argv(cfg, "rebuilt", "--stop-after", "10", NULL) == RUN_INTERRUPTED, "stopped run");
+    h5log l;
+    h5log_init(&l);
+    CHECK(h5log_load(&l, run, err, sizeof err) == 0, "%s", err);
+    CHECK(h5log_get_attr_num(&l, "/", "val_tokens") == 4000, "val_tokens %g", h5log_get_attr_num(&l, "/", "val_tokens"));
+    const double train_n = h5log_get_attr_num(&l, "/", "train_tokens");
+    CHECK(train_n > 100000, "train_tokens %g", train_n);
+    h5log_free(&l);
+    /* the same text, split at another byte */
+    CHECK(mkdir_p(d2) == 0, "mkdir %s", d2);
+    size_t n = (size_t)train_n + 4000;
+    unsigned char *buf = malloc_check(n);
+    for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)('a' + i % 26);
+    snprintf(p, sizeof p, "%s/train.bin", d2);
+    CHECK(shard_write(p, buf, n - 3000, 256, 1) == 0, "shard_write %s", p);
+    snprintf(p, sizeof p, "%s/val.bin", d2);
+    CHECK(shard_write(p, buf + n - 3000, 3000, 256, 1) == 0, "shard_write %s", p);
+    free(buf);
+    char text[4096];
+    int saved = stderr_to(log);
+    int rc = train_argv(cfg, "rebuilt", "--resume", "--set", dirset);
+    stderr_back(saved);
+    read_text(log, text, sizeof text);
+    CHECK(rc == RUN_USAGE && strstr(text, "cannot resume") && strstr(text, "and 4000 validation tokens") &&
+              strstr(text, "and 3000 now"), "rc %d: %s", rc, text);
+    size_t rows = 0;
+    free(read_series("rebuilt", "/train/loss", &rows));
+    CHECK(rows == 10, "the run file holds %zu rows after the refusal", rows);
+    snprintf(p, sizeof p, "%s/data2", tmp);
+    const char *ev[] = {"eval", dir, "--data", p};
+    saved = stderr_to(log);
+    rc = eval_main(4, (char **)ev);
+    stderr_back(saved);
+    read_text(log, text, sizeof text);
+    CHECK(rc == 1 && strstr(text, "3000 tokens") && strstr(text, "validation set of 4000"), "eval rc %d: %s", rc, text);
+    /* an older build's run file: nothing to check against */
+    h5log_init(&l);
+    CHECK(h5log_load(&l, run, err, sizeof err) == 0, "%s", err);
+    h5log_attr_del(&l, "/", "train_tokens");
+    h5log_attr_del(&l, "/", "val_tokens");
+    CHECK(h5log_save(&l, run) == 0, "save the older build's run file");
+    h5log_free(&l);
+    CHECK(train_argv(cfg, "rebuilt", "--resume", "--set", dirset) == 0, "an older run file resumes");
+    h5log_init(&l);
+    CHECK(h5log_load(&l, run, err, sizeof err) == 0, "%s", err);
+    CHECK(h5log_get_attr_num(&l, "/", "val_tokens") == 3000, "val_tokens %g after the resume",
+          h5log_get_attr_num(&l, "/", "val_tokens"));
+    h5log_free(&l);
+}
+
 /* A checkpoint, then a run file, whose stored config is empty: refused as damaged, naming
  * the file (the checkpoint's had been read as every default and called "a checkpoint of
  * another run"; the run file's had built a default model) */
@@ -1373,6 +1437,7 @@ int main(void) {
     T_RUN(test_truncated_checkpoint_refused);
     T_RUN(test_resume_damaged_processes);
     T_RUN(test_resume_other_build);
+    T_RUN(test_resume_rebuilt_corpus);
     T_RUN(test_open_damaged_config);
     T_RUN(test_open_empty_config);
     T_RUN(test_resume_step_past_steps);
