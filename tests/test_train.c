@@ -20,6 +20,7 @@
 #include "../harness/model.h"
 #include "../harness/optim.h"
 #include "../harness/presets.h"
+#include "../probes/probes.h"
 #include "../kernels/kernels.h"
 #include <omp.h>
 #include "../harness/run.h"
@@ -332,7 +333,8 @@ static void test_resume_other_build(void) {
 /* A corpus rebuilt under a run (`s2hc data prepare` of a newer build cuts the text
  * otherwise: other token counts): --resume refuses it (exit 2, the run's files as they
  * were), and so does `s2hc eval`, which would add another validation set's loss to the
- * run's /eval series; both went on in silence. A run file without train_tokens and
+ * run's /eval series, and `s2hc probe`, whose /final would be over other sequences; all
+ * three went on in silence. A run file without train_tokens and
  * val_tokens (an older build's) resumes as before. */
 static void test_resume_rebuilt_corpus(void) {
     char cfg[700], run[700], log[700], d2[700], p[800], err[512], dirset[800], dir[700];
@@ -378,6 +380,12 @@ static void test_resume_rebuilt_corpus(void) {
     stderr_back(saved);
     read_text(log, text, sizeof text);
     CHECK(rc == 1 && strstr(text, "3000 tokens") && strstr(text, "validation set of 4000"), "eval rc %d: %s", rc, text);
+    const char *pr[] = {"probe", dir, "--data", p};
+    saved = stderr_to(log);
+    rc = probe_main(4, (char **)pr);
+    stderr_back(saved);
+    read_text(log, text, sizeof text);
+    CHECK(rc == 1 && strstr(text, "3000 tokens") && strstr(text, "validation set of 4000"), "probe rc %d: %s", rc, text);
     /* an older build's run file: nothing to check against */
     h5log_init(&l);
     CHECK(h5log_load(&l, run, err, sizeof err) == 0, "%s", err);
