@@ -82,6 +82,8 @@ typedef struct {
     int n_layer, n_embd, n_head, block_size, batch, grad_accum, steps, vocab;
     int probe_every, eval_every;
     double n_params, n_aux;
+    double train_tokens;    /* root attribute train_tokens: the size of the corpus build the run
+                               trained on (NAN in a run file older than the attribute) */
     int bench;              /* 1: no probes and no evals during training (a throughput run) */
     char *config_key;       /* the config without name, out, threads, backend (repeat detection) */
     char recipe[200];       /* the optimisation: lr, min_lr, warmup, weight decay, batch, accumulation,
@@ -106,6 +108,13 @@ typedef struct {
  * is missing, not a run or holds none is said so and counted in rs->bad_paths. The
  * caller frees with an_runset_free. */
 int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose);
+/* Runs of one corpus name trained on different builds of it (their train_tokens differ:
+ * `s2hc data prepare` of another version rebuilt it between them): a warning on f for each
+ * such corpus, naming the sizes and a run of each (an_runset_load prints them on stderr).
+ * Returns the number of such corpora. */
+int an_corpus_builds_warn(const an_runset *rs, FILE *f);
+/* Whether the runs idx[0..k) of rs hold two of different builds of their corpus. */
+int an_corpus_builds_differ(const an_runset *rs, const int *idx, int k);
 void an_runset_free(an_runset *rs);
 /* Load one run.h5 into r (fills every field). 0, or -1 with the reason in err. */
 int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen);

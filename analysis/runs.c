@@ -139,6 +139,7 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     r->eval_every = c.eval_every;
     r->n_params = h5log_get_attr_num(&r->log, "/", "n_params");
     r->n_aux = h5log_get_attr_num(&r->log, "/", "n_aux_params");
+    r->train_tokens = h5log_get_attr_num(&r->log, "/", "train_tokens");
     r->bench = c.probe_every == 0 && c.eval_every == 0;
     snprintf(r->recipe, sizeof r->recipe, "lr %g, min_lr %g, warmup %d, weight_decay %g, batch %d, grad_accum %d, clip %g, "
              "betas %g/%g", c.lr, c.min_lr, c.warmup, c.weight_decay, c.batch, c.grad_accum, c.clip, c.beta1, c.beta2);
@@ -318,9 +319,41 @@ int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
             rs->bad_paths++;
         }
     }
+    an_corpus_builds_warn(rs, stderr);
     return rs->n;
 }
 
+int an_corpus_builds_warn(const an_runset *rs, FILE *f) {
+    int corpora = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const an_run *a = &rs->r[i];
+        if (isnan(a->train_tokens)) continue;
+        int first = 1; /* a is the first run of its corpus with a known size */
+        for (int j = 0; j < i && first; j++)
+            first = strcmp(rs->r[j].corpus, a->corpus) || isnan(rs->r[j].train_tokens);
+        if (!first) continue;
+        for (int j = i + 1; j < rs->n; j++) {
+            const an_run *b = &rs->r[j];
+            if (strcmp(b->corpus, a->corpus) || isnan(b->train_tokens) || b->train_tokens == a->train_tokens) continue;
+            fprintf(f, "s2hc: warning: runs of corpus '%s' were trained on different builds of it (%.0f training "
+                    "tokens in %s, %.0f in %s: `s2hc data prepare` of another version rebuilt it between them); "
+                    "their losses are over other text and not comparable: analyse them apart, or retrain one "
+                    "side\n", a->corpus, a->train_tokens, a->dir, b->train_tokens, b->dir);
+            corpora++;
+            break;
+        }
+    }
+    return corpora;
+}
+
+int an_corpus_builds_differ(const an_runset *rs, const int *idx, int k) {
+    for (int i = 0; i < k; i++)
+        for (int j = i + 1; j < k; j++) {
+            const double a = rs->r[idx[i]].train_tokens, b = rs->r[idx[j]].train_tokens;
+            if (!isnan(a) && !isnan(b) && a != b) return 1;
+        }
+    return 0;
+}
 void an_runset_free(an_runset *rs) {
     for (int i = 0; i < rs->n; i++) an_run_free(&rs->r[i]);
     free(rs->r);

@@ -326,7 +326,7 @@ static void table1(an_ctx *c) {
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64);
     size_t min_used = (size_t)-1;
-    int unfinished = 0, mixed = 0, mixed_opt = 0;
+    int unfinished = 0, mixed = 0, mixed_opt = 0, mixed_data = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
             for (int vi = 0; an_method_order[vi]; vi++)
@@ -372,6 +372,10 @@ static void table1(an_ctx *c) {
                         mixed++;
                         break;
                     }
+                if (an_corpus_builds_differ(c->rs, idx, k)) { /* runs of two builds of the corpus */
+                    strncat(stx, " (corpus builds differ)", sizeof stx - strlen(stx) - 1);
+                    mixed_data++;
+                }
                 for (int i = 1; i < k; i++) /* runs of other method options (a grid over one) in one row */
                     if (strcmp(c->rs->r[idx[i]].options, c->rs->r[idx[0]].options)) {
                         strncat(stx, " (options differ)", sizeof stx - strlen(stx) - 1);
@@ -387,11 +391,11 @@ static void table1(an_ctx *c) {
                 const char *cells[] = {sc[a], co[b], an_pretty(v), ntxt, stx, trs, vas, diff, ci, verdict, pap};
                 tbl_row(&t, cells);
             }
-    char cap[1536];
+    char cap[2048];
     snprintf(cap, sizeof cap,
              "Table 1: final train loss (mean of the last %d logged steps%s) and validation loss, mean ± std over the "
              "finished seeds; Δ val vs RC paired by seed (finished runs of the same optimisation recipe). Paper: "
-             "FineWeb-Edu validation loss, M / L.%s%s%s",
+             "FineWeb-Edu validation loss, M / L.%s%s%s%s",
              AN_LOSS_WINDOW,
              min_used != (size_t)-1 && min_used < AN_LOSS_WINDOW ? "; runs shorter than that average their whole log" : "",
              unfinished ? " A row whose steps read \"S of N (status)\" holds runs that stopped, none finished: its losses "
@@ -400,7 +404,10 @@ static void table1(an_ctx *c) {
                      "schedules (its mean mixes them)." : "",
              mixed_opt ? " \"(options differ)\": the row's runs were trained with different options of the method "
                          "(sinkhorn_iters or sinkhorn_order, lite_offset or lite_offset_value, proj_init) or precisions "
-                         "(stream_precision, proj_precision); its mean mixes them." : "");
+                         "(stream_precision, proj_precision); its mean mixes them." : "",
+             mixed_data ? " \"(corpus builds differ)\": the row's runs were trained on different builds of the corpus "
+                          "(`s2hc data prepare` of another version rebuilt it between them: other text, other "
+                          "validation set); its mean mixes them." : "");
     tbl_write(c, &t, "table1", cap);
     tbl_free(&t);
 }

@@ -160,6 +160,7 @@ typedef struct {
     const char *train, *ood0; /* data.train (NULL: synth), the first OOD corpus's name (NULL: c4) */
     int64_t step_base; /* the logged steps are step_base + 1, ... (a run resumed late in a long one) */
     int n_embd, block_size; /* nonzero: model.n_embd, model.block_size (else 32 each) */
+    double train_tokens; /* nonzero: the root attribute train_tokens (the corpus build's size) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -196,6 +197,7 @@ static void write_run(const char *dir, const synth *s) {
     h5log_attr_str(&log, "/", "status", s->diverged ? "diverged" : s->stopped_at ? "interrupted" : "finished");
     h5log_attr_num(&log, "/", "n_params", 12345);
     h5log_attr_num(&log, "/", "n_aux_params", 100 * s->n);
+    if (s->train_tokens) h5log_attr_num(&log, "/", "train_tokens", s->train_tokens);
     free(yaml);
     int st = h5log_series_add(&log, "/train/step", H5LOG_I64, 0, NULL, "step", NULL);
     int lo = h5log_series_add(&log, "/train/loss", H5LOG_F32, 0, NULL, "loss", NULL);
@@ -735,6 +737,42 @@ static void test_pair_once(void) {
               strstr(t1, "2 pairs") == NULL, "the s²HC run pairs once:\n%s", t1);
 }
 
+/* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
+ * naming the corpus and both sizes, and Table 1's row holding both says so; a run file
+ * older than the attribute (no size) is not taken for another build. */
+static void test_corpus_builds(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc",
+         .train_tokens = 1000},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "s1", .train_tokens = 1000},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100,
+         .name = "s2", .train_tokens = 900},
+        {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "m1"},
+        {.method = "mhc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100,
+         .name = "m2", .train_tokens = 1000}};
+    const char *t1 = analyzed_table("builds", runs, 5, "table1.md");
+    CHECK(strstr(t1, "| s²HC | 4 | 20 (corpus builds differ) |") != NULL && strstr(t1, "\"(corpus builds differ)\"") != NULL,
+          "the s²HC row mixes two builds of the corpus, and says so:\n%s", t1);
+    CHECK(strstr(t1, "| mHC | 4 | 20 |") != NULL, "a run file without the size is not another build:\n%s", t1);
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/builds", tmpdir);
+    char *paths[] = {dir};
+    an_runset rs;
+    CHECK(an_runset_load(&rs, paths, 1, 0) == 5, "the five runs load");
+    FILE *f = tmpfile();
+    CHECK(an_corpus_builds_warn(&rs, f) == 1, "one corpus of two builds");
+    char text[1024] = "";
+    rewind(f);
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    text[got] = 0;
+    fclose(f);
+    CHECK(strstr(text, "corpus 'synth'") != NULL && strstr(text, "1000 training tokens") != NULL &&
+              strstr(text, ", 900 in ") != NULL, "the warning names the corpus and both sizes: %s", text);
+    an_runset_free(&rs);
+}
+
 /* Every variant the options make has its rows: s2hc with both options, s2hc_rot and
  * orthogonal with the expm core (neither pooled with its Cayley runs), and s2hc_rot's
  * unused init changes nothing. */
@@ -976,6 +1014,7 @@ int main(void) {
     T_RUN(test_long_corpus_names);
     T_RUN(test_table2_ood_union);
     T_RUN(test_pair_once);
+    T_RUN(test_corpus_builds);
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
     T_RUN(test_verdict_text);
