@@ -1051,7 +1051,7 @@ static void bench_on_signal(int sig);
  * (bench_on_signal, train's handler's next too: stop_signals_then). */
 static void bench_on_probes_signal(int sig) {
     stop_signal = sig;
-    stop_signals_to(bench_on_signal);
+    stop_signals_again_to(bench_on_signal);
     static const char msg[] = "\ns2hc: bench: stopping the probes section (again to stop at once)\n";
     ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)w;

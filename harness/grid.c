@@ -2014,7 +2014,11 @@ static int write_slurm(const grid_spec *g, int n, int submit) {
 /* ------------------------------------------------------------------------------------ */
 
 static volatile sig_atomic_t g_grid_signal, g_grid_signals;
+/* A SIGHUP after the first signal is not counted as "again": a terminal that closes sends
+ * the runner two (the shell's and the kernel's), and the second would kill the points the
+ * first asked to save (util.h, stop_signals_again_to). */
 static void on_grid_signal(int s) {
+    if (s == SIGHUP && g_grid_signals) return;
     g_grid_signal = s;
     g_grid_signals++;
 }

@@ -201,6 +201,16 @@ void stop_signals_to(void (*h)(int)) {
     if (!hup_ignored) sigaction(SIGHUP, &sa, NULL);
 }
 
+void stop_signals_again_to(void (*h)(int)) {
+    stop_signals_to(h);
+    if (hup_ignored) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 /* remove_tree_now's walk: the entry name in folder dirfd, and what it holds */
 static void remove_tree_at(int dirfd, const char *name, int depth) {
     if (unlinkat(dirfd, name, 0) == 0 || depth > 8) return;
@@ -232,7 +242,7 @@ void stop_signals_then(void (*h)(int)) { stop_then = h; }
 static void on_stop_signal(int sig) {
     static const char msg[] = "\ns2hc: stopping at the next safe point (again to stop at once)\n";
     stop_signal = sig;
-    stop_signals_to(stop_then); /* the second signal, any of them: the process ends */
+    stop_signals_again_to(stop_then); /* the second Ctrl-C or SIGTERM: the process ends */
     if (stop_say) {
         ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)w;

@@ -112,8 +112,8 @@ void fmt_duration(double s, char *buf, size_t len);
 /* Stopping on a signal. stop_signals_catch(say) makes SIGINT, SIGTERM and SIGHUP (the
  * terminal closed; left ignored under nohup) set stop_signal
  * (the signal's number) and, with say, say once on stderr that the process stops at the
- * next safe point (the ranks > 0 of a launch stay silent); the handler is reset by that first signal, so a second one ends the process at
- * once (the run's files are written atomically, so that loses no file). The loops that
+ * next safe point (the ranks > 0 of a launch stay silent); the handler is reset by that first signal, so a second Ctrl-C
+ * or SIGTERM ends the process at once (a second SIGHUP is ignored: stop_signals_again_to) (the run's files are written atomically, so that loses no file). The loops that
  * can give up cleanly poll stop_signal: training after each step, the final evaluation
  * and probe between batches (the probe's Jacobian estimate between its products). 0 until a signal came (and in commands that do not catch). */
 extern volatile sig_atomic_t stop_signal;
@@ -122,6 +122,12 @@ void stop_signals_catch(int say);
  * too), SIGHUP only if the process did not start with it ignored (nohup);
  * async-signal-safe, so a handler may call it to change the next signal's. */
 void stop_signals_to(void (*h)(int));
+/* After a command's first stop signal: SIGINT and SIGTERM to h (stop_signals_to), a
+ * SIGHUP from then on ignored. A terminal that closes sends the foreground job two
+ * (the shell passes its own on to its jobs, and the kernel's reaches the foreground
+ * group): the second must not count as "again" and end at once what the first asked to
+ * stop at its safe point. Async-signal-safe. */
+void stop_signals_again_to(void (*h)(int));
 /* The handler a second signal goes to once stop_signals_catch's has taken the first
  * (SIG_DFL unless set: the process ends by it); a command that runs trainings in process
  * (bench) ends by its own, which removes its files first. */

@@ -525,6 +525,21 @@ sleep 0.3
 kill -HUP $pid; wait $pid; rc=$?
 [ "$rc" = 130 ] && [ "$(csv_col "$TMP/lhup/index.csv" state l)" = interrupted ] && ok "SIGHUP: the runner stops its point, exit 130" \
   || fail "SIGHUP: runner exit $rc, state $(csv_col "$TMP/lhup/index.csv" state l)"
+# a terminal that closes sends the runner SIGHUP twice (the shell's and the kernel's): the
+# second is not "again to kill", and the point finishes its save (here half a second)
+printf '#!/bin/sh\nsleep 30 &\ns=$!\ntrap "kill $s; sleep 0.5; touch %s/hup2.saved; exit 1" TERM\nwait $s\nexit 1\n' "$TMP" \
+  > "$TMP/trapslow"
+chmod +x "$TMP/trapslow"
+sed "s|launch: \"true\"|launch: \"$TMP/trapslow\"|" "$TMP/ltrue.yaml" > "$TMP/lslow.yaml"
+"$S2HC" grid "$TMP/lslow.yaml" --out "$TMP/lhup2" > "$TMP/lhup2.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "start   #0" "$TMP/lhup2.out" && break; sleep 0.1; done
+sleep 0.3
+kill -HUP $pid
+for _ in $(seq 100); do grep -q "to save and stop" "$TMP/lhup2.out" && break; sleep 0.01; done
+kill -HUP $pid 2>/dev/null; wait $pid; rc=$?
+[ "$rc" = 130 ] && [ -e "$TMP/hup2.saved" ] && ok "two SIGHUPs: the runner lets its point save, exit 130" \
+  || fail "two SIGHUPs: runner exit $rc, the point's save $( [ -e "$TMP/hup2.saved" ] && echo done || echo killed)"
 # a point's own train.threads caps the share -j leaves it (one point to run, -j 4)
 printf 'base: %s/experiments/tiny.yaml\nset: {train.threads: 1, data.ood: []}\nsweep: {train.seed: [1]}\n' "$PWD" > "$TMP/thr1.yaml"
 expect_status 0 "--dry-run -j 4 of one point of train.threads 1" -- "$S2HC" grid "$TMP/thr1.yaml" "${D[@]}" --out "$TMP/thr1" --dry-run -j 4

@@ -441,6 +441,17 @@ for i in $(seq 100); do [ -e "$TMP/runs/hup/ckpt.h5" ] && break; sleep 0.1; done
 kill -HUP $hup; wait $hup; st=$?
 [ "$st" = 130 ] && grep -q "interrupted at step" "$TMP/hup.out" && ! ls "$TMP/runs/hup/"*.tmp >/dev/null 2>&1 \
   && ok "SIGHUP: the training saves and stops, exit 130" || fail "SIGHUP: exit $st: $(tail -n 2 "$TMP/hup.out")"
+# a terminal that closes sends its foreground job SIGHUP twice (the shell passes its own
+# on, and the kernel's reaches the foreground group): the second is not "again"
+"$S2HC" train "$TMP/t.yaml" --set run.name=hup2 --set train.steps=100000 --set model.n_embd=256 \
+  --set model.block_size=256 --set train.batch=16 --set train.ckpt_every=1 --quiet >"$TMP/hup.out" 2>&1 &
+hup=$! # steps of a few tenths of a second: the second signal comes before the safe point
+for i in $(seq 200); do [ -e "$TMP/runs/hup2/ckpt.h5" ] && break; sleep 0.1; done
+kill -HUP $hup
+for i in $(seq 300); do grep -q "next safe point" "$TMP/hup.out" && break; sleep 0.01; done
+kill -HUP $hup 2>/dev/null; wait $hup; st=$?
+[ "$st" = 130 ] && grep -q "interrupted at step" "$TMP/hup.out" \
+  && ok "two SIGHUPs: the training still saves and stops, exit 130" || fail "two SIGHUPs: exit $st: $(tail -n 2 "$TMP/hup.out")"
 (trap '' HUP; exec "$S2HC" train "$TMP/t.yaml" --set run.name=nohup --set train.steps=100000 --quiet) >"$TMP/hup.out" 2>&1 &
 hup=$!
 for i in $(seq 100); do [ -e "$TMP/runs/nohup/ckpt.h5" ] && break; sleep 0.1; done
