@@ -110,10 +110,11 @@ double rng_normal(rng_t *r);             /* N(0, 1), Box-Muller */
 void fmt_duration(double s, char *buf, size_t len);
 
 /* Stopping on a signal. stop_signals_catch(say) makes SIGINT, SIGTERM and SIGHUP (the
- * terminal closed; left ignored under nohup) set stop_signal
- * (the signal's number) and, with say, say once on stderr that the process stops at the
- * next safe point (the ranks > 0 of a launch stay silent); the handler is reset by that first signal, so a second Ctrl-C
- * or SIGTERM ends the process at once (a second SIGHUP is ignored: stop_signals_again_to) (the run's files are written atomically, so that loses no file). The loops that
+ * terminal closed; left ignored under nohup) set stop_signal (the signal's number) and,
+ * with say, say once on stderr that the process stops at the next safe point (the ranks
+ * > 0 of a launch stay silent); the handler is reset by that first signal, so a second
+ * Ctrl-C or SIGTERM ends the process at once (the run's files are written atomically, so
+ * that loses no file), while a second SIGHUP is ignored (stop_signals_again_to). The loops that
  * can give up cleanly poll stop_signal: training after each step, the final evaluation
  * and probe between batches (the probe's Jacobian estimate between its products). 0 until a signal came (and in commands that do not catch). */
 extern volatile sig_atomic_t stop_signal;
