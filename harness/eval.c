@@ -78,6 +78,16 @@ int eval_ood_check(const s2hc_config *c, uint32_t want_vocab, const char *source
     return 0;
 }
 
+int run_val_rebuilt(const h5log *log, uint64_t val_count, const char *val_path, const char *run_path,
+                    const char *consequence, char *err, size_t errlen) {
+    const double was = h5log_get_attr_num(log, "/", "val_tokens");
+    if (isnan(was) || was == (double)val_count) return 0;
+    snprintf(err, errlen, "%s: %llu tokens, but %s trained with a validation set of %.0f (the corpus was rebuilt "
+             "since, by `s2hc data prepare` of another version?): %s", val_path, (unsigned long long)val_count,
+             run_path, was, consequence);
+    return 1;
+}
+
 void eval_print_row(FILE *f, const char *corpus, double loss) {
     const double ppl = exp(loss);
     if (ppl < 1e6) fprintf(f, "  %-12s %8.4f %10.3f\n", corpus, loss, ppl);
@@ -218,15 +228,11 @@ int eval_main(int argc, char **argv) {
                  (unsigned long long)val.count, cfg.block_size + 1);
         bad = 1;
     }
-    /* the validation set the run was evaluated on while training (val_tokens): one rebuilt
-       since would add a row of another set's loss to the run's /eval series */
-    const double was_v = h5log_get_attr_num(&log, "/", "val_tokens");
-    if (!bad && !isnan(was_v) && was_v != (double)val.count) {
-        snprintf(err, sizeof err, "%s: %llu tokens, but %s trained with a validation set of %.0f (the corpus was "
-                 "rebuilt since, by `s2hc data prepare` of another version?): its loss would not be the run's "
-                 "validation loss", val_path, (unsigned long long)val.count, runp, was_v);
-        bad = 1;
-    }
+    /* the validation set the run was evaluated on while training: one rebuilt since would
+       add a row of another set's loss to the run's /eval series */
+    if (!bad)
+        bad = run_val_rebuilt(&log, val.count, val_path, runp, "its loss would not be the run's validation loss", err,
+                              sizeof err);
     uint32_t vocab = bad ? 0 : val.vocab;
     if (val.map) shard_close(&val);
     if (bad) fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);

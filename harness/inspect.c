@@ -585,15 +585,11 @@ int probe_main(int argc, char **argv) {
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
     data_shard val;
     int bad = shard_open(&val, val_path, err, sizeof err) != 0 || shard_fits(&val, cfg.vocab, 0, err, sizeof err) != 0;
-    /* the validation set the run trained with (val_tokens): one rebuilt since would give
-       /final another set's sequences than the run's /probe and /eval */
-    const double was_v = h5log_get_attr_num(&log, "/", "val_tokens");
-    if (!bad && !isnan(was_v) && was_v != (double)val.count) {
-        snprintf(err, sizeof err, "%s: %llu tokens, but %s trained with a validation set of %.0f (the corpus was "
-                 "rebuilt since, by `s2hc data prepare` of another version?): the probe would not be over the run's "
-                 "validation sequences", val_path, (unsigned long long)val.count, run_path, was_v);
-        bad = 1;
-    }
+    /* the validation set the run trained with: one rebuilt since would give /final another
+       set's sequences than the run's /probe and /eval */
+    if (!bad)
+        bad = run_val_rebuilt(&log, val.count, val_path, run_path,
+                              "the probe would not be over the run's validation sequences", err, sizeof err);
     if (bad) {
         if (val.map) shard_close(&val);
         fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);

@@ -19,6 +19,13 @@ void run_dir_of(const s2hc_config *c, char *buf, size_t len);
  * verbose: a progress line on stdout if it runs long (util.h's progress). */
 double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B, int verbose);
 
+/* Whether run file `log` (of run_path) records a validation set of another size than the
+ * val_count tokens of val_path (its root attribute val_tokens: the corpus rebuilt since,
+ * by `s2hc data prepare` of another version): then 1, and err says so, ending with
+ * `consequence`. 0 for the same size, or a run file older than the attribute. */
+int run_val_rebuilt(const h5log *log, uint64_t val_count, const char *val_path, const char *run_path,
+                    const char *consequence, char *err, size_t errlen);
+
 /* One row of eval's table: corpus, loss and perplexity, a perplexity past a million in
  * powers of ten (exp(345) has 150 digits). */
 void eval_print_row(FILE *f, const char *corpus, double loss);
