@@ -509,19 +509,21 @@ expect_out "^ +0 +l +failed " "that point is failed"
 printf '#!/bin/sh\nsleep 30 &\ns=$!\ntrap "kill $s; exit 1" TERM\nwait $s\nexit 1\n' > "$TMP/trapterm"
 chmod +x "$TMP/trapterm"
 sed "s|launch: \"true\"|launch: \"$TMP/trapterm\"|" "$TMP/ltrue.yaml" > "$TMP/ltrap.yaml"
-"$S2HC" grid "$TMP/ltrap.yaml" --out "$TMP/ltrap" > "$TMP/ltrap.out" 2>&1 &
-pid=$!
-for _ in $(seq 100); do grep -q "start   #0" "$TMP/ltrap.out" && break; sleep 0.1; done
-sleep 0.3
+# grid_started YAML OUT: the grid of $TMP/YAML.yaml into $TMP/OUT in the background ($pid,
+# its output in $TMP/OUT.out), a moment after it starts its first point
+grid_started() {
+  "$S2HC" grid "$TMP/$1.yaml" --out "$TMP/$2" > "$TMP/$2.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do grep -q "start   #0" "$TMP/$2.out" && break; sleep 0.1; done
+  sleep 0.3
+}
+grid_started ltrap ltrap
 kill -TERM $pid; wait $pid; rc=$?
 [ "$rc" = 130 ] && ok "the stopped runner exits 130" || fail "the stopped runner exits $rc"
 [ "$(csv_col "$TMP/ltrap/index.csv" state l)" = interrupted ] && ok "a point its stop ended with exit 1 is interrupted" \
   || fail "index.csv: $(csv_col "$TMP/ltrap/index.csv" state l)"
 # SIGHUP (the terminal closed) as SIGTERM: the runner died of it, its point left running
-"$S2HC" grid "$TMP/ltrap.yaml" --out "$TMP/lhup" > "$TMP/lhup.out" 2>&1 &
-pid=$!
-for _ in $(seq 100); do grep -q "start   #0" "$TMP/lhup.out" && break; sleep 0.1; done
-sleep 0.3
+grid_started ltrap lhup
 kill -HUP $pid; wait $pid; rc=$?
 [ "$rc" = 130 ] && [ "$(csv_col "$TMP/lhup/index.csv" state l)" = interrupted ] && ok "SIGHUP: the runner stops its point, exit 130" \
   || fail "SIGHUP: runner exit $rc, state $(csv_col "$TMP/lhup/index.csv" state l)"
@@ -531,10 +533,7 @@ printf '#!/bin/sh\nsleep 30 &\ns=$!\ntrap "kill $s; sleep 0.5; touch %s/hup2.sav
   > "$TMP/trapslow"
 chmod +x "$TMP/trapslow"
 sed "s|launch: \"true\"|launch: \"$TMP/trapslow\"|" "$TMP/ltrue.yaml" > "$TMP/lslow.yaml"
-"$S2HC" grid "$TMP/lslow.yaml" --out "$TMP/lhup2" > "$TMP/lhup2.out" 2>&1 &
-pid=$!
-for _ in $(seq 100); do grep -q "start   #0" "$TMP/lhup2.out" && break; sleep 0.1; done
-sleep 0.3
+grid_started lslow lhup2
 kill -HUP $pid
 for _ in $(seq 100); do grep -q "to save and stop" "$TMP/lhup2.out" && break; sleep 0.01; done
 kill -HUP $pid 2>/dev/null; wait $pid; rc=$?
