@@ -76,6 +76,15 @@ static int train_argv(const char *cfg, const char *name, const char *extra1, con
     return train_main(argc, (char **)argv);
 }
 
+/* The identity n = 2 run NAME of TMP/resume.yaml, stopped after `stop` steps: cfg gets the
+ * config's path, dir (unless NULL) the run directory's, 700 bytes each. */
+static void stopped_run(const char *name, const char *stop, char *cfg, char *dir) {
+    snprintf(cfg, 700, "%s/resume.yaml", tmp);
+    if (dir) snprintf(dir, 700, "%s/runs/%s", tmp, name);
+    write_config(cfg, "identity", 2);
+    CHECK(train_argv(cfg, name, "--stop-after", stop, NULL) == RUN_INTERRUPTED, "stopped run %s", name);
+}
+
 /* A series of a run (e.g. "/train/loss") as a malloc'd array */
 static double *read_series(const char *name, const char *series, size_t *n) {
     char p[700], err[256];
@@ -247,11 +256,9 @@ static void test_truncated_checkpoint_refused(void) {
  * behaviour; INT_MIN here) and warned of a run of -2147483648 processes. */
 static void test_resume_damaged_processes(void) {
     char cfg[700], run[700], log[700];
-    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
+    stopped_run("procs", "17", cfg, NULL);
     snprintf(run, sizeof run, "%s/runs/procs/run.h5", tmp);
     snprintf(log, sizeof log, "%s/procs.err", tmp);
-    write_config(cfg, "identity", 2);
-    CHECK(train_argv(cfg, "procs", "--stop-after", "17", NULL) == RUN_INTERRUPTED, "stopped run");
     hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
     CHECK(f >= 0, "open %s", run);
     if (f < 0) return;
@@ -292,11 +299,9 @@ static char *run_commits(const char *run) {
  * steps. */
 static void test_resume_other_build(void) {
     char cfg[700], run[700], log[700], err[512], want[256];
-    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
+    stopped_run("otherbuild", "10", cfg, NULL);
     snprintf(run, sizeof run, "%s/runs/otherbuild/run.h5", tmp);
     snprintf(log, sizeof log, "%s/otherbuild.err", tmp);
-    write_config(cfg, "identity", 2);
-    CHECK(train_argv(cfg, "otherbuild", "--stop-after", "10", NULL) == RUN_INTERRUPTED, "stopped run");
     char *c = run_commits(run);
     CHECK(!strcmp(c, s2hc_version()), "a new run's git_commits: '%s'", c);
     free(c);
@@ -338,14 +343,11 @@ static void test_resume_other_build(void) {
  * val_tokens (an older build's) resumes as before. */
 static void test_resume_rebuilt_corpus(void) {
     char cfg[700], run[700], log[700], d2[700], p[800], err[512], dirset[800], dir[700];
-    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
-    snprintf(dir, sizeof dir, "%s/runs/rebuilt", tmp);
+    stopped_run("rebuilt", "10", cfg, dir);
     snprintf(run, sizeof run, "%s/run.h5", dir);
     snprintf(log, sizeof log, "%s/rebuilt.err", tmp);
     snprintf(d2, sizeof d2, "%s/data2/synth", tmp);
     snprintf(dirset, sizeof dirset, "data.dir=%s/data2", tmp);
-    write_config(cfg, "identity", 2);
-    CHECK(train_argv(cfg, "rebuilt", "--stop-after", "10", NULL) == RUN_INTERRUPTED, "stopped run");
     h5log l;
     h5log_init(&l);
     CHECK(h5log_load(&l, run, err, sizeof err) == 0, "%s", err);
@@ -406,13 +408,10 @@ static void test_resume_rebuilt_corpus(void) {
  * another run"; the run file's had built a default model) */
 static void test_open_empty_config(void) {
     char cfg[700], dir[700], ckpt[700], run[700], log[700];
-    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
-    snprintf(dir, sizeof dir, "%s/runs/nocfg", tmp);
+    stopped_run("nocfg", "3", cfg, dir);
     snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
     snprintf(run, sizeof run, "%s/run.h5", dir);
     snprintf(log, sizeof log, "%s/nocfg.err", tmp);
-    write_config(cfg, "identity", 2);
-    CHECK(train_argv(cfg, "nocfg", "--stop-after", "3", NULL) == RUN_INTERRUPTED, "stopped run");
     for (int k = 0; k < 2; k++) {
         const char *file = k ? run : ckpt, *blank = k ? "" : " \n"; /* white space alone is empty too */
         hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT), sp = H5Screate(H5S_SCALAR), t = H5Tcopy(H5T_C_S1);
@@ -443,11 +442,9 @@ static void test_open_empty_config(void) {
  * --resume refuses it, naming the file, and the run's files stay as they were. */
 static void test_resume_step_past_steps(void) {
     char cfg[700], ckpt[700], log[700];
-    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
+    stopped_run("past", "3", cfg, NULL);
     snprintf(ckpt, sizeof ckpt, "%s/runs/past/ckpt.h5", tmp);
     snprintf(log, sizeof log, "%s/past.err", tmp);
-    write_config(cfg, "identity", 2);
-    CHECK(train_argv(cfg, "past", "--stop-after", "3", NULL) == RUN_INTERRUPTED, "stopped run");
     hid_t f = H5Fopen(ckpt, H5F_ACC_RDWR, H5P_DEFAULT), a = H5Aopen(f, "step", H5P_DEFAULT);
     const long long past = 41; /* train.steps is 40 */
     CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_LLONG, &past) >= 0, "step 41 into %s", ckpt);
@@ -468,11 +465,8 @@ static void test_resume_step_past_steps(void) {
  * allocated and zeroed parameters and gradients (800 MB) first. */
 static void test_open_damaged_config(void) {
     char cfg[700], dir[700], run[700], err[512];
-    snprintf(cfg, sizeof cfg, "%s/resume.yaml", tmp);
-    snprintf(dir, sizeof dir, "%s/runs/bigcfg", tmp);
+    stopped_run("bigcfg", "5", cfg, dir);
     snprintf(run, sizeof run, "%s/run.h5", dir);
-    write_config(cfg, "identity", 2);
-    CHECK(train_argv(cfg, "bigcfg", "--stop-after", "5", NULL) == RUN_INTERRUPTED, "stopped run");
     h5log log;
     h5log_init(&log);
     CHECK(h5log_load(&log, run, err, sizeof err) == 0, "%s", err);
