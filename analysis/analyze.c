@@ -183,6 +183,10 @@ int analyze_main(int argc, char **argv) {
         an_runset_free(&rs);
         return 1;
     }
+    if (an_out_lock(out)) {
+        an_runset_free(&rs);
+        return 1;
+    }
     an_ctx c = {.out = out, .rs = &rs, .log = stderr};
     an_pick_primary(&c);
     if (!quiet && c.scale[0])

@@ -117,6 +117,15 @@ int an_out_check(const char *out) {
     return 2;
 }
 
+const char *an_out_who = "s2hc analyze";
+
+int an_out_lock(const char *out) {
+    static int fd = -1;
+    if (fd >= 0) return 0; /* a report's own analysis */
+    fd = out_dir_lock(out, an_out_who);
+    return fd < 0;
+}
+
 int an_write_failures = 0;
 
 FILE *an_open(const char *out, const char *sub, const char *name) {

@@ -121,6 +121,21 @@ void lock_file_claim(int fd, const char *who) {
     if (ftruncate(fd, 0) == 0) dprintf(fd, "%s%spid %d on %s since %s\n", who, who[0] ? " " : "", (int)getpid(), host, when);
 }
 
+int out_dir_lock(const char *dir, const char *who) {
+    char path[1200], holder[160];
+    if (snprintf(path, sizeof path, "%s/.output.lock", dir) >= (int)sizeof path) {
+        fprintf(stderr, "s2hc: error: %.60s...: a folder path too long to lock\n", dir);
+        return -1;
+    }
+    int fd = lock_file_try(path, holder, sizeof holder);
+    if (fd == -1) fprintf(stderr, "s2hc: error: cannot open %s: %s\n", path, strerror(errno));
+    else if (fd == -2)
+        fprintf(stderr, "s2hc: error: %s is in use%s%s%s; wait for it to end or write into another folder\n", dir,
+                holder[0] ? " (" : "", holder, holder[0] ? ")" : "");
+    else lock_file_claim(fd, who);
+    return fd;
+}
+
 long long step_from_double(double x) {
     if (!(x >= 0 && x <= 9007199254740992.0) || x != floor(x)) return -1;
     return (long long)x;

@@ -94,6 +94,11 @@ int lock_file_try(const char *path, char *holder, size_t holder_len);
 /* Write "WHO pid P on HOST since TIME" into the held lock file, for lock_file_try's
  * message to whoever finds it held. */
 void lock_file_claim(int fd, const char *who);
+/* One writer at a time of an output folder (analyze's and report's -o, bench's --csv):
+ * lock_file_try on DIR/.output.lock, claimed for who ("s2hc report"). The descriptor
+ * (held until it is closed or the process ends), or < 0 after a message: -2 when another
+ * process holds it ("DIR is in use (s2hc report pid P on HOST since TIME)"). */
+int out_dir_lock(const char *dir, const char *who);
 /* This machine's name and the local time as "YYYY-MM-DD HH:MM:SS". */
 void host_and_time(char *host, size_t host_len, char *when, size_t when_len);
 int file_exists(const char *path);

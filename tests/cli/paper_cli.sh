@@ -240,6 +240,25 @@ for case in "claims.md INT analyze" "index.html TERM report"; do
   [ "$rc" = 130 ] && [ -z "$left" ] && [ "$(sums4)" = "$before" ] && ok "SIG$sig while $what writes $name: exit 130, the older files, no .tmp" \
     || fail "SIG$sig while $what writes $name: exit $rc, .tmp left: '$left'"
 done
+# two writers of one output folder (two `make paper`s, two reports into out/report): while
+# an analysis writes there (the hook holds tables/claims.md.tmp open), another analysis,
+# a report and a report --no-analyze into that folder exit 1 naming it and touch nothing
+# (they replaced each other's .tmp files, and removed each other's files as an older
+# analysis's); once it has ended the folder is free
+cp -r "$TMP/one" "$TMP/one-two"
+sums5() { (cd "$TMP/one-two" && md5sum tables/claims.md index.html fig00_loss.png 2>&1); }
+before=$(sums5)
+S2HC_TEST_TMP_PAUSE=claims.md "$REPORT" analyze "$TMP/runs/s2hc-n4" -o "$TMP/one-two" >"$TMP/first.out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "(test) .*/claims.md.tmp open" "$TMP/first.out" && break; sleep 0.1; done
+for cmd in "analyze $TMP/runs" "report $TMP/runs" "report --no-analyze"; do
+  expect_status 1 "${cmd/$TMP\/runs/RUNS} into a folder an analysis writes is refused" -- "$REPORT" $cmd -o "$TMP/one-two"
+  expect_out "one-two is in use \(s2hc analyze pid $pid on .* since " "its refusal names the analysis"
+done
+[ -e "$TMP/one-two/tables/claims.md.tmp" ] && [ "$(sums5)" = "$before" ] && ok "the refused ones changed nothing" \
+  || fail "the refused ones changed: $(ls "$TMP/one-two/tables" | grep tmp)"
+kill -INT $pid; wait $pid
+expect_status 0 "once the analysis has ended, a report into the folder" -- "$REPORT" report --no-analyze --no-plots -o "$TMP/one-two"
 expect_status 0 "the report again after Ctrl-C" -- "$REPORT" report --no-analyze -o "$TMP/one-int"
 cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 \
   && ok "it draws the figures as before" || fail "the report after Ctrl-C differs"
