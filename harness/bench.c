@@ -1422,6 +1422,9 @@ int bench_main(int argc, char **argv) {
         fprintf(stderr, "s2hc: error: bench: --csv %s is not a directory\n", o.csv_dir);
         return 1;
     }
+    /* one bench at a time writes into a --csv folder (they would replace each other's
+       .tmp files; two at once also time each other's load) */
+    if (o.csv_dir && out_dir_lock(o.csv_dir, "s2hc bench") < 0) return 1;
     const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv(RUNTIME_SPIN_VAR), *pb = getenv("OMP_PROC_BIND"),
                *ct = getenv("OPENBLAS_CORETYPE");
     printf("s2hc bench %s: %d threads, OMP_WAIT_POLICY=%s " RUNTIME_SPIN_VAR "=%s OMP_PROC_BIND=%s OPENBLAS_CORETYPE=%s, "

@@ -108,6 +108,19 @@ kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
 [ "$(cat "$TMP/bp/csv/probes.csv")" = "an earlier run's" ] && ! ls "$TMP/bp/csv" | grep -q '\.tmp$' \
   && ok "Ctrl-C in the probes section: probes.csv as it was, no .tmp left" \
   || fail "Ctrl-C in the probes section rewrote probes.csv: $(head -c 200 "$TMP/bp/csv/probes.csv")"
+# two benches into one --csv folder: while one runs (held by the test hook at its probes
+# section's first training run), a second exits 1 naming it, before it measures or
+# writes anything (they replaced each other's .tmp files, and timed each other's load)
+set -m
+(cd "$TMP/bp" && exec env S2HC_TEST_BENCH_PAUSE_RUN=1 "$S2HC" bench --quick --preset tiny --no-methods --no-streams \
+  --probe-steps 1 --csv csv) >"$TMP/first.out" 2>&1 &
+pid=$!
+set +m
+for _ in $(seq 600); do grep -q "training run 1 waits for a signal" "$TMP/first.out" && break; sleep 0.1; done
+expect_status 1 "a second bench into the folder is refused" -- bash -c "cd '$TMP/bp' && exec '$S2HC' bench --quick --preset tiny --csv csv"
+expect_out "csv is in use \(s2hc bench pid $pid on .* since " "its refusal names the first bench"
+grep -q "== sgemm" "$TMP/out" && fail "the refused bench measured" || ok "the refused bench measured nothing"
+kill -INT -- -"$pid" 2>/dev/null; wait "$pid"
 # a signal at the moment a training run of the probes section starts (the test hook
 # S2HC_TEST_BENCH_PAUSE_RUN=K holds run K there): before the first, whose handler is not
 # yet installed (the bench ended at once and left the section's folder), and between two,
