@@ -1440,15 +1440,22 @@ static int prepare_one(const char *data_dir, const corpus_spec *c, int verbose) 
 
 /* One writer at a time in a data folder: `prepare` and `import` write the shards through
  * fixed .tmp names. The lock's descriptor (close it to release), or -1 after a message. */
-static int data_dir_lock(const char *data_dir) {
+static int data_dir_lock(const char *data_dir, const char *who) {
     char lockp[1200];
     snprintf(lockp, sizeof lockp, "%s/.prepare.lock", data_dir);
     int fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-    if (fd >= 0 && errno == EWOULDBLOCK)
-        fprintf(stderr, "s2hc: error: another `s2hc data prepare` or `data import` is writing in %s; wait for it\n",
-                data_dir);
-    else
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        lock_file_claim(fd, who);
+        return fd;
+    }
+    if (fd >= 0 && errno == EWOULDBLOCK) {
+        char holder[160];
+        ssize_t k = pread(fd, holder, sizeof holder - 1, 0);
+        holder[k > 0 ? k : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        fprintf(stderr, "s2hc: error: another `s2hc data prepare` or `data import` is writing in %s%s%s%s; wait for it\n",
+                data_dir, holder[0] ? " (" : "", holder, holder[0] ? ")" : "");
+    } else
         fprintf(stderr, "s2hc: error: cannot lock %s: %s\n", lockp, strerror(errno));
     if (fd >= 0) close(fd);
     return -1;
@@ -1498,7 +1505,7 @@ int data_prepare(const char *data_dir, const char *only, int force, int verbose)
        holding the lock, every scratch folder left there is an interrupted prepare's */
     int lock_fd = -1;
     if (ntodo) {
-        if ((lock_fd = data_dir_lock(data_dir)) < 0) return 1;
+        if ((lock_fd = data_dir_lock(data_dir, "s2hc data prepare")) < 0) return 1;
         DIR *d = opendir(data_dir);
         struct dirent *de;
         while (d && (de = readdir(d)) != NULL)
@@ -1666,7 +1673,7 @@ static int data_import(const char *file, const char *valfile, const char *name, 
         fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
         rc = 1;
     }
-    if (!rc && (lock_fd = data_dir_lock(dir)) < 0) rc = 1;
+    if (!rc && (lock_fd = data_dir_lock(dir, "s2hc data import")) < 0) rc = 1;
     if (!rc) rc = shard_pair_write(path, src.p, cut, vpath, val, nv, vocab, bpt) != 0;
     if (lock_fd >= 0) close(lock_fd);
     import_unmap(&src);

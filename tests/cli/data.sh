@@ -177,9 +177,14 @@ grep -q -- "--dir is empty" "$TMP/err" && ok || bad "empty --dir: $(cat "$TMP/er
 expect_rc 2 "prepare with an empty --dir" "$BIN" data prepare --dir ""
 # one writer at a time in a data folder: an import while the lock is held is refused, and
 # writes nothing
+# (an import writes its name, pid, host and time into the lock file, which the refusal
+# names: here the last import's)
+grep -Eq "^s2hc data import pid [0-9]+ on .* since " "$TMP/imp/.prepare.lock" && ok \
+  || bad "the lock file does not name its holder: $(cat "$TMP/imp/.prepare.lock")"
 if command -v flock >/dev/null; then
+  holder=$(cat "$TMP/imp/.prepare.lock")
   flock "$TMP/imp/.prepare.lock" -c "\"$BIN\" data import \"$TMP/text\" --name locked --dir \"$TMP/imp\"" >"$TMP/out" 2>"$TMP/err"
-  [ $? = 1 ] && grep -q "is writing in" "$TMP/err" && [ ! -e "$TMP/imp/locked" ] && ok || bad "an import beside a held lock: $(cat "$TMP/err")"
+  [ $? = 1 ] && grep -qF "is writing in $TMP/imp ($holder)" "$TMP/err" && [ ! -e "$TMP/imp/locked" ] && ok || bad "an import beside a held lock: $(cat "$TMP/err")"
 fi
 # a late line start (a long last line) would leave a validation part of one byte: the
 # cut goes to the 99 % byte instead
