@@ -329,13 +329,7 @@ int ckpt_load(const char *path, const ckpt_tensor *params, ckpt_tensor *m, ckpt_
     if (meta) meta->config_yaml = NULL;
     if (h5_check_file(path, "s2hc checkpoint", err, errlen) < 0) return -1;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        char detail[256];
-        h5_error_detail(detail, sizeof detail);
-        snprintf(err, errlen, "%s: not a valid s2hc checkpoint (truncated or corrupt?)%s%s%s", path,
-                 detail[0] ? " (HDF5: " : "", detail, detail[0] ? ")" : "");
-        return -1;
-    }
+    if (f < 0) return h5_open_failed(path, "s2hc checkpoint", err, errlen);
     int rc = -1;
     char *format = ck_read_str(f, "format"), *config = NULL, *method = NULL;
     int64_t version = 0, step = 0, nstreams = 0;

@@ -42,7 +42,8 @@ int ckpt_save(const char *path, const ckpt_tensor *params, const ckpt_tensor *m,
 /* Load into the given tensors (names and shapes must match exactly; every tensor must be
  * present). m and v may be NULL to load the weights alone. A tensor whose data pointer is
  * NULL is checked (name, shape, type) but not read. meta->config_yaml becomes a
- * malloc'd string. Returns 0, or -1 with a message naming the file (and tensor) in err. */
+ * malloc'd string. Returns 0, or -1 with a message naming the file (and tensor) in err (-2:
+ * another program holds HDF5's lock on the file, h5_open_failed). */
 int ckpt_load(const char *path, const ckpt_tensor *params, ckpt_tensor *m, ckpt_tensor *v, int n,
               ckpt_meta *meta, char *err, size_t errlen);
 

@@ -750,7 +750,13 @@ parts:;
            config is refused before any tensor is read. A run file that cannot be read is
            refused, not replaced: the next save would write a log holding none of its
            history (every /train, /eval, /probe row) */
-        if (have_run && h5log_load(&log, run_path, err, sizeof err) != 0) {
+        int lr = have_run ? h5log_load(&log, run_path, err, sizeof err) : 0;
+        if (lr == -2) { /* a whole file, locked by another program: nothing to move away */
+            fprintf(stderr, "s2hc: error: cannot resume: %s\n", err);
+            status = RUN_FAILED;
+            goto out;
+        }
+        if (lr != 0) {
             fprintf(stderr, "s2hc: error: cannot resume: %s\n  (resuming would replace it with a log that lacks its "
                     "history: move the file away to resume from the checkpoint with a new log, or --force to start "
                     "over)\n", err);
@@ -853,9 +859,11 @@ parts:;
         if (have_run) {
             h5log old;
             h5log_init(&old);
-            if (h5log_load(&old, run_path, err, sizeof err) != 0) {
-                fprintf(stderr, "s2hc: error: cannot resume: %s\n  (no checkpoint, and the run file cannot be "
-                        "read to check the config: --force to start over)\n", err);
+            const int lr = h5log_load(&old, run_path, err, sizeof err);
+            if (lr != 0) {
+                fprintf(stderr, "s2hc: error: cannot resume: %s%s\n", err,
+                        lr == -2 ? "" : "\n  (no checkpoint, and the run file cannot be read to check the config: "
+                                        "--force to start over)");
                 h5log_free(&old);
                 status = RUN_FAILED;
                 goto out;

@@ -80,6 +80,19 @@ void h5_error_detail(char *buf, size_t len) {
         if (*p == '\n' || *p == '\r') *p = ' ';
 }
 
+int h5_open_failed(const char *path, const char *what, char *err, size_t errlen) {
+    char detail[256];
+    h5_error_detail(detail, sizeof detail);
+    if (strstr(detail, "unable to lock file")) {
+        snprintf(err, errlen, "%s: another program has it open for writing (HDF5: %s); close it there, or set "
+                 "HDF5_USE_FILE_LOCKING=FALSE to read it meanwhile", path, detail);
+        return -2;
+    }
+    snprintf(err, errlen, "%s: not a valid %s (truncated or corrupt?)%s%s%s", path, what, detail[0] ? " (HDF5: " : "",
+             detail, detail[0] ? ")" : "");
+    return -1;
+}
+
 int h5_check_file(const char *path, const char *what, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -865,13 +878,7 @@ int h5log_load(h5log *log, const char *path, char *err, size_t errlen) {
     }
     if (h5_check_file(path, "run file", err, errlen) < 0) return -1;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        char detail[256];
-        h5_error_detail(detail, sizeof detail);
-        snprintf(err, errlen, "%s: not a valid run file (truncated or corrupt?)%s%s%s", path,
-                 detail[0] ? " (HDF5: " : "", detail, detail[0] ? ")" : "");
-        return -1;
-    }
+    if (f < 0) return h5_open_failed(path, "run file", err, errlen);
     snprintf(log->source, sizeof log->source, "%s", path); /* named by a conflict with the code's datasets */
     h5log_load_ctx c = {log, path, err, errlen, 0, "/", 0};
     /* creation order keeps the logging order; files from other writers may lack the index */

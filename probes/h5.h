@@ -86,7 +86,8 @@ double h5log_last(const h5log *log, const char *path);
  * on stderr naming the file). */
 int h5log_save(const h5log *log, const char *path);
 /* Read a run file written by h5log_save back into an empty log (every dataset becomes a
- * series; datasets without a `row axis` attribute become static). 0 or -1 with err. */
+ * series; datasets without a `row axis` attribute become static). 0, or -1 with err (-2:
+ * another program holds HDF5's lock on the file, h5_open_failed). */
 int h5log_load(h5log *log, const char *path, char *err, size_t errlen);
 
 /* ---- helpers shared by h5.c and harness/checkpoint.c (no HDF5 types in this header) */
@@ -99,6 +100,12 @@ void h5_quiet(void);
  * truncated file: eof = 1024, ..."), or "" if the stack is empty. Call right after the
  * failing call: the next HDF5 call clears the stack. */
 void h5_error_detail(char *buf, size_t len);
+/* The message for an H5Fopen of path that failed (call right after it), in err: "<path>:
+ * not a valid <what> (truncated or corrupt?) (HDF5: ...)"; or, when HDF5 could not take
+ * its file lock (another program, h5py's "r+" or "a" say, has the file open for writing),
+ * that, and how to read it anyway. Returns -2 for a lock held elsewhere (the file may
+ * well be whole), else -1. */
+int h5_open_failed(const char *path, const char *what, char *err, size_t errlen);
 /* Refuse, with a message "<path>: ..." in err, a file that cannot be read, is empty or is
  * not HDF5 at all; `what` names what was expected ("run file", "s2hc checkpoint").
  * Returns 0 when the file at least starts like an HDF5 file. */

@@ -433,6 +433,28 @@ expect_out "in use \(s2hc train pid $busy " "its refusal names the training"
 expect_status 0 "s2hc inspect reads it meanwhile" -- "$S2HC" inspect "$TMP/runs/busy"
 kill -TERM $busy; wait $busy
 expect_status 130 "once it has stopped, --resume continues it (for one step)" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --set train.steps=100000 --resume --stop-after 1 --quiet
+# a run file another program has open for writing (h5py's "r+" or "a"; here flock(1) takes
+# the same lock HDF5 takes): the commands say so, not that the file is truncated or
+# corrupt, and --resume does not advise moving it away or --force; with
+# HDF5_USE_FILE_LOCKING=FALSE they read it meanwhile
+if command -v flock >/dev/null; then
+  for f in run.h5 ckpt.h5; do
+    (exec 9<"$TMP/runs/busy/$f"; flock -x 9; echo held; exec sleep 60) >"$TMP/held.out" &
+    holder=$!
+    for i in $(seq 100); do grep -q held "$TMP/held.out" && break; sleep 0.1; done
+    cmd=inspect; [ $f = ckpt.h5 ] && cmd=export
+    expect_status 1 "$cmd while another program holds $f" -- "$S2HC" $cmd "$TMP/runs/busy"
+    expect_out "busy/$f: another program has it open for writing \(HDF5: .*unable to lock file" "it says so"
+    expect_status 1 "--resume while another program holds $f" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy \
+      --set train.steps=100000 --resume --quiet
+    expect_out "cannot resume: .*busy/$f: another program has it open for writing" "it says so"
+    grep -Eq "corrupt|move the file away|--force" "$TMP/out" && fail "it calls the file broken: $(cat "$TMP/out")" \
+      || ok "nor calls the file broken"
+    expect_status 0 "$cmd with HDF5_USE_FILE_LOCKING=FALSE reads it meanwhile" -- env HDF5_USE_FILE_LOCKING=FALSE \
+      "$S2HC" $cmd "$TMP/runs/busy"
+    kill $holder; wait $holder 2>/dev/null
+  done
+fi
 # SIGHUP (the terminal closed) stops a training as Ctrl-C does: the step finished and
 # saved, exit 130, no .tmp; under nohup (SIGHUP ignored when it started) it trains on
 "$S2HC" train "$TMP/t.yaml" --set run.name=hup --set train.steps=100000 --quiet >"$TMP/hup.out" 2>&1 &
