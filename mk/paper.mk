@@ -58,9 +58,14 @@ endif
 # is one of the paper's claims), so only a bad grid (2) or an interrupt (130) stops the
 # chain. The grid's step is done when its stamp (<grid>/.complete) is written, after the
 # grid has run every point: index.csv itself is rewritten as the grid goes, so an
-# interrupted grid would otherwise read as done to the next `make paper`.
+# interrupted grid would otherwise read as done to the next `make paper`. Points another
+# process trains (a second `make paper`, a grid or a training started by hand) are
+# skipped by the grid, which exits 0: the step is not done either, and the chain stops.
 PAPER_GRID_RC = if [ $$rc -eq 2 ] || [ $$rc -ge 128 ]; then exit $$rc; fi; \
-	  [ $$rc -eq 0 ] || echo "paper: $(@D): some points failed or diverged (see $(@D)/index.csv); the report shows them"
+	  [ $$rc -eq 0 ] || echo "paper: $(@D): some points failed or diverged (see $(@D)/index.csv); the report shows them"; \
+	  if grep -q ',running,' $(@D)/index.csv 2>/dev/null; then \
+	    echo "paper: $(@D): points are training in another process (index.csv: running); make paper again once it has ended"; \
+	    exit 1; fi
 
 PAPER_GRIDS := $(PAPER_RUNS)/paper/.complete $(PAPER_RUNS)/ablations/.complete $(PAPER_RUNS)/streams/.complete
 PAPER_FIGS  := fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams \

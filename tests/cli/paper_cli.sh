@@ -293,6 +293,22 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
   [ "$st" != 0 ] && [ "$(md5sum < "$TMP/mkh/fig00_loss.png")" = "$before" ] && ! ls "$TMP/mkh/"*.tmp >/dev/null 2>&1 \
     && ok "make's SIGHUP in the figure step: the older figure, no .tmp left" \
     || fail "make's SIGHUP (exit $st) left: $(ls "$TMP/mkh" | grep fig00 | tr '\n' ' ')"
+  # a second `make paper` while the first one's grid trains (here a runner of the paper
+  # grid pinned to one small point): its grid skips the point as running elsewhere and
+  # exits 0; the grid step is not done, so make stops there, without the stamp (.complete,
+  # which the next make paper takes for a grid that ran every point, even once the first
+  # was interrupted)
+  PS=(--set preset=small --set data.train=synth --set "data.ood=[synth_ood]" --set residual.method=rc --set train.seed=1337
+      --set data.dir="$TMP/data" --set train.steps=100000 --set model.n_layer=1 --set model.n_embd=16 --set model.n_head=1)
+  "$S2HC" grid experiments/paper.yaml "${PS[@]}" --out "$TMP/mkruns/paper" >"$TMP/first.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do [ -s "$TMP/mkruns/paper/small-synth-rc-n1-s1337/.lock" ] && break; sleep 0.1; done
+  MAKEFLAGS= MAKELEVEL= make -s -o paper-data -o paper-deps "$TMP/mkruns/paper/.complete" PAPER_RUNS="$TMP/mkruns" \
+    BIN="$S2HC" PAPER_SET_PAPER="${PS[*]}" >"$TMP/out" 2>&1; st=$?
+  [ "$st" != 0 ] && [ ! -e "$TMP/mkruns/paper/.complete" ] && grep -q "points are training in another process" "$TMP/out" \
+    && ok "a second make paper beside a running grid stops, the grid step not done" \
+    || fail "a second make paper beside a running grid: exit $st, stamp: $(ls -a "$TMP/mkruns/paper" | tr '\n' ' ')"
+  kill -INT "$pid"; wait "$pid"
 fi
 # errors
 expect_status 2 "--plots naming no directory" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/noplots" --plots "$TMP/nope"
