@@ -76,7 +76,8 @@ typedef struct {
     char corpus[AN_NAME];   /* data.train */
     char scale[AN_NAME];    /* the preset whose model size matches, else "L<l>-C<c>-T<t>"; then
                                "+nobias" (model.bias false), "+erf" (model.gelu erf), "+init" (train.init_from) */
-    char status[32];        /* root attribute status ("finished", "diverged", ...) */
+    char status[32];        /* root attribute status ("finished", "diverged", "running": its training holds
+                               the lock; "stopped" for "running" without it) */
     int n;                  /* residual streams */
     uint64_t seed;          /* train.seed */
     int n_layer, n_embd, n_head, block_size, batch, grad_accum, steps, vocab;

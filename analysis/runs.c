@@ -125,6 +125,11 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     if (c.init_from[0]) strncat(r->scale, "+init", sizeof r->scale - strlen(r->scale) - 1); /* a trained start */
     const char *st = h5log_get_attr_str(&r->log, "/", "status");
     snprintf(r->status, sizeof r->status, "%s", st ? st : "unknown");
+    /* "running" is what the file of a training says until it ends; one whose training
+       no longer holds the run's lock was stopped (interrupted, killed) */
+    char lockp[sizeof r->dir + 16];
+    snprintf(lockp, sizeof lockp, "%s/.train.lock", r->dir);
+    if (!strcmp(r->status, "running") && !lock_file_held(lockp, NULL, 0)) snprintf(r->status, sizeof r->status, "stopped");
     r->n = c.n_streams;
     r->seed = c.seed;
     r->n_layer = c.n_layer;

@@ -120,6 +120,8 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         fprintf(stderr, "s2hc: error: %s\n", err);
         return 1;
     }
+    const double last = h5log_last(&v->log, "/train/step");
+    if (!isnan(last)) run_note_in_use(v->dir, "its run file", (long long)last);
     /* another s2hc file given by its path (the checkpoint beside run.h5): said as such,
        not as a run without probes */
     const char *format = h5log_get_attr_str(&v->log, "/", "format");

@@ -65,6 +65,12 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
 /* 1 after a message when a command holds dir's lock (a training) and dir has no
  * checkpoint or run file yet to read; else 0. */
 int run_busy_unsaved(const char *dir);
+/* 1 when a command (a training, eval, probe) holds dir's .train.lock, its line ("s2hc
+ * train pid P on HOST since TIME") in holder; tested, never taken (lock_file_held). */
+int run_in_use(const char *dir, char *holder, size_t holder_len);
+/* For a command that read a run in use (a live training): "note: DIR is in use (HOLDER):
+ * this is WHAT of step STEP, its last save" on stderr; nothing when it is not in use. */
+void run_note_in_use(const char *dir, const char *what, long long step);
 /* run_open for a command that writes the run file back (`s2hc eval`, `s2hc probe`): first
  * the run's lock (run_lock), so that it neither writes back a run file that a training
  * has moved past nor races another such command; *lock_fd holds it until the caller

@@ -123,6 +123,7 @@ int export_main(int argc, char **argv) {
     int64_t step = 0;
     if (run_open(dir, &cfg, &m, &log, &step) != 0) return 1;
     h5log_free(&log);
+    run_note_in_use(dir, "its checkpoint", (long long)step);
     char path[1024]; /* write_file_atomic's bound: path.tmp and its directory must fit too */
     const int plen = out ? snprintf(path, sizeof path, "%s", out) : snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (plen <= 0 || (size_t)plen + 5 > sizeof path || path[plen - 1] == '/') {

@@ -273,6 +273,7 @@ int sample_main(int argc, char **argv) {
     int64_t step = 0;
     if (run_open(dir, &cfg, &m, &log, &step) != 0) { free(bytes); return 1; }
     h5log_free(&log);
+    run_note_in_use(dir, "its checkpoint", (long long)step);
     const int V = ids || m.V < 256 ? m.V : 256; /* what a byte can say */
     int *prompt = malloc_check(plen * sizeof(int));
     int rc = 0;

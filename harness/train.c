@@ -266,13 +266,22 @@ int run_load_weights(gpt_model *m, const char *ckpt_path, int64_t *step, char *e
     return load_weights_config(m, ckpt_path, step, NULL, err, errlen);
 }
 
-int run_busy_unsaved(const char *dir) {
-    char lockp[1200], holder[256];
+int run_in_use(const char *dir, char *holder, size_t holder_len) {
+    char lockp[1200];
     snprintf(lockp, sizeof lockp, "%s/.train.lock", dir);
-    if (!file_exists(lockp)) return 0;
-    const int fd = lock_file_try(lockp, holder, sizeof holder);
-    if (fd >= 0) close(fd);
-    if (fd != -2) return 0;
+    return lock_file_held(lockp, holder, holder_len);
+}
+
+void run_note_in_use(const char *dir, const char *what, long long step) {
+    char holder[256];
+    if (run_in_use(dir, holder, sizeof holder))
+        fprintf(stderr, "note: %s is in use%s%s%s: this is %s of step %lld, its last save\n", dir, holder[0] ? " (" : "",
+                holder, holder[0] ? ")" : "", what, step);
+}
+
+int run_busy_unsaved(const char *dir) {
+    char holder[256];
+    if (!run_in_use(dir, holder, sizeof holder)) return 0;
     fprintf(stderr, "s2hc: error: %s is in use%s%s%s and has saved nothing yet; wait for its first save\n", dir,
             holder[0] ? " (" : "", holder, holder[0] ? ")" : "");
     return 1;

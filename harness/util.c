@@ -105,6 +105,24 @@ int lock_file_try(const char *path, char *holder, size_t holder_len) {
     return -2;
 }
 
+int lock_file_held(const char *path, char *holder, size_t holder_len) {
+    if (holder_len) holder[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    const int held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    if (held && holder_len > 1) {
+        ssize_t k = pread(fd, holder, holder_len - 1, 0);
+        holder[k > 0 ? k : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+    }
+    close(fd);
+    return held;
+}
+
 void host_and_time(char *host, size_t host_len, char *when, size_t when_len) {
     snprintf(host, host_len, "?");
     gethostname(host, host_len);

@@ -91,6 +91,11 @@ void parent_dir(char *buf, size_t len, const char *path);
  * -1 when the file cannot be opened (errno set); -2 when another open file holds it, with
  * the holder's line (lock_file_claim) in holder, "" when it wrote none. */
 int lock_file_try(const char *path, char *holder, size_t holder_len);
+/* 1 when another open file holds the lock file at path (lock_file_try's lock), with the
+ * holder's line in holder; 0 when it is free or absent. Tested (F_OFD_GETLK), never
+ * taken: a reader never makes a writer that starts meanwhile find the lock held, and
+ * needs no write access to the file. */
+int lock_file_held(const char *path, char *holder, size_t holder_len);
 /* Write "WHO pid P on HOST since TIME" into the held lock file, for lock_file_try's
  * message to whoever finds it held. */
 void lock_file_claim(int fd, const char *who);

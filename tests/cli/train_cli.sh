@@ -405,6 +405,8 @@ expect_status 1 "a save that runs out of space fails with exit 1" -- bash -c "tr
   "$S2HC" train "$TMP/t.yaml" --set run.name=full --set train.steps=12 --set train.warmup=1 --quiet
 expect_out "cannot save (run file|checkpoint)" "the failed save is named"
 ls "$TMP/runs/full/"*.tmp >/dev/null 2>&1 && fail "temporary files left after a failed save" || ok "no temporary files left after a failed save"
+# the status column of an analysis's runs.csv (its only row)
+csv_status() { awk -F, 'NR==1{for(i=1;i<=NF;i++) if($i=="status") c=i; next} {print $c; exit}' "$1"; }
 # a training that has saved nothing yet: eval, probe, inspect, sample and export say it
 # is in use, not that the directory holds no run
 "$S2HC" train "$TMP/t.yaml" --set run.name=young --set train.steps=100000 --set train.ckpt_every=100000 \
@@ -431,7 +433,24 @@ expect_out "in use \(s2hc train pid $busy " "its refusal names the training"
 expect_status 1 "s2hc probe of a run in training is refused" -- "$S2HC" probe "$TMP/runs/busy" --samples 2
 expect_out "in use \(s2hc train pid $busy " "its refusal names the training"
 expect_status 0 "s2hc inspect reads it meanwhile" -- "$S2HC" inspect "$TMP/runs/busy"
+# the readers say what they saw: a run in use, and the step of the save they read
+expect_out "note: .*busy is in use \(s2hc train pid $busy on .*\): this is its run file of step [0-9]+, its last save" \
+  "inspect says the run is in use and which step it read"
+expect_status 0 "s2hc sample reads it meanwhile" -- "$S2HC" sample "$TMP/runs/busy" --tokens 4
+expect_out "note: .*busy is in use \(s2hc train pid $busy on .*\): this is its checkpoint of step [0-9]+" "sample says so"
+expect_status 0 "s2hc export reads it meanwhile" -- "$S2HC" export "$TMP/runs/busy" -o "$TMP/busy.safetensors"
+expect_out "note: .*busy is in use \(s2hc train pid $busy on .*\): this is its checkpoint of step [0-9]+" "export says so"
+expect_status 0 "s2hc analyze reads it meanwhile" -- "$S2HC" analyze "$TMP/runs/busy" -o "$TMP/busy-an"
+[ "$(csv_status "$TMP/busy-an/tables/runs.csv")" = running ] && ok "analyze: running" \
+  || fail "analyze of a live run: status $(csv_status "$TMP/busy-an/tables/runs.csv")"
 kill -TERM $busy; wait $busy
+# stopped, its run file still says "running": the analysis says stopped, the readers
+# nothing of a run in use
+expect_status 0 "s2hc analyze of the stopped run" -- "$S2HC" analyze "$TMP/runs/busy" -o "$TMP/busy-an"
+[ "$(csv_status "$TMP/busy-an/tables/runs.csv")" = stopped ] && ok "analyze: stopped" \
+  || fail "analyze of a stopped run: status $(csv_status "$TMP/busy-an/tables/runs.csv")"
+expect_status 0 "s2hc inspect of the stopped run" -- "$S2HC" inspect "$TMP/runs/busy"
+grep -q "in use" "$TMP/out" && fail "inspect calls a stopped run in use" || ok "inspect says nothing of a run in use"
 expect_status 130 "once it has stopped, --resume continues it (for one step)" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --set train.steps=100000 --resume --stop-after 1 --quiet
 # a run file another program has open for writing (h5py's "r+" or "a"; here flock(1) takes
 # the same lock HDF5 takes): the commands say so, not that the file is truncated or
