@@ -84,8 +84,14 @@ int h5_open_failed(const char *path, const char *what, char *err, size_t errlen)
     char detail[256];
     h5_error_detail(detail, sizeof detail);
     if (strstr(detail, "unable to lock file")) {
-        snprintf(err, errlen, "%s: another program has it open for writing (HDF5: %s); close it there, or set "
-                 "HDF5_USE_FILE_LOCKING=FALSE to read it meanwhile", path, detail);
+        char held[32]; /* flock's answer for a lock held elsewhere; another errno is the file system's */
+        snprintf(held, sizeof held, "errno = %d,", EWOULDBLOCK);
+        if (strstr(detail, held))
+            snprintf(err, errlen, "%s: another program has it open for writing (HDF5: %s); close it there, or set "
+                     "HDF5_USE_FILE_LOCKING=FALSE to read it meanwhile", path, detail);
+        else
+            snprintf(err, errlen, "%s: the file system refused HDF5's file lock (HDF5: %s); set "
+                     "HDF5_USE_FILE_LOCKING=FALSE to read it without one", path, detail);
         return -2;
     }
     snprintf(err, errlen, "%s: not a valid %s (truncated or corrupt?)%s%s%s", path, what, detail[0] ? " (HDF5: " : "",

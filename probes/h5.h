@@ -103,8 +103,9 @@ void h5_error_detail(char *buf, size_t len);
 /* The message for an H5Fopen of path that failed (call right after it), in err: "<path>:
  * not a valid <what> (truncated or corrupt?) (HDF5: ...)"; or, when HDF5 could not take
  * its file lock (another program, h5py's "r+" or "a" say, has the file open for writing),
- * that, and how to read it anyway. Returns -2 for a lock held elsewhere (the file may
- * well be whole), else -1. */
+ * that, and how to read it anyway (likewise when the file system refuses the lock: NFS
+ * without its lock service). Returns -2 for a lock HDF5 could not take (the file may well
+ * be whole), else -1. */
 int h5_open_failed(const char *path, const char *what, char *err, size_t errlen);
 /* Refuse, with a message "<path>: ..." in err, a file that cannot be read, is empty or is
  * not HDF5 at all; `what` names what was expected ("run file", "s2hc checkpoint").
