@@ -216,7 +216,8 @@ int an_mkdirs(const char *path);
 /* One analysis or report at a time in OUT (out_dir_lock on OUT/.output.lock, held until
  * the process ends, claimed for an_out_who): two would replace each other's files and
  * .tmp files, and remove each other's as an older analysis's. 0 once held (a report's
- * analysis finds it held), 1 after a message naming the holder. OUT must exist. */
+ * analysis finds it held), 1 after a message naming the holder (the command then exits 2,
+ * nothing written). OUT must exist. */
 int an_out_lock(const char *out);
 extern const char *an_out_who; /* "s2hc analyze" (default), "s2hc report" */
 

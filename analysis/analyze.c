@@ -183,9 +183,9 @@ int analyze_main(int argc, char **argv) {
         an_runset_free(&rs);
         return 1;
     }
-    if (an_out_lock(out)) {
+    if (an_out_lock(out)) { /* refused, nothing written: as a usage error */
         an_runset_free(&rs);
-        return 1;
+        return 2;
     }
     an_ctx c = {.out = out, .rs = &rs, .log = stderr};
     an_pick_primary(&c);

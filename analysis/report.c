@@ -359,7 +359,7 @@ int report_main(int argc, char **argv) {
     struct stat st;
     /* held from here (or from the analysis, which makes OUT) to the page's end */
     an_out_who = "s2hc report";
-    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode) && an_out_lock(out)) { free(args); return 1; }
+    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode) && an_out_lock(out)) { free(args); return 2; }
     if (draw && plots_given && (stat(plots, &st) != 0 || !S_ISDIR(st.st_mode))) { /* before anything is written */
         fprintf(stderr, "s2hc: error: --plots %s: no such directory (the figure scripts, plots/ of the source tree)\n",
                 plots);

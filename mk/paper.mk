@@ -114,10 +114,12 @@ paper-grids: $(PAPER_GRIDS)
 
 $(PAPER_META): $(PAPER_GRIDS) $(PAPER_SRC) $(PAPER_OUT)/.preset | $(BIN)
 	@echo "paper: [5/7] analyze -> $(PAPER_OUT)/data, $(PAPER_OUT)/tables"
-	@rm -rf $(PAPER_OUT)/data $(PAPER_OUT)/tables
-	@# a failed analysis leaves no meta.gp, so the next make runs it again
+	@# a failed analysis leaves no meta.gp, so the next make runs it again; one refused
+	@# (exit 2: nothing written, or another analysis or report, a second make paper's,
+	@# writes $(PAPER_OUT)) leaves the files as they are. The analysis removes the files
+	@# of the previous one that it does not write again.
 	$(PAPER_S2HC) analyze $(PAPER_RUNS)/paper $(PAPER_RUNS)/ablations $(PAPER_RUNS)/streams -o $(PAPER_OUT) \
-	  || { rm -f $@; exit 1; }
+	  || { rc=$$?; [ $$rc -eq 2 ] || rm -f $@; exit $$rc; }
 
 paper-analyze: $(PAPER_META)
 

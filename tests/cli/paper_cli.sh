@@ -242,7 +242,7 @@ for case in "claims.md INT analyze" "index.html TERM report"; do
 done
 # two writers of one output folder (two `make paper`s, two reports into out/report): while
 # an analysis writes there (the hook holds tables/claims.md.tmp open), another analysis,
-# a report and a report --no-analyze into that folder exit 1 naming it and touch nothing
+# a report and a report --no-analyze into that folder exit 2 naming it and touch nothing
 # (they replaced each other's .tmp files, and removed each other's files as an older
 # analysis's); once it has ended the folder is free
 cp -r "$TMP/one" "$TMP/one-two"
@@ -252,11 +252,26 @@ S2HC_TEST_TMP_PAUSE=claims.md "$REPORT" analyze "$TMP/runs/s2hc-n4" -o "$TMP/one
 pid=$!
 for _ in $(seq 600); do grep -q "(test) .*/claims.md.tmp open" "$TMP/first.out" && break; sleep 0.1; done
 for cmd in "analyze $TMP/runs" "report $TMP/runs" "report --no-analyze"; do
-  expect_status 1 "${cmd/$TMP\/runs/RUNS} into a folder an analysis writes is refused" -- "$REPORT" $cmd -o "$TMP/one-two"
+  expect_status 2 "${cmd/$TMP\/runs/RUNS} into a folder an analysis writes is refused" -- "$REPORT" $cmd -o "$TMP/one-two"
   expect_out "one-two is in use \(s2hc analyze pid $pid on .* since " "its refusal names the analysis"
 done
 [ -e "$TMP/one-two/tables/claims.md.tmp" ] && [ "$(sums5)" = "$before" ] && ok "the refused ones changed nothing" \
   || fail "the refused ones changed: $(ls "$TMP/one-two/tables" | grep tmp)"
+# and make paper's analysis step beside it (the grids' stamps taken as done, the analysis
+# as out of date) leaves the folder as it is (it emptied data/ and tables/ first, the
+# other analysis's .tmp files with them)
+if command -v make >/dev/null; then
+  mkdir -p "$TMP/mkp"
+  for g in paper ablations streams; do ln -s "$TMP/runs" "$TMP/mkp/$g"; touch "$TMP/runs/.complete"; done
+  MAKEFLAGS= MAKELEVEL= make -s -o "$TMP/mkp/paper/.complete" -o "$TMP/mkp/ablations/.complete" -o "$TMP/mkp/streams/.complete" \
+    -W analysis/analyze.c "$TMP/one-two/data/meta.gp" PAPER_OUT="$TMP/one-two" PAPER_RUNS="$TMP/mkp" PAPER_S2HC="$REPORT" \
+    >"$TMP/out" 2>&1; st=$?
+  [ "$st" != 0 ] && grep -q "one-two is in use" "$TMP/out" && [ -e "$TMP/one-two/tables/claims.md.tmp" ] \
+    && [ -e "$TMP/one-two/data/meta.gp" ] && [ "$(sums5)" = "$before" ] \
+    && ok "make paper's analysis beside another analysis stops and leaves the folder as it is" \
+    || fail "make paper's analysis beside another: exit $st, left: $(ls "$TMP/one-two/data" | head -3 | tr '\n' ' ') $(tail -n 2 "$TMP/out")"
+  rm -f "$TMP/runs/.complete"
+fi
 kill -INT $pid; wait $pid
 expect_status 0 "once the analysis has ended, a report into the folder" -- "$REPORT" report --no-analyze --no-plots -o "$TMP/one-two"
 expect_status 0 "the report again after Ctrl-C" -- "$REPORT" report --no-analyze -o "$TMP/one-int"
