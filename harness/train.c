@@ -760,7 +760,7 @@ parts:;
            refused, not replaced: the next save would write a log holding none of its
            history (every /train, /eval, /probe row) */
         int lr = have_run ? h5log_load(&log, run_path, err, sizeof err) : 0;
-        if (lr == -2) { /* a whole file, locked by another program: nothing to move away */
+        if (lr == -2) { /* a newer build's file, or one another program holds: nothing to move away */
             fprintf(stderr, "s2hc: error: cannot resume: %s\n", err);
             status = RUN_FAILED;
             goto out;
@@ -977,7 +977,7 @@ parts:;
     char when[32];
     iso_now(when, sizeof when);
     h5log_attr_str(&log, "/", "format", "s2hc-run");
-    h5log_attr_num(&log, "/", "format_version", 1);
+    h5log_attr_num(&log, "/", "format_version", RUN_FORMAT_VERSION);
     h5log_attr_str(&log, "/", "config", yaml);
     h5log_attr_str(&log, "/", "method", cfg.method);
     h5log_attr_num(&log, "/", "n_streams", model.n);

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "harness/run.h"
 #include "harness/util.h"
 
 /* Target bytes per chunk of a series or static dataset; small ones get smaller chunks
@@ -876,6 +877,34 @@ static herr_t h5log_load_obj_cb(hid_t root, const char *name, const H5O_info_t *
     return 0;
 }
 
+/* The root attribute format_version of run file f (path): 0 when absent or at most
+ * RUN_FORMAT_VERSION; -1 with err for a newer build's file or a value that is no version
+ * (which no build of s2hc wrote either). */
+static int h5log_check_version(hid_t f, const char *path, char *err, size_t errlen) {
+    if (H5Aexists(f, "format_version") <= 0) return 0; /* a file of another writer: its datasets decide */
+    hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+    hid_t t = a >= 0 ? H5Aget_type(a) : -1, sp = a >= 0 ? H5Aget_space(a) : -1;
+    double v = NAN;
+    if (t >= 0 && sp >= 0 && h5_plain_number(t) && H5Sget_simple_extent_npoints(sp) == 1 &&
+        H5Aread(a, H5T_NATIVE_DOUBLE, &v) < 0)
+        v = NAN;
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    if (!(v >= 1 && v <= 1e9 && v == floor(v))) {
+        snprintf(err, errlen, "%s: its root attribute format_version is not a version number (corrupt or edited?); "
+                 "this build reads run files up to version %d", path, RUN_FORMAT_VERSION);
+        return -1;
+    }
+    if (v <= RUN_FORMAT_VERSION) return 0;
+    char by[128];
+    h5_attr_get_text(f, "git_commit", by, sizeof by);
+    snprintf(err, errlen, "%s: run file format version %.0f%s%s%s, this build (s2hc %s) reads up to version %d: read, "
+             "resume or evaluate it with that build or a newer one", path, v, by[0] ? " (written by s2hc " : "", by,
+             by[0] ? ")" : " (written by a newer s2hc)", s2hc_version(), RUN_FORMAT_VERSION);
+    return -1;
+}
+
 int h5log_load(h5log *log, const char *path, char *err, size_t errlen) {
     h5_quiet();
     if (log->n_series || log->n_attrs) {
@@ -885,6 +914,10 @@ int h5log_load(h5log *log, const char *path, char *err, size_t errlen) {
     if (h5_check_file(path, "run file", err, errlen) < 0) return -1;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return h5_open_failed(path, "run file", err, errlen);
+    if (h5log_check_version(f, path, err, errlen) < 0) {
+        H5Fclose(f);
+        return -2;
+    }
     snprintf(log->source, sizeof log->source, "%s", path); /* named by a conflict with the code's datasets */
     h5log_load_ctx c = {log, path, err, errlen, 0, "/", 0};
     /* creation order keeps the logging order; files from other writers may lack the index */

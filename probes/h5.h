@@ -18,6 +18,13 @@
 
 #define H5LOG_MAX_RANK 4
 
+/* The run file's layout version, its root attribute `format_version` (written by
+ * harness/train.c). Bump it only for a change that a build reading the current version
+ * would misread (docs/runfile.md, "Files of other versions"): h5log_load refuses a file
+ * of a higher version, naming it, so an older build never reads, resumes or rewrites a
+ * newer build's run. Additions within the conventions need no bump. */
+#define RUN_FORMAT_VERSION 1
+
 typedef enum { H5LOG_F32 = 0, H5LOG_F64 = 1, H5LOG_I64 = 2 } h5log_type;
 
 typedef struct {
@@ -86,8 +93,10 @@ double h5log_last(const h5log *log, const char *path);
  * on stderr naming the file). */
 int h5log_save(const h5log *log, const char *path);
 /* Read a run file written by h5log_save back into an empty log (every dataset becomes a
- * series; datasets without a `row axis` attribute become static). 0, or -1 with err (-2:
- * another program holds HDF5's lock on the file, h5_open_failed). */
+ * series; datasets without a `row axis` attribute become static). 0, or -1 with err; -2
+ * with err for a file not to be replaced: another program holds HDF5's lock on it
+ * (h5_open_failed), or its root attribute `format_version` is above RUN_FORMAT_VERSION (a
+ * newer build's run file) or not a whole number, refused before anything else is read. */
 int h5log_load(h5log *log, const char *path, char *err, size_t errlen);
 
 /* ---- helpers shared by h5.c and harness/checkpoint.c (no HDF5 types in this header) */

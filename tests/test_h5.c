@@ -395,6 +395,76 @@ static void test_log_load_bad(void) {
     h5log_free(&b);
 }
 
+/* The root attribute format_version: a newer build's run file (a higher version) is
+ * refused before anything is read, naming the file, its version and the build's; so is
+ * a value that is no version. A file of the build's version, or without the attribute,
+ * loads. Things the reader does not know (a group, a dataset of a type it holds, an array
+ * or compound attribute, a newer root attribute) are read or skipped, never refused: a
+ * later build adds them without a new version. h5log_load never looked at the attribute,
+ * so an older build read a newer build's run file as its own. */
+static void test_log_load_format_version(void) {
+    char err[512] = "";
+    const char *p = tmp_path("version.h5");
+    const double vals[] = {NAN, 1, 2, 1.5, 0, 1e300};
+    const int ok[] = {1, 1, 0, 0, 0, 0};
+    for (int k = 0; k < 6; k++) {
+        h5log a, b;
+        build_log(&a, 5);
+        if (!isnan(vals[k])) h5log_attr_num(&a, "/", "format_version", vals[k]);
+        h5log_attr_str(&a, "/", "git_commit", "f00d123");
+        CHECK(h5log_save(&a, p) == 0, "save");
+        h5log_free(&a);
+        h5log_init(&b);
+        err[0] = '\0';
+        const int rc = h5log_load(&b, p, err, sizeof err);
+        CHECK(rc == (ok[k] ? 0 : -2), "format_version %g: rc %d (%s)", vals[k], rc, err);
+        if (!ok[k]) CHECK(strstr(err, p) && strstr(err, "up to version 1") && b.n_series == 0, "%g: %s", vals[k], err);
+        if (vals[k] == 2)
+            CHECK(strstr(err, "run file format version 2 (written by s2hc f00d123)"), "names the writer: %s", err);
+        h5log_free(&b);
+    }
+    /* a string in its place */
+    h5log a, b;
+    build_log(&a, 5);
+    h5log_attr_str(&a, "/", "format_version", "2");
+    CHECK(h5log_save(&a, p) == 0, "save");
+    h5log_free(&a);
+    h5log_init(&b);
+    CHECK(h5log_load(&b, p, err, sizeof err) == -2 && strstr(err, "not a version number"), "a string: %s", err);
+    h5log_free(&b);
+    /* additions of a later build, at version 1 */
+    build_log(&a, 5);
+    h5log_attr_num(&a, "/", "format_version", 1);
+    CHECK(h5log_save(&a, p) == 0, "save");
+    h5log_free(&a);
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t three = 3;
+    hid_t sp = H5Screate_simple(1, &three, NULL), s1 = H5Screate(H5S_SCALAR);
+    const double arr[3] = {1, 2, 3};
+    hid_t at = H5Acreate2(f, "newer_array", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(at >= 0 && H5Awrite(at, H5T_NATIVE_DOUBLE, arr) >= 0, "array attribute");
+    H5Aclose(at);
+    hid_t ct = H5Tcreate(H5T_COMPOUND, 16);
+    H5Tinsert(ct, "a", 0, H5T_NATIVE_DOUBLE);
+    H5Tinsert(ct, "b", 8, H5T_NATIVE_DOUBLE);
+    at = H5Acreate2(f, "newer_compound", ct, s1, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(at >= 0 && H5Awrite(at, ct, arr) >= 0, "compound attribute");
+    H5Aclose(at);
+    H5Tclose(ct);
+    hid_t g = H5Gcreate2(f, "/newer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t d = H5Dcreate2(g, "x", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, arr) >= 0, "a newer dataset");
+    H5Dclose(d);
+    H5Gclose(g);
+    H5Sclose(sp);
+    H5Sclose(s1);
+    H5Fclose(f);
+    h5log_init(&b);
+    CHECK(h5log_load(&b, p, err, sizeof err) == 0, "a newer build's additions: %s", err);
+    CHECK(h5log_find(&b, "/newer/x") >= 0 && h5log_find(&b, "/train/loss") >= 0, "read whole");
+    h5log_free(&b);
+}
+
 /* A dataset whose extent is 2^61 + 1 float64 elements, none of them stored (chunked,
  * never written): its size in bytes wraps to 8. h5log_load refuses it; it read it into an
  * 8-byte buffer, and the next save wrote from that buffer (heap corruption). */
@@ -909,6 +979,7 @@ int main(void) {
     T_RUN(test_truncate_group);
     T_RUN(test_save_twice_and_atomic);
     T_RUN(test_log_load_bad);
+    T_RUN(test_log_load_format_version);
     T_RUN(test_log_load_huge_shape);
     T_RUN(test_log_load_unwritten_extent);
     T_RUN(test_log_load_odd_types);

@@ -335,6 +335,88 @@ static void test_resume_other_build(void) {
     free(c);
 }
 
+/* The whole of file path as a malloc'd buffer (its size in *n) */
+static char *read_whole(const char *path, size_t *n) {
+    FILE *f = fopen_check(path, "rb");
+    fseek(f, 0, SEEK_END);
+    const long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc_check((size_t)len + 1);
+    *n = fread(b, 1, (size_t)len, f);
+    fclose(f);
+    return b;
+}
+
+/* A run of a newer build (its run file's format_version 2, then its checkpoint's version
+ * 2, written through the HDF5 C API): every command that reads it refuses it, naming the
+ * file, its version and the highest this build reads, exit 1, and leaves both files as
+ * they were. The run file's format_version was written and never read: `--resume`,
+ * `eval` and `probe` would have read such a file as their own and written it back. */
+static void test_newer_run_refused(void) {
+    char cfg[700], dir[700], run[700], ckpt[700], log[700], text[4096], err[512];
+    stopped_run("newer", "10", cfg, dir);
+    snprintf(run, sizeof run, "%s/run.h5", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
+    snprintf(log, sizeof log, "%s/newer.err", tmp);
+    hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+    const int64_t two = 2;
+    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &two) >= 0, "format_version 2 into %s", run);
+    H5Aclose(a);
+    H5Fclose(f);
+    size_t n0, n1;
+    char *before = read_whole(run, &n0), *ck_before = read_whole(ckpt, &n1);
+    const char *ev[] = {"eval", dir}, *pr[] = {"probe", dir}, *in[] = {"inspect", dir}, *ex[] = {"export", dir};
+    int (*const mains[])(int, char **) = {eval_main, probe_main, inspect_main, export_main};
+    const char **argvs[] = {ev, pr, in, ex};
+    for (int k = -1; k < 4; k++) {
+        const int saved = stderr_to(log);
+        const int rc = k < 0 ? train_argv(cfg, "newer", "--resume", NULL, NULL) : mains[k](2, (char **)argvs[k]);
+        stderr_back(saved);
+        read_text(log, text, sizeof text);
+        CHECK(rc == 1 && strstr(text, run) && strstr(text, "run file format version 2") &&
+                  strstr(text, "reads up to version 1") && !strstr(text, "move the file away"),
+              "%s: rc %d: %s", k < 0 ? "train --resume" : argvs[k][0], rc, text);
+    }
+    h5log l;
+    h5log_init(&l);
+    CHECK(h5log_load(&l, run, err, sizeof err) == -2 && strstr(err, "format version 2"), "h5log_load: %s", err);
+    h5log_free(&l);
+    size_t m0, m1;
+    char *after = read_whole(run, &m0), *ck_after = read_whole(ckpt, &m1);
+    CHECK(m0 == n0 && !memcmp(before, after, n0), "the newer run file was rewritten");
+    CHECK(m1 == n1 && !memcmp(ck_before, ck_after, n1), "the newer checkpoint was rewritten");
+    free(after);
+    free(ck_after);
+    /* the run file back at version 1, the checkpoint at 2: refused by the checkpoint */
+    f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
+    a = H5Aopen(f, "format_version", H5P_DEFAULT);
+    const int64_t one = 1;
+    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &one) >= 0, "format_version 1 into %s", run);
+    H5Aclose(a);
+    H5Fclose(f);
+    f = H5Fopen(ckpt, H5F_ACC_RDWR, H5P_DEFAULT);
+    a = H5Aopen(f, "version", H5P_DEFAULT);
+    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &two) >= 0, "version 2 into %s", ckpt);
+    H5Aclose(a);
+    H5Fclose(f);
+    free(before);
+    before = read_whole(run, &n0);
+    for (int k = -1; k < 2; k++) {
+        const int saved = stderr_to(log);
+        const int rc = k < 0 ? train_argv(cfg, "newer", "--resume", NULL, NULL) : mains[k](2, (char **)argvs[k]);
+        stderr_back(saved);
+        read_text(log, text, sizeof text);
+        CHECK(rc == 1 && strstr(text, ckpt) && strstr(text, "checkpoint format version 2") &&
+                  strstr(text, "reads version 1"), "%s: rc %d: %s", k < 0 ? "train --resume" : argvs[k][0], rc, text);
+    }
+    after = read_whole(run, &m0);
+    CHECK(m0 == n0 && !memcmp(before, after, n0), "the run file of a newer checkpoint was rewritten");
+    free(before);
+    free(after);
+    free(ck_before);
+}
+
 /* A corpus rebuilt under a run (`s2hc data prepare` of a newer build cuts the text
  * otherwise: other token counts): --resume refuses it (exit 2, the run's files as they
  * were), and so does `s2hc eval`, which would add another validation set's loss to the
@@ -1440,6 +1522,7 @@ int main(void) {
     T_RUN(test_resume_damaged_processes);
     T_RUN(test_resume_other_build);
     T_RUN(test_resume_rebuilt_corpus);
+    T_RUN(test_newer_run_refused);
     T_RUN(test_open_damaged_config);
     T_RUN(test_open_empty_config);
     T_RUN(test_resume_step_past_steps);
