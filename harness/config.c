@@ -77,6 +77,10 @@ static const char *const gelus[] = {"tanh", "erf", NULL};
 
 static const char *const sections[] = {"model", "residual", "train", "data", "run", "probe", NULL};
 
+/* A key added here takes a default that keeps what the builds before it did: their
+ * readers skip it in a stored config (config_from_yaml_text). A run that sets it to
+ * change what the model computes must be refused by them instead: such a run's file
+ * then carries a higher format_version (RUN_FORMAT_VERSION, docs/runfile.md). */
 static const cfg_key cfg_keys[] = {
     /* model: nanoGPT GPT-2 style */
     KINT("model.n_layer", n_layer, "4", 1, 128, "transformer blocks; each has 2 hyper-connected sublayers (attention, MLP)"),
@@ -761,9 +765,25 @@ static void unknown_key(const char *src, const yaml_mark_t *m, const char *full,
     }
 }
 
+/* A stored config's key (or section) that this build does not know: its name added to
+ * the list `ignored` (names separated by ", ", cut at ilen with "..."). */
+static void note_ignored(char *ignored, size_t ilen, const char *full) {
+    const size_t n = strlen(ignored);
+    if (n + 4 >= ilen) return; /* full: already ends in "..." */
+    int w = snprintf(ignored + n, ilen - n, "%s%s", n ? ", " : "", full);
+    if (w < 0 || (size_t)w >= ilen - n) snprintf(ignored + ilen - 4, 4, "...");
+}
+
+/* ignored: NULL for a config someone wrote (an unknown key is an error), else a stored
+ * config's (run.h5, ckpt.h5): a key this build does not know is a newer build's, listed
+ * in ignored and skipped (docs/runfile.md, "Files of other versions"). */
 static int apply_key(s2hc_config *c, yaml_document_t *d, const char *full, yaml_node_t *kn, yaml_node_t *vn,
-                     seen_t *seen, const char *src) {
+                     seen_t *seen, const char *src, char *ignored, size_t ilen) {
     const cfg_key *k = key_find(full);
+    if (!k && ignored) {
+        note_ignored(ignored, ilen, full);
+        return 0;
+    }
     if (!k) {
         unknown_key(src, &kn->start_mark, full, 0);
         return 2;
@@ -786,7 +806,7 @@ static int apply_key(s2hc_config *c, yaml_document_t *d, const char *full, yaml_
 
 /* Apply a whole document: a mapping of sections, each a mapping of keys. A dotted key
  * at the top level ("train.lr: 3e-4") is accepted as well. */
-static int apply_document(s2hc_config *c, yaml_document_t *d, const char *src) {
+static int apply_document(s2hc_config *c, yaml_document_t *d, const char *src, char *ignored, size_t ilen) {
     yaml_node_t *root = yaml_document_get_root_node(d);
     if (!root || node_is_null(root)) return 0;
     if (root->type != YAML_MAPPING_NODE) {
@@ -807,10 +827,14 @@ static int apply_document(s2hc_config *c, yaml_document_t *d, const char *src) {
             return 2;
         }
         if (strchr(name, '.')) {
-            if (apply_key(c, d, name, kn, vn, seen, src)) return 2;
+            if (apply_key(c, d, name, kn, vn, seen, src, ignored, ilen)) return 2;
             continue;
         }
         int si = section_find(name);
+        if (si < 0 && ignored) {
+            note_ignored(ignored, ilen, name);
+            continue;
+        }
         if (si < 0) {
             unknown_key(src, &kn->start_mark, name, 1);
             return 2;
@@ -835,7 +859,7 @@ static int apply_document(s2hc_config *c, yaml_document_t *d, const char *src) {
                 return 2;
             }
             snprintf(full, sizeof full, "%s.%s", name, leaf);
-            if (apply_key(c, d, full, kk, kv, seen, src)) return 2;
+            if (apply_key(c, d, full, kk, kv, seen, src, ignored, ilen)) return 2;
         }
     }
     return 0;
@@ -927,7 +951,7 @@ int config_yaml_too_deep(const char *text, size_t len, int *line, int *col) {
 }
 
 /* Parse text (one YAML document) and apply it to c. Returns 0 or 2 (reported). */
-static int apply_text(s2hc_config *c, const char *text, size_t len, const char *src) {
+static int apply_text(s2hc_config *c, const char *text, size_t len, const char *src, char *ignored, size_t ilen) {
     yaml_parser_t p;
     yaml_document_t d;
     char problem[512];
@@ -956,7 +980,7 @@ static int apply_text(s2hc_config *c, const char *text, size_t len, const char *
         yaml_parser_delete(&p);
         return 2;
     }
-    rc = apply_document(c, &d, src);
+    rc = apply_document(c, &d, src, ignored, ilen);
     yaml_document_delete(&d);
     if (rc == 0 && !empty) {
         /* A second document (after "---") is a mistake, not something to ignore. */
@@ -1133,7 +1157,7 @@ static int load_config(s2hc_config *c, const char *path, const char *const *sets
             fprintf(config_messages ? config_messages : stderr, "s2hc: error: %s: cannot read: %s\n", path, why);
             return 2;
         }
-        int rc = apply_text(&tmp, text, len, path);
+        int rc = apply_text(&tmp, text, len, path, NULL, 0);
         free(text);
         if (rc) return rc;
     }
@@ -1157,8 +1181,16 @@ int config_from_yaml_text(s2hc_config *c, const char *text, const char *source) 
     s2hc_config tmp;
     config_defaults(&tmp);
     if (!source) source = "config text";
-    if (apply_text(&tmp, text, strlen(text), source)) return 2;
+    char ignored[400] = "";
+    if (apply_text(&tmp, text, strlen(text), source, ignored, sizeof ignored)) return 2;
     if (config_validate(&tmp, source)) return 2;
+    if (ignored[0]) { /* a newer build's keys, at values that keep what this build does: a run
+                         that sets one otherwise has a higher format_version, refused first */
+        fflush(stdout);
+        fprintf(config_messages ? config_messages : stderr,
+                "s2hc: warning: %s: ignoring %s, unknown to this build (a newer s2hc's; docs/runfile.md, \"Files "
+                "of other versions\")\n", source, ignored);
+    }
     memcpy(c, &tmp, sizeof tmp);
     return 0;
 }

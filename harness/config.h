@@ -104,7 +104,11 @@ int config_check_ood(const s2hc_config *c, const char *source);
  * caller frees. Loading this text back gives an identical struct. */
 char *config_to_yaml(const s2hc_config *c);
 
-/* Parse YAML text (as stored in a run file) into c; `source` names it in errors. */
+/* Parse YAML text (as stored in a run file) into c; `source` names it in errors. A key or
+ * section this build does not know is a newer build's: skipped with one warning naming
+ * them (a config file or --set refuses it). A newer build keeps a run whose new keys
+ * change what an older build would compute from older builds by the run file's
+ * format_version (probes/h5.h), so such keys here are at values that change nothing. */
 int config_from_yaml_text(s2hc_config *c, const char *text, const char *source);
 
 /* The first node of a parsed YAML document that was written with an explicit tag
