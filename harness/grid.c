@@ -1467,11 +1467,14 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
     st->train_loss = st->val_loss = st->tokens_per_s = NAN;
     for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
     st->diff[0] = '\0';
+    st->train_tokens = st->val_tokens = NAN;
     st->h5_kind = 4;
     h5log log;
     h5log_init(&log);
     char err[512];
-    if (h5log_load(&log, path, err, sizeof err) == 0) {
+    if (h5log_load(&log, path, err, sizeof err) != 0) {
+        snprintf(st->diff, sizeof st->diff, "%s", err);
+    } else {
         const char *status = h5log_get_attr_str(&log, "/", "status");
         const char *yaml = h5log_get_attr_str(&log, "/", "config");
         double step = series_last(&log, "/train/step");
@@ -1489,6 +1492,8 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
         const double t = h5log_get_attr_num(&log, "/", "threads"), w = h5log_get_attr_num(&log, "/", "processes");
         st->threads_used = t >= 1 && t <= 4096 ? (int)t : 0;
         st->processes_used = w >= 1 && w <= 65536 ? (int)w : 0;
+        st->train_tokens = h5log_get_attr_num(&log, "/", "train_tokens");
+        st->val_tokens = h5log_get_attr_num(&log, "/", "val_tokens");
         if (yaml) {
             s2hc_config stored;
             err_capture cp;
@@ -1526,6 +1531,7 @@ static void inspect(const grid_point *p, const char *const *ood, int nood, grid_
         st->train_loss = st->val_loss = st->tokens_per_s = NAN;
         for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
         st->diff[0] = '\0';
+        st->train_tokens = st->val_tokens = NAN;
         st->threads_used = st->processes_used = 0;
     }
     int have_ckpt = file_exists(ckpt);
@@ -1739,16 +1745,47 @@ static int threads_cap(const grid_point *pts, int n) {
     return cap;
 }
 
+/* Whether `s2hc train --resume` would refuse the point at once, as it stands on disk: a
+ * run.h5 it cannot load (a newer build's, or damaged: exit 1), or, with a checkpoint, a
+ * run.h5 whose corpus sizes are not the corpus's now (rebuilt since: exit 2). 1 with the
+ * reason in why, else 0. */
+static int resume_refused(const grid_point *p, const grid_status *s, char *why, size_t n) {
+    if (s->h5_kind == 4) {
+        snprintf(why, n, "%s", s->diff);
+        return 1;
+    }
+    char ckpt[CFG_PATH + CFG_STR + 16];
+    run_dir_path(p, "ckpt.h5", ckpt, sizeof ckpt);
+    if (s->state == GS_CHANGED || isnan(s->train_tokens) || isnan(s->val_tokens) || !file_exists(ckpt)) return 0;
+    char tp[1200], vp[1200], err[1024];
+    data_shard t, v;
+    data_shard_path(tp, sizeof tp, p->cfg.data_dir, p->cfg.train_corpus, "train");
+    data_shard_path(vp, sizeof vp, p->cfg.data_dir, p->cfg.train_corpus, "val");
+    if (shard_open(&t, tp, err, sizeof err) != 0) return 0; /* the training says why */
+    if (shard_open(&v, vp, err, sizeof err) != 0) {
+        shard_close(&t);
+        return 0;
+    }
+    const int rebuilt = (double)t.count != s->train_tokens || (double)v.count != s->val_tokens;
+    if (rebuilt)
+        snprintf(why, n, "its run trained on a corpus '%s' of %.0f training and %.0f validation tokens; %s and val.bin "
+                 "hold %llu and %llu now (rebuilt since)", p->cfg.train_corpus, s->train_tokens, s->val_tokens, tp,
+                 (unsigned long long)t.count, (unsigned long long)v.count);
+    shard_close(&t);
+    shard_close(&v);
+    return rebuilt;
+}
+
 static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, int j, int threads) {
     const char *ood[GRID_MAX_OOD];
-    int nood = grid_ood_names(pts, n, ood), would = 0, skip = 0, refuse = 0;
+    int nood = grid_ood_names(pts, n, ood), would = 0, skip = 0, refuse = 0, fails = 0;
     int cores = cores_available();
     printf("grid %s: %d point%s in %s (%d cores)\n", g->path, n, n == 1 ? "" : "s", g->out, cores);
     for (int i = 0; i < n; i++) {
         grid_status st;
         memset(&st, 0, sizeof st);
         grid_inspect(&pts[i], ood, nood, &st);
-        char action[700], cfgp[CFG_PATH + 96], vals[1024];
+        char action[1800], cfgp[CFG_PATH + 96], vals[1024];
         int runs = 0;
         switch (st.state) {
         case GS_FINISHED: snprintf(action, sizeof action, "skip: finished"); skip++; break;
@@ -1769,6 +1806,12 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
         case GS_PARTIAL:
         case GS_INTERRUPTED:
         case GS_FAILED: {
+            char why[1700];
+            if (resume_refused(&pts[i], &st, why, sizeof why)) {
+                snprintf(action, sizeof action, "fail: `s2hc train --resume` refuses it: %s", why);
+                fails++;
+                break;
+            }
             int from = resume_step(&pts[i], &st);
             if (from > 0) snprintf(action, sizeof action, "resume at step %d of %d (%s)", from, st.steps,
                                    grid_state_names[st.state]);
@@ -1776,7 +1819,17 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             runs = 1;
             break;
         }
-        default: snprintf(action, sizeof action, "run %d steps", st.steps); runs = 1; break;
+        default: {
+            char why[1700];
+            if (resume_refused(&pts[i], &st, why, sizeof why)) {
+                snprintf(action, sizeof action, "fail: `s2hc train --resume` refuses it: %s", why);
+                fails++;
+                break;
+            }
+            snprintf(action, sizeof action, "run %d steps", st.steps);
+            runs = 1;
+            break;
+        }
         }
         would += runs > 0;
         printf("%5d  %s: %s\n", pts[i].index, pts[i].name, action);
@@ -1790,8 +1843,8 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
         }
     }
     fit_jobs(would, cores, threads_cap(pts, n), &j, &threads); /* as the run would */
-    printf("dry run: would run %d (%d at a time, %d thread%s each), skip %d, refuse %d; nothing was written\n", would,
-           would ? j : 0, threads, threads == 1 ? "" : "s", skip, refuse);
+    printf("dry run: would run %d (%d at a time, %d thread%s each), skip %d, refuse %d, fail %d; nothing was "
+           "written\n", would, would ? j : 0, threads, threads == 1 ? "" : "s", skip, refuse, fails);
     return 0;
 }
 

@@ -101,7 +101,7 @@ expect_status 0 "--dry-run on finished and changed points" -- "$S2HC" grid $G "$
 expect_out "^ +0 +identity-n4-s1337: skip: finished$" "--dry-run skips the finished point"
 expect_out "^ +1 +s2hc-n4-s1337: refuse: the config changed \(train.lr: 0.003 \(stored run\) vs 0.002 \(grid\)\); --force reruns it" \
   "--dry-run refuses a changed point, naming the key"
-expect_out "would run 0 .*skip 1, refuse 2; nothing was written" "--dry-run counts skip and refuse"
+expect_out "would run 0 .*skip 1, refuse 2, fail 0; nothing was written" "--dry-run counts skip and refuse"
 expect_status 0 "--dry-run --force" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --dry-run --force
 expect_out "^ +1 +s2hc-n4-s1337: run from step 0 \(--force; the config changed: train.lr" "--dry-run --force reruns a changed point"
 expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --force counts them to run"
@@ -265,6 +265,27 @@ expect_status 0 "--dry-run of a point failed before its first checkpoint" -- "$S
 expect_out "p: run 20 steps \(failed before\)" "--dry-run says it runs from step 0"
 expect_status 0 "its rerun" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P"
 expect_out "start +#0 p\$" "the rerun says start, not resume"
+
+# ---- a point that `train --resume` would refuse at once: --dry-run says it fails, not
+# "resume at step 10" (it said so for a corpus rebuilt since and a run.h5 it cannot read)
+# the point's run stopped at its first checkpoint (its own config.yaml, as the grid runs it)
+expect_status 130 "the point's run, stopped at step 10" -- "$S2HC" train "$P/p/config.yaml" --force --quiet --stop-after 10
+expect_status 0 "--dry-run of the stopped point" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P" --dry-run
+expect_out "p: resume at step 10 of 20" "--dry-run resumes it"
+mkdir -p "$TMP/data2/synth"
+head -c 40000 "$TMP/data/synth/text" > "$TMP/data2/synth/text"
+"$S2HC" data import "$TMP/data2/synth/text" --dir "$TMP/data2" --name synth >/dev/null
+expect_status 0 "--dry-run on a corpus rebuilt since" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P" --set data.dir="$TMP/data2" --dry-run
+expect_out "p: fail: \`s2hc train --resume\` refuses it: its run trained on a corpus 'synth' of [0-9]+ training and [0-9]+ validation tokens; .*data2/synth/train.bin and val.bin hold [0-9]+ and [0-9]+ now \(rebuilt since\)" \
+  "--dry-run says the resume refuses the rebuilt corpus"
+expect_out "would run 0 .*skip 0, refuse 0, fail 1; nothing was written" "--dry-run counts it as failing"
+expect_status 1 "the grid on the rebuilt corpus" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P" --set data.dir="$TMP/data2"
+expect_out "cannot resume: .*rebuilt since" "it fails as the dry run said"
+cp "$P/p/run.h5" "$TMP/p-run.h5"
+echo "not a run file" > "$P/p/run.h5"
+expect_status 0 "--dry-run of a point whose run.h5 cannot be read" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P" --dry-run
+expect_out "p: fail: \`s2hc train --resume\` refuses it: .*/p/run.h5: .*HDF5" "--dry-run says the resume refuses its run.h5"
+cp "$TMP/p-run.h5" "$P/p/run.h5"
 
 # ---- points that end while the next one starts: a child between fork and exec holds
 # no other point's lock, so the runner, index.csv and other runners see that point ended
