@@ -69,8 +69,9 @@ const char *an_paired_verdict(const an_paired *p);
 #define AN_NAME 64
 
 typedef struct {
-    char dir[512];          /* the run directory (holds run.h5) */
-    char name[160];         /* its basename */
+    char dir[1025];         /* the run directory (holds run.h5): up to 1024 bytes, as every
+                               command that reads a run (RUN_DIR_MAX); a longer one is refused */
+    char name[256];         /* its basename (a file name: at most 255 bytes) */
     char method[32];        /* residual.method */
     char variant[64];       /* method, plus "+expm" for the expm core (s2hc, s2hc_rot, orthogonal), "+exact" for s2hc's exact init */
     char corpus[AN_NAME];   /* data.train */

@@ -89,10 +89,16 @@ static void scale_label(const s2hc_config *c, char *out, size_t len) {
 int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     h5log_init(&r->log);
+    const char *slash = strrchr(run_h5, '/');
+    const size_t dlen = slash ? (size_t)(slash - run_h5) : 1;
+    if (dlen >= sizeof r->dir) { /* named in tables and messages: never cut */
+        snprintf(err, errlen, "%.60s...: a run directory path of %zu bytes, longer than %zu", run_h5, dlen,
+                 sizeof r->dir - 1);
+        return -1;
+    }
     if (h5log_load(&r->log, run_h5, err, errlen) != 0) return -1;
-    snprintf(r->dir, sizeof r->dir, "%s", run_h5);
-    char *slash = strrchr(r->dir, '/');
-    if (slash) *slash = 0; else snprintf(r->dir, sizeof r->dir, ".");
+    if (slash) snprintf(r->dir, sizeof r->dir, "%.*s", (int)dlen, run_h5);
+    else snprintf(r->dir, sizeof r->dir, ".");
     const char *base = strrchr(r->dir, '/');
     snprintf(r->name, sizeof r->name, "%s", base ? base + 1 : r->dir);
     const char *yaml = h5log_get_attr_str(&r->log, "/", "config");
@@ -255,12 +261,11 @@ static int add_run(an_runset *rs, const char *h5, int verbose) {
 
 /* Runs in dir (depth 0: dir itself; then its subdirectories, up to `depth` levels). */
 static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *found) {
-    char p[1024];
-    snprintf(p, sizeof p, "%s/run.h5", dir);
-    if (is_file(p)) { add_run(rs, p, verbose); (*found)++; return; }
-    if (depth == 0) return;
-    DIR *d = opendir(dir);
-    if (!d) return;
+    char *p = malloc_check(strlen(dir) + 260); /* dir/run.h5, or dir/ and a file name (at most 255 bytes) */
+    sprintf(p, "%s/run.h5", dir);
+    if (is_file(p)) { add_run(rs, p, verbose); (*found)++; free(p); return; }
+    DIR *d = depth > 0 ? opendir(dir) : NULL;
+    if (!d) { free(p); return; }
     char **names = NULL;
     int nn = 0, cap = 0;
     struct dirent *e;
@@ -277,11 +282,12 @@ static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *fo
     closedir(d);
     if (nn > 1) qsort(names, (size_t)nn, sizeof *names, cmp_str);
     for (int i = 0; i < nn; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        sprintf(p, "%s/%.255s", dir, names[i]);
         if (is_dir(p)) scan(rs, p, depth - 1, verbose, found);
         free(names[i]);
     }
     free(names);
+    free(p);
 }
 
 /* path is the index.csv of a grid's runs directory (s2hc grid writes it there, beside its
@@ -290,9 +296,11 @@ static int grid_index_file(const char *path) {
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;
     if (strcmp(b, "index.csv") != 0) return 0;
-    char p[1024];
-    snprintf(p, sizeof p, "%.*s.index.lock", (int)(b - path), path);
-    return is_file(p);
+    char *p = malloc_check(strlen(path) + 16);
+    sprintf(p, "%.*s.index.lock", (int)(b - path), path);
+    const int grid = is_file(p);
+    free(p);
+    return grid;
 }
 
 int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {

@@ -225,6 +225,14 @@ void data_shard_path(char *buf, size_t len, const char *data_dir, const char *co
     snprintf(buf, len, "%s/%s/%s.bin", data_dir, corpus, split);
 }
 
+int data_dir_fits(const char *dir, const char *what) {
+    const size_t n = strlen(dir);
+    if (n < CFG_PATH) return 1;
+    fprintf(stderr, "s2hc: error: %s: '%.60s...': a path of %zu bytes, longer than %d (the longest data.dir)\n", what,
+            dir, n, CFG_PATH - 1);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------ */
 /* 2. Text helpers                                                                 */
 /* ------------------------------------------------------------------------------ */
@@ -1796,6 +1804,9 @@ int data_main(int argc, char **argv) {
         fprintf(stderr, "s2hc: error: data %s: --dir is empty (the data folder, `data` by default)\n", cmd);
         return 2;
     }
+    char what[32];
+    snprintf(what, sizeof what, "data %s --dir", cmd);
+    if (!data_dir_fits(dir, what)) return 2;
     if (is_list) return data_list(dir);
     if (is_import) {
         if (!import_file || !import_name) {

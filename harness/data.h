@@ -67,6 +67,10 @@ typedef struct {
 
 /* path of <data_dir>/<corpus>/<split>.bin into buf. */
 void data_shard_path(char *buf, size_t len, const char *data_dir, const char *corpus, const char *split);
+/* Whether a data folder given on the command line (`what`: "eval --data") fits where
+ * data.dir does (at most CFG_PATH - 1 bytes); if not, 0 and an error naming the limit
+ * on stderr (the path was cut to that length: another folder). */
+int data_dir_fits(const char *dir, const char *what);
 
 int loader_open(data_loader *l, const char *path, uint64_t seed, char *err, size_t errlen);
 void loader_close(data_loader *l);

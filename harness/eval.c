@@ -204,6 +204,7 @@ int eval_main(int argc, char **argv) {
         }
     }
     if (!dir) { eval_usage(stderr); return 2; }
+    if (data_dir && !data_dir_fits(data_dir, "eval --data")) return 2;
     s2hc_config cfg;
     gpt_model m;
     h5log log;

@@ -961,6 +961,12 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
         grid_free(g);
         return rc;
     }
+    if (out && strlen(out) >= sizeof g->out) { /* cut, it would name another folder */
+        gerr(g->path, 0, 0, NULL, "--out '%.60s...': a path of %zu bytes, longer than %zu", out, strlen(out),
+             sizeof g->out - 1);
+        grid_free(g);
+        return 2;
+    }
     if (out) copy_str(g->out, sizeof g->out, out);
     if (!g->out[0]) snprintf(g->out, sizeof g->out, "runs/%s", g->stem);
     if (!g->name_tmpl[0]) {

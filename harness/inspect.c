@@ -570,6 +570,7 @@ int probe_main(int argc, char **argv) {
         else { fprintf(stderr, "s2hc: error: probe: one run directory only ('%s')\n", a); return 2; }
     }
     if (!dir) { probe_usage(stderr); return 2; }
+    if (data_dir && !data_dir_fits(data_dir, "probe --data")) return 2;
     s2hc_config cfg;
     gpt_model m;
     h5log log;

@@ -263,7 +263,7 @@ static void write_run(const char *dir, const synth *s) {
         free(hist);
         free(outside);
     }
-    char path[600];
+    char path[1600];
     snprintf(path, sizeof path, "%s/%s", dir, s->name);
     mkdir_p(path);
     snprintf(path, sizeof path, "%s/%s/run.h5", dir, s->name);
@@ -496,6 +496,56 @@ static void test_dir_newline(void) {
         CHECK(d[0] == '#', "%s written", files[i]);
         CHECK(strstr(d, "\n5 5 5") == NULL && strstr(d, "m?5 5 5") != NULL, "%s: the folder's name on one line:\n%s",
               files[i], d);
+    }
+}
+
+/* Runs under long paths: a run directory of 700 bytes reads whole (its name is its own;
+ * it was cut to 511 bytes, and the run named after the cut), and one past 1024 bytes is
+ * refused by its length, as every command that reads a run refuses it (scanning its
+ * parent found no run.h5: the path to it was cut at 1023 bytes). */
+static void test_long_run_paths(void) {
+    char parent[1400], p[1500], err[512];
+    snprintf(parent, sizeof parent, "%s/long", tmpdir);
+    for (int k = 0; k < 6; k++) {
+        size_t n = strlen(parent);
+        parent[n] = '/';
+        memset(parent + n + 1, 'd', 200);
+        parent[n + 201] = '\0';
+        if (k != 2 && k != 5) continue;
+        synth s = {.method = "mhc", .n = 4, .seed = 7, .steps = 20, .loss0 = 2.0, .val = 1.5, .grad_peak = 3,
+                   .tps = 1000, .name = "r1"};
+        write_run(parent, &s);
+        snprintf(p, sizeof p, "%s/r1/run.h5", parent);
+        const size_t dlen = strlen(p) - strlen("/run.h5");
+        an_run r;
+        const int rc = an_run_load(&r, p, err, sizeof err);
+        if (k == 2) {
+            CHECK(dlen > 600 && dlen < 1024, "dir of %zu bytes", dlen);
+            CHECK(rc == 0 && strlen(r.dir) == dlen && !strncmp(r.dir, p, dlen) && !strcmp(r.name, "r1"),
+                  "a run directory of %zu bytes: rc %d (%s), dir of %zu bytes, name '%.20s'", dlen, rc, err,
+                  strlen(r.dir), rc == 0 ? r.name : "");
+            if (rc == 0) an_run_free(&r);
+            an_runset rs;
+            CHECK(an_runset_load(&rs, (char *[]){parent}, 1, 0) == 1 && rs.bad_paths == 0, "found under its parent");
+            an_runset_free(&rs);
+        } else {
+            CHECK(dlen > 1024, "dir of %zu bytes", dlen);
+            char want[96];
+            snprintf(want, sizeof want, "a run directory path of %zu bytes, longer than 1024", dlen);
+            CHECK(rc == -1 && strstr(err, want), "a run directory of %zu bytes: rc %d: %s", dlen, rc, err);
+            an_runset rs;
+            FILE *keep = stderr;
+            stderr = tmpfile();
+            const int got = an_runset_load(&rs, (char *[]){parent}, 1, 0);
+            rewind(stderr);
+            char text[2048];
+            text[fread(text, 1, sizeof text - 1, stderr)] = '\0';
+            fclose(stderr);
+            stderr = keep;
+            CHECK(got == 0 && rs.bad_paths == 1 && strstr(text, want), "its parent: %d runs, %d bad: %s", got,
+                  rs.bad_paths, text);
+            an_runset_free(&rs);
+        }
     }
 }
 
@@ -1003,6 +1053,7 @@ int main(void) {
     T_RUN(test_ood_nonfinite);
     T_RUN(test_mixed_n);
     T_RUN(test_dir_newline);
+    T_RUN(test_long_run_paths);
     T_RUN(test_rep_run_n);
     T_RUN(test_repeat_keeps_finished);
     T_RUN(test_steps_rows);

@@ -175,6 +175,13 @@ expect_rc 2 "--tokens int32" "$BIN" data import "$TMP/ids.bin" --tokens int32 --
 expect_rc 2 "import with an empty --dir" "$BIN" data import "$TMP/text" --name e --dir ""
 grep -q -- "--dir is empty" "$TMP/err" && ok || bad "empty --dir: $(cat "$TMP/err")"
 expect_rc 2 "prepare with an empty --dir" "$BIN" data prepare --dir ""
+# a --dir longer than data.dir can be is refused by its length (it was cut where a
+# path was built from it: files went to another folder, or one not found)
+LONGD=$TMP/$(printf 'd%.0s' $(seq 1 200))/$(printf 'e%.0s' $(seq 1 200))/$(printf 'f%.0s' $(seq 1 200))
+expect_rc 2 "import with a --dir of over 511 bytes" "$BIN" data import "$TMP/text" --name e --dir "$LONGD"
+grep -q -- "data import --dir: .*: a path of [0-9]* bytes, longer than 511" "$TMP/err" && ok || bad "long --dir: $(cat "$TMP/err")"
+[ ! -e "$TMP/$(printf 'd%.0s' $(seq 1 200))" ] && ok || bad "a long --dir wrote $(ls "$TMP")"
+expect_rc 2 "list with a --dir of over 511 bytes" "$BIN" data list --dir "$LONGD"
 # one writer at a time in a data folder: an import while the lock is held is refused, and
 # writes nothing
 # (an import writes its name, pid, host and time into the lock file, which the refusal

@@ -110,6 +110,11 @@ expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --force counts them to ru
 expect_status 0 "--force -j 1 reruns the two changed points" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --force -j 1
 expect_out "done    #1 s2hc-n4-s1337 .*\(2/3 done, 0 running, 0 failed, 1 left," "the point still queued counts as left"
 # the command line's own mistakes: exit 2, nothing run
+# an --out longer than the grid's runs directory can be: refused by its length (it was cut
+# to 511 bytes: the runs went to another folder)
+LONGO=$TMP/$(printf 'o%.0s' $(seq 1 300))/$(printf 'p%.0s' $(seq 1 300))
+expect_status 2 "an --out of over 511 bytes" -- "$S2HC" grid $G "${D[@]}" --out "$LONGO" --list
+expect_out "--out '.*': a path of [0-9]+ bytes, longer than 511" "names the limit"
 expect_status 2 "two grid files" -- "$S2HC" grid $G $G --out "$OUT"
 expect_out "grid: one grid file only" "says one grid file only"
 expect_status 2 "--submit without --slurm" -- "$S2HC" grid $G --out "$OUT" --submit

@@ -618,6 +618,13 @@ fi
 # from a folder named --batches; `export RUN -o --dtype` wrote a file named --dtype
 expect_status 2 "eval --data followed by an option is refused" -- "$S2HC" eval "$TMP/runs/tour" --data --batches 1
 expect_out "'--data' \(or its value is missing or is an option\)" "eval says --data's value is an option"
+# a --data longer than data.dir can be is refused by its length: it was cut to 511 bytes,
+# another folder
+LONGD=$TMP/$(printf 'd%.0s' $(seq 1 300))/$(printf 'e%.0s' $(seq 1 300))
+expect_status 2 "eval --data of over 511 bytes is refused" -- "$S2HC" eval "$TMP/runs/tour" --data "$LONGD"
+expect_out "eval --data: .*: a path of [0-9]+ bytes, longer than 511 \(the longest data.dir\)" "eval names the limit"
+expect_status 2 "probe --data of over 511 bytes is refused" -- "$S2HC" probe "$TMP/runs/tour" --data "$LONGD"
+expect_out "probe --data: .*: a path of [0-9]+ bytes, longer than 511" "probe names the limit"
 (cd "$TMP" && "$S2HC" export "$TMP/runs/tour" -o --dtype) >"$TMP/out" 2>&1; st=$?
 [ "$st" = 2 ] && [ ! -e "$TMP/--dtype" ] && ok "export -o followed by an option is refused" \
   || fail "export -o --dtype: exit $st, $(ls -d "$TMP"/--* 2>/dev/null)"
