@@ -323,6 +323,24 @@ int64_t ckpt_saved_step(const char *path) {
     return step;
 }
 
+int ckpt_other_version(const char *path, char *err, size_t errlen) {
+    h5_quiet();
+    char e[512];
+    if (h5_check_file(path, "s2hc checkpoint", e, sizeof e) < 0) return 0;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return 0;
+    char *format = ck_read_str(f, "format");
+    int64_t version = 0;
+    const int other = format && strcmp(format, CKPT_FORMAT) == 0 &&
+                      ck_read_int(f, "version", H5T_NATIVE_INT64, &version) == 0 && version != CKPT_VERSION;
+    if (other)
+        snprintf(err, errlen, "%s: checkpoint format version %lld, this build reads version %d", path,
+                 (long long)version, CKPT_VERSION);
+    free(format);
+    H5Fclose(f);
+    return other;
+}
+
 int ckpt_load(const char *path, const ckpt_tensor *params, ckpt_tensor *m, ckpt_tensor *v, int n,
               ckpt_meta *meta, char *err, size_t errlen) {
     h5_quiet();

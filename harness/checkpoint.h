@@ -50,5 +50,9 @@ int ckpt_load(const char *path, const ckpt_tensor *params, ckpt_tensor *m, ckpt_
 /* The optimizer step a checkpoint was saved at (its root attribute `step`), or -1 if the
  * file cannot be read as an s2hc checkpoint. Reads no tensor. */
 int64_t ckpt_saved_step(const char *path);
+/* 1 when path is an s2hc checkpoint of another layout version than this build reads (a
+ * newer build's), with err as ckpt_load would say it; else 0 (a file that cannot be
+ * read as a checkpoint too: ckpt_load says why). */
+int ckpt_other_version(const char *path, char *err, size_t errlen);
 
 #endif

@@ -1752,9 +1752,9 @@ static int threads_cap(const grid_point *pts, int n) {
 }
 
 /* Whether `s2hc train --resume` would refuse the point at once, as it stands on disk: a
- * run.h5 it cannot load (a newer build's, or damaged: exit 1), or, with a checkpoint, a
- * run.h5 whose corpus sizes are not the corpus's now (rebuilt since: exit 2). 1 with the
- * reason in why, else 0. */
+ * run.h5 it cannot load (a newer build's, or damaged: exit 1), a checkpoint of a newer
+ * build (exit 1), or, with a checkpoint, a run.h5 whose corpus sizes are not the
+ * corpus's now (rebuilt since: exit 2). 1 with the reason in why, else 0. */
 static int resume_refused(const grid_point *p, const grid_status *s, char *why, size_t n) {
     if (s->h5_kind == 4) {
         snprintf(why, n, "%s", s->diff);
@@ -1762,6 +1762,7 @@ static int resume_refused(const grid_point *p, const grid_status *s, char *why, 
     }
     char ckpt[CFG_PATH + CFG_STR + 16];
     run_dir_path(p, "ckpt.h5", ckpt, sizeof ckpt);
+    if (file_exists(ckpt) && ckpt_other_version(ckpt, why, n)) return 1;
     if (s->state == GS_CHANGED || isnan(s->train_tokens) || isnan(s->val_tokens) || !file_exists(ckpt)) return 0;
     char tp[1200], vp[1200], err[1024];
     data_shard t, v;

@@ -9,6 +9,7 @@
 #include "probes/h5.h"
 #include "tests/t.h"
 #include <fcntl.h>
+#include <hdf5.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -615,6 +616,44 @@ static void test_index_quoting(void) {
     grid_free(&g);
 }
 
+/* --dry-run says what `s2hc train --resume` will do with a stopped point: resume it from
+ * its checkpoint, or, when the checkpoint is a newer build's (version 2), fail at once
+ * (it said "resume at step 3" for that one too). */
+static void test_dry_run_newer_checkpoint(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    int rc = load_grid("dry.yaml", "base: base.yaml\nsweep:\n  residual.method: [hc]\nname: \"dry-{residual.method}\"\n",
+                       &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 1, "rc %d n %d", rc, n);
+    if (rc) return;
+    fake_run(&p[0], "running", NULL, 3, 3.0);
+    char dir[1200], ck[1300], gp[600], out[640], text[8192];
+    run_dir_of(&p[0].cfg, dir, sizeof dir);
+    snprintf(ck, sizeof ck, "%s/ckpt.h5", dir);
+    ckpt_meta meta = {.step = 3, .config_yaml = "model: {}\n"};
+    CHECK(ckpt_save(ck, NULL, NULL, NULL, 0, &meta) == 0, "save %s", ck);
+    snprintf(gp, sizeof gp, "%s/dry.yaml", tmp_dir);
+    snprintf(out, sizeof out, "%s/runs", tmp_dir);
+    char *argv[] = {"grid", gp, "--out", out, "--dry-run", NULL};
+    rc = t_run_captured(grid_main, 5, argv, text, sizeof text);
+    CHECK(rc == 0 && strstr(text, "dry-hc: resume at step 3 of 10 (partial)") && strstr(text, "fail 0;"),
+          "a checkpoint of this build: rc %d:\n%s", rc, text);
+    hid_t f = H5Fopen(ck, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t a = H5Aopen(f, "version", H5P_DEFAULT);
+    const int64_t two = 2;
+    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &two) >= 0, "version 2 into %s", ck);
+    H5Aclose(a);
+    H5Fclose(f);
+    rc = t_run_captured(grid_main, 5, argv, text, sizeof text);
+    CHECK(rc == 0 && strstr(text, "dry-hc: fail: `s2hc train --resume` refuses it: ") &&
+              strstr(text, "ckpt.h5: checkpoint format version 2, this build reads version 1") &&
+              strstr(text, "would run 0 ") && strstr(text, "fail 1;"),
+          "a newer build's checkpoint: rc %d:\n%s", rc, text);
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
 /* `--slurm` writes the array line with the array limit, down to 1 (one task at a time). */
 static void test_slurm_array_limit(void) {
     char bp[600], gp[600], out[640], path[700];
@@ -850,6 +889,7 @@ int main(void) {
     T_RUN(test_partial_and_index_columns);
     T_RUN(test_index_quoting);
     T_RUN(test_slurm_array_limit);
+    T_RUN(test_dry_run_newer_checkpoint);
     T_RUN(test_changed_every_key);
     T_RUN(test_shipped_grids);
     return T_END();
