@@ -160,9 +160,12 @@ static int rss_peak_reset(void) {
 /* CSV files that could not be written: the bench then says so at its end and exits 1 */
 static int csv_failed;
 
+/* The longest --csv folder: its files' paths (folder/name.csv) fit csv_open's buffer whole. */
+#define BENCH_CSV_DIR_MAX 1024
+
 static FILE *csv_open(const bench_opts *o, const char *name, const char *header) {
     if (!o->csv_dir) return NULL;
-    char p[1200];
+    char p[BENCH_CSV_DIR_MAX + 64];
     snprintf(p, sizeof p, "%s/%s", o->csv_dir, name);
     FILE *f = tmp_stream_open(p); /* PATH.tmp until csv_close: a failed write keeps an earlier run's file */
     if (!f) {
@@ -1398,6 +1401,11 @@ int bench_main(int argc, char **argv) {
         return 2;
     }
     if (!strcmp(o.csv_dir, "none")) o.csv_dir = NULL;
+    if (o.csv_dir && strlen(o.csv_dir) > BENCH_CSV_DIR_MAX) { /* csv_open's paths: cut, they would be other files */
+        fprintf(stderr, "s2hc: error: bench: --csv '%.60s...': a path of %zu bytes, longer than %d\n", o.csv_dir,
+                strlen(o.csv_dir), BENCH_CSV_DIR_MAX);
+        return 2;
+    }
     o.rounds = rounds > 0 ? rounds : o.quick ? 2 : 5;
     o.steps = steps > 0 ? steps : o.quick ? 3 : 5;
     o.warmup = 2;

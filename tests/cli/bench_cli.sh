@@ -22,6 +22,12 @@ expect_status 2 "bench --mem-limit 0 is refused" -- "$S2HC" bench --mem-limit 0
 (cd "$TMP" && "$S2HC" bench --no-methods --no-streams --no-probes --csv --quick) >"$TMP/out" 2>&1; st=$?
 [ "$st" = 2 ] && [ ! -e "$TMP/--quick" ] && grep -q "'--csv' (its value is missing or is an option)" "$TMP/out" \
   && ok "--csv --quick is refused" || fail "--csv --quick: exit $st: $(tail -2 "$TMP/out")"
+# a --csv folder past 1024 bytes is refused by its length before anything runs: its files'
+# paths were cut at 1199 bytes: other files (named by a piece of the folder's name)
+LONGC=$TMP/$(printf 'c%.0s' $(seq 1 250))/$(printf 'd%.0s' $(seq 1 250))/$(printf 'e%.0s' $(seq 1 250))/$(printf 'f%.0s' $(seq 1 250))/$(printf 'g%.0s' $(seq 1 250))
+"$S2HC" bench --quick --no-methods --no-streams --no-probes --csv "$LONGC" >"$TMP/out" 2>&1; st=$?
+[ "$st" = 2 ] && [ ! -e "$TMP/$(printf 'c%.0s' $(seq 1 250))" ] && grep -q "bench: --csv '.*': a path of [0-9]* bytes, longer than 1024" "$TMP/out" \
+  && ok "--csv past 1024 bytes is refused" || fail "long --csv: exit $st: $(tail -2 "$TMP/out")"
 expect_status 2 "bench --methods '' is refused" -- "$S2HC" bench --methods ""
 # --quick leaves out the probes section, unless --probe-steps asks for it
 (cd "$TMP" && "$S2HC" bench --quick --preset tiny --no-methods --no-streams --probe-steps 2 --csv none) >"$TMP/out" 2>&1 \
