@@ -356,6 +356,12 @@ int report_main(int argc, char **argv) {
         } else args[na++] = argv[i];
     }
     if (an_out_check(out)) { free(args); return 2; }
+    if (draw && plots_given && strlen(plots) > AN_OUT_MAX) { /* its scripts' paths are built in fixed buffers */
+        fprintf(stderr, "s2hc: error: --plots %.60s...: a path of %zu bytes, longer than %d; nothing written\n", plots,
+                strlen(plots), AN_OUT_MAX);
+        free(args);
+        return 2;
+    }
     struct stat st;
     /* held from here (or from the analysis, which makes OUT) to the page's end */
     an_out_who = "s2hc report";
@@ -392,7 +398,7 @@ int report_main(int argc, char **argv) {
     if (draw && !plots_given && !file_exists_("plots/style.gp")) {
         char exe[900];
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (len > 0) {
+        if (len > 0 && (size_t)len < sizeof exe - 1) { /* a longer one came back cut: not its folder */
             exe[len] = 0;
             char *sl = strrchr(exe, '/');
             if (sl) *sl = 0;

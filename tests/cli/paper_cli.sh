@@ -328,6 +328,13 @@ fi
 # errors
 expect_status 2 "--plots naming no directory" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/noplots" --plots "$TMP/nope"
 expect_out "--plots .*/nope: no such directory" "names it"
+# a --plots folder past 900 bytes is refused by its length: the scripts' paths were cut at
+# 1023 bytes (another file, or "no script" for each figure)
+LONGP=$TMP/$(printf 'p%.0s' $(seq 1 250))/$(printf 'q%.0s' $(seq 1 250))/$(printf 'r%.0s' $(seq 1 250))/$(printf 's%.0s' $(seq 1 250))
+mkdir -p "$LONGP"
+expect_status 2 "--plots of over 900 bytes" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/longplots" --plots "$LONGP"
+expect_out "--plots .*: a path of [0-9]+ bytes, longer than 900; nothing written" "names the limit"
+[ ! -e "$TMP/longplots" ] && ok "nothing written for a long --plots" || fail "a long --plots wrote $TMP/longplots"
 [ ! -e "$TMP/noplots" ] && ok "nothing written" || fail "a report was written with no figure scripts"
 expect_status 1 "--no-analyze without analysis output" -- "$REPORT" report --no-analyze -o "$TMP/empty"
 expect_out "run s2hc analyze first" "says what to do"
