@@ -738,7 +738,7 @@ static void test_round_trip(void) {
     CHECK(rc == 2 && strstr(captured, "new.yaml: key 'data.ood': 'synth' is the training corpus"), "%s", captured);
     /* a newer build's keys and sections in a stored config (a run it resumed): skipped with
        one warning naming them; the known keys read. An older build refused the whole run
-       file ("unknown key") and could no longer evaluate, inspect or resume it. A config
+       file ("unknown key") and could no longer evaluate, probe, export or resume it. A config
        file keeps refusing them. */
     CAPTURE(rc, config_from_yaml_text(&c, "model:\n  n_layer: 3\n  newer_norm: rms\ntrain:\n  lr: 0.002\n"
                                           "newer: {a: [1, 2], b: {c: 1}}\ntrain.newer_clip: 2\n", "run.h5:/config"));
