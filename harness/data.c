@@ -38,7 +38,9 @@
 #define SHARD_MAGIC "S2HCTOK"          /* 7 chars + NUL = 8 bytes */
 #define SHARD_VERSION 1u
 #define SHARD_HEADER_BYTES 32
-/* Bump whenever a cleanup rule or the split changes: cached corpora are then rebuilt. */
+/* Bump whenever a cleanup rule or the split changes: cached corpora are then rebuilt.
+ * Keep the form s2hc-data-N: a higher N is a newer build's (corpus_newer), which older
+ * builds refuse to rebuild. */
 #define DATA_CLEANUP_VERSION "s2hc-data-2"
 #define DATA_VAL_PERMILLE 10           /* last 1 % of each source goes to val.bin */
 #define DATA_MAX_JOBS 8                /* converter worker processes at most */
@@ -1284,6 +1286,23 @@ static void read_cleanup_version(const char *path, char *buf, size_t len) {
     fclose(f);
 }
 
+/* N of a cleanup version "s2hc-data-N"; 0 when it is not one. */
+static long cleanup_number(const char *ver) {
+    if (strncmp(ver, "s2hc-data-", 10) != 0) return 0;
+    char *end;
+    const long n = strtol(ver + 10, &end, 10);
+    return *end == '\0' && n > 0 ? n : 0;
+}
+
+/* Was corpus `name` in data_dir prepared by a newer build (a higher cleanup version, into
+ * ver)? Rebuilt by this one, it would hold other text than that build's runs trained on. */
+static int corpus_newer(const char *data_dir, const char *name, char *ver, size_t len) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s/SOURCE.txt", data_dir, name);
+    read_cleanup_version(path, ver, len);
+    return cleanup_number(ver) > cleanup_number(DATA_CLEANUP_VERSION);
+}
+
 /* Is corpus c prepared and current in data_dir? Fills sizes when it is. */
 static int corpus_cached(const char *data_dir, const char *name, uint64_t *train, uint64_t *val) {
     char path[1200], ver[128];
@@ -1478,7 +1497,7 @@ int data_prepare(const char *data_dir, const char *only, int force, int verbose)
     }
     double t0 = now_seconds();
     /* which corpora need building, and are their packages installed? */
-    int todo[N_CORPORA] = {0}, ntodo = 0;
+    int todo[N_CORPORA] = {0}, ntodo = 0, nnewer = 0;
     dbuf missing = {0};
     int nmissing = 0;
     for (size_t i = 0; i < N_CORPORA; i++) {
@@ -1494,9 +1513,22 @@ int data_prepare(const char *data_dir, const char *only, int force, int verbose)
             }
             continue;
         }
+        char ver[128];
+        if (!force && corpus_newer(data_dir, c->name, ver, sizeof ver)) {
+            fprintf(stderr, "s2hc: error: %s/%s was prepared by a newer s2hc (cleanup-version %s; this build's is %s): "
+                    "rebuilt by this one it would hold other text than that build's runs trained on; prepare it with "
+                    "that build, use another --dir, or --force to rebuild it with this one\n", data_dir, c->name, ver,
+                    DATA_CLEANUP_VERSION);
+            nnewer++;
+            continue;
+        }
         todo[i] = 1;
         ntodo++;
         nmissing += check_sources(c, &missing);
+    }
+    if (nnewer) { /* nothing built: the other corpora of the folder are that build's too */
+        dbuf_free(&missing);
+        return 1;
     }
     if (nmissing) {
         fprintf(stderr, "s2hc: error: missing Debian packages; run `make deps` (or apt-get install them):\n%s",
@@ -1714,10 +1746,12 @@ static int data_list(const char *data_dir) {
         char path[1200], a[24], b[24];
         snprintf(path, sizeof path, "%s/%s/SOURCE.txt", data_dir, c->name);
         int ready = corpus_cached(data_dir, c->name, &nt, &nv);
+        char ver[128];
+        const int newer = !ready && corpus_newer(data_dir, c->name, ver, sizeof ver);
         snprintf(a, sizeof a, ready ? "%llu" : "-", (unsigned long long)nt);
         snprintf(b, sizeof b, ready ? "%llu" : "-", (unsigned long long)nv);
-        printf(row, c->name, c->role, ready ? "prepared" : file_exists(path) ? "stale" : "missing", a, b,
-               ready ? "256" : "-");
+        printf(row, c->name, c->role, ready ? "prepared" : newer ? "newer" : file_exists(path) ? "stale" : "missing", a,
+               b, ready ? "256" : "-");
     }
     DIR *d = opendir(data_dir);
     char **names = NULL;

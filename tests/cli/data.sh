@@ -60,6 +60,20 @@ grep -q "cached" "$TMP/out" && ok || bad "second prepare did not say cached: $(c
 expect_rc 0 "data list" "$BIN" data list --dir "$TMP/d"
 grep -E -q '^fortunes +ood +prepared' "$TMP/out" && ok || bad "list does not show fortunes prepared: $(cat "$TMP/out")"
 grep -E -q '^kjv +ood +missing' "$TMP/out" && ok || bad "list does not show kjv missing"
+# a corpus a newer build prepared (a higher cleanup-version): prepare refuses to rebuild it
+# (it did, as stale: other text under that build's runs), list says newer, --force rebuilds
+cp -r "$TMP/d" "$TMP/dn"
+sed -i 's/^cleanup-version: .*/cleanup-version: s2hc-data-99/' "$TMP/dn/fortunes/SOURCE.txt"
+cp "$TMP/dn/fortunes/train.bin" "$TMP/newer-train.bin"
+expect_rc 1 "prepare over a newer build's corpus" env S2HC_DATA_ROOT="$R" "$BIN" data prepare --only fortunes --dir "$TMP/dn"
+grep -q "fortunes was prepared by a newer s2hc (cleanup-version s2hc-data-99; this build's is s2hc-data-" "$TMP/err" \
+  && ok || bad "no message for a newer corpus: $(cat "$TMP/err")"
+grep -q "s2hc-data-99" "$TMP/dn/fortunes/SOURCE.txt" && cmp -s "$TMP/dn/fortunes/train.bin" "$TMP/newer-train.bin" \
+  && ok || bad "the newer corpus was rebuilt"
+expect_rc 0 "data list with a newer corpus" "$BIN" data list --dir "$TMP/dn"
+grep -E -q '^fortunes +ood +newer' "$TMP/out" && ok || bad "list does not show fortunes newer: $(cat "$TMP/out")"
+expect_rc 0 "prepare --force over a newer build's corpus" env S2HC_DATA_ROOT="$R" "$BIN" data prepare --only fortunes --dir "$TMP/dn" --force
+grep -q "s2hc-data-99" "$TMP/dn/fortunes/SOURCE.txt" && bad "--force did not rebuild it" || ok
 
 # a package converted file by file (a fake perl-doc of three pods) shows its progress:
 # files done of all, elapsed time and ETA, a line of its own when stdout is not a terminal
