@@ -784,8 +784,13 @@ static int parse_root(gparse *P, const yaml_node_t *root) {
         char *slash = strrchr(dir, '/');
         if (base[0] != '/' && slash) {
             slash[1] = '\0';
-            snprintf(g->base, sizeof g->base, "%s%s", dir, base);
-            if (!file_exists(g->base) && file_exists(base)) copy_str(g->base, sizeof g->base, base);
+            const int cut = (size_t)snprintf(g->base, sizeof g->base, "%s%s", dir, base) >= sizeof g->base;
+            if (cut && !file_exists(base)) {
+                gerr(g->path, base_line, base_col, NULL, "base: '%s' beside the grid file: a path of %zu bytes, longer "
+                     "than %zu", base, strlen(dir) + strlen(base), sizeof g->base - 1);
+                return 2;
+            }
+            if ((cut || !file_exists(g->base)) && file_exists(base)) copy_str(g->base, sizeof g->base, base);
         } else {
             copy_str(g->base, sizeof g->base, base);
         }
@@ -903,8 +908,19 @@ static int apply_pins(grid_spec *g, const char *const *pins, int npins) {
 
 int grid_load(grid_spec *g, const char *path, const char *out, const char *const *pins, int npins) {
     memset(g, 0, sizeof *g);
-    copy_str(g->path, sizeof g->path, path);
+    /* the path and the name go whole into the base's path, runs/<name>, the Slurm
+       scripts' command and job names: cut, they would be another file or another grid's */
     const char *b = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *ext = strrchr(b, '.');
+    const size_t stem_len = ext && ext != b ? (size_t)(ext - b) : strlen(b);
+    if (strlen(path) >= sizeof g->path || stem_len >= sizeof g->stem) {
+        fprintf(stderr, "s2hc: error: grid file %.60s...: %s of %zu bytes, longer than %zu\n", path,
+                strlen(path) >= sizeof g->path ? "a path" : "a name (the grid's name, without its extension)",
+                strlen(path) >= sizeof g->path ? strlen(path) : stem_len,
+                strlen(path) >= sizeof g->path ? sizeof g->path - 1 : sizeof g->stem - 1);
+        return 2;
+    }
+    copy_str(g->path, sizeof g->path, path);
     copy_str(g->stem, sizeof g->stem, b);
     char *dot = strrchr(g->stem, '.');
     if (dot && dot != g->stem) *dot = '\0';

@@ -6,6 +6,7 @@
  * array line of --slurm. The runner itself is tested by tests/cli/grid_cli.sh (real runs). */
 #include "harness/grid.h"
 #include "harness/run.h"
+#include "harness/util.h"
 #include "probes/h5.h"
 #include "tests/t.h"
 #include <fcntl.h>
@@ -654,6 +655,71 @@ static void test_dry_run_newer_checkpoint(void) {
     grid_free(&g);
 }
 
+/* A grid file's path, its name and its base's path are used whole (the base beside it,
+ * runs/<name>, the Slurm scripts' command and job names): past their bounds they are
+ * refused by their length. They were cut: the Slurm array ran a grid file of the cut path,
+ * two grids whose names shared 63 bytes shared runs/<name>, and a base beside a grid file
+ * deep in the tree was "no such file". */
+static void test_long_grid_paths(void) {
+    char deep[1200], gp[1400], bp[1400];
+    snprintf(deep, sizeof deep, "%s/deep", tmp_dir);
+    while (strlen(deep) < 480) {
+        size_t n = strlen(deep);
+        snprintf(deep + n, sizeof deep - n, "/%0*d", 479 - (int)n < 200 ? 479 - (int)n : 200, 0);
+    }
+    CHECK(mkdir_p(deep) == 0, "mkdir %s", deep);
+    const size_t dl = strlen(deep);
+    CHECK(dl == 480, "a folder of %zu bytes", dl);
+    /* a path past 511 bytes */
+    char name[160];
+    memset(name, 'g', 60);
+    snprintf(name + 60, sizeof name - 60, ".yaml");
+    snprintf(gp, sizeof gp, "%s/%s", deep, name);
+    FILE *f = fopen(gp, "w");
+    if (f) { fputs("sweep: {train.seed: [1, 2]}\n", f); fclose(f); }
+    grid_spec g;
+    int rc;
+    capture_begin();
+    rc = grid_load(&g, gp, NULL, NULL, 0);
+    capture_end();
+    CHECK(rc == 2 && strstr(captured, "grid file ") && strstr(captured, "a path of ") &&
+              strstr(captured, "bytes, longer than 511"), "a grid file path of %zu bytes: rc %d: %s", strlen(gp), rc,
+          captured);
+    if (rc == 0) grid_free(&g);
+    /* a name of 64 bytes before its extension */
+    memset(name, 'n', 64);
+    snprintf(name + 64, sizeof name - 64, ".yaml");
+    write_file(name, "sweep: {train.seed: [1, 2]}\n", gp, sizeof gp);
+    capture_begin();
+    rc = grid_load(&g, gp, NULL, NULL, 0);
+    capture_end();
+    CHECK(rc == 2 && strstr(captured, "a name (the grid's name, without its extension) of 64 bytes, longer than 63"),
+          "a grid name of 64 bytes: rc %d: %s", rc, captured);
+    if (rc == 0) grid_free(&g);
+    name[63] = '\0';
+    snprintf(name + 63, sizeof name - 63, ".yaml");
+    write_file(name, "sweep: {train.seed: [1, 2]}\n", gp, sizeof gp);
+    rc = grid_load(&g, gp, NULL, NULL, 0);
+    CHECK(rc == 0 && strlen(g.stem) == 63, "a grid name of 63 bytes: rc %d", rc);
+    if (rc == 0) grid_free(&g);
+    /* a base beside it whose path is past 511 bytes */
+    char bname[120];
+    memset(bname, 'b', 80);
+    snprintf(bname + 80, sizeof bname - 80, ".yaml");
+    snprintf(bp, sizeof bp, "%s/%s", deep, bname);
+    f = fopen(bp, "w");
+    if (f) { fputs(base_yaml, f); fclose(f); }
+    snprintf(gp, sizeof gp, "%s/s.yaml", deep);
+    f = fopen(gp, "w");
+    if (f) { fprintf(f, "base: %s\nsweep: {train.seed: [1, 2]}\n", bname); fclose(f); }
+    capture_begin();
+    rc = grid_load(&g, gp, NULL, NULL, 0);
+    capture_end();
+    CHECK(rc == 2 && strstr(captured, "base: 'bbbb") && strstr(captured, "beside the grid file: a path of ") &&
+              strstr(captured, "longer than 511"), "a base of %zu bytes: rc %d: %s", strlen(bp), rc, captured);
+    if (rc == 0) grid_free(&g);
+}
+
 /* `--slurm` writes the array line with the array limit, down to 1 (one task at a time). */
 static void test_slurm_array_limit(void) {
     char bp[600], gp[600], out[640], path[700];
@@ -890,6 +956,7 @@ int main(void) {
     T_RUN(test_index_quoting);
     T_RUN(test_slurm_array_limit);
     T_RUN(test_dry_run_newer_checkpoint);
+    T_RUN(test_long_grid_paths);
     T_RUN(test_changed_every_key);
     T_RUN(test_shipped_grids);
     return T_END();
