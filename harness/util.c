@@ -473,6 +473,16 @@ void threads_set(int n) {
  * fixed by (a step's slices, the shares of every op), and a team of one under load made
  * OpenBLAS, called inside it, open a team of its own and wait forever for its threads. */
 void runtime_env_fixup(char **argv) {
+    /* the re-executed process: its standard error back (runtime_env_fixup's exec below) */
+    const char *saved_err = getenv("S2HC_REEXEC_STDERR");
+    if (saved_err) {
+        const int fd = atoi(saved_err);
+        if (fd > 2) {
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        unsetenv("S2HC_REEXEC_STDERR");
+    }
     omp_set_dynamic(0);
     threads_set(omp_get_max_threads()); /* OMP_THREAD_LIMIT below OMP_NUM_THREADS */
     if (getenv("S2HC_NO_REEXEC")) return;
@@ -494,7 +504,25 @@ void runtime_env_fixup(char **argv) {
     if (!again) return;
     setenv("S2HC_NO_REEXEC", "1", 1);
     runtime_unbind(); /* or the new process would see one place's CPUs and run one thread */
-    execv("/proc/self/exe", argv);
+    /* The libraries' warnings as they load (libgomp's "Invalid value for environment
+       variable OMP_NUM_THREADS") were printed once, by this process: the new one loads
+       them with its standard error on /dev/null, kept on a descriptor that it restores
+       first thing (above); they would say it twice. */
+    const int err = fcntl(STDERR_FILENO, F_DUPFD, 3), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (err >= 0 && null >= 0) {
+        char num[16];
+        snprintf(num, sizeof num, "%d", err);
+        setenv("S2HC_REEXEC_STDERR", num, 1);
+        fflush(stderr);
+        dup2(null, STDERR_FILENO);
+        execv("/proc/self/exe", argv);
+        dup2(err, STDERR_FILENO); /* exec failed: this process's standard error back */
+        unsetenv("S2HC_REEXEC_STDERR");
+    } else {
+        execv("/proc/self/exe", argv);
+    }
+    if (err >= 0) close(err);
+    if (null >= 0) close(null);
     /* exec failed: carry on with the runtime's defaults */
 }
 

@@ -26,6 +26,15 @@ expect_status 2 "malformed YAML exits 2" -- "$S2HC" train "$cfg" --set run.out="
 expect_out "bad.yaml:[0-9]+:[0-9]+" "malformed YAML names line and column"
 expect_status 2 "missing file exits 2" -- "$S2HC" train "$TMP/nope.yaml"
 expect_out "nope.yaml" "missing file is named"
+# an OpenMP variable the runtime refuses: its warning once, not again from the process
+# the command re-executes itself as (runtime_env_fixup), and the command's own error after
+for v in OMP_NUM_THREADS OMP_PROC_BIND; do
+  expect_status 2 "$v=garbage: the missing file still exits 2" -- env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u KMP_BLOCKTIME \
+    -u OPENBLAS_CORETYPE -u S2HC_NO_REEXEC $v=garbage "$S2HC" train "$TMP/nope.yaml"
+  n=$(grep -c "$v" "$TMP/out")
+  [ "$n" -le 1 ] && grep -q "nope.yaml" "$TMP/out" && ok "$v=garbage: the runtime's warning at most once ($n), the error said" \
+    || fail "$v=garbage: the warning $n times: $(tr '\n' ' ' < "$TMP/out")"
+done
 printf 'train:\n  steps: 10\n' > "$cfg"
 expect_status 2 "bad --set exits 2" -- "$S2HC" train "$cfg" --set train.steps=abc --set run.out="$TMP/runs"
 expect_out "train.steps" "bad --set names the key"
