@@ -2122,7 +2122,6 @@ typedef struct {
     int *queue, nq, qi;
     int running, started, failed, elsewhere, refused;
     int stopping;     /* a signal asked the runner to stop: children that die now were stopped */
-    int hup_ignored;  /* SIGHUP was ignored when the runner started (nohup): so for its children too */
     int index_failed; /* index.csv or a grid.status could not be written: the grid exits 1 */
     double wall_sum, t0, last_draw;
     int wall_n;
@@ -2388,9 +2387,12 @@ static void launch(grid_runner *r, int i) {
             struct timespec ts = {delay_ms / 1000, delay_ms % 1000 * 1000000L};
             nanosleep(&ts, NULL);
         }
-        signal(SIGINT, SIG_DFL);
+        /* SIGTERM is the runner's own way to ask the point to save: always the default;
+           SIGINT and SIGHUP stay ignored if the runner started with them so (nohup, a
+           background job: stop_signal_ignored), for the training to keep them so too */
+        if (!stop_signal_ignored(SIGINT)) signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        if (!r->hup_ignored) signal(SIGHUP, SIG_DFL); /* under nohup, ignored on */
+        if (!stop_signal_ignored(SIGHUP)) signal(SIGHUP, SIG_DFL);
         sigprocmask(SIG_SETMASK, &old_mask, NULL); /* a SIGTERM from its death since: the end */
         fcntl(fd, F_SETFD, 0);
         int devnull = open("/dev/null", O_RDONLY);
@@ -2511,12 +2513,11 @@ static int run_points(grid_runner *r) {
     sa.sa_handler = on_grid_signal;
     sigemptyset(&sa.sa_mask);
     g_grid_signal = g_grid_signals = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    /* SIGHUP (the terminal closed) as SIGTERM, unless the runner started under nohup */
-    sigaction(SIGHUP, NULL, &old_hup);
-    r->hup_ignored = old_hup.sa_handler == SIG_IGN;
-    if (!r->hup_ignored) sigaction(SIGHUP, &sa, NULL);
+    /* SIGHUP (the terminal closed) as SIGTERM; each of the three left ignored if the
+       runner started with it so (nohup, a background job: stop_signal_ignored) */
+    sigaction(SIGINT, stop_signal_ignored(SIGINT) ? NULL : &sa, &old_int);
+    sigaction(SIGTERM, stop_signal_ignored(SIGTERM) ? NULL : &sa, &old_term);
+    sigaction(SIGHUP, stop_signal_ignored(SIGHUP) ? NULL : &sa, &old_hup);
     int stopping = 0, killed = 0;
     for (;;) {
         if (g_grid_signal && !stopping) {

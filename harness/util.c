@@ -220,23 +220,36 @@ void fmt_duration(double s, char *buf, size_t len) {
 
 volatile sig_atomic_t stop_signal = 0;
 
-/* whether SIGHUP was ignored when stop_signals_to first ran (nohup): it then stays so */
-static volatile sig_atomic_t hup_ignored = -1;
+/* The stop signals that were ignored when the process started (a bit each: 1 << signal
+ * number), -1 until stop_signal_ignored first looks; they stay ignored. */
+static volatile sig_atomic_t stop_ignored = -1;
+
+int stop_signal_ignored(int sig) {
+    if (stop_ignored < 0) {
+        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+        int bits = 0;
+        for (int k = 0; k < 3; k++) {
+            struct sigaction old;
+            if (sigaction(sigs[k], NULL, &old) == 0 && old.sa_handler == SIG_IGN) bits |= 1 << sigs[k];
+        }
+        stop_ignored = bits;
+    }
+    return (stop_ignored >> sig) & 1;
+}
 
 void stop_signals_to(void (*h)(int)) {
-    struct sigaction sa, old;
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = h;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    if (hup_ignored < 0) hup_ignored = sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
-    if (!hup_ignored) sigaction(SIGHUP, &sa, NULL);
+    if (!stop_signal_ignored(SIGINT)) sigaction(SIGINT, &sa, NULL);
+    if (!stop_signal_ignored(SIGTERM)) sigaction(SIGTERM, &sa, NULL);
+    if (!stop_signal_ignored(SIGHUP)) sigaction(SIGHUP, &sa, NULL);
 }
 
 void stop_signals_again_to(void (*h)(int)) {
     stop_signals_to(h);
-    if (hup_ignored) return;
+    if (stop_signal_ignored(SIGHUP)) return;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = SIG_IGN;

@@ -120,7 +120,8 @@ double rng_normal(rng_t *r);             /* N(0, 1), Box-Muller */
 void fmt_duration(double s, char *buf, size_t len);
 
 /* Stopping on a signal. stop_signals_catch(say) makes SIGINT, SIGTERM and SIGHUP (the
- * terminal closed; left ignored under nohup) set stop_signal (the signal's number) and,
+ * terminal closed), each unless ignored when the process started (nohup's SIGHUP, a
+ * background job's SIGINT: stop_signal_ignored), set stop_signal (the signal's number) and,
  * with say, say once on stderr that the process stops at the next safe point (the ranks
  * > 0 of a launch stay silent); the handler is reset by that first signal, so a second
  * Ctrl-C or SIGTERM ends the process at once (the run's files are written atomically, so
@@ -130,9 +131,16 @@ void fmt_duration(double s, char *buf, size_t len);
 extern volatile sig_atomic_t stop_signal;
 void stop_signals_catch(int say);
 /* SIGINT, SIGTERM and SIGHUP to handler h (a command's own handling; SIG_DFL, SIG_IGN
- * too), SIGHUP only if the process did not start with it ignored (nohup);
+ * too), each only if the process did not start with it ignored (stop_signal_ignored);
  * async-signal-safe, so a handler may call it to change the next signal's. */
 void stop_signals_to(void (*h)(int));
+/* 1 when the stop signal sig (SIGINT, SIGTERM or SIGHUP) was ignored when the process
+ * started: it then stays ignored, in the process and in what it starts (the POSIX
+ * convention): SIGHUP under nohup, SIGINT in a job a non-interactive shell put in the
+ * background (`s2hc train ... &` in a script, which a Ctrl-C meant for the script's
+ * foreground command must not stop). The first call reads the dispositions: it comes
+ * before any handler is set (stop_signals_to calls it first). Async-signal-safe after. */
+int stop_signal_ignored(int sig);
 /* After a command's first stop signal: SIGINT and SIGTERM to h (stop_signals_to), a
  * SIGHUP from then on ignored. A terminal that closes sends the foreground job two
  * (the shell passes its own on to its jobs, and the kernel's reaches the foreground

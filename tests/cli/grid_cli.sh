@@ -438,7 +438,7 @@ expect_status 0 "a grid beside a training started by hand" -- "$S2HC" grid $G "$
 expect_out "0 failed, 0 diverged, 0 refused, 0 left, 1 running elsewhere" "it counts the point as running elsewhere"
 [ "$(csv_col "$TMP/hand/index.csv" state "$P")" = running ] && ok "index.csv: running" \
   || fail "index.csv: $(csv_col "$TMP/hand/index.csv" state "$P")"
-kill -INT $HP; wait $HP 2>/dev/null
+kill -TERM $HP; wait $HP 2>/dev/null
 # the temporary files of a runner killed between write and rename (index.csv.PID.tmp,
 # config.yaml.PID.tmp) go at the next run; a live process's stay
 sleep 30 & LIVE=$!
@@ -565,6 +565,20 @@ for _ in $(seq 100); do grep -q "to save and stop" "$TMP/lhup2.out" && break; sl
 kill -HUP $pid 2>/dev/null; wait $pid; rc=$?
 [ "$rc" = 130 ] && [ -e "$TMP/hup2.saved" ] && ok "two SIGHUPs: the runner lets its point save, exit 130" \
   || fail "two SIGHUPs: runner exit $rc, the point's save $( [ -e "$TMP/hup2.saved" ] && echo done || echo killed)"
+# a runner started with SIGINT ignored (a script's background job, as grid_started's
+# plain `&`) keeps it so, and so do its points: a SIGINT stops neither
+printf '#!/bin/sh\ngrep SigIgn /proc/$$/status > %s/lint.sigign\nsleep 30 &\ns=$!\ntrap "kill $s; exit 1" TERM\nwait $s\nexit 1\n' \
+  "$TMP" > "$TMP/trapign"
+chmod +x "$TMP/trapign"
+sed "s|launch: \"true\"|launch: \"$TMP/trapign\"|" "$TMP/ltrue.yaml" > "$TMP/lint.yaml"
+grid_started lint lint
+kill -INT $pid; sleep 0.5
+kill -0 $pid 2>/dev/null && ! grep -q "to save and stop" "$TMP/lint.out" && ok "SIGINT ignored at start: the runner goes on" \
+  || fail "SIGINT ignored at start: the runner stopped: $(tail -n 2 "$TMP/lint.out")"
+ign=$(awk '{print $2}' "$TMP/lint.sigign" 2>/dev/null)
+[ -n "$ign" ] && [ $(( 0x$ign & 2 )) != 0 ] && ok "its point starts with SIGINT ignored too" || fail "the point's SigIgn: '$ign'"
+kill -TERM $pid; wait $pid; rc=$?
+[ "$rc" = 130 ] && ok "SIGINT ignored at start: SIGTERM still stops the runner, exit 130" || fail "then SIGTERM: exit $rc"
 # a point's own train.threads caps the share -j leaves it (one point to run, -j 4)
 printf 'base: %s/experiments/tiny.yaml\nset: {train.threads: 1, data.ood: []}\nsweep: {train.seed: [1]}\n' "$PWD" > "$TMP/thr1.yaml"
 expect_status 0 "--dry-run -j 4 of one point of train.threads 1" -- "$S2HC" grid "$TMP/thr1.yaml" "${D[@]}" --out "$TMP/thr1" --dry-run -j 4

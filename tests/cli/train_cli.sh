@@ -188,8 +188,10 @@ fi
 # a session that trains no step (stopped during the evaluation it owed) leaves the run's
 # thread count: the next --resume still takes the 2 it trained with
 OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev2 --stop-after 5 >/dev/null 2>&1
-"$S2HC" train "$TMP/t.yaml" "${TE[@]:0:${#TE[@]}-1}" --set run.name=ev2 --resume --set train.threads=1 \
-  --set train.eval_batches=1000000 > "$TMP/ev2.out" 2>&1 &
+# (a subshell that execs: SIGINT not ignored, as in a terminal's job; a plain `&` here
+# starts it with SIGINT ignored, and s2hc keeps it so)
+(exec "$S2HC" train "$TMP/t.yaml" "${TE[@]:0:${#TE[@]}-1}" --set run.name=ev2 --resume --set train.threads=1 \
+  --set train.eval_batches=1000000) > "$TMP/ev2.out" 2>&1 &
 evp=$!
 for i in $(seq 100); do grep -q "resuming" "$TMP/ev2.out" && break; sleep 0.1; done
 sleep 0.5; kill -INT $evp; wait $evp; st=$?
@@ -499,6 +501,16 @@ for i in $(seq 100); do [ -e "$TMP/runs/nohup/ckpt.h5" ] && break; sleep 0.1; do
 kill -HUP $hup; sleep 1
 kill -0 $hup 2>/dev/null && ok "under nohup a SIGHUP leaves the training running" || fail "under nohup a SIGHUP stopped it: $(tail -n 2 "$TMP/hup.out")"
 kill -TERM $hup; wait $hup
+# a background job of a script (`s2hc train ... &` without job control) starts with
+# SIGINT ignored: a Ctrl-C meant for the script's foreground command leaves it training
+"$S2HC" train "$TMP/t.yaml" --set run.name=bgint --set train.steps=100000 --quiet >"$TMP/hup.out" 2>&1 &
+hup=$!
+for i in $(seq 100); do [ -e "$TMP/runs/bgint/ckpt.h5" ] && break; sleep 0.1; done
+kill -INT $hup; sleep 1
+kill -0 $hup 2>/dev/null && ok "SIGINT ignored at start: a SIGINT leaves the training running" \
+  || fail "SIGINT ignored at start: a SIGINT stopped it: $(tail -n 2 "$TMP/hup.out")"
+kill -TERM $hup; wait $hup; st=$?
+[ "$st" = 130 ] && ok "SIGINT ignored at start: SIGTERM still saves and stops it" || fail "then SIGTERM: exit $st"
 # a run file older than the checkpoint (copied back by hand): the resume says which
 # steps its log lacks
 G=$TMP/runs/gap
@@ -513,7 +525,8 @@ expect_out "run.h5: /train ends at step 10 but the checkpoint is at step 20: ste
 # with exit 130, keeps the checkpoint of the last step and no row of the final phase;
 # --resume then runs only the final evaluation and probe
 F=$TMP/runs/fin
-"$S2HC" train "$TMP/t.yaml" --set run.name=fin --set train.steps=12 --set train.eval_every=0 --set train.eval_batches=20000 >"$TMP/fin.out" 2>&1 &
+(exec "$S2HC" train "$TMP/t.yaml" --set run.name=fin --set train.steps=12 --set train.eval_every=0 \
+  --set train.eval_batches=20000) >"$TMP/fin.out" 2>&1 & # SIGINT not ignored (a subshell that execs)
 fin=$!
 for i in $(seq 600); do grep -Eq "^step +12/12" "$TMP/fin.out" && break; sleep 0.1; done
 sleep 0.3
