@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -644,38 +645,42 @@ int commit_file_tmp(const char *path) {
 }
 
 /* The streams tmp_stream_open has open, with their final paths and their .tmp names
- * (tmp_streams_unlink reads those from a signal handler). */
+ * (tmp_streams_unlink reads those from a signal handler). A slot is taken (`used`) with
+ * its names before its .tmp is created and given back only once the .tmp is renamed or
+ * removed: a signal in between finds the file registered, never a .tmp it does not know. */
 #define TMP_STREAMS 32
 static struct {
+    volatile sig_atomic_t used;
     FILE *f;
     char path[1290];
     char tmp[1300];
 } tmp_streams[TMP_STREAMS];
 
+/* Take or give back slot: the names written before `used` says so (the handler reads
+ * them once it does), `used` cleared only after the file it names is gone. */
+static void tmp_slot_set(int slot, int used) {
+    atomic_signal_fence(memory_order_seq_cst);
+    tmp_streams[slot].used = used;
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
 FILE *tmp_stream_open(const char *path) {
-    char tmp[1300];
     int slot = 0;
-    while (slot < TMP_STREAMS && tmp_streams[slot].f) slot++;
+    while (slot < TMP_STREAMS && tmp_streams[slot].used) slot++;
     if (slot == TMP_STREAMS || strlen(path) >= sizeof tmp_streams[0].path) {
         errno = slot == TMP_STREAMS ? EMFILE : ENAMETOOLONG;
         return NULL;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    const char *tmp = tmp_streams[slot].tmp;
+    snprintf(tmp_streams[slot].path, sizeof tmp_streams[slot].path, "%s", path);
+    snprintf(tmp_streams[slot].tmp, sizeof tmp_streams[slot].tmp, "%s.tmp", path);
+    tmp_streams[slot].f = NULL;
+    tmp_slot_set(slot, 1); /* before the file exists: a signal from now on removes it */
     unlink(tmp);
     const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f && fd >= 0) {
-        const int e = errno;
-        close(fd);
-        unlink(tmp);
-        errno = e;
-    }
-    if (f) {
-        snprintf(tmp_streams[slot].path, sizeof tmp_streams[slot].path, "%s", path);
-        snprintf(tmp_streams[slot].tmp, sizeof tmp_streams[slot].tmp, "%s", tmp);
-        tmp_streams[slot].f = f;
-        /* tests only: S2HC_TEST_TMP_PAUSE=NAME holds NAME.tmp open, after a line saying so,
-           until a signal (60 s at most) */
+    if (fd >= 0) {
+        /* tests only: S2HC_TEST_TMP_PAUSE=NAME holds NAME.tmp open, just created, after a
+           line saying so, until a signal (60 s at most) */
         const char *hold = getenv("S2HC_TEST_TMP_PAUSE"), *base = strrchr(path, '/');
         if (hold && *hold && !strcmp(base ? base + 1 : path, hold)) {
             fprintf(stderr, "(test) %s open\n", tmp);
@@ -685,44 +690,61 @@ FILE *tmp_stream_open(const char *path) {
             }
         }
     }
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        const int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        tmp_slot_set(slot, 0);
+        errno = e;
+        return NULL;
+    }
+    tmp_streams[slot].f = f;
     return f;
 }
 
 void tmp_streams_unlink(void) {
     for (int i = 0; i < TMP_STREAMS; i++)
-        if (tmp_streams[i].f) unlink(tmp_streams[i].tmp);
+        if (tmp_streams[i].used) unlink(tmp_streams[i].tmp);
 }
 
 const char *tmp_stream_path(const FILE *f) {
     for (int i = 0; i < TMP_STREAMS; i++)
-        if (f && tmp_streams[i].f == f) return tmp_streams[i].path;
+        if (f && tmp_streams[i].used && tmp_streams[i].f == f) return tmp_streams[i].path;
     return NULL;
 }
 
-int tmp_stream_commit(FILE *f) {
+/* The slot of a tmp_stream_open stream, TMP_STREAMS when f is none */
+static int tmp_slot_of(const FILE *f) {
     int slot = 0;
-    while (slot < TMP_STREAMS && tmp_streams[slot].f != f) slot++;
+    while (slot < TMP_STREAMS && !(tmp_streams[slot].used && tmp_streams[slot].f == f)) slot++;
+    return slot;
+}
+
+int tmp_stream_commit(FILE *f) {
+    const int slot = tmp_slot_of(f);
     if (slot == TMP_STREAMS) return fclose(f);
     tmp_streams[slot].f = NULL;
-    const char *path = tmp_streams[slot].path;
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    const char *path = tmp_streams[slot].path, *tmp = tmp_streams[slot].tmp;
     int bad = ferror(f) || fflush(f) != 0, e = errno;
     if (fclose(f) != 0 && !bad) bad = 1, e = errno;
     if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
+    if (bad) unlink(tmp);
+    tmp_slot_set(slot, 0); /* the .tmp renamed or removed */
     if (!bad) return 0;
-    unlink(tmp);
     errno = e ? e : EIO;
     return -1;
 }
 
 void tmp_stream_drop(FILE *f) {
-    int slot = 0;
-    while (slot < TMP_STREAMS && tmp_streams[slot].f != f) slot++;
+    const int slot = tmp_slot_of(f);
     if (slot == TMP_STREAMS) return;
     tmp_streams[slot].f = NULL;
     fclose(f);
-    drop_file_tmp(tmp_streams[slot].path);
+    unlink(tmp_streams[slot].tmp);
+    tmp_slot_set(slot, 0);
 }
 
 int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {

@@ -216,7 +216,9 @@ int tmp_stream_commit(FILE *f);
 /* Close a tmp_stream_open stream and remove its path.tmp: its path keeps what it held. */
 void tmp_stream_drop(FILE *f);
 /* Remove the .tmp of every stream tmp_stream_open has open, their paths keeping what they
- * held; unlink only, so a signal handler may call it before _exit. */
+ * held; unlink only, so a signal handler may call it before _exit. A stream's .tmp is
+ * known to it from before the file is created until it is renamed or removed: a signal
+ * at any point leaves no .tmp behind. */
 void tmp_streams_unlink(void);
 void drop_file_tmp(const char *path);
 

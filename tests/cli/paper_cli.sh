@@ -220,7 +220,9 @@ for _ in $(seq 100); do pgrep -f "$TMP/slowplots3/" >/dev/null || break; sleep 0
 [ "$(sums3)" = "$before" ] && ! ls "$TMP/one-hup/"*.tmp >/dev/null 2>&1 && ok "SIGHUP: the older report, no .tmp" \
   || fail "SIGHUP left: $(ls "$TMP/one-hup" | grep -E 'tmp|fig01' | tr '\n' ' ')"
 # a Ctrl-C while analyze writes its files (the test hook S2HC_TEST_TMP_PAUSE holds
-# tables/claims.md.tmp open), a SIGTERM while report writes its page (index.html.tmp):
+# tables/claims.md.tmp open, the moment it is created: a stream that registered its .tmp
+# for removal only after creating it left it here), a SIGTERM while report writes its
+# page (index.html.tmp):
 # exit 130, the older files as they were, no .tmp left (both died of the signal and left
 # their .tmp beside the files)
 cp -r "$TMP/one" "$TMP/one-an"
