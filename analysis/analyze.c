@@ -139,17 +139,21 @@ int analyze_main(int argc, char **argv) {
     int quiet = 0;
     char **paths = calloc_check((size_t)argc + 1, sizeof *paths);
     int np = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { analyze_usage(stdout); free(paths); return 0; }
-        else if (!strcmp(argv[i], "-o") && opt_value(argc, argv, i)) out = argv[++i];
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const int kind = opt_kind(argv[i], &ended);
+        const char *v;
+        if (kind < 0) continue;
+        if (kind > 0) paths[np++] = argv[i];
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { analyze_usage(stdout); free(paths); return 0; }
+        else if ((v = opt_arg(argc, argv, &i, "-o", 0))) out = v;
         else if (!strcmp(argv[i], "-q")) quiet = 1;
-        else if (argv[i][0] == '-') {
+        else {
             fprintf(stderr, "s2hc: error: unknown option '%s'%s\n\n", argv[i],
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             analyze_usage(stderr);
             free(paths);
             return 2;
-        } else paths[np++] = argv[i];
+        }
     }
     if (!np) {
         fprintf(stderr, "s2hc: error: no runs given\n\n");

@@ -338,22 +338,26 @@ int report_main(int argc, char **argv) {
     const char *out = "out/report", *plots = "plots", *title = "s²HC: the paper's figures and tables, regenerated";
     int analyze = 1, draw = 1, plots_given = 0;
     char **args = calloc_check((size_t)argc + 4, sizeof *args);
-    int na = 0;
-    args[na++] = "analyze";
+    int na = 4; /* analyze -o OUT -- RUNS...: the runs after "--", so that one named -x stays a run */
+    int ended = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { report_usage(stdout); free(args); return 0; }
-        else if (!strcmp(argv[i], "-o") && opt_value(argc, argv, i)) out = argv[++i];
-        else if (!strcmp(argv[i], "--plots") && opt_value(argc, argv, i)) { plots = argv[++i]; plots_given = 1; }
-        else if (!strcmp(argv[i], "--title") && i + 1 < argc) title = argv[++i];
+        const int kind = opt_kind(argv[i], &ended);
+        const char *v;
+        if (kind < 0) continue;
+        if (kind > 0) args[na++] = argv[i];
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { report_usage(stdout); free(args); return 0; }
+        else if ((v = opt_arg(argc, argv, &i, "-o", 0))) out = v;
+        else if ((v = opt_arg(argc, argv, &i, "--plots", 0))) { plots = v; plots_given = 1; }
+        else if ((v = opt_arg(argc, argv, &i, "--title", 1))) title = v;
         else if (!strcmp(argv[i], "--no-analyze")) analyze = 0;
         else if (!strcmp(argv[i], "--no-plots")) draw = 0;
-        else if (argv[i][0] == '-') {
+        else {
             fprintf(stderr, "s2hc: error: unknown option '%s'%s\n\n", argv[i],
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             report_usage(stderr);
             free(args);
             return 2;
-        } else args[na++] = argv[i];
+        }
     }
     if (an_out_check(out)) { free(args); return 2; }
     if (draw && plots_given && strlen(plots) > AN_OUT_MAX) { /* its scripts' paths are built in fixed buffers */
@@ -373,14 +377,16 @@ int report_main(int argc, char **argv) {
         return 2;
     }
     if (analyze) {
-        if (na == 1) {
+        if (na == 4) {
             fprintf(stderr, "s2hc: error: no runs given\n\n");
             report_usage(stderr);
             free(args);
             return 2;
         }
-        args[na++] = "-o";
-        args[na++] = (char *)out;
+        args[0] = "analyze";
+        args[1] = "-o";
+        args[2] = (char *)out;
+        args[3] = "--";
         int rc = analyze_main(na, args);
         if (rc) { free(args); return rc; }
     }

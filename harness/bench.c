@@ -1284,6 +1284,19 @@ static void usage(FILE *f) {
 }
 
 /* A positive whole number for option `opt`, or a message and 0. */
+/* The value of bench's option `name` at argv[*i] (opt_arg): the next word, unless that
+ * is an option ("--csv --quick"; "-1" is a value, refused as one), or --name=VALUE;
+ * NULL when there is none or it is empty. */
+static const char *bench_arg(int argc, char **argv, int *i, const char *name) {
+    const int at = *i;
+    const char *v = opt_arg(argc, argv, i, name, *i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0);
+    if (v && !*v) {
+        *i = at;
+        return NULL;
+    }
+    return v;
+}
+
 static int bench_count(const char *opt, const char *s, int *out) {
     char *end;
     long v = strtol(s, &end, 10);
@@ -1357,28 +1370,35 @@ int bench_main(int argc, char **argv) {
     for (int i = 0; bench_methods[i]; i++) o.methods[i] = bench_methods[i];
     for (int i = 0; sweep_methods[i]; i++) o.sweep[i] = sweep_methods[i];
     int rounds = 0, steps = 0, threads = 0, streams = 1, methods = 1, probe_steps = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        /* an option's value: the next word, unless that is an option ("--csv --quick") or empty */
-        int more = i + 1 < argc && argv[i + 1][0] != '\0' && strncmp(argv[i + 1], "--", 2) != 0;
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        const int more = i + 1 < argc && argv[i + 1][0] != '\0' && strncmp(argv[i + 1], "--", 2) != 0;
+        if (opt_kind(a, &ended) < 0) continue;
+        if (ended || (a[0] != '-' || !a[1])) { /* bench takes no operand */
+            fprintf(stderr, "s2hc: error: bench: unexpected argument '%s' (bench takes options only)\n", a);
+            usage(stderr);
+            return 2;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--quick")) o.quick = 1;
-        else if (!strcmp(a, "--csv") && more) o.csv_dir = argv[++i];
-        else if (!strcmp(a, "--preset") && more) o.only_preset = argv[++i];
-        else if (!strcmp(a, "--rounds") && more) { if (!bench_count(a, argv[++i], &rounds)) return 2; }
-        else if (!strcmp(a, "--steps") && more) { if (!bench_count(a, argv[++i], &steps)) return 2; }
-        else if (!strcmp(a, "--threads") && more) { if (!bench_count(a, argv[++i], &threads)) return 2; }
-        else if (!strcmp(a, "--mem-limit") && more) {
+        else if ((v = bench_arg(argc, argv, &i, "--csv"))) o.csv_dir = v;
+        else if ((v = bench_arg(argc, argv, &i, "--preset"))) o.only_preset = v;
+        else if ((v = bench_arg(argc, argv, &i, "--rounds"))) { if (!bench_count("--rounds", v, &rounds)) return 2; }
+        else if ((v = bench_arg(argc, argv, &i, "--steps"))) { if (!bench_count("--steps", v, &steps)) return 2; }
+        else if ((v = bench_arg(argc, argv, &i, "--threads"))) { if (!bench_count("--threads", v, &threads)) return 2; }
+        else if ((v = bench_arg(argc, argv, &i, "--mem-limit"))) {
             char *end;
-            o.mem_limit_gb = strtod(argv[++i], &end);
-            if (end == argv[i] || *end || !(o.mem_limit_gb > 0)) {
-                fprintf(stderr, "s2hc: error: bench: --mem-limit: expected a number of GB > 0, got '%s'\n", argv[i]);
+            o.mem_limit_gb = strtod(v, &end);
+            if (end == v || *end || !(o.mem_limit_gb > 0)) {
+                fprintf(stderr, "s2hc: error: bench: --mem-limit: expected a number of GB > 0, got '%s'\n", v);
                 return 2;
             }
         }
         else if (!strcmp(a, "--no-streams")) streams = 0;
         else if (!strcmp(a, "--no-methods")) methods = 0;
-        else if (!strcmp(a, "--probe-steps") && more) { if (!bench_count(a, argv[++i], &probe_steps)) return 2; }
+        else if ((v = bench_arg(argc, argv, &i, "--probe-steps"))) {
+            if (!bench_count("--probe-steps", v, &probe_steps)) return 2;
+        }
         else if (!strcmp(a, "--no-probes")) o.probes = 0;
         else if (!strcmp(a, "--proj-bf16")) {
             if (!model_bf16_built()) {
@@ -1388,7 +1408,7 @@ int bench_main(int argc, char **argv) {
             bench_proj_bf16 = 1;
         }
         else if (!strcmp(a, "--stream-bf16")) bench_stream_bf16 = 1;
-        else if (!strcmp(a, "--methods") && more) { if (!bench_method_list(argv[++i], &o)) return 2; }
+        else if ((v = bench_arg(argc, argv, &i, "--methods"))) { if (!bench_method_list(v, &o)) return 2; }
         else {
             fprintf(stderr, "s2hc: error: bench: unknown or incomplete option '%s'%s\n", a,
                     i + 1 < argc && !more ? " (its value is missing or is an option)" : "");

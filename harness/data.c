@@ -1806,13 +1806,20 @@ int data_main(int argc, char **argv) {
         data_usage(stderr);
         return 2;
     }
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { data_usage(stdout); return 0; }
-        if (strcmp(a, "--dir") == 0 && opt_value(argc, argv, i)) dir = argv[++i];
-        else if (strncmp(a, "--dir=", 6) == 0) dir = a + 6;
-        else if (is_prepare && ((strcmp(a, "--only") == 0 && i + 1 < argc) || strncmp(a, "--only=", 7) == 0)) {
-            const char *v = a[6] == '=' ? a + 7 : argv[++i];
+    for (int i = 2, ended = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        const int kind = opt_kind(a, &ended);
+        if (kind < 0) continue;
+        if (kind > 0) {
+            if (!is_import || import_file) {
+                fprintf(stderr, "s2hc: error: data %s: unexpected argument '%s'\n", cmd, a);
+                data_usage(stderr);
+                return 2;
+            }
+            import_file = a;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { data_usage(stdout); return 0; }
+        else if ((v = opt_arg(argc, argv, &i, "--dir", 0))) dir = v;
+        else if (is_prepare && (v = opt_arg(argc, argv, &i, "--only", 1))) {
             if (only) { /* one corpus per prepare: a second would silently replace the first */
                 fprintf(stderr, "s2hc: error: data prepare: --only names one corpus ('%s', then '%s'); run prepare "
                         "once per corpus, or without --only for all\n", only, v);
@@ -1822,11 +1829,10 @@ int data_main(int argc, char **argv) {
         }
         else if (is_prepare && strcmp(a, "--force") == 0) force = 1;
         else if (is_prepare && strcmp(a, "--quiet") == 0) quiet = 1;
-        else if (is_import && strcmp(a, "--name") == 0 && i + 1 < argc) import_name = argv[++i];
-        else if (is_import && strcmp(a, "--val") == 0 && i + 1 < argc) import_val = argv[++i];
-        else if (is_import && strcmp(a, "--tokens") == 0 && i + 1 < argc) import_tokens = argv[++i];
-        else if (is_import && strcmp(a, "--vocab") == 0 && i + 1 < argc) import_vocab = argv[++i];
-        else if (is_import && a[0] != '-' && !import_file) import_file = a;
+        else if (is_import && (v = opt_arg(argc, argv, &i, "--name", 1))) import_name = v;
+        else if (is_import && (v = opt_arg(argc, argv, &i, "--val", 1))) import_val = v;
+        else if (is_import && (v = opt_arg(argc, argv, &i, "--tokens", 1))) import_tokens = v;
+        else if (is_import && (v = opt_arg(argc, argv, &i, "--vocab", 1))) import_vocab = v;
         else {
             fprintf(stderr, "s2hc: error: data %s: unexpected argument '%s'%s\n", cmd, a,
                     a[0] == '-' && !opt_value(argc, argv, i) ? " (or its value is missing or is an option)" : "");

@@ -179,27 +179,30 @@ static void eval_usage(FILE *f) {
 int eval_main(int argc, char **argv) {
     const char *dir = NULL, *data_dir = NULL;
     int batches = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); return 0; }
-        else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (end == argv[i] || *end || v < 1 || v > 1000000) {
-                fprintf(stderr, "s2hc: error: eval: --batches: expected a whole number in 1..1000000, got '%s'\n",
-                        argv[i]);
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const int kind = opt_kind(argv[i], &ended);
+        const char *v;
+        if (kind < 0) continue;
+        if (kind > 0) {
+            if (dir) {
+                fprintf(stderr, "s2hc: error: eval: one run directory at a time ('%s' and '%s')\n", dir, argv[i]);
                 return 2;
             }
-            batches = (int)v;
+            dir = argv[i];
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); return 0; }
+        else if ((v = opt_arg(argc, argv, &i, "--batches", 1))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < 1 || n > 1000000) {
+                fprintf(stderr, "s2hc: error: eval: --batches: expected a whole number in 1..1000000, got '%s'\n", v);
+                return 2;
+            }
+            batches = (int)n;
         }
-        else if (!strcmp(argv[i], "--data") && opt_value(argc, argv, i)) data_dir = argv[++i];
-        else if (argv[i][0] == '-') {
+        else if ((v = opt_arg(argc, argv, &i, "--data", 0))) data_dir = v;
+        else {
             fprintf(stderr, "s2hc: error: eval: unknown option '%s'%s\n", argv[i],
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
-            return 2;
-        }
-        else if (!dir) dir = argv[i];
-        else {
-            fprintf(stderr, "s2hc: error: eval: one run directory at a time ('%s' and '%s')\n", dir, argv[i]);
             return 2;
         }
     }

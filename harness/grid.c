@@ -2584,40 +2584,41 @@ int grid_main(int argc, char **argv) {
     const char *path = NULL, *out = NULL;
     const char **pins = calloc_check((size_t)argc + 1, sizeof *pins);
     int npins = 0, j = 0, list = 0, dry = 0, job = -1, force = 0, slurm = 0, submit = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); free(pins); return 0; }
+        const char *val = NULL;
+        const int kind = opt_kind(a, &ended);
+        if (kind < 0) continue;
+        if (kind > 0) {
+            if (path) {
+                fprintf(stderr, "s2hc: error: grid: one grid file only ('%s')\n", a);
+                free(pins);
+                return 2;
+            }
+            path = a;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); free(pins); return 0; }
         else if (!strcmp(a, "--list")) list = 1;
         else if (!strcmp(a, "--dry-run")) dry = 1;
         else if (!strcmp(a, "--force")) force = 1;
         else if (!strcmp(a, "--slurm")) slurm = 1;
         else if (!strcmp(a, "--submit")) submit = 1;
-        else if (((!strcmp(a, "-j") || !strcmp(a, "--jobs")) && val) || (!strncmp(a, "-j", 2) && a[2])) {
-            if (a[2] && a[1] != '-') val = a + 2; /* -jN */
-            else i++;
+        else if ((val = opt_arg(argc, argv, &i, "--jobs", 1)) || (val = opt_arg(argc, argv, &i, "-j", 1)) ||
+                 (!strncmp(a, "-j", 2) && a[2] && (val = a + 2))) { /* -j N, -jN, --jobs N, --jobs=N */
             char *end;
             long v = strtol(val, &end, 10);
             if (end == val || *end || v < 1 || v > INT_MAX) goto bad;
             j = (int)v;
         }
-        else if (!strcmp(a, "--job") && val) {
+        else if ((val = opt_arg(argc, argv, &i, "--job", 1))) {
             char *end;
             long v = strtol(val, &end, 10);
             if (!val[0] || *end || v < 0 || v > INT_MAX) goto bad;
             job = (int)v;
-            i++;
-        } else if (!strcmp(a, "--out") && val) { out = val; i++; }
-        else if (!strcmp(a, "--set") && val) { pins[npins++] = val; i++; }
-        else if (!strncmp(a, "--set=", 6)) pins[npins++] = a + 6;
-        else if (a[0] == '-') {
+        } else if ((val = opt_arg(argc, argv, &i, "--out", 1))) out = val;
+        else if ((val = opt_arg(argc, argv, &i, "--set", 1))) pins[npins++] = val;
+        else {
             fprintf(stderr, "s2hc: error: grid: unknown option or missing value: '%s'\n\n", a);
             usage(stderr);
-            free(pins);
-            return 2;
-        } else if (!path) path = a;
-        else {
-            fprintf(stderr, "s2hc: error: grid: one grid file only ('%s')\n", a);
             free(pins);
             return 2;
         }

@@ -465,29 +465,36 @@ int inspect_main(int argc, char **argv) {
     int nruns = 0, layer = -1, compare = 0, force_color = -1;
     const char *step_sel = NULL;
     out_style st = {0, 0, 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { inspect_usage(stdout); return 0; }
-        else if (!strcmp(a, "--layer") && i + 1 < argc) {
-            char *end;
-            errno = 0;
-            long v = strtol(argv[++i], &end, 10);
-            layer = v >= 0 && v <= INT_MAX && errno == 0 ? (int)v : -1; /* no wrap of 2^32 to 0 */
-            if (end == argv[i] || *end || layer < 0) {
-                fprintf(stderr, "s2hc: error: --layer: expected a sublayer index >= 0, got '%s'\n", argv[i]);
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        const int kind = opt_kind(a, &ended);
+        if (kind < 0) continue;
+        if (kind > 0) {
+            if (nruns == INSPECT_MAX_RUNS) {
+                fprintf(stderr, "s2hc: error: inspect: at most %d runs\n", INSPECT_MAX_RUNS);
                 return 2;
             }
-        } else if (!strcmp(a, "--step") && i + 1 < argc) step_sel = argv[++i];
+            runs[nruns++] = a;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { inspect_usage(stdout); return 0; }
+        else if ((v = opt_arg(argc, argv, &i, "--layer", 1))) {
+            char *end;
+            errno = 0;
+            long n = strtol(v, &end, 10);
+            layer = n >= 0 && n <= INT_MAX && errno == 0 ? (int)n : -1; /* no wrap of 2^32 to 0 */
+            if (end == v || *end || layer < 0) {
+                fprintf(stderr, "s2hc: error: --layer: expected a sublayer index >= 0, got '%s'\n", v);
+                return 2;
+            }
+        } else if ((v = opt_arg(argc, argv, &i, "--step", 1))) step_sel = v;
         else if (!strcmp(a, "--csv")) st.csv = 1;
         else if (!strcmp(a, "--color")) force_color = 1;
         else if (!strcmp(a, "--no-color")) force_color = 0;
         else if (!strcmp(a, "--method-compare")) compare = 1;
-        else if (a[0] == '-') {
+        else {
             fprintf(stderr, "s2hc: error: inspect: unknown option '%s'%s\n", a, i + 1 < argc ? "" : " (or its value is missing)");
             inspect_usage(stderr);
             return 2;
-        } else if (nruns < INSPECT_MAX_RUNS) runs[nruns++] = a;
-        else { fprintf(stderr, "s2hc: error: inspect: at most %d runs\n", INSPECT_MAX_RUNS); return 2; }
+        }
     }
     if (nruns == 0 || (nruns > 1 && !compare)) {
         if (nruns > 1) fprintf(stderr, "s2hc: error: inspect: several runs need --method-compare\n");
@@ -548,26 +555,31 @@ static void probe_usage(FILE *f) {
 int probe_main(int argc, char **argv) {
     const char *dir = NULL, *data_dir = NULL;
     int samples = 0, batch = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { probe_usage(stdout); return 0; }
-        else if ((!strcmp(a, "--samples") || !strcmp(a, "--batch")) && i + 1 < argc) {
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        const int kind = opt_kind(a, &ended);
+        if (kind < 0) continue;
+        if (kind > 0) {
+            if (dir) { fprintf(stderr, "s2hc: error: probe: one run directory only ('%s')\n", a); return 2; }
+            dir = a;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { probe_usage(stdout); return 0; }
+        else if ((v = opt_arg(argc, argv, &i, "--samples", 1)) || (v = opt_arg(argc, argv, &i, "--batch", 1))) {
             char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 1000000) {
-                fprintf(stderr, "s2hc: error: %s: expected a whole number from 1 to 1000000, got '%s'\n", a, argv[i]);
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < 1 || n > 1000000) {
+                fprintf(stderr, "s2hc: error: %s: expected a whole number from 1 to 1000000, got '%s'\n",
+                        strncmp(a, "--samples", 9) ? "--batch" : "--samples", v);
                 return 2;
             }
-            if (!strcmp(a, "--samples")) samples = (int)v;
-            else batch = (int)v;
-        } else if (!strcmp(a, "--data") && opt_value(argc, argv, i)) data_dir = argv[++i];
-        else if (a[0] == '-') {
+            if (!strncmp(a, "--samples", 9)) samples = (int)n;
+            else batch = (int)n;
+        } else if ((v = opt_arg(argc, argv, &i, "--data", 0))) data_dir = v;
+        else {
             fprintf(stderr, "s2hc: error: probe: unknown option '%s'%s\n", a,
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             probe_usage(stderr);
             return 2;
-        } else if (!dir) dir = a;
-        else { fprintf(stderr, "s2hc: error: probe: one run directory only ('%s')\n", a); return 2; }
+        }
     }
     if (!dir) { probe_usage(stderr); return 2; }
     if (data_dir && !data_dir_fits(data_dir, "probe --data")) return 2;

@@ -56,6 +56,10 @@ static void usage(FILE *f) {
             "\n"
             "usage: s2hc COMMAND [ARGS]   (s2hc COMMAND --help, or s2hc help COMMAND, for each)\n"
             "\n"
+            "Every command takes an option's value as --opt VALUE or --opt=VALUE, and `--` ends its\n"
+            "options: what follows is a file or run folder even when it starts with '-'\n"
+            "(s2hc inspect -- -odd/run).\n"
+            "\n"
             "commands:\n"
             "  data prepare         corpora from Debian packages -> token shards under data/\n"
             "  data list            which corpora are prepared\n"
@@ -83,7 +87,7 @@ static void usage(FILE *f) {
 /* `s2hc methods` and `s2hc config` take no arguments but --help. 0: go on; else the exit
  * code (the usage printed). */
 static int no_args(int argc, char **argv, const char *what, const char *example) {
-    if (argc < 2) return -1;
+    if (argc < 2 || (argc == 2 && !strcmp(argv[1], "--"))) return -1; /* "--": the options' end, nothing after */
     int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
     if (!help) fprintf(stderr, "s2hc: error: %s: takes no arguments ('%s')\n", argv[0], argv[1]);
     fprintf(help ? stdout : stderr, "usage: s2hc %s\n\n%s\n\nexample:\n  %s\n", argv[0], what, example);

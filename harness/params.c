@@ -11,6 +11,7 @@
 #include <string.h>
 #include "model.h"
 #include "presets.h"
+#include "util.h"
 
 static void params_usage(FILE *f) {
     fprintf(f,
@@ -63,27 +64,32 @@ static int parse_range(const char *s, int *lo, int *hi) {
 int params_main(int argc, char **argv) {
     const char *method = "all", *preset = "M";
     int n_lo = 2, n_hi = HC_MAX_N, C = 0, layers = 0, csv = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (opt_kind(a, &ended) < 0) continue;
+        if (ended || a[0] != '-' || !a[1]) { /* params takes no operand */
+            fprintf(stderr, "s2hc: error: params: unexpected argument '%s' (params takes options only)\n\n", a);
+            params_usage(stderr);
+            return 2;
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { params_usage(stdout); return 0; }
         else if (!strcmp(a, "--csv")) csv = 1;
-        else if (!strcmp(a, "--method") && has) method = argv[++i];
-        else if (!strcmp(a, "--preset") && has) preset = argv[++i];
-        else if (!strcmp(a, "--n") && has) {
-            if (parse_range(argv[++i], &n_lo, &n_hi) || n_lo < 2 || n_hi > HC_MAX_N) {
-                fprintf(stderr, "s2hc: error: --n wants N or A..B within 2..%d (got '%s')\n", HC_MAX_N, argv[i]);
+        else if ((v = opt_arg(argc, argv, &i, "--method", 1))) method = v;
+        else if ((v = opt_arg(argc, argv, &i, "--preset", 1))) preset = v;
+        else if ((v = opt_arg(argc, argv, &i, "--n", 1))) {
+            if (parse_range(v, &n_lo, &n_hi) || n_lo < 2 || n_hi > HC_MAX_N) {
+                fprintf(stderr, "s2hc: error: --n wants N or A..B within 2..%d (got '%s')\n", HC_MAX_N, v);
                 return 2;
             }
-        } else if (!strcmp(a, "--C") && has) {
+        } else if ((v = opt_arg(argc, argv, &i, "--C", 1))) {
             /* the ranges of model.n_embd and model.n_layer (s2hc config) */
-            if (parse_int(argv[++i], &C) || C > 16384) {
-                fprintf(stderr, "s2hc: error: --C wants a width in 1..16384 (model.n_embd; got '%s')\n", argv[i]);
+            if (parse_int(v, &C) || C > 16384) {
+                fprintf(stderr, "s2hc: error: --C wants a width in 1..16384 (model.n_embd; got '%s')\n", v);
                 return 2;
             }
-        } else if (!strcmp(a, "--layers") && has) {
-            if (parse_int(argv[++i], &layers) || layers > 128) {
-                fprintf(stderr, "s2hc: error: --layers wants 1..128 (model.n_layer; got '%s')\n", argv[i]);
+        } else if ((v = opt_arg(argc, argv, &i, "--layers", 1))) {
+            if (parse_int(v, &layers) || layers > 128) {
+                fprintf(stderr, "s2hc: error: --layers wants 1..128 (model.n_layer; got '%s')\n", v);
                 return 2;
             }
         } else {

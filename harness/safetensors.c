@@ -93,20 +93,26 @@ static size_t put_values(unsigned char *dst, const float *v, size_t n, int bf16)
 
 int export_main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *dtype = "f32";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const int kind = opt_kind(argv[i], &ended);
+        const char *v;
+        if (kind < 0) continue;
+        if (kind > 0) {
+            if (dir) {
+                fprintf(stderr, "s2hc: error: export: one run directory at a time ('%s', then '%s')\n", dir, argv[i]);
+                return 2;
+            }
+            dir = argv[i];
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             export_usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "-o") && opt_value(argc, argv, i)) out = argv[++i];
-        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
-        else if (argv[i][0] == '-') {
+        } else if ((v = opt_arg(argc, argv, &i, "-o", 0))) out = v;
+        else if ((v = opt_arg(argc, argv, &i, "--dtype", 1))) dtype = v;
+        else {
             fprintf(stderr, "s2hc: error: export: unknown option '%s'%s\n", argv[i],
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             return 2;
-        } else if (dir) {
-            fprintf(stderr, "s2hc: error: export: one run directory at a time ('%s', then '%s')\n", dir, argv[i]);
-            return 2;
-        } else dir = argv[i];
+        }
     }
     if (!dir) {
         export_usage(stderr);

@@ -218,24 +218,33 @@ int sample_main(int argc, char **argv) {
     const char *dir = NULL, *prompt_text = NULL, *prompt_file = NULL;
     double temperature = 1, top_k = 0, ntok = 256, count = 1, seed = 1;
     int ids = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { sample_usage(stdout); return 0; }
-        const int has = i + 1 < argc;
-        if (!strcmp(a, "--prompt") && has) prompt_text = argv[++i];
-        else if (!strcmp(a, "--prompt-file") && has) prompt_file = argv[++i];
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        const int kind = opt_kind(a, &ended);
+        if (kind < 0) continue;
+        if (kind > 0) {
+            if (dir) { fprintf(stderr, "s2hc: error: sample: one run directory only ('%s')\n", a); return 2; }
+            dir = a;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { sample_usage(stdout); return 0; }
+        else if ((v = opt_arg(argc, argv, &i, "--prompt", 1))) prompt_text = v;
+        else if ((v = opt_arg(argc, argv, &i, "--prompt-file", 1))) prompt_file = v;
         else if (!strcmp(a, "--ids")) ids = 1;
-        else if (!strcmp(a, "--tokens") && has) { if (sample_num(a, argv[++i], 1, 1e6, 1, &ntok)) return 2; }
-        else if (!strcmp(a, "--temperature") && has) { if (sample_num(a, argv[++i], 0, 1e6, 0, &temperature)) return 2; }
-        else if (!strcmp(a, "--top-k") && has) { if (sample_num(a, argv[++i], 0, 65536, 1, &top_k)) return 2; }
-        else if (!strcmp(a, "--count") && has) { if (sample_num(a, argv[++i], 1, 1024, 1, &count)) return 2; }
-        else if (!strcmp(a, "--seed") && has) { if (sample_num(a, argv[++i], 0, 9007199254740992.0, 1, &seed)) return 2; }
-        else if (a[0] == '-') {
-            fprintf(stderr, "s2hc: error: sample: unknown option '%s'%s\n", a, has ? "" : " (or its value is missing)");
+        else if ((v = opt_arg(argc, argv, &i, "--tokens", 1))) {
+            if (sample_num("--tokens", v, 1, 1e6, 1, &ntok)) return 2;
+        } else if ((v = opt_arg(argc, argv, &i, "--temperature", 1))) {
+            if (sample_num("--temperature", v, 0, 1e6, 0, &temperature)) return 2;
+        } else if ((v = opt_arg(argc, argv, &i, "--top-k", 1))) {
+            if (sample_num("--top-k", v, 0, 65536, 1, &top_k)) return 2;
+        } else if ((v = opt_arg(argc, argv, &i, "--count", 1))) {
+            if (sample_num("--count", v, 1, 1024, 1, &count)) return 2;
+        } else if ((v = opt_arg(argc, argv, &i, "--seed", 1))) {
+            if (sample_num("--seed", v, 0, 9007199254740992.0, 1, &seed)) return 2;
+        } else {
+            fprintf(stderr, "s2hc: error: sample: unknown option '%s'%s\n", a,
+                    i + 1 < argc ? "" : " (or its value is missing)");
             sample_usage(stderr);
             return 2;
-        } else if (!dir) dir = a;
-        else { fprintf(stderr, "s2hc: error: sample: one run directory only ('%s')\n", a); return 2; }
+        }
     }
     if (!dir) { sample_usage(stderr); return 2; }
     if (ntok * count > 1e8) {

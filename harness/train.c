@@ -484,34 +484,40 @@ int train_main(int argc, char **argv) {
     const char *cfg_path = NULL;
     const char *sets[256];
     int nsets = 0, resume = 0, force = 0, quiet = 0, stop_after = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(argv[i], "--set")) {
-            if (i + 1 >= argc) { fprintf(stderr, "s2hc: error: --set needs KEY=VALUE\n"); return RUN_USAGE; }
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const int kind = opt_kind(argv[i], &ended);
+        const char *v;
+        if (kind < 0) continue;
+        if (kind > 0) {
+            if (cfg_path) {
+                fprintf(stderr, "s2hc: error: train: one config file only ('%s')\n", argv[i]);
+                return RUN_USAGE;
+            }
+            cfg_path = argv[i];
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        else if ((v = opt_arg(argc, argv, &i, "--set", 1))) {
             if (nsets == 256) { fprintf(stderr, "s2hc: error: train: more than 256 --set\n"); return RUN_USAGE; }
-            sets[nsets++] = argv[++i];
-        } else if (!strncmp(argv[i], "--set=", 6)) {
-            if (nsets == 256) { fprintf(stderr, "s2hc: error: train: more than 256 --set\n"); return RUN_USAGE; }
-            sets[nsets++] = argv[i] + 6;
+            sets[nsets++] = v;
         } else if (!strcmp(argv[i], "--resume")) resume = 1;
         else if (!strcmp(argv[i], "--force")) force = 1;
         else if (!strcmp(argv[i], "--quiet")) quiet = 1;
-        else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
+        else if ((v = opt_arg(argc, argv, &i, "--stop-after", 1))) {
             char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (end == argv[i] || *end || v < 1 || v > INT_MAX) {
-                fprintf(stderr, "s2hc: error: train: --stop-after: expected a whole number >= 1, got '%s'\n", argv[i]);
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < 1 || n > INT_MAX) {
+                fprintf(stderr, "s2hc: error: train: --stop-after: expected a whole number >= 1, got '%s'\n", v);
                 return RUN_USAGE;
             }
-            stop_after = (int)v;
-        }
-        else if (argv[i][0] == '-') {
+            stop_after = (int)n;
+        } else if (!strcmp(argv[i], "--set")) {
+            fprintf(stderr, "s2hc: error: --set needs KEY=VALUE\n");
+            return RUN_USAGE;
+        } else {
             fprintf(stderr, "s2hc: error: train: unknown option '%s'%s\n", argv[i],
                     i + 1 < argc ? "" : " (or its value is missing)");
             usage(stderr);
             return RUN_USAGE;
-        } else if (!cfg_path) cfg_path = argv[i];
-        else { fprintf(stderr, "s2hc: error: train: one config file only ('%s')\n", argv[i]); return RUN_USAGE; }
+        }
     }
     if (!cfg_path) { usage(stderr); return RUN_USAGE; }
     if (resume && force) {

@@ -310,6 +310,24 @@ const char *opt_value(int argc, char **argv, int i) {
     return i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL;
 }
 
+int opt_kind(const char *arg, int *ended) {
+    if (*ended) return 1;
+    if (!strcmp(arg, "--")) {
+        *ended = 1;
+        return -1;
+    }
+    return arg[0] != '-' || !arg[1];
+}
+
+const char *opt_arg(int argc, char **argv, int *i, const char *name, int dash_ok) {
+    const char *a = argv[*i];
+    const size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n] || *i + 1 >= argc || (!dash_ok && argv[*i + 1][0] == '-')) return NULL;
+    return argv[++*i];
+}
+
 int terminal_live(int fd) {
     const char *term = getenv("TERM");
     return isatty(fd) && term && term[0] && strcmp(term, "dumb") != 0;

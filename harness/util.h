@@ -169,6 +169,18 @@ double progress_after(void);
  * with '-': another option (`report -o --no-plots` wrote its report into a folder named
  * --no-plots and drew the figures); a path that starts with '-' is written ./-name. */
 const char *opt_value(int argc, char **argv, int i);
+/* The rules every command's option loop shares (`s2hc train`, `s2hc grid`, ... alike).
+ * opt_kind(arg, &ended), first for each argument (ended 0 at the loop's start): -1 for
+ * POSIX's "--", which ends the options (the loop skips it); 1 for an operand: after the
+ * "--" every argument is one, even one that starts with '-' (a run folder named -odd:
+ * `s2hc inspect -- -odd`), before it one that does not start with '-' (or is "-" alone);
+ * 0 for an option. */
+int opt_kind(const char *arg, int *ended);
+/* The value of the option `name` at argv[*i], given as `name VALUE` (*i moves on to it)
+ * or as `name=VALUE`; NULL when argv[*i] is not that option, or its VALUE is missing,
+ * or (unless dash_ok, for a value such as a prompt) is a word that starts with '-' (as
+ * opt_value): the loop then reports argv[*i] as unknown or incomplete. */
+const char *opt_arg(int argc, char **argv, int *i, const char *name, int dash_ok);
 /* 1 when fd is a terminal that draws a line in place ("\r", ESC[K) and colours: a
  * terminal whose TERM is "dumb" or unset (Emacs's M-x shell, a serial console) shows those
  * as ^[[K, so there progress goes a line at a time, as into a log, and colour is off. */

@@ -102,6 +102,36 @@ for args in "--tokens 0x10" "--temperature 0x1p-1" "--top-k 0x8" "--tokens ' 5'"
   eval "expect_status 2 \"sample \$args exits 2\" -- \"\$S2HC\" sample \"\$TMP/no-run\" $args"
   expect_out "expected a" "sample $args: the error says what is expected"
 done
+# every command's options alike: `--` ends them (a file or run folder that starts with
+# '-' after it), and an option's value comes as --opt VALUE or --opt=VALUE
+printf 'the cat sees the dog. %.0s' $(seq 300) > "$TMP/-corpus.txt"
+(cd "$TMP" && "$S2HC" data import --dir odd-data --name odd -- -corpus.txt) >"$TMP/out" 2>&1 && [ -s "$TMP/odd-data/odd/train.bin" ] \
+  && ok "data import -- -corpus.txt: a file that starts with '-'" || fail "data import -- -corpus.txt: $(tail -n 2 "$TMP/out")"
+for cmd in inspect eval probe sample export; do
+  expect_status 1 "$cmd -- -odd-run: a run folder" -- "$S2HC" $cmd -- -odd-run
+  expect_out "^s2hc: error: -odd-run/" "$cmd -- -odd-run: names the folder, not an unknown option"
+done
+expect_status 1 "analyze -- -odd-run: a run folder" -- "$S2HC" analyze -o "$TMP/an" -- -odd-run
+expect_out "^s2hc: error: -odd-run: " "analyze names it"
+expect_status 1 "report -- -odd-run: passed on to analyze as a run" -- "$S2HC" report --no-plots -o "$TMP/rep" -- -odd-run
+expect_out "^s2hc: error: -odd-run: " "report names it"
+expect_status 2 "train -- --help: a config file named --help" -- "$S2HC" train -- --help
+expect_out "^s2hc: error: --help: cannot read" "train names the file"
+expect_status 2 "grid -- -odd.yaml" -- "$S2HC" grid --list -- -odd.yaml
+expect_out "-odd.yaml" "grid names the file"
+expect_out_not() { if grep -Eq -- "$1" "$TMP/out"; then fail "$2: output has /$1/"; else ok "$2"; fi; }
+expect_out_not "unknown option" "grid: not an unknown option"
+expect_status 0 "methods --" -- "$S2HC" methods --
+expect_status 2 "params -- x: params takes no operand" -- "$S2HC" params -- x
+"$S2HC" params --method s2hc --n 4 --preset tiny --csv > "$TMP/p1" 2>&1
+expect_status 0 "params --method=s2hc --n=4 --preset=tiny --csv" -- "$S2HC" params --method=s2hc --n=4 --preset=tiny --csv
+cmp -s "$TMP/out" "$TMP/p1" && ok "--opt=VALUE as --opt VALUE" || fail "params --opt=VALUE differs: $(head -n 2 "$TMP/out")"
+for args in "eval --batches=0" "probe --samples=0" "inspect --layer=x" "sample --tokens=0" "train --stop-after=0" \
+            "grid --jobs=0" "bench --rounds=0" "export --dtype=f64"; do
+  set -- $args
+  expect_status 2 "$args: the value read and refused" -- "$S2HC" "$@" "$TMP/no-run"
+  expect_out_not "unknown (or incomplete )?option" "$args: not an unknown option"
+done
 # a failed write of what a command prints (a full disk): exit 1 with the error, not 0
 "$S2HC" config > /dev/full 2>"$TMP/err"; rc=$?
 [ $rc = 1 ] && grep -q "writing the standard output failed: No space left" "$TMP/err" && ok "config > /dev/full exits 1" \
