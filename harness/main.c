@@ -124,6 +124,9 @@ static int dispatch(int argc, char **argv) {
     }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return version_main(argc - 1, argv + 1);
+    /* their output is a log beside their product: a reader of it that died (`| tee log`)
+       must not end them (sigpipe_survive) */
+    if (!strcmp(cmd, "train") || !strcmp(cmd, "grid") || !strcmp(cmd, "report")) sigpipe_survive();
     if (!strcmp(cmd, "train")) return train_main(argc - 1, argv + 1);
     if (dist_launched() > 1) { /* W copies of any other command would race on its files */
         fprintf(stderr, "s2hc: error: %s: launched as %d processes; only `s2hc train` runs across processes "

@@ -258,6 +258,18 @@ void stop_signals_again_to(void (*h)(int)) {
     sigaction(SIGHUP, &sa, NULL);
 }
 
+static void on_sigpipe(int sig) { (void)sig; }
+
+void sigpipe_survive(void) {
+    struct sigaction sa, old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_IGN) return;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigpipe;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPIPE, &sa, NULL);
+}
+
 /* remove_tree_now's walk: the entry name in folder dirfd, and what it holds */
 static void remove_tree_at(int dirfd, const char *name, int depth) {
     if (unlinkat(dirfd, name, 0) == 0 || depth > 8) return;

@@ -151,6 +151,14 @@ void stop_signals_again_to(void (*h)(int));
  * (SIG_DFL unless set: the process ends by it); a command that runs trainings in process
  * (bench) ends by its own, which removes its files first. */
 void stop_signals_then(void (*h)(int));
+/* For the commands whose output is a log beside their product (train, grid, report):
+ * SIGPIPE goes to a handler that does nothing, so that a write to a pipe whose reader is
+ * gone fails with EPIPE and the command goes on, its output lost but not its work
+ * (`s2hc train ... | tee log`: a terminal that closes kills tee, and train's next progress
+ * line ended it unsaved). A caught signal is back to its default across exec: what the
+ * command starts (a grid's points, gnuplot) gets the default. A SIGPIPE ignored when the
+ * process started stays ignored. */
+void sigpipe_survive(void);
 /* rm -rf path with system calls alone (async-signal-safe: a signal handler may call it
  * before _exit); a tree at most 8 folders deep. */
 void remove_tree_now(const char *path);
