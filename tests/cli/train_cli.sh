@@ -503,13 +503,13 @@ kill -0 $hup 2>/dev/null && ok "under nohup a SIGHUP leaves the training running
 kill -TERM $hup; wait $hup
 # `s2hc train ... | tee log` whose tee dies (the terminal closed): train's next progress
 # line goes to a pipe without a reader; it goes on, the lines lost, and finishes the run
-"$S2HC" train "$TMP/t.yaml" --set run.name=pipe --set train.steps=100 --set train.log_every=1 2>&1 | head -n 1 >/dev/null
+"$S2HC" train "$TMP/t.yaml" --set run.name=pipegone --set train.steps=100 --set train.log_every=1 2>&1 | head -n 1 >/dev/null
 st=${PIPESTATUS[0]}
-[ "$st" = 0 ] && "$S2HC" inspect "$TMP/runs/pipe" >/dev/null 2>&1 && ok "a reader of its output gone: the training finishes (exit 0)" \
+[ "$st" = 0 ] && "$S2HC" inspect "$TMP/runs/pipegone" >/dev/null 2>&1 && ok "a reader of its output gone: the training finishes (exit 0)" \
   || fail "a reader of its output gone: exit $st"
 if command -v h5dump >/dev/null; then
-  h5dump -a /status "$TMP/runs/pipe/run.h5" 2>/dev/null | grep -q '"finished"' && ok "its run.h5 says finished" \
-    || fail "run.h5's status: $(h5dump -a /status "$TMP/runs/pipe/run.h5" 2>&1 | grep '(0)')"
+  h5dump -a /status "$TMP/runs/pipegone/run.h5" 2>/dev/null | grep -q '"finished"' && ok "its run.h5 says finished" \
+    || fail "run.h5's status: $(h5dump -a /status "$TMP/runs/pipegone/run.h5" 2>&1 | grep '(0)')"
 fi
 # a background job of a script (`s2hc train ... &` without job control) starts with
 # SIGINT ignored: a Ctrl-C meant for the script's foreground command leaves it training
