@@ -618,6 +618,64 @@ void parent_dir(char *buf, size_t len, const char *path) {
     else *slash = '\0';
 }
 
+/* The .tmp files being written, with their final paths (tmp_streams_unlink reads those
+ * from a signal handler): tmp_stream_open's streams, and write_file_tmp's files (no
+ * stream) until commit_file_tmp or drop_file_tmp. A slot is taken (`used`) with its names
+ * before its .tmp is created and given back only once the .tmp is renamed or removed: a
+ * signal in between finds the file registered, never a .tmp it does not know. */
+#define TMP_STREAMS 32
+static struct {
+    volatile sig_atomic_t used;
+    FILE *f;
+    char path[1290];
+    char tmp[1300];
+} tmp_streams[TMP_STREAMS];
+
+/* Take or give back slot: the names written before `used` says so (the handler reads
+ * them once it does), `used` cleared only after the file it names is gone. */
+static void tmp_slot_set(int slot, int used) {
+    atomic_signal_fence(memory_order_seq_cst);
+    tmp_streams[slot].used = used;
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+/* A free slot taken for path's .tmp (stream f, NULL for none), or -1 when none is free
+ * or the path does not fit (errno set). */
+static int tmp_slot_take(const char *path, FILE *f) {
+    int slot = 0;
+    while (slot < TMP_STREAMS && tmp_streams[slot].used) slot++;
+    if (slot == TMP_STREAMS || strlen(path) >= sizeof tmp_streams[0].path) {
+        errno = slot == TMP_STREAMS ? EMFILE : ENAMETOOLONG;
+        return -1;
+    }
+    snprintf(tmp_streams[slot].path, sizeof tmp_streams[slot].path, "%s", path);
+    snprintf(tmp_streams[slot].tmp, sizeof tmp_streams[slot].tmp, "%s.tmp", path);
+    tmp_streams[slot].f = f;
+    tmp_slot_set(slot, 1); /* before the file exists: a signal from now on removes it */
+    return slot;
+}
+
+/* Give back the slot of write_file_tmp's path.tmp, if it has one (its file renamed or removed). */
+static void tmp_slot_release(const char *path) {
+    for (int i = 0; i < TMP_STREAMS; i++)
+        if (tmp_streams[i].used && !tmp_streams[i].f && !strcmp(tmp_streams[i].path, path)) {
+            tmp_slot_set(i, 0);
+            return;
+        }
+}
+
+/* tests only: S2HC_TEST_TMP_PAUSE=NAME holds NAME.tmp open, just created, after a line
+   saying so, until a signal (60 s at most) */
+static void tmp_test_pause(const char *path, const char *tmp) {
+    const char *hold = getenv("S2HC_TEST_TMP_PAUSE"), *base = strrchr(path, '/');
+    if (!hold || !*hold || strcmp(base ? base + 1 : path, hold)) return;
+    fprintf(stderr, "(test) %s open\n", tmp);
+    for (const double until = now_seconds() + 60; !stop_signal && now_seconds() < until;) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* The longest path write_file_tmp takes: its folder and path.tmp fit their buffers whole
  * (cut short, the folder made and the file written would be other ones). */
 #define TMP_PATH_MAX 1023
@@ -636,12 +694,17 @@ int write_file_tmp(const char *path, const void *head, size_t head_len, const vo
         return -1;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    /* registered before it exists, for a signal handler's tmp_streams_unlink (none free:
+       written all the same) */
+    const int slot = tmp_slot_take(path, NULL);
     unlink(tmp); /* a stale one, or a link there: the new file is created, never followed */
     FILE *f = fopen(tmp, "wbx");
     if (!f) {
         fprintf(stderr, "s2hc: error: cannot write %s: %s\n", tmp, strerror(errno));
+        if (slot >= 0) tmp_slot_set(slot, 0);
         return -1;
     }
+    tmp_test_pause(path, tmp);
     int ok = (head_len == 0 || fwrite(head, 1, head_len, f) == head_len) &&
              (body_len == 0 || fwrite(body, 1, body_len, f) == body_len) && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int saved = errno;
@@ -649,6 +712,7 @@ int write_file_tmp(const char *path, const void *head, size_t head_len, const vo
     if (!ok) {
         fprintf(stderr, "s2hc: error: writing %s failed: %s\n", path, strerror(saved));
         unlink(tmp);
+        if (slot >= 0) tmp_slot_set(slot, 0);
         return -1;
     }
     return 0;
@@ -658,6 +722,7 @@ void drop_file_tmp(const char *path) {
     char tmp[TMP_PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     unlink(tmp);
+    tmp_slot_release(path);
 }
 
 int commit_file_tmp(const char *path) {
@@ -667,59 +732,22 @@ int commit_file_tmp(const char *path) {
     if (rename(tmp, path) != 0) {
         fprintf(stderr, "s2hc: error: writing %s failed: %s\n", path, strerror(errno));
         unlink(tmp);
+        tmp_slot_release(path);
         return -1;
     }
+    tmp_slot_release(path);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) { fsync(dfd); close(dfd); }
     return 0;
 }
 
-/* The streams tmp_stream_open has open, with their final paths and their .tmp names
- * (tmp_streams_unlink reads those from a signal handler). A slot is taken (`used`) with
- * its names before its .tmp is created and given back only once the .tmp is renamed or
- * removed: a signal in between finds the file registered, never a .tmp it does not know. */
-#define TMP_STREAMS 32
-static struct {
-    volatile sig_atomic_t used;
-    FILE *f;
-    char path[1290];
-    char tmp[1300];
-} tmp_streams[TMP_STREAMS];
-
-/* Take or give back slot: the names written before `used` says so (the handler reads
- * them once it does), `used` cleared only after the file it names is gone. */
-static void tmp_slot_set(int slot, int used) {
-    atomic_signal_fence(memory_order_seq_cst);
-    tmp_streams[slot].used = used;
-    atomic_signal_fence(memory_order_seq_cst);
-}
-
 FILE *tmp_stream_open(const char *path) {
-    int slot = 0;
-    while (slot < TMP_STREAMS && tmp_streams[slot].used) slot++;
-    if (slot == TMP_STREAMS || strlen(path) >= sizeof tmp_streams[0].path) {
-        errno = slot == TMP_STREAMS ? EMFILE : ENAMETOOLONG;
-        return NULL;
-    }
+    const int slot = tmp_slot_take(path, NULL);
+    if (slot < 0) return NULL;
     const char *tmp = tmp_streams[slot].tmp;
-    snprintf(tmp_streams[slot].path, sizeof tmp_streams[slot].path, "%s", path);
-    snprintf(tmp_streams[slot].tmp, sizeof tmp_streams[slot].tmp, "%s.tmp", path);
-    tmp_streams[slot].f = NULL;
-    tmp_slot_set(slot, 1); /* before the file exists: a signal from now on removes it */
     unlink(tmp);
     const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-        /* tests only: S2HC_TEST_TMP_PAUSE=NAME holds NAME.tmp open, just created, after a
-           line saying so, until a signal (60 s at most) */
-        const char *hold = getenv("S2HC_TEST_TMP_PAUSE"), *base = strrchr(path, '/');
-        if (hold && *hold && !strcmp(base ? base + 1 : path, hold)) {
-            fprintf(stderr, "(test) %s open\n", tmp);
-            for (const double until = now_seconds() + 60; !stop_signal && now_seconds() < until;) {
-                struct timespec ts = {0, 10 * 1000000L};
-                nanosleep(&ts, NULL);
-            }
-        }
-    }
+    if (fd >= 0) tmp_test_pause(path, tmp);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         const int e = errno;

@@ -235,10 +235,12 @@ const char *tmp_stream_path(const FILE *f);
 int tmp_stream_commit(FILE *f);
 /* Close a tmp_stream_open stream and remove its path.tmp: its path keeps what it held. */
 void tmp_stream_drop(FILE *f);
-/* Remove the .tmp of every stream tmp_stream_open has open, their paths keeping what they
- * held; unlink only, so a signal handler may call it before _exit. A stream's .tmp is
- * known to it from before the file is created until it is renamed or removed: a signal
- * at any point leaves no .tmp behind. */
+/* Remove the .tmp of every stream tmp_stream_open has open, and of every write_file_tmp
+ * file not yet committed or dropped (write_file_atomic's too), their paths keeping what
+ * they held; unlink only, so a signal handler may call it before _exit. A .tmp is known to
+ * it from before the file is created until it is renamed or removed: a signal at any
+ * point leaves no .tmp behind (at most 32 at once: past that a file is written
+ * unregistered). */
 void tmp_streams_unlink(void);
 void drop_file_tmp(const char *path);
 

@@ -274,8 +274,19 @@ if command -v make >/dev/null; then
     || fail "make paper's analysis beside another: exit $st, left: $(ls "$TMP/one-two/data" | head -3 | tr '\n' ' ') $(tail -n 2 "$TMP/out")"
   rm -f "$TMP/runs/.complete"
 fi
-kill -INT $pid; wait $pid
+kill -TERM $pid; wait $pid
 expect_status 0 "once the analysis has ended, a report into the folder" -- "$REPORT" report --no-analyze --no-plots -o "$TMP/one-two"
+# its list of the files it made (.analyze-files, written whole by write_file_atomic, not
+# as a stream): a Ctrl-C the moment its .tmp exists leaves none behind either
+set -m
+S2HC_TEST_TMP_PAUSE=.analyze-files "$REPORT" analyze "$TMP/runs/s2hc-n4" -o "$TMP/one-an" >"$TMP/out" 2>&1 &
+pid=$!
+set +m
+for _ in $(seq 600); do grep -q "(test) .*/.analyze-files.tmp open" "$TMP/out" && break; sleep 0.1; done
+kill -INT -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rc=$?
+left=$(find "$TMP/one-an" -name '*.tmp' | tr '\n' ' ')
+[ "$rc" = 130 ] && [ -z "$left" ] && ok "SIGINT while analyze writes .analyze-files: exit 130, no .tmp" \
+  || fail "SIGINT while analyze writes .analyze-files: exit $rc, .tmp left: '$left'"
 expect_status 0 "the report again after Ctrl-C" -- "$REPORT" report --no-analyze -o "$TMP/one-int"
 cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one-int/"*.tmp >/dev/null 2>&1 \
   && ok "it draws the figures as before" || fail "the report after Ctrl-C differs"
@@ -325,7 +336,7 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
   [ "$st" != 0 ] && [ ! -e "$TMP/mkruns/paper/.complete" ] && grep -q "points are training in another process" "$TMP/out" \
     && ok "a second make paper beside a running grid stops, the grid step not done" \
     || fail "a second make paper beside a running grid: exit $st, stamp: $(ls -a "$TMP/mkruns/paper" | tr '\n' ' ')"
-  kill -INT "$pid"; wait "$pid"
+  kill -TERM "$pid"; wait "$pid"
 fi
 # errors
 expect_status 2 "--plots naming no directory" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/noplots" --plots "$TMP/nope"
