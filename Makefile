@@ -9,18 +9,39 @@ ifeq ($(CC),cc)
 CC := gcc
 endif
 SAN     ?= 0
+# The target: its multiarch triplet (x86_64-linux-gnu, aarch64-linux-gnu), where Debian
+# keeps OpenBLAS's flavours. A cross build (a CC for another architecture than this
+# machine's, e.g. CC=aarch64-linux-gnu-gcc SYSROOT=/path/to/an/arm64/root) has a build
+# folder of its own (build-<triplet>, its program there too), no -march=native (OPT: the
+# architecture's baseline unless given) and no CUDA backend (mk/cuda.mk); its programs run
+# under an emulator (tests/run.sh, S2HC_EXEC; README, "Other CPUs").
+TRIPLET := $(or $(shell $(CC) -print-multiarch 2>/dev/null),$(shell $(CC) -dumpmachine 2>/dev/null | sed 's/-[^-]*-linux/-linux/'),x86_64-linux-gnu)
+CROSS   := $(if $(filter $(shell uname -m)-%,$(TRIPLET)),,1)
+SYSROOT ?=
 # The sanitizer build at -O1 (AddressSanitizer's advice for a usable speed): it compiles
 # in half the time of -O2 (harness/model.c's frame kernels take minutes under UBSan
 # there) and its suite runs ~10 % longer (docs/performance.md, log item 34).
+ifeq ($(CROSS),1)
+OPT     ?= -O2
+endif
 ifeq ($(SAN),1)
 OPT     ?= -O1 -march=native
 endif
 OPT     ?= -O2 -march=native
-BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
-BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
-HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null)
-HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null)
-YAML_LIBS   := $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
+# BLAS_DIR as the programs find it at run time (their RPATH); the linker and the compiler
+# look under SYSROOT.
+BLAS_DIR := /usr/lib/$(TRIPLET)/openblas-openmp
+BLAS_INC := $(SYSROOT)/usr/include/$(TRIPLET)/openblas-openmp
+ifneq ($(SYSROOT),)
+PKG_CONFIG := PKG_CONFIG_LIBDIR=$(SYSROOT)/usr/lib/$(TRIPLET)/pkgconfig:$(SYSROOT)/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$(SYSROOT) pkg-config
+else
+PKG_CONFIG := pkg-config
+endif
+# hdf5.pc is an alternative (dpkg's link to the serial or an MPI flavour): else the serial one
+HDF5_PC     := $(or $(shell $(PKG_CONFIG) --exists hdf5 2>/dev/null && echo hdf5),hdf5-serial)
+HDF5_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(HDF5_PC) 2>/dev/null)
+HDF5_LIBS   := $(shell $(PKG_CONFIG) --libs $(HDF5_PC) 2>/dev/null)
+YAML_LIBS   := $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null || echo -lyaml)
 
 # clang builds it too (CC=clang; its OpenMP runtime from libomp-dev): with GCC's -std=c11
 # default of no FMA contraction spelt out, without GCC's warning names, and with `omp simd`
@@ -29,11 +50,15 @@ CC_IS_CLANG := $(shell $(CC) --version 2>/dev/null | grep -q clang && echo 1)
 ifeq ($(CC_IS_CLANG),1)
 CC_FLAGS := -ffp-contract=off -Wno-pass-failed
 else
-CC_FLAGS := -Wno-format-truncation
+# -Wno-psabi: on x86-64 without AVX (-march=x86-64) GCC notes at every function taking a
+# 32-byte vector (cpu_math.h) that the ABI for passing it changed in GCC 4.6; they are
+# all static inline, no call crosses an ABI
+CC_FLAGS := -Wno-format-truncation -Wno-psabi
 endif
-CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -Wall -Wextra -Werror -Wno-unused-function $(CC_FLAGS) \
+SYSROOT_FLAGS := $(if $(SYSROOT),--sysroot=$(SYSROOT))
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(SYSROOT_FLAGS) -fopenmp -Wall -Wextra -Werror -Wno-unused-function $(CC_FLAGS) \
            -I. -I$(BLAS_INC) $(HDF5_CFLAGS) -MMD -MP
-LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR)
+LDFLAGS := $(SYSROOT_FLAGS) -fopenmp -L$(SYSROOT)$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR)
 LDLIBS  := -lopenblas $(HDF5_LIBS) $(YAML_LIBS) -lm
 
 # A path as one shell word, whatever it holds (a checkout under /home/o'brien or a folder
@@ -42,8 +67,11 @@ shq  = '$(subst ','\'',$(1))'
 cstr = $(subst ",\",$(subst \,\\,$(1)))
 
 BUILD := build
+ifeq ($(CROSS),1)
+BUILD := build-$(TRIPLET)
+endif
 ifeq ($(SAN),1)
-BUILD := build-san
+BUILD := $(BUILD:build%=build-san%)
 # -g1: line tables, all a sanitizer's report needs (file and line of every frame);
 # -g's variable locations made harness/model.c compile 116 s instead of 88 here.
 # float-cast-overflow (a double out of an integer's range cast to it) is not part of
@@ -53,9 +81,11 @@ CFLAGS  += -fsanitize=$(SAN_CHECKS) -fno-omit-frame-pointer -fno-sanitize-recove
 LDFLAGS += -fsanitize=$(SAN_CHECKS)
 endif
 
-# The compiler that built the objects: after a build by another CC (make CC=clang after a
-# gcc build) every object compiles again rather than the two being linked together.
-CC_ID    := $(shell $(CC) --version 2>/dev/null | head -n 1)
+# The compiler that built the objects, and its code generation flags: after a build by
+# another CC (make CC=clang after a gcc build) or with other OPT (make OPT='-O2
+# -march=x86-64' for a portable binary, after a -march=native one) every object compiles
+# again rather than the two being linked together.
+CC_ID    := $(shell $(CC) --version 2>/dev/null | head -n 1) $(strip $(OPT))
 CC_STAMP := $(BUILD)/cc.id
 ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(CC_STAMP) 2>/dev/null)" = '$(CC_ID)' ] || echo '$(CC_ID)' > $(CC_STAMP); })
@@ -90,7 +120,7 @@ TEST_OBJ  := $(TEST_BIN:%=%.o)
 DTEST_OBJ := $(DTEST_BIN:%=%.o)
 
 BIN := bin/s2hc
-ifeq ($(SAN),1)
+ifneq ($(SAN)$(CROSS),0)
 BIN := $(BUILD)/s2hc
 endif
 
@@ -123,7 +153,7 @@ $(shell mkdir -p $(BUILD)/harness && { [ "$$(cat $(VERSION_STAMP) 2>/dev/null)" 
 endif
 $(BUILD)/harness/version.o: harness/version.c $(VERSION_STAMP) $(CC_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DS2HC_GIT='"$(GIT_COMMIT)"' -c -o $@ $<
+	$(CC) $(CFLAGS) -DS2HC_GIT='"$(GIT_COMMIT)"' -DS2HC_OPT=$(call shq,"$(call cstr,$(strip $(OPT)))") -c -o $@ $<
 FORCE:
 
 $(BUILD)/dbl/%.o: %.c $(CC_STAMP)
@@ -161,8 +191,14 @@ tests-build: $(BIN) $(TEST_BIN) $(DTEST_BIN)
 deps:
 	@scripts/deps.sh
 
+# A cross build's tests run under an emulator (tests/run.sh's S2HC_EXEC): user-mode QEMU
+# for the target's architecture with the sysroot's libraries, unless EXEC names another.
+# TESTS: only these tests (tests/run.sh's names: make test TESTS='test_config train_cli.sh').
+ifeq ($(CROSS),1)
+EXEC ?= env $(if $(SYSROOT),QEMU_LD_PREFIX=$(SYSROOT) )qemu-$(firstword $(subst -, ,$(TRIPLET)))
+endif
 test: tests-build
-	@BUILD=$(BUILD) S2HC_BIN=$(call shq,$(abspath $(BIN))) tests/run.sh
+	@BUILD=$(BUILD) S2HC_BIN=$(call shq,$(abspath $(BIN))) S2HC_EXEC=$(call shq,$(EXEC)) tests/run.sh $(TESTS)
 
 test-san:
 	@$(MAKE) --no-print-directory test SAN=1
@@ -171,15 +207,15 @@ data: $(BIN)
 	$(BIN) data prepare
 
 clean:
-	rm -rf build build-san bin
+	rm -rf build build-san build-*-linux-* build-san-*-linux-* bin
 
 # Training across processes (harness/dist.c) when OpenMPI's development files are
 # installed (make deps); without them, or in the sanitizer build (OpenMPI's own
 # allocations are not ours to sanitize), one process. A stamp of the flags rebuilds
 # dist.o when they change (MPI installed after a first build).
 ifneq ($(SAN),1)
-MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
-MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
+MPI_CFLAGS := $(shell $(PKG_CONFIG) --cflags ompi-c 2>/dev/null)
+MPI_LIBS   := $(shell $(PKG_CONFIG) --libs ompi-c 2>/dev/null)
 endif
 ifneq ($(MPI_LIBS),)
 MPI_CFLAGS += -DS2HC_MPI
@@ -213,4 +249,4 @@ $(BIN) $(TEST_BIN) $(DTEST_BIN) $(FRAME_BENCH): $(CUDA_DL_OBJ) | $(CUDA_SO)
 tests-build: $(EMU_SO)
 endif
 endif
--include $(shell find build build-san -name '*.d' 2>/dev/null)
+-include $(shell find $(sort build build-san $(BUILD)) -name '*.d' 2>/dev/null)

@@ -37,13 +37,17 @@ CUDA_BUILD := build/cuda
 CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
 
 # The CPU reference for the check programs: the model, the methods and kernels/cpu,
-# compiled for any x86-64 (no -march=native) so a binary built here runs on a GPU machine.
-CUDA_BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
-CUDA_BLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
+# compiled for any CPU of the architecture (no -march=native; x86-64-v2 on x86-64, the
+# ARMv8-A baseline on aarch64 hosts such as Grace) so a binary built here runs on a GPU
+# machine. OpenBLAS under the host's multiarch triplet.
+CUDA_TRIPLET  := $(or $(shell $(CUDA_HOST_CC) -print-multiarch 2>/dev/null),x86_64-linux-gnu)
+CUDA_BLAS_DIR ?= /usr/lib/$(CUDA_TRIPLET)/openblas-openmp
+CUDA_BLAS_INC ?= /usr/include/$(CUDA_TRIPLET)/openblas-openmp
+CUDA_CPU_MARCH := $(if $(filter x86_64-%,$(CUDA_TRIPLET)),-march=x86-64-v2)
 CUDA_CPU_SRC  := harness/model.c harness/util.c harness/optim.c harness/config.c harness/presets.c \
                  $(wildcard harness/residual/*.c) $(wildcard kernels/cpu/*.c)
 CUDA_CPU_OBJ  := $(CUDA_CPU_SRC:%.c=$(CUDA_BUILD)/cpu/%.o)
-CUDA_CPU_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -fopenmp -Wall -Wextra -Werror \
+CUDA_CPU_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 $(CUDA_CPU_MARCH) -fopenmp -Wall -Wextra -Werror \
                    -Wno-unused-function -Wno-format-truncation -Wno-psabi -I. -I$(CUDA_BLAS_INC) -MMD -MP
 
 $(CUDA_BUILD)/cpu/%.o: %.c
@@ -114,6 +118,13 @@ cuda-emu-check: $(EMU_BUILD)/gpu_check_emu
 
 -include $(wildcard $(EMU_BUILD)/*/*/*/*.d $(EMU_BUILD)/*/*/*.d $(EMU_BUILD)/*/*.d $(EMU_BUILD)/*.d)
 
+# A cross build of the CPU program (the Makefile's CROSS: CC for another architecture):
+# no backend, nvcc and the emulator being the host's.
+ifeq ($(CROSS),1)
+$(info CUDA backend skipped: a cross build for $(TRIPLET))
+override NVCC :=
+endif
+
 # The toolkit's root and library folder. nvcc may be a wrapper script elsewhere on PATH
 # (/usr/local/bin/nvcc exec'ing the real one), so ask nvcc itself for its TOP, and look
 # for the libraries where toolkits put them: lib64, or targets/<arch>/lib.
@@ -122,13 +133,13 @@ ifneq ($(origin CUDA_HOME),command line)
 CUDA_HOME := $(or $(realpath $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | \
                  sed -n 's/^#\$$ TOP=//p' | head -n 1)),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))))
 endif
-CUDA_LIBDIR ?= $(firstword $(foreach d,lib64 targets/x86_64-linux/lib lib,\
+CUDA_LIBDIR ?= $(firstword $(foreach d,lib64 targets/x86_64-linux/lib targets/sbsa-linux/lib targets/aarch64-linux/lib lib,\
                  $(if $(wildcard $(CUDA_HOME)/$(d)/libcublas.so),$(CUDA_HOME)/$(d))))
 ifeq ($(strip $(CUDA_LIBDIR)),)
 $(info CUDA backend skipped: nvcc is $(NVCC), but no libcublas.so under $(CUDA_HOME))
 override NVCC :=
 endif
-else
+else ifneq ($(CROSS),1)
 $(info CUDA backend skipped: nvcc not found)
 endif
 

@@ -42,6 +42,18 @@ if [ -f "$S" ] && [ -f "$B/harness/version.o" ]; then
 else
   fail "no $S or version.o: the build did not record its commit"
 fi
+# other code generation flags (OPT, as for a portable binary after a -march=native build)
+# compile the objects again, as another compiler does ($B/cc.id); the same flags do not
+if [ -f "$B/cc.id" ]; then
+  cp -p "$B/cc.id" "$TMP/ccid"
+  make -n $SANARG "$B/harness/util.o" 2>&1 | grep -q "harness/util\.c" \
+    && fail "util.o is rebuilt with the same flags" || ok "the same OPT keeps the objects"
+  make -n $SANARG OPT="-O2 -DS2HC_BUILD_CHECK" "$B/harness/util.o" 2>&1 | grep -q -- "-O2 -DS2HC_BUILD_CHECK.*harness/util\.c" \
+    && ok "another OPT compiles the objects again" || fail "make OPT=... linked the objects of other flags"
+  cp -p "$TMP/ccid" "$B/cc.id"
+else
+  fail "no $B/cc.id: the build did not record its compiler"
+fi
 # a finished tiny report, then the default preset: the small grids must be planned
 P="$TMP/paper" R="$TMP/runs"
 mkdir -p "$P/data" "$R"
