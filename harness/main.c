@@ -37,6 +37,10 @@ static int version_main(int argc, char **argv) {
     int ngpu = cuda_available(gpu, sizeof gpu);
     const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv(RUNTIME_SPIN_VAR), *ct = getenv("OPENBLAS_CORETYPE");
     printf("  reals             %s\n", REAL_IS_DOUBLE ? "double" : "float");
+    char cpu[256];
+    printf("  CPU               %s: %s\n", S2HC_ARCH, cpu_model_name(cpu, sizeof cpu));
+    printf("  kernels           %s\n", kernels_vectors());
+    printf("  built with        %s\n", s2hc_build_opt());
     printf("  CPU threads       %d (train.threads or OMP_NUM_THREADS)\n", kernels_threads());
     printf("  OMP_WAIT_POLICY   %s\n", wp ? wp : "(unset)");
     printf("  %-17s %s\n", RUNTIME_SPIN_VAR, sc ? sc : "(unset)");

@@ -101,5 +101,8 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
 
 /* The version string (git commit of the build). */
 const char *s2hc_version(void);
+/* The code generation flags the build was made with (the Makefile's OPT: "-O2
+ * -march=native" by default; `s2hc version -v`). */
+const char *s2hc_build_opt(void);
 
 #endif

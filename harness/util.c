@@ -401,12 +401,23 @@ static int coretype_rank(const char *name) {
     return 0;
 }
 
+/* This CPU's widest vector extension in coretype_rank's terms: 4 AVX-512, 3 AVX2, else 0
+ * (older x86 CPUs, and other architectures: OpenBLAS's own detection on ARM, the x86
+ * names meaning nothing there). */
+int cpu_vector_rank(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? 4 : __builtin_cpu_supports("avx2") ? 3 : 0;
+#else
+    return 0;
+#endif
+}
+
 const char *openblas_coretype_advice(void) {
     static char msg[320];
     const char *ct = getenv("OPENBLAS_CORETYPE");
     if (!ct || !*ct) return NULL;
-    __builtin_cpu_init();
-    const int have = __builtin_cpu_supports("avx512f") ? 4 : __builtin_cpu_supports("avx2") ? 3 : 0;
+    const int have = cpu_vector_rank();
     const int rank = coretype_rank(ct);
     if (!rank || rank >= have) return NULL;
     snprintf(msg, sizeof msg,
@@ -417,21 +428,48 @@ const char *openblas_coretype_advice(void) {
     return msg;
 }
 
-const char *cpu_model_name(char *buf, size_t len) {
+/* The ARM cores a cluster's CPU nodes have (implementer 0x41, by part number). */
+static const char *arm_core_name(unsigned long impl, unsigned long part) {
+    static const struct {
+        unsigned long part;
+        const char *name;
+    } parts[] = {{0xd0c, "Neoverse-N1"}, {0xd40, "Neoverse-V1"}, {0xd49, "Neoverse-N2"}, {0xd4f, "Neoverse-V2"},
+                 {0xd8e, "Neoverse-N3"}, {0xd84, "Neoverse-V3"}};
+    if (impl != 0x41) return NULL;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i].part == part) return parts[i].name;
+    return NULL;
+}
+
+const char *cpu_model_name_from(FILE *f, char *buf, size_t len) {
     snprintf(buf, len, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return buf;
     char line[512];
+    long impl = -1, part = -1; /* an ARM CPU's lines (it has no model name) */
     while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10)) continue;
         const char *v = strchr(line, ':');
-        if (!v) break;
+        if (!v) continue;
         v++;
         while (*v == ' ' || *v == '\t') v++;
-        snprintf(buf, len, "%.*s", (int)strcspn(v, "\n"), v);
-        break;
+        if (!strncmp(line, "model name", 10)) {
+            snprintf(buf, len, "%.*s", (int)strcspn(v, "\n"), v);
+            return buf;
+        }
+        if (!strncmp(line, "CPU implementer", 15) && impl < 0) impl = strtol(v, NULL, 0);
+        if (!strncmp(line, "CPU part", 8) && part < 0) part = strtol(v, NULL, 0);
     }
-    fclose(f);
+    if (impl >= 0 && part >= 0) {
+        const char *name = arm_core_name((unsigned long)impl, (unsigned long)part);
+        if (name) snprintf(buf, len, "%s (ARM implementer 0x%lx, part 0x%03lx)", name, impl, part);
+        else snprintf(buf, len, "ARM implementer 0x%lx, part 0x%03lx", impl, part);
+    }
+    return buf;
+}
+
+const char *cpu_model_name(char *buf, size_t len) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    cpu_model_name_from(f, buf, len);
+    if (f) fclose(f);
     return buf;
 }
 
@@ -499,7 +537,9 @@ void threads_set(int n) {
 /* Settings of the runtime libraries that are read when they load, before main, so they
  * are set here and the process re-executes itself once (S2HC_NO_REEXEC stops that):
  *   OPENBLAS_CORETYPE  OpenBLAS 0.3.21 does not recognise some recent CPUs and silently
- *                      falls back to SSE3 kernels (3-5x slower GEMMs);
+ *                      falls back to SSE3 kernels (3-5x slower GEMMs); set on x86-64
+ *                      CPUs with AVX2 or AVX-512 only (cpu_vector_rank): on older ones
+ *                      and on ARM, OpenBLAS's own detection stands;
  *   GOMP_SPINCOUNT     3000 (when neither it nor OMP_WAIT_POLICY is set): a thread that
  *                      reaches the end of a parallel region spins that many times (a
  *                      `pause` each: ~0.04 ms on the build machine, 0.01-0.2 ms by CPU)
@@ -536,10 +576,8 @@ void runtime_env_fixup(char **argv) {
         again = 1;
     }
     if (!getenv("OPENBLAS_CORETYPE")) {
-        const char *core = NULL;
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f")) core = "SkylakeX";
-        else if (__builtin_cpu_supports("avx2")) core = "Haswell";
+        const int have = cpu_vector_rank();
+        const char *core = have == 4 ? "SkylakeX" : have == 3 ? "Haswell" : NULL;
         if (core) {
             setenv("OPENBLAS_CORETYPE", core, 1);
             again = 1;

@@ -59,8 +59,23 @@ void threads_set(int n);
  * extension than this CPU has (e.g. Haswell's AVX2 on an AVX-512 CPU: sgemm 1.75x slower
  * on one build machine); printed by `s2hc train`, `s2hc bench` and `s2hc version -v`. */
 const char *openblas_coretype_advice(void);
-/* The CPU's model name (/proc/cpuinfo's first "model name"), or "unknown", in buf. */
+/* This CPU's widest vector extension, as OPENBLAS_CORETYPE's kernels count them: 4 for
+ * AVX-512 (SkylakeX), 3 for AVX2 (Haswell), 0 for anything else (older x86-64 CPUs, ARM). */
+int cpu_vector_rank(void);
+/* The architecture this build is for (`s2hc version -v`; tests/cli/lib.sh's s2hc_arch). */
+#if defined(__x86_64__)
+#define S2HC_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define S2HC_ARCH "aarch64"
+#else
+#define S2HC_ARCH "other"
+#endif
+/* The CPU's model name (/proc/cpuinfo's first "model name"; on ARM, which has none, the
+ * first core's implementer and part, named where known: "Neoverse-V2 (ARM implementer
+ * 0x41, part 0xd4f)"), or "unknown", in buf. cpu_model_name_from reads an open
+ * /proc/cpuinfo (f may be NULL). */
 const char *cpu_model_name(char *buf, size_t len);
+const char *cpu_model_name_from(FILE *f, char *buf, size_t len);
 /* The size in bytes of the first CPU's cache of this level (sysfs), 0 where unknown. */
 size_t cpu_cache_bytes(int level);
 

@@ -79,7 +79,9 @@ void scale_inplace(real *x, real s, size_t n);
 int kernels_threads(void);
 
 /* The vectors this build's kernels use, in words: "16-lane float vectors (AVX-512, 32
- * registers)" or "8-lane ... (AVX2, 16 registers)" (kernels/cpu/cpu_math.h, cpu_vec), for
+ * registers)", "8-lane ... (AVX2, 16 registers)" or, where a vector is two 128-bit
+ * registers, "8-lane ... (NEON, 16 pairs of 128-bit registers)" (kernels/cpu/cpu_math.h,
+ * cpu_vec; SSE the same on x86-64 without AVX), for
  * the bench's header: the same code runs 2-3x apart on hosts of either kind. */
 const char *kernels_vectors(void);
 

@@ -877,8 +877,17 @@ static void test_blas_advice(void) {
     const char *was = getenv("OPENBLAS_CORETYPE");
     char saved[64] = "";
     if (was) snprintf(saved, sizeof saved, "%s", was);
+    /* what the CPU has, asked here directly (cpu_vector_rank's answer is checked against it):
+     * on x86 the compiler's CPU builtins; elsewhere none of the x86 kernels applies, and no
+     * setting draws advice */
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     const int avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
+#else
+    const int avx512 = 0, avx2 = 0;
+#endif
+    CHECK(cpu_vector_rank() == (avx512 ? 4 : avx2 ? 3 : 0), "cpu_vector_rank %d (avx512f %d, avx2 %d)", cpu_vector_rank(),
+          avx512, avx2);
     static const struct {
         const char *value;
         int older_than_avx2, older_than_avx512;
@@ -896,6 +905,33 @@ static void test_blas_advice(void) {
     unsetenv("OPENBLAS_CORETYPE");
     CHECK(!openblas_coretype_advice(), "no advice without the variable");
     if (was) setenv("OPENBLAS_CORETYPE", saved, 1);
+}
+
+/* cpu_model_name_from: an x86 CPU's "model name"; an ARM CPU's implementer and part (its
+ * /proc/cpuinfo has no model name), named where known; "unknown" for nothing. */
+static void test_cpu_model_name(void) {
+    static const struct {
+        const char *cpuinfo, *want;
+    } cases[] = {
+        {"processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: fpu\n",
+         "Intel(R) Xeon(R) Platinum 8480+"},
+        {"processor\t: 0\nBogoMIPS\t: 2000.00\nFeatures\t: fp asimd sve2\nCPU implementer\t: 0x41\n"
+         "CPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd4f\nCPU revision\t: 0\n\n"
+         "processor\t: 1\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n",
+         "Neoverse-V2 (ARM implementer 0x41, part 0xd4f)"},
+        {"processor\t: 0\nCPU implementer\t: 0x61\nCPU part\t: 0x22\n", "ARM implementer 0x61, part 0x022"},
+        {"processor\t: 0\n", "unknown"},
+    };
+    char buf[128];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fmemopen((void *)cases[i].cpuinfo, strlen(cases[i].cpuinfo), "r");
+        CHECK(f, "fmemopen");
+        if (!f) continue;
+        cpu_model_name_from(f, buf, sizeof buf);
+        fclose(f);
+        CHECK(!strcmp(buf, cases[i].want), "cpu_model_name_from case %zu: '%s', expected '%s'", i, buf, cases[i].want);
+    }
+    CHECK(!strcmp(cpu_model_name_from(NULL, buf, sizeof buf), "unknown"), "no file: %s", buf);
 }
 
 /* Step counts read from files as doubles: whole numbers in [0, 2^53] pass, anything a
@@ -943,6 +979,7 @@ int main(void) {
     T_RUN(test_tiny_yaml);
     T_RUN(test_fuzz);
     T_RUN(test_blas_advice);
+    T_RUN(test_cpu_model_name);
     T_RUN(test_step_from_double);
     T_RUN(test_fmt_duration);
     return T_END();

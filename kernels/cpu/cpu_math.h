@@ -93,8 +93,10 @@ static inline float cpu_expf(float x) {
 /* ---- fixed-lane vectors ----------------------------------------------------------------
  * cpu_vec is GCC's vector extension over CPU_VB bytes: one register of the widest
  * vectors the build's target has (64 bytes, 16 floats, with AVX-512; 32 bytes, 8 floats,
- * with AVX2; a pair of SSE registers on older targets, which only the CUDA check's
- * portable reference build is), or 8 / 4 doubles in the gradient-check build. An
+ * with AVX2; a pair of 128-bit registers elsewhere: SSE on x86-64 without AVX, as the CUDA
+ * check's portable reference build, and NEON on aarch64, whose 32 registers hold 16 such
+ * pairs; the 8 lanes of AVX2, so both sum in its lanes), or 8 / 4 doubles in the
+ * gradient-check build. An
  * accumulator of this type stays in a register, and element k of a row always lands in
  * lane k % CPU_VL, so a reduction gives the same bits whatever the alignment or the thread
  * count (a build for another vector width sums in other lanes: bit-identical per build,
@@ -108,7 +110,11 @@ static inline float cpu_expf(float x) {
 #define CPU_NREGS 32
 #else
 #define CPU_VB 32
+#if defined(__AVX__) || defined(__aarch64__)
 #define CPU_NREGS 16
+#else /* SSE: 16 registers, 8 pairs */
+#define CPU_NREGS 8
+#endif
 #endif
 typedef real cpu_vec __attribute__((vector_size(CPU_VB)));
 #if REAL_IS_DOUBLE

@@ -72,6 +72,8 @@ int kernels_threads(void) { return omp_get_max_threads(); }
 
 const char *kernels_vectors(void) {
     static char buf[96];
+    /* the ISA, and whether a cpu_vec is one of its registers or (32 bytes on 16-byte
+     * registers: NEON, SSE) a pair, CPU_NREGS counting pairs */
     const char *isa =
 #if defined(__AVX512F__)
         "AVX-512";
@@ -79,11 +81,21 @@ const char *kernels_vectors(void) {
         "AVX2";
 #elif defined(__AVX__)
         "AVX";
-#else
+#elif defined(__aarch64__)
+        "NEON";
+#elif defined(__x86_64__) || defined(__i386__)
         "SSE";
+#else
+        "generic";
 #endif
-    snprintf(buf, sizeof buf, "%d-lane %s vectors (%s, %d registers)", CPU_VL, REAL_IS_DOUBLE ? "double" : "float", isa,
-             CPU_NREGS);
+    const int pairs =
+#ifdef __AVX__
+        0;
+#else
+        1;
+#endif
+    snprintf(buf, sizeof buf, "%d-lane %s vectors (%s, %d %s)", CPU_VL, REAL_IS_DOUBLE ? "double" : "float", isa,
+             CPU_NREGS, pairs ? "pairs of 128-bit registers" : "registers");
     return buf;
 }
 

@@ -38,9 +38,12 @@ expect_status 0 "the smallest bench runs" -- "$S2HC" bench --quick --preset tiny
 expect_out "thread: [0-9.]+ ms CPU per step = [0-9.]+% of rc's step" "the frame floor is printed"
 expect_out "^  \([0-9]+ MB read and written a step: [0-9.]+ GB/s\)$" "with the bytes its passes move and their rate"
 # the header names the CPU and the vectors the kernels were built for: with -march=native
-# (the default build) the widest this CPU has, one register each
-if grep -qw avx512f /proc/cpuinfo; then want="16-lane float vectors \(AVX-512, 32 registers\)"
-elif grep -qw avx2 /proc/cpuinfo; then want="8-lane float vectors \(AVX2, 16 registers\)"
+# (the default build) the widest this CPU has, one register each; on aarch64 pairs of
+# NEON's 32 registers (cpu_math.h)
+arch=$(s2hc_arch)
+if cpu_flag avx512f; then want="16-lane float vectors \(AVX-512, 32 registers\)"
+elif cpu_flag avx2; then want="8-lane float vectors \(AVX2, 16 registers\)"
+elif [ "$arch" = aarch64 ]; then want="8-lane float vectors \(NEON, 16 pairs of 128-bit registers\)"
 else want="8-lane float vectors"; fi
 expect_out "^cpu: .+; kernels built for $want" "the header names the CPU and the kernels' vectors"
 # with identity among the methods: every other method (not rc, not identity) over identity

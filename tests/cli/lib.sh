@@ -17,6 +17,12 @@ expect_out() {
   if grep -Eq -- "$1" "$TMP/out"; then ok "$2"; else fail "$2: output lacks /$1/"; sed 's/^/    /' "$TMP/out" | tail -n 8 >&2; fi
 }
 finish() { echo "$1: $T_PASS passed, $T_FAIL failed"; [ "$T_FAIL" = 0 ]; }
+# s2hc_arch: the architecture the s2hc binary was built for (x86_64, aarch64; `version -v`),
+# which under an emulator (tests/run.sh's S2HC_EXEC) is not this machine's
+s2hc_arch() { "$S2HC" version -v 2>/dev/null | sed -n 's/^  CPU  *\([^:]*\):.*/\1/p'; }
+# cpu_flag FLAG: the CPU the binary runs on has this x86 feature (/proc/cpuinfo's flags:
+# avx512f, avx2); never for another architecture's build
+cpu_flag() { [ "$(s2hc_arch)" = x86_64 ] && grep -qw "$1" /proc/cpuinfo; }
 # san_build: true in the sanitizer build (make test SAN=1), whose training steps run 2-3x
 # slower and whose allocator keeps freed memory in quarantine
 san_build() { case "${BUILD:-build}" in *-san) return 0;; esac; return 1; }

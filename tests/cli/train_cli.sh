@@ -349,7 +349,17 @@ if "$S2HC" version -v 2>/dev/null | grep -q '^  KMP_BLOCKTIME '; then spin_var=K
 expect_status 0 "version -v" -- env -u OMP_WAIT_POLICY -u $spin_var -u OPENBLAS_CORETYPE "$S2HC" version -v
 expect_out "OMP_WAIT_POLICY +\(unset\)" "OMP_WAIT_POLICY left to the user"
 expect_out "$spin_var +$spin_def\$" "$spin_var defaults to a short spin"
-if grep -q avx512f /proc/cpuinfo; then expect_out "OPENBLAS_CORETYPE +SkylakeX" "OPENBLAS_CORETYPE set on AVX-512"; fi
+# OPENBLAS_CORETYPE: SkylakeX / Haswell on x86 CPUs with AVX-512 / AVX2; otherwise (older
+# x86 CPUs, ARM, whose OpenBLAS knows its cores) OpenBLAS's own detection
+arch=$(s2hc_arch)
+if cpu_flag avx512f; then expect_out "OPENBLAS_CORETYPE +SkylakeX" "OPENBLAS_CORETYPE set on AVX-512"
+elif cpu_flag avx2; then expect_out "OPENBLAS_CORETYPE +Haswell" "OPENBLAS_CORETYPE set on AVX2"
+else expect_out "OPENBLAS_CORETYPE +\(unset: OpenBLAS's own detection\)" "OPENBLAS_CORETYPE left to OpenBLAS ($arch)"; fi
+case $arch in
+  x86_64|aarch64) ok "version -v names the build's architecture ($arch)" ;;
+  *) fail "version -v: no architecture: $(grep '^  CPU ' "$TMP/out")" ;;
+esac
+expect_out "^  kernels  +[0-9]+-lane (float|double) vectors \(" "version -v names the kernels' vectors"
 expect_status 0 "version -v with the user's settings" -- env -u $spin_var OMP_WAIT_POLICY=active OPENBLAS_CORETYPE=Haswell "$S2HC" version -v
 expect_out "OMP_WAIT_POLICY +active" "the user's OMP_WAIT_POLICY is kept"
 expect_out "$spin_var +\(unset\)" "no spin added to the user's OMP_WAIT_POLICY"
