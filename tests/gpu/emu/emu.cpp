@@ -1,7 +1,7 @@
 /* emu.cpp: the CPU emulator's scheduler, runtime API and cuBLAS subset (see emu.h).
  *
  * Fibers: each CUDA thread of a block is a fiber with its own stack; a hand-written
- * x86-64 context switch (callee-saved registers and the stack pointer) makes a barrier
+ * x86-64 or aarch64 context switch (callee-saved registers and the stack pointer) makes a barrier
  * cost nanoseconds, so kernels with many shuffles stay usable. The scheduler runs the
  * fibers warp by warp, in an order S2HC_EMU_ORDER sets: each up to its next barrier (or
  * its end), a warp on through its warp barriers, and releases __syncthreads when every
@@ -11,8 +11,8 @@
 #include <vector>
 #include "cublas_v2.h"
 
-#if !defined(__x86_64__)
-#error "the CUDA emulator's context switch is written for x86-64"
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#error "the CUDA emulator's context switch is written for x86-64 and aarch64"
 #endif
 
 thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -25,6 +25,7 @@ thread_local unsigned char emu_shfl_count[1024];
 /* emu_switch(from, to): save callee-saved registers on the current stack, store the stack
  * pointer in *from, load `to`, restore and return into the other context. */
 extern "C" void emu_switch(void **from, void *to);
+#if defined(__x86_64__)
 asm(R"(
     .text
     .globl emu_switch
@@ -47,6 +48,43 @@ emu_switch:
     ret
     .size emu_switch, .-emu_switch
 )");
+#else
+/* AAPCS64: x19-x28, the frame pointer x29, the link register x30 (where ret returns to)
+ * and the low halves of v8-v15 (d8-d15), in a 160-byte frame (sp stays 16-aligned). */
+asm(R"(
+    .text
+    .globl emu_switch
+    .type emu_switch, %function
+emu_switch:
+    sub sp, sp, #160
+    stp x19, x20, [sp, #0]
+    stp x21, x22, [sp, #16]
+    stp x23, x24, [sp, #32]
+    stp x25, x26, [sp, #48]
+    stp x27, x28, [sp, #64]
+    stp x29, x30, [sp, #80]
+    stp d8, d9, [sp, #96]
+    stp d10, d11, [sp, #112]
+    stp d12, d13, [sp, #128]
+    stp d14, d15, [sp, #144]
+    mov x9, sp
+    str x9, [x0]
+    mov sp, x1
+    ldp x19, x20, [sp, #0]
+    ldp x21, x22, [sp, #16]
+    ldp x23, x24, [sp, #32]
+    ldp x25, x26, [sp, #48]
+    ldp x27, x28, [sp, #64]
+    ldp x29, x30, [sp, #80]
+    ldp d8, d9, [sp, #96]
+    ldp d10, d11, [sp, #112]
+    ldp d12, d13, [sp, #128]
+    ldp d14, d15, [sp, #144]
+    add sp, sp, #160
+    ret
+    .size emu_switch, .-emu_switch
+)");
+#endif
 
 namespace {
 enum { RUNNABLE = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
@@ -270,10 +308,16 @@ void fiber_start() {
 /* A fresh fiber: a stack that "returns" into fiber_start with the ABI's alignment. */
 void *fiber_stack(char *base) {
     uintptr_t top = ((uintptr_t)(base + STACK_BYTES)) & ~(uintptr_t)15;
+#if defined(__x86_64__)
     void **sp = (void **)(top - 64);
     for (int i = 0; i < 6; i++) sp[i] = NULL; /* r15 r14 r13 r12 rbx rbp */
     sp[6] = (void *)fiber_start;              /* emu_switch's ret lands here */
     sp[7] = NULL;
+#else
+    void **sp = (void **)(top - 160);
+    for (int i = 0; i < 20; i++) sp[i] = NULL; /* x19-x28, x29, x30, d8-d15 */
+    sp[11] = (void *)fiber_start;              /* x30: emu_switch's ret lands here */
+#endif
     return sp;
 }
 }  // namespace
