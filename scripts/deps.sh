@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages s2hc needs, only those missing. Idempotent and quiet
-# when everything is present. Usage: scripts/deps.sh [--slurm] [--clang]
+# when everything is present. Usage: scripts/deps.sh [--slurm] [--clang] [--cross]
 set -euo pipefail
 PKGS="build-essential pkg-config libhdf5-dev hdf5-tools libyaml-dev libopenblas-openmp-dev
 gnuplot-nox fonts-dejavu-core man-db groff-base perl perl-doc
@@ -10,7 +10,8 @@ for opt in "$@"; do
   case "$opt" in
     --slurm) PKGS="$PKGS slurmctld slurmd slurm-client munge" ;;
     --clang) PKGS="$PKGS clang libomp-dev" ;;
-    *) echo "deps: unknown option $opt (--slurm, --clang)" >&2; exit 2 ;;
+    --cross) PKGS="$PKGS gcc-aarch64-linux-gnu" ;; # make cross-check (mk/cross.mk)
+    *) echo "deps: unknown option $opt (--slurm, --clang, --cross)" >&2; exit 2 ;;
   esac
 done
 missing=""
