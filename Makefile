@@ -198,7 +198,7 @@ ifeq ($(CROSS),1)
 EXEC ?= env $(if $(SYSROOT),QEMU_LD_PREFIX=$(SYSROOT) )qemu-$(firstword $(subst -, ,$(TRIPLET)))
 endif
 test: tests-build
-	@BUILD=$(BUILD) S2HC_BIN=$(call shq,$(abspath $(BIN))) S2HC_EXEC=$(call shq,$(EXEC)) tests/run.sh $(TESTS)
+	@BUILD=$(BUILD) S2HC_BIN=$(call shq,$(abspath $(BIN))) S2HC_EXEC=$(call shq,$(EXEC)) tests/run.sh$(if $(strip $(TESTS)), $(TESTS))
 
 test-san:
 	@$(MAKE) --no-print-directory test SAN=1
