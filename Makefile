@@ -18,12 +18,12 @@ SAN     ?= 0
 TRIPLET := $(or $(shell $(CC) -print-multiarch 2>/dev/null),$(shell $(CC) -dumpmachine 2>/dev/null | sed 's/-[^-]*-linux/-linux/'),x86_64-linux-gnu)
 CROSS   := $(if $(filter $(shell uname -m)-%,$(TRIPLET)),,1)
 SYSROOT ?=
-# The sanitizer build at -O1 (AddressSanitizer's advice for a usable speed): it compiles
-# in half the time of -O2 (harness/model.c's frame kernels take minutes under UBSan
-# there) and its suite runs ~10 % longer (docs/performance.md, log item 34).
 ifeq ($(CROSS),1)
 OPT     ?= -O2
 endif
+# The sanitizer build at -O1 (AddressSanitizer's advice for a usable speed): it compiles
+# in half the time of -O2 (harness/model.c's frame kernels take minutes under UBSan
+# there) and its suite runs ~10 % longer (docs/performance.md, log item 34).
 ifeq ($(SAN),1)
 OPT     ?= -O1 -march=native
 endif
