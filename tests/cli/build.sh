@@ -86,7 +86,7 @@ for d in harness kernels probes analysis tests tools; do ln -s "$PWD/$d" "$Q/$d"
 # (the line's end: tests/run.sh, then the names of make test TESTS=... when given)
 line=$(make -n -C "$Q" --no-print-directory $SANARG test 2>/dev/null | grep -E 'tests/run.sh( |$)' | head -n 1)
 got=$(eval "${line%%tests/run.sh*} printenv S2HC_BIN" 2>&1)
-want="$Q/bin/s2hc"; [ -n "$SANARG" ] && want="$Q/build-san/s2hc" # the sanitizer build's binary
+want="$Q/bin/s2hc"; [ "$B" != build ] && want="$Q/$B/s2hc" # the sanitizer or a cross build's binary
 [ "$got" = "$want" ] && ok "make test hands the shell S2HC_BIN whole" || fail "make test's S2HC_BIN: '$got' from: $line"
 if make -n -C "$Q" --no-print-directory -W kernels/cuda/cuda_dl.c build/kernels/cuda/cuda_dl.o 2>/dev/null | grep -q -- -DS2HC_CUDA_SO; then
   line=$(make -n -C "$Q" --no-print-directory -W kernels/cuda/cuda_dl.c build/kernels/cuda/cuda_dl.o 2>/dev/null | grep -- -DS2HC_CUDA_SO)
