@@ -575,6 +575,7 @@ grid_started lint lint
 kill -INT $pid; sleep 0.5
 kill -0 $pid 2>/dev/null && ! grep -q "to save and stop" "$TMP/lint.out" && ok "SIGINT ignored at start: the runner goes on" \
   || fail "SIGINT ignored at start: the runner stopped: $(tail -n 2 "$TMP/lint.out")"
+for _ in $(seq 100); do [ -s "$TMP/lint.sigign" ] && break; sleep 0.1; done # the point's shell, however loaded
 ign=$(awk '{print $2}' "$TMP/lint.sigign" 2>/dev/null)
 [ -n "$ign" ] && [ $(( 0x$ign & 2 )) != 0 ] && ok "its point starts with SIGINT ignored too" || fail "the point's SigIgn: '$ign'"
 kill -TERM $pid; wait $pid; rc=$?
