@@ -22,17 +22,25 @@
 
 /* s2hc version [-v]: the commit; with -v also what this process runs with. */
 static int version_main(int argc, char **argv) {
-    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: s2hc version [-v]\n\nThe build's git commit; -v (--verbose) also the threads, BLAS core, GPUs "
-               "and processes this run would use.\n\nexample:\n  s2hc version -v\n");
-        return 0;
-    }
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "-v") && strcmp(argv[1], "--verbose"))) {
+    /* its one option, -v, once; "--" ends the options as in every command (opt_kind) */
+    int verbose = 0;
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const int kind = opt_kind(argv[i], &ended);
+        if (kind < 0) continue;
+        if (kind == 0 && argc == 2 && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
+            printf("usage: s2hc version [-v]\n\nThe build's git commit; -v (--verbose) also the threads, BLAS core, "
+                   "GPUs and processes this run would use.\n\nexample:\n  s2hc version -v\n");
+            return 0;
+        }
+        if (kind == 0 && !verbose && (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose"))) {
+            verbose = 1;
+            continue;
+        }
         fprintf(stderr, "usage: s2hc version [-v]\n");
         return 2;
     }
     printf("s2hc %s\n", s2hc_version());
-    if (argc < 2) return 0;
+    if (!verbose) return 0;
     char gpu[256];
     int ngpu = cuda_available(gpu, sizeof gpu);
     const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv(RUNTIME_SPIN_VAR), *ct = getenv("OPENBLAS_CORETYPE");

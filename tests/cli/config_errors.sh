@@ -122,6 +122,10 @@ expect_out "-odd.yaml" "grid names the file"
 expect_out_not() { if grep -Eq -- "$1" "$TMP/out"; then fail "$2: output has /$1/"; else ok "$2"; fi; }
 expect_out_not "unknown option" "grid: not an unknown option"
 expect_status 0 "methods --" -- "$S2HC" methods --
+expect_status 0 "version --" -- "$S2HC" version --
+expect_status 0 "version -v --" -- "$S2HC" version -v --
+expect_out "^  CPU  " "version -v -- is verbose"
+expect_status 2 "version -- -v: an operand, which version takes none" -- "$S2HC" version -- -v
 expect_status 2 "params -- x: params takes no operand" -- "$S2HC" params -- x
 "$S2HC" params --method s2hc --n 4 --preset tiny --csv > "$TMP/p1" 2>&1
 expect_status 0 "params --method=s2hc --n=4 --preset=tiny --csv" -- "$S2HC" params --method=s2hc --n=4 --preset=tiny --csv
