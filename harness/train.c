@@ -60,16 +60,10 @@ int run_dir_fits(const char *dir) {
 }
 
 int run_lock(const char *dir, const char *who) {
-    char path[RUN_DIR_MAX + 32], holder[160];
+    char path[RUN_DIR_MAX + 32];
     if (!run_dir_fits(dir)) return -1;
     snprintf(path, sizeof path, "%s/.train.lock", dir);
-    int fd = lock_file_try(path, holder, sizeof holder);
-    if (fd == -1) fprintf(stderr, "s2hc: error: cannot open %s: %s\n", path, strerror(errno));
-    else if (fd == -2)
-        fprintf(stderr, "s2hc: error: %s is in use%s%s%s; wait for it to end or stop it\n", dir,
-                holder[0] ? " (" : "", holder, holder[0] ? ")" : "");
-    else lock_file_claim(fd, who);
-    return fd;
+    return lock_file_take(path, dir, who, "stop it");
 }
 
 static void usage(FILE *f) {

@@ -88,6 +88,14 @@ double threads_cpu_seconds(void) {
     return s;
 }
 
+/* The first line of a lock file (lock_file_claim's "who pid P on HOST since T") in holder. */
+static void lock_holder_read(int fd, char *holder, size_t holder_len) {
+    if (holder_len < 2) return;
+    ssize_t k = pread(fd, holder, holder_len - 1, 0);
+    holder[k > 0 ? k : 0] = '\0';
+    holder[strcspn(holder, "\n")] = '\0';
+}
+
 int lock_file_try(const char *path, char *holder, size_t holder_len) {
     if (holder_len) holder[0] = '\0';
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -97,11 +105,7 @@ int lock_file_try(const char *path, char *holder, size_t holder_len) {
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
     if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return fd;
-    if (holder_len > 1) {
-        ssize_t k = pread(fd, holder, holder_len - 1, 0);
-        holder[k > 0 ? k : 0] = '\0';
-        holder[strcspn(holder, "\n")] = '\0';
-    }
+    lock_holder_read(fd, holder, holder_len);
     close(fd);
     return -2;
 }
@@ -115,11 +119,7 @@ int lock_file_held(const char *path, char *holder, size_t holder_len) {
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
     const int held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
-    if (held && holder_len > 1) {
-        ssize_t k = pread(fd, holder, holder_len - 1, 0);
-        holder[k > 0 ? k : 0] = '\0';
-        holder[strcspn(holder, "\n")] = '\0';
-    }
+    if (held) lock_holder_read(fd, holder, holder_len);
     close(fd);
     return held;
 }
@@ -140,19 +140,24 @@ void lock_file_claim(int fd, const char *who) {
     if (ftruncate(fd, 0) == 0) dprintf(fd, "%s%spid %d on %s since %s\n", who, who[0] ? " " : "", (int)getpid(), host, when);
 }
 
+int lock_file_take(const char *path, const char *dir, const char *who, const char *advice) {
+    char holder[160];
+    int fd = lock_file_try(path, holder, sizeof holder);
+    if (fd == -1) fprintf(stderr, "s2hc: error: cannot open %s: %s\n", path, strerror(errno));
+    else if (fd == -2)
+        fprintf(stderr, "s2hc: error: %s is in use%s%s%s; wait for it to end or %s\n", dir, holder[0] ? " (" : "", holder,
+                holder[0] ? ")" : "", advice);
+    else lock_file_claim(fd, who);
+    return fd;
+}
+
 int out_dir_lock(const char *dir, const char *who) {
-    char path[1200], holder[160];
+    char path[1200];
     if (snprintf(path, sizeof path, "%s/.output.lock", dir) >= (int)sizeof path) {
         fprintf(stderr, "s2hc: error: %.60s...: a folder path too long to lock\n", dir);
         return -1;
     }
-    int fd = lock_file_try(path, holder, sizeof holder);
-    if (fd == -1) fprintf(stderr, "s2hc: error: cannot open %s: %s\n", path, strerror(errno));
-    else if (fd == -2)
-        fprintf(stderr, "s2hc: error: %s is in use%s%s%s; wait for it to end or write into another folder\n", dir,
-                holder[0] ? " (" : "", holder, holder[0] ? ")" : "");
-    else lock_file_claim(fd, who);
-    return fd;
+    return lock_file_take(path, dir, who, "write into another folder");
 }
 
 long long step_from_double(double x) {

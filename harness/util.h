@@ -114,6 +114,10 @@ int lock_file_held(const char *path, char *holder, size_t holder_len);
 /* Write "WHO pid P on HOST since TIME" into the held lock file, for lock_file_try's
  * message to whoever finds it held. */
 void lock_file_claim(int fd, const char *who);
+/* lock_file_try on path, claimed for who when taken; else a message naming dir: "cannot
+ * open PATH" (-1) or "DIR is in use (HOLDER); wait for it to end or ADVICE" (-2). The
+ * run's .train.lock (run_lock) and an output folder's (out_dir_lock). */
+int lock_file_take(const char *path, const char *dir, const char *who, const char *advice);
 /* One writer at a time of an output folder (analyze's and report's -o, bench's --csv):
  * lock_file_try on DIR/.output.lock, claimed for who ("s2hc report"). The descriptor
  * (held until it is closed or the process ends), or < 0 after a message: -2 when another

@@ -352,18 +352,25 @@ static char *read_whole(const char *path, size_t *n) {
  * file, its version and the highest this build reads, exit 1, and leaves both files as
  * they were. The run file's format_version was written and never read: `--resume`,
  * `eval` and `probe` would have read such a file as their own and written it back. */
+/* Overwrite the existing 64-bit integer attribute `name` on the root of an HDF5 file (a
+ * newer build's version, a step past train.steps); 0 when written. */
+static int set_root_i64(const char *path, const char *name, int64_t v) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0) return -1;
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    const int ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &v) >= 0;
+    if (a >= 0) H5Aclose(a);
+    H5Fclose(f);
+    return ok ? 0 : -1;
+}
+
 static void test_newer_run_refused(void) {
     char cfg[700], dir[700], run[700], ckpt[700], log[700], text[4096], err[512];
     stopped_run("newer", "10", cfg, dir);
     snprintf(run, sizeof run, "%s/run.h5", dir);
     snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
     snprintf(log, sizeof log, "%s/newer.err", tmp);
-    hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
-    hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
-    const int64_t two = 2;
-    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &two) >= 0, "format_version 2 into %s", run);
-    H5Aclose(a);
-    H5Fclose(f);
+    CHECK(set_root_i64(run, "format_version", 2) == 0, "format_version 2 into %s", run);
     size_t n0, n1;
     char *before = read_whole(run, &n0), *ck_before = read_whole(ckpt, &n1);
     const char *ev[] = {"eval", dir}, *pr[] = {"probe", dir}, *in[] = {"inspect", dir}, *ex[] = {"export", dir};
@@ -389,17 +396,8 @@ static void test_newer_run_refused(void) {
     free(after);
     free(ck_after);
     /* the run file back at version 1, the checkpoint at 2: refused by the checkpoint */
-    f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
-    a = H5Aopen(f, "format_version", H5P_DEFAULT);
-    const int64_t one = 1;
-    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &one) >= 0, "format_version 1 into %s", run);
-    H5Aclose(a);
-    H5Fclose(f);
-    f = H5Fopen(ckpt, H5F_ACC_RDWR, H5P_DEFAULT);
-    a = H5Aopen(f, "version", H5P_DEFAULT);
-    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &two) >= 0, "version 2 into %s", ckpt);
-    H5Aclose(a);
-    H5Fclose(f);
+    CHECK(set_root_i64(run, "format_version", 1) == 0, "format_version 1 into %s", run);
+    CHECK(set_root_i64(ckpt, "version", 2) == 0, "version 2 into %s", ckpt);
     free(before);
     before = read_whole(run, &n0);
     for (int k = -1; k < 2; k++) {
@@ -527,11 +525,7 @@ static void test_resume_step_past_steps(void) {
     stopped_run("past", "3", cfg, NULL);
     snprintf(ckpt, sizeof ckpt, "%s/runs/past/ckpt.h5", tmp);
     snprintf(log, sizeof log, "%s/past.err", tmp);
-    hid_t f = H5Fopen(ckpt, H5F_ACC_RDWR, H5P_DEFAULT), a = H5Aopen(f, "step", H5P_DEFAULT);
-    const long long past = 41; /* train.steps is 40 */
-    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_LLONG, &past) >= 0, "step 41 into %s", ckpt);
-    if (a >= 0) H5Aclose(a);
-    H5Fclose(f);
+    CHECK(set_root_i64(ckpt, "step", 41) == 0, "step 41 into %s", ckpt); /* train.steps is 40 */
     int saved = stderr_to(log);
     const int rc = train_argv(cfg, "past", "--resume", NULL, NULL);
     stderr_back(saved);
