@@ -110,6 +110,7 @@ make_synth_data "$TMP/data"
 mkdir -p "$TMP/bp/data/docs" "$TMP/bp/csv" && cp "$TMP/data/synth/"*.bin "$TMP/bp/data/docs/"
 echo "an earlier run's" > "$TMP/bp/csv/probes.csv"
 set -m # the bench in a process group of its own, signalled as a terminal's Ctrl-C signals one
+fresh "$TMP/out"
 (cd "$TMP/bp" && exec "$S2HC" bench --quick --preset tiny --no-methods --no-streams --probe-steps 100 --csv csv) \
   >"$TMP/out" 2>&1 &
 pid=$!
@@ -126,6 +127,7 @@ kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
 # section's first training run), a second exits 1 naming it, before it measures or
 # writes anything (they replaced each other's .tmp files, and timed each other's load)
 set -m
+fresh "$TMP/first.out"
 (cd "$TMP/bp" && exec env S2HC_TEST_BENCH_PAUSE_RUN=1 "$S2HC" bench --quick --preset tiny --no-methods --no-streams \
   --probe-steps 1 --csv csv) >"$TMP/first.out" 2>&1 &
 pid=$!
@@ -146,6 +148,7 @@ for case in "1 INT" "2 INT" "3 HUP" "2 INT INT"; do
   run=${case%% *} sig=${case#* } sig=${sig%% *} again=${case#* * }; [ "$again" = "$case" ] && again=
   mkdir -p "$TMP/bq$run$again/tmp"
   set -m
+  fresh "$TMP/out"
   (cd "$TMP/bp" && exec env TMPDIR="$TMP/bq$run$again/tmp" S2HC_TEST_BENCH_PAUSE_RUN=$run "$S2HC" bench --quick \
     --preset tiny --no-methods --no-streams --probe-steps 1 --csv csv) >"$TMP/out" 2>&1 &
   pid=$!
@@ -181,6 +184,7 @@ grep -q "^  probes on " "$TMP/out" && [ -z "$(ls -A "$TMP/it's #t: mp")" ] \
 # SIGTERM (or a Ctrl-C) in another section: exit 130 at once, the earlier CSV files whole,
 # no .tmp left (the methods section's bench.csv and breakdown.csv were being written)
 mkdir -p "$TMP/bt/csv"; echo "an earlier run's" > "$TMP/bt/csv/bench.csv"
+fresh "$TMP/out"
 "$S2HC" bench --quick --preset tiny --no-streams --no-probes --rounds 50 --threads 1 --csv "$TMP/bt/csv" >"$TMP/out" 2>&1 &
 pid=$!
 for _ in $(seq 600); do grep -q "^== sgemm" "$TMP/out" && break; sleep 0.1; done

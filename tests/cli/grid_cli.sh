@@ -538,6 +538,7 @@ sed "s|launch: \"true\"|launch: \"$TMP/trapterm\"|" "$TMP/ltrue.yaml" > "$TMP/lt
 # grid_started YAML OUT: the grid of $TMP/YAML.yaml into $TMP/OUT in the background ($pid,
 # its output in $TMP/OUT.out), a moment after it starts its first point
 grid_started() {
+  fresh "$TMP/$2.out"
   "$S2HC" grid "$TMP/$1.yaml" --out "$TMP/$2" > "$TMP/$2.out" 2>&1 &
   pid=$!
   for _ in $(seq 100); do grep -q "start   #0" "$TMP/$2.out" && break; sleep 0.1; done

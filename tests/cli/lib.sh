@@ -16,6 +16,10 @@ expect_status() {
 expect_out() {
   if grep -Eq -- "$1" "$TMP/out"; then ok "$2"; else fail "$2: output lacks /$1/"; sed 's/^/    /' "$TMP/out" | tail -n 8 >&2; fi
 }
+# fresh FILE...: empty each file now, before a background job whose output goes there starts:
+# `cmd >FILE &` truncates FILE only once the job's shell runs, and a wait for a line in FILE
+# meanwhile reads the previous command's lines (a signal then came before s2hc had its handler)
+fresh() { local f; for f in "$@"; do : >"$f"; done; }
 finish() { echo "$1: $T_PASS passed, $T_FAIL failed"; [ "$T_FAIL" = 0 ]; }
 # s2hc_arch: the architecture the s2hc binary was built for (x86_64, aarch64; `version -v`),
 # which under an emulator (tests/run.sh's S2HC_EXEC) is not this machine's

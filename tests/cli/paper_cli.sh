@@ -233,6 +233,7 @@ for case in "claims.md INT analyze" "index.html TERM report"; do
   if [ "$what" = analyze ]; then cmd=("$REPORT" analyze "$TMP/runs/s2hc-n4" -o "$TMP/one-an")
   else cmd=("$REPORT" report --no-analyze --no-plots -o "$TMP/one-an"); fi
   set -m # a process group of its own, signalled as a terminal signals one
+  fresh "$TMP/out"
   S2HC_TEST_TMP_PAUSE=$name "${cmd[@]}" >"$TMP/out" 2>&1 &
   pid=$!
   set +m
@@ -250,6 +251,7 @@ done
 cp -r "$TMP/one" "$TMP/one-two"
 sums5() { (cd "$TMP/one-two" && md5sum tables/claims.md index.html fig00_loss.png 2>&1); }
 before=$(sums5)
+fresh "$TMP/first.out"
 S2HC_TEST_TMP_PAUSE=claims.md "$REPORT" analyze "$TMP/runs/s2hc-n4" -o "$TMP/one-two" >"$TMP/first.out" 2>&1 &
 pid=$!
 for _ in $(seq 600); do grep -q "(test) .*/claims.md.tmp open" "$TMP/first.out" && break; sleep 0.1; done
@@ -279,6 +281,7 @@ expect_status 0 "once the analysis has ended, a report into the folder" -- "$REP
 # its list of the files it made (.analyze-files, written whole by write_file_atomic, not
 # as a stream): a Ctrl-C the moment its .tmp exists leaves none behind either
 set -m
+fresh "$TMP/out"
 S2HC_TEST_TMP_PAUSE=.analyze-files "$REPORT" analyze "$TMP/runs/s2hc-n4" -o "$TMP/one-an" >"$TMP/out" 2>&1 &
 pid=$!
 set +m
@@ -302,6 +305,7 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
     cp -r "$OUT" "$1"; printf 'print "gnuplot: pausing"\npause 3\nprint "gnuplot: after the pause"\n' >> "$1/data/meta.gp"
     before=$(md5sum < "$1/fig00_loss.png")
     set -m
+    fresh "$TMP/out"
     MAKEFLAGS= MAKELEVEL= make -s -o "$1/data/meta.gp" -W plots/fig00_loss.gp "$1/fig00_loss.png" PAPER_OUT="$1" >"$TMP/out" 2>&1 &
     pid=$!
     set +m

@@ -190,6 +190,7 @@ fi
 OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev2 --stop-after 5 >/dev/null 2>&1
 # (a subshell that execs: SIGINT not ignored, as in a terminal's job; a plain `&` here
 # starts it with SIGINT ignored, and s2hc keeps it so)
+fresh "$TMP/ev2.out"
 (exec "$S2HC" train "$TMP/t.yaml" "${TE[@]:0:${#TE[@]}-1}" --set run.name=ev2 --resume --set train.threads=1 \
   --set train.eval_batches=1000000) > "$TMP/ev2.out" 2>&1 &
 evp=$!
@@ -470,6 +471,7 @@ expect_status 130 "once it has stopped, --resume continues it (for one step)" --
 # HDF5_USE_FILE_LOCKING=FALSE they read it meanwhile
 if command -v flock >/dev/null; then
   for f in run.h5 ckpt.h5; do
+    fresh "$TMP/held.out"
     (exec 9<"$TMP/runs/busy/$f"; flock -x 9; echo held; exec sleep 60) >"$TMP/held.out" &
     holder=$!
     for i in $(seq 100); do grep -q held "$TMP/held.out" && break; sleep 0.1; done
@@ -496,6 +498,7 @@ kill -HUP $hup; wait $hup; st=$?
   && ok "SIGHUP: the training saves and stops, exit 130" || fail "SIGHUP: exit $st: $(tail -n 2 "$TMP/hup.out")"
 # a terminal that closes sends its foreground job SIGHUP twice (the shell passes its own
 # on, and the kernel's reaches the foreground group): the second is not "again"
+fresh "$TMP/hup.out"
 "$S2HC" train "$TMP/t.yaml" --set run.name=hup2 --set train.steps=100000 --set model.n_embd=256 \
   --set model.block_size=256 --set train.batch=16 --set train.ckpt_every=1 --quiet >"$TMP/hup.out" 2>&1 &
 hup=$! # steps of a few tenths of a second: the second signal comes before the safe point
@@ -545,6 +548,7 @@ expect_out "run.h5: /train ends at step 10 but the checkpoint is at step 20: ste
 # with exit 130, keeps the checkpoint of the last step and no row of the final phase;
 # --resume then runs only the final evaluation and probe
 F=$TMP/runs/fin
+fresh "$TMP/fin.out"
 (exec "$S2HC" train "$TMP/t.yaml" --set run.name=fin --set train.steps=12 --set train.eval_every=0 \
   --set train.eval_batches=20000) >"$TMP/fin.out" 2>&1 & # SIGINT not ignored (a subshell that execs)
 fin=$!
