@@ -135,13 +135,15 @@ int ckpt_save(const char *path, const ckpt_tensor *params, const ckpt_tensor *m,
         snprintf(what, sizeof what, "cannot set up HDF5 property lists");
         goto fail;
     }
-    unlink(tmp); /* created anew: a link there is never followed */
+    tmp_file_claim(path); /* a stop signal from here on removes its .tmp (unregistered when none is free) */
+    unlink(tmp);          /* created anew: a link there is never followed */
     f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
     if (f < 0) {
         h5_error_detail(detail, sizeof detail);
         snprintf(what, sizeof what, "cannot create the file");
         goto fail;
     }
+    tmp_file_made(path);
     int64_t version = CKPT_VERSION, step = meta->step, nstreams = meta->n_streams;
     char method[sizeof meta->method + 1];
     snprintf(method, sizeof method, "%.*s", (int)sizeof meta->method, meta->method);
@@ -192,7 +194,9 @@ int ckpt_save(const char *path, const ckpt_tensor *params, const ckpt_tensor *m,
     }
     H5Pclose(gcpl);
     H5Pclose(fapl);
-    if (h5_commit_tmp(tmp, path) < 0) {
+    const int committed = h5_commit_tmp(tmp, path);
+    tmp_file_release(path);
+    if (committed < 0) {
         fprintf(stderr, "s2hc: error: %s: cannot save checkpoint (fsync/rename of %s): %s\n", path, tmp,
                 strerror(errno));
         return -1;
@@ -203,6 +207,7 @@ fail:
     if (gcpl >= 0) H5Pclose(gcpl);
     if (fapl >= 0) H5Pclose(fapl);
     unlink(tmp);
+    tmp_file_release(path);
     fprintf(stderr, "s2hc: error: %s: cannot save checkpoint (writing %s): %s%s%s%s\n", path, tmp, what,
             detail[0] ? " (HDF5: " : "", detail, detail[0] ? ")" : "");
     return -1;

@@ -198,5 +198,9 @@ int main(int argc, char **argv) {
        after (no .tmp left), instead of the signal killing the process mid-file */
     signal(SIGXFSZ, SIG_IGN);
     runtime_env_fixup(argv);
+    /* a Ctrl-C, SIGTERM or SIGHUP ends a command as its default does, less the .tmp of a
+       file it was writing (eval's or probe's run.h5, export's safetensors, data's shards);
+       train, grid, bench, analyze and report catch them their own way */
+    stop_signals_to(stop_signal_clean);
     return stdout_checked(argc > 1 ? argv[1] : NULL, dispatch(argc, argv));
 }

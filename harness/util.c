@@ -299,7 +299,7 @@ static void remove_tree_at(int dirfd, const char *name, int depth) {
 void remove_tree_now(const char *path) { remove_tree_at(AT_FDCWD, path, 0); }
 
 static volatile sig_atomic_t stop_say = 1;
-static void (*volatile stop_then)(int) = SIG_DFL;
+static void (*volatile stop_then)(int) = stop_signal_clean;
 
 void stop_signals_then(void (*h)(int)) { stop_then = h; }
 
@@ -810,6 +810,27 @@ void tmp_streams_unlink(void) {
     for (int i = 0; i < TMP_STREAMS; i++)
         if (tmp_streams[i].used) unlink(tmp_streams[i].tmp);
 }
+
+void stop_signal_clean(int sig) {
+    tmp_streams_unlink();
+    /* the default again, and the signal raised: pending while this handler blocks it, it
+       ends the process as soon as the handler returns, with the status a shell expects */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+    raise(sig);
+}
+
+int tmp_file_claim(const char *path) { return tmp_slot_take(path, NULL) < 0 ? -1 : 0; }
+
+void tmp_file_made(const char *path) {
+    char tmp[TMP_PATH_MAX + 8];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp) tmp_test_pause(path, tmp);
+}
+
+void tmp_file_release(const char *path) { tmp_slot_release(path); }
 
 const char *tmp_stream_path(const FILE *f) {
     for (int i = 0; i < TMP_STREAMS; i++)

@@ -262,5 +262,17 @@ void tmp_stream_drop(FILE *f);
  * unregistered). */
 void tmp_streams_unlink(void);
 void drop_file_tmp(const char *path);
+/* A path.tmp made by other means (HDF5's H5Fcreate), then renamed over path or removed,
+ * known to tmp_streams_unlink as write_file_tmp's are: tmp_file_claim before it is created
+ * (-1, errno, when none of the 32 places is free or the path is too long: written
+ * unregistered), tmp_file_made once it is (the tests' S2HC_TEST_TMP_PAUSE holds it there),
+ * tmp_file_release once it is renamed or removed (nothing when path holds no place). */
+int tmp_file_claim(const char *path);
+void tmp_file_made(const char *path);
+void tmp_file_release(const char *path);
+/* The stop signals' handler of every command that has no other: the .tmp files being
+ * written are removed (tmp_streams_unlink) and the signal then ends the process as its
+ * default does; a signal ignored when the process started stays ignored. */
+void stop_signal_clean(int sig);
 
 #endif

@@ -610,13 +610,15 @@ int h5log_save(const h5log *log, const char *path) {
         snprintf(what, sizeof what, "cannot set up HDF5 property lists");
         goto fail;
     }
-    unlink(tmp); /* created anew: a link there is never followed */
+    tmp_file_claim(path); /* a stop signal from here on removes its .tmp (unregistered when none is free) */
+    unlink(tmp);          /* created anew: a link there is never followed */
     f = H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, fapl);
     if (f < 0) {
         h5_error_detail(detail, sizeof detail);
         snprintf(what, sizeof what, "cannot create the file");
         goto fail;
     }
+    tmp_file_made(path);
     for (int i = 0; i < log->n_series; i++)
         if (h5log_write_series(f, log, &log->series[i], gcpl, detail, sizeof detail) < 0) {
             snprintf(what, sizeof what, "cannot write dataset %s", log->series[i].path);
@@ -641,7 +643,9 @@ int h5log_save(const h5log *log, const char *path) {
     H5Pclose(fcpl);
     H5Pclose(gcpl);
     H5Pclose(fapl);
-    if (h5_commit_tmp(tmp, path) < 0) {
+    const int committed = h5_commit_tmp(tmp, path);
+    tmp_file_release(path);
+    if (committed < 0) {
         fprintf(stderr, "s2hc: error: %s: cannot save run file (fsync/rename of %s): %s\n", path, tmp, strerror(errno));
         return -1;
     }
@@ -652,6 +656,7 @@ fail:
     if (gcpl >= 0) H5Pclose(gcpl);
     if (fapl >= 0) H5Pclose(fapl);
     unlink(tmp);
+    tmp_file_release(path);
     fprintf(stderr, "s2hc: error: %s: cannot save run file (writing %s): %s%s%s%s\n", path, tmp, what,
             detail[0] ? " (HDF5: " : "", detail, detail[0] ? ")" : "");
     return -1;

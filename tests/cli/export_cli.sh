@@ -259,4 +259,22 @@ if [ "$(id -u)" != 0 ]; then
   expect_status 1 "an unwritable directory" -- "$S2HC" export "$R" -o "$TMP/ro/m.safetensors"
   [ -z "$(ls "$TMP/ro")" ] && ok "nothing in it afterwards" || fail "left: $(ls "$TMP/ro")"
 fi
+# a Ctrl-C, SIGTERM or SIGHUP while export, eval or probe writes its file (the test hook
+# S2HC_TEST_TMP_PAUSE holds the file's .tmp just created): the command ends by the signal
+# as it always did, the file as it was, and no .tmp left behind (it stayed until the next write)
+cp "$R/run.h5" "$TMP/run.h5.before"; cp "$R/model.safetensors" "$TMP/st.before"
+for case in "export model.safetensors INT" "eval run.h5 TERM" "probe run.h5 HUP"; do
+  set -- $case
+  cmd=("$S2HC" "$1" "$R"); [ "$1" = probe ] && cmd+=(--samples 2)
+  fresh "$TMP/out"
+  (exec env S2HC_TEST_TMP_PAUSE="$2" "${cmd[@]}") >"$TMP/out" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do grep -q "(test) .*/$2.tmp open" "$TMP/out" && break; sleep 0.1; done
+  kill -"$3" "$pid"; { wait "$pid"; } 2>/dev/null; st=$? # (the shell's own "Hangup" line not shown)
+  [ "$st" -gt 128 ] && [ "$(kill -l "$st")" = "$3" ] && ok "SIG$3 while $1 writes $2: ended by it" \
+    || fail "SIG$3 while $1 writes $2: exit $st: $(tail -n 2 "$TMP/out")"
+  [ ! -e "$R/$2.tmp" ] && cmp -s "$R/run.h5" "$TMP/run.h5.before" && cmp -s "$R/model.safetensors" "$TMP/st.before" \
+    && ok "SIG$3 while $1 writes $2: no .tmp left, the files as they were" \
+    || fail "SIG$3 while $1 writes $2 left: $(ls "$R")"
+done
 finish export_cli
