@@ -670,6 +670,7 @@ void parent_dir(char *buf, size_t len, const char *path) {
 static struct {
     volatile sig_atomic_t used;
     FILE *f;
+    int lock_fd; /* tmp_create's lock on the .tmp, -1 for none */
     char path[1290];
     char tmp[1300];
 } tmp_streams[TMP_STREAMS];
@@ -677,6 +678,10 @@ static struct {
 /* Take or give back slot: the names written before `used` says so (the handler reads
  * them once it does), `used` cleared only after the file it names is gone. */
 static void tmp_slot_set(int slot, int used) {
+    if (!used && tmp_streams[slot].lock_fd >= 0) { /* its file renamed or removed: the lock is let go */
+        close(tmp_streams[slot].lock_fd);
+        tmp_streams[slot].lock_fd = -1;
+    }
     atomic_signal_fence(memory_order_seq_cst);
     tmp_streams[slot].used = used;
     atomic_signal_fence(memory_order_seq_cst);
@@ -694,6 +699,7 @@ static int tmp_slot_take(const char *path, FILE *f) {
     snprintf(tmp_streams[slot].path, sizeof tmp_streams[slot].path, "%s", path);
     snprintf(tmp_streams[slot].tmp, sizeof tmp_streams[slot].tmp, "%s.tmp", path);
     tmp_streams[slot].f = f;
+    tmp_streams[slot].lock_fd = -1;
     tmp_slot_set(slot, 1); /* before the file exists: a signal from now on removes it */
     return slot;
 }
@@ -719,6 +725,54 @@ static void tmp_test_pause(const char *path, const char *tmp) {
     }
 }
 
+/* Whether another process holds tmp_create's lock on the file at tmp. */
+static int tmp_held(const char *tmp) {
+    const int fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    const int held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    close(fd);
+    return held;
+}
+
+/* slot's .tmp (or tmp, for a writer without a slot) created anew for writing, and locked
+ * until it is renamed or removed (the lock's descriptor in the slot): a .tmp another
+ * process holds so is refused with EBUSY (two writers of one file removed each other's
+ * .tmp, and one renamed the other's half-written file over the path), one left by a
+ * process that died is replaced. A link or a pipe there is removed, never followed. The
+ * descriptor, or -1 with errno. Where the file system takes no locks, written unlocked. */
+static int tmp_create(int slot, const char *tmp) {
+    for (int tries = 0; tries < 4; tries++) {
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0) {
+            if (errno != EEXIST) return -1;
+            if (tmp_held(tmp)) break;
+            unlink(tmp);
+            continue;
+        }
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        if (fcntl(fd, F_OFD_SETLK, &fl) != 0) return fd; /* no locks here (ENOLCK): as before them */
+        /* still the file of that name: another writer may have taken it for a stale one
+           and removed it between the create and the lock */
+        struct stat mine, named;
+        if (fstat(fd, &mine) != 0 || stat(tmp, &named) != 0 || mine.st_dev != named.st_dev ||
+            mine.st_ino != named.st_ino) {
+            close(fd);
+            continue;
+        }
+        if (slot >= 0) tmp_streams[slot].lock_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* -1: unlocked at close */
+        return fd;
+    }
+    errno = EBUSY;
+    return -1;
+}
+
 /* The longest path write_file_tmp takes: its folder and path.tmp fit their buffers whole
  * (cut short, the folder made and the file written would be other ones). */
 #define TMP_PATH_MAX 1023
@@ -740,10 +794,17 @@ int write_file_tmp(const char *path, const void *head, size_t head_len, const vo
     /* registered before it exists, for a signal handler's tmp_streams_unlink (none free:
        written all the same) */
     const int slot = tmp_slot_take(path, NULL);
-    unlink(tmp); /* a stale one, or a link there: the new file is created, never followed */
-    FILE *f = fopen(tmp, "wbx");
+    const int fd = tmp_create(slot, tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
-        fprintf(stderr, "s2hc: error: cannot write %s: %s\n", tmp, strerror(errno));
+        if (errno == EBUSY)
+            fprintf(stderr, "s2hc: error: cannot write %s: another process is writing it now (%s is open)\n", path,
+                    tmp);
+        else fprintf(stderr, "s2hc: error: cannot write %s: %s\n", tmp, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         if (slot >= 0) tmp_slot_set(slot, 0);
         return -1;
     }
@@ -788,8 +849,7 @@ FILE *tmp_stream_open(const char *path) {
     const int slot = tmp_slot_take(path, NULL);
     if (slot < 0) return NULL;
     const char *tmp = tmp_streams[slot].tmp;
-    unlink(tmp);
-    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    const int fd = tmp_create(slot, tmp);
     if (fd >= 0) tmp_test_pause(path, tmp);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {

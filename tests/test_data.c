@@ -156,6 +156,64 @@ static void test_write_long_path(void) {
 /* The atomic writers' promises: a path of exactly 1023 bytes is written; a link at
  * path.tmp is replaced, never followed; a rename that fails leaves no path.tmp; a stream's
  * path too long to keep whole is refused; parent_dir of a file at the root is "/". */
+/* A .tmp another writer holds (its lock, as tmp_create takes it: an OFD lock conflicts
+ * with another open of the file in this process too) is refused with EBUSY, left as it
+ * is, the path untouched; one nobody holds (a writer that died) is replaced; and a writer's
+ * own .tmp stays held until it is renamed, so a second writer of the path is refused
+ * meanwhile, by write_file_atomic and tmp_stream_open alike. */
+static int lock_whole(int fd) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+static void test_write_tmp_held(void) {
+    const char *dir = tmp_dir("held");
+    char path[1300], tmp[1320];
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    write_file(path, "old", 3);
+    int other = open(tmp, O_RDWR | O_CREAT | O_EXCL, 0644);
+    CHECK(other >= 0 && lock_whole(other) == 0 && write(other, "half", 4) == 4, "another writer's .tmp");
+    errno = 0;
+    CHECK(write_file_atomic(path, "new", 3, NULL, 0) == -1 && errno == EBUSY, "refused while held: errno %d", errno);
+    struct stat st;
+    CHECK(stat(tmp, &st) == 0 && st.st_size == 4 && stat(path, &st) == 0 && st.st_size == 3,
+          "its .tmp and the path as they were");
+    errno = 0;
+    CHECK(tmp_stream_open(path) == NULL && errno == EBUSY, "a stream refused too: errno %d", errno);
+    CHECK(stat(tmp, &st) == 0 && st.st_size == 4, "its .tmp still there");
+    close(other); /* the writer gone: its .tmp is a stale one, replaced */
+    CHECK(write_file_atomic(path, "newer", 5, NULL, 0) == 0 && stat(path, &st) == 0 && st.st_size == 5 &&
+              !file_exists(tmp),
+          "written once nobody holds the .tmp");
+    /* this process's own writer holds its .tmp: from the create to the rename */
+    CHECK(write_file_tmp(path, "abc", 3, NULL, 0) == 0, "write_file_tmp");
+    const int look = open(tmp, O_RDONLY);
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    CHECK(look >= 0 && fcntl(look, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK,
+          "held between write_file_tmp and commit_file_tmp");
+    if (look >= 0) close(look);
+    errno = 0;
+    CHECK(write_file_atomic(path, "x", 1, NULL, 0) == -1 && errno == EBUSY, "a second writer refused meanwhile");
+    CHECK(commit_file_tmp(path) == 0 && stat(path, &st) == 0 && st.st_size == 3 && !file_exists(tmp),
+          "the first one's file committed");
+    FILE *a = tmp_stream_open(path);
+    CHECK(a != NULL, "a stream");
+    errno = 0;
+    CHECK(tmp_stream_open(path) == NULL && errno == EBUSY, "a second stream on the path refused: errno %d", errno);
+    if (a) {
+        fputs("stream", a);
+        CHECK(tmp_stream_commit(a) == 0 && stat(path, &st) == 0 && st.st_size == 6, "the first stream's file");
+    }
+    CHECK(write_file_atomic(path, "free", 4, NULL, 0) == 0, "free again after the rename");
+}
+
 static void test_write_files(void) {
     const char *dir = tmp_dir("atomic");
     char path[1400], tmp[1420];
@@ -703,6 +761,7 @@ int main(void) {
     T_RUN(test_shard_corrupt);
     T_RUN(test_write_long_path);
     T_RUN(test_write_files);
+    T_RUN(test_write_tmp_held);
     T_RUN(test_shard_vocab);
     T_RUN(test_shard_fifo);
     T_RUN(test_loader_determinism);

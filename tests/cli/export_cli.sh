@@ -277,4 +277,19 @@ for case in "export model.safetensors INT" "eval run.h5 TERM" "probe run.h5 HUP"
     && ok "SIG$3 while $1 writes $2: no .tmp left, the files as they were" \
     || fail "SIG$3 while $1 writes $2 left: $(ls "$R")"
 done
+# two exports into one file at once: the second is refused, naming the file, while the
+# first writes (they removed each other's .tmp, and one renamed the other's half-written
+# file into place, exit 0); the first's file then whole
+fresh "$TMP/out"
+(exec env S2HC_TEST_TMP_PAUSE=two.safetensors "$S2HC" export "$R" -o "$TMP/two.safetensors") >"$TMP/out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "(test) .*/two.safetensors.tmp open" "$TMP/out" && break; sleep 0.1; done
+expect_status 1 "a second export into the file being written" -- "$S2HC" export "$R" -o "$TMP/two.safetensors"
+expect_out "cannot write $TMP/two.safetensors: another process is writing it now" "names the file and why"
+kill -TERM "$pid"; { wait "$pid"; } 2>/dev/null
+[ ! -e "$TMP/two.safetensors" ] && [ ! -e "$TMP/two.safetensors.tmp" ] && ok "nothing written by either" \
+  || fail "left: $(ls "$TMP" | grep two)"
+expect_status 0 "export into it once the other is gone" -- "$S2HC" export "$R" -o "$TMP/two.safetensors"
+cmp -s "$TMP/two.safetensors" "$R/model.safetensors" && ok "the same file as the run's export" \
+  || fail "two.safetensors differs from the run's export"
 finish export_cli
