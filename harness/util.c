@@ -96,15 +96,22 @@ static void lock_holder_read(int fd, char *holder, size_t holder_len) {
     holder[strcspn(holder, "\n")] = '\0';
 }
 
-int lock_file_try(const char *path, char *holder, size_t holder_len) {
-    if (holder_len) holder[0] = '\0';
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0) return -1;
+/* An OFD write lock on the whole of fd's file: taken (F_OFD_SETLK: 0, or -1 with errno),
+ * or looked for (F_OFD_GETLK: 1 when another open of the file holds one, else 0). */
+static int ofd_lock(int fd, int cmd) {
     struct flock fl;
     memset(&fl, 0, sizeof fl);
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
-    if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return fd;
+    if (cmd == F_OFD_GETLK) return fcntl(fd, cmd, &fl) == 0 && fl.l_type != F_UNLCK;
+    return fcntl(fd, cmd, &fl);
+}
+
+int lock_file_try(const char *path, char *holder, size_t holder_len) {
+    if (holder_len) holder[0] = '\0';
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    if (ofd_lock(fd, F_OFD_SETLK) == 0) return fd;
     lock_holder_read(fd, holder, holder_len);
     close(fd);
     return -2;
@@ -114,11 +121,7 @@ int lock_file_held(const char *path, char *holder, size_t holder_len) {
     if (holder_len) holder[0] = '\0';
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    const int held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    const int held = ofd_lock(fd, F_OFD_GETLK);
     if (held) lock_holder_read(fd, holder, holder_len);
     close(fd);
     return held;
@@ -729,11 +732,7 @@ static void tmp_test_pause(const char *path, const char *tmp) {
 static int tmp_held(const char *tmp) {
     const int fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return 0;
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    const int held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    const int held = ofd_lock(fd, F_OFD_GETLK);
     close(fd);
     return held;
 }
@@ -753,11 +752,7 @@ static int tmp_create(int slot, const char *tmp) {
             unlink(tmp);
             continue;
         }
-        struct flock fl;
-        memset(&fl, 0, sizeof fl);
-        fl.l_type = F_WRLCK;
-        fl.l_whence = SEEK_SET;
-        if (fcntl(fd, F_OFD_SETLK, &fl) != 0) return fd; /* no locks here (ENOLCK): as before them */
+        if (ofd_lock(fd, F_OFD_SETLK) != 0) return fd; /* no locks here (ENOLCK): as before them */
         /* still the file of that name: another writer may have taken it for a stale one
            and removed it between the create and the lock */
         struct stat mine, named;
