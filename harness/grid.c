@@ -2163,10 +2163,10 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
 }
 
 static void draw(grid_runner *r) {
-    char s[256];
+    char s[256], line[400];
     status_text(r, s, sizeof s);
-    printf("\r\033[K[grid %s] %s", r->g->stem, s);
-    fflush(stdout);
+    snprintf(line, sizeof line, "[grid %s] %s", r->g->stem, s);
+    tty_line(stdout, line);
     r->last_draw = now_seconds();
 }
 

@@ -210,7 +210,9 @@ static void sample_progress(int done, void *ctx) {
         fprintf(stderr, "  %d/%d tokens x %d, %.0f tokens/s, ETA %s\n", done, s->ntok, s->count, rate, eta);
         return;
     }
-    fprintf(stderr, "\r  %d/%d tokens x %d, %.0f tokens/s, ETA %s   ", done, s->ntok, s->count, rate, eta);
+    char line[256];
+    snprintf(line, sizeof line, "  %d/%d tokens x %d, %.0f tokens/s, ETA %s", done, s->ntok, s->count, rate, eta);
+    tty_line(stderr, line);
     if (done == s->ntok) fputc('\n', stderr);
 }
 

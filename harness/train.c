@@ -465,9 +465,11 @@ static int save_state(const char *ckpt_path, const gpt_model *m, const adamw_sta
 static void progress_line(int tty, int step, int steps, double loss, double lr, double gn, double tps, double eta) {
     char e[32];
     fmt_duration(eta, e, sizeof e);
-    fprintf(stdout, "%sstep %*d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %s%s", tty ? "\r" : "",
-            (int)(steps >= 10000 ? 5 : steps >= 1000 ? 4 : 3), step, steps, loss, lr, gn, tps, e,
-            tty ? "\033[K" : "\n");
+    char line[256];
+    snprintf(line, sizeof line, "step %*d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %s",
+             (int)(steps >= 10000 ? 5 : steps >= 1000 ? 4 : 3), step, steps, loss, lr, gn, tps, e);
+    if (tty) tty_line(stdout, line);
+    else printf("%s\n", line);
     fflush(stdout);
 }
 

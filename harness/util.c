@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -353,6 +354,20 @@ int terminal_live(int fd) {
     return isatty(fd) && term && term[0] && strcmp(term, "dumb") != 0;
 }
 
+int terminal_columns(int fd) {
+    struct winsize ws;
+    return ioctl(fd, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+}
+
+void tty_line(FILE *f, const char *text) {
+    const int cols = terminal_columns(fileno(f));
+    size_t n = 0;
+    for (int shown = 0; text[n]; n++) /* a character starts at every byte but a UTF-8 continuation */
+        if (((unsigned char)text[n] & 0xC0) != 0x80 && cols > 0 && ++shown > cols - 1) break;
+    fprintf(f, "\r%.*s\033[K", (int)n, text);
+    fflush(f);
+}
+
 void progress_begin(progress *p, const char *what, const char *unit, long total, int enabled) {
     memset(p, 0, sizeof *p);
     p->what = what;
@@ -374,8 +389,10 @@ void progress_update(progress *p, long done) {
     char e1[16], e2[16];
     fmt_duration(el, e1, sizeof e1);
     fmt_duration(eta, e2, sizeof e2);
-    printf("%s%s: %ld/%ld %s | %s | ETA %s%s", p->tty ? "\r" : "", p->what, done, p->total, p->unit, e1, e2,
-           p->tty ? "\033[K" : "\n");
+    char line[512];
+    snprintf(line, sizeof line, "%s: %ld/%ld %s | %s | ETA %s", p->what, done, p->total, p->unit, e1, e2);
+    if (p->tty) tty_line(stdout, line);
+    else printf("%s\n", line);
     fflush(stdout);
     p->shown = 1;
 }

@@ -212,6 +212,12 @@ const char *opt_arg(int argc, char **argv, int *i, const char *name, int dash_ok
  * terminal whose TERM is "dumb" or unset (Emacs's M-x shell, a serial console) shows those
  * as ^[[K, so there progress goes a line at a time, as into a log, and colour is off. */
 int terminal_live(int fd);
+/* The width in columns of the terminal at fd, 0 when it is none or says none. */
+int terminal_columns(int fd);
+/* text as the live line of the terminal at f (stdout or stderr): "\r", text cut to one
+ * column less than the terminal's width (a line that wraps leaves its first rows behind
+ * at every redraw), "\033[K"; flushed. Columns are counted as UTF-8 characters. */
+void tty_line(FILE *f, const char *text);
 typedef struct {
     const char *what, *unit;
     long total;

@@ -650,6 +650,13 @@ if command -v script >/dev/null; then
   grep -q "step  *5/5" "$TMP/tty" && ! grep -q $'\033' "$TMP/tty" "$TMP/tty2" && grep -q $'\033\\[K' "$TMP/tty3" \
     && ok "TERM=dumb: no escape codes; TERM=xterm: the line in place" \
     || fail "TERM=dumb on a terminal: $(grep -c $'\033' "$TMP/tty" "$TMP/tty2" "$TMP/tty3" | tr '\n' ' ')"
+  # on a terminal narrower than the line (an 80-column pane; the step line is ~85), the
+  # line is cut to the width less one: one that wraps leaves a row behind at every redraw
+  TERM=xterm S2HC_TEST_PROGRESS_AFTER=0 script -qec "stty cols 40; $(printf '%q ' "$S2HC" train "$TMP/t.yaml" \
+    --set run.name=narrow --set train.steps=5)" "$TMP/tty6" >/dev/null 2>&1
+  widest=$(awk 'BEGIN { RS = "\r" } /\033\[K/ { sub(/\033\[K.*/, ""); if (length($0) > w) w = length($0) } END { print w + 0 }' "$TMP/tty6")
+  [ "$widest" -gt 30 ] && [ "$widest" -le 39 ] && grep -q "step  *[0-9]/5 | loss" "$TMP/tty6" \
+    && ok "a 40-column terminal: the live line cut to 39 columns" || fail "a 40-column terminal: the live line's widest $widest"
 fi
 # an option is not another option's value: `eval RUN --data --batches 1` read the data
 # from a folder named --batches; `export RUN -o --dtype` wrote a file named --dtype
