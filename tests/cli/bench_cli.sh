@@ -132,7 +132,7 @@ fresh "$TMP/first.out"
   --probe-steps 1 --csv csv) >"$TMP/first.out" 2>&1 &
 pid=$!
 set +m
-for _ in $(seq 600); do grep -q "training run 1 waits for a signal" "$TMP/first.out" && break; sleep 0.1; done
+wait_for 300 grep -q "training run 1 waits for a signal" "$TMP/first.out"
 expect_status 1 "a second bench into the folder is refused" -- bash -c "cd '$TMP/bp' && exec '$S2HC' bench --quick --preset tiny --csv csv"
 expect_out "csv is in use \(s2hc bench pid $pid on .* since " "its refusal names the first bench"
 grep -q "== sgemm" "$TMP/out" && fail "the refused bench measured" || ok "the refused bench measured nothing"
@@ -187,7 +187,7 @@ mkdir -p "$TMP/bt/csv"; echo "an earlier run's" > "$TMP/bt/csv/bench.csv"
 fresh "$TMP/out"
 "$S2HC" bench --quick --preset tiny --no-streams --no-probes --rounds 50 --threads 1 --csv "$TMP/bt/csv" >"$TMP/out" 2>&1 &
 pid=$!
-for _ in $(seq 600); do grep -q "^== sgemm" "$TMP/out" && break; sleep 0.1; done
+wait_for 300 grep -q "^== sgemm" "$TMP/out"
 kill -TERM "$pid" 2>/dev/null; wait "$pid"; st=$?
 [ "$st" = 130 ] && grep -q "bench: interrupted" "$TMP/out" && ok "SIGTERM: exit 130" \
   || fail "SIGTERM in the bench: exit $st: $(tail -n 2 "$TMP/out")"

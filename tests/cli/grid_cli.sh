@@ -144,12 +144,12 @@ KS=(--set train.steps=$KSTEPS --set train.ckpt_every=50 --set train.eval_every=2
 "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K" -j 1 > "$TMP/kill1.out" 2>&1 &
 pid=$!
 # until point 0 finished and point 1 printed its first step (its trainer then handles
-# SIGTERM; before, it may still be starting up); at most 2 minutes
-for _ in $(seq 1 1200); do
+# SIGTERM; before, it may still be starting up)
+point1_training() {
   grep -q "state=finished" "$K/identity-n4-s1337/grid.status" 2>/dev/null &&
-    grep -Eq "^step +[0-9]+/$KSTEPS" "$K/s2hc-n4-s1337/train.log" 2>/dev/null && break
-  sleep 0.1
-done
+    grep -Eq "^step +[0-9]+/$KSTEPS" "$K/s2hc-n4-s1337/train.log" 2>/dev/null
+}
+wait_for 600 point1_training
 kill -TERM $pid; wait $pid; rc=$?
 [ "$rc" = 130 ] && ok "a runner stopped by SIGTERM exits 130" || fail "runner exit $rc after SIGTERM"
 grep -q "stopped #1 s2hc-n4-s1337 at step" "$TMP/kill1.out" && ok "the running point saved and stopped" || fail "no stop line: $(tail -n 3 "$TMP/kill1.out")"
@@ -178,11 +178,11 @@ K2=$TMP/kill9
 "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" -j 1 --job 0 > /dev/null 2>&1 &
 pid=$!
 # killed once the child has trained half the run, so that the time of its first part shows
-for _ in $(seq 1 1200); do
+half_trained() {
   awk -v h=$((KSTEPS / 2)) '/^step +[0-9]+\//{split($2, a, "/"); if (a[1] + 0 >= h) f = 1} END{exit !f}' \
-    "$K2/identity-n4-s1337/train.log" 2>/dev/null && break
-  sleep 0.1
-done
+    "$K2/identity-n4-s1337/train.log" 2>/dev/null
+}
+wait_for 600 half_trained
 kill -KILL $pid; wait $pid 2>/dev/null
 for _ in $(seq 1 600); do  # the orphan saves and exits; its lock goes with it
   "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --list 2>/dev/null | grep -Eq "identity-n4-s1337 +running" || break
@@ -432,7 +432,7 @@ fi
 # elsewhere for the grid, not a point that failed
 "$S2HC" train "$O/$P/config.yaml" --set run.out="$TMP/hand" --set train.steps=100000 --force --quiet >/dev/null 2>&1 &
 HP=$!
-for _ in $(seq 100); do [ -f "$TMP/hand/$P/.train.lock" ] && break; sleep 0.1; done
+wait_for 300 test -f "$TMP/hand/$P/.train.lock"
 expect_status 0 "a grid beside a training started by hand" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/hand" --job 0 \
   --set train.steps=100000
 expect_out "0 failed, 0 diverged, 0 refused, 0 left, 1 running elsewhere" "it counts the point as running elsewhere"
@@ -441,7 +441,7 @@ expect_out "0 failed, 0 diverged, 0 refused, 0 left, 1 running elsewhere" "it co
 kill -TERM $HP; wait $HP 2>/dev/null
 # the temporary files of a runner killed between write and rename (index.csv.PID.tmp,
 # config.yaml.PID.tmp) go at the next run; a live process's stay
-sleep 30 & LIVE=$!
+sleep 600 & LIVE=$! # killed below; alive for however long the grid run takes
 touch "$TMP/hand/index.csv.999999999.tmp" "$TMP/hand/index.csv.$LIVE.tmp" "$TMP/hand/$P/config.yaml.999999999.tmp" \
   "$TMP/hand/index.csv.x999999999.tmp"
 "$S2HC" grid $G "${D[@]}" --out "$TMP/hand" --job 0 --set train.steps=2 --set train.warmup=1 --force >/dev/null 2>&1

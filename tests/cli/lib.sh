@@ -20,6 +20,13 @@ expect_out() {
 # `cmd >FILE &` truncates FILE only once the job's shell runs, and a wait for a line in FILE
 # meanwhile reads the previous command's lines (a signal then came before s2hc had its handler)
 fresh() { local f; for f in "$@"; do : >"$f"; done; }
+# wait_for SECONDS COMMAND...: run COMMAND every 0.1 s until it succeeds, for SECONDS at
+# most; its status. A wait that succeeds ends at once, so the limit is a loaded machine's
+# time (ten times a quiet one's and more), never a quiet one's.
+wait_for() {
+  local end=$((SECONDS + $1)); shift
+  until "$@"; do [ "$SECONDS" -ge "$end" ] && return 1; sleep 0.1; done
+}
 finish() { echo "$1: $T_PASS passed, $T_FAIL failed"; [ "$T_FAIL" = 0 ]; }
 # s2hc_arch: the architecture the s2hc binary was built for (x86_64, aarch64; `version -v`),
 # which under an emulator (tests/run.sh's S2HC_EXEC) is not this machine's

@@ -237,7 +237,7 @@ for case in "claims.md INT analyze" "index.html TERM report"; do
   S2HC_TEST_TMP_PAUSE=$name "${cmd[@]}" >"$TMP/out" 2>&1 &
   pid=$!
   set +m
-  for _ in $(seq 600); do grep -q "(test) .*/$name.tmp open" "$TMP/out" && break; sleep 0.1; done
+  wait_for 300 grep -q "(test) .*/$name.tmp open" "$TMP/out"
   kill -"$sig" -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rc=$?
   left=$(find "$TMP/one-an" -name '*.tmp' | tr '\n' ' ')
   [ "$rc" = 130 ] && [ -z "$left" ] && [ "$(sums4)" = "$before" ] && ok "SIG$sig while $what writes $name: exit 130, the older files, no .tmp" \
@@ -254,7 +254,7 @@ before=$(sums5)
 fresh "$TMP/first.out"
 S2HC_TEST_TMP_PAUSE=claims.md "$REPORT" analyze "$TMP/runs/s2hc-n4" -o "$TMP/one-two" >"$TMP/first.out" 2>&1 &
 pid=$!
-for _ in $(seq 600); do grep -q "(test) .*/claims.md.tmp open" "$TMP/first.out" && break; sleep 0.1; done
+wait_for 300 grep -q "(test) .*/claims.md.tmp open" "$TMP/first.out"
 for cmd in "analyze $TMP/runs" "report $TMP/runs" "report --no-analyze"; do
   expect_status 2 "${cmd/$TMP\/runs/RUNS} into a folder an analysis writes is refused" -- "$REPORT" $cmd -o "$TMP/one-two"
   expect_out "one-two is in use \(s2hc analyze pid $pid on .* since " "its refusal names the analysis"
@@ -285,7 +285,7 @@ fresh "$TMP/out"
 S2HC_TEST_TMP_PAUSE=.analyze-files "$REPORT" analyze "$TMP/runs/s2hc-n4" -o "$TMP/one-an" >"$TMP/out" 2>&1 &
 pid=$!
 set +m
-for _ in $(seq 600); do grep -q "(test) .*/.analyze-files.tmp open" "$TMP/out" && break; sleep 0.1; done
+wait_for 300 grep -q "(test) .*/.analyze-files.tmp open" "$TMP/out"
 kill -INT -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rc=$?
 left=$(find "$TMP/one-an" -name '*.tmp' | tr '\n' ' ')
 [ "$rc" = 130 ] && [ -z "$left" ] && ok "SIGINT while analyze writes .analyze-files: exit 130, no .tmp" \
@@ -309,7 +309,7 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
     MAKEFLAGS= MAKELEVEL= make -s -o "$1/data/meta.gp" -W plots/fig00_loss.gp "$1/fig00_loss.png" PAPER_OUT="$1" >"$TMP/out" 2>&1 &
     pid=$!
     set +m
-    for _ in $(seq 200); do grep -q "gnuplot: pausing" "$TMP/out" && break; sleep 0.05; done
+    wait_for 300 grep -q "gnuplot: pausing" "$TMP/out"
   }
   make_figure_paused "$TMP/mk"
   kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
@@ -334,7 +334,7 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
       --set data.dir="$TMP/data" --set train.steps=100000 --set model.n_layer=1 --set model.n_embd=16 --set model.n_head=1)
   "$S2HC" grid experiments/paper.yaml "${PS[@]}" --out "$TMP/mkruns/paper" >"$TMP/first.out" 2>&1 &
   pid=$!
-  for _ in $(seq 100); do [ -s "$TMP/mkruns/paper/small-synth-rc-n1-s1337/.lock" ] && break; sleep 0.1; done
+  wait_for 300 test -s "$TMP/mkruns/paper/small-synth-rc-n1-s1337/.lock"
   MAKEFLAGS= MAKELEVEL= make -s -o paper-data -o paper-deps "$TMP/mkruns/paper/.complete" PAPER_RUNS="$TMP/mkruns" \
     BIN="$S2HC" PAPER_SET_PAPER="${PS[*]}" >"$TMP/out" 2>&1; st=$?
   [ "$st" != 0 ] && [ ! -e "$TMP/mkruns/paper/.complete" ] && grep -q "points are training in another process" "$TMP/out" \

@@ -67,7 +67,7 @@ chmod 600 "$SD/munge.key"
 env "$MARK" munged -F --force --key-file="$SD/munge.key" --socket="$SD/munge.sock" --pid-file="$SD/munged.pid" \
   --seed-file="$SD/munge.seed" --log-file="$SD/munged.log" >"$SD/munged.out" 2>&1 &
 PIDS="$PIDS $!"
-for _ in $(seq 1 50); do [ -S "$SD/munge.sock" ] && break; sleep 0.1; done
+wait_for 60 test -S "$SD/munge.sock"
 [ -S "$SD/munge.sock" ] && ok "munged is up" || { fail "munged did not start: $(tail -n 3 "$SD/munged.log" "$SD/munged.out" 2>/dev/null)"; finish slurm_check; exit 1; }
 
 cat > "$SD/slurm.conf" <<CONF

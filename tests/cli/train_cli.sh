@@ -425,7 +425,7 @@ csv_status() { awk -F, 'NR==1{for(i=1;i<=NF;i++) if($i=="status") c=i; next} {pr
 "$S2HC" train "$TMP/t.yaml" --set run.name=young --set train.steps=100000 --set train.ckpt_every=100000 \
   --set train.eval_every=0 --set probe.every=0 --quiet >/dev/null 2>&1 &
 young=$!
-for i in $(seq 100); do [ -s "$TMP/runs/young/.train.lock" ] && break; sleep 0.1; done
+wait_for 300 test -s "$TMP/runs/young/.train.lock"
 for cmd in eval probe inspect sample export; do
   expect_status 1 "$cmd of a training that has saved nothing yet" -- "$S2HC" $cmd "$TMP/runs/young"
   expect_out "young is in use \(s2hc train pid $young .* has saved nothing yet" "$cmd says it is in use"
@@ -435,12 +435,12 @@ kill -TERM $young; wait $young
 # used to overwrite each other's run.h5.tmp and ckpt.h5.tmp)
 "$S2HC" train "$TMP/t.yaml" --set run.name=busy --set train.steps=100000 --quiet >/dev/null 2>&1 &
 busy=$!
-for i in $(seq 100); do [ -s "$TMP/runs/busy/.train.lock" ] && break; sleep 0.1; done
+wait_for 300 test -s "$TMP/runs/busy/.train.lock"
 expect_status 2 "a second training into a running run's directory is refused" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --resume
 expect_out "in use \(s2hc train pid $busy " "the refusal names the running training"
 expect_status 2 "--force is refused too, and removes nothing" -- "$S2HC" train "$TMP/t.yaml" --set run.name=busy --force
 # eval and probe write run.h5 back: while the training runs, that copy would undo its saves
-for i in $(seq 100); do [ -e "$TMP/runs/busy/ckpt.h5" ] && break; sleep 0.1; done
+wait_for 300 test -e "$TMP/runs/busy/ckpt.h5"
 expect_status 1 "s2hc eval of a run in training is refused" -- "$S2HC" eval "$TMP/runs/busy" --batches 1
 expect_out "in use \(s2hc train pid $busy " "its refusal names the training"
 expect_status 1 "s2hc probe of a run in training is refused" -- "$S2HC" probe "$TMP/runs/busy" --samples 2
@@ -472,9 +472,9 @@ expect_status 130 "once it has stopped, --resume continues it (for one step)" --
 if command -v flock >/dev/null; then
   for f in run.h5 ckpt.h5; do
     fresh "$TMP/held.out"
-    (exec 9<"$TMP/runs/busy/$f"; flock -x 9; echo held; exec sleep 60) >"$TMP/held.out" &
+    (exec 9<"$TMP/runs/busy/$f"; flock -x 9; echo held; exec sleep 600) >"$TMP/held.out" &
     holder=$!
-    for i in $(seq 100); do grep -q held "$TMP/held.out" && break; sleep 0.1; done
+    wait_for 300 grep -q held "$TMP/held.out"
     cmd=inspect; [ $f = ckpt.h5 ] && cmd=export
     expect_status 1 "$cmd while another program holds $f" -- "$S2HC" $cmd "$TMP/runs/busy"
     expect_out "busy/$f: another program has it open for writing \(HDF5: .*unable to lock file" "it says so"
@@ -492,7 +492,7 @@ fi
 # saved, exit 130, no .tmp; under nohup (SIGHUP ignored when it started) it trains on
 "$S2HC" train "$TMP/t.yaml" --set run.name=hup --set train.steps=100000 --quiet >"$TMP/hup.out" 2>&1 &
 hup=$!
-for i in $(seq 100); do [ -e "$TMP/runs/hup/ckpt.h5" ] && break; sleep 0.1; done
+wait_for 300 test -e "$TMP/runs/hup/ckpt.h5"
 kill -HUP $hup; wait $hup; st=$?
 [ "$st" = 130 ] && grep -q "interrupted at step" "$TMP/hup.out" && ! ls "$TMP/runs/hup/"*.tmp >/dev/null 2>&1 \
   && ok "SIGHUP: the training saves and stops, exit 130" || fail "SIGHUP: exit $st: $(tail -n 2 "$TMP/hup.out")"
@@ -502,7 +502,7 @@ fresh "$TMP/hup.out"
 "$S2HC" train "$TMP/t.yaml" --set run.name=hup2 --set train.steps=100000 --set model.n_embd=256 \
   --set model.block_size=256 --set train.batch=16 --set train.ckpt_every=1 --quiet >"$TMP/hup.out" 2>&1 &
 hup=$! # steps of a few tenths of a second: the second signal comes before the safe point
-for i in $(seq 200); do [ -e "$TMP/runs/hup2/ckpt.h5" ] && break; sleep 0.1; done
+wait_for 300 test -e "$TMP/runs/hup2/ckpt.h5"
 kill -HUP $hup
 for i in $(seq 300); do grep -q "next safe point" "$TMP/hup.out" && break; sleep 0.01; done
 kill -HUP $hup 2>/dev/null; wait $hup; st=$?
@@ -510,7 +510,7 @@ kill -HUP $hup 2>/dev/null; wait $hup; st=$?
   && ok "two SIGHUPs: the training still saves and stops, exit 130" || fail "two SIGHUPs: exit $st: $(tail -n 2 "$TMP/hup.out")"
 (trap '' HUP; exec "$S2HC" train "$TMP/t.yaml" --set run.name=nohup --set train.steps=100000 --quiet) >"$TMP/hup.out" 2>&1 &
 hup=$!
-for i in $(seq 100); do [ -e "$TMP/runs/nohup/ckpt.h5" ] && break; sleep 0.1; done
+wait_for 300 test -e "$TMP/runs/nohup/ckpt.h5"
 kill -HUP $hup; sleep 1
 kill -0 $hup 2>/dev/null && ok "under nohup a SIGHUP leaves the training running" || fail "under nohup a SIGHUP stopped it: $(tail -n 2 "$TMP/hup.out")"
 kill -TERM $hup; wait $hup
@@ -528,7 +528,7 @@ fi
 # SIGINT ignored: a Ctrl-C meant for the script's foreground command leaves it training
 "$S2HC" train "$TMP/t.yaml" --set run.name=bgint --set train.steps=100000 --quiet >"$TMP/hup.out" 2>&1 &
 hup=$!
-for i in $(seq 100); do [ -e "$TMP/runs/bgint/ckpt.h5" ] && break; sleep 0.1; done
+wait_for 300 test -e "$TMP/runs/bgint/ckpt.h5"
 kill -INT $hup; sleep 1
 kill -0 $hup 2>/dev/null && ok "SIGINT ignored at start: a SIGINT leaves the training running" \
   || fail "SIGINT ignored at start: a SIGINT stopped it: $(tail -n 2 "$TMP/hup.out")"
@@ -552,7 +552,7 @@ fresh "$TMP/fin.out"
 (exec "$S2HC" train "$TMP/t.yaml" --set run.name=fin --set train.steps=12 --set train.eval_every=0 \
   --set train.eval_batches=20000) >"$TMP/fin.out" 2>&1 & # SIGINT not ignored (a subshell that execs)
 fin=$!
-for i in $(seq 600); do grep -Eq "^step +12/12" "$TMP/fin.out" && break; sleep 0.1; done
+wait_for 300 grep -Eq "^step +12/12" "$TMP/fin.out"
 sleep 0.3
 kill -INT $fin; wait $fin; rc=$?
 [ "$rc" = 130 ] && ok "Ctrl-C in the final evaluation: exit 130" || fail "exit $rc: $(tail -n 3 "$TMP/fin.out")"
