@@ -1,5 +1,16 @@
 # lib.sh: helpers for the shell tests of the s2hc command. Source it; call ok/expect_*;
 # end with `finish NAME`, which prints "NAME: N passed, N failed".
+# SIGHUP, SIGINT and SIGTERM at their defaults: a suite started as a script's background
+# job (`make test &`) or under nohup inherits SIGINT or SIGHUP ignored, which bash cannot
+# undo, and every job a test signals kept it so (s2hc keeps an ignored stop signal ignored:
+# a Ctrl-C test's training evaluated on for minutes). The script then runs again with them
+# reset (env --default-signal, coreutils 8.31 or later).
+if [ -z "${S2HC_TEST_SIGNALS_RESET:-}" ] && [ -r /proc/$$/status ]; then
+  _ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status)
+  if [ -n "$_ign" ] && [ $(( 0x$_ign & 0x4003 )) != 0 ] && env --default-signal=HUP true 2>/dev/null; then
+    S2HC_TEST_SIGNALS_RESET=1 exec env --default-signal=HUP,INT,TERM bash "$PWD/tests/cli/$(basename "$0")" "$@"
+  fi
+fi
 S2HC=${S2HC_BIN:-$PWD/bin/s2hc}
 T_PASS=0; T_FAIL=0
 TMP=${S2HC_TEST_TMP:-$(mktemp -d)}/$(basename "$0" .sh)

@@ -185,6 +185,11 @@ if command -v h5diff >/dev/null; then
       && ok "$d as the uninterrupted run's" || fail "$d differs from the uninterrupted run's"
   done
 fi
+# the signals sent below are at their defaults here, however the suite was started
+# (lib.sh resets a background job's or nohup's ignored SIGINT or SIGHUP)
+ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status 2>/dev/null)
+{ [ -z "$ign" ] || [ $(( 0x$ign & 0x4003 )) = 0 ]; } && ok "SIGHUP, SIGINT and SIGTERM at their defaults" \
+  || fail "a stop signal ignored at the start (SigIgn $ign)"
 # a session that trains no step (stopped during the evaluation it owed) leaves the run's
 # thread count: the next --resume still takes the 2 it trained with
 OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev2 --stop-after 5 >/dev/null 2>&1
