@@ -194,13 +194,15 @@ ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status 2>/dev/null)
 # thread count: the next --resume still takes the 2 it trained with
 OMP_NUM_THREADS=2 "$S2HC" train "$TMP/t.yaml" "${TE[@]}" --set run.name=ev2 --stop-after 5 >/dev/null 2>&1
 # (a subshell that execs: SIGINT not ignored, as in a terminal's job; a plain `&` here
-# starts it with SIGINT ignored, and s2hc keeps it so)
+# starts it with SIGINT ignored, and s2hc keeps it so). The signal once the evaluation's
+# first progress line is out (S2HC_TEST_PROGRESS_AFTER=0: at its first batch), with the
+# handler in place ("resuming" is printed before the handler is)
 fresh "$TMP/ev2.out"
-(exec "$S2HC" train "$TMP/t.yaml" "${TE[@]:0:${#TE[@]}-1}" --set run.name=ev2 --resume --set train.threads=1 \
-  --set train.eval_batches=1000000) > "$TMP/ev2.out" 2>&1 &
+(exec env S2HC_TEST_PROGRESS_AFTER=0 "$S2HC" train "$TMP/t.yaml" "${TE[@]:0:${#TE[@]}-1}" --set run.name=ev2 --resume \
+  --set train.threads=1 --set train.eval_batches=1000000) > "$TMP/ev2.out" 2>&1 &
 evp=$!
-for i in $(seq 100); do grep -q "resuming" "$TMP/ev2.out" && break; sleep 0.1; done
-sleep 0.5; kill -INT $evp; wait $evp; st=$?
+wait_for 300 grep -q "^eval: " "$TMP/ev2.out"
+kill -INT $evp; wait $evp; st=$?
 [ "$st" = 130 ] && grep -q "interrupted during the evaluation of step 5" "$TMP/ev2.out" \
   && ok "stopped during the evaluation it owed" || fail "exit $st: $(tail -n 2 "$TMP/ev2.out")"
 [ "$(h5dump -a /threads "$TMP/runs/ev2/run.h5" 2>/dev/null | grep -Ec '^ *\(0\): 2$')" = 1 ] \
