@@ -105,21 +105,26 @@ expect_out "cannot write .*gemm.csv: File too large" "names the file and says wh
 [ "$(md5sum < "$TMP/csv/gemm.csv")" = "$before" ] && ! ls "$TMP/csv" | grep -q '\.tmp$' \
   && ok "gemm.csv as it was, no .tmp left" || fail "gemm.csv changed or a .tmp was left: $(ls "$TMP/csv")"
 # Ctrl-C while the probes section trains (on a small corpus standing in for docs): the
-# bench stops, exit 130, the earlier probes.csv whole, no .tmp left
+# bench stops, exit 130, the earlier probes.csv whole, no .tmp left, the section's folder
+# removed. The signal once its first training run has made its folder (under TMPDIR): the
+# section's handler is in place then ("== probes:" comes before it, and a signal a fixed
+# time after that line could still end the bench as in any other section)
 make_synth_data "$TMP/data"
-mkdir -p "$TMP/bp/data/docs" "$TMP/bp/csv" && cp "$TMP/data/synth/"*.bin "$TMP/bp/data/docs/"
+mkdir -p "$TMP/bp/data/docs" "$TMP/bp/csv" "$TMP/bp/tmp" && cp "$TMP/data/synth/"*.bin "$TMP/bp/data/docs/"
 echo "an earlier run's" > "$TMP/bp/csv/probes.csv"
 set -m # the bench in a process group of its own, signalled as a terminal's Ctrl-C signals one
 fresh "$TMP/out"
-(cd "$TMP/bp" && exec "$S2HC" bench --quick --preset tiny --no-methods --no-streams --probe-steps 100 --csv csv) \
-  >"$TMP/out" 2>&1 &
+(cd "$TMP/bp" && exec env TMPDIR="$TMP/bp/tmp" "$S2HC" bench --quick --preset tiny --no-methods --no-streams \
+  --probe-steps 100 --csv csv) >"$TMP/out" 2>&1 &
 pid=$!
 set +m
-for _ in $(seq 600); do grep -q "^== probes:" "$TMP/out" && break; sleep 0.1; done
-sleep 0.5
+probes_training() { compgen -G "$TMP/bp/tmp/s2hc-bench.*/runs/*" >/dev/null; }
+wait_for 300 probes_training || fail "the probes section's first run did not start: $(tail -n 3 "$TMP/out")"
 kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
 [ "$st" = 130 ] && grep -q "interrupted in the probes section" "$TMP/out" && ok "Ctrl-C in the probes section: exit 130" \
   || fail "Ctrl-C in the probes section: exit $st: $(tail -n 3 "$TMP/out")"
+[ -z "$(ls -A "$TMP/bp/tmp")" ] && ok "Ctrl-C in the probes section: its folder removed" \
+  || fail "Ctrl-C in the probes section left: $(ls -A "$TMP/bp/tmp")"
 [ "$(cat "$TMP/bp/csv/probes.csv")" = "an earlier run's" ] && ! ls "$TMP/bp/csv" | grep -q '\.tmp$' \
   && ok "Ctrl-C in the probes section: probes.csv as it was, no .tmp left" \
   || fail "Ctrl-C in the probes section rewrote probes.csv: $(head -c 200 "$TMP/bp/csv/probes.csv")"
