@@ -1061,17 +1061,19 @@ static void bench_on_probes_signal(int sig) {
 }
 
 /* Tests only: S2HC_TEST_BENCH_PAUSE_RUN=K makes the probes section's training run K
- * (1..4) wait, after a line saying so, for a signal (60 s at most), then 1 s more (for a
- * second one), just before it starts: the moment after the section's last look at
- * stop_signal. */
+ * (1..4) wait, after a line saying so, for a signal (60 s at most), then 1 s more, just
+ * before it starts: the moment after the section's last look at stop_signal. With
+ * S2HC_TEST_BENCH_PAUSE_AGAIN set (not empty) it waits up to 60 s for a second signal
+ * instead, which ends the bench: a test sends it once it has read the first one's
+ * message, which on a loaded machine can take over a second. */
 static void probes_test_pause(int run) {
-    const char *e = getenv("S2HC_TEST_BENCH_PAUSE_RUN");
+    const char *e = getenv("S2HC_TEST_BENCH_PAUSE_RUN"), *again = getenv("S2HC_TEST_BENCH_PAUSE_AGAIN");
     if (!e || atoi(e) != run) return;
     printf("  (test) training run %d waits for a signal\n", run);
     fflush(stdout);
     double until = now_seconds() + 60;
     for (int signalled = 0; now_seconds() < until;) {
-        if (stop_signal && !signalled) signalled = 1, until = now_seconds() + 1;
+        if (stop_signal && !signalled) signalled = 1, until = now_seconds() + (again && again[0] ? 60 : 1);
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }

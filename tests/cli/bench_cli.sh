@@ -148,20 +148,24 @@ kill -INT -- -"$pid" 2>/dev/null; wait "$pid"
 # which then started by clearing the signal and ran on (the whole section ran, exit 0).
 # Each: exit 130, the section's folder in $TMPDIR removed, probes.csv as it was, no .tmp;
 # a Ctrl-C, a SIGHUP (the terminal closed), and a second Ctrl-C (stop at once: it ended
-# the bench by the signal, its folder and probes.csv.tmp left)
+# the bench by the signal, its folder and probes.csv.tmp left), once the first one's
+# message is out (the hook then holds the run for it: S2HC_TEST_BENCH_PAUSE_AGAIN; 1 s
+# was too short for a loaded machine's poll, whose second Ctrl-C then met the run's own
+# handler as a first)
 for case in "1 INT" "2 INT" "3 HUP" "2 INT INT"; do
   run=${case%% *} sig=${case#* } sig=${sig%% *} again=${case#* * }; [ "$again" = "$case" ] && again=
   mkdir -p "$TMP/bq$run$again/tmp"
   set -m
   fresh "$TMP/out"
-  (cd "$TMP/bp" && exec env TMPDIR="$TMP/bq$run$again/tmp" S2HC_TEST_BENCH_PAUSE_RUN=$run "$S2HC" bench --quick \
-    --preset tiny --no-methods --no-streams --probe-steps 1 --csv csv) >"$TMP/out" 2>&1 &
+  (cd "$TMP/bp" && exec env TMPDIR="$TMP/bq$run$again/tmp" S2HC_TEST_BENCH_PAUSE_RUN=$run \
+    S2HC_TEST_BENCH_PAUSE_AGAIN=$again "$S2HC" bench --quick --preset tiny --no-methods --no-streams --probe-steps 1 \
+    --csv csv) >"$TMP/out" 2>&1 &
   pid=$!
   set +m
-  for _ in $(seq 600); do grep -q "training run $run waits for a signal" "$TMP/out" && break; sleep 0.1; done
+  wait_for 300 grep -q "training run $run waits for a signal" "$TMP/out"
   kill -"$sig" -- -"$pid" 2>/dev/null
   if [ -n "$again" ]; then
-    for _ in $(seq 100); do grep -q "again to stop at once" "$TMP/out" && break; sleep 0.1; done
+    wait_for 60 grep -q "again to stop at once" "$TMP/out"
     kill -"$again" -- -"$pid" 2>/dev/null
     what="a second SIG$again"; want="bench: interrupted"
   else what="SIG$sig"; want="interrupted in the probes section"; fi
