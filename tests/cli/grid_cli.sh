@@ -532,17 +532,18 @@ expect_out "FAILED  #0 l \\(exit 0\\) after .*: exited 0 but run.h5 does not say
 mkdir -p "$TMP/lfile" && touch "$TMP/lfile/l"
 expect_status 0 "--list with a file in place of a run directory" -- "$S2HC" grid "$TMP/ltrue.yaml" --out "$TMP/lfile" --list
 expect_out "^ +0 +l +failed " "that point is failed"
-printf '#!/bin/sh\nsleep 30 &\ns=$!\ntrap "kill $s; exit 1" TERM\nwait $s\nexit 1\n' > "$TMP/trapterm"
+printf '#!/bin/sh\nsleep 30 &\ns=$!\ntrap "kill $s; exit 1" TERM\necho "(test) trap set"\nwait $s\nexit 1\n' > "$TMP/trapterm"
 chmod +x "$TMP/trapterm"
 sed "s|launch: \"true\"|launch: \"$TMP/trapterm\"|" "$TMP/ltrue.yaml" > "$TMP/ltrap.yaml"
 # grid_started YAML OUT: the grid of $TMP/YAML.yaml into $TMP/OUT in the background ($pid,
-# its output in $TMP/OUT.out), a moment after it starts its first point
+# its output in $TMP/OUT.out), once its point l's command has its trap (the line it
+# writes into its train.log then; a signal 0.3 s after the runner's start line could reach
+# a shell on a loaded machine before its trap, and end it by the signal)
 grid_started() {
   fresh "$TMP/$2.out"
   "$S2HC" grid "$TMP/$1.yaml" --out "$TMP/$2" > "$TMP/$2.out" 2>&1 &
   pid=$!
-  for _ in $(seq 100); do grep -q "start   #0" "$TMP/$2.out" && break; sleep 0.1; done
-  sleep 0.3
+  wait_for 300 grep -qs "(test) trap set" "$TMP/$2/l/train.log" || fail "$2: the point's trap is not set"
 }
 grid_started ltrap ltrap
 kill -TERM $pid; wait $pid; rc=$?
@@ -556,7 +557,7 @@ kill -HUP $pid; wait $pid; rc=$?
   || fail "SIGHUP: runner exit $rc, state $(csv_col "$TMP/lhup/index.csv" state l)"
 # a terminal that closes sends the runner SIGHUP twice (the shell's and the kernel's): the
 # second is not "again to kill", and the point finishes its save (here half a second)
-printf '#!/bin/sh\nsleep 30 &\ns=$!\ntrap "kill $s; sleep 0.5; touch %s/hup2.saved; exit 1" TERM\nwait $s\nexit 1\n' "$TMP" \
+printf '#!/bin/sh\nsleep 30 &\ns=$!\ntrap "kill $s; sleep 0.5; touch %s/hup2.saved; exit 1" TERM\necho "(test) trap set"\nwait $s\nexit 1\n' "$TMP" \
   > "$TMP/trapslow"
 chmod +x "$TMP/trapslow"
 sed "s|launch: \"true\"|launch: \"$TMP/trapslow\"|" "$TMP/ltrue.yaml" > "$TMP/lslow.yaml"
@@ -568,7 +569,7 @@ kill -HUP $pid 2>/dev/null; wait $pid; rc=$?
   || fail "two SIGHUPs: runner exit $rc, the point's save $( [ -e "$TMP/hup2.saved" ] && echo done || echo killed)"
 # a runner started with SIGINT ignored (a script's background job, as grid_started's
 # plain `&`) keeps it so, and so do its points: a SIGINT stops neither
-printf '#!/bin/sh\ngrep SigIgn /proc/$$/status > %s/lint.sigign\nsleep 30 &\ns=$!\ntrap "kill $s; exit 1" TERM\nwait $s\nexit 1\n' \
+printf '#!/bin/sh\ngrep SigIgn /proc/$$/status > %s/lint.sigign\nsleep 30 &\ns=$!\ntrap "kill $s; exit 1" TERM\necho "(test) trap set"\nwait $s\nexit 1\n' \
   "$TMP" > "$TMP/trapign"
 chmod +x "$TMP/trapign"
 sed "s|launch: \"true\"|launch: \"$TMP/trapign\"|" "$TMP/ltrue.yaml" > "$TMP/lint.yaml"
