@@ -2341,7 +2341,9 @@ static void launch(grid_runner *r, int i) {
     snprintf(threads, sizeof threads, "%d", nthreads);
     /* tests only: the child waits this long between fork and exec, still with the
        runner's signal handlers (tests/cli/grid_cli.sh widens that window to show that
-       nothing happens in it, and that a runner killed meanwhile leaves no training) */
+       nothing happens in it, and that a runner killed meanwhile leaves no training); the
+       wait ends early once the runner is gone, so a test can hold the window open for as
+       long as its kill may take on a loaded machine */
     const char *delay = getenv("S2HC_TEST_EXEC_DELAY_MS");
     long delay_ms = delay ? strtol(delay, NULL, 10) : 0;
     /* Between fork and exec the child holds a copy of every descriptor of the runner,
@@ -2384,8 +2386,11 @@ static void launch(grid_runner *r, int i) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) _exit(RUN_INTERRUPTED); /* it died before prctl */
         if (delay_ms > 0) { /* the test hook's wait: the runner's handlers, signals held */
-            struct timespec ts = {delay_ms / 1000, delay_ms % 1000 * 1000000L};
-            nanosleep(&ts, NULL);
+            const double until = now_seconds() + (double)delay_ms / 1000;
+            while (now_seconds() < until && getppid() == parent) {
+                struct timespec ts = {0, 10 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
         }
         /* SIGTERM is the runner's own way to ask the point to save: always the default;
            SIGINT and SIGHUP stay ignored if the runner started with them so (nohup, a

@@ -202,12 +202,16 @@ fi
 # ---- a runner killed while its child is between fork and exec (S2HC_TEST_EXEC_DELAY_MS
 # holds the child there, with the runner's signal handlers): the child ends before its
 # training starts, so no orphan trains the point to its end, locked, while the next
-# runner waits (the runner's death signal must not reach the runner's handler there)
+# runner waits (the runner's death signal must not reach the runner's handler there).
+# The hook holds the child until the runner is gone (60 s at most); the runner is killed
+# once the child is there, still the runner's program (its `grid` command line). A kill
+# half a second after the point's log (written before the fork), in a hold of 1.5 s,
+# could come after the exec on a loaded machine
 K3=$TMP/kill9exec
-env S2HC_TEST_EXEC_DELAY_MS=1500 "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K3" -j 1 --job 0 > /dev/null 2>&1 &
+env S2HC_TEST_EXEC_DELAY_MS=60000 "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K3" -j 1 --job 0 > /dev/null 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do [ -s "$K3/identity-n4-s1337/train.log" ] && break; sleep 0.1; done
-sleep 0.5
+child_forked() { local c; for c in $(pgrep -P $pid); do tr '\0' ' ' < /proc/$c/cmdline 2>/dev/null | grep -q " grid " && return 0; done; return 1; }
+wait_for 300 child_forked || fail "the runner's child did not start"
 kill -KILL $pid; wait $pid 2>/dev/null
 for _ in $(seq 1 600); do
   "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K3" --list 2>/dev/null | grep -Eq "identity-n4-s1337 +running" || break
