@@ -181,10 +181,11 @@ before=$(sums)
 # once gnuplot has half drawn the first figure
 report_drawing() {
   set -m
+  fresh "$TMP/out"
   "$REPORT" report --no-analyze -o "$1" --plots "$2" >"$TMP/out" 2>&1 &
   pid=$!
   set +m
-  for _ in $(seq 100); do grep -qs "half drawn" "$1/gnuplot.log" && break; sleep 0.1; done
+  wait_for 300 grep -qs "half drawn" "$1/gnuplot.log"
 }
 report_drawing "$TMP/one-int" "$TMP/slowplots"
 kill -INT -- -"$pid" 2>/dev/null
@@ -200,7 +201,9 @@ cp -r "$TMP/one" "$TMP/one-int2"; cp -r "$TMP/slowplots" "$TMP/slowplots2"
 sums2() { (cd "$TMP/one-int2" && md5sum index.html fig01_overview.png fig01_overview.svg 2>&1); }
 before=$(sums2)
 report_drawing "$TMP/one-int2" "$TMP/slowplots2"
-kill -INT -- -"$pid" 2>/dev/null; sleep 0.3; kill -INT -- -"$pid" 2>/dev/null
+kill -INT -- -"$pid" 2>/dev/null
+wait_for 60 grep -q "again to stop at once" "$TMP/out" # the second once the first is taken (not merged with it)
+kill -INT -- -"$pid" 2>/dev/null
 wait "$pid"; rc=$?
 left=$(pgrep -f "$TMP/slowplots2/" | tr '\n' ' ')
 [ "$rc" = 130 ] && [ -z "$left" ] && ok "a second Ctrl-C: exit 130, gnuplot stopped" \
