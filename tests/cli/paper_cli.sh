@@ -166,12 +166,15 @@ expect_out "fig00_loss.gp failed" "names the failed script"
 expect_out "1 figure was not drawn" "says how many figures are missing"
 [ ! -e "$TMP/one-bad/fig00_loss.png" ] && grep -q "fig00_loss.png was not drawn" "$TMP/one-bad/index.html" \
   && ok "a failed figure is not shown" || fail "a failed (partial or stale) figure is shown as drawn"
-# Ctrl-C while a figure is drawn (the first one pauses half drawn): the report stops
-# after it, exit 130, and every figure and the page are the older ones, complete, with
-# no .tmp left; a figure never stands cut short
+# Ctrl-C while a figure is drawn (the first one pauses half drawn, until the file OUT.go
+# is there, 60 s at most: the test makes it once it has sent its signal; a pause of 3 s
+# could end first on a loaded machine, the figure then drawn and the signal meeting the
+# next): the report stops after it, exit 130, and every figure and the page are the older
+# ones, complete, with no .tmp left; a figure never stands cut short
 mkdir -p "$TMP/slowplots"; cp plots/*.gp "$TMP/slowplots/"
 printf '%s\n' 'load system("dirname ".ARG0)."/style.gp"' 'stem = "fig01_overview"; W = 320; H = 240' \
-  'do for [fmt in "png svg"] { reset; eval term(fmt); plot x; if (fmt eq "svg") { print "half drawn"; pause 3 } }' \
+  'do for [fmt in "png svg"] { reset; eval term(fmt); plot x; if (fmt eq "svg") { print "half drawn"; i = 0' \
+  '  while (i < 600 && system("test -e ".dir.".go && echo y") ne "y") { pause 0.1; i = i + 1 } } }' \
   > "$TMP/slowplots/fig01_overview.gp"
 cp -r "$TMP/one" "$TMP/one-int"
 sums() { (cd "$TMP/one-int" && md5sum index.html fig01_overview.png fig01_overview.svg fig00_loss.png 2>&1); }
@@ -188,7 +191,7 @@ report_drawing() {
   wait_for 300 grep -qs "half drawn" "$1/gnuplot.log"
 }
 report_drawing "$TMP/one-int" "$TMP/slowplots"
-kill -INT -- -"$pid" 2>/dev/null
+kill -INT -- -"$pid" 2>/dev/null; touch "$TMP/one-int.go"
 wait "$pid"; rc=$?
 [ "$rc" = 130 ] && ok "report stopped by Ctrl-C exits 130" || fail "report stopped by Ctrl-C: exit $rc: $(tail -n 2 "$TMP/out")"
 [ "$(sums)" = "$before" ] && ok "the page and the figures are the older ones after Ctrl-C" \
@@ -217,7 +220,7 @@ cp -r "$TMP/one" "$TMP/one-hup"; cp -r "$TMP/slowplots" "$TMP/slowplots3"
 sums3() { (cd "$TMP/one-hup" && md5sum index.html fig01_overview.png fig01_overview.svg 2>&1); }
 before=$(sums3)
 report_drawing "$TMP/one-hup" "$TMP/slowplots3"
-kill -HUP -- -"$pid" 2>/dev/null; wait "$pid"; rc=$?
+kill -HUP -- -"$pid" 2>/dev/null; touch "$TMP/one-hup.go"; wait "$pid"; rc=$?
 for _ in $(seq 100); do pgrep -f "$TMP/slowplots3/" >/dev/null || break; sleep 0.1; done
 [ "$rc" = 130 ] && ok "report stopped by SIGHUP exits 130" || fail "report stopped by SIGHUP: exit $rc: $(tail -n 2 "$TMP/out")"
 [ "$(sums3)" = "$before" ] && ! ls "$TMP/one-hup/"*.tmp >/dev/null 2>&1 && ok "SIGHUP: the older report, no .tmp" \
@@ -277,7 +280,8 @@ if command -v make >/dev/null; then
   MAKEFLAGS= MAKELEVEL= make -s -o "$TMP/mkp/paper/.complete" -o "$TMP/mkp/ablations/.complete" -o "$TMP/mkp/streams/.complete" \
     -W analysis/analyze.c "$TMP/one-two/data/meta.gp" PAPER_OUT="$TMP/one-two" PAPER_RUNS="$TMP/mkp" PAPER_S2HC="$REPORT" \
     BIN="$REPORT" -o "$REPORT" >"$TMP/out" 2>&1; st=$?
-  built=$(find bin build "$REPORT" -newer "$TMP/mkstamp" -type f 2>/dev/null | head -n 3 | tr '\n' ' ')
+  built=$(find bin build "$REPORT" -newer "$TMP/mkstamp" -type f \( -name '*.o' -o -name s2hc -o -path "$REPORT" \) \
+    2>/dev/null | head -n 3 | tr '\n' ' ')
   [ -z "$built" ] && ok "make paper's analysis step in the test builds nothing" || fail "it rebuilt: $built"
   [ "$st" != 0 ] && grep -q "one-two is in use" "$TMP/out" && [ -e "$TMP/one-two/tables/claims.md.tmp" ] \
     && [ -e "$TMP/one-two/data/meta.gp" ] && [ "$(sums5)" = "$before" ] \
@@ -307,11 +311,15 @@ cmp -s "$TMP/one-int/fig00_loss.png" "$TMP/one/fig00_loss.png" && ! ls "$TMP/one
 # figure; make stops (130), the older figure in place, no .tmp left
 if command -v make >/dev/null && command -v setsid >/dev/null; then
   # make_figure_paused DIR: a copy of the report in DIR whose Fig 0 make redraws in the
-  # background, in a process group of its own ($pid), once gnuplot says it pauses (3 s in
-  # the analysis output it loads; the signal then, not a fixed time after make's line: on
-  # a loaded machine gnuplot could reach the pause's end first, make then exiting 0)
+  # background, in a process group of its own ($pid), once gnuplot says it pauses (in the
+  # analysis output it loads, until the file DIR.go is there, 60 s at most; the signal
+  # then, and DIR.go after it: a fixed time after make's line, or a pause of 3 s, let
+  # gnuplot on a loaded machine reach the pause's end first, make then exiting 0)
   make_figure_paused() {
-    cp -r "$OUT" "$1"; printf 'print "gnuplot: pausing"\npause 3\nprint "gnuplot: after the pause"\n' >> "$1/data/meta.gp"
+    cp -r "$OUT" "$1"
+    printf '%s\n' 'print "gnuplot: pausing"; i = 0' \
+      'while (i < 600 && system("test -e ".dir.".go && echo y") ne "y") { pause 0.1; i = i + 1 }' \
+      'print "gnuplot: after the pause"' >> "$1/data/meta.gp"
     before=$(md5sum < "$1/fig00_loss.png")
     set -m
     fresh "$TMP/out"
@@ -321,7 +329,7 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
     wait_for 300 grep -q "gnuplot: pausing" "$TMP/out"
   }
   make_figure_paused "$TMP/mk"
-  kill -INT -- -"$pid" 2>/dev/null; wait "$pid"; st=$?
+  kill -INT -- -"$pid" 2>/dev/null; touch "$TMP/mk.go"; wait "$pid"; st=$?
   [ "$st" != 0 ] && grep -q "gnuplot: after the pause" "$TMP/out" && ok "make's Ctrl-C in the figure step spares gnuplot" \
     || fail "make's Ctrl-C in the figure step: exit $st, gnuplot interrupted: $(tail -n 2 "$TMP/out")"
   [ "$(md5sum < "$TMP/mk/fig00_loss.png")" = "$before" ] && ! ls "$TMP/mk/"*.tmp >/dev/null 2>&1 \
@@ -329,7 +337,7 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
   # SIGHUP to make's process group (the terminal closed) likewise: the recipe's shell died
   # of it at once, and gnuplot, in a session of its own, drew on into .tmp files that stayed
   make_figure_paused "$TMP/mkh"
-  kill -HUP -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null; st=$?
+  kill -HUP -- -"$pid" 2>/dev/null; touch "$TMP/mkh.go"; wait "$pid" 2>/dev/null; st=$?
   for _ in $(seq 100); do pgrep -f "dir='$TMP/mkh'" >/dev/null || break; sleep 0.1; done
   [ "$st" != 0 ] && [ "$(md5sum < "$TMP/mkh/fig00_loss.png")" = "$before" ] && ! ls "$TMP/mkh/"*.tmp >/dev/null 2>&1 \
     && ok "make's SIGHUP in the figure step: the older figure, no .tmp left" \
