@@ -1039,8 +1039,10 @@ static void test_corpus_common_prefix(void) {
 
 int main(void) {
     T_NAME("test_analysis");
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/s2hc-test-analysis-%d", (int)getpid());
-    mkdir_p(tmpdir);
+    /* a fresh directory (t_setup_tmp): a name of the pid alone could be an earlier run's,
+       left by a crash or S2HC_KEEP_TEST_TMP, and its files failed the tests of the run that
+       got the pid again (pid_max can be 32768) */
+    t_setup_tmp("analysis", tmpdir, sizeof tmpdir);
     T_RUN(test_mean_std);
     T_RUN(test_comparison_rules);
     T_RUN(test_tail_mean);
