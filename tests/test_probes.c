@@ -1245,8 +1245,9 @@ static void test_jacobian_progress(void) {
 
 int main(void) {
     T_NAME("test_probes");
-    const char *t = getenv("S2HC_TEST_TMP");
-    snprintf(tmp, sizeof tmp, "%s", t && *t ? t : "/tmp");
+    /* a fresh directory when run alone (t_setup_tmp): in /tmp itself two runs at once
+       wrote the same val_a.bin, and shard_write failed in one */
+    t_setup_tmp("probes", tmp, sizeof tmp);
     T_RUN(test_svd);
     T_RUN(test_composite);
     T_RUN(test_cosine);
@@ -1265,5 +1266,6 @@ int main(void) {
     T_RUN(test_jacobian);
     T_RUN(test_jacobian_stops);
     T_RUN(test_jacobian_progress);
+    if (!getenv("S2HC_KEEP_TEST_TMP")) remove_tree_now(tmp);
     return T_END();
 }
