@@ -758,15 +758,18 @@ static int tmp_held(const char *tmp) {
  * until it is renamed or removed (the lock's descriptor in the slot): a .tmp another
  * process holds so is refused with EBUSY (two writers of one file removed each other's
  * .tmp, and one renamed the other's half-written file over the path), one left by a
- * process that died is replaced. A link or a pipe there is removed, never followed. The
- * descriptor, or -1 with errno. Where the file system takes no locks, written unlocked. */
+ * process that died is replaced. A link or a pipe there is removed, never followed; one
+ * that cannot be removed fails with unlink's errno. The descriptor, or -1 with errno.
+ * Where the file system takes no locks, written unlocked. */
 static int tmp_create(int slot, const char *tmp) {
     for (int tries = 0; tries < 4; tries++) {
         const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0) {
             if (errno != EEXIST) return -1;
             if (tmp_held(tmp)) break;
-            unlink(tmp);
+            /* one that cannot go (a folder of that name, a folder this process may not
+               change) is no writer's: its own error, not EBUSY */
+            if (unlink(tmp) != 0 && errno != ENOENT) return -1;
             continue;
         }
         if (ofd_lock(fd, F_OFD_SETLK) != 0) return fd; /* no locks here (ENOLCK): as before them */

@@ -213,6 +213,18 @@ static void test_write_tmp_held(void) {
         CHECK(tmp_stream_commit(a) == 0 && stat(path, &st) == 0 && st.st_size == 6, "the first stream's file");
     }
     CHECK(write_file_atomic(path, "free", 4, NULL, 0) == 0, "free again after the rename");
+    /* a .tmp that cannot be removed (a folder of that name) is no writer's: refused with
+       the error itself, never "another process is writing it now" */
+    CHECK(mkdir(tmp, 0777) == 0, "a folder at the .tmp");
+    errno = 0;
+    CHECK(write_file_atomic(path, "x", 1, NULL, 0) == -1 && errno != EBUSY && errno != 0,
+          "a folder at the .tmp: errno %d (%s)", errno, strerror(errno));
+    errno = 0;
+    CHECK(tmp_stream_open(path) == NULL && errno != EBUSY && errno != 0, "a stream too: errno %d (%s)", errno,
+          strerror(errno));
+    CHECK(stat(tmp, &st) == 0 && S_ISDIR(st.st_mode) && stat(path, &st) == 0 && st.st_size == 4,
+          "the folder and the path as they were");
+    rmdir(tmp);
 }
 
 static void test_write_files(void) {
