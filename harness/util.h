@@ -167,8 +167,9 @@ int stop_signal_ignored(int sig);
  * stop at its safe point. Async-signal-safe. */
 void stop_signals_again_to(void (*h)(int));
 /* The handler a second signal goes to once stop_signals_catch's has taken the first
- * (SIG_DFL unless set: the process ends by it); a command that runs trainings in process
- * (bench) ends by its own, which removes its files first. */
+ * (stop_signal_clean unless set: the .tmp files being written are removed and the process
+ * ends by the signal); a command that runs trainings in process (bench) ends by its own,
+ * which removes its files first. */
 void stop_signals_then(void (*h)(int));
 /* For the commands whose output is a log beside their product (train, grid, report):
  * SIGPIPE goes to a handler that does nothing, so that a write to a pipe whose reader is
