@@ -359,11 +359,44 @@ int terminal_columns(int fd) {
     return ioctl(fd, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
 }
 
+/* The columns a terminal gives the character cp: none for a combining mark or a
+ * zero-width one, two for an East Asian wide or fullwidth one (CJK, kana, Hangul,
+ * fullwidth forms, most emoji), else one. */
+static int char_columns(unsigned cp) {
+    if ((cp >= 0x300 && cp <= 0x36F) || (cp >= 0x200B && cp <= 0x200F) || (cp >= 0xFE00 && cp <= 0xFE0F))
+        return 0;
+    if ((cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0x303E) || (cp >= 0x3041 && cp <= 0x33FF) ||
+        (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0xA000 && cp <= 0xA4CF) ||
+        (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFE30 && cp <= 0xFE4F) ||
+        (cp >= 0xFF00 && cp <= 0xFF60) || (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x1F300 && cp <= 0x1F64F) ||
+        (cp >= 0x1F900 && cp <= 0x1F9FF) || (cp >= 0x20000 && cp <= 0x3FFFD))
+        return 2;
+    return 1;
+}
+
 void tty_line(FILE *f, const char *text) {
     const int cols = terminal_columns(fileno(f));
+    const unsigned char *s = (const unsigned char *)text;
     size_t n = 0;
-    for (int shown = 0; text[n]; n++) /* a character starts at every byte but a UTF-8 continuation */
-        if (((unsigned char)text[n] & 0xC0) != 0x80 && cols > 0 && ++shown > cols - 1) break;
+    for (int shown = 0; s[n];) {
+        size_t len = 1; /* a UTF-8 sequence whole (a byte that starts none: one column) */
+        unsigned cp = s[n];
+        if (cp >= 0xC0) {
+            len = cp >= 0xF0 ? 4 : cp >= 0xE0 ? 3 : 2;
+            cp &= 0x3Fu >> (len - 1);
+            for (size_t k = 1; k < len; k++) {
+                if ((s[n + k] & 0xC0) != 0x80) { /* cut short (the text's end included) */
+                    len = 1, cp = '?';
+                    break;
+                }
+                cp = cp << 6 | (s[n + k] & 0x3Fu);
+            }
+        }
+        const int w = char_columns(cp);
+        if (cols > 0 && shown + w > cols - 1) break;
+        shown += w;
+        n += len;
+    }
     fprintf(f, "\r%.*s\033[K", (int)n, text);
     fflush(f);
 }

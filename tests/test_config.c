@@ -10,7 +10,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 /* ---- scratch files and stderr capture ------------------------------------------------ */
@@ -960,6 +963,53 @@ static void test_fmt_duration(void) {
     }
 }
 
+/* tty_line on a terminal of 12 columns (a pseudo-terminal): the text cut to 11 columns,
+ * never inside a UTF-8 character, a wide character (CJK: two columns) counted as two and
+ * a combining mark as none, so that the line never wraps (a wrapped line leaves a row
+ * behind at every redraw). */
+static void test_tty_line(void) {
+    const int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+        printf("  (no pseudo-terminal: skipped)\n");
+        if (master >= 0) close(master);
+        return;
+    }
+    const int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+    CHECK(slave >= 0, "the pseudo-terminal's other end: %s", strerror(errno));
+    if (slave < 0) {
+        close(master);
+        return;
+    }
+    struct winsize ws = {.ws_row = 24, .ws_col = 12};
+    CHECK(ioctl(slave, TIOCSWINSZ, &ws) == 0 && terminal_columns(slave) == 12, "12 columns");
+    FILE *f = fdopen(slave, "w");
+    static const struct { const char *text, *want; } c[] = {
+        {"0123456789abcdef", "0123456789a"},
+        {"short", "short"},
+        {"[g \u5b9f\u9a13\u5b9f\u9a13\u5b9f] 1/2", "[g \u5b9f\u9a13\u5b9f\u9a13"}, /* 3 + 4 x 2 = 11 */
+        {"\u00e9t\u00e9 \u00e9t\u00e9 \u00e9t\u00e9!", "\u00e9t\u00e9 \u00e9t\u00e9 \u00e9t\u00e9"}, /* 2 bytes, 1 column */
+        {"e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301", /* 12 */
+         "e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301"},
+    };
+    for (size_t i = 0; f && i < sizeof c / sizeof c[0]; i++) {
+        tty_line(f, c[i].text);
+        char got[256] = "", want[256];
+        size_t n = 0;
+        struct pollfd p = {.fd = master, .events = POLLIN};
+        while (n < sizeof got - 1 && poll(&p, 1, 1000) > 0) {
+            const ssize_t k = read(master, got + n, sizeof got - 1 - n);
+            if (k <= 0) break;
+            n += (size_t)k;
+            if (n >= 3 && !memcmp(got + n - 3, "\033[K", 3)) break;
+        }
+        got[n] = '\0';
+        snprintf(want, sizeof want, "\r%s\033[K", c[i].want);
+        CHECK(!strcmp(got, want), "'%s': '%s', want '%s'", c[i].text, got + 1, c[i].want);
+    }
+    if (f) fclose(f);
+    close(master);
+}
+
 int main(void) {
     T_NAME("test_config");
     setup_tmp();
@@ -982,5 +1032,6 @@ int main(void) {
     T_RUN(test_cpu_model_name);
     T_RUN(test_step_from_double);
     T_RUN(test_fmt_duration);
+    T_RUN(test_tty_line);
     return T_END();
 }
