@@ -232,11 +232,8 @@ static void on_second_signal(int sig) {
 
 /* The first: stop_signal, the figure being drawn is finished (run_plots then stops). */
 static void on_first_signal(int sig) {
-    stop_signal = sig;
-    stop_signals_again_to(on_second_signal);
     static const char msg[] = "\ns2hc report: finishing the figure being drawn (again to stop at once)\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
+    stop_signal_first(sig, on_second_signal, msg, sizeof msg - 1);
 }
 
 /* gnuplot -e "dir='OUT'; suffix='.tmp'" SCRIPT, its stderr appended to log: no shell

@@ -1053,11 +1053,8 @@ static void bench_on_signal(int sig);
  * section removes its folder and the bench exits 130; a second one ends it at once
  * (bench_on_signal, train's handler's next too: stop_signals_then). */
 static void bench_on_probes_signal(int sig) {
-    stop_signal = sig;
-    stop_signals_again_to(bench_on_signal);
     static const char msg[] = "\ns2hc: bench: stopping the probes section (again to stop at once)\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
+    stop_signal_first(sig, bench_on_signal, msg, sizeof msg - 1);
 }
 
 /* Tests only: S2HC_TEST_BENCH_PAUSE_RUN=K makes the probes section's training run K

@@ -307,14 +307,21 @@ static void (*volatile stop_then)(int) = stop_signal_clean;
 
 void stop_signals_then(void (*h)(int)) { stop_then = h; }
 
-static void on_stop_signal(int sig) {
-    static const char msg[] = "\ns2hc: stopping at the next safe point (again to stop at once)\n";
+void stop_signal_first(int sig, void (*next)(int), const char *msg, size_t len) {
+    const int saved = errno; /* the interrupted code may be about to read it */
     stop_signal = sig;
-    stop_signals_again_to(stop_then); /* the second Ctrl-C or SIGTERM: the process ends */
-    if (stop_say) {
-        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    stop_signals_again_to(next);
+    if (msg) {
+        ssize_t w = write(STDERR_FILENO, msg, len);
         (void)w;
     }
+    errno = saved;
+}
+
+static void on_stop_signal(int sig) {
+    static const char msg[] = "\ns2hc: stopping at the next safe point (again to stop at once)\n";
+    /* the second Ctrl-C or SIGTERM: the process ends */
+    stop_signal_first(sig, stop_then, stop_say ? msg : NULL, sizeof msg - 1);
 }
 
 void stop_signals_catch(int say) {
@@ -735,9 +742,12 @@ static void tmp_slot_set(int slot, int used) {
         close(tmp_streams[slot].lock_fd);
         tmp_streams[slot].lock_fd = -1;
     }
-    atomic_signal_fence(memory_order_seq_cst);
+    /* a fence of the CPU's, not the compiler's alone: the handler may run on another
+       thread (an OpenMP worker's) and, on a weakly ordered CPU (aarch64), would otherwise
+       see `used` before the names */
+    atomic_thread_fence(memory_order_seq_cst);
     tmp_streams[slot].used = used;
-    atomic_signal_fence(memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
 }
 
 /* A free slot taken for path's .tmp (stream f, NULL for none), or -1 when none is free
@@ -778,13 +788,28 @@ static void tmp_test_pause(const char *path, const char *tmp) {
     }
 }
 
-/* Whether another process holds tmp_create's lock on the file at tmp. */
-static int tmp_held(const char *tmp) {
-    const int fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return 0;
-    const int held = ofd_lock(fd, F_OFD_GETLK);
-    close(fd);
-    return held;
+/* The file at tmp, found there by tmp_create: 1 when another writer holds it (its lock), else
+ * removed (0; also when it is gone meanwhile) or -1 with unlink's errno (a folder of that
+ * name, a folder this process may not change: no writer's, its own error). A file is
+ * removed under its own lock and only while it is still the one at tmp: two writers that
+ * both found one left by a killed writer cannot remove each other's new file for it. A
+ * link (never followed), a folder, or a file this process may not open goes by its name. */
+static int tmp_remove_stale(const char *tmp) {
+    const int old = open(tmp, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* a write lock needs O_RDWR */
+    if (old < 0) return unlink(tmp) != 0 && errno != ENOENT ? -1 : 0;
+    if (ofd_lock(old, F_OFD_SETLK) != 0 && (errno == EAGAIN || errno == EACCES)) {
+        close(old);
+        return 1;
+    }
+    struct stat found, named;
+    int rc = 0;
+    if (fstat(old, &found) == 0 && lstat(tmp, &named) == 0 && found.st_dev == named.st_dev &&
+        found.st_ino == named.st_ino && unlink(tmp) != 0 && errno != ENOENT)
+        rc = -1;
+    const int e = errno;
+    close(old);
+    errno = e;
+    return rc;
 }
 
 /* slot's .tmp (or tmp, for a writer without a slot) created anew for writing, and locked
@@ -799,10 +824,9 @@ static int tmp_create(int slot, const char *tmp) {
         const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0) {
             if (errno != EEXIST) return -1;
-            if (tmp_held(tmp)) break;
-            /* one that cannot go (a folder of that name, a folder this process may not
-               change) is no writer's: its own error, not EBUSY */
-            if (unlink(tmp) != 0 && errno != ENOENT) return -1;
+            const int stale = tmp_remove_stale(tmp);
+            if (stale > 0) break;
+            if (stale < 0) return -1;
             continue;
         }
         if (ofd_lock(fd, F_OFD_SETLK) != 0) return fd; /* no locks here (ENOLCK): as before them */
@@ -916,7 +940,10 @@ FILE *tmp_stream_open(const char *path) {
 
 void tmp_streams_unlink(void) {
     for (int i = 0; i < TMP_STREAMS; i++)
-        if (tmp_streams[i].used) unlink(tmp_streams[i].tmp);
+        if (tmp_streams[i].used) {
+            atomic_thread_fence(memory_order_acquire); /* the names written before `used` (tmp_slot_set) */
+            unlink(tmp_streams[i].tmp);
+        }
 }
 
 void stop_signal_clean(int sig) {

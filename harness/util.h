@@ -283,5 +283,9 @@ void tmp_file_release(const char *path);
  * written are removed (tmp_streams_unlink) and the signal then ends the process as its
  * default does; a signal ignored when the process started stays ignored. */
 void stop_signal_clean(int sig);
+/* A handler's first signal: stop_signal set, the next stop signal to next
+ * (stop_signals_again_to), msg (len bytes, NULL for none) written to stderr, errno as the
+ * interrupted code left it. */
+void stop_signal_first(int sig, void (*next)(int), const char *msg, size_t len);
 
 #endif
