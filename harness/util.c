@@ -381,11 +381,13 @@ static int char_columns(unsigned cp) {
     return 1;
 }
 
-void tty_line(FILE *f, const char *text) {
-    const int cols = terminal_columns(fileno(f));
+/* The bytes of text's first characters that take at most max columns (max < 0: all of
+ * them), their columns in *shown; a character is never cut. */
+static size_t text_columns(const char *text, int max, int *shown_out) {
     const unsigned char *s = (const unsigned char *)text;
     size_t n = 0;
-    for (int shown = 0; s[n];) {
+    int shown = 0;
+    while (s[n]) {
         size_t len = 1; /* a UTF-8 sequence whole (a byte that starts none: one column) */
         unsigned cp = s[n];
         if (cp >= 0xC0) {
@@ -400,11 +402,33 @@ void tty_line(FILE *f, const char *text) {
             }
         }
         const int w = char_columns(cp);
-        if (cols > 0 && shown + w > cols - 1) break;
+        if (max >= 0 && shown + w > max) break;
         shown += w;
         n += len;
     }
-    fprintf(f, "\r%.*s\033[K", (int)n, text);
+    *shown_out = shown;
+    return n;
+}
+
+void tty_line(FILE *f, const char *text) {
+    const int cols = terminal_columns(fileno(f)), room = cols - 1;
+    int whole, head, tail_cols;
+    text_columns(text, -1, &whole);
+    if (cols <= 0 || whole <= room) {
+        fprintf(f, "\r%s\033[K", text);
+    } else {
+        /* too wide: its last field (after its last " | " or ", ": the ETA) kept whole and
+           the text before it cut, "..." between, where that leaves a few columns of it */
+        const char *bar = NULL, *comma = NULL;
+        for (const char *p = strstr(text, " | "); p; p = strstr(p + 1, " | ")) bar = p;
+        for (const char *p = strstr(text, ", "); p; p = strstr(p + 1, ", ")) comma = p;
+        const char *tail = bar > comma ? bar : comma;
+        if (tail) text_columns(tail, -1, &tail_cols);
+        if (tail && room - tail_cols - 3 >= 8)
+            fprintf(f, "\r%.*s...%s\033[K", (int)text_columns(text, room - tail_cols - 3, &head), text, tail);
+        else
+            fprintf(f, "\r%.*s\033[K", (int)text_columns(text, room, &head), text);
+    }
     fflush(f);
 }
 

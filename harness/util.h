@@ -217,9 +217,11 @@ int terminal_live(int fd);
 int terminal_columns(int fd);
 /* text as the live line of the terminal at f (stdout or stderr): "\r", text cut to one
  * column less than the terminal's width (a line that wraps leaves its first rows behind
- * at every redraw), "\033[K"; flushed. The text is UTF-8, cut between characters, each
- * counted as the columns a terminal gives it: two for an East Asian wide one (a grid
- * file's CJK name), none for a combining mark. */
+ * at every redraw), "\033[K"; flushed. A line too wide keeps its last field (after its
+ * last " | " or ", ": the ETA) whole, "..." before it, where that leaves 8 columns of the
+ * rest. The text is UTF-8, cut between characters, each counted as the columns a terminal
+ * gives it: two for an East Asian wide one (a grid file's CJK name), none for a combining
+ * mark. */
 void tty_line(FILE *f, const char *text);
 typedef struct {
     const char *what, *unit;

@@ -991,8 +991,23 @@ static void test_tty_line(void) {
         {"e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301", /* 12 */
          "e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301"},
     };
-    for (size_t i = 0; f && i < sizeof c / sizeof c[0]; i++) {
-        tty_line(f, c[i].text);
+    /* on 30 columns a line too wide keeps its last field (the ETA) whole, "..." before it;
+       one whose last field leaves under 8 columns of the rest is cut as any other */
+    static const struct { const char *text, *want; } c30[] = {
+        {"step 1200/5000 | loss 3.2145 | ETA 12m30s", "step 1200/500... | ETA 12m30s"},
+        {"[grid g] 1/4 done, 2 running, 1 left, ETA 1m", "[grid g] 1/4 done,..., ETA 1m"},
+        {"a 0123456789012345678901234567890 | ETA x", "a 0123456789012345... | ETA x"},
+        {"0123456789 | 0123456789 0123456789 ETA", "0123456789 | 0123456789 01234"},
+    };
+    for (size_t i = 0; f && i < sizeof c / sizeof c[0] + sizeof c30 / sizeof c30[0]; i++) {
+        const int wide = i >= sizeof c / sizeof c[0];
+        if (i == sizeof c / sizeof c[0]) {
+            ws.ws_col = 30;
+            CHECK(ioctl(slave, TIOCSWINSZ, &ws) == 0 && terminal_columns(slave) == 30, "30 columns");
+        }
+        const char *text = wide ? c30[i - sizeof c / sizeof c[0]].text : c[i].text;
+        const char *want_text = wide ? c30[i - sizeof c / sizeof c[0]].want : c[i].want;
+        tty_line(f, text);
         char got[256] = "", want[256];
         size_t n = 0;
         struct pollfd p = {.fd = master, .events = POLLIN};
@@ -1003,8 +1018,8 @@ static void test_tty_line(void) {
             if (n >= 3 && !memcmp(got + n - 3, "\033[K", 3)) break;
         }
         got[n] = '\0';
-        snprintf(want, sizeof want, "\r%s\033[K", c[i].want);
-        CHECK(!strcmp(got, want), "'%s': '%s', want '%s'", c[i].text, got + 1, c[i].want);
+        snprintf(want, sizeof want, "\r%s\033[K", want_text);
+        CHECK(!strcmp(got, want), "'%s': '%s', want '%s'", text, got + 1, want_text);
     }
     if (f) fclose(f);
     close(master);
