@@ -466,15 +466,18 @@ static void progress_line(int tty, int step, int steps, double loss, double lr, 
     char e[32];
     fmt_duration(eta, e, sizeof e);
     char line[256];
-    snprintf(line, sizeof line, "step %*d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %s",
-             (int)(steps >= 10000 ? 5 : steps >= 1000 ? 4 : 3), step, steps, loss, lr, gn, tps, e);
+    const int digits = steps >= 10000 ? 5 : steps >= 1000 ? 4 : 3;
+    snprintf(line, sizeof line, "step %*d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %s", digits,
+             step, steps, loss, lr, gn, tps, e);
     const int cols = tty ? terminal_columns(STDOUT_FILENO) : 0;
     if (cols > 0 && (int)strlen(line) > cols - 1) /* a narrow terminal: loss, speed and ETA */
-        snprintf(line, sizeof line, "step %*d/%d | loss %.4f | %.0f tok/s | ETA %s",
-                 (int)(steps >= 10000 ? 5 : steps >= 1000 ? 4 : 3), step, steps, loss, tps, e);
-    if (tty) tty_line(stdout, line);
-    else printf("%s\n", line);
-    fflush(stdout);
+        snprintf(line, sizeof line, "step %*d/%d | loss %.4f | %.0f tok/s | ETA %s", digits, step, steps, loss, tps, e);
+    if (tty) {
+        tty_line(stdout, line); /* flushed */
+    } else {
+        printf("%s\n", line);
+        fflush(stdout);
+    }
 }
 
 static int train_run(const char *cfg_path, const char **sets, int nsets, int resume, int force, int quiet,

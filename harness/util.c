@@ -455,9 +455,12 @@ void progress_update(progress *p, long done) {
     fmt_duration(eta, e2, sizeof e2);
     char line[512];
     snprintf(line, sizeof line, "%s: %ld/%ld %s | %s | ETA %s", p->what, done, p->total, p->unit, e1, e2);
-    if (p->tty) tty_line(stdout, line);
-    else printf("%s\n", line);
-    fflush(stdout);
+    if (p->tty) {
+        tty_line(stdout, line); /* flushed */
+    } else {
+        printf("%s\n", line);
+        fflush(stdout);
+    }
     p->shown = 1;
 }
 
