@@ -1,8 +1,8 @@
 /* config.h: the typed configuration of a run, read strictly from YAML.
  *
  * Every key lives in one schema table (config.c) with its type, range and help text.
- * The same table validates YAML files, `--set a.b=v` overrides and, later, the keys of
- * experiment grids. Errors name the file, line, column and key, and exit with code 2
+ * The same table validates YAML files, `--set a.b=v` overrides and the keys of experiment
+ * grids (config_key_known). Errors name the file, line, column and key, and exit with code 2
  * before anything is written.
  */
 #ifndef S2HC_CONFIG_H
@@ -32,11 +32,13 @@ typedef struct {
     char sinkhorn_order[CFG_STR]; /* mhc: row_col (rows then columns each iteration; columns exact) | col_row */
     char lite_offset[CFG_STR];    /* mhc_lite, kromhc: fixed (-8) | scaled (-8 - ln(n!) so identity weight stays near 1) */
     double lite_offset_value;     /* the base offset, -8 */
-    char core[CFG_STR];   /* s2hc: cayley | expm */
+    char core[CFG_STR];   /* s2hc, s2hc_rot, orthogonal: cayley | expm */
     char init[CFG_STR];   /* s2hc: tanh4 | exact */
     char proj_init[CFG_STR]; /* zero (the paper) | normal (the authors' script for s2hc: N(0, 0.02)) */
-    char proj_precision[CFG_STR]; /* fp32 | bf16 (cpu: the frame's projection products by AVX512_BF16) */
-    char stream_precision[CFG_STR]; /* fp32 | bf16 (cuda: the n x C streams stored in bf16) */
+    char proj_precision[CFG_STR]; /* fp32 | bf16 (cpu: the frame's projection products with bf16 operands,
+                                     by AMX tiles or AVX512_BF16; the cuda backend runs them in fp32) */
+    char stream_precision[CFG_STR]; /* fp32 | bf16 (either backend: the n x C streams stored in bf16 in the
+                                       training steps) */
 
     /* train */
     int batch;            /* B, sequences per micro-batch */
@@ -53,7 +55,7 @@ typedef struct {
     int eval_batches;     /* micro-batches per validation eval */
     int ckpt_every;       /* steps between checkpoints (0 = only at the end) */
     int log_every;        /* steps between progress lines when not a terminal */
-    int threads;          /* OpenMP threads, 0 = all cores */
+    int threads;          /* OpenMP threads, 0 = OMP_NUM_THREADS when set, else all cores */
     char parallel[CFG_STR]; /* batch | ops: how a training step uses the threads (model_forward_backward) */
     char init_from[CFG_PATH]; /* "" (the init), or a safetensors file whose tensors a fresh run starts from */
 
@@ -69,7 +71,7 @@ typedef struct {
     char backend[CFG_STR];            /* auto | cpu | cuda */
     char precision[CFG_STR];          /* fp32 | bf16 (cuda only) */
 
-    /* probes (issue: probes) */
+    /* probe */
     int probe_every;                  /* steps between probes, 0 = off */
     int final_samples;                /* validation sequences for the final probe */
 } s2hc_config;
