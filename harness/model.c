@@ -3,7 +3,12 @@
  * Layout of the work:
  *   param table   model_param_table(): every tensor's name, shape, offset, flags
  *   forward       embedding -> Lh sublayers (frame + attention or MLP) -> sum -> ln_f -> CE
- *   backward      the same in reverse; every op adds into its gradient, the step zeroes once
+ *   backward      the same in reverse; the ops add into the parameters' gradients, which the
+ *                 step zeroes once (model_zero_grad); the scratch of a sublayer's activation
+ *                 gradients, one set reused by every sublayer, is zeroed before each
+ *                 sublayer's backward (zero_sublayer_scratch, or spread over the frame's
+ *                 regions: hc_zero_cursor), and a few ops overwrite theirs (the cross-entropy,
+ *                 layernorm_backward_set, the frame's dX)
  *
  * Sublayer l (0..Lh-1) belongs to block l/2; even l is attention, odd l is the MLP.
  * For `rc` there is one stream and no frame: X_{l+1} = X_l + F(LN(X_l)).
@@ -578,8 +583,8 @@ void model_free(gpt_model *m) {
  *
  * The loops over channels use hc_vec, GCC's vector extension one register wide (cpu_vec:
  * 16 floats with AVX-512, 8 without; half that in the gradient-check build), and the tiles
- * that keep many accumulators are sized by the registers the target has (CPU_NREGS: 32 or
- * 16): accumulators stay in registers, and the lane of
+ * that keep many accumulators are sized by the registers the target has (CPU_NREGS: 32 with
+ * AVX-512, fewer elsewhere): accumulators stay in registers, and the lane of
  * an element is fixed by its index, so a reduction never depends on alignment or
  * threads. The frame's own loops (HC_FMA: the dots, dX, write-back, read-out, df, the
  * norm) and the tiles of the projection and of the dW product (hc_x_wt, hc_at_x) are
@@ -592,7 +597,7 @@ void model_free(gpt_model *m) {
 #define HC_CHUNK_M 256               /* tokens per M = dz^T X product (64: slower; 256..all alike) */
 _Static_assert(HC_CHUNK % HC_LANES == 0 && HC_CHUNK_M % HC_LANES == 0,
                "the frame's chunks start whole groups of HC_LANES tokens (hc_range)");
-#define HC_CHUNK_W_MAX (256 * 1024)  /* larger W' (reals): one GEMM per thread (no re-packing) */
+#define HC_CHUNK_W_MAX (256 * 1024)  /* larger W' (reals): one product per thread (W' read once) */
 #define HC_COL_BLOCK 64              /* columns per task of the dW, dg update */
 
 /* the fixed-lane vectors of the CPU kernels (kernels/cpu/cpu_math.h) */
@@ -1475,8 +1480,10 @@ static hc_scratch hc_scratch_of(const gpt_model *m, const grad_layout *gl) {
  * dropped since model_alloc_acts, never risen past it). */
 static int hc_threads(const hc_scratch *s) { return kernels_threads() < s->nparts ? kernels_threads() : s->nparts; }
 
-/* Tokens per chunk: HC_CHUNK, or the thread's whole range when W' is large (its packing
- * would then cost more than the chunk's work), but with bf16 streams (staged by chunk). */
+/* Tokens per chunk: HC_CHUNK, or the thread's whole range when W' is large (each chunk's
+ * projection reads all of W' again, which past HC_CHUNK_W_MAX would cost more than the
+ * chunk's work; set when OpenBLAS ran the projection and packed W' at every call), but
+ * with bf16 streams (staged by chunk). */
 static size_t hc_chunk(const hc_dims *d, const hc_scratch *s, size_t N) {
     return d->KD <= HC_CHUNK_W_MAX || s->stage ? HC_CHUNK : N;
 }

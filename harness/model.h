@@ -17,7 +17,9 @@
  * plain residual (n = 1, X' = X + F(LN(X))).
  *
  * Memory (llm.c's discipline): one buffer for every parameter, one for their gradients,
- * one for activations; a table of named tensors computed once from the config.
+ * one for activations, one for the activations' gradients (with the frame's per-thread
+ * scratch at its end); with batch slices, one more for the parameter gradients of slices
+ * 1..; a table of named tensors computed once from the config.
  */
 #ifndef S2HC_MODEL_H
 #define S2HC_MODEL_H
@@ -138,8 +140,8 @@ void model_zero_grad(gpt_model *m);
  * its share of the model's buffers, its parameter gradients in its own buffer, added
  * into grads in slice order): no barrier between ops. The same gradients as the two
  * calls up to float rounding; bit-identical for a given thread count. Otherwise (one
- * thread, B < threads, train.parallel = ops, nested parallelism allowed, the bench's
- * per-op profile on) exactly the two calls. The activations afterwards are the slices'
+ * thread, B < threads, train.parallel = ops, no targets, called inside a parallel region,
+ * nested parallelism allowed, the bench's per-op profile on) exactly the two calls. The activations afterwards are the slices'
  * (model_hc_acts and the logits are then not the batch's: probes and eval run
  * model_forward themselves). */
 real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale);
