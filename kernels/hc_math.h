@@ -185,7 +185,7 @@ HOSTDEV static inline void hc_tanh_many(int k, const real *x, real *y) {
 
 #define HC_MHC_OFFDIAG_BIAS (-8.0)   /* mhc: b_res off the diagonal (0 on it) */
 #define HC_S2HC_SIGMA_BIAS 4.0       /* s2hc: b_S, Sigma = tanh(4) = 0.99933 at init */
-#define HC_ROT_GAMMA_INIT 1.0        /* s2hc, orthogonal: gamma (rotation magnitude) */
+#define HC_ROT_GAMMA_INIT 1.0        /* s2hc, s2hc_rot, orthogonal: gamma (rotation magnitude) */
 #define HC_HC_SCALE_INIT 0.01        /* hc: s_alpha, s_beta */
 #define HC_EXPM_TAYLOR 12            /* expm: Taylor degree after scaling */
 #define HC_EXPM_THETA 0.25           /* expm: scale until ||A||_F / 2^s <= this; truncation
@@ -661,7 +661,7 @@ HOSTDEV static inline void hc_cayley_v(int d, int V, const real *A, real *Q) {
         for (int v = 0; v < V; v++) Q[(i * d + i) * V + v] -= 1;
 }
 
-/* Backward of hc_cayley given its output Q: with M = I + A, Q = 2 M^-1 - I, so
+/* Backward of hc_cayley_v given its output Q: with M = I + A, Q = 2 M^-1 - I, so
  * dA = -2 M^-T dQ M^-T, and M^-1 = (Q + I) / 2 gives dA = -1/2 (Q^T + I) dQ (Q^T + I). */
 HOSTDEV static inline void hc_cayley_backward_v(int d, int V, const real *Q, const real *dQ, real *dA) {
     real P[HC_MM * HC_LANES], T[HC_MM * HC_LANES];
