@@ -1,11 +1,11 @@
-/* train.c: `s2hc train CONFIG [--set a.b=v]... [--resume] [--force]`.
+/* train.c: `s2hc train CONFIG [--set a.b=v]... [--resume] [--force] [--quiet] [--stop-after N]`.
  *
  * One optimizer step: zero grads; grad_accum micro-batches of forward + backward;
  * global grad norm (NaN/inf -> the run is marked diverged, the last good checkpoint
  * kept); clip; AdamW at the scheduled lr; one row of /train in the run log.
  * Every eval_every steps: validation loss. Every ckpt_every steps and at the end:
- * run.h5, then ckpt.h5, each written atomically. SIGINT/SIGTERM: finish the step, save,
- * exit 130, so `--resume` continues exactly.
+ * run.h5, then ckpt.h5, each written atomically. SIGINT, SIGTERM or SIGHUP: finish the step,
+ * save, exit 130, so `--resume` continues exactly.
  *
  * Launched as several processes (mpirun, srun: harness/dist.h), rank 0 does all of the
  * above that reads data or touches a file, and its decisions (resume point, stop,
@@ -564,11 +564,6 @@ static int check_ranks_agree(const gpt_model *m, const adamw_state *o) {
     return bad ? -1 : 0;
 }
 
-/* One micro-batch of B sequences on the cpu, its gradient added into grads; returns its
- * mean loss. Across processes: rank 0's inputs and targets to every rank, this rank's
- * part (Bp sequences from b0), then the parts' gradients summed in rank order and their
- * losses added in the same order; rank 0's running sum is in grads, the other ranks'
- * parts start from zero. */
 /* Across processes: rank 0's micro-batch (N tokens) to every rank; returns its valid targets. */
 static size_t share_batch(int *inputs, int *targets, size_t N) {
     dist_bcast(inputs, N * sizeof(int));
@@ -586,6 +581,11 @@ static double sum_parts(double part) {
     return sum;
 }
 
+/* One micro-batch of B sequences on the cpu, its gradient added into grads; returns its
+ * mean loss. Across processes: rank 0's inputs and targets to every rank, this rank's
+ * part (Bp sequences from b0), then the parts' gradients summed in rank order and their
+ * losses added in the same order; rank 0's running sum is in grads, the other ranks'
+ * parts start from zero. */
 static double micro_batch(gpt_model *m, int *inputs, int *targets, int B, int b0, int Bp, real scale) {
     if (dist_size() == 1) return model_forward_backward(m, inputs, targets, B, scale);
     const size_t at = (size_t)b0 * m->T, whole = share_batch(inputs, targets, (size_t)B * m->T);
