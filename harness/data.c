@@ -1368,7 +1368,8 @@ static int data_jobs(void) {
 
 static void fmt_mb(char *buf, size_t len, uint64_t bytes) { snprintf(buf, len, "%.2f MB", (double)bytes / 1e6); }
 
-/* Build one corpus: extract every source, split each, write val, train, SOURCE.txt. */
+/* Build one corpus: extract every source, split each, then remove SOURCE.txt, write the
+ * shards (shard_pair_write: train.bin, then val.bin, into place) and SOURCE.txt last. */
 static int prepare_one(const char *data_dir, const corpus_spec *c, int verbose) {
     double t0 = now_seconds();
     char tmpl[1200];
