@@ -4,8 +4,10 @@
  *   series   chunked dataset [rows, row_dims...], maxdims [unlimited, row_dims...],
  *            attributes description, units (when set), row_axis (the path of the `step`
  *            series that indexes the rows, or "rows")
- *   static   plain dataset [dims...] (scalar dataspace for rank 0), description, units;
- *            no row_axis attribute: that is how h5log_load tells the two apart
+ *   static   dataset [dims...], chunked and extendable on its first axis as a series is
+ *            (scalar dataspace for rank 0, contiguous when a slice holds no element),
+ *            description, units; no row_axis attribute: that is how h5log_load tells
+ *            the two apart
  *   strings  variable-length UTF-8 scalars (h5py returns them as str)
  *   numbers  integral values as int64, others as float64
  * Groups track link creation order, so a file reads back in the order it was logged.

@@ -3,10 +3,11 @@
  * Two kinds of file:
  *  - the run file runs/<name>/run.h5: a log of named series (one row per step, per eval
  *    or per probe), held in memory while training and saved atomically (temp file +
- *    rename) at every checkpoint, eval and at the end, so the file on disk is always a
- *    complete, readable HDF5 file however training is killed. Series are stored as
- *    datasets of shape [rows, row_dims...] with a `description` attribute (and `units`
- *    where they have one). Static datasets (written once, e.g. /final/...) are series
+ *    rename) at every checkpoint and at the end (and by `s2hc eval` and `s2hc probe`,
+ *    which add their results), so the file on disk is always a complete, readable HDF5
+ *    file however training is killed. Series are stored as datasets of shape
+ *    [rows, row_dims...] with a `description` attribute (and `units` where they have
+ *    one). Static datasets (written once, e.g. /final/...) are series
  *    with one row whose leading dimension is dropped on disk. Every dataset with an axis,
  *    static or not, is chunked and extendable on its first axis (docs/runfile.md).
  *  - the checkpoint (checkpoint.h).
@@ -93,7 +94,7 @@ double h5log_last(const h5log *log, const char *path);
  * on stderr naming the file). */
 int h5log_save(const h5log *log, const char *path);
 /* Read a run file written by h5log_save back into an empty log (every dataset becomes a
- * series; datasets without a `row axis` attribute become static). 0, or -1 with err; -2
+ * series; datasets without a `row_axis` attribute become static). 0, or -1 with err; -2
  * with err for a file not to be replaced: another program holds HDF5's lock on it
  * (h5_open_failed), or its root attribute `format_version` is above RUN_FORMAT_VERSION (a
  * newer build's run file) or not a whole number, refused before anything else is read. */
