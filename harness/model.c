@@ -809,8 +809,8 @@ static void hc_at_x_rows(real *M, const real *A, const real *X, size_t rows, int
 /* Z = X W^T, (rows, Kr) from X (rows, D) and W (Kr, D): the frame's coefficient
  * projection z = X W'^T. OpenBLAS runs these shapes (K = 8..32 outputs, D = 128..1024)
  * at about half the FMA rate. Tiles of HC_XW_R rows by up to HC_XW_K outputs keep 24
- * accumulators in registers while a tile's W rows (12 KB at D = 512: L1) meet every
- * row of X; the 24 accumulators then sum their lanes together by the fixed tree
+ * accumulators in registers (12 with 16 registers) while a tile's W rows (12 KB at
+ * D = 512: L1) meet every row of X; the accumulators then sum their lanes together by the fixed tree
  * (hc_vsum_many, a tenth of the tile's time when each summed alone) and add the columns
  * past the last vector in order: bit-identical for a given thread count. */
 #if CPU_NREGS >= 32
@@ -1154,7 +1154,8 @@ static void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int
  * fp32 tile C the products of a 16 x 32 bf16 tile A (row-major) and a 32 x 16 bf16 tile B
  * kept as 16 rows of 16 pairs (B's rows 2i and 2i + 1 of a column side by side):
  * C[r][c] += sum over i of A[r][2i] B[i][c].lo + A[r][2i + 1] B[i][c].hi. Tiles 0..5 hold
- * sums (up to six blocks of 16 outputs: Kr <= 96), 6 the A operand, 7 the B. A tile's
+ * sums (up to six blocks of 16 outputs: Kr <= 96), 6 the A operand, 7 the B (the dX
+ * pass's products, hc_dx_products_amx: 0 the sums, 1..6 the A operands, 7 the B). A tile's
  * number is part of the instruction, so the loops over output blocks switch on it.
  * hc_x_wt_amx and hc_at_x_amx set the configuration on entry and release the tiles on
  * exit (the state then costs the kernel nothing at a context switch); the dX pass's
