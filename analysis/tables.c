@@ -224,7 +224,8 @@ static int distinct_steps(const an_runset *rs, int *out, int cap) {
     return k;
 }
 
-/* Pair the runs of variant a and b in a cell by seed: va[i], vb[i] = metric. */
+/* A run's number that pair_cell pairs by seed into va[i], vb[i] (m_val: its final
+ * validation loss). */
 typedef double (*an_metric)(const an_run *);
 static double m_val(const an_run *r) { return an_final_val_loss(r); }
 
