@@ -46,12 +46,6 @@ static void iso_now(char *buf, size_t len) {
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Lock <dir>/.train.lock (lock_file_try) for as long as `who` (a training, `s2hc eval`,
- * `s2hc probe`) may write the run's files: a second training into the same run directory,
- * or an evaluation that would write back a run file the training has moved past, is
- * refused instead of interleaving its saves with this one's. A grid holds <dir>/.lock,
- * another file, for its child. Returns the descriptor, or after a message -2 (in use) or
- * -1 (the lock file cannot be opened: a file where the run directory should be). */
 int run_dir_fits(const char *dir) {
     if (strlen(dir) <= RUN_DIR_MAX) return 1;
     fprintf(stderr, "s2hc: error: %.60s...: a run directory path of %zu bytes, longer than %d\n", dir, strlen(dir),
@@ -59,6 +53,13 @@ int run_dir_fits(const char *dir) {
     return 0;
 }
 
+/* Lock <dir>/.train.lock (lock_file_try) for as long as `who` (a training, `s2hc eval`,
+ * `s2hc probe`) may write the run's files: a second training into the same run directory,
+ * or an evaluation that would write back a run file the training has moved past, is
+ * refused instead of interleaving its saves with this one's. A grid holds <dir>/.lock,
+ * another file, for its child. Returns the descriptor, or after a message -2 (in use) or
+ * -1 (a path longer than RUN_DIR_MAX, or the lock file cannot be opened: a file where the
+ * run directory should be). */
 int run_lock(const char *dir, const char *who) {
     char path[RUN_DIR_MAX + 32];
     if (!run_dir_fits(dir)) return -1;
@@ -285,7 +286,7 @@ int run_busy_unsaved(const char *dir) {
  * good checkpoint), nor a negative second moment (a running mean of squares): one in a
  * checkpoint is damage, and would become NaN losses, rows and files (AdamW's sqrt(v) of a
  * negative v, the run then marked diverged). 0, or -1 after naming the file, the tensor
- * and the element. The moments m and v may be NULL. */
+ * and the element. The moments mom1 and mom2 (m and v) may be NULL. */
 static int ckpt_values_finite(const gpt_model *m, const real *params, const float *mom1, const float *mom2,
                               const char *file) {
     const void *arr[3] = {params, mom1, mom2};
