@@ -76,8 +76,9 @@ int loader_open(data_loader *l, const char *path, uint64_t seed, char *err, size
 void loader_close(data_loader *l);
 /* Fill inputs[B*T] and targets[B*T] (targets = inputs shifted by one). */
 void loader_next(data_loader *l, int B, int T, int *inputs, int *targets);
-/* Sequential, non-overlapping windows for evaluation: window w covers tokens
- * [w*T, w*T + T] . Returns the number of full windows available. */
+/* Sequential, non-overlapping windows: window w covers tokens [w*T, w*T + T]. The probes
+ * pick their sequences among them (the evaluations space windows of their own evenly over
+ * the shard, harness/eval.c). Returns the number of full windows available. */
 uint64_t loader_eval_windows(const data_shard *s, int T);
 void loader_eval_batch(const data_shard *s, uint64_t first_window, int B, int T, int *inputs, int *targets);
 
