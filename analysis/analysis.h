@@ -87,7 +87,9 @@ typedef struct {
     double train_tokens;    /* root attribute train_tokens: the size of the corpus build the run
                                trained on (NAN in a run file older than the attribute) */
     int bench;              /* 1: no probes and no evals during training (a throughput run) */
-    char *config_key;       /* the config without name, out, threads, backend (repeat detection) */
+    char *config_key;       /* the config without the keys that change nothing trained (name, out,
+                               threads, backend, the ckpt, log, eval and probe cadences): repeat
+                               detection */
     char recipe[200];       /* the optimisation: lr, min_lr, warmup, weight decay, batch, accumulation,
                                clipping, betas (runs pair in a comparison only with the same) */
     char options[160];      /* the method's own options that make no variant: sinkhorn_iters and order
@@ -104,8 +106,9 @@ typedef struct {
 
 /* Load every run under each path: a run directory (holds run.h5), a run.h5 file, or a
  * directory whose subdirectories (one level, or two for a directory of grids) hold runs.
- * Of repeated configs (equal but for the name, out dir, threads and backend: the harness
- * is deterministic) the further-trained run counts, with a note. Returns the number of
+ * Of repeated configs (equal but for the name, out dir, threads, backend and how often
+ * the run saved, logged, evaluated and probed: the harness is deterministic) the
+ * further-trained run counts, with a note. Returns the number of
  * runs loaded; a run file that cannot be read is skipped with a message, and a path that
  * is missing, not a run or holds none is said so and counted in rs->bad_paths. The
  * caller frees with an_runset_free. */
