@@ -571,9 +571,9 @@ void model_free(gpt_model *m) {
  *             coefficients (GEMM z = X' W'^T, z *= r, method forward, u = pre . X')
  *             while the chunk's rows of X' are in cache; the first region also writes
  *             X_0's copies of the embedding, the last the sum of X_Lh's streams
- *   backward: one region per sublayer: per chunk, per group of 16 tokens (the next
- *             group's rows and method cache prefetched): dpost, dH, dpre (dots with
- *             dY, X, f, du), method backward in lanes, dz *= r, then in one pass over
+ *   backward: one region per sublayer: per chunk, per group of 16 tokens (while a
+ *             token's dots run, the next token's rows and method cache prefetched):
+ *             dpost, dH, dpre (dots with dY, X, f, du), method backward in lanes, dz *= r, then in one pass over
  *             the group, a few tokens at a time (each row of W' loaded serves them
  *             all): dX = H^T dY + pre du - c X + dz W' and the previous sublayer's
  *             df = post . dX (sublayer 0: the sum of dX's streams); per larger chunk
