@@ -3,7 +3,9 @@
  * Shapes are given in comments as (rows, cols), row-major. N = B*T tokens.
  * Linear weights use PyTorch's [out, in] layout: W is (OC, C).
  * Forward ops overwrite their outputs. Backward ops ADD into every gradient they are
- * given (the training step zeroes gradients once); a NULL gradient pointer is skipped.
+ * given, but for the two marked below that write theirs (=); a NULL gradient pointer is
+ * skipped. The training step zeroes the parameter gradients once a step and a
+ * sublayer's activation-gradient scratch before that sublayer's backward.
  * Every loop that matters runs with OpenMP over disjoint outputs, so results are
  * bit-identical for a given thread count. Matrix products go through BLAS, but for
  * attention's per-head products (register tiles of its own, kernels/cpu/attention.c).
@@ -54,7 +56,7 @@ void encoder_backward(real *dwte, real *dwpe, const real *dout, const int *inp, 
 /* Softmax cross-entropy. logits (N, V) -> probs (N, V), losses (N) = -log p[target].
  * A target < 0 is ignored (loss 0, no gradient). */
 void crossentropy_forward(real *losses, real *probs, const real *logits, const int *targets, size_t N, int V);
-/* dlogits (N, V) = (probs - onehot(target)) * scale, OVERWRITTEN (the one exception). */
+/* dlogits (N, V) = (probs - onehot(target)) * scale, OVERWRITTEN, not added into. */
 void crossentropy_backward(real *dlogits, const real *probs, const int *targets, real scale, size_t N, int V);
 
 /* AdamW on float32 master weights, one tensor: decoupled weight decay wd*lr*p,
