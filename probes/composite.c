@@ -166,16 +166,22 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
                 for (size_t i = 0; i < nn; i++) ct[i] += Pt[(size_t)t * nn + i];
             for (size_t i = 0; i < nn; i++) ct[i] /= T;
         }
-        if (s0 < Sj) { /* the Jacobian of this batch's sequences (overwrites the activations) */
+        if (s0 < Sj) {
+            /* the Jacobian of this batch's sequences among the first Sj, over those alone
+               (overwrites the activations): a batch's other sequences and its padding were
+               half its cost at B = 16 and drew out its iterations, the values they
+               recorded were never used. The sequences come first in the streams' rows. */
             double tj = now_seconds();
-            memcpy(X0, model_streams(m, 0), (size_t)B * T * n * C * sizeof(real));
+            const int nj = Sj - s0 < nb ? Sj - s0 : nb;
+            memcpy(X0, model_streams(m, 0), (size_t)nj * T * n * C * sizeof(real));
+            if (nj != B) model_alloc_acts(m, nj); /* the next batch's forward takes B again */
             int it1 = probe_jacobian_norm(m, X0, 1, PROBE_JAC_ITERS, PROBE_JAC_TOL, sig, &pr);
-            for (int b = 0; b < nb && s0 + b < Sj; b++) {
+            for (int b = 0; b < nj; b++) {
                 jac[s0 + b] = sig[b];
                 jac_it[(s0 + b) * 2] = it1;
             }
             int it0 = probe_jacobian_norm(m, X0, 0, PROBE_JAC_ITERS, PROBE_JAC_TOL, sig, &pr);
-            for (int b = 0; b < nb && s0 + b < Sj; b++) {
+            for (int b = 0; b < nj; b++) {
                 jac_res[s0 + b] = sig[b];
                 jac_it[(s0 + b) * 2 + 1] = it0;
             }
@@ -184,6 +190,7 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
     }
 
     progress_end(&pr);
+    if (m->B != B) model_alloc_acts(m, B); /* the buffer of B sequences, as the caller gave it */
     int rc = 0;
     if (stop_signal) { /* stopped (training's final probe): nothing written */
         rc = -2;

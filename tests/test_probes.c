@@ -1178,6 +1178,55 @@ static int jacobian_model(gpt_model *m, real **X0) {
     return 0;
 }
 
+/* probe_final's Jacobian covers the first Sj sequences, and only those: with a batch of
+ * 2 Sj it ran over the whole first batch (Sj sequences more, whose values were never
+ * recorded), at twice the cost and for as many products as the slowest of them took. Its
+ * values and product counts are those of the estimate over the Sj sequences alone. */
+static void test_final_jacobian_sequences(void) {
+    char vpath[600], err[256];
+    make_shard("val_j", 3000, vpath, sizeof vpath);
+    data_shard val;
+    CHECK(shard_open(&val, vpath, err, sizeof err) == 0, "%s", err);
+    const int Sj = PROBE_JAC_SEQS, S = 2 * Sj;
+    gpt_model m;
+    if (build(&m, "mhc", 3, 2, 16, S, 0.5) != 0) return;
+    h5log log;
+    h5log_init(&log);
+    CHECK(probe_final(&m, &val, S, &log, 1, 0) == 0, "probe_final");
+    CHECK(m.B == S, "the model's buffer is the batch's again (B = %d)", m.B);
+    const double *jn = last_row(&log, "/final/jacobian_norm"), *jr = last_row(&log, "/final/jacobian_norm_residual");
+    const h5log_series *ji = series(&log, "/final/jacobian_iters");
+    if (!jn || !jr || !ji) return;
+    /* the estimate over the first Sj windows alone */
+    const int T = m.T;
+    uint64_t *win = malloc_check((size_t)S * sizeof(uint64_t));
+    int *in = malloc_check((size_t)Sj * T * sizeof(int));
+    probe_windows(&val, T, loader_eval_windows(&val, T), S, win); /* the first Sj of the S windows */
+    probe_fill_inputs(&val, T, win, Sj, in);
+    model_alloc_acts(&m, Sj);
+    model_forward(&m, in, NULL, Sj);
+    const size_t tot = (size_t)Sj * T * m.n * m.C;
+    real *X0 = malloc_check(tot * sizeof(real));
+    memcpy(X0, model_streams(&m, 0), tot * sizeof(real));
+    double want[2][PROBE_JAC_SEQS];
+    int it[2];
+    for (int br = 0; br < 2; br++) it[br] = probe_jacobian_norm(&m, X0, br, PROBE_JAC_ITERS, PROBE_JAC_TOL, want[br], NULL);
+    const int64_t *its = ji->data;
+    for (int s = 0; s < Sj; s++) {
+        CHECK(jn[s] == want[1][s], "jacobian_norm sequence %d: %.17g, over the Sj sequences %.17g", s, jn[s], want[1][s]);
+        CHECK(jr[s] == want[0][s], "jacobian_norm_residual sequence %d: %.17g, over the Sj sequences %.17g", s, jr[s],
+              want[0][s]);
+        CHECK(its[s * 2] == it[1] && its[s * 2 + 1] == it[0], "jacobian_iters sequence %d: %lld, %lld; over the Sj "
+              "sequences %d, %d", s, (long long)its[s * 2], (long long)its[s * 2 + 1], it[1], it[0]);
+    }
+    free(X0);
+    free(in);
+    free(win);
+    h5log_free(&log);
+    model_free(&m);
+    shard_close(&val);
+}
+
 /* A signal during the estimate (SIGINT, or Slurm's SIGTERM, in training's final probe)
  * ends it at the next product: at the M preset each product is minutes of CPU, and up to
  * 2 x 60 of them ran on after the signal. */
@@ -1265,6 +1314,7 @@ int main(void) {
     T_RUN(test_inspect_numbers);
     T_RUN(test_jacobian);
     T_RUN(test_jacobian_stops);
+    T_RUN(test_final_jacobian_sequences);
     T_RUN(test_jacobian_progress);
     if (!getenv("S2HC_KEEP_TEST_TMP")) remove_tree_now(tmp);
     return T_END();
