@@ -631,6 +631,10 @@ int probe_main(int argc, char **argv) {
     else rc = 1;
     if (rc == 0) {
         printf("done in %.1f s: /final written to %s\n", now_seconds() - t0, run_path);
+        /* saved: the summary only reads the file, and with the lock still held here it
+           would call the run in use by this very probe */
+        close(lock_fd);
+        lock_fd = -1;
         run_view v;
         if (run_view_open(&v, dir, "final") == 0) {
             out_style st = {0, 0, 0};
@@ -641,6 +645,6 @@ int probe_main(int argc, char **argv) {
     shard_close(&val);
     model_free(&m);
     h5log_free(&log);
-    close(lock_fd);
+    if (lock_fd >= 0) close(lock_fd);
     return rc;
 }

@@ -157,6 +157,10 @@ expect_status 1 "inspect --step 10 without /probe rows" -- "$S2HC" inspect "$TMP
 expect_out "probed steps: none \(the run was trained with probe.every 0\); --step final" "says none, and --step final"
 expect_status 0 "s2hc probe --samples" -- "$S2HC" probe "$TMP/runs/pm" --samples 4
 expect_out "/final written" "probe reports the file"
+# the summary it prints after saving reads the run file while the probe still held the
+# run's lock: it must not call the run in use by the probe itself
+grep -q "is in use" "$TMP/out" && fail "probe calls the run in use by itself: $(grep "is in use" "$TMP/out")" \
+  || ok "probe's summary does not call the run in use"
 if command -v h5dump >/dev/null; then
   expect_status 0 "h5dump /final/H_res" -- h5dump -H -d /final/H_res "$TMP/runs/pm/run.h5"
   expect_out "\( 4, 2, 4, 4 \)" "/final/H_res is [S, Lh, n, n] with S = 4"
