@@ -167,7 +167,14 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
     if (want_last && v->prows == 0) want_final = 1;
     if (want_final) {
         if (!find(&v->log, "/final/window")) {
-            fprintf(stderr, "s2hc: error: %s has no /final group; run `s2hc probe %s`\n", v->path, v->dir);
+            /* a run in use refuses `s2hc probe` until its holder ends: say so rather than
+               advise a command that would be refused now */
+            char holder[256];
+            if (run_in_use(v->dir, holder, sizeof holder))
+                fprintf(stderr, "s2hc: error: %s has no /final group yet; the run is in use%s%s%s: run `s2hc probe %s` "
+                        "once that has ended (a training with probe.final_samples > 0 writes /final itself as it "
+                        "ends)\n", v->path, holder[0] ? " (" : "", holder, holder[0] ? ")" : "", v->dir);
+            else fprintf(stderr, "s2hc: error: %s has no /final group; run `s2hc probe %s`\n", v->path, v->dir);
             return 1;
         }
         v->is_final = 1;

@@ -456,6 +456,11 @@ expect_status 0 "s2hc inspect reads it meanwhile" -- "$S2HC" inspect "$TMP/runs/
 # the readers say what they saw: a run in use, and the step of the save they read
 expect_out "note: .*busy is in use \(s2hc train pid $busy on .*\): this is its run file of step [0-9]+, its last save" \
   "inspect says the run is in use and which step it read"
+# its /final comes at the end: inspect --step final says so, not to run a probe that the
+# training's lock refuses now
+expect_status 1 "s2hc inspect --step final of a run in training" -- "$S2HC" inspect "$TMP/runs/busy" --step final
+expect_out "has no /final group yet; the run is in use \(s2hc train pid $busy .*\): run .s2hc probe .*busy. once that has ended" \
+  "it says the probe must wait for the training"
 expect_status 0 "s2hc sample reads it meanwhile" -- "$S2HC" sample "$TMP/runs/busy" --tokens 4
 expect_out "note: .*busy is in use \(s2hc train pid $busy on .*\): this is its checkpoint of step [0-9]+" "sample says so"
 expect_status 0 "s2hc export reads it meanwhile" -- "$S2HC" export "$TMP/runs/busy" -o "$TMP/busy.safetensors"
