@@ -143,8 +143,14 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         if (r && r->row_rank >= 1 && r->row_dims[r->row_rank - 1] >= 1 && r->row_dims[r->row_rank - 1] <= 1024)
             v->Lh = (int)(r->row_dims[r->row_rank - 1]) - 1;
         if (!ps && !r) {
-            fprintf(stderr, "s2hc: error: %s holds no probes (/probe or /final); train with probe.every > 0 or run "
-                            "`s2hc probe %s`\n", v->path, v->dir);
+            char holder[256];
+            if (run_in_use(v->dir, holder, sizeof holder)) /* as for /final below */
+                fprintf(stderr, "s2hc: error: %s holds no probes (/probe or /final) yet; the run is in use%s%s%s: run "
+                        "`s2hc probe %s` once that has ended (a training with probe.final_samples > 0 writes /final "
+                        "itself as it ends)\n", v->path, holder[0] ? " (" : "", holder, holder[0] ? ")" : "", v->dir);
+            else
+                fprintf(stderr, "s2hc: error: %s holds no probes (/probe or /final); train with probe.every > 0 or "
+                        "run `s2hc probe %s`\n", v->path, v->dir);
             return 1;
         }
     } else {

@@ -461,6 +461,14 @@ expect_out "note: .*busy is in use \(s2hc train pid $busy on .*\): this is its r
 expect_status 1 "s2hc inspect --step final of a run in training" -- "$S2HC" inspect "$TMP/runs/busy" --step final
 expect_out "has no /final group yet; the run is in use \(s2hc train pid $busy .*\): run .s2hc probe .*busy. once that has ended" \
   "it says the probe must wait for the training"
+"$S2HC" train "$TMP/t.yaml" --set run.name=busy0 --set train.steps=100000 --set train.ckpt_every=5 \
+  --set probe.every=0 --quiet >/dev/null 2>&1 &
+busy0=$!
+wait_for 300 test -e "$TMP/runs/busy0/run.h5"
+expect_status 1 "s2hc inspect of a run in training without probes" -- "$S2HC" inspect "$TMP/runs/busy0"
+expect_out "holds no probes \(/probe or /final\) yet; the run is in use \(s2hc train pid $busy0 .*\): run .s2hc probe .*busy0. once" \
+  "it says the probe must wait for the training"
+kill -TERM $busy0; wait $busy0
 expect_status 0 "s2hc sample reads it meanwhile" -- "$S2HC" sample "$TMP/runs/busy" --tokens 4
 expect_out "note: .*busy is in use \(s2hc train pid $busy on .*\): this is its checkpoint of step [0-9]+" "sample says so"
 expect_status 0 "s2hc export reads it meanwhile" -- "$S2HC" export "$TMP/runs/busy" -o "$TMP/busy.safetensors"
