@@ -145,10 +145,12 @@ void fmt_duration(double s, char *buf, size_t len);
  * > 0 of a launch stay silent); the handler is reset by that first signal, so a second
  * Ctrl-C or SIGTERM ends the process at once (the run's files are written atomically, so
  * that loses no file), while a second SIGHUP is ignored (stop_signals_again_to). The loops that
- * can give up cleanly poll stop_signal: training after each step, every evaluation (during
- * training, the final one, `s2hc eval`'s) and the final probe between batches (the probe's
- * Jacobian estimate between its products). 0 until a signal came (and in commands that do
- * not catch). */
+ * can give up cleanly poll stop_signal: training after each step, its evaluations (the
+ * periodic ones and the final one) between batches, and its final probe between batches
+ * (the probe's Jacobian estimate between its products). Only training catches: in `s2hc
+ * eval` and `s2hc probe` the same loops find it 0, and a signal ends the command
+ * (stop_signal_clean, which main.c installs). 0 until a signal came (and in commands that
+ * do not catch). */
 extern volatile sig_atomic_t stop_signal;
 void stop_signals_catch(int say);
 /* SIGINT, SIGTERM and SIGHUP to handler h (a command's own handling; SIG_DFL, SIG_IGN
