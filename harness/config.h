@@ -36,7 +36,8 @@ typedef struct {
     char init[CFG_STR];   /* s2hc: tanh4 | exact */
     char proj_init[CFG_STR]; /* zero (the paper) | normal (the authors' script for s2hc: N(0, 0.02)) */
     char proj_precision[CFG_STR]; /* fp32 | bf16 (cpu: the frame's projection products with bf16 operands,
-                                     by AMX tiles or AVX512_BF16; the cuda backend runs them in fp32) */
+                                     by AMX tiles or AVX512_BF16; a cpu option: run.backend cuda refuses
+                                     it, auto then picks the cpu) */
     char stream_precision[CFG_STR]; /* fp32 | bf16 (either backend: the n x C streams stored in bf16 in the
                                        training steps) */
 
