@@ -99,6 +99,27 @@ static void run_view_free(run_view *v) {
     free(v->rms);
 }
 
+/* The error for a run file without the probes asked for: none at all (none), or no
+ * /final. A run in use refuses `s2hc probe` until its holder ends, so that is said rather
+ * than a command that would be refused now; and a holder that is `s2hc probe` writes
+ * /final itself as it ends. */
+static void say_no_probes(const run_view *v, int none) {
+    const char *what = none ? "holds no probes (/probe or /final)" : "has no /final group";
+    char holder[256];
+    if (!run_in_use(v->dir, holder, sizeof holder)) {
+        fprintf(stderr, "s2hc: error: %s %s; %srun `s2hc probe %s`\n", v->path, what,
+                none ? "train with probe.every > 0 or " : "", v->dir);
+        return;
+    }
+    fprintf(stderr, "s2hc: error: %s %s yet; the run is in use%s%s%s: ", v->path, what, holder[0] ? " (" : "", holder,
+            holder[0] ? ")" : "");
+    if (!strncmp(holder, "s2hc probe ", 11))
+        fprintf(stderr, "that probe writes /final as it ends\n");
+    else
+        fprintf(stderr, "run `s2hc probe %s` once that has ended (a training with probe.final_samples > 0 writes "
+                "/final itself as it ends)\n", v->dir);
+}
+
 /* Open runs/<name>/run.h5 (or a run.h5 path) and select the step. 0, or 1 with a message. */
 static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
     memset(v, 0, sizeof *v);
@@ -143,14 +164,7 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         if (r && r->row_rank >= 1 && r->row_dims[r->row_rank - 1] >= 1 && r->row_dims[r->row_rank - 1] <= 1024)
             v->Lh = (int)(r->row_dims[r->row_rank - 1]) - 1;
         if (!ps && !r) {
-            char holder[256];
-            if (run_in_use(v->dir, holder, sizeof holder)) /* as for /final below */
-                fprintf(stderr, "s2hc: error: %s holds no probes (/probe or /final) yet; the run is in use%s%s%s: run "
-                        "`s2hc probe %s` once that has ended (a training with probe.final_samples > 0 writes /final "
-                        "itself as it ends)\n", v->path, holder[0] ? " (" : "", holder, holder[0] ? ")" : "", v->dir);
-            else
-                fprintf(stderr, "s2hc: error: %s holds no probes (/probe or /final); train with probe.every > 0 or "
-                        "run `s2hc probe %s`\n", v->path, v->dir);
+            say_no_probes(v, 1);
             return 1;
         }
     } else {
@@ -173,14 +187,7 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
     if (want_last && v->prows == 0) want_final = 1;
     if (want_final) {
         if (!find(&v->log, "/final/window")) {
-            /* a run in use refuses `s2hc probe` until its holder ends: say so rather than
-               advise a command that would be refused now */
-            char holder[256];
-            if (run_in_use(v->dir, holder, sizeof holder))
-                fprintf(stderr, "s2hc: error: %s has no /final group yet; the run is in use%s%s%s: run `s2hc probe %s` "
-                        "once that has ended (a training with probe.final_samples > 0 writes /final itself as it "
-                        "ends)\n", v->path, holder[0] ? " (" : "", holder, holder[0] ? ")" : "", v->dir);
-            else fprintf(stderr, "s2hc: error: %s has no /final group; run `s2hc probe %s`\n", v->path, v->dir);
+            say_no_probes(v, 0);
             return 1;
         }
         v->is_final = 1;

@@ -144,6 +144,28 @@ expect_out "residual path only mean 1\.0000" "rc: without the branches the map i
 conf p0 mhc 4
 sed -i 's/final_samples: 8/final_samples: 0/' "$TMP/p0.yaml"
 expect_status 0 "train with probe.final_samples 0" -- "$S2HC" train "$TMP/p0.yaml" --quiet
+# while another `s2hc probe` holds the run (its lock taken here by python3: a POSIX lock
+# on .train.lock, which the OFD lock s2hc looks for sees), inspect says that probe writes
+# /final, not to run `s2hc probe` once it has ended
+hold_as_probe() { # hold_as_probe DIR: a background holder, its pid in $holder
+  fresh "$TMP/held.out"
+  python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1] + "/.train.lock", os.O_RDWR | os.O_CREAT)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+os.ftruncate(fd, 0)
+os.write(fd, b"s2hc probe pid %d on host since now\n" % os.getpid())
+print("held", flush=True)
+time.sleep(600)' "$1" >"$TMP/held.out" &
+  holder=$!
+  wait_for 300 grep -q held "$TMP/held.out"
+}
+if command -v python3 >/dev/null; then
+  hold_as_probe "$TMP/runs/p0"
+  expect_status 1 "inspect --step final of a run a probe holds" -- "$S2HC" inspect "$TMP/runs/p0" --step final
+  expect_out "has no /final group yet; the run is in use \(s2hc probe pid $holder .*\): that probe writes /final as it ends" \
+    "it says the probe holding the run writes /final"
+  kill $holder; wait $holder 2>/dev/null
+fi
 expect_status 0 "s2hc probe of a run whose final probe was off" -- "$S2HC" probe "$TMP/runs/p0"
 def=$("$S2HC" config | awk '$1 == "probe.final_samples" { print $3 }')
 expect_out "probe.final_samples is 0 \(off\); probing $def sequences" "says it takes the default, $def"
@@ -152,6 +174,13 @@ got=$(h5dump -a /final/samples_requested "$TMP/runs/p0/run.h5" 2>/dev/null | gre
 # --step N of a run trained with probe.every 0 (its /final only): says there are none
 sed -i 's/every: 10,/every: 0,/' "$TMP/p0.yaml"
 expect_status 0 "train with probe.every 0" -- "$S2HC" train "$TMP/p0.yaml" --quiet --force
+if command -v python3 >/dev/null; then
+  hold_as_probe "$TMP/runs/p0"
+  expect_status 1 "inspect of a run without probes a probe holds" -- "$S2HC" inspect "$TMP/runs/p0"
+  expect_out "holds no probes \(/probe or /final\) yet; the run is in use \(s2hc probe pid $holder .*\): that probe writes /final as it ends" \
+    "it says the probe holding the run writes /final"
+  kill $holder; wait $holder 2>/dev/null
+fi
 expect_status 0 "s2hc probe of it" -- "$S2HC" probe "$TMP/runs/p0" --samples 4
 expect_status 1 "inspect --step 10 without /probe rows" -- "$S2HC" inspect "$TMP/runs/p0" --step 10
 expect_out "probed steps: none \(the run was trained with probe.every 0\); --step final" "says none, and --step final"
