@@ -809,8 +809,9 @@ static void hc_at_x_rows(real *M, const real *A, const real *X, size_t rows, int
 /* Z = X W^T, (rows, Kr) from X (rows, D) and W (Kr, D): the frame's coefficient
  * projection z = X W'^T. OpenBLAS runs these shapes (K = 8..32 outputs, D = 128..1024)
  * at about half the FMA rate. Tiles of HC_XW_R rows by up to HC_XW_K outputs keep 24
- * accumulators in registers (12 with 16 registers) while a tile's W rows (12 KB at
- * D = 512: L1) meet every row of X; the accumulators then sum their lanes together by the fixed tree
+ * accumulators in registers (12 with 16 registers; the SSE build's 8 register pairs
+ * cannot hold them) while a tile's W rows (12 KB at D = 512: L1) meet every row of X;
+ * the accumulators then sum their lanes together by the fixed tree
  * (hc_vsum_many, a tenth of the tile's time when each summed alone) and add the columns
  * past the last vector in order: bit-identical for a given thread count. */
 #if CPU_NREGS >= 32
