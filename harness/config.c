@@ -111,7 +111,7 @@ static const cfg_key cfg_keys[] = {
     KENUM("residual.proj_init", proj_init, "zero", proj_inits,
           "initial projection W of the dynamic coefficients: zero (the paper) or normal N(0, 0.02) (the authors' training script for s2hc)"),
     KENUM("residual.proj_precision", proj_precision, "fp32", proj_precisions,
-          "cpu: the coefficient projection's three products (z = x'W^T, dz W', dz^T x) in fp32, or with bf16 operands and fp32 sums (by AMX tiles where the CPU has them, Intel Sapphire Rapids and later, else by AVX512_BF16 dot products; docs/performance.md items 47 and 48 say where either is faster than fp32; the rest of the step stays fp32); the cuda backend runs them in fp32"),
+          "cpu: the coefficient projection's three products (z = x'W^T, dz W', dz^T x) in fp32, or with bf16 operands and fp32 sums (by AMX tiles where the CPU has them, Intel Sapphire Rapids and later, else by AVX512_BF16 dot products; docs/performance.md items 47 and 48 say where either is faster than fp32; the rest of the step stays fp32); a cpu option: refused with run.backend: cuda, whose projection is fp32"),
     KENUM("residual.stream_precision", stream_precision, "fp32", proj_precisions,
           "the n x C residual streams stored in fp32, or in bf16 in the training steps (half the bytes of the frame's passes over them; their gradients, every sum and the per-token math stay fp32, and the coefficient projection takes W' in bf16); evals and probes run fp32 streams"),
 
