@@ -141,9 +141,9 @@ void model_zero_grad(gpt_model *m);
  * into grads in slice order): no barrier between ops. The same gradients as the two
  * calls up to float rounding; bit-identical for a given thread count. Otherwise (one
  * thread, B < threads, train.parallel = ops, no targets, called inside a parallel region,
- * nested parallelism allowed, the bench's per-op profile on) exactly the two calls. The activations afterwards are the slices'
- * (model_hc_acts and the logits are then not the batch's: probes and eval run
- * model_forward themselves). */
+ * nested parallelism allowed, the bench's per-op profile on) exactly the two calls. The
+ * activations afterwards are the slices' (model_hc_acts and the logits are then not the
+ * batch's: probes and eval run model_forward themselves). */
 real model_forward_backward(gpt_model *m, const int *inputs, const int *targets, int B, real scale);
 /* The valid targets (>= 0) among n. */
 size_t model_valid_targets(const int *targets, size_t n);
