@@ -99,6 +99,9 @@ static void run_view_free(run_view *v) {
     free(v->rms);
 }
 
+/* Who `s2hc probe` says it is in the run's lock file (run_lock). */
+#define PROBE_WHO "s2hc probe"
+
 /* The error for a run file without the probes asked for: none at all (none), or no
  * /final. A run in use refuses `s2hc probe` until its holder ends, so that is said rather
  * than a command that would be refused now; and a holder that is `s2hc probe` writes
@@ -113,7 +116,7 @@ static void say_no_probes(const run_view *v, int none) {
     }
     fprintf(stderr, "s2hc: error: %s %s yet; the run is in use%s%s%s: ", v->path, what, holder[0] ? " (" : "", holder,
             holder[0] ? ")" : "");
-    if (!strncmp(holder, "s2hc probe ", 11))
+    if (!strncmp(holder, PROBE_WHO " ", strlen(PROBE_WHO " ")))
         fprintf(stderr, "that probe writes /final as it ends\n");
     else
         fprintf(stderr, "run `s2hc probe %s` once that has ended (a training with probe.final_samples > 0 writes "
@@ -608,7 +611,7 @@ int probe_main(int argc, char **argv) {
     h5log log;
     int64_t ckpt_step = 0;
     int lock_fd;
-    if (run_open_locked(dir, "s2hc probe", &lock_fd, &cfg, &m, &log, &ckpt_step) != 0) return 1;
+    if (run_open_locked(dir, PROBE_WHO, &lock_fd, &cfg, &m, &log, &ckpt_step) != 0) return 1;
     if (data_dir) {
         snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", data_dir);
         snprintf(m.cfg.data_dir, sizeof m.cfg.data_dir, "%s", data_dir);

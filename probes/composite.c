@@ -74,12 +74,13 @@ int probe_final(gpt_model *m, const data_shard *val, int samples, h5log *log, in
     uint64_t *bw = malloc_check((size_t)B * sizeof(uint64_t));
     probe_windows(val, T, W, S, win);
     int *inputs = malloc_check((size_t)B * T * sizeof(int));
-    real *X0 = malloc_check((size_t)B * T * n * C * sizeof(real));
+    const int Bj = B < Sj ? B : Sj; /* the most sequences a Jacobian estimate takes at once */
+    real *X0 = malloc_check((size_t)Bj * T * n * C * sizeof(real));
     int64_t *win64 = malloc_check(Ss * sizeof(int64_t));
     double *rms = malloc_check(Ss * (L + 1) * sizeof(double));
     double *jac = malloc_check((size_t)Sj * sizeof(double)), *jac_res = malloc_check((size_t)Sj * sizeof(double));
     int64_t *jac_it = malloc_check((size_t)Sj * 2 * sizeof(int64_t));
-    double *sig = malloc_check((size_t)B * sizeof(double));
+    double *sig = malloc_check((size_t)Bj * sizeof(double));
     /* residual-matrix outputs (hc only) */
     double *Hseq = NULL, *colsum = NULL, *rowsum = NULL, *sv = NULL, *dev = NULL, *comp = NULL, *comp_cs = NULL,
            *comp_rs = NULL, *comp_tok = NULL, *cum = NULL, *tokcum = NULL, *cos = NULL, *cosb = NULL, *Pt = NULL;
