@@ -158,11 +158,14 @@ static int check_resume_config(const char *stored_yaml, const s2hc_config *now, 
  * --resume, with train.threads 0, one process takes the thread count the run trained
  * with (its run file's root attribute `threads`); otherwise a different cut is said. */
 static void resume_threads(const s2hc_config *cfg, const char *run_path, const char *ckpt_path, int W, int quiet,
-                           char *note, size_t note_len) {
+                           char *note, size_t note_len, int *was_cuda, int *was_W) {
     /* note: what to say once the resume is sure to happen (not for a finished run or a
        refused config), "" for nothing; a line for stdout, or from "s2hc: warning" one
-       for stderr */
+       for stderr. *was_cuda: 1 for a run the cuda backend trained, 0 for the cpu's, -1
+       unknown; *was_W: its process count (the backend is chosen later: resume_backend) */
     note[0] = '\0';
+    *was_cuda = -1;
+    *was_W = 1;
     if (!file_exists(run_path) || !file_exists(ckpt_path)) return;
     h5log old;
     char err[512];
@@ -171,11 +174,14 @@ static void resume_threads(const s2hc_config *cfg, const char *run_path, const c
     const double t = h5log_get_attr_num(&old, "/", "threads"), w = h5log_get_attr_num(&old, "/", "processes");
     const char *be = h5log_get_attr_str(&old, "/", "backend");
     const int gpu = be && !strcmp(be, "cuda");
-    h5log_free(&old);
-    if (!(t >= 1 && t <= 4096) || gpu) return; /* a run file older than the attribute; a GPU's run */
+    if (be) *was_cuda = gpu;
     /* a process count outside 1..65536 (none, or a damaged attribute) counts as one, as in
        the grid's index */
-    const int T0 = (int)t, W0 = w >= 1 && w <= 65536 ? (int)w : 1, batch = !strcmp(cfg->parallel, "batch");
+    const int W0 = w >= 1 && w <= 65536 ? (int)w : 1;
+    *was_W = W0;
+    h5log_free(&old);
+    if (!(t >= 1 && t <= 4096) || gpu) return; /* a run file older than the attribute; a GPU's run */
+    const int T0 = (int)t, batch = !strcmp(cfg->parallel, "batch");
     /* one process, train.threads 0: the run's cut (W0 ranks of one thread cut as W0 threads) */
     const int want = W0 == 1 ? T0 : T0 == 1 && batch ? W0 : 0;
     if (W == 1 && cfg->threads == 0 && want > 0) {
@@ -198,6 +204,22 @@ static void resume_threads(const s2hc_config *cfg, const char *run_path, const c
         snprintf(note, note_len, "s2hc: warning: the run trained with %d process%s of %d thread%s and resumes with %d "
                  "of %d: it goes on as the same model, but not bit for bit as it would have without the stop\n",
                  W0, W0 == 1 ? "" : "es", T0, T0 == 1 ? "" : "s", W, T);
+}
+
+/* The backend's half of resume_threads, once the backend is chosen: a run resumed on the
+ * other backend, or on the cuda backend under another process count (each rank's part of
+ * the micro-batch on its GPU, the parts' gradients summed in rank order), goes on as the
+ * same model but not with the uninterrupted run's bits. */
+static void resume_backend(int was_cuda, int W0, int now_cuda, int W) {
+    if (was_cuda < 0) return; /* a run file without the attribute */
+    if (was_cuda != now_cuda)
+        fprintf(stderr, "s2hc: warning: the run trained on the %s backend and resumes on the %s: it goes on as the same "
+                "model, but not bit for bit as it would have without the stop\n", was_cuda ? "cuda" : "cpu",
+                now_cuda ? "cuda" : "cpu");
+    else if (now_cuda && W != W0)
+        fprintf(stderr, "s2hc: warning: the run trained on the cuda backend with %d process%s and resumes with %d: it goes "
+                "on as the same model, but not bit for bit as it would have without the stop\n", W0,
+                W0 == 1 ? "" : "es", W);
 }
 
 /* One row of the evaluations during training: /eval/step and /eval/val_loss. */
@@ -674,7 +696,9 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
     snprintf(run_path, sizeof run_path, "%s/run.h5", dir);
     snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.h5", dir);
     char threads_note[400] = "";
-    if (rank == 0 && resume && !force) resume_threads(&cfg, run_path, ckpt_path, W, quiet, threads_note, sizeof threads_note);
+    int was_cuda = -1, was_W = 1; /* the resumed run's backend and process count */
+    if (rank == 0 && resume && !force)
+        resume_threads(&cfg, run_path, ckpt_path, W, quiet, threads_note, sizeof threads_note, &was_cuda, &was_W);
 
     /* data first: a missing corpus fails before anything is written (rank 0 reads it) */
     char train_path[1200], val_path[1200], err[1024];
@@ -945,6 +969,7 @@ parts:;
                 "lose their alignment and run slower; pad it to %d, as nanoGPT pads 50257 to 50304 (the extra tokens "
                 "never occur, and their logits learn to vanish)\n",
                 cfg.vocab, (cfg.vocab + 63) / 64 * 64);
+    if (rank == 0 && start > 0) resume_backend(was_cuda, was_W, cm || use_cuda, W);
     if (!quiet) {
         if (cm || use_cuda) printf("backend: cuda on %s%s, %s\n", gpu, use_cuda ? " (rank 0's)" : "", cfg.precision);
         else if (!strcmp(cfg.backend, "auto"))

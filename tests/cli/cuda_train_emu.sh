@@ -124,6 +124,17 @@ for g in /model /optim; do
   h5diff -q "$TMP/runs/g/ckpt.h5" "$TMP/runs/r5/ckpt.h5" $g >/dev/null 2>&1 \
     && ok "stopped between checkpoints, resumed = uninterrupted: $g" || fail "stopped between checkpoints: $g differs"
 done
+# resumed on the other backend (auto: stopped on the emulated GPU, resumed where the
+# emulator plays a machine without a driver): the same model, not the same bits, said
+conf ra auto
+"$S2HC" train "$TMP/ra.yaml" --quiet --stop-after 3 2>/dev/null
+S2HC_EMU_NO_GPU=1 "$S2HC" train "$TMP/ra.yaml" --resume --quiet > "$TMP/out" 2>&1; st=$?
+[ "$st" = 0 ] && [ "$(attr ra backend)" = cpu ] && ok "a cuda run resumed on the cpu" || fail "cuda -> cpu resume: exit $st"
+expect_out "warning: the run trained on the cuda backend and resumes on the cpu: .*not bit for bit" \
+  "a cuda run resumed on the cpu is warned of"
+"$S2HC" train "$TMP/r.yaml" --resume --set train.steps=7 --quiet > "$TMP/out" 2>&1
+grep -q "warning: the run trained" "$TMP/out" && fail "a cuda run resumed on the cuda backend was warned of: $(cat "$TMP/out")" \
+  || ok "resumed on the same backend and process count: no warning"
 
 # two processes, one emulated GPU each
 if command -v mpirun >/dev/null 2>&1 && "$S2HC" version -v | grep -q "processes *across processes"; then
@@ -135,6 +146,13 @@ if command -v mpirun >/dev/null 2>&1 && "$S2HC" version -v | grep -q "processes 
     || fail "processes $(attr m processes), backend $(attr m backend)"
   close g m /train/loss 1e-5 "2 processes' losses = 1 process's to 1e-5"
   close g m /train/grad_norm 1e-4 "2 processes' gradient norms = 1 process's to 1e-4"
+  # a one-process cuda run resumed by 2: each rank's part on its GPU, sums in another order
+  conf mr cuda
+  "$S2HC" train "$TMP/mr.yaml" --quiet --stop-after 3 2>/dev/null
+  timeout 300 mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x S2HC_CUDA_LIB -x GLIBC_TUNABLES -np 2 \
+    "$S2HC" train "$TMP/mr.yaml" --resume --quiet > "$TMP/out" 2>&1
+  expect_out "warning: the run trained on the cuda backend with 1 process and resumes with 2: .*not bit for bit" \
+    "a one-process cuda run resumed by 2 processes is warned of"
 else
   fail "mpirun or the build's MPI missing: make deps installs OpenMPI"
 fi
