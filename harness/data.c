@@ -142,9 +142,15 @@ int shard_open(data_shard *s, const char *path, char *err, size_t errlen) {
 }
 
 int shard_fits(const data_shard *s, int model_vocab, uint32_t want, char *err, size_t errlen) {
-    if (want && s->vocab != want) {
+    if (want && s->vocab != (want & ~SHARD_IDS)) {
         snprintf(err, errlen, "%s: a vocabulary of %u tokens where the training corpus has %u (another tokenizer's ids)",
-                 s->path, s->vocab, want);
+                 s->path, s->vocab, want & ~SHARD_IDS);
+        return -1;
+    }
+    if (want && shard_kind(s) != want) {
+        snprintf(err, errlen, "%s: %s, where the training corpus holds %s, of the same vocabulary (%u)", s->path,
+                 want & SHARD_IDS ? "bytes of text" : "token ids (`data import --tokens uint16`)",
+                 want & SHARD_IDS ? "a tokenizer's ids (`data import --tokens uint16`)" : "bytes of text", s->vocab);
         return -1;
     }
     if (s->vocab <= (uint32_t)model_vocab) return 0;

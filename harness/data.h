@@ -32,11 +32,19 @@ typedef struct {
 /* Open and validate a shard. Returns 0, or -1 with a message naming the file in err. */
 int shard_open(data_shard *s, const char *path, char *err, size_t errlen);
 void shard_close(data_shard *s);
-/* Can a model of model_vocab tokens read shard s, in a run whose training corpus has a
- * vocabulary of `want` tokens (0: not known)? A token at or past model_vocab would index
- * past the embedding (the tokens are read only when the shard's vocabulary is the
- * larger); another vocabulary than the training corpus's is another tokenizer's ids.
- * 0, or -1 with the message naming the file and model.vocab in err. */
+/* What a shard's tokens are, as one number to compare corpora by: its vocabulary, with
+ * SHARD_IDS set when they are a tokenizer's ids (2-byte tokens, `data import --tokens
+ * uint16`) rather than bytes of text (1-byte tokens). */
+#define SHARD_IDS 0x80000000u
+static inline uint32_t shard_kind(const data_shard *s) {
+    return s->vocab | (s->bytes_per_token == 1 ? 0u : SHARD_IDS);
+}
+/* Can a model of model_vocab tokens read shard s, in a run whose training corpus is of
+ * kind `want` (shard_kind; 0: not known)? A token at or past model_vocab would index past
+ * the embedding (the tokens are read only when the shard's vocabulary is the larger);
+ * another vocabulary than the training corpus's is another tokenizer's ids, and ids are
+ * not text even where the vocabularies agree. 0, or -1 with the message naming the file
+ * and model.vocab in err. */
 int shard_fits(const data_shard *s, int model_vocab, uint32_t want, char *err, size_t errlen);
 /* Token i of the shard (uint8 or uint16). */
 static inline int shard_token(const data_shard *s, uint64_t i) {

@@ -44,14 +44,14 @@ double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B, in
     return l;
 }
 
-int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_vocab, data_shard *s, char *err, size_t errlen) {
+int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_kind, data_shard *s, char *err, size_t errlen) {
     char path[1200];
     /* an out-of-domain corpus is never trained on: its whole text is usable; train.bin
        (the larger part) when present */
     data_shard_path(path, sizeof path, c->data_dir, name, "train");
     if (!file_exists(path)) data_shard_path(path, sizeof path, c->data_dir, name, "val");
     if (shard_open(s, path, err, errlen) != 0) return -1;
-    if (shard_fits(s, c->vocab, want_vocab, err, errlen) != 0) {
+    if (shard_fits(s, c->vocab, want_kind, err, errlen) != 0) {
         shard_close(s);
         return -1;
     }
@@ -64,11 +64,11 @@ int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_vocab, d
     return 0;
 }
 
-int eval_ood_check(const s2hc_config *c, uint32_t want_vocab, const char *source, const char *hint) {
+int eval_ood_check(const s2hc_config *c, uint32_t want_kind, const char *source, const char *hint) {
     char err[1024];
     for (int i = 0; i < c->n_ood; i++) {
         data_shard o;
-        if (eval_ood_open(c, c->ood[i], want_vocab, &o, err, sizeof err) != 0) {
+        if (eval_ood_open(c, c->ood[i], want_kind, &o, err, sizeof err) != 0) {
             fprintf(stderr, "s2hc: error: out-of-domain corpus '%s' (key 'data.ood' of %s): %s\n  (%s)\n", c->ood[i],
                     source, err, hint);
             return -1;
@@ -103,10 +103,10 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     progress pr;
     long done = 0;
     progress_begin(&pr, "eval", "batches", (long)c->eval_batches * (1 + c->n_ood), verbose);
-    uint32_t vocab = 0; /* the training corpus's, for the out-of-domain ones */
+    uint32_t vocab = 0; /* the training corpus's kind (shard_kind), for the out-of-domain ones */
     data_shard_path(path, sizeof path, c->data_dir, c->train_corpus, "val");
     if (shard_open(&s, path, err, sizeof err) == 0 && shard_fits(&s, c->vocab, 0, err, sizeof err) == 0) {
-        vocab = s.vocab;
+        vocab = shard_kind(&s);
         val = shard_loss(m, &s, c->eval_batches, B, &pr, &done);
         shard_close(&s);
     } else {
@@ -237,7 +237,7 @@ int eval_main(int argc, char **argv) {
     if (!bad)
         bad = run_val_rebuilt(&log, val.count, val_path, runp, "its loss would not be the run's validation loss", err,
                               sizeof err);
-    uint32_t vocab = bad ? 0 : val.vocab;
+    uint32_t vocab = bad ? 0 : shard_kind(&val);
     if (val.map) shard_close(&val);
     if (bad) fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
     /* and every out-of-domain corpus, as training checks them before its first step: a

@@ -36,13 +36,13 @@ void eval_print_row(FILE *f, const char *corpus, double loss);
 double eval_all(gpt_model *m, h5log *log, int step, int verbose);
 /* Open out-of-domain corpus `name` of config c as eval_all reads it (its train.bin, else
  * its val.bin, with at least one window of block_size + 1 tokens, and tokens the model
- * reads: shard_fits with the training corpus's vocabulary want_vocab, 0 if not known).
+ * reads: shard_fits with the training corpus's kind want_kind, from shard_kind; 0 if not known).
  * 0, or -1 with the reason in err. */
-int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_vocab, data_shard *s, char *err, size_t errlen);
+int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_kind, data_shard *s, char *err, size_t errlen);
 /* Every out-of-domain corpus of c opened and closed again, before anything is evaluated or
  * written: 0, or -1 after an error naming the first that fails, the key and `source`
  * (the config's file), then the line `hint`. */
-int eval_ood_check(const s2hc_config *c, uint32_t want_vocab, const char *source, const char *hint);
+int eval_ood_check(const s2hc_config *c, uint32_t want_kind, const char *source, const char *hint);
 
 /* Views of a model-shaped buffer (params, or an AdamW moment) as checkpoint tensors,
  * named and shaped from the parameter table; malloc'd, the caller frees. */

@@ -283,6 +283,9 @@ int sample_main(int argc, char **argv) {
     h5log log;
     int64_t step = 0;
     if (run_open(dir, &cfg, &m, &log, &step) != 0) { free(bytes); return 1; }
+    /* a model of a tokenizer's ids (a run file older than the attribute: by its vocabulary) */
+    const char *kind = h5log_get_attr_str(&log, "/", "token_kind");
+    const int of_ids = (kind && !strcmp(kind, "ids")) || m.V > 256;
     h5log_free(&log);
     run_note_in_use(dir, "its checkpoint", (long long)step);
     const int V = ids || m.V < 256 ? m.V : 256; /* what a byte can say */
@@ -292,6 +295,10 @@ int sample_main(int argc, char **argv) {
     if (!ids && m.V > 256) {
         fprintf(stderr, "s2hc: error: sample: %s's model has a vocabulary of %d tokens, more than the 256 bytes of "
                 "text: it reads token ids; give the prompt as ids with --ids\n", dir, m.V);
+        rc = 2;
+    } else if (!ids && of_ids) {
+        fprintf(stderr, "s2hc: error: sample: %s's model was trained on token ids (a corpus imported with --tokens "
+                "uint16), not bytes of text: give the prompt as ids with --ids\n", dir);
         rc = 2;
     } else if (ids && sample_parse_ids(bytes, plen, V, src, prompt, &plen) != 0) {
         rc = 2;

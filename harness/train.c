@@ -735,7 +735,7 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
         goto out;
     }
     if (shard_open(&val, val_path, err, sizeof err) != 0 ||
-        shard_fits(&val, cfg.vocab, loader.shard.vocab, err, sizeof err) != 0) {
+        shard_fits(&val, cfg.vocab, shard_kind(&loader.shard), err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: %s\n", err);
         status = RUN_FAILED;
         goto out;
@@ -752,7 +752,7 @@ static int train_run(const char *cfg_path, const char **sets, int nsets, int res
                 cfg.block_size + 1);
         { status = RUN_FAILED; goto out; }
     }
-    if (eval_ood_check(&cfg, loader.shard.vocab, cfg_path, "or leave it out of data.ood") != 0) { /* before any step */
+    if (eval_ood_check(&cfg, shard_kind(&loader.shard), cfg_path, "or leave it out of data.ood") != 0) { /* before any step */
         status = RUN_FAILED;
         goto out;
     }
@@ -1035,6 +1035,8 @@ parts:;
     }
     h5log_attr_str(&log, "/", "git_commit", s2hc_version());
     h5log_attr_num(&log, "/", "train_tokens", (double)loader.shard.count);
+    /* what the tokens are: `sample` speaks text only to a model of bytes */
+    h5log_attr_str(&log, "/", "token_kind", loader.shard.bytes_per_token == 1 ? "bytes" : "ids");
     h5log_attr_num(&log, "/", "val_tokens", (double)val.count);
     h5log_attr_str(&log, "/", "backend", cm || use_cuda ? "cuda" : "cpu");
     h5log_attr_str(&log, "/", "device", cm || use_cuda ? gpu : "cpu");

@@ -364,6 +364,20 @@ static void test_shard_vocab(void) {
     CHECK(shard_write(path, tok, 64, 256, 1) == 0 && shard_open(&s, path, err, sizeof err) == 0, "ascii: %s", err);
     CHECK(shard_fits(&s, 128, 0, err, sizeof err) == 0, "ASCII fits model.vocab 128: %s", err);
     CHECK(shard_fits(&s, 100, 0, err, sizeof err) == -1 && strstr(err, "is 100"), "'d' (100) does not fit 100");
+    /* text and a tokenizer's ids of the same vocabulary (256) are not one kind of corpus */
+    const uint32_t text = shard_kind(&s);
+    CHECK(text == 256, "a byte shard's kind is its vocabulary: %u", text);
+    CHECK(shard_fits(&s, 256, text, err, sizeof err) == 0, "text beside text: %s", err);
+    CHECK(shard_fits(&s, 256, 256 | SHARD_IDS, err, sizeof err) == -1 && strstr(err, path) &&
+          strstr(err, "bytes of text, where the training corpus holds a tokenizer's ids"), "text beside ids: %s", err);
+    shard_close(&s);
+    for (int i = 0; i < 40; i++) wide[i] = (uint16_t)(i * 6);
+    snprintf(path, sizeof path, "%s/ids256.bin", tmp_dir("vocab"));
+    CHECK(shard_write(path, wide, 40, 256, 2) == 0 && shard_open(&s, path, err, sizeof err) == 0, "ids256: %s", err);
+    CHECK(shard_kind(&s) == (256 | SHARD_IDS), "a 2-byte shard's kind says ids: %x", shard_kind(&s));
+    CHECK(shard_fits(&s, 256, text, err, sizeof err) == -1 && strstr(err, "token ids") &&
+          strstr(err, "holds bytes of text"), "ids beside text: %s", err);
+    CHECK(shard_fits(&s, 256, 256 | SHARD_IDS, err, sizeof err) == 0, "ids beside ids: %s", err);
     shard_close(&s);
 }
 

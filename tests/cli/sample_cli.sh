@@ -141,4 +141,21 @@ expect_out "--prompt: not a token id at offset 2" "names the offset"
 expect_status 2 "--ids past the vocabulary" -- "$S2HC" sample "$TMP/runs/i" --ids --prompt "1024"
 expect_out "an id outside the model's vocabulary at offset 0 \(--ids wants token ids 0..1023" "names the range"
 expect_status 2 "--ids without a prompt" -- "$S2HC" sample "$TMP/runs/i" --ids
+# ids of a 256-token vocabulary: the vocabularies of text and ids agree, the kinds do not
+# (the run file's token_kind): no text prompt for that model, no text corpus beside it
+perl -e 'print pack("v*", map { ($_ * 7) % 256 } 0 .. 20000)' > "$TMP/ids256.bin"
+"$S2HC" data import "$TMP/ids256.bin" --tokens uint16 --vocab 256 --name ids256 --dir "$TMP/data" >/dev/null
+expect_status 1 "a text corpus out of domain of ids of the same vocabulary" -- "$S2HC" train "$TMP/i.yaml" \
+  --set data.train=ids256 --set model.vocab=256 --set run.name=i256 --set data.ood=synth
+expect_out "synth/train.bin: bytes of text, where the training corpus holds a tokenizer's ids .*, of the same vocabulary \(256\)" \
+  "says the kinds differ"
+expect_status 0 "train on ids of 256" -- "$S2HC" train "$TMP/i.yaml" --set data.train=ids256 --set model.vocab=256 \
+  --set run.name=i256 --quiet
+kind() { h5dump -a /token_kind "$1/run.h5" 2>/dev/null | grep -Eo '"[a-z]+"' | tr -d '"'; }
+[ "$(kind "$TMP/runs/i256")" = ids ] && [ "$(kind "$R")" = bytes ] && ok "token_kind: ids and bytes" \
+  || fail "token_kind: '$(kind "$TMP/runs/i256")', '$(kind "$R")'"
+expect_status 2 "a text prompt for a model of ids of 256" -- "$S2HC" sample "$TMP/runs/i256" --prompt "ab"
+expect_out "trained on token ids .*give the prompt as ids with --ids" "points to --ids"
+expect_status 0 "and --ids" -- "$S2HC" sample "$TMP/runs/i256" --ids --prompt "7 14" --tokens 3 --temperature 0
+grep -Eq '^7 14( [0-9]+){3} $' "$TMP/out" && ok "ids out" || fail "sample --ids of ids256: $(cat "$TMP/out")"
 finish sample_cli
