@@ -123,29 +123,10 @@ static void say_no_probes(const run_view *v, int none) {
                 "/final itself as it ends)\n", v->dir);
 }
 
-/* Open runs/<name>/run.h5 (or a run.h5 path) and select the step. 0, or 1 with a message. */
-static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
-    memset(v, 0, sizeof *v);
-    h5log_init(&v->log);
-    size_t len = strlen(arg);
-    int given_file = len > 3 && !strcmp(arg + len - 3, ".h5");
-    if (!run_dir_fits(arg)) return 1; /* a file's path too: its folder is the run's */
-    if (given_file) { /* the file, and its folder for the names and the commands suggested */
-        snprintf(v->path, sizeof v->path, "%s", arg);
-        parent_dir(v->dir, sizeof v->dir, arg);
-    } else {
-        snprintf(v->dir, sizeof v->dir, "%s", arg);
-        while (strlen(v->dir) > 1 && v->dir[strlen(v->dir) - 1] == '/') v->dir[strlen(v->dir) - 1] = '\0';
-        snprintf(v->path, sizeof v->path, "%s/run.h5", v->dir);
-    }
-    char err[1024];
-    if (!file_exists(v->path) && !given_file && run_busy_unsaved(v->dir)) return 1;
-    if (h5log_load(&v->log, v->path, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: error: %s\n", err);
-        return 1;
-    }
-    const double last = h5log_last(&v->log, "/train/step");
-    if (!isnan(last)) run_note_in_use(v->dir, "its run file", (long long)last);
+/* A run file's log, loaded into v->log (v->path and v->dir its names): the step selected
+ * (last, final or a number) and its matrices read. 0, or 1 (2: a bad --step) with a
+ * message. */
+static int run_view_select(run_view *v, const char *step_sel) {
     /* another s2hc file given by its path (the checkpoint beside run.h5): said as such,
        not as a run without probes */
     const char *format = h5log_get_attr_str(&v->log, "/", "format");
@@ -252,6 +233,32 @@ static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
         copy_row(&v->log, "/probe/rowsum_dev_max", v->prow, L, v->rsx);
     }
     return 0;
+}
+
+/* Open runs/<name>/run.h5 (or a run.h5 path) and select the step. 0, or 1 with a message. */
+static int run_view_open(run_view *v, const char *arg, const char *step_sel) {
+    memset(v, 0, sizeof *v);
+    h5log_init(&v->log);
+    size_t len = strlen(arg);
+    int given_file = len > 3 && !strcmp(arg + len - 3, ".h5");
+    if (!run_dir_fits(arg)) return 1; /* a file's path too: its folder is the run's */
+    if (given_file) { /* the file, and its folder for the names and the commands suggested */
+        snprintf(v->path, sizeof v->path, "%s", arg);
+        parent_dir(v->dir, sizeof v->dir, arg);
+    } else {
+        snprintf(v->dir, sizeof v->dir, "%s", arg);
+        while (strlen(v->dir) > 1 && v->dir[strlen(v->dir) - 1] == '/') v->dir[strlen(v->dir) - 1] = '\0';
+        snprintf(v->path, sizeof v->path, "%s/run.h5", v->dir);
+    }
+    char err[1024];
+    if (!file_exists(v->path) && !given_file && run_busy_unsaved(v->dir)) return 1;
+    if (h5log_load(&v->log, v->path, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s\n", err);
+        return 1;
+    }
+    const double last = h5log_last(&v->log, "/train/step");
+    if (!isnan(last)) run_note_in_use(v->dir, "its run file", (long long)last);
+    return run_view_select(v, step_sel);
 }
 
 /* ---- printing ------------------------------------------------------------------------------ */
@@ -654,15 +661,20 @@ int probe_main(int argc, char **argv) {
     else rc = 1;
     if (rc == 0) {
         printf("done in %.1f s: /final written to %s\n", now_seconds() - t0, run_path);
-        /* saved: the summary only reads the file, and with the lock still held here it
-           would call the run in use by this very probe */
+        /* the summary of the log just saved, from memory: a reading of the file could
+           meet another command's (the lock is released first, as the summary needs none) */
         close(lock_fd);
         lock_fd = -1;
         run_view v;
-        if (run_view_open(&v, dir, "final") == 0) {
+        memset(&v, 0, sizeof v);
+        snprintf(v.dir, sizeof v.dir, "%s", dir);
+        snprintf(v.path, sizeof v.path, "%s", run_path);
+        v.log = log; /* moved: the view frees it */
+        h5log_init(&log);
+        if (run_view_select(&v, "final") == 0) {
             out_style st = {0, 0, 0};
             print_summary(&v, &st);
-        }
+        } else rc = 1;
         run_view_free(&v);
     }
     shard_close(&val);

@@ -190,6 +190,12 @@ expect_out "/final written" "probe reports the file"
 # run's lock: it must not call the run in use by the probe itself
 grep -q "is in use" "$TMP/out" && fail "probe calls the run in use by itself: $(grep "is in use" "$TMP/out")" \
   || ok "probe's summary does not call the run in use"
+# the summary is of the log it saved (from memory, not read back: another command may hold
+# the file by then): the table `inspect --step final` prints of the file
+sed '1,/^done in/d' "$TMP/out" > "$TMP/psum"
+"$S2HC" inspect "$TMP/runs/pm" --step final --no-color > "$TMP/isum" 2>&1
+[ -s "$TMP/psum" ] && cmp -s "$TMP/psum" "$TMP/isum" && ok "probe's summary = inspect --step final of the file" \
+  || fail "probe's summary and inspect --step final differ: $(diff "$TMP/psum" "$TMP/isum" | head -4 | tr '\n' ' ')"
 if command -v h5dump >/dev/null; then
   expect_status 0 "h5dump /final/H_res" -- h5dump -H -d /final/H_res "$TMP/runs/pm/run.h5"
   expect_out "\( 4, 2, 4, 4 \)" "/final/H_res is [S, Lh, n, n] with S = 4"
