@@ -2519,13 +2519,17 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
  * output f by 0 (the linear residual path H_res, still with dynamic coefficients). With a
  * frame, enc and xsum (or NULL) are its ends: X_0 = n copies of enc is written by the
  * first frame region (else X_0 is already there), xsum = the sum of X_Lh's streams by
- * the last. */
-static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc, real *xsum) {
+ * the last. With kv (decoding): one token per sequence, at position pos, in the first B
+ * rows of every buffer; attention reads the earlier tokens' keys and values from kv. */
+static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc, real *xsum, const model_kv *kv,
+                              int pos) {
     act_layout a = layout_acts(m, B);
     grad_layout gl = layout_grads(m, B);
     real *A = m->acts;
     const int T = m->T, C = m->C, NH = m->NH;
-    const size_t N = (size_t)B * T;
+    const size_t N = kv ? (size_t)B : (size_t)B * T;
+    void (*const mm)(real *, const real *, const real *, const real *, size_t, int, int) =
+        kv ? matmul_forward_rows : matmul_forward;
     hc_scratch hs = hc_scratch_of(m, &gl);
     if (m->variant) hc_frames_forward(m, -1, 0, &hs, N, enc, NULL); /* X_0 and its rms, sublayer 0's coefficients */
     for (int l = 0; l < m->Lh; l++) {
@@ -2540,21 +2544,25 @@ static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc
             real *qkv = A + a.qkv + blk * a.s_qkv, *att = A + a.att + blk * a.s_att, *atty = A + a.atty + blk * a.s_atty;
             layernorm_forward(ln, mean, rstd, h.u, BP(m, b, B_LN1W), BP(m, b, B_LN1B), N, C);
             prof_tick(PROF_LAYERNORM);
-            matmul_forward(qkv, ln, BP(m, b, B_QKVW), BP(m, b, B_QKVB), N, C, 3 * C);
+            mm(qkv, ln, BP(m, b, B_QKVW), BP(m, b, B_QKVB), N, C, 3 * C);
             prof_tick(PROF_MATMUL);
-            attention_forward(atty, att, qkv, B, T, C, NH);
+            if (kv) {
+                const size_t cache = (size_t)blk * B * T * C; /* block blk's (B, T, C) */
+                attention_decode(atty, qkv, kv->k + cache, kv->v + cache, B, pos, T, C, NH);
+            } else
+                attention_forward(atty, att, qkv, B, T, C, NH);
             prof_tick(PROF_ATTENTION);
-            matmul_forward(h.f, atty, BP(m, b, B_PROJW), BP(m, b, B_PROJB), N, C, C);
+            mm(h.f, atty, BP(m, b, B_PROJW), BP(m, b, B_PROJB), N, C, C);
             prof_tick(PROF_MATMUL);
         } else {
             real *fch = A + a.fch + blk * a.s_fch, *fchg = A + a.fchg + blk * a.s_fch;
             layernorm_forward(ln, mean, rstd, h.u, BP(m, b, B_LN2W), BP(m, b, B_LN2B), N, C);
             prof_tick(PROF_LAYERNORM);
-            matmul_forward(fch, ln, BP(m, b, B_FCW), BP(m, b, B_FCB), N, C, 4 * C);
+            mm(fch, ln, BP(m, b, B_FCW), BP(m, b, B_FCB), N, C, 4 * C);
             prof_tick(PROF_MATMUL);
             (m->gelu_erf ? gelu_erf_forward : gelu_forward)(fchg, fch, N * 4 * C);
             prof_tick(PROF_GELU);
-            matmul_forward(h.f, fchg, BP(m, b, B_FCPW), BP(m, b, B_FCPB), N, 4 * C, C);
+            mm(h.f, fchg, BP(m, b, B_FCPW), BP(m, b, B_FCPB), N, 4 * C, C);
             prof_tick(PROF_MATMUL);
         }
         if (m->variant) {
@@ -2569,6 +2577,32 @@ static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc
     m->branches = branches;
 }
 
+/* From the embeddings in the activations' enc rows (N of them: B T, or B decoding with
+ * kv) to the logits: the streams, the sublayers, the final LayerNorm and the LM head. */
+static void forward_from_enc(gpt_model *m, int B, size_t N, const model_kv *kv, int pos) {
+    act_layout a = layout_acts(m, B);
+    real *A = m->acts;
+    const int C = m->C, V = m->V;
+    real *enc = A + a.enc, *X0 = A + a.streams, *xsum = A + a.xsum;
+    if (m->variant) { /* the frame's first and last regions write X_0 and xsum */
+        sublayers_forward(m, B, 1, enc, xsum, kv, pos);
+    } else { /* rc: one stream, copied in and out */
+#pragma omp parallel for schedule(static)
+        for (size_t t = 0; t < N; t++) memcpy(X0 + t * C, enc + t * C, (size_t)C * sizeof(real));
+        prof_tick(PROF_HC_STREAMS);
+        sublayers_forward(m, B, 1, NULL, NULL, kv, pos);
+        const real *XL = A + a.streams + (size_t)m->Lh * a.s_streams;
+#pragma omp parallel for schedule(static)
+        for (size_t t = 0; t < N; t++) memcpy(xsum + t * C, XL + t * C, (size_t)C * sizeof(real));
+        prof_tick(PROF_HC_STREAMS);
+    }
+    const int lnf = lnf_weight(m);
+    layernorm_forward(A + a.lnf, A + a.lnf_mean, A + a.lnf_rstd, xsum, P(m, lnf), lnf_bias(m, m->params), N, C);
+    prof_tick(PROF_LAYERNORM);
+    (kv ? matmul_forward_rows : matmul_forward)(A + a.logits, A + a.lnf, P(m, 0), NULL, N, C, V);
+    prof_tick(PROF_MATMUL);
+}
+
 real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
     if (!m->acts || m->B != B) model_alloc_acts(m, B);
     act_layout a = layout_acts(m, B);
@@ -2579,27 +2613,9 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
     if (targets) memcpy(m->targets, targets, N * sizeof(int));
 
     prof_start();
-    real *enc = A + a.enc;
-    encoder_forward(enc, inputs, P(m, 0), P(m, 1), B, T, C);
+    encoder_forward(A + a.enc, inputs, P(m, 0), P(m, 1), B, T, C);
     prof_tick(PROF_EMBED_LOSS);
-    real *X0 = A + a.streams, *xsum = A + a.xsum;
-    if (m->variant) { /* the frame's first and last regions write X_0 and xsum */
-        sublayers_forward(m, B, 1, enc, xsum);
-    } else { /* rc: one stream, copied in and out */
-#pragma omp parallel for schedule(static)
-        for (size_t t = 0; t < N; t++) memcpy(X0 + t * C, enc + t * C, (size_t)C * sizeof(real));
-        prof_tick(PROF_HC_STREAMS);
-        sublayers_forward(m, B, 1, NULL, NULL);
-        const real *XL = A + a.streams + (size_t)m->Lh * a.s_streams;
-#pragma omp parallel for schedule(static)
-        for (size_t t = 0; t < N; t++) memcpy(xsum + t * C, XL + t * C, (size_t)C * sizeof(real));
-        prof_tick(PROF_HC_STREAMS);
-    }
-    const int lnf = lnf_weight(m);
-    layernorm_forward(A + a.lnf, A + a.lnf_mean, A + a.lnf_rstd, xsum, P(m, lnf), lnf_bias(m, m->params), N, C);
-    prof_tick(PROF_LAYERNORM);
-    matmul_forward(A + a.logits, A + a.lnf, P(m, 0), NULL, N, C, V);
-    prof_tick(PROF_MATMUL);
+    forward_from_enc(m, B, N, NULL, 0);
     if (!targets) { m->mean_loss = 0; return 0; }
     crossentropy_forward(A + a.losses, A + a.probs, A + a.logits, targets, N, V);
     double s = 0;
@@ -2614,7 +2630,36 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
 void model_streams_forward(gpt_model *m, const real *X0, int branches) {
     act_layout a = layout_acts(m, m->B);
     memcpy(m->acts + a.streams, X0, a.s_streams * sizeof(real));
-    sublayers_forward(m, m->B, branches, NULL, NULL);
+    sublayers_forward(m, m->B, branches, NULL, NULL, NULL, 0);
+}
+
+void model_kv_alloc(model_kv *kv, const gpt_model *m, int B) {
+    const size_t n = (size_t)m->L * (size_t)B * (size_t)m->T * (size_t)m->C;
+    kv->k = malloc_check(n * sizeof(real));
+    kv->v = malloc_check(n * sizeof(real));
+    kv->B = B;
+}
+
+void model_kv_free(model_kv *kv) {
+    free(kv->k);
+    free(kv->v);
+    kv->k = kv->v = NULL;
+}
+
+const real *model_decode(gpt_model *m, model_kv *kv, const int *tokens, int pos) {
+    const int B = kv->B, C = m->C;
+    if (pos < 0 || pos >= m->T) die(1, "model_decode: position %d outside 0..%d", pos, m->T - 1);
+    if (!m->acts || m->B != B) model_alloc_acts(m, B);
+    act_layout a = layout_acts(m, B);
+    real *enc = m->acts + a.enc;
+    const real *wte = P(m, 0), *wpe = P(m, 1) + (size_t)pos * C;
+    for (int b = 0; b < B; b++) { /* the token's embedding and its position's, as encoder_forward */
+        if (tokens[b] < 0 || tokens[b] >= m->V) die(1, "model_decode: token %d outside 0..%d", tokens[b], m->V - 1);
+        const real *e = wte + (size_t)tokens[b] * C;
+        for (int c = 0; c < C; c++) enc[(size_t)b * C + c] = e[c] + wpe[c];
+    }
+    forward_from_enc(m, B, (size_t)B, kv, pos);
+    return m->acts + a.logits;
 }
 
 real *model_streams(const gpt_model *m, int l) {

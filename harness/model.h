@@ -177,4 +177,19 @@ void model_streams_backward(gpt_model *m, const real *dXL, real *dX0);
 /* The logits (B*T, V) of the last forward. */
 const real *model_logits(const gpt_model *m);
 
+/* Decoding one token per sequence at a time (`s2hc sample`): every block's keys and
+ * values (L, B, T, C each) of the tokens given so far, for B sequences. */
+typedef struct {
+    real *k, *v;
+    int B;
+} model_kv;
+void model_kv_alloc(model_kv *kv, const gpt_model *m, int B);
+void model_kv_free(model_kv *kv);
+/* tokens[b] (B of them) at position pos (0..T-1) of sequence b, once positions 0..pos-1
+ * were given in order: its keys and values join kv, and the result is the logits (B, V)
+ * of the next token, what model_forward gives at row pos of the same sequences to float
+ * rounding (its own products, over B rows), at the cost of one token instead of T. In the
+ * activations' first B rows: valid until the next forward. */
+const real *model_decode(gpt_model *m, model_kv *kv, const int *tokens, int pos);
+
 #endif

@@ -1,9 +1,10 @@
 /* sample.c: text from a trained model, token by token; `s2hc sample RUN_DIR`.
  *
  * The models are byte-level: a prompt's bytes are its tokens and every token drawn is a
- * byte of the output. Each step runs the model's forward over the last T tokens of every
- * sequence (no cache of keys and values: at the sizes this harness trains on a CPU a
- * step costs milliseconds) and draws the next token from the logits at the last one. */
+ * byte of the output. Each token is decoded once, at its position, against a cache of
+ * the keys and values of those before it (model_decode), until the window of T tokens is
+ * full; from then on each step runs the model's forward over the last T tokens of every
+ * sequence. The next token is drawn from the logits at the last one. */
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
@@ -61,7 +62,7 @@ int sample_pick(const real *logits, int V, const sample_opts *o, rng_t *rng) {
 int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, int V, const sample_opts *o,
                     uint64_t seed, int *out, void (*progress)(int done, void *ctx), void *ctx) {
     const int T = m->T;
-    const size_t N = (size_t)B * (size_t)T;
+    const size_t N = (size_t)B * T;
     int *win = malloc_check(N * sizeof(int)), *in = malloc_check(N * sizeof(int));
     int *next = malloc_check((size_t)B * sizeof(int));
     rng_t *rng = malloc_check((size_t)B * sizeof *rng);
@@ -71,14 +72,32 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
         memcpy(win + (size_t)b * T, prompt + (plen - len), (size_t)len * sizeof(int));
         rng_seed(&rng[b], seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(b + 1)));
     }
+    /* While the window has room, each token is decoded once, at its position, against the
+       keys and values of those before it (model_decode): the prompt's, then each drawn
+       one. Once the window is full it slides, every token's position moves, and each
+       step is a forward over the whole window. */
+    model_kv kv = {0};
+    int cached = !o->full_forward && len < T;
+    const real *logits = NULL;
+    if (cached) {
+        model_kv_alloc(&kv, m, B);
+        for (int p = 0; p < len; p++) {
+            for (int b = 0; b < B; b++) next[b] = win[(size_t)b * T + p];
+            logits = model_decode(m, &kv, next, p);
+        }
+    }
     int status = 0;
     for (int i = 0; i < ntok; i++) {
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) in[(size_t)b * T + t] = t < len ? win[(size_t)b * T + t] : 0;
-        model_forward(m, in, NULL, B);
-        const real *logits = model_logits(m);
+        size_t stride = (size_t)m->V; /* between the sequences' rows of logits */
+        if (!cached) {
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++) in[(size_t)b * T + t] = t < len ? win[(size_t)b * T + t] : 0;
+            model_forward(m, in, NULL, B);
+            logits = model_logits(m) + (size_t)(len - 1) * m->V;
+            stride = (size_t)T * m->V;
+        }
         for (int b = 0; b < B && status == 0; b++) {
-            next[b] = sample_pick(logits + ((size_t)b * T + (size_t)(len - 1)) * (size_t)m->V, V, o, &rng[b]);
+            next[b] = sample_pick(logits + (size_t)b * stride, V, o, &rng[b]);
             if (next[b] < 0) status = -1;
         }
         if (status != 0) break;
@@ -88,9 +107,14 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
             if (len == T) memmove(w, w + 1, (size_t)(T - 1) * sizeof(int)); /* the oldest token leaves */
             w[len < T ? len : T - 1] = next[b];
         }
+        if (cached && i + 1 < ntok) {
+            if (len < T) logits = model_decode(m, &kv, next, len); /* at the drawn token's position */
+            else cached = 0;
+        }
         if (len < T) len++;
         if (progress) progress(i + 1, ctx);
     }
+    model_kv_free(&kv);
     free(next);
     free(rng);
     free(in);
@@ -322,7 +346,7 @@ int sample_main(int argc, char **argv) {
         fprintf(stderr, "sampling %s (method %s, n = %d, step %lld, block_size %d): %d tokens x %d, temperature %g, "
                         "top-k %s, seed %.0f\n", dir, cfg.method, m.n, (long long)step, m.T, n_tok, n_seq, temperature,
                 topk, seed);
-        const sample_opts o = {temperature, (int)top_k};
+        const sample_opts o = {temperature, (int)top_k, 0};
         sample_show show = {out, n_tok, n_seq, terminal_live(2), ids, now_seconds(), 0};
         if (!show.tty) show.last = show.t0 + progress_after() - PROGRESS_LOG_EVERY; /* the first log line */
         if (n_seq == 1)

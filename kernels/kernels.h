@@ -17,6 +17,9 @@
 
 /* out (N, OC) = inp (N, C) . W^T (C, OC) + bias (OC); bias may be NULL. */
 void matmul_forward(real *out, const real *inp, const real *W, const real *bias, size_t N, int C, int OC);
+/* The same for a few rows (decoding): dot products in double, each row's bits independent
+ * of N (the BLAS path's need not be), and no packing of W. */
+void matmul_forward_rows(real *out, const real *inp, const real *W, const real *bias, size_t N, int C, int OC);
 /* dinp (N, C) += dout . W;  dW (OC, C) += dout^T . inp;  dbias (OC) += column sums of dout. */
 void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const real *inp, const real *W,
                      size_t N, int C, int OC);
@@ -36,6 +39,11 @@ void layernorm_backward_set(real *dinp, real *dw, real *db, const real *dout, co
  * out (B, T, C); att (B, NH, T, T) receives the softmax probabilities (row t uses
  * columns 0..t; the rest is left 0) and is kept for backward. Scale 1/sqrt(hs). */
 void attention_forward(real *out, real *att, const real *qkv, int B, int T, int C, int NH);
+/* One new token per sequence at position pos (decoding, `s2hc sample`): qkv (B, 3C) its
+ * q | k | v; its k and v are stored at row pos of the caches kc and vc (B, T, C), whose
+ * rows 0..pos-1 hold the earlier tokens', and out (B, C) = softmax(q K^T / sqrt(hs)) V over
+ * rows 0..pos, head by head: what attention_forward gives at row pos, to rounding. */
+void attention_decode(real *out, const real *qkv, real *kc, real *vc, int B, int pos, int T, int C, int NH);
 /* dqkv (B, T, 3C) += gradient; datt_scratch is (B, NH, T, T) scratch (may be overwritten). */
 void attention_backward(real *dqkv, real *datt_scratch, const real *dout, const real *qkv, const real *att,
                         int B, int T, int C, int NH);

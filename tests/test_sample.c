@@ -24,12 +24,12 @@ static void test_pick_greedy(void) {
         for (int i = 0; i < V; i++) l[i] = (real)rng_normal(&r);
         if (rep % 3 == 0) l[V / 2] = l[V - 1] = (real)10; /* equal maxima: the lower index */
         const int want = argmax(l, V);
-        const sample_opts greedy = {0, 0}, one = {1.5, 1};
+        const sample_opts greedy = {0, 0, 0}, one = {1.5, 1, 0};
         CHECK(sample_pick(l, V, &greedy, &r) == want, "temperature 0, V = %d", V);
         CHECK(sample_pick(l, V, &one, &r) == want, "top-k 1, V = %d", V);
     }
     l[3] = (real)NAN;
-    const sample_opts o = {1, 0};
+    const sample_opts o = {1, 0, 0};
     CHECK(sample_pick(l, 8, &o, &r) == -1, "a NaN logit is refused");
     l[3] = (real)INFINITY;
     CHECK(sample_pick(l, 8, &o, &r) == -1, "an infinite logit is refused");
@@ -42,7 +42,7 @@ static void check_freq(const real *l, int V, double temperature, int top_k, cons
     int cnt[8] = {0};
     rng_t r;
     rng_seed(&r, 17);
-    const sample_opts o = {temperature, top_k};
+    const sample_opts o = {temperature, top_k, 0};
     for (int d = 0; d < DRAWS; d++) {
         const int k = sample_pick(l, V, &o, &r);
         if (k >= 0 && k < V) cnt[k]++;
@@ -117,7 +117,7 @@ static void test_generate(void) {
         if (build(&m, methods[mi], mi ? 4 : 1)) continue;
         const int prompt[3] = {10, 200, 33}, plen = 3, ntok = 13, V = m.V;
         int out[3 * 13], seq[16], in[16];
-        const sample_opts greedy = {0, 0};
+        const sample_opts greedy = {0, 0, 0};
         CHECK(sample_generate(&m, 2, prompt, plen, ntok, V, &greedy, 1, out, NULL, NULL) == 0, "%s", methods[mi]);
         memcpy(seq, prompt, sizeof prompt);
         int bad = 0, moved = 0;
@@ -131,7 +131,7 @@ static void test_generate(void) {
         CHECK(!bad, "%s: %d greedy tokens differ from the step's argmax", methods[mi], bad);
         CHECK(moved >= 2, "%s: the greedy continuation barely moves (%d changes): a weak check", methods[mi], moved);
 
-        const sample_opts o = {1.5, 6};
+        const sample_opts o = {1.5, 6, 0};
         int a[3 * 13], b[13], c[13];
         CHECK(sample_generate(&m, 3, prompt, plen, ntok, V, &o, 42, a, NULL, NULL) == 0, "%s", methods[mi]);
         CHECK(sample_generate(&m, 1, prompt, plen, ntok, V, &o, 42, b, NULL, NULL) == 0, "%s", methods[mi]);
@@ -153,7 +153,7 @@ static void test_generate(void) {
             }
             CHECK(!outside, "%s: continuation %d: %d of 13 tokens outside the step's top 6", methods[mi], s + 1, outside);
         }
-        const sample_opts wide = {50, 0};
+        const sample_opts wide = {50, 0, 0};
         int d[13];
         CHECK(sample_generate(&m, 1, prompt, plen, ntok, 16, &wide, 7, d, NULL, NULL) == 0, "%s", methods[mi]);
         int past = 0;
@@ -176,7 +176,7 @@ static void test_generate_long_prompt(void) {
         const int plen = 9 + 5 * rep; /* 9, 14, 19, 24 */
         int prompt[24];
         for (int i = 0; i < plen; i++) prompt[i] = (37 * i + 11 * rep + 3) % 256;
-        const sample_opts greedy = {0, 0};
+        const sample_opts greedy = {0, 0, 0};
         CHECK(sample_generate(&m, 2, prompt, plen, ntok, V, &greedy, 1, out, NULL, NULL) == 0, "plen %d", plen);
         differs += argmax(logits_after(&m, prompt, T, in), V) != argmax(logits_after(&m, prompt, plen, in), V);
         memcpy(seq, prompt, (size_t)plen * sizeof(int));
@@ -205,7 +205,7 @@ static void test_generate_progress(void) {
     if (build(&m, "s2hc", 2)) return;
     const int prompt[1] = {65};
     int out[2 * 5];
-    const sample_opts o = {1, 0};
+    const sample_opts o = {1, 0, 0};
     n_seen = 0;
     CHECK(sample_generate(&m, 2, prompt, 1, 5, m.V, &o, 1, out, count_steps, NULL) == 0, "generate");
     CHECK(n_seen == 5, "%d calls for 5 steps", n_seen);
@@ -223,12 +223,59 @@ static void test_generate_refuses_nan(void) {
     if (lnf) m.params[lnf->offset] = (real)NAN;
     const int prompt[2] = {1, 2};
     int out[4] = {-7, -7, -7, -7};
-    const sample_opts o = {1, 0};
+    const sample_opts o = {1, 0, 0};
     n_seen = 0;
     CHECK(sample_generate(&m, 2, prompt, 2, 2, m.V, &o, 1, out, count_steps, NULL) == -1, "NaN logits accepted");
     CHECK(n_seen == 0, "progress called %d times for no step", n_seen);
     CHECK(out[0] == -7 && out[1] == -7 && out[2] == -7 && out[3] == -7, "tokens written for a failed step");
     model_free(&m);
+}
+
+/* model_decode, token by token against the cache of keys and values, gives every
+ * method's logits of a forward over the whole sequence at each position (3 sequences, T =
+ * 8, to float rounding); and generation by it draws what generation by whole forwards
+ * draws, greedy and sampled, before and after the window slides (3 + 9 tokens). */
+static void test_decode(void) {
+    const char *methods[] = {"rc", "hc", "mhc", "mhc_lite", "kromhc", "orthogonal", "identity", "s2hc", "s2hc_rot"};
+    for (int mi = 0; mi < 9; mi++) {
+        gpt_model m;
+        if (build(&m, methods[mi], mi ? 4 : 1)) continue;
+        const int T = m.T, V = m.V, B = 3;
+        int in[3 * 8], tok[3];
+        for (int i = 0; i < B * T; i++) in[i] = (29 * i + 7 * mi + 5) % 256;
+        model_forward(&m, in, NULL, B);
+        real *full = malloc((size_t)B * T * V * sizeof(real));
+        memcpy(full, model_logits(&m), (size_t)B * T * V * sizeof(real));
+        model_kv kv;
+        model_kv_alloc(&kv, &m, B);
+        double worst = 0, scale = 0;
+        for (int t = 0; t < T; t++) {
+            for (int b = 0; b < B; b++) tok[b] = in[b * T + t];
+            const real *l = model_decode(&m, &kv, tok, t);
+            for (int b = 0; b < B; b++)
+                for (int v = 0; v < V; v++) {
+                    const double want = full[((size_t)b * T + t) * V + v], d = fabs(l[(size_t)b * V + v] - want);
+                    if (d > worst) worst = d;
+                    if (fabs(want) > scale) scale = fabs(want);
+                }
+        }
+        CHECK(scale > 0.1 && worst <= 1e-4 * scale, "%s: decoded logits differ from the forward's by %.3g (largest %.3g)",
+              methods[mi], worst, scale);
+        model_kv_free(&kv);
+        free(full);
+        const int prompt[3] = {10, 200, 33}, ntok = 9;
+        int a[2 * 9], b[2 * 9];
+        const sample_opts opts[2] = {{0, 0, 0}, {1.5, 6, 0}};
+        for (int k = 0; k < 2; k++) {
+            sample_opts whole = opts[k];
+            whole.full_forward = 1;
+            CHECK(sample_generate(&m, 2, prompt, 3, ntok, V, &opts[k], 5, a, NULL, NULL) == 0, "%s", methods[mi]);
+            CHECK(sample_generate(&m, 2, prompt, 3, ntok, V, &whole, 5, b, NULL, NULL) == 0, "%s", methods[mi]);
+            CHECK(!memcmp(a, b, sizeof a), "%s, temperature %g: the cached steps drew other tokens than whole forwards",
+                  methods[mi], opts[k].temperature);
+        }
+        model_free(&m);
+    }
 }
 
 int main(void) {
@@ -239,5 +286,6 @@ int main(void) {
     T_RUN(test_generate_long_prompt);
     T_RUN(test_generate_progress);
     T_RUN(test_generate_refuses_nan);
+    T_RUN(test_decode);
     return T_END();
 }

@@ -293,6 +293,32 @@ void attention_forward(real *out, real *att, const real *qkv, int B, int T, int 
     }
 }
 
+void attention_decode(real *out, const real *qkv, real *kc, real *vc, int B, int pos, int T, int C, int NH) {
+    attention_check("attention_decode", B, T, C, NH);
+    if (pos < 0 || pos >= T) cpu_fatal("attention_decode", "position outside 0..T-1");
+    const int hs = C / NH, C3 = 3 * C, n = pos + 1, Tp = (T + CPU_VL - 1) / CPU_VL * CPU_VL;
+    const real scale = (real)(1.0 / sqrt((double)hs));
+    for (int b = 0; b < B; b++) { /* this token's k and v into the caches */
+        memcpy(kc + ((size_t)b * T + pos) * C, qkv + (size_t)b * C3 + C, (size_t)C * sizeof(real));
+        memcpy(vc + ((size_t)b * T + pos) * C, qkv + (size_t)b * C3 + 2 * (size_t)C, (size_t)C * sizeof(real));
+    }
+#pragma omp parallel for schedule(static) if (B * NH > 1 && (size_t)n * C > 65536)
+    for (int bh = 0; bh < B * NH; bh++) {
+        const int b = bh / NH, h = bh % NH;
+        const real *q = qkv + (size_t)b * C3 + (size_t)h * hs;
+        const real *K = kc + (size_t)b * T * C + (size_t)h * hs, *V = vc + (size_t)b * T * C + (size_t)h * hs;
+        real *p = att_scratch((size_t)Tp), *o = out + (size_t)b * C + (size_t)h * hs;
+        for (int j = 0; j < n; j++) p[j] = scale * (real)cpu_dot(q, K + (size_t)j * C, (size_t)hs);
+        cpu_softmax_row(p, n, Tp);
+        for (int c = 0; c < hs; c++) o[c] = 0;
+        for (int j = 0; j < n; j++) {
+            const real w = p[j], *v = V + (size_t)j * C;
+#pragma omp simd
+            for (int c = 0; c < hs; c++) o[c] += w * v[c];
+        }
+    }
+}
+
 /* With dO the head's slice of dout and dS the (T, T) scratch:
  *   dP  = dO V^T
  *   dS  = scale P (dP - rowsum(P dP))   (0 above the diagonal, where P is 0)

@@ -65,6 +65,21 @@ void matmul_forward(real *out, const real *inp, const real *W, const real *bias,
     }
 }
 
+/* The same product for a few rows (decoding, model_decode), without BLAS, which packs the
+ * whole of W for every call (10 ms for one row of a 768 x 2304 product, where reading W
+ * takes ~0.3): each output one cpu_dot of a row of inp and a row of W, in double, so a
+ * row's bits do not depend on N. Parallel over the output channels. */
+void matmul_forward_rows(real *out, const real *inp, const real *W, const real *bias, size_t N, int C, int OC) {
+    int n = cpu_dim(N, "matmul_forward_rows");
+    if (n == 0 || OC <= 0) return;
+#pragma omp parallel for schedule(static) if ((size_t)OC * C >= 65536)
+    for (int j = 0; j < OC; j++) {
+        const real *w = W + (size_t)j * C;
+        for (int i = 0; i < n; i++)
+            out[(size_t)i * OC + j] = (real)(cpu_dot(inp + (size_t)i * C, w, (size_t)C) + (bias ? bias[j] : 0));
+    }
+}
+
 /* dinp (N, C) += dout (N, OC) . W (OC, C)          by rows of dinp
  * dW (OC, C)   += dout^T (OC, N) . inp (N, C)      by rows of dW (each sums all N tokens)
  * dbias (OC)   += sum over the N rows of dout:      by blocks of output channels, tokens in
