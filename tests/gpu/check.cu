@@ -864,25 +864,31 @@ static void check_models(void) {
     unsetenv("S2HC_CUDA_CHUNK");
     /* the input side's backward with an odd n and a partial block of channels (C = 80),
      * flat (s2hc) and per stream (hc): the split path (the default) and the fused kernel
-     * (S2HC_CUDA_FRAME=fused), which the H200 timed slower (docs/cuda.md) */
+     * (S2HC_CUDA_FRAME=fused), which the H200 timed slower (docs/cuda.md); and the ends of
+     * n's range, whose instances of every stream kernel run nowhere else: n = 2 (each
+     * thread of the fused kernel loads 4 of a set's 8 du values) and n = 8 (4 tokens a set:
+     * half its warps load no du) */
     g_embd = 80;
-    check_model_one("s2hc", 0, 3);
-    check_model_one("hc", 0, 3);
-    setenv("S2HC_CUDA_FRAME", "fused", 1);
-    check_model_one("s2hc", 0, 3);
-    check_model_one("hc", 0, 3);
+    for (int fused = 0; fused <= 1; fused++) {
+        if (fused) setenv("S2HC_CUDA_FRAME", "fused", 1);
+        check_model_one("s2hc", 0, 3);
+        check_model_one("hc", 0, 3);
+        check_model_one("s2hc", 0, 2);
+        check_model_one("hc", 0, 8);
+    }
     g_embd = 128;
     check_model_one("s2hc", 0, 4);
     check_model_one("hc", 0, 4);
     /* its staging at n > 4 (16 tokens' coefficients, 4 tokens' streams at a time): s2hc at
      * n = 5 (Kr = 26), hc at n = 6; and T = 75: 150 tokens in groups of 50, which end
-     * inside a set of staged tokens and inside a batch of coefficients */
+     * inside a set of staged tokens and inside a batch of coefficients (also at n = 7) */
     check_model_one("s2hc", 0, 5);
     check_model_one("hc", 0, 6);
     g_seq = 75;
     check_model_one("s2hc", 0, 4);
     g_embd = 80;
     check_model_one("hc", 0, 3);
+    check_model_one("hc", 0, 7);
     g_embd = 128;
     g_seq = 96;
     unsetenv("S2HC_CUDA_FRAME");
