@@ -9,7 +9,7 @@
  * state change.
  */
 #include "checkpoint.h"
-#include "grid.h"
+#include "grid_internal.h"
 #include "presets.h"
 #include "run.h"
 #include "util.h"
@@ -48,18 +48,6 @@ static const char *const ignored_in_compare[] = {"run.out",          "data.dir",
 /* ------------------------------------------------------------------------------------ */
 /* Small helpers                                                                         */
 /* ------------------------------------------------------------------------------------ */
-
-static void *grow(void *p, int n, size_t size) {
-    /* room for element n (0-based): capacity doubles at powers of two */
-    if (n == 0 || (n & (n - 1)) == 0) {
-        size_t cap = n == 0 ? 1 : (size_t)n * 2;
-        p = realloc(p, cap * size);
-        if (!p) die(1, "out of memory (grid)");
-    }
-    return p;
-}
-
-static void copy_str(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
 
 /* The point of an error: "s2hc: error: FILE[:LINE:COL][: key 'K']: message". */
 static void gerr(const char *file, int line, int col, const char *key, const char *fmt, ...)
@@ -1380,7 +1368,7 @@ static double series_mean_positive(const h5log *log, const char *path) {
 }
 
 /* Write text to path atomically (path.tmp, fsync, rename). 0 or -1 with a message. */
-static int write_atomic(const char *path, const char *text, size_t len) {
+int grid_write_atomic(const char *path, const char *text, size_t len) {
     char tmp[CFG_PATH * 2];
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -1401,7 +1389,7 @@ static int write_atomic(const char *path, const char *text, size_t len) {
     return 0;
 }
 
-/* Remove the temporary files write_atomic left in dir (index.csv.PID.tmp,
+/* Remove the temporary files grid_write_atomic left in dir (index.csv.PID.tmp,
  * config.yaml.PID.tmp, grid.status.PID.tmp) when a runner died between writing and
  * renaming: those whose PID no longer runs. Called under the lock that orders the
  * writers of dir's files. */
@@ -1466,7 +1454,7 @@ static int write_grid_status(const char *dir, int state, int exit_code, double w
     if (exit_code >= 0) n += snprintf(text + n, sizeof text - (size_t)n, "exit_code=%d\n", exit_code);
     if (isfinite(wall_s)) n += snprintf(text + n, sizeof text - (size_t)n, "wall_s=%.3f\n", wall_s);
     if (isfinite(started)) n += snprintf(text + n, sizeof text - (size_t)n, "started=%.3f\n", started);
-    return write_atomic(path, text, (size_t)n);
+    return grid_write_atomic(path, text, (size_t)n);
 }
 
 static double epoch_seconds(void) {
@@ -1664,7 +1652,7 @@ int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_stat
         fputc('\n', f);
     }
     fclose(f);
-    int rc = write_atomic(path, buf, len);
+    int rc = grid_write_atomic(path, buf, len);
     free(buf);
     free(own);
     if (lfd >= 0) close(lfd); /* releases the index lock */
@@ -1868,220 +1856,6 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
     fit_jobs(would, cores, threads_cap(pts, n), &j, &threads); /* as the run would */
     printf("dry run: would run %d (%d at a time, %d thread%s each), skip %d, refuse %d, fail %d; nothing was "
            "written\n", would, would ? j : 0, threads, threads == 1 ? "" : "s", skip, refuse, fails);
-    return 0;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Slurm                                                                                 */
-/* ------------------------------------------------------------------------------------ */
-
-/* A shell word in single quotes. */
-static void shq(FILE *f, const char *s) {
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'') fputs("'\\''", f);
-        else fputc(*s, f);
-    }
-    fputc('\'', f);
-}
-
-/* The value of an #SBATCH option: sbatch splits those lines at whitespace, takes quotes
- * and backslashes as the shell does and ends them at an unquoted #; a value with any of
- * these goes in double quotes, " and \ escaped. In a file name (pattern), % is %%, so that
- * a % of the path is not read as one of sbatch's %A, %a, %j; `tail` follows as it is. */
-static void sbatch_opt(FILE *f, const char *opt, const char *value, int pattern, const char *tail) {
-    const int quote = value[strcspn(value, " \t\"'\\#")] != '\0';
-    fprintf(f, "#SBATCH --%s=%s", opt, quote ? "\"" : "");
-    for (const char *c = value; *c; c++) {
-        if (quote && (*c == '"' || *c == '\\')) fputc('\\', f);
-        if (pattern && *c == '%') fputc('%', f);
-        fputc(*c, f);
-    }
-    fprintf(f, "%s%s\n", tail, quote ? "\"" : "");
-}
-
-/* p made absolute (from the current directory) into out; -1 with errno when it cannot be
- * whole (a current directory deeper than PATH_MAX, which getcwd cannot give). */
-static int abs_path(const char *p, char *out, size_t n) {
-    if (p[0] == '/') {
-        if (strlen(p) >= n) { errno = ENAMETOOLONG; return -1; }
-        copy_str(out, n, p);
-        return 0;
-    }
-    char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) return -1;
-    if ((size_t)snprintf(out, n, "%s/%s", cwd, p[0] == '.' && p[1] == '/' ? p + 2 : p) >= n) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    return 0;
-}
-
-/* The `s2hc grid G [--set ...] --out OUT` words every Slurm task repeats. */
-static void grid_command(FILE *f, const grid_spec *g, const char *exe, const char *gpath, const char *out) {
-    shq(f, exe);
-    fputs(" grid ", f);
-    shq(f, gpath);
-    fputs(" --out ", f);
-    shq(f, out);
-    for (int i = 0; i < g->nargs; i++) {
-        fputs(" --set ", f);
-        shq(f, g->args[i]);
-    }
-}
-
-static void sbatch_common(FILE *f, const grid_spec *g, const char *cwd, int report) {
-    const grid_slurm *s = &g->slurm;
-    sbatch_opt(f, "chdir", cwd, 0, "");
-    if (s->partition[0]) fprintf(f, "#SBATCH --partition=%s\n", s->partition);
-    if (s->time[0]) fprintf(f, "#SBATCH --time=%s\n", s->time);
-    if (report) return;
-    if (s->gpus > 0) fprintf(f, "#SBATCH --gpus=%d\n", s->gpus);
-    if (s->cpus > 0) fprintf(f, "#SBATCH --cpus-per-task=%d\n", s->cpus);
-    if (s->mem[0]) fprintf(f, "#SBATCH --mem=%s\n", s->mem);
-    for (int i = 0; i < s->nextra; i++)
-        fprintf(f, "%s%s\n", s->extra[i][0] == '#' ? "" : "#SBATCH ", s->extra[i]);
-}
-
-static int write_text_file(const char *path, char *buf, size_t len, int mode) {
-    int rc = write_atomic(path, buf, len);
-    free(buf);
-    if (rc == 0) chmod(path, (mode_t)mode);
-    return rc;
-}
-
-/* <out>/slurm/{array.sbatch, report.sbatch, submit.sh}. */
-static int write_slurm(const grid_spec *g, int n, int submit) {
-    char exe[PATH_MAX], gpath[PATH_MAX], out[PATH_MAX], cwd[PATH_MAX], dir[PATH_MAX + 16], path[PATH_MAX + 32];
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (el <= 0) copy_str(exe, sizeof exe, "s2hc");
-    else exe[el] = '\0';
-    /* the scripts run elsewhere (submit.sh from any folder, the tasks on other nodes):
-       every path in them is absolute, or there are no scripts */
-    if (!getcwd(cwd, sizeof cwd)) {
-        char why[128];
-        if (errno == ERANGE) snprintf(why, sizeof why, "longer than PATH_MAX (%d bytes)", PATH_MAX);
-        else snprintf(why, sizeof why, "unknown: %s", strerror(errno));
-        fprintf(stderr, "s2hc: error: grid: --slurm: the scripts need absolute paths, and the current directory's is %s\n",
-                why);
-        return 1;
-    }
-    const char *whole = abs_path(g->path, gpath, sizeof gpath) != 0 ? g->path
-                        : abs_path(g->out, out, sizeof out) != 0  ? g->out
-                                                                  : NULL;
-    if (whole) {
-        fprintf(stderr, "s2hc: error: grid: --slurm: the scripts need absolute paths, and %.80s%s from %.80s%s is "
-                "longer than PATH_MAX (%d bytes)\n", whole, strlen(whole) > 80 ? "..." : "", cwd,
-                strlen(cwd) > 80 ? "..." : "", PATH_MAX);
-        return 1;
-    }
-    const char *paths[] = {exe, gpath, out, cwd};
-    for (int i = 0; i < 4; i++)
-        if (strpbrk(paths[i], "\n\r")) { /* an #SBATCH line or a comment would end inside it */
-            fprintf(stderr, "s2hc: error: grid: --slurm: the path '%s' has a line break, which a Slurm script "
-                    "cannot hold\n", paths[i]);
-            return 1;
-        }
-    snprintf(dir, sizeof dir, "%s/slurm", out);
-    if (mkdir_p(dir) != 0) {
-        fprintf(stderr, "s2hc: error: cannot create %s: %s\n", dir, strerror(errno));
-        return 1;
-    }
-    char *buf;
-    size_t len;
-    FILE *f;
-
-    f = open_memstream(&buf, &len);
-    fprintf(f, "#!/bin/bash\n# Slurm job array of grid %s: %d point%s, task i runs point i.\n"
-               "# Written by `s2hc grid --slurm`; submit with submit.sh next to it (it chains report.sbatch).\n",
-            g->path, n, n == 1 ? "" : "s");
-    char name[CFG_STR + 64];
-    snprintf(name, sizeof name, "s2hc-%s", g->stem);
-    sbatch_opt(f, "job-name", name, 0, "");
-    fprintf(f, "#SBATCH --array=0-%d", n - 1);
-    if (g->slurm.array_limit > 0) fprintf(f, "%%%d", g->slurm.array_limit);
-    fputc('\n', f);
-    sbatch_opt(f, "output", dir, 1, "/%A_%a.out");
-    sbatch_common(f, g, cwd, 0);
-    fputs("set -u\n", f);
-    for (int i = 0; i < g->slurm.nsetup; i++) fprintf(f, "%s\n", g->slurm.setup[i]);
-    fputs("exec ", f);
-    grid_command(f, g, exe, gpath, out);
-    fputs(" --job \"$SLURM_ARRAY_TASK_ID\"\n", f);
-    fclose(f);
-    snprintf(path, sizeof path, "%s/array.sbatch", dir);
-    if (write_text_file(path, buf, len, 0755)) return 1;
-
-    f = open_memstream(&buf, &len);
-    fprintf(f, "#!/bin/bash\n# The report job of grid %s: runs after every array task succeeded (submit.sh\n"
-               "# submits it with --dependency=afterok:<array job id> --kill-on-invalid-dep=yes).\n",
-            g->path);
-    snprintf(name, sizeof name, "s2hc-%s-report", g->stem);
-    sbatch_opt(f, "job-name", name, 0, "");
-    sbatch_opt(f, "output", dir, 1, "/report-%j.out");
-    fputs("#SBATCH --kill-on-invalid-dep=yes\n#SBATCH --cpus-per-task=1\n", f);
-    sbatch_common(f, g, cwd, 1);
-    fputs("set -u\n", f);
-    for (int i = 0; i < g->slurm.nsetup; i++) fprintf(f, "%s\n", g->slurm.setup[i]);
-    fputs("S2HC=", f);
-    shq(f, exe);
-    fputs("\nsummary=", f);
-    shq(f, dir);
-    fputs("/summary.txt\n", f);
-    grid_command(f, g, exe, gpath, out);
-    fputs(" --list > \"$summary\" || exit 1\n", f);
-    fputs("# the figures and tables (OUT/report/index.html) where this build has `s2hc report`;\n"
-          "# a failure there is reported, the summary stands\n"
-          "if \"$S2HC\" report --help >/dev/null 2>&1; then\n  \"$S2HC\" report ",
-          f);
-    shq(f, out);
-    fputs(" -o ", f);
-    shq(f, out);
-    fputs("/report || echo \"report: s2hc report failed (exit $?)\"\nfi\n", f);
-    fputs("echo \"report: $(tail -n 1 \"$summary\") (summary in $summary)\"\n", f);
-    fclose(f);
-    snprintf(path, sizeof path, "%s/report.sbatch", dir);
-    if (write_text_file(path, buf, len, 0755)) return 1;
-
-    f = open_memstream(&buf, &len);
-    fprintf(f, "#!/bin/sh\n# Submit grid %s to Slurm: the job array, then the report job after it (afterok).\n"
-               "# SBATCH=/path/to/sbatch overrides the command.\nset -eu\ncd ",
-            g->path);
-    shq(f, cwd);
-    fputs("\n# s2hc sets these for itself (main.c); a task on another node picks its own\n"
-          "if [ -n \"${S2HC_NO_REEXEC:-}\" ]; then unset S2HC_NO_REEXEC OPENBLAS_CORETYPE; fi\n"
-          "SBATCH=${SBATCH:-sbatch}\ndir=", f);
-    shq(f, dir);
-    fputs("\narray=$(\"$SBATCH\" --parsable \"$dir/array.sbatch\")\narray=${array%%;*}\n"
-          "report=$(\"$SBATCH\" --parsable --dependency=afterok:\"$array\" --kill-on-invalid-dep=yes "
-          "\"$dir/report.sbatch\")\nreport=${report%%;*}\n"
-          "echo \"$array\" > \"$dir/array.jobid\"\necho \"$report\" > \"$dir/report.jobid\"\n",
-          f);
-    fprintf(f, "echo \"submitted: array job $array (%d task%s), report job $report (afterok:$array)\"\n", n,
-            n == 1 ? "" : "s");
-    fclose(f);
-    snprintf(path, sizeof path, "%s/submit.sh", dir);
-    if (write_text_file(path, buf, len, 0755)) return 1;
-
-    printf("wrote %s/array.sbatch (%d tasks", dir, n);
-    if (g->slurm.array_limit > 0) printf(", at most %d at once", g->slurm.array_limit);
-    printf("), %s/report.sbatch and %s/submit.sh\n", dir, dir);
-    if (!submit) {
-        printf("submit with: sh %s/submit.sh\n", dir);
-        return 0;
-    }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/bin/sh", "sh", path, (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) return 1;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "s2hc: error: submitting with %s failed (is sbatch installed and Slurm up?)\n", path);
-        return 1;
-    }
     return 0;
 }
 
@@ -2311,7 +2085,7 @@ static void launch(grid_runner *r, int i) {
     s2hc_config c = p->cfg;
     c.threads = nthreads;
     char *yaml = config_to_yaml(&c);
-    int wrc = write_atomic(cfgp, yaml, strlen(yaml));
+    int wrc = grid_write_atomic(cfgp, yaml, strlen(yaml));
     free(yaml);
     int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
     if (wrc != 0 || logfd < 0) {
@@ -2676,7 +2450,7 @@ int grid_main(int argc, char **argv) {
     if (list || dry || slurm) {
         if (list) rc = list_points(&g, pts, n);
         else if (dry) rc = dry_run(&g, pts, n, force, j, threads);
-        else rc = write_slurm(&g, n, submit);
+        else rc = grid_write_slurm(&g, n, submit);
         grid_points_free(pts, n);
         grid_free(&g);
         return rc;
