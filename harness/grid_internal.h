@@ -2,13 +2,16 @@
  * The files, one concept each:
  *   grid.c         the command (grid_main), --list and --dry-run, and the helpers below
  *   grid_slurm.c   the Slurm scripts of --slurm
+ *   grid_run.c     the runner: the points' children, signals, progress
  */
 #ifndef S2HC_GRID_INTERNAL_H
 #define S2HC_GRID_INTERNAL_H
 #include "grid.h"
 #include "util.h"
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 
 static inline void *grow(void *p, int n, size_t size) {
     /* room for element n (0-based): capacity doubles at powers of two */
@@ -27,10 +30,64 @@ static inline void copy_str(char *dst, size_t n, const char *src) { snprintf(dst
 /* Write text to path atomically (path.tmp, fsync, rename). 0 or -1 with a message. */
 int grid_write_atomic(const char *path, const char *text, size_t len);
 
+/* Remove the temporary files grid_write_atomic left in dir by a runner that died between
+ * writing and renaming (their PID no longer runs). Call under the lock that orders the
+ * writers of dir's files. */
+void grid_remove_stale_tmps(const char *dir);
+
+/* A point's grid.status: state, exit code and wall time of the grid's last run of it
+ * (state < 0, exit_code -1, NaN: none recorded); started: the start of a run whose end no
+ * one recorded, else NaN. grid_write_status returns 0 or -1 with a message. */
+void grid_read_status(const char *dir, int *state, int *exit_code, double *wall_s, double *started);
+int grid_write_status(const char *dir, int state, int exit_code, double wall_s, double started);
+
+/* grid_inspect, with probe_lock 0 for the runner that holds the point's lock itself (a
+ * held lock then does not read as running). */
+void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, grid_status *st, int probe_lock);
+
+/* The step a point's training would start from (its checkpoint's; 0 without one). */
+int grid_resume_step(const grid_point *p, const grid_status *s);
+
 /* grid_slurm.c */
 
 /* <out>/slurm/{array.sbatch, report.sbatch, submit.sh} for the grid's n points; with
  * submit, run submit.sh. 0, or 1 after printing the problem. */
 int grid_write_slurm(const grid_spec *g, int n, int submit);
+
+/* grid_run.c */
+
+typedef struct {
+    pid_t pid;        /* the child, 0 when none */
+    int lock_fd;      /* held (and inherited by the child) while it runs */
+    double t_start;
+    double wall_before; /* the point's recorded wall time when the child started */
+    long log_off;     /* train.log size when the child started: its own lines follow */
+    int fresh;        /* started with --force */
+    int start_failed; /* could not be started (its directory, lock, config or log): no grid.status
+                         records that, so the outcome counts it from here */
+} grid_slot;
+
+typedef struct {
+    const grid_spec *g;
+    const grid_point *pts;
+    int n;
+    grid_status *st;
+    grid_slot *slot;
+    const char *ood[GRID_MAX_OOD];
+    int nood;
+    int j, threads, force, tty;
+    int *queue, nq, qi;
+    int running, started, failed, elsewhere, refused;
+    int stopping;     /* a signal asked the runner to stop: children that die now were stopped */
+    int index_failed; /* index.csv or a grid.status could not be written: the grid exits 1 */
+    double wall_sum, t0, last_draw;
+    int wall_n;
+    char exe[PATH_MAX];
+} grid_runner;
+
+/* Start the queued points, -j at a time, until all have run or a signal stops the runner
+ * (SIGINT, SIGTERM or SIGHUP: the children asked to save; again: killed). Returns 1 when
+ * a signal stopped it, else 0. */
+int grid_run_points(grid_runner *r);
 
 #endif
