@@ -1,6 +1,7 @@
 /* grid_internal.h: what the files of the grid module share; other modules use grid.h.
  * The files, one concept each:
  *   grid.c         the command (grid_main), --list and --dry-run, and the helpers below
+ *   grid_state.c   the points' run directories: state, locks, grid.status, index.csv
  *   grid_slurm.c   the Slurm scripts of --slurm
  *   grid_run.c     the runner: the points' children, signals, progress
  */
@@ -27,6 +28,29 @@ static inline void copy_str(char *dst, size_t n, const char *src) { snprintf(dst
 
 /* grid.c */
 
+/* config.c reports its own errors on stderr. To re-point them at the grid file, the
+ * grid runs config_set with stderr captured (glibc's stderr is an assignable variable;
+ * the grid is single-threaded) and keeps the problem text after "key '...': ". */
+typedef struct {
+    FILE *saved, *mem;
+    char *buf;
+    size_t len;
+} grid_err_capture;
+void grid_capture_begin(grid_err_capture *c);
+/* Ends the capture; copies the problem part of the message into why (may be NULL). */
+void grid_capture_end(grid_err_capture *c, char *why, size_t n);
+
+/* The value of key (or "preset") in a point's config, as shown in index.csv and --list. */
+void grid_value_shown(const s2hc_config *c, const char *preset, const char *key, char *out, size_t n);
+
+/* The swept keys (sweep, then include keys), the columns of --list and index.csv. */
+int grid_swept_keys(const grid_spec *g, const char **keys, int max);
+
+/* The step a point's training would start from (its checkpoint's; 0 without one). */
+int grid_resume_step(const grid_point *p, const grid_status *s);
+
+/* grid_state.c */
+
 /* Write text to path atomically (path.tmp, fsync, rename). 0 or -1 with a message. */
 int grid_write_atomic(const char *path, const char *text, size_t len);
 
@@ -44,9 +68,6 @@ int grid_write_status(const char *dir, int state, int exit_code, double wall_s, 
 /* grid_inspect, with probe_lock 0 for the runner that holds the point's lock itself (a
  * held lock then does not read as running). */
 void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, grid_status *st, int probe_lock);
-
-/* The step a point's training would start from (its checkpoint's; 0 without one). */
-int grid_resume_step(const grid_point *p, const grid_status *s);
 
 /* grid_slurm.c */
 
