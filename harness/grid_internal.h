@@ -1,7 +1,9 @@
 /* grid_internal.h: what the files of the grid module share; other modules use grid.h.
  * The files, one concept each:
- *   grid.c         the command (grid_main), --list and --dry-run, and the helpers below
+ *   grid_load.c    reading the grid file, and helpers for config values as text
+ *   grid_expand.c  the points: product, include, exclude, overrides, names
  *   grid_state.c   the points' run directories: state, locks, grid.status, index.csv
+ *   grid.c         the command (grid_main), --list and --dry-run
  *   grid_slurm.c   the Slurm scripts of --slurm
  *   grid_run.c     the runner: the points' children, signals, progress
  */
@@ -26,7 +28,11 @@ static inline void *grow(void *p, int n, size_t size) {
 
 static inline void copy_str(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
 
-/* grid.c */
+/* grid_load.c */
+
+/* The point of an error: "s2hc: error: FILE[:LINE:COL][: key 'K']: message". */
+void grid_err(const char *file, int line, int col, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* config.c reports its own errors on stderr. To re-point them at the grid file, the
  * grid runs config_set with stderr captured (glibc's stderr is an assignable variable;
@@ -40,14 +46,28 @@ void grid_capture_begin(grid_err_capture *c);
 /* Ends the capture; copies the problem part of the message into why (may be NULL). */
 void grid_capture_end(grid_err_capture *c, char *why, size_t n);
 
+/* config_set(c, "key=val") quietly; 0, or 2 with the problem in why. */
+int grid_set_quiet(s2hc_config *c, const char *key, const char *val, char *why, size_t n);
+
+/* A key's value in config_to_yaml text ("section:\n  leaf: value\n"), as written there. */
+int grid_flat_get(const char *yaml, const char *key, char *out, size_t n);
+
+/* A YAML value as shown to people: quotes and escapes removed ("[a, b]" stays). */
+void grid_unquote(const char *v, char *out, size_t n);
+
 /* The value of key (or "preset") in a point's config, as shown in index.csv and --list. */
 void grid_value_shown(const s2hc_config *c, const char *preset, const char *key, char *out, size_t n);
 
+/* Are two values of key the same once read into a config? (1e-3 and 0.001 are.) */
+int grid_same_value(const s2hc_config *c, const char *preset, const char *key, const char *val);
+
+/* grid_expand.c */
+
+/* Describe a point's own values: "residual.method=hc train.seed=1". */
+void grid_point_values_text(const grid_point *p, char *out, size_t n);
+
 /* The swept keys (sweep, then include keys), the columns of --list and index.csv. */
 int grid_swept_keys(const grid_spec *g, const char **keys, int max);
-
-/* The step a point's training would start from (its checkpoint's; 0 without one). */
-int grid_resume_step(const grid_point *p, const grid_status *s);
 
 /* grid_state.c */
 
@@ -68,6 +88,11 @@ int grid_write_status(const char *dir, int state, int exit_code, double wall_s, 
 /* grid_inspect, with probe_lock 0 for the runner that holds the point's lock itself (a
  * held lock then does not read as running). */
 void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, grid_status *st, int probe_lock);
+
+/* grid.c */
+
+/* The step a point's training would start from (its checkpoint's; 0 without one). */
+int grid_resume_step(const grid_point *p, const grid_status *s);
 
 /* grid_slurm.c */
 
