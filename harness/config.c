@@ -747,7 +747,7 @@ static void unknown_key(const char *src, const yaml_mark_t *m, const char *full,
     char all[128];
     if (is_section) {
         join_list(sections, ", ", all, sizeof all);
-        /* grid files' top-level keys that are no config section (grid.c's list, less
+        /* grid files' top-level keys that are no config section (grid_load.c's list, less
          * set/name/out, which read like a typo as much as a grid) */
         static const char *const grid_only[] = {"sweep", "preset", "base", "include", "exclude",
                                                 "override", "slurm", "launch", NULL};

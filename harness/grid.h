@@ -1,7 +1,8 @@
 /* grid.h: experiment grids. `s2hc grid G.yaml` expands a sweep over config keys into
  * points, runs every point that has not finished (-j N at a time, each in its own child
  * process, resumable, one lock per run directory), keeps <out>/index.csv and writes a
- * Slurm job array for clusters. docs/grids.md is the user's guide; the grid file:
+ * Slurm job array for clusters; grid_internal.h lists the files behind it. docs/grids.md
+ * is the user's guide; the grid file:
  *
  *   base: tiny.yaml                 # a config, relative to the grid file (or preset: small)
  *   set: {train.steps: 300}         # fixed overrides
