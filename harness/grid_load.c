@@ -864,9 +864,9 @@ int grid_load(grid_spec *g, const char *path, const char *out, const char *const
         return 2;
     }
     copy_str(g->path, sizeof g->path, path);
-    copy_str(g->stem, sizeof g->stem, b);
-    char *dot = strrchr(g->stem, '.');
-    if (dot && dot != g->stem) *dot = '\0';
+    /* the name up to its extension (not to the last dot of a copy cut short: of a name of
+       63 bytes, "a.bbb...bbb.yaml", that would be "a", another grid's) */
+    snprintf(g->stem, sizeof g->stem, "%.*s", (int)stem_len, b);
     size_t len = 0;
     char *text = read_text_file(path, &len);
     if (!text) {

@@ -702,6 +702,12 @@ static void test_long_grid_paths(void) {
     rc = grid_load(&g, gp, NULL, NULL, 0);
     CHECK(rc == 0 && strlen(g.stem) == 63, "a grid name of 63 bytes: rc %d", rc);
     if (rc == 0) grid_free(&g);
+    name[1] = '.'; /* a dot in it: the name is still whole (runs/<name>), not the part before that dot */
+    write_file(name, "sweep: {train.seed: [1, 2]}\n", gp, sizeof gp);
+    rc = grid_load(&g, gp, NULL, NULL, 0);
+    CHECK(rc == 0 && strlen(g.stem) == 63 && !strncmp(g.stem, name, 63), "a grid name of 63 bytes with a dot: rc %d, "
+          "stem '%s'", rc, rc == 0 ? g.stem : "");
+    if (rc == 0) grid_free(&g);
     /* a base beside it whose path is past 511 bytes */
     char bname[120];
     memset(bname, 'b', 80);
