@@ -1,8 +1,8 @@
 /* grid_run.c: the grid's runner: each point as a child `s2hc train <dir>/config.yaml
  * --resume` (-j N at a time) with its output in <dir>/train.log, holding an OFD lock on
- * <dir>/.lock for the child's lifetime (the child inherits it); signals asked of the
- * runner passed on to the children; progress on the terminal; grid.status and
- * <out>/index.csv rewritten after every state change.
+ * <dir>/.lock for the child's lifetime (the child inherits it); a signal to the runner
+ * passed on to the children (save and stop; again: killed); progress on the terminal;
+ * grid.status and <out>/index.csv rewritten after every state change.
  */
 #include "grid_internal.h"
 #include "run.h"
