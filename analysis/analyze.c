@@ -107,8 +107,12 @@ static void write_summary(an_ctx *c) {
         int idx[64];
         int k = an_cell_runs(c->rs, c->scale, c->corpus, an_method_order[vi], 0, idx, 64);
         if (!k) continue;
-        if (k > maxseeds) maxseeds = k;
-        if (k < minseeds) minseeds = k;
+        /* seeds, not runs: runs of one seed under other learning rates, stream counts or
+           lengths (a sweep) are one seed; an_cell_runs sorts by seed */
+        int seeds = 0;
+        for (int i = 0; i < k; i++) seeds += i == 0 || c->rs->r[idx[i]].seed != c->rs->r[idx[i - 1]].seed;
+        if (seeds > maxseeds) maxseeds = seeds;
+        if (seeds < minseeds) minseeds = seeds;
     }
     if (minseeds > maxseeds) minseeds = 0;
     fprintf(f, "scale=%s\ncorpus=%s\nruns=%d\ncomparison_runs=%d\nthroughput_runs=%d\nseeds_min=%d\nseeds_max=%d\n", c->scale,

@@ -787,6 +787,34 @@ static void test_pair_once(void) {
               strstr(t1, "2 pairs") == NULL, "the s²HC run pairs once:\n%s", t1);
 }
 
+/* A learning-rate sweep of two seeds (s²HC's second seed diverged at lr 0.002). */
+static const synth sweep_runs[] = {
+    {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100,
+     .name = "rc-lr2-s1", .lr = 2e-3},
+    {.method = "rc", .n = 1, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+     .name = "rc-lr2-s2", .lr = 2e-3},
+    {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100,
+     .name = "rc-lr1-s1", .lr = 1e-3},
+    {.method = "rc", .n = 1, .seed = 2, .steps = 20, .loss0 = 3, .val = 3.1, .grad_peak = 1, .tps = 100,
+     .name = "rc-lr1-s2", .lr = 1e-3},
+    {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+     .name = "s-lr1-s1", .lr = 1e-3},
+    {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 3.05, .grad_peak = 1, .tps = 100,
+     .name = "s-lr1-s2", .lr = 1e-3},
+    {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100,
+     .name = "s-lr2-s1", .lr = 2e-3},
+    {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100,
+     .name = "s-lr2-s2", .lr = 2e-3, .stopped_at = 5, .diverged = 1}};
+
+/* summary.txt (the report's "seeds per method") counts a method's seeds (2), not its runs
+ * (4, two learning rates of each seed). */
+static void test_seeds_not_runs(void) {
+    char out[400], p[600];
+    analyze_set("seeds", sweep_runs, 8, out, sizeof out);
+    snprintf(p, sizeof p, "%s/data/summary.txt", out);
+    CHECK(strstr(slurp(p), "seeds_min=2\nseeds_max=2\n") != NULL, "seeds, not runs:\n%s", slurp(p));
+}
+
 /* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
  * naming the corpus and both sizes, and Table 1's row holding both says so; a run file
  * older than the attribute (no size) is not taken for another build. */
@@ -1067,6 +1095,7 @@ int main(void) {
     T_RUN(test_long_corpus_names);
     T_RUN(test_table2_ood_union);
     T_RUN(test_pair_once);
+    T_RUN(test_seeds_not_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
