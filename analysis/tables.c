@@ -402,7 +402,7 @@ static void table1(an_ctx *c) {
              unfinished ? " A row whose steps read \"S of N (status)\" holds runs that stopped, none finished: its losses "
                           "are step S's, not a finished run's; \"a seed ... left out\" marks a stopped seed beside finished ones." : "",
              mixed ? " \"(recipes differ)\": the row's runs were trained with different learning rates, batches or "
-                     "schedules (its mean mixes them)." : "",
+                     "schedules (its mean mixes them; the table recipes gives each recipe a row)." : "",
              mixed_opt ? " \"(options differ)\": the row's runs were trained with different options of the method "
                          "(sinkhorn_iters or sinkhorn_order, lite_offset or lite_offset_value, proj_init) or precisions "
                          "(stream_precision, proj_precision); its mean mixes them." : "",
@@ -658,6 +658,127 @@ static double gpt2_small_params(void) {
     double total;
     count_params("rc", 1, "M", 0, 0, 50257, &total);
     return total;
+}
+
+/* ---- optimisation recipes (a learning-rate or schedule sweep) ------------------------- */
+
+/* The fields of a recipe ("lr 0.003, min_lr 0.0003, warmup 20, ..."), split at ", ". */
+static int recipe_fields(const char *recipe, char f[][48], int cap) {
+    int k = 0;
+    for (const char *p = recipe; *p && k < cap;) {
+        const char *e = strstr(p, ", ");
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        snprintf(f[k++], 48, "%.*s", (int)len, p);
+        p += len + (e ? 2 : 0);
+    }
+    return k;
+}
+
+/* Table 1 and Table 2 pool the runs of a method whatever their recipe (and say so): this
+ * table gives each recipe a row of its own, in the scales and corpora whose runs differ in
+ * their recipe (a sweep of train.lr, say), with the recipe's fields that differ among those
+ * runs. Learning rates ascending. */
+static void table_recipes(an_ctx *c) {
+    static const char *const head[] = {"scale", "corpus", "method", "n", "steps", "recipe", "runs", "train loss (MA)",
+                                       "val loss", "Δ val vs RC", "95 % interval", "OOD PPL (geo. mean)"};
+    tbl t;
+    tbl_init(&t, 12, head);
+    char sc[16][AN_NAME], co[16][AN_NAME];
+    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int st[64], nst = distinct_steps(c->rs, st, 64);
+    enum { NF = 16 };
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < nc; b++) {
+            /* which fields of the recipe differ among the cell's runs; none: no rows */
+            int all[256], na = an_cell_runs(c->rs, sc[a], co[b], NULL, 0, all, 256), differ[NF] = {0}, any = 0;
+            char f0[NF][48], fi[NF][48];
+            const int nf0 = na ? recipe_fields(c->rs->r[all[0]].recipe, f0, NF) : 0;
+            for (int i = 1; i < na; i++) {
+                const int nfi = recipe_fields(c->rs->r[all[i]].recipe, fi, NF);
+                for (int q = 0; q < nf0 && q < nfi; q++)
+                    if (strcmp(f0[q], fi[q])) differ[q] = any = 1;
+            }
+            if (!any) continue;
+            for (int vi = 0; an_method_order[vi]; vi++)
+            for (int nn = 1; nn <= 8; nn++)
+            for (int si = 0; si < nst; si++) {
+                const char *v = an_method_order[vi];
+                int idx[256], ridx[256];
+                const int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 256);
+                const int kr = an_cell_runs_steps(c->rs, sc[a], co[b], "rc", 0, st[si], ridx, 256);
+                int done[256] = {0};
+                for (;;) {
+                    /* the next recipe: the smallest learning rate among the runs left */
+                    int first = -1;
+                    for (int i = 0; i < k; i++) {
+                        if (done[i]) continue;
+                        const an_run *r = &c->rs->r[idx[i]];
+                        if (first < 0 || strtod(r->recipe + 3, NULL) < strtod(c->rs->r[idx[first]].recipe + 3, NULL))
+                            first = i;
+                    }
+                    if (first < 0) break;
+                    const char *rec = c->rs->r[idx[first]].recipe;
+                    double tr[256], va[256], oo[256], x[256], y[256];
+                    int kk = 0, np = 0, nst_k = 0, nst_c[8] = {0};
+                    const char *nst_s[8]; /* the runs' statuses and how many hold each, finished first */
+                    nst_s[nst_k++] = "finished";
+                    for (int i = 0; i < k; i++) {
+                        const an_run *r = &c->rs->r[idx[i]];
+                        if (done[i] || strcmp(r->recipe, rec)) continue;
+                        done[i] = 1;
+                        int q = 0;
+                        while (q < nst_k && strcmp(nst_s[q], r->status)) q++;
+                        if (q == nst_k && nst_k < 8) nst_s[nst_k++] = r->status;
+                        if (q < nst_k) nst_c[q]++;
+                        if (q) continue; /* not finished: its last numbers are not final */
+                        tr[kk] = an_final_train_loss(r, NULL);
+                        va[kk] = an_final_val_loss(r);
+                        oo[kk++] = mean_ood_ppl(r);
+                        if (strcmp(v, "rc") == 0) continue;
+                        for (int j = 0; j < kr; j++) /* its RC run of the same seed and recipe */
+                            if (an_pairable(r, &c->rs->r[ridx[j]])) {
+                                const double vr = an_final_val_loss(&c->rs->r[ridx[j]]);
+                                if (isfinite(va[kk - 1]) && isfinite(vr)) { x[np] = va[kk - 1]; y[np++] = vr; }
+                                break;
+                            }
+                    }
+                    char ntxt[16], stx[16], rtx[200] = "", runs[64], trs[64], vas[64], oos[64], diff[32] = "–",
+                         ci[128] = "–", verdict[96];
+                    snprintf(ntxt, sizeof ntxt, "%d", nn);
+                    snprintf(stx, sizeof stx, "%d", st[si]);
+                    char fr[NF][48];
+                    const int nfr = recipe_fields(rec, fr, NF);
+                    for (int q = 0; q < nfr; q++)
+                        if (differ[q]) {
+                            if (rtx[0]) strncat(rtx, ", ", sizeof rtx - strlen(rtx) - 1);
+                            strncat(rtx, fr[q], sizeof rtx - strlen(rtx) - 1);
+                        }
+                    size_t o = (size_t)snprintf(runs, sizeof runs, "%d finished", nst_c[0]);
+                    for (int q = 1; q < nst_k && o < sizeof runs; q++)
+                        o += (size_t)snprintf(runs + o, sizeof runs - o, ", %d %s", nst_c[q], nst_s[q]);
+                    fmt_ms(trs, sizeof trs, tr, kk, 4);
+                    fmt_ms(vas, sizeof vas, va, kk, 4);
+                    fmt_ms(oos, sizeof oos, oo, kk, 2);
+                    if (np) {
+                        an_paired p;
+                        an_paired_test(x, y, np, &p);
+                        fmt_paired(diff, sizeof diff, ci, sizeof ci, verdict, sizeof verdict, &p, an_pretty(v), "RC");
+                    }
+                    char mn[96];
+                    method_n(mn, sizeof mn, v, nn);
+                    const char *cells[] = {sc[a], co[b], mn, ntxt, stx, rtx, runs, trs, vas, diff, ci, oos};
+                    tbl_row(&t, cells);
+                }
+            }
+        }
+    tbl_write(c, &t, "recipes", t.nrows
+              ? "Recipes: the runs of a scale and corpus that were trained with different learning rates, batches or "
+                "schedules (a sweep), a row per method and recipe (its fields that differ), learning rates ascending. "
+                "Losses and out-of-domain perplexity (geometric mean over the corpora) are mean ± std over the "
+                "finished seeds; Δ val vs RC paired by seed within the recipe; a run that did not finish (diverged, stopped, still running) counts in runs only."
+              : "Recipes: every scale and corpus holds runs of one optimisation recipe (no learning-rate or schedule "
+                "sweep): Table 1 has them.");
+    tbl_free(&t);
 }
 
 static void table_throughput(an_ctx *c) {
@@ -1057,6 +1178,7 @@ int an_write_tables(an_ctx *c) {
     table1(c);
     table2(c);
     table_ablation(c);
+    table_recipes(c);
     table_throughput(c);
     table_runs(c);
     claims(c);

@@ -815,6 +815,30 @@ static void test_seeds_not_runs(void) {
     CHECK(strstr(slurp(p), "seeds_min=2\nseeds_max=2\n") != NULL, "seeds, not runs:\n%s", slurp(p));
 }
 
+/* The sweep: Table 1 pools each method's recipes (and says so); the table recipes gives
+ * each learning rate a row of its own, ascending, with Δ val vs RC paired within it and the
+ * diverged seed counted apart. Without a sweep the table has no rows and says why. */
+static void test_recipes(void) {
+    const synth *runs = sweep_runs;
+    char out[400], p[600];
+    analyze_set("recipes", runs, 8, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/table1.md", out);
+    CHECK(strstr(slurp(p), "| RC | 1 | 20 (recipes differ) |") != NULL, "Table 1 pools RC's recipes:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/tables/recipes.md", out);
+    const char *t = slurp(p);
+    const char *r1 = strstr(t, "| RC | 1 | 20 | lr 0.001 | 2 finished |"), *r2 = strstr(t, "| RC | 1 | 20 | lr 0.002 | 2 finished |");
+    CHECK(r1 && r2 && r1 < r2, "a row per RC learning rate, ascending:\n%s", t);
+    CHECK(strstr(t, "| s²HC | 4 | 20 | lr 0.001 | 2 finished |") != NULL && strstr(t, "| 2.9750 ± 0.1061 (2) | -0.0750 |"),
+          "s²HC at lr 0.001: both seeds, paired with RC's of that lr:\n%s", t);
+    CHECK(strstr(t, "| s²HC | 4 | 20 | lr 0.002 | 1 finished, 1 diverged |") != NULL &&
+              strstr(t, "| 2.7000 (1) | -0.1000 | 1 seed, no interval |") != NULL,
+          "s²HC at lr 0.002: the diverged seed counted apart, the other paired:\n%s", t);
+    CHECK(strstr(t, "min_lr") == NULL, "only the fields that differ name a recipe:\n%s", t);
+    const char *one = analyzed_table("recipes1", runs + 2, 4, "recipes.md");
+    CHECK(strstr(one, "every scale and corpus holds runs of one optimisation recipe") != NULL &&
+              strstr(one, "| RC |") == NULL, "one recipe: no rows:\n%s", one);
+}
+
 /* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
  * naming the corpus and both sizes, and Table 1's row holding both says so; a run file
  * older than the attribute (no size) is not taken for another build. */
@@ -1096,6 +1120,7 @@ int main(void) {
     T_RUN(test_table2_ood_union);
     T_RUN(test_pair_once);
     T_RUN(test_seeds_not_runs);
+    T_RUN(test_recipes);
     T_RUN(test_corpus_builds);
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
