@@ -39,13 +39,16 @@ static int count_state(const grid_runner *r, grid_state s) {
 static void status_text(const grid_runner *r, char *buf, size_t n) {
     int done = count_state(r, GS_FINISHED);
     int failed = count_state(r, GS_FAILED), diverged = count_state(r, GS_DIVERGED), refused = count_state(r, GS_CHANGED);
-    int left = r->nq - r->qi;
+    /* a point a signal stopped is left too (the next runner resumes it), as the final
+       summary counts it */
+    int left = r->nq - r->qi + count_state(r, GS_INTERRUPTED);
     for (int k = r->qi; k < r->nq; k++) { /* a queued point counts as left, not as what an earlier run left it */
         const grid_state q = r->st[r->queue[k]].state;
         done -= q == GS_FINISHED;
         failed -= q == GS_FAILED;
         diverged -= q == GS_DIVERGED;
         refused -= q == GS_CHANGED;
+        left -= q == GS_INTERRUPTED;
     }
     char eta[32] = "?", el[32];
     if (r->wall_n > 0) {

@@ -153,6 +153,9 @@ wait_for 600 point1_training
 kill -TERM $pid; wait $pid; rc=$?
 [ "$rc" = 130 ] && ok "a runner stopped by SIGTERM exits 130" || fail "runner exit $rc after SIGTERM"
 grep -q "stopped #1 s2hc-n4-s1337 at step" "$TMP/kill1.out" && ok "the running point saved and stopped" || fail "no stop line: $(tail -n 3 "$TMP/kill1.out")"
+# the stopped point is left (resumable), beside the pending one, as the summary counts it
+grep -q "stopped #1 s2hc-n4-s1337 at step .*(1/3 done, 0 running, 0 failed, 2 left" "$TMP/kill1.out" \
+  && ok "the stop line counts the stopped point as left" || fail "stop line: $(grep "stopped #1" "$TMP/kill1.out")"
 [ "$(csv_col "$K/index.csv" state s2hc-n4-s1337)" = interrupted ] && ok "index.csv: interrupted" || fail "state $(csv_col "$K/index.csv" state s2hc-n4-s1337)"
 [ "$(csv_col "$K/index.csv" exit_code s2hc-n4-s1337)" = 130 ] && ok "index.csv: exit code 130" || fail "exit code not 130"
 [ "$(csv_col "$K/index.csv" state rc-n1-s1337)" = pending ] && ok "the last point never started" || fail "rc state $(csv_col "$K/index.csv" state rc-n1-s1337)"
