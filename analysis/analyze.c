@@ -127,6 +127,29 @@ static void write_summary(an_ctx *c) {
         fprintf(f, "model=%d layers, %d heads, C = %d, T = %d, batch %d x %d, %d steps\n", r->n_layer, r->n_head, r->n_embd,
                 r->block_size, r->batch, r->grad_accum, r->steps);
     }
+    /* the run the figures show of each method (an_rep_run), by name, and how many
+       optimisation recipes the cell's runs have: in a sweep (train.lr, say) the shown run is
+       the first of its method's lowest seed, whatever its recipe, and the report says so */
+    fprintf(f, "shown=");
+    for (int vi = 0, k = 0; an_method_order[vi]; vi++) {
+        const int i = an_rep_run(c, an_method_order[vi]);
+        if (i < 0) continue;
+        char lab[96];
+        an_label(an_method_order[vi], lab, sizeof lab);
+        fprintf(f, "%s%s %s", k++ ? ", " : "", lab, c->rs->r[i].name);
+    }
+    int recipes = 0;
+    for (int i = 0; i < c->rs->n; i++) {
+        const an_run *r = &c->rs->r[i];
+        if (r->bench || strcmp(r->scale, c->scale) || strcmp(r->corpus, c->corpus)) continue;
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) {
+            const an_run *o = &c->rs->r[j];
+            seen = !o->bench && !strcmp(o->scale, c->scale) && !strcmp(o->corpus, c->corpus) && !strcmp(o->recipe, r->recipe);
+        }
+        recipes += !seen;
+    }
+    fprintf(f, "\nrecipes=%d\n", recipes);
     an_close(f);
 }
 

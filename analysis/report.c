@@ -176,7 +176,7 @@ static void table_links(FILE *f, const char *out, const char *stem) {
 
 /* A value from OUT/data/summary.txt ("key=value" lines) into buf ("" if absent). */
 static void summary_get(const char *out, const char *key, char *buf, size_t len) {
-    char p[1200], line[1024];
+    char p[1200], line[4096];
     buf[0] = 0;
     snprintf(p, sizeof p, "%s/data/summary.txt", out);
     FILE *f = fopen(p, "r");
@@ -437,6 +437,9 @@ int report_main(int argc, char **argv) {
     summary_get(out, "seeds_min", smin, sizeof smin);
     summary_get(out, "seeds_max", smax, sizeof smax);
     summary_get(out, "model", model, sizeof model);
+    char shown[2048], recipes[16];
+    summary_get(out, "shown", shown, sizeof shown);
+    summary_get(out, "recipes", recipes, sizeof recipes);
     time_t now = time(NULL);
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&now));
@@ -460,8 +463,19 @@ int report_main(int argc, char **argv) {
         fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from %s runs (%s compared, %s for "
                    "throughput only). The figures show the <b>%s</b> scale trained on <b>%s</b>, %s; model: %s. The paper's "
                    "runs are 0.12B–0.36B-parameter GPT-2 models on GPUs and FineWeb-Edu / OpenWebText: compare orderings "
-                   "and shapes, not values.</p>\n",
+                   "and shapes, not values.",
                 when, runs, cruns, truns, scale, corpus, seeds, model);
+    if (scale[0] && shown[0]) {
+        fprintf(f, " One run per method in the figures: ");
+        put_esc(f, shown);
+        if (atoi(recipes) > 1)
+            fprintf(f, " (the scale's runs were trained with %d optimisation recipes, learning rates or schedules: "
+                       "each figure shows the first run of a method's lowest seed, whatever its recipe; the table "
+                       "<a href=\"#recipes\">recipes</a> compares them, and a report of the runs of one recipe "
+                       "alone shows its figures)", atoi(recipes));
+        fprintf(f, ".");
+    }
+    if (scale[0]) fprintf(f, "</p>\n");
     else /* throughput runs only (probe.every and train.eval_every 0): nothing for the other figures */
         fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from %s runs, all for throughput "
                    "only (no probes, no evaluations): only the throughput figure and table have data.</p>\n",

@@ -815,6 +815,26 @@ static void test_seeds_not_runs(void) {
     CHECK(strstr(slurp(p), "seeds_min=2\nseeds_max=2\n") != NULL, "seeds, not runs:\n%s", slurp(p));
 }
 
+/* The report names the run each figure shows of a method and, the cell holding a sweep,
+ * says that it is the first run of the lowest seed whatever its recipe; summary.txt has
+ * both (shown, recipes). */
+static void test_shown_runs(void) {
+    char out[400], p[600];
+    analyze_set("shown", sweep_runs, 8, out, sizeof out);
+    snprintf(p, sizeof p, "%s/data/summary.txt", out);
+    CHECK(strstr(slurp(p), "shown=RC rc-lr1-s1, s²HC s-lr1-s1\nrecipes=2\n") != NULL, "summary:\n%s", slurp(p));
+    char *argv[] = {"report", "--no-analyze", "--no-plots", "-o", out, NULL};
+    CHECK(report_main(5, argv) == 0, "report of %s", out);
+    snprintf(p, sizeof p, "%s/index.html", out);
+    const char *h = slurp(p);
+    CHECK(strstr(h, "One run per method in the figures: RC rc-lr1-s1, s²HC s-lr1-s1 (the scale's runs were trained "
+                    "with 2 optimisation recipes") != NULL, "the report names the runs shown:\n%.3000s", h);
+    const char *one = analyzed_table("shown1", sweep_runs + 2, 4, "runs.md"); /* one recipe: no remark */
+    (void)one;
+    snprintf(p, sizeof p, "%s/shown1-out/data/summary.txt", tmpdir);
+    CHECK(strstr(slurp(p), "shown=RC rc-lr1-s1, s²HC s-lr1-s1\nrecipes=1\n") != NULL, "summary:\n%s", slurp(p));
+}
+
 /* The sweep: Table 1 pools each method's recipes (and says so); the table recipes gives
  * each learning rate a row of its own, ascending, with Δ val vs RC paired within it and the
  * diverged seed counted apart. Without a sweep the table has no rows and says why. */
@@ -1121,6 +1141,7 @@ int main(void) {
     T_RUN(test_pair_once);
     T_RUN(test_seeds_not_runs);
     T_RUN(test_recipes);
+    T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
