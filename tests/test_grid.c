@@ -905,9 +905,10 @@ static void test_shipped_grids(void) {
     const char *files[] = {"experiments/smoke.yaml",         "experiments/paper.yaml",
                            "experiments/ablations.yaml",     "experiments/streams.yaml",
                            "experiments/upcycle_base.yaml",  "experiments/upcycle.yaml",
-                           "experiments/upcycle_long_base.yaml", "experiments/upcycle_long.yaml"};
-    const int npoints[] = {0, 72, 0, 0, 9, 12, 3, 9}; /* 0: any number */
-    const int base_steps[] = {0, 0, 0, 0, 0, 1000, 0, 3000}; /* second stages: their base's rc steps */
+                           "experiments/upcycle_long_base.yaml", "experiments/upcycle_long.yaml",
+                           "experiments/lr_sensitivity.yaml"};
+    const int npoints[] = {0, 72, 0, 0, 9, 12, 3, 9, 40}; /* 0: any number */
+    const int base_steps[] = {0, 0, 0, 0, 0, 1000, 0, 3000, 0}; /* second stages: their base's rc steps */
     enum { NF = sizeof files / sizeof files[0] };
     grid_spec g[NF];
     grid_point *p[NF];
@@ -939,6 +940,12 @@ static void test_shipped_grids(void) {
                   found ? "its seed's first-stage rc run" : "no first-stage rc run of its seed", c->steps,
                   c->n_streams);
         }
+    }
+    /* the learning-rate sweep: every point decays to its own lr / 10, rc with one stream */
+    for (int k = 0; ok[NF - 1] && k < n[NF - 1]; k++) {
+        const s2hc_config *c = &p[NF - 1][k].cfg;
+        CHECK(fabs(c->min_lr - c->lr / 10) < 1e-12 * c->lr && c->n_streams == (strcmp(c->method, "rc") ? 4 : 1),
+              "lr_sensitivity.yaml: point %s: lr %g, min_lr %g, n %d", p[NF - 1][k].name, c->lr, c->min_lr, c->n_streams);
     }
     for (int i = 0; i < NF; i++)
         if (ok[i]) {
