@@ -837,7 +837,8 @@ static void test_shown_runs(void) {
 
 /* The sweep: Table 1 pools each method's recipes (and says so); the table recipes gives
  * each learning rate a row of its own, ascending, with Δ val vs RC paired within it and the
- * diverged seed counted apart. Without a sweep the table has no rows and says why. */
+ * diverged seed counted apart; the claims count seeds within a recipe. Without a sweep the
+ * table has no rows and says why. */
 static void test_recipes(void) {
     const synth *runs = sweep_runs;
     char out[400], p[600];
@@ -854,6 +855,11 @@ static void test_recipes(void) {
               strstr(t, "| 2.7000 (1) | -0.1000 | 1 seed, no interval |") != NULL,
           "s²HC at lr 0.002: the diverged seed counted apart, the other paired:\n%s", t);
     CHECK(strstr(t, "min_lr") == NULL, "only the fields that differ name a recipe:\n%s", t);
+    /* the claim of s²HC's lower loss pairs seeds within a recipe: 2 seeds, not the 3 pairs
+       of both learning rates */
+    snprintf(p, sizeof p, "%s/tables/claims.md", out);
+    CHECK(strstr(slurp(p), "vs RC: 2 paired seeds at most in a cell") != NULL && strstr(slurp(p), "3 seeds") == NULL,
+          "claims:\n%s", slurp(p));
     const char *one = analyzed_table("recipes1", runs + 2, 4, "recipes.md");
     CHECK(strstr(one, "every scale and corpus holds runs of one optimisation recipe") != NULL &&
               strstr(one, "| RC |") == NULL, "one recipe: no rows:\n%s", one);
