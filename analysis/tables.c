@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TBL_MAX_COLS 20
+#define TBL_MAX_COLS 24
 
 typedef struct {
     int ncol, nrows, cap;
@@ -451,15 +451,15 @@ static void table2(an_ctx *c) {
             if (!seen && ncorp < 16) snprintf(corp[ncorp++], AN_NAME, "%s", own[j]);
         }
     }
-    const char *head[TBL_MAX_COLS] = {"scale", "corpus", "method"};
-    int nh = 3;
+    const char *head[TBL_MAX_COLS] = {"scale", "corpus", "method", "steps"};
+    int nh = 4;
     for (int k = 0; k < ncorp; k++) head[nh++] = corp[k];
     head[nh++] = "mean PPL / RC";
     tbl t;
     tbl_init(&t, nh, head);
     char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
-    int st[64], nst = distinct_steps(c->rs, st, 64);
+    int st[64], nst = distinct_steps(c->rs, st, 64), mixed = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
             for (int vi = 0; an_method_order[vi]; vi++)
@@ -476,9 +476,18 @@ static void table2(an_ctx *c) {
                     for (int j = 0; j < kr && pr[i] < 0; j++)
                         if (an_pairable(&c->rs->r[idx[i]], &c->rs->r[ridx[j]])) pr[i] = ridx[j];
                 }
-                char cellbuf[TBL_MAX_COLS][64], mname[80];
+                char cellbuf[TBL_MAX_COLS][64], mname[80], stx[48];
                 method_n(mname, sizeof mname, v, nn);
-                const char *cells[TBL_MAX_COLS] = {sc[a], co[b], mname};
+                /* a row per training length, as Table 1's; runs of other optimisation recipes
+                   in one row are said to be (the table recipes parts them) */
+                snprintf(stx, sizeof stx, "%d", st[si]);
+                for (int i = 1; i < k; i++)
+                    if (strcmp(c->rs->r[idx[i]].recipe, c->rs->r[idx[0]].recipe)) {
+                        strncat(stx, " (recipes differ)", sizeof stx - strlen(stx) - 1);
+                        mixed++;
+                        break;
+                    }
+                const char *cells[TBL_MAX_COLS] = {sc[a], co[b], mname, stx};
                 double ratio_sum = 0;
                 int ratio_n = 0;
                 for (int q = 0; q < ncorp; q++) {
@@ -491,7 +500,7 @@ static void table2(an_ctx *c) {
                         if (!strcmp(c->rs->r[idx[i]].status, "finished")) xs[kx++] = x[i]; /* as Table 1's means */
                     }
                     fmt_ms(cellbuf[q], 64, kx ? xs : x, kx ? kx : k, 2);
-                    cells[3 + q] = cellbuf[q];
+                    cells[4 + q] = cellbuf[q];
                     for (int i = 0; i < k; i++) { /* PPL / RC's of the same seed */
                         const double y = pr[i] >= 0 ? an_scalar(&c->rs->r[pr[i]], p) : NAN;
                         if (isfinite(x[i]) && x[i] > 0 && isfinite(y) && y > 0) {
@@ -502,13 +511,18 @@ static void table2(an_ctx *c) {
                 }
                 snprintf(cellbuf[ncorp], 64, "%s", ratio_n ? "" : "–");
                 if (ratio_n) fmt_num(cellbuf[ncorp], 64, exp(ratio_sum / ratio_n), 4);
-                cells[3 + ncorp] = cellbuf[ncorp];
+                cells[4 + ncorp] = cellbuf[ncorp];
                 tbl_row(&t, cells);
             }
-    tbl_write(c, &t, "table2",
-              "Table 2: zero-shot perplexity per token (a byte for the byte-level corpora) on the out-of-domain corpora, mean ± std (seeds); the last "
-              "column is the geometric mean over corpora and seeds of PPL / PPL(RC), each run against the RC run of its "
-              "seed and optimisation recipe (finished runs).");
+    char cap[1024];
+    snprintf(cap, sizeof cap,
+             "Table 2: zero-shot perplexity per token (a byte for the byte-level corpora) on the out-of-domain corpora, "
+             "mean ± std (seeds), a row per training length (steps); the last column is the geometric mean over corpora "
+             "and seeds of PPL / PPL(RC), each run against the RC run of its seed and optimisation recipe (finished "
+             "runs).%s",
+             mixed ? " \"(recipes differ)\": the row's runs were trained with different learning rates, batches or "
+                     "schedules (its mean mixes them; the table recipes gives each recipe a row)." : "");
+    tbl_write(c, &t, "table2", cap);
     tbl_free(&t);
 
     /* the paper's Table 2 (L model) beside it */

@@ -364,9 +364,9 @@ static void test_analyze(void) {
     char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
     CHECK(analyze_main(5, argv) == 0, "analyze runs");
     char p[600];
-    const char *stems[] = {"table1", "table2", "table2_paper", "ablation", "throughput", "runs", "scales", "claims"};
+    const char *stems[] = {"table1", "table2", "table2_paper", "ablation", "recipes", "throughput", "runs", "scales", "claims"};
     const char *ext[] = {"md", "tex", "html", "csv"};
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < (int)(sizeof stems / sizeof stems[0]); i++)
         for (int e = 0; e < 4; e++) {
             snprintf(p, sizeof p, "%s/tables/%s.%s", out, stems[i], ext[e]);
             CHECK(strlen(slurp(p)) > 20, "%s written", p);
@@ -587,6 +587,10 @@ static void test_steps_rows(void) {
           "a row per training length, none averaging two:\n%s", t1);
     CHECK(strstr(t1, "-0.1000") != NULL && strstr(t1, "-0.3000") != NULL,
           "each paired with the RC run of its length (-0.1 at 20 steps, -0.3 at 30):\n%s", t1);
+    snprintf(p, sizeof p, "%s/tables/table2.md", out);
+    const char *t2 = slurp(p);
+    CHECK(strstr(t2, "| s²HC | 20 |") != NULL && strstr(t2, "| s²HC | 30 |") != NULL,
+          "Table 2 names each row's training length:\n%s", t2);
 }
 
 /* A diverged run (NaN losses, no final probe) neither pairs nor feeds a claim a NaN; a
@@ -706,8 +710,8 @@ static void test_table2_ratio(void) {
          .ood = {50, 100}}};
     const char *t2 = analyzed_table("ratio", runs, 2, "table2.md");
     CHECK(strstr(t2, "| c4 | wiki | mean PPL / RC |") != NULL, "table2 has both corpora and the ratio:\n%s", t2);
-    CHECK(strstr(t2, "| s²HC | 50.00 (1) | 100.00 (1) | 0.5000 |") != NULL, "s²HC / RC = 0.5:\n%s", t2);
-    CHECK(strstr(t2, "| RC | 100.00 (1) | 200.00 (1) | 1.0000 |") != NULL, "RC / RC = 1:\n%s", t2);
+    CHECK(strstr(t2, "| s²HC | 20 | 50.00 (1) | 100.00 (1) | 0.5000 |") != NULL, "s²HC / RC = 0.5:\n%s", t2);
+    CHECK(strstr(t2, "| RC | 20 | 100.00 (1) | 200.00 (1) | 1.0000 |") != NULL, "RC / RC = 1:\n%s", t2);
 }
 
 /* A blown-up run's perplexity (up to ~1e308, past what fixed notation fits in a cell) is
@@ -723,7 +727,7 @@ static void test_table2_huge_seeds(void) {
         {.method = "hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "h2",
          .ood = {1e303, 1.7e308}}};
     const char *t2 = analyzed_table("hugeseeds", runs, 3, "table2.md");
-    CHECK(strstr(t2, "| HC | 1.77e+303 ± 1.08e+303 (2) | 1.60e+308 ± 1.41e+307 (2) |") != NULL,
+    CHECK(strstr(t2, "| HC | 20 | 1.77e+303 ± 1.08e+303 (2) | 1.60e+308 ± 1.41e+307 (2) |") != NULL,
           "two huge perplexities: their mean and std:\n%s", t2);
 }
 
@@ -736,8 +740,8 @@ static void test_table2_huge_ppl(void) {
         {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s",
          .ood = {1e15, 50}}};
     const char *t2 = analyzed_table("huge", runs, 3, "table2.md");
-    CHECK(strstr(t2, "| HC | 2.53e+303 (1) | inf (1) |") != NULL, "HC's perplexities in full, inf as such:\n%s", t2);
-    CHECK(strstr(t2, "| s²HC | 1.00e+15 (1) | 50.00 (1) |") != NULL, "from 1e15 in exponent notation:\n%s", t2);
+    CHECK(strstr(t2, "| HC | 20 | 2.53e+303 (1) | inf (1) |") != NULL, "HC's perplexities in full, inf as such:\n%s", t2);
+    CHECK(strstr(t2, "| s²HC | 20 | 1.00e+15 (1) | 50.00 (1) |") != NULL, "from 1e15 in exponent notation:\n%s", t2);
 }
 
 /* Corpus names take up to 63 characters (data import's rule): a long training corpus is
@@ -752,9 +756,9 @@ static void test_long_corpus_names(void) {
          .ood = {50, 100}, .train = tr, .ood0 = od}};
     char want[300];
     const char *t2 = analyzed_table("long", runs, 2, "table2.md");
-    snprintf(want, sizeof want, "| method | %s | wiki | mean PPL / RC |", od);
+    snprintf(want, sizeof want, "| method | steps | %s | wiki | mean PPL / RC |", od);
     CHECK(strstr(t2, want) != NULL, "the long OOD corpus is a column:\n%s", t2);
-    snprintf(want, sizeof want, "| %s | s²HC | 50.00 (1) | 100.00 (1) | 0.5000 |", tr);
+    snprintf(want, sizeof want, "| %s | s²HC | 20 | 50.00 (1) | 100.00 (1) | 0.5000 |", tr);
     CHECK(strstr(t2, want) != NULL, "the training corpus named whole, both ratios:\n%s", t2);
 }
 
@@ -768,7 +772,7 @@ static void test_table2_ood_union(void) {
          .ood = {50, 100}, .ood0 = "news"}};
     const char *t2 = analyzed_table("union", runs, 2, "table2.md");
     CHECK(strstr(t2, "| c4 | wiki | news | mean PPL / RC |") != NULL, "every corpus is a column:\n%s", t2);
-    CHECK(strstr(t2, "| s²HC | – | 100.00 (1) | 50.00 (1) | 0.5000 |") != NULL, "s²HC on wiki and news:\n%s", t2);
+    CHECK(strstr(t2, "| s²HC | 20 | – | 100.00 (1) | 50.00 (1) | 0.5000 |") != NULL, "s²HC on wiki and news:\n%s", t2);
 }
 
 /* Two RC runs of one seed and length that differ in another key (lr): the s²HC run of that
@@ -855,6 +859,9 @@ static void test_recipes(void) {
               strstr(t, "| 2.7000 (1) | -0.1000 | 1 seed, no interval |") != NULL,
           "s²HC at lr 0.002: the diverged seed counted apart, the other paired:\n%s", t);
     CHECK(strstr(t, "min_lr") == NULL, "only the fields that differ name a recipe:\n%s", t);
+    snprintf(p, sizeof p, "%s/tables/table2.md", out);
+    CHECK(strstr(slurp(p), "| RC | 20 (recipes differ) |") != NULL && strstr(slurp(p), "\"(recipes differ)\": the row's") != NULL,
+          "Table 2 says RC's row mixes recipes:\n%s", slurp(p));
     /* the claim of s²HC's lower loss pairs seeds within a recipe: 2 seeds, not the 3 pairs
        of both learning rates */
     snprintf(p, sizeof p, "%s/tables/claims.md", out);
@@ -997,7 +1004,7 @@ static void test_comparison_rules(void) {
     const char *t2 = slurp(p), *s2 = strstr(t2, "| s²HC |"), *h2 = strstr(t2, "| HC |");
     CHECK(s2 && strstr(s2, "| 0.5000 |") && strstr(s2, "| 0.5000 |") < strchr(s2 + 1, '\n'),
           "s²HC / RC, seed by seed, is 0.5:\n%s", t2);
-    CHECK(h2 && !strncmp(h2, "| HC | 20.00 ± 14.14 (2) |", 26), "Table 2's HC means are over its finished seeds:\n%s", t2);
+    CHECK(h2 && strstr(t2, "| HC | 20 | 20.00 ± 14.14 (2) |") == h2, "Table 2's HC means are over its finished seeds:\n%s", t2);
     CHECK(h2 && strstr(h2, "| 1.0000 |") && strstr(h2, "| 1.0000 |") < strchr(h2 + 1, '\n'),
           "HC / RC over HC's finished seeds (1 and 3, as RC's) is 1, not HC's mean over RC's mean:\n%s", t2);
     /* Fig 1's bars pair the same way (an unpaired HC / RC on c4 would read 20 / 46.7) */
