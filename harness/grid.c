@@ -393,6 +393,11 @@ int grid_main(int argc, char **argv) {
            "  %d at a time, %d thread%s each (%d core%s)\n",
            path, total, total == 1 ? "" : "s", g.out, r.nq, finished, diverged, busy, refused, j, threads,
            threads == 1 ? "" : "s", cores, cores == 1 ? "" : "s");
+    /* a runner started with SIGINT ignored keeps it so (run_points), its points too: say
+       how it stops instead, since a Ctrl-C or `kill -INT` would go unanswered */
+    if (r.nq > 0 && stop_signal_ignored(SIGINT))
+        printf("  SIGINT (Ctrl-C) is ignored: the runner started with it ignored (a script's background job), as "
+               "its points do; stop it with SIGTERM (kill %ld)\n", (long)getpid());
     for (int i = 0; i < n; i++) {
         if ((job >= 0 && i != job) || r.st[i].state != GS_CHANGED || force) continue;
         char dir[CFG_PATH + CFG_STR + 2];

@@ -164,6 +164,8 @@ m0=$(mtime "$K/identity-n4-s1337/run.h5")
 expect_status 0 "the grid resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K" -j 1
 expect_out "resume  #1 s2hc-n4-s1337 at step $stop_step/$KSTEPS" "the interrupted point resumes from its checkpoint"
 expect_out "3/3 finished" "no point lost"
+grep -q "SIGINT (Ctrl-C) is ignored" "$TMP/out" && fail "a runner that handles SIGINT says it is ignored" \
+  || ok "a runner that handles SIGINT says nothing of it"
 [ "$(mtime "$K/identity-n4-s1337/run.h5")" = "$m0" ] && ok "the finished point untouched" || fail "finished point rewritten"
 [ "$(count "^==== s2hc grid" "$K/identity-n4-s1337/train.log")" = 1 ] && ok "point 0 ran once" || fail "point 0 repeated"
 [ "$(count "^==== s2hc grid" "$K/s2hc-n4-s1337/train.log")" = 2 ] && ok "point 1: one run, one resume" || fail "point 1 headers"
@@ -584,6 +586,8 @@ grid_started lint lint
 kill -INT $pid; sleep 0.5
 kill -0 $pid 2>/dev/null && ! grep -q "to save and stop" "$TMP/lint.out" && ok "SIGINT ignored at start: the runner goes on" \
   || fail "SIGINT ignored at start: the runner stopped: $(tail -n 2 "$TMP/lint.out")"
+grep -q "SIGINT (Ctrl-C) is ignored: .*stop it with SIGTERM (kill $pid)" "$TMP/lint.out" \
+  && ok "the runner says SIGINT is ignored and how to stop it" || fail "no word of SIGINT ignored: $(head -n 3 "$TMP/lint.out")"
 for _ in $(seq 100); do [ -s "$TMP/lint.sigign" ] && break; sleep 0.1; done # the point's shell, however loaded
 ign=$(awk '{print $2}' "$TMP/lint.sigign" 2>/dev/null)
 [ -n "$ign" ] && [ $(( 0x$ign & 2 )) != 0 ] && ok "its point starts with SIGINT ignored too" || fail "the point's SigIgn: '$ign'"
