@@ -229,6 +229,7 @@ int analyze_main(int argc, char **argv) {
     an_write_failures = 0;
     an_outputs_begin(out); /* at the end the previous analysis's other files go (another run set's) */
     int rc = an_write_figures(&c) | an_write_tables(&c);
+    an_write_csvs(out); /* the numbers of the .dat files (the figures' and tables/recipes') for people */
     write_captions(&c);
     write_summary(&c);
     an_runset_free(&rs);

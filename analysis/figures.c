@@ -937,6 +937,5 @@ int an_write_figures(an_ctx *c) {
     fig_jacobian(c, meta);
     fig_loss(c, meta);
     an_close(meta);
-    an_write_csvs(c->out); /* the same numbers for people */
     return 0;
 }

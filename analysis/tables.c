@@ -695,6 +695,12 @@ static int recipe_fields(const char *recipe, char f[][48], int cap) {
     return k;
 }
 
+/* " x" in a .dat column: NaN as gnuplot reads it */
+static void dat_num(FILE *f, double x) {
+    if (isnan(x)) fputs(" NaN", f);
+    else fprintf(f, " %.6g", x);
+}
+
 /* Table 1 and Table 2 pool the runs of a method whatever their recipe (and say so): this
  * table gives each recipe a row of its own, in the scales and corpora whose runs differ in
  * their recipe (a sweep of train.lr, say), with the recipe's fields that differ among those
@@ -704,6 +710,16 @@ static void table_recipes(an_ctx *c) {
                                        "val loss", "Δ val vs RC", "95 % interval", "OOD PPL (geo. mean)"};
     tbl t;
     tbl_init(&t, 12, head);
+    /* the same rows in numbers, for a plot of a loss against the learning rate */
+    FILE *dat = an_open(c->out, "data", "recipes.dat");
+    if (dat)
+        fprintf(dat, "# a row per scale, corpus, method, n, steps and optimisation recipe where a scale and corpus holds "
+                     "several (tables/recipes): the recipe's lr, min_lr, warmup, batch, grad_accum; the runs finished "
+                     "and all; mean and std over the finished seeds of the final train loss (MA), the val loss and the "
+                     "OOD perplexity (geometric mean over corpora); Δ val vs RC paired by seed within the recipe and "
+                     "its 95 %% t interval (NaN: none)\n" AN_COLUMNS " scale corpus method n steps lr min_lr warmup "
+                     "batch grad_accum finished runs train_loss train_loss_std val_loss val_loss_std ood_ppl "
+                     "ood_ppl_std dval_vs_rc dval_lo dval_hi\n");
     char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64);
@@ -780,10 +796,31 @@ static void table_recipes(an_ctx *c) {
                     fmt_ms(trs, sizeof trs, tr, kk, 4);
                     fmt_ms(vas, sizeof vas, va, kk, 4);
                     fmt_ms(oos, sizeof oos, oo, kk, 2);
+                    double dm = NAN, dlo = NAN, dhi = NAN;
                     if (np) {
                         an_paired p;
                         an_paired_test(x, y, np, &p);
                         fmt_paired(diff, sizeof diff, ci, sizeof ci, verdict, sizeof verdict, &p, an_pretty(v), "RC");
+                        dm = p.mean_diff;
+                        dlo = p.lo;
+                        dhi = p.hi;
+                    }
+                    if (dat) {
+                        double lr = NAN, min_lr = NAN, ms[3][2];
+                        int warmup = -1, nrun = 0;
+                        sscanf(rec, "lr %lf, min_lr %lf, warmup %d", &lr, &min_lr, &warmup);
+                        for (int q = 0; q < nst_k; q++) nrun += nst_c[q];
+                        const double *col[3] = {tr, va, oo};
+                        for (int q = 0; q < 3; q++)
+                            if (an_mean_std(col[q], kk, &ms[q][0], &ms[q][1]) < 2) ms[q][1] = NAN;
+                        const an_run *r0 = &c->rs->r[idx[first]];
+                        fprintf(dat, "%s %s %s %d %d", sc[a], co[b], v, nn, st[si]);
+                        dat_num(dat, lr);
+                        dat_num(dat, min_lr);
+                        fprintf(dat, " %d %d %d %d %d", warmup, r0->batch, r0->grad_accum, nst_c[0], nrun);
+                        const double rest[] = {ms[0][0], ms[0][1], ms[1][0], ms[1][1], ms[2][0], ms[2][1], dm, dlo, dhi};
+                        for (size_t q = 0; q < sizeof rest / sizeof rest[0]; q++) dat_num(dat, rest[q]);
+                        fputc('\n', dat);
                     }
                     char mn[96];
                     method_n(mn, sizeof mn, v, nn);
@@ -794,12 +831,14 @@ static void table_recipes(an_ctx *c) {
         }
     tbl_write(c, &t, "recipes", t.nrows
               ? "Recipes: the runs of a scale and corpus that were trained with different learning rates, batches or "
-                "schedules (a sweep), a row per method and recipe (its fields that differ), learning rates ascending. "
+                "schedules (a sweep), a row per method and recipe (its fields that differ), learning rates ascending "
+                "(the same in numbers: data/recipes.csv). "
                 "Losses and out-of-domain perplexity (geometric mean over the corpora) are mean ± std over the "
                 "finished seeds; Δ val vs RC paired by seed within the recipe; a run that did not finish (diverged, stopped, still running) counts in runs only."
               : "Recipes: every scale and corpus holds runs of one optimisation recipe (no learning-rate or schedule "
                 "sweep): Table 1 has them.");
     tbl_free(&t);
+    if (dat) an_close(dat);
 }
 
 static void table_throughput(an_ctx *c) {
