@@ -393,7 +393,7 @@ int grid_main(int argc, char **argv) {
            "  %d at a time, %d thread%s each (%d core%s)\n",
            path, total, total == 1 ? "" : "s", g.out, r.nq, finished, diverged, busy, refused, j, threads,
            threads == 1 ? "" : "s", cores, cores == 1 ? "" : "s");
-    /* a runner started with SIGINT ignored keeps it so (run_points), its points too: say
+    /* a runner started with SIGINT ignored keeps it so (grid_run_points), its points too: say
        how it stops instead, since a Ctrl-C or `kill -INT` would go unanswered */
     if (r.nq > 0 && stop_signal_ignored(SIGINT))
         printf("  SIGINT (Ctrl-C) is ignored: the runner started with it ignored (a script's background job), as "
