@@ -118,6 +118,13 @@ int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose);
  * such corpus, naming the sizes and a run of each (an_runset_load prints them on stderr).
  * Returns the number of such corpora. */
 int an_corpus_builds_warn(const an_runset *rs, FILE *f);
+/* The most runs a table cell or figure takes of one method at one scale and corpus (the
+ * callers' arrays of an_cell_runs): past it, the lowest seeds. */
+#define AN_CELL_CAP 64
+/* Methods with more than AN_CELL_CAP comparison runs at one scale and corpus (a large
+ * sweep): a warning on f for each, naming the count and what is left out (an_runset_load
+ * prints them on stderr). Returns the number of such cells. */
+int an_cell_cap_warn(const an_runset *rs, FILE *f);
 /* Whether the runs idx[0..k) of rs hold two of different builds of their corpus. */
 int an_corpus_builds_differ(const an_runset *rs, const int *idx, int k);
 void an_runset_free(an_runset *rs);
@@ -180,8 +187,9 @@ int an_write_csvs(const char *out);
 int an_write_tables(an_ctx *c);
 /* Pick the primary scale and corpus (see an_ctx). */
 void an_pick_primary(an_ctx *c);
-/* The runs of variant v in scale/corpus (non-bench), sorted by seed, into idx (cap
- * entries); returns the count. NULL scale/corpus match any. */
+/* The runs of variant v in scale/corpus (non-bench), sorted by seed, into idx: the cap of
+ * the lowest seeds where there are more (an_cell_cap_warn says so); returns the count.
+ * NULL scale/corpus match any. */
 int an_cell_runs(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
                  int *idx, int cap);
 /* an_cell_runs of the runs trained for `steps` steps (train.steps; 0: any). */

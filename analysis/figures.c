@@ -29,8 +29,8 @@ int an_cell_runs(const an_runset *rs, const char *scale, const char *corpus, con
 
 int an_cell_runs_steps(const an_runset *rs, const char *scale, const char *corpus, const char *variant, int n,
                        int steps, int *idx, int cap) {
-    int k = 0;
-    for (int i = 0; i < rs->n && k < cap; i++) {
+    int k = 0, *all = malloc_check((size_t)(rs->n > 0 ? rs->n : 1) * sizeof(int));
+    for (int i = 0; i < rs->n; i++) {
         const an_run *r = &rs->r[i];
         if (r->bench) continue;
         if (scale && strcmp(r->scale, scale)) continue;
@@ -38,13 +38,17 @@ int an_cell_runs_steps(const an_runset *rs, const char *scale, const char *corpu
         if (variant && strcmp(r->variant, variant)) continue;
         if (n && r->n != n) continue;
         if (steps && r->steps != steps) continue;
-        idx[k++] = i;
+        all[k++] = i;
     }
-    /* sort by seed (insertion sort; a handful of runs) */
+    /* sort by seed (insertion sort, stable: runs of one seed in the order read), then the
+       lowest cap of them */
     for (int a = 1; a < k; a++)
-        for (int b = a; b > 0 && rs->r[idx[b]].seed < rs->r[idx[b - 1]].seed; b--) {
-            int t = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = t;
+        for (int b = a; b > 0 && rs->r[all[b]].seed < rs->r[all[b - 1]].seed; b--) {
+            int t = all[b]; all[b] = all[b - 1]; all[b - 1] = t;
         }
+    if (k > cap) k = cap;
+    memcpy(idx, all, (size_t)k * sizeof(int));
+    free(all);
     return k;
 }
 

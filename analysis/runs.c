@@ -333,7 +333,31 @@ int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
         }
     }
     an_corpus_builds_warn(rs, stderr);
+    an_cell_cap_warn(rs, stderr);
     return rs->n;
+}
+
+int an_cell_cap_warn(const an_runset *rs, FILE *f) {
+    int cells = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const an_run *a = &rs->r[i];
+        if (a->bench) continue;
+        int first = 1, k = 1; /* a is the first run of its cell; k its cell's runs */
+        for (int j = 0; j < rs->n && first; j++) {
+            const an_run *b = &rs->r[j];
+            if (j == i || b->bench || strcmp(b->variant, a->variant) || strcmp(b->scale, a->scale) ||
+                strcmp(b->corpus, a->corpus))
+                continue;
+            if (j < i) first = 0;
+            else k++;
+        }
+        if (!first || k <= AN_CELL_CAP) continue;
+        fprintf(f, "s2hc: warning: %s has %d runs at scale %s on corpus '%s', more than the %d a table cell or "
+                "figure takes: they use the %d of the lowest seeds (analyse a sweep's parts apart to see every run)\n",
+                a->variant, k, a->scale, a->corpus, AN_CELL_CAP, AN_CELL_CAP);
+        cells++;
+    }
+    return cells;
 }
 
 int an_corpus_builds_warn(const an_runset *rs, FILE *f) {

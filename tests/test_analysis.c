@@ -912,6 +912,39 @@ static void test_corpus_builds(void) {
     an_runset_free(&rs);
 }
 
+/* A method with more runs at one scale and corpus than a cell takes (AN_CELL_CAP) is said
+ * so, once, and the cell holds its lowest seeds whatever order the runs were read in;
+ * a method at the cap is not warned of. */
+static void test_cell_cap(void) {
+    const int n = AN_CELL_CAP + 6;
+    an_runset rs = {0};
+    rs.r = calloc((size_t)n + AN_CELL_CAP, sizeof *rs.r);
+    for (int i = 0; i < n + AN_CELL_CAP; i++) {
+        an_run *r = &rs.r[i];
+        snprintf(r->variant, sizeof r->variant, "%s", i < n ? "s2hc" : "mhc");
+        snprintf(r->scale, sizeof r->scale, "tiny");
+        snprintf(r->corpus, sizeof r->corpus, "synth");
+        r->seed = (uint64_t)(i < n ? n - i : i); /* s2hc read highest seed first */
+        r->n = 4;
+    }
+    rs.n = n + AN_CELL_CAP;
+    FILE *f = tmpfile();
+    CHECK(an_cell_cap_warn(&rs, f) == 1, "one cell past the cap (mhc has exactly %d runs)", AN_CELL_CAP);
+    char text[1024] = "";
+    rewind(f);
+    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    fclose(f);
+    CHECK(strstr(text, "s2hc has 70 runs at scale tiny on corpus 'synth', more than the 64") && !strstr(text, "mhc"),
+          "the warning names the method, its count and the cap: %s", text);
+    int idx[AN_CELL_CAP];
+    const int k = an_cell_runs(&rs, "tiny", "synth", "s2hc", 0, idx, AN_CELL_CAP);
+    int low = k == AN_CELL_CAP;
+    for (int i = 0; i < k; i++) low &= rs.r[idx[i]].seed == (uint64_t)(i + 1);
+    CHECK(low, "the cell holds seeds 1..%d in order (%d runs, first seed %llu)", AN_CELL_CAP, k,
+          k ? (unsigned long long)rs.r[idx[0]].seed : 0ULL);
+    free(rs.r);
+}
+
 /* Every variant the options make has its rows: s2hc with both options, s2hc_rot and
  * orthogonal with the expm core (neither pooled with its Cayley runs), and s2hc_rot's
  * unused init changes nothing. */
@@ -1160,6 +1193,7 @@ int main(void) {
     T_RUN(test_recipes);
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
+    T_RUN(test_cell_cap);
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
     T_RUN(test_verdict_text);
