@@ -119,7 +119,7 @@ static const an_table_sec tables[] = {
 static void report_usage(FILE *f) {
     fprintf(f,
             "usage: s2hc report RUNS_OR_GRID_DIRS... -o OUT [--no-analyze] [--no-plots]\n"
-            "                   [--plots DIR] [--title TEXT]\n\n"
+            "                   [--plots DIR] [--title TEXT] [-q]\n\n"
             "Build OUT/index.html for any set of runs: analyze them (s2hc analyze ... -o OUT), draw\n"
             "every figure with gnuplot (DIR/<figure>.gp, DIR = plots by default) and write one page\n"
             "with a section per figure and table, the paper's numbers beside ours, and the claims\n"
@@ -127,6 +127,7 @@ static void report_usage(FILE *f) {
             "  -o OUT          output directory (default out/report)\n"
             "  --no-analyze    use OUT/data and OUT/tables as they are (make paper does this)\n"
             "  --no-plots      do not run gnuplot (use the figures already in OUT)\n"
+            "  -q              quiet: no progress lines from the analysis\n"
             "  --plots DIR     where the figure scripts are (default ./plots when it holds style.gp, else plots/\n"
             "                  beside bin/)\n"
             "  --title TEXT    the page's title and heading (default: the paper's figures and tables)\n\n"
@@ -334,9 +335,9 @@ static int run_plots(const char *out, const char *plots) {
 
 int report_main(int argc, char **argv) {
     const char *out = "out/report", *plots = "plots", *title = "s²HC: the paper's figures and tables, regenerated";
-    int analyze = 1, draw = 1, plots_given = 0;
-    char **args = calloc_check((size_t)argc + 4, sizeof *args);
-    int na = 4; /* analyze -o OUT -- RUNS...: the runs after "--", so that one named -x stays a run */
+    int analyze = 1, draw = 1, plots_given = 0, quiet = 0;
+    char **args = calloc_check((size_t)argc + 5, sizeof *args);
+    int na = 5; /* analyze [-q] -o OUT -- RUNS...: the runs after "--", so that one named -x stays a run */
     int ended = 0;
     for (int i = 1; i < argc; i++) {
         const int kind = opt_kind(argv[i], &ended);
@@ -349,6 +350,7 @@ int report_main(int argc, char **argv) {
         else if ((v = opt_arg(argc, argv, &i, "--title", 1))) title = v;
         else if (!strcmp(argv[i], "--no-analyze")) analyze = 0;
         else if (!strcmp(argv[i], "--no-plots")) draw = 0;
+        else if (!strcmp(argv[i], "-q")) quiet = 1;
         else {
             fprintf(stderr, "s2hc: error: unknown option '%s'%s\n\n", argv[i],
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
@@ -375,17 +377,19 @@ int report_main(int argc, char **argv) {
         return 2;
     }
     if (analyze) {
-        if (na == 4) {
+        if (na == 5) {
             fprintf(stderr, "s2hc: error: no runs given\n\n");
             report_usage(stderr);
             free(args);
             return 2;
         }
-        args[0] = "analyze";
-        args[1] = "-o";
-        args[2] = (char *)out;
-        args[3] = "--";
-        int rc = analyze_main(na, args);
+        char **a = quiet ? args : args + 1; /* -q only when given */
+        a[0] = "analyze";
+        if (quiet) a[1] = "-q";
+        a[quiet + 1] = "-o";
+        a[quiet + 2] = (char *)out;
+        a[quiet + 3] = "--";
+        int rc = analyze_main(na - !quiet, a);
         if (rc) { free(args); return rc; }
     }
     free(args);

@@ -124,6 +124,11 @@ grep -q "cos_identity = 1" "$OUT/data/meta.gp" && ok "identity baseline present"
 # the page for a single run works too
 expect_status 0 "report on one run" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one"
 [ -s "$TMP/one/index.html" ] && [ -s "$TMP/one/fig01_overview.png" ] && ok "one-run page" || fail "one-run page missing"
+grep -q "^s2hc analyze: 1 runs" "$TMP/out" && ok "report says the analysis's runs" || fail "report: no analyze line"
+# -q, as analyze takes it: no progress lines from the analysis, the page's line still
+expect_status 0 "report -q" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/oneq" -q --no-plots
+! grep -q "^s2hc analyze: " "$TMP/out" && grep -q "^s2hc report: $TMP/oneq/index.html" "$TMP/out" && [ -s "$TMP/oneq/index.html" ] \
+  && ok "report -q: the page, no analysis progress" || fail "report -q: $(head -3 "$TMP/out")"
 # an -o too long for the files under it is refused before anything is written (at 1019
 # bytes OUT/data was cut to OUT/dat and the tables went to OUT/tab); at the limit it works
 long="$TMP/long/$(printf '%0250d' 0)/$(printf '%0250d' 0)/$(printf '%0250d' 0)"
