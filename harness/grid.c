@@ -385,7 +385,15 @@ int grid_main(int argc, char **argv) {
         default: r.queue[r.nq++] = i;
         }
     }
-    if (job < 0) fit_jobs(r.nq, cores, cap, &j, &threads);
+    /* the cores are shared by the points that will train: one that `s2hc train --resume`
+       refuses at once is queued for its message, but takes no share (as --dry-run counts) */
+    int nrun = 0;
+    for (int k = 0; k < r.nq; k++) {
+        char why[1700];
+        const int i = r.queue[k];
+        nrun += r.st[i].state == GS_CHANGED || !resume_refused(&pts[i], &r.st[i], why, sizeof why);
+    }
+    if (job < 0) fit_jobs(nrun, cores, cap, &j, &threads);
     r.j = j;
     r.threads = threads;
     int total = job >= 0 ? 1 : n;

@@ -300,6 +300,20 @@ echo "not a run file" > "$P/p/run.h5"
 expect_status 0 "--dry-run of a point whose run.h5 cannot be read" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P" --dry-run
 expect_out "p: fail: \`s2hc train --resume\` refuses it: .*/p/run.h5: .*HDF5" "--dry-run says the resume refuses its run.h5"
 cp "$TMP/p-run.h5" "$P/p/run.h5"
+# the cores go to the points that will train: beside that refused point a fresh one runs
+# alone, with both cores' threads, as --dry-run says (it had run 2 at a time, 1 thread)
+P2=$TMP/share
+sed 's/residual.method: \[identity\]/residual.method: [identity, hc]/; s/name: "p"/name: "{residual.method}"/' \
+  "$TMP/nockpt.yaml" > "$TMP/share.yaml"
+expect_status 0 "the identity point alone (--job 0)" -- "$S2HC" grid "$TMP/share.yaml" --out "$P2" --job 0
+echo "not a run file" > "$P2/identity/run.h5" # `train --resume` refuses it at once
+expect_status 0 "--dry-run of a refused point and a fresh one" -- env SLURM_CPUS_PER_TASK=2 "$S2HC" grid "$TMP/share.yaml" \
+  --out "$P2" --dry-run
+expect_out "identity: fail: \`s2hc train --resume\` refuses it" "the identity point is refused"
+expect_out "would run 1 \(1 at a time, 2 threads each\)" "the fresh point alone, 2 threads"
+expect_status 1 "the grid of a refused point and a fresh one" -- env SLURM_CPUS_PER_TASK=2 "$S2HC" grid "$TMP/share.yaml" \
+  --out "$P2"
+expect_out "1 at a time, 2 threads each \(2 cores\)" "the runner shares the cores as the dry run said"
 
 # ---- points that end while the next one starts: a child between fork and exec holds
 # no other point's lock, so the runner, index.csv and other runners see that point ended
