@@ -2547,8 +2547,8 @@ static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc
             mm(qkv, ln, BP(m, b, B_QKVW), BP(m, b, B_QKVB), N, C, 3 * C);
             prof_tick(PROF_MATMUL);
             if (kv) {
-                const size_t cache = (size_t)blk * B * T * C; /* block blk's (B, T, C) */
-                attention_decode(atty, qkv, kv->k + cache, kv->v + cache, B, pos, T, C, NH);
+                const size_t cache = (size_t)blk * B * kv->T * C; /* block blk's (B, T, C) */
+                attention_decode(atty, qkv, kv->k + cache, kv->v + cache, B, pos, kv->T, C, NH);
             } else
                 attention_forward(atty, att, qkv, B, T, C, NH);
             prof_tick(PROF_ATTENTION);
@@ -2633,14 +2633,38 @@ void model_streams_forward(gpt_model *m, const real *X0, int branches) {
     sublayers_forward(m, m->B, branches, NULL, NULL, NULL, 0);
 }
 
-void model_kv_alloc(model_kv *kv, const gpt_model *m, int B) {
+/* The activations and their gradients' buffers freed: the next forward allocates them
+ * for its batch (model_forward's check of m->B). */
+static void acts_release(gpt_model *m) {
+    free(m->acts);
+    free(m->grad_acts);
+    free(m->inputs);
+    free(m->targets);
+    free(m->dtheta_thread);
+    free(m->slice_grads);
+    m->acts = m->grad_acts = m->dtheta_thread = m->slice_grads = NULL;
+    m->inputs = m->targets = NULL;
+    m->B = 0;
+}
+
+void model_kv_alloc(model_kv *kv, gpt_model *m, int B) {
     const size_t n = (size_t)m->L * (size_t)B * (size_t)m->T * (size_t)m->C;
     kv->k = malloc_check(n * sizeof(real));
     kv->v = malloc_check(n * sizeof(real));
     kv->B = B;
+    kv->T = m->T;
+    /* while decoding, the activations hold one token of each sequence (the model's T is 1:
+       B rows), not B whole windows: an M model's 2 GB of them for one sequence */
+    acts_release(m);
+    m->T = 1;
+    model_alloc_acts(m, B);
 }
 
-void model_kv_free(model_kv *kv) {
+void model_kv_free(model_kv *kv, gpt_model *m) {
+    if (kv->k && m->T != kv->T) { /* the windows' T again, for the next forward */
+        acts_release(m);
+        m->T = kv->T;
+    }
     free(kv->k);
     free(kv->v);
     kv->k = kv->v = NULL;
@@ -2648,8 +2672,8 @@ void model_kv_free(model_kv *kv) {
 
 const real *model_decode(gpt_model *m, model_kv *kv, const int *tokens, int pos) {
     const int B = kv->B, C = m->C;
-    if (pos < 0 || pos >= m->T) die(1, "model_decode: position %d outside 0..%d", pos, m->T - 1);
-    if (!m->acts || m->B != B) model_alloc_acts(m, B);
+    if (pos < 0 || pos >= kv->T) die(1, "model_decode: position %d outside 0..%d", pos, kv->T - 1);
+    if (m->T != 1 && kv->T != 1) die(1, "model_decode: the model's activations are not model_kv_alloc's");
     act_layout a = layout_acts(m, B);
     real *enc = m->acts + a.enc;
     const real *wte = P(m, 0), *wpe = P(m, 1) + (size_t)pos * C;

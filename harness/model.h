@@ -181,10 +181,14 @@ const real *model_logits(const gpt_model *m);
  * values (L, B, T, C each) of the tokens given so far, for B sequences. */
 typedef struct {
     real *k, *v;
-    int B;
+    int B, T; /* sequences, and the window's length (block_size) */
 } model_kv;
-void model_kv_alloc(model_kv *kv, const gpt_model *m, int B);
-void model_kv_free(model_kv *kv);
+/* The cache for B sequences; until model_kv_free the model's activations hold one token
+ * of each (its T reads 1), for model_decode only. */
+void model_kv_alloc(model_kv *kv, gpt_model *m, int B);
+/* The cache freed (kv zeroed: a second call does nothing), the model's T restored: its
+ * next forward allocates the activations of whole windows again. */
+void model_kv_free(model_kv *kv, gpt_model *m);
 /* tokens[b] (B of them) at position pos (0..T-1) of sequence b, once positions 0..pos-1
  * were given in order: its keys and values join kv, and the result is the logits (B, V)
  * of the next token, what model_forward gives at row pos of the same sequences to float

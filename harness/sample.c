@@ -109,12 +109,15 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
         }
         if (cached && i + 1 < ntok) {
             if (len < T) logits = model_decode(m, &kv, next, len); /* at the drawn token's position */
-            else cached = 0;
+            else {
+                cached = 0;
+                model_kv_free(&kv, m); /* whole windows from here */
+            }
         }
         if (len < T) len++;
         if (progress) progress(i + 1, ctx);
     }
-    model_kv_free(&kv);
+    model_kv_free(&kv, m);
     free(next);
     free(rng);
     free(in);

@@ -247,7 +247,10 @@ static void test_decode(void) {
         real *full = malloc((size_t)B * T * V * sizeof(real));
         memcpy(full, model_logits(&m), (size_t)B * T * V * sizeof(real));
         model_kv kv;
+        const size_t whole = m.n_acts; /* B windows' activations */
         model_kv_alloc(&kv, &m, B);
+        CHECK(m.n_acts * (size_t)T <= whole, "%s: decoding holds %zu activations, B windows %zu", methods[mi], m.n_acts,
+              whole);
         double worst = 0, scale = 0;
         for (int t = 0; t < T; t++) {
             for (int b = 0; b < B; b++) tok[b] = in[b * T + t];
@@ -261,7 +264,8 @@ static void test_decode(void) {
         }
         CHECK(scale > 0.1 && worst <= 1e-4 * scale, "%s: decoded logits differ from the forward's by %.3g (largest %.3g)",
               methods[mi], worst, scale);
-        model_kv_free(&kv);
+        model_kv_free(&kv, &m);
+        CHECK(m.T == T, "%s: T %d after the cache, not %d", methods[mi], m.T, T);
         free(full);
         const int prompt[3] = {10, 200, 33}, ntok = 9;
         int a[2 * 9], b[2 * 9];
