@@ -89,7 +89,7 @@ typedef struct {
                              model_backward called on their own (evals, probes) keep them in fp32 */
     int stream_bf16_on;   /* set by model_forward_backward for the step it runs (stream_bf16) */
     int stream_blocks;    /* 1 (model_build): the training steps keep each token's streams in
-                             channel blocks (the frame's faster layout, harness/model.c); model_forward
+                             channel blocks (the frame's faster layout, kernels/cpu/hc_frame.c); model_forward
                              and model_backward called on their own keep them in rows, stream by
                              stream. 0: rows in the training steps too (tests compare the two) */
     int stream_blk_on;    /* set by model_forward_backward for the step it runs (stream_blocks) */

@@ -14,7 +14,7 @@
 BENCH_ARGS ?=
 FRAME_ARGS ?=
 LAYOUT_ARGS ?=
-# tools/frame_bench.c includes harness/model.c (its static frame functions), so it links
+# tools/frame_bench.c includes harness/model.c (its static frame regions), so it links
 # everything but model.o (and compiles at -O0 in the sanitizer build, Makefile).
 FRAME_BENCH := $(BUILD)/tools/frame_bench
 

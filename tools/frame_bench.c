@@ -3,9 +3,10 @@
  * `s2hc bench` times whole steps, whose noise on a shared machine (±3 %) hides changes
  * of a millisecond or two in the frame; this program times the frame's own regions and
  * their parts, one thread, in nanoseconds per token and sublayer, so that a change to
- * harness/model.c's frame can be measured before it is judged (docs/performance.md, log
- * item 16 and "Where the time goes now"). It includes harness/model.c to reach its
- * static functions: what it times is the code the model runs.
+ * the frame (harness/model.c's regions, the kernels of kernels/cpu/hc_frame.c) can be
+ * measured before it is judged (docs/performance.md, log item 16 and "Where the time goes
+ * now"). It includes harness/model.c to reach its static regions: what it times is the
+ * code the model runs.
  *
  *   cold   the streams are out of cache, as after a sublayer's own work in a step: a
  *          32 MB write between passes evicts them. Best of --reps, over the sublayers.
@@ -25,8 +26,8 @@
  * a twin model whose training step stored its streams in bf16 (residual.stream_precision);
  * the other parts, which run the same code on fp32 rows either way, on the fp32 model.
  *
- * The streams are in a training step's layout, channel blocks (harness/model.c, hc_xv); with
- * --rows, stream by stream, as evaluations keep them.
+ * The streams are in a training step's layout, channel blocks (kernels/cpu/hc_frame.c,
+ * hc_xv); with --rows, stream by stream, as evaluations keep them.
  *
  * usage: frame_bench [--preset tiny|small] [--n N] [--methods a,b,...] [--reps R] [--bf16]
  *                    [--stream-bf16] [--rows]

@@ -103,8 +103,8 @@ static inline float cpu_expf(float x) {
  * as -march=native makes it anyway). A vector wider than the target's registers is not
  * an option: GCC lowers it through the stack, and the frame's loops ran 7-17x slower so
  * (docs/performance.md, log item 37). CPU_NREGS is how many such registers the target
- * has, for the tiles that keep many accumulators (harness/model.c). Multiply and add are
- * separate operations (no FMA contraction under -std=c11), as in the scalar tails. */
+ * has, for the tiles that keep many accumulators (kernels/cpu/hc_frame.c). Multiply and
+ * add are separate operations (no FMA contraction under -std=c11), as in the scalar tails. */
 #ifdef __AVX512F__
 #define CPU_VB 64
 #define CPU_NREGS 32

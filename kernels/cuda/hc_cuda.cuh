@@ -24,7 +24,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/hc_math.h"
 
-#define HC_RMS_EPS 1e-6 /* = RMS_EPS of harness/model.c (the frame's RMSNorm) */
+#define HC_RMS_EPS 1e-6 /* = RMS_EPS of kernels/cpu/hc_frame.c (the frame's RMSNorm) */
 
 /* Copy a host spec to `dev`, with perms (mhc_lite, kromhc) uploaded to device memory. */
 void hc_spec_to_device(const hc_spec *host, hc_spec *dev);
