@@ -163,26 +163,24 @@ $(BUILD)/dbl/%.o: %.c $(CC_STAMP)
 # Each test compiles to its own object, then links: a new commit (version.o) or a change
 # to the library relinks the tests without compiling them again.
 $(DTEST_OBJ): CFLAGS += -DS2HC_DOUBLE
-$(filter-out $(BUILD)/tests/test_frame,$(TEST_BIN)): %: %.o $(LIB_OBJ)
+$(TEST_BIN): %: %.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
 # In the sanitizer build, the objects that take a minute or more to compile at -O1 under
 # the sanitizers (kernels/hc_math.h's vector code inlined many times over) and whose code
-# runs for seconds in the suite compile at -O0: test_frame and frame_bench (each includes
-# model.c) 98 and 91 s of CPU against 23, test_variants 62 against 3 (its run 1.7 -> 4.6 s),
-# bench.o 59 against 2.5 (bench_cli.sh's time the same), and the double-precision
-# model.o 82 against 15 (dbl_model's run 9.6 -> 15.4 s), measured with the frame's kernels
-# in model.c: their file now, kernels/cpu/hc_frame.c, compiles so too.
+# runs for seconds in the suite compile at -O0: frame_bench (it includes model.c) 91 s of
+# CPU against 23, test_variants 62 against 3 (its run 1.7 -> 4.6 s), bench.o 59 against
+# 2.5 (bench_cli.sh's time the same), and the double-precision model.o 82 against 15
+# (dbl_model's run 9.6 -> 15.4 s), measured with the frame's kernels in model.c: their
+# file now, kernels/cpu/hc_frame.c, compiles so too.
 ifeq ($(SAN),1)
-$(BUILD)/tests/test_frame.o $(BUILD)/tools/frame_bench.o $(BUILD)/tests/test_variants.o $(BUILD)/harness/bench.o \
+$(BUILD)/tools/frame_bench.o $(BUILD)/tests/test_variants.o $(BUILD)/harness/bench.o \
   $(BUILD)/dbl/harness/model.o $(BUILD)/dbl/kernels/cpu/hc_frame.o: CFLAGS += -O0
 endif
 
-# tests/test_frame.c includes harness/model.c to reach its static frame kernels, so it
-# links everything but model.o (as tools/frame_bench does, mk/bench.mk).
+# tools/frame_bench.c includes harness/model.c to reach its static frame regions, so it
+# links everything but model.o (mk/bench.mk).
 LIB_OBJ_NO_MODEL := $(filter-out $(BUILD)/harness/model.o,$(LIB_OBJ))
-$(BUILD)/tests/test_frame: $(BUILD)/tests/test_frame.o $(LIB_OBJ_NO_MODEL)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIB_OBJ_NO_MODEL) $(LDLIBS)
 
 $(DTEST_BIN): %: %.o $(DBL_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $< $(DBL_OBJ) $(LDLIBS)

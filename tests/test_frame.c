@@ -1,5 +1,5 @@
-/* test_frame.c: the frame's own small-product kernels in harness/model.c (static, so this
- * test includes the file) against sums in double:
+/* test_frame.c: the frame's own small-product kernels (kernels/cpu/hc_frame.c) against sums
+ * in double:
  *   hc_x_wt   Z = X W^T     (the coefficient projection z = X W'^T)
  *   hc_at_x   M += A^T X    (the dW product M = (r dz)^T X)
  * over shapes that reach every tile size and every tail (rows not a multiple of the row
@@ -7,9 +7,10 @@
  * within the float rounding bound of its sum; and a row's z the same bits wherever it
  * sits in a block (a full tile or the tail), so chunk and thread boundaries do not move
  * a token's coefficients. */
-#include "../harness/model.c"
 #include <float.h>
-#include "t.h"
+#include "kernels/cpu/hc_frame.h"
+#include "harness/util.h"
+#include "tests/t.h"
 
 static void fill(real *v, size_t n, rng_t *r) {
     for (size_t i = 0; i < n; i++) v[i] = (real)(2 * rng_uniform(r) - 1);

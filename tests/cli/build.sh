@@ -31,7 +31,7 @@ if [ -f "$S" ] && [ -f "$B/harness/version.o" ]; then
   make -n $SANARG "$B/harness/version.o" 2>&1 | grep -q -- "-DS2HC_GIT='\"$(git rev-parse --short HEAD)" \
     && ok "version.o is rebuilt, with the tree's commit, when the stamp names another" \
     || fail "version.o not rebuilt after the commit changed (the version string would go stale)"
-  # and the tests relink with it, without compiling again (test_frame's model.c takes ~25 s)
+  # and the tests relink with it, without compiling again
   make -n $SANARG "$B/tests/test_frame" "$B/tests/test_variants" >"$TMP/vout" 2>&1
   grep -q -- "-o $B/tests/test_frame " "$TMP/vout" && grep -q -- "-o $B/tests/test_variants " "$TMP/vout" \
     && ok "after a new commit the tests relink" || fail "the tests do not relink with a new version.o"
