@@ -1,5 +1,5 @@
-/* test_frame.c: the frame's own small-product kernels (kernels/cpu/hc_frame.c) against sums
- * in double:
+/* test_frame.c: the frame's own small-product kernels (kernels/cpu/hc_frame.c, with bf16
+ * operands hc_proj_bf16.c) against sums in double:
  *   hc_x_wt   Z = X W^T     (the coefficient projection z = X W'^T)
  *   hc_at_x   M += A^T X    (the dW product M = (r dz)^T X)
  * over shapes that reach every tile size and every tail (rows not a multiple of the row

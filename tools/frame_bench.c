@@ -3,10 +3,10 @@
  * `s2hc bench` times whole steps, whose noise on a shared machine (±3 %) hides changes
  * of a millisecond or two in the frame; this program times the frame's own regions and
  * their parts, one thread, in nanoseconds per token and sublayer, so that a change to
- * the frame (harness/model.c's regions, the kernels of kernels/cpu/hc_frame.c) can be
- * measured before it is judged (docs/performance.md, log item 16 and "Where the time goes
- * now"). It includes harness/model.c to reach its static regions: what it times is the
- * code the model runs.
+ * the frame (harness/model.c's regions, the kernels of kernels/cpu/hc_frame.c and
+ * hc_proj_bf16.c) can be measured before it is judged (docs/performance.md, log item 16
+ * and "Where the time goes now"). It includes harness/model.c to reach its static
+ * regions: what it times is the code the model runs.
  *
  *   cold   the streams are out of cache, as after a sublayer's own work in a step: a
  *          32 MB write between passes evicts them. Best of --reps, over the sublayers.

@@ -1,9 +1,9 @@
 /* hc_frame.h: internal to the CPU model (harness/model.c), its tests and tools/frame_bench.
- * The hyper-connection frame's kernels on the CPU (kernels/cpu/hc_frame.c): the layout of a
- * token's n streams, the coefficient projection's products (register tiles in fp32, with
- * bf16 operands by vdpbf16ps or by AMX tiles), the streams stored in bf16, the write-back
- * and the per-token work of the backward. They take pointers and sizes (hc_dims, hc_params);
- * harness/model.c runs them in its frame regions (docs/performance.md).
+ * The hyper-connection frame's kernels on the CPU: the layout of a token's n streams, the
+ * coefficient projection's products (register tiles in fp32, hc_frame.c; with bf16 operands
+ * by vdpbf16ps or by AMX tiles, hc_proj_bf16.c), the streams stored in bf16, the write-back
+ * and the per-token work of the backward (hc_frame.c). They take pointers and sizes
+ * (hc_dims, hc_params); harness/model.c runs them in its frame regions (docs/performance.md).
  */
 #ifndef S2HC_HC_FRAME_H
 #define S2HC_HC_FRAME_H
@@ -72,6 +72,16 @@ typedef struct {
     int k;
 } hc_zero_cursor;
 
+/* The register tiles of z = X W'^T (hc_x_wt, hc_frame.c, says why; hc_x_wt_bf16 takes the
+ * same): HC_XW_R rows by up to HC_XW_K outputs. */
+#if CPU_NREGS >= 32
+#define HC_XW_R 4 /* 24 accumulators, 4 x vectors, a w vector: 29 of 32 registers */
+#define HC_XW_K 6
+#else
+#define HC_XW_R 2 /* 12 + 2 + 1 of 16 (3 x 4 measured 30 % slower: K = 17 left a tile of 1) */
+#define HC_XW_K 6
+#endif
+
 static inline size_t hc_max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 /* The dX pass's projection terms by AMX (one norm row per token): a group's products
@@ -137,6 +147,7 @@ void hc_scaled_weight_pairs_bf16(real *restrict Wp, const hc_params *p, const hc
 void hc_scaled_weight_bf16(real *restrict Wf, const hc_params *p, const hc_dims *d, int amx);
 #endif
 #if HC_AMX
+void hc_scaled_weight_dx_amx(real *restrict Wp, const hc_params *p, const hc_dims *d);
 void hc_amx_begin(void);
 void hc_dx_products_amx(const real *dz, int g, int Kr, size_t nC, const real *Wp, uint32_t *za, real *pz);
 #endif
