@@ -464,14 +464,23 @@ static int slices_for(const gpt_model *m, int B) {
     return S > 1 && B >= S && strcmp(m->cfg.parallel, "ops") != 0 ? S : 1;
 }
 
-void model_alloc_acts(gpt_model *m, int B) {
-    if (m->acts && m->B == B && m->n_slices == slices_for(m, B)) return;
+/* The activations and their gradients' buffers freed: the next forward allocates them
+ * for its batch (model_forward's check of m->B). */
+static void acts_release(gpt_model *m) {
     free(m->acts);
     free(m->grad_acts);
     free(m->inputs);
     free(m->targets);
     free(m->dtheta_thread);
     free(m->slice_grads);
+    m->acts = m->grad_acts = m->dtheta_thread = m->slice_grads = NULL;
+    m->inputs = m->targets = NULL;
+    m->B = 0;
+}
+
+void model_alloc_acts(gpt_model *m, int B) {
+    if (m->acts && m->B == B && m->n_slices == slices_for(m, B)) return;
+    acts_release(m);
     m->B = B;
     act_layout a = layout_acts(m, B);
     grad_layout g = layout_grads(m, B);
@@ -1079,20 +1088,6 @@ void model_streams_forward(gpt_model *m, const real *X0, int branches) {
     act_layout a = layout_acts(m, m->B);
     memcpy(m->acts + a.streams, X0, a.s_streams * sizeof(real));
     sublayers_forward(m, m->B, branches, NULL, NULL, NULL, 0);
-}
-
-/* The activations and their gradients' buffers freed: the next forward allocates them
- * for its batch (model_forward's check of m->B). */
-static void acts_release(gpt_model *m) {
-    free(m->acts);
-    free(m->grad_acts);
-    free(m->inputs);
-    free(m->targets);
-    free(m->dtheta_thread);
-    free(m->slice_grads);
-    m->acts = m->grad_acts = m->dtheta_thread = m->slice_grads = NULL;
-    m->inputs = m->targets = NULL;
-    m->B = 0;
 }
 
 void model_kv_alloc(model_kv *kv, gpt_model *m, int B) {
