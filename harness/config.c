@@ -121,6 +121,10 @@ static const cfg_key cfg_keys[] = {
     KINT("train.steps", steps, "1000", 1, INT_MAX, "optimizer steps"),
     KREAL("train.lr", lr, "1e-3", 0, 1, 10, 0, "peak learning rate (after warm-up; cosine decay to train.min_lr)"),
     KREAL("train.min_lr", min_lr, "1e-4", 0, 0, 10, 0, "final learning rate of the cosine decay; at most train.lr"),
+    KREAL("train.min_lr_ratio", min_lr_ratio, "0", 0, 0, 1, 0,
+          "the final learning rate as a fraction of train.lr: > 0 sets train.min_lr to train.lr x this, so it follows "
+          "train.lr (a learning-rate sweep); 0: off, train.min_lr gives it. A later train.min_lr (--set, a grid's "
+          "set:) turns it off; one file may not set both"),
     KINT("train.warmup", warmup, "100", 0, INT_MAX, "linear warm-up steps; at most train.steps (equal: no decay)"),
     KREAL("train.weight_decay", weight_decay, "0.1", 0, 0, 10, 0, "AdamW decoupled weight decay"),
     KBOOL("train.decay_1d", decay_1d, "false",
@@ -646,6 +650,7 @@ static int set_scalar(s2hc_config *c, const cfg_key *k, scalar_t v, char *err, s
             return -1;
         }
         *(double *)member(c, k) = x == 0 ? 0.0 : x; /* -0 is 0 */
+        if (k->off == offsetof(s2hc_config, min_lr)) c->min_lr_ratio = 0; /* a final rate given outright */
         break;
     }
     case K_ENUM:
@@ -861,6 +866,15 @@ static int apply_document(s2hc_config *c, yaml_document_t *d, const char *src, c
             snprintf(full, sizeof full, "%s.%s", name, leaf);
             if (apply_key(c, d, full, kk, kv, seen, src, ignored, ilen)) return 2;
         }
+    }
+    const seen_t *a = &seen[key_find("train.min_lr") - cfg_keys], *b = &seen[key_find("train.min_lr_ratio") - cfg_keys];
+    if (!ignored && a->set && b->set) { /* a run's stored config holds both, consistent: config_resolve */
+        const seen_t *later = a->mark.index > b->mark.index ? a : b;
+        report(src, &later->mark, later == a ? "train.min_lr" : "train.min_lr_ratio",
+               "set with %s (at %zu:%zu): set one, train.min_lr for a fixed final rate or train.min_lr_ratio for "
+               "one that follows train.lr", later == a ? "train.min_lr_ratio" : "train.min_lr",
+               (later == a ? b : a)->mark.line + 1, (later == a ? b : a)->mark.column + 1);
+        return 2;
     }
     return 0;
 }
@@ -1163,6 +1177,7 @@ static int load_config(s2hc_config *c, const char *path, const char *const *sets
     }
     for (int i = 0; i < nsets; i++)
         if (config_set(&tmp, sets[i])) return 2;
+    config_resolve(&tmp);
     char src[600];
     if (nsets > 0) snprintf(src, sizeof src, "%s with --set", path ? path : "defaults");
     else snprintf(src, sizeof src, "%s", path ? path : "defaults");
@@ -1183,6 +1198,7 @@ int config_from_yaml_text(s2hc_config *c, const char *text, const char *source) 
     if (!source) source = "config text";
     char ignored[400] = "";
     if (apply_text(&tmp, text, strlen(text), source, ignored, sizeof ignored)) return 2;
+    config_resolve(&tmp);
     if (config_validate(&tmp, source)) return 2;
     if (ignored[0]) { /* a newer build's keys, at values that keep what this build does: a run
                          that sets one otherwise has a higher format_version, refused first */
@@ -1193,6 +1209,10 @@ int config_from_yaml_text(s2hc_config *c, const char *text, const char *source) 
     }
     memcpy(c, &tmp, sizeof tmp);
     return 0;
+}
+
+void config_resolve(s2hc_config *c) {
+    if (c->min_lr_ratio > 0) c->min_lr = c->lr * c->min_lr_ratio;
 }
 
 int config_key_known(const char *key) { return key && key_find(key) != NULL; }

@@ -46,6 +46,7 @@ typedef struct {
     int grad_accum;       /* micro-batches per optimizer step */
     int steps;            /* optimizer steps */
     double lr, min_lr;    /* peak and final learning rate (cosine decay) */
+    double min_lr_ratio;  /* > 0: min_lr is lr x this (config_resolve), so it follows a swept lr; 0: off */
     int warmup;           /* linear warm-up steps */
     double weight_decay;
     int decay_1d;         /* 0: weight decay on 2-D weights only (default); 1: on every tensor */
@@ -95,6 +96,12 @@ int config_load_base(s2hc_config *c, const char *path);
 
 /* Apply one "a.b=v" override with the schema's checks ("--set" names the source). */
 int config_set(s2hc_config *c, const char *assignment);
+
+/* The keys that derive from others, after every layer is applied (a file, --set, a
+ * preset, a grid's values): train.min_lr_ratio > 0 sets train.min_lr = train.lr x it.
+ * config_load and config_from_yaml_text call it; code that changes a config's lr after
+ * loading calls it again. */
+void config_resolve(s2hc_config *c);
 
 /* Cross-field checks after loading (n_embd % n_head, rc needs n_streams 1, ...). Prints
  * the problem naming the keys and returns 2, or 0. */

@@ -41,12 +41,14 @@ static int resolve(const grid_spec *g, const s2hc_config *base, grid_point *p) {
         if (apply_kv(g, &p->cfg, &g->set[i])) return 2;
     for (int i = 0; i < p->nvals; i++)
         if (strcmp(p->vals[i].key, "preset") && apply_kv(g, &p->cfg, &p->vals[i])) return 2;
+    config_resolve(&p->cfg); /* an override's when: sees the min_lr the point trains with */
     for (int o = 0; o < g->noverride; o++)
         if (match(&g->override[o].when, &p->cfg, p->preset))
             for (int i = 0; i < g->override[o].nset; i++)
                 if (apply_kv(g, &p->cfg, &g->override[o].set[i])) return 2;
     for (int i = 0; i < g->npin; i++)
         if (apply_kv(g, &p->cfg, &g->pin[i])) return 2;
+    config_resolve(&p->cfg);
     return 0;
 }
 
