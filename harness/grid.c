@@ -42,10 +42,10 @@ static void print_counts(FILE *f, const grid_status *st, int n) {
 }
 
 static int list_points(const grid_spec *g, const grid_point *pts, int n) {
-    const char *ood[GRID_MAX_OOD], *keys[64];
-    int nood = grid_ood_names(pts, n, ood), nkeys = grid_swept_keys(g, keys, 64);
+    const char *ood[GRID_MAX_OOD], *keys[GRID_MAX_SWEPT];
+    int nood = grid_ood_names(pts, n, ood), nkeys = grid_swept_keys(g, keys, GRID_MAX_SWEPT);
     grid_status *st = calloc_check((size_t)n, sizeof *st);
-    int wn = 4, wk[64];
+    int wn = 4, wk[GRID_MAX_SWEPT];
     for (int i = 0; i < n; i++) {
         grid_inspect(&pts[i], ood, nood, &st[i]);
         if ((int)strlen(pts[i].name) > wn) wn = (int)strlen(pts[i].name);

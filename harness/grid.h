@@ -25,6 +25,8 @@
 #define GRID_KEY 64   /* a config key ("train.lr") or the pseudo-key "preset" */
 #define GRID_VAL 320  /* a value as YAML text, the way `--set KEY=VALUE` takes it */
 #define GRID_MAX_OOD 32 /* distinct out-of-domain corpora over a grid's points */
+#define GRID_MAX_SWEPT 64 /* distinct swept keys: config keys and preset, each once (test_grid holds the
+                             schema under it), so --list and index.csv have a column for every one */
 
 /* One key = value, with where it was written (line/col 1-based; 0 = command line). */
 typedef struct {

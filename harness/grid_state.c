@@ -358,8 +358,8 @@ int grid_write_index(const grid_spec *g, const grid_point *pts, int n, grid_stat
     int lfd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (lfd >= 0) lock_cmd(lfd, F_OFD_SETLKW, F_WRLCK);
     if (lfd >= 0) grid_remove_stale_tmps(g->out); /* a killed runner's index.csv.PID.tmp */
-    const char *ood[GRID_MAX_OOD], *keys[256];
-    int nood = grid_ood_names(pts, n, ood), nkeys = grid_swept_keys(g, keys, 256);
+    const char *ood[GRID_MAX_OOD], *keys[GRID_MAX_SWEPT];
+    int nood = grid_ood_names(pts, n, ood), nkeys = grid_swept_keys(g, keys, GRID_MAX_SWEPT);
 
     char *buf = NULL;
     size_t len = 0;

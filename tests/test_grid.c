@@ -912,6 +912,8 @@ static void test_changed_every_key(void) {
     }
     CHECK(nignored == 10, "%d ignored keys found in the config", nignored);
     CHECK(nkeys > 35, "only %d keys compared", nkeys);
+    CHECK(nkeys + nignored + 1 <= GRID_MAX_SWEPT, "%d keys and preset: more than --list's %d columns of swept keys",
+          nkeys + nignored, GRID_MAX_SWEPT);
     free(yaml);
     free(schema);
     grid_points_free(p, n);
