@@ -454,7 +454,8 @@ void progress_update(progress *p, long done) {
     fmt_duration(el, e1, sizeof e1);
     fmt_duration(eta, e2, sizeof e2);
     char line[512];
-    snprintf(line, sizeof line, "%s: %ld/%ld %s | %s | ETA %s", p->what, done, p->total, p->unit, e1, e2);
+    snprintf(line, sizeof line, "%s: %ld/%ld %s%s%s%s | %s | ETA %s", p->what, done, p->total, p->unit,
+             p->note[0] ? " (" : "", p->note, p->note[0] ? ")" : "", e1, e2);
     if (p->tty) {
         tty_line(stdout, line); /* flushed */
     } else {

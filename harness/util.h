@@ -237,6 +237,7 @@ typedef struct {
        seconds of that costlier work still to come are added to the ETA (both 0 by default) */
     double skip, extra;
     long done; /* the count of the last update */
+    char note[96]; /* shown after the count while not empty: where inside a long unit the loop is */
 } progress;
 void progress_begin(progress *p, const char *what, const char *unit, long total, int enabled);
 void progress_update(progress *p, long done);

@@ -133,7 +133,11 @@ int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iter
                 finished = 1;
                 break;
             }
-            progress_tick(pr);
+            if (pr) { /* the first batch's products give its line no count to move: say how far it is */
+                snprintf(pr->note, sizeof pr->note, "Jacobian%s: product %d, at most %d",
+                         branches ? "" : " of the residual path", steps + 1, max_iters);
+                progress_tick(pr);
+            }
             const real *vj = V + (size_t)j * total;
             /* g = J v_j (a block whose basis stopped growing takes v = 0: g = 0) */
             for (size_t b = 0; b < nblk; b++)
@@ -253,5 +257,6 @@ int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iter
     free(h);
     free(gscale);
     free(kb);
+    if (pr) pr->note[0] = '\0';
     return steps;
 }

@@ -140,8 +140,9 @@ void probe_composite(const double *H, int L, int n, double *P, double *cum);
  * products JᵀJ v used (at most max_iters; fewer, the values partial, once stop_signal is
  * set: it stops at the next product). Parameters, gradients and m->mean_loss are
  * restored; the activation buffer is overwritten. pr (may be NULL) is ticked at every
- * product (progress_tick), so that the caller's progress line keeps coming through a
- * batch whose estimate takes many seconds. */
+ * product (progress_tick), its note naming the product ("Jacobian: product 12, at most
+ * 200"; cleared on return), so that the caller's progress line keeps coming, and moving,
+ * through a batch whose estimate takes many seconds. */
 int probe_jacobian_norm(gpt_model *m, const real *X0, int branches, int max_iters, double tol, double *sigma,
                         progress *pr);
 

@@ -1287,7 +1287,9 @@ static void test_jacobian_progress(void) {
     }
     remove(path);
     CHECK(it > 0, "the estimate ran (%d products)", it);
-    CHECK(strstr(text, "final probe: 3/8 sequences | ") != NULL, "a progress line from inside the estimate:\n%s", text);
+    CHECK(strstr(text, "final probe: 3/8 sequences (Jacobian: product 1, at most ") != NULL,
+          "a progress line from inside the estimate, naming its product:\n%s", text);
+    CHECK(pr.note[0] == '\0', "the note cleared on return: %s", pr.note);
     free(X0);
     model_free(&m);
 }
