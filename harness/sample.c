@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <omp.h>
 #include "run.h"
 #include "sample.h"
 
@@ -79,6 +80,14 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
     model_kv kv = {0};
     int cached = !o->full_forward && len < T;
     const real *logits = NULL;
+    /* One sequence decodes on one thread: its products are a row each, bound by reading
+       the weights, which two threads read no faster (an M-shaped model: 0.55 s for 32
+       tokens either way), while each of the ~250 parallel regions of a token waits for the
+       other thread to be scheduled when other work loads the cores (2-7 tokens/s against
+       58, docs/performance.md item 56). The bits do not depend on the threads. */
+    const int threads = omp_get_max_threads();
+    int one = cached && B == 1 && threads > 1;
+    if (one) threads_set(1);
     if (cached) {
         model_kv_alloc(&kv, m, B);
         for (int p = 0; p < len; p++) {
@@ -111,13 +120,15 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
             if (len < T) logits = model_decode(m, &kv, next, len); /* at the drawn token's position */
             else {
                 cached = 0;
-                model_kv_free(&kv, m); /* whole windows from here */
+                model_kv_free(&kv, m); /* whole windows from here, on every thread */
+                if (one) threads_set(threads), one = 0;
             }
         }
         if (len < T) len++;
         if (progress) progress(i + 1, ctx);
     }
     model_kv_free(&kv, m);
+    if (one) threads_set(threads);
     free(next);
     free(rng);
     free(in);

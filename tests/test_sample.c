@@ -1,6 +1,7 @@
 /* test_sample.c: drawing tokens (sample_pick) against the distribution it promises, and
  * continuations (sample_generate) against a plain re-computation of every step from the
  * whole sequence, through the sliding window. */
+#include <omp.h>
 #include "../harness/config.h"
 #include "../harness/model.h"
 #include "../harness/sample.h"
@@ -278,6 +279,21 @@ static void test_decode(void) {
             CHECK(!memcmp(a, b, sizeof a), "%s, temperature %g: the cached steps drew other tokens than whole forwards",
                   methods[mi], opts[k].temperature);
         }
+        /* one sequence decodes on one thread, then gives the caller its threads back,
+           whether the window slid (ntok tokens) or not (2) */
+        const int threads = omp_get_max_threads();
+        threads_set(2);
+        sample_opts whole1 = opts[1];
+        whole1.full_forward = 1;
+        for (int nt = 2; nt <= ntok; nt += ntok - 2) {
+            CHECK(sample_generate(&m, 1, prompt, 3, nt, V, &opts[1], 9, a, NULL, NULL) == 0, "%s", methods[mi]);
+            CHECK(omp_get_max_threads() == 2, "%s, %d tokens: %d threads after one sequence's decoding, not 2",
+                  methods[mi], nt, omp_get_max_threads());
+            CHECK(sample_generate(&m, 1, prompt, 3, nt, V, &whole1, 9, b, NULL, NULL) == 0, "%s", methods[mi]);
+            CHECK(!memcmp(a, b, (size_t)nt * sizeof *a), "%s, %d tokens: one sequence's cached steps drew other "
+                  "tokens than whole forwards on 2 threads", methods[mi], nt);
+        }
+        threads_set(threads);
         model_free(&m);
     }
 }
