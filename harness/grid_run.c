@@ -52,10 +52,11 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
     }
     char eta[32] = "?", el[32];
     if (r->wall_n > 0) {
-        /* each running point needs about the mean run time less what it has had */
+        /* each running point needs about the mean run time less what it has had, earlier
+           runs of it included (a resumed point has had those) */
         double mean = r->wall_sum / r->wall_n, work = left * mean, now = now_seconds();
         for (int i = 0; i < r->n; i++)
-            if (r->slot[i].pid > 0) work += fmax(0, mean - (now - r->slot[i].t_start));
+            if (r->slot[i].pid > 0) work += fmax(0, mean - (r->slot[i].wall_before + now - r->slot[i].t_start));
         fmt_duration(work / (r->j > 0 ? r->j : 1), eta, sizeof eta);
     } else if (left + r->running == 0) {
         copy_str(eta, sizeof eta, "0s");
@@ -400,7 +401,9 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
     fmt_duration(wall, w, sizeof w);
     switch (state) {
     case GS_FINISHED:
-        r->wall_sum += wall;
+        /* the point's whole run time: a resumed point's last few steps are not a run's
+           time (the ETA after resuming a grid stopped near its points' ends read seconds) */
+        r->wall_sum += total;
         r->wall_n++;
         event(r, 1, "done    #%d %s in %s: train loss %.4f, val loss %.4f, %.0f tok/s", p->index, p->name, w,
               s->train_loss, s->val_loss, s->tokens_per_s);
