@@ -164,20 +164,24 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
 }
 
 static void eval_usage(FILE *f) {
-    fprintf(f, "usage: s2hc eval RUN_DIR [--batches N] [--data DIR]\n"
+    fprintf(f, "usage: s2hc eval RUN_DIR [--batches N] [--data DIR] [--ood LIST]\n"
                "\n"
                "Load RUN_DIR/ckpt.h5, evaluate the validation split and every out-of-domain corpus of\n"
                "the run's config, print the table and record it in RUN_DIR/run.h5 under /eval. Refused\n"
                "(exit 1) while a training, a probe or another eval writes the run.\n"
                "  --batches N   micro-batches per corpus (default: the run's train.eval_batches)\n"
                "  --data DIR    where the prepared corpora are (default: the run's data.dir)\n"
+               "  --ood LIST    these out-of-domain corpora instead of the run's data.ood, as the key\n"
+               "                takes them (gcide,kjv or [gcide, kjv]; any prepared or imported corpus\n"
+               "                but the training one); each is recorded beside the others under /eval/ood\n"
                "\n"
-               "example:\n"
-               "  s2hc eval runs/tiny\n");
+               "examples:\n"
+               "  s2hc eval runs/tiny\n"
+               "  s2hc eval runs/tiny --ood gcide\n");
 }
 
 int eval_main(int argc, char **argv) {
-    const char *dir = NULL, *data_dir = NULL;
+    const char *dir = NULL, *data_dir = NULL, *ood = NULL;
     int batches = 0;
     for (int i = 1, ended = 0; i < argc; i++) {
         const int kind = opt_kind(argv[i], &ended);
@@ -200,6 +204,7 @@ int eval_main(int argc, char **argv) {
             batches = (int)n;
         }
         else if ((v = opt_arg(argc, argv, &i, "--data", 0))) data_dir = v;
+        else if ((v = opt_arg(argc, argv, &i, "--ood", 0))) ood = v;
         else {
             fprintf(stderr, "s2hc: error: eval: unknown option '%s'%s\n", argv[i],
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
@@ -215,6 +220,22 @@ int eval_main(int argc, char **argv) {
     int lock_fd;
     if (run_open_locked(dir, "s2hc eval", &lock_fd, &cfg, &m, &log, &ckpt_step) != 0) return 1;
     if (batches > 0) m.cfg.eval_batches = batches;
+    if (ood) { /* the key's own parse and checks, on the run's config: its data.train is known */
+        char set[1200];
+        snprintf(set, sizeof set, "data.ood=%s", ood);
+        s2hc_config with = cfg;
+        if (strlen(ood) > 1000 || config_set(&with, set) != 0 || config_check_ood(&with, "eval --ood") != 0) {
+            if (strlen(ood) > 1000) fprintf(stderr, "s2hc: error: eval: --ood: a list of at most 1000 bytes\n");
+            model_free(&m);
+            h5log_free(&log);
+            close(lock_fd);
+            return 2;
+        }
+        memcpy(cfg.ood, with.ood, sizeof cfg.ood);
+        cfg.n_ood = with.n_ood;
+        memcpy(m.cfg.ood, with.ood, sizeof m.cfg.ood);
+        m.cfg.n_ood = with.n_ood;
+    }
     if (data_dir) {
         snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", data_dir);
         snprintf(m.cfg.data_dir, sizeof m.cfg.data_dir, "%s", data_dir);
@@ -242,7 +263,8 @@ int eval_main(int argc, char **argv) {
     if (bad) fprintf(stderr, "s2hc: error: %s\n  (the run's validation corpus; --data DIR if it lives elsewhere)\n", err);
     /* and every out-of-domain corpus, as training checks them before its first step: a
        corpus skipped here would leave its earlier numbers beside this evaluation's */
-    if (!bad && eval_ood_check(&cfg, vocab, "the run's config", "--data DIR if the corpora live elsewhere") != 0)
+    if (!bad && eval_ood_check(&cfg, vocab, ood ? "eval --ood" : "the run's config",
+                               "--data DIR if the corpora live elsewhere") != 0)
         bad = 1;
     if (bad) {
         model_free(&m);

@@ -66,6 +66,21 @@ expect_status 1 "eval without an out-of-domain corpus fails" -- "$S2HC" eval "$T
 expect_out "out-of-domain corpus 'synth_ood' \(key 'data.ood'" "the error names the corpus and the key"
 [ "$(md5sum < "$TMP/runs/tour/run.h5")" = "$sums" ] && ok "and leaves the run file alone" || fail "the run file changed"
 mv "$TMP/synth_ood.moved" "$TMP/data/synth_ood"
+# eval --ood: other corpora than the run's data.ood, recorded beside its own
+cp -r "$TMP/data/synth_ood" "$TMP/data/synth_other"
+expect_status 0 "eval --ood of another corpus" -- "$S2HC" eval "$TMP/runs/tour" --ood synth_other
+expect_out "synth_other +[0-9]+\.[0-9]+" "it evaluates the corpus named"
+grep -q "synth_ood " "$TMP/out" && fail "eval --ood evaluated the run's data.ood too" || ok "and not the run's data.ood"
+if command -v h5dump >/dev/null; then
+  h5dump -d /eval/ood/synth_other/loss "$TMP/runs/tour/run.h5" >/dev/null 2>&1 && ok "run.h5 holds its loss" \
+    || fail "no /eval/ood/synth_other/loss"
+  h5dump -d /eval/ood/synth_ood/loss "$TMP/runs/tour/run.h5" >/dev/null 2>&1 && ok "beside the run's own corpus's" \
+    || fail "/eval/ood/synth_ood/loss is gone"
+fi
+expect_status 2 "eval --ood of the training corpus is refused" -- "$S2HC" eval "$TMP/runs/tour" --ood synth
+expect_out "'synth' is the training corpus" "the refusal says why"
+expect_status 1 "eval --ood of a corpus not prepared fails" -- "$S2HC" eval "$TMP/runs/tour" --ood synth_ood,nope
+expect_out "out-of-domain corpus 'nope' \(key 'data.ood' of eval --ood\)" "the error names the corpus"
 expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set model.n_embd=64
 expect_out "differs" "the refusal names the difference"
 expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
