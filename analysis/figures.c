@@ -353,13 +353,13 @@ static int ood_corpora(const an_run *r, char names[][AN_NAME], int cap) {
 }
 
 /* A variant's out-of-domain perplexity on `corpus` over RC's, as Table 2 pairs them: the
- * geometric mean over the cell's runs of PPL / PPL(RC) of the same seed and recipe (both
- * finished); NaN without a pair. Means over unpaired seeds could disagree with Table 2 in
- * sign when the methods' seeds differ (one diverged, say). */
-static double cell_ood_ratio(const an_ctx *c, const char *variant, const char *corpus) {
+ * geometric mean over the cell's runs of `steps` steps of PPL / PPL(RC) of the same seed
+ * and recipe (both finished); NaN without a pair. Means over unpaired seeds could
+ * disagree with Table 2 in sign when the methods' seeds differ (one diverged, say). */
+static double cell_ood_ratio(const an_ctx *c, const char *variant, const char *corpus, int steps) {
     int ia[64], ib[64];
-    const int na = an_cell_runs(c->rs, c->scale, c->corpus, variant, 0, ia, 64),
-              nb = an_cell_runs(c->rs, c->scale, c->corpus, "rc", 0, ib, 64);
+    const int na = an_cell_runs_steps(c->rs, c->scale, c->corpus, variant, 0, steps, ia, 64),
+              nb = an_cell_runs_steps(c->rs, c->scale, c->corpus, "rc", 0, steps, ib, 64);
     char p[128];
     snprintf(p, sizeof p, "/eval/ood/%s/ppl", corpus);
     double sum = 0;
@@ -381,6 +381,9 @@ static void fig_ood(an_ctx *c, FILE *meta) {
     int rc = an_rep_run(c, "rc");
     FILE *f = an_open(c->out, "data", "fig1_ood.dat");
     if (!f) return;
+    /* one training length, the shown RC run's, as Table 2's rows and the other figures:
+       the runs of a length sweep pooled would be no row of Table 2 */
+    const int steps = rc >= 0 ? c->rs->r[rc].steps : 0;
     char corp[16][AN_NAME];
     int nc = rc >= 0 ? ood_corpora(&c->rs->r[rc], corp, 16) : 0;
     const char *vs[16];
@@ -390,18 +393,18 @@ static void fig_ood(an_ctx *c, FILE *meta) {
         /* the paper's methods only (the ablations have their own table) */
         if (strcmp(v, "hc") && strcmp(v, "mhc") && strcmp(v, "mhc_lite") && strcmp(v, "kromhc") && strcmp(v, "s2hc")) continue;
         int idx[4];
-        if (an_cell_runs(c->rs, c->scale, c->corpus, v, 0, idx, 4) == 0 || nv >= 16) continue;
+        if (an_cell_runs_steps(c->rs, c->scale, c->corpus, v, 0, steps, idx, 4) == 0 || nv >= 16) continue;
         /* a method without one finite ratio (diverged: inf; unfinished: no final eval; no
          * RC run of its seeds) would be a column of NaN, which gnuplot's histogram
          * refuses: leave it out */
         int finite = 0;
-        for (int k = 0; k < nc && !finite; k++) finite = isfinite(cell_ood_ratio(c, v, corp[k]));
+        for (int k = 0; k < nc && !finite; k++) finite = isfinite(cell_ood_ratio(c, v, corp[k], steps));
         if (finite) vs[nv++] = v;
         else if (nc) fprintf(c->log, "s2hc analyze: Fig 1: %s has no out-of-domain perplexity paired with RC's; left out\n", an_pretty(v));
     }
-    fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s): the geometric "
-            "mean over seeds of each run's ratio to the RC run of its seed and recipe, finished runs, as Table 2\n",
-            c->scale, c->corpus);
+    fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s, %d steps): the "
+            "geometric mean over seeds of each run's ratio to the RC run of its seed and recipe, finished runs, as Table 2's "
+            "row of that length\n", c->scale, c->corpus, steps);
     fprintf(f, "%s corpus", AN_COLUMNS);
     for (int j = 0; j < nv; j++) fprintf(f, " %s", vs[j]);
     fprintf(f, "\n");
@@ -409,7 +412,7 @@ static void fig_ood(an_ctx *c, FILE *meta) {
     for (int k = 0; k < nc; k++) {
         double r[16];
         int all = 1;
-        for (int j = 0; j < nv; j++) all &= isfinite(r[j] = cell_ood_ratio(c, vs[j], corp[k]));
+        for (int j = 0; j < nv; j++) all &= isfinite(r[j] = cell_ood_ratio(c, vs[j], corp[k], steps));
         if (!all) continue; /* a row with a gap: gnuplot's histogram takes none */
         fprintf(f, "%s", corp[k]);
         for (int j = 0; j < nv; j++) fprintf(f, " %.6g", r[j]);

@@ -30,7 +30,8 @@ static const an_figure figures[] = {
      "parameters explode with n (6.07B at n = 8, about 51× the 0.12B base model; our count is 5.95B, 6.07B with the "
      "base model's own).",
      "Top: token-averaged H_res (final probe, every validation sequence) of the middle sublayer, values printed in the "
-     "cells. Bottom left: PPL / PPL(RC) − 1 in % per out-of-domain corpus (below 0 % = better than RC). Bottom right: "
+     "cells. Bottom left: PPL / PPL(RC) − 1 in % per out-of-domain corpus (below 0 % = better than RC), over the seeds "
+     "of the shown runs' training length (Table 2's row of it). Bottom right: "
      "auxiliary parameters against n, counted from the parameter table at the runs' width and depth."
      " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "
      "sums are our row sums and its rows our columns."},

@@ -575,10 +575,14 @@ static void test_mixed_n(void) {
  * a row each, each paired with the RC run of its own length. */
 static void test_steps_rows(void) {
     const synth runs[] = {
-        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc20"},
-        {.method = "rc", .n = 1, .seed = 1, .steps = 30, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100, .name = "rc30"},
-        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s20"},
-        {.method = "s2hc", .n = 4, .seed = 1, .steps = 30, .loss0 = 3, .val = 2.5, .grad_peak = 1, .tps = 100, .name = "s30"}};
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc20",
+         .ood = {100, 200}},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 30, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100, .name = "rc30",
+         .ood = {100, 200}},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s20",
+         .ood = {50, 100}},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 30, .loss0 = 3, .val = 2.5, .grad_peak = 1, .tps = 100, .name = "s30",
+         .ood = {100, 200}}};
     char out[400], p[600];
     analyze_set("steps", runs, 4, out, sizeof out);
     snprintf(p, sizeof p, "%s/tables/table1.md", out);
@@ -591,6 +595,12 @@ static void test_steps_rows(void) {
     const char *t2 = slurp(p);
     CHECK(strstr(t2, "| s²HC | 20 |") != NULL && strstr(t2, "| s²HC | 30 |") != NULL,
           "Table 2 names each row's training length:\n%s", t2);
+    /* Fig 1's OOD bars are Table 2's row of the shown runs' length (20 steps: 0.5), not
+       the two lengths pooled (sqrt(0.5 x 1) = 0.707) */
+    snprintf(p, sizeof p, "%s/data/fig1_ood.dat", out);
+    const char *d = slurp(p);
+    CHECK(strstr(d, "20 steps") != NULL && strstr(d, "\nc4 0.5\nwiki 0.5\n") != NULL,
+          "fig1_ood.dat holds the 20-step runs' ratios alone:\n%s", d);
 }
 
 /* A diverged run (NaN losses, no final probe) neither pairs nor feeds a claim a NaN; a
