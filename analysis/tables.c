@@ -953,9 +953,28 @@ static void table_runs(an_ctx *c) {
         snprintf(b[3], 48, "%d", r->block_size);
         snprintf(b[4], 48, r->vocab == 256 ? "256 (bytes)" : "%d", r->vocab);
         snprintf(b[5], 48, "%d × %d", r->batch, r->grad_accum);
-        snprintf(b[6], 48, "%d", r->steps);
+        /* every training length of the scale's runs (a sweep of train.steps), shortest first,
+           each with its tokens: one run's alone read as the budget of all */
+        int lens[8], nl = 0;
+        for (int i = 0; i < c->rs->n; i++) {
+            const an_run *q = &c->rs->r[i];
+            if (q->bench || strcmp(q->scale, sc[a])) continue;
+            int k = 0;
+            while (k < nl && lens[k] < q->steps) k++;
+            if ((k < nl && lens[k] == q->steps) || nl == 8) continue;
+            memmove(lens + k + 1, lens + k, (size_t)(nl - k) * sizeof lens[0]);
+            lens[k] = q->steps;
+            nl++;
+        }
+        b[6][0] = b[8][0] = '\0';
+        for (int k = 0; k < nl; k++) {
+            char one[48];
+            snprintf(one, sizeof one, "%d", lens[k]);
+            snprintf(b[6] + strlen(b[6]), 48 - strlen(b[6]), "%s%s", k ? ", " : "", one);
+            fmt_big(one, sizeof one, (double)lens[k] * r->batch * r->grad_accum * r->block_size);
+            snprintf(b[8] + strlen(b[8]), 48 - strlen(b[8]), "%s%s", k ? ", " : "", one);
+        }
         fmt_big(b[7], 48, r->n_params);
-        fmt_big(b[8], 48, (double)r->steps * r->batch * r->grad_accum * r->block_size);
         const char *cells[] = {sc[a], b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8]};
         tbl_row(&t, cells);
     }

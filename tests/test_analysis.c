@@ -601,6 +601,9 @@ static void test_steps_rows(void) {
     const char *d = slurp(p);
     CHECK(strstr(d, "20 steps") != NULL && strstr(d, "\nc4 0.5\nwiki 0.5\n") != NULL,
           "fig1_ood.dat holds the 20-step runs' ratios alone:\n%s", d);
+    snprintf(p, sizeof p, "%s/tables/scales.md", out);
+    const char *sc = slurp(p);
+    CHECK(strstr(sc, "| 20, 30 |") != NULL, "the scales table names both training lengths, not one run's:\n%s", sc);
 }
 
 /* A diverged run (NaN losses, no final probe) neither pairs nor feeds a claim a NaN; a
