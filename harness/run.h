@@ -98,6 +98,11 @@ int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, in
  * lacks keep their values (*kept of them; *loaded read). m changes only when the whole
  * file reads: 0, or -1 with err naming the file and the tensor. */
 int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, char *err, size_t errlen);
+/* The model an s2hc export holds (`s2hc sample FILE`): built from the config in its
+ * __metadata__, every tensor from the file (one the file lacks is an error, not its
+ * init); *step the metadata's (-1 when absent). 0, or -1 with err (m not built). */
+int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *err,
+                           size_t errlen);
 
 /* The version string (git commit of the build). */
 const char *s2hc_version(void);

@@ -761,3 +761,117 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
     close(fd);
     return rc;
 }
+
+/* ---- reading: a model from an exported file (`s2hc sample FILE`) ------------------------- */
+
+/* __metadata__'s "config" and "step" of an s2hc export, the parser just past its
+ * MAPPING_START: *yaml malloc'd (NULL when absent), *step (-1 when absent). */
+static int st_metadata_config(yaml_parser_t *p, const char *file, char **yaml, long long *step, char *err,
+                              size_t errlen) {
+    char key[32] = "";
+    for (int i = 0;; i++) {
+        yaml_event_t x;
+        if (!yaml_parser_parse(p, &x)) {
+            st_yaml_error(p, file, "__metadata__", err, errlen);
+            return -1;
+        }
+        if (x.type == YAML_MAPPING_END_EVENT && i % 2 == 0) {
+            yaml_event_delete(&x);
+            return 0;
+        }
+        if (x.type != YAML_SCALAR_EVENT) {
+            yaml_event_delete(&x);
+            snprintf(err, errlen, "%s: header: __metadata__ must be a map of strings", file);
+            return -1;
+        }
+        const char *v = (const char *)x.data.scalar.value;
+        if (i % 2 == 0) snprintf(key, sizeof key, "%s", v);
+        else if (!strcmp(key, "config") && !*yaml && !(*yaml = strdup(v))) die(1, "out of memory");
+        else if (!strcmp(key, "step")) *step = strtoll(v, NULL, 10);
+        yaml_event_delete(&x);
+    }
+}
+
+int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *err,
+                           size_t errlen) {
+    err[0] = 0;
+    *step = -1;
+    FILE *f = fopen(path, "rb");
+    unsigned char len8[8];
+    uint64_t hlen = 0;
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fread(len8, 1, 8, f) != 8) {
+        fclose(f);
+        snprintf(err, errlen, "%s: not a safetensors file (no header length)", path);
+        return -1;
+    }
+    for (int k = 0; k < 8; k++) hlen |= (uint64_t)len8[k] << (8 * k);
+    char *hdr = hlen <= ST_MAX_HEADER ? malloc_check((size_t)hlen + 1) : NULL;
+    if (!hdr || fread(hdr, 1, (size_t)hlen, f) != (size_t)hlen) {
+        fclose(f);
+        free(hdr);
+        snprintf(err, errlen, "%s: not a safetensors file (a header of %llu bytes it does not hold)", path,
+                 (unsigned long long)hlen);
+        return -1;
+    }
+    fclose(f);
+    hdr[hlen] = 0;
+    /* the top-level map: __metadata__'s config and step, every tensor skipped (the load
+       reads and checks them) */
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) die(1, "out of memory (yaml_parser_initialize)");
+    yaml_parser_set_input_string(&p, (const unsigned char *)hdr, (size_t)hlen);
+    char *yaml = NULL;
+    long long st = -1;
+    int rc = 0, depth = 0, is_meta = 0;
+    for (int done = 0; !done && rc == 0;) {
+        yaml_event_t x;
+        if (!yaml_parser_parse(&p, &x)) {
+            st_yaml_error(&p, path, NULL, err, errlen);
+            rc = -1;
+            break;
+        }
+        if (x.type == YAML_STREAM_END_EVENT || (depth == 1 && x.type == YAML_MAPPING_END_EVENT)) done = 1;
+        else if (depth == 0 && x.type == YAML_MAPPING_START_EVENT) depth = 1;
+        else if (depth == 1 && x.type == YAML_SCALAR_EVENT) is_meta = !strcmp((const char *)x.data.scalar.value, "__metadata__");
+        else if (depth == 1 && is_meta && x.type == YAML_MAPPING_START_EVENT)
+            rc = st_metadata_config(&p, path, &yaml, &st, err, errlen);
+        else if (depth == 1) rc = st_skip(&p, &x, path, NULL, err, errlen);
+        if (depth == 1 && x.type != YAML_SCALAR_EVENT) is_meta = 0;
+        yaml_event_delete(&x);
+    }
+    yaml_parser_delete(&p);
+    free(hdr);
+    if (rc == 0 && !yaml) {
+        snprintf(err, errlen, "%s: no s2hc config in its __metadata__ (a file s2hc export did not write: its tensors "
+                 "can start a run, train.init_from, but the file does not say which model they are)", path);
+        rc = -1;
+    }
+    if (rc == 0 && config_from_yaml_text(cfg, yaml, path) != 0) {
+        snprintf(err, errlen, "%s: its __metadata__ config does not load (above)", path);
+        rc = -1;
+    }
+    free(yaml);
+    if (rc != 0) return -1;
+    char berr[512];
+    if (model_build(m, cfg, berr, sizeof berr) != 0) {
+        snprintf(err, errlen, "%s: %s", path, berr);
+        return -1;
+    }
+    int loaded = 0, kept = 0;
+    if (safetensors_load(m, path, &loaded, &kept, err, errlen) != 0) {
+        model_free(m);
+        return -1;
+    }
+    if (kept > 0) { /* a tensor the file lacks would be its random init */
+        snprintf(err, errlen, "%s: %d of the model's tensors are not in the file (a file cut down or edited?)", path,
+                 kept);
+        model_free(m);
+        return -1;
+    }
+    *step = st;
+    return 0;
+}

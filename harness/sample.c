@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <omp.h>
 #include "run.h"
@@ -139,10 +140,11 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
 /* ---- the command ---------------------------------------------------------------------- */
 
 static void sample_usage(FILE *f) {
-    fprintf(f, "usage: s2hc sample RUN_DIR [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
+    fprintf(f, "usage: s2hc sample RUN_DIR|FILE.safetensors [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
                "                   [--temperature T] [--top-k K] [--count M] [--seed S] [--ids]\n"
                "\n"
-               "Load RUN_DIR/ckpt.h5 and continue the prompt (default: a newline) by N tokens (default\n"
+               "Load RUN_DIR/ckpt.h5 (or a file of `s2hc export`: the model its metadata's config\n"
+               "describes, with the file's weights) and continue the prompt (default: a newline) by N tokens (default\n"
                "256), bytes drawn one at a time from the model's softmax at temperature T (default 1;\n"
                "0: the most likely byte every time), among the K most likely only when K > 0 (default\n"
                "0: all). The model reads the last block_size bytes at each step. With --count M, M\n"
@@ -154,7 +156,8 @@ static void sample_usage(FILE *f) {
                "text only the tokenizer that made the corpus can spell.\n"
                "\n"
                "example:\n"
-               "  s2hc sample runs/tiny --prompt 'The kernel ' --tokens 200 --temperature 0.8 --top-k 40\n");
+               "  s2hc sample runs/tiny --prompt 'The kernel ' --tokens 200 --temperature 0.8 --top-k 40\n"
+               "  s2hc sample runs/tiny/model.safetensors --prompt 'The kernel ' --temperature 0\n");
 }
 
 /* A number option's value, whole and in [lo, hi]; else an error naming the option. */
@@ -320,12 +323,25 @@ int sample_main(int argc, char **argv) {
     gpt_model m;
     h5log log;
     int64_t step = 0;
-    if (run_open(dir, &cfg, &m, &log, &step) != 0) { free(bytes); return 1; }
-    /* a model of a tokenizer's ids (a run file older than the attribute: by its vocabulary) */
-    const char *kind = h5log_get_attr_str(&log, "/", "token_kind");
-    const int of_ids = (kind && !strcmp(kind, "ids")) || m.V > 256;
-    h5log_free(&log);
-    run_note_in_use(dir, "its checkpoint", (long long)step);
+    struct stat sb;
+    const int from_file = stat(dir, &sb) == 0 && S_ISREG(sb.st_mode); /* an export: its weights alone */
+    int of_ids = 0;
+    if (from_file) {
+        char err[1400];
+        if (safetensors_open_model(dir, &cfg, &m, &step, err, sizeof err) != 0) {
+            fprintf(stderr, "s2hc: error: sample: %s\n", err);
+            free(bytes);
+            return 1;
+        }
+        of_ids = m.V > 256;
+    } else {
+        if (run_open(dir, &cfg, &m, &log, &step) != 0) { free(bytes); return 1; }
+        /* a model of a tokenizer's ids (a run file older than the attribute: by its vocabulary) */
+        const char *kind = h5log_get_attr_str(&log, "/", "token_kind");
+        of_ids = (kind && !strcmp(kind, "ids")) || m.V > 256;
+        h5log_free(&log);
+        run_note_in_use(dir, "its checkpoint", (long long)step);
+    }
     const int V = ids || m.V < 256 ? m.V : 256; /* what a byte can say */
     int *prompt = malloc_check(plen * sizeof(int));
     int rc = 0;
@@ -385,8 +401,8 @@ int sample_main(int argc, char **argv) {
             clearerr(stdout); /* said: main's check of stdout need not say it again */
             rc = 1;
         } else if (st != 0) {
-            fprintf(stderr, "s2hc: error: sample: the model's logits are not finite (%s/ckpt.h5 of a diverged run?)\n",
-                    dir);
+            fprintf(stderr, "s2hc: error: sample: the model's logits are not finite (%s%s of a diverged run?)\n",
+                    dir, from_file ? "" : "/ckpt.h5");
             rc = 1;
         } else {
             fprintf(stderr, "%d tokens in %.2f s (%.0f tokens/s)\n", n_tok * n_seq, dt, n_tok * n_seq / (dt > 0 ? dt : 1e-9));

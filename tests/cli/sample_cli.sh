@@ -34,6 +34,23 @@ grep -Eq "(sees|likes|follows|finds|crosses)" "$TMP/g1" && ok "greedy text has t
   || fail "no verb of the corpus in: $(cat "$TMP/g1")"
 grep -q "method s2hc, n = 4, step 600" "$TMP/err" && ok "settings on stderr" || fail "stderr: $(cat "$TMP/err")"
 grep -Eq "^120 tokens in .* tokens/s" "$TMP/err" && ok "speed on stderr" || fail "stderr: $(cat "$TMP/err")"
+# from an exported file: the same model, so the same text as from the run (greedy and drawn)
+"$S2HC" export "$R" >/dev/null 2>&1
+"$S2HC" sample "$R/model.safetensors" --prompt "the cat " --tokens 120 --temperature 0 > "$TMP/x1" 2>"$TMP/err" \
+  && cmp -s "$TMP/g1" "$TMP/x1" && ok "sample of the exported file: the run's greedy text" \
+  || fail "sample of model.safetensors: $(cat "$TMP/err") $(head -c 60 "$TMP/x1")"
+grep -q "method s2hc, n = 4, step 600" "$TMP/err" && ok "its settings name the export's method and step" || fail "stderr: $(cat "$TMP/err")"
+S --prompt "the " --tokens 40 --count 3 > "$TMP/d1"
+"$S2HC" sample "$R/model.safetensors" --prompt "the " --tokens 40 --count 3 > "$TMP/x2" 2>/dev/null
+cmp -s "$TMP/d1" "$TMP/x2" && ok "and its drawn texts" || fail "drawn texts differ from the run's"
+"$S2HC" export "$R" -o "$TMP/half.safetensors" --dtype bf16 >/dev/null 2>&1
+expect_status 0 "sample of a bf16 export" -- "$S2HC" sample "$TMP/half.safetensors" --tokens 20
+perl -e 'my $h = q({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}); $h .= " " x ((8 - length($h) % 8) % 8);
+  print pack("Q<", length $h), $h, pack("f<", 1)' > "$TMP/bare.safetensors"
+expect_status 1 "sample of a safetensors file without s2hc's metadata" -- "$S2HC" sample "$TMP/bare.safetensors"
+expect_out "no s2hc config in its __metadata__" "the error says the file does not describe its model"
+expect_status 1 "sample of a run's ckpt.h5 (not a safetensors file)" -- "$S2HC" sample "$R/ckpt.h5"
+expect_out "not a safetensors file" "the error says so"
 # a temperature in range that underflows a double (subnormal, or past it to 0) is taken,
 # not refused as out of its range, and so near 0 it draws the most likely byte
 for t in 1e-310 1e-400; do
