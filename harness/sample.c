@@ -140,14 +140,14 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
 /* ---- the command ---------------------------------------------------------------------- */
 
 static void sample_usage(FILE *f) {
-    fprintf(f, "usage: s2hc sample RUN_DIR|FILE.safetensors [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
-               "                   [--temperature T] [--top-k K] [--count M] [--seed S] [--ids]\n"
+    fprintf(f, "usage: s2hc sample RUN_DIR|FILE.safetensors [--prompt TEXT | --prompt-file FILE]\n"
+               "                   [--tokens N] [--temperature T] [--top-k K] [--count M] [--seed S] [--ids]\n"
                "\n"
                "Load RUN_DIR/ckpt.h5 (or a file of `s2hc export`: the model its metadata's config\n"
-               "describes, with the file's weights) and continue the prompt (default: a newline) by N tokens (default\n"
-               "256), bytes drawn one at a time from the model's softmax at temperature T (default 1;\n"
-               "0: the most likely byte every time), among the K most likely only when K > 0 (default\n"
-               "0: all). The model reads the last block_size bytes at each step. With --count M, M\n"
+               "describes, with the file's weights) and continue the prompt (default: a newline) by N\n"
+               "tokens (default 256), bytes drawn one at a time from the model's softmax at temperature\n"
+               "T (default 1; 0: the most likely byte every time), among the K most likely only when\n"
+               "K > 0 (default 0: all). The model reads the last block_size bytes at each step. With --count M, M\n"
                "continuations, each from its own seeded generator: continuation i is the same for any\n"
                "M >= i and the same --seed (default 1). The text goes to stdout (one continuation as it\n"
                "is made; several, each after a header line), the settings and speed to stderr.\n"
@@ -155,7 +155,7 @@ static void sample_usage(FILE *f) {
                "too: for a model trained on a corpus of token ids (`data import --tokens uint16`), whose\n"
                "text only the tokenizer that made the corpus can spell.\n"
                "\n"
-               "example:\n"
+               "examples:\n"
                "  s2hc sample runs/tiny --prompt 'The kernel ' --tokens 200 --temperature 0.8 --top-k 40\n"
                "  s2hc sample runs/tiny/model.safetensors --prompt 'The kernel ' --temperature 0\n");
 }
