@@ -149,7 +149,33 @@ static int check_resume_config(const char *stored_yaml, const s2hc_config *now, 
     char head[2600];
     snprintf(head, sizeof head, "%s: the config differs from the run being resumed (%s); use --force to start over",
              cfg_path, where);
-    return configs_agree(stored_yaml, now, now_yaml, where, head, "run:", "config:");
+    if (configs_agree(stored_yaml, now, now_yaml, where, head, "run:", "config:") == 0) return 0;
+    /* train.steps alone: a run to be trained further, which --resume cannot do; say what can */
+    s2hc_config stored;
+    char *msgs = NULL; /* a stored config that does not read was said above */
+    size_t msgs_len = 0;
+    FILE *was = config_messages;
+    config_messages = open_memstream(&msgs, &msgs_len);
+    const int read = config_messages && config_from_yaml_text(&stored, stored_yaml, where) == 0;
+    if (config_messages) fclose(config_messages);
+    config_messages = was;
+    free(msgs);
+    if (read && stored.steps != now->steps) {
+        normalise_for_resume(&stored, now);
+        stored.steps = now->steps;
+        char *a = config_to_yaml(&stored);
+        if (!strcmp(a, now_yaml)) {
+            const char *slash = strrchr(where, '/');
+            const int dl = slash ? (int)(slash - where) : 1;
+            const char *d = slash ? where : ".";
+            fprintf(stderr, "  (train.steps is the length the cosine schedule decays over: a run cannot be made longer.\n"
+                    "  To go on from its weights: `s2hc export %.*s`, then a new run with\n"
+                    "  --set train.init_from=%.*s/model.safetensors: a fresh optimizer, warm-up and schedule;\n"
+                    "  docs/runfile.md)\n", dl, d, dl, d);
+        }
+        free(a);
+    }
+    return -1;
 }
 
 /* A step's bits depend on how its micro-batch is cut (train.parallel batch: one slice per

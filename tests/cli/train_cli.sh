@@ -85,6 +85,11 @@ expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/
 expect_out "differs" "the refusal names the difference"
 expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
 expect_out "steps: 30" "the refusal names train.steps"
+expect_out "a run cannot be made longer" "and says why"
+expect_out "s2hc export $TMP/runs/tour\`, then a new run with" "and how to go on from its weights"
+expect_out "train.init_from=$TMP/runs/tour/model.safetensors" "with the file export writes"
+expect_status 2 "resume with another train.steps and lr is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60 --set train.lr=0.002
+grep -q "init_from" "$TMP/out" && fail "a refusal for more than train.steps points to init_from" || ok "no init_from hint when more than train.steps differs"
 # a run file without its checkpoint: --resume starts again from step 0, but only as the
 # same run (its config checked against the run file's; the log is not replaced otherwise)
 "$S2HC" train "$TMP/t.yaml" --set run.name=nockpt --set train.steps=4 --set train.warmup=1 --stop-after 2 --quiet >/dev/null 2>&1
