@@ -929,9 +929,10 @@ static void test_shipped_grids(void) {
                            "experiments/ablations.yaml",     "experiments/streams.yaml",
                            "experiments/upcycle_base.yaml",  "experiments/upcycle.yaml",
                            "experiments/upcycle_long_base.yaml", "experiments/upcycle_long.yaml",
+                           "experiments/ood_steps.yaml",     "experiments/ood_steps_cont.yaml",
                            "experiments/lr_sensitivity.yaml"};
-    const int npoints[] = {0, 72, 0, 0, 9, 12, 3, 9, 40}; /* 0: any number */
-    const int base_steps[] = {0, 0, 0, 0, 0, 1000, 0, 3000, 0}; /* second stages: their base's rc steps */
+    const int npoints[] = {0, 72, 0, 0, 9, 12, 3, 9, 18, 9, 40}; /* 0: any number */
+    const int base_steps[] = {0, 0, 0, 0, 0, 1000, 0, 3000, 0, 0, 0}; /* second stages: their base's rc steps */
     enum { NF = sizeof files / sizeof files[0] };
     grid_spec g[NF];
     grid_point *p[NF];
@@ -963,6 +964,22 @@ static void test_shipped_grids(void) {
                   found ? "its seed's first-stage rc run" : "no first-stage rc run of its seed", c->steps,
                   c->n_streams);
         }
+    }
+    /* ood_steps_cont.yaml: every point goes on from the 1000-step run of its own method and
+       seed in ood_steps.yaml, for 1000 steps */
+    for (int k = 0, i = NF - 2; ok[i] && ok[i - 1] && k < n[i]; k++) {
+        const s2hc_config *c = &p[i][k].cfg;
+        int found = 0;
+        for (int b = 0; b < n[i - 1]; b++) {
+            const s2hc_config *bc = &p[i - 1][b].cfg;
+            char want[CFG_PATH + 32];
+            run_dir_of(bc, want, sizeof want);
+            snprintf(want + strlen(want), sizeof want - strlen(want), "/model.safetensors");
+            found |= !strcmp(bc->method, c->method) && bc->steps == 1000 && bc->seed == c->seed &&
+                     bc->n_streams == c->n_streams && !strcmp(c->init_from, want);
+        }
+        CHECK(found && c->steps == 1000, "%s: point %s: init_from '%s' (%s), %d steps", files[i], p[i][k].name,
+              c->init_from, found ? "its own first-stage run" : "not its method's and seed's 1000-step run", c->steps);
     }
     /* the learning-rate sweep: every point decays to its own lr / 10, rc with one stream */
     for (int k = 0; ok[NF - 1] && k < n[NF - 1]; k++) {
