@@ -856,6 +856,9 @@ int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int
     }
     free(yaml);
     if (rc != 0) return -1;
+#ifdef _OPENMP
+    if (cfg->threads > 0) threads_set(cfg->threads); /* as run_open: the run's own count */
+#endif
     char berr[512];
     if (model_build(m, cfg, berr, sizeof berr) != 0) {
         snprintf(err, errlen, "%s: %s", path, berr);
