@@ -96,6 +96,54 @@ static int make_name(const grid_spec *g, grid_point *p) {
     return 0;
 }
 
+/* train.init_from may name another run by the point's values, as the name template does
+ * ("runs/base/{residual.method}-s{train.seed}/model.safetensors"): each {key} becomes the
+ * point's resolved value of a config key (or {preset}), made fit for a name as there. */
+static int fill_init_from(const grid_spec *g, grid_point *p) {
+    if (!strchr(p->cfg.init_from, '{')) return 0;
+    char tmpl[sizeof p->cfg.init_from], buf[sizeof p->cfg.init_from], *y = config_to_yaml(&p->cfg);
+    copy_str(tmpl, sizeof tmpl, p->cfg.init_from);
+    size_t j = 0;
+    int rc = 0;
+    for (const char *t = tmpl; *t && !rc; t++) {
+        if (*t != '{') {
+            if (j + 1 < sizeof buf) buf[j] = *t;
+            j++;
+            continue;
+        }
+        const char *e = strchr(t, '}');
+        char k[GRID_KEY], v[GRID_VAL], piece[GRID_VAL];
+        if (!e || e - t - 1 <= 0 || (size_t)(e - t - 1) >= sizeof k) {
+            grid_err(g->path, 0, 0, "train.init_from", "point %d: '%s': a '{' without its key and '}'", p->index, tmpl);
+            rc = 2;
+            break;
+        }
+        snprintf(k, sizeof k, "%.*s", (int)(e - t - 1), t + 1);
+        if (!strcmp(k, "preset")) copy_str(v, sizeof v, p->preset[0] ? p->preset : "none");
+        else if (!config_key_known(k) || !strcmp(k, "train.init_from") || grid_flat_get(y, k, v, sizeof v) != 0) {
+            grid_err(g->path, 0, 0, "train.init_from", "point %d: '%s': {%s} is not a config key whose value can be put "
+                     "in the path (see `s2hc config`)", p->index, tmpl, k);
+            rc = 2;
+            break;
+        }
+        name_piece(v, piece, sizeof piece);
+        for (const char *c = piece; *c; c++, j++)
+            if (j + 1 < sizeof buf) buf[j] = *c;
+        t = e;
+    }
+    if (!rc && j + 1 > sizeof buf) {
+        grid_err(g->path, 0, 0, "train.init_from", "point %d: '%s' makes a path of %zu bytes, longer than %zu", p->index,
+                 tmpl, j, sizeof buf - 1);
+        rc = 2;
+    }
+    if (!rc) {
+        buf[j] = '\0';
+        copy_str(p->cfg.init_from, sizeof p->cfg.init_from, buf);
+    }
+    free(y);
+    return rc;
+}
+
 /* Describe a point's own values: "residual.method=hc train.seed=1". */
 void grid_point_values_text(const grid_point *p, char *out, size_t n) {
     size_t j = 0;
@@ -133,7 +181,7 @@ static int expand_block(const grid_spec *g, const s2hc_config *base, const grid_
             excluded = match(&g->exclude[e], &p.cfg, p.preset);
         if (excluded) { free(p.vals); continue; }
         p.index = *np;
-        if (make_name(g, &p)) { free(p.vals); return 2; }
+        if (fill_init_from(g, &p) || make_name(g, &p)) { free(p.vals); return 2; }
         char src[CFG_PATH + 160];
         snprintf(src, sizeof src, "%s: point %d (%s)", g->path, p.index, p.name);
         if (config_validate(&p.cfg, src) || config_check_ood(&p.cfg, src)) {

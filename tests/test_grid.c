@@ -191,6 +191,26 @@ static void test_templates_and_presets(void) {
     grid_points_free(p, n);
     grid_free(&g);
 
+    /* train.init_from names another grid's run by the point's values, as name: does */
+    rc = load_grid("initf.yaml",
+                   "base: base.yaml\n"
+                   "set: {train.init_from: \"runs/base/{residual.method}-s{train.seed}-{data.ood}-{preset}/model.safetensors\"}\n"
+                   "sweep:\n"
+                   "  residual.method: [identity, s2hc]\n"
+                   "  train.seed: [1, 2]\n",
+                   &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 4, "rc %d n %d", rc, n);
+    if (rc == 0 && n == 4) {
+        CHECK(!strcmp(p[0].cfg.init_from, "runs/base/identity-s1-synth+other-none/model.safetensors"), "init_from %s",
+              p[0].cfg.init_from);
+        CHECK(!strcmp(p[3].cfg.init_from, "runs/base/s2hc-s2-synth+other-none/model.safetensors"), "init_from %s",
+              p[3].cfg.init_from);
+    }
+    if (rc == 0) {
+        grid_points_free(p, n);
+        grid_free(&g);
+    }
+
     /* the default template: method, n, seed and every other varying key */
     rc = load_grid("deft.yaml", "base: base.yaml\nsweep:\n  train.lr: [1e-3, 0.002]\n", &g, &p, &n, NULL, 0);
     CHECK(rc == 0 && n == 2, "rc %d n %d", rc, n);
@@ -374,6 +394,10 @@ static void test_validation_errors(void) {
     expect_error("base: base.yaml\nsweep: {train.seed: [1]}\nname: \"{train.sede}\"\n",
                  "bad.yaml:3:7: key 'train.sede': in name: not a config key (did you mean 'train.seed'?)");
     expect_error("base: base.yaml\nsweep: {train.seed: [1, 2]}\nname: fixed\n", "are both named 'fixed'");
+    expect_error("base: base.yaml\nset: {train.init_from: \"r/{train.sede}/m.safetensors\"}\nsweep: {train.seed: [1, 2]}\n",
+                 "key 'train.init_from': point 0: 'r/{train.sede}/m.safetensors': {train.sede} is not a config key");
+    expect_error("base: base.yaml\nset: {train.init_from: \"r/{train.seed/m.safetensors\"}\nsweep: {train.seed: [1, 2]}\n",
+                 "key 'train.init_from': point 0: 'r/{train.seed/m.safetensors': a '{' without its key and '}'");
     /* of two repeated names, the pair whose later point comes first (1 and 2, not 0 and 3) */
     expect_error("base: base.yaml\nsweep: {train.seed: [1, 2, 2, 1]}\n", "points 1 and 2 are the same run");
     expect_error("base: base.yaml\nsweep: {train.seed: [1, 2, 3, 1, 2]}\nname: \"s{train.seed}\"\n",
