@@ -295,6 +295,7 @@ static const char *shade_of(double t) {
 typedef struct {
     double sv[PROBE_MAX_N], dev[PROBE_MAX_N], rs[PROBE_MAX_N], cs[PROBE_MAX_N];
     double diag_mean, offdiag_max, diag_share;
+    double dist_identity; /* ||H_res - I||_2 */
 } layer_stats;
 
 static void layer_stats_of(const run_view *v, int l, layer_stats *s) {
@@ -312,6 +313,9 @@ static void layer_stats_of(const run_view *v, int l, layer_stats *s) {
         }
     s->diag_mean = tr / n;
     s->offdiag_max = off;
+    double D[PROBE_MAX_N * PROBE_MAX_N];
+    for (int k = 0; k < n * n; k++) D[k] = H[k] - (k % (n + 1) == 0);
+    s->dist_identity = probe_spectral_norm(D, n);
     s->diag_share = abs_sum > 0 ? tr / abs_sum : NAN;
 }
 
@@ -410,7 +414,8 @@ static void print_jacobian(const run_view *v) {
 static void print_summary_header(const out_style *st) {
     if (st->csv)
         printf("run,method,step,layer,block,kind,diag_mean,offdiag_max,sv_max,sv_min,dev_sv_max,dev_sv_min,"
-               "colsum_dev_max,rowsum_dev_max,cos_before,cos_after,diag_frac,stream_rms\n");
+               "colsum_dev_max,rowsum_dev_max,cos_before,cos_after,diag_frac,stream_rms,dist_identity,"
+               "composite_norm\n");
 }
 
 static void print_summary(const run_view *v, const out_style *st) {
@@ -429,39 +434,46 @@ static void print_summary(const run_view *v, const out_style *st) {
             print_jacobian(v);
             return;
         }
-        printf("%5s %5s %4s  %7s %7s  %7s %7s  %7s %7s  %9s %9s  %6s %6s  %6s  %7s\n", "layer", "block", "kind", "diag",
-               "off max", "sv max", "sv min", "dev max", "dev min", "col dev", "row dev", "cos X", "cos HX", "diag%",
-               "rms");
+        printf("%5s %5s %4s  %7s %7s  %7s %7s  %7s %7s  %9s %9s  %6s %6s  %6s  %7s  %7s %8s\n", "layer", "block", "kind",
+               "diag", "off max", "sv max", "sv min", "dev max", "dev min", "col dev", "row dev", "cos X", "cos HX", "diag%",
+               "rms", "|H-I|", "|prod|");
     }
     if (!v->hc) {
         if (st->csv)
             for (int l = 0; l < v->Lh; l++)
-                printf("%s,%s,%s,%d,%d,%s,,,,,,,,,,,,%.9g\n", v->dir, v->method, stp, l, l / 2, kind_of(l), v->rms[l]);
+                printf("%s,%s,%s,%d,%d,%s,,,,,,,,,,,,%.9g,,\n", v->dir, v->method, stp, l, l / 2, kind_of(l), v->rms[l]);
         if (st->csv) /* the streams leaving the last sublayer: the text view's "(final)" */
-            printf("%s,%s,%s,%d,,end,,,,,,,,,,,,%.9g\n", v->dir, v->method, stp, v->Lh, v->rms[v->Lh]);
+            printf("%s,%s,%s,%d,,end,,,,,,,,,,,,%.9g,,\n", v->dir, v->method, stp, v->Lh, v->rms[v->Lh]);
         return;
     }
+    /* the gain of the residual path through sublayer l: ||H_l ... H_0||_2 of the matrices shown */
+    double *cum = malloc_check((size_t)v->Lh * sizeof(double)), P[PROBE_MAX_N * PROBE_MAX_N];
+    probe_composite(v->H, v->Lh, n, P, cum);
     for (int l = 0; l < v->Lh; l++) {
         layer_stats s;
         layer_stats_of(v, l, &s);
         if (st->csv)
-            printf("%s,%s,%s,%d,%d,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", v->dir, v->method,
-                   stp, l, l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1],
-                   v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], v->dfrac[l], v->rms[l]);
+            printf("%s,%s,%s,%d,%d,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", v->dir,
+                   v->method, stp, l, l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0],
+                   s.dev[n - 1], v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], v->dfrac[l], v->rms[l], s.dist_identity,
+                   cum[l]);
         else
-            printf("%5d %5d %4s  %7.4f %7.4f  %7.4f %7.4f  %7.4f %7.4f  %9.2e %9.2e  %6.3f %6.3f  %6.1f  %7.3f\n", l,
-                   l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1],
-                   v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], 100 * v->dfrac[l], v->rms[l]);
+            printf("%5d %5d %4s  %7.4f %7.4f  %7.4f %7.4f  %7.4f %7.4f  %9.2e %9.2e  %6.3f %6.3f  %6.1f  %7.3f  %7.4f %8.4g\n",
+                   l, l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1],
+                   v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], 100 * v->dfrac[l], v->rms[l], s.dist_identity, cum[l]);
     }
+    free(cum);
     if (st->csv)
-        printf("%s,%s,%s,%d,,end,,,,,,,,,,,,%.9g\n", v->dir, v->method, stp, v->Lh, v->rms[v->Lh]);
+        printf("%s,%s,%s,%d,,end,,,,,,,,,,,,%.9g,,\n", v->dir, v->method, stp, v->Lh, v->rms[v->Lh]);
     else
         printf("%5d %5s %4s  %*s%7.3f\n", v->Lh, "", "end", 95, "", v->rms[v->Lh]);
     if (!st->csv) {
         print_jacobian(v);
         printf("columns: diag = mean diagonal entry; sv / dev = singular values of H_res and H_res - J; col/row dev = "
                "max per-token |sum - 1|; cos X / cos HX = stream cosine similarity before / after mixing; diag%% = "
-               "per-token matrices with every row maximum on the diagonal; end = the streams leaving the last sublayer\n");
+               "per-token matrices with every row maximum on the diagonal; end = the streams leaving the last sublayer; "
+               "|H-I| = ||H_res - I||_2, the distance from the identity; |prod| = ||H_l ... H_1 H_0||_2, the gain of "
+               "the residual path through sublayer l (the product of the matrices above)\n");
     }
 }
 

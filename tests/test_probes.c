@@ -950,6 +950,19 @@ static double csv_long(const char *out, int layer, const char *q, int i, int j) 
     return p ? strtod(p + strlen(key), NULL) : NAN;
 }
 
+/* Field k (0-based, counted from the run's column) of the summary CSV row that holds key. */
+static double csv_field(const char *out, const char *key, int k) {
+    const char *p = strstr(out, key);
+    if (!p) return NAN;
+    while (p > out && p[-1] != '\n') p--;
+    for (int i = 0; i < k; i++) {
+        p = strpbrk(p, ",\n");
+        if (!p || *p == '\n') return NAN;
+        p++;
+    }
+    return *p == ',' || *p == '\n' ? NAN : strtod(p, NULL);
+}
+
 /* A run file of two /probe rows (steps 0 and 10) of a 2-sublayer, n = 3 model and a /final
  * group whose H_res_mean is the row of step 0: sublayer 1 of step 0 is A below, not doubly
  * stochastic (row sums 1.4 1.8 0.9, column sums 2.5 1.6 0), its largest off-diagonal entry
@@ -1079,6 +1092,24 @@ static void test_inspect_numbers(void) {
           "summary row of sublayer 0:\n%s", out);
     CHECK(f[0] == 1 && f[1] == 0 && fabs(f[2] - 1) < 1e-9 && fabs(f[3] - 1) < 1e-9, "sublayer 0 (identity): %g %g %g %g",
           f[0], f[1], f[2], f[3]);
+    /* the last two columns: ||H - I||_2 and the gain ||H_l ... H_0||_2 of the product so far */
+    double AmI[9], P10[9], D10[9];
+    for (int k = 0; k < 9; k++) AmI[k] = A[k] - (k % 4 == 0);
+    sv_by_eig(AmI, 3, 3, D);
+    CHECK_CLOSE(csv_field(out, ",s2hc,0,1,0,mlp,", 18), D[0], 1e-7, 0, "summary dist_identity of sublayer 1 = ||A - I||_2");
+    CHECK_CLOSE(csv_field(out, ",s2hc,0,1,0,mlp,", 19), sv[0], 1e-7, 0, "summary composite_norm of sublayer 1 = ||A I||_2");
+    CHECK_CLOSE(csv_field(out, ",s2hc,0,0,0,attn,", 18), 0, 1e-12, 0, "summary dist_identity of the identity");
+    CHECK_CLOSE(csv_field(out, ",s2hc,0,0,0,attn,", 19), 1, 1e-9, 0, "summary composite_norm of the identity");
+    /* step 10: H_0 all 0.5 (norm 1.5), H_1 doubly stochastic; the product is 0.5 everywhere */
+    char *a6[] = {"inspect", dir, "--step", "10", "--csv", NULL};
+    CHECK(inspect_capture(5, a6, out, sizeof out) == 0, "--step 10 --csv");
+    for (int k = 0; k < 9; k++) P10[k] = 0.5, D10[k] = (k % 4 == 0) ? 0.25 - 1 : 0.375;
+    sv_by_eig(P10, 3, 3, s);
+    CHECK_CLOSE(csv_field(out, ",s2hc,10,0,0,attn,", 19), s[0], 1e-7, 0, "step 10: composite_norm of sublayer 0 = 1.5");
+    CHECK_CLOSE(csv_field(out, ",s2hc,10,1,0,mlp,", 19), s[0], 1e-7, 0, "step 10: composite_norm of sublayer 1 = ||H_1 H_0||_2");
+    sv_by_eig(D10, 3, 3, s);
+    CHECK_CLOSE(csv_field(out, ",s2hc,10,1,0,mlp,", 18), s[0], 1e-7, 0, "step 10: dist_identity of sublayer 1");
+    CHECK(strstr(out, ",end,,,,,,,,,,,,6,,\n") != NULL, "the end row keeps every column:\n%s", out);
 
     /* --step 10 reads the other row */
     char *a4[] = {"inspect", dir, "--layer", "1", "--step", "10", "--csv", NULL};
