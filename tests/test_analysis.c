@@ -161,6 +161,8 @@ typedef struct {
     int64_t step_base; /* the logged steps are step_base + 1, ... (a run resumed late in a long one) */
     int n_embd, block_size; /* nonzero: model.n_embd, model.block_size (else 32 each) */
     double train_tokens; /* nonzero: the root attribute train_tokens (the corpus build's size) */
+    double hres;      /* nonzero: /final/H_res_mean = (1 + hres) I at every sublayer, its singular values,
+                         and Jacobian norms 1 and 3 (full), 2 and 2 (residual path) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -259,6 +261,23 @@ static void write_run(const char *dir, const synth *s) {
         h5log_static_set(&log, "/final/H_res_colsum", H5LOG_F64, 3, sd, sums, "colsum");
         h5log_static_set(&log, "/final/H_res_rowsum", H5LOG_F64, 3, sd, sums, "rowsum");
         h5log_static_set(&log, "/final/cum_spectral_norm", H5LOG_F64, 2, nd, cum, "cum");
+        if (s->hres) {
+            const int n = s->n;
+            size_t hd3[3] = {(size_t)Lh, (size_t)n, (size_t)n}, sd2[2] = {(size_t)Lh, (size_t)n}, jd[1] = {2};
+            double *H = calloc((size_t)Lh * n * n, sizeof *H), *sv = calloc((size_t)Lh * n, sizeof *sv);
+            for (int l = 0; l < Lh; l++)
+                for (int i = 0; i < n; i++) {
+                    H[(l * n + i) * n + i] = 1 + s->hres;
+                    sv[l * n + i] = 1 + s->hres;
+                }
+            const double jf[2] = {1, 3}, jr[2] = {2, 2};
+            h5log_static_set(&log, "/final/H_res_mean", H5LOG_F64, 3, hd3, H, "H");
+            h5log_static_set(&log, "/final/sv_mean", H5LOG_F64, 2, sd2, sv, "sv");
+            h5log_static_set(&log, "/final/jacobian_norm", H5LOG_F64, 1, jd, jf, "J");
+            h5log_static_set(&log, "/final/jacobian_norm_residual", H5LOG_F64, 1, jd, jr, "J residual");
+            free(H);
+            free(sv);
+        }
         free(sums);
         free(hist);
         free(outside);
@@ -455,6 +474,37 @@ static const char *analyzed_table(const char *name, const synth *runs, int k, co
     analyze_set(name, runs, k, out, sizeof out);
     snprintf(p, sizeof p, "%s/tables/%s", out, table);
     return slurp(p);
+}
+
+/* tables/residual and data/hres_layers*.csv: a row per method and n, the numbers of each
+ * run's final probe as mean ± std over its seeds; a row per run and sublayer; a row per
+ * method, n and sublayer over the seeds. */
+static void test_residual_table(void) {
+    const synth runs[] = {
+        {.method = "hc", .n = 2, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "h1", .hres = 0.5},
+        {.method = "hc", .n = 2, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "h2", .hres = 0.7},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "s1",
+         .hres = 0.125},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .tps = 100, .name = "rc"}};
+    const char *t = analyzed_table("residual", runs, 4, "residual.md");
+    /* sigma_1 = ||H - I|| + 1 = 1.5, 1.7: mean 1.6, std 0.1414; the composite (synth's cum_spectral_norm)
+       1 + 0.01 q + 0.001 l over q = 0..2 at l = 3: 1.013; the Jacobians' means 2 and 2 */
+    CHECK(strstr(t, "| HC | 2 | 20 | 1.6000 ± 0.1414 (2) | 0.6000 ± 0.1414 (2) |") != NULL &&
+              strstr(t, "| 1.0130 ± 0.0000 (2) | 2.000 ± 0.000 (2) | 2.0000 ± 0.0000 (2) |") != NULL,
+          "HC's row, two seeds:\n%s", t);
+    CHECK(strstr(t, "| s²HC | 4 | 20 | 1.1250 (1) | 0.1250 (1) |") != NULL, "s²HC's row, one seed:\n%s", t);
+    CHECK(strstr(t, "| RC |") == NULL, "no row for RC (no residual matrices):\n%s", t);
+    char p[600];
+    snprintf(p, sizeof p, "%s/residual-out/data/hres_layers.csv", tmpdir);
+    const char *l = slurp(p);
+    int rows = 0;
+    for (const char *q = l; (q = strchr(q, '\n')); q++) rows++;
+    CHECK(rows == 1 + 4 + 4 + 4, "hres_layers.csv: a header and 4 sublayers of 3 runs, %d lines:\n%s", rows, l);
+    CHECK(strstr(l, "synth,hc,2,20,2,3,1.7,1.7,") != NULL && strstr(l, ",0.7,") != NULL, "hc seed 2, sublayer 3:\n%s", l);
+    snprintf(p, sizeof p, "%s/residual-out/data/hres_layers_seeds.csv", tmpdir);
+    l = slurp(p);
+    CHECK(strstr(l, "synth,hc,2,20,2,3,1.6,0.141421,0.6,0.141421,") != NULL && strstr(l, ",1.013,0\n") != NULL,
+          "hc over its 2 seeds at sublayer 3:\n%s", l);
 }
 
 /* A run with infinite out-of-domain perplexity (HC blown up) beside finite ones: Fig 1's
@@ -1189,6 +1239,7 @@ int main(void) {
     T_RUN(test_analyze);
     T_RUN(test_ood_nonfinite);
     T_RUN(test_mixed_n);
+    T_RUN(test_residual_table);
     T_RUN(test_dir_newline);
     T_RUN(test_long_run_paths);
     T_RUN(test_rep_run_n);
