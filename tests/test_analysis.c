@@ -162,7 +162,7 @@ typedef struct {
     int n_embd, block_size; /* nonzero: model.n_embd, model.block_size (else 32 each) */
     double train_tokens; /* nonzero: the root attribute train_tokens (the corpus build's size) */
     double hres;      /* nonzero: /final/H_res_mean = (1 + hres) I at every sublayer, its singular values,
-                         and Jacobian norms 1 and 3 (full), 2 and 2 (residual path) */
+                         and Jacobian norms n and 3n (full), 2 and 2 (residual path) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -270,7 +270,7 @@ static void write_run(const char *dir, const synth *s) {
                     H[(l * n + i) * n + i] = 1 + s->hres;
                     sv[l * n + i] = 1 + s->hres;
                 }
-            const double jf[2] = {1, 3}, jr[2] = {2, 2};
+            const double jf[2] = {n, 3 * n}, jr[2] = {2, 2};
             h5log_static_set(&log, "/final/H_res_mean", H5LOG_F64, 3, hd3, H, "H");
             h5log_static_set(&log, "/final/sv_mean", H5LOG_F64, 2, sd2, sv, "sv");
             h5log_static_set(&log, "/final/jacobian_norm", H5LOG_F64, 1, jd, jf, "J");
@@ -488,9 +488,9 @@ static void test_residual_table(void) {
         {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .tps = 100, .name = "rc"}};
     const char *t = analyzed_table("residual", runs, 4, "residual.md");
     /* sigma_1 = ||H - I|| + 1 = 1.5, 1.7: mean 1.6, std 0.1414; the composite (synth's cum_spectral_norm)
-       1 + 0.01 q + 0.001 l over q = 0..2 at l = 3: 1.013; the Jacobians' means 2 and 2 */
+       1 + 0.01 q + 0.001 l over q = 0..2 at l = 3: 1.013; the Jacobians' means 2n = 4 and 2 */
     CHECK(strstr(t, "| HC | 2 | 20 | 1.6000 ± 0.1414 (2) | 0.6000 ± 0.1414 (2) |") != NULL &&
-              strstr(t, "| 1.0130 ± 0.0000 (2) | 2.000 ± 0.000 (2) | 2.0000 ± 0.0000 (2) |") != NULL,
+              strstr(t, "| 1.0130 ± 0.0000 (2) | 4.000 ± 0.000 (2) | 2.0000 ± 0.0000 (2) |") != NULL,
           "HC's row, two seeds:\n%s", t);
     CHECK(strstr(t, "| s²HC | 4 | 20 | 1.1250 (1) | 0.1250 (1) |") != NULL, "s²HC's row, one seed:\n%s", t);
     CHECK(strstr(t, "| RC |") == NULL, "no row for RC (no residual matrices):\n%s", t);
@@ -505,6 +505,25 @@ static void test_residual_table(void) {
     l = slurp(p);
     CHECK(strstr(l, "synth,hc,2,20,2,3,1.6,0.141421,0.6,0.141421,") != NULL && strstr(l, ",1.013,0\n") != NULL,
           "hc over its 2 seeds at sublayer 3:\n%s", l);
+}
+
+/* The Jacobian figure shows the run every other figure shows of a method (the primary n),
+ * not the lowest seed at any n: HC at n = 2 (seed 1) beside HC at n = 4 (seed 2), with
+ * n = 4 primary, gave the figure HC's n = 2 run while the rest showed n = 4. */
+static void test_jacobian_primary_n(void) {
+    const synth runs[] = {
+        {.method = "hc", .n = 2, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "h2", .hres = 0.5},
+        {.method = "hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "h4", .hres = 0.5},
+        {.method = "mhc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "m4", .hres = 0.1},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "s4",
+         .hres = 0.1}};
+    char out[400], p[600];
+    analyze_set("jacn", runs, 4, out, sizeof out);
+    snprintf(p, sizeof p, "%s/data/summary.txt", out);
+    CHECK(strstr(slurp(p), "HC h4") != NULL, "the figures show HC's n = 4 run:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/data/beyond_jacobian.dat", out);
+    const char *j = slurp(p);
+    CHECK(strstr(j, " HC 8 5.65685 2 0 2\n") != NULL, "HC's row is its n = 4 run's (full norms 4 and 12):\n%s", j);
 }
 
 /* A run with infinite out-of-domain perplexity (HC blown up) beside finite ones: Fig 1's
@@ -1240,6 +1259,7 @@ int main(void) {
     T_RUN(test_ood_nonfinite);
     T_RUN(test_mixed_n);
     T_RUN(test_residual_table);
+    T_RUN(test_jacobian_primary_n);
     T_RUN(test_dir_newline);
     T_RUN(test_long_run_paths);
     T_RUN(test_rep_run_n);
