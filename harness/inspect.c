@@ -457,10 +457,13 @@ static void print_summary(const run_view *v, const out_style *st) {
                    v->method, stp, l, l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0],
                    s.dev[n - 1], v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], v->dfrac[l], v->rms[l], s.dist_identity,
                    cum[l]);
-        else
-            printf("%5d %5d %4s  %7.4f %7.4f  %7.4f %7.4f  %7.4f %7.4f  %9.2e %9.2e  %6.3f %6.3f  %6.1f  %7.3f  %7.4f %8.4g\n",
-                   l, l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1],
-                   v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], 100 * v->dfrac[l], v->rms[l], s.dist_identity, cum[l]);
+        else {
+            printf("%5d %5d %4s  %7.4f %7.4f  %7.4f %7.4f  %7.4f %7.4f  %9.2e %9.2e  %6.3f %6.3f  %6.1f  %7.3f  %7.4f ", l,
+                   l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1],
+                   v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], 100 * v->dfrac[l], v->rms[l], s.dist_identity);
+            if (cum[l] < 1e4) printf("%8.4f\n", cum[l]); /* 1.0000, not 1 */
+            else printf("%8.3g\n", cum[l]);
+        }
     }
     free(cum);
     if (st->csv)

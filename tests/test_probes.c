@@ -1110,6 +1110,9 @@ static void test_inspect_numbers(void) {
     sv_by_eig(D10, 3, 3, s);
     CHECK_CLOSE(csv_field(out, ",s2hc,10,1,0,mlp,", 18), s[0], 1e-7, 0, "step 10: dist_identity of sublayer 1");
     CHECK(strstr(out, ",end,,,,,,,,,,,,6,,\n") != NULL, "the end row keeps every column:\n%s", out);
+    char *a7[] = {"inspect", dir, "--step", "0", "--no-color", NULL};
+    CHECK(inspect_capture(5, a7, out, sizeof out) == 0, "--step 0");
+    CHECK(strstr(out, "   0.0000   1.0000\n") != NULL, "the text's |H-I| and |prod| of the identity, 1 as 1.0000:\n%s", out);
 
     /* --step 10 reads the other row */
     char *a4[] = {"inspect", dir, "--layer", "1", "--step", "10", "--csv", NULL};
