@@ -33,6 +33,8 @@
 /* ---- reading a run ------------------------------------------------------------------------ */
 
 #define INSPECT_MAX_RUNS 16
+/* --layer all: every sublayer's view, one after the other (the long CSV of every matrix) */
+#define INSPECT_ALL_LAYERS (-2)
 
 typedef struct {
     char dir[RUN_DIR_MAX + 1], path[RUN_DIR_MAX + 16];
@@ -489,6 +491,7 @@ static void inspect_usage(FILE *f) {
             "  --layer L     one sublayer (0-based; 2 per block: 2b = attention, 2b+1 = MLP): its token-averaged\n"
             "                H_res with row and column sums and a heat map, singular values of H_res and of\n"
             "                H_res - J, the diagonal share, stream cosine similarity, per-token sum deviation.\n"
+            "                --layer all: that view of every sublayer (with --csv: every matrix, long format).\n"
             "                Without --layer: one line per sublayer.\n"
             "  --step S      last (default: the last /probe row), final (the /final group, over S sequences)\n"
             "                or the step N of a /probe row\n"
@@ -502,7 +505,8 @@ static void inspect_usage(FILE *f) {
             "  s2hc inspect runs/tiny\n"
             "  s2hc inspect runs/tiny --layer 3 --step final\n"
             "  s2hc inspect --method-compare runs/tiny-mhc runs/tiny-s2hc --layer 1\n"
-            "  s2hc inspect runs/tiny --csv > layers.csv\n");
+            "  s2hc inspect runs/tiny --csv > layers.csv\n"
+            "  s2hc inspect runs/tiny --layer all --step final --csv > matrices.csv\n");
 }
 
 int inspect_main(int argc, char **argv) {
@@ -521,13 +525,14 @@ int inspect_main(int argc, char **argv) {
             }
             runs[nruns++] = a;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { inspect_usage(stdout); return 0; }
-        else if ((v = opt_arg(argc, argv, &i, "--layer", 1))) {
+        else if ((v = opt_arg(argc, argv, &i, "--layer", 1)) && !strcmp(v, "all")) layer = INSPECT_ALL_LAYERS;
+        else if (v) {
             char *end;
             errno = 0;
             long n = strtol(v, &end, 10);
             layer = n >= 0 && n <= INT_MAX && errno == 0 ? (int)n : -1; /* no wrap of 2^32 to 0 */
             if (end == v || *end || layer < 0) {
-                fprintf(stderr, "s2hc: error: --layer: expected a sublayer index >= 0, got '%s'\n", v);
+                fprintf(stderr, "s2hc: error: --layer: expected a sublayer index >= 0 or 'all', got '%s'\n", v);
                 return 2;
             }
         } else if ((v = opt_arg(argc, argv, &i, "--step", 1))) step_sel = v;
@@ -559,7 +564,7 @@ int inspect_main(int argc, char **argv) {
             continue;
         }
         if (r > 0 && !st.csv) printf("\n");
-        if (layer >= 0) {
+        if (layer >= 0 || layer == INSPECT_ALL_LAYERS) {
             if (!v.hc) {
                 fprintf(stderr, "s2hc: error: %s: method %s has no residual matrices (n = 1)\n", v.path, v.method);
                 rc = 1;
@@ -568,7 +573,10 @@ int inspect_main(int argc, char **argv) {
                 rc = 2;
             } else {
                 if (!header++) printf("run,method,step,layer,quantity,i,j,value\n");
-                print_layer(&v, layer, &st);
+                for (int l = layer >= 0 ? layer : 0; l < (layer >= 0 ? layer + 1 : v.Lh); l++) {
+                    if (l > (layer >= 0 ? layer : 0) && !st.csv) printf("\n");
+                    print_layer(&v, l, &st);
+                }
             }
         } else {
             if (!header++) print_summary_header(&st);

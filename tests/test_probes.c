@@ -1110,6 +1110,16 @@ static void test_inspect_numbers(void) {
     sv_by_eig(D10, 3, 3, s);
     CHECK_CLOSE(csv_field(out, ",s2hc,10,1,0,mlp,", 18), s[0], 1e-7, 0, "step 10: dist_identity of sublayer 1");
     CHECK(strstr(out, ",end,,,,,,,,,,,,6,,\n") != NULL, "the end row keeps every column:\n%s", out);
+    char *a8[] = {"inspect", dir, "--layer", "all", "--step", "0", "--csv", NULL};
+    CHECK(inspect_capture(7, a8, out, sizeof out) == 0, "--layer all --step 0 --csv");
+    CHECK(!strncmp(out, "run,method,step,layer,quantity,i,j,value\n", 41) && strstr(out + 1, "run,method") == NULL,
+          "--layer all: one header:\n%s", out);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            CHECK_CLOSE(csv_long(out, 0, "H_res", i, j), i == j, 0, 0, "--layer all: sublayer 0's H_res[%d,%d]", i, j);
+            CHECK_CLOSE(csv_long(out, 1, "H_res", i, j), A[i * 3 + j], 1e-12, 0, "--layer all: sublayer 1's H_res[%d,%d]",
+                        i, j);
+        }
     char *a7[] = {"inspect", dir, "--step", "0", "--no-color", NULL};
     CHECK(inspect_capture(5, a7, out, sizeof out) == 0, "--step 0");
     CHECK(strstr(out, "   0.0000   1.0000\n") != NULL, "the text's |H-I| and |prod| of the identity, 1 as 1.0000:\n%s", out);
