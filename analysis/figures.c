@@ -805,11 +805,11 @@ static void fig_jacobian(an_ctx *c, FILE *meta) {
         const char *v = an_method_order[i];
         /* the run every other figure shows of the method (an_rep_run: the primary n, a
            finished one first); the ablation's variants may come from another corpus */
-        int ri = an_rep_run(c, v), idx[AN_CELL_CAP], k = 0;
+        int ri = an_rep_run(c, v), idx[AN_CELL_CAP], found = 0;
         if (ri < 0 && (!strcmp(v, "identity") || !strncmp(v, "orthogonal", 10) || !strncmp(v, "s2hc", 4))) {
-            k = c->n ? an_cell_runs(c->rs, c->scale, NULL, v, c->n, idx, AN_CELL_CAP) : 0;
-            if (!k) k = an_cell_runs(c->rs, c->scale, NULL, v, 0, idx, AN_CELL_CAP);
-            if (k) ri = first_finished(c->rs, idx, k);
+            found = c->n ? an_cell_runs(c->rs, c->scale, NULL, v, c->n, idx, AN_CELL_CAP) : 0;
+            if (!found) found = an_cell_runs(c->rs, c->scale, NULL, v, 0, idx, AN_CELL_CAP);
+            if (found) ri = first_finished(c->rs, idx, found);
         }
         if (ri < 0) continue;
         const an_run *r = &c->rs->r[ri];

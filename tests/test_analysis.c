@@ -523,7 +523,10 @@ static void test_jacobian_primary_n(void) {
     CHECK(strstr(slurp(p), "HC h4") != NULL, "the figures show HC's n = 4 run:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/data/beyond_jacobian.dat", out);
     const char *j = slurp(p);
-    CHECK(strstr(j, " HC 8 5.65685 2 0 2\n") != NULL, "HC's row is its n = 4 run's (full norms 4 and 12):\n%s", j);
+    CHECK(strstr(j, "\n0 HC 8 5.65685 2 0 2\n") != NULL, "HC's row is its n = 4 run's (full norms 4 and 12):\n%s", j);
+    CHECK(strstr(j, "\n1 mHC ") != NULL && strstr(j, "\n2 s²HC ") != NULL, "the rows are numbered 0, 1, 2:\n%s", j);
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    CHECK(strstr(slurp(p), "jac_rows = 3\n") != NULL, "meta.gp counts the figure's 3 rows:\n%s", slurp(p));
 }
 
 /* A run with infinite out-of-domain perplexity (HC blown up) beside finite ones: Fig 1's
