@@ -152,6 +152,17 @@ static void write_summary(an_ctx *c) {
         recipes += !seen;
     }
     fprintf(f, "\nrecipes=%d\n", recipes);
+    /* the stream count the figures show (an_pick_primary) and every n of the cell's
+       hyper-connection runs (a grid over n: tables/residual compares them) */
+    fprintf(f, "n=%d\nn_all=", c->n);
+    for (int nn = 2, k = 0; nn <= 64; nn++)
+        for (int i = 0; i < c->rs->n; i++) {
+            const an_run *r = &c->rs->r[i];
+            if (r->bench || r->n != nn || strcmp(r->scale, c->scale) || strcmp(r->corpus, c->corpus)) continue;
+            fprintf(f, "%s%d", k++ ? ", " : "", nn);
+            break;
+        }
+    fprintf(f, "\n");
     an_close(f);
 }
 

@@ -443,9 +443,11 @@ int report_main(int argc, char **argv) {
     summary_get(out, "seeds_min", smin, sizeof smin);
     summary_get(out, "seeds_max", smax, sizeof smax);
     summary_get(out, "model", model, sizeof model);
-    char shown[2048], recipes[16];
+    char shown[2048], recipes[16], nfig[16], nall[256];
     summary_get(out, "shown", shown, sizeof shown);
     summary_get(out, "recipes", recipes, sizeof recipes);
+    summary_get(out, "n", nfig, sizeof nfig);
+    summary_get(out, "n_all", nall, sizeof nall);
     time_t now = time(NULL);
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&now));
@@ -474,6 +476,11 @@ int report_main(int argc, char **argv) {
     if (scale[0] && shown[0]) {
         fprintf(f, " One run per method in the figures: ");
         put_esc(f, shown);
+        if (strchr(nall, ' ')) { /* several stream counts: which one the figures show */
+            fprintf(f, " (at n = %s streams; the runs have n = ", nfig);
+            put_esc(f, nall);
+            fprintf(f, ", which the table <a href=\"#residual\">residual</a> compares)");
+        }
         if (atoi(recipes) > 1)
             fprintf(f, " (the scale's runs were trained with %d optimisation recipes, learning rates or schedules: "
                        "each figure shows the first run of a method's lowest seed, whatever its recipe; the table "

@@ -520,7 +520,13 @@ static void test_jacobian_primary_n(void) {
     char out[400], p[600];
     analyze_set("jacn", runs, 4, out, sizeof out);
     snprintf(p, sizeof p, "%s/data/summary.txt", out);
-    CHECK(strstr(slurp(p), "HC h4") != NULL, "the figures show HC's n = 4 run:\n%s", slurp(p));
+    CHECK(strstr(slurp(p), "HC h4") != NULL && strstr(slurp(p), "\nn=4\nn_all=2, 4\n") != NULL,
+          "the figures show HC's n = 4 run, and the summary says so:\n%s", slurp(p));
+    char *argv[] = {"report", "--no-analyze", "--no-plots", "-o", out, NULL};
+    CHECK(report_main(5, argv) == 0, "report of %s", out);
+    snprintf(p, sizeof p, "%s/index.html", out);
+    CHECK(strstr(slurp(p), "s²HC s4 (at n = 4 streams; the runs have n = 2, 4, which the table") != NULL,
+          "the report's heading says which n the figures show:\n%.3000s", slurp(p));
     snprintf(p, sizeof p, "%s/data/beyond_jacobian.dat", out);
     const char *j = slurp(p);
     CHECK(strstr(j, "\n0 HC 8 5.65685 2 0 2\n") != NULL, "HC's row is its n = 4 run's (full norms 4 and 12):\n%s", j);
