@@ -954,9 +954,9 @@ static void test_shipped_grids(void) {
                            "experiments/upcycle_base.yaml",  "experiments/upcycle.yaml",
                            "experiments/upcycle_long_base.yaml", "experiments/upcycle_long.yaml",
                            "experiments/ood_steps.yaml",     "experiments/ood_steps_cont.yaml",
-                           "experiments/lr_sensitivity.yaml"};
-    const int npoints[] = {0, 72, 0, 0, 9, 12, 3, 9, 18, 9, 40}; /* 0: any number */
-    const int base_steps[] = {0, 0, 0, 0, 0, 1000, 0, 3000, 0, 0, 0}; /* second stages: their base's rc steps */
+                           "experiments/hres_streams.yaml",  "experiments/lr_sensitivity.yaml"};
+    const int npoints[] = {0, 72, 0, 0, 9, 12, 3, 9, 18, 9, 42, 40}; /* 0: any number */
+    const int base_steps[] = {0, 0, 0, 0, 0, 1000, 0, 3000, 0, 0, 0, 0}; /* second stages: their base's rc steps */
     enum { NF = sizeof files / sizeof files[0] };
     grid_spec g[NF];
     grid_point *p[NF];
@@ -991,7 +991,9 @@ static void test_shipped_grids(void) {
     }
     /* ood_steps_cont.yaml: every point goes on from the 1000-step run of its own method and
        seed in ood_steps.yaml, for 1000 steps */
-    for (int k = 0, i = NF - 2; ok[i] && ok[i - 1] && k < n[i]; k++) {
+    int cont = 0;
+    while (strcmp(files[cont], "experiments/ood_steps_cont.yaml")) cont++;
+    for (int k = 0, i = cont; ok[i] && ok[i - 1] && k < n[i]; k++) {
         const s2hc_config *c = &p[i][k].cfg;
         int found = 0;
         for (int b = 0; b < n[i - 1]; b++) {
