@@ -32,7 +32,6 @@
 
 /* ---- reading a run ------------------------------------------------------------------------ */
 
-#define INSPECT_MAX_RUNS 16
 /* --layer all: every sublayer's view, one after the other (the long CSV of every matrix) */
 #define INSPECT_ALL_LAYERS (-2)
 
@@ -509,8 +508,9 @@ static void inspect_usage(FILE *f) {
             "  s2hc inspect runs/tiny --layer all --step final --csv > matrices.csv\n");
 }
 
-int inspect_main(int argc, char **argv) {
-    const char *runs[INSPECT_MAX_RUNS];
+/* inspect_main with runs[] room for every argument (every run of a grid: --method-compare
+ * with the shell's runs/grid/STAR/). */
+static int inspect_with(int argc, char **argv, const char **runs) {
     int nruns = 0, layer = -1, compare = 0, force_color = -1;
     const char *step_sel = NULL;
     out_style st = {0, 0, 1};
@@ -519,10 +519,6 @@ int inspect_main(int argc, char **argv) {
         const int kind = opt_kind(a, &ended);
         if (kind < 0) continue;
         if (kind > 0) {
-            if (nruns == INSPECT_MAX_RUNS) {
-                fprintf(stderr, "s2hc: error: inspect: at most %d runs\n", INSPECT_MAX_RUNS);
-                return 2;
-            }
             runs[nruns++] = a;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { inspect_usage(stdout); return 0; }
         else if ((v = opt_arg(argc, argv, &i, "--layer", 1)) && !strcmp(v, "all")) layer = INSPECT_ALL_LAYERS;
@@ -584,6 +580,13 @@ int inspect_main(int argc, char **argv) {
         }
         run_view_free(&v);
     }
+    return rc;
+}
+
+int inspect_main(int argc, char **argv) {
+    const char **runs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *runs);
+    const int rc = inspect_with(argc, argv, runs);
+    free(runs);
     return rc;
 }
 

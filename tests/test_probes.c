@@ -1120,6 +1120,14 @@ static void test_inspect_numbers(void) {
             CHECK_CLOSE(csv_long(out, 1, "H_res", i, j), A[i * 3 + j], 1e-12, 0, "--layer all: sublayer 1's H_res[%d,%d]",
                         i, j);
         }
+    /* --method-compare of 20 runs (a grid's): no limit of 16 */
+    char *a9[25] = {"inspect", "--method-compare", "--step", "0", "--csv"};
+    for (int k = 5; k < 25; k++) a9[k] = dir;
+    static char big[1 << 16];
+    CHECK(inspect_capture(25, a9, big, sizeof big) == 0, "--method-compare of 20 runs");
+    int lines = 0;
+    for (const char *q = big; (q = strchr(q, '\n')); q++) lines++;
+    CHECK(lines == 1 + 20 * 3, "a header and 3 rows of each of the 20 runs: %d lines", lines);
     char *a7[] = {"inspect", dir, "--step", "0", "--no-color", NULL};
     CHECK(inspect_capture(5, a7, out, sizeof out) == 0, "--step 0");
     CHECK(strstr(out, "   0.0000   1.0000\n") != NULL, "the text's |H-I| and |prod| of the identity, 1 as 1.0000:\n%s", out);
