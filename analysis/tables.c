@@ -100,7 +100,14 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
     snprintf(fn, sizeof fn, "%s.md", name);
     if (!(f = an_open(c->out, "tables", fn))) return -1;
     fprintf(f, "%s\n\n|", caption);
-    for (int i = 0; i < t->ncol; i++) fprintf(f, " %s |", t->head[i]);
+    for (int i = 0; i < t->ncol; i++) { /* a '|' in a heading ("max |sum − 1|") as well */
+        fputc(' ', f);
+        for (const char *q = t->head[i]; *q; q++) {
+            if (*q == '|') fputc('\\', f);
+            fputc(*q, f);
+        }
+        fprintf(f, " |");
+    }
     fprintf(f, "\n|");
     for (int i = 0; i < t->ncol; i++) fprintf(f, "---|");
     fprintf(f, "\n");

@@ -494,6 +494,7 @@ static void test_residual_table(void) {
           "HC's row, two seeds:\n%s", t);
     CHECK(strstr(t, "| s²HC | 4 | 20 | 1.1250 (1) | 0.1250 (1) |") != NULL, "s²HC's row, one seed:\n%s", t);
     CHECK(strstr(t, "| RC |") == NULL, "no row for RC (no residual matrices):\n%s", t);
+    CHECK(strstr(t, "| max \\|sum − 1\\| |") != NULL, "a '|' of a heading is escaped in Markdown:\n%s", t);
     char p[600];
     snprintf(p, sizeof p, "%s/residual-out/data/hres_layers.csv", tmpdir);
     const char *l = slurp(p);
