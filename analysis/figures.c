@@ -9,6 +9,7 @@
 #include "../harness/config.h"
 #include "../harness/model.h"
 #include "../harness/presets.h"
+#include "../probes/probes.h"
 #include "../harness/util.h"
 #include <math.h>
 #include <stdlib.h>
@@ -830,6 +831,55 @@ static void fig_jacobian(an_ctx *c, FILE *meta) {
     fprintf(meta, "jac_rows = %d\n", k);
 }
 
+/* ---- the residual matrices across depth and n (data/hres_layers_seeds.dat, tables.c) -- */
+
+/* Which methods and stream counts of the figures' cell have final-probe matrices, and the
+ * training length drawn (the longest): plots/hres_depth.gp draws, one panel per n, each
+ * method's ||H_l - I||_2 and ||H_l ... H_0||_2 against the sublayer, mean ± std over seeds,
+ * from the rows of data/hres_layers_seeds.dat of that scale, corpus and length. */
+static void fig_hres_depth(an_ctx *c, FILE *meta) {
+    char list[256] = "", ns[64] = "";
+    int steps = 0, have_n[PROBE_MAX_N + 1] = {0};
+    for (int i = 0; i < c->rs->n; i++) {
+        const an_run *r = &c->rs->r[i];
+        if (r->bench || strcmp(r->scale, c->scale) || strcmp(r->corpus, c->corpus) || r->n < 2 || r->n > PROBE_MAX_N ||
+            !an_series(r, "/final/H_res_mean"))
+            continue;
+        if (r->steps > steps) steps = r->steps;
+    }
+    for (int vi = 0; an_method_order[vi]; vi++) {
+        int found = 0;
+        for (int i = 0; i < c->rs->n; i++) {
+            const an_run *r = &c->rs->r[i];
+            if (r->bench || strcmp(r->scale, c->scale) || strcmp(r->corpus, c->corpus) || r->n < 2 ||
+                r->n > PROBE_MAX_N || r->steps != steps || strcmp(r->variant, an_method_order[vi]) ||
+                !an_series(r, "/final/H_res_mean"))
+                continue;
+            have_n[r->n] = 1;
+            found = 1;
+        }
+        if (found) list_add(list, sizeof list, an_method_order[vi]);
+    }
+    for (int n = 2; n <= PROBE_MAX_N; n++)
+        if (have_n[n]) snprintf(ns + strlen(ns), sizeof ns - strlen(ns), "%s%d", ns[0] ? " " : "", n);
+    fprintf(meta, "hres_depth_methods = \"%s\"\nhres_depth_n = \"%s\"\nhres_depth_steps = %d\n", list, ns, steps);
+    /* the methods of each n (a panel plots only those: mhc_lite has no n = 8 in a CPU grid) */
+    for (int n = 2; n <= PROBE_MAX_N; n++) {
+        if (!have_n[n]) continue;
+        char ml[256] = "";
+        for (int vi = 0; an_method_order[vi]; vi++)
+            for (int i = 0; i < c->rs->n; i++) {
+                const an_run *r = &c->rs->r[i];
+                if (!r->bench && !strcmp(r->scale, c->scale) && !strcmp(r->corpus, c->corpus) && r->n == n &&
+                    r->steps == steps && !strcmp(r->variant, an_method_order[vi]) && an_series(r, "/final/H_res_mean")) {
+                    list_add(ml, sizeof ml, an_method_order[vi]);
+                    break;
+                }
+            }
+        fprintf(meta, "hres_depth_methods_n%d = \"%s\"\n", n, ml);
+    }
+}
+
 /* ---- loss curves (context for Table 1) ---------------------------------------------- */
 
 static void fig_loss(an_ctx *c, FILE *meta) {
@@ -946,6 +996,7 @@ int an_write_figures(an_ctx *c) {
     fig_hist(c, meta);
     fig_devsv(c, meta);
     fig_jacobian(c, meta);
+    fig_hres_depth(c, meta);
     fig_loss(c, meta);
     an_close(meta);
     return 0;

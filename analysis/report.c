@@ -89,6 +89,12 @@ static const an_figure figures[] = {
      "The paper argues from the linear residual path only (‖Π H_res‖ ≤ 1).",
      "Spectral norm of d(final streams)/d(initial streams) for the full network (branches on) and for the residual path "
      "alone (branches off), mean ± std over validation sequences, log scale."},
+    {"hres_depth", "Beyond the paper: the residual matrices across depth and number of streams",
+     "The paper shows H_res at n = 4 and argues from the composite's spectral norm (‖Π H_res‖ ≤ 1 for s²HC).",
+     "One column per number of streams n among the runs. Top: distance from the identity ‖H_l − I‖₂ of each "
+     "sublayer's token-averaged H_res (final probe); bottom: the residual path's gain through sublayer l, "
+     "‖H_l ··· H_1‖₂ (mean over sequences, log scale); mean ± std over the seeds, sublayers counted from 1. The "
+     "numbers: data/hres_layers_seeds.csv and the table residual."},
     {"fig00_loss", "Training loss (context for Table 1)", "Not a figure of the paper.",
      "Training loss per step and its moving average, one run per method, in the cell the figures show."},
 };

@@ -69,7 +69,8 @@ PAPER_GRID_RC = if [ $$rc -eq 2 ] || [ $$rc -ge 128 ]; then exit $$rc; fi; \
 
 PAPER_GRIDS := $(PAPER_RUNS)/paper/.complete $(PAPER_RUNS)/ablations/.complete $(PAPER_RUNS)/streams/.complete
 PAPER_FIGS  := fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams \
-               fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian
+               fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian \
+               hres_depth
 PAPER_PNG   := $(PAPER_FIGS:%=$(PAPER_OUT)/%.png)
 PAPER_META  := $(PAPER_OUT)/data/meta.gp
 PAPER_SRC   := $(wildcard analysis/*.c analysis/*.h)

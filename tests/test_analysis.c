@@ -502,6 +502,10 @@ static void test_residual_table(void) {
     for (const char *q = l; (q = strchr(q, '\n')); q++) rows++;
     CHECK(rows == 1 + 4 + 4 + 4, "hres_layers.csv: a header and 4 sublayers of 3 runs, %d lines:\n%s", rows, l);
     CHECK(strstr(l, "synth,hc,2,20,2,3,1.7,1.7,") != NULL && strstr(l, ",0.7,") != NULL, "hc seed 2, sublayer 3:\n%s", l);
+    snprintf(p, sizeof p, "%s/residual-out/data/meta.gp", tmpdir);
+    CHECK(strstr(slurp(p), "hres_depth_methods = \"hc s2hc\"\nhres_depth_n = \"2 4\"\nhres_depth_steps = 20\n"
+                           "hres_depth_methods_n2 = \"hc\"\nhres_depth_methods_n4 = \"s2hc\"\n") != NULL,
+          "meta.gp: what the figure hres_depth draws:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/residual-out/data/hres_layers_seeds.csv", tmpdir);
     l = slurp(p);
     CHECK(strstr(l, "synth,hc,2,20,2,3,1.6,0.141421,0.6,0.141421,") != NULL && strstr(l, ",1.013,0\n") != NULL,

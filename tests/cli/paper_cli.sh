@@ -49,7 +49,7 @@ if [ -s "$OUT/gnuplot.log" ] || grep -q "Warning\|gnuplot warned" "$TMP/out"; th
 else ok "gnuplot drew every figure without a warning"; fi
 
 FIGS="fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams
-      fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian"
+      fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian hres_depth"
 TABLES="table1 table2 table2_paper ablation recipes residual throughput runs scales claims"
 for f in $FIGS; do
   for e in png svg; do

@@ -1,0 +1,53 @@
+# Beyond the paper: the learned residual matrices across depth, one column of panels per
+# number of streams n. Top: each method's distance from the identity ||H_l - I||_2 of the
+# token-averaged H_res per sublayer; bottom: the residual path's gain through sublayer l,
+# ||H_l ... H_1||_2 (mean over sequences), log scale; mean ± std over the seeds. Sublayers
+# count from 1, as in every figure (the data's column sublayer + 1). Data: the
+# rows of hres_layers_seeds.dat of the figures' scale, corpus and training length
+# (columns: scale corpus method n steps seeds sublayer sv_max sv_max_std dist_identity
+# dist_identity_std dev_sv_max dev_sv_max_std composite_norm composite_norm_std).
+# style.gp from the script's own folder (ARG0 up to its last "/"), found without a shell,
+# which a quote in the path broke
+script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
+load script_dir(ARG0, strlen(ARG0))."/style.gp"
+stem = "hres_depth"
+if (!exists("hres_depth_n")) hres_depth_n = ""
+N = words(hres_depth_n)
+W = 420 * (N > 0 ? N : 1) + 120; H = 820
+# a row of the method m at n streams in the figures' cell
+row(m, nn) = strcol(1) eq scale && strcol(2) eq corpus && strcol(3) eq m && column(4) == nn && \
+             column(5) == hres_depth_steps
+do for [fmt in "png svg"] {
+  reset
+  eval term(fmt)
+  set multiplot layout 2, (N > 0 ? N : 1) title sprintf("H_{res} across depth, by number of streams (%s, %s, %d steps; mean ± std over seeds)", scale, corpus, hres_depth_steps) font ",13"
+  if (N == 0) {
+    eval nodata("no run with a final probe"); plot 2 notitle
+  }
+  do for [k = 1:N] {
+    nn = int(word(hres_depth_n, k))
+    ms = value(sprintf("hres_depth_methods_n%d", nn))
+    reset
+    set title sprintf("n = %d: distance from the identity", nn)
+    set xlabel "sublayer"; set ylabel "||H_l - I||_2"
+    set grid; set key top left font ",9"
+    set xrange [0.5:Lh + 0.5]; set xtics sublayer_step(Lh); set yrange [0:*]
+    plot for [j = 1:words(ms)] data("hres_layers_seeds.dat") \
+         using (row(word(ms, j), nn) ? column(7) + 1 : 1/0):10:11 with yerrorlines pt 7 ps 0.6 \
+         lc rgb color(word(ms, j)) title label(word(ms, j))
+  }
+  do for [k = 1:N] {
+    nn = int(word(hres_depth_n, k))
+    ms = value(sprintf("hres_depth_methods_n%d", nn))
+    reset
+    set title sprintf("n = %d: gain of the residual path", nn)
+    set xlabel "sublayer l"; set ylabel "||H_l ... H_1||_2"
+    set grid; set key top left font ",9"
+    set xrange [0.5:Lh + 0.5]; set xtics sublayer_step(Lh)
+    set logscale y; set yrange [0.9:*]
+    plot for [j = 1:words(ms)] data("hres_layers_seeds.dat") \
+         using (row(word(ms, j), nn) ? column(7) + 1 : 1/0):14:15 with yerrorlines pt 7 ps 0.6 \
+         lc rgb color(word(ms, j)) title label(word(ms, j))
+  }
+  unset multiplot
+}
