@@ -655,19 +655,21 @@ static void table_ablation(an_ctx *c) {
 
 /* ---- the residual matrices across depth, by method and n ------------------------------ */
 
-/* The numbers of one run's final probe that the table residual and data/hres_layers*.dat
- * give, per sublayer l: sv_max, sv_min and dev_sv_max of the token-averaged H_res
- * (/final/sv_mean, dev_sv_mean), its distance from the identity ||H_res - I||_2
- * (/final/H_res_mean), the worst per-token |column / row sum - 1| and the mean over
- * sequences of ||H_l ... H_0||_2 (/final/cum_spectral_norm, Fig 6's curve). Lh, or 0
- * when the run has no /final residual matrices. */
 /* The most sublayers a run of the table has (the L preset: 48). */
 #define AN_MAX_SUBLAYERS 512
+
+/* The numbers of one run's final probe that the table residual and data/hres_layers*.dat
+ * give, per sublayer l: sv_max, sv_min and dev_sv_max of the token-averaged H_res
+ * (/final/sv_mean, dev_sv_mean), its distance from the identity ||H_res - I||_2 and its
+ * smallest entry (/final/H_res_mean; below 0: outside the doubly stochastic matrices
+ * whatever its sums), the worst per-token |column / row sum - 1| and the mean over
+ * sequences of ||H_l ... H_0||_2 (/final/cum_spectral_norm, Fig 6's curve). Lh, or 0
+ * when the run has no /final residual matrices. */
 
 typedef struct {
     int Lh, n;
     double sv_max[AN_MAX_SUBLAYERS], sv_min[AN_MAX_SUBLAYERS], dev_max[AN_MAX_SUBLAYERS], dist_id[AN_MAX_SUBLAYERS];
-    double cs_dev[AN_MAX_SUBLAYERS], rs_dev[AN_MAX_SUBLAYERS], cum[AN_MAX_SUBLAYERS];
+    double cs_dev[AN_MAX_SUBLAYERS], rs_dev[AN_MAX_SUBLAYERS], cum[AN_MAX_SUBLAYERS], min_entry[AN_MAX_SUBLAYERS];
 } hres_layers;
 
 static int hres_layers_of(const an_run *r, hres_layers *h) {
@@ -682,7 +684,12 @@ static int hres_layers_of(const an_run *r, hres_layers *h) {
     const int S = cn && an_shape(cn, dc) == 2 && dc[1] == (size_t)Lh ? (int)dc[0] : 0;
     for (int l = 0; l < Lh; l++) {
         double D[PROBE_MAX_N * PROBE_MAX_N];
-        for (int k = 0; k < n * n; k++) D[k] = an_series_get(H, (size_t)l * n * n + k) - (k % (n + 1) == 0);
+        h->min_entry[l] = INFINITY;
+        for (int k = 0; k < n * n; k++) {
+            const double x = an_series_get(H, (size_t)l * n * n + k);
+            D[k] = x - (k % (n + 1) == 0);
+            h->min_entry[l] = fmin(h->min_entry[l], x);
+        }
         h->dist_id[l] = probe_spectral_norm(D, n);
         h->sv_max[l] = an_series_get(sv, (size_t)l * n);
         h->sv_min[l] = an_series_get(sv, (size_t)l * n + n - 1);
@@ -707,21 +714,22 @@ static int hres_layers_of(const an_run *r, hres_layers *h) {
  * a row per method, n, training length and sublayer, mean and std over the seeds. */
 static void table_residual(an_ctx *c) {
     static const char *const head[] = {"scale", "corpus", "method", "n", "steps", "max σ₁(H_l)", "mean ‖H_l − I‖₂",
-                                       "max |sum − 1|", "‖H_L ··· H_1‖₂", "Jacobian ‖J‖₂ full", "Jacobian ‖J‖₂ residual"};
+                                       "max |sum − 1|", "min entry", "‖H_L ··· H_1‖₂", "Jacobian ‖J‖₂ full", "Jacobian ‖J‖₂ residual"};
     tbl t;
-    tbl_init(&t, 11, head);
+    tbl_init(&t, 12, head);
     FILE *fl = an_open(c->out, "data", "hres_layers.dat"), *fs = an_open(c->out, "data", "hres_layers_seeds.dat");
     if (fl) {
         fprintf(fl, "# every hyper-connection run's final probe, a row per sublayer: the token-averaged H_res's largest "
                     "and smallest singular value, the largest of H_res - J, ||H_res - I||_2, the worst per-token "
-                    "|column / row sum - 1|, and ||H_l ... H_0||_2 (mean over the sequences)\n");
+                    "|column / row sum - 1|, ||H_l ... H_0||_2 (mean over the sequences) and the smallest entry of "
+                    "the token-averaged H_res\n");
         fprintf(fl, "%s scale corpus method n steps seed sublayer sv_max sv_min dev_sv_max dist_identity colsum_dev_max "
-                    "rowsum_dev_max composite_norm\n", AN_COLUMNS);
+                    "rowsum_dev_max composite_norm min_entry\n", AN_COLUMNS);
     }
     if (fs) {
         fprintf(fs, "# as hres_layers.dat, mean and sample std over the seeds of each method, n and length\n");
         fprintf(fs, "%s scale corpus method n steps seeds sublayer sv_max sv_max_std dist_identity dist_identity_std "
-                    "dev_sv_max dev_sv_max_std composite_norm composite_norm_std\n", AN_COLUMNS);
+                    "dev_sv_max dev_sv_max_std composite_norm composite_norm_std min_entry min_entry_std\n", AN_COLUMNS);
     }
     char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
@@ -736,21 +744,24 @@ static void table_residual(an_ctx *c) {
                         int idx[AN_CELL_CAP];
                         int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, AN_CELL_CAP), m = 0, Lh = 0;
                         double sv1[AN_CELL_CAP], di[AN_CELL_CAP], sd[AN_CELL_CAP], cn[AN_CELL_CAP], jf[AN_CELL_CAP],
-                            jr[AN_CELL_CAP];
+                            jr[AN_CELL_CAP], me[AN_CELL_CAP];
                         for (int i = 0; i < k; i++) {
                             const an_run *r = &c->rs->r[idx[i]];
                             if (!hres_layers_of(r, &h[m])) continue;
                             if (Lh && h[m].Lh != Lh) continue; /* one depth per row */
                             Lh = h[m].Lh;
                             sv1[m] = -INFINITY;
+                            me[m] = INFINITY;
                             di[m] = 0;
                             for (int l = 0; l < Lh; l++) {
                                 sv1[m] = fmax(sv1[m], h[m].sv_max[l]);
                                 di[m] += h[m].dist_id[l] / Lh;
+                                me[m] = fmin(me[m], h[m].min_entry[l]);
                                 if (fl)
-                                    fprintf(fl, "%s %s %s %d %d %llu %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", sc[a], co[b], v, nn,
-                                            st[si], (unsigned long long)r->seed, l, h[m].sv_max[l], h[m].sv_min[l],
-                                            h[m].dev_max[l], h[m].dist_id[l], h[m].cs_dev[l], h[m].rs_dev[l], h[m].cum[l]);
+                                    fprintf(fl, "%s %s %s %d %d %llu %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", sc[a], co[b], v,
+                                            nn, st[si], (unsigned long long)r->seed, l, h[m].sv_max[l], h[m].sv_min[l],
+                                            h[m].dev_max[l], h[m].dist_id[l], h[m].cs_dev[l], h[m].rs_dev[l], h[m].cum[l],
+                                            h[m].min_entry[l]);
                             }
                             sd[m] = fmax(an_final_sum_dev(r, 1), an_final_sum_dev(r, 0));
                             cn[m] = last_cumnorm(r);
@@ -760,18 +771,20 @@ static void table_residual(an_ctx *c) {
                         }
                         if (!m) continue;
                         for (int l = 0; fs && l < Lh; l++) {
-                            double x[4][AN_CELL_CAP], mean[4], sdv[4];
+                            double x[5][AN_CELL_CAP], mean[5], sdv[5];
                             for (int i = 0; i < m; i++) {
                                 x[0][i] = h[i].sv_max[l];
                                 x[1][i] = h[i].dist_id[l];
                                 x[2][i] = h[i].dev_max[l];
                                 x[3][i] = h[i].cum[l];
+                                x[4][i] = h[i].min_entry[l];
                             }
-                            for (int q = 0; q < 4; q++) an_mean_std(x[q], m, &mean[q], &sdv[q]);
-                            fprintf(fs, "%s %s %s %d %d %d %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", sc[a], co[b], v, nn,
-                                    st[si], m, l, mean[0], sdv[0], mean[1], sdv[1], mean[2], sdv[2], mean[3], sdv[3]);
+                            for (int q = 0; q < 5; q++) an_mean_std(x[q], m, &mean[q], &sdv[q]);
+                            fprintf(fs, "%s %s %s %d %d %d %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", sc[a], co[b],
+                                    v, nn, st[si], m, l, mean[0], sdv[0], mean[1], sdv[1], mean[2], sdv[2], mean[3], sdv[3],
+                                    mean[4], sdv[4]);
                         }
-                        char ntxt[8], stx[16], c1[64], c2[64], c3[64], c4[64], c5[64], c6[64];
+                        char ntxt[8], stx[16], c1[64], c2[64], c3[64], c4[64], c5[64], c6[64], c7[64];
                         snprintf(ntxt, sizeof ntxt, "%d", nn);
                         snprintf(stx, sizeof stx, "%d", st[si]);
                         fmt_ms(c1, sizeof c1, sv1, m, 4);
@@ -783,7 +796,8 @@ static void table_residual(an_ctx *c) {
                         fmt_ms(c4, sizeof c4, cn, m, 4);
                         fmt_ms(c5, sizeof c5, jf, m, 3);
                         fmt_ms(c6, sizeof c6, jr, m, 4);
-                        const char *cells[] = {sc[a], co[b], an_pretty(v), ntxt, stx, c1, c2, c3, c4, c5, c6};
+                        fmt_ms(c7, sizeof c7, me, m, 4);
+                        const char *cells[] = {sc[a], co[b], an_pretty(v), ntxt, stx, c1, c2, c3, c7, c4, c5, c6};
                         tbl_row(&t, cells);
                     }
     if (fl) an_close(fl);
@@ -792,8 +806,8 @@ static void table_residual(an_ctx *c) {
               "The learned residual matrices across depth, by method and number of streams n, from each run's final "
               "probe (mean ± std over the seeds, their count in brackets): the largest singular value of any "
               "sublayer's token-averaged H_res, the mean over sublayers of its distance from the identity "
-              "‖H_res − I‖₂, the worst per-token |row or column sum − 1| (0 for a doubly stochastic matrix), the "
-              "spectral norm of the product over all sublayers (the residual path's gain, mean over sequences), and "
+              "‖H_res − I‖₂, the worst per-token |row or column sum − 1| and the smallest entry of any sublayer's "
+              "token-averaged H_res (a doubly stochastic matrix has every sum 1 and no entry below 0), the spectral norm of the product over all sublayers (the residual path's gain, mean over sequences), and "
               "the Jacobian norms of the whole network and of the residual path alone. Per sublayer: "
               "data/hres_layers.csv (every run), data/hres_layers_seeds.csv (mean and std over the seeds).");
     tbl_free(&t);

@@ -490,7 +490,7 @@ static void test_residual_table(void) {
     /* sigma_1 = ||H - I|| + 1 = 1.5, 1.7: mean 1.6, std 0.1414; the composite (synth's cum_spectral_norm)
        1 + 0.01 q + 0.001 l over q = 0..2 at l = 3: 1.013; the Jacobians' means 2n = 4 and 2 */
     CHECK(strstr(t, "| HC | 2 | 20 | 1.6000 ± 0.1414 (2) | 0.6000 ± 0.1414 (2) |") != NULL &&
-              strstr(t, "| 1.0130 ± 0.0000 (2) | 4.000 ± 0.000 (2) | 2.0000 ± 0.0000 (2) |") != NULL,
+              strstr(t, "| 0.0000 ± 0.0000 (2) | 1.0130 ± 0.0000 (2) | 4.000 ± 0.000 (2) | 2.0000 ± 0.0000 (2) |") != NULL,
           "HC's row, two seeds:\n%s", t);
     CHECK(strstr(t, "| s²HC | 4 | 20 | 1.1250 (1) | 0.1250 (1) |") != NULL, "s²HC's row, one seed:\n%s", t);
     CHECK(strstr(t, "| RC |") == NULL, "no row for RC (no residual matrices):\n%s", t);
@@ -501,14 +501,15 @@ static void test_residual_table(void) {
     int rows = 0;
     for (const char *q = l; (q = strchr(q, '\n')); q++) rows++;
     CHECK(rows == 1 + 4 + 4 + 4, "hres_layers.csv: a header and 4 sublayers of 3 runs, %d lines:\n%s", rows, l);
-    CHECK(strstr(l, "synth,hc,2,20,2,3,1.7,1.7,") != NULL && strstr(l, ",0.7,") != NULL, "hc seed 2, sublayer 3:\n%s", l);
+    CHECK(strstr(l, "synth,hc,2,20,2,3,1.7,1.7,") != NULL && strstr(l, ",0.7,") != NULL && strstr(l, ",1.013,0\n"),
+          "hc seed 2, sublayer 3 (the smallest entry 0, off the diagonal):\n%s", l);
     snprintf(p, sizeof p, "%s/residual-out/data/meta.gp", tmpdir);
     CHECK(strstr(slurp(p), "hres_depth_methods = \"hc s2hc\"\nhres_depth_n = \"2 4\"\nhres_depth_steps = 20\n"
                            "hres_depth_methods_n2 = \"hc\"\nhres_depth_methods_n4 = \"s2hc\"\n") != NULL,
           "meta.gp: what the figure hres_depth draws:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/residual-out/data/hres_layers_seeds.csv", tmpdir);
     l = slurp(p);
-    CHECK(strstr(l, "synth,hc,2,20,2,3,1.6,0.141421,0.6,0.141421,") != NULL && strstr(l, ",1.013,0\n") != NULL,
+    CHECK(strstr(l, "synth,hc,2,20,2,3,1.6,0.141421,0.6,0.141421,") != NULL && strstr(l, ",1.013,0,0,0\n") != NULL,
           "hc over its 2 seeds at sublayer 3:\n%s", l);
 }
 
