@@ -697,12 +697,13 @@ static int hres_layers_of(const an_run *r, hres_layers *h) {
         const h5log_series *c = an_series(r, "/final/colsum_dev_max"), *w = an_series(r, "/final/rowsum_dev_max");
         h->cs_dev[l] = c && c->row_elems == (size_t)Lh ? an_series_get(c, l) : NAN;
         h->rs_dev[l] = w && w->row_elems == (size_t)Lh ? an_series_get(w, l) : NAN;
-        double v[4096];
+        double sum = 0; /* the mean of the finite values over every sequence (probe --samples: up to 1e6) */
         int k = 0;
-        for (int q = 0; q < S && k < 4096; q++) v[k++] = an_series_get(cn, (size_t)q * Lh + l);
-        double m = NAN;
-        if (k) an_mean_std(v, k, &m, NULL);
-        h->cum[l] = m;
+        for (int q = 0; q < S; q++) {
+            const double x = an_series_get(cn, (size_t)q * Lh + l);
+            if (isfinite(x)) sum += x, k++;
+        }
+        h->cum[l] = k ? sum / k : NAN;
     }
     h->Lh = Lh;
     h->n = n;

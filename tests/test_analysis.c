@@ -163,6 +163,7 @@ typedef struct {
     double train_tokens; /* nonzero: the root attribute train_tokens (the corpus build's size) */
     double hres;      /* nonzero: /final/H_res_mean = (1 + hres) I at every sublayer, its singular values,
                          and Jacobian norms n and 3n (full), 2 and 2 (residual path) */
+    int cum_seqs;     /* nonzero: /final/cum_spectral_norm of this many sequences, 1 for the first 4096, 2 after */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -260,7 +261,15 @@ static void write_run(const char *dir, const synth *s) {
             }
         h5log_static_set(&log, "/final/H_res_colsum", H5LOG_F64, 3, sd, sums, "colsum");
         h5log_static_set(&log, "/final/H_res_rowsum", H5LOG_F64, 3, sd, sums, "rowsum");
-        h5log_static_set(&log, "/final/cum_spectral_norm", H5LOG_F64, 2, nd, cum, "cum");
+        if (s->cum_seqs) { /* many sequences: 1 for the first 4096, 2 for the rest */
+            size_t bd[2] = {(size_t)s->cum_seqs, (size_t)Lh};
+            double *big = malloc((size_t)s->cum_seqs * Lh * sizeof *big);
+            for (int q = 0; q < s->cum_seqs; q++)
+                for (int l = 0; l < Lh; l++) big[q * Lh + l] = q < 4096 ? 1 : 2;
+            h5log_static_set(&log, "/final/cum_spectral_norm", H5LOG_F64, 2, bd, big, "cum");
+            free(big);
+        } else
+            h5log_static_set(&log, "/final/cum_spectral_norm", H5LOG_F64, 2, nd, cum, "cum");
         if (s->hres) {
             const int n = s->n;
             size_t hd3[3] = {(size_t)Lh, (size_t)n, (size_t)n}, sd2[2] = {(size_t)Lh, (size_t)n}, jd[1] = {2};
@@ -511,6 +520,18 @@ static void test_residual_table(void) {
     l = slurp(p);
     CHECK(strstr(l, "synth,hc,2,20,2,3,1.6,0.141421,0.6,0.141421,") != NULL && strstr(l, ",1.013,0,0,0\n") != NULL,
           "hc over its 2 seeds at sublayer 3:\n%s", l);
+}
+
+/* The residual path's gain of hres_layers*.csv is the mean over every sequence of the
+ * final probe (s2hc probe --samples up to 1e6), not over the first 4096. */
+static void test_residual_many_sequences(void) {
+    const synth runs[] = {{.method = "s2hc", .n = 2, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100,
+                           .name = "s", .hres = 0.5, .cum_seqs = 5000}};
+    char out[400], p[600];
+    analyze_set("manyseq", runs, 1, out, sizeof out);
+    snprintf(p, sizeof p, "%s/data/hres_layers.csv", out);
+    /* (4096 * 1 + 904 * 2) / 5000 = 1.1808 */
+    CHECK(strstr(slurp(p), ",1.1808,0\n") != NULL, "the mean over 5000 sequences:\n%s", slurp(p));
 }
 
 /* The Jacobian figure shows the run every other figure shows of a method (the primary n),
@@ -1275,6 +1296,7 @@ int main(void) {
     T_RUN(test_mixed_n);
     T_RUN(test_residual_table);
     T_RUN(test_jacobian_primary_n);
+    T_RUN(test_residual_many_sequences);
     T_RUN(test_dir_newline);
     T_RUN(test_long_run_paths);
     T_RUN(test_rep_run_n);
