@@ -88,9 +88,10 @@ int eval_main(int argc, char **argv);
 /* `s2hc export`: a run's weights as a safetensors file (harness/safetensors.c). */
 int export_main(int argc, char **argv);
 /* m's parameters as safetensors file `path` (f32, or bf16 rounded to nearest even),
- * written atomically, with its config and `step` in the metadata: the file's size, or -1
- * after a message naming the file. */
-int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, int bf16);
+ * written atomically, with its config, `step` and the run's token_kind (bytes | ids;
+ * NULL: not written) in the metadata: the file's size, or -1 after a message naming the
+ * file. */
+int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, int bf16, const char *token_kind);
 /* train.init_from: the tensors of safetensors file `path` into m's parameters, by name
  * (s2hc export's names, which are nanoGPT's state_dict keys; lm_head.weight must equal
  * transformer.wte.weight, and nanoGPT's causal-mask buffers are skipped). F32, BF16 or F16.
@@ -100,9 +101,10 @@ int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, in
 int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, char *err, size_t errlen);
 /* The model an s2hc export holds (`s2hc sample FILE`): built from the config in its
  * __metadata__, every tensor from the file (one the file lacks is an error, not its
- * init); *step the metadata's (-1 when absent). 0, or -1 with err (m not built). */
-int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *err,
-                           size_t errlen);
+ * init); *step the metadata's (-1 when absent), token_kind its token_kind ("" when
+ * absent: an export of an older build). 0, or -1 with err (m not built). */
+int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *token_kind,
+                           size_t kindlen, char *err, size_t errlen);
 
 /* The version string (git commit of the build). */
 const char *s2hc_version(void);

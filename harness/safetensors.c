@@ -128,6 +128,9 @@ int export_main(int argc, char **argv) {
     h5log log;
     int64_t step = 0;
     if (run_open(dir, &cfg, &m, &log, &step) != 0) return 1;
+    char kind[16] = ""; /* text or a tokenizer's ids (a run file older than the attribute: unknown) */
+    const char *tk = h5log_get_attr_str(&log, "/", "token_kind");
+    if (tk) snprintf(kind, sizeof kind, "%s", tk);
     h5log_free(&log);
     run_note_in_use(dir, "its checkpoint", (long long)step);
     char path[1024]; /* write_file_atomic's bound: path.tmp and its directory must fit too */
@@ -166,7 +169,7 @@ int export_main(int argc, char **argv) {
         }
     }
 
-    const int64_t bytes = safetensors_write(&m, step, path, bf16);
+    const int64_t bytes = safetensors_write(&m, step, path, bf16, kind[0] ? kind : NULL);
     if (bytes >= 0)
         printf("wrote %s: %d tensors (%zu values) and lm_head.weight, %s, step %lld, %.1f MB\n", path, m.n_tensors,
                m.n_params, dtype, (long long)step, (double)bytes / 1e6);
@@ -174,7 +177,7 @@ int export_main(int argc, char **argv) {
     return bytes >= 0 ? 0 : 1;
 }
 
-int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, int bf16) {
+int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, int bf16, const char *token_kind) {
     const size_t esize = bf16 ? 2 : sizeof(float);
     /* the header: every table tensor in table order, then lm_head.weight */
     char *head = NULL;
@@ -191,6 +194,10 @@ int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, in
     json_string(h, s2hc_version());
     fprintf(h, ",\"step\":\"%lld\",\"method\":", (long long)step);
     json_string(h, m->cfg.method);
+    if (token_kind) {
+        fputs(",\"token_kind\":", h);
+        json_string(h, token_kind);
+    }
     fprintf(h, ",\"n_streams\":\"%d\",\"tied\":\"lm_head.weight=transformer.wte.weight\",\"config\":", m->n);
     json_string(h, yaml);
     fputc('}', h);
@@ -766,8 +773,8 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
 
 /* __metadata__'s "config" and "step" of an s2hc export, the parser just past its
  * MAPPING_START: *yaml malloc'd (NULL when absent), *step (-1 when absent). */
-static int st_metadata_config(yaml_parser_t *p, const char *file, char **yaml, long long *step, char *err,
-                              size_t errlen) {
+static int st_metadata_config(yaml_parser_t *p, const char *file, char **yaml, long long *step, char *kind,
+                              size_t kindlen, char *err, size_t errlen) {
     char key[32] = "";
     for (int i = 0;; i++) {
         yaml_event_t x;
@@ -788,14 +795,16 @@ static int st_metadata_config(yaml_parser_t *p, const char *file, char **yaml, l
         if (i % 2 == 0) snprintf(key, sizeof key, "%s", v);
         else if (!strcmp(key, "config") && !*yaml && !(*yaml = strdup(v))) die(1, "out of memory");
         else if (!strcmp(key, "step")) *step = strtoll(v, NULL, 10);
+        else if (!strcmp(key, "token_kind")) snprintf(kind, kindlen, "%s", v);
         yaml_event_delete(&x);
     }
 }
 
-int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *err,
-                           size_t errlen) {
+int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *token_kind,
+                           size_t kindlen, char *err, size_t errlen) {
     err[0] = 0;
     *step = -1;
+    if (kindlen) token_kind[0] = 0;
     FILE *f = fopen(path, "rb");
     unsigned char len8[8];
     uint64_t hlen = 0;
@@ -838,7 +847,7 @@ int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int
         else if (depth == 0 && x.type == YAML_MAPPING_START_EVENT) depth = 1;
         else if (depth == 1 && x.type == YAML_SCALAR_EVENT) is_meta = !strcmp((const char *)x.data.scalar.value, "__metadata__");
         else if (depth == 1 && is_meta && x.type == YAML_MAPPING_START_EVENT)
-            rc = st_metadata_config(&p, path, &yaml, &st, err, errlen);
+            rc = st_metadata_config(&p, path, &yaml, &st, token_kind, kindlen, err, errlen);
         else if (depth == 1) rc = st_skip(&p, &x, path, NULL, err, errlen);
         if (depth == 1 && x.type != YAML_SCALAR_EVENT) is_meta = 0;
         yaml_event_delete(&x);

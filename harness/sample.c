@@ -329,12 +329,13 @@ int sample_main(int argc, char **argv) {
     int of_ids = 0;
     if (from_file) {
         char err[1400];
-        if (safetensors_open_model(dir, &cfg, &m, &step, err, sizeof err) != 0) {
+        char kind[16];
+        if (safetensors_open_model(dir, &cfg, &m, &step, kind, sizeof kind, err, sizeof err) != 0) {
             fprintf(stderr, "s2hc: error: sample: %s\n", err);
             free(bytes);
             return 1;
         }
-        of_ids = m.V > 256;
+        of_ids = !strcmp(kind, "ids") || m.V > 256; /* an export of an older build: by its vocabulary */
     } else {
         if (run_open(dir, &cfg, &m, &log, &step) != 0) { free(bytes); return 1; }
         /* a model of a tokenizer's ids (a run file older than the attribute: by its vocabulary) */

@@ -53,7 +53,7 @@ static void build(gpt_model *m, const char *method, int n, int C, uint64_t seed)
 /* safetensors_write, checked: the size it returns is the file's, and the data starts
  * 8-byte aligned ((8 + header length) % 8 == 0, as the format asks). */
 static int64_t written(const gpt_model *m, long long step, const char *path, int bf16) {
-    const int64_t size = safetensors_write(m, step, path, bf16);
+    const int64_t size = safetensors_write(m, step, path, bf16, NULL);
     CHECK(size > 0, "write %s", path);
     struct stat st;
     CHECK(stat(path, &st) == 0 && st.st_size == size, "%s: %lld bytes, write said %lld", path,

@@ -175,4 +175,12 @@ expect_status 2 "a text prompt for a model of ids of 256" -- "$S2HC" sample "$TM
 expect_out "trained on token ids .*give the prompt as ids with --ids" "points to --ids"
 expect_status 0 "and --ids" -- "$S2HC" sample "$TMP/runs/i256" --ids --prompt "7 14" --tokens 3 --temperature 0
 grep -Eq '^7 14( [0-9]+){3} $' "$TMP/out" && ok "ids out" || fail "sample --ids of ids256: $(cat "$TMP/out")"
+# its export says so too (__metadata__'s token_kind): a text prompt refused from the file
+"$S2HC" export "$TMP/runs/i256" -o "$TMP/i256.safetensors" >/dev/null
+expect_status 2 "a text prompt for the export of a model of ids of 256" -- "$S2HC" sample "$TMP/i256.safetensors" \
+  --prompt "ab"
+expect_out "trained on token ids .*give the prompt as ids with --ids" "points to --ids"
+expect_status 0 "and --ids from the export" -- "$S2HC" sample "$TMP/i256.safetensors" --ids --prompt "7 14" \
+  --tokens 3 --temperature 0
+grep -Eq '^7 14( [0-9]+){3} $' "$TMP/out" && ok "ids out of the export" || fail "sample --ids of i256.safetensors: $(cat "$TMP/out")"
 finish sample_cli
