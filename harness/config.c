@@ -650,7 +650,6 @@ static int set_scalar(s2hc_config *c, const cfg_key *k, scalar_t v, char *err, s
             return -1;
         }
         *(double *)member(c, k) = x == 0 ? 0.0 : x; /* -0 is 0 */
-        if (k->off == offsetof(s2hc_config, min_lr)) c->min_lr_ratio = 0; /* a final rate given outright */
         break;
     }
     case K_ENUM:
@@ -867,12 +866,14 @@ static int apply_document(s2hc_config *c, yaml_document_t *d, const char *src, c
             if (apply_key(c, d, full, kk, kv, seen, src, ignored, ilen)) return 2;
         }
     }
+    /* both in one file: only as config_to_yaml writes them (a grid point's config.yaml, a
+       run's stored config), min_lr resolved from the ratio, or with the ratio off */
     const seen_t *a = &seen[key_find("train.min_lr") - cfg_keys], *b = &seen[key_find("train.min_lr_ratio") - cfg_keys];
-    if (!ignored && a->set && b->set) { /* a run's stored config holds both, consistent: config_resolve */
+    if (!ignored && a->set && b->set && c->min_lr_ratio > 0 && c->min_lr != c->lr * c->min_lr_ratio) {
         const seen_t *later = a->mark.index > b->mark.index ? a : b;
         report(src, &later->mark, later == a ? "train.min_lr" : "train.min_lr_ratio",
-               "set with %s (at %zu:%zu): set one, train.min_lr for a fixed final rate or train.min_lr_ratio for "
-               "one that follows train.lr", later == a ? "train.min_lr_ratio" : "train.min_lr",
+               "set with %s (at %zu:%zu) to another final rate: set one, train.min_lr for a fixed final rate or "
+               "train.min_lr_ratio for one that follows train.lr", later == a ? "train.min_lr_ratio" : "train.min_lr",
                (later == a ? b : a)->mark.line + 1, (later == a ? b : a)->mark.column + 1);
         return 2;
     }
@@ -1155,6 +1156,7 @@ int config_set(s2hc_config *c, const char *assignment) {
         report(src, NULL, key, "%s", err);
         return 2;
     }
+    if (k->off == offsetof(s2hc_config, min_lr)) tmp.min_lr_ratio = 0; /* a later layer's final rate, outright */
     memcpy(c, &tmp, sizeof tmp);
     return 0;
 }

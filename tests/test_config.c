@@ -793,10 +793,27 @@ static void test_min_lr_ratio(void) {
     CAPTURE(rc, config_load(&c, both, NULL, 0));
     CHECK(rc == 2 && strstr(captured, "both.yaml:4:3: key 'train.min_lr_ratio': set with train.min_lr (at 2:3)"),
           "both in one file: rc %d %s", rc, captured);
-    write_file("both2.yaml", "train.min_lr_ratio: 0.1\ntrain:\n  min_lr: 1e-4\n", both, sizeof both);
+    write_file("both2.yaml", "train.min_lr_ratio: 0.1\ntrain:\n  min_lr: 5e-5\n", both, sizeof both);
     CAPTURE(rc, config_load(&c, both, NULL, 0));
     CHECK(rc == 2 && strstr(captured, "both2.yaml:3:3: key 'train.min_lr': set with train.min_lr_ratio (at 1:1)"),
           "both in one file, the other order: rc %d %s", rc, captured);
+    /* ... but a file config_to_yaml wrote (a grid point's config.yaml) holds both, the
+       final rate resolved from the ratio: it loads, to the same config, and a --set
+       train.lr over it moves the final rate */
+    CAPTURE(rc, config_load(&c, path, lr, 1));
+    char *y = config_to_yaml(&c);
+    write_file("written.yaml", y, both, sizeof both);
+    free(y);
+    s2hc_config w;
+    CAPTURE(rc, config_load(&w, both, NULL, 0));
+    CHECK(rc == 0 && memcmp(&w, &c, sizeof w) == 0, "config_to_yaml's file loads back: rc %d %s", rc, captured);
+    const char *lr2[] = {"train.lr=0.04"};
+    CAPTURE(rc, config_load(&w, both, lr2, 1));
+    CHECK(rc == 0 && w.min_lr == 0.04 * 0.1, "and its ratio follows --set train.lr: %g", w.min_lr);
+    /* with the ratio off, both keys are the plain min_lr */
+    write_file("off.yaml", "train:\n  min_lr: 2e-4\n  min_lr_ratio: 0\n", both, sizeof both);
+    CAPTURE(rc, config_load(&w, both, NULL, 0));
+    CHECK(rc == 0 && w.min_lr == 2e-4, "ratio 0 beside min_lr: rc %d %s", rc, captured);
 }
 
 /* ---- keys, schema, docs, tiny.yaml ----------------------------------------------------- */
