@@ -69,11 +69,15 @@ int run_lock(const char *dir, const char *who) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: s2hc train CONFIG.yaml [--set KEY=VALUE]... [--resume] [--force] [--quiet] [--stop-after N]\n"
+            "usage: s2hc train CONFIG.yaml [--set KEY=VALUE]... [--resume | --extend] [--force] [--quiet]\n"
+            "                  [--stop-after N]\n"
             "\n"
             "Train the model described by CONFIG.yaml and write runs/<name>/run.h5 and ckpt.h5.\n"
             "  --set KEY=VALUE  override any config key (same checks as the file), repeatable\n"
             "  --resume         continue from runs/<name>/ckpt.h5 (a fresh start if there is none)\n"
+            "  --extend         --resume, and train.steps may be larger than the run's: a run (finished or not)\n"
+            "                   goes on to the new length with its optimizer state and data order, its\n"
+            "                   learning rate from here that of the new length's schedule (docs/runfile.md)\n"
             "  --force          discard an existing run of the same name and start over\n"
             "  --quiet          no progress line (errors and the summary only)\n"
             "  --stop-after N   stop after N steps of this invocation as if interrupted (saves; for tests)\n"
@@ -85,8 +89,13 @@ static void usage(FILE *f) {
             "  s2hc train experiments/tiny.yaml --set residual.method=s2hc --set train.steps=50 --set run.name=s2hc-50\n");
 }
 
+/* --extend: train.steps may grow on resume; train_extended_from is then the stored
+ * length (0: not extended). */
+static int train_extend, train_extended_from;
+
 /* Keys that may change between a run and its resumption without changing its path
- * (train.steps is not one: the learning-rate schedule decays over it). */
+ * (train.steps is not one: the learning-rate schedule decays over it; --extend lets it
+ * grow, check_resume_config). */
 static void normalise_for_resume(s2hc_config *stored, const s2hc_config *now) {
     stored->eval_every = now->eval_every;
     stored->eval_batches = now->eval_batches;
@@ -146,6 +155,27 @@ static int configs_agree(const char *stored_yaml, const s2hc_config *now, const 
  * resume; otherwise prints the first difference and returns -1. */
 static int check_resume_config(const char *stored_yaml, const s2hc_config *now, const char *now_yaml,
                                const char *where, const char *cfg_path) {
+    if (train_extend) { /* train.steps alone may differ, and only grow */
+        s2hc_config stored;
+        if (!stored_config_empty(stored_yaml, where) && config_from_yaml_text(&stored, stored_yaml, where) == 0 &&
+            stored.steps != now->steps) {
+            const int was = stored.steps;
+            normalise_for_resume(&stored, now);
+            stored.steps = now->steps;
+            char *a = config_to_yaml(&stored);
+            const int same = !strcmp(a, now_yaml);
+            free(a);
+            if (same && now->steps < was) {
+                fprintf(stderr, "s2hc: error: %s: --extend: train.steps = %d is fewer than the run's %d (%s): a run is "
+                        "extended, not cut short\n", cfg_path, now->steps, was, where);
+                return -1;
+            }
+            if (same) {
+                train_extended_from = was;
+                return 0;
+            }
+        }
+    }
     char head[2600];
     snprintf(head, sizeof head, "%s: the config differs from the run being resumed (%s); use --force to start over",
              cfg_path, where);
@@ -168,10 +198,11 @@ static int check_resume_config(const char *stored_yaml, const s2hc_config *now, 
             const char *slash = strrchr(where, '/');
             const int dl = slash ? (int)(slash - where) : 1;
             const char *d = slash ? where : ".";
-            fprintf(stderr, "  (train.steps is the length the cosine schedule decays over: a run cannot be made longer.\n"
-                    "  To go on from its weights: `s2hc export %.*s`, then a new run with\n"
-                    "  --set train.init_from=%.*s/model.safetensors: a fresh optimizer, warm-up and schedule;\n"
-                    "  docs/runfile.md)\n", dl, d, dl, d);
+            fprintf(stderr, "  (train.steps is the length the cosine schedule decays over. To train this run further,\n"
+                    "  --extend instead of --resume: its optimizer state and data order go on, its learning\n"
+                    "  rate from here that of the new length's schedule. Or from its weights alone: `s2hc export\n"
+                    "  %.*s`, then a new run with --set train.init_from=%.*s/model.safetensors: a fresh\n"
+                    "  optimizer, warm-up and schedule; docs/runfile.md)\n", dl, d, dl, d);
         }
         free(a);
     }
@@ -551,6 +582,7 @@ int train_main(int argc, char **argv) {
             if (nsets == 256) { fprintf(stderr, "s2hc: error: train: more than 256 --set\n"); return RUN_USAGE; }
             sets[nsets++] = v;
         } else if (!strcmp(argv[i], "--resume")) resume = 1;
+        else if (!strcmp(argv[i], "--extend")) resume = train_extend = 1;
         else if (!strcmp(argv[i], "--force")) force = 1;
         else if (!strcmp(argv[i], "--quiet")) quiet = 1;
         else if ((v = opt_arg(argc, argv, &i, "--stop-after", 1))) {
@@ -573,7 +605,8 @@ int train_main(int argc, char **argv) {
     }
     if (!cfg_path) { usage(stderr); return RUN_USAGE; }
     if (resume && force) {
-        fprintf(stderr, "s2hc: error: train: --resume continues the run and --force discards it: one of the two\n");
+        fprintf(stderr, "s2hc: error: train: --%s continues the run and --force discards it: one of the two\n",
+                train_extend ? "extend" : "resume");
         return RUN_USAGE;
     }
     char derr[512];
@@ -911,7 +944,13 @@ parts:;
                     "steps %.0f..%d are missing from the log (the run file was replaced by an older copy?); "
                     "resuming from the checkpoint\n", dir, isnan(last) ? 0.0 : last, start,
                     isnan(last) ? 1.0 : last + 1, start);
-        if (!quiet) printf("resuming %s from step %d\n", dir, start);
+        if (train_extended_from > 0) { /* even with --quiet: the schedule changes here */
+            s2hc_config was_cfg = cfg;
+            was_cfg.steps = train_extended_from;
+            printf("extending %s from %d to %d steps at step %d: the learning rate follows the schedule of %d steps "
+                   "from here, %.4g (that of %d steps: %.4g)\n", dir, train_extended_from, cfg.steps, start, cfg.steps,
+                   lr_at(&cfg, start), train_extended_from, lr_at(&was_cfg, start));
+        } else if (!quiet) printf("resuming %s from step %d\n", dir, start);
         if (threads_note[0]) fputs(threads_note, strncmp(threads_note, "s2hc:", 5) ? stdout : stderr);
         /* a run trained by another build (an upgrade mid-run): its kernels may sum in
            another order, so the steps from here need not be the ones that build would
@@ -1060,6 +1099,20 @@ parts:;
         } else if (!h5log_get_attr_str(&log, "/", "git_commits")) h5log_attr_str(&log, "/", "git_commits", had);
     }
     h5log_attr_str(&log, "/", "git_commit", s2hc_version());
+    if (train_extended_from > 0 && start > 0) {
+        /* extensions: each "N->M" (train.steps before and after) in order; a resume of an
+           extension stopped before its first checkpoint says the same again */
+        const char *had = h5log_get_attr_str(&log, "/", "extensions");
+        char me[48], *list = malloc_check((had ? strlen(had) : 0) + sizeof me + 1);
+        snprintf(me, sizeof me, "%d->%d", train_extended_from, cfg.steps);
+        const char *last = had ? strrchr(had, ' ') : NULL;
+        last = last ? last + 1 : had;
+        if (!had || !*had) strcpy(list, me);
+        else if (strcmp(last, me) != 0) sprintf(list, "%s %s", had, me);
+        else strcpy(list, had);
+        h5log_attr_str(&log, "/", "extensions", list);
+        free(list);
+    }
     h5log_attr_num(&log, "/", "train_tokens", (double)loader.shard.count);
     /* what the tokens are: `sample` speaks text only to a model of bytes */
     h5log_attr_str(&log, "/", "token_kind", loader.shard.bytes_per_token == 1 ? "bytes" : "ids");

@@ -85,9 +85,39 @@ expect_status 2 "resume with a changed model is refused" -- "$S2HC" train "$TMP/
 expect_out "differs" "the refusal names the difference"
 expect_status 2 "resume with another train.steps is refused (it changes the lr schedule)" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60
 expect_out "steps: 30" "the refusal names train.steps"
-expect_out "a run cannot be made longer" "and says why"
-expect_out "s2hc export $TMP/runs/tour\`, then a new run with" "and how to go on from its weights"
+expect_out "the length the cosine schedule decays over" "and says why"
+expect_out "\-\-extend instead of \-\-resume" "and points to --extend"
+expect_out "s2hc export\$" "and how to go on from its weights alone"
 expect_out "train.init_from=$TMP/runs/tour/model.safetensors" "with the file export writes"
+# --extend: a run goes on past its train.steps with its optimizer state and data order.
+# With warmup = steps the first length's lr is the warm-up alone, which a longer run with
+# the same warm-up shares: the extended run is the longer run, loss for loss.
+xc=(--set train.steps=12 --set train.warmup=12 --set train.eval_every=6 --quiet)
+"$S2HC" train "$TMP/t.yaml" --set run.name=ext "${xc[@]}" >/dev/null 2>&1
+expect_status 2 "--extend with another lr is refused as --resume is" -- "$S2HC" train "$TMP/t.yaml" --set run.name=ext \
+  "${xc[@]}" --extend --set train.steps=20 --set train.lr=0.002
+expect_out "differs" "naming the difference"
+expect_status 2 "--extend and --force" -- "$S2HC" train "$TMP/t.yaml" --set run.name=ext "${xc[@]}" --extend --force
+expect_status 0 "--extend a finished run from 12 to 20 steps" -- "$S2HC" train "$TMP/t.yaml" --set run.name=ext \
+  "${xc[@]}" --extend --set train.steps=20
+expect_out "extending $TMP/runs/ext from 12 to 20 steps at step 12: the learning rate follows the schedule of 20 steps" \
+  "it says so, with --quiet too"
+"$S2HC" train "$TMP/t.yaml" --set run.name=ext20 "${xc[@]}" --set train.steps=20 >/dev/null 2>&1
+if command -v h5dump >/dev/null; then
+  series() { h5dump -d "$2" "$TMP/runs/$1/run.h5" 2>/dev/null | sed -n '/DATA {/,/}/p'; }
+  [ -n "$(series ext /train/loss)" ] && [ "$(series ext /train/loss)" = "$(series ext20 /train/loss)" ] \
+    && ok "the extended run's losses are the 20-step run's, bit for bit" || fail "extended: $(series ext /train/loss | head -3)"
+  [ "$(series ext /eval/step | tr -s ' \n' ' ')" = "$(series ext20 /eval/step | tr -s ' \n' ' ')" ] \
+    && ok "its evals at the same steps" || fail "evals: $(series ext /eval/step | tr -s ' \n' ' ')"
+  h5dump -a /extensions "$TMP/runs/ext/run.h5" 2>/dev/null | grep -q '"12->20"' && ok "run.h5 records 12->20" \
+    || fail "no extensions attribute"
+fi
+expect_status 0 "--extend at the run's own length" -- "$S2HC" train "$TMP/t.yaml" --set run.name=ext "${xc[@]}" \
+  --extend --set train.steps=20
+expect_out "already finished at step 20" "is a finished run's resume"
+expect_status 2 "--extend to fewer steps is refused" -- "$S2HC" train "$TMP/t.yaml" --set run.name=ext "${xc[@]}" \
+  --extend --set train.steps=15
+expect_out "train.steps = 15 is fewer than the run's 20" "the refusal says so"
 expect_status 2 "resume with another train.steps and lr is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60 --set train.lr=0.002
 grep -q "init_from" "$TMP/out" && fail "a refusal for more than train.steps points to init_from" || ok "no init_from hint when more than train.steps differs"
 # a run file without its checkpoint: --resume starts again from step 0, but only as the
