@@ -182,9 +182,13 @@ static int dispatch(int argc, char **argv) {
  * grid records a finished run by its exit). */
 static int stdout_checked(const char *cmd, int rc) {
     if (cmd && (!strcmp(cmd, "train") || !strcmp(cmd, "grid"))) return rc;
+    /* an output past stdio's buffer failed while it was printed: the errno of that write
+       (each failed write sets it again, nothing after it clears it) */
+    const int before = ferror(stdout) ? errno : 0;
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
-    fprintf(stderr, "s2hc: error: writing the standard output failed: %s\n", errno ? strerror(errno) : "write error");
+    const int e = errno ? errno : before;
+    fprintf(stderr, "s2hc: error: writing the standard output failed: %s\n", e ? strerror(e) : "write error");
     return rc ? rc : 1;
 }
 
