@@ -124,7 +124,7 @@ static const cfg_key cfg_keys[] = {
     KREAL("train.min_lr_ratio", min_lr_ratio, "0", 0, 0, 1, 0,
           "the final learning rate as a fraction of train.lr: > 0 sets train.min_lr to train.lr x this, so it follows "
           "train.lr (a learning-rate sweep); 0: off, train.min_lr gives it. A later train.min_lr (--set, a grid's "
-          "set:) turns it off; one file may not set both"),
+          "set:) turns it off; one file may not set both to different final rates"),
     KINT("train.warmup", warmup, "100", 0, INT_MAX, "linear warm-up steps; at most train.steps (equal: no decay)"),
     KREAL("train.weight_decay", weight_decay, "0.1", 0, 0, 10, 0, "AdamW decoupled weight decay"),
     KBOOL("train.decay_1d", decay_1d, "false",

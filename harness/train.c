@@ -153,12 +153,25 @@ static int configs_agree(const char *stored_yaml, const s2hc_config *now, const 
 
 /* 0 if the stored run config matches the current one up to the keys that may change on
  * resume; otherwise prints the first difference and returns -1. */
+/* config_from_yaml_text without its messages (configs_agree says what is wrong): 1 if
+ * the stored config reads. */
+static int stored_config_quiet(const char *stored_yaml, const char *where, s2hc_config *stored) {
+    char *msgs = NULL;
+    size_t msgs_len = 0;
+    FILE *was = config_messages;
+    config_messages = open_memstream(&msgs, &msgs_len);
+    const int read = config_messages && config_from_yaml_text(stored, stored_yaml, where) == 0;
+    if (config_messages) fclose(config_messages);
+    config_messages = was;
+    free(msgs);
+    return read;
+}
+
 static int check_resume_config(const char *stored_yaml, const s2hc_config *now, const char *now_yaml,
                                const char *where, const char *cfg_path) {
     if (train_extend) { /* train.steps alone may differ, and only grow */
         s2hc_config stored;
-        if (!stored_config_empty(stored_yaml, where) && config_from_yaml_text(&stored, stored_yaml, where) == 0 &&
-            stored.steps != now->steps) {
+        if (stored_config_quiet(stored_yaml, where, &stored) && stored.steps != now->steps) {
             const int was = stored.steps;
             normalise_for_resume(&stored, now);
             stored.steps = now->steps;
@@ -181,16 +194,8 @@ static int check_resume_config(const char *stored_yaml, const s2hc_config *now, 
              cfg_path, where);
     if (configs_agree(stored_yaml, now, now_yaml, where, head, "run:", "config:") == 0) return 0;
     /* train.steps alone: a run to be trained further, which --resume cannot do; say what can */
-    s2hc_config stored;
-    char *msgs = NULL; /* a stored config that does not read was said above */
-    size_t msgs_len = 0;
-    FILE *was = config_messages;
-    config_messages = open_memstream(&msgs, &msgs_len);
-    const int read = config_messages && config_from_yaml_text(&stored, stored_yaml, where) == 0;
-    if (config_messages) fclose(config_messages);
-    config_messages = was;
-    free(msgs);
-    if (read && stored.steps != now->steps) {
+    s2hc_config stored; /* a stored config that does not read was said above */
+    if (stored_config_quiet(stored_yaml, where, &stored) && stored.steps != now->steps) {
         normalise_for_resume(&stored, now);
         stored.steps = now->steps;
         char *a = config_to_yaml(&stored);
