@@ -169,7 +169,9 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
                 snprintf(action, sizeof action, "run from step 0 (--force; the config changed: %s)", st.diff);
                 runs = 2;
             } else {
-                snprintf(action, sizeof action, "refuse: the config changed (%s); --force reruns it", st.diff);
+                char hint[1200];
+                grid_extend_hint(&pts[i], &st, hint, sizeof hint);
+                snprintf(action, sizeof action, "refuse: the config changed (%s); --force reruns it%s", st.diff, hint);
                 refuse++;
             }
             break;
@@ -410,8 +412,10 @@ int grid_main(int argc, char **argv) {
         if ((job >= 0 && i != job) || r.st[i].state != GS_CHANGED || force) continue;
         char dir[CFG_PATH + CFG_STR + 2];
         run_dir_of(&pts[i].cfg, dir, sizeof dir);
-        printf("  REFUSED #%d %s: %s holds a run with another config (%s); rerun it with --force (discards it)\n",
-               pts[i].index, pts[i].name, dir, r.st[i].diff);
+        char hint[1200];
+        grid_extend_hint(&pts[i], &r.st[i], hint, sizeof hint);
+        printf("  REFUSED #%d %s: %s holds a run with another config (%s); rerun it with --force (discards it)%s\n",
+               pts[i].index, pts[i].name, dir, r.st[i].diff, hint);
     }
     fflush(stdout);
     int stopped = grid_run_points(&r);

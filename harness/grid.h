@@ -131,6 +131,7 @@ typedef struct {
     double train_loss, val_loss, tokens_per_s; /* NaN when absent */
     double ood_ppl[GRID_MAX_OOD]; /* one per corpus of grid_ood_names (NaN when absent) */
     char diff[512];          /* GS_CHANGED: the first differing key; h5_kind 4: why run.h5 is refused */
+    int longer;              /* GS_CHANGED by a larger train.steps alone: `train --extend` can train it further */
     double train_tokens, val_tokens; /* run.h5's root attributes: its corpus's sizes; NaN unknown */
     int threads_used, processes_used; /* run.h5's root attributes `threads`, `processes`; 0 unknown */
     int start_failed;        /* this runner could not start it (its directory, lock, config or log): failed */

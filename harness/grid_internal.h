@@ -93,6 +93,9 @@ void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, g
 
 /* The step a point's training would start from (its checkpoint's; 0 without one). */
 int grid_resume_step(const grid_point *p, const grid_status *s);
+/* "; or, only train.steps grown, `s2hc train DIR/config.yaml --extend ...` trains it
+ * further" for a point changed by a larger train.steps alone (st->longer), else "". */
+void grid_extend_hint(const grid_point *p, const grid_status *st, char *buf, size_t n);
 
 /* grid_slurm.c */
 

@@ -193,8 +193,10 @@ static void launch(grid_runner *r, int i) {
     if (s->state == GS_CHANGED && !r->force) {
         close(fd);
         r->refused++;
-        event(r, 1, "REFUSED #%d %s: %s holds a run with another config (%s); rerun it with --force (discards it)",
-              p->index, p->name, dir, s->diff);
+        char hint[1200];
+        grid_extend_hint(p, s, hint, sizeof hint);
+        event(r, 1, "REFUSED #%d %s: %s holds a run with another config (%s); rerun it with --force (discards it)%s",
+              p->index, p->name, dir, s->diff, hint);
         return;
     }
     sl->fresh = s->state == GS_CHANGED;

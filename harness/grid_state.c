@@ -221,6 +221,7 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
     st->train_loss = st->val_loss = st->tokens_per_s = NAN;
     for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
     st->diff[0] = '\0';
+    st->longer = 0;
     st->train_tokens = st->val_tokens = NAN;
     st->h5_kind = 4;
     h5log log;
@@ -260,10 +261,23 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
                 st->h5_kind = 5;
             } else if (config_first_diff(&stored, &p->cfg, st->diff, sizeof st->diff)) {
                 st->h5_kind = 5;
+                char other[512];
+                const int was = stored.steps;
+                stored.steps = p->cfg.steps;
+                st->longer = was < p->cfg.steps && !config_first_diff(&stored, &p->cfg, other, sizeof other);
             }
         }
     }
     h5log_free(&log);
+}
+
+void grid_extend_hint(const grid_point *p, const grid_status *st, char *buf, size_t n) {
+    if (n) buf[0] = '\0';
+    if (st->state != GS_CHANGED || !st->longer) return;
+    char dir[CFG_PATH + CFG_STR + 2];
+    run_dir_of(&p->cfg, dir, sizeof dir);
+    snprintf(buf, n, "; or, only train.steps grown, `s2hc train %s/config.yaml --extend --set train.steps=%d` trains "
+             "it further", dir, p->cfg.steps);
 }
 
 void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, grid_status *st, int probe_lock) {
@@ -285,6 +299,7 @@ void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, g
         st->train_loss = st->val_loss = st->tokens_per_s = NAN;
         for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
         st->diff[0] = '\0';
+        st->longer = 0;
         st->train_tokens = st->val_tokens = NAN;
         st->threads_used = st->processes_used = 0;
     }

@@ -109,6 +109,24 @@ expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --force counts them to ru
 # the progress counts: a changed point queued to rerun is left, not refused
 expect_status 0 "--force -j 1 reruns the two changed points" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --force -j 1
 expect_out "done    #1 s2hc-n4-s1337 .*\(2/3 done, 0 running, 0 failed, 1 left," "the point still queued counts as left"
+# a longer train.steps alone: the refusal points to `train --extend` (in a copy of the runs)
+cp -r "$OUT" "$TMP/runs_ext"
+XO=$TMP/runs_ext
+XL=(--set train.lr=0.002 --set train.steps=26)
+expect_status 0 "--dry-run with a longer train.steps" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --dry-run
+expect_out "^ +2 +rc-n1-s1337: refuse: the config changed \(train.steps: 20 \(stored run\) vs 26 \(grid\)\); --force reruns it; or, only train.steps grown, \`s2hc train $XO/rc-n1-s1337/config.yaml --extend --set train.steps=26\`" \
+  "--dry-run's refusal gives the --extend command"
+expect_status 0 "--dry-run with a longer train.steps and another lr" -- "$S2HC" grid $G "${D[@]}" --out "$XO" \
+  --set train.lr=0.003 --set train.steps=26 --dry-run
+grep -q -- "--extend" "$TMP/out" && fail "a refusal for more than train.steps points to --extend" || ok "no --extend then"
+expect_status 1 "the runner refuses it the same way" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --job 2
+expect_out "REFUSED #2 rc-n1-s1337: .*--force \(discards it\); or, only train.steps grown, .*--extend --set train.steps=26" \
+  "the runner's refusal gives it too"
+# (its config.yaml names the grid's own --out, whose runs the tests below go on with)
+expect_status 0 "the command it gives" -- "$S2HC" train "$XO/rc-n1-s1337/config.yaml" --extend --set train.steps=26 \
+  --set run.out="$XO" --quiet
+expect_status 0 "--list" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --list
+expect_out "^ +2 +rc-n1-s1337 +finished +26/26" "the extended point is finished at the grid's length"
 # the command line's own mistakes: exit 2, nothing run
 # an --out longer than the grid's runs directory can be: refused by its length (it was cut
 # to 511 bytes: the runs went to another folder)
