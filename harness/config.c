@@ -136,6 +136,10 @@ static const cfg_key cfg_keys[] = {
     KU64("train.seed", seed, "1337", "random seed: init, data order; on the CPU the same config, seed, build and thread count give the same losses bit for bit"),
     KINT("train.eval_every", eval_every, "250", 0, INT_MAX, "steps between validation evals; 0 = only at the end"),
     KINT("train.eval_batches", eval_batches, "8", 1, 1000000, "micro-batches per validation eval"),
+    KBOOL("train.eval_ood", eval_ood, "false",
+          "true: every eval during training scores the out-of-domain corpora (data.ood) too, over train.eval_batches "
+          "each, as /eval/ood_loss/<corpus> beside /eval/val_loss (a trajectory; each eval then costs 1 + the "
+          "corpora's count); false: they are scored at the end only"),
     KINT("train.ckpt_every", ckpt_every, "500", 0, INT_MAX, "steps between checkpoints; 0 = only at the end"),
     KINT("train.log_every", log_every, "10", 1, INT_MAX, "steps between progress lines when stdout is not a terminal"),
     KINT("train.threads", threads, "0", 0, 4096, "OpenMP threads; 0 = OMP_NUM_THREADS when set, else all cores (--resume: the count the run trained with)"),

@@ -55,6 +55,7 @@ typedef struct {
     uint64_t seed;
     int eval_every;       /* steps between validation evals (0 = only at the end) */
     int eval_batches;     /* micro-batches per validation eval */
+    int eval_ood;         /* 1: the out-of-domain corpora at every eval during training too */
     int ckpt_every;       /* steps between checkpoints (0 = only at the end) */
     int log_every;        /* steps between progress lines when not a terminal */
     int threads;          /* OpenMP threads, 0 = OMP_NUM_THREADS when set, else all cores */

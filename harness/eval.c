@@ -94,6 +94,48 @@ void eval_print_row(FILE *f, const char *corpus, double loss) {
     else fprintf(f, "  %-12s %8.4f %10.3e\n", corpus, loss, ppl);
 }
 
+/* /eval/ood_loss/<name>, one row per /eval/step row: NaN rows for the evaluations that
+ * did not score the corpus (before train.eval_ood was on, or an `s2hc eval --ood` of
+ * others), then this evaluation's loss in the row /eval/step has just gained. */
+static void ood_loss_row(h5log *log, const char *name, double loss) {
+    char p1[300], d1[400];
+    snprintf(p1, sizeof p1, "/eval/ood_loss/%s", name);
+    snprintf(d1, sizeof d1, "loss on out-of-domain corpus %s at each /eval/step row (train.eval_ood; NaN: not "
+             "evaluated then)", name);
+    const int es = h5log_find(log, "/eval/step");
+    const int si = h5log_series_add(log, p1, H5LOG_F64, 0, NULL, d1, "nats/token");
+    const double nan_v = NAN;
+    while (es >= 0 && log->series[si].rows + 1 < log->series[es].rows) h5log_append(log, si, &nan_v);
+    h5log_append(log, si, &loss);
+}
+
+int eval_ood_losses(gpt_model *m, int B, uint32_t want_kind, double *loss, int verbose) {
+    const s2hc_config *c = &m->cfg;
+    progress pr;
+    long done = 0;
+    progress_begin(&pr, "eval out of domain", "batches", (long)c->eval_batches * c->n_ood, verbose);
+    for (int i = 0; i < c->n_ood; i++) {
+        data_shard s;
+        char err[1024];
+        loss[i] = NAN;
+        if (stop_signal) break;
+        if (eval_ood_open(c, c->ood[i], want_kind, &s, err, sizeof err) != 0) { /* checked at the start: gone since */
+            progress_end(&pr);
+            fprintf(stderr, "s2hc: warning: out-of-domain corpus '%s' skipped: %s\n", c->ood[i], err);
+            done += c->eval_batches;
+            continue;
+        }
+        loss[i] = shard_loss(m, &s, c->eval_batches, B, &pr, &done);
+        shard_close(&s);
+    }
+    progress_end(&pr);
+    return stop_signal ? -1 : 0;
+}
+
+void eval_ood_record(h5log *log, const s2hc_config *c, const double *loss) {
+    for (int i = 0; i < c->n_ood; i++) ood_loss_row(log, c->ood[i], loss[i]);
+}
+
 double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     const s2hc_config *c = &m->cfg;
     char path[1200], err[1024];
@@ -148,6 +190,7 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
         shard_close(&s);
         progress_end(&pr);
         if (stop_signal) break; /* no row of a corpus half evaluated */
+        if (c->eval_ood) ood_loss_row(log, name, l); /* the trajectory's last row */
         double ppl = exp(l);
         char p1[300], d1[300];
         size_t one = 1;

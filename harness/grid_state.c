@@ -23,7 +23,7 @@ const char *const grid_state_names[GS_N] = {"pending", "partial", "running", "fi
 static const char *const ignored_in_compare[] = {"run.out",          "data.dir",           "train.threads",
                                                  "train.log_every",  "run.backend",        "train.eval_every",
                                                  "train.eval_batches", "train.ckpt_every", "probe.every",
-                                                 "probe.final_samples", NULL};
+                                                 "probe.final_samples", "train.eval_ood", NULL};
 
 /* ------------------------------------------------------------------------------------ */
 /* Run directories: locks and state                                                      */

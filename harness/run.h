@@ -34,6 +34,13 @@ void eval_print_row(FILE *f, const char *corpus, double loss);
  * table and record /eval/... in the log at `step`. Missing OOD corpora are reported and
  * skipped. Returns the validation loss. */
 double eval_all(gpt_model *m, h5log *log, int step, int verbose);
+/* train.eval_ood: the loss of every out-of-domain corpus of m's config over
+ * train.eval_batches micro-batches of B sequences, into loss[0..n_ood) (NaN for one that
+ * no longer opens, said on stderr). verbose: a progress line. 0, or -1 once stop_signal
+ * is set (the losses then incomplete: no row). */
+int eval_ood_losses(gpt_model *m, int B, uint32_t want_kind, double *loss, int verbose);
+/* Those losses as the newest row of /eval/ood_loss/<corpus>, after /eval/step's row. */
+void eval_ood_record(h5log *log, const s2hc_config *c, const double *loss);
 /* Open out-of-domain corpus `name` of config c as eval_all reads it (its train.bin, else
  * its val.bin, with at least one window of block_size + 1 tokens, and tokens the model
  * reads: shard_fits with the training corpus's kind want_kind, from shard_kind; 0 if not known).

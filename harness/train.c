@@ -99,6 +99,7 @@ static int train_extend, train_extended_from;
 static void normalise_for_resume(s2hc_config *stored, const s2hc_config *now) {
     stored->eval_every = now->eval_every;
     stored->eval_batches = now->eval_batches;
+    stored->eval_ood = now->eval_ood;
     stored->ckpt_every = now->ckpt_every;
     stored->log_every = now->log_every;
     stored->threads = now->threads;
@@ -284,14 +285,34 @@ static void resume_backend(int was_cuda, int W0, int now_cuda, int W) {
                 W0 == 1 ? "" : "es", W);
 }
 
-/* One row of the evaluations during training: /eval/step and /eval/val_loss. */
-static void log_eval_row(h5log *log, int64_t step, double val_loss, int quiet, int tty) {
+/* One evaluation during training: the validation loss, and with train.eval_ood the
+ * out-of-domain corpora's into ood (*with_ood then 1). NaN once stop_signal is set. */
+static double train_eval(gpt_model *m, const data_shard *val, const s2hc_config *c, int B, uint32_t kind,
+                         double *ood, int *with_ood, int quiet) {
+    double vl = eval_shard_loss(m, val, c->eval_batches, B, !quiet);
+    *with_ood = c->eval_ood && c->n_ood > 0;
+    if (*with_ood && !stop_signal && eval_ood_losses(m, B, kind, ood, !quiet) != 0) vl = NAN;
+    return vl;
+}
+
+/* One row of the evaluations during training: /eval/step and /eval/val_loss, and with
+ * train.eval_ood (ood not NULL) /eval/ood_loss/<corpus>. */
+static void log_eval_row(h5log *log, const s2hc_config *c, int64_t step, double val_loss, const double *ood,
+                         int quiet, int tty) {
     int es = h5log_series_add(log, "/eval/step", H5LOG_I64, 0, NULL, "optimizer step of each eval row", "");
     int ev = h5log_series_add(log, "/eval/val_loss", H5LOG_F64, 0, NULL,
                               "validation loss (held-out last 1% of the training corpus)", "nats/token");
     h5log_append(log, es, &step);
     h5log_append(log, ev, &val_loss);
-    if (!quiet) printf("%sstep %lld: val loss %.4f\n", tty ? "\n" : "", (long long)step, val_loss);
+    double mean = 0;
+    if (ood) {
+        eval_ood_record(log, c, ood);
+        for (int i = 0; i < c->n_ood; i++) mean += ood[i] / c->n_ood;
+    }
+    if (!quiet && ood)
+        printf("%sstep %lld: val loss %.4f, out of domain %.4f (mean of %d corpora)\n", tty ? "\n" : "",
+               (long long)step, val_loss, mean, c->n_ood);
+    else if (!quiet) printf("%sstep %lld: val loss %.4f\n", tty ? "\n" : "", (long long)step, val_loss);
 }
 
 typedef struct {
@@ -1225,9 +1246,11 @@ agree:
     int cut = 0;
     if (rank == 0 && start > 0 && start < cfg.steps && cfg.eval_every > 0 && start % cfg.eval_every == 0 &&
         !(h5log_last(&log, "/eval/step") >= start)) {
-        double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B, !quiet);
+        double ood[CFG_MAX_OOD];
+        int with_ood;
+        double vl = train_eval(&model, &val, &cfg, B, shard_kind(&loader.shard), ood, &with_ood, quiet);
         if (stop_signal) cut = 1;
-        else log_eval_row(&log, start, vl, quiet, 0);
+        else log_eval_row(&log, &cfg, start, vl, with_ood ? ood : NULL, quiet, 0);
     }
     dist_bcast(&cut, sizeof cut);
     if (cut) {
@@ -1350,12 +1373,14 @@ agree:
             }
             if (do_probe) probe_step(probe, step + 1);
             if (do_eval) {
-                double vl = eval_shard_loss(&model, &val, cfg.eval_batches, B, !quiet);
+                double ood[CFG_MAX_OOD];
+                int with_ood;
+                double vl = train_eval(&model, &val, &cfg, B, shard_kind(&loader.shard), ood, &with_ood, quiet);
                 if (stop_signal) { /* cut short: no row; this step's checkpoint, and --resume evaluates it */
                     if (cm && !do_ckpt && !last) cuda_download_optim(cm, opt.m, opt.v);
                     do_ckpt = 1;
                     status = RUN_INTERRUPTED;
-                } else log_eval_row(&log, s64, vl, quiet, tty);
+                } else log_eval_row(&log, &cfg, s64, vl, with_ood ? ood : NULL, quiet, tty);
             }
             /* run.h5 first: killed between the two saves, --resume drops the rows logged
                after the checkpoint it finds; the other order loses the rows since the

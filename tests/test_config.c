@@ -82,7 +82,7 @@ static const char *const all_keys[] = {
     "residual.proj_precision", "residual.stream_precision",
     "train.batch", "train.grad_accum", "train.steps", "train.lr", "train.min_lr", "train.min_lr_ratio", "train.warmup",
     "train.weight_decay", "train.decay_1d", "train.beta1", "train.beta2", "train.eps", "train.clip",
-    "train.seed", "train.eval_every", "train.eval_batches", "train.ckpt_every", "train.log_every", "train.threads",
+    "train.seed", "train.eval_every", "train.eval_batches", "train.eval_ood", "train.ckpt_every", "train.log_every", "train.threads",
     "train.parallel", "train.init_from",
     "data.dir", "data.train", "data.ood", "run.name", "run.out", "run.backend", "run.precision", "probe.every",
     "probe.final_samples",

@@ -112,6 +112,24 @@ if command -v h5dump >/dev/null; then
   h5dump -a /extensions "$TMP/runs/ext/run.h5" 2>/dev/null | grep -q '"12->20"' && ok "run.h5 records 12->20" \
     || fail "no extensions attribute"
 fi
+# train.eval_ood: the out-of-domain losses at every eval, a series beside /eval/val_loss
+# whose last row is the final evaluation's /eval/ood/<corpus>/loss; turned on by a resume,
+# the rows before it are NaN
+"$S2HC" train "$TMP/t.yaml" --set run.name=oodt --set train.steps=20 --set train.warmup=2 --set train.eval_every=5 \
+  --stop-after 7 --quiet >/dev/null 2>&1
+expect_status 0 "--resume with train.eval_ood turned on" -- "$S2HC" train "$TMP/t.yaml" --set run.name=oodt \
+  --set train.steps=20 --set train.warmup=2 --set train.eval_every=5 --set train.eval_ood=true --resume
+expect_out "step 10: val loss [0-9.]+, out of domain [0-9.]+ \(mean of 1 corpora\)" "its eval lines give the mean"
+if command -v h5dump >/dev/null; then
+  vals() { h5dump -y -w 0 -d "$1" "$TMP/runs/oodt/run.h5" 2>/dev/null | awk '/DATA \{/ { getline; print; exit }' \
+    | tr -d ' ' | tr ',' ' ' | sed 's/$/ /'; }
+  steps=$(vals /eval/step) ood=$(vals /eval/ood_loss/synth_ood)
+  set -- $ood
+  [ "$steps" = "5 10 15 20 " ] && [ $# = 4 ] && [ "$1" = nan ] && [ "$2" != nan ] && ok "one row per eval, NaN before" \
+    || fail "eval steps '$steps', ood_loss '$ood'"
+  last=$(vals /eval/ood/synth_ood/loss)
+  [ "$4 " = "$last" ] && ok "its last row is the final evaluation's loss" || fail "last '$4' vs final '$last'"
+fi
 expect_status 0 "--extend at the run's own length" -- "$S2HC" train "$TMP/t.yaml" --set run.name=ext "${xc[@]}" \
   --extend --set train.steps=20
 expect_out "already finished at step 20" "is a finished run's resume"
