@@ -232,6 +232,13 @@ static void test_generate_refuses_nan(void) {
     model_free(&m);
 }
 
+/* The model's T at each step of a generation (ctx: the model). */
+static int t_seen[32], n_t_seen;
+static void record_t(int done, void *ctx) {
+    (void)done;
+    if (n_t_seen < 32) t_seen[n_t_seen++] = ((const gpt_model *)ctx)->T;
+}
+
 /* model_decode, token by token against the cache of keys and values, gives every
  * method's logits of a forward over the whole sequence at each position (3 sequences, T =
  * 8, to float rounding); and generation by it draws what generation by whole forwards
@@ -274,8 +281,19 @@ static void test_decode(void) {
         for (int k = 0; k < 2; k++) {
             sample_opts whole = opts[k];
             whole.full_forward = 1;
-            CHECK(sample_generate(&m, 2, prompt, 3, ntok, V, &opts[k], 5, a, NULL, NULL) == 0, "%s", methods[mi]);
-            CHECK(sample_generate(&m, 2, prompt, 3, ntok, V, &whole, 5, b, NULL, NULL) == 0, "%s", methods[mi]);
+            n_t_seen = 0;
+            CHECK(sample_generate(&m, 2, prompt, 3, ntok, V, &opts[k], 5, a, record_t, &m) == 0, "%s", methods[mi]);
+            /* one token's activations while the drawn token still fits the window (3 + i <=
+               T after step i: it is decoded at its position), whole windows once it slides */
+            int wrong_t = n_t_seen != ntok;
+            for (int i = 1; i <= n_t_seen; i++) wrong_t += t_seen[i - 1] != (3 + i <= T ? 1 : T);
+            CHECK(!wrong_t, "%s: the cached generation's T differs at %d of %d steps", methods[mi], wrong_t, ntok);
+            n_t_seen = 0;
+            CHECK(sample_generate(&m, 2, prompt, 3, ntok, V, &whole, 5, b, record_t, &m) == 0, "%s", methods[mi]);
+            wrong_t = n_t_seen != ntok;
+            for (int i = 0; i < n_t_seen; i++) wrong_t += t_seen[i] != T;
+            CHECK(!wrong_t, "%s: full_forward's generation holds no whole windows at %d of %d steps", methods[mi],
+                  wrong_t, ntok);
             CHECK(!memcmp(a, b, sizeof a), "%s, temperature %g: the cached steps drew other tokens than whole forwards",
                   methods[mi], opts[k].temperature);
         }
