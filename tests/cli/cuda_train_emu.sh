@@ -132,7 +132,17 @@ S2HC_EMU_NO_GPU=1 "$S2HC" train "$TMP/ra.yaml" --resume --quiet > "$TMP/out" 2>&
 [ "$st" = 0 ] && [ "$(attr ra backend)" = cpu ] && ok "a cuda run resumed on the cpu" || fail "cuda -> cpu resume: exit $st"
 expect_out "warning: the run trained on the cuda backend and resumes on the cpu: .*not bit for bit" \
   "a cuda run resumed on the cpu is warned of"
-"$S2HC" train "$TMP/r.yaml" --resume --set train.steps=7 --quiet > "$TMP/out" 2>&1
+# the other way (stopped where the emulator plays no driver, resumed on the emulated GPU)
+conf rc auto
+S2HC_EMU_NO_GPU=1 "$S2HC" train "$TMP/rc.yaml" --quiet --stop-after 3 2>/dev/null
+expect_status 0 "a cpu run resumed on the cuda backend" -- "$S2HC" train "$TMP/rc.yaml" --resume --quiet
+[ "$(attr rc backend)" = cuda ] && ok "it resumed on the cuda backend" || fail "cpu -> cuda resume: $(attr rc backend)"
+expect_out "warning: the run trained on the cpu backend and resumes on the cuda: .*not bit for bit" \
+  "a cpu run resumed on the cuda backend is warned of"
+# and a cuda run stopped and resumed on the cuda backend, one process both times: nothing said
+conf rs cuda
+"$S2HC" train "$TMP/rs.yaml" --quiet --stop-after 3 2>/dev/null
+expect_status 0 "a cuda run resumed on the cuda backend" -- "$S2HC" train "$TMP/rs.yaml" --resume --quiet
 grep -q "warning: the run trained" "$TMP/out" && fail "a cuda run resumed on the cuda backend was warned of: $(cat "$TMP/out")" \
   || ok "resumed on the same backend and process count: no warning"
 
