@@ -101,6 +101,8 @@ rm -rf "$TMP/runs/s2hc"
 one 2 "$TMP/s2hc.yaml" --stop-after 6 2>/dev/null
 expect_status 0 "a run of one process resumed by 2 ranks" -- "${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/s2hc.yaml" --resume --quiet
 same_run s2hc.one s2hc "1 process to step 6, then 2 ranks = 1 process uninterrupted"
+grep -q "warning: the run trained" "$TMP/out" && fail "1 process of 2 threads resumed by 2 ranks of 1 on the cpu was warned of: \
+$(grep warning "$TMP/out")" || ok "1 process of 2 threads resumed by 2 ranks of 1 (the same cut, the cpu): no warning"
 
 # every rank stops on an error, whichever rank meets it (timeout: none may hang)
 expect_status 2 "an existing run without --resume" -- "${MPIRUN[@]}" -np 2 "$S2HC" train "$TMP/s2hc.yaml" --quiet
