@@ -166,8 +166,19 @@ expect_status 1 "a text corpus out of domain of ids of the same vocabulary" -- "
   --set data.train=ids256 --set model.vocab=256 --set run.name=i256 --set data.ood=synth
 expect_out "synth/train.bin: bytes of text, where the training corpus holds a tokenizer's ids .*, of the same vocabulary \(256\)" \
   "says the kinds differ"
+# nor a validation split of text beside training ids (a corpus directory put together by hand)
+mkdir -p "$TMP/mix/mix" && cp "$TMP/data/ids256/train.bin" "$TMP/data/synth/val.bin" "$TMP/mix/mix/"
+expect_status 1 "a text validation split beside ids of the same vocabulary" -- "$S2HC" train "$TMP/i.yaml" \
+  --set data.dir="$TMP/mix" --set data.train=mix --set model.vocab=256 --set run.name=mix
+expect_out "mix/val.bin: bytes of text, where the training corpus holds a tokenizer's ids" "says the split's kind differs"
+# the run's out-of-domain corpus (ids) read as text where `eval --data` points: refused too
+"$S2HC" data import "$TMP/ids256.bin" --tokens uint16 --vocab 256 --name ids256o --dir "$TMP/data" >/dev/null
 expect_status 0 "train on ids of 256" -- "$S2HC" train "$TMP/i.yaml" --set data.train=ids256 --set model.vocab=256 \
-  --set run.name=i256 --quiet
+  --set run.name=i256 --set data.ood=ids256o --quiet
+mkdir -p "$TMP/data2" && cp -r "$TMP/data/ids256" "$TMP/data2/" && cp -r "$TMP/data/synth" "$TMP/data2/ids256o"
+expect_status 1 "eval of an ids run with a text corpus for its out-of-domain one" -- "$S2HC" eval "$TMP/runs/i256" \
+  --data "$TMP/data2"
+expect_out "ids256o/train.bin: bytes of text, where the training corpus holds a tokenizer's ids" "says the kinds differ"
 kind() { h5dump -a /token_kind "$1/run.h5" 2>/dev/null | grep -Eo '"[a-z]+"' | tr -d '"'; }
 [ "$(kind "$TMP/runs/i256")" = ids ] && [ "$(kind "$R")" = bytes ] && ok "token_kind: ids and bytes" \
   || fail "token_kind: '$(kind "$TMP/runs/i256")', '$(kind "$R")'"
