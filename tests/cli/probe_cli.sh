@@ -196,6 +196,26 @@ sed '1,/^done in/d' "$TMP/out" > "$TMP/psum"
 "$S2HC" inspect "$TMP/runs/pm" --step final --no-color > "$TMP/isum" 2>&1
 [ -s "$TMP/psum" ] && cmp -s "$TMP/psum" "$TMP/isum" && ok "probe's summary = inspect --step final of the file" \
   || fail "probe's summary and inspect --step final differ: $(diff "$TMP/psum" "$TMP/isum" | head -4 | tr '\n' ' ')"
+# /final's per-sequence columns (S = 4 rows) read as their means over the sequences
+if command -v h5dump >/dev/null; then
+  h5col_mean() { # h5col_mean DATASET COLUMN (0-based) of runs/pm's run file
+    h5dump -d "$1" "$TMP/runs/pm/run.h5" 2>/dev/null | sed -n 's/^ *([0-9]*,[0-9]*): *//p' \
+      | awk -F', *' -v c="$2" '{ s += $(c + 1); n++ } END { if (n == 4) printf "%.9g", s / n }'
+  }
+  "$S2HC" inspect "$TMP/runs/pm" --step final --csv > "$TMP/fcsv" 2>&1
+  bad=""
+  for l in 0 1 2; do
+    for q in "stream_rms 18" "cos_sim_before 15" "cos_sim 16"; do
+      set -- $q
+      [ "$l" = 2 ] && [ "$1" != stream_rms ] && continue
+      want=$(h5col_mean "/final/$1" "$l"); got=$(awk -F, -v r=$((l + 2)) -v c="$2" 'NR == r { print $c }' "$TMP/fcsv")
+      awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-5 * (b < 0 ? -b : b) + 1e-9) }' \
+        || bad="$bad $1[$l]: $got, mean $want;"
+    done
+  done
+  [ -z "$bad" ] && ok "inspect --step final: stream_rms and cos_sim are /final's means over the sequences" \
+    || fail "inspect --step final vs /final's means:$bad"
+fi
 if command -v h5dump >/dev/null; then
   expect_status 0 "h5dump /final/H_res" -- h5dump -H -d /final/H_res "$TMP/runs/pm/run.h5"
   expect_out "\( 4, 2, 4, 4 \)" "/final/H_res is [S, Lh, n, n] with S = 4"
