@@ -123,6 +123,8 @@ expect_out "^run,method,step,layer,quantity,i,j,value$" "long CSV header"
 expect_status 0 "inspect --step final" -- "$S2HC" inspect "$TMP/runs/ps" --step final
 expect_out "final probe" "the final probe"
 expect_out "residual path only mean 1\.0000" "s2hc: the residual path does not amplify"
+expect_status 0 "inspect --step final --layer" -- "$S2HC" inspect "$TMP/runs/ps" --step final --layer 1
+expect_out "the final probe was taken at step 20" "says the step /final was taken at"
 expect_status 1 "inspect --step of a step never probed" -- "$S2HC" inspect "$TMP/runs/pm" --step 7
 expect_out "probed steps: 0 10 20" "lists the probed steps"
 expect_status 2 "inspect --step -1 is refused" -- "$S2HC" inspect "$TMP/runs/pm" --step -1
@@ -182,6 +184,8 @@ if command -v python3 >/dev/null; then
   kill $holder; wait $holder 2>/dev/null
 fi
 expect_status 0 "s2hc probe of it" -- "$S2HC" probe "$TMP/runs/p0" --samples 4
+expect_status 0 "inspect of a run with /final only" -- "$S2HC" inspect "$TMP/runs/p0"
+expect_out "final probe" "without /probe rows it shows the final probe"
 expect_status 1 "inspect --step 10 without /probe rows" -- "$S2HC" inspect "$TMP/runs/p0" --step 10
 expect_out "probed steps: none \(the run was trained with probe.every 0\); --step final" "says none, and --step final"
 expect_status 0 "s2hc probe --samples" -- "$S2HC" probe "$TMP/runs/pm" --samples 4
