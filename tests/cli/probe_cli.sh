@@ -213,7 +213,7 @@ if command -v h5dump >/dev/null; then
       set -- $q
       [ "$l" = 2 ] && [ "$1" != stream_rms ] && continue
       want=$(h5col_mean "/final/$1" "$l"); got=$(awk -F, -v r=$((l + 2)) -v c="$2" 'NR == r { print $c }' "$TMP/fcsv")
-      awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-5 * (b < 0 ? -b : b) + 1e-9) }' \
+      awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a ~ /^-?[0-9]/ && b ~ /^-?[0-9]/ && d <= 1e-5 * (b < 0 ? -b : b) + 1e-9) }' \
         || bad="$bad $1[$l]: $got, mean $want;"
     done
   done
