@@ -174,6 +174,8 @@ grep -q "stopped #1 s2hc-n4-s1337 at step" "$TMP/kill1.out" && ok "the running p
 # the stopped point is left (resumable), beside the pending one, as the summary counts it
 grep -q "stopped #1 s2hc-n4-s1337 at step .*(1/3 done, 0 running, 0 failed, 2 left" "$TMP/kill1.out" \
   && ok "the stop line counts the stopped point as left" || fail "stop line: $(grep "stopped #1" "$TMP/kill1.out")"
+grep -q "1/3 finished, 0 failed, 0 diverged, 0 refused, 2 left, 0 running elsewhere" "$TMP/kill1.out" \
+  && ok "the summary counts the stopped point as left" || fail "summary: $(grep "finished, " "$TMP/kill1.out")"
 [ "$(csv_col "$K/index.csv" state s2hc-n4-s1337)" = interrupted ] && ok "index.csv: interrupted" || fail "state $(csv_col "$K/index.csv" state s2hc-n4-s1337)"
 [ "$(csv_col "$K/index.csv" exit_code s2hc-n4-s1337)" = 130 ] && ok "index.csv: exit code 130" || fail "exit code not 130"
 [ "$(csv_col "$K/index.csv" state rc-n1-s1337)" = pending ] && ok "the last point never started" || fail "rc state $(csv_col "$K/index.csv" state rc-n1-s1337)"
@@ -318,20 +320,20 @@ echo "not a run file" > "$P/p/run.h5"
 expect_status 0 "--dry-run of a point whose run.h5 cannot be read" -- "$S2HC" grid "$TMP/nockpt.yaml" --out "$P" --dry-run
 expect_out "p: fail: \`s2hc train --resume\` refuses it: .*/p/run.h5: .*HDF5" "--dry-run says the resume refuses its run.h5"
 cp "$TMP/p-run.h5" "$P/p/run.h5"
-# the cores go to the points that will train: beside that refused point a fresh one runs
-# alone, with both cores' threads, as --dry-run says (it had run 2 at a time, 1 thread)
+# the cores go to the points that will train: beside that refused point two fresh ones
+# share 4 cores, 2 threads each, as --dry-run says (it had run 3 at a time, 1 thread)
 P2=$TMP/share
-sed 's/residual.method: \[identity\]/residual.method: [identity, hc]/; s/name: "p"/name: "{residual.method}"/' \
+sed 's/residual.method: \[identity\]/residual.method: [identity, hc, mhc]/; s/name: "p"/name: "{residual.method}"/' \
   "$TMP/nockpt.yaml" > "$TMP/share.yaml"
 expect_status 0 "the identity point alone (--job 0)" -- "$S2HC" grid "$TMP/share.yaml" --out "$P2" --job 0
 echo "not a run file" > "$P2/identity/run.h5" # `train --resume` refuses it at once
-expect_status 0 "--dry-run of a refused point and a fresh one" -- env SLURM_CPUS_PER_TASK=2 "$S2HC" grid "$TMP/share.yaml" \
-  --out "$P2" --dry-run
+expect_status 0 "--dry-run of a refused point and two fresh ones" -- env SLURM_CPUS_PER_TASK=4 "$S2HC" grid \
+  "$TMP/share.yaml" --out "$P2" --dry-run
 expect_out "identity: fail: \`s2hc train --resume\` refuses it" "the identity point is refused"
-expect_out "would run 1 \(1 at a time, 2 threads each\)" "the fresh point alone, 2 threads"
-expect_status 1 "the grid of a refused point and a fresh one" -- env SLURM_CPUS_PER_TASK=2 "$S2HC" grid "$TMP/share.yaml" \
-  --out "$P2"
-expect_out "1 at a time, 2 threads each \(2 cores\)" "the runner shares the cores as the dry run said"
+expect_out "would run 2 \(2 at a time, 2 threads each\)" "the fresh points, 2 threads each"
+expect_status 1 "the grid of a refused point and two fresh ones" -- env SLURM_CPUS_PER_TASK=4 "$S2HC" grid \
+  "$TMP/share.yaml" --out "$P2"
+expect_out "2 at a time, 2 threads each \(4 cores\)" "the runner shares the cores as the dry run said"
 
 # ---- points that end while the next one starts: a child between fork and exec holds
 # no other point's lock, so the runner, index.csv and other runners see that point ended
