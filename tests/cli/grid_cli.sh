@@ -488,6 +488,9 @@ wait_for 300 test -f "$TMP/hand/$P/.train.lock"
 expect_status 0 "a grid beside a training started by hand" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/hand" --job 0 \
   --set train.steps=100000
 expect_out "0 failed, 0 diverged, 0 refused, 0 left, 1 running elsewhere" "it counts the point as running elsewhere"
+expect_status 0 "--dry-run beside it" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/hand" --set train.steps=100000 --dry-run
+expect_out "$P: skip: running elsewhere \(locked\)" "--dry-run skips the point"
+expect_out "skip 1, refuse 0, fail 0; nothing was written" "--dry-run counts it as skipped"
 [ "$(csv_col "$TMP/hand/index.csv" state "$P")" = running ] && ok "index.csv: running" \
   || fail "index.csv: $(csv_col "$TMP/hand/index.csv" state "$P")"
 kill -TERM $HP; wait $HP 2>/dev/null
