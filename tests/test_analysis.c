@@ -1034,18 +1034,26 @@ static void test_corpus_builds(void) {
  * so, once, and the cell holds its lowest seeds whatever order the runs were read in;
  * a method at the cap is not warned of. */
 static void test_cell_cap(void) {
-    const int n = AN_CELL_CAP + 6;
+    const int n = AN_CELL_CAP + 6, other = 12; /* and s2hc's runs of other cells: seed 0, read first */
     an_runset rs = {0};
-    rs.r = calloc((size_t)n + AN_CELL_CAP, sizeof *rs.r);
-    for (int i = 0; i < n + AN_CELL_CAP; i++) {
+    rs.r = calloc((size_t)other + n + AN_CELL_CAP, sizeof *rs.r);
+    for (int i = 0; i < other; i++) { /* another corpus, another scale, benchmarks */
         an_run *r = &rs.r[i];
+        snprintf(r->variant, sizeof r->variant, "s2hc");
+        snprintf(r->scale, sizeof r->scale, "%s", i % 3 == 1 ? "small" : "tiny");
+        snprintf(r->corpus, sizeof r->corpus, "%s", i % 3 == 0 ? "docs" : "synth");
+        r->bench = i % 3 == 2;
+        r->n = 4;
+    }
+    for (int i = 0; i < n + AN_CELL_CAP; i++) {
+        an_run *r = &rs.r[other + i];
         snprintf(r->variant, sizeof r->variant, "%s", i < n ? "s2hc" : "mhc");
         snprintf(r->scale, sizeof r->scale, "tiny");
         snprintf(r->corpus, sizeof r->corpus, "synth");
         r->seed = (uint64_t)(i < n ? n - i : i); /* s2hc read highest seed first */
         r->n = 4;
     }
-    rs.n = n + AN_CELL_CAP;
+    rs.n = other + n + AN_CELL_CAP;
     FILE *f = tmpfile();
     CHECK(an_cell_cap_warn(&rs, f) == 1, "one cell past the cap (mhc has exactly %d runs)", AN_CELL_CAP);
     char text[1024] = "";
@@ -1060,6 +1068,12 @@ static void test_cell_cap(void) {
     for (int i = 0; i < k; i++) low &= rs.r[idx[i]].seed == (uint64_t)(i + 1);
     CHECK(low, "the cell holds seeds 1..%d in order (%d runs, first seed %llu)", AN_CELL_CAP, k,
           k ? (unsigned long long)rs.r[idx[0]].seed : 0ULL);
+    /* a cap one below the cell's runs (mhc: exactly AN_CELL_CAP): cap indices, none past them */
+    int idx2[AN_CELL_CAP + 1];
+    idx2[AN_CELL_CAP - 1] = idx2[AN_CELL_CAP] = -7;
+    CHECK(an_cell_runs(&rs, "tiny", "synth", "mhc", 0, idx2, AN_CELL_CAP - 1) == AN_CELL_CAP - 1 &&
+              idx2[AN_CELL_CAP - 1] == -7 && idx2[AN_CELL_CAP] == -7,
+          "a cap of %d over %d runs wrote past it", AN_CELL_CAP - 1, AN_CELL_CAP);
     free(rs.r);
 }
 
