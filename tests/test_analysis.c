@@ -978,7 +978,8 @@ static void test_recipes(void) {
           "s²HC at lr 0.002: the diverged seed counted apart, the other paired:\n%s", t);
     CHECK(strstr(t, "min_lr") == NULL, "only the fields that differ name a recipe:\n%s", t);
     snprintf(p, sizeof p, "%s/data/recipes.csv", out);
-    CHECK(strstr(slurp(p), "\nL2-C32-T32,synth,s2hc,4,20,0.001,0.0001,1,16,1,2,2,3.0095,0,2.975,0.106066,") != NULL &&
+    CHECK(strstr(slurp(p), "\nL2-C32-T32,synth,s2hc,4,20,0.001,0.0001,1,16,1,2,2,3.0095,0,2.975,0.106066,32.3887,3.42891,"
+                           "-0.075,-0.392655,0.242655\n") != NULL &&
               strstr(slurp(p), "\nL2-C32-T32,synth,s2hc,4,20,0.002,0.0001,1,16,1,1,2,3.0095,NaN,2.7,NaN,24.5325,NaN,-0.1,NaN,NaN\n"),
           "the rows in numbers (lr, runs finished and all, means, NaN for no std or interval):\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/tables/table2.md", out);
