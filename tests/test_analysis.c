@@ -562,6 +562,18 @@ static void test_jacobian_primary_n(void) {
     CHECK(strstr(slurp(p), "jac_rows = 3\n") != NULL, "meta.gp counts the figure's 3 rows:\n%s", slurp(p));
 }
 
+/* Throughput runs alone: no method has a comparison run, and summary.txt's seeds per
+ * method (the report's line) read 0, not the count's starting value. */
+static void test_seeds_bench_only(void) {
+    const synth runs[] = {{.method = "s2hc", .n = 4, .seed = 1, .steps = 5, .loss0 = 5, .val = 5, .grad_peak = 1,
+                           .tps = 321, .bench = 1, .name = "bench-n4"}};
+    char out[400], p[600];
+    analyze_set("benchonly", runs, 1, out, sizeof out);
+    snprintf(p, sizeof p, "%s/data/summary.txt", out);
+    const char *sum = slurp(p);
+    CHECK(strstr(sum, "comparison_runs=0\nthroughput_runs=1\nseeds_min=0\nseeds_max=0\n") != NULL, "summary:\n%s", sum);
+}
+
 /* A run with infinite out-of-domain perplexity (HC blown up) beside finite ones: Fig 1's
  * OOD data has no column of NaN (gnuplot's histogram refuses one and the figure is lost). */
 static void test_ood_nonfinite(void) {
@@ -1330,6 +1342,7 @@ int main(void) {
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_cell_cap);
+    T_RUN(test_seeds_bench_only);
     T_RUN(test_option_variants);
     T_RUN(test_option_grid);
     T_RUN(test_verdict_text);
