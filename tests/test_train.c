@@ -967,7 +967,7 @@ static void test_proj_bf16_step(void) {
  * tokens), `method` at n streams, the projection in bf16 with proj. */
 static void streams_case_config(s2hc_config *c, const char *method, int n, int C, int proj) {
     config_defaults(c);
-    c->n_layer = 2; c->n_head = 2; c->n_embd = C; c->block_size = 37;
+    c->n_layer = 2; c->n_head = C % 2 ? 3 : 2; c->n_embd = C; c->block_size = 37;
     snprintf(c->method, sizeof c->method, "%s", method);
     c->n_streams = n;
     snprintf(c->proj_init, sizeof c->proj_init, "normal");
@@ -1147,6 +1147,7 @@ static void test_stream_blocks_step(void) {
     }
     stream_blocks_case("s2hc", 2, 36, 2, 3, 0);
     stream_blocks_case("s2hc", 3, 20, 1, 2, 0);
+    stream_blocks_case("mhc", 3, 33, 1, 2, 0); /* one channel past the last vector */
     if (model_bf16_built()) { /* the projection's products with bf16 operands: W' and dW permuted too */
         stream_blocks_case("s2hc", 4, 36, 1, 3, 1);
         stream_blocks_case("mhc_lite", 4, 32, 2, 4, 1);
