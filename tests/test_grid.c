@@ -944,6 +944,15 @@ static void test_changed_every_key(void) {
     grid_free(&g);
 }
 
+/* Whether c's train.init_from is the model.safetensors that `s2hc export` writes in run
+ * bc's directory. */
+static int starts_from_export_of(const s2hc_config *c, const s2hc_config *bc) {
+    char want[CFG_PATH + 32];
+    run_dir_of(bc, want, sizeof want);
+    snprintf(want + strlen(want), sizeof want - strlen(want), "/model.safetensors");
+    return !strcmp(c->init_from, want);
+}
+
 /* The grids in experiments/ load and expand (run from the repository root); each
  * upcycling study's second stage starts every point from the exported weights of its own
  * seed's first-stage rc run (the run directory the first grid gives that point, its
@@ -977,11 +986,8 @@ static void test_shipped_grids(void) {
             int found = 0;
             for (int b = 0; b < n[i - 1]; b++) {
                 const s2hc_config *bc = &p[i - 1][b].cfg;
-                char want[CFG_PATH + 32];
-                run_dir_of(bc, want, sizeof want);
-                snprintf(want + strlen(want), sizeof want - strlen(want), "/model.safetensors");
                 found |= !strcmp(bc->method, "rc") && bc->steps == base_steps[i] && bc->seed == c->seed &&
-                         !strcmp(c->init_from, want);
+                         starts_from_export_of(c, bc);
             }
             CHECK(found && c->steps == 1000 && c->n_streams == (strcmp(c->method, "rc") ? 4 : 1),
                   "%s: point %s: init_from '%s' (%s), %d steps, n %d", files[i], p[i][k].name, c->init_from,
@@ -998,11 +1004,8 @@ static void test_shipped_grids(void) {
         int found = 0;
         for (int b = 0; b < n[i - 1]; b++) {
             const s2hc_config *bc = &p[i - 1][b].cfg;
-            char want[CFG_PATH + 32];
-            run_dir_of(bc, want, sizeof want);
-            snprintf(want + strlen(want), sizeof want - strlen(want), "/model.safetensors");
             found |= !strcmp(bc->method, c->method) && bc->steps == 1000 && bc->seed == c->seed &&
-                     bc->n_streams == c->n_streams && !strcmp(c->init_from, want);
+                     bc->n_streams == c->n_streams && starts_from_export_of(c, bc);
         }
         CHECK(found && c->steps == 1000, "%s: point %s: init_from '%s' (%s), %d steps", files[i], p[i][k].name,
               c->init_from, found ? "its own first-stage run" : "not its method's and seed's 1000-step run", c->steps);
