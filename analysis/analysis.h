@@ -146,8 +146,8 @@ double an_scalar(const an_run *r, const char *path);
 
 /* ---- numbers shared by the tables, the claims and the tests ---------------------------- */
 
-/* Window of the final train loss: the paper's 200-step moving average. */
-#define AN_LOSS_WINDOW 200
+/* Window of the final train loss: the paper's 200-step moving average (probes/h5.h). */
+#define AN_LOSS_WINDOW RUN_LOSS_WINDOW
 /* Final train loss: mean of the last AN_LOSS_WINDOW logged losses (*used: how many). */
 double an_final_train_loss(const an_run *r, size_t *used);
 /* The last validation loss (NaN if none). */

@@ -1432,8 +1432,12 @@ agree:
     if (rank == 0 && h5log_save(&log, run_path) != 0) status = RUN_FAILED;
     dist_bcast(&status, sizeof status); /* every rank exits as rank 0 does */
     if (steps_done_here == 0) last_loss = h5log_last(&log, "/train/loss"); /* resumed for the final phase only */
-    if (status == RUN_OK && rank == 0) /* the summary: even with --quiet */
-        printf("done: %d steps, final train loss %.4f, %s\n", cfg.steps, last_loss, run_path);
+    if (status == RUN_OK && rank == 0) { /* the summary: even with --quiet */
+        size_t k = 0;
+        const double mean = h5log_tail_mean(&log, "/train/loss", RUN_LOSS_WINDOW, &k);
+        printf("done: %d steps, final train loss %.4f (the mean of the last %zu steps; the last step's %.4f), %s\n",
+               cfg.steps, mean, k, last_loss, run_path);
+    }
     if (probe && !quiet && status == RUN_OK) {
         double frac, ps = probe_session_seconds(probe, &frac);
         printf("probes: %.1f s, %.2f%% of the training's wall time (probe.every = %d; /probe@time_fraction)\n", ps,

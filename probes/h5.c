@@ -391,6 +391,17 @@ double h5log_last(const h5log *log, const char *path) {
     return h5log_value(s, (s->rows - 1) * s->row_elems);
 }
 
+double h5log_tail_mean(const h5log *log, const char *path, size_t window, size_t *used) {
+    const int k = h5log_find(log, path);
+    const size_t rows = k < 0 ? 0 : log->series[k].rows, n = rows < window ? rows : window;
+    if (used) *used = n;
+    if (n == 0) return NAN;
+    const h5log_series *s = &log->series[k];
+    double sum = 0;
+    for (size_t r = rows - n; r < rows; r++) sum += h5log_value(s, r * s->row_elems);
+    return sum / (double)n;
+}
+
 int h5log_truncate_group(h5log *log, const char *group, const char *key_path, double max_key) {
     size_t gl = strlen(group);
     while (gl > 0 && group[gl - 1] == '/') gl--;       /* "/" and "/train/" work too */

@@ -89,6 +89,13 @@ void h5log_attr_del(h5log *log, const char *obj, const char *name);
 int h5log_truncate_group(h5log *log, const char *group, const char *key_path, double max_key);
 /* The first element of series `path`'s last row; NaN when it is absent or empty. */
 double h5log_last(const h5log *log, const char *path);
+/* The final train loss of a run, wherever it is shown (train's summary, a grid's
+ * index.csv, analyze's tables): the mean of its last this many /train/loss rows, the
+ * paper's 200-step moving average (one step's loss is one batch's, noisy). */
+#define RUN_LOSS_WINDOW 200
+/* The mean of the last `window` rows of series `path` (fewer when it has fewer; *used, if
+ * not NULL, says how many), in the rows' order; NaN when it has none. */
+double h5log_tail_mean(const h5log *log, const char *path, size_t window, size_t *used);
 
 /* Write the whole log to `path` atomically (path.tmp, fsync, rename). 0 or -1 (message
  * on stderr naming the file). */

@@ -339,6 +339,25 @@ static void test_truncate_group(void) {
     h5log_free(&b);
 }
 
+/* h5log_tail_mean: the last `window` rows (the final train loss), fewer when the series
+ * is shorter, NaN when it has none. */
+static void test_tail_mean(void) {
+    h5log log;
+    h5log_init(&log);
+    size_t used = 7;
+    CHECK(isnan(h5log_tail_mean(&log, "/train/loss", RUN_LOSS_WINDOW, &used)) && used == 0, "absent: NaN, 0 used");
+    int s = h5log_series_add(&log, "/train/loss", H5LOG_F64, 0, NULL, "loss", "");
+    for (int i = 0; i < 250; i++) {
+        double v = i; /* rows 50..249 in the window: mean 149.5 */
+        h5log_append(&log, s, &v);
+    }
+    double m = h5log_tail_mean(&log, "/train/loss", RUN_LOSS_WINDOW, &used);
+    CHECK(m == 149.5 && used == 200, "the last 200 of 250 rows: %g over %zu", m, used);
+    m = h5log_tail_mean(&log, "/train/loss", 1000, &used);
+    CHECK(m == 124.5 && used == 250, "a window past the rows takes them all: %g over %zu", m, used);
+    h5log_free(&log);
+}
+
 static void test_save_twice_and_atomic(void) {
     h5log a, b;
     const char *p = tmp_path("twice.h5");
@@ -977,6 +996,7 @@ int main(void) {
     T_RUN(test_log_static_replace);
     T_RUN(test_static_chunked);
     T_RUN(test_truncate_group);
+    T_RUN(test_tail_mean);
     T_RUN(test_save_twice_and_atomic);
     T_RUN(test_log_load_bad);
     T_RUN(test_log_load_format_version);

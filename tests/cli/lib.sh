@@ -13,7 +13,13 @@ if [ -z "${S2HC_TEST_SIGNALS_RESET:-}" ] && [ -r /proc/$$/status ]; then
 fi
 S2HC=${S2HC_BIN:-$PWD/bin/s2hc}
 T_PASS=0; T_FAIL=0
-TMP=${S2HC_TEST_TMP:-$(mktemp -d)}/$(basename "$0" .sh)
+# a folder of its own when run alone (make test gives S2HC_TEST_TMP and removes it), gone
+# at the end unless S2HC_TEST_KEEP is set (to look at what a failing test left)
+if [ -z "${S2HC_TEST_TMP:-}" ]; then
+  _own_tmp=$(mktemp -d)
+  [ -z "${S2HC_TEST_KEEP:-}" ] && trap 'rm -rf "$_own_tmp"' EXIT
+fi
+TMP=${S2HC_TEST_TMP:-$_own_tmp}/$(basename "$0" .sh)
 rm -rf "$TMP"; mkdir -p "$TMP"
 ok()   { T_PASS=$((T_PASS + 1)); [ -n "${T_VERBOSE:-}" ] && echo "ok $*" >&2; return 0; }
 fail() { T_FAIL=$((T_FAIL + 1)); echo "  FAIL: $*" >&2; return 0; }
