@@ -130,6 +130,7 @@ typedef struct {
     int stopping;     /* a signal asked the runner to stop: children that die now were stopped */
     int index_failed; /* index.csv or a grid.status could not be written: the grid exits 1 */
     double wall_sum, t0, last_draw;
+    double work_sum;  /* grid_point_work of the points whose wall times wall_sum adds */
     int wall_n;
     char exe[PATH_MAX];
 } grid_runner;

@@ -36,6 +36,20 @@ static int count_state(const grid_runner *r, grid_state s) {
     return c;
 }
 
+/* A point's training work in its config's terms, for the ETA: the multiply-adds of its
+ * steps (tokens x the blocks' products and attention, the logits), so that a point twice
+ * as long or as wide counts so; the method's cost beyond rc is not counted. */
+static double grid_point_work(const s2hc_config *c) {
+    const double C = c->n_embd, T = c->block_size;
+    const double tokens = (double)c->steps * c->batch * c->grad_accum * T;
+    return tokens * (c->n_layer * (12 * C * C + 2 * T * C) + C * c->vocab);
+}
+
+/* The share of point i's work still to do: what its checkpoint has not reached. */
+static double left_share(const grid_status *s) {
+    return s->steps > 0 && s->step > 0 && s->step < s->steps ? 1.0 - (double)s->step / s->steps : 1.0;
+}
+
 static void status_text(const grid_runner *r, char *buf, size_t n) {
     int done = count_state(r, GS_FINISHED);
     int failed = count_state(r, GS_FAILED), diverged = count_state(r, GS_DIVERGED), refused = count_state(r, GS_CHANGED);
@@ -51,12 +65,26 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
         left -= q == GS_INTERRUPTED;
     }
     char eta[32] = "?", el[32];
-    if (r->wall_n > 0) {
-        /* each running point needs about the mean run time less what it has had, earlier
-           runs of it included (a resumed point has had those) */
-        double mean = r->wall_sum / r->wall_n, work = left * mean, now = now_seconds();
-        for (int i = 0; i < r->n; i++)
-            if (r->slot[i].pid > 0) work += fmax(0, mean - (r->slot[i].wall_before + now - r->slot[i].t_start));
+    if (r->wall_n > 0 && r->work_sum > 0) {
+        /* seconds per unit of work from the finished points (each its whole run time);
+           a point left needs its work's share not yet done, a running point its work's
+           time less what it has had, earlier runs of it included */
+        const double rate = r->wall_sum / r->work_sum, now = now_seconds();
+        double work = 0;
+        char *queued = calloc_check((size_t)r->n, 1);
+        for (int k = r->qi; k < r->nq; k++) {
+            const int i = r->queue[k];
+            queued[i] = 1;
+            work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i]) * rate;
+        }
+        for (int i = 0; i < r->n; i++) {
+            if (r->st[i].state == GS_INTERRUPTED && r->slot[i].pid <= 0 && !queued[i]) /* stopped: left */
+                work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i]) * rate;
+            if (r->slot[i].pid > 0)
+                work += fmax(0, grid_point_work(&r->pts[i].cfg) * rate -
+                                    (r->slot[i].wall_before + now - r->slot[i].t_start));
+        }
+        free(queued);
         fmt_duration(work / (r->j > 0 ? r->j : 1), eta, sizeof eta);
     } else if (left + r->running == 0) {
         copy_str(eta, sizeof eta, "0s");
@@ -406,6 +434,7 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
         /* the point's whole run time: a resumed point's last few steps are not a run's
            time (the ETA after resuming a grid stopped near its points' ends read seconds) */
         r->wall_sum += total;
+        r->work_sum += grid_point_work(&p->cfg);
         r->wall_n++;
         event(r, 1, "done    #%d %s in %s: train loss %.4f, val loss %.4f, %.0f tok/s", p->index, p->name, w,
               s->train_loss, s->val_loss, s->tokens_per_s);

@@ -480,6 +480,16 @@ rm -f "$O/$P/ckpt.h5" "$O/$P/run.h5"
 printf 'state=interrupted\nexit_code=130\nwall_s=600.000\n' > "$O/$P/grid.status"
 expect_status 0 "a grid resuming a point stopped a step before its end" -- "$S2HC" grid $G "${D[@]}" --out "$O" -j 1
 expect_out "done    #0 $P in [0-9]+s: .*2 left, .*ETA 2[0-9]m[0-9]+s" "the ETA takes the point's 600 s of earlier runs"
+# ... and weighs each point left by its work: the rc point of twice the steps counts twice
+sed "s|^base: tiny.yaml|base: $PWD/experiments/tiny.yaml|" $G > "$TMP/eta.yaml"
+printf 'override:\n  - when: {residual.method: rc}\n    set: {train.steps: 40}\n' >> "$TMP/eta.yaml"
+O=$TMP/eta2
+"$S2HC" grid "$TMP/eta.yaml" "${D[@]}" --out "$O" --job 0 >/dev/null 2>&1
+rm -f "$O/$P/ckpt.h5" "$O/$P/run.h5"
+"$S2HC" train "$O/$P/config.yaml" --stop-after 19 --quiet >/dev/null 2>&1
+printf 'state=interrupted\nexit_code=130\nwall_s=600.000\n' > "$O/$P/grid.status"
+expect_status 0 "a grid whose points left differ in length" -- "$S2HC" grid "$TMP/eta.yaml" "${D[@]}" --out "$O" -j 1
+expect_out "done    #0 $P in [0-9]+s: .*2 left, .*ETA 3[0-9]m[0-9]+s" "the ETA counts 20 + 40 steps left at 600 s per 20"
 # a point trained by hand (`s2hc train` on its config, outside any runner) is running
 # elsewhere for the grid, not a point that failed
 "$S2HC" train "$O/$P/config.yaml" --set run.out="$TMP/hand" --set train.steps=100000 --force --quiet >/dev/null 2>&1 &
