@@ -207,11 +207,12 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
 }
 
 static void eval_usage(FILE *f) {
-    fprintf(f, "usage: s2hc eval RUN_DIR [--batches N] [--data DIR] [--ood LIST]\n"
+    fprintf(f, "usage: s2hc eval RUN_DIR... [--batches N] [--data DIR] [--ood LIST]\n"
                "\n"
                "Load RUN_DIR/ckpt.h5, evaluate the validation split and every out-of-domain corpus of\n"
                "the run's config, print the table and record it in RUN_DIR/run.h5 under /eval. Refused\n"
-               "(exit 1) while a training, a probe or another eval writes the run.\n"
+               "(exit 1) while a training, a probe or another eval writes the run. Several runs (a\n"
+               "grid's, runs/grid/*) are evaluated in turn, each under a header; the exit is the worst.\n"
                "  --batches N   micro-batches per corpus (default: the run's train.eval_batches)\n"
                "  --data DIR    where the prepared corpora are (default: the run's data.dir)\n"
                "  --ood LIST    these out-of-domain corpora instead of the run's data.ood, as the key\n"
@@ -220,42 +221,12 @@ static void eval_usage(FILE *f) {
                "\n"
                "examples:\n"
                "  s2hc eval runs/tiny\n"
-               "  s2hc eval runs/tiny --ood gcide\n");
+               "  s2hc eval runs/tiny --ood gcide\n"
+               "  s2hc eval runs/lr_sensitivity/*/ --ood gcide\n");
 }
 
-int eval_main(int argc, char **argv) {
-    const char *dir = NULL, *data_dir = NULL, *ood = NULL;
-    int batches = 0;
-    for (int i = 1, ended = 0; i < argc; i++) {
-        const int kind = opt_kind(argv[i], &ended);
-        const char *v;
-        if (kind < 0) continue;
-        if (kind > 0) {
-            if (dir) {
-                fprintf(stderr, "s2hc: error: eval: one run directory at a time ('%s' and '%s')\n", dir, argv[i]);
-                return 2;
-            }
-            dir = argv[i];
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); return 0; }
-        else if ((v = opt_arg(argc, argv, &i, "--batches", 1))) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (end == v || *end || n < 1 || n > 1000000) {
-                fprintf(stderr, "s2hc: error: eval: --batches: expected a whole number in 1..1000000, got '%s'\n", v);
-                return 2;
-            }
-            batches = (int)n;
-        }
-        else if ((v = opt_arg(argc, argv, &i, "--data", 0))) data_dir = v;
-        else if ((v = opt_arg(argc, argv, &i, "--ood", 0))) ood = v;
-        else {
-            fprintf(stderr, "s2hc: error: eval: unknown option '%s'%s\n", argv[i],
-                    opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
-            return 2;
-        }
-    }
-    if (!dir) { eval_usage(stderr); return 2; }
-    if (data_dir && !data_dir_fits(data_dir, "eval --data")) return 2;
+/* `s2hc eval` of one run: 0, 1 (it could not be evaluated) or 2 (a usage error). */
+static int eval_one(const char *dir, const char *data_dir, const char *ood, int batches) {
     s2hc_config cfg;
     gpt_model m;
     h5log log;
@@ -321,5 +292,49 @@ int eval_main(int argc, char **argv) {
     h5log_free(&log);
     model_free(&m);
     close(lock_fd);
+    return rc;
+}
+
+int eval_main(int argc, char **argv) {
+    const char *data_dir = NULL, *ood = NULL;
+    const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
+    int batches = 0, ndirs = 0;
+    for (int i = 1, ended = 0; i < argc; i++) {
+        const int kind = opt_kind(argv[i], &ended);
+        const char *v;
+        if (kind < 0) continue;
+        if (kind > 0) dirs[ndirs++] = argv[i];
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); free(dirs); return 0; }
+        else if ((v = opt_arg(argc, argv, &i, "--batches", 1))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < 1 || n > 1000000) {
+                fprintf(stderr, "s2hc: error: eval: --batches: expected a whole number in 1..1000000, got '%s'\n", v);
+                free(dirs);
+                return 2;
+            }
+            batches = (int)n;
+        }
+        else if ((v = opt_arg(argc, argv, &i, "--data", 0))) data_dir = v;
+        else if ((v = opt_arg(argc, argv, &i, "--ood", 0))) ood = v;
+        else {
+            fprintf(stderr, "s2hc: error: eval: unknown option '%s'%s\n", argv[i],
+                    opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
+            free(dirs);
+            return 2;
+        }
+    }
+    if (!ndirs) { eval_usage(stderr); free(dirs); return 2; }
+    if (data_dir && !data_dir_fits(data_dir, "eval --data")) { free(dirs); return 2; }
+    /* several runs (a grid's runs, runs/grid/NAME): each in turn, every one tried; the exit the
+       worst of theirs */
+    int rc = 0;
+    for (int k = 0; k < ndirs && !stop_signal; k++) {
+        if (ndirs > 1) printf("%s== %s (%d/%d) ==\n", k ? "\n" : "", dirs[k], k + 1, ndirs);
+        fflush(stdout);
+        const int r = eval_one(dirs[k], data_dir, ood, batches);
+        if (r > rc) rc = r;
+    }
+    free(dirs);
     return rc;
 }

@@ -594,11 +594,12 @@ int inspect_main(int argc, char **argv) {
 
 static void probe_usage(FILE *f) {
     fprintf(f,
-            "usage: s2hc probe RUN_DIR [--samples S] [--batch B] [--data DIR]\n"
+            "usage: s2hc probe RUN_DIR... [--samples S] [--batch B] [--data DIR]\n"
             "\n"
             "Run the end-of-training probe on the weights in RUN_DIR/ckpt.h5 and write the /final group of\n"
             "RUN_DIR/run.h5 (replacing any previous one; the file is saved atomically). Refused (exit 1)\n"
-            "while a training, an eval or another probe writes the run.\n"
+            "while a training, an eval or another probe writes the run. Several runs (a grid's,\n"
+            "runs/grid/*) are probed in turn, each under a header; the exit is the worst.\n"
             "  --samples S   validation sequences (default: the run's probe.final_samples, or its\n"
             "                default when the run had it 0)\n"
             "  --batch B     sequences per forward pass (default: the run's train.batch)\n"
@@ -608,24 +609,26 @@ static void probe_usage(FILE *f) {
             "  s2hc probe runs/tiny --samples 1024 && s2hc inspect runs/tiny --step final\n");
 }
 
+/* `s2hc probe` of one run: 0, or 1 (it could not be probed). */
+static int probe_one(const char *dir, const char *data_dir, int samples, int batch);
+
 int probe_main(int argc, char **argv) {
-    const char *dir = NULL, *data_dir = NULL;
-    int samples = 0, batch = 0;
+    const char *data_dir = NULL;
+    const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
+    int samples = 0, batch = 0, ndirs = 0, rc = 2;
     for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         const int kind = opt_kind(a, &ended);
         if (kind < 0) continue;
-        if (kind > 0) {
-            if (dir) { fprintf(stderr, "s2hc: error: probe: one run directory only ('%s')\n", a); return 2; }
-            dir = a;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { probe_usage(stdout); return 0; }
+        if (kind > 0) dirs[ndirs++] = a;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { probe_usage(stdout); rc = 0; goto done; }
         else if ((v = opt_arg(argc, argv, &i, "--samples", 1)) || (v = opt_arg(argc, argv, &i, "--batch", 1))) {
             char *end;
             long n = strtol(v, &end, 10);
             if (end == v || *end || n < 1 || n > 1000000) {
                 fprintf(stderr, "s2hc: error: %s: expected a whole number from 1 to 1000000, got '%s'\n",
                         strncmp(a, "--samples", 9) ? "--batch" : "--samples", v);
-                return 2;
+                goto done;
             }
             if (!strncmp(a, "--samples", 9)) samples = (int)n;
             else batch = (int)n;
@@ -634,11 +637,25 @@ int probe_main(int argc, char **argv) {
             fprintf(stderr, "s2hc: error: probe: unknown option '%s'%s\n", a,
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
             probe_usage(stderr);
-            return 2;
+            goto done;
         }
     }
-    if (!dir) { probe_usage(stderr); return 2; }
-    if (data_dir && !data_dir_fits(data_dir, "probe --data")) return 2;
+    if (!ndirs) { probe_usage(stderr); goto done; }
+    if (data_dir && !data_dir_fits(data_dir, "probe --data")) goto done;
+    /* several runs (a grid's): each in turn, every one tried; the exit the worst */
+    rc = 0;
+    for (int k = 0; k < ndirs && !stop_signal; k++) {
+        if (ndirs > 1) printf("%s== %s (%d/%d) ==\n", k ? "\n" : "", dirs[k], k + 1, ndirs);
+        fflush(stdout);
+        const int r = probe_one(dirs[k], data_dir, samples, batch);
+        if (r > rc) rc = r;
+    }
+done:
+    free(dirs);
+    return rc;
+}
+
+static int probe_one(const char *dir, const char *data_dir, int samples, int batch) {
     s2hc_config cfg;
     gpt_model m;
     h5log log;

@@ -252,8 +252,11 @@ expect_out "tensor transformer.ln_f.weight \(its AdamW second moment\) holds a n
 rm "$TMP/runs/nan/ckpt.h5"
 expect_status 1 "a finished run whose ckpt.h5 was removed" -- "$S2HC" export "$TMP/runs/nan"
 expect_out "ckpt.h5 is missing \(moved or deleted\?\)" "says it is missing, not that the run never saved"
-expect_status 2 "eval of two runs" -- "$S2HC" eval "$R" "$TMP/runs/b"
-expect_out "one run directory at a time" "says one at a time"
+# several runs: each in turn under a header, every one tried, the exit the worst
+expect_status 1 "eval of a run and a directory that is none" -- "$S2HC" eval "$TMP/runs/none" "$R"
+expect_out "^== $TMP/runs/none \(1/2\) ==$" "a header per run"
+expect_out "^== $R \(2/2\) ==$" "the second run's header"
+expect_out "^  val +[0-9]+\.[0-9]+" "the second run is evaluated after the first failed"
 mkdir "$TMP/ro" && chmod 555 "$TMP/ro"
 if [ "$(id -u)" != 0 ]; then
   expect_status 1 "an unwritable directory" -- "$S2HC" export "$R" -o "$TMP/ro/m.safetensors"

@@ -139,6 +139,13 @@ expect_out "method s2hc" "the second run"
 # rc: no residual matrices; s2hc probe still records the streams and the Jacobian norms
 expect_status 0 "s2hc probe on rc" -- "$S2HC" probe "$TMP/runs/pr" --samples 4
 expect_status 0 "inspect rc" -- "$S2HC" inspect "$TMP/runs/pr" --step final
+# several runs in turn, each under a header with its own summary; one that fails does not
+# stop the others, and the exit is the worst
+expect_status 1 "s2hc probe of two runs and a directory that is none" -- "$S2HC" probe "$TMP/runs/pr" \
+  "$TMP/runs/none" "$TMP/runs/ps" --samples 4
+expect_out "^== $TMP/runs/pr \(1/3\) ==$" "a header per run"
+expect_out "^== $TMP/runs/ps \(3/3\) ==$" "the third run after the second failed"
+[ "$(grep -c '^done in ' "$TMP/out")" = 2 ] && ok "both runs probed" || fail "probed: $(grep -c '^done in ' "$TMP/out")"
 expect_out "no hyper-connection frame" "rc: says why there are no matrices"
 expect_out "residual path only mean 1\.0000" "rc: without the branches the map is the identity"
 # a run trained with the final probe off (final_samples 0): s2hc probe takes the key's
