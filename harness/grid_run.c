@@ -45,8 +45,10 @@ static double grid_point_work(const s2hc_config *c) {
     return tokens * (c->n_layer * (12 * C * C + 2 * T * C) + C * c->vocab);
 }
 
-/* The share of point i's work still to do: what its checkpoint has not reached. */
+/* The share of a point's work still to do: what its checkpoint has not reached (all of
+ * it for a changed point, which --force reruns from step 0). */
 static double left_share(const grid_status *s) {
+    if (s->state == GS_CHANGED) return 1.0;
     return s->steps > 0 && s->step > 0 && s->step < s->steps ? 1.0 - (double)s->step / s->steps : 1.0;
 }
 
