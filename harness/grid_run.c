@@ -126,6 +126,21 @@ static void event(grid_runner *r, int counts, const char *fmt, ...) {
     fflush(stdout);
 }
 
+/* Point i could not be started (its directory, lock, config, log, a pipe or the fork):
+ * failed, counted, and said as "FAILED  #N name: why". */
+static void start_failed(grid_runner *r, int i, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void start_failed(grid_runner *r, int i, const char *fmt, ...) {
+    char why[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    r->st[i].state = GS_FAILED;
+    r->failed++;
+    r->slot[i].start_failed = r->st[i].start_failed = 1;
+    event(r, 1, "FAILED  #%d %s: %s", r->pts[i].index, r->pts[i].name, why);
+}
+
 /* Lines of train.log written since off that say what went wrong (at most 4). */
 static void surface_errors(grid_runner *r, const char *log, long off) {
     FILE *f = fopen(log, "r");
@@ -180,19 +195,13 @@ static void launch(grid_runner *r, int i) {
     snprintf(cfgp, sizeof cfgp, "%s/config.yaml", dir);
     snprintf(logp, sizeof logp, "%s/train.log", dir);
     if (mkdir_p(dir) != 0) {
-        s->state = GS_FAILED;
-        r->failed++;
-        sl->start_failed = r->st[i].start_failed = 1;
-        event(r, 1, "FAILED  #%d %s: cannot create %s: %s", p->index, p->name, dir, strerror(errno));
+        start_failed(r, i, "cannot create %s: %s", dir, strerror(errno));
         return;
     }
     char who[128];
     int fd = lock_file_try(lockp, who, sizeof who);
     if (fd == -1) {
-        s->state = GS_FAILED;
-        r->failed++;
-        sl->start_failed = r->st[i].start_failed = 1;
-        event(r, 1, "FAILED  #%d %s: cannot open %s: %s", p->index, p->name, lockp, strerror(errno));
+        start_failed(r, i, "cannot open %s: %s", lockp, strerror(errno));
         return;
     }
     if (fd >= 0) { /* the run's own lock too: a training started by hand, an eval or a probe of the point
@@ -261,10 +270,7 @@ static void launch(grid_runner *r, int i) {
     if (wrc != 0 || logfd < 0) {
         close(fd);
         if (logfd >= 0) close(logfd);
-        s->state = GS_FAILED;
-        r->failed++;
-        sl->start_failed = r->st[i].start_failed = 1;
-        event(r, 1, "FAILED  #%d %s: cannot write %s", p->index, p->name, wrc ? cfgp : logp);
+        start_failed(r, i, "cannot write %s", wrc ? cfgp : logp);
         return;
     }
     sl->log_off = lseek(logfd, 0, SEEK_END);
@@ -302,10 +308,7 @@ static void launch(grid_runner *r, int i) {
     if (pipe2(ready, O_CLOEXEC) != 0) {
         close(fd);
         close(logfd);
-        s->state = GS_FAILED;
-        r->failed++;
-        sl->start_failed = r->st[i].start_failed = 1;
-        event(r, 1, "FAILED  #%d %s: pipe: %s", p->index, p->name, strerror(errno));
+        start_failed(r, i, "pipe: %s", strerror(errno));
         return;
     }
     pid_t parent = getpid();
@@ -378,10 +381,7 @@ static void launch(grid_runner *r, int i) {
     close(logfd);
     if (pid < 0) {
         close(fd);
-        s->state = GS_FAILED;
-        r->failed++;
-        sl->start_failed = r->st[i].start_failed = 1;
-        event(r, 1, "FAILED  #%d %s: fork: %s", p->index, p->name, strerror(errno));
+        start_failed(r, i, "fork: %s", strerror(errno));
         return;
     }
     sl->pid = pid;

@@ -216,13 +216,18 @@ static double mtime_seconds(const char *path) {
 
 /* Load run.h5 into the status cache: metrics, and h5_kind from its status attribute and
  * the comparison of its stored config with the point's. */
-static void load_run_file(const grid_point *p, const char *path, const char *const *ood, int nood, grid_status *st) {
+/* What run.h5 says of a point, as none: before it is read, and when it is gone. */
+static void run_file_fields_clear(grid_status *st) {
     st->step = 0;
     st->train_loss = st->val_loss = st->tokens_per_s = NAN;
     for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
     st->diff[0] = '\0';
     st->longer = 0;
     st->train_tokens = st->val_tokens = NAN;
+}
+
+static void load_run_file(const grid_point *p, const char *path, const char *const *ood, int nood, grid_status *st) {
+    run_file_fields_clear(st);
     st->h5_kind = 4;
     h5log log;
     h5log_init(&log);
@@ -295,12 +300,7 @@ void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, g
         st->h5_size = (long long)sb.st_size;
     } else {
         st->h5_kind = 0;
-        st->step = 0;
-        st->train_loss = st->val_loss = st->tokens_per_s = NAN;
-        for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
-        st->diff[0] = '\0';
-        st->longer = 0;
-        st->train_tokens = st->val_tokens = NAN;
+        run_file_fields_clear(st);
         st->threads_used = st->processes_used = 0;
     }
     int have_ckpt = file_exists(ckpt);

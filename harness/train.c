@@ -285,6 +285,23 @@ static void resume_backend(int was_cuda, int W0, int now_cuda, int W) {
                 W0 == 1 ? "" : "es", W);
 }
 
+/* Root attribute `name`, a list separated by spaces, with `item` at its end unless it
+ * ends so already; a file without the attribute starts it from `first` (may be NULL). */
+static void attr_list_append(h5log *log, const char *name, const char *first, const char *item) {
+    const char *had = h5log_get_attr_str(log, "/", name);
+    if (!had) had = first;
+    const char *last = had ? strrchr(had, ' ') : NULL;
+    last = last ? last + 1 : had;
+    if (!had || !*had) h5log_attr_str(log, "/", name, item);
+    else if (strcmp(last, item) != 0) {
+        const size_t len = strlen(had) + strlen(item) + 2;
+        char *list = malloc_check(len);
+        snprintf(list, len, "%s %s", had, item);
+        h5log_attr_str(log, "/", name, list);
+        free(list);
+    } else if (!h5log_get_attr_str(log, "/", name)) h5log_attr_str(log, "/", name, had);
+}
+
 /* One evaluation during training: the validation loss, and with train.eval_ood the
  * out-of-domain corpora's into ood (*with_ood then 1). NaN once stop_signal is set. */
 static double train_eval(gpt_model *m, const data_shard *val, const s2hc_config *c, int B, uint32_t kind,
@@ -1108,36 +1125,16 @@ parts:;
     h5log_attr_str(&log, "/", "method", cfg.method);
     h5log_attr_num(&log, "/", "n_streams", model.n);
     h5log_attr_num(&log, "/", "seed", (double)cfg.seed);
-    {
-        /* git_commits: every build that trained the run, in order (a run file older than
-           the attribute: its git_commit starts the list) */
-        const char *had = h5log_get_attr_str(&log, "/", "git_commits");
-        if (!had) had = h5log_get_attr_str(&log, "/", "git_commit");
-        const char *me = s2hc_version(), *last = had ? strrchr(had, ' ') : NULL;
-        last = last ? last + 1 : had;
-        if (!had || !*had) h5log_attr_str(&log, "/", "git_commits", me);
-        else if (strcmp(last, me) != 0) {
-            const size_t len = strlen(had) + strlen(me) + 2;
-            char *list = malloc_check(len);
-            snprintf(list, len, "%s %s", had, me);
-            h5log_attr_str(&log, "/", "git_commits", list);
-            free(list);
-        } else if (!h5log_get_attr_str(&log, "/", "git_commits")) h5log_attr_str(&log, "/", "git_commits", had);
-    }
+    /* git_commits: every build that trained the run, in order (a run file older than the
+       attribute: its git_commit starts the list) */
+    attr_list_append(&log, "git_commits", h5log_get_attr_str(&log, "/", "git_commit"), s2hc_version());
     h5log_attr_str(&log, "/", "git_commit", s2hc_version());
     if (train_extended_from > 0 && start > 0) {
         /* extensions: each "N->M" (train.steps before and after) in order; a resume of an
            extension stopped before its first checkpoint says the same again */
-        const char *had = h5log_get_attr_str(&log, "/", "extensions");
-        char me[48], *list = malloc_check((had ? strlen(had) : 0) + sizeof me + 1);
+        char me[48];
         snprintf(me, sizeof me, "%d->%d", train_extended_from, cfg.steps);
-        const char *last = had ? strrchr(had, ' ') : NULL;
-        last = last ? last + 1 : had;
-        if (!had || !*had) strcpy(list, me);
-        else if (strcmp(last, me) != 0) sprintf(list, "%s %s", had, me);
-        else strcpy(list, had);
-        h5log_attr_str(&log, "/", "extensions", list);
-        free(list);
+        attr_list_append(&log, "extensions", NULL, me);
     }
     h5log_attr_num(&log, "/", "train_tokens", (double)loader.shard.count);
     /* what the tokens are: `sample` speaks text only to a model of bytes */
