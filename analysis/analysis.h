@@ -76,7 +76,8 @@ typedef struct {
     char variant[64];       /* method, plus "+expm" for the expm core (s2hc, s2hc_rot, orthogonal), "+exact" for s2hc's exact init */
     char corpus[AN_NAME];   /* data.train */
     char scale[AN_NAME];    /* the preset whose model size matches, else "L<l>-C<c>-T<t>"; then
-                               "+nobias" (model.bias false), "+erf" (model.gelu erf), "+init" (train.init_from) */
+                               "+nobias" (model.bias false), "+erf" (model.gelu erf), "+init" (train.init_from; "+init@S" when the
+                               file was an export of step S) */
     char status[32];        /* root attribute status ("finished", "diverged", "running": its training holds
                                the lock; "stopped" for "running" without it) */
     int n;                  /* residual streams */

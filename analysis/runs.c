@@ -128,7 +128,12 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     /* another base model (docs/paper.md) is another cell, never compared with the default's */
     if (!c.bias) strncat(r->scale, "+nobias", sizeof r->scale - strlen(r->scale) - 1);
     if (!strcmp(c.gelu, "erf")) strncat(r->scale, "+erf", sizeof r->scale - strlen(r->scale) - 1);
-    if (c.init_from[0]) strncat(r->scale, "+init", sizeof r->scale - strlen(r->scale) - 1); /* a trained start */
+    if (c.init_from[0]) { /* a trained start: "+init@S" when the file said its step S */
+        const double s = h5log_get_attr_num(&r->log, "/", "init_from_step");
+        char tag[40] = "+init";
+        if (s >= 0 && s < 1e15) snprintf(tag, sizeof tag, "+init@%.0f", s);
+        strncat(r->scale, tag, sizeof r->scale - strlen(r->scale) - 1);
+    }
     const char *st = h5log_get_attr_str(&r->log, "/", "status");
     snprintf(r->status, sizeof r->status, "%s", st ? st : "unknown");
     /* "running" is what the file of a training says until it ends; one whose training

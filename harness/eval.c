@@ -295,6 +295,16 @@ static int eval_one(const char *dir, const char *data_dir, const char *ood, int 
     return rc;
 }
 
+typedef struct {
+    const char *data_dir, *ood;
+    int batches;
+} eval_opts;
+
+static int eval_run(const char *dir, void *ctx) {
+    const eval_opts *o = ctx;
+    return eval_one(dir, o->data_dir, o->ood, o->batches);
+}
+
 int eval_main(int argc, char **argv) {
     const char *data_dir = NULL, *ood = NULL;
     const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
@@ -326,15 +336,8 @@ int eval_main(int argc, char **argv) {
     }
     if (!ndirs) { eval_usage(stderr); free(dirs); return 2; }
     if (data_dir && !data_dir_fits(data_dir, "eval --data")) { free(dirs); return 2; }
-    /* several runs (a grid's runs, runs/grid/NAME): each in turn, every one tried; the exit the
-       worst of theirs */
-    int rc = 0;
-    for (int k = 0; k < ndirs && !stop_signal; k++) {
-        if (ndirs > 1) printf("%s== %s (%d/%d) ==\n", k ? "\n" : "", dirs[k], k + 1, ndirs);
-        fflush(stdout);
-        const int r = eval_one(dirs[k], data_dir, ood, batches);
-        if (r > rc) rc = r;
-    }
+    eval_opts o = {data_dir, ood, batches};
+    const int rc = runs_each(dirs, ndirs, eval_run, &o);
     free(dirs);
     return rc;
 }

@@ -611,6 +611,14 @@ static void probe_usage(FILE *f) {
 
 /* `s2hc probe` of one run: 0, or 1 (it could not be probed). */
 static int probe_one(const char *dir, const char *data_dir, int samples, int batch);
+typedef struct {
+    const char *data_dir;
+    int samples, batch;
+} probe_opts;
+static int probe_run(const char *dir, void *ctx) {
+    const probe_opts *o = ctx;
+    return probe_one(dir, o->data_dir, o->samples, o->batch);
+}
 
 int probe_main(int argc, char **argv) {
     const char *data_dir = NULL;
@@ -642,14 +650,8 @@ int probe_main(int argc, char **argv) {
     }
     if (!ndirs) { probe_usage(stderr); goto done; }
     if (data_dir && !data_dir_fits(data_dir, "probe --data")) goto done;
-    /* several runs (a grid's): each in turn, every one tried; the exit the worst */
-    rc = 0;
-    for (int k = 0; k < ndirs && !stop_signal; k++) {
-        if (ndirs > 1) printf("%s== %s (%d/%d) ==\n", k ? "\n" : "", dirs[k], k + 1, ndirs);
-        fflush(stdout);
-        const int r = probe_one(dirs[k], data_dir, samples, batch);
-        if (r > rc) rc = r;
-    }
+    probe_opts o = {data_dir, samples, batch};
+    rc = runs_each(dirs, ndirs, probe_run, &o);
 done:
     free(dirs);
     return rc;

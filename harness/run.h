@@ -85,6 +85,12 @@ void run_note_in_use(const char *dir, const char *what, long long step);
  * in use. */
 int run_open_locked(const char *dir, const char *who, int *lock_fd, s2hc_config *cfg, gpt_model *m, h5log *log,
                     int64_t *step);
+/* `s2hc eval` and `s2hc probe` over several runs (the points of a grid in runs/grid/NAME): one(dir, ctx)
+ * for each in turn under a "== DIR (k/n) ==" header when there are several, every one
+ * tried after one fails, until a stop signal; the worst exit. A grid's folder of Slurm
+ * scripts (a directory named slurm holding submit.sh, which that glob matches too) is
+ * passed over with a note on stderr when there are several. */
+int runs_each(const char *const *dirs, int ndirs, int (*one)(const char *dir, void *ctx), void *ctx);
 /* Lock <dir>/.train.lock for `who` ("s2hc train", ...): the descriptor, or after a
  * message -2 naming the holder when another process has it, -1 when the lock file cannot
  * be opened. */
@@ -106,6 +112,11 @@ int64_t safetensors_write(const gpt_model *m, int64_t step, const char *path, in
  * lacks keep their values (*kept of them; *loaded read). m changes only when the whole
  * file reads: 0, or -1 with err naming the file and the tensor. */
 int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, char *err, size_t errlen);
+/* The header's __metadata__ of a safetensors file: *yaml its config (malloc'd; NULL when
+ * absent), *step its step (-1 when absent), token_kind its token_kind ("" when absent); no
+ * tensor read. 0, or -1 with err naming the file. */
+int safetensors_metadata(const char *path, char **yaml, int64_t *step, char *token_kind, size_t kindlen, char *err,
+                         size_t errlen);
 /* The model an s2hc export holds (`s2hc sample FILE`): built from the config in its
  * __metadata__, every tensor from the file (one the file lacks is an error, not its
  * init); *step the metadata's (-1 when absent), token_kind its token_kind ("" when

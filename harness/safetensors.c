@@ -800,9 +800,10 @@ static int st_metadata_config(yaml_parser_t *p, const char *file, char **yaml, l
     }
 }
 
-int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *token_kind,
-                           size_t kindlen, char *err, size_t errlen) {
+int safetensors_metadata(const char *path, char **yaml, int64_t *step, char *token_kind, size_t kindlen, char *err,
+                         size_t errlen) {
     err[0] = 0;
+    *yaml = NULL;
     *step = -1;
     if (kindlen) token_kind[0] = 0;
     FILE *f = fopen(path, "rb");
@@ -828,12 +829,11 @@ int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int
     }
     fclose(f);
     hdr[hlen] = 0;
-    /* the top-level map: __metadata__'s config and step, every tensor skipped (the load
+    /* the top-level map: __metadata__'s config and step, every tensor skipped (a load
        reads and checks them) */
     yaml_parser_t p;
     if (!yaml_parser_initialize(&p)) die(1, "out of memory (yaml_parser_initialize)");
     yaml_parser_set_input_string(&p, (const unsigned char *)hdr, (size_t)hlen);
-    char *yaml = NULL;
     long long st = -1;
     int rc = 0, depth = 0, is_meta = 0;
     for (int done = 0; !done && rc == 0;) {
@@ -847,14 +847,30 @@ int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int
         else if (depth == 0 && x.type == YAML_MAPPING_START_EVENT) depth = 1;
         else if (depth == 1 && x.type == YAML_SCALAR_EVENT) is_meta = !strcmp((const char *)x.data.scalar.value, "__metadata__");
         else if (depth == 1 && is_meta && x.type == YAML_MAPPING_START_EVENT)
-            rc = st_metadata_config(&p, path, &yaml, &st, token_kind, kindlen, err, errlen);
+            rc = st_metadata_config(&p, path, yaml, &st, token_kind, kindlen, err, errlen);
         else if (depth == 1) rc = st_skip(&p, &x, path, NULL, err, errlen);
         if (depth == 1 && x.type != YAML_SCALAR_EVENT) is_meta = 0;
         yaml_event_delete(&x);
     }
     yaml_parser_delete(&p);
     free(hdr);
-    if (rc == 0 && !yaml) {
+    if (rc != 0) {
+        free(*yaml);
+        *yaml = NULL;
+        return -1;
+    }
+    *step = st;
+    return 0;
+}
+
+int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *token_kind,
+                           size_t kindlen, char *err, size_t errlen) {
+    char *yaml = NULL;
+    int64_t st = -1;
+    *step = -1;
+    if (safetensors_metadata(path, &yaml, &st, token_kind, kindlen, err, errlen) != 0) return -1;
+    int rc = 0;
+    if (!yaml) {
         snprintf(err, errlen, "%s: no s2hc config in its __metadata__ (a file s2hc export did not write: its tensors "
                  "can start a run, train.init_from, but the file does not say which model they are)", path);
         rc = -1;

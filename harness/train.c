@@ -553,6 +553,33 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
     return 0;
 }
 
+/* 1 when dir is a grid's folder of Slurm scripts (grid_slurm.c): named slurm, holding
+   submit.sh */
+static int grid_slurm_folder(const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    const size_t base = n >= 5 ? n - 5 : 0;
+    if (n < 5 || memcmp(dir + base, "slurm", 5) || (base > 0 && dir[base - 1] != '/')) return 0;
+    char p[1200];
+    snprintf(p, sizeof p, "%.*s/submit.sh", (int)n, dir);
+    return access(p, F_OK) == 0;
+}
+
+int runs_each(const char *const *dirs, int ndirs, int (*one)(const char *dir, void *ctx), void *ctx) {
+    int rc = 0;
+    for (int k = 0; k < ndirs && !stop_signal; k++) {
+        if (ndirs > 1 && grid_slurm_folder(dirs[k])) {
+            fprintf(stderr, "note: %s: passed over: a grid's folder of Slurm scripts, not a run\n", dirs[k]);
+            continue;
+        }
+        if (ndirs > 1) printf("%s== %s (%d/%d) ==\n", k ? "\n" : "", dirs[k], k + 1, ndirs);
+        fflush(stdout);
+        const int r = one(dirs[k], ctx);
+        if (r > rc) rc = r;
+    }
+    return rc;
+}
+
 int run_open_locked(const char *dir, const char *who, int *lock_fd, s2hc_config *cfg, gpt_model *m, h5log *log,
                     int64_t *step) {
     *lock_fd = -1;
@@ -871,6 +898,7 @@ parts:;
     yaml = config_to_yaml(&cfg);
     int start = 0, use_cuda = 0; /* use_cuda: rank 0's choice of the cuda backend across processes */
     int init_loaded = -1;        /* train.init_from: the tensors read (a fresh run) */
+    int64_t init_step = -1;      /* and the step of the export they came from (-1: not said) */
     char gpu[256] = "";
     const int streams_bf16 = model.stream_bf16; /* residual.stream_precision bf16 of a frame method */
     if (rank > 0) goto agree;
@@ -1034,8 +1062,16 @@ parts:;
             fprintf(stderr, "s2hc: error: key 'train.init_from' of %s: %s\n", cfg_path, err);
             { status = RUN_USAGE; goto out; }
         }
-        if (!quiet)
-            printf("init_from %s: %d tensors read, %d kept their initialisation\n", cfg.init_from, init_loaded, kept);
+        /* the step of the export it came from (an s2hc export says; another file does not):
+           analyze keeps runs started from different lengths in cells of their own */
+        char *meta = NULL, kind[16];
+        if (safetensors_metadata(cfg.init_from, &meta, &init_step, kind, sizeof kind, err, sizeof err) != 0) init_step = -1;
+        free(meta);
+        if (!quiet) {
+            printf("init_from %s: %d tensors read, %d kept their initialisation", cfg.init_from, init_loaded, kept);
+            if (init_step >= 0) printf(" (an export of step %lld)", (long long)init_step);
+            printf("\n");
+        }
     }
     /* the backend: cuda when asked for (a clear error without a usable GPU), or with auto
        when a GPU is usable; parameters and optimizer state then live on the device and
@@ -1151,6 +1187,7 @@ parts:;
     h5log_attr_num(&log, "/", "n_params", (double)model.n_params);
     h5log_attr_num(&log, "/", "n_aux_params", (double)model.n_aux);
     if (init_loaded >= 0) h5log_attr_num(&log, "/", "init_from_tensors", init_loaded);
+    if (init_step >= 0) h5log_attr_num(&log, "/", "init_from_step", (double)init_step);
     h5log_attr_str(&log, "/", "H_res_convention",
                    "X_next = H_res . X: H_res[i, j] is the weight of input stream j in output stream i");
     char kron[32] = "";

@@ -157,8 +157,10 @@ conf u s2hc 4 ", bias: false, gelu: erf"
 cp "$TMP/b.safetensors" "$TMP/start.safetensors"
 expect_status 130 "train s2hc from rc's export (train.init_from), stopped after 2 steps" -- \
   "$S2HC" train "$TMP/u.yaml" --set train.init_from="$TMP/start.safetensors" --stop-after 2
-expect_out "init_from $TMP/start.safetensors: 15 tensors read, 56 kept their initialisation" \
-  "says what it read (rc's 15 tensors; lm_head.weight is wte)"
+expect_out "init_from $TMP/start.safetensors: 15 tensors read, 56 kept their initialisation \(an export of step 3\)" \
+  "says what it read (rc's 15 tensors; lm_head.weight is wte) and the export's step"
+h5dump -a /init_from_step "$TMP/runs/u/run.h5" 2>/dev/null | grep -q '(0): 3$' && ok "the run file holds the export's step" \
+  || fail "init_from_step: $(h5dump -a /init_from_step "$TMP/runs/u/run.h5" 2>&1 | tail -3)"
 h5dump -a /init_from_tensors "$TMP/runs/u/run.h5" 2>/dev/null | grep -q '(0): 15' && ok "the run file counts them" \
   || fail "init_from_tensors: $(h5dump -a /init_from_tensors "$TMP/runs/u/run.h5" 2>&1 | tail -3)"
 rm "$TMP/start.safetensors"
@@ -257,6 +259,13 @@ expect_status 1 "eval of a run and a directory that is none" -- "$S2HC" eval "$T
 expect_out "^== $TMP/runs/none \(1/2\) ==$" "a header per run"
 expect_out "^== $R \(2/2\) ==$" "the second run's header"
 expect_out "^  val +[0-9]+\.[0-9]+" "the second run is evaluated after the first failed"
+# a grid's folder of Slurm scripts (runs/grid/NAME/*/ matches it) is passed over with a
+# note, not counted as a run that failed; alone it is named as no run
+mkdir -p "$TMP/runs/slurm" && : >"$TMP/runs/slurm/submit.sh"
+expect_status 0 "eval of a run and a grid's slurm folder" -- "$S2HC" eval "$R" "$TMP/runs/slurm/"
+expect_out "note: $TMP/runs/slurm/: passed over: a grid's folder of Slurm scripts, not a run" "the slurm folder is named"
+expect_out "^== $R \(1/2\) ==$" "the run is evaluated"
+expect_status 1 "eval of the slurm folder alone" -- "$S2HC" eval "$TMP/runs/slurm"
 mkdir "$TMP/ro" && chmod 555 "$TMP/ro"
 if [ "$(id -u)" != 0 ]; then
   expect_status 1 "an unwritable directory" -- "$S2HC" export "$R" -o "$TMP/ro/m.safetensors"
