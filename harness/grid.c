@@ -87,8 +87,10 @@ static void run_dir_path(const grid_point *p, const char *leaf, char *out, size_
  * which runs ahead of it when the training failed or was killed between saves); 0 without
  * one or for a point rerun from the start; run.h5's step if the checkpoint cannot be read
  * (the training then says why). */
-int grid_resume_step(const grid_point *p, const grid_status *s) {
-    if (s->state == GS_CHANGED) return 0;
+int grid_extends(const grid_status *s, int extend) { return extend && s->state == GS_CHANGED && s->longer; }
+
+int grid_resume_step(const grid_point *p, const grid_status *s, int extend) {
+    if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 0;
     char ckpt[CFG_PATH + CFG_STR + 16];
     run_dir_path(p, "ckpt.h5", ckpt, sizeof ckpt);
     if (!file_exists(ckpt)) return 0;
@@ -146,7 +148,7 @@ static int resume_refused(const grid_point *p, const grid_status *s, char *why, 
     return rebuilt;
 }
 
-static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, int j, int threads) {
+static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, int extend, int j, int threads) {
     const char *ood[GRID_MAX_OOD];
     int nood = grid_ood_names(pts, n, ood), would = 0, skip = 0, refuse = 0, fails = 0;
     int cores = cores_available();
@@ -165,7 +167,11 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             break;
         case GS_RUNNING: snprintf(action, sizeof action, "skip: running elsewhere (locked)"); skip++; break;
         case GS_CHANGED:
-            if (force) {
+            if (grid_extends(&st, extend)) {
+                snprintf(action, sizeof action, "extend from step %d to %d (--extend; %s)",
+                         grid_resume_step(&pts[i], &st, extend), st.steps, st.diff);
+                runs = 3;
+            } else if (force) {
                 snprintf(action, sizeof action, "run from step 0 (--force; the config changed: %s)", st.diff);
                 runs = 2;
             } else {
@@ -184,7 +190,7 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
                 fails++;
                 break;
             }
-            int from = grid_resume_step(&pts[i], &st);
+            int from = grid_resume_step(&pts[i], &st, extend);
             if (from > 0) snprintf(action, sizeof action, "resume at step %d of %d (%s)", from, st.steps,
                                    grid_state_names[st.state]);
             else snprintf(action, sizeof action, "run %d steps (%s before)", st.steps, grid_state_names[st.state]);
@@ -210,7 +216,7 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             grid_point_values_text(&pts[i], vals, sizeof vals);
             int own = strstr(vals, "preset=") != NULL;
             printf("       %s%ss2hc train %s %s   # %s%s%s\n", g->launch, g->launch[0] ? " " : "", cfgp,
-                   runs == 2 ? "--force" : "--resume", vals[0] ? vals : "the base config",
+                   runs == 3 ? "--extend" : runs == 2 ? "--force" : "--resume", vals[0] ? vals : "the base config",
                    pts[i].preset[0] && !own ? "; preset " : "", own ? "" : pts[i].preset);
         }
     }
@@ -226,7 +232,7 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: s2hc grid GRID.yaml [-j N] [--list] [--dry-run] [--job I] [--force]\n"
+            "usage: s2hc grid GRID.yaml [-j N] [--list] [--dry-run] [--job I] [--force] [--extend]\n"
             "                           [--slurm [--submit]] [--out DIR] [--set KEY=VALUE]...\n"
             "\n"
             "Expand the grid's sweep into points and train every point that has not finished,\n"
@@ -239,6 +245,9 @@ static void usage(FILE *f) {
             "  --dry-run        what would run, skip or be refused; writes nothing\n"
             "  --job I          run point I alone (a Slurm array task)\n"
             "  --force          rerun points whose stored run has another config (discards it)\n"
+            "  --extend         train further the points whose stored run differs by a smaller\n"
+            "                   train.steps alone (`s2hc train --extend`: its optimizer, data order\n"
+            "                   and steps go on; the learning rate follows the new length's schedule)\n"
             "  --slurm          write <out>/slurm/{array,report}.sbatch and submit.sh\n"
             "  --submit         with --slurm: submit them (sbatch)\n"
             "  --out DIR        the runs directory (default: the grid's out:, else runs/<grid name>)\n"
@@ -256,7 +265,7 @@ static void usage(FILE *f) {
 int grid_main(int argc, char **argv) {
     const char *path = NULL, *out = NULL;
     const char **pins = calloc_check((size_t)argc + 1, sizeof *pins);
-    int npins = 0, j = 0, list = 0, dry = 0, job = -1, force = 0, slurm = 0, submit = 0;
+    int npins = 0, j = 0, list = 0, dry = 0, job = -1, force = 0, extend = 0, slurm = 0, submit = 0;
     for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -273,6 +282,7 @@ int grid_main(int argc, char **argv) {
         else if (!strcmp(a, "--list")) list = 1;
         else if (!strcmp(a, "--dry-run")) dry = 1;
         else if (!strcmp(a, "--force")) force = 1;
+        else if (!strcmp(a, "--extend")) extend = 1;
         else if (!strcmp(a, "--slurm")) slurm = 1;
         else if (!strcmp(a, "--submit")) submit = 1;
         else if ((val = opt_arg(argc, argv, &i, "--jobs", 1)) || (val = opt_arg(argc, argv, &i, "-j", 1)) ||
@@ -343,8 +353,8 @@ int grid_main(int argc, char **argv) {
 
     if (list || dry || slurm) {
         if (list) rc = list_points(&g, pts, n);
-        else if (dry) rc = dry_run(&g, pts, n, force, j, threads);
-        else rc = grid_write_slurm(&g, n, submit);
+        else if (dry) rc = dry_run(&g, pts, n, force, extend, j, threads);
+        else rc = grid_write_slurm(&g, n, submit, force, extend);
         grid_points_free(pts, n);
         grid_free(&g);
         return rc;
@@ -360,6 +370,7 @@ int grid_main(int argc, char **argv) {
     r.queue = calloc_check((size_t)n, sizeof *r.queue);
     r.nood = grid_ood_names(pts, n, r.ood);
     r.force = force;
+    r.extend = extend;
     r.tty = terminal_live(STDOUT_FILENO);
     r.t0 = now_seconds();
     ssize_t el = readlink("/proc/self/exe", r.exe, sizeof r.exe - 1);
@@ -381,7 +392,7 @@ int grid_main(int argc, char **argv) {
         case GS_DIVERGED: diverged++; break;
         case GS_RUNNING: busy++; break;
         case GS_CHANGED:
-            if (force) r.queue[r.nq++] = i;
+            if (force || grid_extends(&r.st[i], extend)) r.queue[r.nq++] = i;
             else refused++;
             break;
         default: r.queue[r.nq++] = i;
@@ -409,7 +420,7 @@ int grid_main(int argc, char **argv) {
         printf("  SIGINT (Ctrl-C) is ignored: the runner started with it ignored (a script's background job), as "
                "its points do; stop it with SIGTERM (kill %ld)\n", (long)getpid());
     for (int i = 0; i < n; i++) {
-        if ((job >= 0 && i != job) || r.st[i].state != GS_CHANGED || force) continue;
+        if ((job >= 0 && i != job) || r.st[i].state != GS_CHANGED || force || grid_extends(&r.st[i], extend)) continue;
         char dir[CFG_PATH + CFG_STR + 2];
         run_dir_of(&pts[i].cfg, dir, sizeof dir);
         char hint[1200];

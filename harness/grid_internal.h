@@ -91,17 +91,23 @@ void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, g
 
 /* grid.c */
 
-/* The step a point's training would start from (its checkpoint's; 0 without one). */
-int grid_resume_step(const grid_point *p, const grid_status *s);
-/* "; or, only train.steps grown, `s2hc train DIR/config.yaml --extend ...` trains it
- * further" for a point changed by a larger train.steps alone (st->longer), else "". */
+/* The step a point's training would start from (its checkpoint's; 0 without one, and for
+ * a changed point unless extend trains it further). */
+int grid_resume_step(const grid_point *p, const grid_status *s, int extend);
+/* A point `s2hc grid --extend` trains further (`s2hc train --extend`): its stored run
+ * differs by a smaller train.steps alone. */
+int grid_extends(const grid_status *s, int extend);
+/* "; or, only train.steps grown, --extend trains it further (this point alone: `s2hc
+ * train DIR/config.yaml --extend ...`)" for a point changed by a larger train.steps alone
+ * (st->longer), else "". */
 void grid_extend_hint(const grid_point *p, const grid_status *st, char *buf, size_t n);
 
 /* grid_slurm.c */
 
-/* <out>/slurm/{array.sbatch, report.sbatch, submit.sh} for the grid's n points; with
- * submit, run submit.sh. 0, or 1 after printing the problem. */
-int grid_write_slurm(const grid_spec *g, int n, int submit);
+/* <out>/slurm/{array.sbatch, report.sbatch, submit.sh} for the grid's n points, each task
+ * `s2hc grid --job I` with --force and --extend as given; with submit, run submit.sh. 0,
+ * or 1 after printing the problem. */
+int grid_write_slurm(const grid_spec *g, int n, int submit, int force, int extend);
 
 /* grid_run.c */
 
@@ -112,6 +118,7 @@ typedef struct {
     double wall_before; /* the point's recorded wall time when the child started */
     long log_off;     /* train.log size when the child started: its own lines follow */
     int fresh;        /* started with --force */
+    int extended;     /* started with --extend (train.steps grown) */
     int start_failed; /* could not be started (its directory, lock, config or log): no grid.status
                          records that, so the outcome counts it from here */
 } grid_slot;
@@ -124,7 +131,7 @@ typedef struct {
     grid_slot *slot;
     const char *ood[GRID_MAX_OOD];
     int nood;
-    int j, threads, force, tty;
+    int j, threads, force, extend, tty;
     int *queue, nq, qi;
     int running, started, failed, elsewhere, refused;
     int stopping;     /* a signal asked the runner to stop: children that die now were stopped */

@@ -46,9 +46,10 @@ static double grid_point_work(const s2hc_config *c) {
 }
 
 /* The share of a point's work still to do: what its checkpoint has not reached (all of
- * it for a changed point, which --force reruns from step 0). */
-static double left_share(const grid_status *s) {
-    if (s->state == GS_CHANGED) return 1.0;
+ * it for a changed point, which --force reruns from step 0, unless --extend trains it
+ * further). */
+static double left_share(const grid_status *s, int extend) {
+    if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 1.0;
     return s->steps > 0 && s->step > 0 && s->step < s->steps ? 1.0 - (double)s->step / s->steps : 1.0;
 }
 
@@ -77,11 +78,11 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
         for (int k = r->qi; k < r->nq; k++) {
             const int i = r->queue[k];
             queued[i] = 1;
-            work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i]) * rate;
+            work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * rate;
         }
         for (int i = 0; i < r->n; i++) {
             if (r->st[i].state == GS_INTERRUPTED && r->slot[i].pid <= 0 && !queued[i]) /* stopped: left */
-                work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i]) * rate;
+                work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * rate;
             if (r->slot[i].pid > 0)
                 work += fmax(0, grid_point_work(&r->pts[i].cfg) * rate -
                                     (r->slot[i].wall_before + now - r->slot[i].t_start));
@@ -229,7 +230,7 @@ static void launch(grid_runner *r, int i) {
         event(r, 0, "skip    #%d %s: %s meanwhile", p->index, p->name, grid_state_names[s->state]);
         return;
     }
-    if (s->state == GS_CHANGED && !r->force) {
+    if (s->state == GS_CHANGED && !r->force && !grid_extends(s, r->extend)) {
         close(fd);
         r->refused++;
         char hint[1200];
@@ -238,8 +239,9 @@ static void launch(grid_runner *r, int i) {
               p->index, p->name, dir, s->diff, hint);
         return;
     }
-    sl->fresh = s->state == GS_CHANGED;
-    int from = grid_resume_step(p, s);
+    sl->extended = grid_extends(s, r->extend);
+    sl->fresh = s->state == GS_CHANGED && !sl->extended;
+    int from = grid_resume_step(p, s, r->extend);
 
     lock_file_claim(fd, "runner");
     grid_remove_stale_tmps(dir); /* a killed runner's config.yaml.PID.tmp or grid.status.PID.tmp */
@@ -274,7 +276,7 @@ static void launch(grid_runner *r, int i) {
         return;
     }
     sl->log_off = lseek(logfd, 0, SEEK_END);
-    const char *mode = sl->fresh ? "--force" : "--resume";
+    const char *mode = sl->fresh ? "--force" : sl->extended ? "--extend" : "--resume";
     dprintf(logfd, "==== s2hc grid %s: point %d (%s) on %s, %s: %s%ss2hc train %s %s ====\n", r->g->path, p->index,
             p->name, host, when, r->g->launch, r->g->launch[0] ? " " : "", cfgp, mode);
 
@@ -392,6 +394,8 @@ static void launch(grid_runner *r, int i) {
     r->started++;
     if (sl->fresh)
         event(r, 0, "start   #%d %s (from step 0: --force, the config changed: %s)", p->index, p->name, s->diff);
+    else if (sl->extended)
+        event(r, 0, "extend  #%d %s from step %d to %d (--extend)", p->index, p->name, from, p->cfg.steps);
     else if (from > 0 && nthreads != r->threads)
         event(r, 0, "resume  #%d %s at step %d/%d (%d thread%s, as it trained)", p->index, p->name, from, p->cfg.steps,
               nthreads, nthreads == 1 ? "" : "s");

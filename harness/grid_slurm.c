@@ -85,7 +85,7 @@ static int write_text_file(const char *path, char *buf, size_t len, int mode) {
 }
 
 /* <out>/slurm/{array.sbatch, report.sbatch, submit.sh}. */
-int grid_write_slurm(const grid_spec *g, int n, int submit) {
+int grid_write_slurm(const grid_spec *g, int n, int submit, int force, int extend) {
     char exe[PATH_MAX], gpath[PATH_MAX], out[PATH_MAX], cwd[PATH_MAX], dir[PATH_MAX + 16], path[PATH_MAX + 32];
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (el <= 0) copy_str(exe, sizeof exe, "s2hc");
@@ -141,7 +141,8 @@ int grid_write_slurm(const grid_spec *g, int n, int submit) {
     for (int i = 0; i < g->slurm.nsetup; i++) fprintf(f, "%s\n", g->slurm.setup[i]);
     fputs("exec ", f);
     grid_command(f, g, exe, gpath, out);
-    fputs(" --job \"$SLURM_ARRAY_TASK_ID\"\n", f);
+    /* each task's runner reruns or extends its changed point as this command would */
+    fprintf(f, "%s%s --job \"$SLURM_ARRAY_TASK_ID\"\n", force ? " --force" : "", extend ? " --extend" : "");
     fclose(f);
     snprintf(path, sizeof path, "%s/array.sbatch", dir);
     if (write_text_file(path, buf, len, 0755)) return 1;

@@ -281,8 +281,8 @@ void grid_extend_hint(const grid_point *p, const grid_status *st, char *buf, siz
     if (st->state != GS_CHANGED || !st->longer) return;
     char dir[CFG_PATH + CFG_STR + 2];
     run_dir_of(&p->cfg, dir, sizeof dir);
-    snprintf(buf, n, "; or, only train.steps grown, `s2hc train %s/config.yaml --extend --set train.steps=%d` trains "
-             "it further", dir, p->cfg.steps);
+    snprintf(buf, n, "; or, only train.steps grown, --extend trains it further (this point alone: `s2hc train "
+             "%s/config.yaml --extend --set train.steps=%d`)", dir, p->cfg.steps);
 }
 
 void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, grid_status *st, int probe_lock) {

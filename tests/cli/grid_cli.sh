@@ -114,11 +114,14 @@ cp -r "$OUT" "$TMP/runs_ext"
 XO=$TMP/runs_ext
 XL=(--set train.lr=0.002 --set train.steps=26)
 expect_status 0 "--dry-run with a longer train.steps" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --dry-run
-expect_out "^ +2 +rc-n1-s1337: refuse: the config changed \(train.steps: 20 \(stored run\) vs 26 \(grid\)\); --force reruns it; or, only train.steps grown, \`s2hc train $XO/rc-n1-s1337/config.yaml --extend --set train.steps=26\`" \
-  "--dry-run's refusal gives the --extend command"
+expect_out "^ +2 +rc-n1-s1337: refuse: the config changed \(train.steps: 20 \(stored run\) vs 26 \(grid\)\); --force reruns it; or, only train.steps grown, --extend trains it further \(this point alone: \`s2hc train $XO/rc-n1-s1337/config.yaml --extend --set train.steps=26\`\)" \
+  "--dry-run's refusal gives --extend and the command for the point alone"
 expect_status 0 "--dry-run with a longer train.steps and another lr" -- "$S2HC" grid $G "${D[@]}" --out "$XO" \
   --set train.lr=0.003 --set train.steps=26 --dry-run
 grep -q -- "--extend" "$TMP/out" && fail "a refusal for more than train.steps points to --extend" || ok "no --extend then"
+expect_status 0 "--dry-run --extend with a longer train.steps and another lr" -- "$S2HC" grid $G "${D[@]}" --out "$XO" \
+  --set train.lr=0.003 --set train.steps=26 --dry-run --extend
+expect_out "would run 0 .*refuse 3" "--extend trains no point that differs by more than train.steps"
 expect_status 1 "the runner refuses it the same way" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --job 2
 expect_out "REFUSED #2 rc-n1-s1337: .*--force \(discards it\); or, only train.steps grown, .*--extend --set train.steps=26" \
   "the runner's refusal gives it too"
@@ -127,6 +130,27 @@ expect_status 0 "the command it gives" -- "$S2HC" train "$XO/rc-n1-s1337/config.
   --set run.out="$XO" --quiet
 expect_status 0 "--list" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --list
 expect_out "^ +2 +rc-n1-s1337 +finished +26/26" "the extended point is finished at the grid's length"
+# `s2hc grid --extend` trains the others further itself: from their checkpoints, with
+# `train --extend`, the same as the command by hand (the Slurm tasks get it too)
+expect_status 0 "--dry-run --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --dry-run --extend
+expect_out "^ +0 +identity-n4-s1337: extend from step 20 to 26 \(--extend; train.steps: 20 \(stored run\) vs 26 \(grid\)\)$" \
+  "--dry-run --extend: from the checkpoint's step to the grid's"
+expect_out "s2hc train $XO/s2hc-n4-s1337/config.yaml --extend " "and the command it would run"
+expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --extend counts them to run"
+expect_status 0 "--slurm --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --slurm --extend
+grep -q -- ' --extend --job "$SLURM_ARRAY_TASK_ID"$' "$XO/slurm/array.sbatch" && ok "the array tasks extend too" \
+  || fail "array.sbatch: $(grep -- '--job' "$XO/slurm/array.sbatch")"
+expect_status 0 "--slurm --force" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --slurm --force
+grep -q -- ' --force --job "$SLURM_ARRAY_TASK_ID"$' "$XO/slurm/array.sbatch" && ok "the array tasks rerun changed points too" \
+  || fail "array.sbatch with --force: $(grep -- '--job' "$XO/slurm/array.sbatch")"
+rm -r "$XO/slurm"
+expect_status 0 "grid --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --extend -j 1
+expect_out "extend  #0 identity-n4-s1337 from step 20 to 26 \(--extend\)" "says it extends the point"
+grep -q "extending .*identity-n4-s1337 from 20 to 26 steps at step 20" "$XO/identity-n4-s1337/train.log" \
+  && ok "through train --extend (its log)" || fail "train.log: $(tail -n 5 "$XO/identity-n4-s1337/train.log")"
+expect_out "3 finished" "every point finished at the grid's length"
+h5dump -a /extensions "$XO/s2hc-n4-s1337/run.h5" 2>/dev/null | grep -q '"20->26"' && ok "the run file records the extension" \
+  || fail "extensions: $(h5dump -a /extensions "$XO/s2hc-n4-s1337/run.h5" 2>&1 | tail -3)"
 # the command line's own mistakes: exit 2, nothing run
 # an --out longer than the grid's runs directory can be: refused by its length (it was cut
 # to 511 bytes: the runs went to another folder)
