@@ -123,6 +123,15 @@ typedef struct {
                          records that, so the outcome counts it from here */
 } grid_slot;
 
+/* A kind of point for the ETA: a method at a stream count, whose step costs differ (on a
+ * CPU by up to a quarter over rc, docs/performance.md); wall and work of its points
+ * finished by this runner. */
+typedef struct {
+    char method[32];
+    int n;
+    double wall, work;
+} grid_kind;
+
 typedef struct {
     const grid_spec *g;
     const grid_point *pts;
@@ -138,6 +147,9 @@ typedef struct {
     int index_failed; /* index.csv or a grid.status could not be written: the grid exits 1 */
     double wall_sum, t0, last_draw;
     double work_sum;  /* grid_point_work of the points whose wall times wall_sum adds */
+    grid_kind *kinds; /* the points' kinds (grid_run_points sets them up) */
+    int nkinds;
+    int *kind_of;     /* each point's kind, an index into kinds */
     int wall_n;
     char exe[PATH_MAX];
 } grid_runner;

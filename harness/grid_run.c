@@ -38,7 +38,8 @@ static int count_state(const grid_runner *r, grid_state s) {
 
 /* A point's training work in its config's terms, for the ETA: the multiply-adds of its
  * steps (tokens x the blocks' products and attention, the logits), so that a point twice
- * as long or as wide counts so; the method's cost beyond rc is not counted. */
+ * as long or as wide counts so; the method's cost beyond rc is in the rate of its kind
+ * (point_rate). */
 static double grid_point_work(const s2hc_config *c) {
     const double C = c->n_embd, T = c->block_size;
     const double tokens = (double)c->steps * c->batch * c->grad_accum * T;
@@ -51,6 +52,31 @@ static double grid_point_work(const s2hc_config *c) {
 static double left_share(const grid_status *s, int extend) {
     if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 1.0;
     return s->steps > 0 && s->step > 0 && s->step < s->steps ? 1.0 - (double)s->step / s->steps : 1.0;
+}
+
+/* Seconds per unit of work for point i: its kind's, once a point of that kind finished
+ * here, else that of every point finished here. */
+static double point_rate(const grid_runner *r, int i) {
+    const grid_kind *k = r->kind_of ? &r->kinds[r->kind_of[i]] : NULL;
+    return k && k->work > 0 ? k->wall / k->work : r->wall_sum / r->work_sum;
+}
+
+/* r->kinds and r->kind_of: the distinct (method, n) of the points, in the order met. */
+static void kinds_setup(grid_runner *r) {
+    r->kinds = calloc_check((size_t)(r->n > 0 ? r->n : 1), sizeof *r->kinds);
+    r->kind_of = calloc_check((size_t)(r->n > 0 ? r->n : 1), sizeof *r->kind_of);
+    r->nkinds = 0;
+    for (int i = 0; i < r->n; i++) {
+        const s2hc_config *c = &r->pts[i].cfg;
+        int k = 0;
+        while (k < r->nkinds && (r->kinds[k].n != c->n_streams || strcmp(r->kinds[k].method, c->method))) k++;
+        if (k == r->nkinds) {
+            copy_str(r->kinds[k].method, sizeof r->kinds[k].method, c->method);
+            r->kinds[k].n = c->n_streams;
+            r->nkinds++;
+        }
+        r->kind_of[i] = k;
+    }
 }
 
 static void status_text(const grid_runner *r, char *buf, size_t n) {
@@ -69,22 +95,23 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
     }
     char eta[32] = "?", el[32];
     if (r->wall_n > 0 && r->work_sum > 0) {
-        /* seconds per unit of work from the finished points (each its whole run time);
-           a point left needs its work's share not yet done, a running point its work's
-           time less what it has had, earlier runs of it included */
-        const double rate = r->wall_sum / r->work_sum, now = now_seconds();
+        /* seconds per unit of work from the finished points (each its whole run time), of
+           the point's own kind once one of that kind has finished, else of all; a point
+           left needs its work's share not yet done, a running point its work's time less
+           what it has had, earlier runs of it included */
+        const double now = now_seconds();
         double work = 0;
         char *queued = calloc_check((size_t)r->n, 1);
         for (int k = r->qi; k < r->nq; k++) {
             const int i = r->queue[k];
             queued[i] = 1;
-            work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * rate;
+            work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * point_rate(r, i);
         }
         for (int i = 0; i < r->n; i++) {
             if (r->st[i].state == GS_INTERRUPTED && r->slot[i].pid <= 0 && !queued[i]) /* stopped: left */
-                work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * rate;
+                work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * point_rate(r, i);
             if (r->slot[i].pid > 0)
-                work += fmax(0, grid_point_work(&r->pts[i].cfg) * rate -
+                work += fmax(0, grid_point_work(&r->pts[i].cfg) * point_rate(r, i) -
                                     (r->slot[i].wall_before + now - r->slot[i].t_start));
         }
         free(queued);
@@ -442,6 +469,10 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
         r->wall_sum += total;
         r->work_sum += grid_point_work(&p->cfg);
         r->wall_n++;
+        if (r->kind_of) {
+            r->kinds[r->kind_of[i]].wall += total;
+            r->kinds[r->kind_of[i]].work += grid_point_work(&p->cfg);
+        }
         event(r, 1, "done    #%d %s in %s: train loss %.4f, val loss %.4f, %.0f tok/s", p->index, p->name, w,
               s->train_loss, s->val_loss, s->tokens_per_s);
         break;
@@ -474,6 +505,7 @@ int grid_run_points(grid_runner *r) {
     sigaction(SIGINT, stop_signal_ignored(SIGINT) ? NULL : &sa, &old_int);
     sigaction(SIGTERM, stop_signal_ignored(SIGTERM) ? NULL : &sa, &old_term);
     sigaction(SIGHUP, stop_signal_ignored(SIGHUP) ? NULL : &sa, &old_hup);
+    kinds_setup(r);
     int stopping = 0, killed = 0;
     for (;;) {
         if (g_grid_signal && !stopping) {
@@ -504,5 +536,9 @@ int grid_run_points(grid_runner *r) {
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);
+    free(r->kinds);
+    free(r->kind_of);
+    r->kinds = NULL;
+    r->kind_of = NULL;
     return stopping;
 }

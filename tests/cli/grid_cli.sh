@@ -514,6 +514,26 @@ rm -f "$O/$P/ckpt.h5" "$O/$P/run.h5"
 printf 'state=interrupted\nexit_code=130\nwall_s=600.000\n' > "$O/$P/grid.status"
 expect_status 0 "a grid whose points left differ in length" -- "$S2HC" grid "$TMP/eta.yaml" "${D[@]}" --out "$O" -j 1
 expect_out "done    #0 $P in [0-9]+s: .*2 left, .*ETA 3[0-9]m[0-9]+s" "the ETA counts 20 + 40 steps left at 600 s per 20"
+# ... at the rate of the point's own kind (method and n) once one of that kind finished: an
+# s2hc point of 600 s and two fast identity points done, the s2hc point left takes ~600 s
+# (at the rate of all three, ~200 s)
+sed -e "s|^base: tiny.yaml|base: $PWD/experiments/tiny.yaml|" -e '/^sweep:/,$d' $G > "$TMP/eta3.yaml"
+cat >> "$TMP/eta3.yaml" <<'YAML'
+include:
+  - {residual.method: s2hc, residual.n_streams: 4, train.seed: 1}
+  - {residual.method: identity, residual.n_streams: 4, train.seed: 1}
+  - {residual.method: identity, residual.n_streams: 4, train.seed: 2}
+  - {residual.method: s2hc, residual.n_streams: 4, train.seed: 2}
+name: "{residual.method}-s{train.seed}"
+YAML
+O3=$TMP/eta3 # (O stays the grid of the tests below)
+"$S2HC" grid "$TMP/eta3.yaml" "${D[@]}" --out "$O3" --job 0 >/dev/null 2>&1
+rm -f "$O3/s2hc-s1/ckpt.h5" "$O3/s2hc-s1/run.h5"
+"$S2HC" train "$O3/s2hc-s1/config.yaml" --stop-after 19 --quiet >/dev/null 2>&1
+printf 'state=interrupted\nexit_code=130\nwall_s=600.000\n' > "$O3/s2hc-s1/grid.status"
+expect_status 0 "a grid of two kinds of point" -- "$S2HC" grid "$TMP/eta3.yaml" "${D[@]}" --out "$O3" -j 1
+expect_out "done    #2 identity-s2 in [0-9]+s: .*1 left, .*ETA (9m[3-5][0-9]s|10m[0-2][0-9]s)" \
+  "the ETA takes the s2hc point's rate for the s2hc point left"
 # a point trained by hand (`s2hc train` on its config, outside any runner) is running
 # elsewhere for the grid, not a point that failed
 "$S2HC" train "$O/$P/config.yaml" --set run.out="$TMP/hand" --set train.steps=100000 --force --quiet >/dev/null 2>&1 &
