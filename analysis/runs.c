@@ -316,6 +316,10 @@ int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
         if (is_file(paths[i]) && len >= 3 && !strcmp(paths[i] + len - 3, ".h5")) {
             add_run(rs, paths[i], verbose);
             found = 1;
+        } else if (is_dir(paths[i]) && grid_slurm_folder(paths[i])) {
+            /* the same glob names the grid's folder of Slurm scripts */
+            if (verbose) fprintf(stderr, "s2hc: %s: a grid's folder of Slurm scripts, not a run: skipped\n", paths[i]);
+            continue;
         } else if (is_dir(paths[i])) {
             scan(rs, paths[i], 2, verbose, &found);
         } else if (is_file(paths[i]) && grid_index_file(paths[i])) {

@@ -552,6 +552,10 @@ static int inspect_with(int argc, char **argv, const char **runs) {
     if (st.csv) st.color = 0, st.unicode = 0;
     int rc = 0, header = !st.csv; /* the CSV header goes out with the first rows, not before an error */
     for (int r = 0; r < nruns; r++) {
+        if (nruns > 1 && grid_slurm_folder(runs[r])) {
+            fprintf(stderr, "note: %s: passed over: a grid's folder of Slurm scripts, not a run\n", runs[r]);
+            continue;
+        }
         run_view v;
         int e = run_view_open(&v, runs[r], step_sel);
         if (e) {
@@ -561,7 +565,9 @@ static int inspect_with(int argc, char **argv, const char **runs) {
         }
         if (r > 0 && !st.csv) printf("\n");
         if (layer >= 0 || layer == INSPECT_ALL_LAYERS) {
-            if (!v.hc) {
+            if (!v.hc && nruns > 1) { /* a grid's rc point beside the others: nothing to compare */
+                fprintf(stderr, "note: %s: passed over: method %s has no residual matrices (n = 1)\n", v.path, v.method);
+            } else if (!v.hc) {
                 fprintf(stderr, "s2hc: error: %s: method %s has no residual matrices (n = 1)\n", v.path, v.method);
                 rc = 1;
             } else if (layer >= v.Lh) {

@@ -553,18 +553,6 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
     return 0;
 }
 
-/* 1 when dir is a grid's folder of Slurm scripts (grid_slurm.c): named slurm, holding
-   submit.sh */
-static int grid_slurm_folder(const char *dir) {
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') n--;
-    const size_t base = n >= 5 ? n - 5 : 0;
-    if (n < 5 || memcmp(dir + base, "slurm", 5) || (base > 0 && dir[base - 1] != '/')) return 0;
-    char p[1200];
-    snprintf(p, sizeof p, "%.*s/submit.sh", (int)n, dir);
-    return access(p, F_OK) == 0;
-}
-
 int runs_each(const char *const *dirs, int ndirs, int (*one)(const char *dir, void *ctx), void *ctx) {
     int rc = 0;
     for (int k = 0; k < ndirs && !stop_signal; k++) {

@@ -1035,3 +1035,13 @@ void tmp_stream_drop(FILE *f) {
 int write_file_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len) {
     return write_file_tmp(path, head, head_len, body, body_len) != 0 ? -1 : commit_file_tmp(path);
 }
+
+int grid_slurm_folder(const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    const size_t base = n >= 5 ? n - 5 : 0;
+    if (n < 5 || memcmp(dir + base, "slurm", 5) || (base > 0 && dir[base - 1] != '/')) return 0;
+    char p[1200];
+    snprintf(p, sizeof p, "%.*s/submit.sh", (int)n, dir);
+    return access(p, F_OK) == 0;
+}

@@ -295,4 +295,9 @@ void stop_signal_clean(int sig);
  * interrupted code left it. */
 void stop_signal_first(int sig, void (*next)(int), const char *msg, size_t len);
 
+/* 1 when dir is a grid's folder of Slurm scripts (harness/grid_slurm.c): named slurm and
+ * holding submit.sh. A glob over a grid's runs (runs/grid/NAME/ and a star) names it too:
+ * the commands that take several runs pass over it. */
+int grid_slurm_folder(const char *dir);
+
 #endif

@@ -169,6 +169,19 @@ expect_status 0 "analyze the grid's out dir and its index.csv" -- "$S2HC" analyz
 expect_out "index.csv: a grid's index, not a run: skipped" "index.csv is skipped with a word"
 [ -s "$TMP/an/data/summary.txt" ] && grep -q "^runs=3$" "$TMP/an/data/summary.txt" && ok "analyze read the grid's 3 runs" \
   || fail "summary: $(cat "$TMP/an/data/summary.txt" 2>/dev/null)"
+# a glob over the points (OUT/*/) also names the folder of Slurm scripts: passed over with a
+# word by analyze and inspect, as is the rc point in a per-layer comparison
+"$S2HC" grid $G "${D[@]}" --out "$OUT" --slurm >/dev/null 2>&1
+expect_status 0 "analyze OUT/*/ beside the grid's slurm folder" -- "$S2HC" analyze "$OUT"/*/ -o "$TMP/an3"
+expect_out "slurm/: a grid's folder of Slurm scripts, not a run: skipped" "the slurm folder is skipped with a word"
+grep -q "^runs=3$" "$TMP/an3/data/summary.txt" && ok "analyze read the 3 runs" || fail "summary: $(cat "$TMP/an3/data/summary.txt")"
+expect_status 0 "inspect --method-compare OUT/*/ --layer 1" -- "$S2HC" inspect --method-compare "$OUT"/*/ --layer 1
+expect_out "note: $OUT/slurm/: passed over: a grid's folder of Slurm scripts" "inspect passes over the slurm folder"
+expect_out "note: .*rc-n1-s1337.*: passed over: method rc has no residual matrices" "and over the rc point"
+expect_out "method s2hc  n = 4" "the s2hc point's layer is shown"
+expect_status 1 "inspect of the rc point alone at a layer" -- "$S2HC" inspect "$OUT/rc-n1-s1337" --layer 1
+expect_out "error: .*method rc has no residual matrices" "alone it is an error"
+rm -r "$OUT/slurm"
 expect_status 1 "analyze with a mistyped run directory" -- "$S2HC" analyze "$OUT" "$OUT/no-such-run" -o "$TMP/an2"
 expect_out "1 of the given paths or their run files cannot be read \(above\); nothing written" "names the count, writes nothing"
 [ ! -e "$TMP/an2" ] && ok "nothing written for a mistyped path" || fail "analyze wrote $TMP/an2"
