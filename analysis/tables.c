@@ -548,6 +548,60 @@ static void table2(an_ctx *c) {
     tbl_free(&t);
 }
 
+/* ---- optimisation recipes (a learning-rate or schedule sweep) ------------------------- */
+
+/* The fields of a recipe ("lr 0.003, min_lr 0.0003, warmup 20, ..."), split at ", ". */
+static int recipe_fields(const char *recipe, char f[][48], int cap) {
+    int k = 0;
+    for (const char *p = recipe; *p && k < cap;) {
+        const char *e = strstr(p, ", ");
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        snprintf(f[k++], 48, "%.*s", (int)len, p);
+        p += len + (e ? 2 : 0);
+    }
+    return k;
+}
+
+/* Which fields of the recipe differ among the (non-bench) runs of a scale and corpus:
+ * differ[q] for field q (at most nf); 1 when any does (a sweep), else 0. */
+static int recipe_differ(const an_runset *rs, const char *scale, const char *corpus, int *differ, int nf) {
+    int all[256], na = an_cell_runs(rs, scale, corpus, NULL, 0, all, 256), any = 0;
+    char f0[16][48], fi[16][48];
+    if (nf > 16) nf = 16;
+    for (int q = 0; q < nf; q++) differ[q] = 0;
+    const int nf0 = na ? recipe_fields(rs->r[all[0]].recipe, f0, nf) : 0;
+    for (int i = 1; i < na; i++) {
+        const int nfi = recipe_fields(rs->r[all[i]].recipe, fi, nf);
+        for (int q = 0; q < nf0 && q < nfi; q++)
+            if (strcmp(f0[q], fi[q])) differ[q] = any = 1;
+    }
+    return any;
+}
+
+/* The next recipe among the runs idx[0..k) not done: the position of a run of the smallest
+ * learning rate left, or -1 when every run is done. */
+static int next_recipe(const an_runset *rs, const int *idx, int k, const int *done) {
+    int first = -1;
+    for (int i = 0; i < k; i++) {
+        if (done[i]) continue;
+        const an_run *r = &rs->r[idx[i]];
+        if (first < 0 || strtod(r->recipe + 3, NULL) < strtod(rs->r[idx[first]].recipe + 3, NULL)) first = i;
+    }
+    return first;
+}
+
+/* A recipe's name in a table: its fields that differ (recipe_differ), ", "-separated. */
+static void recipe_label(const char *rec, const int *differ, int nf, char *buf, size_t len) {
+    char fr[16][48];
+    const int nfr = recipe_fields(rec, fr, nf > 16 ? 16 : nf);
+    buf[0] = 0;
+    for (int q = 0; q < nfr; q++)
+        if (differ[q]) {
+            if (buf[0]) strncat(buf, ", ", len - strlen(buf) - 1);
+            strncat(buf, fr[q], len - strlen(buf) - 1);
+        }
+}
+
 /* ---- ablation table ------------------------------------------------------------------ */
 
 static int is_ablation(const char *v) {
@@ -587,15 +641,20 @@ static double mean_series(const an_run *r, const char *path) {
     return m;
 }
 
+/* One row per variant, stream count, training length and, in a scale and corpus whose runs
+ * differ in their optimisation recipe (a learning-rate sweep), recipe (learning rates
+ * ascending): its numbers are mean ± std over the finished seeds (over the stopped ones
+ * only when none finished, as Table 1), Δ val vs s²HC paired by seed within the recipe. */
 static void table_ablation(an_ctx *c) {
-    static const char *const head[] = {"scale", "corpus", "variant", "train loss (MA)", "val loss", "OOD PPL (geo. mean)",
-                                       "Δ val vs s²HC", "95 % interval", "verdict", "max |sum − 1|", "‖composite‖₂",
-                                       "Jacobian ‖J‖₂ (full / residual)"};
+    static const char *const head[] = {"scale", "corpus", "variant", "steps", "recipe", "train loss (MA)", "val loss",
+                                       "OOD PPL (geo. mean)", "Δ val vs s²HC", "95 % interval", "verdict",
+                                       "max |sum − 1|", "‖composite‖₂", "Jacobian ‖J‖₂ (full / residual)"};
+    enum { NF = 16 };
     tbl t;
-    tbl_init(&t, 12, head);
+    tbl_init(&t, 14, head);
     char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
-    int st[64], nst = distinct_steps(c->rs, st, 64);
+    int st[64], nst = distinct_steps(c->rs, st, 64), unfinished = 0, swept = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++) {
             int present = 0;
@@ -606,50 +665,93 @@ static void table_ablation(an_ctx *c) {
                     present++;
             }
             if (!present) continue;
+            int differ[NF];
+            swept |= recipe_differ(c->rs, sc[a], co[b], differ, NF);
             for (int vi = 0; an_method_order[vi]; vi++)
-            for (int nn = 1; nn <= 8; nn++) /* one row per stream count and training length */
+            for (int nn = 1; nn <= 8; nn++) /* one row per stream count, training length and recipe */
             for (int si = 0; si < nst; si++) {
                 const char *v = an_method_order[vi];
                 if (!is_ablation(v)) continue;
-                int idx[64];
-                int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
-                if (!k) continue;
-                double tr[64], va[64], oo[64], sd[64], cn[64], jf[64], jr[64];
-                for (int i = 0; i < k; i++) {
-                    const an_run *r = &c->rs->r[idx[i]];
-                    tr[i] = an_final_train_loss(r, NULL);
-                    va[i] = an_final_val_loss(r);
-                    oo[i] = mean_ood_ppl(r);
-                    sd[i] = fmax(an_final_sum_dev(r, 1), an_final_sum_dev(r, 0));
-                    cn[i] = last_cumnorm(r);
-                    jf[i] = mean_series(r, "/final/jacobian_norm");
-                    jr[i] = mean_series(r, "/final/jacobian_norm_residual");
+                int idx[64], done[64] = {0};
+                const int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
+                for (int first; (first = next_recipe(c->rs, idx, k, done)) >= 0;) {
+                    const char *rec = c->rs->r[idx[first]].recipe;
+                    int ri[64], kr = 0, nfin = 0;
+                    for (int i = 0; i < k; i++)
+                        if (!done[i] && !strcmp(c->rs->r[idx[i]].recipe, rec)) {
+                            done[i] = 1;
+                            ri[kr++] = idx[i];
+                            nfin += !strcmp(c->rs->r[idx[i]].status, "finished");
+                        }
+                    double tr[64], va[64], oo[64], sd[64], cn[64], jf[64], jr[64];
+                    int kk = 0, stopped = 0;
+                    char stx[96];
+                    snprintf(stx, sizeof stx, "%d", st[si]);
+                    for (int i = 0; i < kr; i++) {
+                        const an_run *r = &c->rs->r[ri[i]];
+                        if (strcmp(r->status, "finished")) {
+                            /* a stopped run's last numbers are not its final ones: left out
+                               beside finished seeds, the row's numbers when none finished */
+                            const h5log_series *ss = an_series(r, "/train/step");
+                            const double at = ss && ss->rows ? an_series_get(ss, ss->rows - 1) : 0.0;
+                            if (!stopped++) { /* the row's first stopped run names it */
+                                if (nfin) snprintf(stx, sizeof stx, "%d (a seed %s at %.0f: left out)", st[si], r->status, at);
+                                else snprintf(stx, sizeof stx, "%.0f of %d (%s%s)", at, st[si], r->status, kr > 1 ? ", a seed" : "");
+                            }
+                            unfinished = 1;
+                            if (nfin) continue;
+                        }
+                        tr[kk] = an_final_train_loss(r, NULL);
+                        va[kk] = an_final_val_loss(r);
+                        oo[kk] = mean_ood_ppl(r);
+                        sd[kk] = fmax(an_final_sum_dev(r, 1), an_final_sum_dev(r, 0));
+                        cn[kk] = last_cumnorm(r);
+                        jf[kk] = mean_series(r, "/final/jacobian_norm");
+                        jr[kk++] = mean_series(r, "/final/jacobian_norm_residual");
+                    }
+                    char rtx[200], trs[64], vas[64], oos[64], diff[32] = "–", ci[128] = "–", verdict[96] = "–", sds[32],
+                         cns[32], js[64];
+                    recipe_label(rec, differ, NF, rtx, sizeof rtx);
+                    if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
+                    fmt_ms(trs, sizeof trs, tr, kk, 4);
+                    fmt_ms(vas, sizeof vas, va, kk, 4);
+                    fmt_ms(oos, sizeof oos, oo, kk, 2);
+                    double m, m2;
+                    an_mean_std(sd, kk, &m, NULL);
+                    snprintf(sds, sizeof sds, "%.2e", m);
+                    an_mean_std(cn, kk, &m, NULL);
+                    fmt_num(cns, sizeof cns, m, 4);
+                    an_mean_std(jf, kk, &m, NULL);
+                    an_mean_std(jr, kk, &m2, NULL);
+                    snprintf(js, sizeof js, "%.3g / %.3g", m, m2);
+                    if (strcmp(v, "s2hc")) {
+                        double x[64], y[64];
+                        const int np = pair_cell_recipe(c->rs, sc[a], co[b], st[si], rec, v, nn, "s2hc", nn, m_val, x, y, 64);
+                        if (np) {
+                            an_paired p;
+                            an_paired_test(x, y, np, &p);
+                            fmt_paired(diff, sizeof diff, ci, sizeof ci, verdict, sizeof verdict, &p, an_pretty(v), "s²HC");
+                        }
+                    }
+                    char mname[80];
+                    method_n(mname, sizeof mname, v, nn);
+                    const char *cells[] = {sc[a], co[b], mname, stx, rtx, trs, vas, oos, diff, ci, verdict, sds, cns, js};
+                    tbl_row(&t, cells);
                 }
-                char trs[64], vas[64], oos[64], diff[32] = "–", ci[128] = "–", verdict[96] = "–", sds[32], cns[32], js[64];
-                fmt_ms(trs, sizeof trs, tr, k, 4);
-                fmt_ms(vas, sizeof vas, va, k, 4);
-                fmt_ms(oos, sizeof oos, oo, k, 2);
-                double m, m2;
-                an_mean_std(sd, k, &m, NULL);
-                snprintf(sds, sizeof sds, "%.2e", m);
-                an_mean_std(cn, k, &m, NULL);
-                fmt_num(cns, sizeof cns, m, 4);
-                an_mean_std(jf, k, &m, NULL);
-                an_mean_std(jr, k, &m2, NULL);
-                snprintf(js, sizeof js, "%.3g / %.3g", m, m2);
-                paired_vs(c->rs, sc[a], co[b], st[si], v, nn, "s2hc", "s²HC", diff, sizeof diff, ci, sizeof ci, verdict,
-                          sizeof verdict);
-                char mname[80];
-                method_n(mname, sizeof mname, v, nn);
-                const char *cells[] = {sc[a], co[b], mname, trs, vas, oos, diff, ci, verdict, sds, cns, js};
-                tbl_row(&t, cells);
             }
         }
-    tbl_write(c, &t, "ablation",
-              "Ablation: fixed identity, a learned orthogonal H_res, s²HC, s²HC restricted to rotations (Σ = I), the "
-              "matrix-exponential core and the exact identity initialisation; Δ val vs s²HC paired by seed; max |sum − 1| "
-              "over rows and columns of every per-token H_res; ‖composite‖₂ of the product over all sublayers (mean over "
-              "sequences); Jacobian norms of the full network and of the residual path alone.");
+    char cap[2048];
+    snprintf(cap, sizeof cap,
+             "Ablation: fixed identity, a learned orthogonal H_res, s²HC, s²HC restricted to rotations (Σ = I), the "
+             "matrix-exponential core and the exact identity initialisation; mean ± std over the finished seeds; Δ val "
+             "vs s²HC paired by seed within the recipe; max |sum − 1| over rows and columns of every per-token H_res; "
+             "‖composite‖₂ of the product over all sublayers (mean over sequences); Jacobian norms of the full network "
+             "and of the residual path alone.%s%s",
+             swept ? " The runs of a scale and corpus were trained with several optimisation recipes (a sweep): a row "
+                     "per recipe, named by its fields that differ, learning rates ascending." : "",
+             unfinished ? " A row whose steps read \"S of N (status)\" holds runs that stopped, none finished: its "
+                          "numbers are step S's; \"a seed ... left out\" marks a stopped seed beside finished ones." : "");
+    tbl_write(c, &t, "ablation", cap);
     tbl_free(&t);
 }
 
@@ -850,20 +952,6 @@ static double gpt2_small_params(void) {
     return total;
 }
 
-/* ---- optimisation recipes (a learning-rate or schedule sweep) ------------------------- */
-
-/* The fields of a recipe ("lr 0.003, min_lr 0.0003, warmup 20, ..."), split at ", ". */
-static int recipe_fields(const char *recipe, char f[][48], int cap) {
-    int k = 0;
-    for (const char *p = recipe; *p && k < cap;) {
-        const char *e = strstr(p, ", ");
-        const size_t len = e ? (size_t)(e - p) : strlen(p);
-        snprintf(f[k++], 48, "%.*s", (int)len, p);
-        p += len + (e ? 2 : 0);
-    }
-    return k;
-}
-
 /* " x" in a .dat column: NaN as gnuplot reads it */
 static void dat_num(FILE *f, double x) {
     if (isnan(x)) fputs(" NaN", f);
@@ -896,14 +984,8 @@ static void table_recipes(an_ctx *c) {
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++) {
             /* which fields of the recipe differ among the cell's runs; none: no rows */
-            int all[256], na = an_cell_runs(c->rs, sc[a], co[b], NULL, 0, all, 256), differ[NF] = {0}, any = 0;
-            char f0[NF][48], fi[NF][48];
-            const int nf0 = na ? recipe_fields(c->rs->r[all[0]].recipe, f0, NF) : 0;
-            for (int i = 1; i < na; i++) {
-                const int nfi = recipe_fields(c->rs->r[all[i]].recipe, fi, NF);
-                for (int q = 0; q < nf0 && q < nfi; q++)
-                    if (strcmp(f0[q], fi[q])) differ[q] = any = 1;
-            }
+            int differ[NF];
+            const int any = recipe_differ(c->rs, sc[a], co[b], differ, NF);
             if (!any) continue;
             for (int vi = 0; an_method_order[vi]; vi++)
             for (int nn = 1; nn <= 8; nn++)
@@ -915,13 +997,7 @@ static void table_recipes(an_ctx *c) {
                 int done[256] = {0};
                 for (;;) {
                     /* the next recipe: the smallest learning rate among the runs left */
-                    int first = -1;
-                    for (int i = 0; i < k; i++) {
-                        if (done[i]) continue;
-                        const an_run *r = &c->rs->r[idx[i]];
-                        if (first < 0 || strtod(r->recipe + 3, NULL) < strtod(c->rs->r[idx[first]].recipe + 3, NULL))
-                            first = i;
-                    }
+                    const int first = next_recipe(c->rs, idx, k, done);
                     if (first < 0) break;
                     const char *rec = c->rs->r[idx[first]].recipe;
                     double tr[256], va[256], oo[256], x[256], y[256];
@@ -952,13 +1028,7 @@ static void table_recipes(an_ctx *c) {
                          ci[128] = "–", verdict[96];
                     snprintf(ntxt, sizeof ntxt, "%d", nn);
                     snprintf(stx, sizeof stx, "%d", st[si]);
-                    char fr[NF][48];
-                    const int nfr = recipe_fields(rec, fr, NF);
-                    for (int q = 0; q < nfr; q++)
-                        if (differ[q]) {
-                            if (rtx[0]) strncat(rtx, ", ", sizeof rtx - strlen(rtx) - 1);
-                            strncat(rtx, fr[q], sizeof rtx - strlen(rtx) - 1);
-                        }
+                    recipe_label(rec, differ, NF, rtx, sizeof rtx);
                     size_t o = (size_t)snprintf(runs, sizeof runs, "%d finished", nst_c[0]);
                     for (int q = 1; q < nst_k && o < sizeof runs; q++)
                         o += (size_t)snprintf(runs + o, sizeof runs - o, ", %d %s", nst_c[q], nst_s[q]);

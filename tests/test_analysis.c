@@ -1017,6 +1017,46 @@ static void test_recipes(void) {
               strstr(one, "| RC |") == NULL, "one recipe: no rows:\n%s", one);
 }
 
+/* The ablation table of a learning-rate sweep: a row per variant and recipe (not one
+ * mean over both learning rates), Δ val vs s²HC paired within the recipe, and an
+ * interrupted seed left out of the means beside finished ones, as in Table 1. */
+static void test_ablation_recipes(void) {
+    static const synth runs[] = {
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "s2hc-lr1-s1", .lr = 1e-3},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100,
+         .name = "s2hc-lr1-s2", .lr = 1e-3},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100,
+         .name = "s2hc-lr2-s1", .lr = 2e-3},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100,
+         .name = "s2hc-lr2-s2", .lr = 2e-3},
+        {.method = "identity", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.95, .grad_peak = 1, .tps = 100,
+         .name = "id-lr1-s1", .lr = 1e-3},
+        {.method = "identity", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 3.15, .grad_peak = 1, .tps = 100,
+         .name = "id-lr1-s2", .lr = 1e-3},
+        {.method = "identity", .n = 4, .seed = 3, .steps = 20, .loss0 = 3, .val = 9.0, .grad_peak = 1, .tps = 100,
+         .name = "id-lr1-s3", .lr = 1e-3, .stopped_at = 10},
+        {.method = "identity", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.6, .grad_peak = 1, .tps = 100,
+         .name = "id-lr2-s1", .lr = 2e-3},
+        {.method = "identity", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.7, .grad_peak = 1, .tps = 100,
+         .name = "id-lr2-s2", .lr = 2e-3}};
+    const char *t = analyzed_table("ablrec", runs, 9, "ablation.md");
+    const char *r1 = strstr(t, "| identity | 20 (a seed interrupted at 10: left out) | lr 0.001 | "),
+               *r2 = strstr(t, "| identity | 20 | lr 0.002 | ");
+    CHECK(r1 && r2 && r1 < r2, "a row per identity learning rate, ascending, the stopped seed said:\n%s", t);
+    CHECK(r1 && strstr(r1, "| 3.0500 ± 0.1414 (2) |") && strstr(r1, "| +0.1000 | [") &&
+              strstr(r1, "(t, 2 pairs)") < strchr(r1 + 1, '\n'),
+          "lr 0.001: the two finished seeds, paired with s²HC's of that lr:\n%s", t);
+    CHECK(r2 && strstr(r2, "| 2.6500 ± 0.0707 (2) |") && strstr(r2, "| -0.1000 | ["),
+          "lr 0.002: paired with s²HC's of that lr:\n%s", t);
+    CHECK(strstr(t, "| s²HC | 20 | lr 0.001 | ") && strstr(t, "| s²HC | 20 | lr 0.002 | ") && strstr(t, "a row per recipe"),
+          "s²HC has a row per recipe and the caption says why:\n%s", t);
+    const synth pair[] = {runs[0], runs[4]};
+    const char *p1 = analyzed_table("ablrec2", pair, 2, "ablation.md");
+    CHECK(strstr(p1, "| identity | 20 | – | ") && strstr(p1, "a row per recipe") == NULL,
+          "one recipe: no recipe name, no remark:\n%s", p1);
+}
+
 /* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
  * naming the corpus and both sizes, and Table 1's row holding both says so; a run file
  * older than the attribute (no size) is not taken for another build. */
@@ -1349,6 +1389,7 @@ int main(void) {
     T_RUN(test_pair_once);
     T_RUN(test_seeds_not_runs);
     T_RUN(test_recipes);
+    T_RUN(test_ablation_recipes);
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_cell_cap);
