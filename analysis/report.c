@@ -115,6 +115,9 @@ static const an_table_sec tables[] = {
      "v2 Tables 2–3: fixed identity vs orthogonal vs s²HC. The rotation-only control (Σ = I), the matrix-exponential "
      "core and the exact identity initialisation are the open questions of the v2 review, answered here by experiment."},
     {"recipes", "Recipes: a row per learning rate or schedule of a sweep", ""},
+    {"gradnorm", "Gradient norms of every run, by method and recipe",
+     "Fig 5: HC's gradient norm grows far above the others (one run per method, clamped at 5); here every method, "
+     "seed and learning rate."},
     {"residual", "The residual matrices across depth, by method and number of streams", ""},
     {"throughput", "Throughput and parameters",
      "Fig 7: mHC's and s²HC's throughput stable in n, mHC-lite's degrading beyond n = 6; mHC-lite's auxiliary "

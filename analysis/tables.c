@@ -1260,6 +1260,104 @@ static double late_grad_max(const an_run *r) {
     return m;
 }
 
+/* Median of the grad norms after the first 10 % of steps (the finite ones), and the
+ * share of all logged steps whose norm was above `clip` (clipped; a non-finite one counts),
+ * NaN where there is none (clip 0: clipping off). */
+static double late_grad_median(const an_run *r) {
+    size_t n = 0;
+    double *g = an_series_copy(r, "/train/grad_norm", &n), m = NAN;
+    if (g && n) m = an_quantile(g + n / 10, n - n / 10, 0.5);
+    free(g);
+    return m;
+}
+
+static double clipped_share(const an_run *r, double clip) {
+    size_t n = 0, k = 0;
+    double *g = an_series_copy(r, "/train/grad_norm", &n);
+    for (size_t i = 0; g && i < n; i++) k += !(g[i] <= clip);
+    free(g);
+    return n && clip > 0 ? (double)k / (double)n : NAN;
+}
+
+/* Fig 5 draws one run of the main methods: this table gives every method (the ablation's
+ * too) a row per n, training length and recipe with the gradient norm of all its runs,
+ * so that a blow-up of one seed or one learning rate shows. */
+static void table_gradnorm(an_ctx *c) {
+    static const char *const head[] = {"scale", "corpus", "method", "steps", "recipe", "runs", "median ‖g‖ (after 10 %)",
+                                       "max ‖g‖ (after 10 %)", "largest ‖g‖ of any seed", "steps clipped"};
+    enum { NF = 16 };
+    tbl t;
+    tbl_init(&t, 10, head);
+    char sc[16][AN_NAME], co[16][AN_NAME];
+    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int st[64], nst = distinct_steps(c->rs, st, 64), swept = 0;
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < nc; b++) {
+            int differ[NF];
+            swept |= recipe_differ(c->rs, sc[a], co[b], differ, NF);
+            for (int vi = 0; an_method_order[vi]; vi++)
+            for (int nn = 1; nn <= 8; nn++)
+            for (int si = 0; si < nst; si++) {
+                const char *v = an_method_order[vi];
+                int idx[64], done[64] = {0};
+                const int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
+                for (int first; (first = next_recipe(c->rs, idx, k, done)) >= 0;) {
+                    const char *rec = c->rs->r[idx[first]].recipe;
+                    const char *cp = strstr(rec, "clip ");
+                    const double clip = cp ? strtod(cp + 5, NULL) : NAN;
+                    double med[64], mx[64], sh[64], largest = NAN;
+                    int kk = 0, nst_k = 0, nst_c[8] = {0};
+                    const char *nst_s[8]; /* the runs' statuses and how many hold each, finished first */
+                    nst_s[nst_k++] = "finished";
+                    for (int i = 0; i < k; i++) {
+                        const an_run *r = &c->rs->r[idx[i]];
+                        if (done[i] || strcmp(r->recipe, rec)) continue;
+                        done[i] = 1;
+                        int q = 0;
+                        while (q < nst_k && strcmp(nst_s[q], r->status)) q++;
+                        if (q == nst_k && nst_k < 8) nst_s[nst_k++] = r->status;
+                        if (q < nst_k) nst_c[q]++;
+                        const double g = late_grad_max(r);
+                        if (!isnan(g) && (isnan(largest) || g > largest)) largest = g;
+                        med[kk] = late_grad_median(r);
+                        mx[kk] = g;
+                        sh[kk++] = clipped_share(r, clip);
+                    }
+                    char rtx[200], runs[64], meds[64], mxs[64], lg[32], shs[64];
+                    recipe_label(rec, differ, NF, rtx, sizeof rtx);
+                    if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
+                    size_t o = (size_t)snprintf(runs, sizeof runs, "%d finished", nst_c[0]);
+                    for (int q = 1; q < nst_k && o < sizeof runs; q++)
+                        o += (size_t)snprintf(runs + o, sizeof runs - o, ", %d %s", nst_c[q], nst_s[q]);
+                    fmt_ms(meds, sizeof meds, med, kk, 3);
+                    fmt_ms(mxs, sizeof mxs, mx, kk, 3);
+                    if (isinf(largest)) snprintf(lg, sizeof lg, "inf");
+                    else fmt_num(lg, sizeof lg, largest, 3);
+                    double shm, shs_d;
+                    const int nsh = an_mean_std(sh, kk, &shm, &shs_d);
+                    if (!nsh) snprintf(shs, sizeof shs, "–");
+                    else if (nsh == 1) snprintf(shs, sizeof shs, "%.1f %% (1)", 100 * shm);
+                    else snprintf(shs, sizeof shs, "%.1f ± %.1f %% (%d)", 100 * shm, 100 * shs_d, nsh);
+                    char stx[16], mname[80];
+                    snprintf(stx, sizeof stx, "%d", st[si]);
+                    method_n(mname, sizeof mname, v, nn);
+                    const char *cells[] = {sc[a], co[b], mname, stx, rtx, runs, meds, mxs, lg, shs};
+                    tbl_row(&t, cells);
+                }
+            }
+        }
+    char cap[1024];
+    snprintf(cap, sizeof cap,
+             "Gradient norm before clipping (/train/grad_norm) of every run, a row per method, n, training length and "
+             "recipe: the median and the largest norm over the steps after the first 10 %% (warm-up's transients left "
+             "out), each mean ± std over the row's runs (a diverged run's largest is inf), the largest of any run, and "
+             "the share of all steps whose norm was above train.clip (clipped), mean ± std over the runs.%s",
+             swept ? " The runs of a scale and corpus were trained with several optimisation recipes (a sweep): a row "
+                     "per recipe, named by its fields that differ, learning rates ascending." : "");
+    tbl_write(c, &t, "gradnorm", cap);
+    tbl_free(&t);
+}
+
 static void claims(an_ctx *c) {
     claim_row cl[6];
     memset(cl, 0, sizeof cl);
@@ -1523,6 +1621,7 @@ int an_write_tables(an_ctx *c) {
     table_ablation(c);
     table_residual(c);
     table_recipes(c);
+    table_gradnorm(c);
     table_throughput(c);
     table_runs(c);
     claims(c);

@@ -402,7 +402,7 @@ static void test_analyze(void) {
     char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
     CHECK(analyze_main(5, argv) == 0, "analyze runs");
     char p[600];
-    const char *stems[] = {"table1", "table2", "table2_paper", "ablation", "recipes", "throughput", "runs", "scales", "claims"};
+    const char *stems[] = {"table1", "table2", "table2_paper", "ablation", "recipes", "gradnorm", "throughput", "runs", "scales", "claims"};
     const char *ext[] = {"md", "tex", "html", "csv"};
     for (int i = 0; i < (int)(sizeof stems / sizeof stems[0]); i++)
         for (int e = 0; e < 4; e++) {
@@ -1057,6 +1057,30 @@ static void test_ablation_recipes(void) {
           "one recipe: no recipe name, no remark:\n%s", p1);
 }
 
+/* tables/gradnorm: every method's runs (orthogonal too, which Fig 5 leaves out), a row per
+ * recipe: the median and the largest gradient norm after the first 10 % of steps over the
+ * seeds, the largest of any seed, the share of steps above train.clip (1: each run's one
+ * peak of 20 steps), and the runs by status. */
+static void test_gradnorm_table(void) {
+    static const synth runs[] = {
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 3, .tps = 100,
+         .name = "s2hc-s1", .lr = 1e-3},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 5, .tps = 100,
+         .name = "s2hc-s2", .lr = 1e-3},
+        {.method = "orthogonal", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 40, .tps = 100,
+         .name = "orth-lr2-s1", .lr = 2e-3},
+        {.method = "orthogonal", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 60, .tps = 100,
+         .name = "orth-lr2-s2", .lr = 2e-3, .stopped_at = 15, .diverged = 1},
+        {.method = "orthogonal", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 2, .tps = 100,
+         .name = "orth-lr1-s1", .lr = 1e-3}};
+    const char *t = analyzed_table("gradnorm", runs, 5, "gradnorm.md");
+    CHECK(strstr(t, "| s²HC | 20 | lr 0.001 | 2 finished | 1.000 ± 0.000 (2) | 4.000 ± 1.414 (2) | 5.000 | 5.0 ± 0.0 % (2) |"),
+          "s²HC's two seeds:\n%s", t);
+    const char *o1 = strstr(t, "| orthogonal | 20 | lr 0.001 | 1 finished | 1.000 (1) | 2.000 (1) | 2.000 | 5.0 % (1) |"),
+               *o2 = strstr(t, "| orthogonal | 20 | lr 0.002 | 1 finished, 1 diverged | 1.000 ± 0.000 (2) | 50.000 ± 14.142 (2) | 60.000 | ");
+    CHECK(o1 && o2 && o1 < o2, "orthogonal, a row per learning rate, ascending, its diverged seed counted:\n%s", t);
+}
+
 /* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
  * naming the corpus and both sizes, and Table 1's row holding both says so; a run file
  * older than the attribute (no size) is not taken for another build. */
@@ -1390,6 +1414,7 @@ int main(void) {
     T_RUN(test_seeds_not_runs);
     T_RUN(test_recipes);
     T_RUN(test_ablation_recipes);
+    T_RUN(test_gradnorm_table);
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_cell_cap);
