@@ -44,6 +44,16 @@ double an_t_cdf(double t, double df);
 /* Two-sided 97.5 % quantile of Student t with df degrees of freedom (for 95 % intervals). */
 double an_t_crit95(double df);
 
+/* The q-quantile (0 < q < 1) of Student t with df degrees of freedom; NaN outside. */
+double an_t_quantile(double q, double df);
+/* Seeds (pairs) a paired t test at 5 % two-sided needs to detect a mean difference d with
+ * probability `power` when the differences have standard deviation sd: the smallest n with
+ * n >= ((t_0.975,n-1 + t_power,n-1) sd / |d|)^2 (the normal approximation with t
+ * quantiles; 10 at |d| = sd, 34 at |d| = sd / 2, as the noncentral t gives). 2 when sd is 0,
+ * cap + 1 past cap, 0 when d is 0 or not finite. A planning number: d and sd measured on a
+ * few seeds are themselves uncertain. */
+int an_seeds_for_power(double d, double sd, double power, int cap);
+
 /* A paired comparison of a against b over n pairs (d_i = a_i - b_i). */
 typedef struct {
     int n;            /* pairs with both values finite */

@@ -115,6 +115,8 @@ static const an_table_sec tables[] = {
      "v2 Tables 2–3: fixed identity vs orthogonal vs s²HC. The rotation-only control (Σ = I), the matrix-exponential "
      "core and the exact identity initialisation are the open questions of the v2 review, answered here by experiment."},
     {"recipes", "Recipes: a row per learning rate or schedule of a sweep", ""},
+    {"pairs", "Every two methods compared, and the seeds a comparison needs",
+     "v2 Tables 2–3 compare one run per method (no seeds, no intervals)."},
     {"gradnorm", "Gradient norms of every run, by method and recipe",
      "Fig 5: HC's gradient norm grows far above the others (one run per method, clamped at 5); here every method, "
      "seed and learning rate."},

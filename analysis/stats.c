@@ -119,6 +119,27 @@ double an_t_crit95(double df) {
     return 0.5 * (lo + hi);
 }
 
+double an_t_quantile(double q, double df) {
+    if (!(df > 0) || !(q > 0 && q < 1)) return NAN;
+    double lo = -1000, hi = 1000;
+    for (int i = 0; i < 200; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (an_t_cdf(mid, df) < q) lo = mid; else hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+int an_seeds_for_power(double d, double sd, double power, int cap) {
+    if (!isfinite(d) || !isfinite(sd) || d == 0 || !(power > 0 && power < 1)) return 0;
+    if (sd == 0) return 2;
+    const double e = fabs(d) / sd;
+    for (int n = 2; n <= cap; n++) {
+        const double k = (an_t_quantile(0.975, n - 1) + an_t_quantile(power, n - 1)) / e;
+        if ((double)n >= k * k) return n;
+    }
+    return cap + 1;
+}
+
 static uint64_t splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;

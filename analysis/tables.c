@@ -1260,6 +1260,104 @@ static double late_grad_max(const an_run *r) {
     return m;
 }
 
+/* Seeds for 80 % power past this many: "more than" it. */
+#define AN_POWER_CAP 10000
+
+/* Table 1 and the ablation compare each method with one baseline: this table compares
+ * every two methods of a cell (scale, corpus, training length, recipe) that share seeds,
+ * the validation losses paired by seed, with the seeds a paired t test would need to
+ * tell them apart at 80 % power if the measured difference and spread were the truth. */
+static void table_pairs(an_ctx *c) {
+    static const char *const head[] = {"scale", "corpus", "steps", "recipe", "A", "B", "Δ val (A − B)", "95 % interval",
+                                       "p", "verdict", "seeds for 80 % power"};
+    enum { NF = 16, NE = 64 };
+    tbl t;
+    tbl_init(&t, 11, head);
+    FILE *dat = an_open(c->out, "data", "pairs.dat");
+    if (dat)
+        fprintf(dat, "# every two methods of a cell (tables/pairs): the validation losses paired by seed within the "
+                     "recipe; A − B's mean, its sample std, the 95 %% t interval, the paired t test's p, the seeds for "
+                     "80 %% power (0: no difference; %d: more than %d) (NaN: none)\n" AN_COLUMNS
+                     " scale corpus steps lr a n_a b n_b pairs dval dval_sd dval_lo dval_hi p seeds_80\n",
+                AN_POWER_CAP + 1, AN_POWER_CAP);
+    char sc[16][AN_NAME], co[16][AN_NAME];
+    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int st[64], nst = distinct_steps(c->rs, st, 64), swept = 0;
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < nc; b++) {
+            int differ[NF];
+            swept |= recipe_differ(c->rs, sc[a], co[b], differ, NF);
+            for (int si = 0; si < nst; si++) {
+                int idx[256], done[256] = {0};
+                const int k = an_cell_runs_steps(c->rs, sc[a], co[b], NULL, 0, st[si], idx, 256);
+                for (int first; (first = next_recipe(c->rs, idx, k, done)) >= 0;) {
+                    const char *rec = c->rs->r[idx[first]].recipe;
+                    /* the (variant, n) of the recipe's runs, in method order */
+                    const char *ev[NE];
+                    int en[NE], ne = 0;
+                    for (int i = 0; i < k; i++)
+                        if (!strcmp(c->rs->r[idx[i]].recipe, rec)) done[i] = 1;
+                    for (int vi = 0; an_method_order[vi]; vi++)
+                        for (int nn = 1; nn <= 8; nn++) {
+                            int ix[256];
+                            const int kv = an_cell_runs_steps(c->rs, sc[a], co[b], an_method_order[vi], nn, st[si], ix, 256);
+                            int has = 0;
+                            for (int i = 0; i < kv && !has; i++) has = !strcmp(c->rs->r[ix[i]].recipe, rec);
+                            if (has && ne < NE) { ev[ne] = an_method_order[vi]; en[ne++] = nn; }
+                        }
+                    char rtx[200];
+                    recipe_label(rec, differ, NF, rtx, sizeof rtx);
+                    if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
+                    for (int i = 0; i < ne; i++)
+                        for (int j = i + 1; j < ne; j++) {
+                            double x[64], y[64];
+                            const int np = pair_cell_recipe(c->rs, sc[a], co[b], st[si], rec, ev[i], en[i], ev[j], en[j],
+                                                            m_val, x, y, 64);
+                            if (np < 2) continue;
+                            an_paired p;
+                            an_paired_test(x, y, np, &p);
+                            char an[80], bn[80], diff[32], ci[128], verdict[96], ps[32], pw[32], stx[16];
+                            method_n(an, sizeof an, ev[i], en[i]);
+                            method_n(bn, sizeof bn, ev[j], en[j]);
+                            fmt_paired(diff, sizeof diff, ci, sizeof ci, verdict, sizeof verdict, &p, an, bn);
+                            if (isnan(p.p)) snprintf(ps, sizeof ps, "–");
+                            else snprintf(ps, sizeof ps, p.p < 1e-4 ? "%.1e" : "%.4f", p.p);
+                            const int need = an_seeds_for_power(p.mean_diff, p.sd_diff, 0.8, AN_POWER_CAP);
+                            if (!need) snprintf(pw, sizeof pw, "–");
+                            else if (need > AN_POWER_CAP) snprintf(pw, sizeof pw, "> %d", AN_POWER_CAP);
+                            else snprintf(pw, sizeof pw, "%d", need);
+                            snprintf(stx, sizeof stx, "%d", st[si]);
+                            const char *cells[] = {sc[a], co[b], stx, rtx, an, bn, diff, ci, ps, verdict, pw};
+                            tbl_row(&t, cells);
+                            if (dat) {
+                                double lr = NAN;
+                                sscanf(rec, "lr %lf", &lr);
+                                fprintf(dat, "%s %s %d", sc[a], co[b], st[si]);
+                                dat_num(dat, lr);
+                                fprintf(dat, " %s %d %s %d %d", ev[i], en[i], ev[j], en[j], p.n);
+                                const double rest[] = {p.mean_diff, p.sd_diff, p.lo, p.hi, p.p};
+                                for (size_t q = 0; q < sizeof rest / sizeof rest[0]; q++) dat_num(dat, rest[q]);
+                                fprintf(dat, " %d\n", need);
+                            }
+                        }
+                }
+            }
+        }
+    char cap[1536];
+    snprintf(cap, sizeof cap,
+             "Every two methods of a scale, corpus, training length and recipe with 2 or more seeds in common: the "
+             "validation loss of A minus that of B paired by seed (finished runs), its 95 %% t interval, the paired t "
+             "test's two-sided p (one per row: over many rows some fall below 0.05 by chance, 1 in 20 where nothing "
+             "differs) and the seeds a paired comparison would need to tell the two apart at 5 %% with 80 %% power if "
+             "the measured mean difference and its standard deviation were the truth (a planning number: measured on "
+             "few seeds, both are uncertain; \"–\" for no difference). The same in numbers: data/pairs.csv.%s",
+             swept ? " The runs were trained with several optimisation recipes (a sweep): each recipe's runs are "
+                     "compared apart, named by its fields that differ." : "");
+    tbl_write(c, &t, "pairs", cap);
+    tbl_free(&t);
+    if (dat) an_close(dat);
+}
+
 /* Median of the grad norms after the first 10 % of steps (the finite ones), and the
  * share of all logged steps whose norm was above `clip` (clipped; a non-finite one counts),
  * NaN where there is none (clip 0: clipping off). */
@@ -1622,6 +1720,7 @@ int an_write_tables(an_ctx *c) {
     table_residual(c);
     table_recipes(c);
     table_gradnorm(c);
+    table_pairs(c);
     table_throughput(c);
     table_runs(c);
     claims(c);

@@ -83,6 +83,16 @@ static void test_student_t(void) {
     CHECK_CLOSE(an_t_crit95(2), 4.302652729749464, 1e-9, 0, "t crit df 2");
     CHECK_CLOSE(an_t_crit95(4), 2.7764451051977934, 1e-9, 0, "t crit df 4");
     CHECK_CLOSE(an_t_crit95(1e6), 1.959966, 1e-5, 0, "t crit large df = normal");
+    CHECK_CLOSE(an_t_quantile(0.975, 4), 2.7764451051977934, 1e-9, 0, "t quantile 0.975 df 4");
+    CHECK_CLOSE(an_t_quantile(0.8, 9), 0.8834038596, 1e-8, 0, "t quantile 0.8 df 9");
+    CHECK_CLOSE(an_t_quantile(0.2, 9), -0.8834038596, 1e-8, 0, "t quantile 0.2 df 9");
+    /* seeds for 80 % power of a paired t test at 5 %: the noncentral t's (G*Power) 10, 15
+       and 34 pairs at an effect of 1, 0.8 and 0.5 standard deviations */
+    CHECK(an_seeds_for_power(0.01, 0.01, 0.8, 1000) == 10, "power d = sd: %d", an_seeds_for_power(0.01, 0.01, 0.8, 1000));
+    CHECK(an_seeds_for_power(-0.8, 1, 0.8, 1000) == 15, "power d = 0.8 sd: %d", an_seeds_for_power(-0.8, 1, 0.8, 1000));
+    CHECK(an_seeds_for_power(0.5, 1, 0.8, 1000) == 34, "power d = sd / 2: %d", an_seeds_for_power(0.5, 1, 0.8, 1000));
+    CHECK(an_seeds_for_power(0.01, 1, 0.8, 100) == 101, "past the cap");
+    CHECK(an_seeds_for_power(0, 1, 0.8, 100) == 0 && an_seeds_for_power(0.1, 0, 0.8, 100) == 2, "no difference; no spread");
 }
 
 static void test_paired(void) {
@@ -402,7 +412,7 @@ static void test_analyze(void) {
     char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
     CHECK(analyze_main(5, argv) == 0, "analyze runs");
     char p[600];
-    const char *stems[] = {"table1", "table2", "table2_paper", "ablation", "recipes", "gradnorm", "throughput", "runs", "scales", "claims"};
+    const char *stems[] = {"table1", "table2", "table2_paper", "ablation", "recipes", "gradnorm", "pairs", "throughput", "runs", "scales", "claims"};
     const char *ext[] = {"md", "tex", "html", "csv"};
     for (int i = 0; i < (int)(sizeof stems / sizeof stems[0]); i++)
         for (int e = 0; e < 4; e++) {
@@ -1081,6 +1091,29 @@ static void test_gradnorm_table(void) {
     CHECK(o1 && o2 && o1 < o2, "orthogonal, a row per learning rate, ascending, its diverged seed counted:\n%s", t);
 }
 
+/* tables/pairs: every two methods with 2 or more seeds in common, paired by seed: mHC
+ * minus s²HC is -0.01, -0.03, -0.02 (mean -0.02, sd 0.01, t = -3.46 on 2 df: p 0.0742),
+ * which 5 seeds would tell apart at 80 % power; RC's one seed pairs with no row. */
+static void test_pairs_table(void) {
+    static const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.2, .grad_peak = 1, .tps = 100, .name = "rc-s1"},
+        {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "m-s1"},
+        {.method = "mhc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "m-s2"},
+        {.method = "mhc", .n = 4, .seed = 3, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "m-s3"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.01, .grad_peak = 1, .tps = 100, .name = "s-s1"},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 3.03, .grad_peak = 1, .tps = 100, .name = "s-s2"},
+        {.method = "s2hc", .n = 4, .seed = 3, .steps = 20, .loss0 = 3, .val = 3.02, .grad_peak = 1, .tps = 100, .name = "s-s3"}};
+    char out[400], p[600];
+    analyze_set("pairs", runs, 7, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/pairs.md", out);
+    const char *t = slurp(p);
+    CHECK(strstr(t, "| 20 | – | mHC | s²HC | -0.0200 | [") && strstr(t, "(t, 3 pairs) | 0.0742 | within noise | 5 |"),
+          "mHC − s²HC, its p and the seeds for 80 %% power:\n%s", t);
+    CHECK(strstr(t, "| RC |") == NULL, "one seed of RC: no row:\n%s", t);
+    snprintf(p, sizeof p, "%s/data/pairs.csv", out);
+    CHECK(strstr(slurp(p), ",mhc,4,s2hc,4,3,-0.02,0.01,") != NULL, "the row in numbers:\n%s", slurp(p));
+}
+
 /* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
  * naming the corpus and both sizes, and Table 1's row holding both says so; a run file
  * older than the attribute (no size) is not taken for another build. */
@@ -1415,6 +1448,7 @@ int main(void) {
     T_RUN(test_recipes);
     T_RUN(test_ablation_recipes);
     T_RUN(test_gradnorm_table);
+    T_RUN(test_pairs_table);
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_cell_cap);

@@ -50,7 +50,7 @@ else ok "gnuplot drew every figure without a warning"; fi
 
 FIGS="fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams
       fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian hres_depth"
-TABLES="table1 table2 table2_paper ablation recipes gradnorm residual throughput runs scales claims"
+TABLES="table1 table2 table2_paper ablation recipes gradnorm pairs residual throughput runs scales claims"
 for f in $FIGS; do
   for e in png svg; do
     [ -s "$OUT/$f.$e" ] && ok "$f.$e" || fail "$f.$e missing or empty"
