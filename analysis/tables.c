@@ -836,7 +836,7 @@ static void table_residual(an_ctx *c) {
     }
     char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
-    int st[64], nst = distinct_steps(c->rs, st, 64);
+    int st[64], nst = distinct_steps(c->rs, st, 64), mixed = 0;
     static hres_layers h[AN_CELL_CAP];
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
@@ -848,11 +848,15 @@ static void table_residual(an_ctx *c) {
                         int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, AN_CELL_CAP), m = 0, Lh = 0;
                         double sv1[AN_CELL_CAP], di[AN_CELL_CAP], sd[AN_CELL_CAP], cn[AN_CELL_CAP], jf[AN_CELL_CAP],
                             jr[AN_CELL_CAP], me[AN_CELL_CAP];
+                        const char *rec0 = NULL;
+                        int recipes_differ = 0;
                         for (int i = 0; i < k; i++) {
                             const an_run *r = &c->rs->r[idx[i]];
                             if (!hres_layers_of(r, &h[m])) continue;
                             if (Lh && h[m].Lh != Lh) continue; /* one depth per row */
                             Lh = h[m].Lh;
+                            if (!rec0) rec0 = r->recipe;
+                            else if (strcmp(rec0, r->recipe)) recipes_differ = 1;
                             sv1[m] = -INFINITY;
                             me[m] = INFINITY;
                             di[m] = 0;
@@ -887,9 +891,10 @@ static void table_residual(an_ctx *c) {
                                     v, nn, st[si], m, l, mean[0], sdv[0], mean[1], sdv[1], mean[2], sdv[2], mean[3], sdv[3],
                                     mean[4], sdv[4]);
                         }
-                        char ntxt[8], stx[16], c1[64], c2[64], c3[64], c4[64], c5[64], c6[64], c7[64];
+                        char ntxt[8], stx[48], c1[64], c2[64], c3[64], c4[64], c5[64], c6[64], c7[64];
                         snprintf(ntxt, sizeof ntxt, "%d", nn);
-                        snprintf(stx, sizeof stx, "%d", st[si]);
+                        snprintf(stx, sizeof stx, "%d%s", st[si], recipes_differ ? " (recipes differ)" : "");
+                        mixed |= recipes_differ;
                         fmt_ms(c1, sizeof c1, sv1, m, 4);
                         fmt_ms(c2, sizeof c2, di, m, 4);
                         double smean, ssd;
@@ -905,14 +910,19 @@ static void table_residual(an_ctx *c) {
                     }
     if (fl) an_close(fl);
     if (fs) an_close(fs);
-    tbl_write(c, &t, "residual",
-              "The learned residual matrices across depth, by method and number of streams n, from each run's final "
-              "probe (mean ± std over the seeds, their count in brackets): the largest singular value of any "
-              "sublayer's token-averaged H_res, the mean over sublayers of its distance from the identity "
-              "‖H_res − I‖₂, the worst per-token |row or column sum − 1| and the smallest entry of any sublayer's "
-              "token-averaged H_res (a doubly stochastic matrix has every sum 1 and no entry below 0), the spectral norm of the product over all sublayers (the residual path's gain, mean over sequences), and "
-              "the Jacobian norms of the whole network and of the residual path alone. Per sublayer: "
-              "data/hres_layers.csv (every run), data/hres_layers_seeds.csv (mean and std over the seeds).");
+    char cap[2048];
+    snprintf(cap, sizeof cap,
+             "The learned residual matrices across depth, by method and number of streams n, from each run's final "
+             "probe (mean ± std over the seeds, their count in brackets): the largest singular value of any "
+             "sublayer's token-averaged H_res, the mean over sublayers of its distance from the identity "
+             "‖H_res − I‖₂, the worst per-token |row or column sum − 1| and the smallest entry of any sublayer's "
+             "token-averaged H_res (a doubly stochastic matrix has every sum 1 and no entry below 0), the spectral norm of the product over all sublayers (the residual path's gain, mean over sequences), and "
+             "the Jacobian norms of the whole network and of the residual path alone. Per sublayer: "
+             "data/hres_layers.csv (every run), data/hres_layers_seeds.csv (mean and std over the seeds).%s",
+             mixed ? " \"(recipes differ)\": the row's runs were trained with different learning rates, batches or "
+                     "schedules, and its means mix them (as the figure hres_depth's); analyse one recipe's runs alone "
+                     "(s2hc analyze runs/grid/*-lr0.003-* -o OUT) for its matrices." : "");
+    tbl_write(c, &t, "residual", cap);
     tbl_free(&t);
 }
 
