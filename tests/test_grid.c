@@ -964,9 +964,10 @@ static void test_shipped_grids(void) {
                            "experiments/upcycle_base.yaml",  "experiments/upcycle.yaml",
                            "experiments/upcycle_long_base.yaml", "experiments/upcycle_long.yaml",
                            "experiments/ood_steps.yaml",     "experiments/ood_steps_cont.yaml",
-                           "experiments/hres_streams.yaml",  "experiments/lr_sensitivity.yaml"};
-    const int npoints[] = {0, 72, 0, 0, 9, 12, 3, 9, 18, 9, 42, 40}; /* 0: any number */
-    const int base_steps[] = {0, 0, 0, 0, 0, 1000, 0, 3000, 0, 0, 0, 0}; /* second stages: their base's rc steps */
+                           "experiments/hres_streams.yaml",  "experiments/sphere.yaml",
+                           "experiments/lr_sensitivity.yaml"};
+    const int npoints[] = {0, 72, 0, 0, 9, 12, 3, 9, 18, 9, 42, 60, 40}; /* 0: any number */
+    const int base_steps[] = {0, 0, 0, 0, 0, 1000, 0, 3000, 0, 0, 0, 0, 0}; /* second stages: their base's rc steps */
     enum { NF = sizeof files / sizeof files[0] };
     grid_spec g[NF];
     grid_point *p[NF];
@@ -1011,12 +1012,14 @@ static void test_shipped_grids(void) {
         CHECK(found && c->steps == 1000, "%s: point %s: init_from '%s' (%s), %d steps", files[i], p[i][k].name,
               c->init_from, found ? "its own first-stage run" : "not its method's and seed's 1000-step run", c->steps);
     }
-    /* the learning-rate sweep: every point decays to its own lr / 10, rc with one stream */
-    for (int k = 0; ok[NF - 1] && k < n[NF - 1]; k++) {
-        const s2hc_config *c = &p[NF - 1][k].cfg;
-        CHECK(fabs(c->min_lr - c->lr / 10) < 1e-12 * c->lr && c->n_streams == (strcmp(c->method, "rc") ? 4 : 1),
-              "lr_sensitivity.yaml: point %s: lr %g, min_lr %g, n %d", p[NF - 1][k].name, c->lr, c->min_lr, c->n_streams);
-    }
+    /* the learning-rate sweeps (sphere.yaml, lr_sensitivity.yaml): every point decays to
+       its own lr / 10, rc with one stream */
+    for (int i = NF - 2; i < NF; i++)
+        for (int k = 0; ok[i] && k < n[i]; k++) {
+            const s2hc_config *c = &p[i][k].cfg;
+            CHECK(fabs(c->min_lr - c->lr / 10) < 1e-12 * c->lr && c->n_streams == (strcmp(c->method, "rc") ? 4 : 1),
+                  "%s: point %s: lr %g, min_lr %g, n %d", files[i], p[i][k].name, c->lr, c->min_lr, c->n_streams);
+        }
     for (int i = 0; i < NF; i++)
         if (ok[i]) {
             grid_points_free(p[i], n[i]);
