@@ -3,6 +3,7 @@
  * Multi-seed cells are "mean ± std (k)"; comparisons pair runs by seed and say whether the
  * 95 % interval of the difference holds 0 ("within noise"). */
 #include "analysis.h"
+#include <ctype.h>
 #include "../harness/util.h"
 #include "../harness/config.h"
 #include "../harness/model.h"
@@ -825,9 +826,10 @@ static void table_residual(an_ctx *c) {
         fprintf(fl, "# every hyper-connection run's final probe, a row per sublayer: the token-averaged H_res's largest "
                     "and smallest singular value, the largest of H_res - J, ||H_res - I||_2, the worst per-token "
                     "|column / row sum - 1|, ||H_l ... H_0||_2 (mean over the sequences) and the smallest entry of "
-                    "the token-averaged H_res\n");
+                    "the token-averaged H_res; the run's peak learning rate and its name (runs of one seed in a "
+                    "sweep differ in them)\n");
         fprintf(fl, "%s scale corpus method n steps seed sublayer sv_max sv_min dev_sv_max dist_identity colsum_dev_max "
-                    "rowsum_dev_max composite_norm min_entry\n", AN_COLUMNS);
+                    "rowsum_dev_max composite_norm min_entry lr run\n", AN_COLUMNS);
     }
     if (fs) {
         fprintf(fs, "# as hres_layers.dat, mean and sample std over the seeds of each method, n and length\n");
@@ -860,15 +862,21 @@ static void table_residual(an_ctx *c) {
                             sv1[m] = -INFINITY;
                             me[m] = INFINITY;
                             di[m] = 0;
+                            double lr = NAN;
+                            sscanf(r->recipe, "lr %lf", &lr);
+                            char rname[256]; /* one word in the .dat: a folder's name may hold a space */
+                            snprintf(rname, sizeof rname, "%s", r->name);
+                            for (char *q = rname; *q; q++)
+                                if (isspace((unsigned char)*q) || *q == ',' || *q == '"') *q = '_';
                             for (int l = 0; l < Lh; l++) {
                                 sv1[m] = fmax(sv1[m], h[m].sv_max[l]);
                                 di[m] += h[m].dist_id[l] / Lh;
                                 me[m] = fmin(me[m], h[m].min_entry[l]);
                                 if (fl)
-                                    fprintf(fl, "%s %s %s %d %d %llu %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", sc[a], co[b], v,
-                                            nn, st[si], (unsigned long long)r->seed, l, h[m].sv_max[l], h[m].sv_min[l],
-                                            h[m].dev_max[l], h[m].dist_id[l], h[m].cs_dev[l], h[m].rs_dev[l], h[m].cum[l],
-                                            h[m].min_entry[l]);
+                                    fprintf(fl, "%s %s %s %d %d %llu %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %s\n", sc[a],
+                                            co[b], v, nn, st[si], (unsigned long long)r->seed, l, h[m].sv_max[l],
+                                            h[m].sv_min[l], h[m].dev_max[l], h[m].dist_id[l], h[m].cs_dev[l], h[m].rs_dev[l],
+                                            h[m].cum[l], h[m].min_entry[l], lr, rname);
                             }
                             sd[m] = fmax(an_final_sum_dev(r, 1), an_final_sum_dev(r, 0));
                             cn[m] = last_cumnorm(r);

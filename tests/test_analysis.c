@@ -530,8 +530,10 @@ static void test_residual_table(void) {
     int rows = 0;
     for (const char *q = l; (q = strchr(q, '\n')); q++) rows++;
     CHECK(rows == 1 + 4 + 4 + 4, "hres_layers.csv: a header and 4 sublayers of 3 runs, %d lines:\n%s", rows, l);
-    CHECK(strstr(l, "synth,hc,2,20,2,3,1.7,1.7,") != NULL && strstr(l, ",0.7,") != NULL && strstr(l, ",1.013,0\n"),
+    CHECK(strstr(l, "synth,hc,2,20,2,3,1.7,1.7,") != NULL && strstr(l, ",0.7,") != NULL && strstr(l, ",1.013,0,"),
           "hc seed 2, sublayer 3 (the smallest entry 0, off the diagonal):\n%s", l);
+    CHECK(strstr(l, ",min_entry,lr,run\n") != NULL && strstr(l, ",1.013,0,0.001,h2\n") != NULL,
+          "each row names its run and learning rate:\n%s", l);
     snprintf(p, sizeof p, "%s/residual-out/data/meta.gp", tmpdir);
     CHECK(strstr(slurp(p), "hres_depth_methods = \"hc s2hc\"\nhres_depth_n = \"2 4\"\nhres_depth_steps = 20\n"
                            "hres_depth_methods_n2 = \"hc\"\nhres_depth_methods_n4 = \"s2hc\"\n") != NULL,
@@ -547,6 +549,9 @@ static void test_residual_table(void) {
     CHECK(strstr(t, "| HC | 2 | 20 (recipes differ) | 1.6000 ± 0.1414 (2) |") != NULL &&
               strstr(t, "\"(recipes differ)\": the row's runs") != NULL,
           "HC's row pools two learning rates and says so:\n%s", t);
+    snprintf(p, sizeof p, "%s/residual-lr-out/data/hres_layers.csv", tmpdir);
+    CHECK(strstr(slurp(p), ",0.001,h1\n") != NULL && strstr(slurp(p), ",0.01,h2\n") != NULL,
+          "hres_layers.csv tells the two learning rates apart:\n%s", slurp(p));
     CHECK(strstr(analyzed_table("residual-1", runs, 2, "residual.md"), "recipes differ") == NULL, "one recipe: nothing said");
 }
 
@@ -559,7 +564,7 @@ static void test_residual_many_sequences(void) {
     analyze_set("manyseq", runs, 1, out, sizeof out);
     snprintf(p, sizeof p, "%s/data/hres_layers.csv", out);
     /* (4096 * 1 + 904 * 2) / 5000 = 1.1808 */
-    CHECK(strstr(slurp(p), ",1.1808,0\n") != NULL, "the mean over 5000 sequences:\n%s", slurp(p));
+    CHECK(strstr(slurp(p), ",1.1808,0,0.001,s\n") != NULL, "the mean over 5000 sequences:\n%s", slurp(p));
 }
 
 /* The Jacobian figure shows the run every other figure shows of a method (the primary n),
