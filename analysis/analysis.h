@@ -54,6 +54,12 @@ double an_t_quantile(double q, double df);
  * few seeds are themselves uncertain. */
 int an_seeds_for_power(double d, double sd, double power, int cap);
 
+/* Holm's step-down adjustment of the p values p[0..n) of n tests (NaN ones left out of the
+ * count and NaN in adj): the k-th smallest times the number of tests left, at most 1,
+ * never below an adjusted smaller one. Rejecting where adj < 0.05 keeps the chance of
+ * any false rejection among the n below 5 %. */
+void an_holm(const double *p, int n, double *adj);
+
 /* A paired comparison of a against b over n pairs (d_i = a_i - b_i). */
 typedef struct {
     int n;            /* pairs with both values finite */

@@ -140,6 +140,27 @@ int an_seeds_for_power(double d, double sd, double power, int cap) {
     return cap + 1;
 }
 
+void an_holm(const double *p, int n, double *adj) {
+    int *o = malloc_check((n > 0 ? (size_t)n : 1) * sizeof *o), m = 0;
+    for (int i = 0; i < n; i++) {
+        adj[i] = NAN;
+        if (!isnan(p[i])) o[m++] = i;
+    }
+    for (int i = 1; i < m; i++) /* ascending p, insertion sort (a table's few rows) */
+        for (int j = i; j > 0 && p[o[j]] < p[o[j - 1]]; j--) {
+            const int t = o[j];
+            o[j] = o[j - 1];
+            o[j - 1] = t;
+        }
+    double run = 0;
+    for (int k = 0; k < m; k++) {
+        const double a = fmin(1.0, (double)(m - k) * p[o[k]]);
+        if (a > run) run = a;
+        adj[o[k]] = run;
+    }
+    free(o);
+}
+
 static uint64_t splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;

@@ -1287,16 +1287,20 @@ static double late_grad_max(const an_run *r) {
  * tell them apart at 80 % power if the measured difference and spread were the truth. */
 static void table_pairs(an_ctx *c) {
     static const char *const head[] = {"scale", "corpus", "steps", "recipe", "A", "B", "Δ val (A − B)", "95 % interval",
-                                       "p", "verdict", "seeds for 80 % power"};
-    enum { NF = 16, NE = 64 };
+                                       "p", "p (Holm)", "verdict", "seeds for 80 % power"};
+    enum { NF = 16, NE = 64, NP = NE * (NE - 1) / 2 };
+    static an_paired pr[NP];
+    static int pi[NP], pj[NP];
+    static double pv[NP], ph[NP];
     tbl t;
-    tbl_init(&t, 11, head);
+    tbl_init(&t, 12, head);
     FILE *dat = an_open(c->out, "data", "pairs.dat");
     if (dat)
         fprintf(dat, "# every two methods of a cell (tables/pairs): the validation losses paired by seed within the "
                      "recipe; A − B's mean, its sample std, the 95 %% t interval, the paired t test's p, the seeds for "
-                     "80 %% power (0: no difference; %d: more than %d) (NaN: none)\n" AN_COLUMNS
-                     " scale corpus steps lr a n_a b n_b pairs dval dval_sd dval_lo dval_hi p seeds_80\n",
+                     "80 %% power (0: no difference; %d: more than %d) (NaN: none); p_holm: p adjusted (Holm) over "
+                     "the cell and recipe's rows\n" AN_COLUMNS
+                     " scale corpus steps lr a n_a b n_b pairs dval dval_sd dval_lo dval_hi p p_holm seeds_80\n",
                 AN_POWER_CAP + 1, AN_POWER_CAP);
     char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
@@ -1326,47 +1330,59 @@ static void table_pairs(an_ctx *c) {
                     char rtx[200];
                     recipe_label(rec, differ, NF, rtx, sizeof rtx);
                     if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
+                    /* every pair's test first: Holm's adjustment is over the cell and recipe's rows */
+                    int npr = 0;
                     for (int i = 0; i < ne; i++)
                         for (int j = i + 1; j < ne; j++) {
                             double x[64], y[64];
                             const int np = pair_cell_recipe(c->rs, sc[a], co[b], st[si], rec, ev[i], en[i], ev[j], en[j],
                                                             m_val, x, y, 64);
                             if (np < 2) continue;
-                            an_paired p;
-                            an_paired_test(x, y, np, &p);
-                            char an[80], bn[80], diff[32], ci[128], verdict[96], ps[32], pw[32], stx[16];
-                            method_n(an, sizeof an, ev[i], en[i]);
-                            method_n(bn, sizeof bn, ev[j], en[j]);
-                            fmt_paired(diff, sizeof diff, ci, sizeof ci, verdict, sizeof verdict, &p, an, bn);
-                            if (isnan(p.p)) snprintf(ps, sizeof ps, "–");
-                            else snprintf(ps, sizeof ps, p.p < 1e-4 ? "%.1e" : "%.4f", p.p);
-                            const int need = an_seeds_for_power(p.mean_diff, p.sd_diff, 0.8, AN_POWER_CAP);
-                            if (!need) snprintf(pw, sizeof pw, "–");
-                            else if (need > AN_POWER_CAP) snprintf(pw, sizeof pw, "> %d", AN_POWER_CAP);
-                            else snprintf(pw, sizeof pw, "%d", need);
-                            snprintf(stx, sizeof stx, "%d", st[si]);
-                            const char *cells[] = {sc[a], co[b], stx, rtx, an, bn, diff, ci, ps, verdict, pw};
-                            tbl_row(&t, cells);
-                            if (dat) {
-                                double lr = NAN;
-                                sscanf(rec, "lr %lf", &lr);
-                                fprintf(dat, "%s %s %d", sc[a], co[b], st[si]);
-                                dat_num(dat, lr);
-                                fprintf(dat, " %s %d %s %d %d", ev[i], en[i], ev[j], en[j], p.n);
-                                const double rest[] = {p.mean_diff, p.sd_diff, p.lo, p.hi, p.p};
-                                for (size_t q = 0; q < sizeof rest / sizeof rest[0]; q++) dat_num(dat, rest[q]);
-                                fprintf(dat, " %d\n", need);
-                            }
+                            an_paired_test(x, y, np, &pr[npr]);
+                            pv[npr] = pr[npr].p;
+                            pi[npr] = i;
+                            pj[npr++] = j;
                         }
+                    an_holm(pv, npr, ph);
+                    for (int q = 0; q < npr; q++) {
+                        const an_paired *p = &pr[q];
+                        const int i = pi[q], j = pj[q];
+                        char an[80], bn[80], diff[32], ci[128], verdict[96], ps[32], hs[32], pw[32], stx[16];
+                        method_n(an, sizeof an, ev[i], en[i]);
+                        method_n(bn, sizeof bn, ev[j], en[j]);
+                        fmt_paired(diff, sizeof diff, ci, sizeof ci, verdict, sizeof verdict, p, an, bn);
+                        if (isnan(p->p)) snprintf(ps, sizeof ps, "–");
+                        else snprintf(ps, sizeof ps, p->p < 1e-4 ? "%.1e" : "%.4f", p->p);
+                        if (isnan(ph[q])) snprintf(hs, sizeof hs, "–");
+                        else snprintf(hs, sizeof hs, ph[q] < 1e-4 ? "%.1e" : "%.4f", ph[q]);
+                        const int need = an_seeds_for_power(p->mean_diff, p->sd_diff, 0.8, AN_POWER_CAP);
+                        if (!need) snprintf(pw, sizeof pw, "–");
+                        else if (need > AN_POWER_CAP) snprintf(pw, sizeof pw, "> %d", AN_POWER_CAP);
+                        else snprintf(pw, sizeof pw, "%d", need);
+                        snprintf(stx, sizeof stx, "%d", st[si]);
+                        const char *cells[] = {sc[a], co[b], stx, rtx, an, bn, diff, ci, ps, hs, verdict, pw};
+                        tbl_row(&t, cells);
+                        if (dat) {
+                            double lr = NAN;
+                            sscanf(rec, "lr %lf", &lr);
+                            fprintf(dat, "%s %s %d", sc[a], co[b], st[si]);
+                            dat_num(dat, lr);
+                            fprintf(dat, " %s %d %s %d %d", ev[i], en[i], ev[j], en[j], p->n);
+                            const double rest[] = {p->mean_diff, p->sd_diff, p->lo, p->hi, p->p, ph[q]};
+                            for (size_t r = 0; r < sizeof rest / sizeof rest[0]; r++) dat_num(dat, rest[r]);
+                            fprintf(dat, " %d\n", need);
+                        }
+                    }
                 }
             }
         }
-    char cap[1536];
+    char cap[2048];
     snprintf(cap, sizeof cap,
              "Every two methods of a scale, corpus, training length and recipe with 2 or more seeds in common: the "
              "validation loss of A minus that of B paired by seed (finished runs), its 95 %% t interval, the paired t "
              "test's two-sided p (one per row: over many rows some fall below 0.05 by chance, 1 in 20 where nothing "
-             "differs) and the seeds a paired comparison would need to tell the two apart at 5 %% with 80 %% power if "
+             "differs; the verdict goes by the row's own interval), the same adjusted by Holm's method over the rows "
+             "of the cell and recipe (below 0.05: a difference that holds with all those tests counted), and the seeds a paired comparison would need to tell the two apart at 5 %% with 80 %% power if "
              "the measured mean difference and its standard deviation were the truth (a planning number: measured on "
              "few seeds, both are uncertain; \"–\" for no difference). The same in numbers: data/pairs.csv.%s",
              swept ? " The runs were trained with several optimisation recipes (a sweep): each recipe's runs are "

@@ -93,6 +93,16 @@ static void test_student_t(void) {
     CHECK(an_seeds_for_power(0.5, 1, 0.8, 1000) == 34, "power d = sd / 2: %d", an_seeds_for_power(0.5, 1, 0.8, 1000));
     CHECK(an_seeds_for_power(0.01, 1, 0.8, 100) == 101, "past the cap");
     CHECK(an_seeds_for_power(0, 1, 0.8, 100) == 0 && an_seeds_for_power(0.1, 0, 0.8, 100) == 2, "no difference; no spread");
+    /* Holm over 4 tests (the NaN one not counted): 0.005 x 4, 0.01 x 3, 0.03 x 2, then 0.04 x 1
+       raised to the 0.06 before it */
+    const double hp[] = {0.01, 0.04, 0.03, NAN, 0.005}, want[] = {0.03, 0.06, 0.06, NAN, 0.02};
+    double adj[5];
+    an_holm(hp, 5, adj);
+    for (int i = 0; i < 5; i++)
+        CHECK(isnan(want[i]) ? isnan(adj[i]) : fabs(adj[i] - want[i]) < 1e-15, "Holm %d: %g, want %g", i, adj[i], want[i]);
+    const double big[] = {0.5, 0.6};
+    an_holm(big, 2, adj);
+    CHECK(adj[0] == 1 && adj[1] == 1, "Holm is at most 1: %g %g", adj[0], adj[1]);
 }
 
 static void test_paired(void) {
@@ -1120,11 +1130,29 @@ static void test_pairs_table(void) {
     analyze_set("pairs", runs, 7, out, sizeof out);
     snprintf(p, sizeof p, "%s/tables/pairs.md", out);
     const char *t = slurp(p);
-    CHECK(strstr(t, "| 20 | – | mHC | s²HC | -0.0200 | [") && strstr(t, "(t, 3 pairs) | 0.0742 | within noise | 5 |"),
+    CHECK(strstr(t, "| 20 | – | mHC | s²HC | -0.0200 | [") && strstr(t, "(t, 3 pairs) | 0.0742 | 0.0742 | within noise | 5 |"),
           "mHC − s²HC, its p and the seeds for 80 %% power:\n%s", t);
     CHECK(strstr(t, "| RC |") == NULL, "one seed of RC: no row:\n%s", t);
     snprintf(p, sizeof p, "%s/data/pairs.csv", out);
-    CHECK(strstr(slurp(p), ",mhc,4,s2hc,4,3,-0.02,0.01,") != NULL, "the row in numbers:\n%s", slurp(p));
+    CHECK(strstr(slurp(p), ",mhc,4,s2hc,4,3,-0.02,0.01,") != NULL && strstr(slurp(p), ",p,p_holm,seeds_80\n"),
+          "the row in numbers:\n%s", slurp(p));
+    /* a third method of 3 seeds: three rows, each p adjusted over the three (Holm) */
+    synth more[10];
+    memcpy(more, runs, sizeof runs);
+    for (int i = 0; i < 3; i++) {
+        more[7 + i] = runs[4 + i];
+        more[7 + i].method = "identity";
+        more[7 + i].name = i == 0 ? "i-s1" : i == 1 ? "i-s2" : "i-s3";
+        more[7 + i].val += 0.5 + 0.1 * i; /* identity − mHC: 0.51, 0.63, 0.72 */
+    }
+    analyze_set("pairs3", more, 10, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/pairs.md", out);
+    t = slurp(p);
+    /* p 0.0091 x 3 = 0.0274; 0.0095 x 2 = 0.0190, raised to 0.0274; 0.0742 x 1 */
+    CHECK(strstr(t, "| identity | s²HC | +0.6000 | [+0.3516, +0.8484] (t, 3 pairs) | 0.0091 | 0.0274 |") &&
+              strstr(t, "| identity | mHC | +0.6200 | [+0.3583, +0.8817] (t, 3 pairs) | 0.0095 | 0.0274 |") &&
+              strstr(t, "| mHC | s²HC | -0.0200 | [-0.0448, +0.0048] (t, 3 pairs) | 0.0742 | 0.0742 |"),
+          "each p adjusted over the three rows (Holm):\n%s", t);
 }
 
 /* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
