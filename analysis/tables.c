@@ -1357,7 +1357,7 @@ static void table_pairs(an_ctx *c) {
                         else snprintf(hs, sizeof hs, ph[q] < 1e-4 ? "%.1e" : "%.4f", ph[q]);
                         const int need = an_seeds_for_power(p->mean_diff, p->sd_diff, 0.8, AN_POWER_CAP);
                         if (!need) snprintf(pw, sizeof pw, "–");
-                        else if (need > AN_POWER_CAP) snprintf(pw, sizeof pw, "> %d", AN_POWER_CAP);
+                        else if (need > AN_POWER_CAP) snprintf(pw, sizeof pw, "more than %d", AN_POWER_CAP);
                         else snprintf(pw, sizeof pw, "%d", need);
                         snprintf(stx, sizeof stx, "%d", st[si]);
                         const char *cells[] = {sc[a], co[b], stx, rtx, an, bn, diff, ci, ps, hs, verdict, pw};

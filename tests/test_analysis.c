@@ -1153,6 +1153,18 @@ static void test_pairs_table(void) {
               strstr(t, "| identity | mHC | +0.6200 | [+0.3583, +0.8817] (t, 3 pairs) | 0.0095 | 0.0274 |") &&
               strstr(t, "| mHC | s²HC | -0.0200 | [-0.0448, +0.0048] (t, 3 pairs) | 0.0742 | 0.0742 |"),
           "each p adjusted over the three rows (Holm):\n%s", t);
+    /* a difference of 3e-5 against a spread of 0.01: past the cap, in words (no '>' for LaTeX) */
+    synth near[6];
+    memcpy(near, runs + 1, 3 * sizeof *runs);
+    const double iv[3] = {3.01, 2.99, 3.0001};
+    for (int i = 0; i < 3; i++) {
+        near[3 + i] = runs[1 + i];
+        near[3 + i].method = "identity";
+        near[3 + i].name = i == 0 ? "i-s1" : i == 1 ? "i-s2" : "i-s3";
+        near[3 + i].val = iv[i];
+    }
+    t = analyzed_table("pairs-near", near, 6, "pairs.md");
+    CHECK(strstr(t, "| within noise | more than 10000 |") != NULL, "too small a difference to find:\n%s", t);
 }
 
 /* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
