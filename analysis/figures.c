@@ -862,7 +862,21 @@ static void fig_hres_depth(an_ctx *c, FILE *meta) {
     }
     for (int n = 2; n <= PROBE_MAX_N; n++)
         if (have_n[n]) snprintf(ns + strlen(ns), sizeof ns - strlen(ns), "%s%d", ns[0] ? " " : "", n);
-    fprintf(meta, "hres_depth_methods = \"%s\"\nhres_depth_n = \"%s\"\nhres_depth_steps = %d\n", list, ns, steps);
+    /* the optimisation recipes among the runs drawn: a sweep's are pooled in each mean (the
+       title says so; the table residual's rows "(recipes differ)") */
+    char recs[16][200];
+    int nrec = 0;
+    for (int i = 0; i < c->rs->n; i++) {
+        const an_run *r = &c->rs->r[i];
+        if (r->bench || strcmp(r->scale, c->scale) || strcmp(r->corpus, c->corpus) || r->n < 2 || r->n > PROBE_MAX_N ||
+            r->steps != steps || !an_series(r, "/final/H_res_mean"))
+            continue;
+        int seen = 0;
+        for (int q = 0; q < nrec && !seen; q++) seen = !strcmp(recs[q], r->recipe);
+        if (!seen && nrec < 16) snprintf(recs[nrec++], sizeof recs[0], "%s", r->recipe);
+    }
+    fprintf(meta, "hres_depth_methods = \"%s\"\nhres_depth_n = \"%s\"\nhres_depth_steps = %d\nhres_depth_recipes = %d\n",
+            list, ns, steps, nrec);
     /* the methods of each n (a panel plots only those: mhc_lite has no n = 8 in a CPU grid) */
     for (int n = 2; n <= PROBE_MAX_N; n++) {
         if (!have_n[n]) continue;

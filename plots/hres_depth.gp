@@ -13,14 +13,17 @@ load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "hres_depth"
 if (!exists("hres_depth_n")) hres_depth_n = ""
 N = words(hres_depth_n)
-W = 420 * (N > 0 ? N : 1) + 120; H = 820
+if (!exists("hres_depth_recipes")) hres_depth_recipes = 1
+# at least wide enough for the title's second line (one panel's 540 cut the title at both ends)
+W = 420 * (N > 0 ? N : 1) + 120; W = W < 840 ? 840 : W; H = 840
+pooled = hres_depth_recipes > 1 ? sprintf("; %d optimisation recipes pooled", hres_depth_recipes) : ""
 # a row of the method m at n streams in the figures' cell
 row(m, nn) = strcol(1) eq scale && strcol(2) eq corpus && strcol(3) eq m && column(4) == nn && \
              column(5) == hres_depth_steps
 do for [fmt in "png svg"] {
   reset
   eval term(fmt)
-  set multiplot layout 2, (N > 0 ? N : 1) title sprintf("H_{res} across depth, by number of streams (%s, %s, %d steps; mean ± std over seeds)", scale, corpus, hres_depth_steps) font ",13"
+  set multiplot layout 2, (N > 0 ? N : 1) title sprintf("H_{res} across depth, by number of streams\n(%s, %s, %d steps; mean ± std over seeds%s)", scale, corpus, hres_depth_steps, pooled) font ",13"
   if (N == 0) {
     eval nodata("no run with a final probe"); plot 2 notitle
   }

@@ -546,7 +546,7 @@ static void test_residual_table(void) {
           "each row names its run and learning rate:\n%s", l);
     snprintf(p, sizeof p, "%s/residual-out/data/meta.gp", tmpdir);
     CHECK(strstr(slurp(p), "hres_depth_methods = \"hc s2hc\"\nhres_depth_n = \"2 4\"\nhres_depth_steps = 20\n"
-                           "hres_depth_methods_n2 = \"hc\"\nhres_depth_methods_n4 = \"s2hc\"\n") != NULL,
+                           "hres_depth_recipes = 1\nhres_depth_methods_n2 = \"hc\"\nhres_depth_methods_n4 = \"s2hc\"\n") != NULL,
           "meta.gp: what the figure hres_depth draws:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/residual-out/data/hres_layers_seeds.csv", tmpdir);
     l = slurp(p);
@@ -562,6 +562,8 @@ static void test_residual_table(void) {
     snprintf(p, sizeof p, "%s/residual-lr-out/data/hres_layers.csv", tmpdir);
     CHECK(strstr(slurp(p), ",0.001,h1\n") != NULL && strstr(slurp(p), ",0.01,h2\n") != NULL,
           "hres_layers.csv tells the two learning rates apart:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/residual-lr-out/data/meta.gp", tmpdir);
+    CHECK(strstr(slurp(p), "\nhres_depth_recipes = 2\n") != NULL, "the figure hres_depth pools 2 recipes:\n%s", slurp(p));
     CHECK(strstr(analyzed_table("residual-1", runs, 2, "residual.md"), "recipes differ") == NULL, "one recipe: nothing said");
 }
 

@@ -66,6 +66,10 @@ for t in $TABLES; do
   done
   grep -q "id=\"tbl-$t\"" "$OUT/index.html" && ok "index.html holds $t" || fail "index.html lacks table $t"
 done
+# hres_depth of one panel (n = 4 alone has probes) is still wide enough for its title's
+# second line: 540 pixels cut the title at both ends
+w=$(file "$OUT/hres_depth.png" | sed -n 's/.*PNG image data, \([0-9]*\) x.*/\1/p')
+[ "${w:-0}" -ge 840 ] && ok "hres_depth is $w pixels wide" || fail "hres_depth is ${w:-?} pixels wide, under its title's 840"
 # every method of the grid is in Table 1, with its paper numbers beside it
 for m in RC HC mHC mHC-lite KromHC 's²HC'; do
   grep -q "| $m |" "$OUT/tables/table1.md" && ok "table1 row $m" || fail "table1 lacks $m"
