@@ -464,6 +464,8 @@ static void table2(an_ctx *c) {
     int nh = 4;
     for (int k = 0; k < ncorp; k++) head[nh++] = corp[k];
     head[nh++] = "mean PPL / RC";
+    head[nh++] = "95 % interval";
+    head[nh++] = "verdict";
     tbl t;
     tbl_init(&t, nh, head);
     char sc[16][AN_NAME], co[16][AN_NAME];
@@ -497,8 +499,12 @@ static void table2(an_ctx *c) {
                         break;
                     }
                 const char *cells[TBL_MAX_COLS] = {sc[a], co[b], mname, stx};
-                double ratio_sum = 0;
-                int ratio_n = 0;
+                /* PPL / RC's of the same seed: per seed the mean over corpora of the log
+                   ratio, then over the seeds (finished runs, as the perplexity cells) a mean
+                   and a 95 % t interval, the seeds being the independent draws */
+                double lsum[64] = {0}, zero[64] = {0};
+                int lcnt[64] = {0}, nfin = 0;
+                for (int i = 0; i < k; i++) nfin += !strcmp(c->rs->r[idx[i]].status, "finished");
                 for (int q = 0; q < ncorp; q++) {
                     char p[128];
                     snprintf(p, sizeof p, "/eval/ood/%s/ppl", corp[q]);
@@ -510,25 +516,41 @@ static void table2(an_ctx *c) {
                     }
                     fmt_ms(cellbuf[q], 64, kx ? xs : x, kx ? kx : k, 2);
                     cells[4 + q] = cellbuf[q];
-                    for (int i = 0; i < k; i++) { /* PPL / RC's of the same seed */
+                    for (int i = 0; i < k; i++) {
+                        if (nfin && strcmp(c->rs->r[idx[i]].status, "finished")) continue;
                         const double y = pr[i] >= 0 ? an_scalar(&c->rs->r[pr[i]], p) : NAN;
                         if (isfinite(x[i]) && x[i] > 0 && isfinite(y) && y > 0) {
-                            ratio_sum += log(x[i] / y);
-                            ratio_n++;
+                            lsum[i] += log(x[i] / y);
+                            lcnt[i]++;
                         }
                     }
                 }
-                snprintf(cellbuf[ncorp], 64, "%s", ratio_n ? "" : "–");
-                if (ratio_n) fmt_num(cellbuf[ncorp], 64, exp(ratio_sum / ratio_n), 4);
-                cells[4 + ncorp] = cellbuf[ncorp];
+                double lr[64];
+                int nl = 0;
+                for (int i = 0; i < k; i++)
+                    if (lcnt[i]) lr[nl++] = lsum[i] / lcnt[i];
+                an_paired pt;
+                an_paired_test(lr, zero, nl, &pt);
+                snprintf(cellbuf[ncorp], 64, "–");
+                snprintf(cellbuf[ncorp + 1], 64, "–");
+                snprintf(cellbuf[ncorp + 2], 64, "%s", !strcmp(v, "rc") ? "–" : an_paired_verdict(&pt));
+                if (nl) fmt_num(cellbuf[ncorp], 64, exp(pt.mean_diff), 4);
+                if (nl >= 2 && strcmp(v, "rc") != 0) {
+                    char lo[32], hi[32];
+                    fmt_num(lo, sizeof lo, exp(pt.lo), 4);
+                    fmt_num(hi, sizeof hi, exp(pt.hi), 4);
+                    snprintf(cellbuf[ncorp + 1], 64, "[%s, %s]", lo, hi);
+                }
+                for (int e = 0; e < 3; e++) cells[4 + ncorp + e] = cellbuf[ncorp + e];
                 tbl_row(&t, cells);
             }
     char cap[1024];
     snprintf(cap, sizeof cap,
              "Table 2: zero-shot perplexity per token (a byte for the byte-level corpora) on the out-of-domain corpora, "
-             "mean ± std (seeds), a row per training length (steps); the last column is the geometric mean over corpora "
+             "mean ± std (seeds), a row per training length (steps); mean PPL / RC is the geometric mean over corpora "
              "and seeds of PPL / PPL(RC), each run against the RC run of its seed and optimisation recipe (finished "
-             "runs).%s",
+             "runs), with the 95 %% t interval over the seeds of each seed's geometric mean over the corpora, and the "
+             "verdict it gives (within noise when it holds 1).%s",
              mixed ? " \"(recipes differ)\": the row's runs were trained with different learning rates, batches or "
                      "schedules (its mean mixes them; the table recipes gives each recipe a row)." : "");
     tbl_write(c, &t, "table2", cap);

@@ -889,6 +889,35 @@ static void test_table2_ratio(void) {
     CHECK(strstr(t2, "| RC | 20 | 100.00 (1) | 200.00 (1) | 1.0000 |") != NULL, "RC / RC = 1:\n%s", t2);
 }
 
+/* Table 2's ratio over seeds: each seed's geometric mean over the corpora of PPL / RC's,
+ * their mean and 95 % t interval over the seeds, and its verdict; a seed that did not
+ * finish is left out as in the perplexity cells. s²HC's seeds at log ratios -0.19, -0.2,
+ * -0.21 (an interval below 1), mHC's at -0.1, -0.2, -0.3 (one that holds 1). */
+static void test_table2_ratio_interval(void) {
+    synth runs[11];
+    int nr = 0;
+    const double ls[3] = {-0.19, -0.2, -0.21}, lm[3] = {-0.1, -0.2, -0.3};
+    static const char *const rn[4] = {"r1", "r2", "r3", "r4"}, *const sn[4] = {"s1", "s2", "s3", "s4"},
+                             *const mn[3] = {"m1", "m2", "m3"};
+    for (int i = 0; i < 4; i++)
+        runs[nr++] = (synth){.method = "rc", .n = 1, .seed = (uint64_t)i + 1, .steps = 20, .loss0 = 3, .val = 3.0,
+                             .grad_peak = 1, .tps = 100, .name = rn[i], .ood = {100, 200}};
+    for (int i = 0; i < 3; i++) {
+        runs[nr++] = (synth){.method = "s2hc", .n = 4, .seed = (uint64_t)i + 1, .steps = 20, .loss0 = 3, .val = 2.9,
+                             .grad_peak = 1, .tps = 100, .name = sn[i], .ood = {100 * exp(ls[i]), 200 * exp(ls[i])}};
+        runs[nr++] = (synth){.method = "mhc", .n = 4, .seed = (uint64_t)i + 1, .steps = 20, .loss0 = 3, .val = 2.9,
+                             .grad_peak = 1, .tps = 100, .name = mn[i], .ood = {100 * exp(lm[i]), 200 * exp(lm[i])}};
+    }
+    runs[nr++] = (synth){.method = "s2hc", .n = 4, .seed = 4, .steps = 20, .stopped_at = 10, .loss0 = 3, .val = 2.9,
+                         .grad_peak = 1, .tps = 100, .name = sn[3], .ood = {1000, 2000}};
+    const char *t2 = analyzed_table("ratioci", runs, nr, "table2.md");
+    CHECK(strstr(t2, "| mean PPL / RC | 95 % interval | verdict |") != NULL, "the interval's columns:\n%s", t2);
+    CHECK(strstr(t2, "| 0.8187 | [0.7986, 0.8393] | a lower |") != NULL,
+          "s²HC: exp(-0.2) over its 3 finished seeds, an interval below 1 (the stopped seed left out):\n%s", t2);
+    CHECK(strstr(t2, "| 0.8187 | [0.6386, 1.0496] | within noise |") != NULL, "mHC: an interval that holds 1:\n%s", t2);
+    CHECK(strstr(t2, "| 1.0000 | – | – |") != NULL, "RC against itself: no interval:\n%s", t2);
+}
+
 /* A blown-up run's perplexity (up to ~1e308, past what fixed notation fits in a cell) is
  * written in exponent notation, not cut to a string of its leading digits. */
 /* Two seeds of a blown-up method with perplexities near 1e303: the cell's mean and std are
@@ -1494,6 +1523,7 @@ int main(void) {
     T_RUN(test_diverged_claims);
     T_RUN(test_foreign_shapes);
     T_RUN(test_table2_ratio);
+    T_RUN(test_table2_ratio_interval);
     T_RUN(test_table2_huge_ppl);
     T_RUN(test_table2_huge_seeds);
     T_RUN(test_long_corpus_names);
