@@ -411,7 +411,7 @@ void an_runset_free(an_runset *rs) {
 double an_final_train_loss(const an_run *r, size_t *used) {
     size_t n = 0;
     double *v = an_series_copy(r, "/train/loss", &n);
-    double m = an_tail_mean(v, n, AN_LOSS_WINDOW, used);
+    double m = an_tail_mean(v, n, run_loss_window(n), used);
     free(v);
     return m;
 }

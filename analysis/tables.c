@@ -408,13 +408,16 @@ static void table1(an_ctx *c) {
                 const char *cells[] = {sc[a], co[b], an_pretty(v), ntxt, stx, trs, vas, diff, ci, verdict, pap};
                 tbl_row(&t, cells);
             }
-    char cap[2048];
+    char cap[2048], lossnote[96] = "";
+    if (min_used != (size_t)-1 && min_used < AN_LOSS_WINDOW)
+        snprintf(lossnote, sizeof lossnote, ": %zu in the shortest run here", min_used);
     snprintf(cap, sizeof cap,
-             "Table 1: final train loss (mean of the last %d logged steps%s) and validation loss, mean ± std over the "
+             "Table 1: final train loss (mean of the last %d logged steps, or of the last tenth of a run's log when that is "
+             "fewer%s) and validation loss, mean ± std over the "
              "finished seeds; Δ val vs RC paired by seed (finished runs of the same optimisation recipe). Paper: "
              "FineWeb-Edu validation loss, M / L.%s%s%s%s",
              AN_LOSS_WINDOW,
-             min_used != (size_t)-1 && min_used < AN_LOSS_WINDOW ? "; runs shorter than that average their whole log" : "",
+             lossnote,
              unfinished ? " A row whose steps read \"S of N (status)\" holds runs that stopped, none finished: its losses "
                           "are step S's, not a finished run's; \"a seed ... left out\" marks a stopped seed beside finished ones." : "",
              mixed ? " \"(recipes differ)\": the row's runs were trained with different learning rates, batches or "

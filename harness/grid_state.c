@@ -240,7 +240,7 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
         double step = series_last(&log, "/train/step");
         long long sv = step_from_double(step);
         st->step = sv < 0 || sv > INT_MAX ? 0 : (int)sv;
-        st->train_loss = h5log_tail_mean(&log, "/train/loss", RUN_LOSS_WINDOW, NULL);
+        st->train_loss = h5log_final_train_loss(&log, NULL);
         st->val_loss = series_last(&log, "/eval/val_loss");
         st->tokens_per_s = series_mean_positive(&log, "/train/tokens_per_s");
         for (int i = 0; i < nood && i < GRID_MAX_OOD; i++) {

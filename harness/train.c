@@ -1456,9 +1456,12 @@ agree:
     if (steps_done_here == 0) last_loss = h5log_last(&log, "/train/loss"); /* resumed for the final phase only */
     if (status == RUN_OK && rank == 0) { /* the summary: even with --quiet */
         size_t k = 0;
-        const double mean = h5log_tail_mean(&log, "/train/loss", RUN_LOSS_WINDOW, &k);
-        printf("done: %d steps, final train loss %.4f (the mean of the last %zu steps; the last step's %.4f), %s\n",
-               cfg.steps, mean, k, last_loss, run_path);
+        const double mean = h5log_final_train_loss(&log, &k);
+        if (k > 1)
+            printf("done: %d steps, final train loss %.4f (the mean of the last %zu steps; the last step's %.4f), %s\n",
+                   cfg.steps, mean, k, last_loss, run_path);
+        else
+            printf("done: %d steps, final train loss %.4f (the last step's), %s\n", cfg.steps, mean, run_path);
     }
     if (probe && !quiet && status == RUN_OK) {
         double frac, ps = probe_session_seconds(probe, &frac);

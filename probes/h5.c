@@ -402,6 +402,16 @@ double h5log_tail_mean(const h5log *log, const char *path, size_t window, size_t
     return sum / (double)n;
 }
 
+size_t run_loss_window(size_t rows) {
+    const size_t tenth = (rows + 9) / 10;
+    return tenth < 1 ? 1 : tenth < RUN_LOSS_WINDOW ? tenth : RUN_LOSS_WINDOW;
+}
+
+double h5log_final_train_loss(const h5log *log, size_t *used) {
+    const int k = h5log_find(log, "/train/loss");
+    return h5log_tail_mean(log, "/train/loss", run_loss_window(k < 0 ? 0 : log->series[k].rows), used);
+}
+
 int h5log_truncate_group(h5log *log, const char *group, const char *key_path, double max_key) {
     size_t gl = strlen(group);
     while (gl > 0 && group[gl - 1] == '/') gl--;       /* "/" and "/train/" work too */

@@ -90,9 +90,17 @@ int h5log_truncate_group(h5log *log, const char *group, const char *key_path, do
 /* The first element of series `path`'s last row; NaN when it is absent or empty. */
 double h5log_last(const h5log *log, const char *path);
 /* The final train loss of a run, wherever it is shown (train's summary, a grid's
- * index.csv, analyze's tables): the mean of its last this many /train/loss rows, the
- * paper's 200-step moving average (one step's loss is one batch's, noisy). */
+ * index.csv, analyze's tables): the mean of its last /train/loss rows, this many, the
+ * paper's 200-step moving average (one step's loss is one batch's, noisy), or a tenth of
+ * the rows in a run of fewer than 2000 (a 200-step run's whole log would hold its
+ * warm-up's losses): run_loss_window. */
 #define RUN_LOSS_WINDOW 200
+/* How many of a run's last `rows` /train/loss rows its final train loss averages:
+ * RUN_LOSS_WINDOW, or rows / 10 rounded up when that is fewer (1 at least). */
+size_t run_loss_window(size_t rows);
+/* The final train loss of the run file `log` (NaN without /train/loss rows; *used, if not
+ * NULL, how many rows it averages). */
+double h5log_final_train_loss(const h5log *log, size_t *used);
 /* The mean of the last `window` rows of series `path` (fewer when it has fewer; *used, if
  * not NULL, says how many), in the rows' order; NaN when it has none. */
 double h5log_tail_mean(const h5log *log, const char *path, size_t window, size_t *used);

@@ -335,13 +335,14 @@ static void test_run_load(void) {
     CHECK(!strcmp(r.corpus, "synth") && !strcmp(r.name, "r1") && !strcmp(r.status, "finished"), "corpus, name, status");
     CHECK(!strcmp(r.scale, "L2-C32-T32"), "scale label: %s", r.scale);
     CHECK(r.n_aux == 400 && r.n_params == 12345 && !r.bench, "attributes");
-    /* train loss at step i = 2 + 0.001 (300 - i), as float; the last 200 steps i = 101..300 */
+    /* train loss at step i = 2 + 0.001 (300 - i), as float; the last tenth of 300 steps
+       (fewer than 200: run_loss_window), i = 271..300 */
     double want = 0;
-    for (int i = 101; i <= 300; i++) want += (double)(float)(2.0 + 0.001 * (300 - i));
-    want /= 200;
+    for (int i = 271; i <= 300; i++) want += (double)(float)(2.0 + 0.001 * (300 - i));
+    want /= 30;
     size_t used;
-    CHECK_CLOSE(an_final_train_loss(&r, &used), want, 1e-12, 0, "final train loss = mean of the last 200");
-    CHECK(used == 200, "window %zu", used);
+    CHECK_CLOSE(an_final_train_loss(&r, &used), want, 1e-12, 0, "final train loss = mean of the last 30");
+    CHECK(used == 30, "window %zu", used);
     CHECK_CLOSE(an_final_val_loss(&r), 1.5, 0, 0, "last val loss");
     /* tokens/s 1000 + (i % 3) over steps 2..300: median of {1000, 1001, 1002} repeated: 1001 */
     CHECK_CLOSE(an_median_throughput(&r), 1001, 0, 0, "median throughput");
@@ -446,14 +447,17 @@ static void test_analyze(void) {
     double se = s / sqrt(3.0);
     snprintf(want, sizeof want, "[%+.4f, %+.4f]", m - 4.302652729749464 * se, m + 4.302652729749464 * se);
     CHECK(strstr(t1, want) != NULL, "table1 has the 95 %% interval %s", want);
-    /* final train loss of rc: loss0 = 2.5 over 120 steps (all of them, shorter than 200) */
+    /* final train loss of rc: loss0 = 2.5 over 120 steps, their last tenth (12 of them: a
+       short run's window holds none of its first steps) */
     double tl = 0;
-    for (int i = 1; i <= 120; i++) tl += (double)(float)(2.5 + 0.001 * (120 - i));
+    for (int i = 109; i <= 120; i++) tl += (double)(float)(2.5 + 0.001 * (120 - i));
     /* three identical seeds: std 0 */
-    snprintf(want, sizeof want, "%.4f ± 0.0000 (3)", tl / 120);
+    snprintf(want, sizeof want, "%.4f ± 0.0000 (3)", tl / 12);
     CHECK(strstr(t1, want) != NULL, "table1 has rc's train loss %s", want);
     snprintf(p, sizeof p, "%s/tables/table1.md", out);
-    CHECK(strstr(slurp(p), "runs shorter than that average their whole log") != NULL, "short runs are said to be so");
+    CHECK(strstr(slurp(p), "or of the last tenth of a run's log when that is fewer: ") != NULL &&
+              strstr(slurp(p), " in the shortest run here)") != NULL,
+          "short runs are said to be so:\n%s", slurp(p));
     /* gradient norm data clamped at 5 (mhc has a 12 at step 60) */
     snprintf(p, sizeof p, "%s/data/fig5_mhc.dat", out);
     CHECK(strstr(slurp(p), "\n60 5 12\n") != NULL, "fig5 clamps 12 at 5 and keeps the raw value");
@@ -1064,9 +1068,9 @@ static void test_recipes(void) {
           "s²HC at lr 0.002: the diverged seed counted apart, the other paired:\n%s", t);
     CHECK(strstr(t, "min_lr") == NULL, "only the fields that differ name a recipe:\n%s", t);
     snprintf(p, sizeof p, "%s/data/recipes.csv", out);
-    CHECK(strstr(slurp(p), "\nL2-C32-T32,synth,s2hc,4,20,0.001,0.0001,1,16,1,2,2,3.0095,0,2.975,0.106066,32.3887,3.42891,"
+    CHECK(strstr(slurp(p), "\nL2-C32-T32,synth,s2hc,4,20,0.001,0.0001,1,16,1,2,2,3.0005,0,2.975,0.106066,32.3887,3.42891,"
                            "-0.075,-0.392655,0.242655\n") != NULL &&
-              strstr(slurp(p), "\nL2-C32-T32,synth,s2hc,4,20,0.002,0.0001,1,16,1,1,2,3.0095,NaN,2.7,NaN,24.5325,NaN,-0.1,NaN,NaN\n"),
+              strstr(slurp(p), "\nL2-C32-T32,synth,s2hc,4,20,0.002,0.0001,1,16,1,1,2,3.0005,NaN,2.7,NaN,24.5325,NaN,-0.1,NaN,NaN\n"),
           "the rows in numbers (lr, runs finished and all, means, NaN for no std or interval):\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/tables/table2.md", out);
     CHECK(strstr(slurp(p), "| RC | 20 (recipes differ) |") != NULL && strstr(slurp(p), "\"(recipes differ)\": the row's") != NULL,

@@ -355,7 +355,17 @@ static void test_tail_mean(void) {
     CHECK(m == 149.5 && used == 200, "the last 200 of 250 rows: %g over %zu", m, used);
     m = h5log_tail_mean(&log, "/train/loss", 1000, &used);
     CHECK(m == 124.5 && used == 250, "a window past the rows takes them all: %g over %zu", m, used);
+    /* the final train loss of 250 rows: their last tenth, 25 (rows 225..249, mean 237) */
+    m = h5log_final_train_loss(&log, &used);
+    CHECK(m == 237 && used == 25, "the final train loss of 250 rows: %g over %zu", m, used);
     h5log_free(&log);
+    /* the window: a tenth of the rows, rounded up, from 1 to RUN_LOSS_WINDOW (the paper's 200
+       steps of 10000) */
+    static const size_t rows[] = {0, 1, 10, 11, 200, 1991, 1999, 2000, 2001, 100000};
+    static const size_t want[] = {1, 1, 1, 2, 20, 200, 200, 200, 200, 200};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        CHECK(run_loss_window(rows[i]) == want[i], "run_loss_window(%zu) = %zu, want %zu", rows[i],
+              run_loss_window(rows[i]), want[i]);
 }
 
 static void test_save_twice_and_atomic(void) {
