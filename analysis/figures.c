@@ -555,7 +555,7 @@ static void fig_grad(an_ctx *c, FILE *meta) {
     double gmax_all = 0;
     for (int i = 0; an_method_order[i]; i++) {
         const char *v = an_method_order[i];
-        if (strchr(v, '+') || !strcmp(v, "identity") || !strcmp(v, "orthogonal") || !strcmp(v, "s2hc_rot")) continue;
+        if (strchr(v, '+')) continue; /* every method, as the paper's (the core and init variants in the tables) */
         const int ri = an_rep_run(c, v); /* the run the captions and the other figures describe */
         if (ri < 0) continue;
         const an_run *r = &c->rs->r[ri];

@@ -491,7 +491,8 @@ static void test_analyze(void) {
     snprintf(p, sizeof p, "%s/tables/ablation.md", out);
     CHECK(strstr(slurp(p), "| 1.0130 |") != NULL, "ablation: composite norm is the mean over sequences:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/data/meta.gp", out);
-    CHECK(strstr(slurp(p), "fig5_methods = \"rc mhc s2hc\"") != NULL, "meta lists the gradient-norm methods");
+    CHECK(strstr(slurp(p), "fig5_methods = \"rc identity mhc s2hc\"") != NULL,
+          "meta lists the gradient-norm methods, the identity ablation too:\n%s", slurp(p));
 
     char *bad[] = {"analyze", "-o", out, NULL};
     CHECK(analyze_main(3, bad) == 2, "no runs: usage error");
