@@ -604,6 +604,37 @@ static int recipe_differ(const an_runset *rs, const char *scale, const char *cor
     return any;
 }
 
+/* The statuses of a cell's runs and how many hold each, "finished" first (a recipe's
+ * "runs" cell: "3 finished, 1 diverged"). */
+typedef struct {
+    const char *s[8];
+    int c[8], k;
+} status_tally;
+
+static void tally_init(status_tally *t) {
+    memset(t, 0, sizeof *t);
+    t->s[t->k++] = "finished";
+}
+
+/* Count one run's status: its index in t (0: finished). */
+static int tally_add(status_tally *t, const char *status) {
+    int q = 0;
+    while (q < t->k && strcmp(t->s[q], status)) q++;
+    if (q == t->k && t->k < 8) t->s[t->k++] = status;
+    if (q < t->k) t->c[q]++;
+    return q;
+}
+
+/* "N finished, M diverged, ..." into buf; the runs counted in *total when not NULL. */
+static void tally_text(const status_tally *t, char *buf, size_t len, int *total) {
+    size_t o = (size_t)snprintf(buf, len, "%d finished", t->c[0]);
+    for (int q = 1; q < t->k && o < len; q++) o += (size_t)snprintf(buf + o, len - o, ", %d %s", t->c[q], t->s[q]);
+    if (total) {
+        *total = 0;
+        for (int q = 0; q < t->k; q++) *total += t->c[q];
+    }
+}
+
 /* The next recipe among the runs idx[0..k) not done: the position of a run of the smallest
  * learning rate left, or -1 when every run is done. */
 static int next_recipe(const an_runset *rs, const int *idx, int k, const int *done) {
@@ -1044,18 +1075,14 @@ static void table_recipes(an_ctx *c) {
                     if (first < 0) break;
                     const char *rec = c->rs->r[idx[first]].recipe;
                     double tr[256], va[256], oo[256], x[256], y[256];
-                    int kk = 0, np = 0, nst_k = 0, nst_c[8] = {0};
-                    const char *nst_s[8]; /* the runs' statuses and how many hold each, finished first */
-                    nst_s[nst_k++] = "finished";
+                    int kk = 0, np = 0;
+                    status_tally tal;
+                    tally_init(&tal);
                     for (int i = 0; i < k; i++) {
                         const an_run *r = &c->rs->r[idx[i]];
                         if (done[i] || strcmp(r->recipe, rec)) continue;
                         done[i] = 1;
-                        int q = 0;
-                        while (q < nst_k && strcmp(nst_s[q], r->status)) q++;
-                        if (q == nst_k && nst_k < 8) nst_s[nst_k++] = r->status;
-                        if (q < nst_k) nst_c[q]++;
-                        if (q) continue; /* not finished: its last numbers are not final */
+                        if (tally_add(&tal, r->status)) continue; /* not finished: its last numbers are not final */
                         tr[kk] = an_final_train_loss(r, NULL);
                         va[kk] = an_final_val_loss(r);
                         oo[kk++] = mean_ood_ppl(r);
@@ -1072,9 +1099,8 @@ static void table_recipes(an_ctx *c) {
                     snprintf(ntxt, sizeof ntxt, "%d", nn);
                     snprintf(stx, sizeof stx, "%d", st[si]);
                     recipe_label(rec, differ, NF, rtx, sizeof rtx);
-                    size_t o = (size_t)snprintf(runs, sizeof runs, "%d finished", nst_c[0]);
-                    for (int q = 1; q < nst_k && o < sizeof runs; q++)
-                        o += (size_t)snprintf(runs + o, sizeof runs - o, ", %d %s", nst_c[q], nst_s[q]);
+                    int nrun = 0;
+                    tally_text(&tal, runs, sizeof runs, &nrun);
                     fmt_ms(trs, sizeof trs, tr, kk, 4);
                     fmt_ms(vas, sizeof vas, va, kk, 4);
                     fmt_ms(oos, sizeof oos, oo, kk, 2);
@@ -1089,9 +1115,8 @@ static void table_recipes(an_ctx *c) {
                     }
                     if (dat) {
                         double lr = NAN, min_lr = NAN, ms[3][2];
-                        int warmup = -1, nrun = 0;
+                        int warmup = -1;
                         sscanf(rec, "lr %lf, min_lr %lf, warmup %d", &lr, &min_lr, &warmup);
-                        for (int q = 0; q < nst_k; q++) nrun += nst_c[q];
                         const double *col[3] = {tr, va, oo};
                         for (int q = 0; q < 3; q++)
                             if (an_mean_std(col[q], kk, &ms[q][0], &ms[q][1]) < 2) ms[q][1] = NAN;
@@ -1099,7 +1124,7 @@ static void table_recipes(an_ctx *c) {
                         fprintf(dat, "%s %s %s %d %d", sc[a], co[b], v, nn, st[si]);
                         dat_num(dat, lr);
                         dat_num(dat, min_lr);
-                        fprintf(dat, " %d %d %d %d %d", warmup, r0->batch, r0->grad_accum, nst_c[0], nrun);
+                        fprintf(dat, " %d %d %d %d %d", warmup, r0->batch, r0->grad_accum, tal.c[0], nrun);
                         const double rest[] = {ms[0][0], ms[0][1], ms[1][0], ms[1][1], ms[2][0], ms[2][1], dm, dlo, dhi};
                         for (size_t q = 0; q < sizeof rest / sizeof rest[0]; q++) dat_num(dat, rest[q]);
                         fputc('\n', dat);
@@ -1463,17 +1488,14 @@ static void table_gradnorm(an_ctx *c) {
                     const char *cp = strstr(rec, "clip ");
                     const double clip = cp ? strtod(cp + 5, NULL) : NAN;
                     double med[64], mx[64], sh[64], largest = NAN;
-                    int kk = 0, nst_k = 0, nst_c[8] = {0};
-                    const char *nst_s[8]; /* the runs' statuses and how many hold each, finished first */
-                    nst_s[nst_k++] = "finished";
+                    int kk = 0;
+                    status_tally tal;
+                    tally_init(&tal);
                     for (int i = 0; i < k; i++) {
                         const an_run *r = &c->rs->r[idx[i]];
                         if (done[i] || strcmp(r->recipe, rec)) continue;
                         done[i] = 1;
-                        int q = 0;
-                        while (q < nst_k && strcmp(nst_s[q], r->status)) q++;
-                        if (q == nst_k && nst_k < 8) nst_s[nst_k++] = r->status;
-                        if (q < nst_k) nst_c[q]++;
+                        tally_add(&tal, r->status);
                         const double g = late_grad_max(r);
                         if (!isnan(g) && (isnan(largest) || g > largest)) largest = g;
                         med[kk] = late_grad_median(r);
@@ -1483,9 +1505,7 @@ static void table_gradnorm(an_ctx *c) {
                     char rtx[200], runs[64], meds[64], mxs[64], lg[32], shs[64];
                     recipe_label(rec, differ, NF, rtx, sizeof rtx);
                     if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
-                    size_t o = (size_t)snprintf(runs, sizeof runs, "%d finished", nst_c[0]);
-                    for (int q = 1; q < nst_k && o < sizeof runs; q++)
-                        o += (size_t)snprintf(runs + o, sizeof runs - o, ", %d %s", nst_c[q], nst_s[q]);
+                    tally_text(&tal, runs, sizeof runs, NULL);
                     fmt_ms(meds, sizeof meds, med, kk, 3);
                     fmt_ms(mxs, sizeof mxs, mx, kk, 3);
                     if (isinf(largest)) snprintf(lg, sizeof lg, "inf");
