@@ -61,6 +61,12 @@ expect_out "key 'data.ood': 'kjv' is the training corpus" "names data.ood and th
 expect_status 2 "unknown command exits 2" -- "$S2HC" frobnicate
 expect_status 0 "help exits 0" -- "$S2HC" --help
 expect_out "example" "help shows an example"
+cp "$TMP/out" "$TMP/top"
+# the command list names each command's arguments as its own usage line does (RUN_DIR...: several)
+for sub in train grid eval probe inspect export; do
+  arg=$("$S2HC" $sub --help 2>&1 | sed -n "s/^usage: s2hc $sub \([^ ]*\).*/\1/p")
+  grep -Fq "  $sub $arg " "$TMP/top" && ok "s2hc --help: $sub $arg" || fail "s2hc --help does not list '$sub $arg' as $sub's usage has it"
+done
 for sub in train eval data params inspect probe sample export bench report analyze grid version methods config; do
   expect_status 0 "$sub --help" -- "$S2HC" $sub --help
   expect_out "example" "$sub --help shows an example"
