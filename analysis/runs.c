@@ -90,7 +90,11 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     h5log_init(&r->log);
     const char *slash = strrchr(run_h5, '/');
-    const size_t dlen = slash ? (size_t)(slash - run_h5) : 1;
+    size_t dlen = slash ? (size_t)(slash - run_h5) : 1;
+    /* a folder named with a trailing slash (runs/x/, as a shell completes it and a glob of a
+       grid's run folders gives it) comes as runs/x//run.h5: its folder and name are runs/x
+       and x, not runs/x/ and an empty name */
+    while (slash && dlen > 1 && run_h5[dlen - 1] == '/') dlen--;
     if (dlen >= sizeof r->dir) { /* named in tables and messages: never cut */
         snprintf(err, errlen, "%.60s...: a run directory path of %zu bytes, longer than %zu", run_h5, dlen,
                  sizeof r->dir - 1);
@@ -101,6 +105,12 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     else snprintf(r->dir, sizeof r->dir, ".");
     const char *base = strrchr(r->dir, '/');
     snprintf(r->name, sizeof r->name, "%s", base ? base + 1 : r->dir);
+    if (!strcmp(r->name, ".") || !strcmp(r->name, "..")) { /* s2hc report . inside a run's folder */
+        char *real = realpath(r->dir, NULL);
+        const char *rb = real ? strrchr(real, '/') : NULL;
+        if (rb && rb[1]) snprintf(r->name, sizeof r->name, "%s", rb + 1);
+        free(real);
+    }
     const char *yaml = h5log_get_attr_str(&r->log, "/", "config");
     if (!yaml) {
         snprintf(err, errlen, "%s: no config attribute on / (not an s2hc run file?)", run_h5);

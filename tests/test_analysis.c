@@ -380,6 +380,24 @@ static void test_run_load(void) {
     s.init_step = 0;
     snprintf(p, sizeof p, "%s/nothing.h5", dir);
     CHECK(an_run_load(&r, p, err, sizeof err) != 0 && strlen(err) > 0, "a missing file is refused: %s", err);
+    /* the folder named with a trailing slash (s2hc report runs/r1/, runs/grid/STAR/): the
+       run's name and folder without it (the name was empty) */
+    char want_dir[600];
+    snprintf(want_dir, sizeof want_dir, "%s/r1", dir);
+    snprintf(p, sizeof p, "%s/r1//run.h5", dir);
+    CHECK(an_run_load(&r, p, err, sizeof err) == 0, "load: %s", err);
+    CHECK(!strcmp(r.name, "r1") && !strcmp(r.dir, want_dir), "runs/r1/: name '%s', dir %s", r.name, r.dir);
+    an_run_free(&r);
+    an_runset rs;
+    snprintf(p, sizeof p, "%s/r1///", dir);
+    char *paths[] = {p};
+    CHECK(an_runset_load(&rs, paths, 1, 0) == 1 && !strcmp(rs.r[0].name, "r1"), "a run set of runs/r1///: '%s'",
+          rs.n ? rs.r[0].name : "");
+    an_runset_free(&rs);
+    /* runs/r1/. (s2hc report . in the run's folder): the folder's own name */
+    snprintf(p, sizeof p, "%s/r1/./run.h5", dir);
+    CHECK(an_run_load(&r, p, err, sizeof err) == 0 && !strcmp(r.name, "r1"), "runs/r1/.: name '%s'", r.name);
+    an_run_free(&r);
 }
 
 /* Read a whole file into a static buffer. */
