@@ -133,6 +133,10 @@ grep -q "^s2hc analyze: 1 runs" "$TMP/out" && ok "report says the analysis's run
 expect_status 0 "report -q" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/oneq" -q --no-plots
 ! grep -q "^s2hc analyze: " "$TMP/out" && grep -q "^s2hc report: $TMP/oneq/index.html" "$TMP/out" && [ -s "$TMP/oneq/index.html" ] \
   && ok "report -q: the page, no analysis progress" || fail "report -q: $(head -3 "$TMP/out")"
+# --title heads the page (title and h1), escaped as HTML
+expect_status 0 "report --title" -- "$REPORT" report --no-analyze --no-plots -o "$TMP/oneq" --title 'Runs <a> & b'
+grep -Fq '<title>Runs &lt;a&gt; &amp; b</title>' "$TMP/oneq/index.html" && grep -Fq '<h1>Runs &lt;a&gt; &amp; b</h1>' "$TMP/oneq/index.html" \
+  && ok "report --title: the page's title and heading" || fail "report --title: $(grep -m2 -E '<title>|<h1>' "$TMP/oneq/index.html")"
 # an -o too long for the files under it is refused before anything is written (at 1019
 # bytes OUT/data was cut to OUT/dat and the tables went to OUT/tab); at the limit it works
 long="$TMP/long/$(printf '%0250d' 0)/$(printf '%0250d' 0)/$(printf '%0250d' 0)"
