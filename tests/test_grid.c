@@ -1013,6 +1013,15 @@ static void test_shipped_grids(void) {
         CHECK(found && c->steps == 1000, "%s: point %s: init_from '%s' (%s), %d steps", files[i], p[i][k].name,
               c->init_from, found ? "its own first-stage run" : "not its method's and seed's 1000-step run", c->steps);
     }
+    /* streams.yaml counts for throughput only (no probe, no eval during training) and runs no
+       end-of-training probe, whose Jacobian at n = 7's permutation mixtures took longer than
+       the grid's whole training */
+    for (int k = 0, i = 3; ok[i] && k < n[i]; k++) {
+        const s2hc_config *c = &p[i][k].cfg;
+        CHECK(c->probe_every == 0 && c->eval_every == 0 && c->final_samples == 0,
+              "streams.yaml: point %s: probe.every %d, train.eval_every %d, probe.final_samples %d", p[i][k].name,
+              c->probe_every, c->eval_every, c->final_samples);
+    }
     /* the learning-rate sweeps (sphere.yaml, lr_sensitivity.yaml): every point decays to
        its own lr / 10, rc with one stream */
     for (int i = NF - 2; i < NF; i++)
