@@ -1,7 +1,7 @@
 # mk/bench.mk: `make bench`, training speed measured against the machine's limit.
 #
 #   make bench                        build, then bin/s2hc bench (CSV under out/bench/)
-#   make bench BENCH_ARGS=--quick     the short version (about a minute on 2 cores)
+#   make bench BENCH_ARGS=--quick     the short version (one to three minutes on 2 cores)
 #   make bench BENCH_ARGS="--preset small --no-probes"
 #   make bench BENCH_ARGS="--preset small --methods s2hc --rounds 9"   rc and s2hc only
 #   make bench-frame                  the frame's regions and parts timed alone, one thread
