@@ -103,6 +103,7 @@ int export_main(int argc, char **argv) {
                 return 2;
             }
             dir = argv[i];
+            path_trim_slashes(argv[i]); /* runs/x/: its files runs/x/model.safetensors, not runs/x//... */
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             export_usage(stdout);
             return 0;

@@ -562,7 +562,11 @@ int runs_each(const char *const *dirs, int ndirs, int (*one)(const char *dir, vo
         }
         if (ndirs > 1) printf("%s== %s (%d/%d) ==\n", k ? "\n" : "", dirs[k], k + 1, ndirs);
         fflush(stdout);
-        const int r = one(dirs[k], ctx);
+        char *dir = strdup(dirs[k]);
+        if (!dir) die(1, "out of memory");
+        path_trim_slashes(dir);
+        const int r = one(dir, ctx);
+        free(dir);
         if (r > rc) rc = r;
     }
     return rc;

@@ -1045,3 +1045,8 @@ int grid_slurm_folder(const char *dir) {
     snprintf(p, sizeof p, "%.*s/submit.sh", (int)n, dir);
     return access(p, F_OK) == 0;
 }
+
+void path_trim_slashes(char *p) {
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+}

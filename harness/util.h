@@ -300,4 +300,8 @@ void stop_signal_first(int sig, void (*next)(int), const char *msg, size_t len);
  * the commands that take several runs pass over it. */
 int grid_slurm_folder(const char *dir);
 
+/* p without its trailing slashes ("/" stays): a run folder given as runs/x/ (a shell's
+ * completion) names its files runs/x/run.h5, not runs/x//run.h5. */
+void path_trim_slashes(char *p);
+
 #endif

@@ -137,7 +137,8 @@ expect_status 0 "--method-compare" -- "$S2HC" inspect --method-compare "$TMP/run
 expect_out "method mhc" "the first run"
 expect_out "method s2hc" "the second run"
 # rc: no residual matrices; s2hc probe still records the streams and the Jacobian norms
-expect_status 0 "s2hc probe on rc" -- "$S2HC" probe "$TMP/runs/pr" --samples 4
+expect_status 0 "s2hc probe on rc (its folder with a trailing slash)" -- "$S2HC" probe "$TMP/runs/pr/" --samples 4
+expect_out "/final written to $TMP/runs/pr/run.h5$" "names the run file without a double slash"
 expect_status 0 "inspect rc" -- "$S2HC" inspect "$TMP/runs/pr" --step final
 # several runs in turn, each under a header with its own summary; one that fails does not
 # stop the others, and the exit is the worst
