@@ -431,8 +431,8 @@ static void section_machine(FILE *csv) {
 static void section_gemm(const bench_opts *o, gemm_limits *g, FILE *csv) {
     int reps = o->quick ? 5 : 15;
     double t[64];
-    printf("\n== sgemm through %s (core %s, %d threads) ==\n", "OpenBLAS", openblas_get_corename(),
-           openblas_get_num_threads());
+    printf("\n== sgemm through %s (core %s, %d thread%s) ==\n", "OpenBLAS", openblas_get_corename(),
+           openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
     printf("  %-34s %10s %10s\n", "shape", "median", "best");
     int S = o->quick ? 512 : 1024;
     gemm_shape sq = {0, 0, S, S, S};
@@ -1454,9 +1454,9 @@ int bench_main(int argc, char **argv) {
     if (o.csv_dir && out_dir_lock(o.csv_dir, "s2hc bench") < 0) return 1;
     const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv(RUNTIME_SPIN_VAR), *pb = getenv("OMP_PROC_BIND"),
                *ct = getenv("OPENBLAS_CORETYPE");
-    printf("s2hc bench %s: %d threads, OMP_WAIT_POLICY=%s " RUNTIME_SPIN_VAR "=%s OMP_PROC_BIND=%s OPENBLAS_CORETYPE=%s, "
+    printf("s2hc bench %s: %d thread%s, OMP_WAIT_POLICY=%s " RUNTIME_SPIN_VAR "=%s OMP_PROC_BIND=%s OPENBLAS_CORETYPE=%s, "
            "load %.2f\n",
-           s2hc_version(), kernels_threads(), wp ? wp : "(unset)", sc ? sc : "(unset)", pb ? pb : "(unset)",
+           s2hc_version(), kernels_threads(), kernels_threads() == 1 ? "" : "s", wp ? wp : "(unset)", sc ? sc : "(unset)", pb ? pb : "(unset)",
            ct ? ct : "(unset)", load1());
     char cpu[128];
     printf("cpu: %s; kernels built for %s\n", cpu_model_name(cpu, sizeof cpu), kernels_vectors());

@@ -1567,7 +1567,8 @@ int data_prepare(const char *data_dir, const char *only, int force, int verbose)
     for (size_t i = 0; i < N_CORPORA && rc == 0; i++)
         if (todo[i]) rc = prepare_one(data_dir, &corpus_table[i], verbose);
     if (lock_fd >= 0) close(lock_fd);
-    if (verbose && ntodo && rc == 0) printf("data: %d corpora built in %.1f s\n", ntodo, now_seconds() - t0);
+    if (verbose && ntodo && rc == 0)
+        printf("data: %d corpus%s built in %.1f s\n", ntodo, ntodo == 1 ? "" : "es", now_seconds() - t0);
     fflush(stdout);
     return rc;
 }

@@ -1206,8 +1206,8 @@ parts:;
     if (!quiet) {
         printf("s2hc %s | run %s\n", s2hc_version(), dir);
         printf("---- config ----\n%s----------------\n", yaml);
-        printf("model: %zu parameters (%zu in hyper-connections), method %s, n = %d, %d threads\n",
-               model.n_params, model.n_aux, cfg.method, model.n, kernels_threads());
+        printf("model: %zu parameters (%zu in hyper-connections), method %s, n = %d, %d thread%s\n", model.n_params,
+               model.n_aux, cfg.method, model.n, kernels_threads(), kernels_threads() == 1 ? "" : "s");
         if (W > 1)
             printf("processes: %d (MPI); each micro-batch of %d sequences cut in %d parts of %d to %d, the "
                    "parts' gradients summed in rank order\n",

@@ -215,7 +215,7 @@ expect_status 0 "bench with a progress line" -- env S2HC_TEST_PROGRESS_AFTER=0 "
 expect_out "^  tiny preset: [1-4]/4 method rounds \| [0-9]+s \| ETA [0-9]+s$" "the methods section shows its progress"
 # --threads N: the GEMM section's header gives the count OpenBLAS runs with, N
 expect_status 0 "bench --threads 1" -- "$S2HC" bench --quick --preset tiny --no-methods --no-streams --threads 1 --csv none
-expect_out "^== sgemm through OpenBLAS \(core [^,]*, 1 threads\) ==$" "--threads 1: the GEMM header says 1 thread"
+expect_out "^== sgemm through OpenBLAS \(core [^,]*, 1 thread\) ==$" "--threads 1: the GEMM header says 1 thread"
 expect_out "^  FMA, the kernels' vectors, in registers +1 thread +[0-9.]+ GFLOP/s$" "--threads 1: the FMA rate on 1 thread alone"
 # --methods: a subset, rc always first, a repeated name once; the sweep takes the listed
 expect_status 2 "bench --methods with an unknown name is refused" -- "$S2HC" bench --methods s2hc,foo
