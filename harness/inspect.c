@@ -503,7 +503,7 @@ static void inspect_usage(FILE *f) {
             "examples:\n"
             "  s2hc inspect runs/tiny\n"
             "  s2hc inspect runs/tiny --layer 3 --step final\n"
-            "  s2hc inspect --method-compare runs/tiny-mhc runs/tiny-s2hc --layer 1\n"
+            "  s2hc inspect --method-compare runs/tiny runs/tiny-s2hc --layer 1\n"
             "  s2hc inspect runs/tiny --csv > layers.csv\n"
             "  s2hc inspect runs/tiny --layer all --step final --csv > matrices.csv\n");
 }
