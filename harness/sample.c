@@ -407,7 +407,9 @@ int sample_main(int argc, char **argv) {
                     dir, from_file ? "" : "/ckpt.h5");
             rc = 1;
         } else {
-            fprintf(stderr, "%d tokens in %.2f s (%.0f tokens/s)\n", n_tok * n_seq, dt, n_tok * n_seq / (dt > 0 ? dt : 1e-9));
+            /* milliseconds below a tenth of a second (a small model's few tokens read "0.00 s") */
+            fprintf(stderr, dt < 0.1 ? "%d tokens in %.2g ms (%.0f tokens/s)\n" : "%d tokens in %.2f s (%.0f tokens/s)\n",
+                    n_tok * n_seq, dt < 0.1 ? 1e3 * dt : dt, n_tok * n_seq / (dt > 0 ? dt : 1e-9));
         }
     }
     free(out);
