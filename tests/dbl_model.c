@@ -8,8 +8,16 @@
  * Tolerance: |analytic - fd| <= 1e-8 + 1e-5 * max(|analytic|, |fd|), eps = 1e-5. In
  * double the truncation error of the central difference is ~eps^2 and rounding ~1e-11,
  * so anything above 1e-6 relative is a wrong derivative, not noise.
+ *
+ * The gradient under test runs on the default thread count; the finite differences'
+ * forwards (two per entry checked, ~22 000 in all) on one thread: each opens tens of
+ * parallel regions on a model of a few hundred numbers, and a team of two on a loaded
+ * 2-core machine waited for its second thread at every one (the test took 17-96 s
+ * against 2-5 s at a load of 4-6). The reference then comes from the one-thread path,
+ * the gradient from the team's (a gradient one thread of the team leaves out fails).
  */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +102,8 @@ static double gradcheck(const char *method, int n, const char *opt_key, const ch
     memcpy(g, m.grads, m.n_params * sizeof(double));
     double worst = 0;
     int checked = 0, bad = 0;
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1); /* the finite differences' forwards (see the top) */
     for (int i = 0; i < m.n_tensors; i++) {
         const param_info *p = &m.pinfo[i];
         size_t samples = p->numel <= 24 ? p->numel : 12;
@@ -120,6 +130,7 @@ static double gradcheck(const char *method, int n, const char *opt_key, const ch
             }
         }
     }
+    omp_set_num_threads(threads);
     CHECK(checked > 0, "nothing checked");
     if (getenv("T_VERBOSE"))
         fprintf(stderr, "  %-10s n=%d %s%s%s: %d entries, worst relative error %.2e\n", method, n,

@@ -10,6 +10,7 @@
  * worst disagreement is about 5e-10 absolute, and every check still passes at
  * FD_ATOL 1e-9, FD_RTOL 1e-8.
  */
+#include <omp.h>
 #include <stdint.h>
 #include "kernels/kernels.h"
 #include "tests/t.h"
@@ -48,11 +49,16 @@ typedef double (*loss_fn)(void *ctx);
 
 /* Compare grad (n) with central differences of loss() in each entry of x (n), which is
  * restored afterwards. Returns the number of entries past tolerance and prints the worst
- * unless quiet. The planted-fault test proves it reports a wrong gradient. */
+ * unless quiet. The planted-fault test proves it reports a wrong gradient. The forwards
+ * run on one thread (the gradient, computed before, on the default count): each op's
+ * parallel region on a few dozen numbers cost a team of two on a loaded 2-core machine
+ * far more than the arithmetic (the test 3-5 s against 0.3-0.7 at a load of 4-6). */
 static size_t fd_mismatches(const char *what, loss_fn loss, void *ctx, real *x, const real *grad, size_t n,
                             int quiet) {
     size_t bad = 0, worst = 0;
     double worst_excess = -1, worst_fd = 0;
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
     for (size_t i = 0; i < n; i++) {
         real saved = x[i];
         x[i] = saved + FD_EPS;
@@ -67,6 +73,7 @@ static size_t fd_mismatches(const char *what, loss_fn loss, void *ctx, real *x, 
             if (!(d - lim <= worst_excess)) { worst_excess = d - lim; worst = i; worst_fd = fd; }
         }
     }
+    omp_set_num_threads(threads);
     if (bad && !quiet)
         fprintf(stderr, "    %s: %zu of %zu differ; worst [%zu] analytic %.12g fd %.12g\n", what, bad, n, worst,
                 grad[worst], worst_fd);
