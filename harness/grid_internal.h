@@ -119,6 +119,7 @@ typedef struct {
     long log_off;     /* train.log size when the child started: its own lines follow */
     int fresh;        /* started with --force */
     int extended;     /* started with --extend (train.steps grown) */
+    double share;     /* the share of its work it had left when it started (from its checkpoint) */
     int start_failed; /* could not be started (its directory, lock, config or log): no grid.status
                          records that, so the outcome counts it from here */
 } grid_slot;
@@ -153,6 +154,16 @@ typedef struct {
     int wall_n;
     char exe[PATH_MAX];
 } grid_runner;
+
+/* A point's training work in its config's terms, for the ETA: the multiply-adds of its
+ * steps (tokens x the blocks' products and attention, the logits), so that a point twice
+ * as long or as wide counts so; the method's cost beyond rc is in the rate of its kind. */
+double grid_point_work(const s2hc_config *c);
+/* The progress line's ETA in seconds at time `now` (now_seconds), or NaN before a point
+ * has finished here: the work of the points queued, stopped and running (a running one
+ * the share it started with, less the time it has had) at the rate of the finished
+ * points (of the point's kind once one has finished), over -j. */
+double grid_eta_seconds(const grid_runner *r, double now);
 
 /* Start the queued points, -j at a time, until all have run or a signal stops the runner
  * (SIGINT, SIGTERM or SIGHUP: the children asked to save; again: killed). Returns 1 when

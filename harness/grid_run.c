@@ -36,11 +36,7 @@ static int count_state(const grid_runner *r, grid_state s) {
     return c;
 }
 
-/* A point's training work in its config's terms, for the ETA: the multiply-adds of its
- * steps (tokens x the blocks' products and attention, the logits), so that a point twice
- * as long or as wide counts so; the method's cost beyond rc is in the rate of its kind
- * (point_rate). */
-static double grid_point_work(const s2hc_config *c) {
+double grid_point_work(const s2hc_config *c) {
     const double C = c->n_embd, T = c->block_size;
     const double tokens = (double)c->steps * c->batch * c->grad_accum * T;
     return tokens * (c->n_layer * (12 * C * C + 2 * T * C) + C * c->vocab);
@@ -79,6 +75,31 @@ static void kinds_setup(grid_runner *r) {
     }
 }
 
+double grid_eta_seconds(const grid_runner *r, double now) {
+    if (!(r->wall_n > 0 && r->work_sum > 0)) return NAN;
+    /* seconds per unit of work from the finished points (each its whole run time), of the
+       point's own kind once one of that kind has finished, else of all; a point left needs
+       its work's share not yet done, a running point the share it started with less the
+       time it has had since (a point resumed a step before its end needs a step's time,
+       whether or not a runner recorded its earlier runs) */
+    double work = 0;
+    char *queued = calloc_check((size_t)(r->n > 0 ? r->n : 1), 1);
+    for (int k = r->qi; k < r->nq; k++) {
+        const int i = r->queue[k];
+        queued[i] = 1;
+        work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * point_rate(r, i);
+    }
+    for (int i = 0; i < r->n; i++) {
+        if (r->st[i].state == GS_INTERRUPTED && r->slot[i].pid <= 0 && !queued[i]) /* stopped: left */
+            work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * point_rate(r, i);
+        if (r->slot[i].pid > 0)
+            work += fmax(0, grid_point_work(&r->pts[i].cfg) * r->slot[i].share * point_rate(r, i) -
+                                (now - r->slot[i].t_start));
+    }
+    free(queued);
+    return work / (r->j > 0 ? r->j : 1);
+}
+
 static void status_text(const grid_runner *r, char *buf, size_t n) {
     int done = count_state(r, GS_FINISHED);
     int failed = count_state(r, GS_FAILED), diverged = count_state(r, GS_DIVERGED), refused = count_state(r, GS_CHANGED);
@@ -94,29 +115,9 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
         left -= q == GS_INTERRUPTED;
     }
     char eta[32] = "?", el[32];
-    if (r->wall_n > 0 && r->work_sum > 0) {
-        /* seconds per unit of work from the finished points (each its whole run time), of
-           the point's own kind once one of that kind has finished, else of all; a point
-           left needs its work's share not yet done, a running point its work's time less
-           what it has had, earlier runs of it included */
-        const double now = now_seconds();
-        double work = 0;
-        char *queued = calloc_check((size_t)r->n, 1);
-        for (int k = r->qi; k < r->nq; k++) {
-            const int i = r->queue[k];
-            queued[i] = 1;
-            work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * point_rate(r, i);
-        }
-        for (int i = 0; i < r->n; i++) {
-            if (r->st[i].state == GS_INTERRUPTED && r->slot[i].pid <= 0 && !queued[i]) /* stopped: left */
-                work += grid_point_work(&r->pts[i].cfg) * left_share(&r->st[i], r->extend) * point_rate(r, i);
-            if (r->slot[i].pid > 0)
-                work += fmax(0, grid_point_work(&r->pts[i].cfg) * point_rate(r, i) -
-                                    (r->slot[i].wall_before + now - r->slot[i].t_start));
-        }
-        free(queued);
-        fmt_duration(work / (r->j > 0 ? r->j : 1), eta, sizeof eta);
-    } else if (left + r->running == 0) {
+    const double secs = grid_eta_seconds(r, now_seconds());
+    if (!isnan(secs)) fmt_duration(secs, eta, sizeof eta);
+    else if (left + r->running == 0) {
         copy_str(eta, sizeof eta, "0s");
     }
     fmt_duration(now_seconds() - r->t0, el, sizeof el);
@@ -416,6 +417,7 @@ static void launch(grid_runner *r, int i) {
     sl->pid = pid;
     sl->lock_fd = fd;
     sl->t_start = now_seconds();
+    sl->share = !sl->fresh && from > 0 && from < p->cfg.steps ? 1.0 - (double)from / p->cfg.steps : 1.0;
     s->state = GS_RUNNING;
     r->running++;
     r->started++;

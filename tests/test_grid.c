@@ -5,6 +5,7 @@
  * in any compared config key, partial, failed, locked), the content of index.csv and the
  * array line of --slurm. The runner itself is tested by tests/cli/grid_cli.sh (real runs). */
 #include "harness/grid.h"
+#include "harness/grid_internal.h"
 #include "harness/run.h"
 #include "harness/util.h"
 #include "probes/h5.h"
@@ -1037,6 +1038,60 @@ static void test_shipped_grids(void) {
         }
 }
 
+/* The progress line's ETA: unknown before a point finished; then the queued points' work
+ * left and a running point's share at its start less its time since, at the finished
+ * points' rate, over -j. A point resumed half-way through that has run 10 s of its 50
+ * needs 40, whatever an earlier runner recorded of it (the ETA read its whole run's time
+ * less the recorded part: minutes for a point resumed near its end by hand). */
+static void test_eta(void) {
+    grid_spec g;
+    grid_point *p = NULL;
+    int n = 0;
+    int rc = load_grid("eta.yaml", "base: base.yaml\nsweep:\n  train.seed: [1, 2, 3]\n", &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 3, "rc %d n %d", rc, n);
+    if (rc || n != 3) return;
+    grid_status st[3];
+    grid_slot slot[3];
+    int queue[1] = {2};
+    memset(st, 0, sizeof st);
+    memset(slot, 0, sizeof slot);
+    grid_runner r;
+    memset(&r, 0, sizeof r);
+    r.g = &g;
+    r.pts = p;
+    r.n = 3;
+    r.st = st;
+    r.slot = slot;
+    r.queue = queue;
+    r.nq = 1;
+    r.j = 2;
+    const double W = grid_point_work(&p[0].cfg), now = 1000;
+    CHECK(W > 0, "work %g", W);
+    CHECK(isnan(grid_eta_seconds(&r, now)), "no point finished: unknown");
+    st[0].state = GS_FINISHED; /* 100 s for its work */
+    r.wall_sum = 100;
+    r.work_sum = W;
+    r.wall_n = 1;
+    st[1].state = GS_RUNNING; /* started at step 5 of 10, 10 s ago, 15 s recorded of earlier runs */
+    slot[1].pid = 12345;
+    slot[1].t_start = now - 10;
+    slot[1].share = 0.5;
+    slot[1].wall_before = 15;
+    st[2].state = GS_PENDING; /* queued: all of its work */
+    st[2].steps = 10;
+    double eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - (40 + 100) / 2.0) < 1e-9, "eta %g, want (40 + 100) / 2", eta);
+    slot[1].t_start = now - 80; /* past its share: none left, not a negative */
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - 100 / 2.0) < 1e-9, "eta %g, want 50", eta);
+    st[2].state = GS_PARTIAL; /* queued with a checkpoint at step 4 of 10: 60 % left */
+    st[2].step = 4;
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - 60 / 2.0) < 1e-9, "eta %g, want 30", eta);
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
 int main(void) {
     T_NAME("test_grid");
     setup_tmp();
@@ -1055,5 +1110,6 @@ int main(void) {
     T_RUN(test_long_grid_paths);
     T_RUN(test_changed_every_key);
     T_RUN(test_shipped_grids);
+    T_RUN(test_eta);
     return T_END();
 }
