@@ -50,31 +50,39 @@ static void write_captions(an_ctx *c) {
                     an_scalar(&rs->r[ri], "/probe/row_max_median"), 100 * an_scalar(&rs->r[ri], "/probe/diag_frac"),
                     an_scalar(&rs->r[ri], "/probe/step"));
     fprintf(f, "\n");
-    /* fig05: max grad norm per method */
+    /* fig05: median and max grad norm over every step, per method the figure draws (every
+       method but the core and init variants, as fig_grad) */
     fprintf(f, "fig05_gradnorm\t");
-    static const char *const gv[] = {"rc", "hc", "mhc", "mhc_lite", "kromhc", "s2hc", NULL};
-    for (int i = 0; gv[i]; i++) {
-        if ((ri = an_rep_run(c, gv[i])) < 0) continue;
+    for (int i = 0; an_method_order[i]; i++) {
+        const char *v = an_method_order[i];
+        if (strchr(v, '+') || (ri = an_rep_run(c, v)) < 0) continue;
         size_t n = 0;
         double *g = an_series_copy(&rs->r[ri], "/train/grad_norm", &n), mx = 0;
-        for (size_t k = 0; g && k < n; k++) if (isfinite(g[k]) && g[k] > mx) mx = g[k];
-        double med = g ? an_quantile(g, n, 0.5) : NAN;
+        if (!g || !n) { free(g); continue; }
+        for (size_t k = 0; k < n; k++) if (isfinite(g[k]) && g[k] > mx) mx = g[k];
+        double med = an_quantile(g, n, 0.5);
         free(g);
-        fprintf(f, "%s: median %.3g, max %.3g. ", an_pretty(gv[i]), med, mx);
+        fprintf(f, "%s: median %.3g, max %.3g. ", an_pretty(v), med, mx);
     }
     fprintf(f, "\n");
-    /* fig06: sums */
+    /* fig06: the range of the column and the row sums, per sublayer and of the composite
+       (the paper's column sums, of the transpose, are our row sums: both are given) */
     fprintf(f, "fig06_colsums\t");
     for (int i = 0; hv[i]; i++)
         if ((ri = an_rep_run(c, hv[i])) >= 0 && an_series(&rs->r[ri], "/final/composite_colsum")) {
-            size_t n = 0;
-            double *v = an_series_copy(&rs->r[ri], "/final/H_res_colsum", &n);
-            double lo = an_quantile(v, n, 0), hi = an_quantile(v, n, 1);
-            free(v);
-            v = an_series_copy(&rs->r[ri], "/final/composite_colsum", &n);
-            double clo = an_quantile(v, n, 0), chi = an_quantile(v, n, 1);
-            free(v);
-            fprintf(f, "%s: per-layer column sums in [%.4f, %.4f], composite [%.4f, %.4f]. ", an_pretty(hv[i]), lo, hi, clo, chi);
+            static const char *const sp[4] = {"/final/H_res_colsum", "/final/H_res_rowsum", "/final/composite_colsum",
+                                              "/final/composite_rowsum"};
+            double lo[4], hi[4];
+            for (int q = 0; q < 4; q++) {
+                size_t n = 0;
+                double *v = an_series_copy(&rs->r[ri], sp[q], &n);
+                lo[q] = v ? an_quantile(v, n, 0) : NAN;
+                hi[q] = v ? an_quantile(v, n, 1) : NAN;
+                free(v);
+            }
+            fprintf(f, "%s: per-layer column sums in [%.4f, %.4f], row sums in [%.4f, %.4f]; composite columns "
+                       "[%.4f, %.4f], rows [%.4f, %.4f]. ", an_pretty(hv[i]), lo[0], hi[0], lo[1], hi[1], lo[2], hi[2],
+                    lo[3], hi[3]);
         }
     fprintf(f, "\n");
     /* fig08: negative share */

@@ -53,7 +53,8 @@ static const an_figure figures[] = {
     {"fig05_gradnorm", "Fig 5: gradient norm over training",
      "HC's global gradient norm explodes (the plot clamps it at 5); mHC, mHC-lite and s²HC stay bounded.",
      "Global gradient norm before clipping at every step of one run per method, clamped at 5 for display (the raw values "
-     "are in data/fig5_*.dat)."},
+     "are in data/fig5_*.dat). The median and largest norm below are over every step of the run; the gradnorm table's "
+     "leave out the first 10 % (warm-up)."},
     {"fig06_colsums", "Fig 6: column and row sums and the composite's spectral norm",
      "mHC's per-layer column sums reach 1.4 and its composite's 1.6 (v2: 2.0 and 3.6 over 28 layers); s²HC and mHC-lite are "
      "exactly 1. The spectral norm of s²HC's cumulative composite stays at 1 at every depth.",

@@ -1437,6 +1437,10 @@ static void table_pairs(an_ctx *c) {
              "few seeds, both are uncertain; \"–\" for no difference). The same in numbers: data/pairs.csv.%s",
              swept ? " The runs were trained with several optimisation recipes (a sweep): each recipe's runs are "
                      "compared apart, named by its fields that differ." : "");
+    if (!t.nrows) /* one seed per method (make paper PRESET=tiny): a heading alone would read as a table lost */
+        snprintf(cap + strlen(cap), sizeof cap - strlen(cap),
+                 " No rows: no two methods here share 2 or more finished seeds in a scale, corpus, training length and "
+                 "recipe (train more seeds, a sweep of train.seed in a grid).");
     tbl_write(c, &t, "pairs", cap);
     tbl_free(&t);
     if (dat) an_close(dat);

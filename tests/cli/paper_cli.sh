@@ -124,6 +124,25 @@ grep -q '^method,n,C,n_layer,aux_params,total_params$' "$OUT/data/params.csv" &&
   || fail "params.csv: $(head -n 1 "$OUT/data/params.csv")"
 # identity from the grid reaches Fig 3
 grep -q "cos_identity = 1" "$OUT/data/meta.gp" && ok "identity baseline present" || fail "identity baseline missing"
+# Fig 5 draws every method: its caption gives the numbers of each one it draws
+f5=$(grep '^fig05_gradnorm' "$OUT/data/captions.tsv"); miss=""
+for m in $(sed -n 's/^fig5_labels = "\(.*\)"$/\1/p' "$OUT/data/meta.gp"); do
+  echo "$f5" | grep -q "[ 	]$m: median" || miss="$miss $m"
+done
+[ -z "$miss" ] && echo "$f5" | grep -q "identity: median" && ok "Fig 5's caption gives every method it draws" \
+  || fail "Fig 5's caption lacks$miss: $f5"
+# Fig 6's caption gives the row sums too (the paper's column sums, of its transposed matrix),
+# each range the min and max of the figure's boxes (to the caption's 4 decimals)
+f6=$(grep '^fig06_colsums' "$OUT/data/captions.tsv")
+got=$(echo "$f6" | sed -n 's/^fig06_colsums	mHC: per-layer column sums in \[\([^]]*\)\], row sums in \[\([^]]*\)\];.*/\1 \2/p' | tr -d ,)
+want=$(for s in colsum rowsum; do
+  awk '!/^#/ {if (lo == "" || $2 < lo) lo = $2; if (hi == "" || $6 > hi) hi = $6} END {print lo, hi}' "$OUT/data/fig6_${s}_mhc.dat"
+done | tr '\n' ' ')
+echo "$got $want" | awk 'NF == 8 {for (i = 1; i <= 4; i++) if ((d = $i - $(i + 4)) > 6e-5 || d < -6e-5) exit 1; exit 0} {exit 1}' \
+  && ok "Fig 6's caption gives mHC's column and row sums as drawn" || fail "Fig 6's caption ($got) and its data ($want): $f6"
+# one seed per method: the pairs table has no rows and its caption says why
+[ "$(grep -c '^| ' "$OUT/tables/pairs.md")" = 1 ] && grep -q "No rows: no two methods here share 2 or more finished seeds" \
+  "$OUT/tables/pairs.md" && ok "an empty pairs table says why" || fail "pairs.md: $(head -c 300 "$OUT/tables/pairs.md")"
 
 # the page for a single run works too
 expect_status 0 "report on one run" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one"
