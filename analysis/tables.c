@@ -62,11 +62,12 @@ static void put_html(FILE *f, const char *s) {
     }
 }
 
-/* UTF-8 symbols the tables use, as LaTeX. */
+/* UTF-8 symbols the tables use, as LaTeX: every non-ASCII character of a table (a heading's
+ * σ₁, the claims' §), since pdflatex stops at one it has no definition for. */
 static const struct { const char *utf8, *tex; } tex_map[] = {
     {"±", "$\\pm$"}, {"Δ", "$\\Delta$"}, {"–", "--"}, {"≤", "$\\le$"}, {"≥", "$\\ge$"}, {"×", "$\\times$"},
     {"²", "$^2$"}, {"‖", "$\\|$"}, {"₂", "$_2$"}, {"−", "-"}, {"Σ", "$\\Sigma$"}, {"→", "$\\to$"}, {"·", "$\\cdot$"},
-    {"ᵀ", "$^T$"},
+    {"ᵀ", "$^T$"}, {"σ", "$\\sigma$"}, {"₁", "$_1$"}, {"§", "\\S{}"},
 };
 
 static void put_tex(FILE *f, const char *s) {
@@ -1771,7 +1772,8 @@ static void claims(an_ctx *c) {
         double l4 = aux_params("mhc_lite", 4, "M", 0, 0), l8 = aux_params("mhc_lite", 8, "M", 0, 0),
                s8 = aux_params("s2hc", 8, "M", 0, 0), m8 = aux_params("mhc", 8, "M", 0, 0), base = gpt2_small_params();
         snprintf(k->ours, sizeof k->ours,
-                 "at M (C = 768, 24 sublayers), counted: mHC-lite %.3gM at n = 4, %.3fB at n = 8 (%.0f×), %.3fB with "
+                 "at M (C = 768, 24 sublayers), counted: mHC-lite %.3gM at n = 4, %.3fB at n = 8 (%.0f× its n = 4 "
+                 "count), %.3fB with "
                  "the %.3fB of GPT-2 small (50257-token vocabulary); at n = 8 s²HC %.3gM, mHC %.3gM",
                  l4 / 1e6, l8 / 1e9, l8 / l4, (l8 + base) / 1e9, base / 1e9, s8 / 1e6, m8 / 1e6);
         if (l8 / s8 > 10 && fabs(l8 - 6.07e9) < 0.005e9)

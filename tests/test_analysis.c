@@ -590,6 +590,34 @@ static void test_residual_table(void) {
     CHECK(strstr(analyzed_table("residual-1", runs, 2, "residual.md"), "recipes differ") == NULL, "one recipe: nothing said");
 }
 
+/* Every table's LaTeX is ASCII: pdflatex stops at a character it has no definition for
+ * (residual's σ₁ heading and the claims' § were written as UTF-8). The claims' mHC-lite
+ * ratio says what it is a ratio to (its n = 4 count, not the base model the paper's 51×
+ * is of). */
+static void test_tex_ascii(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .tps = 100, .name = "rc"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "s1",
+         .hres = 0.125},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.95, .tps = 100, .name = "s2",
+         .hres = 0.25}};
+    char out[400], p[600];
+    analyze_set("tex", runs, 3, out, sizeof out);
+    static const char *const tables[] = {"table1", "table2", "table2_paper", "ablation", "recipes", "gradnorm", "pairs",
+                                         "residual", "throughput", "runs", "scales", "claims"};
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        snprintf(p, sizeof p, "%s/tables/%s.tex", out, tables[i]);
+        const char *t = slurp(p), *bad = NULL;
+        for (const char *q = t; *q && !bad; q++)
+            if ((unsigned char)*q >= 0x80) bad = q;
+        CHECK(t[0] && !bad, "%s.tex: a non-ASCII byte at \"%.16s\"", tables[i], bad ? bad : "(empty file)");
+    }
+    snprintf(p, sizeof p, "%s/tables/residual.tex", out);
+    CHECK(strstr(slurp(p), "max $\\sigma$$_1$(H\\_l)") != NULL, "residual.tex's heading:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/tables/claims.md", out);
+    CHECK(strstr(slurp(p), " at n = 8 (2444× its n = 4 count), ") != NULL, "the claims' mHC-lite ratio:\n%s", slurp(p));
+}
+
 /* The residual path's gain of hres_layers*.csv is the mean over every sequence of the
  * final probe (s2hc probe --samples up to 1e6), not over the first 4096. */
 static void test_residual_many_sequences(void) {
@@ -1536,6 +1564,7 @@ int main(void) {
     T_RUN(test_ood_nonfinite);
     T_RUN(test_mixed_n);
     T_RUN(test_residual_table);
+    T_RUN(test_tex_ascii);
     T_RUN(test_jacobian_primary_n);
     T_RUN(test_residual_many_sequences);
     T_RUN(test_dir_newline);
