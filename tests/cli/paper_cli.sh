@@ -70,6 +70,14 @@ done
 # second line: 540 pixels cut the title at both ends
 w=$(file "$OUT/hres_depth.png" | sed -n 's/.*PNG image data, \([0-9]*\) x.*/\1/p')
 [ "${w:-0}" -ge 840 ] && ok "hres_depth is $w pixels wide" || fail "hres_depth is ${w:-?} pixels wide, under its title's 840"
+# its gain panel reaches down to a gain below 0.9 (orthogonal's at lr 0.03 is 0.85; a
+# range fixed at 0.9 left that line out of the panel): the same data with every gain 0.5
+mkdir -p "$TMP/lowgain/data"
+cp "$OUT/data/meta.gp" "$TMP/lowgain/data/"
+awk '/^#/ {print; next} {$14 = 0.5; print}' "$OUT/data/hres_layers_seeds.dat" > "$TMP/lowgain/data/hres_layers_seeds.dat"
+ymin=$(gnuplot -e "dir='$TMP/lowgain'" -e "call 'plots/hres_depth.gp'; print GPVAL_Y_MIN" 2>&1 | tail -n 1)
+awk -v y="$ymin" 'BEGIN {exit !(y + 0 > 0 && y + 0 <= 0.5)}' && ok "hres_depth's gain axis reaches a gain of 0.5 (from $ymin)" \
+  || fail "hres_depth's gain axis starts at $ymin, above a gain of 0.5"
 # every method of the grid is in Table 1, with its paper numbers beside it
 for m in RC HC mHC mHC-lite KromHC 's²HC'; do
   grep -q "| $m |" "$OUT/tables/table1.md" && ok "table1 row $m" || fail "table1 lacks $m"
