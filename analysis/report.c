@@ -29,8 +29,9 @@ static const an_figure figures[] = {
      "Middle: s²HC has the lowest perplexity relative to RC on five out-of-domain corpora. Right: mHC-lite's auxiliary "
      "parameters explode with n (6.07B at n = 8, about 51× the 0.12B base model; our count is 5.95B, 6.07B with the "
      "base model's own).",
-     "Top: token-averaged H_res (final probe, every validation sequence) of the middle sublayer, values printed in the "
-     "cells. Bottom left: PPL / PPL(RC) − 1 in % per out-of-domain corpus (below 0 % = better than RC), over the seeds "
+     "Top: token-averaged H_res (final probe, every validation sequence) of the middle sublayer l, counted from 0 as in "
+     "Fig 9 and s2hc inspect --layer (the sublayer axes of Fig 6, v2 Fig 5 and hres_depth count from 1), values printed "
+     "in the cells. Bottom left: PPL / PPL(RC) − 1 in % per out-of-domain corpus (below 0 % = better than RC), over the seeds "
      "of the shown runs' training length (Table 2's row of it). Bottom right: "
      "auxiliary parameters against n, counted from the parameter table at the runs' width and depth."
      " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "

@@ -2,7 +2,8 @@
 # number of streams n. Top: each method's distance from the identity ||H_l - I||_2 of the
 # token-averaged H_res per sublayer; bottom: the residual path's gain through sublayer l,
 # ||H_l ... H_1||_2 (mean over sequences), log scale; mean ± std over the seeds. Sublayers
-# count from 1, as in every figure (the data's column sublayer + 1). Data: the
+# count from 1, as on Fig 6's and v2 Fig 5's axes (the data's column sublayer + 1; Fig 1's
+# and Fig 9's l, as s2hc inspect --layer, from 0). Data: the
 # rows of hres_layers_seeds.dat of the figures' scale, corpus and training length
 # (columns: scale corpus method n steps seeds sublayer sv_max sv_max_std dist_identity
 # dist_identity_std dev_sv_max dev_sv_max_std composite_norm composite_norm_std).

@@ -109,6 +109,11 @@ for f in fig01_overview fig06_colsums fig09_heatmaps; do
   sed -n "/id=\"$f\"/,/<\/figcaption>/p" "$OUT/index.html" | grep -q "its column sums are our row sums" \
     && ok "$f's caption says the paper's matrices are our transposes" || fail "$f's caption does not say the paper's matrices are transposed"
 done
+# Fig 1's l counts sublayers from 0 (as Fig 9 and inspect --layer), hres_depth's and Fig 6's
+# axes from 1: the caption says which, so l = 2 is not read as hres_depth's sublayer 2
+grep -q '^fig1_layer = ' "$OUT/data/meta.gp" && sed -n '/id="fig01_overview"/,/<\/figcaption>/p' "$OUT/index.html" \
+  | grep -q "middle sublayer l, counted from 0 as in Fig 9" && ok "Fig 1's caption says its l counts from 0" \
+  || fail "Fig 1's caption does not say from where its l counts"
 # the throughput-only runs feed Fig 7 and not Table 1
 grep -q "^2 " "$OUT/data/fig7_tput_s2hc.dat" && ok "fig7 has s2hc at n = 2" || fail "fig7 lacks s2hc n = 2"
 grep -q "s2hc-n2" "$OUT/tables/table1.md" && fail "a throughput run in table1" || ok "throughput runs stay out of table1"
