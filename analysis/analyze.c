@@ -85,6 +85,35 @@ static void write_captions(an_ctx *c) {
                     lo[3], hi[3]);
         }
     fprintf(f, "\n");
+    /* fig07: which runs the throughput panel draws (fig_throughput): the throughput-only
+       runs (a streams grid) where there are any, else the compared runs of the figures' scale */
+    fprintf(f, "fig07_streams\t");
+    {
+        static const char *const tv[] = {"hc", "mhc", "mhc_lite", "kromhc", "s2hc", NULL};
+        const char *scale = c->scale;
+        int use_bench = 0, k = 0, nlo = 0, nhi = 0;
+        for (int i = 0; i < rs->n && !use_bench; i++)
+            if (rs->r[i].bench) { use_bench = 1; scale = rs->r[i].scale; }
+        for (int i = 0; i < rs->n; i++) {
+            const an_run *r = &rs->r[i];
+            int known = 0;
+            for (int vi = 0; tv[vi] && !known; vi++) known = !strcmp(r->variant, tv[vi]);
+            if (!known || r->bench != use_bench || strcmp(r->scale, scale) || r->n < 2 || r->n > 8) continue;
+            k++;
+            if (!nlo || r->n < nlo) nlo = r->n;
+            if (r->n > nhi) nhi = r->n;
+        }
+        if (!k) fprintf(f, "Left: no hyper-connection run at n = 2..8 to draw. ");
+        else {
+            char ns[32];
+            if (nlo == nhi) snprintf(ns, sizeof ns, "n = %d", nlo);
+            else snprintf(ns, sizeof ns, "n = %d..%d", nlo, nhi);
+            if (use_bench) fprintf(f, "Left: %d throughput-only run%s at %s, %s. ", k, k == 1 ? "" : "s", scale, ns);
+            else fprintf(f, "Left: no throughput-only run (a streams grid's); the %d compared run%s at %s, %s, every "
+                            "corpus and recipe. ", k, k == 1 ? "" : "s", scale, ns);
+        }
+    }
+    fprintf(f, "\n");
     /* fig08: negative share */
     fprintf(f, "fig08_entries\t");
     static const char *const ev[] = {"hc", "mhc", "mhc_lite", "kromhc", "s2hc", NULL};

@@ -69,7 +69,8 @@ static const an_figure figures[] = {
     {"fig07_streams", "Fig 7: cost against the number of streams",
      "Left: mHC's and s²HC's training throughput stays stable as n grows, mHC-lite's degrades rapidly beyond n = 6 "
      "(out of memory at n = 8). Right: auxiliary parameters against n, log scale: mHC-lite grows factorially.",
-     "Left: median training tokens/s of the streams grid's runs (n = 2..8) on this machine. Right: counted auxiliary "
+     "Left: median training tokens/s over a run's steps, mean over the runs of each n, on this machine: the throughput-only "
+     "runs (the streams grid's, n = 2..8) where there are any, else the compared runs. Right: counted auxiliary "
      "parameters, log scale."},
     {"fig08_entries", "Fig 8: distribution of H_res entries",
      "mHC's and mHC-lite's entries are non-negative and concentrated at 0 and 1; s²HC's spread on both sides of zero.",

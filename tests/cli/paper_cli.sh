@@ -160,6 +160,14 @@ echo "$got $want" | awk 'NF == 8 {for (i = 1; i <= 4; i++) if ((d = $i - $(i + 4
 # the page for a single run works too
 expect_status 0 "report on one run" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one"
 [ -s "$TMP/one/index.html" ] && [ -s "$TMP/one/fig01_overview.png" ] && ok "one-run page" || fail "one-run page missing"
+# Fig 7's caption says which runs its throughput panel draws: the two throughput-only runs
+# here; for the one run, no throughput-only run, and that run
+f7c() { sed -n '/id="fig07_streams"/,/<\/figcaption>/p' "$1/index.html"; }
+f7c "$OUT" | grep -q "Left: 2 throughput-only runs at [^ ]*, n = 2..3\." && ok "Fig 7's caption names its throughput-only runs" \
+  || fail "Fig 7's caption: $(f7c "$OUT" | grep -o 'Left: [0-9a-z].*')"
+f7c "$TMP/one" | grep -q "Left: no throughput-only run (a streams grid's); the 1 compared run at [^ ]*, n = 4," \
+  && ok "Fig 7's caption for one run says it has no throughput-only run" \
+  || fail "Fig 7's caption, one run: $(f7c "$TMP/one" | grep -o 'Left: no.*')"
 grep -q "^s2hc analyze: 1 runs" "$TMP/out" && ok "report says the analysis's runs" || fail "report: no analyze line"
 # -q, as analyze takes it: no progress lines from the analysis, the page's line still
 expect_status 0 "report -q" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/oneq" -q --no-plots
