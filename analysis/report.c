@@ -99,7 +99,8 @@ static const an_figure figures[] = {
      "‖H_l ··· H_1‖₂ (mean over sequences, log scale); mean ± std over the seeds, sublayers counted from 1. The "
      "numbers: data/hres_layers_seeds.csv and the table residual."},
     {"fig00_loss", "Training loss (context for Table 1)", "Not a figure of the paper.",
-     "Training loss per step and its moving average, one run per method, in the cell the figures show."},
+     "Training loss per step (thin) and its moving average over a twentieth of the run's steps (bold), one run per "
+     "method, in the cell the figures show."},
 };
 
 typedef struct {

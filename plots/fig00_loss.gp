@@ -16,7 +16,11 @@ do for [fmt in "png svg"] {
   } else {
     set xlabel "training step"; set ylabel "train loss (nats per byte)"
     set grid; set key top right font ",10"
-    plot for [k = 1:K] data("loss_".word(loss_methods, k).".dat") using 1:3 with lines lw 2 \
+    # each step's loss thin and half transparent (#AARRGGBB) under the bold moving average
+    faint(m) = "#a0".color(m)[2:7]
+    plot for [k = 1:K] data("loss_".word(loss_methods, k).".dat") using 1:2 with lines lw 0.6 \
+         lc rgb faint(word(loss_methods, k)) notitle, \
+         for [k = 1:K] data("loss_".word(loss_methods, k).".dat") using 1:3 with lines lw 2 \
          lc rgb color(word(loss_methods, k)) title label(word(loss_methods, k))
   }
 }

@@ -109,6 +109,17 @@ for f in fig01_overview fig06_colsums fig09_heatmaps; do
   sed -n "/id=\"$f\"/,/<\/figcaption>/p" "$OUT/index.html" | grep -q "its column sums are our row sums" \
     && ok "$f's caption says the paper's matrices are our transposes" || fail "$f's caption does not say the paper's matrices are transposed"
 done
+# the loss figure draws each step's loss (thin) under the moving average, as its caption
+# says: a loss of 99 at one step of the data (column 2 alone) reaches the plot
+mkdir -p "$TMP/lossraw/data"
+cp "$OUT/data/meta.gp" "$TMP/lossraw/data/"
+for d in "$OUT"/data/loss_*.dat; do
+  awk '!/^#/ && !done {$2 = 99; done = 1} {print}' "$d" > "$TMP/lossraw/data/$(basename "$d")"
+done
+ymax=$(gnuplot -e "dir='$TMP/lossraw'" -e "call 'plots/fig00_loss.gp'; print GPVAL_DATA_Y_MAX" 2>&1 | tail -n 1)
+awk -v y="$ymax" 'BEGIN {exit !(y + 0 >= 99)}' && sed -n '/id="fig00_loss"/,/<\/figcaption>/p' "$OUT/index.html" \
+  | grep -q "Training loss per step (thin) and its moving average" && ok "the loss figure draws each step's loss" \
+  || fail "the loss figure's largest value is $ymax, not the step's 99, or its caption does not say so"
 # Fig 1's l counts sublayers from 0 (as Fig 9 and inspect --layer), hres_depth's and Fig 6's
 # axes from 1: the caption says which, so l = 2 is not read as hres_depth's sublayer 2
 grep -q '^fig1_layer = ' "$OUT/data/meta.gp" && sed -n '/id="fig01_overview"/,/<\/figcaption>/p' "$OUT/index.html" \
