@@ -1112,8 +1112,8 @@ static void test_seeds_not_runs(void) {
 }
 
 /* The report names the run each figure shows of a method and, the cell holding a sweep,
- * says that it is the first run of the lowest seed whatever its recipe; summary.txt has
- * both (shown, recipes). */
+ * says that it is the first run of the lowest seed whatever its recipe, and which figures
+ * pool every recipe's runs instead; summary.txt has both (shown, recipes). */
 static void test_shown_runs(void) {
     char out[400], p[600];
     analyze_set("shown", sweep_runs, 8, out, sizeof out);
@@ -1125,6 +1125,8 @@ static void test_shown_runs(void) {
     const char *h = slurp(p);
     CHECK(strstr(h, "One run per method in the figures: RC rc-lr1-s1, s²HC s-lr1-s1 (the scale's runs were trained "
                     "with 2 optimisation recipes") != NULL, "the report names the runs shown:\n%.3000s", h);
+    CHECK(strstr(h, "whatever its recipe, but Fig 1's out-of-domain bars, Fig 7's throughput and hres_depth pool "
+                    "every recipe's runs;") != NULL, "the report says which figures pool the recipes:\n%.3000s", h);
     const char *one = analyzed_table("shown1", sweep_runs + 2, 4, "runs.md"); /* one recipe: no remark */
     (void)one;
     snprintf(p, sizeof p, "%s/shown1-out/data/summary.txt", tmpdir);
