@@ -78,6 +78,11 @@ awk '/^#/ {print; next} {$14 = 0.5; print}' "$OUT/data/hres_layers_seeds.dat" > 
 ymin=$(gnuplot -e "dir='$TMP/lowgain'" -e "call 'plots/hres_depth.gp'; print GPVAL_Y_MIN" 2>&1 | tail -n 1)
 awk -v y="$ymin" 'BEGIN {exit !(y + 0 > 0 && y + 0 <= 0.5)}' && ok "hres_depth's gain axis reaches a gain of 0.5 (from $ymin)" \
   || fail "hres_depth's gain axis starts at $ymin, above a gain of 0.5"
+# ... and no further than the data: gains near 1 keep the panel (not a decade down to 0.1)
+ymin=$(gnuplot -e "dir='$OUT'; suffix='.t'" -e "call 'plots/hres_depth.gp'; print GPVAL_Y_MIN" 2>&1 | tail -n 1)
+rm -f "$OUT"/hres_depth.*.t
+awk -v y="$ymin" 'BEGIN {exit !(y + 0 >= 0.5)}' && ok "hres_depth's gain axis stops near the data ($ymin)" \
+  || fail "hres_depth's gain axis reaches down to $ymin for gains near 1"
 # every method of the grid is in Table 1, with its paper numbers beside it
 for m in RC HC mHC mHC-lite KromHC 's²HC'; do
   grep -q "| $m |" "$OUT/tables/table1.md" && ok "table1 row $m" || fail "table1 lacks $m"
