@@ -19,7 +19,10 @@ do for [fmt in "png svg"] {
     set style data histogram; set style histogram errorbars gap 2 lw 1.2
     set style fill solid 0.8 border -1; set boxwidth 0.9
     set grid ytics; set key top left font ",10"
-    set logscale y; set yrange [0.5:*]
+    # the bars from 0.5, or from below the smallest norm when one is under it
+    stats data("beyond_jacobian.dat") using 3 nooutput; jlo = STATS_min
+    stats data("beyond_jacobian.dat") using 5 nooutput; jlo = STATS_min < jlo ? STATS_min : jlo
+    set logscale y; set yrange [(jlo < 0.5 ? 0.8 * jlo : 0.5):*]
     set xtics rotate by -30
     plot data("beyond_jacobian.dat") using 3:4:xtic(2) title "full network" lc rgb "#0072b2", \
          "" using 5:6 title "residual path only" lc rgb "#d55e00"

@@ -18,7 +18,7 @@ do for [fmt in "png svg"] {
   } else {
     set xlabel "entry value H_{res}[i,j]"; set ylabel "fraction of entries per 0.01 bin"
     set logscale y; set format y "10^{%L}"; set grid
-    set key top center font ",10"
+    set key top left font ",10" # the corner the entries leave free (the peaks sit at 0 and 1)
     set xrange [-1:1.5]; set yrange [1e-7:1]
     set arrow 1 from 0, graph 0 to 0, graph 1 nohead dt 2 lc rgb "black"
     plot for [k = 1:K] data("fig8_".word(fig8_methods, k).".dat") using 1:($2 > 0 ? $2 : 1e-12) with steps lw 1.6 dt k \

@@ -83,6 +83,14 @@ ymin=$(gnuplot -e "dir='$OUT'; suffix='.t'" -e "call 'plots/hres_depth.gp'; prin
 rm -f "$OUT"/hres_depth.*.t
 awk -v y="$ymin" 'BEGIN {exit !(y + 0 >= 0.5)}' && ok "hres_depth's gain axis stops near the data ($ymin)" \
   || fail "hres_depth's gain axis reaches down to $ymin for gains near 1"
+# beyond_jacobian's axis reaches a norm below 0.5 (a range fixed at [0.5:*] left such a
+# bar out): the same data with every residual-path norm 0.2
+mkdir -p "$TMP/lowjac/data"
+cp "$OUT/data/meta.gp" "$TMP/lowjac/data/"
+awk '/^#/ {print; next} {$5 = 0.2; print}' "$OUT/data/beyond_jacobian.dat" > "$TMP/lowjac/data/beyond_jacobian.dat"
+ymin=$(gnuplot -e "dir='$TMP/lowjac'" -e "call 'plots/beyond_jacobian.gp'; print GPVAL_Y_MIN" 2>&1 | tail -n 1)
+awk -v y="$ymin" 'BEGIN {exit !(y + 0 > 0 && y + 0 <= 0.2)}' && ok "beyond_jacobian's axis reaches a norm of 0.2 (from $ymin)" \
+  || fail "beyond_jacobian's axis starts at $ymin, above a norm of 0.2"
 # every method of the grid is in Table 1, with its paper numbers beside it
 for m in RC HC mHC mHC-lite KromHC 's²HC'; do
   grep -q "| $m |" "$OUT/tables/table1.md" && ok "table1 row $m" || fail "table1 lacks $m"
