@@ -21,6 +21,6 @@ do for [fmt in "png svg"] {
     plot for [k = 1:K] data("loss_".word(loss_methods, k).".dat") using 1:2 with lines lw 0.6 \
          lc rgb faint(word(loss_methods, k)) notitle, \
          for [k = 1:K] data("loss_".word(loss_methods, k).".dat") using 1:3 with lines lw 2 \
-         lc rgb color(word(loss_methods, k)) title label(word(loss_methods, k))
+         lc rgb color(word(loss_methods, k)) dt dash(word(loss_methods, k)) title label(word(loss_methods, k))
   }
 }

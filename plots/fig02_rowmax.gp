@@ -23,11 +23,11 @@ do for [fmt in "png svg"] {
     plot for [k = 1:K] data("fig2_".word(fig2_methods, k).".dat") using 1:2:4 with filledcurves \
            lc rgb color(word(fig2_methods, k)) notitle, \
          for [k = 1:K] data("fig2_".word(fig2_methods, k).".dat") using 1:3 with linespoints pt 7 ps 0.6 lw 2 \
-           lc rgb color(word(fig2_methods, k)) title label(word(fig2_methods, k))." median (10-90 % band)"
+           lc rgb color(word(fig2_methods, k)) dt dash(word(fig2_methods, k)) title label(word(fig2_methods, k))." median (10-90 % band)"
     set ylabel "fraction diagonal-dominant"
     set yrange [-0.02:1.05]
     plot for [k = 1:K] data("fig2_".word(fig2_methods, k).".dat") using 1:5 with linespoints pt 7 ps 0.6 lw 2 \
-           lc rgb color(word(fig2_methods, k)) title label(word(fig2_methods, k))
+           lc rgb color(word(fig2_methods, k)) dt dash(word(fig2_methods, k)) title label(word(fig2_methods, k))
   }
   unset multiplot
 }

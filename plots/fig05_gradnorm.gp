@@ -18,6 +18,6 @@ do for [fmt in "png svg"] {
     set grid; set key top right font ",10"
     set yrange [0:grad_clamp * 1.04]
     plot for [k = 1:K] data("fig5_".word(fig5_methods, k).".dat") using 1:2 with lines lw 1.2 \
-         lc rgb color(word(fig5_methods, k)) title label(word(fig5_methods, k))
+         lc rgb color(word(fig5_methods, k)) dt dash(word(fig5_methods, k)) title label(word(fig5_methods, k))
   }
 }

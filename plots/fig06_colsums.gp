@@ -72,7 +72,7 @@ do for [fmt in "png svg"] {
         pad = 0.04 * (hi - lo); set yrange [lo < 0.99 ? lo - pad : lo : hi > 1.01 ? hi + pad : hi]
         set format y "%.4f"
         plot for [k = 1:K] data("fig6_cumnorm_".word(fig6_methods, k).".dat") using 1:2:3 with yerrorlines pt 7 ps 0.6 \
-               lc rgb color(word(fig6_methods, k)) title label(word(fig6_methods, k))
+               lc rgb color(word(fig6_methods, k)) dt dash(word(fig6_methods, k)) title label(word(fig6_methods, k))
       } else {
         set title "worst per-token |sum - 1| (solid: columns, dashed: rows)"
         set xlabel "sublayer"; set ylabel "max over tokens of |sum - 1|"

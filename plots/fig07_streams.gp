@@ -20,7 +20,7 @@ do for [fmt in "png svg"] {
     set grid; set key top right font ",10"; set xrange [1.8:8.2]; set xtics 1
     set logscale y
     plot for [k = 1:K] data("fig7_tput_".word(fig7_methods, k).".dat") using 1:2 with linespoints pt 7 ps 0.8 lw 2 \
-         lc rgb color(word(fig7_methods, k)) title label(word(fig7_methods, k))
+         lc rgb color(word(fig7_methods, k)) dt dash(word(fig7_methods, k)) title label(word(fig7_methods, k))
   }
   reset
   set title sprintf("auxiliary parameters (C = %d, %d layers)", params_C, params_layers)

@@ -38,7 +38,7 @@ do for [fmt in "png svg"] {
     set xrange [0.5:Lh + 0.5]; set xtics sublayer_step(Lh); set yrange [0:*]
     plot for [j = 1:words(ms)] data("hres_layers_seeds.dat") \
          using (row(word(ms, j), nn) ? column(7) + 1 : 1/0):10:11 with yerrorlines pt 7 ps 0.6 \
-         lc rgb color(word(ms, j)) title label(word(ms, j))
+         lc rgb color(word(ms, j)) dt dash(word(ms, j)) title label(word(ms, j))
   }
   do for [k = 1:N] {
     nn = int(word(hres_depth_n, k))
@@ -52,7 +52,7 @@ do for [fmt in "png svg"] {
     set logscale y; set yrange [*<0.9:*]; set autoscale yfixmin; set ytics add (0.5, 0.6, 0.7, 0.8, 0.9)
     plot for [j = 1:words(ms)] data("hres_layers_seeds.dat") \
          using (row(word(ms, j), nn) ? column(7) + 1 : 1/0):14:15 with yerrorlines pt 7 ps 0.6 \
-         lc rgb color(word(ms, j)) title label(word(ms, j))
+         lc rgb color(word(ms, j)) dt dash(word(ms, j)) title label(word(ms, j))
   }
   unset multiplot
 }

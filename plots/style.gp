@@ -8,12 +8,13 @@ data(name) = dir."/data/".name
 
 # one colour and one display name per method, the same in every figure; an ablation's
 # variant "method+option" (s2hc+expm, s2hc+exact, s2hc_rot+expm, orthogonal+expm) a shade of
-# its method's colour, each its own, and the method's name with the option
+# its method's colour, each its own, dashed in the line figures, and the method's name with
+# the option
 base(m) = strstrt(m, "+") ? m[1:strstrt(m, "+") - 1] : m
 option(m) = strstrt(m, "+") ? m[strstrt(m, "+"):] : ""
 color1(m) = m eq "rc" ? "#555555" : m eq "identity" ? "#999999" : m eq "hc" ? "#e69f00" : \
             m eq "mhc" ? "#0072b2" : m eq "mhc_lite" ? "#56b4e9" : m eq "kromhc" ? "#009e73" : \
-            m eq "orthogonal" ? "#cc79a7" : m eq "s2hc" ? "#d55e00" : m eq "s2hc_rot" ? "#f0e442" : "#000000"
+            m eq "orthogonal" ? "#cc79a7" : m eq "s2hc" ? "#d55e00" : m eq "s2hc_rot" ? "#66a61e" : "#000000"
 color(m) = option(m) eq "" ? color1(m) : m eq "s2hc+expm" ? "#7f2704" : m eq "s2hc+exact" ? "#fdae6b" : \
            m eq "s2hc_rot+expm" ? "#b09a00" : m eq "orthogonal+expm" ? "#8e3b74" : \
            option(m) eq "+normal" ? "#a63603" : "#6a3d9a"
@@ -21,6 +22,8 @@ label1(m) = m eq "rc" ? "RC" : m eq "identity" ? "identity" : m eq "hc" ? "HC" :
             m eq "mhc_lite" ? "mHC-lite" : m eq "kromhc" ? "KromHC" : m eq "orthogonal" ? "orthogonal" : \
             m eq "s2hc" ? "s^2HC" : m eq "s2hc_rot" ? "s^2HC-rot" : m
 label(m) = label1(base(m)).option(m)
+# a variant's lines dashed (dt 2), its method's solid: s2hc+exact's light orange beside HC's
+dash(m) = option(m) eq "" ? 1 : 2
 
 # term(fmt): the terminal and output file for "png" or "svg"; W, H and stem set by the script
 # (the file name is an expression of dir and stem, never text pasted into the command: a

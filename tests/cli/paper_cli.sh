@@ -91,6 +91,10 @@ awk '/^#/ {print; next} {$5 = 0.2; print}' "$OUT/data/beyond_jacobian.dat" > "$T
 ymin=$(gnuplot -e "dir='$TMP/lowjac'" -e "call 'plots/beyond_jacobian.gp'; print GPVAL_Y_MIN" 2>&1 | tail -n 1)
 awk -v y="$ymin" 'BEGIN {exit !(y + 0 > 0 && y + 0 <= 0.2)}' && ok "beyond_jacobian's axis reaches a norm of 0.2 (from $ymin)" \
   || fail "beyond_jacobian's axis starts at $ymin, above a norm of 0.2"
+# a variant's lines are dashed, its method's solid (s2hc+exact's light orange sat beside HC's),
+# and s2hc_rot is no longer a yellow that a white page hides
+got=$(gnuplot -e "dir='$OUT'" -e "load 'plots/style.gp'; print dash('s2hc+exact'), dash('s2hc'), dash('hc'), color('s2hc_rot')" 2>&1)
+[ "$got" = "2 1 1 #66a61e" ] && ok "style.gp: variants dashed, s2hc_rot green" || fail "style.gp: dash and colour: '$got'"
 # every method of the grid is in Table 1, with its paper numbers beside it
 for m in RC HC mHC mHC-lite KromHC 's²HC'; do
   grep -q "| $m |" "$OUT/tables/table1.md" && ok "table1 row $m" || fail "table1 lacks $m"
