@@ -144,6 +144,22 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
         if (s >= 0 && s < 1e15) snprintf(tag, sizeof tag, "+init@%.0f", s);
         strncat(r->scale, tag, sizeof r->scale - strlen(r->scale) - 1);
     }
+    /* a run trained further (train --extend) learned under another schedule than a run of
+       its train.steps from scratch (its lr rose where the first length's cosine ended):
+       "+ext@N" for a first length N ("+ext@N,M" after two), a cell of its own */
+    const char *ext = h5log_get_attr_str(&r->log, "/", "extensions");
+    if (ext && *ext) {
+        char tag[40] = "+ext";
+        size_t o = strlen(tag);
+        for (const char *q = ext; *q && o < sizeof tag;) { /* each "N->M", space separated */
+            const char *arrow = strstr(q, "->"), *sp = strchr(q, ' ');
+            if (!arrow || (sp && sp < arrow)) break;
+            o += (size_t)snprintf(tag + o, sizeof tag - o, "%c%.*s", o == 4 ? '@' : ',', (int)(arrow - q), q);
+            if (!sp) break;
+            q = sp + 1;
+        }
+        if (o > 4 && o < sizeof tag) strncat(r->scale, tag, sizeof r->scale - strlen(r->scale) - 1);
+    }
     const char *st = h5log_get_attr_str(&r->log, "/", "status");
     snprintf(r->status, sizeof r->status, "%s", st ? st : "unknown");
     /* "running" is what the file of a training says until it ends; one whose training
@@ -178,6 +194,13 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
         snprintf(r->options + o, sizeof r->options - o, "proj_init %s, precision %s/%s", c.proj_init,
                  c.stream_precision, c.proj_precision);
     r->config_key = config_key(yaml);
+    if (ext && *ext) { /* runs of one config extended otherwise (20->40; 20->30 30->40) trained otherwise */
+        const size_t kl = strlen(r->config_key), el = strlen(ext);
+        char *k = malloc_check(kl + el + 16);
+        snprintf(k, kl + el + 16, "%sextensions: %s\n", r->config_key, ext);
+        free(r->config_key);
+        r->config_key = k;
+    }
     return 0;
 }
 

@@ -136,6 +136,22 @@ expect_out "already finished at step 20" "is a finished run's resume"
 expect_status 2 "--extend to fewer steps is refused" -- "$S2HC" train "$TMP/t.yaml" --set run.name=ext "${xc[@]}" \
   --extend --set train.steps=15
 expect_out "train.steps = 15 is fewer than the run's 20" "the refusal says so"
+# analyze: an extended run trained under another schedule than a run of its length from
+# scratch (the same config text, seed and all): a cell of its own, "+ext@N", and no repeat
+# of the scratch run (which of them counted was the order they were read in); a run
+# extended twice is another cell again
+"$S2HC" train "$TMP/t.yaml" --set run.name=ext2 "${xc[@]}" --set train.steps=8 --set train.warmup=4 >/dev/null 2>&1
+"$S2HC" train "$TMP/t.yaml" --set run.name=ext2 "${xc[@]}" --set train.warmup=4 --extend >/dev/null 2>&1
+"$S2HC" train "$TMP/t.yaml" --set run.name=ext2 "${xc[@]}" --set train.warmup=4 --set train.steps=20 --extend >/dev/null 2>&1
+"$S2HC" train "$TMP/t.yaml" --set run.name=ext20w4 "${xc[@]}" --set train.warmup=4 --set train.steps=20 >/dev/null 2>&1
+expect_status 0 "analyze of extended runs and runs of their length" -- "$S2HC" analyze "$TMP/runs/ext" "$TMP/runs/ext20" \
+  "$TMP/runs/ext2" "$TMP/runs/ext20w4" -o "$TMP/ext-an"
+grep -q "repeats" "$TMP/out" && fail "an extended run taken for a repeat: $(grep repeats "$TMP/out")" \
+  || ok "no extended run is a repeat of another run"
+rc_csv="$TMP/ext-an/tables/runs.csv"
+grep -q '^ext,L2-C32-T32+ext@12,' "$rc_csv" && grep -q '^ext2,"L2-C32-T32+ext@8,12",' "$rc_csv" \
+  && grep -q '^ext20,L2-C32-T32,' "$rc_csv" && grep -q '^ext20w4,L2-C32-T32,' "$rc_csv" \
+  && ok "their scales: +ext@12, +ext@8,12 and the plain runs' own" || fail "runs.csv: $(cut -d, -f1-3 "$rc_csv" | tr '\n' ' ')"
 expect_status 2 "resume with another train.steps and lr is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60 --set train.lr=0.002
 grep -q "init_from" "$TMP/out" && fail "a refusal for more than train.steps points to init_from" || ok "no init_from hint when more than train.steps differs"
 # a run file without its checkpoint: --resume starts again from step 0, but only as the
