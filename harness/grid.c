@@ -371,6 +371,7 @@ int grid_main(int argc, char **argv) {
     r.nood = grid_ood_names(pts, n, r.ood);
     r.force = force;
     r.extend = extend;
+    r.job_point = job >= 0 ? job + 1 : 0; /* the other points are not this runner's: not refused, not left */
     r.tty = terminal_live(STDOUT_FILENO);
     r.t0 = now_seconds();
     ssize_t el = readlink("/proc/self/exe", r.exe, sizeof r.exe - 1);

@@ -142,6 +142,7 @@ typedef struct {
     const char *ood[GRID_MAX_OOD];
     int nood;
     int j, threads, force, extend, tty;
+    int job_point;    /* --job I: I + 1, the one point the progress line counts; 0: every point */
     int *queue, nq, qi;
     int running, started, failed, elsewhere, refused;
     int stopping;     /* a signal asked the runner to stop: children that die now were stopped */

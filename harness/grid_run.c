@@ -32,7 +32,7 @@ static void on_grid_signal(int s) {
 
 static int count_state(const grid_runner *r, grid_state s) {
     int c = 0;
-    for (int i = 0; i < r->n; i++) c += r->st[i].state == s;
+    for (int i = 0; i < r->n; i++) c += r->st[i].state == s && (!r->job_point || i == r->job_point - 1);
     return c;
 }
 
@@ -123,7 +123,7 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
     fmt_duration(now_seconds() - r->t0, el, sizeof el);
     char more[64] = ""; /* as the final summary counts them: diverged and refused apart from failed */
     if (diverged || refused) snprintf(more, sizeof more, ", %d diverged, %d refused", diverged, refused);
-    snprintf(buf, n, "%d/%d done, %d running, %d failed%s, %d left, %s elapsed, ETA %s", done, r->n, r->running, failed,
+    snprintf(buf, n, "%d/%d done, %d running, %d failed%s, %d left, %s elapsed, ETA %s", done, r->job_point ? 1 : r->n, r->running, failed,
              more, left, el, eta);
 }
 

@@ -144,6 +144,15 @@ expect_status 0 "--slurm --force" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL
 grep -q -- ' --force --job "$SLURM_ARRAY_TASK_ID"$' "$XO/slurm/array.sbatch" && ok "the array tasks rerun changed points too" \
   || fail "array.sbatch with --force: $(grep -- '--job' "$XO/slurm/array.sbatch")"
 rm -r "$XO/slurm"
+# a Slurm task's runner (--job I) counts its point alone: the other changed points are
+# no task's refusal (the progress line said "1/3 done, ..., 2 refused" beside "1/1 finished")
+cp -r "$XO" "$TMP/runs_extjob"
+expect_status 0 "grid --extend --job 1" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/runs_extjob" "${XL[@]}" --extend --job 1
+expect_out "done    #1 s2hc-n4-s1337 .*\(1/1 done, 0 running, 0 failed, 0 left," "its progress counts the one point"
+grep -q "refused" <(grep "done    #1" "$TMP/out") && fail "the progress counts other points as refused: $(grep "done    #1" "$TMP/out")" \
+  || ok "and no other point as refused"
+expect_out "grid smoke: 1/1 finished, 0 failed, 0 diverged, 0 refused" "as its summary does"
+rm -r "$TMP/runs_extjob"
 expect_status 0 "grid --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --extend -j 1
 expect_out "extend  #0 identity-n4-s1337 from step 20 to 26 \(--extend\)" "says it extends the point"
 grep -q "extending .*identity-n4-s1337 from 20 to 26 steps at step 20" "$XO/identity-n4-s1337/train.log" \
@@ -395,7 +404,7 @@ expect_out "FAILED  #0 gone1 .*\(0/3 done, 0 running, 1 failed, 2 left" "the pro
 V=$TMP/diverge
 expect_status 1 "a diverged point: exit code 1" -- env S2HC_FAULT_NAN_AT_STEP=5 "$S2HC" grid $G "${D[@]}" --out "$V" --job 1
 expect_out "DIVERGED #1 s2hc-n4-s1337 at step 5" "the divergence is reported"
-expect_out "DIVERGED #1 s2hc-n4-s1337 at step 5 .*\(0/3 done, 0 running, 0 failed, 1 diverged, 0 refused," "the progress counts it apart"
+expect_out "DIVERGED #1 s2hc-n4-s1337 at step 5 .*\(0/1 done, 0 running, 0 failed, 1 diverged, 0 refused," "the progress counts it apart (of --job's one point)"
 expect_out "\| s2hc: step 5: the loss is NaN: the run diverged" "the run's own message is shown"
 grep -Eq "^ +\|   [a-z_0-9]+: [^ ]+$" "$TMP/out" && fail "config lines shown as the error: $(grep -E '^ +\|' "$TMP/out" | head -n 3)" \
   || ok "no config lines shown as the error"
