@@ -330,17 +330,6 @@ static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *fo
 
 /* path is the index.csv of a grid's runs directory (s2hc grid writes it there, beside its
  * lock .index.lock). */
-static int grid_index_file(const char *path) {
-    const char *b = strrchr(path, '/');
-    b = b ? b + 1 : path;
-    if (strcmp(b, "index.csv") != 0) return 0;
-    char *p = malloc_check(strlen(path) + 16);
-    sprintf(p, "%.*s.index.lock", (int)(b - path), path);
-    const int grid = is_file(p);
-    free(p);
-    return grid;
-}
-
 int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
     memset(rs, 0, sizeof *rs);
     for (int i = 0; i < npaths; i++) {

@@ -552,8 +552,9 @@ static int inspect_with(int argc, char **argv, const char **runs) {
     if (st.csv) st.color = 0, st.unicode = 0;
     int rc = 0, header = !st.csv; /* the CSV header goes out with the first rows, not before an error */
     for (int r = 0; r < nruns; r++) {
-        if (nruns > 1 && grid_slurm_folder(runs[r])) {
-            fprintf(stderr, "note: %s: passed over: a grid's folder of Slurm scripts, not a run\n", runs[r]);
+        if (nruns > 1 && (grid_slurm_folder(runs[r]) || grid_index_file(runs[r]))) {
+            fprintf(stderr, "note: %s: passed over: %s, not a run\n", runs[r],
+                    grid_slurm_folder(runs[r]) ? "a grid's folder of Slurm scripts" : "a grid's index");
             continue;
         }
         run_view v;

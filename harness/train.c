@@ -554,13 +554,22 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
 }
 
 int runs_each(const char *const *dirs, int ndirs, int (*one)(const char *dir, void *ctx), void *ctx) {
-    int rc = 0;
+    int rc = 0, nruns = 0, done = 0;
+    /* a glob over a grid's runs names its folder of Slurm scripts (runs/grid/NAME/STAR/)
+       and, without the trailing slash, its index.csv: passed over, and not numbered */
+    char *skip = calloc_check((size_t)(ndirs > 0 ? ndirs : 1), 1);
+    for (int k = 0; k < ndirs; k++) {
+        skip[k] = ndirs > 1 && (grid_slurm_folder(dirs[k]) || grid_index_file(dirs[k]));
+        nruns += !skip[k];
+    }
     for (int k = 0; k < ndirs && !stop_signal; k++) {
-        if (ndirs > 1 && grid_slurm_folder(dirs[k])) {
-            fprintf(stderr, "note: %s: passed over: a grid's folder of Slurm scripts, not a run\n", dirs[k]);
+        if (skip[k]) {
+            fprintf(stderr, "note: %s: passed over: %s, not a run\n", dirs[k],
+                    grid_slurm_folder(dirs[k]) ? "a grid's folder of Slurm scripts" : "a grid's index");
             continue;
         }
-        if (ndirs > 1) printf("%s== %s (%d/%d) ==\n", k ? "\n" : "", dirs[k], k + 1, ndirs);
+        done++;
+        if (ndirs > 1) printf("%s== %s (%d/%d) ==\n", done > 1 ? "\n" : "", dirs[k], done, nruns);
         fflush(stdout);
         char *dir = strdup(dirs[k]);
         if (!dir) die(1, "out of memory");
@@ -569,6 +578,7 @@ int runs_each(const char *const *dirs, int ndirs, int (*one)(const char *dir, vo
         free(dir);
         if (r > rc) rc = r;
     }
+    free(skip);
     return rc;
 }
 

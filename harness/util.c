@@ -1046,6 +1046,16 @@ int grid_slurm_folder(const char *dir) {
     return access(p, F_OK) == 0;
 }
 
+int grid_index_file(const char *path) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    struct stat st;
+    if (strcmp(b, "index.csv") != 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    char p[1200];
+    snprintf(p, sizeof p, "%.*s.index.lock", (int)(b - path), path);
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 void path_trim_slashes(char *p) {
     size_t n = strlen(p);
     while (n > 1 && p[n - 1] == '/') p[--n] = '\0';

@@ -299,6 +299,9 @@ void stop_signal_first(int sig, void (*next)(int), const char *msg, size_t len);
  * holding submit.sh. A glob over a grid's runs (runs/grid/NAME/ and a star) names it too:
  * the commands that take several runs pass over it. */
 int grid_slurm_folder(const char *dir);
+/* 1 when path is a grid's index.csv (a file of that name beside the grid's .index.lock):
+ * the same glob without its trailing slash (runs/grid/NAME/STAR) names it too. */
+int grid_index_file(const char *path);
 
 /* p without its trailing slashes ("/" stays): a run folder given as runs/x/ (a shell's
  * completion) names its files runs/x/run.h5, not runs/x//run.h5. */

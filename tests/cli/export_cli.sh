@@ -264,7 +264,7 @@ expect_out "^  val +[0-9]+\.[0-9]+" "the second run is evaluated after the first
 mkdir -p "$TMP/runs/slurm" && : >"$TMP/runs/slurm/submit.sh"
 expect_status 0 "eval of a run and a grid's slurm folder" -- "$S2HC" eval "$R" "$TMP/runs/slurm/"
 expect_out "note: $TMP/runs/slurm/: passed over: a grid's folder of Slurm scripts, not a run" "the slurm folder is named"
-expect_out "^== $R \(1/2\) ==$" "the run is evaluated"
+expect_out "^== $R \(1/1\) ==$" "the run is evaluated, numbered among the runs"
 expect_status 1 "eval of the slurm folder alone" -- "$S2HC" eval "$TMP/runs/slurm"
 mkdir "$TMP/ro" && chmod 555 "$TMP/ro"
 if [ "$(id -u)" != 0 ]; then

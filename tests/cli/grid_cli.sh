@@ -188,6 +188,15 @@ expect_status 0 "inspect --method-compare OUT/*/ --layer 1" -- "$S2HC" inspect -
 expect_out "note: $OUT/slurm/: passed over: a grid's folder of Slurm scripts" "inspect passes over the slurm folder"
 expect_out "note: .*rc-n1-s1337.*: passed over: method rc has no residual matrices" "and over the rc point"
 expect_out "method s2hc  n = 4" "the s2hc point's layer is shown"
+# the same glob without its slash (OUT/*) names index.csv too: eval and probe pass over it
+# and the slurm folder with a note (index.csv was taken for a run: exit 1), and number
+# the runs alone
+expect_status 0 "eval OUT/* beside the grid's index.csv and slurm folder" -- "$S2HC" eval "$OUT"/*
+expect_out "note: $OUT/index.csv: passed over: a grid's index, not a run" "eval passes over index.csv"
+expect_out "note: $OUT/slurm: passed over: a grid's folder of Slurm scripts" "and the slurm folder"
+expect_out "^== $OUT/s2hc-n4-s1337 \(3/3\) ==$" "the runs are numbered among themselves"
+expect_status 0 "probe OUT/*" -- "$S2HC" probe "$OUT"/* --samples 2
+expect_out "note: $OUT/index.csv: passed over: a grid's index, not a run" "probe passes over index.csv"
 expect_status 1 "inspect of the rc point alone at a layer" -- "$S2HC" inspect "$OUT/rc-n1-s1337" --layer 1
 expect_out "error: .*method rc has no residual matrices" "alone it is an error"
 rm -r "$OUT/slurm"
