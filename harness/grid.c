@@ -215,8 +215,14 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             run_dir_path(&pts[i], "config.yaml", cfgp, sizeof cfgp);
             grid_point_values_text(&pts[i], vals, sizeof vals);
             int own = strstr(vals, "preset=") != NULL;
+            /* --extend with the new length: the point's config.yaml holds the stored run's
+               until the runner writes it (a dry run writes nothing), and that command by
+               hand would find the run finished */
+            char mode[64];
+            if (runs == 3) snprintf(mode, sizeof mode, "--extend --set train.steps=%d", pts[i].cfg.steps);
+            else snprintf(mode, sizeof mode, "%s", runs == 2 ? "--force" : "--resume");
             printf("       %s%ss2hc train %s %s   # %s%s%s\n", g->launch, g->launch[0] ? " " : "", cfgp,
-                   runs == 3 ? "--extend" : runs == 2 ? "--force" : "--resume", vals[0] ? vals : "the base config",
+                   mode, vals[0] ? vals : "the base config",
                    pts[i].preset[0] && !own ? "; preset " : "", own ? "" : pts[i].preset);
         }
     }

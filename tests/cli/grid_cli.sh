@@ -135,7 +135,10 @@ expect_out "^ +2 +rc-n1-s1337 +finished +26/26" "the extended point is finished 
 expect_status 0 "--dry-run --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --dry-run --extend
 expect_out "^ +0 +identity-n4-s1337: extend from step 20 to 26 \(--extend; train.steps: 20 \(stored run\) vs 26 \(grid\)\)$" \
   "--dry-run --extend: from the checkpoint's step to the grid's"
-expect_out "s2hc train $XO/s2hc-n4-s1337/config.yaml --extend " "and the command it would run"
+expect_out "s2hc train $XO/s2hc-n4-s1337/config.yaml --extend --set train.steps=26 " \
+  "and the command it would run, with the new length (the point's config.yaml still holds the run's)"
+grep -q "^ *steps: 20$" "$XO/s2hc-n4-s1337/config.yaml" && ok "which the dry run left as it was" \
+  || fail "config.yaml: $(grep steps "$XO/s2hc-n4-s1337/config.yaml")"
 expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --extend counts them to run"
 expect_status 0 "--slurm --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --slurm --extend
 grep -q -- ' --extend --job "$SLURM_ARRAY_TASK_ID"$' "$XO/slurm/array.sbatch" && ok "the array tasks extend too" \
