@@ -265,11 +265,21 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
                 snprintf(st->diff, sizeof st->diff, "its stored config cannot be read: %s", why);
                 st->h5_kind = 5;
             } else if (config_first_diff(&stored, &p->cfg, st->diff, sizeof st->diff)) {
+                /* a diverged run is never trained further: --extend would go on from its last
+                   checkpoint under another schedule and record it finished, its divergence
+                   gone; --force reruns it */
+                const int diverged = st->h5_kind == 2;
                 st->h5_kind = 5;
                 char other[512];
                 const int was = stored.steps;
                 stored.steps = p->cfg.steps;
                 st->longer = was < p->cfg.steps && !config_first_diff(&stored, &p->cfg, other, sizeof other);
+                if (diverged && st->longer) {
+                    st->longer = 0;
+                    const size_t dl = strlen(st->diff);
+                    snprintf(st->diff + dl, sizeof st->diff - dl, "; the run diverged at step %d, which --extend "
+                             "does not train further", st->step);
+                }
             }
         }
     }

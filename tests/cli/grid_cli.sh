@@ -424,6 +424,17 @@ grep -Eq "^ +\|   [a-z_0-9]+: [^ ]+$" "$TMP/out" && fail "config lines shown as 
   && ok "index.csv: diverged, exit code 3" || fail "index.csv: $(grep s2hc-n4 "$V/index.csv")"
 expect_status 1 "the next runner skips the diverged point and counts it" -- "$S2HC" grid $G "${D[@]}" --out "$V" -j 2
 expect_out "2/3 finished, 0 failed, 1 diverged" "the others finish, the diverged one stays"
+# a longer train.steps does not make a diverged point one to extend: --extend would go on
+# from its last checkpoint under the longer schedule and record it finished, its
+# divergence gone (it did so, from step 0 here: the run had saved no checkpoint)
+expect_status 0 "--extend --dry-run of a diverged point whose train.steps grew" -- "$S2HC" grid $G "${D[@]}" --out "$V" \
+  --set train.steps=26 --extend --dry-run
+expect_out "^ +1 +s2hc-n4-s1337: refuse: the config changed \(train.steps: 20 \(stored run\) vs 26 \(grid\); the run diverged at step 5, which --extend does not train further\); --force reruns it$" \
+  "it is refused, saying why it is not extended"
+expect_out "would run 2 .*refuse 1" "the others are extended"
+expect_status 1 "grid --extend --job of the diverged point" -- "$S2HC" grid $G "${D[@]}" --out "$V" --set train.steps=26 --extend --job 1
+h5dump -a /status "$V/s2hc-n4-s1337/run.h5" 2>/dev/null | grep -q '"diverged"' && ok "its run stays diverged" \
+  || fail "status: $(h5dump -a /status "$V/s2hc-n4-s1337/run.h5" 2>&1 | grep '(0)')"
 
 # ---- Slurm scripts, and submit.sh against a stand-in sbatch
 S=$TMP/slurm
