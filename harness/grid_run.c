@@ -314,8 +314,9 @@ static void launch(grid_runner *r, int i) {
     int rec_state, rec_exit;
     double rec_wall, rec_started;
     grid_read_status(dir, &rec_state, &rec_exit, &rec_wall, &rec_started);
-    sl->wall_before = isnan(s->wall_s) ? 0 : s->wall_s;
-    grid_write_status(dir, rec_state, rec_exit, s->wall_s, epoch_seconds());
+    /* a run started over (--force) counts its own time alone: the run it discards is gone */
+    sl->wall_before = sl->fresh || isnan(s->wall_s) ? 0 : s->wall_s;
+    grid_write_status(dir, rec_state, rec_exit, sl->fresh ? NAN : s->wall_s, epoch_seconds());
 
     char threads[16];
     snprintf(threads, sizeof threads, "%d", nthreads);

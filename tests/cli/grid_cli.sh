@@ -106,9 +106,15 @@ expect_status 0 "--dry-run --force" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --
 expect_out "^ +1 +s2hc-n4-s1337: run from step 0 \(--force; the config changed: train.lr" "--dry-run --force reruns a changed point"
 expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --force counts them to run"
 [ "$(cat "$OUT/index.csv")" = "$idx0" ] && ok "--dry-run leaves index.csv as it was" || fail "--dry-run rewrote index.csv"
+# a point rerun from step 0 (--force) counts its own wall time, not the discarded run's
+# too (its grid.status says 1000 s here; they were added, and the ETA's rate with them)
+sed -i 's/^wall_s=.*/wall_s=1000.000/' "$OUT/s2hc-n4-s1337/grid.status"
 # the progress counts: a changed point queued to rerun is left, not refused
 expect_status 0 "--force -j 1 reruns the two changed points" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --force -j 1
 expect_out "done    #1 s2hc-n4-s1337 .*\(2/3 done, 0 running, 0 failed, 1 left," "the point still queued counts as left"
+w=$(csv_col "$OUT/index.csv" wall_s s2hc-n4-s1337)
+awk -v w="$w" 'BEGIN { exit !(w > 0 && w < 1000) }' && ok "the rerun point's wall time is its own run's ($w s)" \
+  || fail "wall_s after --force: '$w' (the discarded run's 1000 s added)"
 # a longer train.steps alone: the refusal points to `train --extend` (in a copy of the runs)
 cp -r "$OUT" "$TMP/runs_ext"
 XO=$TMP/runs_ext
