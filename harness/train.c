@@ -1051,8 +1051,19 @@ parts:;
             }
             const char *stored_yaml = h5log_get_attr_str(&old, "/", "config");
             rc = stored_yaml ? check_resume_config(stored_yaml, &cfg, yaml, run_path, cfg_path) : 0;
+            /* a finished run had saved its checkpoint: without it, --extend would train a
+               new run of the longer length from step 0 over the finished one's record */
+            const char *st_was = h5log_get_attr_str(&old, "/", "status");
+            const int finished_was = rc == 0 && train_extended_from > 0 && st_was && !strcmp(st_was, "finished");
             h5log_free(&old);
             if (rc != 0) { status = RUN_USAGE; goto out; }
+            if (finished_was) {
+                fprintf(stderr, "s2hc: error: cannot extend: %s/ckpt.h5 is missing (moved or deleted?): the run "
+                        "finished its %d steps and had saved one, which --extend goes on from. Put it back, or "
+                        "--force to train %d steps from scratch\n", dir, train_extended_from, cfg.steps);
+                status = RUN_FAILED;
+                goto out;
+            }
         }
         if (!quiet) printf("no checkpoint in %s; starting from step 0\n", dir);
     }

@@ -152,6 +152,17 @@ rc_csv="$TMP/ext-an/tables/runs.csv"
 grep -q '^ext,L2-C32-T32+ext@12,' "$rc_csv" && grep -q '^ext2,"L2-C32-T32+ext@8,12",' "$rc_csv" \
   && grep -q '^ext20,L2-C32-T32,' "$rc_csv" && grep -q '^ext20w4,L2-C32-T32,' "$rc_csv" \
   && ok "their scales: +ext@12, +ext@8,12 and the plain runs' own" || fail "runs.csv: $(cut -d, -f1-3 "$rc_csv" | tr '\n' ' ')"
+# a finished run whose checkpoint is gone is not extended: --extend trained a new run of
+# the longer length from step 0 over its record (a grid's "extend from step 0")
+"$S2HC" train "$TMP/t.yaml" --set run.name=extnock "${xc[@]}" >/dev/null 2>&1
+rm -f "$TMP/runs/extnock/ckpt.h5"
+sum_before=$(md5sum < "$TMP/runs/extnock/run.h5")
+expect_status 1 "--extend of a finished run without its checkpoint" -- "$S2HC" train "$TMP/t.yaml" --set run.name=extnock \
+  "${xc[@]}" --extend --set train.steps=20
+expect_out "cannot extend: .*extnock/ckpt.h5 is missing \(moved or deleted\?\): the run finished its 12 steps" "says why"
+expect_out "\-\-force to train 20 steps from scratch" "and what trains the longer run instead"
+[ "$(md5sum < "$TMP/runs/extnock/run.h5")" = "$sum_before" ] && ok "the run file is left as it was" \
+  || fail "the finished run's file was rewritten"
 expect_status 2 "resume with another train.steps and lr is refused" -- "$S2HC" train "$TMP/t.yaml" --resume --set train.steps=60 --set train.lr=0.002
 grep -q "init_from" "$TMP/out" && fail "a refusal for more than train.steps points to init_from" || ok "no init_from hint when more than train.steps differs"
 # a run file without its checkpoint: --resume starts again from step 0, but only as the
