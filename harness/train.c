@@ -460,8 +460,15 @@ static int run_has_ckpt(const char *dir) {
     else if (status)
         fprintf(stderr, "s2hc: error: %s: no checkpoint: the run (status %s, last step %.0f) stopped before its first "
                 "save\n", ckpt, status, isnan(last) ? 0.0 : last);
-    else
-        fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt);
+    else {
+        /* a grid's point not yet trained holds its config.yaml alone */
+        char cfgp[1200];
+        snprintf(cfgp, sizeof cfgp, "%s/config.yaml", dir);
+        if (!file_exists(runp) && file_exists(cfgp))
+            fprintf(stderr, "s2hc: error: %s: not trained yet (config.yaml, no run.h5 or ckpt.h5: a grid's point not "
+                    "yet run?)\n", dir);
+        else fprintf(stderr, "s2hc: error: %s: no checkpoint (is this a run directory?)\n", ckpt);
+    }
     h5log_free(&log);
     return 0;
 }

@@ -266,6 +266,10 @@ expect_status 0 "eval of a run and a grid's slurm folder" -- "$S2HC" eval "$R" "
 expect_out "note: $TMP/runs/slurm/: passed over: a grid's folder of Slurm scripts, not a run" "the slurm folder is named"
 expect_out "^== $R \(1/1\) ==$" "the run is evaluated, numbered among the runs"
 expect_status 1 "eval of the slurm folder alone" -- "$S2HC" eval "$TMP/runs/slurm"
+# a grid's point not yet run (its config.yaml alone) is said to be so
+mkdir -p "$TMP/runs/pending" && cp "$TMP/s.yaml" "$TMP/runs/pending/config.yaml"
+expect_status 1 "eval of a point not yet trained" -- "$S2HC" eval "$TMP/runs/pending"
+expect_out "pending: not trained yet \(config.yaml, no run.h5 or ckpt.h5" "says it has not trained yet"
 mkdir "$TMP/ro" && chmod 555 "$TMP/ro"
 if [ "$(id -u)" != 0 ]; then
   expect_status 1 "an unwritable directory" -- "$S2HC" export "$R" -o "$TMP/ro/m.safetensors"
