@@ -160,11 +160,21 @@ typedef struct {
  * steps (tokens x the blocks' products and attention, the logits), so that a point twice
  * as long or as wide counts so; the method's cost beyond rc is in the rate of its kind. */
 double grid_point_work(const s2hc_config *c);
+/* Count point i finished in `wall` seconds (its whole run time) in the ETA's rates: every
+ * point's and its kind's (when grid_kinds_setup set them up). */
+void grid_eta_add(grid_runner *r, int i, double wall);
 /* The progress line's ETA in seconds at time `now` (now_seconds), or NaN before a point
  * has finished here: the work of the points queued, stopped and running (a running one
  * the share it started with, less the time it has had) at the rate of the finished
  * points (of the point's kind once one has finished), over -j. */
 double grid_eta_seconds(const grid_runner *r, double now);
+
+/* The share of a point's work left when it resumes at step `from` of `steps`: 1 - from /
+ * steps, or all of it (1) from step 0 or from a step not before its end. */
+double grid_work_left(int from, int steps);
+/* r->kinds and r->kind_of (malloc'd; grid_run_points frees them): the distinct (method,
+ * n) of the points, in the order met. */
+void grid_kinds_setup(grid_runner *r);
 
 /* Start the queued points, -j at a time, until all have run or a signal stops the runner
  * (SIGINT, SIGTERM or SIGHUP: the children asked to save; again: killed). Returns 1 when

@@ -42,12 +42,16 @@ double grid_point_work(const s2hc_config *c) {
     return tokens * (c->n_layer * (12 * C * C + 2 * T * C) + C * c->vocab);
 }
 
+double grid_work_left(int from, int steps) {
+    return steps > 0 && from > 0 && from < steps ? 1.0 - (double)from / steps : 1.0;
+}
+
 /* The share of a point's work still to do: what its checkpoint has not reached (all of
  * it for a changed point, which --force reruns from step 0, unless --extend trains it
  * further). */
 static double left_share(const grid_status *s, int extend) {
     if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 1.0;
-    return s->steps > 0 && s->step > 0 && s->step < s->steps ? 1.0 - (double)s->step / s->steps : 1.0;
+    return grid_work_left(s->step, s->steps);
 }
 
 /* Seconds per unit of work for point i: its kind's, once a point of that kind finished
@@ -57,8 +61,7 @@ static double point_rate(const grid_runner *r, int i) {
     return k && k->work > 0 ? k->wall / k->work : r->wall_sum / r->work_sum;
 }
 
-/* r->kinds and r->kind_of: the distinct (method, n) of the points, in the order met. */
-static void kinds_setup(grid_runner *r) {
+void grid_kinds_setup(grid_runner *r) {
     r->kinds = calloc_check((size_t)(r->n > 0 ? r->n : 1), sizeof *r->kinds);
     r->kind_of = calloc_check((size_t)(r->n > 0 ? r->n : 1), sizeof *r->kind_of);
     r->nkinds = 0;
@@ -72,6 +75,17 @@ static void kinds_setup(grid_runner *r) {
             r->nkinds++;
         }
         r->kind_of[i] = k;
+    }
+}
+
+void grid_eta_add(grid_runner *r, int i, double wall) {
+    const double work = grid_point_work(&r->pts[i].cfg);
+    r->wall_sum += wall;
+    r->work_sum += work;
+    r->wall_n++;
+    if (r->kind_of) {
+        r->kinds[r->kind_of[i]].wall += wall;
+        r->kinds[r->kind_of[i]].work += work;
     }
 }
 
@@ -418,7 +432,7 @@ static void launch(grid_runner *r, int i) {
     sl->pid = pid;
     sl->lock_fd = fd;
     sl->t_start = now_seconds();
-    sl->share = !sl->fresh && from > 0 && from < p->cfg.steps ? 1.0 - (double)from / p->cfg.steps : 1.0;
+    sl->share = sl->fresh ? 1.0 : grid_work_left(from, p->cfg.steps);
     s->state = GS_RUNNING;
     r->running++;
     r->started++;
@@ -469,13 +483,7 @@ static void reap(grid_runner *r, pid_t pid, int wstatus) {
     case GS_FINISHED:
         /* the point's whole run time: a resumed point's last few steps are not a run's
            time (the ETA after resuming a grid stopped near its points' ends read seconds) */
-        r->wall_sum += total;
-        r->work_sum += grid_point_work(&p->cfg);
-        r->wall_n++;
-        if (r->kind_of) {
-            r->kinds[r->kind_of[i]].wall += total;
-            r->kinds[r->kind_of[i]].work += grid_point_work(&p->cfg);
-        }
+        grid_eta_add(r, i, total);
         event(r, 1, "done    #%d %s in %s: train loss %.4f, val loss %.4f, %.0f tok/s", p->index, p->name, w,
               s->train_loss, s->val_loss, s->tokens_per_s);
         break;
@@ -508,7 +516,7 @@ int grid_run_points(grid_runner *r) {
     sigaction(SIGINT, stop_signal_ignored(SIGINT) ? NULL : &sa, &old_int);
     sigaction(SIGTERM, stop_signal_ignored(SIGTERM) ? NULL : &sa, &old_term);
     sigaction(SIGHUP, stop_signal_ignored(SIGHUP) ? NULL : &sa, &old_hup);
-    kinds_setup(r);
+    grid_kinds_setup(r);
     int stopping = 0, killed = 0;
     for (;;) {
         if (g_grid_signal && !stopping) {

@@ -1088,6 +1088,83 @@ static void test_eta(void) {
     st[2].step = 4;
     eta = grid_eta_seconds(&r, now);
     CHECK(fabs(eta - 60 / 2.0) < 1e-9, "eta %g, want 30", eta);
+    st[2].state = GS_INTERRUPTED; /* a stopped point queued again: counted once */
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - 60 / 2.0) < 1e-9, "eta %g, want 30 (queued and stopped: once)", eta);
+    r.nq = 0; /* stopped and not queued (a signal stopped the runner): still left */
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - 60 / 2.0) < 1e-9, "eta %g, want 30 (a stopped point is left)", eta);
+    st[2].state = GS_FAILED; /* failed: not run again */
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta) < 1e-9, "eta %g, want 0 (a failed point is not left)", eta);
+    /* the share left from a step: all of it from step 0 (or of no steps) */
+    static const int from[] = {0, 4, 9, 5}, steps[] = {10, 10, 10, 0};
+    static const double left[] = {1, 0.6, 0.1, 1};
+    for (int i = 0; i < 4; i++)
+        CHECK(fabs(grid_work_left(from[i], steps[i]) - left[i]) < 1e-12, "grid_work_left(%d, %d) = %g, want %g",
+              from[i], steps[i], grid_work_left(from[i], steps[i]), left[i]);
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
+/* The ETA by kind: the points of a method and n that finished give the rate of their kind
+ * (rc's steps cost less than a frame method's), the others every finished point's. */
+static void test_eta_kinds(void) {
+    grid_spec g;
+    grid_point *p = NULL;
+    int n = 0;
+    int rc = load_grid("eta-kinds.yaml",
+                       "base: base.yaml\nsweep:\n  residual.method: [identity, s2hc]\n  residual.n_streams: [2, 4]\n"
+                       "  train.seed: [1, 2]\n",
+                       &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 8, "rc %d n %d", rc, n);
+    if (rc || n != 8) return;
+    grid_status st[8];
+    grid_slot slot[8];
+    int queue[2] = {-1, -1};
+    memset(st, 0, sizeof st);
+    memset(slot, 0, sizeof slot);
+    grid_runner r;
+    memset(&r, 0, sizeof r);
+    r.g = &g;
+    r.pts = p;
+    r.n = 8;
+    r.st = st;
+    r.slot = slot;
+    grid_kinds_setup(&r);
+    CHECK(r.nkinds == 4, "4 kinds of (method, n), got %d", r.nkinds);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            const int same = !strcmp(p[i].cfg.method, p[j].cfg.method) && p[i].cfg.n_streams == p[j].cfg.n_streams;
+            CHECK((r.kind_of[i] == r.kind_of[j]) == same, "points %d (%s n %d) and %d (%s n %d): kinds %d and %d", i,
+                  p[i].cfg.method, p[i].cfg.n_streams, j, p[j].cfg.method, p[j].cfg.n_streams, r.kind_of[i], r.kind_of[j]);
+        }
+    r.queue = queue;
+    r.nq = 2;
+    r.j = 1;
+    const double W = grid_point_work(&p[0].cfg);
+    CHECK(W > 0 && grid_point_work(&p[n - 1].cfg) == W, "the points' work alike");
+    CHECK(isnan(grid_eta_seconds(&r, 1000)), "no point finished: unknown");
+    /* point 0 finished in 100 s, and twice in 150 s a point of a third kind (a copy of point 0
+       counted in no kind's rate here) */
+    st[0].state = GS_FINISHED;
+    grid_eta_add(&r, 0, 100);
+    int *kind_of = r.kind_of;
+    r.kind_of = NULL;
+    grid_eta_add(&r, 0, 150);
+    grid_eta_add(&r, 0, 150);
+    r.kind_of = kind_of;
+    CHECK(r.wall_n == 3 && r.wall_sum == 400 && r.work_sum == 3 * W, "three finished: %d, %g s", r.wall_n, r.wall_sum);
+    for (int i = 1; i < n; i++) /* queued: another point of point 0's kind, and one of no finished kind */
+        if (r.kind_of[i] == r.kind_of[0]) queue[0] = i;
+        else queue[1] = i;
+    double eta = grid_eta_seconds(&r, 1000);
+    CHECK(fabs(eta - (100 + 400.0 / 3)) < 1e-9, "eta %g, want 100 (its kind's rate) + 133 (every point's)", eta);
+    grid_eta_add(&r, queue[0], 50); /* its kind's second: 150 s for twice the work */
+    eta = grid_eta_seconds(&r, 1000);
+    CHECK(fabs(eta - (75 + 450.0 / 4)) < 1e-9, "eta %g, want 75 (its kind's rate) + 112.5 (every point's)", eta);
+    free(r.kinds);
+    free(r.kind_of);
     grid_points_free(p, n);
     grid_free(&g);
 }
@@ -1111,5 +1188,6 @@ int main(void) {
     T_RUN(test_changed_every_key);
     T_RUN(test_shipped_grids);
     T_RUN(test_eta);
+    T_RUN(test_eta_kinds);
     return T_END();
 }
