@@ -92,6 +92,10 @@ static void test_student_t(void) {
     CHECK(an_seeds_for_power(-0.8, 1, 0.8, 1000) == 15, "power d = 0.8 sd: %d", an_seeds_for_power(-0.8, 1, 0.8, 1000));
     CHECK(an_seeds_for_power(0.5, 1, 0.8, 1000) == 34, "power d = sd / 2: %d", an_seeds_for_power(0.5, 1, 0.8, 1000));
     CHECK(an_seeds_for_power(0.01, 1, 0.8, 100) == 101, "past the cap");
+    CHECK(an_seeds_for_power(0.5, 1, 0.8, 34) == 34, "at the cap: %d", an_seeds_for_power(0.5, 1, 0.8, 34));
+    /* both quantiles on n - 1 degrees of freedom: at 2.07 sd, 4 pairs give (3.18 + 0.86)^2 / 2.07^2
+       = 4.04 > 4 (with t_0.8 on n df, 3.97: 4) */
+    CHECK(an_seeds_for_power(2.07, 1, 0.8, 1000) == 5, "power d = 2.07 sd: %d", an_seeds_for_power(2.07, 1, 0.8, 1000));
     CHECK(an_seeds_for_power(0, 1, 0.8, 100) == 0 && an_seeds_for_power(0.1, 0, 0.8, 100) == 2, "no difference; no spread");
     /* Holm over 4 tests (the NaN one not counted): 0.005 x 4, 0.01 x 3, 0.03 x 2, then 0.04 x 1
        raised to the 0.06 before it */
@@ -100,7 +104,7 @@ static void test_student_t(void) {
     an_holm(hp, 5, adj);
     for (int i = 0; i < 5; i++)
         CHECK(isnan(want[i]) ? isnan(adj[i]) : fabs(adj[i] - want[i]) < 1e-15, "Holm %d: %g, want %g", i, adj[i], want[i]);
-    const double big[] = {0.5, 0.6};
+    const double big[] = {0.6, 0.7};
     an_holm(big, 2, adj);
     CHECK(adj[0] == 1 && adj[1] == 1, "Holm is at most 1: %g %g", adj[0], adj[1]);
 }

@@ -1009,6 +1009,37 @@ static void test_step_from_double(void) {
 
 /* Durations as the progress lines show them: seconds, then minutes from 60 s, hours from
  * 3600 s; a negative, NaN or absurd one (over 1e7 s) as "--". */
+/* path_trim_slashes: a folder's trailing slashes go, "/" stays; grid_slurm_folder: a
+ * folder named slurm holding submit.sh, with or without a trailing slash. */
+static void test_path_slashes_and_slurm_folder(void) {
+    static const struct { const char *in, *want; } c[] = {
+        {"runs/x/", "runs/x"}, {"runs/x///", "runs/x"}, {"runs/x", "runs/x"}, {"/", "/"}, {"//", "/"}, {"", ""}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%s", c[i].in);
+        path_trim_slashes(buf);
+        CHECK(!strcmp(buf, c[i].want), "'%s': '%s', want '%s'", c[i].in, buf, c[i].want);
+    }
+    char dir[700], path[800];
+    static const char *const names[] = {"slurm", "xslurm", "slurm-old", "empty/slurm"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(dir, sizeof dir, "%s/grid/%s", tmp_dir, names[i]);
+        CHECK(mkdir_p(dir) == 0, "mkdir %s", dir);
+        if (i == 3) continue; /* a slurm folder without submit.sh */
+        snprintf(path, sizeof path, "%s/submit.sh", dir);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL, "%s", path);
+        if (f) fclose(f);
+    }
+    static const struct { const char *rel; int want; } g[] = {
+        {"slurm", 1}, {"slurm/", 1}, {"slurm//", 1}, {"xslurm", 0}, {"slurm-old", 0}, {"empty/slurm", 0}, {"nowhere/slurm", 0}};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        snprintf(dir, sizeof dir, "%s/grid/%s", tmp_dir, g[i].rel);
+        CHECK(grid_slurm_folder(dir) == g[i].want, "grid_slurm_folder(.../%s) = %d, want %d", g[i].rel,
+              grid_slurm_folder(dir), g[i].want);
+    }
+}
+
 static void test_fmt_duration(void) {
     static const struct { double s; const char *want; } c[] = {
         {0, "0s"},         {59.4, "59s"},        {59.5, "1m00s"},     {60, "1m00s"}, {3599, "59m59s"},
@@ -1106,6 +1137,7 @@ int main(void) {
     T_RUN(test_cpu_model_name);
     T_RUN(test_step_from_double);
     T_RUN(test_fmt_duration);
+    T_RUN(test_path_slashes_and_slurm_folder);
     T_RUN(test_tty_line);
     return T_END();
 }
