@@ -191,6 +191,9 @@ typedef struct {
     int cum_seqs;     /* nonzero: /final/cum_spectral_norm of this many sequences, 1 for the first 4096, 2 after */
     double sums_dev;  /* nonzero: every sum of a sublayer's H_res is 1 + sums_dev (per token and per sequence), and */
     double comp_dev;  /* the composite's (/final/composite_colsum, _rowsum) 1 + comp_dev */
+    double grad_decay; /* nonzero: the grad norm at step i is grad_decay / i (no peak) */
+    int grad_nan_at;  /* nonzero: the grad norm at this step is NaN */
+    int noclip;       /* train.clip 0 (clipping off) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -207,6 +210,7 @@ static void write_run(const char *dir, const synth *s) {
     }
     if (s->init_from) snprintf(c.init_from, sizeof c.init_from, "%s", s->init_from);
     if (s->lr) c.lr = s->lr;
+    if (s->noclip) c.clip = 0;
     if (s->core) snprintf(c.core, sizeof c.core, "%s", s->core);
     if (s->init) snprintf(c.init, sizeof c.init, "%s", s->init);
     if (s->lite_offset_value) c.lite_offset_value = s->lite_offset_value;
@@ -238,6 +242,8 @@ static void write_run(const char *dir, const synth *s) {
         int64_t step = s->step_base + i;
         float l = (float)(s->loss0 + 0.001 * (s->steps - i)), g = i == s->steps / 2 ? (float)s->grad_peak : 1.0f,
               t = (float)(s->tps + (i % 3));
+        if (s->grad_decay) g = (float)(s->grad_decay / i);
+        if (i == s->grad_nan_at) g = NAN;
         h5log_append(&log, st, &step);
         h5log_append(&log, lo, &l);
         h5log_append(&log, gn, &g);
@@ -649,6 +655,9 @@ static void test_claim_sums_depth(void) {
                     "composite's largest \\|sum − 1\\| (1.0e-03) is no larger than a sublayer's (5.0e-03; the paper: "
                     "0.6 against 0.4) |") != NULL,
           "mHC's composite drifts less than its sublayers:\n%s", t);
+    runs[1].comp_dev = 5e-3; /* as large as a sublayer's: not more so over depth either */
+    t = analyzed_table("sums-even", runs, 2, "claims.md");
+    CHECK(strstr(t, "| reproduced in part: ") != NULL, "mHC's composite drifts as much as its sublayers:\n%s", t);
     runs[1].comp_dev = 2e-2;
     t = analyzed_table("sums-deep", runs, 2, "claims.md");
     CHECK(strstr(t, "| reproduced |") != NULL && strstr(t, "reproduced in part") == NULL,
@@ -977,7 +986,7 @@ static void test_table2_ratio(void) {
          .ood = {50, 100}}};
     const char *t2 = analyzed_table("ratio", runs, 2, "table2.md");
     CHECK(strstr(t2, "| c4 | wiki | mean PPL / RC |") != NULL, "table2 has both corpora and the ratio:\n%s", t2);
-    CHECK(strstr(t2, "| s²HC | 20 | 50.00 (1) | 100.00 (1) | 0.5000 |") != NULL, "s²HC / RC = 0.5:\n%s", t2);
+    CHECK(strstr(t2, "| s²HC | 20 | 50.00 (1) | 100.00 (1) | 0.5000 | – | ") != NULL, "s²HC / RC = 0.5, one seed: no interval:\n%s", t2);
     CHECK(strstr(t2, "| RC | 20 | 100.00 (1) | 200.00 (1) | 1.0000 |") != NULL, "RC / RC = 1:\n%s", t2);
 }
 
@@ -1239,6 +1248,27 @@ static void test_gradnorm_table(void) {
     CHECK(o1 && o2 && o1 < o2, "orthogonal, a row per learning rate, ascending, its diverged seed counted:\n%s", t);
 }
 
+/* The gradnorm table's columns: the median and largest norm after the first 10 % of steps
+ * (a decaying norm 10 / step: steps 3..20 of 20, median (10/11 + 10/12) / 2 = 0.871, largest
+ * 10/3), a NaN norm counted as an infinite largest and as a clipped step, and no share of
+ * clipped steps with clipping off. */
+static void test_gradnorm_columns(void) {
+    static const synth runs[] = {
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "decay",
+         .grad_decay = 10},
+        {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "nan", .grad_nan_at = 15},
+        {.method = "identity", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 3, .tps = 100,
+         .name = "noclip", .noclip = 1}};
+    const char *t = analyzed_table("gradcols", runs, 3, "gradnorm.md");
+    CHECK(strstr(t, "| s²HC | 20 | clip 1 | 1 finished | 0.871 (1) | 3.333 (1) | 3.333 | 45.0 % (1) |") != NULL,
+          "a decaying norm: its first 10 %% left out of the median and the largest, 9 of 20 steps clipped:\n%s", t);
+    CHECK(strstr(t, "| mHC | 20 | clip 1 | 1 finished | 1.000 (1) | inf (1) | inf | 5.0 % (1) |") != NULL,
+          "a NaN norm: the largest inf, a step clipped:\n%s", t);
+    CHECK(strstr(t, "| identity | 20 | clip 0 | 1 finished | 1.000 (1) | 3.000 (1) | 3.000 | – |") != NULL,
+          "clipping off: no share of clipped steps:\n%s", t);
+}
+
 /* tables/pairs: every two methods with 2 or more seeds in common, paired by seed: mHC
  * minus s²HC is -0.01, -0.03, -0.02 (mean -0.02, sd 0.01, t = -3.46 on 2 df: p 0.0742),
  * which 5 seeds would tell apart at 80 % power; RC's one seed pairs with no row. */
@@ -1290,6 +1320,20 @@ static void test_pairs_table(void) {
     }
     t = analyzed_table("pairs-near", near, 6, "pairs.md");
     CHECK(strstr(t, "| within noise | more than 10000 |") != NULL, "too small a difference to find:\n%s", t);
+}
+
+/* tables/pairs with two seeds in common (the fewest a pair's row needs): mHC − s²HC 0.01 and
+ * 0.03 (mean 0.02, sd 0.0141, 1.41 sd): 7 seeds for 80 % power. */
+static void test_pairs_two_seeds(void) {
+    static const synth runs[] = {
+        {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "m-s1"},
+        {.method = "mhc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "m-s2"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.99, .grad_peak = 1, .tps = 100, .name = "s-s1"},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.97, .grad_peak = 1, .tps = 100, .name = "s-s2"}};
+    const char *t = analyzed_table("pairs2", runs, 4, "pairs.md");
+    CHECK(strstr(t, "| 20 | – | mHC | s²HC | +0.0200 | [") != NULL && strstr(t, "(t, 2 pairs) | ") != NULL &&
+              strstr(t, "| within noise | 7 |") != NULL,
+          "two seeds: a row, 7 seeds for 80 %% power:\n%s", t);
 }
 
 /* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
@@ -1629,7 +1673,9 @@ int main(void) {
     T_RUN(test_recipes);
     T_RUN(test_ablation_recipes);
     T_RUN(test_gradnorm_table);
+    T_RUN(test_gradnorm_columns);
     T_RUN(test_pairs_table);
+    T_RUN(test_pairs_two_seeds);
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_cell_cap);
