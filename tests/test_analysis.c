@@ -194,6 +194,7 @@ typedef struct {
     double grad_decay; /* nonzero: the grad norm at step i is grad_decay / i (no peak) */
     int grad_nan_at;  /* nonzero: the grad norm at this step is NaN */
     int noclip;       /* train.clip 0 (clipping off) */
+    double row_dev;   /* nonzero: with sums_dev, one row sum (the last sequence's, sublayer 0's) is 1 + row_dev */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -297,6 +298,7 @@ static void write_run(const char *dir, const synth *s) {
                 cum[q * Lh + l] = 1 + 0.01 * q + 0.001 * l;
             }
         h5log_static_set(&log, "/final/H_res_colsum", H5LOG_F64, 3, sd, sums, "colsum");
+        if (s->row_dev) sums[(2 * Lh + 0) * s->n] = 1 + s->row_dev;
         h5log_static_set(&log, "/final/H_res_rowsum", H5LOG_F64, 3, sd, sums, "rowsum");
         if (s->sums_dev) {
             size_t cd[2] = {3, (size_t)s->n};
@@ -658,6 +660,12 @@ static void test_claim_sums_depth(void) {
     runs[1].comp_dev = 5e-3; /* as large as a sublayer's: not more so over depth either */
     t = analyzed_table("sums-even", runs, 2, "claims.md");
     CHECK(strstr(t, "| reproduced in part: ") != NULL, "mHC's composite drifts as much as its sublayers:\n%s", t);
+    runs[1].comp_dev = 7e-3; /* one row sum's 8e-3 (the largest of any sum, not the others' 5e-3) */
+    runs[1].row_dev = 8e-3;
+    t = analyzed_table("sums-row", runs, 2, "claims.md");
+    CHECK(strstr(t, "is no larger than a sublayer's (8.0e-03; ") != NULL,
+          "a sublayer's largest |sum − 1|, of its row sums too:\n%s", t);
+    runs[1].row_dev = 0;
     runs[1].comp_dev = 2e-2;
     t = analyzed_table("sums-deep", runs, 2, "claims.md");
     CHECK(strstr(t, "| reproduced |") != NULL && strstr(t, "reproduced in part") == NULL,
@@ -1322,6 +1330,19 @@ static void test_pairs_table(void) {
     CHECK(strstr(t, "| within noise | more than 10000 |") != NULL, "too small a difference to find:\n%s", t);
 }
 
+/* Table 1's caption names the shortest run's loss window only when it is less than the
+ * 200 steps of a long run: a run of 2000 logged steps averages 200. */
+static void test_table1_window_note(void) {
+    synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 2000, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "r"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 2000, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s"}};
+    const char *t = analyzed_table("window-long", runs, 2, "table1.md");
+    CHECK(strstr(t, "fewer) and validation loss") != NULL, "2000 steps: no note of a shorter window:\n%s", t);
+    runs[1].steps = 1990; /* a tenth rounded up: 199 */
+    t = analyzed_table("window-short", runs, 2, "table1.md");
+    CHECK(strstr(t, "fewer: 199 in the shortest run here) and validation loss") != NULL, "1990 steps: 199:\n%s", t);
+}
+
 /* tables/pairs with two seeds in common (the fewest a pair's row needs): mHC − s²HC 0.01 and
  * 0.03 (mean 0.02, sd 0.0141, 1.41 sd): 7 seeds for 80 % power. */
 static void test_pairs_two_seeds(void) {
@@ -1676,6 +1697,7 @@ int main(void) {
     T_RUN(test_gradnorm_columns);
     T_RUN(test_pairs_table);
     T_RUN(test_pairs_two_seeds);
+    T_RUN(test_table1_window_note);
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_cell_cap);
