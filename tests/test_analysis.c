@@ -1152,6 +1152,13 @@ static void test_shown_runs(void) {
     (void)one;
     snprintf(p, sizeof p, "%s/shown1-out/data/summary.txt", tmpdir);
     CHECK(strstr(slurp(p), "shown=RC rc-lr1-s1, s²HC s-lr1-s1\nrecipes=1\n") != NULL, "summary:\n%s", slurp(p));
+    snprintf(out, sizeof out, "%s/shown1-out", tmpdir);
+    CHECK(report_main(5, argv) == 0, "report of %s", out);
+    snprintf(p, sizeof p, "%s/index.html", out);
+    h = slurp(p);
+    CHECK(strstr(h, "One run per method in the figures: RC rc-lr1-s1, s²HC s-lr1-s1.") != NULL &&
+              strstr(h, "optimisation recipes") == NULL,
+          "one recipe: the report says nothing of recipes:\n%.3000s", h);
 }
 
 /* The sweep: Table 1 pools each method's recipes (and says so); the table recipes gives

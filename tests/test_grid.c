@@ -1088,6 +1088,15 @@ static void test_eta(void) {
     st[2].step = 4;
     eta = grid_eta_seconds(&r, now);
     CHECK(fabs(eta - 60 / 2.0) < 1e-9, "eta %g, want 30", eta);
+    st[2].state = GS_CHANGED; /* train.steps grown to 10, its checkpoint at 4: all of it (--force)... */
+    st[2].longer = 1;
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - 100 / 2.0) < 1e-9, "eta %g, want 50 (rerun from step 0)", eta);
+    r.extend = 1; /* ... or, with --extend, the 60 % past its checkpoint */
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - 60 / 2.0) < 1e-9, "eta %g, want 30 (extended from step 4)", eta);
+    r.extend = 0;
+    st[2].longer = 0;
     st[2].state = GS_INTERRUPTED; /* a stopped point queued again: counted once */
     eta = grid_eta_seconds(&r, now);
     CHECK(fabs(eta - 60 / 2.0) < 1e-9, "eta %g, want 30 (queued and stopped: once)", eta);
