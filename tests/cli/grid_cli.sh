@@ -164,6 +164,8 @@ expect_out "grid smoke: 1/1 finished, 0 failed, 0 diverged, 0 refused" "as its s
 rm -r "$TMP/runs_extjob"
 expect_status 0 "grid --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --extend -j 1
 expect_out "extend  #0 identity-n4-s1337 from step 20 to 26 \(--extend\)" "says it extends the point"
+grep -q "REFUSED" "$TMP/out" && fail "a point --extend trains is listed as refused: $(grep REFUSED "$TMP/out")" \
+  || ok "no point listed as refused"
 grep -q "extending .*identity-n4-s1337 from 20 to 26 steps at step 20" "$XO/identity-n4-s1337/train.log" \
   && ok "through train --extend (its log)" || fail "train.log: $(tail -n 5 "$XO/identity-n4-s1337/train.log")"
 expect_out "3 finished" "every point finished at the grid's length"
@@ -208,6 +210,8 @@ expect_status 0 "probe OUT/*" -- "$S2HC" probe "$OUT"/* --samples 2
 expect_out "note: $OUT/index.csv: passed over: a grid's index, not a run" "probe passes over index.csv"
 expect_status 1 "inspect of the rc point alone at a layer" -- "$S2HC" inspect "$OUT/rc-n1-s1337" --layer 1
 expect_out "error: .*method rc has no residual matrices" "alone it is an error"
+expect_status 1 "inspect of the slurm folder alone" -- "$S2HC" inspect "$OUT/slurm"
+grep -q "passed over" "$TMP/out" && fail "the slurm folder alone is passed over: $(cat "$TMP/out")" || ok "alone it is no run"
 rm -r "$OUT/slurm"
 expect_status 1 "analyze with a mistyped run directory" -- "$S2HC" analyze "$OUT" "$OUT/no-such-run" -o "$TMP/an2"
 expect_out "1 of the given paths or their run files cannot be read \(above\); nothing written" "names the count, writes nothing"
