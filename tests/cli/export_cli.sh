@@ -21,6 +21,8 @@ conf b rc 1 ", bias: false, gelu: erf"
 expect_status 0 "export --help" -- "$S2HC" export --help
 expect_out "example" "export --help shows an example"
 expect_status 0 "train s2hc" -- "$S2HC" train "$TMP/s.yaml" --quiet
+# 3 steps: the final train loss is the last step's alone (a tenth of the log, rounded up)
+expect_out "^done: 3 steps, final train loss [0-9.]+ \(the last step's\), $TMP/runs/s/run.h5$" "the summary of a run of 3 steps"
 expect_status 0 "train rc without biases" -- "$S2HC" train "$TMP/b.yaml" --quiet
 R=$TMP/runs/s
 
