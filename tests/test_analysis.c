@@ -86,6 +86,8 @@ static void test_student_t(void) {
     CHECK_CLOSE(an_t_quantile(0.975, 4), 2.7764451051977934, 1e-9, 0, "t quantile 0.975 df 4");
     CHECK_CLOSE(an_t_quantile(0.8, 9), 0.8834038596, 1e-8, 0, "t quantile 0.8 df 9");
     CHECK_CLOSE(an_t_quantile(0.2, 9), -0.8834038596, 1e-8, 0, "t quantile 0.2 df 9");
+    CHECK(isnan(an_t_quantile(0, 9)) && isnan(an_t_quantile(1, 9)) && isnan(an_t_quantile(0.5, 0)),
+          "t quantile outside 0 < q < 1 or without degrees of freedom: NaN");
     /* seeds for 80 % power of a paired t test at 5 %: the noncentral t's (G*Power) 10, 15
        and 34 pairs at an effect of 1, 0.8 and 0.5 standard deviations */
     CHECK(an_seeds_for_power(0.01, 0.01, 0.8, 1000) == 10, "power d = sd: %d", an_seeds_for_power(0.01, 0.01, 0.8, 1000));
@@ -97,6 +99,7 @@ static void test_student_t(void) {
        = 4.04 > 4 (with t_0.8 on n df, 3.97: 4) */
     CHECK(an_seeds_for_power(2.07, 1, 0.8, 1000) == 5, "power d = 2.07 sd: %d", an_seeds_for_power(2.07, 1, 0.8, 1000));
     CHECK(an_seeds_for_power(0, 1, 0.8, 100) == 0 && an_seeds_for_power(0.1, 0, 0.8, 100) == 2, "no difference; no spread");
+    CHECK(an_seeds_for_power(0.5, 1, 1, 100) == 0 && an_seeds_for_power(0.5, 1, 0, 100) == 0, "a power of 1 or 0: none");
     /* Holm over 4 tests (the NaN one not counted): 0.005 x 4, 0.01 x 3, 0.03 x 2, then 0.04 x 1
        raised to the 0.06 before it */
     const double hp[] = {0.01, 0.04, 0.03, NAN, 0.005}, want[] = {0.03, 0.06, 0.06, NAN, 0.02};

@@ -359,6 +359,16 @@ static void test_tail_mean(void) {
     m = h5log_final_train_loss(&log, &used);
     CHECK(m == 237 && used == 25, "the final train loss of 250 rows: %g over %zu", m, used);
     h5log_free(&log);
+    /* 11 rows: a tenth rounded up, 2 (rows 9 and 10) */
+    h5log_init(&log);
+    s = h5log_series_add(&log, "/train/loss", H5LOG_F64, 0, NULL, "loss", "");
+    for (int i = 0; i < 11; i++) {
+        double v = i;
+        h5log_append(&log, s, &v);
+    }
+    m = h5log_final_train_loss(&log, &used);
+    CHECK(m == 9.5 && used == 2, "the final train loss of 11 rows: %g over %zu", m, used);
+    h5log_free(&log);
     /* the window: a tenth of the rows, rounded up, from 1 to RUN_LOSS_WINDOW (the paper's 200
        steps of 10000) */
     static const size_t rows[] = {0, 1, 10, 11, 200, 1991, 1999, 2000, 2001, 100000};
