@@ -179,7 +179,7 @@ typedef struct {
     int diverged;     /* with stopped_at: status diverged, NaN losses, no final probe */
     int nanogpt;      /* model.bias false, model.gelu erf */
     const char *init_from; /* train.init_from */
-    double init_step; /* nonzero: the root attribute init_from_step (the export's step) */
+    double init_step; /* nonzero: the root attribute init_from_step (the export's step; a negative one writes 0) */
     double lr;        /* nonzero: train.lr */
     double ood[2];    /* nonzero: perplexities on two OOD corpora "c4" and "wiki" instead of "other" */
     const char *core, *init; /* residual.core, residual.init (NULL: the defaults) */
@@ -236,7 +236,7 @@ static void write_run(const char *dir, const synth *s) {
     h5log_attr_num(&log, "/", "n_params", 12345);
     h5log_attr_num(&log, "/", "n_aux_params", 100 * s->n);
     if (s->train_tokens) h5log_attr_num(&log, "/", "train_tokens", s->train_tokens);
-    if (s->init_step) h5log_attr_num(&log, "/", "init_from_step", s->init_step);
+    if (s->init_step) h5log_attr_num(&log, "/", "init_from_step", s->init_step < 0 ? 0 : s->init_step);
     free(yaml);
     int st = h5log_series_add(&log, "/train/step", H5LOG_I64, 0, NULL, "step", NULL);
     int lo = h5log_series_add(&log, "/train/loss", H5LOG_F32, 0, NULL, "loss", NULL);
@@ -403,6 +403,13 @@ static void test_run_load(void) {
     snprintf(p, sizeof p, "%s/r4/run.h5", dir);
     CHECK(an_run_load(&r, p, err, sizeof err) == 0, "load: %s", err);
     CHECK(!strcmp(r.scale, "L2-C32-T32+init@1000"), "scale label of a run from a step-1000 export: %s", r.scale);
+    an_run_free(&r);
+    s.name = "r5"; /* an export of step 0 (a run's initialisation) says its step too */
+    s.init_step = -1;
+    write_run(dir, &s);
+    snprintf(p, sizeof p, "%s/r5/run.h5", dir);
+    CHECK(an_run_load(&r, p, err, sizeof err) == 0, "load: %s", err);
+    CHECK(!strcmp(r.scale, "L2-C32-T32+init@0"), "scale label of a run from a step-0 export: %s", r.scale);
     an_run_free(&r);
     s.init_step = 0;
     snprintf(p, sizeof p, "%s/nothing.h5", dir);
