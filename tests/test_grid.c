@@ -1038,6 +1038,19 @@ static void test_shipped_grids(void) {
         }
 }
 
+/* A runner over the n points p of g, with n zeroed statuses and slots (the ETA's tests). */
+static void runner_init(grid_runner *r, const grid_spec *g, const grid_point *p, int n, grid_status *st,
+                        grid_slot *slot) {
+    memset(st, 0, (size_t)n * sizeof *st);
+    memset(slot, 0, (size_t)n * sizeof *slot);
+    memset(r, 0, sizeof *r);
+    r->g = g;
+    r->pts = p;
+    r->n = n;
+    r->st = st;
+    r->slot = slot;
+}
+
 /* The progress line's ETA: unknown before a point finished; then the queued points' work
  * left and a running point's share at its start less its time since, at the finished
  * points' rate, over -j. A point resumed half-way through that has run 10 s of its 50
@@ -1053,15 +1066,8 @@ static void test_eta(void) {
     grid_status st[3];
     grid_slot slot[3];
     int queue[1] = {2};
-    memset(st, 0, sizeof st);
-    memset(slot, 0, sizeof slot);
     grid_runner r;
-    memset(&r, 0, sizeof r);
-    r.g = &g;
-    r.pts = p;
-    r.n = 3;
-    r.st = st;
-    r.slot = slot;
+    runner_init(&r, &g, p, 3, st, slot);
     r.queue = queue;
     r.nq = 1;
     r.j = 2;
@@ -1131,15 +1137,8 @@ static void test_eta_kinds(void) {
     grid_status st[8];
     grid_slot slot[8];
     int queue[2] = {-1, -1};
-    memset(st, 0, sizeof st);
-    memset(slot, 0, sizeof slot);
     grid_runner r;
-    memset(&r, 0, sizeof r);
-    r.g = &g;
-    r.pts = p;
-    r.n = 8;
-    r.st = st;
-    r.slot = slot;
+    runner_init(&r, &g, p, 8, st, slot);
     grid_kinds_setup(&r);
     CHECK(r.nkinds == 4, "4 kinds of (method, n), got %d", r.nkinds);
     for (int i = 0; i < n; i++)
