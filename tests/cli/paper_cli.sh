@@ -72,10 +72,16 @@ w=$(file "$OUT/hres_depth.png" | sed -n 's/.*PNG image data, \([0-9]*\) x.*/\1/p
 [ "${w:-0}" -ge 840 ] && ok "hres_depth is $w pixels wide" || fail "hres_depth is ${w:-?} pixels wide, under its title's 840"
 # its gain panel reaches down to a gain below 0.9 (orthogonal's at lr 0.03 is 0.85; a
 # range fixed at 0.9 left that line out of the panel): the same data with every gain 0.5
-mkdir -p "$TMP/lowgain/data"
-cp "$OUT/data/meta.gp" "$TMP/lowgain/data/"
-awk '/^#/ {print; next} {$14 = 0.5; print}' "$OUT/data/hres_layers_seeds.dat" > "$TMP/lowgain/data/hres_layers_seeds.dat"
-ymin=$(gnuplot -e "dir='$TMP/lowgain'" -e "call 'plots/hres_depth.gp'; print GPVAL_Y_MIN" 2>&1 | tail -n 1)
+# low_ymin NAME DAT COL VALUE: the lowest y of figure NAME drawn on OUT's data with column
+# COL of data/DAT set to VALUE in every row (gnuplot's GPVAL_Y_MIN), in a folder of its own
+low_ymin() {
+  local d=$TMP/low_$1
+  mkdir -p "$d/data"
+  cp "$OUT/data/meta.gp" "$d/data/"
+  awk -v c="$3" -v v="$4" '/^#/ {print; next} {$c = v; print}' "$OUT/data/$2" > "$d/data/$2"
+  gnuplot -e "dir='$d'" -e "call 'plots/$1.gp'; print GPVAL_Y_MIN" 2>&1 | tail -n 1
+}
+ymin=$(low_ymin hres_depth hres_layers_seeds.dat 14 0.5)
 awk -v y="$ymin" 'BEGIN {exit !(y + 0 > 0 && y + 0 <= 0.5)}' && ok "hres_depth's gain axis reaches a gain of 0.5 (from $ymin)" \
   || fail "hres_depth's gain axis starts at $ymin, above a gain of 0.5"
 # ... and no further than the data: gains near 1 keep the panel (not a decade down to 0.1)
@@ -85,10 +91,7 @@ awk -v y="$ymin" 'BEGIN {exit !(y + 0 >= 0.5)}' && ok "hres_depth's gain axis st
   || fail "hres_depth's gain axis reaches down to $ymin for gains near 1"
 # beyond_jacobian's axis reaches a norm below 0.5 (a range fixed at [0.5:*] left such a
 # bar out): the same data with every residual-path norm 0.2
-mkdir -p "$TMP/lowjac/data"
-cp "$OUT/data/meta.gp" "$TMP/lowjac/data/"
-awk '/^#/ {print; next} {$5 = 0.2; print}' "$OUT/data/beyond_jacobian.dat" > "$TMP/lowjac/data/beyond_jacobian.dat"
-ymin=$(gnuplot -e "dir='$TMP/lowjac'" -e "call 'plots/beyond_jacobian.gp'; print GPVAL_Y_MIN" 2>&1 | tail -n 1)
+ymin=$(low_ymin beyond_jacobian beyond_jacobian.dat 5 0.2)
 awk -v y="$ymin" 'BEGIN {exit !(y + 0 > 0 && y + 0 <= 0.2)}' && ok "beyond_jacobian's axis reaches a norm of 0.2 (from $ymin)" \
   || fail "beyond_jacobian's axis starts at $ymin, above a norm of 0.2"
 # a variant's lines are dashed, its method's solid (s2hc+exact's light orange sat beside HC's),
