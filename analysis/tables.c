@@ -1467,12 +1467,12 @@ static double clipped_share(const an_run *r, double clip) {
     return n && clip > 0 ? (double)k / (double)n : NAN;
 }
 
-/* Fig 5 draws one run of the main methods: this table gives every method (the ablation's
- * too) a row per n, training length and recipe with the gradient norm of all its runs,
+/* Fig 5 draws one run of each method: this table gives every method a row per n, training
+ * length and recipe with the gradient norm of all its runs,
  * so that a blow-up of one seed or one learning rate shows. */
 static void table_gradnorm(an_ctx *c) {
     static const char *const head[] = {"scale", "corpus", "method", "steps", "recipe", "runs", "median ‖g‖ (after 10 %)",
-                                       "max ‖g‖ (after 10 %)", "largest ‖g‖ of any seed", "steps clipped"};
+                                       "max ‖g‖ (after 10 %)", "largest ‖g‖ of any run", "steps clipped"};
     enum { NF = 16 };
     tbl t;
     tbl_init(&t, 10, head);

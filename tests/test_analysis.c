@@ -1252,9 +1252,8 @@ static void test_ablation_recipes(void) {
           "one recipe: no recipe name, no remark:\n%s", p1);
 }
 
-/* tables/gradnorm: every method's runs (orthogonal too, which Fig 5 leaves out), a row per
- * recipe: the median and the largest gradient norm after the first 10 % of steps over the
- * seeds, the largest of any seed, the share of steps above train.clip (1: each run's one
+/* tables/gradnorm: every method's runs, a row per recipe: the median and the largest
+ * gradient norm after the first 10 % of steps over the runs, the largest of any run, the share of steps above train.clip (1: each run's one
  * peak of 20 steps), and the runs by status. */
 static void test_gradnorm_table(void) {
     static const synth runs[] = {
