@@ -87,7 +87,11 @@ static void run_dir_path(const grid_point *p, const char *leaf, char *out, size_
  * which runs ahead of it when the training failed or was killed between saves); 0 without
  * one or for a point rerun from the start; run.h5's step if the checkpoint cannot be read
  * (the training then says why). */
-int grid_extends(const grid_status *s, int extend) { return extend && s->state == GS_CHANGED && s->longer; }
+int grid_extend_lacks_ckpt(const grid_status *s) { return s->longer && s->stored_finished && !s->have_ckpt; }
+
+int grid_extends(const grid_status *s, int extend) {
+    return extend && s->state == GS_CHANGED && s->longer && !grid_extend_lacks_ckpt(s);
+}
 
 int grid_resume_step(const grid_point *p, const grid_status *s, int extend) {
     if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 0;

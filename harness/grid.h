@@ -132,6 +132,8 @@ typedef struct {
     double ood_ppl[GRID_MAX_OOD]; /* one per corpus of grid_ood_names (NaN when absent) */
     char diff[512];          /* GS_CHANGED: the first differing key; h5_kind 4: why run.h5 is refused */
     int longer;              /* GS_CHANGED by a larger train.steps alone: `train --extend` can train it further */
+    int stored_finished;     /* run.h5's status is "finished" (cached with it) */
+    int have_ckpt;           /* ckpt.h5 exists (at the last inspection) */
     double train_tokens, val_tokens; /* run.h5's root attributes: its corpus's sizes; NaN unknown */
     int threads_used, processes_used; /* run.h5's root attributes `threads`, `processes`; 0 unknown */
     int start_failed;        /* this runner could not start it (its directory, lock, config or log): failed */

@@ -97,6 +97,9 @@ int grid_resume_step(const grid_point *p, const grid_status *s, int extend);
 /* A point `s2hc grid --extend` trains further (`s2hc train --extend`): its stored run
  * differs by a smaller train.steps alone. */
 int grid_extends(const grid_status *s, int extend);
+/* A finished run changed by train.steps alone whose checkpoint is gone: `train --extend`
+ * refuses it (it would train the longer run from step 0 over the finished one's record). */
+int grid_extend_lacks_ckpt(const grid_status *s);
 /* "; or, only train.steps grown, --extend trains it further (this point alone: `s2hc
  * train DIR/config.yaml --extend ...`)" for a point changed by a larger train.steps alone
  * (st->longer), else "". */

@@ -222,7 +222,7 @@ static void run_file_fields_clear(grid_status *st) {
     st->train_loss = st->val_loss = st->tokens_per_s = NAN;
     for (int i = 0; i < GRID_MAX_OOD; i++) st->ood_ppl[i] = NAN;
     st->diff[0] = '\0';
-    st->longer = 0;
+    st->longer = st->stored_finished = 0;
     st->train_tokens = st->val_tokens = NAN;
 }
 
@@ -248,7 +248,8 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
             snprintf(q, sizeof q, "/eval/ood/%s/ppl", ood[i]);
             st->ood_ppl[i] = series_last(&log, q);
         }
-        st->h5_kind = status && !strcmp(status, "finished") ? 1 : status && !strcmp(status, "diverged") ? 2 : 3;
+        st->stored_finished = status && !strcmp(status, "finished");
+        st->h5_kind = st->stored_finished ? 1 : status && !strcmp(status, "diverged") ? 2 : 3;
         const double t = h5log_get_attr_num(&log, "/", "threads"), w = h5log_get_attr_num(&log, "/", "processes");
         st->threads_used = t >= 1 && t <= 4096 ? (int)t : 0;
         st->processes_used = w >= 1 && w <= 65536 ? (int)w : 0;
@@ -291,6 +292,11 @@ void grid_extend_hint(const grid_point *p, const grid_status *st, char *buf, siz
     if (st->state != GS_CHANGED || !st->longer) return;
     char dir[CFG_PATH + CFG_STR + 2];
     run_dir_of(&p->cfg, dir, sizeof dir);
+    if (grid_extend_lacks_ckpt(st)) {
+        snprintf(buf, n, "; --extend cannot train it further: the run finished and %s/ckpt.h5, which --extend goes on "
+                 "from, is missing (moved or deleted?)", dir);
+        return;
+    }
     snprintf(buf, n, "; or, only train.steps grown, --extend trains it further (this point alone: `s2hc train "
              "%s/config.yaml --extend --set train.steps=%d`)", dir, p->cfg.steps);
 }
@@ -313,7 +319,7 @@ void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, g
         run_file_fields_clear(st);
         st->threads_used = st->processes_used = 0;
     }
-    int have_ckpt = file_exists(ckpt);
+    const int have_ckpt = st->have_ckpt = file_exists(ckpt);
     switch (st->h5_kind) {
     case 1: st->state = GS_FINISHED; break;
     case 2: st->state = GS_DIVERGED; break;

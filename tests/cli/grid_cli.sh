@@ -146,6 +146,16 @@ expect_out "s2hc train $XO/s2hc-n4-s1337/config.yaml --extend --set train.steps=
 grep -q "^ *steps: 20$" "$XO/s2hc-n4-s1337/config.yaml" && ok "which the dry run left as it was" \
   || fail "config.yaml: $(grep steps "$XO/s2hc-n4-s1337/config.yaml")"
 expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --extend counts them to run"
+# a finished point whose checkpoint is gone cannot be extended (`train --extend` refuses
+# it): the dry run says so, not "extend from step 0"
+cp -r "$XO" "$TMP/runs_nockpt"
+rm "$TMP/runs_nockpt/identity-n4-s1337/ckpt.h5"
+expect_status 0 "--dry-run --extend, a checkpoint removed" -- "$S2HC" grid $G "${D[@]}" --out "$TMP/runs_nockpt" "${XL[@]}" \
+  --dry-run --extend
+expect_out "^ +0 +identity-n4-s1337: refuse: the config changed \(train.steps: 20 \(stored run\) vs 26 \(grid\)\); --force reruns it; --extend cannot train it further: the run finished and $TMP/runs_nockpt/identity-n4-s1337/ckpt.h5, which --extend goes on from, is missing" \
+  "the point without its checkpoint is refused, saying why"
+expect_out "would run 1 .*skip 1, refuse 1" "the other is extended"
+rm -r "$TMP/runs_nockpt"
 expect_status 0 "--slurm --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --slurm --extend
 grep -q -- ' --extend --job "$SLURM_ARRAY_TASK_ID"$' "$XO/slurm/array.sbatch" && ok "the array tasks extend too" \
   || fail "array.sbatch: $(grep -- '--job' "$XO/slurm/array.sbatch")"
