@@ -261,17 +261,20 @@ void hc_at_x_bf16(real *M, const real *A, const real *X, size_t rows, int Kr, si
  * products leave both to hc_tokens_backward, once per chunk. */
 #define HC_AMX_KT_MAX 6
 
-inline void hc_amx_begin(void) {
-    struct __attribute__((packed, aligned(64))) {
-        uint8_t palette, start_row, reserved[14];
-        uint16_t colsb[16];
-        uint8_t rows[16];
-    } cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int i = 0; i < 8; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;
-    _tile_loadconfig(&cfg);
-}
+/* The tile configuration (palette 1, tiles 0..7 of 16 rows of 64 bytes) is a constant in
+ * read-only memory: GCC 12's ldtilecfg builtin does not tell the compiler that it reads
+ * its operand, and a configuration built on the stack lost its stores to dead-store
+ * elimination where the function was compiled on its own (tiles 1..7 then read 0 bytes
+ * wide, and the first tileloadd raised SIGILL). */
+static const struct __attribute__((packed, aligned(64))) {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} hc_amx_cfg = {.palette = 1,
+                .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+
+inline void hc_amx_begin(void) { _tile_loadconfig(&hc_amx_cfg); }
 
 #define HC_AMX_SWITCH(t, STMT)                                                              \
     switch (t) {                                                                            \
