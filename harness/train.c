@@ -1222,8 +1222,22 @@ parts:;
         if (kron_prime) h5log_attr_str(&log, "/", "kromhc_note", kron_note);
     }
     if (!h5log_get_attr_str(&log, "/", "started")) h5log_attr_str(&log, "/", "started", when);
+    {
+        /* a diverged run resumed: its marker goes with the status, and `divergences` keeps
+           each step it diverged at, so that the finished run's record still says so */
+        const char *was = h5log_get_attr_str(&log, "/", "status");
+        const double dv = h5log_get_attr_num(&log, "/", "diverged_at_step");
+        if (was && !strcmp(was, "diverged") && isfinite(dv) && dv >= 0) {
+            char at[32];
+            snprintf(at, sizeof at, "%.0f", dv);
+            attr_list_append(&log, "divergences", NULL, at);
+            fprintf(stderr, "s2hc: note: %s diverged at step %s; it goes on from its checkpoint at step %d (with the same "
+                    "config, data and thread count it diverges again there, unless the fault was the machine's); "
+                    "run.h5's `divergences` keeps the step\n", dir, at, start);
+        }
+    }
     h5log_attr_str(&log, "/", "status", "running");
-    h5log_attr_del(&log, "/", "diverged_at_step"); /* a diverged run resumed: its marker goes with the status */
+    h5log_attr_del(&log, "/", "diverged_at_step");
     declare_train_series(&log, &ts);
 
     /* probes: residual matrices and streams on a fixed validation batch (rc: stream RMS and
