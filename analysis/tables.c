@@ -1234,13 +1234,28 @@ static void table_runs(an_ctx *c) {
         fmt_num(tr, sizeof tr, an_final_train_loss(r, NULL), 4);
         fmt_num(va, sizeof va, an_final_val_loss(r), 4);
         fmt_num(tp, sizeof tp, an_median_throughput(r), 0);
-        const char *cells[] = {r->name, r->scale, r->corpus, r->variant, ns, seed, steps, r->status, params, tr, va, tp,
+        /* a diverged run resumed (train --resume) ends with its status alone: the steps it
+           diverged at, from run.h5's divergences */
+        char stx[160];
+        const char *dv = h5log_get_attr_str(&r->log, "/", "divergences");
+        if (dv && *dv) {
+            char at[100];
+            size_t k = 0;
+            for (const char *q = dv; *q && k + 3 < sizeof at; q++) { /* "15 17" -> "15, 17" */
+                if (*q == ' ') at[k++] = ',';
+                at[k++] = *q;
+            }
+            at[k] = '\0';
+            snprintf(stx, sizeof stx, "%s (diverged at step%s %s; resumed)", r->status, strchr(dv, ' ') ? "s" : "", at);
+        } else snprintf(stx, sizeof stx, "%s", r->status);
+        const char *cells[] = {r->name, r->scale, r->corpus, r->variant, ns, seed, steps, stx, params, tr, va, tp,
                                r->bench ? "throughput only" : "comparison"};
         tbl_row(&t, cells);
     }
     tbl_write(c, &t, "runs",
               "Every run analysed. Runs without probes and evals during training (probe.every = 0 and "
-              "train.eval_every = 0, as in experiments/streams.yaml) count for throughput only.");
+              "train.eval_every = 0, as in experiments/streams.yaml) count for throughput only. A run that diverged and "
+              "was resumed (train --resume) gives the steps it diverged at beside its status.");
     tbl_free(&t);
 
     /* model sizes per scale */

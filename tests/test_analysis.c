@@ -198,6 +198,7 @@ typedef struct {
     int grad_nan_at;  /* nonzero: the grad norm at this step is NaN */
     int noclip;       /* train.clip 0 (clipping off) */
     double row_dev;   /* nonzero: with sums_dev, one row sum (the last sequence's, sublayer 0's) is 1 + row_dev */
+    const char *divergences; /* the root attribute divergences (a diverged run resumed) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -237,6 +238,7 @@ static void write_run(const char *dir, const synth *s) {
     h5log_attr_num(&log, "/", "n_aux_params", 100 * s->n);
     if (s->train_tokens) h5log_attr_num(&log, "/", "train_tokens", s->train_tokens);
     if (s->init_step) h5log_attr_num(&log, "/", "init_from_step", s->init_step < 0 ? 0 : s->init_step);
+    if (s->divergences) h5log_attr_str(&log, "/", "divergences", s->divergences);
     free(yaml);
     int st = h5log_series_add(&log, "/train/step", H5LOG_I64, 0, NULL, "step", NULL);
     int lo = h5log_series_add(&log, "/train/loss", H5LOG_F32, 0, NULL, "loss", NULL);
@@ -1641,6 +1643,19 @@ static void test_runs_table_large(void) {
     CHECK(strstr(t, "| 18446744073709551615 |") != NULL, "the seed as train.seed holds it:\n%s", t);
 }
 
+/* A run that diverged and was resumed to its end says so in the runs table's status (its
+ * run file's status is finished; divergences keeps the steps). */
+static void test_runs_table_divergences(void) {
+    const synth runs[] = {
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "again", .divergences = "15 17"},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "plain"}};
+    const char *t = analyzed_table("divres", runs, 2, "runs.md");
+    CHECK(strstr(t, "| finished (diverged at steps 15, 17; resumed) |") != NULL, "the resumed run's status:\n%s", t);
+    CHECK(strstr(t, "| plain |") && strstr(strstr(t, "| plain |"), "| finished |"), "the other's plain:\n%s", t);
+}
+
 /* Two corpora whose names (up to 63 bytes, as data.train takes) share their first 31
  * characters are two cells, each its own runs, not one cell averaging the two. */
 /* A scale label of 32 bytes or more (L<l>-C<c>-T<t> with +nobias+erf+init) names the
@@ -1725,6 +1740,7 @@ int main(void) {
     T_RUN(test_option_grid);
     T_RUN(test_verdict_text);
     T_RUN(test_runs_table_large);
+    T_RUN(test_runs_table_divergences);
     T_RUN(test_corpus_common_prefix);
     T_RUN(test_throughput_long_scale);
     char cmd[400];
