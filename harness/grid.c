@@ -228,6 +228,11 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             printf("       %s%ss2hc train %s %s   # %s%s%s\n", g->launch, g->launch[0] ? " " : "", cfgp,
                    mode, vals[0] ? vals : "the base config",
                    pts[i].preset[0] && !own ? "; preset " : "", own ? "" : pts[i].preset);
+            if (runs == 2) { /* config.yaml holds the discarded run's until the runner writes the point's */
+                printf("       (after writing the point's config.yaml over the stored run's; this point alone: ");
+                grid_command(stdout, g, "s2hc", g->path, g->out);
+                printf(" --job %d --force)\n", i);
+            }
         }
     }
     fit_jobs(would, cores, threads_cap(pts, n), &j, &threads); /* as the run would */

@@ -111,6 +111,9 @@ void grid_extend_hint(const grid_point *p, const grid_status *st, char *buf, siz
  * `s2hc grid --job I` with --force and --extend as given; with submit, run submit.sh. 0,
  * or 1 after printing the problem. */
 int grid_write_slurm(const grid_spec *g, int n, int submit, int force, int extend);
+/* The words `EXE grid GPATH --out OUT [--set K=V]...` (the grid's pins), each quoted for
+ * a shell where it needs it: every Slurm task's command, and a point's by hand. */
+void grid_command(FILE *f, const grid_spec *g, const char *exe, const char *gpath, const char *out);
 
 /* grid_run.c */
 

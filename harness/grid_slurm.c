@@ -9,8 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A shell word in single quotes. */
+/* A shell word: as it is when every character is one a shell takes literally (letters,
+ * digits and _ - . / = : , + @ %), else in single quotes. */
 static void shq(FILE *f, const char *s) {
+    if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == strlen(s)) {
+        fputs(s, f);
+        return;
+    }
     fputc('\'', f);
     for (; *s; s++) {
         if (*s == '\'') fputs("'\\''", f);
@@ -51,8 +56,7 @@ static int abs_path(const char *p, char *out, size_t n) {
     return 0;
 }
 
-/* The `s2hc grid G [--set ...] --out OUT` words every Slurm task repeats. */
-static void grid_command(FILE *f, const grid_spec *g, const char *exe, const char *gpath, const char *out) {
+void grid_command(FILE *f, const grid_spec *g, const char *exe, const char *gpath, const char *out) {
     shq(f, exe);
     fputs(" grid ", f);
     shq(f, gpath);

@@ -104,6 +104,8 @@ expect_out "^ +1 +s2hc-n4-s1337: refuse: the config changed \(train.lr: 0.003 \(
 expect_out "would run 0 .*skip 1, refuse 2, fail 0; nothing was written" "--dry-run counts skip and refuse"
 expect_status 0 "--dry-run --force" -- "$S2HC" grid $G "${D[@]}" --out "$OUT" --set train.lr=0.002 --dry-run --force
 expect_out "^ +1 +s2hc-n4-s1337: run from step 0 \(--force; the config changed: train.lr" "--dry-run --force reruns a changed point"
+expect_out "^ +\(after writing the point's config.yaml over the stored run's; this point alone: s2hc grid $G --out $OUT .*--set train.lr=0.002 --job 1 --force\)$" \
+  "--dry-run --force: its train command runs after the grid writes config.yaml; the command for the point alone"
 expect_out "would run 2 .*skip 1, refuse 0" "--dry-run --force counts them to run"
 [ "$(cat "$OUT/index.csv")" = "$idx0" ] && ok "--dry-run leaves index.csv as it was" || fail "--dry-run rewrote index.csv"
 # a point rerun from step 0 (--force) counts its own wall time, not the discarded run's
@@ -464,9 +466,10 @@ grep -q '^#SBATCH --array=0-2%2$' "$A" && ok "array: --array=0-2%2" || fail "arr
 grep -q '^#SBATCH --time=00:05:00$' "$A" && ok "array: --time from the slurm block" || fail "no --time"
 grep -q '^#SBATCH --cpus-per-task=1$' "$A" && ok "array: --cpus-per-task" || fail "no --cpus-per-task"
 grep -q "^#SBATCH --output=$S/slurm/%A_%a.out$" "$A" && ok "array: output per task" || fail "no --output"
-# (each path single-quoted as the script has it: a checkout under /home/o'brien too)
-shq() { local q="'\\''"; printf "'%s'" "${1//\'/$q}"; }
-grep -qF "grid $(shq "$PWD/experiments/smoke.yaml") --out $(shq "$S") --set $(shq "data.dir=$TMP/data") --set 'data.train=synth' --job \"\$SLURM_ARRAY_TASK_ID\"" "$A" \
+# (a word with a character the shell takes otherwise single-quoted, as the script has it:
+# a checkout under /home/o'brien too)
+shq() { case $1 in '' | *[!A-Za-z0-9_./=:,+@%-]*) local q="'\\''"; printf "'%s'" "${1//\'/$q}" ;; *) printf %s "$1" ;; esac; }
+grep -qF "grid $(shq "$PWD/experiments/smoke.yaml") --out $(shq "$S") --set $(shq "data.dir=$TMP/data") --set data.train=synth --job \"\$SLURM_ARRAY_TASK_ID\"" "$A" \
   && ok "array: each task runs its point with the same --set" || fail "array command: $(tail -n 1 "$A")"
 grep -q -- '--kill-on-invalid-dep=yes' "$R" && grep -q -- "--list" "$R" && ok "report: --list, kill on invalid dependency" || fail "report script"
 grep -q -- '--dependency=afterok:"$array"' "$U" && grep -q -- '--parsable' "$U" && ok "submit.sh chains afterok" || fail "submit.sh"
@@ -508,6 +511,11 @@ for s in array report; do
     || ok "$s.sbatch: no stray word"
   bash -n "$O/out 100%/slurm/$s.sbatch" && ok "$s.sbatch: valid bash" || fail "$s.sbatch: bash -n"
 done
+# the task's command, as bash splits it: the odd paths each one word, quoted where needed
+grep '^exec ' "$O/out 100%/slurm/array.sbatch" | sed 's/^exec [^ ]*/printf "%s\\n"/' > "$TMP/words.sh"
+SLURM_ARRAY_TASK_ID=0 bash "$TMP/words.sh" > "$TMP/words"
+grep -Fxq -- "$O/my grid.yaml" "$TMP/words" && grep -Fxq -- "$O/out 100%" "$TMP/words" && grep -Fxq -- "data.train=synth" "$TMP/words" \
+  && ok "array.sbatch's command: the grid file and --out one word each" || fail "words: $(tr '\n' '|' < "$TMP/words")"
 # from a folder deeper than PATH_MAX (getcwd cannot give it) the scripts cannot hold
 # absolute paths: refused, nothing written (they said --chdir=. and cd '.', which run
 # from wherever sbatch or submit.sh is started)
