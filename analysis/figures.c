@@ -863,7 +863,7 @@ static void fig_hres_depth(an_ctx *c, FILE *meta) {
     for (int n = 2; n <= PROBE_MAX_N; n++)
         if (have_n[n]) snprintf(ns + strlen(ns), sizeof ns - strlen(ns), "%s%d", ns[0] ? " " : "", n);
     /* the optimisation recipes among the runs drawn: a sweep's are pooled in each mean (the
-       title says so; the table residual's rows "(recipes differ)") */
+       title says so; the table residual gives a row per recipe) */
     char recs[16][200];
     int nrec = 0;
     for (int i = 0; i < c->rs->n; i++) {

@@ -874,11 +874,96 @@ static int hres_layers_of(const an_run *r, hres_layers *h) {
 /* tables/residual: a row per method, n and training length, each number mean ± std over
  * the seeds; data/hres_layers.dat: a row per run and sublayer; data/hres_layers_seeds.dat:
  * a row per method, n, training length and sublayer, mean and std over the seeds. */
+/* One row of the table residual: the runs idx[0..k) of a cell and recipe (rtx: the
+ * recipe's fields that differ in the sweep, "–" without one), each run's sublayers to
+ * data/hres_layers.dat (fl) as they go. Runs without a final probe, or of another depth
+ * than the first's, are left out; nothing without one. */
+static void residual_row(an_ctx *c, tbl *t, FILE *fl, const char *scale, const char *corpus, const char *v, int nn,
+                         int steps, const int *idx, int k, const char *rtx) {
+    static hres_layers h[AN_CELL_CAP];
+    double sv1[AN_CELL_CAP], di[AN_CELL_CAP], sd[AN_CELL_CAP], cn[AN_CELL_CAP], jf[AN_CELL_CAP], jr[AN_CELL_CAP],
+        me[AN_CELL_CAP];
+    int m = 0, Lh = 0;
+    for (int i = 0; i < k && m < AN_CELL_CAP; i++) {
+        const an_run *r = &c->rs->r[idx[i]];
+        if (!hres_layers_of(r, &h[m])) continue;
+        if (Lh && h[m].Lh != Lh) continue; /* one depth per row */
+        Lh = h[m].Lh;
+        sv1[m] = -INFINITY;
+        me[m] = INFINITY;
+        di[m] = 0;
+        double lr = NAN;
+        sscanf(r->recipe, "lr %lf", &lr);
+        char rname[256]; /* one word in the .dat: a folder's name may hold a space */
+        snprintf(rname, sizeof rname, "%s", r->name);
+        for (char *q = rname; *q; q++)
+            if (isspace((unsigned char)*q) || *q == ',' || *q == '"') *q = '_';
+        for (int l = 0; l < Lh; l++) {
+            sv1[m] = fmax(sv1[m], h[m].sv_max[l]);
+            di[m] += h[m].dist_id[l] / Lh;
+            me[m] = fmin(me[m], h[m].min_entry[l]);
+            if (fl)
+                fprintf(fl, "%s %s %s %d %d %llu %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %s\n", scale, corpus,
+                        v, nn, steps, (unsigned long long)r->seed, l, h[m].sv_max[l], h[m].sv_min[l], h[m].dev_max[l],
+                        h[m].dist_id[l], h[m].cs_dev[l], h[m].rs_dev[l], h[m].cum[l], h[m].min_entry[l], lr, rname);
+        }
+        sd[m] = fmax(an_final_sum_dev(r, 1), an_final_sum_dev(r, 0));
+        cn[m] = last_cumnorm(r);
+        jf[m] = mean_series(r, "/final/jacobian_norm");
+        jr[m] = mean_series(r, "/final/jacobian_norm_residual");
+        m++;
+    }
+    if (!m) return;
+    char ntxt[8], stx[16], c1[64], c2[64], c3[64], c4[64], c5[64], c6[64], c7[64];
+    snprintf(ntxt, sizeof ntxt, "%d", nn);
+    snprintf(stx, sizeof stx, "%d", steps);
+    fmt_ms(c1, sizeof c1, sv1, m, 4);
+    fmt_ms(c2, sizeof c2, di, m, 4);
+    double smean, ssd;
+    an_mean_std(sd, m, &smean, &ssd);
+    if (m > 1) snprintf(c3, sizeof c3, "%.2e ± %.1e (%d)", smean, ssd, m);
+    else snprintf(c3, sizeof c3, "%.2e (1)", smean);
+    fmt_ms(c4, sizeof c4, cn, m, 4);
+    fmt_ms(c5, sizeof c5, jf, m, 3);
+    fmt_ms(c6, sizeof c6, jr, m, 4);
+    fmt_ms(c7, sizeof c7, me, m, 4);
+    const char *cells[] = {scale, corpus, an_pretty(v), ntxt, stx, rtx, c1, c2, c3, c7, c4, c5, c6};
+    tbl_row(t, cells);
+}
+
+/* data/hres_layers_seeds.dat's rows of a cell: per sublayer, mean and std over its runs
+ * (every recipe's: the figure hres_depth draws them, and says how many recipes it pools). */
+static void residual_seeds_rows(an_ctx *c, FILE *fs, const char *scale, const char *corpus, const char *v, int nn,
+                                int steps, const int *idx, int k) {
+    static hres_layers h[AN_CELL_CAP];
+    int m = 0, Lh = 0;
+    for (int i = 0; i < k && m < AN_CELL_CAP; i++) {
+        if (!hres_layers_of(&c->rs->r[idx[i]], &h[m])) continue;
+        if (Lh && h[m].Lh != Lh) continue;
+        Lh = h[m++].Lh;
+    }
+    for (int l = 0; m && l < Lh; l++) {
+        double x[5][AN_CELL_CAP], mean[5], sdv[5];
+        for (int i = 0; i < m; i++) {
+            x[0][i] = h[i].sv_max[l];
+            x[1][i] = h[i].dist_id[l];
+            x[2][i] = h[i].dev_max[l];
+            x[3][i] = h[i].cum[l];
+            x[4][i] = h[i].min_entry[l];
+        }
+        for (int q = 0; q < 5; q++) an_mean_std(x[q], m, &mean[q], &sdv[q]);
+        fprintf(fs, "%s %s %s %d %d %d %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", scale, corpus, v, nn,
+                steps, m, l, mean[0], sdv[0], mean[1], sdv[1], mean[2], sdv[2], mean[3], sdv[3], mean[4], sdv[4]);
+    }
+}
+
 static void table_residual(an_ctx *c) {
-    static const char *const head[] = {"scale", "corpus", "method", "n", "steps", "max σ₁(H_l)", "mean ‖H_l − I‖₂",
-                                       "max |sum − 1|", "min entry", "‖H_L ··· H_1‖₂", "Jacobian ‖J‖₂ full", "Jacobian ‖J‖₂ residual"};
+    static const char *const head[] = {"scale", "corpus", "method", "n", "steps", "recipe", "max σ₁(H_l)",
+                                       "mean ‖H_l − I‖₂", "max |sum − 1|", "min entry", "‖H_L ··· H_1‖₂",
+                                       "Jacobian ‖J‖₂ full", "Jacobian ‖J‖₂ residual"};
+    enum { NF = 16 };
     tbl t;
-    tbl_init(&t, 12, head);
+    tbl_init(&t, 13, head);
     FILE *fl = an_open(c->out, "data", "hres_layers.dat"), *fs = an_open(c->out, "data", "hres_layers_seeds.dat");
     if (fl) {
         fprintf(fl, "# every hyper-connection run's final probe, a row per sublayer: the token-averaged H_res's largest "
@@ -890,90 +975,38 @@ static void table_residual(an_ctx *c) {
                     "rowsum_dev_max composite_norm min_entry lr run\n", AN_COLUMNS);
     }
     if (fs) {
-        fprintf(fs, "# as hres_layers.dat, mean and sample std over the seeds of each method, n and length\n");
+        fprintf(fs, "# as hres_layers.dat, mean and sample std over the runs of each method, n and length (a sweep's "
+                    "recipes together)\n");
         fprintf(fs, "%s scale corpus method n steps seeds sublayer sv_max sv_max_std dist_identity dist_identity_std "
                     "dev_sv_max dev_sv_max_std composite_norm composite_norm_std min_entry min_entry_std\n", AN_COLUMNS);
     }
     char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
-    int st[64], nst = distinct_steps(c->rs, st, 64), mixed = 0;
-    static hres_layers h[AN_CELL_CAP];
+    int st[64], nst = distinct_steps(c->rs, st, 64), swept = 0;
     for (int a = 0; a < ns; a++)
-        for (int b = 0; b < nc; b++)
+        for (int b = 0; b < nc; b++) {
+            int differ[NF];
+            swept |= recipe_differ(c->rs, sc[a], co[b], differ, NF);
             for (int vi = 0; an_method_order[vi]; vi++)
                 for (int nn = 2; nn <= PROBE_MAX_N; nn++)
                     for (int si = 0; si < nst; si++) {
                         const char *v = an_method_order[vi];
-                        int idx[AN_CELL_CAP];
-                        int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, AN_CELL_CAP), m = 0, Lh = 0;
-                        double sv1[AN_CELL_CAP], di[AN_CELL_CAP], sd[AN_CELL_CAP], cn[AN_CELL_CAP], jf[AN_CELL_CAP],
-                            jr[AN_CELL_CAP], me[AN_CELL_CAP];
-                        const char *rec0 = NULL;
-                        int recipes_differ = 0;
-                        for (int i = 0; i < k; i++) {
-                            const an_run *r = &c->rs->r[idx[i]];
-                            if (!hres_layers_of(r, &h[m])) continue;
-                            if (Lh && h[m].Lh != Lh) continue; /* one depth per row */
-                            Lh = h[m].Lh;
-                            if (!rec0) rec0 = r->recipe;
-                            else if (strcmp(rec0, r->recipe)) recipes_differ = 1;
-                            sv1[m] = -INFINITY;
-                            me[m] = INFINITY;
-                            di[m] = 0;
-                            double lr = NAN;
-                            sscanf(r->recipe, "lr %lf", &lr);
-                            char rname[256]; /* one word in the .dat: a folder's name may hold a space */
-                            snprintf(rname, sizeof rname, "%s", r->name);
-                            for (char *q = rname; *q; q++)
-                                if (isspace((unsigned char)*q) || *q == ',' || *q == '"') *q = '_';
-                            for (int l = 0; l < Lh; l++) {
-                                sv1[m] = fmax(sv1[m], h[m].sv_max[l]);
-                                di[m] += h[m].dist_id[l] / Lh;
-                                me[m] = fmin(me[m], h[m].min_entry[l]);
-                                if (fl)
-                                    fprintf(fl, "%s %s %s %d %d %llu %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %s\n", sc[a],
-                                            co[b], v, nn, st[si], (unsigned long long)r->seed, l, h[m].sv_max[l],
-                                            h[m].sv_min[l], h[m].dev_max[l], h[m].dist_id[l], h[m].cs_dev[l], h[m].rs_dev[l],
-                                            h[m].cum[l], h[m].min_entry[l], lr, rname);
-                            }
-                            sd[m] = fmax(an_final_sum_dev(r, 1), an_final_sum_dev(r, 0));
-                            cn[m] = last_cumnorm(r);
-                            jf[m] = mean_series(r, "/final/jacobian_norm");
-                            jr[m] = mean_series(r, "/final/jacobian_norm_residual");
-                            m++;
+                        int idx[AN_CELL_CAP], done[AN_CELL_CAP] = {0};
+                        const int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, AN_CELL_CAP);
+                        if (fs) residual_seeds_rows(c, fs, sc[a], co[b], v, nn, st[si], idx, k);
+                        /* a row per recipe, learning rates ascending */
+                        for (int first; (first = next_recipe(c->rs, idx, k, done)) >= 0;) {
+                            const char *rec = c->rs->r[idx[first]].recipe;
+                            int sub[AN_CELL_CAP], m = 0;
+                            for (int i = 0; i < k; i++)
+                                if (!done[i] && !strcmp(c->rs->r[idx[i]].recipe, rec)) done[i] = 1, sub[m++] = idx[i];
+                            char rtx[200];
+                            recipe_label(rec, differ, NF, rtx, sizeof rtx);
+                            if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
+                            residual_row(c, &t, fl, sc[a], co[b], v, nn, st[si], sub, m, rtx);
                         }
-                        if (!m) continue;
-                        for (int l = 0; fs && l < Lh; l++) {
-                            double x[5][AN_CELL_CAP], mean[5], sdv[5];
-                            for (int i = 0; i < m; i++) {
-                                x[0][i] = h[i].sv_max[l];
-                                x[1][i] = h[i].dist_id[l];
-                                x[2][i] = h[i].dev_max[l];
-                                x[3][i] = h[i].cum[l];
-                                x[4][i] = h[i].min_entry[l];
-                            }
-                            for (int q = 0; q < 5; q++) an_mean_std(x[q], m, &mean[q], &sdv[q]);
-                            fprintf(fs, "%s %s %s %d %d %d %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", sc[a], co[b],
-                                    v, nn, st[si], m, l, mean[0], sdv[0], mean[1], sdv[1], mean[2], sdv[2], mean[3], sdv[3],
-                                    mean[4], sdv[4]);
-                        }
-                        char ntxt[8], stx[48], c1[64], c2[64], c3[64], c4[64], c5[64], c6[64], c7[64];
-                        snprintf(ntxt, sizeof ntxt, "%d", nn);
-                        snprintf(stx, sizeof stx, "%d%s", st[si], recipes_differ ? " (recipes differ)" : "");
-                        mixed |= recipes_differ;
-                        fmt_ms(c1, sizeof c1, sv1, m, 4);
-                        fmt_ms(c2, sizeof c2, di, m, 4);
-                        double smean, ssd;
-                        an_mean_std(sd, m, &smean, &ssd);
-                        if (m > 1) snprintf(c3, sizeof c3, "%.2e ± %.1e (%d)", smean, ssd, m);
-                        else snprintf(c3, sizeof c3, "%.2e (1)", smean);
-                        fmt_ms(c4, sizeof c4, cn, m, 4);
-                        fmt_ms(c5, sizeof c5, jf, m, 3);
-                        fmt_ms(c6, sizeof c6, jr, m, 4);
-                        fmt_ms(c7, sizeof c7, me, m, 4);
-                        const char *cells[] = {sc[a], co[b], an_pretty(v), ntxt, stx, c1, c2, c3, c7, c4, c5, c6};
-                        tbl_row(&t, cells);
                     }
+        }
     if (fl) an_close(fl);
     if (fs) an_close(fs);
     char cap[2048];
@@ -985,9 +1018,9 @@ static void table_residual(an_ctx *c) {
              "token-averaged H_res (a doubly stochastic matrix has every sum 1 and no entry below 0), the spectral norm of the product over all sublayers (the residual path's gain, mean over sequences), and "
              "the Jacobian norms of the whole network and of the residual path alone. Per sublayer: "
              "data/hres_layers.csv (every run), data/hres_layers_seeds.csv (mean and std over the seeds).%s",
-             mixed ? " \"(recipes differ)\": the row's runs were trained with different learning rates, batches or "
-                     "schedules, and its means mix them (as the figure hres_depth's); analyse one recipe's runs alone "
-                     "(s2hc analyze runs/grid/*-lr0.003-* -o OUT) for its matrices." : "");
+             swept ? " The runs of a scale and corpus were trained with several optimisation recipes (a sweep): a row "
+                     "per recipe, named by its fields that differ, learning rates ascending (the figure hres_depth "
+                     "and data/hres_layers_seeds.csv pool them, and say so)." : "");
     tbl_write(c, &t, "residual", cap);
     tbl_free(&t);
 }

@@ -587,10 +587,10 @@ static void test_residual_table(void) {
     const char *t = analyzed_table("residual", runs, 4, "residual.md");
     /* sigma_1 = ||H - I|| + 1 = 1.5, 1.7: mean 1.6, std 0.1414; the composite (synth's cum_spectral_norm)
        1 + 0.01 q + 0.001 l over q = 0..2 at l = 3: 1.013; the Jacobians' means 2n = 4 and 2 */
-    CHECK(strstr(t, "| HC | 2 | 20 | 1.6000 ± 0.1414 (2) | 0.6000 ± 0.1414 (2) |") != NULL &&
+    CHECK(strstr(t, "| HC | 2 | 20 | – | 1.6000 ± 0.1414 (2) | 0.6000 ± 0.1414 (2) |") != NULL &&
               strstr(t, "| 0.0000 ± 0.0000 (2) | 1.0130 ± 0.0000 (2) | 4.000 ± 0.000 (2) | 2.0000 ± 0.0000 (2) |") != NULL,
           "HC's row, two seeds:\n%s", t);
-    CHECK(strstr(t, "| s²HC | 4 | 20 | 1.1250 (1) | 0.1250 (1) |") != NULL, "s²HC's row, one seed:\n%s", t);
+    CHECK(strstr(t, "| s²HC | 4 | 20 | – | 1.1250 (1) | 0.1250 (1) |") != NULL, "s²HC's row, one seed:\n%s", t);
     CHECK(strstr(t, "| RC |") == NULL, "no row for RC (no residual matrices):\n%s", t);
     CHECK(strstr(t, "| max \\|sum − 1\\| |") != NULL, "a '|' of a heading is escaped in Markdown:\n%s", t);
     char p[600];
@@ -611,22 +611,26 @@ static void test_residual_table(void) {
     l = slurp(p);
     CHECK(strstr(l, "synth,hc,2,20,2,3,1.6,0.141421,0.6,0.141421,") != NULL && strstr(l, ",1.013,0,0,0\n") != NULL,
           "hc over its 2 seeds at sublayer 3:\n%s", l);
-    /* two learning rates of HC in one row: said, in the row and the caption (a shorter run of a
-       third is not in the figure, which draws the longest runs) */
+    /* two learning rates of HC: a row each, named by their rate, and the caption says why (a
+       shorter run of a third is not in the figure, which draws the longest runs, and pools
+       the two) */
     const synth sweep[] = {runs[0], {.method = "hc", .n = 2, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100,
                                      .name = "h2", .hres = 0.7, .lr = 1e-2},
                            {.method = "hc", .n = 2, .seed = 3, .steps = 10, .loss0 = 3, .val = 2.9, .tps = 100,
                             .name = "h3", .hres = 0.7, .lr = 3e-2}};
     t = analyzed_table("residual-lr", sweep, 3, "residual.md");
-    CHECK(strstr(t, "| HC | 2 | 20 (recipes differ) | 1.6000 ± 0.1414 (2) |") != NULL &&
-              strstr(t, "\"(recipes differ)\": the row's runs") != NULL,
-          "HC's row pools two learning rates and says so:\n%s", t);
+    CHECK(strstr(t, "| HC | 2 | 20 | lr 0.001 | 1.5000 (1) | 0.5000 (1) |") != NULL &&
+              strstr(t, "| HC | 2 | 20 | lr 0.01 | 1.7000 (1) | 0.7000 (1) |") != NULL &&
+              strstr(t, "| HC | 2 | 10 | lr 0.03 | 1.7000 (1) |") != NULL &&
+              strstr(t, "lr 0.001 |") < strstr(t, "lr 0.01 |") && strstr(t, "a row per recipe") != NULL &&
+              strstr(t, "recipes differ") == NULL,
+          "HC's rows, a learning rate each, ascending, and the caption says why:\n%s", t);
     snprintf(p, sizeof p, "%s/residual-lr-out/data/hres_layers.csv", tmpdir);
     CHECK(strstr(slurp(p), ",0.001,h1\n") != NULL && strstr(slurp(p), ",0.01,h2\n") != NULL,
           "hres_layers.csv tells the two learning rates apart:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/residual-lr-out/data/meta.gp", tmpdir);
     CHECK(strstr(slurp(p), "\nhres_depth_recipes = 2\n") != NULL, "the figure hres_depth pools 2 recipes:\n%s", slurp(p));
-    CHECK(strstr(analyzed_table("residual-1", runs, 2, "residual.md"), "recipes differ") == NULL, "one recipe: nothing said");
+    CHECK(strstr(analyzed_table("residual-1", runs, 2, "residual.md"), "a row per recipe") == NULL, "one recipe: nothing said");
 }
 
 /* Every table's LaTeX is ASCII: pdflatex stops at a character it has no definition for
