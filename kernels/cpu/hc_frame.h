@@ -24,8 +24,9 @@
 /* The same products by AMX tiles (TDPBF16PS: a 16 x 16 fp32 tile += 16 x 32 by 32 x 16
  * bf16), where the build targets AMX-BF16 and the kernel grants the process its tile
  * state (model_amx_usable): the projection's operands rounded as with vdpbf16ps, the sums
- * in fp32 in the tiles' own order. */
-#if HC_BF16 && defined(__AMX_TILE__) && defined(__AMX_BF16__)
+ * in fp32 in the tiles' own order. (GCC names the targets __AMX_TILE__ and __AMX_BF16__,
+ * clang __AMXTILE__ and __AMXBF16__.) */
+#if HC_BF16 && (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__))
 #define HC_AMX 1
 #else
 #define HC_AMX 0

@@ -276,6 +276,15 @@ static const struct __attribute__((packed, aligned(64))) {
 
 inline void hc_amx_begin(void) { _tile_loadconfig(&hc_amx_cfg); }
 
+/* tileloadd that the compiler knows to read memory: GCC 12's _tile_loadd is an asm with no
+ * memory operand, so the stores that fill an operand's buffer just before (the rounded
+ * rows of sc, za, the short block's `last`) could be moved past it or, into a local
+ * buffer, dropped. The "memory" clobber keeps every store before it in place. */
+#define HC_TILE_LOADD(dst, base, stride)                                                       \
+    __asm__ volatile("{tileloadd\t(%0,%1,1), %%tmm" #dst "|tileloadd\t%%tmm" #dst ", [%0+%1*1]}" \
+                     ::"r"((const void *)(base)), "r"((long)(stride))                             \
+                     : "memory")
+
 #define HC_AMX_SWITCH(t, STMT)                                                              \
     switch (t) {                                                                            \
     case 0: STMT(0); break;                                                                 \
@@ -318,9 +327,9 @@ static void hc_x_wt_amx(real *Z, const real *X, const real *Wf, size_t rows, int
 #undef HC_AMX_ZERO
         }
         for (size_t q = 0; q < rl; q += 16) {
-            _tile_loadd(6, sc + q, (long)(rl * sizeof(real)));
+            HC_TILE_LOADD(6, sc + q, (long)(rl * sizeof(real)));
             for (int kt = 0; kt < Kt; kt++) {
-                _tile_loadd(7, Wf + q * (size_t)Kw + (size_t)kt * 16, Kw * (long)sizeof(real));
+                HC_TILE_LOADD(7, Wf + q * (size_t)Kw + (size_t)kt * 16, Kw * (long)sizeof(real));
 #define HC_AMX_DP(t) _tile_dpbf16ps(t, 6, 7)
                 HC_AMX_SWITCH(kt, HC_AMX_DP)
 #undef HC_AMX_DP
@@ -375,14 +384,14 @@ static void hc_at_x_amx(real *M, const real *A, const real *X, size_t rows, int 
                     mk = last;
                 }
                 const long stride = mk == last ? 64 : (long)(D * sizeof(real));
-#define HC_AMX_LOADC(t) _tile_loadd(t, mk, stride)
+#define HC_AMX_LOADC(t) HC_TILE_LOADD(t, mk, stride)
                 HC_AMX_SWITCH(kt, HC_AMX_LOADC)
 #undef HC_AMX_LOADC
             }
             for (size_t p = 0; p < npt; p += 16) {
-                _tile_loadd(7, xp + p * D + c, (long)(D * sizeof(uint32_t)));
+                HC_TILE_LOADD(7, xp + p * D + c, (long)(D * sizeof(uint32_t)));
                 for (int kt = 0; kt < Kt; kt++) {
-                    _tile_loadd(6, at + (size_t)kt * 16 * P + p, (long)(P * sizeof(uint32_t)));
+                    HC_TILE_LOADD(6, at + (size_t)kt * 16 * P + p, (long)(P * sizeof(uint32_t)));
 #define HC_AMX_DP(t) _tile_dpbf16ps(t, 6, 7)
                     HC_AMX_SWITCH(kt, HC_AMX_DP)
 #undef HC_AMX_DP
@@ -419,7 +428,7 @@ void hc_dx_products_amx(const real *dz, int g, int Kr, size_t nC, const real *Wp
             memcpy(za + (size_t)t * kw + 16 * (size_t)q, &v, sizeof v);
         }
     for (int q = 0; q < Kq; q++) {
-#define HC_AMX_LOADA(t) _tile_loadd(t, za + 16 * q, (long)(kw * sizeof(uint32_t)))
+#define HC_AMX_LOADA(t) HC_TILE_LOADD(t, za + 16 * q, (long)(kw * sizeof(uint32_t)))
         HC_AMX_SWITCH1(q, HC_AMX_LOADA)
 #undef HC_AMX_LOADA
     }
@@ -427,7 +436,7 @@ void hc_dx_products_amx(const real *dz, int g, int Kr, size_t nC, const real *Wp
     for (size_t b = 0; b < nb; b++) {
         _tile_zero(0);
         for (int q = 0; q < Kq; q++) {
-            _tile_loadd(7, wp + (b * kw + 16 * (size_t)q) * 16, 64);
+            HC_TILE_LOADD(7, wp + (b * kw + 16 * (size_t)q) * 16, 64);
 #define HC_AMX_DPA(t) _tile_dpbf16ps(0, t, 7)
             HC_AMX_SWITCH1(q, HC_AMX_DPA)
 #undef HC_AMX_DPA
