@@ -100,6 +100,11 @@ static void test_student_t(void) {
     CHECK(an_seeds_for_power(2.07, 1, 0.8, 1000) == 5, "power d = 2.07 sd: %d", an_seeds_for_power(2.07, 1, 0.8, 1000));
     CHECK(an_seeds_for_power(0, 1, 0.8, 100) == 0 && an_seeds_for_power(0.1, 0, 0.8, 100) == 2, "no difference; no spread");
     CHECK(an_seeds_for_power(0.5, 1, 1, 100) == 0 && an_seeds_for_power(0.5, 1, 0, 100) == 0, "a power of 1 or 0: none");
+    /* the fewest, 2 pairs, at a large effect: on 1 df t_0.975 = tan(0.475 pi) = 12.7062 and
+       t_0.8 = tan(0.3 pi) = 1.3764, (14.0826 / 12)^2 = 1.38 <= 2; at 9 sd 2.45 > 2, and on 2 df
+       (t_q = (2q - 1) sqrt(2 / (1 - (2q - 1)^2)): 4.3027 + 1.0607) (5.3633 / 9)^2 = 0.36 <= 3 */
+    CHECK(an_seeds_for_power(12, 1, 0.8, 100) == 2, "power d = 12 sd: %d", an_seeds_for_power(12, 1, 0.8, 100));
+    CHECK(an_seeds_for_power(-9, 1, 0.8, 100) == 3, "power d = -9 sd: %d", an_seeds_for_power(-9, 1, 0.8, 100));
     /* Holm over 4 tests (the NaN one not counted): 0.005 x 4, 0.01 x 3, 0.03 x 2, then 0.04 x 1
        raised to the 0.06 before it */
     const double hp[] = {0.01, 0.04, 0.03, NAN, 0.005}, want[] = {0.03, 0.06, 0.06, NAN, 0.02};
@@ -199,6 +204,7 @@ typedef struct {
     int noclip;       /* train.clip 0 (clipping off) */
     double row_dev;   /* nonzero: with sums_dev, one row sum (the last sequence's, sublayer 0's) is 1 + row_dev */
     const char *divergences; /* the root attribute divergences (a diverged run resumed) */
+    double col_dev;   /* nonzero: /final/colsum_dev_max is col_dev at every sublayer (the row sums' stay 2e-3 (l + 1)) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -289,6 +295,8 @@ static void write_run(const char *dir, const synth *s) {
         for (int l = 0; l < Lh; l++) { cs[l] = 1e-7 * (l + 1); rs[l] = 2e-3 * (l + 1); }
         if (s->sums_dev)
             for (int l = 0; l < Lh; l++) cs[l] = rs[l] = s->sums_dev;
+        if (s->col_dev)
+            for (int l = 0; l < Lh; l++) cs[l] = s->col_dev;
         h5log_static_set(&log, "/final/colsum_dev_max", H5LOG_F64, 1, ld, cs, "cs");
         h5log_static_set(&log, "/final/rowsum_dev_max", H5LOG_F64, 1, ld, rs, "rs");
         /* per-sequence sums [3, Lh, n] and cumulative norms [3, Lh] (static, stored without
@@ -400,11 +408,11 @@ static void test_run_load(void) {
     CHECK(!strcmp(r.scale, "L2-C32-T32+init"), "scale label of a run from train.init_from: %s", r.scale);
     an_run_free(&r);
     s.name = "r4"; /* from an export that says its step: runs from other lengths are other cells */
-    s.init_step = 1000;
+    s.init_step = 1234;
     write_run(dir, &s);
     snprintf(p, sizeof p, "%s/r4/run.h5", dir);
     CHECK(an_run_load(&r, p, err, sizeof err) == 0, "load: %s", err);
-    CHECK(!strcmp(r.scale, "L2-C32-T32+init@1000"), "scale label of a run from a step-1000 export: %s", r.scale);
+    CHECK(!strcmp(r.scale, "L2-C32-T32+init@1234"), "scale label of a run from a step-1234 export: %s", r.scale);
     an_run_free(&r);
     s.name = "r5"; /* an export of step 0 (a run's initialisation) says its step too */
     s.init_step = -1;
@@ -1256,11 +1264,34 @@ static void test_ablation_recipes(void) {
     const char *p1 = analyzed_table("ablrec2", pair, 2, "ablation.md");
     CHECK(strstr(p1, "| identity | 20 | – | ") && strstr(p1, "a row per recipe") == NULL,
           "one recipe: no recipe name, no remark:\n%s", p1);
+    /* one seed of each: Δ val without an interval (2.95 - 2.9); the largest of the column and
+       row sums' deviations (identity's columns 0.05, above its rows' 2e-3 x 4; s²HC's rows 8e-3,
+       above its columns' 4e-7); an s²HC row alone of a cell with no other ablation variant
+       (RC and s²HC) makes no table */
+    synth one[] = {runs[0], runs[4]};
+    one[1].col_dev = 0.05;
+    one[1].hres = 0.5; /* Jacobian norms 4 and 12 (full, mean 8), 2 and 2 (residual path) */
+    const char *o1 = analyzed_table("ablone", one, 2, "ablation.md"), *id = strstr(o1, "| identity | 20 | – | "),
+               *s2 = strstr(o1, "| s²HC | 20 | – | ");
+    CHECK(id && strstr(id, "| +0.0500 | 1 seed, no interval | 1 seed, no interval | 5.00e-02 |") &&
+              strstr(id, "| 8 / 2 |\n") && strstr(id, "| 8 / 2 |\n") < strchr(id, '\n'),
+          "identity: one pair, its largest sum deviation the columns', its Jacobian norms:\n%s", o1);
+    CHECK(s2 && strstr(s2, "| – | – | – | 8.00e-03 |") && strstr(s2, "| 8.00e-03 |") < strchr(s2, '\n'),
+          "s²HC: its largest sum deviation the rows':\n%s", o1);
+    const synth stopped[] = {runs[0], {.method = "identity", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.95,
+                                       .grad_peak = 1, .tps = 100, .name = "id-stop", .lr = 1e-3, .stopped_at = 10}};
+    const char *st = analyzed_table("ablstop", stopped, 2, "ablation.md"), *sr = strstr(st, "| identity | 10 of 20 (interrupted) | – | ");
+    CHECK(sr != NULL, "a row of one stopped run, none finished:\n%s", st);
+    const synth rs2[] = {{.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1,
+                          .tps = 100, .name = "rc"}, runs[0]};
+    const char *no = analyzed_table("ablnone", rs2, 2, "ablation.md");
+    CHECK(strstr(no, "| s²HC |") == NULL, "RC and s²HC alone: no ablation rows:\n%s", no);
 }
 
 /* tables/gradnorm: every method's runs, a row per recipe: the median and the largest
- * gradient norm after the first 10 % of steps over the runs, the largest of any run, the share of steps above train.clip (1: each run's one
- * peak of 20 steps), and the runs by status. */
+ * gradient norm after the first 10 % of steps over the runs, the largest of any run, the
+ * share of steps above train.clip (1: each run's one peak of 20 steps), and the runs by
+ * status. */
 static void test_gradnorm_table(void) {
     static const synth runs[] = {
         {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 3, .tps = 100,
@@ -1300,6 +1331,13 @@ static void test_gradnorm_columns(void) {
           "a NaN norm: the largest inf, a step clipped:\n%s", t);
     CHECK(strstr(t, "| identity | 20 | clip 0 | 1 finished | 1.000 (1) | 3.000 (1) | 3.000 | – |") != NULL,
           "clipping off: no share of clipped steps:\n%s", t);
+    /* 25 steps: 10 % is 2.5, the first 2 left out of both (the largest 10 / 3, not 10 / 4; the
+       median of 10 / 3 .. 10 / 25 is 10 / 14 = 0.714) */
+    synth odd = runs[0];
+    odd.steps = 25;
+    t = analyzed_table("gradcols25", &odd, 1, "gradnorm.md");
+    CHECK(strstr(t, "| s²HC | 25 | – | 1 finished | 0.714 (1) | 3.333 (1) | 3.333 | 36.0 % (1) |") != NULL,
+          "25 steps: the first 2 left out of the median and the largest, 9 of 25 clipped:\n%s", t);
 }
 
 /* tables/pairs: every two methods with 2 or more seeds in common, paired by seed: mHC
@@ -1341,6 +1379,17 @@ static void test_pairs_table(void) {
               strstr(t, "| identity | mHC | +0.6200 | [+0.3583, +0.8817] (t, 3 pairs) | 0.0095 | 0.0274 |") &&
               strstr(t, "| mHC | s²HC | -0.0200 | [-0.0448, +0.0048] (t, 3 pairs) | 0.0742 | 0.0742 |"),
           "each p adjusted over the three rows (Holm):\n%s", t);
+    int rows = 0;
+    for (const char *q = strstr(t, "\n| "); q; q = strstr(q + 1, "\n| ")) rows++;
+    CHECK(rows == 4 && !strstr(t, "| mHC | mHC |") && !strstr(t, "| s²HC | s²HC |") && !strstr(t, "| identity | identity |"),
+          "a heading and the three pairs, no method against itself (%d rows):\n%s", rows, t);
+    /* identity − s²HC in numbers: d = 0.5, 0.6, 0.7, sd 0.1, se 0.1 / sqrt 3, 0.6 -+ 4.302653 se
+       = [0.351586, 0.848414]; t = 10.392, p = 1 - t / sqrt(2 + t^2) = 0.00913261 (2 df) and
+       3 x that = 0.0273978 (Holm's first of three); 80 % power at 6 sd: 3 pairs ((4.3027 +
+       1.0607)^2 / 36 = 0.80 <= 3; on 2 pairs (12.706 + 1.376)^2 / 36 = 5.5 > 2) */
+    snprintf(p, sizeof p, "%s/data/pairs.csv", out);
+    CHECK(strstr(slurp(p), ",identity,4,s2hc,4,3,0.6,0.1,0.351586,0.848414,0.00913261,0.0273978,3\n") != NULL,
+          "identity − s²HC's row in numbers: its interval's ends, p, Holm's p and seeds in their columns:\n%s", slurp(p));
     /* a difference of 3e-5 against a spread of 0.01: past the cap, in words (no '>' for LaTeX) */
     synth near[6];
     memcpy(near, runs + 1, 3 * sizeof *runs);
@@ -1353,6 +1402,8 @@ static void test_pairs_table(void) {
     }
     t = analyzed_table("pairs-near", near, 6, "pairs.md");
     CHECK(strstr(t, "| within noise | more than 10000 |") != NULL, "too small a difference to find:\n%s", t);
+    snprintf(p, sizeof p, "%s/pairs-near-out/data/pairs.csv", tmpdir);
+    CHECK(strstr(slurp(p), ",10001\n") != NULL, "past the cap, the csv's seeds are the cap + 1 its header says:\n%s", slurp(p));
 }
 
 /* Table 1's caption names the shortest run's loss window only when it is less than the
@@ -1380,6 +1431,68 @@ static void test_pairs_two_seeds(void) {
     CHECK(strstr(t, "| 20 | – | mHC | s²HC | +0.0200 | [") != NULL && strstr(t, "(t, 2 pairs) | ") != NULL &&
               strstr(t, "| within noise | 7 |") != NULL,
           "two seeds: a row, 7 seeds for 80 %% power:\n%s", t);
+}
+
+/* tables/pairs at 5 seeds and past: the bootstrap interval beside the t interval (from 5
+ * pairs on, AN_BOOT_MIN_PAIRS), a method at n = 8 (the most streams), the recipe's learning
+ * rate in pairs.csv; and a p below 1e-4 written as 1.2e-05, not 0.0000: RC − s²HC of
+ * 3 seeds at 0.5 -+ 0.003 (sd 0.003, t = 0.5 / (0.003 / sqrt 3) = 288.7, p = 1 - t / sqrt(2 +
+ * t^2) = 1.2e-05 on 2 df), its Holm's p the same (one row). */
+static void test_pairs_formats(void) {
+    synth runs[10];
+    static const char *const names[10] = {"r1", "r2", "r3", "r4", "r5", "s1", "s2", "s3", "s4", "s5"};
+    for (int i = 0; i < 5; i++) {
+        runs[i] = (synth){.method = "rc", .n = 1, .seed = (uint64_t)i + 1, .steps = 20, .loss0 = 3, .val = 3.0,
+                          .grad_peak = 1, .tps = 100, .name = names[i], .lr = 2e-3};
+        runs[5 + i] = (synth){.method = "s2hc", .n = 8, .seed = (uint64_t)i + 1, .steps = 20, .loss0 = 3,
+                              .val = 2.9 + 0.01 * i, .grad_peak = 1, .tps = 100, .name = names[5 + i], .lr = 2e-3};
+    }
+    char out[400], p[600];
+    analyze_set("pairs5", runs, 10, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/pairs.md", out);
+    const char *t = slurp(p), *row = strstr(t, "| RC | s²HC (n = 8) | +0.0800 | [");
+    CHECK(row && strstr(row, "(t, 5 pairs); bootstrap [") && strstr(row, "bootstrap [") < strchr(row, '\n'),
+          "RC − s²HC at n = 8 over 5 seeds, with its bootstrap interval:\n%s", t);
+    snprintf(p, sizeof p, "%s/data/pairs.csv", out);
+    CHECK(strstr(slurp(p), ",synth,20,0.002,rc,1,s2hc,8,5,0.08,") != NULL, "the row's learning rate in pairs.csv:\n%s",
+          slurp(p));
+    const double d[3] = {-0.003, 0, 0.003};
+    for (int i = 0; i < 3; i++) {
+        runs[i] = (synth){.method = "rc", .n = 1, .seed = (uint64_t)i + 1, .steps = 20, .loss0 = 3, .val = 3.0,
+                          .grad_peak = 1, .tps = 100, .name = names[i]};
+        runs[3 + i] = (synth){.method = "s2hc", .n = 4, .seed = (uint64_t)i + 1, .steps = 20, .loss0 = 3,
+                              .val = 2.5 - d[i], .grad_peak = 1, .tps = 100, .name = names[5 + i]};
+    }
+    t = analyzed_table("pairs-tiny-p", runs, 6, "pairs.md");
+    CHECK(strstr(t, "| RC | s²HC | +0.5000 | [") && strstr(t, "(t, 3 pairs) | 1.2e-05 | 1.2e-05 | RC higher than s²HC | 2 |"),
+          "a p below 1e-4 and its Holm's p in exponent notation:\n%s", t);
+}
+
+/* Table 2's interval over two seeds (the fewest it needs): log ratios -0.1 and -0.3, their
+ * mean -0.2 -+ 12.7062 (t_0.975 on 1 df) x 0.1 = [-1.4706, 1.0706], exp: [0.2298, 2.9172]; and
+ * an RC perplexity of inf on one corpus: that corpus is left out of the seed's ratio (50 / 100
+ * on c4 alone: 0.5), not the seed. */
+static void test_table2_two_seeds(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "r1",
+         .ood = {100, 200}},
+        {.method = "rc", .n = 1, .seed = 2, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "r2",
+         .ood = {100, 200}},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s1",
+         .ood = {100 * exp(-0.1), 200 * exp(-0.1)}},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s2",
+         .ood = {100 * exp(-0.3), 200 * exp(-0.3)}}};
+    const char *t2 = analyzed_table("ratio2", runs, 4, "table2.md");
+    CHECK(strstr(t2, "| s²HC | 20 | ") && strstr(t2, "| 0.8187 | [0.2298, 2.9172] | within noise |"),
+          "s²HC / RC over two seeds, its t interval on 1 df:\n%s", t2);
+    const synth inf[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100, .name = "rc",
+         .ood = {100, INFINITY}},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s",
+         .ood = {50, 100}}};
+    t2 = analyzed_table("ratio-inf", inf, 2, "table2.md");
+    CHECK(strstr(t2, "| s²HC | 20 | 50.00 (1) | 100.00 (1) | 0.5000 | – | 1 seed, no interval |") != NULL,
+          "RC's inf perplexity on wiki: s²HC's ratio from c4 alone:\n%s", t2);
 }
 
 /* Runs of one corpus trained on two builds of it (their train_tokens differ): analyze warns,
@@ -1735,6 +1848,8 @@ int main(void) {
     T_RUN(test_gradnorm_columns);
     T_RUN(test_pairs_table);
     T_RUN(test_pairs_two_seeds);
+    T_RUN(test_pairs_formats);
+    T_RUN(test_table2_two_seeds);
     T_RUN(test_table1_window_note);
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
