@@ -196,6 +196,12 @@ static void fmt_num(char *buf, size_t len, double x, int prec) {
     else snprintf(buf, len, "–");
 }
 
+/* x as "%.2e", or "–" when it is not a number (a run without that measurement). */
+static void fmt_e(char *buf, size_t len, double x) {
+    if (isnan(x)) snprintf(buf, len, "–");
+    else snprintf(buf, len, "%.2e", x);
+}
+
 static void fmt_big(char *buf, size_t len, double x) {
     if (!isfinite(x)) snprintf(buf, len, "–");
     else if (x >= 1e9) snprintf(buf, len, "%.2fB", x / 1e9);
@@ -777,12 +783,15 @@ static void table_ablation(an_ctx *c) {
                     fmt_ms(oos, sizeof oos, oo, kk, 2);
                     double m, m2;
                     an_mean_std(sd, kk, &m, NULL);
-                    snprintf(sds, sizeof sds, "%.2e", m);
+                    fmt_e(sds, sizeof sds, m);
                     an_mean_std(cn, kk, &m, NULL);
                     fmt_num(cns, sizeof cns, m, 4);
                     an_mean_std(jf, kk, &m, NULL);
                     an_mean_std(jr, kk, &m2, NULL);
-                    snprintf(js, sizeof js, "%.3g / %.3g", m, m2);
+                    /* "–" without a final probe (a diverged run, probe.final_samples 0), as the
+                       other cells */
+                    if (isnan(m) && isnan(m2)) snprintf(js, sizeof js, "–");
+                    else snprintf(js, sizeof js, "%.3g / %.3g", m, m2);
                     if (strcmp(v, "s2hc")) {
                         double x[64], y[64];
                         const int np = pair_cell_recipe(c->rs, sc[a], co[b], st[si], rec, v, nn, "s2hc", nn, m_val, x, y, 64);
@@ -1350,12 +1359,6 @@ static double probe_first(const an_run *r, const char *p) {
     return s && s->rows ? an_series_get(s, 0) : NAN;
 }
 static double probe_last(const an_run *r, const char *p) { return an_scalar(r, p); }
-
-/* x as "%.2e", or "–" when it is not a number (a run without that measurement). */
-static void fmt_e(char *buf, size_t len, double x) {
-    if (isnan(x)) snprintf(buf, len, "–");
-    else snprintf(buf, len, "%.2e", x);
-}
 
 static double min_token_entry(const an_run *r) {
     size_t n = 0;

@@ -1282,6 +1282,15 @@ static void test_ablation_recipes(void) {
                                        .grad_peak = 1, .tps = 100, .name = "id-stop", .lr = 1e-3, .stopped_at = 10}};
     const char *st = analyzed_table("ablstop", stopped, 2, "ablation.md"), *sr = strstr(st, "| identity | 10 of 20 (interrupted) | – | ");
     CHECK(sr != NULL, "a row of one stopped run, none finished:\n%s", st);
+    /* a run with no final probe (diverged): its probe's cells "–", as the others, not "nan" */
+    synth dv = stopped[1];
+    dv.diverged = 1;
+    const synth dvs[] = {runs[0], dv};
+    const char *d = analyzed_table("abldiv", dvs, 2, "ablation.md"), *dr = strstr(d, "| identity | 10 of 20 (diverged) | – | ");
+    const char *de = dr ? strchr(dr, '\n') : NULL, *tail = "| – | – | – |";
+    const size_t tl = strlen(tail);
+    CHECK(de && (size_t)(de - dr) >= tl && !strncmp(de - tl, tail, tl) && !strstr(d, "nan"),
+          "a diverged run's sums, composite and Jacobian cells:\n%s", d);
     const synth rs2[] = {{.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1,
                           .tps = 100, .name = "rc"}, runs[0]};
     const char *no = analyzed_table("ablnone", rs2, 2, "ablation.md");
