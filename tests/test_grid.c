@@ -1118,6 +1118,26 @@ static void test_eta(void) {
     for (int i = 0; i < 4; i++)
         CHECK(fabs(grid_work_left(from[i], steps[i]) - left[i]) < 1e-12, "grid_work_left(%d, %d) = %g, want %g",
               from[i], steps[i], grid_work_left(from[i], steps[i]), left[i]);
+    /* a point's work: its tokens (steps x batch x grad_accum x block_size) times the multiply-adds
+       per token: 12 C^2 a block (attention's q, k, v and output 4 C^2, the MLP's 8 C^2), 2 T C
+       for its scores and mix, C x vocab for the head. 10 x 4 x 1 x 32 = 1280 tokens at C = 32,
+       T = 32, 2 blocks, vocab 256: 2 (12288 + 2048) + 8192 = 36864 each, 47185920 in all;
+       twice that with grad_accum 2; at C = 64, 2 (49152 + 4096) + 16384 = 122880 a token */
+    s2hc_config c;
+    config_defaults(&c);
+    c.n_embd = 32;
+    c.block_size = 32;
+    c.n_layer = 2;
+    c.vocab = 256;
+    c.steps = 10;
+    c.batch = 4;
+    c.grad_accum = 1;
+    CHECK(grid_point_work(&c) == 47185920.0, "work %.17g, want 47185920", grid_point_work(&c));
+    c.grad_accum = 2;
+    CHECK(grid_point_work(&c) == 2 * 47185920.0, "grad_accum 2: work %.17g, want 94371840", grid_point_work(&c));
+    c.grad_accum = 1;
+    c.n_embd = 64;
+    CHECK(grid_point_work(&c) == 1280 * 122880.0, "C = 64: work %.17g, want 157286400", grid_point_work(&c));
     grid_points_free(p, n);
     grid_free(&g);
 }
