@@ -158,6 +158,15 @@ expect_out "^ +0 +identity-n4-s1337: refuse: the config changed \(train.steps: 2
   "the point without its checkpoint is refused, saying why"
 expect_out "would run 1 .*skip 1, refuse 1" "the other is extended"
 rm -r "$TMP/runs_nockpt"
+# --force beside --extend: a point only longer is extended (as the runner does), not rerun
+expect_status 0 "--dry-run --force --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --dry-run --force --extend
+expect_out "^ +0 +identity-n4-s1337: extend from step 20 to 26 \(--extend; " "--force beside --extend: the point is extended"
+# a shorter train.steps is no run to train further: refused, with no word of --extend
+expect_status 0 "--dry-run --extend with a shorter train.steps" -- "$S2HC" grid $G "${D[@]}" --out "$XO" \
+  --set train.lr=0.002 --set train.steps=15 --dry-run --extend
+expect_out "would run 0 .*refuse 3" "--extend trains no point whose train.steps is shorter"
+grep -q -- "--extend trains it further" "$TMP/out" && fail "a shorter train.steps points to --extend: $(grep -m1 refuse "$TMP/out")" \
+  || ok "no --extend hint for a shorter train.steps"
 expect_status 0 "--slurm --extend" -- "$S2HC" grid $G "${D[@]}" --out "$XO" "${XL[@]}" --slurm --extend
 grep -q -- ' --extend --job "$SLURM_ARRAY_TASK_ID"$' "$XO/slurm/array.sbatch" && ok "the array tasks extend too" \
   || fail "array.sbatch: $(grep -- '--job' "$XO/slurm/array.sbatch")"
@@ -293,7 +302,11 @@ for _ in $(seq 1 600); do  # the orphan saves and exits; its lock goes with it
   "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --list 2>/dev/null | grep -Eq "identity-n4-s1337 +running" || break
   sleep 0.1
 done
-expect_status 0 "after SIGKILL of the runner, the point resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --job 0
+# (under --extend too: a point stopped at its own length is resumed, `train --resume`)
+expect_status 0 "after SIGKILL of the runner, the point resumes" -- "$S2HC" grid $G "${D[@]}" "${KS[@]}" --out "$K2" --job 0 --extend
+expect_out "resume  #0 identity-n4-s1337 at step [0-9]+/$KSTEPS" "the killed runner's point resumes, --extend or not"
+grep -q -- "s2hc train .* --resume ====" "$K2/identity-n4-s1337/train.log" && ok "with train --resume" \
+  || fail "train.log: $(grep '^==== s2hc grid' "$K2/identity-n4-s1337/train.log")"
 expect_out "1/1 finished" "the killed runner's point finished"
 # index.csv's wall time counts the killed runner's run too: at least the run's own
 # wall_seconds (its training time over both runs, up to its last save)
