@@ -1191,6 +1191,20 @@ static void test_eta_kinds(void) {
     grid_eta_add(&r, queue[0], 50); /* its kind's second: 150 s for twice the work */
     eta = grid_eta_seconds(&r, 1000);
     CHECK(fabs(eta - (75 + 450.0 / 4)) < 1e-9, "eta %g, want 75 (its kind's rate) + 112.5 (every point's)", eta);
+    /* a running point and a stopped one (not queued) of the kind with no finished point take
+       every point's rate too (112.5 s for its work), not point 0's kind's (75) */
+    const int other = queue[1];
+    r.nq = 0;
+    st[other].state = GS_RUNNING;
+    slot[other].pid = 12345;
+    slot[other].t_start = 1000;
+    slot[other].share = 1;
+    eta = grid_eta_seconds(&r, 1000);
+    CHECK(fabs(eta - 112.5) < 1e-9, "a running point of no finished kind: eta %g, want 112.5", eta);
+    slot[other].pid = 0;
+    st[other].state = GS_INTERRUPTED;
+    eta = grid_eta_seconds(&r, 1000);
+    CHECK(fabs(eta - 112.5) < 1e-9, "a stopped point of no finished kind: eta %g, want 112.5", eta);
     free(r.kinds);
     free(r.kind_of);
     grid_points_free(p, n);
