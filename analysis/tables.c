@@ -223,6 +223,32 @@ static int distinct(const an_runset *rs, size_t off, char out[][AN_NAME], int ca
     return k;
 }
 
+/* The distinct scales of the runs (with_bench: the throughput-only ones' too), smallest model first (layers x width x
+ * context, the measure an_pick_primary takes the largest by), runs of one size in
+ * first-seen order: a depth or width sweep reads down its tables in order, not in the
+ * order of its run names (hc-L12-... sorts before hc-L2-...). */
+static int distinct_scales(const an_runset *rs, int with_bench, char out[][AN_NAME], int cap) {
+    long size[64];
+    if (cap > 64) cap = 64;
+    int k = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const an_run *r = &rs->r[i];
+        if (r->bench && !with_bench) continue;
+        int seen = 0;
+        for (int j = 0; j < k && !seen; j++) seen = !strcmp(out[j], r->scale);
+        if (seen || k == cap) continue;
+        long sz = (long)r->n_layer * r->n_embd * r->block_size;
+        int at = k;
+        while (at > 0 && size[at - 1] > sz) at--;
+        memmove(out + at + 1, out + at, (size_t)(k - at) * sizeof *out);
+        memmove(size + at + 1, size + at, (size_t)(k - at) * sizeof *size);
+        snprintf(out[at], AN_NAME, "%s", r->scale);
+        size[at] = sz;
+        k++;
+    }
+    return k;
+}
+
 /* The distinct train.steps of the (non-bench) runs, ascending: the tables give runs of
  * one scale and corpus trained for different lengths rows of their own. */
 static int distinct_steps(const an_runset *rs, int *out, int cap) {
@@ -348,7 +374,7 @@ static void table1(an_ctx *c) {
     tbl t;
     tbl_init(&t, 11, head);
     char sc[16][AN_NAME], co[16][AN_NAME];
-    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int ns = distinct_scales(c->rs, 0, sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64);
     size_t min_used = (size_t)-1;
     int unfinished = 0, mixed = 0, mixed_opt = 0, mixed_data = 0;
@@ -480,7 +506,7 @@ static void table2(an_ctx *c) {
     tbl t;
     tbl_init(&t, nh, head);
     char sc[16][AN_NAME], co[16][AN_NAME];
-    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int ns = distinct_scales(c->rs, 0, sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64), mixed = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++)
@@ -718,7 +744,7 @@ static void table_ablation(an_ctx *c) {
     tbl t;
     tbl_init(&t, 14, head);
     char sc[16][AN_NAME], co[16][AN_NAME];
-    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int ns = distinct_scales(c->rs, 0, sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64), unfinished = 0, swept = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++) {
@@ -990,7 +1016,7 @@ static void table_residual(an_ctx *c) {
                     "dev_sv_max dev_sv_max_std composite_norm composite_norm_std min_entry min_entry_std\n", AN_COLUMNS);
     }
     char sc[16][AN_NAME], co[16][AN_NAME];
-    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int ns = distinct_scales(c->rs, 0, sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64), swept = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++) {
@@ -1096,7 +1122,7 @@ static void table_recipes(an_ctx *c) {
                      "batch grad_accum finished runs train_loss train_loss_std val_loss val_loss_std ood_ppl "
                      "ood_ppl_std dval_vs_rc dval_lo dval_hi\n");
     char sc[16][AN_NAME], co[16][AN_NAME];
-    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int ns = distinct_scales(c->rs, 0, sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64);
     enum { NF = 16 };
     for (int a = 0; a < ns; a++)
@@ -1197,18 +1223,20 @@ static void table_throughput(an_ctx *c) {
                                        "aux params (run file)", "aux params (computed)", "total params"};
     tbl t;
     tbl_init(&t, 9, head);
+    char all_sc[16][AN_NAME];
+    int nall = distinct_scales(c->rs, 1, all_sc, 16);
     for (int vi = 0; an_method_order[vi]; vi++) {
         const char *v = an_method_order[vi];
         for (int n = 1; n <= 8; n++) {
-            char scales[8][AN_NAME];
+            char scales[8][AN_NAME]; /* the method's scales at n, smallest model first */
             int nsc = 0;
-            for (int i = 0; i < c->rs->n; i++) {
-                const an_run *r = &c->rs->r[i];
-                if (strcmp(r->variant, v) || r->n != n) continue;
-                int seen = 0;
-                for (int j = 0; j < nsc; j++) seen |= !strcmp(scales[j], r->scale);
-                if (!seen && nsc < 8) snprintf(scales[nsc++], sizeof scales[0], "%s", r->scale);
-            }
+            for (int a = 0; a < nall && nsc < 8; a++)
+                for (int i = 0; i < c->rs->n; i++) {
+                    const an_run *r = &c->rs->r[i];
+                    if (strcmp(r->variant, v) || r->n != n || strcmp(r->scale, all_sc[a])) continue;
+                    snprintf(scales[nsc++], sizeof scales[0], "%s", r->scale);
+                    break;
+                }
             for (int s = 0; s < nsc; s++) {
                 double tp[128], ref[128];
                 int k = 0, kr = 0;
@@ -1305,7 +1333,7 @@ static void table_runs(an_ctx *c) {
                                      "steps", "params (RC)", "tokens per run"};
     tbl_init(&t, 10, mh);
     char sc[16][AN_NAME];
-    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16);
+    int ns = distinct_scales(c->rs, 0, sc, 16);
     for (int a = 0; a < ns; a++) {
         const an_run *r = NULL;
         for (int i = 0; i < c->rs->n; i++)
@@ -1406,7 +1434,7 @@ static void table_pairs(an_ctx *c) {
                      " scale corpus steps lr a n_a b n_b pairs dval dval_sd dval_lo dval_hi p p_holm seeds_80\n",
                 AN_POWER_CAP + 1, AN_POWER_CAP);
     char sc[16][AN_NAME], co[16][AN_NAME];
-    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int ns = distinct_scales(c->rs, 0, sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64), swept = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++) {
@@ -1528,7 +1556,7 @@ static void table_gradnorm(an_ctx *c) {
     tbl t;
     tbl_init(&t, 10, head);
     char sc[16][AN_NAME], co[16][AN_NAME];
-    int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+    int ns = distinct_scales(c->rs, 0, sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64), swept = 0;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++) {
@@ -1763,7 +1791,7 @@ static void claims(an_ctx *c) {
            not ten. */
         int lower = 0, higher = 0, decided = 0, thin = 0;
         char sc[16][AN_NAME], co[16][AN_NAME], missing[128] = "";
-        int ns = distinct(c->rs, offsetof(an_run, scale), sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
+        int ns = distinct_scales(c->rs, 0, sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
         int st[64], nst = distinct_steps(c->rs, st, 64);
         for (int w = 0; w < 4; w++) {
             const char *v = w == 0 ? "rc" : w == 1 ? "hc" : w == 2 ? "mhc" : "mhc_lite";

@@ -1814,6 +1814,37 @@ static void test_corpus_common_prefix(void) {
           "each paired with the RC run of its corpus (-0.1 on a, -0.3 on b):\n%s", t);
 }
 
+/* A depth sweep whose run names sort the deepest model first (a-L8 before c-L2): every
+ * table lists the scales smallest model first, whatever the order the runs were read in. */
+static void test_scales_by_size(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100,
+         .name = "a-rc-L8", .n_layer = 8},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.8, .grad_peak = 1, .tps = 100,
+         .name = "a-s2hc-L8", .n_layer = 8, .hres = 0.1},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.1, .grad_peak = 1, .tps = 100,
+         .name = "b-rc-L4", .n_layer = 4},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100,
+         .name = "b-s2hc-L4", .n_layer = 4, .hres = 0.1},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.2, .grad_peak = 1, .tps = 100,
+         .name = "c-rc-L2", .n_layer = 2},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.2, .grad_peak = 1, .tps = 100,
+         .name = "c-s2hc-L2", .n_layer = 2, .hres = 0.1}};
+    static const char *const tables[] = {"table1.md", "residual.md", "throughput.md", "scales.md"};
+    char out[400], p[600];
+    analyze_set("depthorder", runs, 6, out, sizeof out);
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/tables/%s", out, tables[i]);
+        const char *t = slurp(p), *l2 = strstr(t, "| L2-C32-T32 |"), *l4 = strstr(t, "| L4-C32-T32 |"),
+                   *l8 = strstr(t, "| L8-C32-T32 |");
+        CHECK(l2 && l4 && l8 && l2 < l4 && l4 < l8, "%s: the 2-, 4- and 8-layer rows in that order:\n%s", tables[i], t);
+    }
+    snprintf(p, sizeof p, "%s/tables/table1.md", out);
+    const char *t = slurp(p);
+    CHECK(strstr(t, "| L2-C32-T32 | synth | s²HC | 4 | 20 | 3.") != NULL && strstr(t, "| L8-C32-T32 | synth | s²HC | 4 | 20 | 3.") != NULL,
+          "each depth's s²HC row:\n%s", t);
+}
+
 int main(void) {
     T_NAME("test_analysis");
     /* a fresh directory (t_setup_tmp): a name of the pid alone could be an earlier run's,
@@ -1860,6 +1891,7 @@ int main(void) {
     T_RUN(test_pairs_formats);
     T_RUN(test_table2_two_seeds);
     T_RUN(test_table1_window_note);
+    T_RUN(test_scales_by_size);
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_cell_cap);
