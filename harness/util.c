@@ -18,6 +18,10 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__SSE__)
+#include <xmmintrin.h>
+#define RUNTIME_HAVE_FTZ 1
+#endif
 
 void *malloc_check_(size_t size, const char *file, int line) {
     void *p = malloc(size ? size : 1);
@@ -625,6 +629,30 @@ void runtime_unbind(void) {
 void threads_set(int n) {
     const int lim = omp_get_thread_limit();
     omp_set_num_threads(n < lim ? n : lim);
+}
+
+int runtime_flush_denormals(void) {
+#ifdef RUNTIME_HAVE_FTZ
+    _mm_setcsr(_mm_getcsr() | _MM_FLUSH_ZERO_ON);
+#pragma omp parallel
+    _mm_setcsr(_mm_getcsr() | _MM_FLUSH_ZERO_ON);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* read at run time: a product of constants would be computed by the compiler */
+static volatile float runtime_tiny = 1e-20f;
+
+int runtime_denormals_flushed(void) {
+    int all = 1;
+#pragma omp parallel reduction(&& : all)
+    {
+        const float a = runtime_tiny, p = a * a; /* 1e-40: subnormal, unless flushed */
+        all = all && p == 0.0f;
+    }
+    return all;
 }
 
 /* Settings of the runtime libraries that are read when they load, before main, so they

@@ -54,6 +54,18 @@ void runtime_unbind(void);
  * asked for (a smaller team of one had OpenBLAS, called inside it, wait forever for
  * threads of its own). runtime_env_fixup applies the limit to the default count too. */
 void threads_set(int n);
+/* Flush float and double results below the smallest normal number to zero (x86-64: the
+ * FTZ bit of MXCSR; inputs that are already subnormal, a config's 1e-310, still compare
+ * as they are), in the calling thread and every thread of the current team; threads
+ * created later inherit it from the thread that starts them. A model trained at a high
+ * learning rate makes subnormal attention probabilities and gradients, which the CPU
+ * multiplies 10-100 times slower than normal numbers: a step took up to 7 times as long
+ * (docs/performance.md item 59). Returns 0 where the CPU has no such control. Every
+ * program of the project calls it once, after runtime_env_fixup. */
+int runtime_flush_denormals(void);
+/* 1 when a product below the smallest normal float is 0 in every thread of a parallel
+ * region of the current team (what `s2hc version -v` reports). */
+int runtime_denormals_flushed(void);
 
 /* NULL, or one line of advice when OPENBLAS_CORETYPE names kernels for an older vector
  * extension than this CPU has (e.g. Haswell's AVX2 on an AVX-512 CPU: sgemm 1.75x slower

@@ -345,6 +345,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     runtime_env_fixup(argv);
+    runtime_flush_denormals();
     const char *preset = "small", *methods = "identity,hc,mhc,s2hc";
     int n = 4, reps = 5, bf16 = 0, sbf16 = 0, rows = 0;
     for (int i = 1; i < argc; i++) {

@@ -51,6 +51,12 @@ elif cpu_flag avx2; then want="8-lane float vectors \(AVX2, 16 registers\)"
 elif [ "$arch" = aarch64 ]; then want="8-lane float vectors \(NEON, 16 pairs of 128-bit registers\)"
 else want="8-lane float vectors"; fi
 expect_out "^cpu: .+; kernels built for $want" "the header names the CPU and the kernels' vectors"
+# every thread flushes subnormal results to zero (on x86-64): a high learning rate's
+# subnormal attention probabilities and gradients made a step up to 7 times as long
+if [ "$arch" = x86_64 ]; then
+  grep -q '^  denormals         flushed to zero in every thread' "$TMP/version" \
+    && ok "version -v: denormals flushed to zero in every thread" || fail "version -v: $(grep denormals "$TMP/version")"
+fi
 # with identity among the methods: every other method (not rc, not identity) over identity
 got=$(grep -A1 '^  x identity wall' "$TMP/out" | tail -n 1 | awk '{ for (i = 1; i < NF; i += 2) if ($(i + 1) + 0 > 0) printf "%s ", $i }')
 [ "$got" = "hc mhc mhc_lite kromhc orthogonal s2hc s2hc_rot " ] && ok "x identity: the other methods, each > 0" \
