@@ -46,9 +46,11 @@ double grid_work_left(int from, int steps) {
     return steps > 0 && from > 0 && from < steps ? 1.0 - (double)from / steps : 1.0;
 }
 
-/* The share of a point's work still to do: what its checkpoint has not reached (all of
- * it for a changed point, which --force reruns from step 0, unless --extend trains it
- * further). */
+/* The share of a point's work still to do: what its run file's last step has not reached
+ * (all of it for a changed point, which --force reruns from step 0, unless --extend trains
+ * it further). A point killed between checkpoints resumes from an earlier step, so until
+ * it starts this counts up to one checkpoint interval less: the ETA reads no checkpoint,
+ * which it would open for every point at every progress line. */
 static double left_share(const grid_status *s, int extend) {
     if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 1.0;
     return grid_work_left(s->step, s->steps);
