@@ -175,8 +175,15 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
 
 /* Numbers of 1e15 or more (a blown-up run's perplexity reaches 1e308) are written in
  * exponent notation: in fixed notation they would not fit a cell and be cut to their
- * leading digits. */
+ * leading digits. So are those of 1e6 or more printed with decimals (HC's composite gain
+ * in a deep model, 2.8e8): "275102060.0823" gives four decimals to a number known to a
+ * few digits. Counts printed whole (tokens/s) stay whole below 1e15. */
 #define FMT_EXP_FROM 1e15
+#define FMT_EXP_FROM_DECIMALS 1e6
+static int fmt_exp(double x, double s, int prec) {
+    const double lim = prec > 0 ? FMT_EXP_FROM_DECIMALS : FMT_EXP_FROM;
+    return fabs(x) >= lim || s >= lim;
+}
 
 /* "m ± s (k)", "m (1)" or "–"; "inf (k)" when a value is +inf (a perplexity past exp's
  * range), whose mean is inf. */
@@ -184,7 +191,7 @@ static void fmt_ms(char *buf, size_t len, const double *v, int n, int prec) {
     double m, s;
     int k = an_mean_std(v, n, &m, &s), inf = 0;
     for (int i = 0; i < n; i++) inf += isinf(v[i]) && v[i] > 0;
-    const int e = fabs(m) >= FMT_EXP_FROM || s >= FMT_EXP_FROM;
+    const int e = fmt_exp(m, s, prec);
     if (inf) snprintf(buf, len, "inf (%d)", k + inf);
     else if (!k) snprintf(buf, len, "–");
     else if (k == 1) snprintf(buf, len, e ? "%.*e (1)" : "%.*f (1)", prec, m);
@@ -192,7 +199,7 @@ static void fmt_ms(char *buf, size_t len, const double *v, int n, int prec) {
 }
 
 static void fmt_num(char *buf, size_t len, double x, int prec) {
-    if (isfinite(x)) snprintf(buf, len, fabs(x) >= FMT_EXP_FROM ? "%.*e" : "%.*f", prec, x);
+    if (isfinite(x)) snprintf(buf, len, fmt_exp(x, 0, prec) ? "%.*e" : "%.*f", prec, x);
     else snprintf(buf, len, "–");
 }
 

@@ -1078,10 +1078,14 @@ static void test_table2_huge_ppl(void) {
         {.method = "hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "h",
          .ood = {2.534e303, INFINITY}},
         {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "s",
-         .ood = {1e15, 50}}};
-    const char *t2 = analyzed_table("huge", runs, 3, "table2.md");
+         .ood = {1e15, 50}},
+        {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100, .name = "m",
+         .ood = {2.751e8, 999999}}};
+    const char *t2 = analyzed_table("huge", runs, 4, "table2.md");
     CHECK(strstr(t2, "| HC | 20 | 2.53e+303 (1) | inf (1) |") != NULL, "HC's perplexities in full, inf as such:\n%s", t2);
     CHECK(strstr(t2, "| s²HC | 20 | 1.00e+15 (1) | 50.00 (1) |") != NULL, "from 1e15 in exponent notation:\n%s", t2);
+    CHECK(strstr(t2, "| mHC | 20 | 2.75e+08 (1) | 999999.00 (1) |") != NULL,
+          "a number with decimals from 1e6 in exponent notation (not 275100000.00), below it fixed:\n%s", t2);
 }
 
 /* Corpus names take up to 63 characters (data import's rule): a long training corpus is
