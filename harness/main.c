@@ -55,6 +55,13 @@ static int version_main(int argc, char **argv) {
     printf("  OPENBLAS_CORETYPE %s\n", ct ? ct : "(unset: OpenBLAS's own detection)");
     printf("  denormals         %s\n", runtime_denormals_flushed() ? "flushed to zero in every thread (results below the smallest normal float are 0)"
                                                                     : "kept (results below the smallest normal float stay subnormal: slower steps at high learning rates)");
+    /* residual.proj_precision: bf16's products, as a training here would take them */
+    const char *amx_env = getenv("S2HC_AMX");
+    printf("  bf16 products     %s\n",
+           !model_bf16_built() ? "none: this build has no AVX512_BF16 (residual.proj_precision: bf16 is refused)"
+           : model_amx_usable() ? "AMX tiles (residual.proj_precision: bf16; S2HC_AMX=0 for vdpbf16ps)"
+           : amx_env && !strcmp(amx_env, "0") ? "vdpbf16ps (S2HC_AMX=0 turns the AMX tiles off)"
+                                              : "vdpbf16ps (no AMX tiles: the CPU, the build or the kernel has none)");
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("  note: %s\n", blas_note);
     printf("  GPUs              %d: %s\n", ngpu, gpu);

@@ -261,8 +261,18 @@ if [ $st = 0 ]; then
         "$TMP/csv3/bench.csv")
   [ "$got" = "rc:fp32 s2hc:$kind " ] && ok "bench.csv's proj_products: $kind, as the console said" ||
     fail "proj_products rows: '$got' (console: $kind)"
+  # version -v names the same instructions; S2HC_AMX=0 turns the tiles off
+  if [ $kind = amx ]; then want="AMX tiles"; else want="vdpbf16ps"; fi
+  grep -q "^  bf16 products     $want" "$TMP/version" && ok "version -v: bf16 products by $want, as the bench took them" \
+    || fail "version -v: '$(grep 'bf16 products' "$TMP/version")', the bench took $kind"
+  if [ $kind = amx ]; then
+    S2HC_AMX=0 "$S2HC" version -v 2>&1 | grep -q '^  bf16 products     vdpbf16ps (S2HC_AMX=0' \
+      && ok "version -v: S2HC_AMX=0 says vdpbf16ps" || fail "version -v with S2HC_AMX=0: $(S2HC_AMX=0 "$S2HC" version -v 2>&1 | grep 'bf16 products')"
+  fi
 elif [ $st = 2 ] && grep -q "needs AVX512_BF16" "$TMP/out"; then
   ok "bench --proj-bf16 refused by name (no AVX512_BF16 in this build)"
+  grep -q "^  bf16 products     none: this build has no AVX512_BF16" "$TMP/version" && ok "version -v says there are none" \
+    || fail "version -v: '$(grep 'bf16 products' "$TMP/version")'"
 else
   fail "bench --proj-bf16: exit $st"
 fi
