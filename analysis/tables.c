@@ -913,9 +913,6 @@ static int hres_layers_of(const an_run *r, hres_layers *h) {
     return Lh;
 }
 
-/* tables/residual: a row per method, n and training length, each number mean ± std over
- * the seeds; data/hres_layers.dat: a row per run and sublayer; data/hres_layers_seeds.dat:
- * a row per method, n, training length and sublayer, mean and std over the seeds. */
 /* One row of the table residual: the runs idx[0..k) of a cell and recipe (rtx: the
  * recipe's fields that differ in the sweep, "–" without one), each run's sublayers to
  * data/hres_layers.dat (fl) as they go. Runs without a final probe, or of another depth
@@ -999,6 +996,10 @@ static void residual_seeds_rows(an_ctx *c, FILE *fs, const char *scale, const ch
     }
 }
 
+/* tables/residual: a row per method, n, training length and recipe, each number mean ±
+ * std over the seeds; data/hres_layers.dat: a row per run and sublayer;
+ * data/hres_layers_seeds.dat: a row per method, n, training length and sublayer, mean and
+ * std over the runs (a sweep's recipes together). */
 static void table_residual(an_ctx *c) {
     static const char *const head[] = {"scale", "corpus", "method", "n", "steps", "recipe", "max σ₁(H_l)",
                                        "mean ‖H_l − I‖₂", "max |sum − 1|", "min entry", "‖H_L ··· H_1‖₂",

@@ -83,16 +83,16 @@ static void run_dir_path(const grid_point *p, const char *leaf, char *out, size_
     snprintf(out, n, "%s%s%s", dir, leaf[0] ? "/" : "", leaf);
 }
 
-/* The step a point's training would start from: its checkpoint's (not run.h5's last row,
- * which runs ahead of it when the training failed or was killed between saves); 0 without
- * one or for a point rerun from the start; run.h5's step if the checkpoint cannot be read
- * (the training then says why). */
 int grid_extend_lacks_ckpt(const grid_status *s) { return s->longer && s->stored_finished && !s->have_ckpt; }
 
 int grid_extends(const grid_status *s, int extend) {
     return extend && s->state == GS_CHANGED && s->longer && !grid_extend_lacks_ckpt(s);
 }
 
+/* The step a point's training would start from: its checkpoint's (not run.h5's last row,
+ * which runs ahead of it when the training failed or was killed between saves); 0 without
+ * one or for a point rerun from the start; run.h5's step if the checkpoint cannot be read
+ * (the training then says why). */
 int grid_resume_step(const grid_point *p, const grid_status *s, int extend) {
     if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 0;
     char ckpt[CFG_PATH + CFG_STR + 16];
