@@ -59,8 +59,9 @@ static int version_main(int argc, char **argv) {
     const char *amx_env = getenv("S2HC_AMX");
     printf("  bf16 products     %s\n",
            !model_bf16_built() ? "none: this build has no AVX512_BF16 (residual.proj_precision: bf16 is refused)"
-           : model_amx_usable() ? "AMX tiles (residual.proj_precision: bf16; S2HC_AMX=0 for vdpbf16ps)"
-           : amx_env && !strcmp(amx_env, "0") ? "vdpbf16ps (S2HC_AMX=0 turns the AMX tiles off)"
+           : model_amx_usable() ? "AMX tiles (residual.proj_precision: bf16; vdpbf16ps where a norm row has more than "
+                                  "96 outputs, mhc_lite from n = 5; S2HC_AMX=0 for vdpbf16ps)"
+           : model_amx_built() && amx_env && !strcmp(amx_env, "0") ? "vdpbf16ps (S2HC_AMX=0 turns the AMX tiles off)"
                                               : "vdpbf16ps (no AMX tiles: the CPU, the build or the kernel has none)");
     const char *blas_note = openblas_coretype_advice();
     if (blas_note) printf("  note: %s\n", blas_note);

@@ -244,6 +244,8 @@ const char *model_proj_products(const gpt_model *m) {
     return !m->proj_bf16 ? "fp32" : m->proj_amx ? "amx" : "vdpbf16ps";
 }
 
+int model_amx_built(void) { return HC_AMX; }
+
 int model_amx_usable(void) {
 #if HC_AMX
     static int state = -1; /* asked once per process: the grant holds for every thread */
@@ -266,7 +268,7 @@ int model_build(gpt_model *m, const s2hc_config *c, char *err, size_t errlen) {
     m->proj_bf16 = m->variant && strcmp(c->proj_precision, "bf16") == 0;
     /* AMX takes up to 96 outputs a norm row (six tiles of sums) */
     m->proj_amx = m->proj_bf16 && model_amx_usable() &&
-                  m->spec.K / (m->spec.norm == HC_NORM_FLAT ? 1 : m->spec.n) <= 96;
+                  m->spec.K / (m->spec.norm == HC_NORM_FLAT ? 1 : m->spec.n) <= MODEL_AMX_MAX_OUTPUTS;
     m->stream_bf16 = m->variant && strcmp(c->stream_precision, "bf16") == 0;
     m->stream_blocks = 1;
     m->gelu_erf = strcmp(c->gelu, "erf") == 0;

@@ -110,6 +110,12 @@ int model_bf16_built(void);
  * tiles' state (asked once), and the environment does not say S2HC_AMX=0. Else 0: the
  * products by vdpbf16ps. */
 int model_amx_usable(void);
+/* 1 when this build has the AMX products (it targets AMX-BF16), whatever the kernel
+ * grants and S2HC_AMX says. */
+int model_amx_built(void);
+/* The most outputs a norm row of the projection may have for the AMX products (six tiles
+ * of 16 sums); a larger one (mhc_lite from n = 5) takes vdpbf16ps. */
+#define MODEL_AMX_MAX_OUTPUTS 96
 
 /* Which instructions took m's projection products: "fp32", "vdpbf16ps" or "amx" (the run
  * file's proj_products attribute and bench.csv's column). */

@@ -268,6 +268,14 @@ if [ $st = 0 ]; then
   if [ $kind = amx ]; then
     S2HC_AMX=0 "$S2HC" version -v 2>&1 | grep -q '^  bf16 products     vdpbf16ps (S2HC_AMX=0' \
       && ok "version -v: S2HC_AMX=0 says vdpbf16ps" || fail "version -v with S2HC_AMX=0: $(S2HC_AMX=0 "$S2HC" version -v 2>&1 | grep 'bf16 products')"
+    # a projection of more than 96 outputs a norm row (mhc_lite from n = 5) takes vdpbf16ps
+    grep -q "^  bf16 products     AMX tiles .*vdpbf16ps where a norm row has more than 96 outputs, mhc_lite from n = 5" \
+      "$TMP/version" && ok "version -v: AMX tiles, and where not" || fail "version -v: $(grep 'bf16 products' "$TMP/version")"
+  elif ! cpu_flag amx_tile; then
+    # no AMX on this CPU: S2HC_AMX=0 turns nothing off, and the line does not say it does
+    S2HC_AMX=0 "$S2HC" version -v 2>&1 | grep -q '^  bf16 products     vdpbf16ps (no AMX tiles' \
+      && ok "version -v with S2HC_AMX=0 and no AMX: no tiles to turn off" \
+      || fail "version -v with S2HC_AMX=0: $(S2HC_AMX=0 "$S2HC" version -v 2>&1 | grep 'bf16 products')"
   fi
 elif [ $st = 2 ] && grep -q "needs AVX512_BF16" "$TMP/out"; then
   ok "bench --proj-bf16 refused by name (no AVX512_BF16 in this build)"
