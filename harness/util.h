@@ -60,8 +60,8 @@ void threads_set(int n);
  * created later inherit it from the thread that starts them. A model trained at a high
  * learning rate makes subnormal attention probabilities and gradients, which the CPU
  * multiplies 10-100 times slower than normal numbers: a step took up to 7 times as long
- * (docs/performance.md item 59). Returns 0 where the CPU has no such control. Every
- * program of the project calls it once, after runtime_env_fixup. */
+ * (docs/performance.md item 59). Returns 0 where the CPU has no such control. s2hc and
+ * frame_bench call it once, after runtime_env_fixup (the unit tests keep subnormals). */
 int runtime_flush_denormals(void);
 /* 1 when a product below the smallest normal float is 0 in every thread of a parallel
  * region of the current team (what `s2hc version -v` reports). */

@@ -1,4 +1,4 @@
-/* test_runtime.c: the process-wide settings every program of the project makes at start.
+/* test_runtime.c: the process-wide settings s2hc and frame_bench make at start.
  *  - runtime_flush_denormals: a product below the smallest normal float is 0 afterwards,
  *    in the calling thread, in the threads of a team that already existed, and in threads
  *    a larger team creates later; before it, the same product is the subnormal it is
