@@ -29,7 +29,8 @@ static int version_main(int argc, char **argv) {
         if (kind < 0) continue;
         if (kind == 0 && argc == 2 && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
             printf("usage: s2hc version [-v]\n\nThe build's git commit; -v (--verbose) also the threads, BLAS core, "
-                   "GPUs and processes this run would use.\n\nexample:\n  s2hc version -v\n");
+                   "whether subnormal results are flushed to zero, the bf16 products, GPUs and processes this run "
+                   "would use.\n\nexample:\n  s2hc version -v\n");
             return 0;
         }
         if (kind == 0 && !verbose && (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose"))) {

@@ -57,6 +57,10 @@ if [ "$arch" = x86_64 ]; then
   grep -q '^  denormals         flushed to zero in every thread' "$TMP/version" \
     && ok "version -v: denormals flushed to zero in every thread" || fail "version -v: $(grep denormals "$TMP/version")"
 fi
+# version --help names the lines -v adds (the flush and the bf16 products too)
+"$S2HC" version --help > "$TMP/vhelp" 2>&1
+grep -q "subnormal results are flushed" "$TMP/vhelp" && grep -q "the bf16 products" "$TMP/vhelp" \
+  && ok "version --help: the flush and the bf16 products" || fail "version --help: $(cat "$TMP/vhelp")"
 # with identity among the methods: every other method (not rc, not identity) over identity
 got=$(grep -A1 '^  x identity wall' "$TMP/out" | tail -n 1 | awk '{ for (i = 1; i < NF; i += 2) if ($(i + 1) + 0 > 0) printf "%s ", $i }')
 [ "$got" = "hc mhc mhc_lite kromhc orthogonal s2hc s2hc_rot " ] && ok "x identity: the other methods, each > 0" \
