@@ -268,7 +268,7 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
             } else if (config_first_diff(&stored, &p->cfg, st->diff, sizeof st->diff)) {
                 /* a diverged run is never trained further: --extend would go on from its last
                    checkpoint under another schedule and record it finished, its divergence
-                   gone; --force reruns it */
+                   left in run.h5's `divergences` alone; --force reruns it */
                 const int diverged = st->h5_kind == 2;
                 st->h5_kind = 5;
                 char other[512];
