@@ -822,9 +822,17 @@ static void table_ablation(an_ctx *c) {
                     an_mean_std(jf, kk, &m, NULL);
                     an_mean_std(jr, kk, &m2, NULL);
                     /* "–" without a final probe (a diverged run, probe.final_samples 0), as the
-                       other cells */
+                       other cells; a run file older than the residual path's norm has the
+                       full network's alone: "x / –" */
                     if (isnan(m) && isnan(m2)) snprintf(js, sizeof js, "–");
-                    else snprintf(js, sizeof js, "%.3g / %.3g", m, m2);
+                    else {
+                        char j1[32], j2[32];
+                        if (isnan(m)) snprintf(j1, sizeof j1, "–");
+                        else snprintf(j1, sizeof j1, "%.3g", m);
+                        if (isnan(m2)) snprintf(j2, sizeof j2, "–");
+                        else snprintf(j2, sizeof j2, "%.3g", m2);
+                        snprintf(js, sizeof js, "%s / %s", j1, j2);
+                    }
                     if (strcmp(v, "s2hc")) {
                         double x[64], y[64];
                         const int np = pair_cell_recipe(c->rs, sc[a], co[b], st[si], rec, v, nn, "s2hc", nn, m_val, x, y, 64);
@@ -1297,10 +1305,10 @@ static void table_throughput(an_ctx *c) {
 /* ---- the runs ------------------------------------------------------------------------- */
 
 static void table_runs(an_ctx *c) {
-    static const char *const head[] = {"run", "scale", "corpus", "variant", "n", "seed", "steps", "status", "params",
-                                       "train loss (MA)", "val loss", "tokens/s", "role"};
+    static const char *const head[] = {"run", "scale", "corpus", "variant", "n", "seed", "steps", "status",
+                                       "diverged before", "params", "train loss (MA)", "val loss", "tokens/s", "role"};
     tbl t;
-    tbl_init(&t, 13, head);
+    tbl_init(&t, 14, head);
     for (int i = 0; i < c->rs->n; i++) {
         const an_run *r = &c->rs->r[i];
         char ns[8], seed[24], steps[32], params[32], tr[32], va[32], tp[32];
@@ -1312,28 +1320,27 @@ static void table_runs(an_ctx *c) {
         fmt_num(tr, sizeof tr, an_final_train_loss(r, NULL), 4);
         fmt_num(va, sizeof va, an_final_val_loss(r), 4);
         fmt_num(tp, sizeof tp, an_median_throughput(r), 0);
-        /* a diverged run resumed (train --resume) ends with its status alone: the steps it
-           diverged at, from run.h5's divergences */
-        char stx[160];
+        /* a diverged run resumed (train --resume) ends with a status of its last session
+           alone: the steps it had diverged at, from run.h5's divergences, in a column of
+           their own (the status stays one word for the CSV's readers) */
+        char before[100] = "–";
         const char *dv = h5log_get_attr_str(&r->log, "/", "divergences");
         if (dv && *dv) {
-            char at[100];
             size_t k = 0;
-            for (const char *q = dv; *q && k + 3 < sizeof at; q++) { /* "15 17" -> "15, 17" */
-                if (*q == ' ') at[k++] = ',';
-                at[k++] = *q;
+            for (const char *q = dv; *q && k + 3 < sizeof before; q++) { /* "15 17" -> "15, 17" */
+                if (*q == ' ') before[k++] = ',';
+                before[k++] = *q;
             }
-            at[k] = '\0';
-            snprintf(stx, sizeof stx, "%s (diverged at step%s %s; resumed)", r->status, strchr(dv, ' ') ? "s" : "", at);
-        } else snprintf(stx, sizeof stx, "%s", r->status);
-        const char *cells[] = {r->name, r->scale, r->corpus, r->variant, ns, seed, steps, stx, params, tr, va, tp,
-                               r->bench ? "throughput only" : "comparison"};
+            before[k] = '\0';
+        }
+        const char *cells[] = {r->name, r->scale, r->corpus, r->variant, ns, seed, steps, r->status, before, params, tr,
+                               va, tp, r->bench ? "throughput only" : "comparison"};
         tbl_row(&t, cells);
     }
     tbl_write(c, &t, "runs",
               "Every run analysed. Runs without probes and evals during training (probe.every = 0 and "
-              "train.eval_every = 0, as in experiments/streams.yaml) count for throughput only. A run that diverged and "
-              "was resumed (train --resume) gives the steps it diverged at beside its status.");
+              "train.eval_every = 0, as in experiments/streams.yaml) count for throughput only. Diverged before: the steps at which a run later resumed "
+              "(train --resume) had diverged (run.h5's divergences); its status is that of its last session.");
     tbl_free(&t);
 
     /* model sizes per scale */

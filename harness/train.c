@@ -1231,9 +1231,10 @@ parts:;
             char at[32];
             snprintf(at, sizeof at, "%.0f", dv);
             attr_list_append(&log, "divergences", NULL, at);
-            fprintf(stderr, "s2hc: note: %s diverged at step %s; it goes on from its checkpoint at step %d (with the same "
-                    "config, data and thread count it diverges again there, unless the fault was the machine's); "
-                    "run.h5's `divergences` keeps the step\n", dir, at, start);
+            if (dist_rank() == 0) /* every rank resumes it; one says so */
+                fprintf(stderr, "s2hc: note: %s diverged at step %s; it goes on from its checkpoint at step %d (with the "
+                        "same config, data and thread count it diverges again there, unless the fault was the "
+                        "machine's); run.h5's `divergences` keeps the step\n", dir, at, start);
         }
     }
     h5log_attr_str(&log, "/", "status", "running");
