@@ -10,7 +10,7 @@ for opt in "$@"; do
   case "$opt" in
     --slurm) PKGS="$PKGS slurmctld slurmd slurm-client munge" ;;
     --clang) PKGS="$PKGS clang libomp-dev" ;;
-    --cross) PKGS="$PKGS gcc-aarch64-linux-gnu" ;; # make cross-check (mk/cross.mk)
+    --cross) PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;; # make cross-check (mk/cross.mk): the compiler and its libc's headers (only recommended by the compiler)
     *) echo "deps: unknown option $opt (--slurm, --clang, --cross)" >&2; exit 2 ;;
   esac
 done
