@@ -688,6 +688,18 @@ static int next_recipe(const an_runset *rs, const int *idx, int k, const int *do
     return first;
 }
 
+/* The runs of the next recipe among idx[0..k) not done (next_recipe's), marked done, into
+ * out (their indices into rs, in idx's order); their count, 0 when every run is done. */
+static int take_recipe(const an_runset *rs, const int *idx, int k, int *done, int *out) {
+    const int first = next_recipe(rs, idx, k, done);
+    if (first < 0) return 0;
+    const char *rec = rs->r[idx[first]].recipe;
+    int m = 0;
+    for (int i = 0; i < k; i++)
+        if (!done[i] && !strcmp(rs->r[idx[i]].recipe, rec)) done[i] = 1, out[m++] = idx[i];
+    return m;
+}
+
 /* A recipe's name in a table: its fields that differ (recipe_differ), ", "-separated. */
 static void recipe_label(const char *rec, const int *differ, int nf, char *buf, size_t len) {
     char fr[16][48];
@@ -698,6 +710,12 @@ static void recipe_label(const char *rec, const int *differ, int nf, char *buf, 
             if (buf[0]) strncat(buf, ", ", len - strlen(buf) - 1);
             strncat(buf, fr[q], len - strlen(buf) - 1);
         }
+}
+
+/* recipe_label for a table's recipe column: "–" where no field differs (one recipe). */
+static void recipe_cell(const char *rec, const int *differ, int nf, char *buf, size_t len) {
+    recipe_label(rec, differ, nf, buf, len);
+    if (!buf[0]) snprintf(buf, len, "–");
 }
 
 /* ---- ablation table ------------------------------------------------------------------ */
@@ -772,15 +790,11 @@ static void table_ablation(an_ctx *c) {
                 if (!is_ablation(v)) continue;
                 int idx[64], done[64] = {0};
                 const int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
-                for (int first; (first = next_recipe(c->rs, idx, k, done)) >= 0;) {
-                    const char *rec = c->rs->r[idx[first]].recipe;
-                    int ri[64], kr = 0, nfin = 0;
-                    for (int i = 0; i < k; i++)
-                        if (!done[i] && !strcmp(c->rs->r[idx[i]].recipe, rec)) {
-                            done[i] = 1;
-                            ri[kr++] = idx[i];
-                            nfin += !strcmp(c->rs->r[idx[i]].status, "finished");
-                        }
+                int ri[64];
+                for (int kr; (kr = take_recipe(c->rs, idx, k, done, ri)) > 0;) {
+                    const char *rec = c->rs->r[ri[0]].recipe;
+                    int nfin = 0;
+                    for (int i = 0; i < kr; i++) nfin += !strcmp(c->rs->r[ri[i]].status, "finished");
                     double tr[64], va[64], oo[64], sd[64], cn[64], jf[64], jr[64];
                     int kk = 0, stopped = 0;
                     char stx[96];
@@ -809,8 +823,7 @@ static void table_ablation(an_ctx *c) {
                     }
                     char rtx[200], trs[64], vas[64], oos[64], diff[32] = "–", ci[128] = "–", verdict[96] = "–", sds[32],
                          cns[32], js[64];
-                    recipe_label(rec, differ, NF, rtx, sizeof rtx);
-                    if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
+                    recipe_cell(rec, differ, NF, rtx, sizeof rtx);
                     fmt_ms(trs, sizeof trs, tr, kk, 4);
                     fmt_ms(vas, sizeof vas, va, kk, 4);
                     fmt_ms(oos, sizeof oos, oo, kk, 2);
@@ -921,21 +934,22 @@ static int hres_layers_of(const an_run *r, hres_layers *h) {
     return Lh;
 }
 
-/* One row of the table residual: the runs idx[0..k) of a cell and recipe (rtx: the
- * recipe's fields that differ in the sweep, "–" without one), each run's sublayers to
+/* One row of the table residual: the runs idx[0..k) of a cell and recipe, hp[i] run
+ * idx[i]'s probe numbers (hres_layers_of; NULL without a final probe), rtx the recipe's
+ * fields that differ in the sweep ("–" without one); each run's sublayers to
  * data/hres_layers.dat (fl) as they go. Runs without a final probe, or of another depth
  * than the first's, are left out; nothing without one. */
 static void residual_row(an_ctx *c, tbl *t, FILE *fl, const char *scale, const char *corpus, const char *v, int nn,
-                         int steps, const int *idx, int k, const char *rtx) {
-    static hres_layers h[AN_CELL_CAP];
+                         int steps, const int *idx, const hres_layers *const *hp, int k, const char *rtx) {
     double sv1[AN_CELL_CAP], di[AN_CELL_CAP], sd[AN_CELL_CAP], cn[AN_CELL_CAP], jf[AN_CELL_CAP], jr[AN_CELL_CAP],
         me[AN_CELL_CAP];
     int m = 0, Lh = 0;
     for (int i = 0; i < k && m < AN_CELL_CAP; i++) {
         const an_run *r = &c->rs->r[idx[i]];
-        if (!hres_layers_of(r, &h[m])) continue;
-        if (Lh && h[m].Lh != Lh) continue; /* one depth per row */
-        Lh = h[m].Lh;
+        const hres_layers *h = hp[i];
+        if (!h) continue;
+        if (Lh && h->Lh != Lh) continue; /* one depth per row */
+        Lh = h->Lh;
         sv1[m] = -INFINITY;
         me[m] = INFINITY;
         di[m] = 0;
@@ -946,13 +960,13 @@ static void residual_row(an_ctx *c, tbl *t, FILE *fl, const char *scale, const c
         for (char *q = rname; *q; q++)
             if (isspace((unsigned char)*q) || *q == ',' || *q == '"') *q = '_';
         for (int l = 0; l < Lh; l++) {
-            sv1[m] = fmax(sv1[m], h[m].sv_max[l]);
-            di[m] += h[m].dist_id[l] / Lh;
-            me[m] = fmin(me[m], h[m].min_entry[l]);
+            sv1[m] = fmax(sv1[m], h->sv_max[l]);
+            di[m] += h->dist_id[l] / Lh;
+            me[m] = fmin(me[m], h->min_entry[l]);
             if (fl)
                 fprintf(fl, "%s %s %s %d %d %llu %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %s\n", scale, corpus,
-                        v, nn, steps, (unsigned long long)r->seed, l, h[m].sv_max[l], h[m].sv_min[l], h[m].dev_max[l],
-                        h[m].dist_id[l], h[m].cs_dev[l], h[m].rs_dev[l], h[m].cum[l], h[m].min_entry[l], lr, rname);
+                        v, nn, steps, (unsigned long long)r->seed, l, h->sv_max[l], h->sv_min[l], h->dev_max[l],
+                        h->dist_id[l], h->cs_dev[l], h->rs_dev[l], h->cum[l], h->min_entry[l], lr, rname);
         }
         sd[m] = fmax(an_final_sum_dev(r, 1), an_final_sum_dev(r, 0));
         cn[m] = last_cumnorm(r);
@@ -979,24 +993,25 @@ static void residual_row(an_ctx *c, tbl *t, FILE *fl, const char *scale, const c
 }
 
 /* data/hres_layers_seeds.dat's rows of a cell: per sublayer, mean and std over its runs
- * (every recipe's: the figure hres_depth draws them, and says how many recipes it pools). */
-static void residual_seeds_rows(an_ctx *c, FILE *fs, const char *scale, const char *corpus, const char *v, int nn,
-                                int steps, const int *idx, int k) {
-    static hres_layers h[AN_CELL_CAP];
+ * (every recipe's: the figure hres_depth draws them, and says how many recipes it pools), from
+ * hp[0..k), NULL for a run without a final probe; runs of another depth than the first's left out. */
+static void residual_seeds_rows(FILE *fs, const char *scale, const char *corpus, const char *v, int nn, int steps,
+                                const hres_layers *const *hp, int k) {
+    const hres_layers *h[AN_CELL_CAP];
     int m = 0, Lh = 0;
     for (int i = 0; i < k && m < AN_CELL_CAP; i++) {
-        if (!hres_layers_of(&c->rs->r[idx[i]], &h[m])) continue;
-        if (Lh && h[m].Lh != Lh) continue;
-        Lh = h[m++].Lh;
+        if (!hp[i] || (Lh && hp[i]->Lh != Lh)) continue; /* one depth */
+        Lh = hp[i]->Lh;
+        h[m++] = hp[i];
     }
     for (int l = 0; m && l < Lh; l++) {
         double x[5][AN_CELL_CAP], mean[5], sdv[5];
         for (int i = 0; i < m; i++) {
-            x[0][i] = h[i].sv_max[l];
-            x[1][i] = h[i].dist_id[l];
-            x[2][i] = h[i].dev_max[l];
-            x[3][i] = h[i].cum[l];
-            x[4][i] = h[i].min_entry[l];
+            x[0][i] = h[i]->sv_max[l];
+            x[1][i] = h[i]->dist_id[l];
+            x[2][i] = h[i]->dev_max[l];
+            x[3][i] = h[i]->cum[l];
+            x[4][i] = h[i]->min_entry[l];
         }
         for (int q = 0; q < 5; q++) an_mean_std(x[q], m, &mean[q], &sdv[q]);
         fprintf(fs, "%s %s %s %d %d %d %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", scale, corpus, v, nn,
@@ -1034,6 +1049,7 @@ static void table_residual(an_ctx *c) {
     char sc[16][AN_NAME], co[16][AN_NAME];
     int ns = distinct_scales(c->rs, 0, sc, 16), nc = distinct(c->rs, offsetof(an_run, corpus), co, 16);
     int st[64], nst = distinct_steps(c->rs, st, 64), swept = 0;
+    static hres_layers h[AN_CELL_CAP];
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nc; b++) {
             int differ[NF];
@@ -1044,17 +1060,20 @@ static void table_residual(an_ctx *c) {
                         const char *v = an_method_order[vi];
                         int idx[AN_CELL_CAP], done[AN_CELL_CAP] = {0};
                         const int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, AN_CELL_CAP);
-                        if (fs) residual_seeds_rows(c, fs, sc[a], co[b], v, nn, st[si], idx, k);
+                        /* each run's probe numbers, read once for the seeds file and its recipe's row */
+                        const hres_layers *hp[AN_CELL_CAP];
+                        for (int i = 0; i < k; i++) hp[i] = hres_layers_of(&c->rs->r[idx[i]], &h[i]) ? &h[i] : NULL;
+                        if (fs) residual_seeds_rows(fs, sc[a], co[b], v, nn, st[si], hp, k);
                         /* a row per recipe, learning rates ascending */
-                        for (int first; (first = next_recipe(c->rs, idx, k, done)) >= 0;) {
-                            const char *rec = c->rs->r[idx[first]].recipe;
-                            int sub[AN_CELL_CAP], m = 0;
-                            for (int i = 0; i < k; i++)
-                                if (!done[i] && !strcmp(c->rs->r[idx[i]].recipe, rec)) done[i] = 1, sub[m++] = idx[i];
+                        int sub[AN_CELL_CAP];
+                        for (int m; (m = take_recipe(c->rs, idx, k, done, sub)) > 0;) {
+                            const hres_layers *sp[AN_CELL_CAP];
+                            for (int j = 0; j < m; j++) /* sub[j]'s numbers, by its place in idx */
+                                for (int i = 0; i < k; i++)
+                                    if (idx[i] == sub[j]) sp[j] = hp[i];
                             char rtx[200];
-                            recipe_label(rec, differ, NF, rtx, sizeof rtx);
-                            if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
-                            residual_row(c, &t, fl, sc[a], co[b], v, nn, st[si], sub, m, rtx);
+                            recipe_cell(c->rs->r[sub[0]].recipe, differ, NF, rtx, sizeof rtx);
+                            residual_row(c, &t, fl, sc[a], co[b], v, nn, st[si], sub, sp, m, rtx);
                         }
                     }
         }
@@ -1458,13 +1477,12 @@ static void table_pairs(an_ctx *c) {
             for (int si = 0; si < nst; si++) {
                 int idx[256], done[256] = {0};
                 const int k = an_cell_runs_steps(c->rs, sc[a], co[b], NULL, 0, st[si], idx, 256);
-                for (int first; (first = next_recipe(c->rs, idx, k, done)) >= 0;) {
-                    const char *rec = c->rs->r[idx[first]].recipe;
+                int ri[256];
+                while (take_recipe(c->rs, idx, k, done, ri) > 0) {
+                    const char *rec = c->rs->r[ri[0]].recipe;
                     /* the (variant, n) of the recipe's runs, in method order */
                     const char *ev[NE];
                     int en[NE], ne = 0;
-                    for (int i = 0; i < k; i++)
-                        if (!strcmp(c->rs->r[idx[i]].recipe, rec)) done[i] = 1;
                     for (int vi = 0; an_method_order[vi]; vi++)
                         for (int nn = 1; nn <= 8; nn++) {
                             int ix[256];
@@ -1474,8 +1492,7 @@ static void table_pairs(an_ctx *c) {
                             if (has && ne < NE) { ev[ne] = an_method_order[vi]; en[ne++] = nn; }
                         }
                     char rtx[200];
-                    recipe_label(rec, differ, NF, rtx, sizeof rtx);
-                    if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
+                    recipe_cell(rec, differ, NF, rtx, sizeof rtx);
                     /* every pair's test first: Holm's adjustment is over the cell and recipe's rows */
                     int npr = 0;
                     for (int i = 0; i < ne; i++)
@@ -1583,18 +1600,17 @@ static void table_gradnorm(an_ctx *c) {
                 const char *v = an_method_order[vi];
                 int idx[64], done[64] = {0};
                 const int k = an_cell_runs_steps(c->rs, sc[a], co[b], v, nn, st[si], idx, 64);
-                for (int first; (first = next_recipe(c->rs, idx, k, done)) >= 0;) {
-                    const char *rec = c->rs->r[idx[first]].recipe;
+                int ri[64];
+                for (int kr; (kr = take_recipe(c->rs, idx, k, done, ri)) > 0;) {
+                    const char *rec = c->rs->r[ri[0]].recipe;
                     const char *cp = strstr(rec, "clip ");
                     const double clip = cp ? strtod(cp + 5, NULL) : NAN;
                     double med[64], mx[64], sh[64], largest = NAN;
                     int kk = 0;
                     status_tally tal;
                     tally_init(&tal);
-                    for (int i = 0; i < k; i++) {
-                        const an_run *r = &c->rs->r[idx[i]];
-                        if (done[i] || strcmp(r->recipe, rec)) continue;
-                        done[i] = 1;
+                    for (int i = 0; i < kr; i++) {
+                        const an_run *r = &c->rs->r[ri[i]];
                         tally_add(&tal, r->status);
                         const double g = late_grad_max(r);
                         if (!isnan(g) && (isnan(largest) || g > largest)) largest = g;
@@ -1603,8 +1619,7 @@ static void table_gradnorm(an_ctx *c) {
                         sh[kk++] = clipped_share(r, clip);
                     }
                     char rtx[200], runs[64], meds[64], mxs[64], lg[32], shs[64];
-                    recipe_label(rec, differ, NF, rtx, sizeof rtx);
-                    if (!rtx[0]) snprintf(rtx, sizeof rtx, "–");
+                    recipe_cell(rec, differ, NF, rtx, sizeof rtx);
                     tally_text(&tal, runs, sizeof runs, NULL);
                     fmt_ms(meds, sizeof meds, med, kk, 3);
                     fmt_ms(mxs, sizeof mxs, mx, kk, 3);
