@@ -134,11 +134,13 @@ typedef struct {
     int longer;              /* GS_CHANGED by a larger train.steps alone: `train --extend` can train it further */
     int stored_finished;     /* run.h5's status is "finished" (cached with it) */
     int have_ckpt;           /* ckpt.h5 exists (at the last inspection) */
+    int ckpt_step;           /* the step ckpt.h5 was saved at, -1 when there is none or it cannot be read */
     double train_tokens, val_tokens; /* run.h5's root attributes: its corpus's sizes; NaN unknown */
     int threads_used, processes_used; /* run.h5's root attributes `threads`, `processes`; 0 unknown */
     int start_failed;        /* this runner could not start it (its directory, lock, config or log): failed */
     /* cache: run.h5 is read again only when its mtime or size changed */
     long long h5_mtime_ns, h5_size;
+    long long ckpt_mtime_ns, ckpt_size; /* ckpt.h5's, read again when either changes */
     int h5_kind;             /* 0 none, 1 finished, 2 diverged, 3 running, 4 unreadable, 5 changed */
 } grid_status;
 

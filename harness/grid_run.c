@@ -46,14 +46,16 @@ double grid_work_left(int from, int steps) {
     return steps > 0 && from > 0 && from < steps ? 1.0 - (double)from / steps : 1.0;
 }
 
-/* The share of a point's work still to do: what its run file's last step has not reached
- * (all of it for a changed point, which --force reruns from step 0, unless --extend trains
- * it further). A point killed between checkpoints resumes from an earlier step, so until
- * it starts this counts up to one checkpoint interval less: the ETA reads no checkpoint,
- * which it would open for every point at every progress line. */
+/* The share of a point's work still to do: all of it for a changed point, which --force
+ * reruns from step 0, unless --extend trains it further; else what the step it resumes
+ * from has not reached: its checkpoint's (read at the last inspection, again only when the
+ * file changes), run.h5's last step when the checkpoint cannot be read (as
+ * grid_resume_step), step 0 without one. A point killed between checkpoints logged steps
+ * past its checkpoint that it trains again. */
 static double left_share(const grid_status *s, int extend) {
     if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 1.0;
-    return grid_work_left(s->step, s->steps);
+    const int from = !s->have_ckpt ? 0 : s->ckpt_step >= 0 ? s->ckpt_step : s->step;
+    return grid_work_left(from, s->steps);
 }
 
 /* Seconds per unit of work for point i: its kind's, once a point of that kind finished

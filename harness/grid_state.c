@@ -3,6 +3,7 @@
  * written from it (grid_write_index); the atomic writes and grid.status the runner uses.
  */
 #include "grid_internal.h"
+#include "checkpoint.h"
 #include "run.h"
 #include "../probes/h5.h"
 #include <dirent.h>
@@ -319,7 +320,19 @@ void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, g
         run_file_fields_clear(st);
         st->threads_used = st->processes_used = 0;
     }
-    const int have_ckpt = st->have_ckpt = file_exists(ckpt);
+    const int have_ckpt = st->have_ckpt = stat(ckpt, &sb) == 0;
+    if (!have_ckpt) {
+        st->ckpt_step = -1;
+        st->ckpt_mtime_ns = st->ckpt_size = 0;
+    } else {
+        const long long mt = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+        if (st->ckpt_mtime_ns != mt || st->ckpt_size != (long long)sb.st_size) {
+            const int64_t k = ckpt_saved_step(ckpt);
+            st->ckpt_step = k < 0 ? -1 : k > INT_MAX ? INT_MAX : (int)k;
+            st->ckpt_mtime_ns = mt;
+            st->ckpt_size = (long long)sb.st_size;
+        }
+    }
     switch (st->h5_kind) {
     case 1: st->state = GS_FINISHED; break;
     case 2: st->state = GS_DIVERGED; break;

@@ -679,8 +679,22 @@ static void test_dry_run_newer_checkpoint(void) {
     char dir[1200], ck[1300], gp[600], out[640], text[8192];
     run_dir_of(&p[0].cfg, dir, sizeof dir);
     snprintf(ck, sizeof ck, "%s/ckpt.h5", dir);
-    ckpt_meta meta = {.step = 3, .config_yaml = "model: {}\n"};
+    /* the status holds the checkpoint's step (the ETA's), read again when the file changes */
+    ckpt_meta meta = {.step = 2, .config_yaml = "model: {}\n"};
     CHECK(ckpt_save(ck, NULL, NULL, NULL, 0, &meta) == 0, "save %s", ck);
+    grid_status s;
+    memset(&s, 0, sizeof s);
+    grid_inspect(&p[0], NULL, 0, &s);
+    CHECK(s.have_ckpt && s.ckpt_step == 2 && s.step == 3, "have_ckpt %d ckpt_step %d step %d, want 1 2 3", s.have_ckpt,
+          s.ckpt_step, s.step);
+    remove(ck);
+    grid_inspect(&p[0], NULL, 0, &s);
+    CHECK(!s.have_ckpt && s.ckpt_step == -1, "no checkpoint: have_ckpt %d ckpt_step %d", s.have_ckpt, s.ckpt_step);
+    meta.step = 3;
+    CHECK(ckpt_save(ck, NULL, NULL, NULL, 0, &meta) == 0, "save %s", ck);
+    grid_inspect(&p[0], NULL, 0, &s);
+    CHECK(s.have_ckpt && s.ckpt_step == 3, "a new checkpoint: have_ckpt %d ckpt_step %d, want 1 3", s.have_ckpt,
+          s.ckpt_step);
     snprintf(gp, sizeof gp, "%s/dry.yaml", tmp_dir);
     snprintf(out, sizeof out, "%s/runs", tmp_dir);
     char *argv[] = {"grid", gp, "--out", out, "--dry-run", NULL};
@@ -1092,8 +1106,22 @@ static void test_eta(void) {
     CHECK(fabs(eta - 100 / 2.0) < 1e-9, "eta %g, want 50", eta);
     st[2].state = GS_PARTIAL; /* queued with a checkpoint at step 4 of 10: 60 % left */
     st[2].step = 4;
+    st[2].have_ckpt = 1;
+    st[2].ckpt_step = 4;
     eta = grid_eta_seconds(&r, now);
     CHECK(fabs(eta - 60 / 2.0) < 1e-9, "eta %g, want 30", eta);
+    st[2].step = 7; /* killed at step 7, its checkpoint at 4: it trains steps 5..7 again */
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - 60 / 2.0) < 1e-9, "eta %g, want 30 (from the checkpoint's step, not run.h5's)", eta);
+    st[2].ckpt_step = -1; /* a checkpoint that cannot be read: run.h5's step, as grid_resume_step */
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - 30 / 2.0) < 1e-9, "eta %g, want 15 (an unreadable checkpoint: run.h5's step 7)", eta);
+    st[2].have_ckpt = 0; /* no checkpoint: it starts again from step 0 */
+    eta = grid_eta_seconds(&r, now);
+    CHECK(fabs(eta - 100 / 2.0) < 1e-9, "eta %g, want 50 (no checkpoint: from step 0)", eta);
+    st[2].have_ckpt = 1;
+    st[2].ckpt_step = 4;
+    st[2].step = 4;
     st[2].state = GS_CHANGED; /* train.steps grown to 10, its checkpoint at 4: all of it (--force)... */
     st[2].longer = 1;
     eta = grid_eta_seconds(&r, now);
