@@ -185,6 +185,17 @@ static int fmt_exp(double x, double s, int prec) {
     return fabs(x) >= lim || s >= lim;
 }
 
+/* x with prec decimals ("%.*f"; "%+.*f" with sign, "%.*e" with exp), every number of a
+ * table's cell printed through it: a finite value that rounds to zero is "0.0000", without
+ * the sign printf gives it ("-0.0000" for a difference of -3e-5, "+0.0000" for 3e-5), which
+ * would claim a side the printed digits do not show. Returns buf. */
+static char *fmt_fix(char *buf, size_t len, double x, int prec, int sign, int exp) {
+    snprintf(buf, len, exp ? (sign ? "%+.*e" : "%.*e") : (sign ? "%+.*f" : "%.*f"), prec, x);
+    if (isfinite(x) && (buf[0] == '-' || buf[0] == '+') && !strpbrk(buf, "123456789"))
+        memmove(buf, buf + 1, strlen(buf)); /* the digits are all 0 (an exponent's too: 0.00e+00) */
+    return buf;
+}
+
 /* "m ± s (k)", "m (1)" or "–"; "inf (k)" when a value is +inf (a perplexity past exp's
  * range), whose mean is inf. */
 static void fmt_ms(char *buf, size_t len, const double *v, int n, int prec) {
@@ -192,14 +203,15 @@ static void fmt_ms(char *buf, size_t len, const double *v, int n, int prec) {
     int k = an_mean_std(v, n, &m, &s), inf = 0;
     for (int i = 0; i < n; i++) inf += isinf(v[i]) && v[i] > 0;
     const int e = fmt_exp(m, s, prec);
+    char ms[64], ss[64];
     if (inf) snprintf(buf, len, "inf (%d)", k + inf);
     else if (!k) snprintf(buf, len, "–");
-    else if (k == 1) snprintf(buf, len, e ? "%.*e (1)" : "%.*f (1)", prec, m);
-    else snprintf(buf, len, e ? "%.*e ± %.*e (%d)" : "%.*f ± %.*f (%d)", prec, m, prec, s, k);
+    else if (k == 1) snprintf(buf, len, "%s (1)", fmt_fix(ms, sizeof ms, m, prec, 0, e));
+    else snprintf(buf, len, "%s ± %s (%d)", fmt_fix(ms, sizeof ms, m, prec, 0, e), fmt_fix(ss, sizeof ss, s, prec, 0, e), k);
 }
 
 static void fmt_num(char *buf, size_t len, double x, int prec) {
-    if (isfinite(x)) snprintf(buf, len, fmt_exp(x, 0, prec) ? "%.*e" : "%.*f", prec, x);
+    if (isfinite(x)) fmt_fix(buf, len, x, prec, 0, fmt_exp(x, 0, prec));
     else snprintf(buf, len, "–");
 }
 
@@ -319,11 +331,15 @@ static int pair_cell(const an_runset *rs, const char *scale, const char *corpus,
 static void fmt_paired(char *diff, size_t dl, char *ci, size_t cl, char *verdict, size_t vl, const an_paired *p,
                        const char *a, const char *b) {
     if (p->n == 0) { snprintf(diff, dl, "–"); snprintf(ci, cl, "–"); snprintf(verdict, vl, "–"); return; }
-    snprintf(diff, dl, "%+.4f", p->mean_diff);
+    char a1[40], a2[40], a3[40], a4[40];
+    fmt_fix(diff, dl, p->mean_diff, 4, 1, 0);
     if (p->n < 2) snprintf(ci, cl, "1 seed, no interval");
     else if (p->n < AN_BOOT_MIN_PAIRS) /* a percentile bootstrap of 2-4 pairs is their range, not a 95 % interval */
-        snprintf(ci, cl, "[%+.4f, %+.4f] (t, %d pairs)", p->lo, p->hi, p->n);
-    else snprintf(ci, cl, "[%+.4f, %+.4f] (t, %d pairs); bootstrap [%+.4f, %+.4f]", p->lo, p->hi, p->n, p->boot_lo, p->boot_hi);
+        snprintf(ci, cl, "[%s, %s] (t, %d pairs)", fmt_fix(a1, sizeof a1, p->lo, 4, 1, 0),
+                 fmt_fix(a2, sizeof a2, p->hi, 4, 1, 0), p->n);
+    else snprintf(ci, cl, "[%s, %s] (t, %d pairs); bootstrap [%s, %s]", fmt_fix(a1, sizeof a1, p->lo, 4, 1, 0),
+                  fmt_fix(a2, sizeof a2, p->hi, 4, 1, 0), p->n, fmt_fix(a3, sizeof a3, p->boot_lo, 4, 1, 0),
+                  fmt_fix(a4, sizeof a4, p->boot_hi, 4, 1, 0));
     const char *v = an_paired_verdict(p);
     /* "a lower" / "a higher" with any suffix an_paired_verdict adds ("(identical spread)") */
     if (!strncmp(v, "a lower", 7)) snprintf(verdict, vl, "%s lower than %s%s", a, b, v + 7);
@@ -1713,8 +1729,9 @@ static void claims(an_ctx *c) {
         else {
             const an_run *r = &c->rs->r[ri];
             double tot, frac = an_negative_fraction(r, 0.01, &tot), mn = min_token_entry(r);
-            snprintf(k->ours, sizeof k->ours, "s²HC: %.3f %% of %.0f entries below −0.01, smallest per-token entry %.4f",
-                     100 * frac, tot, mn);
+            char mns[40];
+            snprintf(k->ours, sizeof k->ours, "s²HC: %.3f %% of %.0f entries below −0.01, smallest per-token entry %s",
+                     100 * frac, tot, fmt_fix(mns, sizeof mns, mn, 4, 0, 0));
             int rm = an_rep_run(c, "mhc");
             const double mm = rm >= 0 ? min_token_entry(&c->rs->r[rm]) : NAN;
             if (isfinite(mm)) {
@@ -1861,8 +1878,11 @@ static void claims(an_ctx *c) {
                             cells++;
                             cl_lower += !strncmp(pv, "a lower", 7);
                             cl_higher += !strncmp(pv, "a higher", 8);
-                            snprintf(tmp, sizeof tmp, "%svs %s (%s, %s, %d steps%s): Δ %+.4f, 95 %% interval [%+.4f, %+.4f], %d seeds (%s)",
-                                     k->ours[0] ? "; " : "", an_pretty(v), sc[a], co[b], st[si], rl, p.mean_diff, p.lo, p.hi, np,
+                            char d0[40], d1[40], d2[40];
+                            snprintf(tmp, sizeof tmp, "%svs %s (%s, %s, %d steps%s): Δ %s, 95 %% interval [%s, %s], %d seeds (%s)",
+                                     k->ours[0] ? "; " : "", an_pretty(v), sc[a], co[b], st[si], rl,
+                                     fmt_fix(d0, sizeof d0, p.mean_diff, 4, 1, 0), fmt_fix(d1, sizeof d1, p.lo, 4, 1, 0),
+                                     fmt_fix(d2, sizeof d2, p.hi, 4, 1, 0), np,
                                      !strncmp(pv, "a lower", 7) ? "s²HC lower" : !strncmp(pv, "a higher", 8) ? "s²HC higher" : pv);
                             strncat(k->ours, tmp, sizeof k->ours - strlen(k->ours) - 1);
                         }

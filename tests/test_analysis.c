@@ -1408,10 +1408,13 @@ static void test_pairs_table(void) {
     snprintf(p, sizeof p, "%s/data/pairs.csv", out);
     CHECK(strstr(slurp(p), ",identity,4,s2hc,4,3,0.6,0.1,0.351586,0.848414,0.00913261,0.0273978,3\n") != NULL,
           "identity − s²HC's row in numbers: its interval's ends, p, Holm's p and seeds in their columns:\n%s", slurp(p));
-    /* a difference of 3e-5 against a spread of 0.01: past the cap, in words (no '>' for LaTeX) */
+    /* a difference of -3e-5 against a spread of 0.01: past the cap, in words (no '>' for LaTeX);
+       the difference, which rounds to zero, is 0.0000 and not "-0.0000" (a side its digits do
+       not show): d = -0.01, 0.01, -0.0001, mean -3.33e-5, sd 0.0100002, half-width 4.302653 x
+       sd / sqrt 3 = 0.024842, [-0.024875, +0.024808] */
     synth near[6];
     memcpy(near, runs + 1, 3 * sizeof *runs);
-    const double iv[3] = {3.01, 2.99, 3.0001};
+    const double iv[3] = {2.99, 3.01, 2.9999};
     for (int i = 0; i < 3; i++) {
         near[3 + i] = runs[1 + i];
         near[3 + i].method = "identity";
@@ -1420,6 +1423,8 @@ static void test_pairs_table(void) {
     }
     t = analyzed_table("pairs-near", near, 6, "pairs.md");
     CHECK(strstr(t, "| within noise | more than 10000 |") != NULL, "too small a difference to find:\n%s", t);
+    CHECK(strstr(t, "| identity | mHC | 0.0000 | [-0.0249, +0.0248] (t, 3 pairs) |") != NULL && strstr(t, "-0.0000") == NULL,
+          "a difference that rounds to zero is 0.0000, unsigned:\n%s", t);
     snprintf(p, sizeof p, "%s/pairs-near-out/data/pairs.csv", tmpdir);
     CHECK(strstr(slurp(p), ",10001\n") != NULL, "past the cap, the csv's seeds are the cap + 1 its header says:\n%s", slurp(p));
 }
