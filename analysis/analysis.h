@@ -191,6 +191,8 @@ typedef struct {
        stream count most of its hyper-connection runs have (ties: 4, else the smaller) */
     char scale[AN_NAME], corpus[AN_NAME];
     int n;
+    /* what a figure's data says for its caption (captions.tsv), written by an_write_figures */
+    char cap_hres_depth[1024];
 } an_ctx;
 
 /* Write OUT/data/... for every figure. 0 or -1. */
@@ -219,6 +221,16 @@ int an_rep_run(const an_ctx *c, const char *variant);
 /* Two runs a comparison may pair: the same seed, length and optimisation recipe, both
  * finished, and the same n unless one is single-stream (Tables 1 to 3, Fig 1's ratios). */
 int an_pairable(const an_run *x, const an_run *y);
+
+/* The optimisation recipes (an_run.recipe) of the runs idx[0..k), distinct, learning rates
+ * ascending (ties: in idx's order), as the tables give their rows: pointers into rs into
+ * out (at most cap); returns how many there are. */
+int an_recipes(const an_runset *rs, const int *idx, int k, const char **out, int cap);
+/* A recipe's name as the tables give it: its fields that differ among the runs idx[0..k)
+ * ("lr 0.003, min_lr 0.0003"), "" when none does (one recipe). */
+void an_recipe_name(const an_runset *rs, const int *idx, int k, const char *rec, char *buf, size_t len);
+/* The same as one word for a .dat column and gnuplot: "lr=0.003;min_lr=0.0003", "-" for "". */
+void an_recipe_word(const char *name, char *buf, size_t len);
 
 /* Helpers to write files under OUT: fopen of OUT/sub/name (directories created); exits
  * through the caller's error path (NULL with a message). */

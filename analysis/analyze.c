@@ -138,6 +138,8 @@ static void write_captions(an_ctx *c) {
             fprintf(f, "%s: mean largest deviation singular value %.3f, largest last one %.2e. ", an_pretty(hv[i]), top, last);
         }
     fprintf(f, "\n");
+    /* hres_depth: the recipes it draws a line each of (fig_hres_depth) */
+    if (c->cap_hres_depth[0]) fprintf(f, "hres_depth\t%s\n", c->cap_hres_depth);
     an_close(f);
 }
 

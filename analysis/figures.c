@@ -833,28 +833,30 @@ static void fig_jacobian(an_ctx *c, FILE *meta) {
 
 /* ---- the residual matrices across depth and n (data/hres_layers_seeds.dat, tables.c) -- */
 
-/* Which methods and stream counts of the figures' cell have final-probe matrices, and the
- * training length drawn (the longest): plots/hres_depth.gp draws, one panel per n, each
- * method's ||H_l - I||_2 and ||H_l ... H_0||_2 against the sublayer, mean ± std over seeds,
- * from the rows of data/hres_layers_seeds.dat of that scale, corpus and length. */
+/* A run hres_depth draws: of the figures' scale and corpus, hyper-connected (2 <= n <=
+ * PROBE_MAX_N), with final-probe matrices, trained for `steps` (0: any). */
+static int hres_depth_run(const an_ctx *c, const an_run *r, int steps) {
+    return !r->bench && !strcmp(r->scale, c->scale) && !strcmp(r->corpus, c->corpus) && r->n >= 2 &&
+           r->n <= PROBE_MAX_N && (!steps || r->steps == steps) && an_series(r, "/final/H_res_mean");
+}
+
+/* Which methods, stream counts and optimisation recipes of the figures' cell have
+ * final-probe matrices, and the training length drawn (the longest): plots/hres_depth.gp
+ * draws, one panel per n, each method's ||H_l - I||_2 and ||H_l ... H_0||_2 against the
+ * sublayer, mean ± std over seeds, a line per method and recipe, from the rows of
+ * data/hres_layers_seeds.dat of that scale, corpus and length. meta.gp: the recipes'
+ * names (hres_depth_recipe<q>, as the table residual names them) and words (the .dat's
+ * recipe column, hres_depth_rword<q>), and per n the lines "method:q" there are data for. */
 static void fig_hres_depth(an_ctx *c, FILE *meta) {
     char list[256] = "", ns[64] = "";
     int steps = 0, have_n[PROBE_MAX_N + 1] = {0};
-    for (int i = 0; i < c->rs->n; i++) {
-        const an_run *r = &c->rs->r[i];
-        if (r->bench || strcmp(r->scale, c->scale) || strcmp(r->corpus, c->corpus) || r->n < 2 || r->n > PROBE_MAX_N ||
-            !an_series(r, "/final/H_res_mean"))
-            continue;
-        if (r->steps > steps) steps = r->steps;
-    }
+    for (int i = 0; i < c->rs->n; i++)
+        if (hres_depth_run(c, &c->rs->r[i], 0) && c->rs->r[i].steps > steps) steps = c->rs->r[i].steps;
     for (int vi = 0; an_method_order[vi]; vi++) {
         int found = 0;
         for (int i = 0; i < c->rs->n; i++) {
             const an_run *r = &c->rs->r[i];
-            if (r->bench || strcmp(r->scale, c->scale) || strcmp(r->corpus, c->corpus) || r->n < 2 ||
-                r->n > PROBE_MAX_N || r->steps != steps || strcmp(r->variant, an_method_order[vi]) ||
-                !an_series(r, "/final/H_res_mean"))
-                continue;
+            if (!hres_depth_run(c, r, steps) || strcmp(r->variant, an_method_order[vi])) continue;
             have_n[r->n] = 1;
             found = 1;
         }
@@ -862,36 +864,65 @@ static void fig_hres_depth(an_ctx *c, FILE *meta) {
     }
     for (int n = 2; n <= PROBE_MAX_N; n++)
         if (have_n[n]) snprintf(ns + strlen(ns), sizeof ns - strlen(ns), "%s%d", ns[0] ? " " : "", n);
-    /* the optimisation recipes among the runs drawn: a sweep's are pooled in each mean (the
-       title says so; the table residual gives a row per recipe) */
-    char recs[16][200];
-    int nrec = 0;
-    for (int i = 0; i < c->rs->n; i++) {
-        const an_run *r = &c->rs->r[i];
-        if (r->bench || strcmp(r->scale, c->scale) || strcmp(r->corpus, c->corpus) || r->n < 2 || r->n > PROBE_MAX_N ||
-            r->steps != steps || !an_series(r, "/final/H_res_mean"))
-            continue;
-        int seen = 0;
-        for (int q = 0; q < nrec && !seen; q++) seen = !strcmp(recs[q], r->recipe);
-        if (!seen && nrec < 16) snprintf(recs[nrec++], sizeof recs[0], "%s", r->recipe);
-    }
+    /* the optimisation recipes among the runs drawn, learning rates ascending (a line each),
+       named by their fields that differ among the cell's runs, as the table residual does */
+    int *drawn = malloc_check((size_t)(c->rs->n > 0 ? c->rs->n : 1) * sizeof *drawn), nd = 0;
+    for (int i = 0; i < c->rs->n; i++)
+        if (hres_depth_run(c, &c->rs->r[i], steps)) drawn[nd++] = i;
+    enum { RMAX = 8 };
+    const char *recs[RMAX];
+    const int nrec = an_recipes(c->rs, drawn, nd, recs, RMAX);
+    if (nrec > RMAX)
+        fprintf(c->log, "s2hc analyze: hres_depth: %d optimisation recipes, the figure draws the first %d (learning rates "
+                        "ascending); the table residual has them all\n", nrec, RMAX);
+    const int R = nrec < RMAX ? nrec : RMAX;
+    int cell[256], ncell = an_cell_runs(c->rs, c->scale, c->corpus, NULL, 0, cell, 256);
     fprintf(meta, "hres_depth_methods = \"%s\"\nhres_depth_n = \"%s\"\nhres_depth_steps = %d\nhres_depth_recipes = %d\n",
-            list, ns, steps, nrec);
-    /* the methods of each n (a panel plots only those: mhc_lite has no n = 8 in a CPU grid) */
+            list, ns, steps, R);
+    c->cap_hres_depth[0] = '\0';
+    if (R > 1)
+        snprintf(c->cap_hres_depth, sizeof c->cap_hres_depth, "The runs were trained with %d optimisation recipes: a line "
+                 "per method and recipe (each recipe dashed its own way), named in the key by its fields that differ, as "
+                 "the table residual names them:", nrec);
+    for (int q = 0; q < R; q++) {
+        char name[200], word[200];
+        an_recipe_name(c->rs, cell, ncell, recs[q], name, sizeof name);
+        an_recipe_word(name, word, sizeof word);
+        fprintf(meta, "hres_depth_recipe%d = \"%s\"\nhres_depth_rword%d = \"%s\"\n", q + 1, name, q + 1, word);
+        if (R > 1) {
+            const size_t o = strlen(c->cap_hres_depth);
+            snprintf(c->cap_hres_depth + o, sizeof c->cap_hres_depth - o, "%s %s", q ? "," : "", name);
+        }
+    }
+    if (R > 1) {
+        const size_t o = strlen(c->cap_hres_depth);
+        snprintf(c->cap_hres_depth + o, sizeof c->cap_hres_depth - o, "%s.",
+                 nrec > R ? " (the first of them; the table residual has every one)" : "");
+    }
+    /* the methods of each n (a panel plots only those: mhc_lite has no n = 8 in a CPU grid),
+       and the lines, method and recipe, it draws */
     for (int n = 2; n <= PROBE_MAX_N; n++) {
         if (!have_n[n]) continue;
-        char ml[256] = "";
-        for (int vi = 0; an_method_order[vi]; vi++)
-            for (int i = 0; i < c->rs->n; i++) {
-                const an_run *r = &c->rs->r[i];
-                if (!r->bench && !strcmp(r->scale, c->scale) && !strcmp(r->corpus, c->corpus) && r->n == n &&
-                    r->steps == steps && !strcmp(r->variant, an_method_order[vi]) && an_series(r, "/final/H_res_mean")) {
-                    list_add(ml, sizeof ml, an_method_order[vi]);
-                    break;
+        char ml[256] = "", lines[1024] = "";
+        for (int vi = 0; an_method_order[vi]; vi++) {
+            int has = 0;
+            for (int q = 0; q < R; q++) {
+                int hq = 0;
+                for (int j = 0; j < nd && !hq; j++) {
+                    const an_run *r = &c->rs->r[drawn[j]];
+                    hq = r->n == n && !strcmp(r->variant, an_method_order[vi]) && !strcmp(r->recipe, recs[q]);
                 }
+                if (!hq) continue;
+                char w[48];
+                snprintf(w, sizeof w, "%s:%d", an_method_order[vi], q + 1);
+                list_add(lines, sizeof lines, w);
+                has = 1;
             }
-        fprintf(meta, "hres_depth_methods_n%d = \"%s\"\n", n, ml);
+            if (has) list_add(ml, sizeof ml, an_method_order[vi]);
+        }
+        fprintf(meta, "hres_depth_methods_n%d = \"%s\"\nhres_depth_lines_n%d = \"%s\"\n", n, ml, n, lines);
     }
+    free(drawn);
 }
 
 /* ---- loss curves (context for Table 1) ---------------------------------------------- */

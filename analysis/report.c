@@ -499,7 +499,8 @@ int report_main(int argc, char **argv) {
         if (atoi(recipes) > 1)
             fprintf(f, " (the scale's runs were trained with %d optimisation recipes, learning rates or schedules: "
                        "each figure shows the first run of a method's lowest seed, whatever its recipe, but Fig 1's "
-                       "out-of-domain bars, Fig 7's throughput and hres_depth pool every recipe's runs; the table "
+                       "out-of-domain bars and Fig 7's throughput pool every recipe's runs and hres_depth draws a "
+                       "line per recipe; the table "
                        "<a href=\"#recipes\">recipes</a> compares them, and a report of the runs of one recipe "
                        "alone shows its figures)", atoi(recipes));
         fprintf(f, ".");

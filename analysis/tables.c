@@ -645,11 +645,11 @@ static int recipe_fields(const char *recipe, char f[][48], int cap) {
     return k;
 }
 
-/* Which fields of the recipe differ among the (non-bench) runs of a scale and corpus:
- * differ[q] for field q (at most nf); 1 when any does (a sweep), else 0. */
-static int recipe_differ(const an_runset *rs, const char *scale, const char *corpus, int *differ, int nf) {
-    int all[256], na = an_cell_runs(rs, scale, corpus, NULL, 0, all, 256), any = 0;
+/* Which fields of the recipe differ among the runs all[0..na): differ[q] for field q (at
+ * most nf); 1 when any does (a sweep), else 0. */
+static int recipe_differ_runs(const an_runset *rs, const int *all, int na, int *differ, int nf) {
     char f0[16][48], fi[16][48];
+    int any = 0;
     if (nf > 16) nf = 16;
     for (int q = 0; q < nf; q++) differ[q] = 0;
     const int nf0 = na ? recipe_fields(rs->r[all[0]].recipe, f0, nf) : 0;
@@ -659,6 +659,12 @@ static int recipe_differ(const an_runset *rs, const char *scale, const char *cor
             if (strcmp(f0[q], fi[q])) differ[q] = any = 1;
     }
     return any;
+}
+
+/* recipe_differ_runs over the (non-bench) runs of a scale and corpus. */
+static int recipe_differ(const an_runset *rs, const char *scale, const char *corpus, int *differ, int nf) {
+    int all[256], na = an_cell_runs(rs, scale, corpus, NULL, 0, all, 256);
+    return recipe_differ_runs(rs, all, na, differ, nf);
 }
 
 /* The statuses of a cell's runs and how many hold each, "finished" first (a recipe's
@@ -732,6 +738,35 @@ static void recipe_label(const char *rec, const int *differ, int nf, char *buf, 
 static void recipe_cell(const char *rec, const int *differ, int nf, char *buf, size_t len) {
     recipe_label(rec, differ, nf, buf, len);
     if (!buf[0]) snprintf(buf, len, "–");
+}
+
+/* analysis.h */
+void an_recipe_name(const an_runset *rs, const int *idx, int k, const char *rec, char *buf, size_t len) {
+    int differ[16];
+    recipe_differ_runs(rs, idx, k, differ, 16);
+    recipe_label(rec, differ, 16, buf, len);
+}
+
+void an_recipe_word(const char *name, char *buf, size_t len) {
+    size_t o = 0;
+    for (const char *q = name; *q && o + 1 < len; q++) {
+        if (q[0] == ',' && q[1] == ' ') buf[o++] = ';', q++;
+        else buf[o++] = *q == ' ' ? '=' : *q;
+    }
+    buf[o] = '\0';
+    if (!o) snprintf(buf, len, "-");
+}
+
+int an_recipes(const an_runset *rs, const int *idx, int k, const char **out, int cap) {
+    int *done = calloc_check((size_t)(k > 0 ? k : 1), sizeof *done), m = 0, first;
+    while ((first = next_recipe(rs, idx, k, done)) >= 0) {
+        const char *rec = rs->r[idx[first]].recipe;
+        for (int i = 0; i < k; i++)
+            if (!strcmp(rs->r[idx[i]].recipe, rec)) done[i] = 1;
+        if (m < cap) out[m++] = rec;
+    }
+    free(done);
+    return m;
 }
 
 /* ---- ablation table ------------------------------------------------------------------ */
@@ -1008,11 +1043,12 @@ static void residual_row(an_ctx *c, tbl *t, FILE *fl, const char *scale, const c
     tbl_row(t, cells);
 }
 
-/* data/hres_layers_seeds.dat's rows of a cell: per sublayer, mean and std over its runs
- * (every recipe's: the figure hres_depth draws them, and says how many recipes it pools), from
- * hp[0..k), NULL for a run without a final probe; runs of another depth than the first's left out. */
+/* data/hres_layers_seeds.dat's rows of a cell and recipe (rword: its name as one word, "-"
+ * with one recipe): per sublayer, mean and std over its runs (the figure hres_depth draws
+ * them, a line per recipe), from hp[0..k), NULL for a run without a final probe; runs of
+ * another depth than the first's left out. */
 static void residual_seeds_rows(FILE *fs, const char *scale, const char *corpus, const char *v, int nn, int steps,
-                                const hres_layers *const *hp, int k) {
+                                const char *rword, const hres_layers *const *hp, int k) {
     const hres_layers *h[AN_CELL_CAP];
     int m = 0, Lh = 0;
     for (int i = 0; i < k && m < AN_CELL_CAP; i++) {
@@ -1030,15 +1066,15 @@ static void residual_seeds_rows(FILE *fs, const char *scale, const char *corpus,
             x[4][i] = h[i]->min_entry[l];
         }
         for (int q = 0; q < 5; q++) an_mean_std(x[q], m, &mean[q], &sdv[q]);
-        fprintf(fs, "%s %s %s %d %d %d %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", scale, corpus, v, nn,
-                steps, m, l, mean[0], sdv[0], mean[1], sdv[1], mean[2], sdv[2], mean[3], sdv[3], mean[4], sdv[4]);
+        fprintf(fs, "%s %s %s %d %d %s %d %d %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", scale, corpus, v, nn,
+                steps, rword, m, l, mean[0], sdv[0], mean[1], sdv[1], mean[2], sdv[2], mean[3], sdv[3], mean[4], sdv[4]);
     }
 }
 
 /* tables/residual: a row per method, n, training length and recipe, each number mean ±
  * std over the seeds; data/hres_layers.dat: a row per run and sublayer;
- * data/hres_layers_seeds.dat: a row per method, n, training length and sublayer, mean and
- * std over the runs (a sweep's recipes together). */
+ * data/hres_layers_seeds.dat: a row per method, n, training length, recipe and sublayer,
+ * mean and std over the recipe's runs. */
 static void table_residual(an_ctx *c) {
     static const char *const head[] = {"scale", "corpus", "method", "n", "steps", "recipe", "max σ₁(H_l)",
                                        "mean ‖H_l − I‖₂", "max |sum − 1|", "min entry", "‖H_L ··· H_1‖₂",
@@ -1057,9 +1093,10 @@ static void table_residual(an_ctx *c) {
                     "rowsum_dev_max composite_norm min_entry lr run\n", AN_COLUMNS);
     }
     if (fs) {
-        fprintf(fs, "# as hres_layers.dat, mean and sample std over the runs of each method, n and length (a sweep's "
-                    "recipes together)\n");
-        fprintf(fs, "%s scale corpus method n steps seeds sublayer sv_max sv_max_std dist_identity dist_identity_std "
+        fprintf(fs, "# as hres_layers.dat, mean and sample std over the runs of each method, n, length and "
+                    "optimisation recipe (recipe: its fields that differ in the scale and corpus, as the table "
+                    "residual names it, ', ' as ';' and ' ' as '='; '-' with one recipe); runs: how many\n");
+        fprintf(fs, "%s scale corpus method n steps recipe runs sublayer sv_max sv_max_std dist_identity dist_identity_std "
                     "dev_sv_max dev_sv_max_std composite_norm composite_norm_std min_entry min_entry_std\n", AN_COLUMNS);
     }
     char sc[16][AN_NAME], co[16][AN_NAME];
@@ -1079,16 +1116,18 @@ static void table_residual(an_ctx *c) {
                         /* each run's probe numbers, read once for the seeds file and its recipe's row */
                         const hres_layers *hp[AN_CELL_CAP];
                         for (int i = 0; i < k; i++) hp[i] = hres_layers_of(&c->rs->r[idx[i]], &h[i]) ? &h[i] : NULL;
-                        if (fs) residual_seeds_rows(fs, sc[a], co[b], v, nn, st[si], hp, k);
-                        /* a row per recipe, learning rates ascending */
+                        /* a row per recipe, learning rates ascending (and its rows of the seeds file) */
                         int sub[AN_CELL_CAP];
                         for (int m; (m = take_recipe(c->rs, idx, k, done, sub)) > 0;) {
                             const hres_layers *sp[AN_CELL_CAP];
                             for (int j = 0; j < m; j++) /* sub[j]'s numbers, by its place in idx */
                                 for (int i = 0; i < k; i++)
                                     if (idx[i] == sub[j]) sp[j] = hp[i];
-                            char rtx[200];
+                            char rtx[200], rname[200], rword[200];
                             recipe_cell(c->rs->r[sub[0]].recipe, differ, NF, rtx, sizeof rtx);
+                            recipe_label(c->rs->r[sub[0]].recipe, differ, NF, rname, sizeof rname);
+                            an_recipe_word(rname, rword, sizeof rword);
+                            if (fs) residual_seeds_rows(fs, sc[a], co[b], v, nn, st[si], rword, sp, m);
                             residual_row(c, &t, fl, sc[a], co[b], v, nn, st[si], sub, sp, m, rtx);
                         }
                     }
@@ -1105,8 +1144,8 @@ static void table_residual(an_ctx *c) {
              "the Jacobian norms of the whole network and of the residual path alone. Per sublayer: "
              "data/hres_layers.csv (every run), data/hres_layers_seeds.csv (mean and std over the seeds).%s",
              swept ? " The runs of a scale and corpus were trained with several optimisation recipes (a sweep): a row "
-                     "per recipe, named by its fields that differ, learning rates ascending (the figure hres_depth "
-                     "and data/hres_layers_seeds.csv pool them, and say so)." : "");
+                     "per recipe, named by its fields that differ, learning rates ascending (so are the rows of "
+                     "data/hres_layers_seeds.csv and the lines of the figure hres_depth)." : "");
     tbl_write(c, &t, "residual", cap);
     tbl_free(&t);
 }

@@ -614,12 +614,15 @@ static void test_residual_table(void) {
           "each row names its run and learning rate:\n%s", l);
     snprintf(p, sizeof p, "%s/residual-out/data/meta.gp", tmpdir);
     CHECK(strstr(slurp(p), "hres_depth_methods = \"hc s2hc\"\nhres_depth_n = \"2 4\"\nhres_depth_steps = 20\n"
-                           "hres_depth_recipes = 1\nhres_depth_methods_n2 = \"hc\"\nhres_depth_methods_n4 = \"s2hc\"\n") != NULL,
+                           "hres_depth_recipes = 1\nhres_depth_recipe1 = \"\"\nhres_depth_rword1 = \"-\"\n"
+                           "hres_depth_methods_n2 = \"hc\"\nhres_depth_lines_n2 = \"hc:1\"\n"
+                           "hres_depth_methods_n4 = \"s2hc\"\nhres_depth_lines_n4 = \"s2hc:1\"\n") != NULL,
           "meta.gp: what the figure hres_depth draws:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/residual-out/data/hres_layers_seeds.csv", tmpdir);
     l = slurp(p);
-    CHECK(strstr(l, "synth,hc,2,20,2,3,1.6,0.141421,0.6,0.141421,") != NULL && strstr(l, ",1.013,0,0,0\n") != NULL,
-          "hc over its 2 seeds at sublayer 3:\n%s", l);
+    CHECK(strstr(l, ",steps,recipe,runs,sublayer,") != NULL && strstr(l, "synth,hc,2,20,-,2,3,1.6,0.141421,0.6,0.141421,") != NULL &&
+              strstr(l, ",1.013,0,0,0\n") != NULL,
+          "hc over its 2 seeds at sublayer 3, one recipe ('-'):\n%s", l);
     /* two learning rates of HC: a row each, named by their rate, and the caption says why (a
        shorter run of a third is not in the figure, which draws the longest runs, and pools
        the two) */
@@ -637,8 +640,25 @@ static void test_residual_table(void) {
     snprintf(p, sizeof p, "%s/residual-lr-out/data/hres_layers.csv", tmpdir);
     CHECK(strstr(slurp(p), ",0.001,h1\n") != NULL && strstr(slurp(p), ",0.01,h2\n") != NULL,
           "hres_layers.csv tells the two learning rates apart:\n%s", slurp(p));
+    /* hres_layers_seeds.csv: a row per recipe and sublayer, the recipe named (not h1's 0.5 and
+       h2's 0.7 pooled into 0.6 ± 0.14 over "2 seeds" of two learning rates); the figure
+       draws a line per recipe (the two of 20 steps: the 10-step run is not its length) */
+    snprintf(p, sizeof p, "%s/residual-lr-out/data/hres_layers_seeds.csv", tmpdir);
+    l = slurp(p);
+    CHECK(strstr(l, "synth,hc,2,20,lr=0.001,1,3,1.5,0,0.5,0,") != NULL && strstr(l, "synth,hc,2,20,lr=0.01,1,3,1.7,0,0.7,0,") != NULL &&
+              strstr(l, "synth,hc,2,10,lr=0.03,1,3,1.7,0,0.7,0,") != NULL && strstr(l, ",0.6,0.141421,") == NULL,
+          "hres_layers_seeds.csv: a row per recipe, named:\n%s", l);
     snprintf(p, sizeof p, "%s/residual-lr-out/data/meta.gp", tmpdir);
-    CHECK(strstr(slurp(p), "\nhres_depth_recipes = 2\n") != NULL, "the figure hres_depth pools 2 recipes:\n%s", slurp(p));
+    CHECK(strstr(slurp(p), "\nhres_depth_recipes = 2\nhres_depth_recipe1 = \"lr 0.001\"\nhres_depth_rword1 = \"lr=0.001\"\n"
+                           "hres_depth_recipe2 = \"lr 0.01\"\nhres_depth_rword2 = \"lr=0.01\"\n") != NULL &&
+              strstr(slurp(p), "\nhres_depth_lines_n2 = \"hc:1 hc:2\"\n") != NULL,
+          "the figure hres_depth draws a line per recipe, named:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/residual-lr-out/data/captions.tsv", tmpdir);
+    CHECK(strstr(slurp(p), "\nhres_depth\tThe runs were trained with 2 optimisation recipes: a line per method and recipe")
+              != NULL && strstr(slurp(p), "as the table residual names them: lr 0.001, lr 0.01.\n") != NULL,
+          "hres_depth's caption names its recipes:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/residual-out/data/captions.tsv", tmpdir);
+    CHECK(strstr(slurp(p), "hres_depth\t") == NULL, "one recipe: hres_depth's caption says nothing of recipes:\n%s", slurp(p));
     CHECK(strstr(analyzed_table("residual-1", runs, 2, "residual.md"), "a row per recipe") == NULL, "one recipe: nothing said");
 }
 
@@ -1178,8 +1198,9 @@ static void test_shown_runs(void) {
     const char *h = slurp(p);
     CHECK(strstr(h, "One run per method in the figures: RC rc-lr1-s1, s²HC s-lr1-s1 (the scale's runs were trained "
                     "with 2 optimisation recipes") != NULL, "the report names the runs shown:\n%.3000s", h);
-    CHECK(strstr(h, "whatever its recipe, but Fig 1's out-of-domain bars, Fig 7's throughput and hres_depth pool "
-                    "every recipe's runs;") != NULL, "the report says which figures pool the recipes:\n%.3000s", h);
+    CHECK(strstr(h, "whatever its recipe, but Fig 1's out-of-domain bars and Fig 7's throughput pool every "
+                    "recipe's runs and hres_depth draws a line per recipe;") != NULL,
+          "the report says which figures pool the recipes:\n%.3000s", h);
     const char *one = analyzed_table("shown1", sweep_runs + 2, 4, "runs.md"); /* one recipe: no remark */
     (void)one;
     snprintf(p, sizeof p, "%s/shown1-out/data/summary.txt", tmpdir);

@@ -81,7 +81,7 @@ low_ymin() {
   awk -v c="$3" -v v="$4" '/^#/ {print; next} {$c = v; print}' "$OUT/data/$2" > "$d/data/$2"
   gnuplot -e "dir='$d'" -e "call 'plots/$1.gp'; print GPVAL_Y_MIN" 2>&1 | tail -n 1
 }
-ymin=$(low_ymin hres_depth hres_layers_seeds.dat 14 0.5)
+ymin=$(low_ymin hres_depth hres_layers_seeds.dat 15 0.5)
 awk -v y="$ymin" 'BEGIN {exit !(y + 0 > 0 && y + 0 <= 0.5)}' && ok "hres_depth's gain axis reaches a gain of 0.5 (from $ymin)" \
   || fail "hres_depth's gain axis starts at $ymin, above a gain of 0.5"
 # ... and no further than the data: gains near 1 keep the panel (not a decade down to 0.1)
