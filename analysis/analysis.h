@@ -193,6 +193,12 @@ typedef struct {
     int n;
     /* what a figure's data says for its caption (captions.tsv), written by an_write_figures */
     char cap_hres_depth[1024];
+    char cap_loss_depth[3072]; /* under report.c's caption line of 4096 */
+    /* the depths loss_depth draws (its scales, fewest blocks first, ", "-separated in
+       depth_scale_names; summary.txt's depth_scales and depth_scale_names): 0 when no two
+       scales of the runs differ in depth alone, and the figure is not drawn */
+    int depth_scales;
+    char depth_scale_names[1024];
 } an_ctx;
 
 /* Write OUT/data/... for every figure. 0 or -1. */

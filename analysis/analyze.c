@@ -140,6 +140,8 @@ static void write_captions(an_ctx *c) {
     fprintf(f, "\n");
     /* hres_depth: the recipes it draws a line each of (fig_hres_depth) */
     if (c->cap_hres_depth[0]) fprintf(f, "hres_depth\t%s\n", c->cap_hres_depth);
+    /* loss_depth: its depths, and each method's loss from the fewest blocks to the most */
+    if (c->cap_loss_depth[0]) fprintf(f, "loss_depth\t%s\n", c->cap_loss_depth);
     an_close(f);
 }
 
@@ -205,6 +207,8 @@ static void write_summary(an_ctx *c) {
             break;
         }
     fprintf(f, "\n");
+    /* the depths the figure loss_depth draws (0: none, and the report leaves it out) */
+    fprintf(f, "depth_scales=%d\ndepth_scale_names=%s\n", c->depth_scales, c->depth_scale_names);
     an_close(f);
 }
 

@@ -925,6 +925,190 @@ static void fig_hres_depth(an_ctx *c, FILE *meta) {
     free(drawn);
 }
 
+/* ---- validation loss against depth (a sweep of model.n_layer) ------------------------- */
+
+/* Two runs of one depth series: alike but for their depth (width, heads, context,
+ * vocabulary and the scale's other marks, +nobias, +erf, +init, +ext), on one corpus for
+ * one training length. */
+static int same_but_depth(const an_run *a, const an_run *b) {
+    const char *sa = strchr(a->scale, '+'), *sb = strchr(b->scale, '+');
+    return !a->bench && !b->bench && a->n_embd == b->n_embd && a->n_head == b->n_head &&
+           a->block_size == b->block_size && a->vocab == b->vocab && a->steps == b->steps &&
+           !strcmp(a->corpus, b->corpus) && !strcmp(sa ? sa : "", sb ? sb : "");
+}
+
+/* The distinct n_layer of the runs idx[0..k), ascending, into d (at most cap); the count. */
+static int depths_of(const an_runset *rs, const int *idx, int k, int *d, int cap) {
+    int m = 0;
+    for (int i = 0; i < k; i++) {
+        const int v = rs->r[idx[i]].n_layer;
+        int at = 0;
+        while (at < m && d[at] < v) at++;
+        if ((at < m && d[at] == v) || m == cap) continue;
+        memmove(d + at + 1, d + at, (size_t)(m - at) * sizeof *d);
+        d[at] = v;
+        m++;
+    }
+    return m;
+}
+
+/* The most recipes (panels) and depths loss_depth draws. */
+#define AN_DEPTH_RECIPES 6
+#define AN_DEPTHS 32
+
+/* data/loss_depth.dat: the final validation loss of each method against the number of
+ * blocks, where two or more scales of the runs differ in depth alone (a sweep of
+ * model.n_layer, experiments/depth.yaml): of the series with the most depths (ties: the
+ * one of the figures' scale and corpus, else the first read), a row per recipe, method
+ * and depth: the mean over the finished runs (seeds) and its 95 % Student t interval
+ * (NaN with one run). Hyper-connected methods at the series' most common stream count
+ * (ties: 4, else the smaller), RC (one stream) beside them. plots/loss_depth.gp draws a
+ * panel per recipe. Nothing is written (and the report draws nothing) without such a
+ * series. */
+static void fig_loss_depth(an_ctx *c, FILE *meta) {
+    const an_runset *rs = c->rs;
+    int best = -1, best_nd = 1, best_primary = 0;
+    int *g = malloc_check((size_t)(rs->n > 0 ? rs->n : 1) * sizeof *g), d[AN_DEPTHS];
+    c->depth_scales = 0;
+    c->depth_scale_names[0] = c->cap_loss_depth[0] = '\0';
+    for (int i = 0; i < rs->n; i++) {
+        int first = !rs->r[i].bench, k = 0, primary = 0;
+        for (int j = 0; j < i && first; j++) first = !same_but_depth(&rs->r[j], &rs->r[i]);
+        if (!first) continue; /* its series was counted at its first run */
+        for (int j = 0; j < rs->n; j++)
+            if (same_but_depth(&rs->r[j], &rs->r[i])) {
+                g[k++] = j;
+                primary |= !strcmp(rs->r[j].scale, c->scale) && !strcmp(rs->r[j].corpus, c->corpus);
+            }
+        const int nd = depths_of(rs, g, k, d, AN_DEPTHS);
+        if (nd > best_nd || (nd == best_nd && nd > 1 && primary && !best_primary)) {
+            best = i;
+            best_nd = nd;
+            best_primary = primary;
+        }
+    }
+    if (best < 0) { /* no depth sweep: no data, meta says so (the report leaves the figure out) */
+        fprintf(meta, "loss_depth_recipes = 0\nloss_depth_depths = \"\"\n");
+        free(g);
+        return;
+    }
+    int k = 0;
+    for (int j = 0; j < rs->n; j++)
+        if (same_but_depth(&rs->r[j], &rs->r[best])) g[k++] = j;
+    const int nd = depths_of(rs, g, k, d, AN_DEPTHS);
+    /* the stream count of the series' hyper-connection runs (an_pick_primary's rule) */
+    int count[65] = {0}, gn = 0;
+    for (int i = 0; i < k; i++)
+        if (rs->r[g[i]].n > 1 && rs->r[g[i]].n <= 64) count[rs->r[g[i]].n]++;
+    for (int n = 2; n <= 64; n++)
+        if (count[n] > (gn ? count[gn] : 0) || (count[n] && count[n] == count[gn] && n == 4)) gn = n;
+    int other_n = 0;
+    for (int i = 0; i < k; i++) other_n += rs->r[g[i]].n != 1 && rs->r[g[i]].n != gn;
+    const an_run *r0 = &rs->r[g[0]];
+    const char *recs[AN_DEPTH_RECIPES + 1];
+    const int nrec = an_recipes(rs, g, k, recs, AN_DEPTH_RECIPES + 1), R = nrec < AN_DEPTH_RECIPES ? nrec : AN_DEPTH_RECIPES;
+    if (nrec > AN_DEPTH_RECIPES)
+        fprintf(c->log, "s2hc analyze: loss_depth: more than %d optimisation recipes, the figure draws the first %d "
+                        "(learning rates ascending); the table recipes has them all\n", AN_DEPTH_RECIPES, AN_DEPTH_RECIPES);
+    /* the scales of the depths, fewest blocks first */
+    for (int q = 0; q < nd; q++)
+        for (int i = 0; i < k; i++)
+            if (rs->r[g[i]].n_layer == d[q]) {
+                const size_t o = strlen(c->depth_scale_names);
+                snprintf(c->depth_scale_names + o, sizeof c->depth_scale_names - o, "%s%s", q ? ", " : "", rs->r[g[i]].scale);
+                break;
+            }
+    c->depth_scales = nd;
+    FILE *f = an_open(c->out, "data", "loss_depth.dat");
+    if (!f) { free(g); return; }
+    fprintf(f, "# final validation loss against the number of blocks (model.n_layer; scales %s), C = %d, T = %d, "
+               "trained on %s for %d steps: per optimisation recipe (recipe: its fields that differ, as one word, '-' "
+               "with one), method and depth, the runs, those finished, and over the finished the mean, its sample std "
+               "and 95 %% Student t interval (NaN with one run); hyper-connections at n = %d, RC at 1\n",
+            c->depth_scale_names, r0->n_embd, r0->block_size, r0->corpus, r0->steps, gn);
+    columns(f, "recipe_index recipe method n n_layer scale runs finished val_loss val_loss_std ci_lo ci_hi");
+    size_t co = (size_t)snprintf(c->cap_loss_depth, sizeof c->cap_loss_depth,
+                                 "%d depths (%s), C = %d, T = %d, trained on %s for %d steps, hyper-connections at "
+                                 "n = %d; mean validation loss from %d to %d blocks", nd, c->depth_scale_names,
+                                 r0->n_embd, r0->block_size, r0->corpus, r0->steps, gn, d[0], d[nd - 1]);
+    int kmin = 1 << 30, kmax = 0, unfinished = 0;
+    fprintf(meta, "loss_depth_recipes = %d\nloss_depth_depths = \"", R);
+    for (int q = 0; q < nd; q++) fprintf(meta, "%s%d", q ? " " : "", d[q]);
+    fprintf(meta, "\"\nloss_depth_n = %d\nloss_depth_where = \"C = %d, T = %d, %s, %d steps\"\n", gn, r0->n_embd,
+            r0->block_size, r0->corpus, r0->steps);
+    for (int q = 0; q < R; q++) {
+        char name[200], word[200], ml[256] = "";
+        an_recipe_name(rs, g, k, recs[q], name, sizeof name);
+        an_recipe_word(name, word, sizeof word);
+        int nm = 0; /* the caption: "...blocks: lr 0.003: RC 2.520 → 2.564, HC ...; lr 0.03: ..." */
+        if (R > 1 && co < sizeof c->cap_loss_depth)
+            co += (size_t)snprintf(c->cap_loss_depth + co, sizeof c->cap_loss_depth - co, "%s %s:", q ? ";" : ":", name);
+        for (int vi = 0; an_method_order[vi]; vi++) {
+            const char *v = an_method_order[vi];
+            double first = NAN, last = NAN;
+            int rows = 0;
+            for (int q2 = 0; q2 < nd; q2++) {
+                double val[AN_CELL_CAP];
+                int runs = 0, fin = 0, rn = 0;
+                const char *scale = "";
+                for (int i = 0; i < k; i++) {
+                    const an_run *r = &rs->r[g[i]];
+                    if (strcmp(r->variant, v) || r->n_layer != d[q2] || (r->n != 1 && r->n != gn) || strcmp(r->recipe, recs[q]))
+                        continue;
+                    scale = r->scale;
+                    rn = r->n;
+                    runs++;
+                    const double x = an_final_val_loss(r);
+                    if (!strcmp(r->status, "finished") && isfinite(x) && fin < AN_CELL_CAP) val[fin++] = x;
+                }
+                unfinished += runs - fin;
+                if (!fin) continue; /* no finished run at this depth: no point */
+                double m, sd, lo = NAN, hi = NAN;
+                an_mean_std(val, fin, &m, &sd);
+                if (fin > 1) {
+                    const double h = an_t_crit95(fin - 1) * sd / sqrt((double)fin);
+                    lo = m - h;
+                    hi = m + h;
+                }
+                fprintf(f, "%d %s %s %d %d %s %d %d %.6g", q + 1, word, v, rn, d[q2], scale, runs, fin, m);
+                if (fin > 1) fprintf(f, " %.6g %.6g %.6g\n", sd, lo, hi);
+                else fprintf(f, " NaN NaN NaN\n");
+                if (!rows++) first = m;
+                last = m;
+                if (fin < kmin) kmin = fin;
+                if (fin > kmax) kmax = fin;
+            }
+            if (!rows) continue;
+            fprintf(f, "\n"); /* gnuplot: one line per method and recipe */
+            list_add(ml, sizeof ml, v);
+            if (co < sizeof c->cap_loss_depth)
+                co += (size_t)snprintf(c->cap_loss_depth + co, sizeof c->cap_loss_depth - co, "%s %s %.3f → %.3f",
+                                       nm ? "," : R > 1 ? "" : ":", an_pretty(v), first, last);
+            nm++;
+        }
+        fprintf(meta, "loss_depth_recipe%d = \"%s\"\nloss_depth_rword%d = \"%s\"\nloss_depth_methods_r%d = \"%s\"\n", q + 1,
+                name, q + 1, word, q + 1, ml);
+    }
+    an_close(f);
+    if (co < sizeof c->cap_loss_depth && kmax > 0) {
+        char per[32];
+        if (kmin == kmax) snprintf(per, sizeof per, "%d", kmin);
+        else snprintf(per, sizeof per, "%d–%d", kmin, kmax);
+        co += (size_t)snprintf(c->cap_loss_depth + co, sizeof c->cap_loss_depth - co, ". Finished runs (seeds) per point: %s", per);
+    }
+    if (co < sizeof c->cap_loss_depth && unfinished)
+        co += (size_t)snprintf(c->cap_loss_depth + co, sizeof c->cap_loss_depth - co, "; %d run%s that did not finish left out",
+                               unfinished, unfinished == 1 ? "" : "s");
+    if (co < sizeof c->cap_loss_depth && other_n)
+        co += (size_t)snprintf(c->cap_loss_depth + co, sizeof c->cap_loss_depth - co, "; %d run%s at another n left out (the "
+                               "table recipes and Table 1 have them)", other_n, other_n == 1 ? "" : "s");
+    if (co < sizeof c->cap_loss_depth && nrec > AN_DEPTH_RECIPES)
+        co += (size_t)snprintf(c->cap_loss_depth + co, sizeof c->cap_loss_depth - co, "; the first %d recipes drawn",
+                               AN_DEPTH_RECIPES);
+    if (co < sizeof c->cap_loss_depth) snprintf(c->cap_loss_depth + co, sizeof c->cap_loss_depth - co, ".");
+    free(g);
+}
+
 /* ---- loss curves (context for Table 1) ---------------------------------------------- */
 
 static void fig_loss(an_ctx *c, FILE *meta) {
@@ -1042,6 +1226,7 @@ int an_write_figures(an_ctx *c) {
     fig_devsv(c, meta);
     fig_jacobian(c, meta);
     fig_hres_depth(c, meta);
+    fig_loss_depth(c, meta);
     fig_loss(c, meta);
     an_close(meta);
     return 0;

@@ -18,9 +18,12 @@
 
 extern char **environ;
 
-/* Every figure of the report: the script plots/<stem>.gp writes OUT/<stem>.{png,svg}. */
+/* Every figure of the report: the script plots/<stem>.gp writes OUT/<stem>.{png,svg}.
+ * depth: drawn (and on the page) only where two or more scales of the runs differ in depth
+ * alone (summary.txt's depth_scales, from the analysis); otherwise left out whole. */
 typedef struct {
     const char *stem, *title, *paper, *ours;
+    int depth;
 } an_figure;
 
 static const an_figure figures[] = {
@@ -35,27 +38,27 @@ static const an_figure figures[] = {
      "of the shown runs' training length (Table 2's row of it). Bottom right: "
      "auxiliary parameters against n, counted from the parameter table at the runs' width and depth."
      " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "
-     "sums are our row sums and its rows our columns."},
+     "sums are our row sums and its rows our columns.", 0},
     {"fig02_rowmax", "Fig 2: identity degeneration during training",
      "For mHC and mHC-lite the median row-wise maximum of H_res stays near 1 (10–90 % band narrow) and nearly every matrix "
      "has all its row maxima on the diagonal: both degenerate to the identity.",
      "Median and 10–90 % band of the row maxima over every row of every per-token H_res of every sublayer of the fixed "
-     "probe batch, and the fraction of per-token matrices whose row maxima all sit on the diagonal; s²HC for contrast."},
+     "probe batch, and the fraction of per-token matrices whose row maxima all sit on the diagonal; s²HC for contrast.", 0},
     {"fig03_cos_mhc", "Fig 3: stream similarity, identity baseline vs mHC",
      "For the fixed identity H_res and for mHC alike, the streams' pairwise similarity falls quickly in training and "
      "levels off (the streams decorrelate); mHC's curves follow the identity baseline's, slightly above it at every "
      "layer (its non-negative mixing averages the streams).",
      "Mean pairwise cosine similarity among the n streams after mixing (H_res·X), one line per sublayer, over training; "
-     "the identity baseline comes from the ablation grid."},
+     "the identity baseline comes from the ablation grid.", 0},
     {"fig10_cos_s2hc", "Fig 10: stream similarity, identity baseline vs s²HC",
-     "s²HC keeps the streams more diverse than the identity baseline.", "As Fig 3, for s²HC."},
+     "s²HC keeps the streams more diverse than the identity baseline.", "As Fig 3, for s²HC.", 0},
     {"fig11_cos_mhc_lite", "Fig 11: stream similarity, identity baseline vs mHC-lite",
-     "mHC-lite, like mHC, follows the identity baseline.", "As Fig 3, for mHC-lite."},
+     "mHC-lite, like mHC, follows the identity baseline.", "As Fig 3, for mHC-lite.", 0},
     {"fig05_gradnorm", "Fig 5: gradient norm over training",
      "HC's global gradient norm explodes (the plot clamps it at 5); mHC, mHC-lite and s²HC stay bounded.",
      "Global gradient norm before clipping at every step of one run per method, clamped at 5 for display (the raw values "
      "are in data/fig5_*.dat). The median and largest norm below are over every step of the run; the gradnorm table's "
-     "leave out the first 10 % (warm-up)."},
+     "leave out the first 10 % (warm-up).", 0},
     {"fig06_colsums", "Fig 6: column and row sums and the composite's spectral norm",
      "mHC's per-layer column sums reach 1.4 and its composite's 1.6 (v2: 2.0 and 3.6 over 28 layers); s²HC and mHC-lite are "
      "exactly 1. The spectral norm of s²HC's cumulative composite stays at 1 at every depth.",
@@ -65,17 +68,17 @@ static const an_figure figures[] = {
      "|sum − 1| per sublayer, columns solid and rows dashed, log scale: where mHC's Sinkhorn iteration leaves one side "
      "exact (the side it normalises last) and the other within its tolerance."
      " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "
-     "sums are our row sums and its rows our columns."},
+     "sums are our row sums and its rows our columns.", 0},
     {"fig07_streams", "Fig 7: cost against the number of streams",
      "Left: mHC's and s²HC's training throughput stays stable as n grows, mHC-lite's degrades rapidly beyond n = 6 "
      "(out of memory at n = 8). Right: auxiliary parameters against n, log scale: mHC-lite grows factorially.",
      "Left: median training tokens/s over a run's steps, mean over the runs of each n, on this machine: the throughput-only "
      "runs (the streams grid's, n = 2..8) where there are any, else the compared runs. Right: counted auxiliary "
-     "parameters, log scale."},
+     "parameters, log scale.", 0},
     {"fig08_entries", "Fig 8: distribution of H_res entries",
      "mHC's and mHC-lite's entries are non-negative and concentrated at 0 and 1; s²HC's spread on both sides of zero.",
      "Histogram (fraction per 0.01 bin, log scale) of every entry of every per-token H_res of every sublayer over the "
-     "final probe's validation sequences."},
+     "final probe's validation sequences.", 0},
     {"fig09_heatmaps", "Fig 9: H_res at four depths and the composite",
      "Heat maps at layers 1, 6, 18, 23 and of the composite, with row and column sums printed on the axes: mHC's sums "
      "drift from 1, s²HC's do not.",
@@ -83,24 +86,33 @@ static const an_figure figures[] = {
      "sublayers the paper's l = 1, 6, 18, 23; otherwise the first, about a quarter, about three quarters and the last "
      "sublayer) and the composite product; row sums on the right, column sums below."
      " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "
-     "sums are our row sums and its rows our columns."},
+     "sums are our row sums and its rows our columns.", 0},
     {"figv2_05_devsv", "v2 Fig 5: singular values of the deviation H_res − J",
      "s²HC's deviation part has two singular values near 1 and one at 0.77 (selective attenuation); the last is 0 since "
      "the mean direction is kept.",
-     "Singular values (descending) of the token-averaged H_res minus J = 11ᵀ/n per sublayer, one panel per method."},
+     "Singular values (descending) of the token-averaged H_res minus J = 11ᵀ/n per sublayer, one panel per method.", 0},
     {"beyond_jacobian", "Beyond the paper: full-network Jacobian vs the residual path",
      "The paper argues from the linear residual path only (‖Π H_res‖ ≤ 1).",
      "Spectral norm of d(final streams)/d(initial streams) for the full network (branches on) and for the residual path "
-     "alone (branches off), mean ± std over validation sequences, log scale."},
+     "alone (branches off), mean ± std over validation sequences, log scale.", 0},
     {"hres_depth", "Beyond the paper: the residual matrices across depth and number of streams",
      "The paper shows H_res at n = 4 and argues from the composite's spectral norm (‖Π H_res‖ ≤ 1 for s²HC).",
      "One column per number of streams n among the runs. Top: distance from the identity ‖H_l − I‖₂ of each "
      "sublayer's token-averaged H_res (final probe); bottom: the residual path's gain through sublayer l, "
      "‖H_l ··· H_1‖₂ (mean over sequences, log scale); mean ± std over the seeds, sublayers counted from 1. The "
-     "numbers: data/hres_layers_seeds.csv and the table residual."},
+     "numbers: data/hres_layers_seeds.csv and the table residual.", 0},
+    {"loss_depth", "Beyond the paper: validation loss against depth",
+     "The paper argues that unconstrained HC's products over depth destabilise deep stacks while mHC's and s²HC's "
+     "constraints keep them well conditioned; it trains one depth per model size (M: 12 blocks, L: 24).",
+     "Final validation loss against the number of blocks, one line per method, a panel per optimisation recipe "
+     "(learning rates ascending; their losses differ by more than the methods do, so each panel compares the "
+     "methods at one rate, as the tables do): the mean over the finished seeds with its 95 % Student t interval as "
+     "error bars (none with one seed), each method's points set a little apart sideways. Drawn for the scales "
+     "that differ in depth alone (the same width, heads, context and corpus, trained as long); the numbers: "
+     "data/loss_depth.csv; each depth's comparisons paired by seed: the tables pairs and recipes.", 1},
     {"fig00_loss", "Training loss (context for Table 1)", "Not a figure of the paper.",
      "Training loss per step (thin) and its moving average over a twentieth of the run's steps (bold), one run per "
-     "method, in the cell the figures show."},
+     "method, in the cell the figures show.", 0},
 };
 
 typedef struct {
@@ -310,8 +322,17 @@ static int run_plots(const char *out, const char *plots) {
     char log[1100];
     snprintf(log, sizeof log, "%s/gnuplot.log", out); /* gnuplot's own words (warnings on degenerate data) */
     remove(log);
+    char ds[16];
+    summary_get(out, "depth_scales", ds, sizeof ds);
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
         char script[1024], cmd[3000];
+        if (figures[i].depth && atoi(ds) < 2) { /* no depth sweep: not drawn, an older report's removed */
+            for (int e = 0; e < 2; e++) {
+                snprintf(cmd, sizeof cmd, "%s/%s.%s", out, figures[i].stem, e ? "svg" : "png");
+                remove(cmd);
+            }
+            continue;
+        }
         snprintf(script, sizeof script, "%s/%s.gp", plots, figures[i].stem);
         if (!file_exists_(script)) { fprintf(stderr, "s2hc report: no script %s\n", script); bad++; continue; }
         struct stat st0;
@@ -463,6 +484,10 @@ int report_main(int argc, char **argv) {
     summary_get(out, "recipes", recipes, sizeof recipes);
     summary_get(out, "n", nfig, sizeof nfig);
     summary_get(out, "n_all", nall, sizeof nall);
+    char dsc[16], dnames[1100];
+    summary_get(out, "depth_scales", dsc, sizeof dsc);
+    summary_get(out, "depth_scale_names", dnames, sizeof dnames);
+    const int depth_sweep = atoi(dsc) >= 2; /* the figure loss_depth is on the page */
     time_t now = time(NULL);
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&now));
@@ -511,7 +536,8 @@ int report_main(int argc, char **argv) {
                    "only (no probes, no evaluations): only the throughput figure and table have data.</p>\n",
                 when, runs);
     fprintf(f, "<nav><a href=\"#claims\">claims</a>");
-    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) fprintf(f, "<a href=\"#%s\">%s</a>", figures[i].stem, figures[i].stem);
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
+        if (!figures[i].depth || depth_sweep) fprintf(f, "<a href=\"#%s\">%s</a>", figures[i].stem, figures[i].stem);
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) fprintf(f, "<a href=\"#%s\">%s</a>", tables[i].stem, tables[i].stem);
     fprintf(f, "</nav>\n");
 
@@ -522,6 +548,7 @@ int report_main(int argc, char **argv) {
 
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
         const an_figure *g = &figures[i];
+        if (g->depth && !depth_sweep) continue; /* one depth: nothing to draw, nothing said */
         char png[1200], svg[1200], meas[4096];
         snprintf(png, sizeof png, "%s/%s.png", out, g->stem);
         snprintf(svg, sizeof svg, "%s/%s.svg", out, g->stem);
@@ -539,8 +566,13 @@ int report_main(int argc, char **argv) {
         fprintf(f, "<br><b>What we measured:</b> ");
         put_esc(f, g->ours);
         if (meas[0]) { fprintf(f, " "); put_esc(f, meas); }
-        fprintf(f, "<br><b>Scale:</b> %s, trained on %s, %s. Data: <code>data/</code>; script: <code>plots/%s.gp</code>",
-                scale, corpus, seeds, g->stem);
+        if (g->depth) { /* every depth's scale, not the figures' one */
+            fprintf(f, "<br><b>Scales:</b> ");
+            put_esc(f, dnames);
+            fprintf(f, ", one per depth. Data: <code>data/</code>; script: <code>plots/%s.gp</code>", g->stem);
+        } else
+            fprintf(f, "<br><b>Scale:</b> %s, trained on %s, %s. Data: <code>data/</code>; script: <code>plots/%s.gp</code>",
+                    scale, corpus, seeds, g->stem);
         if (has_svg) fprintf(f, "; vector version: <a href=\"%s.svg\">%s.svg</a>", g->stem, g->stem);
         fprintf(f, ".</figcaption>\n</figure>\n");
     }

@@ -1881,6 +1881,115 @@ static void test_scales_by_size(void) {
           "each depth's s²HC row:\n%s", t);
 }
 
+/* The figure loss_depth (data/loss_depth.csv): where scales differ in depth alone, the
+ * final validation loss of each method, recipe and depth, mean over the finished seeds and
+ * its 95 % t interval, against numbers computed here (t_0.975 on 2 df 4.302653, on 1 df
+ * 12.706205); a run that did not finish counts in runs only; a scale of another width is
+ * not in the series; summary.txt and the report say so, and a report of one depth (or of
+ * depths that also differ in width) neither draws nor mentions the figure. */
+typedef struct {
+    const char *word, *method;
+    int n_layer, runs, finished;
+    double v[3];
+} depth_point;
+
+static void test_loss_depth(void) {
+    static const char *const names[] = {"r2a", "r2b", "r2c", "s2a", "s2b", "s2c", "r4a", "r4b", "r4c", "s4a", "s4b",
+                                        "s4c", "s4d", "q2a", "q2b", "q4a", "w2"};
+    synth runs[17];
+    const struct { const char *m; int n, L; uint64_t seed; double val, lr; int emb, stopped; } def[17] = {
+        {"rc", 1, 2, 1, 3.00, 1e-3, 0, 0},   {"rc", 1, 2, 2, 3.10, 1e-3, 0, 0},   {"rc", 1, 2, 3, 3.20, 1e-3, 0, 0},
+        {"s2hc", 4, 2, 1, 2.90, 1e-3, 0, 0}, {"s2hc", 4, 2, 2, 3.00, 1e-3, 0, 0}, {"s2hc", 4, 2, 3, 3.05, 1e-3, 0, 0},
+        {"rc", 1, 4, 1, 2.90, 1e-3, 0, 0},   {"rc", 1, 4, 2, 2.95, 1e-3, 0, 0},   {"rc", 1, 4, 3, 3.10, 1e-3, 0, 0},
+        {"s2hc", 4, 4, 1, 2.80, 1e-3, 0, 0}, {"s2hc", 4, 4, 2, 2.85, 1e-3, 0, 0}, {"s2hc", 4, 4, 3, 2.90, 1e-3, 0, 0},
+        {"s2hc", 4, 4, 4, 9.00, 1e-3, 0, 10}, /* stopped at step 10 of 20: not in the mean */
+        {"rc", 1, 2, 1, 3.30, 2e-3, 0, 0},   {"rc", 1, 2, 2, 3.50, 2e-3, 0, 0},   {"rc", 1, 4, 1, 3.40, 2e-3, 0, 0},
+        {"rc", 1, 2, 1, 2.50, 1e-3, 48, 0}}; /* another width: a series of its own, of one depth */
+    for (int i = 0; i < 17; i++)
+        runs[i] = (synth){.method = def[i].m, .n = def[i].n, .seed = def[i].seed, .steps = 20, .loss0 = 3,
+                          .val = def[i].val, .grad_peak = 1, .tps = 100, .name = names[i], .n_layer = def[i].L,
+                          .lr = def[i].lr, .n_embd = def[i].emb, .stopped_at = def[i].stopped};
+    char out[400], p[600];
+    analyze_set("lossdepth", runs, 17, out, sizeof out);
+    const depth_point want[] = {{"lr=0.001", "rc", 2, 3, 3, {3.00, 3.10, 3.20}}, {"lr=0.001", "rc", 4, 3, 3, {2.90, 2.95, 3.10}},
+                                {"lr=0.001", "s2hc", 2, 3, 3, {2.90, 3.00, 3.05}}, {"lr=0.001", "s2hc", 4, 4, 3, {2.80, 2.85, 2.90}},
+                                {"lr=0.002", "rc", 2, 2, 2, {3.30, 3.50}},        {"lr=0.002", "rc", 4, 1, 1, {3.40}}};
+    snprintf(p, sizeof p, "%s/data/loss_depth.csv", out);
+    const char *csv = slurp(p);
+    static const char head[] = "recipe_index,recipe,method,n,n_layer,scale,runs,finished,val_loss,val_loss_std,ci_lo,ci_hi\n";
+    CHECK(!strncmp(csv, head, sizeof head - 1),
+          "loss_depth.csv's header:\n%s", csv);
+    int lines = 0;
+    for (const char *q = csv; (q = strchr(q, '\n')); q++) lines++;
+    CHECK(lines == 1 + 6, "a header and 6 points (none of the 48-wide scale, none of s²HC at lr 0.002), %d lines:\n%s", lines, csv);
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        const depth_point *d = &want[w];
+        const int k = d->finished;
+        double m = 0, ss = 0;
+        for (int i = 0; i < k; i++) m += d->v[i] / k;
+        for (int i = 0; i < k; i++) ss += (d->v[i] - m) * (d->v[i] - m);
+        const double sd = k > 1 ? sqrt(ss / (k - 1)) : NAN, tc = k == 3 ? 4.302653 : 12.706205,
+                     half = k > 1 ? tc * sd / sqrt((double)k) : NAN;
+        char key[128];
+        snprintf(key, sizeof key, ",%s,%s,%d,%d,L%d-C32-T32,", d->word, d->method, strcmp(d->method, "rc") ? 4 : 1,
+                 d->n_layer, d->n_layer);
+        const char *row = strstr(csv, key);
+        CHECK(row != NULL, "loss_depth.csv has no row %s:\n%s", key, csv);
+        if (!row) continue;
+        row += strlen(key);
+        int runs_ = -1, fin = -1;
+        char rest[4][32] = {"", "", "", ""};
+        const int got = sscanf(row, "%d,%d,%31[^,],%31[^,],%31[^,],%31[^,\n]", &runs_, &fin, rest[0], rest[1], rest[2], rest[3]);
+        const double x[4] = {strtod(rest[0], NULL), strtod(rest[1], NULL), strtod(rest[2], NULL), strtod(rest[3], NULL)},
+                     e[4] = {m, sd, m - half, m + half};
+        int ok = got == 6 && runs_ == d->runs && fin == k;
+        for (int q = 0; q < 4; q++) ok &= isnan(e[q]) ? isnan(x[q]) : fabs(x[q] - e[q]) < 1e-5;
+        CHECK(ok, "%s: runs %d finished %d, mean %g sd %g interval [%g, %g]; want %d %d %g %g [%g, %g]", key, runs_, fin, x[0],
+              x[1], x[2], x[3], d->runs, k, e[0], e[1], e[2], e[3]);
+    }
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    CHECK(strstr(slurp(p), "loss_depth_recipes = 2\nloss_depth_depths = \"2 4\"\nloss_depth_n = 4\n"
+                           "loss_depth_where = \"C = 32, T = 32, synth, 20 steps\"\n") != NULL &&
+              strstr(slurp(p), "loss_depth_recipe1 = \"lr 0.001\"\nloss_depth_rword1 = \"lr=0.001\"\n"
+                               "loss_depth_methods_r1 = \"rc s2hc\"\n") != NULL &&
+              strstr(slurp(p), "loss_depth_methods_r2 = \"rc\"\n") != NULL,
+          "meta.gp: what loss_depth draws:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/data/summary.txt", out);
+    CHECK(strstr(slurp(p), "\ndepth_scales=2\ndepth_scale_names=L2-C32-T32, L4-C32-T32\n") != NULL, "summary:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/data/captions.tsv", out);
+    CHECK(strstr(slurp(p), "\nloss_depth\t2 depths (L2-C32-T32, L4-C32-T32), C = 32, T = 32, trained on synth for 20 steps, "
+                           "hyper-connections at n = 4; mean validation loss from 2 to 4 blocks: lr 0.001: RC 3.100 → "
+                           "2.983, s²HC 2.983 → 2.850; lr 0.002: RC 3.400 → 3.400. Finished runs (seeds) per point: 1–3; "
+                           "1 run that did not finish left out.\n") != NULL,
+          "loss_depth's caption:\n%s", slurp(p));
+    char *argv[] = {"report", "--no-analyze", "--no-plots", "-o", out, NULL};
+    CHECK(report_main(5, argv) == 0, "report of %s", out);
+    snprintf(p, sizeof p, "%s/index.html", out);
+    CHECK(strstr(slurp(p), "<h2 id=\"loss_depth\">") != NULL && strstr(slurp(p), "<a href=\"#loss_depth\">") != NULL &&
+              strstr(slurp(p), "<b>Scales:</b> L2-C32-T32, L4-C32-T32, one per depth.") != NULL,
+          "the report shows loss_depth, and names its scales:\n%.2000s", strstr(slurp(p), "loss_depth"));
+    /* one depth (the 2-block runs of the first rate): no figure, and the page says nothing of it;
+       two depths of two widths: not a depth series either */
+    for (int c = 0; c < 2; c++) {
+        synth two[6];
+        const int k = c == 0 ? 6 : 2;
+        if (c == 0) memcpy(two, runs, sizeof two);
+        else two[0] = runs[0], two[1] = runs[6], two[1].n_embd = 48;
+        analyze_set(c == 0 ? "lossdepth1" : "lossdepthw", two, k, out, sizeof out);
+        snprintf(p, sizeof p, "%s/data/loss_depth.csv", out);
+        CHECK(access(p, F_OK) != 0, "%s: no loss_depth.csv", out);
+        snprintf(p, sizeof p, "%s/data/summary.txt", out);
+        CHECK(strstr(slurp(p), "\ndepth_scales=0\ndepth_scale_names=\n") != NULL, "summary:\n%s", slurp(p));
+        snprintf(p, sizeof p, "%s/data/meta.gp", out);
+        CHECK(strstr(slurp(p), "\nloss_depth_recipes = 0\n") != NULL, "meta.gp:\n%s", slurp(p));
+        char *av[] = {"report", "--no-analyze", "--no-plots", "-o", out, NULL};
+        CHECK(report_main(5, av) == 0, "report of %s", out);
+        snprintf(p, sizeof p, "%s/index.html", out);
+        CHECK(strstr(slurp(p), "loss_depth") == NULL && strstr(slurp(p), "against depth") == NULL,
+              "one depth: the report neither shows nor mentions loss_depth");
+    }
+}
+
 int main(void) {
     T_NAME("test_analysis");
     /* a fresh directory (t_setup_tmp): a name of the pid alone could be an earlier run's,
@@ -1928,6 +2037,7 @@ int main(void) {
     T_RUN(test_table2_two_seeds);
     T_RUN(test_table1_window_note);
     T_RUN(test_scales_by_size);
+    T_RUN(test_loss_depth);
     T_RUN(test_shown_runs);
     T_RUN(test_corpus_builds);
     T_RUN(test_cell_cap);

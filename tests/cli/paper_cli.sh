@@ -188,6 +188,31 @@ echo "$got $want" | awk 'NF == 8 {for (i = 1; i <= 4; i++) if ((d = $i - $(i + 4
 [ "$(grep -c '^| ' "$OUT/tables/pairs.md")" = 1 ] && grep -q "No rows: no two methods here share 2 or more finished seeds" \
   "$OUT/tables/pairs.md" && ok "an empty pairs table says why" || fail "pairs.md: $(head -c 300 "$OUT/tables/pairs.md")"
 
+# one depth (every run 2 blocks): the figure loss_depth is neither drawn nor on the page
+{ [ ! -e "$OUT/loss_depth.png" ] && ! grep -q "loss_depth" "$OUT/index.html" && grep -q '^depth_scales=0$' "$OUT/data/summary.txt"; } \
+  && ok "one depth: no loss_depth figure" || fail "one depth: loss_depth drawn or on the page"
+# two depths (RC and s2HC again at 1 block): loss_depth's data and figure, drawn without a
+# warning (gnuplot alone: the other figures are the ones above)
+sed -n '/^base:/,/^sweep:/p' "$TMP/grid.yaml" | sed '$d' > "$TMP/grid1.yaml" # the grid's base and set
+cat >> "$TMP/grid1.yaml" <<EOF
+  model.n_layer: 1
+sweep:
+  residual.method: [s2hc]
+include:
+  - {residual.method: rc, residual.n_streams: 1}
+name: "{residual.method}-L1"
+EOF
+expect_status 0 "a 1-block RC and s2HC train" -- "$S2HC" grid "$TMP/grid1.yaml" --set data.dir="$TMP/data" \
+  --set data.train=synth --out "$TMP/runs1" -j 2
+expect_status 0 "analyze of two depths" -- "$REPORT" analyze "$TMP/runs" "$TMP/runs1" -o "$TMP/depth" -q
+grep -q '^depth_scales=2$' "$TMP/depth/data/summary.txt" && grep -q '^1 - s2hc 4 1 ' "$TMP/depth/data/loss_depth.dat" \
+  && grep -q '^1 - s2hc 4 2 ' "$TMP/depth/data/loss_depth.dat" && ok "loss_depth.dat: s2HC at 1 and 2 blocks" \
+  || fail "loss_depth.dat: $(head -n 8 "$TMP/depth/data/loss_depth.dat" 2>&1)"
+gnuplot -e "dir='$TMP/depth'" plots/loss_depth.gp > "$TMP/gp_depth.log" 2>&1
+sz=$(stat -c %s "$TMP/depth/loss_depth.png" 2>/dev/null || echo 0)
+{ [ ! -s "$TMP/gp_depth.log" ] && [ "$sz" -gt 8000 ] && [ -s "$TMP/depth/loss_depth.svg" ]; } \
+  && ok "loss_depth drawn ($sz bytes), no warning" || fail "loss_depth: $sz bytes; gnuplot: $(head -c 300 "$TMP/gp_depth.log")"
+
 # the page for a single run works too
 expect_status 0 "report on one run" -- "$REPORT" report "$TMP/runs/s2hc-n4" -o "$TMP/one"
 [ -s "$TMP/one/index.html" ] && [ -s "$TMP/one/fig01_overview.png" ] && ok "one-run page" || fail "one-run page missing"
