@@ -354,10 +354,11 @@ static int ood_corpora(const an_run *r, char names[][AN_NAME], int cap) {
 }
 
 /* A variant's out-of-domain perplexity on `corpus` over RC's, as Table 2 pairs them: the
- * geometric mean over the cell's runs of `steps` steps of PPL / PPL(RC) of the same seed
- * and recipe (both finished); NaN without a pair. Means over unpaired seeds could
- * disagree with Table 2 in sign when the methods' seeds differ (one diverged, say). */
-static double cell_ood_ratio(const an_ctx *c, const char *variant, const char *corpus, int steps) {
+ * geometric mean over the cell's runs of `steps` steps and optimisation recipe `recipe`
+ * (NULL: any) of PPL / PPL(RC) of the same seed and recipe (both finished); NaN without a
+ * pair. Means over unpaired seeds could disagree with Table 2 in sign when the methods'
+ * seeds differ (one diverged, say). */
+static double cell_ood_ratio(const an_ctx *c, const char *variant, const char *corpus, int steps, const char *recipe) {
     int ia[64], ib[64];
     const int na = an_cell_runs_steps(c->rs, c->scale, c->corpus, variant, 0, steps, ia, 64),
               nb = an_cell_runs_steps(c->rs, c->scale, c->corpus, "rc", 0, steps, ib, 64);
@@ -365,7 +366,8 @@ static double cell_ood_ratio(const an_ctx *c, const char *variant, const char *c
     snprintf(p, sizeof p, "/eval/ood/%s/ppl", corpus);
     double sum = 0;
     int n = 0;
-    for (int i = 0; i < na; i++)
+    for (int i = 0; i < na; i++) {
+        if (recipe && strcmp(c->rs->r[ia[i]].recipe, recipe)) continue;
         for (int j = 0; j < nb; j++)
             if (an_pairable(&c->rs->r[ia[i]], &c->rs->r[ib[j]])) {
                 const double x = an_scalar(&c->rs->r[ia[i]], p), y = an_scalar(&c->rs->r[ib[j]], p);
@@ -375,8 +377,12 @@ static double cell_ood_ratio(const an_ctx *c, const char *variant, const char *c
                 }
                 break;
             }
+    }
     return n ? exp(sum / n) : NAN;
 }
+
+/* The most optimisation recipes Fig 1's bars tell apart (a bar per method and recipe). */
+#define AN_OOD_RECIPES 3
 
 static void fig_ood(an_ctx *c, FILE *meta) {
     int rc = an_rep_run(c, "rc");
@@ -387,33 +393,56 @@ static void fig_ood(an_ctx *c, FILE *meta) {
     const int steps = rc >= 0 ? c->rs->r[rc].steps : 0;
     char corp[16][AN_NAME];
     int nc = rc >= 0 ? ood_corpora(&c->rs->r[rc], corp, 16) : 0;
+    /* the cell's optimisation recipes at that length, learning rates ascending: a bar per
+       method and recipe (a sweep's rates pooled would be no row of the table recipes) */
+    int cell[256], lens[256];
+    const int ncell = an_cell_runs(c->rs, c->scale, c->corpus, NULL, 0, cell, 256),
+              nlen = an_cell_runs_steps(c->rs, c->scale, c->corpus, NULL, 0, steps, lens, 256);
+    const char *recs[AN_OOD_RECIPES + 1];
+    const int nrec = an_recipes(c->rs, lens, nlen, recs, AN_OOD_RECIPES + 1),
+              R = nrec < AN_OOD_RECIPES ? nrec : AN_OOD_RECIPES;
+    if (nrec > AN_OOD_RECIPES)
+        fprintf(c->log, "s2hc analyze: Fig 1: more than %d optimisation recipes; its bars are of the first %d (learning "
+                        "rates ascending), the table recipes has them all\n", AN_OOD_RECIPES, AN_OOD_RECIPES);
     const char *vs[16];
-    int nv = 0;
+    int vq[16], nv = 0;
     for (int i = 0; an_method_order[i]; i++) {
         const char *v = an_method_order[i];
         /* the paper's methods only (the ablations have their own table) */
         if (strcmp(v, "hc") && strcmp(v, "mhc") && strcmp(v, "mhc_lite") && strcmp(v, "kromhc") && strcmp(v, "s2hc")) continue;
         int idx[4];
-        if (an_cell_runs_steps(c->rs, c->scale, c->corpus, v, 0, steps, idx, 4) == 0 || nv >= 16) continue;
-        /* a method without one finite ratio (diverged: inf; unfinished: no final eval; no
-         * RC run of its seeds) would be a column of NaN, which gnuplot's histogram
+        if (an_cell_runs_steps(c->rs, c->scale, c->corpus, v, 0, steps, idx, 4) == 0) continue;
+        /* a method and recipe without one finite ratio (diverged: inf; unfinished: no final
+         * eval; no RC run of its seeds) would be a column of NaN, which gnuplot's histogram
          * refuses: leave it out */
-        int finite = 0;
-        for (int k = 0; k < nc && !finite; k++) finite = isfinite(cell_ood_ratio(c, v, corp[k], steps));
-        if (finite) vs[nv++] = v;
-        else if (nc) fprintf(c->log, "s2hc analyze: Fig 1: %s has no out-of-domain perplexity paired with RC's; left out\n", an_pretty(v));
+        int any = 0;
+        for (int q = 0; q < (R ? R : 1) && nv < 16; q++) {
+            int finite = 0;
+            for (int k = 0; k < nc && !finite; k++) finite = isfinite(cell_ood_ratio(c, v, corp[k], steps, R ? recs[q] : NULL));
+            if (finite) vs[nv] = v, vq[nv++] = q, any = 1;
+        }
+        if (!any && nc) fprintf(c->log, "s2hc analyze: Fig 1: %s has no out-of-domain perplexity paired with RC's; left out\n", an_pretty(v));
+    }
+    /* the recipes of the bars drawn: named only where there are several */
+    int used[AN_OOD_RECIPES] = {0}, nused = 0;
+    for (int j = 0; j < nv; j++) nused += !used[vq[j]]++;
+    char names[AN_OOD_RECIPES][200], words[AN_OOD_RECIPES][200];
+    for (int q = 0; q < R; q++) {
+        an_recipe_name(c->rs, cell, ncell, recs[q], names[q], sizeof names[q]);
+        an_recipe_word(names[q], words[q], sizeof words[q]);
     }
     fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s, %d steps): the "
             "geometric mean over seeds of each run's ratio to the RC run of its seed and recipe, finished runs, as Table 2's "
-            "row of that length\n", c->scale, c->corpus, steps);
+            "row of that length%s\n", c->scale, c->corpus, steps,
+            nused > 1 ? "; a column per method and optimisation recipe (method@recipe: the recipe's fields that differ)" : "");
     fprintf(f, "%s corpus", AN_COLUMNS);
-    for (int j = 0; j < nv; j++) fprintf(f, " %s", vs[j]);
+    for (int j = 0; j < nv; j++) fprintf(f, nused > 1 ? " %s@%s" : " %s", vs[j], words[vq[j]]);
     fprintf(f, "\n");
     int rows = 0;
     for (int k = 0; k < nc; k++) {
         double r[16];
         int all = 1;
-        for (int j = 0; j < nv; j++) all &= isfinite(r[j] = cell_ood_ratio(c, vs[j], corp[k], steps));
+        for (int j = 0; j < nv; j++) all &= isfinite(r[j] = cell_ood_ratio(c, vs[j], corp[k], steps, R ? recs[vq[j]] : NULL));
         if (!all) continue; /* a row with a gap: gnuplot's histogram takes none */
         fprintf(f, "%s", corp[k]);
         for (int j = 0; j < nv; j++) fprintf(f, " %.6g", r[j]);
@@ -421,15 +450,19 @@ static void fig_ood(an_ctx *c, FILE *meta) {
         rows++;
     }
     an_close(f);
-    char labels[512] = "";
+    char labels[512] = "", ids[256] = "", rq[64] = "";
     for (int j = 0; j < nv; j++) {
-        char lab[64];
+        char lab[64], qs[8];
         an_label(vs[j], lab, sizeof lab);
         list_add(labels, sizeof labels, lab);
+        list_add(ids, sizeof ids, vs[j]);
+        snprintf(qs, sizeof qs, "%d", nused > 1 ? vq[j] + 1 : 1);
+        list_add(rq, sizeof rq, qs);
     }
-    char ids[256] = "";
-    for (int j = 0; j < nv; j++) list_add(ids, sizeof ids, vs[j]);
     fprintf(meta, "ood_rows = %d\nood_cols = %d\nood_labels = \"%s\"\nood_methods = \"%s\"\n", rows, nv, labels, ids);
+    /* the bars' recipes (ood_rq: column i's recipe, 1 with one) and their names */
+    fprintf(meta, "ood_recipes = %d\nood_rq = \"%s\"\n", nused > 1 ? R : 1, rq);
+    for (int q = 0; nused > 1 && q < R; q++) fprintf(meta, "ood_recipe%d = \"%s\"\n", q + 1, names[q]);
 }
 
 /* ---- Fig 1 right, Fig 7 right: auxiliary parameters vs n ---------------------------- */

@@ -35,7 +35,9 @@ static const an_figure figures[] = {
      "Top: token-averaged H_res (final probe, every validation sequence) of the middle sublayer l, counted from 0 as in "
      "Fig 9 and s2hc inspect --layer (the sublayer axes of Fig 6, v2 Fig 5 and hres_depth count from 1), values printed "
      "in the cells. Bottom left: PPL / PPL(RC) − 1 in % per out-of-domain corpus (below 0 % = better than RC), over the seeds "
-     "of the shown runs' training length (Table 2's row of it). Bottom right: "
+     "of the shown runs' training length (Table 2's row of it), a bar per method and, where the runs were trained with "
+     "several learning rates or schedules, per recipe (named in the key, each paired with RC's runs of its recipe). "
+     "Bottom right: "
      "auxiliary parameters against n, counted from the parameter table at the runs' width and depth."
      " The paper draws the authors' stored matrix, the transpose of our H_res (X_next = H_res·X): its column "
      "sums are our row sums and its rows our columns.", 0},
@@ -524,8 +526,8 @@ int report_main(int argc, char **argv) {
         if (atoi(recipes) > 1)
             fprintf(f, " (the scale's runs were trained with %d optimisation recipes, learning rates or schedules: "
                        "each figure shows the first run of a method's lowest seed, whatever its recipe, but Fig 1's "
-                       "out-of-domain bars and Fig 7's throughput pool every recipe's runs and hres_depth draws a "
-                       "line per recipe; the table "
+                       "out-of-domain bars and hres_depth give each recipe a bar and a line of its own, and Fig 7's "
+                       "throughput pools every recipe's runs; the table "
                        "<a href=\"#recipes\">recipes</a> compares them, and a report of the runs of one recipe "
                        "alone shows its figures)", atoi(recipes));
         fprintf(f, ".");

@@ -6,6 +6,13 @@
 script_dir(s, i) = i < 1 ? "." : s[i:i] eq "/" ? s[1:i - 1] : script_dir(s, i - 1)
 load script_dir(ARG0, strlen(ARG0))."/style.gp"
 stem = "fig01_overview"
+# the out-of-domain bars: one per method, and per optimisation recipe where the cell holds
+# several (a learning-rate sweep): recipe q of column i (ood_rq) lighter as q grows, named
+# in the key as the tables name it (ood_recipe<q>)
+if (!exists("ood_recipes")) ood_recipes = 1
+if (!exists("ood_rq")) ood_rq = ""
+oq(i) = ood_rq eq "" ? 1 : int(word(ood_rq, i - 1))
+otitle(i) = label(word(ood_methods, i - 1)).(ood_recipes > 1 ? ", ".value(sprintf("ood_recipe%d", oq(i))) : "")
 W = 1400; H = 950
 K = words(hres_methods)
 do for [fmt in "png svg"] {
@@ -44,7 +51,7 @@ do for [fmt in "png svg"] {
     set xtics nomirror
     set yrange [*:*]
     plot for [i = 2:ood_cols + 1] data("fig1_ood.dat") using (100 * (column(i) - 1)):xtic(1) \
-         title label(word(ood_methods, i - 1)) lc rgb color(word(ood_methods, i - 1)), \
+         title otitle(i) lc rgb color(word(ood_methods, i - 1)) fs solid 0.85 - 0.3 * (oq(i) - 1) border -1, \
          0 with lines lc rgb "black" dt 2 notitle
   } else {
     eval nodata("needs RC and another method with out-of-domain evals in this cell")

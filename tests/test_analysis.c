@@ -1198,9 +1198,18 @@ static void test_shown_runs(void) {
     const char *h = slurp(p);
     CHECK(strstr(h, "One run per method in the figures: RC rc-lr1-s1, s²HC s-lr1-s1 (the scale's runs were trained "
                     "with 2 optimisation recipes") != NULL, "the report names the runs shown:\n%.3000s", h);
-    CHECK(strstr(h, "whatever its recipe, but Fig 1's out-of-domain bars and Fig 7's throughput pool every "
-                    "recipe's runs and hres_depth draws a line per recipe;") != NULL,
+    CHECK(strstr(h, "whatever its recipe, but Fig 1's out-of-domain bars and hres_depth give each recipe a bar and a "
+                    "line of its own, and Fig 7's throughput pools every recipe's runs;") != NULL,
           "the report says which figures pool the recipes:\n%.3000s", h);
+    /* Fig 1's bars: one per recipe, each paired with RC's runs of its recipe: s²HC / RC at lr
+       0.001 exp(-0.1) and exp(-0.05) (geometric mean exp(-0.075) = 0.927743), at lr 0.002
+       exp(-0.1) = 0.904837 (its seed 2 diverged); pooled, exp(-0.25 / 3) = 0.920044 */
+    snprintf(p, sizeof p, "%s/data/fig1_ood.dat", out);
+    CHECK(strstr(slurp(p), "# columns: corpus s2hc@lr=0.001 s2hc@lr=0.002\nother 0.927743 0.904837\n") != NULL,
+          "Fig 1: a bar per recipe:\n%s", slurp(p));
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    CHECK(strstr(slurp(p), "ood_methods = \"s2hc s2hc\"\nood_recipes = 2\nood_rq = \"1 2\"\nood_recipe1 = \"lr 0.001\"\n"
+                           "ood_recipe2 = \"lr 0.002\"\n") != NULL, "Fig 1's recipes in meta.gp:\n%s", slurp(p));
     const char *one = analyzed_table("shown1", sweep_runs + 2, 4, "runs.md"); /* one recipe: no remark */
     (void)one;
     snprintf(p, sizeof p, "%s/shown1-out/data/summary.txt", tmpdir);
@@ -1212,6 +1221,8 @@ static void test_shown_runs(void) {
     CHECK(strstr(h, "One run per method in the figures: RC rc-lr1-s1, s²HC s-lr1-s1.") != NULL &&
               strstr(h, "optimisation recipes") == NULL,
           "one recipe: the report says nothing of recipes:\n%.3000s", h);
+    snprintf(p, sizeof p, "%s/data/fig1_ood.dat", out);
+    CHECK(strstr(slurp(p), "# columns: corpus s2hc\nother 0.927743\n") != NULL, "one recipe: a bar per method:\n%s", slurp(p));
 }
 
 /* The sweep: Table 1 pools each method's recipes (and says so); the table recipes gives
