@@ -49,6 +49,7 @@ do for [fmt in "png svg"] {
     set grid; set key below center horizontal font ",9" samplen 2 height 1.5 reverse Left
     eval "set xtics (".xt.")"
     set xrange [dmin - 0.08 * (dmax - dmin):dmax + 0.08 * (dmax - dmin)]
+    if (J == 0) { eval nodata("no finished run of this recipe"); plot 2 notitle; continue }
     plot for [j = 1:J] data("loss_depth.dat") using (col(q, word(ms, j), 5) + shift(j, J)):(col(q, word(ms, j), 9)):(col(q, word(ms, j), 11)):(col(q, word(ms, j), 12)) \
          with yerrorbars pt 7 ps 0.7 lc rgb color(word(ms, j)) notitle, \
          for [j = 1:J] data("loss_depth.dat") using (col(q, word(ms, j), 5) + shift(j, J)):(col(q, word(ms, j), 9)) \
