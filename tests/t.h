@@ -71,9 +71,27 @@ static inline int t_end_(void) {
 }
 #define T_NAME(s) (t_prog_ = (s))
 
-/* A scratch directory for one test binary: $S2HC_TEST_TMP/<sub> (set by tests/run.sh),
- * else a fresh /tmp/s2hc-test-<sub>.XXXXXX. */
+/* A scratch directory for one test binary: $S2HC_TEST_TMP/<sub> (set by tests/run.sh,
+ * which removes it), else a fresh /tmp/s2hc-test-<sub>.XXXXXX, removed at exit when every
+ * case passed and kept, named on stderr, when one failed (a binary run by hand leaves
+ * nothing behind but what there is to look at). Only the process that made it removes
+ * it: a child forked by the code under test runs the atexit handlers too when it exits.
+ * S2HC_KEEP_TEST_TMP=1 keeps it whatever the result. */
+#include <ftw.h>
 #include <sys/stat.h>
+#include <unistd.h>
+static char t_tmp_made_[512];
+static pid_t t_tmp_owner_;
+static inline int t_rm_entry_(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)sb, (void)type, (void)ftw;
+    return remove(path) != 0 ? -1 : 0;
+}
+static inline void t_tmp_cleanup_(void) {
+    if (!t_tmp_made_[0] || getpid() != t_tmp_owner_ || access(t_tmp_made_, F_OK) != 0) return; /* or removed by the test */
+    if (t_failed_ || getenv("S2HC_KEEP_TEST_TMP")) fprintf(stderr, "%s: its scratch directory %s is kept for a look\n", t_prog_, t_tmp_made_);
+    else if (nftw(t_tmp_made_, t_rm_entry_, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "%s: could not remove its scratch directory %s\n", t_prog_, t_tmp_made_);
+}
 static inline void t_setup_tmp(const char *sub, char *dir, size_t len) {
     const char *t = getenv("S2HC_TEST_TMP");
     if (t && *t) {
@@ -82,6 +100,11 @@ static inline void t_setup_tmp(const char *sub, char *dir, size_t len) {
     } else {
         snprintf(dir, len, "/tmp/s2hc-test-%s.XXXXXX", sub);
         if (!mkdtemp(dir)) { perror("mkdtemp"); exit(1); }
+        if (!t_tmp_made_[0]) {
+            snprintf(t_tmp_made_, sizeof t_tmp_made_, "%s", dir);
+            t_tmp_owner_ = getpid();
+            atexit(t_tmp_cleanup_);
+        }
     }
 }
 

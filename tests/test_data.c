@@ -19,14 +19,7 @@ static char tmp_root[1024];
 /* A fresh directory under S2HC_TEST_TMP (or a mkdtemp) for one test. */
 static const char *tmp_dir(const char *name) {
     static char buf[1200];
-    if (!tmp_root[0]) {
-        const char *t = getenv("S2HC_TEST_TMP");
-        if (t && *t) snprintf(tmp_root, sizeof tmp_root, "%s/test_data", t);
-        else {
-            snprintf(tmp_root, sizeof tmp_root, "/tmp/s2hc-test_data.XXXXXX");
-            if (!mkdtemp(tmp_root)) die(1, "mkdtemp failed");
-        }
-    }
+    if (!tmp_root[0]) t_setup_tmp("test_data", tmp_root, sizeof tmp_root);
     snprintf(buf, sizeof buf, "%s/%s", tmp_root, name);
     mkdir_p(buf);
     return buf;

@@ -17,15 +17,7 @@ static char tmp_root[1024];
 
 static const char *tmp_path(const char *name) {
     static char buf[1200];
-    if (!tmp_root[0]) {
-        const char *t = getenv("S2HC_TEST_TMP");
-        if (t && *t) snprintf(tmp_root, sizeof tmp_root, "%s/test_safetensors", t);
-        else {
-            snprintf(tmp_root, sizeof tmp_root, "/tmp/s2hc-test_safetensors.XXXXXX");
-            if (!mkdtemp(tmp_root)) die(1, "mkdtemp failed");
-        }
-        mkdir_p(tmp_root);
-    }
+    if (!tmp_root[0]) t_setup_tmp("test_safetensors", tmp_root, sizeof tmp_root);
     snprintf(buf, sizeof buf, "%s/%s", tmp_root, name);
     return buf;
 }
