@@ -1885,32 +1885,19 @@ static void claims(an_ctx *c) {
             for (int a = 0; a < ns; a++)
                 for (int b = 0; b < nc; b++)
                     for (int si = 0; si < nst; si++) {
-                        int is[64], nr = 0;
+                        int is[64];
                         const int ns2 = an_cell_runs_steps(c->rs, sc[a], co[b], "s2hc", 4, st[si], is, 64);
-                        const char *recs[64];
-                        for (int i = 0; i < ns2; i++) { /* the recipes of the cell's s2hc runs */
-                            int seen = 0;
-                            for (int q = 0; q < nr; q++) seen |= !strcmp(recs[q], c->rs->r[is[i]].recipe);
-                            if (!seen) recs[nr++] = c->rs->r[is[i]].recipe;
-                        }
+                        const char *recs[64]; /* the recipes of the cell's s2hc runs, learning rates ascending */
+                        const int nr = an_recipes(c->rs, is, ns2, recs, 64);
                         for (int ri = 0; ri < nr; ri++) {
                             double x[64], y[64];
                             int np = pair_cell_recipe(c->rs, sc[a], co[b], st[si], recs[ri], "s2hc", 4, v, w == 0 ? 1 : 4,
                                                       m_val, x, y, 64);
                             if (np > most) most = np;
                             if (np < 3) continue;
-                            char rl[200] = ""; /* the recipe's fields that differ among the cell's, when several */
-                            if (nr > 1) {
-                                char f0[16][48], fq[16][48];
-                                const int n0 = recipe_fields(recs[ri], f0, 16);
-                                for (int fi = 0; fi < n0; fi++)
-                                    for (int q = 0; q < nr; q++)
-                                        if (recipe_fields(recs[q], fq, 16) > fi && strcmp(fq[fi], f0[fi])) {
-                                            strncat(rl, ", ", sizeof rl - strlen(rl) - 1);
-                                            strncat(rl, f0[fi], sizeof rl - strlen(rl) - 1);
-                                            break;
-                                        }
-                            }
+                            char rn[200], rl[204] = ""; /* the recipe's fields that differ among the cell's, when several */
+                            an_recipe_name(c->rs, is, ns2, recs[ri], rn, sizeof rn);
+                            if (rn[0]) snprintf(rl, sizeof rl, ", %s", rn);
                             an_paired p;
                             an_paired_test(x, y, np, &p);
                             const char *pv = an_paired_verdict(&p);
