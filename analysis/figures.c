@@ -18,6 +18,25 @@
 /* Display cap of the gradient norm (paper Fig 5 clamps HC at 5). */
 #define AN_GRAD_CLAMP 5.0
 
+/* meta.gp's `var = "text"`, a quote and a backslash in it escaped for gnuplot's double
+ * quotes; with shown, for text a figure prints as it is (a scale, a corpus, a recipe's
+ * fields): the figures' terminals read titles and keys as enhanced text, where _ ^ @ & ~ {
+ * } are markup (min_lr's l a subscript, +init@500's 5 overprinted), so each is escaped by
+ * a backslash too. A string a script compares with the data's columns is written without
+ * (scale_id, corpus_id). */
+static void gp_string(FILE *meta, const char *var, const char *text, int shown) {
+    fprintf(meta, "%s = \"", var);
+    for (const char *q = text; *q; q++) {
+        if (shown && strchr("_^@&~{}", *q)) fputs("\\\\", meta), fputc(*q, meta);
+        else if (*q == '\\') fputs(shown ? "\\\\\\\\" : "\\\\", meta);
+        else if (*q == '"') fputs("\\\"", meta);
+        else fputc(*q, meta);
+    }
+    fputs("\"\n", meta);
+}
+
+static void gp_text(FILE *meta, const char *var, const char *text) { gp_string(meta, var, text, 1); }
+
 /* Variants drawn in the H_res figures (Fig 1 left, 2, 6, 9, v2 Fig 5). */
 static const char *const hres_variants[] = {"mhc", "mhc_lite", "kromhc", "s2hc", NULL};
 /* Variants whose cost grows with n (Fig 7). */
@@ -462,7 +481,11 @@ static void fig_ood(an_ctx *c, FILE *meta) {
     fprintf(meta, "ood_rows = %d\nood_cols = %d\nood_labels = \"%s\"\nood_methods = \"%s\"\n", rows, nv, labels, ids);
     /* the bars' recipes (ood_rq: column i's recipe, 1 with one) and their names */
     fprintf(meta, "ood_recipes = %d\nood_rq = \"%s\"\n", nused > 1 ? R : 1, rq);
-    for (int q = 0; nused > 1 && q < R; q++) fprintf(meta, "ood_recipe%d = \"%s\"\n", q + 1, names[q]);
+    for (int q = 0; nused > 1 && q < R; q++) {
+        char var[48];
+        snprintf(var, sizeof var, "ood_recipe%d", q + 1);
+        gp_text(meta, var, names[q]);
+    }
 }
 
 /* ---- Fig 1 right, Fig 7 right: auxiliary parameters vs n ---------------------------- */
@@ -754,7 +777,8 @@ static void fig_throughput(an_ctx *c, FILE *meta) {
             if (isfinite(tp[n])) fprintf(f, "%d %.6g\n", n, tp[n]);
         an_close(f);
     }
-    fprintf(meta, "fig7_methods = \"%s\"\nfig7_scale = \"%s\"\n", list, scale);
+    fprintf(meta, "fig7_methods = \"%s\"\n", list);
+    gp_text(meta, "fig7_scale", scale);
 }
 
 /* ---- Fig 8: distribution of H_res entries ------------------------------------------- */
@@ -921,7 +945,10 @@ static void fig_hres_depth(an_ctx *c, FILE *meta) {
         char name[200], word[200];
         an_recipe_name(c->rs, cell, ncell, recs[q], name, sizeof name);
         an_recipe_word(name, word, sizeof word);
-        fprintf(meta, "hres_depth_recipe%d = \"%s\"\nhres_depth_rword%d = \"%s\"\n", q + 1, name, q + 1, word);
+        char var[48];
+        snprintf(var, sizeof var, "hres_depth_recipe%d", q + 1);
+        gp_text(meta, var, name);
+        fprintf(meta, "hres_depth_rword%d = \"%s\"\n", q + 1, word);
         if (R > 1) {
             const size_t o = strlen(c->cap_hres_depth);
             snprintf(c->cap_hres_depth + o, sizeof c->cap_hres_depth - o, "%s %s", q ? "," : "", name);
@@ -1067,8 +1094,10 @@ static void fig_loss_depth(an_ctx *c, FILE *meta) {
     int kmin = 1 << 30, kmax = 0, unfinished = 0;
     fprintf(meta, "loss_depth_recipes = %d\nloss_depth_depths = \"", R);
     for (int q = 0; q < nd; q++) fprintf(meta, "%s%d", q ? " " : "", d[q]);
-    fprintf(meta, "\"\nloss_depth_n = %d\nloss_depth_where = \"C = %d, T = %d, %s, %d steps\"\n", gn, r0->n_embd,
-            r0->block_size, r0->corpus, r0->steps);
+    char where[300];
+    snprintf(where, sizeof where, "C = %d, T = %d, %s, %d steps", r0->n_embd, r0->block_size, r0->corpus, r0->steps);
+    fprintf(meta, "\"\nloss_depth_n = %d\n", gn);
+    gp_text(meta, "loss_depth_where", where);
     for (int q = 0; q < R; q++) {
         char name[200], word[200], ml[256] = "";
         an_recipe_name(rs, g, k, recs[q], name, sizeof name);
@@ -1119,8 +1148,10 @@ static void fig_loss_depth(an_ctx *c, FILE *meta) {
                                        nm ? "," : R > 1 ? "" : ":", an_pretty(v), first, last);
             nm++;
         }
-        fprintf(meta, "loss_depth_recipe%d = \"%s\"\nloss_depth_rword%d = \"%s\"\nloss_depth_methods_r%d = \"%s\"\n", q + 1,
-                name, q + 1, word, q + 1, ml);
+        char var[48];
+        snprintf(var, sizeof var, "loss_depth_recipe%d", q + 1);
+        gp_text(meta, var, name);
+        fprintf(meta, "loss_depth_rword%d = \"%s\"\nloss_depth_methods_r%d = \"%s\"\n", q + 1, word, q + 1, ml);
     }
     an_close(f);
     if (co < sizeof c->cap_loss_depth && kmax > 0) {
@@ -1246,7 +1277,10 @@ int an_write_figures(an_ctx *c) {
     FILE *meta = an_open(c->out, "data", "meta.gp");
     if (!meta) return -1;
     fprintf(meta, "# written by s2hc analyze: what the figure scripts draw (lists of methods with data)\n");
-    fprintf(meta, "scale = \"%s\"\ncorpus = \"%s\"\n", c->scale, c->corpus);
+    gp_text(meta, "scale", c->scale);
+    gp_text(meta, "corpus", c->corpus);
+    gp_string(meta, "scale_id", c->scale, 0);
+    gp_string(meta, "corpus_id", c->corpus, 0);
     fig_heatmaps(c, meta);
     fig_ood(c, meta);
     fig_params(c, meta);

@@ -48,7 +48,7 @@ do for [fmt in "png svg"] {
     set style data histogram; set style histogram clustered gap 1
     set style fill solid 0.85 border -1; set boxwidth 0.9
     set grid ytics; set key below horizontal font ",10"
-    set xtics nomirror
+    set xtics nomirror noenhanced  # the corpora by their names, markup-free
     set yrange [*:*]
     plot for [i = 2:ood_cols + 1] data("fig1_ood.dat") using (100 * (column(i) - 1)):xtic(1) \
          title otitle(i) lc rgb color(word(ood_methods, i - 1)) fs solid 0.85 - 0.3 * (oq(i) - 1) border -1, \

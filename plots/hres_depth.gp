@@ -31,7 +31,7 @@ lt(w) = R > 1 ? label(lm(w)).", ".value(sprintf("hres_depth_recipe%d", lq(w))) :
 ldt(w) = R > 1 ? lq(w) : dash(lm(w))
 kfont = R > 1 ? ",8" : ",9"
 # a row of line w at n streams in the figures' cell
-row(w, nn) = strcol(1) eq scale && strcol(2) eq corpus && strcol(3) eq lm(w) && column(4) == nn && \
+row(w, nn) = strcol(1) eq scale_id && strcol(2) eq corpus_id && strcol(3) eq lm(w) && column(4) == nn && \
              column(5) == hres_depth_steps && strcol(6) eq rword(lq(w))
 do for [fmt in "png svg"] {
   reset

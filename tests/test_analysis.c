@@ -583,6 +583,25 @@ static const char *analyzed_table(const char *name, const synth *runs, int k, co
     return slurp(p);
 }
 
+/* meta.gp's strings the figures print: a scale and a corpus with gnuplot's enhanced-text
+ * markup characters (an export's step '@', an imported corpus's '_') escaped so they print
+ * as they are, and their _id twins, which hres_depth.gp compares with the data's columns,
+ * as they are. */
+static void test_meta_text_escaped(void) {
+    const synth runs[] = {
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "s1",
+         .train = "my_corp", .init_from = "base/model.safetensors", .init_step = 500},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .tps = 100, .name = "rc",
+         .train = "my_corp", .init_from = "base/model.safetensors", .init_step = 500}};
+    char out[400], p[600];
+    analyze_set("gptext", runs, 2, out, sizeof out);
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    const char *m = slurp(p);
+    CHECK(strstr(m, "\nscale = \"L2-C32-T32+init\\\\@500\"\n") != NULL && strstr(m, "\ncorpus = \"my\\\\_corp\"\n") != NULL &&
+              strstr(m, "\nscale_id = \"L2-C32-T32+init@500\"\n") != NULL && strstr(m, "\ncorpus_id = \"my_corp\"\n") != NULL,
+          "meta.gp's scale and corpus, escaped for the titles and as they are for matching:\n%s", m);
+}
+
 /* tables/residual and data/hres_layers*.csv: a row per method and n, the numbers of each
  * run's final probe as mean ± std over its seeds; a row per run and sublayer; a row per
  * method, n and sublayer over the seeds. */
@@ -2018,6 +2037,7 @@ int main(void) {
     T_RUN(test_analyze);
     T_RUN(test_ood_nonfinite);
     T_RUN(test_mixed_n);
+    T_RUN(test_meta_text_escaped);
     T_RUN(test_residual_table);
     T_RUN(test_tex_ascii);
     T_RUN(test_claim_sums_depth);
