@@ -146,10 +146,11 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     }
     /* a run trained further (train --extend) learned under another schedule than a run of
        its train.steps from scratch (its lr rose where the first length's cosine ended):
-       "+ext@N" for a first length N ("+ext@N,M" after two), a cell of its own */
+       "+ext@N" for a first length N ("+ext@N,M" after two), a cell of its own; a list too
+       long for a label (40 bytes) keeps its first lengths and ends in ",..." */
     const char *ext = h5log_get_attr_str(&r->log, "/", "extensions");
     if (ext && *ext) {
-        char tag[40] = "+ext";
+        char tag[512] = "+ext";
         size_t o = strlen(tag);
         for (const char *q = ext; *q && o < sizeof tag;) { /* each "N->M", space separated */
             const char *arrow = strstr(q, "->"), *sp = strchr(q, ' ');
@@ -158,7 +159,13 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
             if (!sp) break;
             q = sp + 1;
         }
-        if (o > 4 && o < sizeof tag) strncat(r->scale, tag, sizeof r->scale - strlen(r->scale) - 1);
+        if (o >= 40) { /* cut after the last whole length that leaves room for ",..." */
+            size_t cut = 35;
+            while (cut > 4 && tag[cut] != ',') cut--;
+            snprintf(tag + cut, sizeof tag - cut, ",...");
+        }
+        const size_t l = strlen(r->scale);
+        if (o > 4) snprintf(r->scale + l, sizeof r->scale - l, "%s", tag);
     }
     const char *st = h5log_get_attr_str(&r->log, "/", "status");
     snprintf(r->status, sizeof r->status, "%s", st ? st : "unknown");

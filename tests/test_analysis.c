@@ -204,6 +204,8 @@ typedef struct {
     int noclip;       /* train.clip 0 (clipping off) */
     double row_dev;   /* nonzero: with sums_dev, one row sum (the last sequence's, sublayer 0's) is 1 + row_dev */
     const char *divergences; /* the root attribute divergences (a diverged run resumed) */
+    const char *extensions;  /* the root attribute extensions (train --extend: "N->M ...") */
+    int warmup;       /* nonzero: train.warmup (else 1) */
     int no_jres;      /* with hres: no /final/jacobian_norm_residual (a run file older than it) */
     double col_dev;   /* nonzero: /final/colsum_dev_max is col_dev at every sublayer (the row sums' stay 2e-3 (l + 1)) */
 } synth;
@@ -230,7 +232,7 @@ static void write_run(const char *dir, const synth *s) {
     c.n_streams = s->n;
     c.seed = s->seed;
     c.steps = s->steps;
-    c.warmup = 1;
+    c.warmup = s->warmup ? s->warmup : 1;
     snprintf(c.train_corpus, sizeof c.train_corpus, "%s", s->train ? s->train : "synth");
     c.probe_every = s->bench ? 0 : 10;
     c.eval_every = s->bench ? 0 : 50;
@@ -246,6 +248,7 @@ static void write_run(const char *dir, const synth *s) {
     if (s->train_tokens) h5log_attr_num(&log, "/", "train_tokens", s->train_tokens);
     if (s->init_step) h5log_attr_num(&log, "/", "init_from_step", s->init_step < 0 ? 0 : s->init_step);
     if (s->divergences) h5log_attr_str(&log, "/", "divergences", s->divergences);
+    if (s->extensions) h5log_attr_str(&log, "/", "extensions", s->extensions);
     free(yaml);
     int st = h5log_series_add(&log, "/train/step", H5LOG_I64, 0, NULL, "step", NULL);
     int lo = h5log_series_add(&log, "/train/loss", H5LOG_F32, 0, NULL, "loss", NULL);
@@ -423,6 +426,25 @@ static void test_run_load(void) {
     CHECK(!strcmp(r.scale, "L2-C32-T32+init@0"), "scale label of a run from a step-0 export: %s", r.scale);
     an_run_free(&r);
     s.init_step = 0;
+    s.init_from = NULL;
+    /* extended runs (train --extend): "+ext@" and the lengths before each extension; a list
+       past the label's 40 bytes keeps the lengths that fit and says there were more (it had
+       no label at all, and the run shared the cell of runs trained from scratch) */
+    static const char *const exts[][2] = {
+        {"12->20", "L2-C32-T32+ext@12"},
+        {"8->12 12->20", "L2-C32-T32+ext@8,12"},
+        {"10000->20000 20000->30000 30000->40000 40000->50000 50000->60000 60000->70000 70000->80000",
+         "L2-C32-T32+ext@10000,20000,30000,40000,50000,..."}};
+    for (int i = 0; i < 3; i++) {
+        s.name = "r6";
+        s.extensions = exts[i][0];
+        write_run(dir, &s);
+        snprintf(p, sizeof p, "%s/r6/run.h5", dir);
+        CHECK(an_run_load(&r, p, err, sizeof err) == 0, "load: %s", err);
+        CHECK(!strcmp(r.scale, exts[i][1]), "extensions '%s': scale %s, want %s", exts[i][0], r.scale, exts[i][1]);
+        an_run_free(&r);
+    }
+    s.extensions = NULL;
     snprintf(p, sizeof p, "%s/nothing.h5", dir);
     CHECK(an_run_load(&r, p, err, sizeof err) != 0 && strlen(err) > 0, "a missing file is refused: %s", err);
     /* the folder named with a trailing slash (s2hc report runs/r1/, runs/grid/STAR/): the
@@ -2020,6 +2042,37 @@ static void test_loss_depth(void) {
     }
 }
 
+/* The edges of exponent notation: a number with decimals from 1e6 exactly (a perplexity of
+ * 1e6 reads 1.00e+06, one just below it 999999.99), a count printed whole up to 1e15 (2
+ * million tokens/s, a GPU's throughput, stays 2000001, not 2e+06). */
+static void test_number_format_edges(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 2000000,
+         .name = "rc", .ood = {100, 200}},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "s", .ood = {1e6, 999999.99}}};
+    const char *t2 = analyzed_table("fmtedges", runs, 2, "table2.md");
+    CHECK(strstr(t2, "| s²HC | 20 | 1.00e+06 (1) | 999999.99 (1) |") != NULL, "1e6 in exponent notation, below it fixed:\n%s",
+          t2);
+    const char *tp = analyzed_table("fmtedges-tp", runs, 2, "throughput.md");
+    CHECK(strstr(tp, " 2000001 (1) |") != NULL && strstr(tp, "e+06") == NULL, "2 million tokens/s whole:\n%s", tp);
+}
+
+/* Runs of one learning rate whose recipes differ in another field (warm-up 1 and 3) are
+ * two recipes, a row each, named by the field that differs: not one row pooling both
+ * (recipes are told apart by their whole text, not by their learning rate). */
+static void test_recipe_rows_beyond_lr(void) {
+    const synth runs[] = {
+        {.method = "hc", .n = 2, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "w1",
+         .hres = 0.5, .lr = 1e-3},
+        {.method = "hc", .n = 2, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "w3",
+         .hres = 0.7, .lr = 1e-3, .warmup = 3}};
+    const char *t = analyzed_table("recipe-warmup", runs, 2, "residual.md");
+    CHECK(strstr(t, "| HC | 2 | 20 | warmup 1 | 1.5000 (1) | 0.5000 (1) |") != NULL &&
+              strstr(t, "| HC | 2 | 20 | warmup 3 | 1.7000 (1) | 0.7000 (1) |") != NULL,
+          "a row per warm-up:\n%s", t);
+}
+
 int main(void) {
     T_NAME("test_analysis");
     /* a fresh directory (t_setup_tmp): a name of the pid alone could be an earlier run's,
@@ -2078,6 +2131,8 @@ int main(void) {
     T_RUN(test_verdict_text);
     T_RUN(test_runs_table_large);
     T_RUN(test_runs_table_divergences);
+    T_RUN(test_number_format_edges);
+    T_RUN(test_recipe_rows_beyond_lr);
     T_RUN(test_corpus_common_prefix);
     T_RUN(test_throughput_long_scale);
     char cmd[400];
