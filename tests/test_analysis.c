@@ -1931,6 +1931,20 @@ static void test_scales_by_size(void) {
     const char *t = slurp(p);
     CHECK(strstr(t, "| L2-C32-T32 | synth | s²HC | 4 | 20 | 3.") != NULL && strstr(t, "| L8-C32-T32 | synth | s²HC | 4 | 20 | 3.") != NULL,
           "each depth's s²HC row:\n%s", t);
+    /* the size counts the context too (2 x 32 x 64 as 4 x 32 x 32), and two scales of one
+       size keep the order they were read in (a-T64 before b-L4) */
+    const synth ctx[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100,
+         .name = "a-T64", .block_size = 64},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100,
+         .name = "b-L4", .n_layer = 4},
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 100,
+         .name = "c-L2"}};
+    analyze_set("ctxorder", ctx, 3, out, sizeof out);
+    snprintf(p, sizeof p, "%s/tables/scales.md", out);
+    t = slurp(p);
+    const char *s2 = strstr(t, "| L2-C32-T32 |"), *s64 = strstr(t, "| L2-C32-T64 |"), *s4 = strstr(t, "| L4-C32-T32 |");
+    CHECK(s2 && s64 && s4 && s2 < s64 && s64 < s4, "scales.md: L2-C32-T32, L2-C32-T64, L4-C32-T32 in that order:\n%s", t);
 }
 
 /* The figure loss_depth (data/loss_depth.csv): where scales differ in depth alone, the
