@@ -325,13 +325,28 @@ static void test_resume_other_build(void) {
     CHECK(!strcmp(c, want), "git_commits '%s', not '%s'", c, want);
     free(c);
     saved = stderr_to(log);
-    rc = train_argv(cfg, "otherbuild", "--resume", NULL, NULL);
+    rc = train_argv(cfg, "otherbuild", "--resume", "--stop-after", "10");
     stderr_back(saved);
-    CHECK(rc == 0, "second resume exits %d", rc);
+    CHECK(rc == RUN_INTERRUPTED, "second resume exits %d", rc);
     read_text(log, text, sizeof text);
     CHECK(!strstr(text, "trained by"), "stderr: %s", text);
     c = run_commits(run);
     CHECK(!strcmp(c, want), "git_commits '%s' after a resume by the same build", c);
+    free(c);
+    /* three builds, this one last: a resume by it adds none (the list's last entry is this
+       build's, not its second) */
+    h5log_init(&l);
+    CHECK(h5log_load(&l, run, err, sizeof err) == 0, "%s", err);
+    snprintf(want, sizeof want, "0ld0000 0ld1111 %s", s2hc_version());
+    h5log_attr_str(&l, "/", "git_commits", want);
+    CHECK(h5log_save(&l, run) == 0, "save the run file of three builds");
+    h5log_free(&l);
+    saved = stderr_to(log);
+    rc = train_argv(cfg, "otherbuild", "--resume", NULL, NULL);
+    stderr_back(saved);
+    CHECK(rc == 0, "third resume exits %d", rc);
+    c = run_commits(run);
+    CHECK(!strcmp(c, want), "git_commits '%s' after a resume by the last of three builds, not '%s'", c, want);
     free(c);
 }
 

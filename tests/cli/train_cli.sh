@@ -508,17 +508,19 @@ if command -v h5dump >/dev/null; then
   expect_out "exactly mhc_lite" "the run file says prime-n kromhc is mhc_lite"
   expect_status 1 "no kromhc_note for n=8" -- h5dump -a /kromhc_note "$TMP/runs/krom8/run.h5"
 fi
-# a diverged run (a NaN injected at step 15) resumed to its end: finished, and no longer
-# marked diverged
+# a diverged run (a NaN injected at step 15) resumed, diverged again (at step 17) and
+# resumed to its end: finished, no longer marked diverged, and both steps kept
 expect_status 3 "a NaN loss: exit 3" -- env S2HC_FAULT_NAN_AT_STEP=15 "$S2HC" train "$TMP/t.yaml" --set run.name=dv --quiet
 expect_status 0 "the diverged run carries diverged_at_step" -- h5dump -a /diverged_at_step "$TMP/runs/dv/run.h5"
-expect_status 0 "a diverged run resumed to its end" -- "$S2HC" train "$TMP/t.yaml" --set run.name=dv --resume --quiet
+expect_status 3 "resumed, it diverges again" -- env S2HC_FAULT_NAN_AT_STEP=17 "$S2HC" train "$TMP/t.yaml" --set run.name=dv --resume --quiet
 expect_out "note: .*/dv diverged at step 15; it goes on from its checkpoint at step 10" "the resume says it goes on from a diverged run's checkpoint"
+expect_status 0 "a diverged run resumed to its end" -- "$S2HC" train "$TMP/t.yaml" --set run.name=dv --resume --quiet
+expect_out "note: .*/dv diverged at step 17; it goes on from its checkpoint at step 10" "the second resume names the second divergence"
 h5dump -a /status "$TMP/runs/dv/run.h5" 2>/dev/null | grep -q '"finished"' && ok "the resumed run is finished" \
   || fail "status after resume: $(h5dump -a /status "$TMP/runs/dv/run.h5" 2>&1 | tail -3)"
 expect_status 1 "the finished run has no diverged_at_step" -- h5dump -a /diverged_at_step "$TMP/runs/dv/run.h5"
 expect_status 0 "the resumed run's divergences" -- h5dump -a /divergences "$TMP/runs/dv/run.h5"
-expect_out '"15"' "keep the step it had diverged at"
+expect_out '"15 17"' "keep each step it had diverged at, in order"
 # diverged before its first checkpoint (ckpt_every 10, NaN at step 5): nothing to sample
 # from, and the messages say why rather than ask whether it is a run
 expect_status 3 "a NaN before the first checkpoint: exit 3" -- env S2HC_FAULT_NAN_AT_STEP=5 "$S2HC" train "$TMP/t.yaml" --set run.name=dv0 --quiet
