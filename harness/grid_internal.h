@@ -174,6 +174,11 @@ void grid_eta_add(grid_runner *r, int i, double wall);
  * the share it started with, less the time it has had) at the rate of the finished
  * points (of the point's kind once one has finished), over -j. */
 double grid_eta_seconds(const grid_runner *r, double now);
+/* The progress line's counts into buf: "D/N done, R running, F failed[, V diverged, X
+ * refused], L left, T elapsed, ETA E"; a queued point counts as left whatever an earlier
+ * run left it (a stopped one once), N and the counts are --job's one point's under --job,
+ * and the ETA is "?" until a point finished here ("0s" once nothing is left or running). */
+void grid_status_text(const grid_runner *r, char *buf, size_t n);
 
 /* The share of a point's work left when it resumes at step `from` of `steps`: 1 - from /
  * steps, or all of it (1) from step 0 or from a step not before its end. */

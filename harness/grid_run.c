@@ -118,7 +118,7 @@ double grid_eta_seconds(const grid_runner *r, double now) {
     return work / (r->j > 0 ? r->j : 1);
 }
 
-static void status_text(const grid_runner *r, char *buf, size_t n) {
+void grid_status_text(const grid_runner *r, char *buf, size_t n) {
     int done = count_state(r, GS_FINISHED);
     int failed = count_state(r, GS_FAILED), diverged = count_state(r, GS_DIVERGED), refused = count_state(r, GS_CHANGED);
     /* a point a signal stopped is left too (the next runner resumes it), as the final
@@ -147,7 +147,7 @@ static void status_text(const grid_runner *r, char *buf, size_t n) {
 
 static void draw(grid_runner *r) {
     char s[256], line[400];
-    status_text(r, s, sizeof s);
+    grid_status_text(r, s, sizeof s);
     snprintf(line, sizeof line, "[grid %s] %s", r->g->stem, s);
     tty_line(stdout, line);
     r->last_draw = now_seconds();
@@ -165,7 +165,7 @@ static void event(grid_runner *r, int counts, const char *fmt, ...) {
     if (r->tty) printf("\r\033[K");
     printf("[%6s] %s", el, msg);
     if (counts && !r->tty) {
-        status_text(r, s, sizeof s);
+        grid_status_text(r, s, sizeof s);
         printf("  (%s)", s);
     }
     printf("\n");

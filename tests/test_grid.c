@@ -1239,6 +1239,54 @@ static void test_eta_kinds(void) {
     grid_free(&g);
 }
 
+/* The progress line's counts: a stopped point queued again is left once (not also as
+ * stopped), a changed point queued to rerun is left and one not queued refused (said with
+ * no point diverged too), and the ETA is "?" while a point runs before any finished here,
+ * "0s" once nothing is left or running. */
+static void test_status_text(void) {
+    grid_spec g;
+    grid_point *p = NULL;
+    int n = 0;
+    int rc = load_grid("status.yaml", "base: base.yaml\nsweep:\n  train.seed: [1, 2, 3]\n", &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 3, "rc %d n %d", rc, n);
+    if (rc || n != 3) return;
+    grid_status st[3];
+    grid_slot slot[3];
+    int queue[2] = {1, 2};
+    grid_runner r;
+    runner_init(&r, &g, p, 3, st, slot);
+    r.t0 = now_seconds();
+    r.j = 1;
+    r.queue = queue;
+    r.nq = 2;
+    char text[256];
+    st[0].state = GS_FINISHED;
+    st[1].state = GS_INTERRUPTED; /* stopped, queued to resume */
+    st[2].state = GS_CHANGED;     /* queued to rerun (--force) */
+    grid_status_text(&r, text, sizeof text);
+    CHECK(strstr(text, "1/3 done, 0 running, 0 failed, 2 left, ") != NULL && strstr(text, "ETA ?") != NULL &&
+              strstr(text, "refused") == NULL,
+          "two queued points left, each once: %s", text);
+    r.nq = 1; /* the changed point not queued: refused */
+    grid_status_text(&r, text, sizeof text);
+    CHECK(strstr(text, "1/3 done, 0 running, 0 failed, 0 diverged, 1 refused, 1 left, ") != NULL,
+          "a refused point counted: %s", text);
+    r.nq = 0; /* point 1 running, point 2 failed: none left, none finished here yet */
+    st[1].state = GS_RUNNING;
+    st[2].state = GS_FAILED;
+    r.running = 1;
+    grid_status_text(&r, text, sizeof text);
+    CHECK(strstr(text, "1/3 done, 1 running, 1 failed, 0 left, ") != NULL && strstr(text, "ETA ?") != NULL,
+          "a point running, the ETA unknown: %s", text);
+    st[1].state = GS_FINISHED;
+    r.running = 0;
+    grid_status_text(&r, text, sizeof text);
+    CHECK(strstr(text, "2/3 done, 0 running, 1 failed, 0 left, ") != NULL && strstr(text, "ETA 0s") != NULL,
+          "nothing left: ETA 0s: %s", text);
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
 int main(void) {
     T_NAME("test_grid");
     setup_tmp();
@@ -1259,5 +1307,6 @@ int main(void) {
     T_RUN(test_shipped_grids);
     T_RUN(test_eta);
     T_RUN(test_eta_kinds);
+    T_RUN(test_status_text);
     return T_END();
 }
