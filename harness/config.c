@@ -761,8 +761,10 @@ static void unknown_key(const char *src, const yaml_mark_t *m, const char *full,
                                                 "override", "slurm", "launch", NULL};
         for (int i = 0; grid_only[i]; i++)
             if (!strcmp(full, grid_only[i])) {
+                char q[4 * 1024 + 3]; /* the command to paste: the file one shell word */
+                const char *w = sh_word(q, sizeof q, src);
                 report(src, m, full, "a grid file's key, not a config section: run a grid with `s2hc grid %s` "
-                       "(docs/grids.md); the config sections are %s", src, all);
+                       "(docs/grids.md); the config sections are %s", *w ? w : src, all);
                 return;
             }
         if (s) report(src, m, full, "unknown section (did you mean '%s'?); the sections are %s", s, all);

@@ -1794,8 +1794,9 @@ static int data_list(const char *data_dir) {
         free(names[i]);
     }
     free(names);
-    printf("(in %s; `s2hc data prepare --dir %s` builds what is missing or stale; `own` corpora come from "
-           "`s2hc data import`)\n", data_dir, data_dir);
+    printf("(in %s; `s2hc data prepare --dir ", data_dir);
+    sh_word_put(stdout, data_dir); /* a command to paste: the folder as one word */
+    printf("` builds what is missing or stale; `own` corpora come from `s2hc data import`)\n");
     return 0;
 }
 

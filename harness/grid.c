@@ -225,7 +225,8 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
             char mode[64];
             if (runs == 3) snprintf(mode, sizeof mode, "--extend --set train.steps=%d", pts[i].cfg.steps);
             else snprintf(mode, sizeof mode, "%s", runs == 2 ? "--force" : "--resume");
-            printf("       %s%ss2hc train %s %s   # %s%s%s\n", g->launch, g->launch[0] ? " " : "", cfgp,
+            char qcfg[4 * sizeof cfgp + 3]; /* the path as one shell word: the command pasted runs it */
+            printf("       %s%ss2hc train %s %s   # %s%s%s\n", g->launch, g->launch[0] ? " " : "", sh_word(qcfg, sizeof qcfg, cfgp),
                    mode, vals[0] ? vals : "the base config",
                    pts[i].preset[0] && !own ? "; preset " : "", own ? "" : pts[i].preset);
             if (runs == 2) { /* config.yaml holds the discarded run's until the runner writes the point's */

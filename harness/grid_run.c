@@ -323,8 +323,9 @@ static void launch(grid_runner *r, int i) {
     }
     sl->log_off = lseek(logfd, 0, SEEK_END);
     const char *mode = sl->fresh ? "--force" : sl->extended ? "--extend" : "--resume";
+    char qcfg[4 * sizeof cfgp + 3]; /* the command as one would type it: the path one shell word */
     dprintf(logfd, "==== s2hc grid %s: point %d (%s) on %s, %s: %s%ss2hc train %s %s ====\n", r->g->path, p->index,
-            p->name, host, when, r->g->launch, r->g->launch[0] ? " " : "", cfgp, mode);
+            p->name, host, when, r->g->launch, r->g->launch[0] ? " " : "", sh_word(qcfg, sizeof qcfg, cfgp), mode);
 
     /* the start in grid.status, the record kept: a runner killed before the run ends
        leaves it there, and the run then counts until its last write (a failure to write

@@ -9,21 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A shell word: as it is when every character is one a shell takes literally (letters,
- * digits and _ - . / = : , + @ %), else in single quotes. */
-static void shq(FILE *f, const char *s) {
-    if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == strlen(s)) {
-        fputs(s, f);
-        return;
-    }
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'') fputs("'\\''", f);
-        else fputc(*s, f);
-    }
-    fputc('\'', f);
-}
-
 /* The value of an #SBATCH option: sbatch splits those lines at whitespace, takes quotes
  * and backslashes as the shell does and ends them at an unquoted #; a value with any of
  * these goes in double quotes, " and \ escaped. In a file name (pattern), % is %%, so that
@@ -57,14 +42,14 @@ static int abs_path(const char *p, char *out, size_t n) {
 }
 
 void grid_command(FILE *f, const grid_spec *g, const char *exe, const char *gpath, const char *out) {
-    shq(f, exe);
+    sh_word_put(f, exe);
     fputs(" grid ", f);
-    shq(f, gpath);
+    sh_word_put(f, gpath);
     fputs(" --out ", f);
-    shq(f, out);
+    sh_word_put(f, out);
     for (int i = 0; i < g->nargs; i++) {
         fputs(" --set ", f);
-        shq(f, g->args[i]);
+        sh_word_put(f, g->args[i]);
     }
 }
 
@@ -163,9 +148,9 @@ int grid_write_slurm(const grid_spec *g, int n, int submit, int force, int exten
     fputs("set -u\n", f);
     for (int i = 0; i < g->slurm.nsetup; i++) fprintf(f, "%s\n", g->slurm.setup[i]);
     fputs("S2HC=", f);
-    shq(f, exe);
+    sh_word_put(f, exe);
     fputs("\nsummary=", f);
-    shq(f, dir);
+    sh_word_put(f, dir);
     fputs("/summary.txt\n", f);
     grid_command(f, g, exe, gpath, out);
     fputs(" --list > \"$summary\" || exit 1\n", f);
@@ -173,9 +158,9 @@ int grid_write_slurm(const grid_spec *g, int n, int submit, int force, int exten
           "# a failure there is reported, the summary stands\n"
           "if \"$S2HC\" report --help >/dev/null 2>&1; then\n  \"$S2HC\" report ",
           f);
-    shq(f, out);
+    sh_word_put(f, out);
     fputs(" -o ", f);
-    shq(f, out);
+    sh_word_put(f, out);
     fputs("/report || echo \"report: s2hc report failed (exit $?)\"\nfi\n", f);
     fputs("echo \"report: $(tail -n 1 \"$summary\") (summary in $summary)\"\n", f);
     fclose(f);
@@ -186,11 +171,11 @@ int grid_write_slurm(const grid_spec *g, int n, int submit, int force, int exten
     fprintf(f, "#!/bin/sh\n# Submit grid %s to Slurm: the job array, then the report job after it (afterok).\n"
                "# SBATCH=/path/to/sbatch overrides the command.\nset -eu\ncd ",
             g->path);
-    shq(f, cwd);
+    sh_word_put(f, cwd);
     fputs("\n# s2hc sets these for itself (main.c); a task on another node picks its own\n"
           "if [ -n \"${S2HC_NO_REEXEC:-}\" ]; then unset S2HC_NO_REEXEC OPENBLAS_CORETYPE; fi\n"
           "SBATCH=${SBATCH:-sbatch}\ndir=", f);
-    shq(f, dir);
+    sh_word_put(f, dir);
     fputs("\narray=$(\"$SBATCH\" --parsable \"$dir/array.sbatch\")\narray=${array%%;*}\n"
           "report=$(\"$SBATCH\" --parsable --dependency=afterok:\"$array\" --kill-on-invalid-dep=yes "
           "\"$dir/report.sbatch\")\nreport=${report%%;*}\n"
@@ -206,7 +191,9 @@ int grid_write_slurm(const grid_spec *g, int n, int submit, int force, int exten
     if (g->slurm.array_limit > 0) printf(", at most %d at once", g->slurm.array_limit);
     printf("), %s/report.sbatch and %s/submit.sh\n", dir, dir);
     if (!submit) {
-        printf("submit with: sh %s/submit.sh\n", dir);
+        printf("submit with: sh ");
+        sh_word_put(stdout, path); /* the out folder may have a space, a quote */
+        printf("\n");
         return 0;
     }
     fflush(stdout);

@@ -298,8 +298,10 @@ void grid_extend_hint(const grid_point *p, const grid_status *st, char *buf, siz
                  "from, is missing (moved or deleted?)", dir);
         return;
     }
+    char cfgp[sizeof dir + 16], qcfg[4 * sizeof cfgp + 3]; /* the command to paste: its path one shell word */
+    snprintf(cfgp, sizeof cfgp, "%s/config.yaml", dir);
     snprintf(buf, n, "; or, only train.steps grown, --extend trains it further (this point alone: `s2hc train "
-             "%s/config.yaml --extend --set train.steps=%d`)", dir, p->cfg.steps);
+             "%s --extend --set train.steps=%d`)", sh_word(qcfg, sizeof qcfg, cfgp), p->cfg.steps);
 }
 
 void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, grid_status *st, int probe_lock) {

@@ -111,17 +111,22 @@ static void say_no_probes(const run_view *v, int none) {
     const char *what = none ? "holds no probes (/probe or /final)" : "has no /final group";
     char holder[256];
     if (!run_in_use(v->dir, holder, sizeof holder)) {
-        fprintf(stderr, "s2hc: error: %s %s; %srun `s2hc probe %s`\n", v->path, what,
-                none ? "train with probe.every > 0 or " : "", v->dir);
+        fprintf(stderr, "s2hc: error: %s %s; %srun `s2hc probe ", v->path, what,
+                none ? "train with probe.every > 0 or " : "");
+        sh_word_put(stderr, v->dir); /* a command to paste: the folder as one word */
+        fputs("`\n", stderr);
         return;
     }
     fprintf(stderr, "s2hc: error: %s %s yet; the run is in use%s%s%s: ", v->path, what, holder[0] ? " (" : "", holder,
             holder[0] ? ")" : "");
     if (!strncmp(holder, PROBE_WHO " ", strlen(PROBE_WHO " ")))
         fprintf(stderr, "that probe writes /final as it ends\n");
-    else
-        fprintf(stderr, "run `s2hc probe %s` once that has ended (a training with probe.final_samples > 0 writes "
-                "/final itself as it ends)\n", v->dir);
+    else {
+        fputs("run `s2hc probe ", stderr);
+        sh_word_put(stderr, v->dir);
+        fputs("` once that has ended (a training with probe.final_samples > 0 writes /final itself as it ends)\n",
+              stderr);
+    }
 }
 
 /* A run file's log, loaded into v->log (v->path and v->dir its names): the step selected

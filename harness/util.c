@@ -769,6 +769,38 @@ char *read_text_file(const char *path, size_t *len) {
 }
 
 /* Parent directory of path into buf ("." when there is none). */
+static const char sh_plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%";
+
+const char *sh_word(char *buf, size_t len, const char *s) {
+    size_t j = 0;
+    const int plain = *s && strspn(s, sh_plain) == strlen(s);
+    if (!len) return buf;
+    if (!plain) buf[j++] = '\'';
+    for (; *s && j < len; s++) {
+        const char *piece = !plain && *s == '\'' ? "'\\''" : NULL;
+        size_t k = piece ? 4 : 1;
+        if (j + k >= len) { j = len; break; }
+        if (piece) memcpy(buf + j, piece, k);
+        else buf[j] = *s;
+        j += k;
+    }
+    if (!plain && j + 1 < len) buf[j++] = '\'';
+    else if (!plain) j = len;
+    if (j >= len) j = 0; /* too small: "" */
+    buf[j] = '\0';
+    return buf;
+}
+
+void sh_word_put(FILE *f, const char *s) {
+    if (*s && strspn(s, sh_plain) == strlen(s)) { fputs(s, f); return; }
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputs("'\\''", f);
+        else fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
 void parent_dir(char *buf, size_t len, const char *path) {
     snprintf(buf, len, "%s", path);
     char *slash = strrchr(buf, '/');

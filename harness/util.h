@@ -107,6 +107,14 @@ double threads_cpu_seconds(void);
  * [0, 2^53], else -1 (a corrupt file's NaN or 1e300 cast to an integer is undefined). */
 long long step_from_double(double x);
 
+/* s as one word for /bin/sh, for a command that a message, log or script shows to be run
+ * (a path with a space or a quote would split or open a quote when pasted): as it is when
+ * every character is one a shell takes literally (letters, digits and _ - . / = : , + @ %),
+ * else in single quotes, a quote in it as '\''. sh_word returns buf; a buf too small
+ * holds "" (never a word cut short, whose quote would not close): 4 * strlen(s) + 3 bytes
+ * are always enough. sh_word_put writes it to f. */
+const char *sh_word(char *buf, size_t len, const char *s);
+void sh_word_put(FILE *f, const char *s);
 /* mkdir -p. Returns 0 on success, -1 with errno set. */
 int mkdir_p(const char *path);
 /* The folder of path: "a/b" of "a/b/c", "/" of "/c", "." of "c". */

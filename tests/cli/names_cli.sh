@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# names_cli.sh: names the project does not choose, through the outputs they reach. Paths
+# (--dir, run.out, a grid's --out, a run folder) may hold any character: the commands that
+# messages, logs and scripts show to be pasted give each path as one shell word (checked by
+# letting bash split them). Run names and corpus names themselves keep to [A-Za-z0-9_.+-]
+# (config.c).
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+
+# a folder with a space, quotes, $, &, |, <, >, a backslash and non-ASCII in its name
+W="$TMP/we ird'\"\$HOME&|<σ>\\x"
+mkdir -p "$W"
+make_synth_data "$W/data"
+[ -s "$W/data/synth/train.bin" ] && ok "a corpus in an odd folder" || fail "no corpus in $W/data"
+
+# words_after PREFIX: the shell words of the command from PREFIX to the next ` in $TMP/out, one
+# a line, as bash splits them (in a scratch folder: a path the message left unquoted would
+# have its > and | read as redirections)
+mkdir -p "$TMP/scratch"
+words_after() {
+  local cmd
+  cmd=$(grep -o -- "$1[^\`]*" "$TMP/out" | head -n 1)
+  [ -n "$cmd" ] && (cd "$TMP/scratch" && bash -c 'eval "set -- $1" && printf "%s\n" "$@"' _ "$cmd")
+}
+# expect_word PREFIX N WANT DESCRIPTION: the Nth word of the command after PREFIX is WANT
+expect_word() {
+  local got
+  got=$(words_after "$1" 2>/dev/null | sed -n "${2}p")
+  if [ "$got" = "$3" ]; then ok "$4"; else fail "$4: word $2 is '$got', wanted '$3' ($(grep -o -- "$1.*" "$TMP/out" | head -n 1))"; fi
+}
+
+expect_status 0 "data list of an odd folder" -- "$S2HC" data list --dir "$W/data"
+expect_word "s2hc data prepare --dir" 5 "$W/data" "data list: the prepare command's --dir is one shell word"
+
+cat > "$W/c.yaml" <<YAML
+model: {n_layer: 1, n_head: 2, n_embd: 16, block_size: 16}
+residual: {method: s2hc, n_streams: 2}
+train: {batch: 2, steps: 2, warmup: 1, lr: 0.003, eval_every: 0, eval_batches: 1, ckpt_every: 0}
+data: {train: synth, ood: []}
+run: {name: _x_, out: runs}
+probe: {every: 0, final_samples: 0}
+YAML
+R="$W/runs/_x_"
+expect_status 0 "train into an odd folder" -- "$S2HC" train "$W/c.yaml" --quiet --set data.dir="$W/data" --set run.out="$W/runs"
+expect_status 1 "inspect of a run without probes" -- "$S2HC" inspect "$R"
+expect_word "s2hc probe" 3 "$R" "inspect: the probe command's run folder is one shell word"
+
+printf 'sweep:\n  train.seed: [1, 2]\n' > "$W/g.yaml"
+expect_status 2 "train of a grid file is refused" -- "$S2HC" train "$W/g.yaml"
+expect_word "s2hc grid" 3 "$W/g.yaml" "the refusal's grid command: the file is one shell word"
+
+# a grid in an odd folder: --dry-run's commands, train.log's header, --slurm's submit line
+G=(experiments/smoke.yaml --set data.dir="$W/data" --set data.train=synth --set train.steps=2 --out "$W/grid")
+expect_status 0 "grid --dry-run in an odd folder" -- "$S2HC" grid "${G[@]}" --dry-run
+grep -o "s2hc train .* --resume" "$TMP/out" | head -n 1 | sed 's/$/`/' > "$TMP/cmd"; cp "$TMP/cmd" "$TMP/out"
+expect_word "s2hc train" 3 "$W/grid/identity-n4-s1337/config.yaml" "grid --dry-run: the config path is one shell word"
+expect_status 0 "grid --slurm in an odd folder" -- "$S2HC" grid "${G[@]}" --slurm
+grep -o "submit with: sh .*" "$TMP/out" | sed 's/^submit with: //; s/$/`/' > "$TMP/cmd"; cp "$TMP/cmd" "$TMP/out"
+expect_word "sh" 2 "$W/grid/slurm/submit.sh" "grid --slurm: the submit script is one shell word"
+expect_status 0 "grid -j 1 in an odd folder" -- "$S2HC" grid "${G[@]}" -j 1 --job 2
+grep -o "s2hc train .* --resume" "$W/grid/rc-n1-s1337/train.log" | head -n 1 | sed 's/$/`/' > "$TMP/out"
+expect_word "s2hc train" 3 "$W/grid/rc-n1-s1337/config.yaml" "train.log's header: the config path is one shell word"
+
+finish names_cli
