@@ -83,7 +83,24 @@ static void put_tex(FILE *f, const char *s) {
         else if (ch == '^') fputs("\\^{}", f);
         else if (ch == '~') fputs("\\~{}", f);
         else if (ch == '|') fputs("$|$", f);
+        else if (ch == '{' || ch == '}') { fputc('\\', f); fputc(ch, f); }
+        else if (ch == '\\') fputs("\\textbackslash{}", f); /* a run folder's name may hold any of these */
+        else if (ch == '<') fputs("\\textless{}", f);           /* (OT1 typesets < > as ¡ ¿) */
+        else if (ch == '>') fputs("\\textgreater{}", f);
         else fputc(ch, f);
+    }
+}
+
+/* Text in a markdown table's cell, heading or caption, shown as it is: a '|' would end the
+ * cell, and \ ` * < > are markup (<z> read as an HTML tag and dropped), so each is escaped
+ * by a backslash; so is a '_' at a word's edge (a run folder _x_ read in italics), not one
+ * inside a word (my_corp, H_res), which markdown leaves as it is. A control character
+ * becomes a space (a newline would end the row). */
+static void put_md(FILE *f, const char *s) {
+    for (const char *q = s; *q; q++) {
+        const int edge = *q == '_' && (q == s || !isalnum((unsigned char)q[-1]) || !isalnum((unsigned char)q[1]));
+        if (edge || strchr("|\\`*<>", *q)) fputc('\\', f);
+        fputc((unsigned char)*q < 0x20 ? ' ' : *q, f);
     }
 }
 
@@ -101,13 +118,11 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
     FILE *f;
     snprintf(fn, sizeof fn, "%s.md", name);
     if (!(f = an_open(c->out, "tables", fn))) return -1;
-    fprintf(f, "%s\n\n|", caption);
+    put_md(f, caption);
+    fprintf(f, "\n\n|");
     for (int i = 0; i < t->ncol; i++) { /* a '|' in a heading ("max |sum − 1|") as well */
         fputc(' ', f);
-        for (const char *q = t->head[i]; *q; q++) {
-            if (*q == '|') fputc('\\', f);
-            fputc(*q, f);
-        }
+        put_md(f, t->head[i]);
         fprintf(f, " |");
     }
     fprintf(f, "\n|");
@@ -117,10 +132,7 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
         fprintf(f, "|");
         for (int i = 0; i < t->ncol; i++) { /* a '|' in a cell (a run's name) would split it */
             fputc(' ', f);
-            for (const char *q = t->cells[(size_t)r * t->ncol + i]; *q; q++) {
-                if (*q == '|') fputc('\\', f);
-                fputc((unsigned char)*q < 0x20 ? ' ' : *q, f);
-            }
+            put_md(f, t->cells[(size_t)r * t->ncol + i]);
             fprintf(f, " |");
         }
         fprintf(f, "\n");

@@ -2,8 +2,8 @@
 # names_cli.sh: names the project does not choose, through the outputs they reach. Paths
 # (--dir, run.out, a grid's --out, a run folder) may hold any character: the commands that
 # messages, logs and scripts show to be pasted give each path as one shell word (checked by
-# letting bash split them). Run names and corpus names themselves keep to [A-Za-z0-9_.+-]
-# (config.c).
+# letting bash split them), and a run folder's name in the tables stays text in markdown
+# and LaTeX. Run names and corpus names themselves keep to [A-Za-z0-9_.+-] (config.c).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 
@@ -60,5 +60,15 @@ expect_word "sh" 2 "$W/grid/slurm/submit.sh" "grid --slurm: the submit script is
 expect_status 0 "grid -j 1 in an odd folder" -- "$S2HC" grid "${G[@]}" -j 1 --job 2
 grep -o "s2hc train .* --resume" "$W/grid/rc-n1-s1337/train.log" | head -n 1 | sed 's/$/`/' > "$TMP/out"
 expect_word "s2hc train" 3 "$W/grid/rc-n1-s1337/config.yaml" "train.log's header: the config path is one shell word"
+
+# a run folder's own name, with markup of markdown and LaTeX, in the runs table
+mkdir -p "$TMP/a"
+D='_y_ b{\z}<w>|v*'
+cp -r "$R" "$TMP/a/$D"
+expect_status 0 "analyze a run folder with markup in its name" -- "$S2HC" analyze "$TMP/a" -o "$TMP/an" -q
+grep -qF '| \_y\_ b{\\z}\<w\>\|v\* |' "$TMP/an/tables/runs.md" && ok "runs.md: the folder's name escaped for markdown" \
+  || fail "runs.md: $(tail -n 1 "$TMP/an/tables/runs.md")"
+grep -qF '\_y\_ b\{\textbackslash{}z\}\textless{}w\textgreater{}$|$v* &' "$TMP/an/tables/runs.tex" \
+  && ok "runs.tex: the folder's name escaped for LaTeX" || fail "runs.tex: $(grep -F '_y' "$TMP/an/tables/runs.tex")"
 
 finish names_cli
