@@ -85,9 +85,13 @@ static int make_name(const grid_spec *g, grid_point *p) {
     }
     buf[j] = '\0';
     free(y);
-    if (strlen(buf) >= sizeof p->name || !buf[0]) {
+    /* the template's own text (a space, a '/', a leading '-') is refused at name:'s line,
+       as the values it takes in are made fit by name_piece */
+    char why[160];
+    if (strlen(buf) >= sizeof p->name || !buf[0] || config_name_check(buf, why, sizeof why) < 0) {
         grid_err(g->path, g->name_line, g->name_col, NULL, "name: point %d gets the name '%s': %s", p->index, buf,
-             buf[0] ? "too long (at most 63 characters)" : "empty");
+             !buf[0] ? "empty" : strlen(buf) >= sizeof p->name ? "too long (at most 63 characters)"
+             : "use letters, digits and _ . + - (not starting with . or -): run names are folder names");
         return 2;
     }
     copy_str(p->name, sizeof p->name, buf);

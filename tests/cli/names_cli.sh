@@ -61,6 +61,12 @@ expect_status 0 "grid -j 1 in an odd folder" -- "$S2HC" grid "${G[@]}" -j 1 --jo
 grep -o "s2hc train .* --resume" "$W/grid/rc-n1-s1337/train.log" | head -n 1 | sed 's/$/`/' > "$TMP/out"
 expect_word "s2hc train" 3 "$W/grid/rc-n1-s1337/config.yaml" "train.log's header: the config path is one shell word"
 
+# a name template's own text is a folder name too: refused at name:'s line, nothing written
+printf 'base: %s/experiments/tiny.yaml\nsweep:\n  train.seed: [1, 2]\nname: "run {train.seed}"\n' "$PWD" > "$TMP/sp.yaml"
+expect_status 2 "a name template with a space" -- "$S2HC" grid "$TMP/sp.yaml" --out "$TMP/sp" --list
+expect_out "sp.yaml:4:7: name: point 0 gets the name 'run 1': use letters, digits" "the refusal names the file, name:'s line and the name"
+[ ! -e "$TMP/sp" ] && ok "the refused grid wrote nothing" || fail "the refused grid made $TMP/sp"
+
 # a run folder's own name, with markup of markdown and LaTeX, in the runs table
 mkdir -p "$TMP/a"
 D='_y_ b{\z}<w>|v*'
