@@ -529,6 +529,20 @@ grep '^exec ' "$O/out 100%/slurm/array.sbatch" | sed 's/^exec [^ ]*/printf "%s\\
 SLURM_ARRAY_TASK_ID=0 bash "$TMP/words.sh" > "$TMP/words"
 grep -Fxq -- "$O/my grid.yaml" "$TMP/words" && grep -Fxq -- "$O/out 100%" "$TMP/words" && grep -Fxq -- "data.train=synth" "$TMP/words" \
   && ok "array.sbatch's command: the grid file and --out one word each" || fail "words: $(tr '\n' '|' < "$TMP/words")"
+# a # alone in the folder (no space or quote beside it to call for quotes: sbatch's value
+# would end at it), a grid file whose path's only odd character is a $ and an --out whose
+# is a space (bash would expand the one and split at the other)
+O2="$TMP/hash#dir"; O2grid="$TMP/d\$HOME/g.yaml"; O2out="$TMP/o ut"
+mkdir -p "$O2" "${O2grid%/*}" && sed "s|^base: .*|base: $PWD/experiments/tiny.yaml|" $G > "$O2grid"
+(cd "$O2" && "$S2HC" grid "$O2grid" "${D[@]}" --out "$O2out" --slurm >"$TMP/out" 2>&1) \
+  && ok "--slurm in a folder with a #, a grid file with a \$, an --out with a space" || fail "--slurm, #, \$ and space: $(tail -n 3 "$TMP/out")"
+sbatch_args "$O2out/slurm/array.sbatch" > "$TMP/args"
+grep -Fxq -- "--chdir=$O2" "$TMP/args" && ok "--chdir keeps the folder's # for sbatch" || fail "sbatch reads: $(tr '\n' ' ' < "$TMP/args")"
+grep '^exec ' "$O2out/slurm/array.sbatch" | sed 's/^exec [^ ]*/printf "%s\\n"/' > "$TMP/words.sh"
+SLURM_ARRAY_TASK_ID=0 bash "$TMP/words.sh" > "$TMP/words"
+grep -Fxq -- "$O2out" "$TMP/words" && grep -Fxq -- "$O2grid" "$TMP/words" \
+  && ok "array.sbatch's command: a path with a \$ and one with a space, one word each, as they are" \
+  || fail "words: $(tr '\n' '|' < "$TMP/words")"
 # from a folder deeper than PATH_MAX (getcwd cannot give it) the scripts cannot hold
 # absolute paths: refused, nothing written (they said --chdir=. and cd '.', which run
 # from wherever sbatch or submit.sh is started)
