@@ -201,6 +201,26 @@ static void test_foreign_keys(void) {
     char err[512];
     CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) == 0, "%s", err);
     CHECK(loaded == 1 && kept == m.n_tensors - 1, "loaded %d kept %d", loaded, kept);
+    /* the metadata an s2hc export writes: its step (decimal; a run started from the file
+       records it) and token kind; a file without them says none */
+    char *yaml = NULL, kind[16];
+    int64_t step = 0;
+    const char *np = tmp_path("nostep.safetensors");
+    write_raw(np,
+              "{\"__metadata__\":{\"format\":\"pt\"},"
+              "\"transformer.ln_f.weight\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16]}}",
+              data, 16);
+    CHECK(safetensors_metadata(np, &yaml, &step, kind, sizeof kind, err, sizeof err) == 0 && step == -1 && !yaml &&
+              !kind[0], "no step, config or kind: %lld %s '%s'", (long long)step, err, kind);
+    const char *sp = tmp_path("step.safetensors");
+    write_raw(sp,
+              "{\"__metadata__\":{\"step\":\"1234\",\"token_kind\":\"ids\",\"config\":\"model: {}\"},"
+              "\"transformer.ln_f.weight\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16]}}",
+              data, 16);
+    CHECK(safetensors_metadata(sp, &yaml, &step, kind, sizeof kind, err, sizeof err) == 0 && step == 1234 && yaml &&
+              !strcmp(yaml, "model: {}") && !strcmp(kind, "ids"),
+          "step %lld, config '%s', kind '%s': %s", (long long)step, yaml ? yaml : "(none)", kind, err);
+    free(yaml);
     for (int k = 0; k < 8; k++)
         CHECK(m.params[w->offset + k] == want[k] && signbit(m.params[w->offset + k]) == signbit(want[k]),
               "F16 value %d: %g, want %g", k, (double)m.params[w->offset + k], (double)want[k]);
