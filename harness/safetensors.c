@@ -286,7 +286,8 @@ static int st_number(const char *s, uint64_t *v) {
  * (DEL, the C1 controls but NEL, U+FFFE, U+FFFF; serde_json, which the safetensors library
  * writes headers with, leaves them so) become one '?' per byte. They can only occur inside
  * strings, and the loader reads no string of the metadata; a tensor name with one matches
- * no parameter either way. */
+ * no parameter either way. safetensors_metadata reads the header so too (a foreign file's
+ * note with an emoji no longer hides its step), its strings then with '?' for those. */
 static void st_surrogates(char *h, size_t len) {
     const unsigned char *u = (const unsigned char *)h;
     int in_str = 0;
@@ -830,6 +831,7 @@ int safetensors_metadata(const char *path, char **yaml, int64_t *step, char *tok
     }
     fclose(f);
     hdr[hlen] = 0;
+    st_surrogates(hdr, (size_t)hlen);
     /* the top-level map: __metadata__'s config and step, every tensor skipped (a load
        reads and checks them) */
     yaml_parser_t p;

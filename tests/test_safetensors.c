@@ -202,9 +202,12 @@ static void test_foreign_keys(void) {
     CHECK(safetensors_load(&m, p, &loaded, &kept, err, sizeof err) == 0, "%s", err);
     CHECK(loaded == 1 && kept == m.n_tensors - 1, "loaded %d kept %d", loaded, kept);
     /* the metadata an s2hc export writes: its step (decimal; a run started from the file
-       records it) and token kind; a file without them says none */
+       records it) and token kind; a file without them says none, one with JSON's surrogate
+       escapes too (its metadata was refused, a step beside them lost) */
     char *yaml = NULL, kind[16];
     int64_t step = 0;
+    CHECK(safetensors_metadata(p, &yaml, &step, kind, sizeof kind, err, sizeof err) == 0 && step == -1 && !yaml,
+          "a header with JSON's surrogate escapes (which the load reads) reads for its metadata too: %s", err);
     const char *np = tmp_path("nostep.safetensors");
     write_raw(np,
               "{\"__metadata__\":{\"format\":\"pt\"},"
