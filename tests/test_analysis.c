@@ -2060,8 +2060,9 @@ static void test_loss_depth(void) {
 }
 
 /* The edges of exponent notation: a number with decimals from 1e6 exactly (a perplexity of
- * 1e6 reads 1.00e+06, one just below it 999999.99), a count printed whole up to 1e15 (2
- * million tokens/s, a GPU's throughput, stays 2000001, not 2e+06). */
+ * 1e6 reads 1.00e+06, one just below it 999999.99) or with a spread from 1e6, a count
+ * printed whole up to 1e15 (2 million tokens/s, a GPU's throughput, stays 2000001, not
+ * 2e+06); and the throughput table's scales include those of throughput-only runs. */
 static void test_number_format_edges(void) {
     const synth runs[] = {
         {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 3.0, .grad_peak = 1, .tps = 2000000,
@@ -2073,6 +2074,23 @@ static void test_number_format_edges(void) {
           t2);
     const char *tp = analyzed_table("fmtedges-tp", runs, 2, "throughput.md");
     CHECK(strstr(tp, " 2000001 (1) |") != NULL && strstr(tp, "e+06") == NULL, "2 million tokens/s whole:\n%s", tp);
+    /* a mean below 1e6 with a spread above it: both in exponent notation, not
+       750050.00 ± 1060589.62 */
+    const synth spread[] = {
+        runs[0],
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "s1", .ood = {100, 50}},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .grad_peak = 1, .tps = 100,
+         .name = "s2", .ood = {1.5e6, 50}}};
+    t2 = analyzed_table("fmtedges-sd", spread, 3, "table2.md");
+    CHECK(strstr(t2, "| s²HC | 20 | 7.50e+05 ± 1.06e+06 (2) | 50.00 ± 0.00 (2) |") != NULL, "a spread of 1e6 or more: exponent notation:\n%s",
+          t2);
+    /* a scale of throughput-only runs alone (a streams grid's: probe.every and eval_every
+       0) has its row in the throughput table */
+    const synth bench[] = {runs[0], {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9,
+                                     .grad_peak = 1, .tps = 100, .name = "b", .bench = 1, .n_layer = 4}};
+    tp = analyzed_table("fmtedges-bench", bench, 2, "throughput.md");
+    CHECK(strstr(tp, "| L4-C32-T32 |") != NULL, "the throughput-only scale's row:\n%s", tp);
 }
 
 /* Runs of one learning rate whose recipes differ in another field (warm-up 1 and 3) are
