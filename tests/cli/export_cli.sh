@@ -165,7 +165,15 @@ h5dump -a /init_from_step "$TMP/runs/u/run.h5" 2>/dev/null | grep -q '(0): 3$' &
   || fail "init_from_step: $(h5dump -a /init_from_step "$TMP/runs/u/run.h5" 2>&1 | tail -3)"
 h5dump -a /init_from_tensors "$TMP/runs/u/run.h5" 2>/dev/null | grep -q '(0): 15' && ok "the run file counts them" \
   || fail "init_from_tensors: $(h5dump -a /init_from_tensors "$TMP/runs/u/run.h5" 2>&1 | tail -3)"
-rm "$TMP/start.safetensors"
+# an export of step 0 (a run's initialisation) says its step too: +init@0 to analyze, not
+# the +init of a file that says none (the same file, its header's step made 0 in place)
+perl -0pe 's/"step":"3"/"step":"0"/' "$TMP/start.safetensors" > "$TMP/start0.safetensors"
+expect_status 130 "train from an export of step 0" -- "$S2HC" train "$TMP/u.yaml" --set run.name=u0 \
+  --set train.init_from="$TMP/start0.safetensors" --stop-after 1
+expect_out "\(an export of step 0\)" "says the export's step 0"
+h5dump -a /init_from_step "$TMP/runs/u0/run.h5" 2>/dev/null | grep -q '(0): 0$' && ok "the run file holds step 0" \
+  || fail "init_from_step of a step-0 export: $(h5dump -a /init_from_step "$TMP/runs/u0/run.h5" 2>&1 | tail -3)"
+rm "$TMP/start.safetensors" "$TMP/start0.safetensors"
 expect_status 0 "--resume without the file: the checkpoint's weights" -- \
   "$S2HC" train "$TMP/u.yaml" --set train.init_from="$TMP/start.safetensors" --resume --quiet
 expect_status 2 "init_from a missing file" -- \
