@@ -774,7 +774,8 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
 /* ---- reading: a model from an exported file (`s2hc sample FILE`) ------------------------- */
 
 /* __metadata__'s "config" and "step" of an s2hc export, the parser just past its
- * MAPPING_START: *yaml malloc'd (NULL when absent), *step (-1 when absent). */
+ * MAPPING_START: *yaml malloc'd (NULL when absent), *step (-1 when absent or not a whole number of
+ * steps: another program's "final"). */
 static int st_metadata_config(yaml_parser_t *p, const char *file, char **yaml, long long *step, char *kind,
                               size_t kindlen, char *err, size_t errlen) {
     char key[32] = "";
@@ -796,7 +797,12 @@ static int st_metadata_config(yaml_parser_t *p, const char *file, char **yaml, l
         const char *v = (const char *)x.data.scalar.value;
         if (i % 2 == 0) snprintf(key, sizeof key, "%s", v);
         else if (!strcmp(key, "config") && !*yaml && !(*yaml = strdup(v))) die(1, "out of memory");
-        else if (!strcmp(key, "step")) *step = strtoll(v, NULL, 10);
+        else if (!strcmp(key, "step")) { /* a whole number of steps, else none (another program's "final") */
+            char *end;
+            errno = 0;
+            const long long k = strtoll(v, &end, 10);
+            *step = end != v && !*end && !errno && k >= 0 ? k : -1;
+        }
         else if (!strcmp(key, "token_kind")) snprintf(kind, kindlen, "%s", v);
         yaml_event_delete(&x);
     }

@@ -373,10 +373,12 @@ int sample_main(int argc, char **argv) {
     const int n_tok = (int)ntok, n_seq = (int)count;
     int *out = rc ? NULL : malloc_check((size_t)n_seq * (size_t)n_tok * sizeof(int));
     if (rc == 0) {
-        char topk[32];
+        char topk[32], stepw[32];
         snprintf(topk, sizeof topk, top_k > 0 ? "%.0f" : "all", top_k);
-        fprintf(stderr, "sampling %s (method %s, n = %d, step %lld, block_size %d): %d tokens x %d, temperature %g, "
-                        "top-k %s, seed %.0f\n", dir, cfg.method, m.n, (long long)step, m.T, n_tok, n_seq, temperature,
+        if (step >= 0) snprintf(stepw, sizeof stepw, "step %lld", (long long)step);
+        else snprintf(stepw, sizeof stepw, "step not given"); /* another program's file */
+        fprintf(stderr, "sampling %s (method %s, n = %d, %s, block_size %d): %d tokens x %d, temperature %g, "
+                        "top-k %s, seed %.0f\n", dir, cfg.method, m.n, stepw, m.T, n_tok, n_seq, temperature,
                 topk, seed);
         const sample_opts o = {temperature, (int)top_k, 0};
         sample_show show = {out, n_tok, n_seq, terminal_live(2), ids, now_seconds(), 0};

@@ -1224,7 +1224,9 @@ parts:;
     if (!h5log_get_attr_str(&log, "/", "started")) h5log_attr_str(&log, "/", "started", when);
     {
         /* a diverged run resumed: its marker goes with the status, and `divergences` keeps
-           each step it diverged at, so that the finished run's record still says so */
+           each step it diverged at, so that the finished run's record still says so (a step
+           once when the run diverged there again on its next try: attr_list_append leaves
+           a list that ends with the item as it is) */
         const char *was = h5log_get_attr_str(&log, "/", "status");
         const double dv = h5log_get_attr_num(&log, "/", "diverged_at_step");
         if (was && !strcmp(was, "diverged") && isfinite(dv) && dv >= 0) {

@@ -224,6 +224,24 @@ static void test_foreign_keys(void) {
               !strcmp(yaml, "model: {}") && !strcmp(kind, "ids"),
           "step %lld, config '%s', kind '%s': %s", (long long)step, yaml ? yaml : "(none)", kind, err);
     free(yaml);
+    yaml = NULL;
+    /* another program's step that is no whole number of steps: none (it had read as step 0,
+       and a run from the file was labelled +init@0) */
+    static const char *const odd[] = {"final", "12k", "-3", "", "99999999999999999999"};
+    for (int i = 0; i < 5; i++) {
+        char hdr[300];
+        snprintf(hdr, sizeof hdr,
+                 "{\"__metadata__\":{\"step\":\"%s\"},"
+                 "\"transformer.ln_f.weight\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16]}}",
+                 odd[i]);
+        const char *op = tmp_path("oddstep.safetensors");
+        write_raw(op, hdr, data, 16);
+        step = 0;
+        CHECK(safetensors_metadata(op, &yaml, &step, kind, sizeof kind, err, sizeof err) == 0 && step == -1,
+              "step \"%s\": %lld, want none (-1): %s", odd[i], (long long)step, err);
+        free(yaml);
+        yaml = NULL;
+    }
     for (int k = 0; k < 8; k++)
         CHECK(m.params[w->offset + k] == want[k] && signbit(m.params[w->offset + k]) == signbit(want[k]),
               "F16 value %d: %g, want %g", k, (double)m.params[w->offset + k], (double)want[k]);
