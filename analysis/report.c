@@ -7,6 +7,7 @@
 #include "../harness/util.h"
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -179,6 +180,18 @@ static void put_esc(FILE *f, const char *s) {
         else if (*s == '&') fputs("&amp;", f);
         else fputc(*s, f);
     }
+}
+
+/* A markdown caption's text as it was written (tables.c's put_md escapes each of | \ ` * < >
+ * and a '_' at a word's edge by a backslash): a backslash before an ASCII punctuation
+ * character dropped, in place, so that the page does not show "max \|sum − 1\|". */
+static void md_unescape(char *s) {
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '\\' && s[1] && ispunct((unsigned char)s[1]) && !((unsigned char)s[1] & 0x80)) s++;
+        *o++ = *s;
+    }
+    *o = '\0';
 }
 
 /* Copy OUT/tables/<stem>.html into f (or a note when it is missing). */
@@ -592,6 +605,7 @@ int report_main(int argc, char **argv) {
         FILE *in = fopen(mdp, "r");
         if (in) { if (!fgets(line, sizeof line, in)) line[0] = 0; fclose(in); }
         line[strcspn(line, "\n")] = 0;
+        md_unescape(line); /* the caption's own text, not its markdown */
         if (line[0]) { fprintf(f, "<p>"); put_esc(f, line); fprintf(f, "</p>\n"); }
         char html[256];
         snprintf(html, sizeof html, "%s.html", t->stem);

@@ -76,5 +76,11 @@ grep -qF '| \_y\_ b{\\z}\<w\>\|v\* |' "$TMP/an/tables/runs.md" && ok "runs.md: t
   || fail "runs.md: $(tail -n 1 "$TMP/an/tables/runs.md")"
 grep -qF '\_y\_ b\{\textbackslash{}z\}\textless{}w\textgreater{}$|$v* &' "$TMP/an/tables/runs.tex" \
   && ok "runs.tex: the folder's name escaped for LaTeX" || fail "runs.tex: $(grep -F '_y' "$TMP/an/tables/runs.tex")"
+# the report's table captions come from the markdown's first lines: shown as written, not
+# as their markdown escapes ("max \|sum − 1\|")
+expect_status 0 "report of the analysis" -- "$S2HC" report "$TMP/a" -o "$TMP/an" --no-analyze --no-plots
+grep -qF 'per-token |row or column sum − 1|' "$TMP/an/index.html" && ! grep -q '<p>[^<]*\\[|`*<>_]' "$TMP/an/index.html" \
+  && ok "report: the tables' captions without markdown escapes" \
+  || fail "report: $(grep -o '<p>[^<]*\\[|`*<>_][^<]*' "$TMP/an/index.html" | head -n 1)"
 
 finish names_cli
