@@ -695,6 +695,19 @@ static void test_dry_run_newer_checkpoint(void) {
     grid_inspect(&p[0], NULL, 0, &s);
     CHECK(s.have_ckpt && s.ckpt_step == 3, "a new checkpoint: have_ckpt %d ckpt_step %d, want 1 3", s.have_ckpt,
           s.ckpt_step);
+    /* one saved over it, as a training's next checkpoint replaces it (the file never gone
+       between two inspections: the step above came back only after the removal reset the
+       cache); its time set apart, as minutes between checkpoints would, not the clock's tick */
+    meta.step = 5;
+    CHECK(ckpt_save(ck, NULL, NULL, NULL, 0, &meta) == 0, "save %s", ck);
+    struct stat sb0;
+    CHECK(stat(ck, &sb0) == 0, "stat %s", ck);
+    const struct timespec later[2] = {{sb0.st_atim.tv_sec + 60, 0}, {sb0.st_mtim.tv_sec + 60, 0}};
+    CHECK(utimensat(AT_FDCWD, ck, later, 0) == 0, "utimensat %s", ck);
+    grid_inspect(&p[0], NULL, 0, &s);
+    CHECK(s.have_ckpt && s.ckpt_step == 5, "a checkpoint saved over the last: ckpt_step %d, want 5", s.ckpt_step);
+    meta.step = 3; /* the run's own step again, for the dry run below */
+    CHECK(ckpt_save(ck, NULL, NULL, NULL, 0, &meta) == 0, "save %s", ck);
     snprintf(gp, sizeof gp, "%s/dry.yaml", tmp_dir);
     snprintf(out, sizeof out, "%s/runs", tmp_dir);
     char *argv[] = {"grid", gp, "--out", out, "--dry-run", NULL};
