@@ -768,7 +768,7 @@ char *read_text_file(const char *path, size_t *len) {
     return buf;
 }
 
-/* Parent directory of path into buf ("." when there is none). */
+/* the characters a shell takes literally (util.h's sh_word) */
 static const char sh_plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%";
 
 const char *sh_word(char *buf, size_t len, const char *s) {
@@ -801,6 +801,7 @@ void sh_word_put(FILE *f, const char *s) {
     fputc('\'', f);
 }
 
+/* Parent directory of path into buf ("." when there is none). */
 void parent_dir(char *buf, size_t len, const char *path) {
     snprintf(buf, len, "%s", path);
     char *slash = strrchr(buf, '/');
