@@ -23,7 +23,9 @@
  * fields): the figures' terminals read titles and keys as enhanced text, where _ ^ @ & ~ {
  * } are markup (min_lr's l a subscript, +init@500's 5 overprinted), so each is escaped by
  * a backslash too. A string a script compares with the data's columns is written without
- * (scale_id, corpus_id). */
+ * (scale_id, corpus_id). Only _ @ + . - reach here today (names are limited to letters,
+ * digits and _ . + -; scales and recipes are built of them and numbers): a '\&', which
+ * pngcairo draws, the svg terminal writes as a bare & that no XML reader takes. */
 static void gp_string(FILE *meta, const char *var, const char *text, int shown) {
     fprintf(meta, "%s = \"", var);
     for (const char *q = text; *q; q++) {

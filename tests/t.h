@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int t_case_failed_, t_passed_, t_failed_, t_checks_;
+static int t_case_failed_, t_passed_, t_failed_, t_checks_, t_ended_;
 static const char *t_prog_ = "test";
 
 #define CHECK(cond, ...)                                                          \
@@ -65,6 +65,7 @@ static inline int t_run_captured(int (*main_fn)(int, char **), int argc, char **
 
 #define T_END() t_end_()
 static inline int t_end_(void) {
+    t_ended_ = 1;
     printf("%s: %d passed, %d failed (%d checks)\n", t_prog_, t_passed_, t_failed_, t_checks_);
     fflush(stdout);
     return t_failed_ ? 1 : 0;
@@ -73,7 +74,8 @@ static inline int t_end_(void) {
 
 /* A scratch directory for one test binary: $S2HC_TEST_TMP/<sub> (set by tests/run.sh,
  * which removes it), else a fresh /tmp/s2hc-test-<sub>.XXXXXX, removed at exit when every
- * case passed and kept, named on stderr, when one failed (a binary run by hand leaves
+ * case passed and kept, named on stderr, when one failed or the binary stopped before
+ * T_END (an exit(1) or die() on the way: a binary run by hand leaves
  * nothing behind but what there is to look at). Only the process that made it removes
  * it: a child forked by the code under test runs the atexit handlers too when it exits.
  * S2HC_KEEP_TEST_TMP=1 keeps it whatever the result. */
@@ -88,7 +90,8 @@ static inline int t_rm_entry_(const char *path, const struct stat *sb, int type,
 }
 static inline void t_tmp_cleanup_(void) {
     if (!t_tmp_made_[0] || getpid() != t_tmp_owner_ || access(t_tmp_made_, F_OK) != 0) return; /* or removed by the test */
-    if (t_failed_ || getenv("S2HC_KEEP_TEST_TMP")) fprintf(stderr, "%s: its scratch directory %s is kept for a look\n", t_prog_, t_tmp_made_);
+    if (t_failed_ || !t_ended_ || getenv("S2HC_KEEP_TEST_TMP"))
+        fprintf(stderr, "%s: its scratch directory %s is kept for a look\n", t_prog_, t_tmp_made_);
     else if (nftw(t_tmp_made_, t_rm_entry_, 16, FTW_DEPTH | FTW_PHYS) != 0)
         fprintf(stderr, "%s: could not remove its scratch directory %s\n", t_prog_, t_tmp_made_);
 }
