@@ -92,14 +92,16 @@ static void put_tex(FILE *f, const char *s) {
 }
 
 /* Text in a markdown table's cell, heading or caption, shown as it is: a '|' would end the
- * cell, and \ ` * < > are markup (<z> read as an HTML tag and dropped), so each is escaped
- * by a backslash; so is a '_' at a word's edge (a run folder _x_ read in italics), not one
- * inside a word (my_corp, H_res), which markdown leaves as it is. A control character
+ * cell, and \ ` * < > & are markup (<z> read as an HTML tag and dropped, &lt; as <), so
+ * each is escaped by a backslash; so is a '_' at a word's edge (a run folder _x_ read in
+ * italics), not one inside a word (my_corp, H_res), which markdown leaves as it is, and a
+ * '(' right after a ']' ([l](u) a link; an interval [lo, hi] is left as it is). A control character
  * becomes a space (a newline would end the row). */
 static void put_md(FILE *f, const char *s) {
     for (const char *q = s; *q; q++) {
         const int edge = *q == '_' && (q == s || !isalnum((unsigned char)q[-1]) || !isalnum((unsigned char)q[1]));
-        if (edge || strchr("|\\`*<>", *q)) fputc('\\', f);
+        const int link = *q == '(' && q > s && q[-1] == ']'; /* [l](u) a link; [lo, hi] stays as it is */
+        if (edge || link || strchr("|\\`*<>&", *q)) fputc('\\', f);
         fputc((unsigned char)*q < 0x20 ? ' ' : *q, f);
     }
 }

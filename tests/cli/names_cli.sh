@@ -69,12 +69,12 @@ expect_out "sp.yaml:4:7: name: point 0 gets the name 'run 1': use letters, digit
 
 # a run folder's own name, with markup of markdown and LaTeX, in the runs table
 mkdir -p "$TMP/a"
-D='_y_ b{\z}<w>|v*'
+D='_y_ b{\z}<w>|v*&lt;[l](u)'
 cp -r "$R" "$TMP/a/$D"
 expect_status 0 "analyze a run folder with markup in its name" -- "$S2HC" analyze "$TMP/a" -o "$TMP/an" -q
-grep -qF '| \_y\_ b{\\z}\<w\>\|v\* |' "$TMP/an/tables/runs.md" && ok "runs.md: the folder's name escaped for markdown" \
+grep -qF '| \_y\_ b{\\z}\<w\>\|v\*\&lt;[l]\(u) |' "$TMP/an/tables/runs.md" && ok "runs.md: the folder's name escaped for markdown" \
   || fail "runs.md: $(tail -n 1 "$TMP/an/tables/runs.md")"
-grep -qF '\_y\_ b\{\textbackslash{}z\}\textless{}w\textgreater{}$|$v* &' "$TMP/an/tables/runs.tex" \
+grep -qF '\_y\_ b\{\textbackslash{}z\}\textless{}w\textgreater{}$|$v*\&lt;[l](u) &' "$TMP/an/tables/runs.tex" \
   && ok "runs.tex: the folder's name escaped for LaTeX" || fail "runs.tex: $(grep -F '_y' "$TMP/an/tables/runs.tex")"
 # the report's table captions come from the markdown's first lines: shown as written, not
 # as their markdown escapes ("max \|sum − 1\|")
