@@ -15,6 +15,7 @@
  * method and the build's version go into the metadata, so the file alone says how to
  * rebuild the model.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -801,7 +802,7 @@ static int st_metadata_config(yaml_parser_t *p, const char *file, char **yaml, l
             char *end;
             errno = 0;
             const long long k = strtoll(v, &end, 10);
-            *step = end != v && !*end && !errno && k >= 0 ? k : -1;
+            *step = isdigit((unsigned char)v[0]) && !*end && !errno ? k : -1; /* not " 12", "+12" */
         }
         else if (!strcmp(key, "token_kind")) snprintf(kind, kindlen, "%s", v);
         yaml_event_delete(&x);

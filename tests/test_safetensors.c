@@ -227,8 +227,8 @@ static void test_foreign_keys(void) {
     yaml = NULL;
     /* another program's step that is no whole number of steps: none (it had read as step 0,
        and a run from the file was labelled +init@0) */
-    static const char *const odd[] = {"final", "12k", "-3", "", "99999999999999999999"};
-    for (int i = 0; i < 5; i++) {
+    static const char *const odd[] = {"final", "12k", "-3", "", "99999999999999999999", " 12", "+12"};
+    for (int i = 0; i < 7; i++) {
         char hdr[300];
         snprintf(hdr, sizeof hdr,
                  "{\"__metadata__\":{\"step\":\"%s\"},"
