@@ -444,9 +444,9 @@ static void fig_ood(an_ctx *c, FILE *meta) {
         }
         if (!any && nc) fprintf(c->log, "s2hc analyze: Fig 1: %s has no out-of-domain perplexity paired with RC's; left out\n", an_pretty(v));
     }
-    /* the recipes of the bars drawn: named only where there are several */
-    int used[AN_OOD_RECIPES] = {0}, nused = 0;
-    for (int j = 0; j < nv; j++) nused += !used[vq[j]]++;
+    /* the bars' recipes, named where the cell holds several: also when the bars drawn are
+       of one of them alone (RC trained at one rate of a sweep), which the key then names */
+    const int named = R > 1;
     char names[AN_OOD_RECIPES][200], words[AN_OOD_RECIPES][200];
     for (int q = 0; q < R; q++) {
         an_recipe_name(c->rs, cell, ncell, recs[q], names[q], sizeof names[q]);
@@ -455,9 +455,9 @@ static void fig_ood(an_ctx *c, FILE *meta) {
     fprintf(f, "# perplexity of each method / perplexity of RC, per out-of-domain corpus (%s, trained on %s, %d steps): the "
             "geometric mean over seeds of each run's ratio to the RC run of its seed and recipe, finished runs, as Table 2's "
             "row of that length%s\n", c->scale, c->corpus, steps,
-            nused > 1 ? "; a column per method and optimisation recipe (method@recipe: the recipe's fields that differ)" : "");
+            named ? "; a column per method and optimisation recipe (method@recipe: the recipe's fields that differ)" : "");
     fprintf(f, "%s corpus", AN_COLUMNS);
-    for (int j = 0; j < nv; j++) fprintf(f, nused > 1 ? " %s@%s" : " %s", vs[j], words[vq[j]]);
+    for (int j = 0; j < nv; j++) fprintf(f, named ? " %s@%s" : " %s", vs[j], words[vq[j]]);
     fprintf(f, "\n");
     int rows = 0;
     for (int k = 0; k < nc; k++) {
@@ -477,13 +477,13 @@ static void fig_ood(an_ctx *c, FILE *meta) {
         an_label(vs[j], lab, sizeof lab);
         list_add(labels, sizeof labels, lab);
         list_add(ids, sizeof ids, vs[j]);
-        snprintf(qs, sizeof qs, "%d", nused > 1 ? vq[j] + 1 : 1);
+        snprintf(qs, sizeof qs, "%d", named ? vq[j] + 1 : 1);
         list_add(rq, sizeof rq, qs);
     }
     fprintf(meta, "ood_rows = %d\nood_cols = %d\nood_labels = \"%s\"\nood_methods = \"%s\"\n", rows, nv, labels, ids);
     /* the bars' recipes (ood_rq: column i's recipe, 1 with one) and their names */
-    fprintf(meta, "ood_recipes = %d\nood_rq = \"%s\"\n", nused > 1 ? R : 1, rq);
-    for (int q = 0; nused > 1 && q < R; q++) {
+    fprintf(meta, "ood_recipes = %d\nood_rq = \"%s\"\n", named ? R : 1, rq);
+    for (int q = 0; named && q < R; q++) {
         char var[48];
         snprintf(var, sizeof var, "ood_recipe%d", q + 1);
         gp_text(meta, var, names[q]);

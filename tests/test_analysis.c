@@ -1779,8 +1779,12 @@ static void test_comparison_rules(void) {
     /* Fig 1's bars pair the same way (an unpaired HC / RC on c4 would read 20 / 46.7) */
     snprintf(p, sizeof p, "%s/data/fig1_ood.dat", out);
     const char *f1 = slurp(p);
-    CHECK(strstr(f1, " hc s2hc\n") && strstr(f1, "\nc4 1 0.5\n") && strstr(f1, "\nwiki 1 0.5\n"),
-          "Fig 1: HC / RC and s²HC / RC paired by seed (mHC of another recipe left out):\n%s", f1);
+    CHECK(strstr(f1, " hc@lr=0.001 s2hc@lr=0.001\n") && strstr(f1, "\nc4 1 0.5\n") && strstr(f1, "\nwiki 1 0.5\n"),
+          "Fig 1: HC / RC and s²HC / RC paired by seed (mHC of another recipe left out), the bars' recipe named "
+          "though the only one drawn, since the cell holds two:\n%s", f1);
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    CHECK(strstr(slurp(p), "\nood_recipes = 2\nood_rq = \"1 1\"\nood_recipe1 = \"lr 0.001\"\n") != NULL,
+          "meta.gp names the bars' recipe for the key:\n%s", slurp(p));
     snprintf(p, sizeof p, "%s/tables/table2_paper.md", out);
     CHECK(strstr(slurp(p), "| HC | 113.6 | 264.3 | 144.6 | 1517.8 | 70.4 |") != NULL,
           "the paper's Table 2 has its HC row (L):\n%s", slurp(p));
