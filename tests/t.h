@@ -74,11 +74,11 @@ static inline int t_end_(void) {
 
 /* A scratch directory for one test binary: $S2HC_TEST_TMP/<sub> (set by tests/run.sh,
  * which removes it), else a fresh /tmp/s2hc-test-<sub>.XXXXXX, removed at exit when every
- * case passed and kept, named on stderr, when one failed or the binary stopped before
- * T_END (an exit(1) or die() on the way: a binary run by hand leaves
- * nothing behind but what there is to look at). Only the process that made it removes
- * it: a child forked by the code under test runs the atexit handlers too when it exits.
- * S2HC_KEEP_TEST_TMP=1 keeps it whatever the result. */
+ * case passed, and kept, named on stderr, when one failed or the binary stopped before
+ * T_END (an exit(1) or die() on the way): a binary run by hand leaves nothing behind but
+ * what there is to look at. Only the process that made it removes it: a child forked by
+ * the code under test runs the atexit handlers too when it exits. S2HC_KEEP_TEST_TMP=1
+ * keeps it whatever the result. */
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
