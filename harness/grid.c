@@ -93,13 +93,9 @@ int grid_extends(const grid_status *s, int extend) {
  * which runs ahead of it when the training failed or was killed between saves); 0 without
  * one or for a point rerun from the start; run.h5's step if the checkpoint cannot be read
  * (the training then says why). */
-int grid_resume_step(const grid_point *p, const grid_status *s, int extend) {
+int grid_resume_step(const grid_status *s, int extend) {
     if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 0;
-    char ckpt[CFG_PATH + CFG_STR + 16];
-    run_dir_path(p, "ckpt.h5", ckpt, sizeof ckpt);
-    if (!file_exists(ckpt)) return 0;
-    int64_t k = ckpt_saved_step(ckpt);
-    return k < 0 ? s->step : k > INT_MAX ? INT_MAX : (int)k;
+    return !s->have_ckpt ? 0 : s->ckpt_step >= 0 ? s->ckpt_step : s->step;
 }
 
 /* Runs at a time: no more than the nrun points there are to run; their threads share
@@ -173,7 +169,7 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
         case GS_CHANGED:
             if (grid_extends(&st, extend)) {
                 snprintf(action, sizeof action, "extend from step %d to %d (--extend; %s)",
-                         grid_resume_step(&pts[i], &st, extend), st.steps, st.diff);
+                         grid_resume_step(&st, extend), st.steps, st.diff);
                 runs = 3;
             } else if (force) {
                 snprintf(action, sizeof action, "run from step 0 (--force; the config changed: %s)", st.diff);
@@ -194,7 +190,7 @@ static int dry_run(const grid_spec *g, const grid_point *pts, int n, int force, 
                 fails++;
                 break;
             }
-            int from = grid_resume_step(&pts[i], &st, extend);
+            int from = grid_resume_step(&st, extend);
             if (from > 0) snprintf(action, sizeof action, "resume at step %d of %d (%s)", from, st.steps,
                                    grid_state_names[st.state]);
             else snprintf(action, sizeof action, "run %d steps (%s before)", st.steps, grid_state_names[st.state]);

@@ -91,9 +91,10 @@ void grid_inspect_point(const grid_point *p, const char *const *ood, int nood, g
 
 /* grid.c */
 
-/* The step a point's training would start from (its checkpoint's; 0 without one, and for
- * a changed point unless extend trains it further). */
-int grid_resume_step(const grid_point *p, const grid_status *s, int extend);
+/* The step a point's training would start from, by its last inspection (grid_inspect):
+ * its checkpoint's, run.h5's last step when the checkpoint cannot be read; 0 without one,
+ * and for a changed point unless extend trains it further. */
+int grid_resume_step(const grid_status *s, int extend);
 /* A point `s2hc grid --extend` trains further (`s2hc train --extend`): its stored run
  * differs by a smaller train.steps alone. */
 int grid_extends(const grid_status *s, int extend);

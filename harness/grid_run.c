@@ -46,16 +46,12 @@ double grid_work_left(int from, int steps) {
     return steps > 0 && from > 0 && from < steps ? 1.0 - (double)from / steps : 1.0;
 }
 
-/* The share of a point's work still to do: all of it for a changed point, which --force
- * reruns from step 0, unless --extend trains it further; else what the step it resumes
- * from has not reached: its checkpoint's (read at the last inspection, again only when the
- * file changes), run.h5's last step when the checkpoint cannot be read (as
- * grid_resume_step), step 0 without one. A point killed between checkpoints logged steps
- * past its checkpoint that it trains again. */
+/* The share of a point's work still to do: what the step it resumes from has not reached
+ * (grid_resume_step: all of it for a changed point, which --force reruns from step 0,
+ * unless --extend trains it further; a point killed between checkpoints trains the steps
+ * logged past its checkpoint again). */
 static double left_share(const grid_status *s, int extend) {
-    if (s->state == GS_CHANGED && !grid_extends(s, extend)) return 1.0;
-    const int from = !s->have_ckpt ? 0 : s->ckpt_step >= 0 ? s->ckpt_step : s->step;
-    return grid_work_left(from, s->steps);
+    return grid_work_left(grid_resume_step(s, extend), s->steps);
 }
 
 /* Seconds per unit of work for point i: its kind's, once a point of that kind finished
@@ -287,7 +283,7 @@ static void launch(grid_runner *r, int i) {
     }
     sl->extended = grid_extends(s, r->extend);
     sl->fresh = s->state == GS_CHANGED && !sl->extended;
-    int from = grid_resume_step(p, s, r->extend);
+    int from = grid_resume_step(s, r->extend);
 
     lock_file_claim(fd, "runner");
     grid_remove_stale_tmps(dir); /* a killed runner's config.yaml.PID.tmp or grid.status.PID.tmp */

@@ -792,13 +792,10 @@ const char *sh_word(char *buf, size_t len, const char *s) {
 }
 
 void sh_word_put(FILE *f, const char *s) {
-    if (*s && strspn(s, sh_plain) == strlen(s)) { fputs(s, f); return; }
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'') fputs("'\\''", f);
-        else fputc(*s, f);
-    }
-    fputc('\'', f);
+    const size_t n = 4 * strlen(s) + 3; /* every character a '\'' four, and the quotes */
+    char *w = malloc_check(n);
+    fputs(sh_word(w, n, s), f);
+    free(w);
 }
 
 /* Parent directory of path into buf ("." when there is none). */
