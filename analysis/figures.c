@@ -74,6 +74,15 @@ int an_cell_runs_steps(const an_runset *rs, const char *scale, const char *corpu
     return k;
 }
 
+/* The stream count n = 2..64 with the most runs in count[n], n = 4 of a tie with it (0:
+ * none): the n the figures show. */
+static int most_runs_n(const int count[65]) {
+    int best = 0;
+    for (int n = 2; n <= 64; n++)
+        if (count[n] > (best ? count[best] : 0) || (count[n] && count[n] == count[best] && n == 4)) best = n;
+    return best;
+}
+
 void an_pick_primary(an_ctx *c) {
     const an_runset *rs = c->rs;
     long best = -1;
@@ -91,14 +100,12 @@ void an_pick_primary(an_ctx *c) {
         if (!c->corpus[0] || strcmp(r->corpus, c->corpus) < 0) snprintf(c->corpus, sizeof c->corpus, "%s", r->corpus);
     }
     int count[65] = {0};
-    c->n = 0;
     for (int i = 0; i < rs->n; i++) {
         const an_run *r = &rs->r[i];
         if (!r->bench && r->n > 1 && r->n <= 64 && !strcmp(r->scale, c->scale) && !strcmp(r->corpus, c->corpus))
             count[r->n]++;
     }
-    for (int n = 2; n <= 64; n++)
-        if (count[n] > (c->n ? count[c->n] : 0) || (count[n] && count[n] == count[c->n] && n == 4)) c->n = n;
+    c->n = most_runs_n(count);
 }
 
 /* A run's folder for a data file's comment, its control characters as '?' (a newline in a
@@ -1059,11 +1066,10 @@ static void fig_loss_depth(an_ctx *c, FILE *meta) {
         if (same_but_depth(&rs->r[j], &rs->r[best])) g[k++] = j;
     const int nd = depths_of(rs, g, k, d, AN_DEPTHS);
     /* the stream count of the series' hyper-connection runs (an_pick_primary's rule) */
-    int count[65] = {0}, gn = 0;
+    int count[65] = {0};
     for (int i = 0; i < k; i++)
         if (rs->r[g[i]].n > 1 && rs->r[g[i]].n <= 64) count[rs->r[g[i]].n]++;
-    for (int n = 2; n <= 64; n++)
-        if (count[n] > (gn ? count[gn] : 0) || (count[n] && count[n] == count[gn] && n == 4)) gn = n;
+    const int gn = most_runs_n(count);
     int other_n = 0;
     for (int i = 0; i < k; i++) other_n += rs->r[g[i]].n != 1 && rs->r[g[i]].n != gn;
     const an_run *r0 = &rs->r[g[0]];
