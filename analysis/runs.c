@@ -86,6 +86,13 @@ static void scale_label(const s2hc_config *c, char *out, size_t len) {
     snprintf(out, len, "L%d-C%d-T%d", c->n_layer, c->n_embd, c->block_size);
 }
 
+/* Nonzero when s holds a control byte (below 0x20, or DEL). */
+static int control_byte(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return 1;
+    return 0;
+}
+
 int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     h5log_init(&r->log);
@@ -110,6 +117,20 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
         const char *rb = real ? strrchr(real, '/') : NULL;
         if (rb && rb[1]) snprintf(r->name, sizeof r->name, "%s", rb + 1);
         free(real);
+    }
+    /* a folder name with a newline, tab or other control byte would break the line-based
+       files the analysis writes (the .dat comments gnuplot reads, summary.txt, captions.tsv):
+       refused, shown with '?' for each such byte */
+    if (control_byte(r->dir) || control_byte(r->name)) {
+        char shown[sizeof r->dir];
+        const char *bad = control_byte(r->dir) ? r->dir : r->name;
+        snprintf(shown, sizeof shown, "%s", bad);
+        for (char *q = shown; *q; q++)
+            if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
+        snprintf(err, errlen, "%s: a run directory with a control character in its name (a newline, tab, ...): "
+                 "rename the folder", shown);
+        h5log_free(&r->log);
+        return -1;
     }
     const char *yaml = h5log_get_attr_str(&r->log, "/", "config");
     if (!yaml) {

@@ -83,4 +83,17 @@ grep -qF 'per-token |row or column sum − 1|' "$TMP/an/index.html" && ! grep -q
   && ok "report: the tables' captions without markdown escapes" \
   || fail "report: $(grep -o '<p>[^<]*\\[|`*<>_][^<]*' "$TMP/an/index.html" | head -n 1)"
 
+# a run folder with a newline in its name would split the analysis's line-based files: refused
+# by name (the newline shown as ?), the exit not 0 and nothing written, as for any unreadable run
+mkdir -p "$TMP/nl"
+cp -r "$R" "$TMP/nl/two
+lines"
+expect_status 1 "analyze with a run folder holding a newline" -- "$S2HC" analyze "$TMP/nl" -o "$TMP/nlan" -q
+expect_out "nl/two[?]lines: a run directory with a control character in its name" "the refusal names the folder, ? for the newline"
+[ ! -e "$TMP/nlan" ] && ok "nothing written" || fail "the refused analysis wrote $(ls "$TMP/nlan")"
+expect_status 0 "rename the folder" -- mv "$TMP/nl/two
+lines" "$TMP/nl/two"
+expect_status 0 "analyze once the folder is renamed" -- "$S2HC" analyze "$TMP/nl" -o "$TMP/nlan" -q
+grep -q '| two ' "$TMP/nlan/tables/runs.md" && ok "the renamed run in runs.md" || fail "runs.md: $(tail -n 2 "$TMP/nlan/tables/runs.md")"
+
 finish names_cli
