@@ -1514,8 +1514,9 @@ agree:
     }
     if (probe && !quiet && status == RUN_OK) {
         double frac, ps = probe_session_seconds(probe, &frac);
-        printf("probes: %.1f s, %.2f%% of the training's wall time (probe.every = %d; /probe@time_fraction)\n", ps,
-               100 * frac, cfg.probe_every);
+        /* milliseconds below a second: a short run's "0.0 s, 2.63 %" read as a contradiction */
+        printf("probes: %.*f s, %.2f%% of the training's wall time (probe.every = %d; /probe@time_fraction)\n",
+               ps < 0.9995 ? 3 : 1, ps, 100 * frac, cfg.probe_every);
     }
 
 out:
