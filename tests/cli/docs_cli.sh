@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# docs_cli.sh: the command lines that README.md and docs/*.md show are ones the program
+# takes (tests/cli/doc_commands.py: s2hc's commands and options against their --help,
+# config keys against `s2hc config`, make's targets, variables and options against the
+# makefiles and make, the examples of every --help likewise). Then the checker itself, on
+# a page of planted mistakes: each is named by its file and line, and what only looks like
+# one (the method s2hc in prose, a file train.bin, an error message's misspelled key,
+# another program's options) is not.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+CHECK=(python3 tests/cli/doc_commands.py "$S2HC" "${BUILD:-build}")
+
+D=$TMP/doc.md
+cat >"$D" <<'EOF'
+# Planted
+
+    s2hc train experiments/tiny.yaml --extnd --set train.steps=5
+    bin/s2hc trian experiments/tiny.yaml
+    s2hc data prepar --dir /tmp/d
+    s2hc grid g.yaml --set train.lrr=1 --set preset=tiny -j 2
+    make tset && make paper PRESTE=tiny
+    make bench-frame FRAME_ARGS="--methods s2hc --bf61"
+    make bench-frame --bf16
+Use `residual.methd: s2hc` or `--method-compar`, and `s2hc inspect --layr 1`.
+```yaml
+model:
+  n_layer: 2
+  n_hed: 4
+sweep:
+  train.sed: [1, 2]
+```
+Not mistakes: s2hc at n = 4 in a comment, `train.bin`, `runs/x/run.h5`, `--extend`,
+`s2hc inspect -- -odd/run`, `s2hc train ... | tee log`, `-j N`, `h5dump -H run.h5`,
+`make bench BENCH_ARGS=--quick`, `make -j2 tests-build SAN=1`, `--array=0-N%K`,
+`S2HC_BIN=$PWD/bin/s2hc bash tests/cli/train_cli.sh`, `s2hc help config`, `--set KEY=VALUE`,
+`make -f mk/cuda.mk cuda-emu-check EMU_ORDERS=random:1`.
+
+    s2hc: error: exp.yaml:4:3: key 'train.lrr': unknown key (did you mean 'train.lr'?)
+    make bench-frame                       # identity, hc, mhc, s2hc at n = 4
+```python
+model.load_state_dict(sd)   # the s2hc model class
+```
+EOF
+# one run for both (the --help calls are most of its time)
+"${CHECK[@]}" README.md docs/*.md "$D" >"$TMP/out" 2>&1; st=$?
+if grep -q '^doc_commands: [0-9]* mismatches' "$TMP/out" && ! grep -Ev "^$D:|^doc_commands: " "$TMP/out" | grep -q .; then
+  ok "the docs' command lines match the program"
+else
+  fail "the docs' command lines (exit $st):"; grep -v "^$D:" "$TMP/out" | sed 's/^/    /' >&2
+fi
+[ "$st" = 1 ] && ok "planted mistakes: exit 1" || fail "planted mistakes: exit $st"
+for want in "doc.md:3: s2hc train: no option --extnd" \
+            "doc.md:4: s2hc trian: no such command" \
+            "doc.md:5: s2hc data prepar: no such command" \
+            "doc.md:6: --set 'train.lrr' is no config key" \
+            "doc.md:7: make tset: no such target" \
+            "doc.md:7: make PRESTE=: no such variable" \
+            "doc.md:8: make FRAME_ARGS=: no option --bf61 (frame_bench --help)" \
+            "doc.md:9: make --bf16: no option --bf16 of make" \
+            "doc.md:10: key 'residual.methd' is no config key" \
+            "doc.md:10: \`--method-compar\`: --method-compar is no s2hc command's option" \
+            "doc.md:10: s2hc inspect: no option --layr" \
+            "doc.md:14: key 'model.n_hed' is no config key" \
+            "doc.md:16: key 'train.sed' is no config key"; do
+  grep -qF -- "$want" "$TMP/out" && ok "planted: $want" || fail "planted: no '$want' in: $(cat "$TMP/out")"
+done
+n=$(grep -c "^$D:[0-9]*: " "$TMP/out")
+[ "$n" = 13 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 13: $(cat "$TMP/out")"
+finish docs_cli
