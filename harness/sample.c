@@ -158,6 +158,7 @@ static void sample_usage(FILE *f) {
                "\n"
                "examples:\n"
                "  s2hc sample runs/tiny --prompt 'The kernel ' --tokens 200 --temperature 0.8 --top-k 40\n"
+               "  s2hc export runs/tiny     # runs/tiny/model.safetensors, then text from that file alone:\n"
                "  s2hc sample runs/tiny/model.safetensors --prompt 'The kernel ' --temperature 0\n");
 }
 
@@ -327,6 +328,14 @@ int sample_main(int argc, char **argv) {
     struct stat sb;
     const int from_file = stat(dir, &sb) == 0 && S_ISREG(sb.st_mode); /* an export: its weights alone */
     int of_ids = 0;
+    const size_t dlen = strlen(dir), xlen = strlen(".safetensors");
+    if (!from_file && dlen > xlen && !strcmp(dir + dlen - xlen, ".safetensors")) {
+        /* an export not made yet: not a run folder named *.safetensors ("X.safetensors/ckpt.h5") */
+        fprintf(stderr, "s2hc: error: sample: %s: %s (`s2hc export RUN_DIR` writes RUN_DIR/model.safetensors)\n",
+                dir, stat(dir, &sb) == 0 ? "not a file" : "no such file");
+        free(bytes);
+        return 1;
+    }
     if (from_file) {
         char err[1400];
         char kind[16];

@@ -104,6 +104,12 @@ if [ -w /dev/full ]; then
 fi
 expect_status 1 "no checkpoint" -- "$S2HC" sample "$TMP/runs/none"
 expect_out "runs/none/ckpt.h5: no checkpoint" "names the missing checkpoint"
+# an export not made yet is named as the file it is, and what writes it
+expect_status 1 "no export" -- "$S2HC" sample "$TMP/runs/none/model.safetensors"
+expect_out "sample: .*runs/none/model.safetensors: no such file \(\`s2hc export RUN_DIR\` writes" "names the missing file and export"
+mkdir -p "$TMP/d.safetensors"
+expect_status 1 "a folder named *.safetensors" -- "$S2HC" sample "$TMP/d.safetensors"
+expect_out "d.safetensors: not a file" "says it is not a file"
 expect_status 2 "negative temperature" -- "$S2HC" sample "$R" --temperature -1
 expect_out "--temperature: expected a number in \[0, " "names --temperature and its range"
 expect_status 2 "--tokens 0" -- "$S2HC" sample "$R" --tokens 0
