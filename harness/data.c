@@ -1568,7 +1568,7 @@ int data_prepare(const char *data_dir, const char *only, int force, int verbose)
         if (todo[i]) rc = prepare_one(data_dir, &corpus_table[i], verbose);
     if (lock_fd >= 0) close(lock_fd);
     if (verbose && ntodo && rc == 0)
-        printf("data: %d corpus%s built in %.1f s\n", ntodo, ntodo == 1 ? "" : "es", now_seconds() - t0);
+        printf("data: %d %s built in %.1f s\n", ntodo, ntodo == 1 ? "corpus" : "corpora", now_seconds() - t0);
     fflush(stdout);
     return rc;
 }
