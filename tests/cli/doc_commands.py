@@ -487,7 +487,7 @@ class Checker:
                     in_ex = True
                     continue
                 if in_ex and line.startswith("  "):
-                    where = f"s2hc {name} --help:{n}"
+                    where = f"s2hc {name.split()[0]} --help:{n}"
                     self.s2hc_calls(where, line.strip())
                     self.make_calls(where, line.strip())
                 elif in_ex:
