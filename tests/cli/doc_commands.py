@@ -16,7 +16,7 @@ over a line break) and checks:
   - every `make TARGET VAR=...`: TARGET is a target of the Makefile (make -qp's
     database, which runs no recipe), VAR a variable the makefiles set or read, and the
     options in BENCH_ARGS / FRAME_ARGS / LAYOUT_ARGS appear in the --help of the
-    program that variable goes to;
+    program that variable goes to, and TESTS names tests of tests/run.sh;
   - an option alone in backticks (`--extend`, `--ood LIST`) is some s2hc command's;
   - the examples of every command's --help, as the invocations above.
 
@@ -104,6 +104,10 @@ class Program:
         self.opts = {k: set(options_in(v)) for k, v in self.helps.items()}
         self.make_opts = set(options_in(done[" make"][1]))
         self.make_dbs = {}
+        # tests/run.sh's names (make test TESTS=...): the test programs and the shell tests
+        tdir = os.path.join(build, "tests")
+        self.tests = {f for f in os.listdir(tdir) if re.fullmatch(r"(test|dbl)_\w+", f)} if os.path.isdir(tdir) else set()
+        self.tests |= {f for f in os.listdir("tests/cli") if f.endswith(".sh") and f != "lib.sh"}
         rc, cfg = done[" config"]
         self.keys = set(re.findall(r"^  ([a-z][a-z0-9_]*\.[a-z_][a-z0-9_]*) ", cfg, re.M))
         self.sections = {k.split(".")[0] for k in self.keys}
@@ -397,6 +401,10 @@ class Checker:
                     var, value = v.group(1), v.group(2)
                     if var not in self.p.make_vars:
                         self.err(where, f"make {var}=: no such variable in the makefiles")
+                    elif var == "TESTS":
+                        for t, _ in shell_words(value):
+                            if t not in self.p.tests:
+                                self.err(where, f"make TESTS=: no test {t} (tests/run.sh's names)")
                     elif var in ARGS_VARS:
                         prog = ARGS_VARS[var]
                         if prog not in self.p.helps:

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # docs_cli.sh: the command lines that README.md and docs/*.md show are ones the program
 # takes (tests/cli/doc_commands.py: s2hc's commands and options against their --help,
-# config keys against `s2hc config`, make's targets, variables and options against the
-# makefiles and make, the examples of every --help likewise). Then the checker itself, on
-# a page of planted mistakes: each is named by its file and line, and what only looks like
-# one (the method s2hc in prose, a file train.bin, an error message's misspelled key,
-# another program's options) is not.
+# config keys against `s2hc config`, make's targets, variables, options and TESTS against
+# the makefiles, make and tests/run.sh, the examples of every --help likewise). Then the
+# checker itself, on a page of planted mistakes: each is named by its file and line, and
+# what only looks like one (the method s2hc in prose, a file train.bin, an error message's
+# misspelled key, another program's options) is not.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 CHECK=(python3 tests/cli/doc_commands.py "$S2HC" "${BUILD:-build}")
@@ -21,6 +21,7 @@ cat >"$D" <<'EOF'
     make tset && make paper PRESTE=tiny
     make bench-frame FRAME_ARGS="--methods s2hc --bf61"
     make bench-frame --bf16
+    make test TESTS='test_config nope_cli.sh' SAN=1
 Use `residual.methd: s2hc` or `--method-compar`, and `s2hc inspect --layr 1`.
 ```yaml
 model:
@@ -57,13 +58,14 @@ for want in "doc.md:3: s2hc train: no option --extnd" \
             "doc.md:7: make PRESTE=: no such variable" \
             "doc.md:8: make FRAME_ARGS=: no option --bf61 (frame_bench --help)" \
             "doc.md:9: make --bf16: no option --bf16 of make" \
-            "doc.md:10: key 'residual.methd' is no config key" \
-            "doc.md:10: \`--method-compar\`: --method-compar is no s2hc command's option" \
-            "doc.md:10: s2hc inspect: no option --layr" \
-            "doc.md:14: key 'model.n_hed' is no config key" \
-            "doc.md:16: key 'train.sed' is no config key"; do
+            "doc.md:10: make TESTS=: no test nope_cli.sh" \
+            "doc.md:11: key 'residual.methd' is no config key" \
+            "doc.md:11: \`--method-compar\`: --method-compar is no s2hc command's option" \
+            "doc.md:11: s2hc inspect: no option --layr" \
+            "doc.md:15: key 'model.n_hed' is no config key" \
+            "doc.md:17: key 'train.sed' is no config key"; do
   grep -qF -- "$want" "$TMP/out" && ok "planted: $want" || fail "planted: no '$want' in: $(cat "$TMP/out")"
 done
 n=$(grep -c "^$D:[0-9]*: " "$TMP/out")
-[ "$n" = 13 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 13: $(cat "$TMP/out")"
+[ "$n" = 14 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 14: $(cat "$TMP/out")"
 finish docs_cli
