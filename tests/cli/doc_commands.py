@@ -18,7 +18,7 @@ over a line break) and checks:
     options in BENCH_ARGS / FRAME_ARGS / LAYOUT_ARGS appear in the --help of the
     program that variable goes to, and TESTS names tests of tests/run.sh;
   - an option alone in backticks (`--extend`, `--ood LIST`) is some s2hc command's;
-  - the examples of every command's --help, as the invocations above.
+  - the examples of `s2hc --help`, of every command's and of the tools', likewise.
 
 Each mismatch is printed as FILE:LINE: what is wrong; the exit is 1 if there is any.
 Only --help, config and make -qp are run: no corpus, no run."""
@@ -62,6 +62,7 @@ class Program:
         rc, top = run([s2hc, "--help"])
         if rc != 0:
             sys.exit(f"doc_commands: {s2hc} --help exited {rc}")
+        self.top = top
         self.commands = {}      # name -> set of subcommands (empty: none)
         sect = False
         for line in top.splitlines():
@@ -484,8 +485,11 @@ class Checker:
 
     def help_examples(self):
         done = set()
-        for name, text in sorted(self.p.helps.items()):
-            if name in ("frame_bench", "layout_bench") or text in done:
+        helps = [("s2hc --help", self.p.top)] + [
+            (f"{name} --help" if name in ("frame_bench", "layout_bench") else f"s2hc {name.split()[0]} --help", text)
+            for name, text in sorted(self.p.helps.items())]
+        for label, text in helps:
+            if text in done:
                 continue  # data's subcommands share one help
             done.add(text)
             lines = text.split("\n")
@@ -495,7 +499,7 @@ class Checker:
                     in_ex = True
                     continue
                 if in_ex and line.startswith("  "):
-                    where = f"s2hc {name.split()[0]} --help:{n}"
+                    where = f"{label}:{n}"
                     self.s2hc_calls(where, line.strip())
                     self.make_calls(where, line.strip())
                 elif in_ex:
