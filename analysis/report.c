@@ -182,9 +182,10 @@ static void put_esc(FILE *f, const char *s) {
     }
 }
 
-/* A markdown caption's text as it was written (tables.c's put_md escapes each of | \ ` * < >
- * and a '_' at a word's edge by a backslash): a backslash before an ASCII punctuation
- * character dropped, in place, so that the page does not show "max \|sum − 1\|". */
+/* A markdown caption's text as it was written (tables.c's put_md escapes each of | \ ` * < > & ~,
+ * a '_' at a word's edge and a '[' or '(' that could make a link by a backslash): a
+ * backslash before an ASCII punctuation character dropped, in place, so that the page
+ * does not show "max \|sum − 1\|". */
 static void md_unescape(char *s) {
     char *o = s;
     for (; *s; s++) {

@@ -91,17 +91,32 @@ static void put_tex(FILE *f, const char *s) {
     }
 }
 
+/* Whether the '[' at q (of s) could open a link that markdown (GitHub's) would read: a ']'
+ * after it followed by '[' (a reference [l][r] or [l][]) or ':' (a definition [l]: u, at a
+ * line start, which a caption is), any such ']' rather than the matching one (markdown
+ * pairs the brackets left unescaped); a '[' right after a ']' (the [r] of a reference); a
+ * footnote [^f]. An inline link [l](u) is undone by its '(' (put_md); an interval
+ * [lo, hi], also before " (t, ...)", is none of these and stays as it is. */
+static int md_link_bracket(const char *s, const char *q) {
+    if ((q > s && q[-1] == ']') || q[1] == '^') return 1;
+    for (const char *e = q + 1; *e; e++)
+        if (*e == ']' && (e[1] == '[' || e[1] == ':')) return 1;
+    return 0;
+}
+
 /* Text in a markdown table's cell, heading or caption, shown as it is: a '|' would end the
  * cell, and \ ` * < > & are markup (<z> read as an HTML tag and dropped, &lt; as <), so
- * each is escaped by a backslash; so is a '_' at a word's edge (a run folder _x_ read in
- * italics), not one inside a word (my_corp, H_res), which markdown leaves as it is, and a
- * '(' right after a ']' ([l](u) a link; an interval [lo, hi] is left as it is). A control character
- * becomes a space (a newline would end the row). */
+ * each is escaped by a backslash; so is a '~' (~~x~~ struck through on GitHub, ~x~ too),
+ * a '_' at a word's edge (a run folder _x_ read in italics), not one inside a word
+ * (my_corp, H_res), which markdown leaves as it is, a '(' right after a ']' ([l](u) a
+ * link), and a '[' that could open a link (md_link_bracket: a run folder [a][b]; an
+ * interval [lo, hi] is left as it is). A control character becomes a space (a newline
+ * would end the row). */
 static void put_md(FILE *f, const char *s) {
     for (const char *q = s; *q; q++) {
         const int edge = *q == '_' && (q == s || !isalnum((unsigned char)q[-1]) || !isalnum((unsigned char)q[1]));
-        const int link = *q == '(' && q > s && q[-1] == ']'; /* [l](u) a link; [lo, hi] stays as it is */
-        if (edge || link || strchr("|\\`*<>&", *q)) fputc('\\', f);
+        const int link = (*q == '(' && q > s && q[-1] == ']') || (*q == '[' && md_link_bracket(s, q));
+        if (edge || link || strchr("|\\`*<>&~", *q)) fputc('\\', f);
         fputc((unsigned char)*q < 0x20 ? ' ' : *q, f);
     }
 }

@@ -208,6 +208,7 @@ typedef struct {
     int warmup;       /* nonzero: train.warmup (else 1) */
     int no_jres;      /* with hres: no /final/jacobian_norm_residual (a run file older than it) */
     double col_dev;   /* nonzero: /final/colsum_dev_max is col_dev at every sublayer (the row sums' stay 2e-3 (l + 1)) */
+    const char *folder; /* the run's folder, which the tables name (NULL: its name; run.name takes fewer characters) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -355,9 +356,9 @@ static void write_run(const char *dir, const synth *s) {
         free(outside);
     }
     char path[1600];
-    snprintf(path, sizeof path, "%s/%s", dir, s->name);
+    snprintf(path, sizeof path, "%s/%s", dir, s->folder ? s->folder : s->name);
     mkdir_p(path);
-    snprintf(path, sizeof path, "%s/%s/run.h5", dir, s->name);
+    snprintf(path, sizeof path, "%s/%s/run.h5", dir, s->folder ? s->folder : s->name);
     CHECK(h5log_save(&log, path) == 0, "save %s", path);
     h5log_free(&log);
 }
@@ -1169,6 +1170,26 @@ static void test_long_corpus_names(void) {
     CHECK(strstr(t2, want) != NULL, "the long OOD corpus is a column:\n%s", t2);
     snprintf(want, sizeof want, "| %s | s²HC | 20 | 50.00 (1) | 100.00 (1) | 0.5000 |", tr_md);
     CHECK(strstr(t2, want) != NULL, "the training corpus named whole, both ratios:\n%s", t2);
+}
+
+/* Run folders whose names are markdown beyond put_md's first escapes: [a][b] (a reference
+ * link), [a]: x (a definition, at a caption's line start), [^1] (a footnote), ~~x~~ and ~y~
+ * (struck through on GitHub): each bracket that could open a link and each '~' escaped
+ * in the runs table; [p](q) by its '(' alone (names_cli.sh has it too), and a bracket that
+ * opens none kept ([lo, hi] intervals are tested with Table 2 and the pairs). */
+static void test_md_links_strike(void) {
+    static const char *const names[] = {"[a][b]", "[a]: x", "[^1]", "~~x~~", "~y~", "[p](q)", "[k] v"};
+    static const char *const md[] = {"\\[a]\\[b]", "\\[a]: x", "\\[^1]", "\\~\\~x\\~\\~", "\\~y\\~", "[p]\\(q)", "[k] v"};
+    synth runs[7];
+    for (int i = 0; i < 7; i++)
+        runs[i] = (synth){.method = i ? "s2hc" : "rc", .n = i ? 4 : 1, .seed = (uint64_t)i + 1, .steps = 20, .loss0 = 3,
+                          .val = 2.9, .grad_peak = 1, .tps = 100, .name = "r", .folder = names[i]};
+    const char *t = analyzed_table("mdlinks", runs, 7, "runs.md");
+    char want[100];
+    for (int i = 0; i < 7; i++) {
+        snprintf(want, sizeof want, "\n| %s | ", md[i]);
+        CHECK(strstr(t, want) != NULL, "run '%s' shown as '%s':\n%s", names[i], md[i], t);
+    }
 }
 
 /* Runs evaluated on different out-of-domain corpora: Table 2 has a column for each corpus
@@ -2147,6 +2168,7 @@ int main(void) {
     T_RUN(test_table2_huge_ppl);
     T_RUN(test_table2_huge_seeds);
     T_RUN(test_long_corpus_names);
+    T_RUN(test_md_links_strike);
     T_RUN(test_table2_ood_union);
     T_RUN(test_pair_once);
     T_RUN(test_seeds_not_runs);
