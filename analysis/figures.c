@@ -1223,13 +1223,7 @@ static void fig_loss(an_ctx *c, FILE *meta) {
 
 static void csv_put(FILE *f, const char *s, size_t n, int first) {
     if (!first) fputc(',', f);
-    if (!memchr(s, ',', n) && !memchr(s, '"', n)) { fwrite(s, 1, n, f); return; }
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '"') fputc('"', f);
-        fputc(s[i], f);
-    }
-    fputc('"', f);
+    csv_field_putn(f, s, n);
 }
 
 /* One line's whitespace-separated words as a CSV row. */

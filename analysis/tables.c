@@ -121,14 +121,6 @@ static void put_md(FILE *f, const char *s) {
     }
 }
 
-static void put_csv(FILE *f, const char *s) {
-    if (strpbrk(s, ",\"\n")) {
-        fputc('"', f);
-        for (; *s; s++) { if (*s == '"') fputc('"', f); fputc(*s, f); }
-        fputc('"', f);
-    } else fputs(s, f);
-}
-
 /* Write OUT/tables/<name>.{md,tex,html,csv}; `caption` heads the md/tex/html versions. */
 static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char *caption) {
     char fn[128];
@@ -192,10 +184,10 @@ static int tbl_write(const an_ctx *c, const tbl *t, const char *name, const char
     an_close(f);
     snprintf(fn, sizeof fn, "%s.csv", name);
     if (!(f = an_open(c->out, "tables", fn))) return -1;
-    for (int i = 0; i < t->ncol; i++) { put_csv(f, t->head[i]); fputc(i + 1 < t->ncol ? ',' : '\n', f); }
+    for (int i = 0; i < t->ncol; i++) { csv_field_put(f, t->head[i]); fputc(i + 1 < t->ncol ? ',' : '\n', f); }
     for (int r = 0; r < t->nrows; r++)
         for (int i = 0; i < t->ncol; i++) {
-            put_csv(f, t->cells[(size_t)r * t->ncol + i]);
+            csv_field_put(f, t->cells[(size_t)r * t->ncol + i]);
             fputc(i + 1 < t->ncol ? ',' : '\n', f);
         }
     an_close(f);

@@ -88,10 +88,19 @@ int run_val_rebuilt(const h5log *log, uint64_t val_count, const char *val_path, 
     return 1;
 }
 
-void eval_print_row(FILE *f, const char *corpus, double loss) {
+int eval_table_width(const s2hc_config *c) {
+    int w = EVAL_NAME_WIDTH;
+    for (int i = 0; i < c->n_ood; i++)
+        if ((int)strlen(c->ood[i]) > w) w = (int)strlen(c->ood[i]);
+    return w;
+}
+
+void eval_print_header(FILE *f, int width) { fprintf(f, "  %-*s %8s %10s\n", width, "corpus", "loss", "ppl"); }
+
+void eval_print_row(FILE *f, int width, const char *corpus, double loss) {
     const double ppl = exp(loss);
-    if (ppl < 1e6) fprintf(f, "  %-12s %8.4f %10.3f\n", corpus, loss, ppl);
-    else fprintf(f, "  %-12s %8.4f %10.3e\n", corpus, loss, ppl);
+    if (ppl < 1e6) fprintf(f, "  %-*s %8.4f %10.3f\n", width, corpus, loss, ppl);
+    else fprintf(f, "  %-*s %8.4f %10.3e\n", width, corpus, loss, ppl);
 }
 
 /* /eval/ood_loss/<name>, one row per /eval/step row: NaN rows for the evaluations that
@@ -136,15 +145,19 @@ void eval_ood_record(h5log *log, const s2hc_config *c, const double *loss) {
     for (int i = 0; i < c->n_ood; i++) ood_loss_row(log, c->ood[i], loss[i]);
 }
 
-double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
+double eval_all(gpt_model *m, h5log *log, int step, int show, double *ood_loss) {
     const s2hc_config *c = &m->cfg;
     char path[1200], err[1024];
     data_shard s;
     double val = NAN;
     int B = m->B > 0 ? m->B : c->batch;
+    const int verbose = show == EVAL_TABLE; /* the table, and the progress with it on stdout */
+    const int width = eval_table_width(c); /* every corpus's name, before the first row */
     progress pr;
     long done = 0;
-    progress_begin(&pr, "eval", "batches", (long)c->eval_batches * (1 + c->n_ood), verbose);
+    progress_begin(&pr, "eval", "batches", (long)c->eval_batches * (1 + c->n_ood), show != EVAL_QUIET);
+    if (show == EVAL_CSV) progress_to(&pr, stderr);
+    for (int i = 0; ood_loss && i < c->n_ood; i++) ood_loss[i] = NAN;
     uint32_t vocab = 0; /* the training corpus's kind (shard_kind), for the out-of-domain ones */
     data_shard_path(path, sizeof path, c->data_dir, c->train_corpus, "val");
     if (shard_open(&s, path, err, sizeof err) == 0 && shard_fits(&s, c->vocab, 0, err, sizeof err) == 0) {
@@ -164,8 +177,8 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
     progress_end(&pr);
     if (verbose && !stop_signal) { /* stopped: no table of a loss not computed */
         printf("eval at step %d (%d x %d sequences of %d tokens per corpus)\n", step, c->eval_batches, B, m->T);
-        printf("  %-12s %8s %10s\n", "corpus", "loss", "ppl");
-        eval_print_row(stdout, "val", val);
+        eval_print_header(stdout, width);
+        eval_print_row(stdout, width, "val", val);
     }
     for (int i = 0; i < c->n_ood && !stop_signal; i++) {
         const char *name = c->ood[i];
@@ -200,14 +213,15 @@ double eval_all(gpt_model *m, h5log *log, int step, int verbose) {
         snprintf(p1, sizeof p1, "/eval/ood/%s/ppl", name);
         snprintf(d1, sizeof d1, "perplexity exp(loss) per token on out-of-domain corpus %s (a byte for the byte-level corpora)", name);
         h5log_static_set(log, p1, H5LOG_F64, 0, &one, &ppl, d1);
-        if (verbose) eval_print_row(stdout, name, l);
+        if (verbose) eval_print_row(stdout, width, name, l);
+        if (ood_loss) ood_loss[i] = l;
     }
     h5log_attr_num(log, "/eval/ood", "step", step);
     return val;
 }
 
 static void eval_usage(FILE *f) {
-    fprintf(f, "usage: s2hc eval RUN_DIR... [--batches N] [--data DIR] [--ood LIST]\n"
+    fprintf(f, "usage: s2hc eval RUN_DIR... [--batches N] [--data DIR] [--ood LIST] [--csv]\n"
                "\n"
                "Load RUN_DIR/ckpt.h5, evaluate the validation split and every out-of-domain corpus of\n"
                "the run's config, print the table and record it in RUN_DIR/run.h5 under /eval. Refused\n"
@@ -218,15 +232,46 @@ static void eval_usage(FILE *f) {
                "  --ood LIST    these out-of-domain corpora instead of the run's data.ood, as the key\n"
                "                takes them (gcide,kjv or [gcide, kjv]; any prepared or imported corpus\n"
                "                but the training one); each is recorded beside the others under /eval/ood\n"
+               "  --csv         CSV for pandas instead of the tables (stdout holds nothing else; progress\n"
+               "                and notes go to stderr): a header, then a row per run and corpus,\n"
+               "                run,step,corpus,role,loss,ppl,batches,sequences,tokens: role val (the\n"
+               "                training corpus's validation split) or ood; loss in nats per token and\n"
+               "                ppl = exp(loss) in full precision; tokens = sequences x block_size scored\n"
                "\n"
                "examples:\n"
                "  s2hc eval runs/tiny\n"
                "  s2hc eval runs/tiny --ood gcide\n"
-               "  s2hc eval runs/lr_sensitivity/*/ --ood gcide\n");
+               "  s2hc eval runs/lr_sensitivity/*/ --ood gcide\n"
+               "  s2hc eval runs/lr_sensitivity/*/ --csv > eval.csv\n");
 }
 
-/* `s2hc eval` of one run: 0, 1 (it could not be evaluated) or 2 (a usage error). */
-static int eval_one(const char *dir, const char *data_dir, const char *ood, int batches) {
+/* eval --csv's columns: one row per run and corpus */
+#define EVAL_CSV_HEADER "run,step,corpus,role,loss,ppl,batches,sequences,tokens\n"
+
+/* The CSV rows of one run's evaluation (val: the validation loss, ood[i]: each
+ * out-of-domain corpus's), the header first when *header is 0. */
+static void eval_csv_rows(const char *dir, const gpt_model *m, int64_t step, double val, const double *ood,
+                          int *header) {
+    const s2hc_config *c = &m->cfg;
+    const long long batches = c->eval_batches, seqs = batches * (m->B > 0 ? m->B : c->batch), toks = seqs * m->T;
+    if (!(*header)++) fputs(EVAL_CSV_HEADER, stdout);
+    for (int i = -1; i < c->n_ood; i++) {
+        const double loss = i < 0 ? val : ood[i];
+        csv_field_put(stdout, dir);
+        printf(",%lld,", (long long)step);
+        csv_field_put(stdout, i < 0 ? c->train_corpus : c->ood[i]);
+        printf(",%s,", i < 0 ? "val" : "ood");
+        csv_num_put(stdout, loss);
+        putchar(',');
+        csv_num_put(stdout, exp(loss));
+        printf(",%lld,%lld,%lld\n", batches, seqs, toks);
+    }
+}
+
+/* `s2hc eval` of one run: 0, 1 (it could not be evaluated) or 2 (a usage error). With
+ * csv, its rows of the CSV (the header first when *header is 0) once the run file is
+ * saved, and no table. */
+static int eval_one(const char *dir, const char *data_dir, const char *ood, int batches, int csv, int *header) {
     s2hc_config cfg;
     gpt_model m;
     h5log log;
@@ -287,8 +332,11 @@ static int eval_one(const char *dir, const char *data_dir, const char *ood, int 
         return 1;
     }
     model_alloc_acts(&m, cfg.batch);
-    eval_all(&m, &log, (int)ckpt_step, 1);
+    double *ood_loss = malloc_check((size_t)(m.cfg.n_ood > 0 ? m.cfg.n_ood : 1) * sizeof *ood_loss);
+    const double val_loss = eval_all(&m, &log, (int)ckpt_step, csv ? EVAL_CSV : EVAL_TABLE, ood_loss);
     int rc = h5log_save(&log, runp) == 0 ? 0 : 1;
+    if (csv && rc == 0 && !stop_signal) eval_csv_rows(dir, &m, ckpt_step, val_loss, ood_loss, header);
+    free(ood_loss);
     h5log_free(&log);
     model_free(&m);
     close(lock_fd);
@@ -297,18 +345,18 @@ static int eval_one(const char *dir, const char *data_dir, const char *ood, int 
 
 typedef struct {
     const char *data_dir, *ood;
-    int batches;
+    int batches, csv, header; /* header: the CSV's header row is out */
 } eval_opts;
 
 static int eval_run(const char *dir, void *ctx) {
-    const eval_opts *o = ctx;
-    return eval_one(dir, o->data_dir, o->ood, o->batches);
+    eval_opts *o = ctx;
+    return eval_one(dir, o->data_dir, o->ood, o->batches, o->csv, &o->header);
 }
 
 int eval_main(int argc, char **argv) {
     const char *data_dir = NULL, *ood = NULL;
     const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
-    int batches = 0, ndirs = 0;
+    int batches = 0, ndirs = 0, csv = 0;
     for (int i = 1, ended = 0; i < argc; i++) {
         const int kind = opt_kind(argv[i], &ended);
         const char *v;
@@ -327,6 +375,7 @@ int eval_main(int argc, char **argv) {
         }
         else if ((v = opt_arg(argc, argv, &i, "--data", 0))) data_dir = v;
         else if ((v = opt_arg(argc, argv, &i, "--ood", 0))) ood = v;
+        else if (!strcmp(argv[i], "--csv")) csv = 1;
         else {
             fprintf(stderr, "s2hc: error: eval: unknown option '%s'%s\n", argv[i],
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
@@ -336,8 +385,8 @@ int eval_main(int argc, char **argv) {
     }
     if (!ndirs) { eval_usage(stderr); free(dirs); return 2; }
     if (data_dir && !data_dir_fits(data_dir, "eval --data")) { free(dirs); return 2; }
-    eval_opts o = {data_dir, ood, batches};
-    const int rc = runs_each(dirs, ndirs, eval_run, &o);
+    eval_opts o = {data_dir, ood, batches, csv, 0};
+    const int rc = runs_each(dirs, ndirs, csv ? stderr : stdout, eval_run, &o);
     free(dirs);
     return rc;
 }

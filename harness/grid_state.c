@@ -373,13 +373,7 @@ void grid_inspect(const grid_point *p, const char *const *ood, int nood, grid_st
 
 static void csv_field(FILE *f, const char *s, int first) {
     if (!first) fputc(',', f);
-    if (!strpbrk(s, ",\"\n\r")) { fputs(s, f); return; }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    csv_field_put(f, s);
 }
 
 /* A number with six significant digits; an infinity (a perplexity past exp's range) as

@@ -325,6 +325,15 @@ static void layer_stats_of(const run_view *v, int l, layer_stats *s) {
     s->diag_share = abs_sum > 0 ? tr / abs_sum : NAN;
 }
 
+/* A CSV row's first fields, "run,method,step," (the run's folder and the method quoted as
+ * CSV quotes them: a folder may hold a comma or a quote). */
+static void csv_lead(const run_view *v, const char *stp) {
+    csv_field_put(stdout, v->dir);
+    putchar(',');
+    csv_field_put(stdout, v->method);
+    printf(",%s,", stp);
+}
+
 static void print_layer(const run_view *v, int l, const out_style *st) {
     const int n = v->n;
     const double *H = v->H + (size_t)l * n * n;
@@ -333,7 +342,7 @@ static void print_layer(const run_view *v, int l, const out_style *st) {
     char stp[32];
     step_text(v, stp, sizeof stp);
     if (st->csv) {
-#define ROW(q, i, j, val) printf("%s,%s,%s,%d,%s,%d,%d,%.9g\n", v->dir, v->method, stp, l, q, i, j, val)
+#define ROW(q, i, j, val) (csv_lead(v, stp), printf("%d,%s,%d,%d,%.9g\n", l, q, i, j, val))
         for (int i = 0; i < n; i++)
             for (int j = 0; j < n; j++) ROW("H_res", i, j, H[i * n + j]);
         for (int i = 0; i < n; i++) ROW("row_sum", i, -1, s.rs[i]);
@@ -446,10 +455,14 @@ static void print_summary(const run_view *v, const out_style *st) {
     }
     if (!v->hc) {
         if (st->csv)
-            for (int l = 0; l < v->Lh; l++)
-                printf("%s,%s,%s,%d,%d,%s,,,,,,,,,,,,%.9g,,\n", v->dir, v->method, stp, l, l / 2, kind_of(l), v->rms[l]);
-        if (st->csv) /* the streams leaving the last sublayer: the text view's "(final)" */
-            printf("%s,%s,%s,%d,,end,,,,,,,,,,,,%.9g,,\n", v->dir, v->method, stp, v->Lh, v->rms[v->Lh]);
+            for (int l = 0; l < v->Lh; l++) {
+                csv_lead(v, stp);
+                printf("%d,%d,%s,,,,,,,,,,,,%.9g,,\n", l, l / 2, kind_of(l), v->rms[l]);
+            }
+        if (st->csv) { /* the streams leaving the last sublayer: the text view's "(final)" */
+            csv_lead(v, stp);
+            printf("%d,,end,,,,,,,,,,,,%.9g,,\n", v->Lh, v->rms[v->Lh]);
+        }
         return;
     }
     /* the gain of the residual path through sublayer l: ||H_l ... H_0||_2 of the matrices shown */
@@ -458,12 +471,12 @@ static void print_summary(const run_view *v, const out_style *st) {
     for (int l = 0; l < v->Lh; l++) {
         layer_stats s;
         layer_stats_of(v, l, &s);
-        if (st->csv)
-            printf("%s,%s,%s,%d,%d,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", v->dir,
-                   v->method, stp, l, l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0],
-                   s.dev[n - 1], v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], v->dfrac[l], v->rms[l], s.dist_identity,
-                   cum[l]);
-        else {
+        if (st->csv) {
+            csv_lead(v, stp);
+            printf("%d,%d,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", l, l / 2,
+                   kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1], v->csx[l],
+                   v->rsx[l], v->cosb[l], v->cos[l], v->dfrac[l], v->rms[l], s.dist_identity, cum[l]);
+        } else {
             printf("%5d %5d %4s  %7.4f %7.4f  %7.4f %7.4f  %7.4f %7.4f  %9.2e %9.2e  %6.3f %6.3f  %6.1f  %7.3f  %7.4f ", l,
                    l / 2, kind_of(l), s.diag_mean, s.offdiag_max, s.sv[0], s.sv[n - 1], s.dev[0], s.dev[n - 1],
                    v->csx[l], v->rsx[l], v->cosb[l], v->cos[l], 100 * v->dfrac[l], v->rms[l], s.dist_identity);
@@ -472,9 +485,10 @@ static void print_summary(const run_view *v, const out_style *st) {
         }
     }
     free(cum);
-    if (st->csv)
-        printf("%s,%s,%s,%d,,end,,,,,,,,,,,,%.9g,,\n", v->dir, v->method, stp, v->Lh, v->rms[v->Lh]);
-    else
+    if (st->csv) {
+        csv_lead(v, stp);
+        printf("%d,,end,,,,,,,,,,,,%.9g,,\n", v->Lh, v->rms[v->Lh]);
+    } else
         printf("%5d %5s %4s  %*s%7.3f\n", v->Lh, "", "end", 95, "", v->rms[v->Lh]);
     if (!st->csv) {
         print_jacobian(v);
@@ -663,7 +677,7 @@ int probe_main(int argc, char **argv) {
     if (!ndirs) { probe_usage(stderr); goto done; }
     if (data_dir && !data_dir_fits(data_dir, "probe --data")) goto done;
     probe_opts o = {data_dir, samples, batch};
-    rc = runs_each(dirs, ndirs, probe_run, &o);
+    rc = runs_each(dirs, ndirs, stdout, probe_run, &o);
 done:
     free(dirs);
     return rc;

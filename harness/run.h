@@ -26,14 +26,25 @@ double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B, in
 int run_val_rebuilt(const h5log *log, uint64_t val_count, const char *val_path, const char *run_path,
                     const char *consequence, char *err, size_t errlen);
 
-/* One row of eval's table: corpus, loss and perplexity, a perplexity past a million in
+/* eval's table: its corpus column EVAL_NAME_WIDTH wide, or as wide as the longest name
+ * it will hold (eval_table_width: "val" and config c's out-of-domain corpora, names of up
+ * to 63 bytes), so that every row's numbers start in the same column. The header row,
+ * then one row per corpus: corpus, loss and perplexity, a perplexity past a million in
  * powers of ten (exp(345) has 150 digits). */
-void eval_print_row(FILE *f, const char *corpus, double loss);
+#define EVAL_NAME_WIDTH 12
+int eval_table_width(const s2hc_config *c);
+void eval_print_header(FILE *f, int width);
+void eval_print_row(FILE *f, int width, const char *corpus, double loss);
 
-/* Evaluate the validation split and every out-of-domain corpus of the config, print a
- * table and record /eval/... in the log at `step`. Missing OOD corpora are reported and
- * skipped. Returns the validation loss. */
-double eval_all(gpt_model *m, h5log *log, int step, int verbose);
+/* What eval_all shows: nothing; progress lines and the table on stdout; progress lines on
+ * stderr alone (`s2hc eval --csv`, whose stdout is the CSV its caller prints). */
+enum { EVAL_QUIET, EVAL_TABLE, EVAL_CSV };
+/* Evaluate the validation split and every out-of-domain corpus of the config, show them
+ * (`show`, above) and record /eval/... in the log at `step`. Missing OOD corpora are
+ * reported and skipped. Returns the validation loss; ood_loss (NULL, or room for the
+ * config's n_ood) gets each out-of-domain corpus's loss, NaN for one skipped or not
+ * reached (a stop signal). */
+double eval_all(gpt_model *m, h5log *log, int step, int show, double *ood_loss);
 /* train.eval_ood: the loss of every out-of-domain corpus of m's config over
  * train.eval_batches micro-batches of B sequences, into loss[0..n_ood) (NaN for one that
  * no longer opens, said on stderr). verbose: a progress line. 0, or -1 once stop_signal
@@ -86,11 +97,12 @@ void run_note_in_use(const char *dir, const char *what, long long step);
 int run_open_locked(const char *dir, const char *who, int *lock_fd, s2hc_config *cfg, gpt_model *m, h5log *log,
                     int64_t *step);
 /* `s2hc eval` and `s2hc probe` over several runs (the points of a grid in runs/grid/NAME): one(dir, ctx)
- * for each in turn under a "== DIR (k/n) ==" header when there are several, every one
+ * for each in turn under a "== DIR (k/n) ==" header on `head` (stdout, or stderr for a
+ * command whose stdout is a CSV) when there are several, every one
  * tried after one fails, until a stop signal; the worst exit. A grid's folder of Slurm
  * scripts (a directory named slurm holding submit.sh, which that glob matches too) is
  * passed over with a note on stderr when there are several. */
-int runs_each(const char *const *dirs, int ndirs, int (*one)(const char *dir, void *ctx), void *ctx);
+int runs_each(const char *const *dirs, int ndirs, FILE *head, int (*one)(const char *dir, void *ctx), void *ctx);
 /* Lock <dir>/.train.lock for `who` ("s2hc train", ...): the descriptor, or after a
  * message -2 naming the holder when another process has it, -1 when the lock file cannot
  * be opened. */

@@ -560,7 +560,7 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
     return 0;
 }
 
-int runs_each(const char *const *dirs, int ndirs, int (*one)(const char *dir, void *ctx), void *ctx) {
+int runs_each(const char *const *dirs, int ndirs, FILE *head, int (*one)(const char *dir, void *ctx), void *ctx) {
     int rc = 0, nruns = 0, done = 0;
     /* a glob over a grid's runs names its folder of Slurm scripts (runs/grid/NAME/STAR/)
        and, without the trailing slash, its index.csv: passed over, and not numbered */
@@ -576,8 +576,8 @@ int runs_each(const char *const *dirs, int ndirs, int (*one)(const char *dir, vo
             continue;
         }
         done++;
-        if (ndirs > 1) printf("%s== %s (%d/%d) ==\n", done > 1 ? "\n" : "", dirs[k], done, nruns);
-        fflush(stdout);
+        if (ndirs > 1) fprintf(head, "%s== %s (%d/%d) ==\n", done > 1 ? "\n" : "", dirs[k], done, nruns);
+        fflush(head);
         char *dir = strdup(dirs[k]);
         if (!dir) die(1, "out of memory");
         path_trim_slashes(dir);
@@ -1477,7 +1477,7 @@ agree:
 
     if (status == RUN_OK && rank == 0) {
         model_alloc_acts(&model, B); /* the whole batch's sequences per eval batch, as one process has */
-        eval_all(&model, &log, cfg.steps, !quiet);
+        eval_all(&model, &log, cfg.steps, quiet ? EVAL_QUIET : EVAL_TABLE, NULL);
         if (cfg.final_samples > 0 && !stop_signal) {
             double tp = now_seconds();
             uint64_t windows = loader_eval_windows(&val, model.T); /* fewer: probe_final says so */

@@ -442,8 +442,15 @@ void progress_begin(progress *p, const char *what, const char *unit, long total,
     p->unit = unit;
     p->total = total;
     p->enabled = enabled;
+    p->out = stdout;
     p->tty = terminal_live(STDOUT_FILENO);
     p->t0 = now_seconds();
+    p->last = p->t0 + progress_after() - (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY);
+}
+
+void progress_to(progress *p, FILE *f) {
+    p->out = f;
+    p->tty = terminal_live(fileno(f));
     p->last = p->t0 + progress_after() - (p->tty ? PROGRESS_TTY_EVERY : PROGRESS_LOG_EVERY);
 }
 
@@ -461,10 +468,10 @@ void progress_update(progress *p, long done) {
     snprintf(line, sizeof line, "%s: %ld/%ld %s%s%s%s | %s | ETA %s", p->what, done, p->total, p->unit,
              p->note[0] ? " (" : "", p->note, p->note[0] ? ")" : "", e1, e2);
     if (p->tty) {
-        tty_line(stdout, line); /* flushed */
+        tty_line(p->out, line); /* flushed */
     } else {
-        printf("%s\n", line);
-        fflush(stdout);
+        fprintf(p->out, "%s\n", line);
+        fflush(p->out);
     }
     p->shown = 1;
 }
@@ -475,8 +482,8 @@ void progress_tick(progress *p) {
 
 void progress_end(progress *p) {
     if (p->enabled && p->shown && p->tty) {
-        printf("\r\033[K");
-        fflush(stdout);
+        fprintf(p->out, "\r\033[K");
+        fflush(p->out);
     }
     p->shown = 0;
 }
@@ -796,6 +803,31 @@ void sh_word_put(FILE *f, const char *s) {
     char *w = malloc_check(n);
     fputs(sh_word(w, n, s), f);
     free(w);
+}
+
+void csv_field_putn(FILE *f, const char *s, size_t n) {
+    int quote = 0;
+    for (size_t i = 0; i < n && !quote; i++) quote = s[i] == ',' || s[i] == '"' || s[i] == '\n' || s[i] == '\r';
+    if (!quote) { fwrite(s, 1, n, f); return; }
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"') fputc('"', f);
+        fputc(s[i], f);
+    }
+    fputc('"', f);
+}
+
+void csv_field_put(FILE *f, const char *s) { csv_field_putn(f, s, strlen(s)); }
+
+void csv_num_put(FILE *f, double v) {
+    if (isnan(v)) return;
+    if (isinf(v)) { fputs(v > 0 ? "inf" : "-inf", f); return; }
+    char buf[40];
+    for (int p = 15; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    fputs(buf, f);
 }
 
 /* Parent directory of path into buf ("." when there is none). */

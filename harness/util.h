@@ -115,6 +115,16 @@ long long step_from_double(double x);
  * are always enough. sh_word_put writes it to f. */
 const char *sh_word(char *buf, size_t len, const char *s);
 void sh_word_put(FILE *f, const char *s);
+/* CSV (RFC 4180), the one quoting of every CSV the project writes (a grid's index.csv,
+ * analyze's tables and data, eval/data list/inspect --csv): field n bytes of s as they are,
+ * or in double quotes, each '"' doubled, when they hold a comma, a quote or a line break
+ * (a run folder may hold any). csv_field_put: the whole string s. */
+void csv_field_putn(FILE *f, const char *s, size_t n);
+void csv_field_put(FILE *f, const char *s);
+/* A number as a CSV field, in full: the fewest significant digits (15 to 17) that read
+ * back as v exactly; an infinity as inf or -inf (which pandas and Python's float read);
+ * NaN (no value) as an empty field. */
+void csv_num_put(FILE *f, double v);
 /* mkdir -p. Returns 0 on success, -1 with errno set. */
 int mkdir_p(const char *path);
 /* The folder of path: "a/b" of "a/b/c", "/" of "/c", "." of "c". */
@@ -207,7 +217,7 @@ void sigpipe_survive(void);
  * before _exit); a tree at most 8 folders deep. */
 void remove_tree_now(const char *path);
 
-/* A long loop's progress on stdout: "WHAT: K/N UNITS | 12s | ETA 30s", shown only once
+/* A long loop's progress on stdout (or stderr, progress_to): "WHAT: K/N UNITS | 12s | ETA 30s", shown only once
  * the loop has run 2 s; then rewritten in place about every second on a terminal, or a
  * line every 15 s when stdout is a file or a pipe. progress_begin(.., enabled = 0) shows
  * nothing; progress_end clears the terminal's line. */
@@ -258,8 +268,12 @@ typedef struct {
     double skip, extra;
     long done; /* the count of the last update */
     char note[96]; /* shown after the count while not empty: where inside a long unit the loop is */
+    FILE *out;     /* stdout; progress_to: stderr for a command whose stdout is data (eval --csv) */
 } progress;
 void progress_begin(progress *p, const char *what, const char *unit, long total, int enabled);
+/* After progress_begin: the lines on f instead of stdout (a line drawn in place when f is
+ * a live terminal). */
+void progress_to(progress *p, FILE *f);
 void progress_update(progress *p, long done);
 /* The last count again (p may be NULL): keeps the line coming, elapsed time and ETA,
  * through one long unit of work (the final probe's Jacobian of a batch). */

@@ -1401,13 +1401,50 @@ static void test_eval_row(void) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    eval_print_row(f, "val", log(20.0));
-    eval_print_row(f, "wiki", 345.0);
+    eval_print_row(f, EVAL_NAME_WIDTH, "val", log(20.0));
+    eval_print_row(f, EVAL_NAME_WIDTH, "wiki", 345.0);
     fclose(f);
     CHECK(strstr(buf, "  val            2.9957     20.000\n") != NULL, "a plain perplexity:\n%s", buf);
     CHECK(strstr(buf, "  wiki         345.0000 6.786e+149\n") != NULL, "a huge perplexity in powers of ten:\n%s", buf);
     CHECK(len < 100, "two short lines: %zu bytes", len);
     free(buf);
+}
+
+/* eval's table with an out-of-domain corpus named in 63 bytes (data import's longest): the
+ * corpus column as wide as that name, so that every row (the header's too) has its loss
+ * and perplexity at the same columns; with short names, the 12 columns it always had. */
+static void test_eval_table_long_name(void) {
+    s2hc_config c;
+    config_defaults(&c);
+    const char *lng = "an_out_of_domain_corpus_named_in_63_characters______________end";
+    c.n_ood = 2;
+    snprintf(c.ood[0], sizeof c.ood[0], "kjv");
+    snprintf(c.ood[1], sizeof c.ood[1], "%s", lng);
+    const int w = eval_table_width(&c);
+    CHECK(w == 63, "the column fits the 63-byte name: %d", w);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    eval_print_header(f, w);
+    eval_print_row(f, w, "val", 2.5);
+    eval_print_row(f, w, "kjv", 3.25);
+    eval_print_row(f, w, lng, 4.0);
+    fclose(f);
+    /* each line: 2 spaces, the name column, " %8.4f %10.3f": the numbers end at 2 + w + 20 */
+    int lines = 0;
+    for (char *l = buf, *e; (e = strchr(l, '\n')); l = e + 1, lines++) {
+        CHECK(e - l == 2 + w + 20, "line %d is %d bytes, not %d (a column moved):\n%s", lines, (int)(e - l), 2 + w + 20,
+              buf);
+        CHECK(l[2 + w] == ' ' && l[2 + w + 1 + 8] == ' ', "line %d: the loss column starts at %d:\n%s", lines, 2 + w + 1,
+              buf);
+    }
+    CHECK(lines == 4, "a header and 3 rows: %d lines", lines);
+    CHECK(strstr(buf, "  val ") == buf + 2 + w + 20 + 1 && strstr(buf, "  2.5000     12.182\n") != NULL,
+          "val's row, its numbers after the padded name:\n%s", buf);
+    free(buf);
+    c.n_ood = 1;
+    CHECK(eval_table_width(&c) == EVAL_NAME_WIDTH, "short names: the 12 columns it always had (%d)",
+          eval_table_width(&c));
 }
 
 /* eval_shard_loss: the mean cross-entropy of the next byte over evenly spaced windows
@@ -1520,6 +1557,7 @@ int main(void) {
     T_RUN(test_model_init);
     T_RUN(test_eval_loss_is_cross_entropy);
     T_RUN(test_eval_row);
+    T_RUN(test_eval_table_long_name);
     T_RUN(test_grad_accum_is_the_batch);
     T_RUN(test_frame_applies_H_as_rows_are_outputs);
     T_RUN(test_sliced_step_is_the_step);

@@ -77,6 +77,57 @@ if command -v h5dump >/dev/null; then
   h5dump -d /eval/ood/synth_ood/loss "$TMP/runs/tour/run.h5" >/dev/null 2>&1 && ok "beside the run's own corpus's" \
     || fail "/eval/ood/synth_ood/loss is gone"
 fi
+# a corpus named in 63 bytes (data import's longest): eval's corpus column as wide as its
+# name, every row's loss and perplexity in the same columns (the long row's had moved right)
+LONGC=an_out_of_domain_corpus_named_in_63_bytes_for_the_eval_table__x
+cp -r "$TMP/data/synth_ood" "$TMP/data/$LONGC"
+expect_status 0 "eval --ood of a 63-byte corpus name" -- "$S2HC" eval "$TMP/runs/tour" --ood "synth_ood,$LONGC"
+widths=$(grep -E "^  (corpus|val|synth_ood|$LONGC) " "$TMP/out" | awk '{ print length($0) }' | sort -u | tr '\n' ' ')
+[ "$widths" = "85 " ] && ok "eval: the header and every row end at column 85 (2 + 63 + 20)" \
+  || fail "eval with a long corpus name: row lengths '$widths': $(grep -E '^  ' "$TMP/out")"
+expect_status 0 "eval of short names" -- "$S2HC" eval "$TMP/runs/tour"
+expect_out "^  corpus           loss        ppl$" "short names keep the 12-column header"
+# eval --csv: a header and a row per run and corpus on stdout, nothing else there (a
+# run's "== DIR ==" header and the progress on stderr); a folder with a comma quoted; the
+# losses those the run files record (h5dump, in full) and the table shows
+cp -r "$TMP/runs/tour" "$TMP/runs/t,our"
+"$S2HC" eval "$TMP/runs/tour" "$TMP/runs/t,our/" --ood "synth_ood,$LONGC" --csv >"$TMP/eval.csv" 2>"$TMP/eval.err" \
+  && ok "eval --csv of two runs" || fail "eval --csv: exit $?: $(tail -3 "$TMP/eval.err")"
+grep -q "^== $TMP/runs/t,our/ (2/2) ==" "$TMP/eval.err" && ok "eval --csv: the runs' headers on stderr" \
+  || fail "eval --csv: stderr: $(cat "$TMP/eval.err")"
+"$S2HC" eval "$TMP/runs/tour" --ood "synth_ood,$LONGC" >"$TMP/eval.txt" 2>&1
+if python3 - "$TMP/eval.csv" "$TMP/eval.txt" "$TMP/runs" "$LONGC" <<'PY'
+import csv, math, subprocess, sys
+csvf, txt, runs, longc = sys.argv[1:]
+rows = list(csv.reader(open(csvf, newline="")))
+assert rows[0] == "run,step,corpus,role,loss,ppl,batches,sequences,tokens".split(","), rows[0]
+body = rows[1:]
+assert len(body) == 6 and all(len(r) == 9 for r in body), rows
+def last(path, ds):  # the last value of a dataset, in full
+    out = subprocess.run(["h5dump", "--onlyattr=0", "-m", "%.17g", "-d", ds, path], capture_output=True, text=True, check=True).stdout
+    data = out[out.index("DATA {"):]
+    return float(data.replace("\n", " ").split(":")[-1].split("}")[0].split(",")[-1])
+table = {l.split()[0]: float(l.split()[1]) for l in open(txt) if l.startswith("  ") and not l.startswith("  corpus")}
+for i, (run, corpus, role) in enumerate([(runs + "/tour", "synth", "val"), (runs + "/tour", "synth_ood", "ood"),
+                                         (runs + "/tour", longc, "ood"), (runs + "/t,our", "synth", "val"),
+                                         (runs + "/t,our", "synth_ood", "ood"), (runs + "/t,our", longc, "ood")]):
+    r = body[i]
+    assert r[0] == run and r[1] == "30" and r[2] == corpus and r[3] == role, r
+    assert r[6:] == ["2", "8", "256"], r  # 2 batches of 4 sequences of 32 tokens
+    loss, ppl = float(r[4]), float(r[5])
+    assert abs(ppl - math.exp(loss)) <= 1e-12 * ppl, r
+    ds = "/eval/val_loss" if role == "val" else "/eval/ood/%s/loss" % corpus
+    assert loss == last(run + "/run.h5", ds), (r, ds, last(run + "/run.h5", ds))
+    assert "%.4f" % loss == "%.4f" % table["val" if role == "val" else corpus], (r, table)
+PY
+then ok "eval --csv: header, rows, the run files' losses in full, the table's"; else fail "eval --csv: $(cat "$TMP/eval.csv")"; fi
+# inspect --csv quotes the folder with a comma as well (its rows had one field too many)
+"$S2HC" inspect "$TMP/runs/t,our" --csv >"$TMP/insp.csv" 2>/dev/null
+python3 -c 'import csv, sys; rows = list(csv.reader(open(sys.argv[1], newline="")))
+assert len(rows) > 2 and all(len(r) == len(rows[0]) for r in rows) and all(r[0] == sys.argv[2] for r in rows[1:]), rows' \
+  "$TMP/insp.csv" "$TMP/runs/t,our" && ok "inspect --csv: a folder with a comma is one field" \
+  || fail "inspect --csv of a folder with a comma: $(head -3 "$TMP/insp.csv")"
+rm -rf "$TMP/runs/t,our" "$TMP/data/$LONGC"
 expect_status 2 "eval --ood of the training corpus is refused" -- "$S2HC" eval "$TMP/runs/tour" --ood synth
 expect_out "'synth' is the training corpus" "the refusal says why"
 expect_status 1 "eval --ood of a corpus not prepared fails" -- "$S2HC" eval "$TMP/runs/tour" --ood synth_ood,nope
