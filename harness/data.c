@@ -1580,7 +1580,7 @@ int data_prepare(const char *data_dir, const char *only, int force, int verbose)
 static void data_usage(FILE *f) {
     fprintf(f,
             "usage: s2hc data prepare [--dir DATA] [--only NAME] [--force] [--quiet]\n"
-            "       s2hc data list [--dir DATA]\n"
+            "       s2hc data list [--dir DATA] [--csv]\n"
             "       s2hc data import FILE --name NAME [--val FILE] [--tokens uint16 --vocab V] [--dir DATA]\n"
             "                                          (your own text, or token ids, as a corpus)\n"
             "\n"
@@ -1588,6 +1588,9 @@ static void data_usage(FILE *f) {
             "DATA/<corpus>/train.bin, val.bin (the last 1%% of each source) and SOURCE.txt.\n"
             "Prepared corpora are cached; --force rebuilds. DATA defaults to ./data.\n"
             "Missing packages: run `make deps`.\n"
+            "list shows every corpus with its role, state, train and val tokens and vocabulary;\n"
+            "--csv prints them as CSV for pandas instead (corpus,role,state,train_tokens,val_tokens,\n"
+            "vocab; a count empty where the table shows '-'), and the closing note on stderr.\n"
             "\n"
             "corpora:");
     for (size_t i = 0; i < N_CORPORA; i++) fprintf(f, " %s (%s)", corpus_table[i].name, corpus_table[i].role);
@@ -1597,6 +1600,7 @@ static void data_usage(FILE *f) {
             "  s2hc data prepare                  # all corpora into ./data (about a minute)\n"
             "  s2hc data prepare --only kjv --dir /tmp/data\n"
             "  s2hc data list\n"
+            "  s2hc data list --csv > corpora.csv\n"
             "  s2hc data import notes.txt --name notes   # then: --set data.train=notes\n"
             "  s2hc data import fineweb/train.bin --val fineweb/val.bin --tokens uint16 --vocab 50257 --name fineweb\n"
             "                                     # GPT-2 BPE ids (nanoGPT's prepare.py); then also --set model.vocab=50304\n");
@@ -1743,23 +1747,46 @@ static int data_import(const char *file, const char *valfile, const char *name, 
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* data list's corpus column: 12 wide, or as the longest name it shows */
+#define LIST_NAME_WIDTH 12
+
+/* One corpus of `data list`: its counts as printed ("-" where there are none). */
+typedef struct {
+    char *name;
+    const char *role, *state;
+    char train[24], val[24], vocab[16];
+} list_row;
+
+/* A count of data list's table as a CSV field: the number, or empty for its "-". */
+static void list_csv_count(const char *v) {
+    putchar(',');
+    if (strcmp(v, "-") != 0) fputs(v, stdout);
+}
+
 /* The corpora of data_dir: the seven `prepare` makes, then every other folder holding
- * train.bin and val.bin (`data import`), with their token counts and vocabularies. */
-static int data_list(const char *data_dir) {
-    const char *row = "%-12s %-6s %-9s %13s %13s %6s\n";
-    printf(row, "corpus", "role", "state", "train tokens", "val tokens", "vocab");
+ * train.bin and val.bin (`data import`), with their token counts and vocabularies. All
+ * rows are read first, so that the corpus column is as wide as the longest name (an
+ * imported corpus's up to 63 bytes, a folder's more): each row's counts in the same
+ * columns. csv: the same rows as CSV (a header; counts empty where the table has "-"),
+ * the closing note on stderr. */
+static int data_list(const char *data_dir, int csv) {
+    list_row *rows = calloc_check(N_CORPORA, sizeof *rows);
+    size_t nr = 0;
     for (size_t i = 0; i < N_CORPORA; i++) {
         const corpus_spec *c = &corpus_table[i];
+        list_row *r = &rows[nr++];
         uint64_t nt = 0, nv = 0;
-        char path[1200], a[24], b[24];
+        char path[1200];
         snprintf(path, sizeof path, "%s/%s/SOURCE.txt", data_dir, c->name);
         int ready = corpus_cached(data_dir, c->name, &nt, &nv);
         char ver[128];
         const int newer = !ready && corpus_newer(data_dir, c->name, ver, sizeof ver);
-        snprintf(a, sizeof a, ready ? "%llu" : "-", (unsigned long long)nt);
-        snprintf(b, sizeof b, ready ? "%llu" : "-", (unsigned long long)nv);
-        printf(row, c->name, c->role, ready ? "prepared" : newer ? "newer" : file_exists(path) ? "stale" : "missing", a,
-               b, ready ? "256" : "-");
+        if (!(r->name = strdup(c->name))) die(1, "out of memory listing %s", data_dir);
+        r->role = c->role;
+        r->state = ready ? "prepared" : newer ? "newer" : file_exists(path) ? "stale" : "missing";
+        snprintf(r->train, sizeof r->train, ready ? "%llu" : "-", (unsigned long long)nt);
+        snprintf(r->val, sizeof r->val, ready ? "%llu" : "-", (unsigned long long)nv);
+        snprintf(r->vocab, sizeof r->vocab, "%s", ready ? "256" : "-");
     }
     DIR *d = opendir(data_dir);
     char **names = NULL;
@@ -1775,9 +1802,12 @@ static int data_list(const char *data_dir) {
     }
     if (d) closedir(d);
     if (nn > 1) qsort(names, nn, sizeof *names, cmp_names);
+    rows = realloc(rows, (N_CORPORA + nn) * sizeof *rows);
+    if (!rows) die(1, "out of memory listing %s", data_dir);
     for (size_t i = 0; i < nn; i++) {
         data_shard t, v;
-        char tp[1200], vp[1200], err[1400], a[24], b[24], voc[16];
+        char tp[1200], vp[1200], err[1400];
+        list_row *r = &rows[nr++];
         data_shard_path(tp, sizeof tp, data_dir, names[i], "train");
         data_shard_path(vp, sizeof vp, data_dir, names[i], "val");
         int good = shard_open(&t, tp, err, sizeof err) == 0;
@@ -1786,17 +1816,38 @@ static int data_list(const char *data_dir) {
             shard_close(&t);
             good = 0;
         }
-        snprintf(a, sizeof a, good ? "%llu" : "-", (unsigned long long)(good ? t.count : 0));
-        snprintf(b, sizeof b, good ? "%llu" : "-", (unsigned long long)(good ? v.count : 0));
-        snprintf(voc, sizeof voc, good ? "%u" : "-", good ? t.vocab : 0);
-        printf(row, names[i], "own", good ? "imported" : "bad", a, b, voc);
+        r->name = names[i]; /* the row's now */
+        r->role = "own";
+        r->state = good ? "imported" : "bad";
+        snprintf(r->train, sizeof r->train, good ? "%llu" : "-", (unsigned long long)(good ? t.count : 0));
+        snprintf(r->val, sizeof r->val, good ? "%llu" : "-", (unsigned long long)(good ? v.count : 0));
+        snprintf(r->vocab, sizeof r->vocab, good ? "%u" : "-", good ? t.vocab : 0);
         if (good) { shard_close(&t); shard_close(&v); }
-        free(names[i]);
     }
     free(names);
-    printf("(in %s; `s2hc data prepare --dir ", data_dir);
-    sh_word_put(stdout, data_dir); /* a command to paste: the folder as one word */
-    printf("` builds what is missing or stale; `own` corpora come from `s2hc data import`)\n");
+    int w = LIST_NAME_WIDTH;
+    for (size_t i = 0; i < nr; i++)
+        if ((int)strlen(rows[i].name) > w) w = (int)strlen(rows[i].name);
+    if (csv) printf("corpus,role,state,train_tokens,val_tokens,vocab\n");
+    else printf("%-*s %-6s %-9s %13s %13s %6s\n", w, "corpus", "role", "state", "train tokens", "val tokens", "vocab");
+    for (size_t i = 0; i < nr; i++) {
+        const list_row *r = &rows[i];
+        if (csv) {
+            csv_field_put(stdout, r->name);
+            printf(",%s,%s", r->role, r->state);
+            list_csv_count(r->train);
+            list_csv_count(r->val);
+            list_csv_count(r->vocab);
+            putchar('\n');
+        } else
+            printf("%-*s %-6s %-9s %13s %13s %6s\n", w, r->name, r->role, r->state, r->train, r->val, r->vocab);
+        free(r->name);
+    }
+    free(rows);
+    FILE *note = csv ? stderr : stdout; /* stdout holds the CSV alone */
+    fprintf(note, "(in %s; `s2hc data prepare --dir ", data_dir);
+    sh_word_put(note, data_dir); /* a command to paste: the folder as one word */
+    fprintf(note, "` builds what is missing or stale; `own` corpora come from `s2hc data import`)\n");
     return 0;
 }
 
@@ -1806,7 +1857,7 @@ int data_main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1], *dir = "data", *only = NULL;
-    int force = 0, quiet = 0;
+    int force = 0, quiet = 0, csv = 0;
     int is_prepare = strcmp(cmd, "prepare") == 0, is_list = strcmp(cmd, "list") == 0;
     int is_import = strcmp(cmd, "import") == 0;
     const char *import_file = NULL, *import_name = NULL, *import_val = NULL, *import_tokens = NULL, *import_vocab = NULL;
@@ -1838,6 +1889,7 @@ int data_main(int argc, char **argv) {
         }
         else if (is_prepare && strcmp(a, "--force") == 0) force = 1;
         else if (is_prepare && strcmp(a, "--quiet") == 0) quiet = 1;
+        else if (is_list && strcmp(a, "--csv") == 0) csv = 1;
         else if (is_import && (v = opt_arg(argc, argv, &i, "--name", 1))) import_name = v;
         else if (is_import && (v = opt_arg(argc, argv, &i, "--val", 1))) import_val = v;
         else if (is_import && (v = opt_arg(argc, argv, &i, "--tokens", 1))) import_tokens = v;
@@ -1856,7 +1908,7 @@ int data_main(int argc, char **argv) {
     char what[32];
     snprintf(what, sizeof what, "data %s --dir", cmd);
     if (!data_dir_fits(dir, what)) return 2;
-    if (is_list) return data_list(dir);
+    if (is_list) return data_list(dir, csv);
     if (is_import) {
         if (!import_file || !import_name) {
             fprintf(stderr, "s2hc: error: data import needs FILE and --name NAME\n");
