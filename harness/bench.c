@@ -433,14 +433,24 @@ static void section_gemm(const bench_opts *o, gemm_limits *g, FILE *csv) {
     double t[64];
     printf("\n== sgemm through %s (core %s, %d thread%s) ==\n", "OpenBLAS", openblas_get_corename(),
            openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
-    printf("  %-34s %10s %10s\n", "shape", "median", "best");
+    /* the rows' labels first: the column fits the longest (small's "(N=2048)" label had
+       pushed its numbers two columns right) */
+    char label[2][64];
+    int wl = 34;
+    for (int p = 0; p < 2; p++) {
+        s2hc_config c;
+        bench_config(&c, bench_presets[p], "rc", 1);
+        snprintf(label[p], sizeof label[p], "%s: step's linear layers (N=%d)", bench_presets[p], c.batch * c.block_size);
+        if ((int)strlen(label[p]) > wl) wl = (int)strlen(label[p]);
+    }
+    printf("  %-*s %10s %10s\n", wl, "shape", "median", "best");
     int S = o->quick ? 512 : 1024;
     gemm_shape sq = {0, 0, S, S, S};
     gemm_time(&sq, 1, reps, t, NULL);
     double f = gemm_flops(&sq, 1);
     g->square = f / median(t, reps) / 1e9;
     g->square_best = f / minimum(t, reps) / 1e9;
-    printf("  %-34s %10.1f %10.1f GFLOP/s\n", S == 1024 ? "square 1024^3" : "square 512^3", g->square, g->square_best);
+    printf("  %-*s %10.1f %10.1f GFLOP/s\n", wl, S == 1024 ? "square 1024^3" : "square 512^3", g->square, g->square_best);
     if (csv) fprintf(csv, "square,%d,%d,%d,%.2f,%.2f,%.2f\n", S, S, S, g->square, g->square_best, load1());
     for (int p = 0; p < 2; p++) {
         s2hc_config c;
@@ -462,9 +472,7 @@ static void section_gemm(const bench_opts *o, gemm_limits *g, FILE *csv) {
         }
         g->model[p] = tot_f / tot_t / 1e9;
         g->model_best[p] = tot_f / tot_t_best / 1e9;
-        char label[64];
-        snprintf(label, sizeof label, "%s: step's linear layers (N=%d)", bench_presets[p], c.batch * c.block_size);
-        printf("  %-34s %10.1f %10.1f GFLOP/s\n", label, g->model[p], g->model_best[p]);
+        printf("  %-*s %10.1f %10.1f GFLOP/s\n", wl, label[p], g->model[p], g->model_best[p]);
         if (csv)
             fprintf(csv, "%s:step,%d,0,0,%.2f,%.2f,%.2f\n", bench_presets[p], c.batch * c.block_size, g->model[p],
                     g->model_best[p], load1());
@@ -558,6 +566,18 @@ static double bench_model_mb(const gpt_model *m) {
     const double slices = m->n_slices > 1 ? m->n_slices - 1 : 0;
     return ((double)m->n_params * (4 + slices) * sizeof(real) + (double)(m->n_acts + m->n_grad_acts) * sizeof(real)) /
            1048576.0;
+}
+
+/* The method column of the methods table and its breakdown, and of the streams sweep:
+ * this wide, or as wide as the longest method of the run's list (known before the first
+ * row: orthogonal's 10 letters had pushed its sweep rows one column right). */
+#define BENCH_METHOD_WIDTH 11
+#define BENCH_SWEEP_WIDTH 9
+static int name_width(const char *const *names, int least) {
+    int w = least;
+    for (int i = 0; names[i]; i++)
+        if ((int)strlen(names[i]) > w) w = (int)strlen(names[i]);
+    return w;
 }
 
 /* ---- methods: every method at n = 4, interleaved rounds ------------------------------- */
@@ -741,6 +761,7 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
     const char *const *names = o->methods;
     int nm = 0;
     while (names[nm]) nm++;
+    const int wm = name_width(names, BENCH_METHOD_WIDTH);
     bench_model *bm = calloc_check((size_t)nm, sizeof *bm);
     char err[512];
     for (int i = 0; i < nm; i++)
@@ -816,7 +837,7 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
            "(%.1f-%.1f); from CPU time %.1f\n",
            median(gemm_rate, o->rounds), minimum(gemm_rate, o->rounds), maximum(gemm_rate, o->rounds),
            median(gemm_rate_cpu, o->rounds));
-    printf("  %-11s %2s %8s %8s %9s %6s %18s | %8s %6s %8s | %7s %7s\n", "method", "n", "params", "step ms",
+    printf("  %-*s %2s %8s %8s %9s %6s %18s | %8s %6s %8s | %7s %7s\n", wm, "method", "n", "params", "step ms",
            "tokens/s", "MFU", "x rc wall (range)", "cpu ms", "MFU", "x rc cpu", "math us", "mem MB");
     double *ratio = malloc_check((size_t)o->rounds * sizeof *ratio), *rcpu = malloc_check((size_t)o->rounds * sizeof *rcpu);
     double *mfu = malloc_check((size_t)o->rounds * sizeof *mfu), *mfuc = malloc_check((size_t)o->rounds * sizeof *mfuc);
@@ -845,7 +866,7 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
         R->overhead_cpu = median(rcpu, o->rounds);
         char range[40];
         snprintf(range, sizeof range, "%.3f (%.2f-%.2f)", R->overhead, R->overhead_lo, R->overhead_hi);
-        printf("  %-11s %2d %8zu %8.2f %9.0f %5.1f%% %18s | %8.2f %5.1f%% %8.3f | %7.2f %7.1f\n", names[i],
+        printf("  %-*s %2d %8zu %8.2f %9.0f %5.1f%% %18s | %8.2f %5.1f%% %8.3f | %7.2f %7.1f\n", wm, names[i],
                bm[i].m.n, bm[i].m.n_params, R->step_ms, R->tok_s, 100 * R->mfu, range, R->cpu_ms, 100 * R->mfu_cpu,
                R->overhead_cpu, (fns + bns) / 1e3, bench_model_mb(&bm[i].m));
         if (csv)
@@ -896,14 +917,14 @@ static void section_methods(const bench_opts *o, const char *preset, const gemm_
     for (int kind = 0; kind < 2; kind++) {
         printf("\n  one step by op, %s ms (%s preset, mean of %d profiled steps, every op split over the threads)\n",
                kind ? "CPU (all threads)" : "wall", preset, o->prof_steps);
-        printf("  %-11s", "method");
+        printf("  %-*s", wm, "method");
         for (int k = 0; k < PROF_N; k++) printf(" %9.9s", prof_names[k]);
         printf(" %9s %9s\n", "other", "total");
         for (int i = 0; i < nm; i++) {
             if (!bm[i].ok) continue;
             const double *p = prof + (size_t)i * P2 + (size_t)kind * PROF_N, T = tot[2 * i + kind];
             double sum = 0;
-            printf("  %-11s", names[i]);
+            printf("  %-*s", wm, names[i]);
             for (int k = 0; k < PROF_N; k++) {
                 printf(" %9.2f", p[k] * 1e3);
                 sum += p[k];
@@ -970,6 +991,7 @@ static double sweep_estimate_mb(const s2hc_config *c) {
 static void section_streams(const bench_opts *o, FILE *csv) {
     const char *preset = o->only_preset ? o->only_preset : "small";
     const char *const *sweep = o->sweep;
+    const int ws = name_width(sweep, BENCH_SWEEP_WIDTH);
     if (!sweep[0]) { /* --methods rc: nothing to sweep */
         printf("\n== streams: none of --methods has streams to sweep (rc is n = 1); the sweep runs mhc, "
                "mhc_lite, kromhc and s2hc by default ==\n");
@@ -983,7 +1005,7 @@ static void section_streams(const bench_opts *o, FILE *csv) {
     if (bench_model_open(&rc, preset, "rc", 1, err, sizeof err) != 0) return;
     bench_step(&rc, NULL);
     printf("\n== streams: %s preset, tokens/s and memory against n (Fig 7 left) ==\n", preset);
-    printf("  %-9s %2s %10s %9s %9s %8s %8s %8s %10s %10s %9s %6s\n", "method", "n", "aux", "step ms", "tokens/s",
+    printf("  %-*s %2s %10s %9s %9s %8s %8s %8s %10s %10s %9s %6s\n", ws, "method", "n", "aux", "step ms", "tokens/s",
            "x rc", "cpu ms", "x rc cpu", "model MB", "rss MB", "peak MB", "load");
     int peak_global = 0; /* the high-water mark could not be reset: peak MB is the process's */
     double *t = malloc_check((size_t)(o->sweep_steps + 4) * sizeof *t);
@@ -996,7 +1018,7 @@ static void section_streams(const bench_opts *o, FILE *csv) {
             bench_config(&sc, preset, sweep[mi], n);
             double est = sweep_estimate_mb(&sc);
             if (est < 0 || est > o->mem_limit_gb * 1024) {
-                printf("  %-9s %2d  skipped: about %.1f GB (limit %.1f GB, --mem-limit)\n", sweep[mi], n,
+                printf("  %-*s %2d  skipped: about %.1f GB (limit %.1f GB, --mem-limit)\n", ws, sweep[mi], n,
                        est / 1024, o->mem_limit_gb);
                 if (csv)
                     fprintf(csv, "%s,%s,%d,,,,,,,,%.1f,,,,0,skipped\n", preset, sweep[mi], n, est);
@@ -1005,7 +1027,7 @@ static void section_streams(const bench_opts *o, FILE *csv) {
             if (rss_peak_reset() != 0) peak_global = 1;
             bench_model b;
             if (bench_model_open(&b, preset, sweep[mi], n, err, sizeof err) != 0) {
-                printf("  %-9s %2d  skipped: %s\n", sweep[mi], n, err);
+                printf("  %-*s %2d  skipped: %s\n", ws, sweep[mi], n, err);
                 continue;
             }
             bench_step(&b, NULL); /* warm-up: first touch of the buffers */
@@ -1021,7 +1043,7 @@ static void section_streams(const bench_opts *o, FILE *csv) {
             }
             double med = median(t, k), medrc = median(tr, k), mc = median(c, k), mcr = median(cr, k);
             double mb = bench_model_mb(&b.m), rss = rss_now_mb(), peak = rss_peak_mb(), l = load1();
-            printf("  %-9s %2d %10zu %9.2f %9.0f %8.3f %8.2f %8.3f %10.1f %10.1f %9.1f %6.2f\n", sweep[mi], n,
+            printf("  %-*s %2d %10zu %9.2f %9.0f %8.3f %8.2f %8.3f %10.1f %10.1f %9.1f %6.2f\n", ws, sweep[mi], n,
                    b.m.n_aux, med * 1e3, (double)N / med, med / medrc, mc * 1e3, mc / mcr, mb, rss, peak, l);
             if (csv)
                 fprintf(csv, "%s,%s,%d,%zu,%zu,%.4f,%.1f,%.4f,%.4f,%.4f,%.1f,%.1f,%.1f,%.2f,%d,ok\n", preset,

@@ -117,20 +117,22 @@ int params_main(int argc, char **argv) {
         return 2;
     }
     const int Lh = 2 * c.n_layer;
-    int bad = 0;
+    int bad = 0, wm = 12; /* the method column: 12 wide, or the longest method's name */
+    for (int vi = 0; hc_variants[vi]; vi++)
+        if ((int)strlen(hc_variants[vi]->name) > wm) wm = (int)strlen(hc_variants[vi]->name);
     double base = -1;
     if (csv) printf("method,n,C,n_layer,sublayers,aux_formula,aux_table,total_params\n");
     else {
         printf("auxiliary parameters, C = %d, %d layers (%d hyper-connected sublayers), %spreset %s\n", c.n_embd,
                c.n_layer, Lh, C || layers ? "vocabulary and context of " : "", preset);
-        printf("%-12s", "method");
+        printf("%-*s", wm, "method");
         for (int n = n_lo; n <= n_hi; n++) printf(" %9s%d", "n=", n);
         printf("\n");
     }
     for (int vi = 0; hc_variants[vi]; vi++) {
         const hc_variant *v = hc_variants[vi];
         if (only && v != only) continue;
-        if (!csv) printf("%-12s", v->name);
+        if (!csv) printf("%-*s", wm, v->name);
         for (int n = n_lo; n <= n_hi; n++) {
             snprintf(c.method, sizeof c.method, "%s", v->name);
             c.n_streams = n;

@@ -238,6 +238,18 @@ got=$(awk -F, 'NR > 1 { printf "%s ", $2 }' "$TMP/csv2/bench.csv")
 got=$(awk -F, 'NR > 1 { printf "%s%s ", $2, $3 }' "$TMP/csv2/streams.csv")
 [ "$got" = "s2hc2 s2hc3 s2hc4 s2hc5 s2hc6 s2hc7 s2hc8 mhc2 mhc3 mhc4 mhc5 mhc6 mhc7 mhc8 " ] &&
   ok "streams.csv: the listed methods at n = 2..8" || fail "streams.csv rows: '$got'"
+# a method name past the sweep's 9 columns (orthogonal's 10 letters): the method column as
+# wide as it, so that every row's n ends where the header's does (orthogonal's rows had
+# moved one column right); the GEMM table's labels likewise (small's "(N=2048)" had moved
+# its numbers two columns right)
+expect_status 0 "bench --methods orthogonal,mhc, the sweep alone" -- "$S2HC" bench --quick --preset tiny --no-methods \
+  --no-probes --methods orthogonal,mhc --csv none
+got=$(sed -n '/^== streams/,/^  peak MB/p' "$TMP/out" | grep -E '^  (method|orthogonal|mhc) ' \
+  | awk '{ print index($0, " " $2 " ") + length($2) }' | sort -u | tr '\n' ' ')
+[ "$got" = "15 " ] && ok "streams: every row's n ends at column 15" || fail "streams: n ends at '$got': $(grep -A3 '^== streams' "$TMP/out")"
+got=$(sed -n '/^== sgemm/,/^$/p' "$TMP/out" | awk '/^  shape / { h = length($0); next }
+  /GFLOP\/s$/ { print (index($0, " GFLOP/s") - 1 == h) ? "same" : "moved" }' | sort -u | tr '\n' ' ')
+[ "$got" = "same " ] && ok "sgemm: every row's numbers end under the header's" || fail "sgemm table: '$got': $(grep -A4 '^== sgemm' "$TMP/out")"
 # peak memory per configuration: mhc at n = 2, after s2hc at n = 8, peaks below it (a
 # process-wide high-water mark would only grow down the table). Not in the sanitizer
 # build, whose allocator holds freed memory in quarantine.
