@@ -108,19 +108,6 @@ void an_pick_primary(an_ctx *c) {
     c->n = most_runs_n(count);
 }
 
-/* A run's folder for a data file's comment, its control characters as '?' (a newline in a
- * folder's name would end the comment and start a line of data), in buf. */
-typedef struct {
-    char s[sizeof ((an_run *)0)->dir];
-} dir_text;
-static const char *dir_shown(const an_run *r, dir_text *buf) {
-    size_t k = 0;
-    for (const char *q = r->dir; *q && k + 1 < sizeof buf->s; q++)
-        buf->s[k++] = (unsigned char)*q < 0x20 || *q == 0x7f ? '?' : *q;
-    buf->s[k] = '\0';
-    return buf->s;
-}
-
 /* Of the k runs idx (by seed), the first finished one, else the first. */
 static int first_finished(const an_runset *rs, const int *idx, int k) {
     for (int i = 0; i < k; i++)
@@ -326,7 +313,7 @@ static void fig_heatmaps(an_ctx *c, FILE *meta) {
         fprintf(f, "# %s: token-averaged H_res (/final/H_res_mean) of sublayer l = %d (0-based, as `s2hc inspect "
                    "--layer` and Fig 9) of 0..%d, run %s\n"
                    "# column j (input stream), row i (output stream), H_res[i,j]\n", r->variant, mid_layer, Lh - 1,
-                dir_shown(r, &(dir_text){0}));
+                r->dir);
         columns(f, "j i h_res");
         write_cells(f, H, n);
         an_close(f);
@@ -562,7 +549,7 @@ static void fig_rowmax(an_ctx *c, FILE *meta) {
         list_add(list, sizeof list, hres_variants[vi]);
         fprintf(f, "# %s (%s): step, row-max p10, median, p90 over every row of every per-token H_res of every sublayer,"
                    " fraction of matrices whose row maxima all sit on the diagonal\n", r->variant,
-                dir_shown(r, &(dir_text){0}));
+                r->dir);
         columns(f, "step row_max_p10 row_max_median row_max_p90 diag_frac");
         for (size_t i = 0; i < st->rows; i++)
             fprintf(f, "%.0f %.6g %.6g %.6g %.6g\n", an_series_get(st, i), an_series_get(p10, i), an_series_get(med, i),
@@ -590,7 +577,7 @@ static void fig_cos(an_ctx *c, FILE *meta) {
                     Lh = (int)cs->row_elems;
                     fprintf(f, "# %s (%s, %s, %s): step, then per sublayer the mean pairwise cosine similarity of the"
                                " streams after mixing (H_res . X)\n", r->variant, r->scale, r->corpus,
-                            dir_shown(r, &(dir_text){0}));
+                            r->dir);
                     fprintf(f, "%s step", AN_COLUMNS);
                     for (int l = 0; l < Lh; l++) fprintf(f, " cos_sublayer%d", l + 1);
                     fprintf(f, "\n");
@@ -635,7 +622,7 @@ static void fig_grad(an_ctx *c, FILE *meta) {
         an_label(v, lab, sizeof lab);
         list_add(labels, sizeof labels, lab);
         fprintf(f, "# %s (%s): step, gradient norm before clipping clamped at %.0f for display, raw value\n", v,
-                dir_shown(r, &(dir_text){0}),
+                r->dir,
                 AN_GRAD_CLAMP);
         columns(f, "step grad_norm_clamped grad_norm");
         for (size_t k = 0; k < st->rows; k++) {
