@@ -2,10 +2,12 @@
 # Install the Debian packages s2hc needs, only those missing. Idempotent and quiet
 # when everything is present. Usage: scripts/deps.sh [--slurm] [--clang] [--cross]
 set -euo pipefail
+# python3: the test suite's independent readers (export_cli.sh, data.sh), the docs checker
+# (docs_cli.sh) and the CUDA emulator's translator (mk/cuda.mk)
 PKGS="build-essential pkg-config libhdf5-dev hdf5-tools libyaml-dev libopenblas-openmp-dev
 gnuplot-nox fonts-dejavu-core man-db groff-base perl perl-doc
 linux-doc-6.1 python3.11-doc dict-gcide dict-foldoc fortunes fortunes-min bible-kjv bible-kjv-text
-manpages manpages-dev libopenmpi-dev openmpi-bin"
+manpages manpages-dev libopenmpi-dev openmpi-bin python3"
 for opt in "$@"; do
   case "$opt" in
     --slurm) PKGS="$PKGS slurmctld slurmd slurm-client munge" ;;
