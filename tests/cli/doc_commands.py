@@ -80,7 +80,7 @@ class Program:
                     subs.add(m.group(2))
         if re.search(r"\bs2hc help COMMAND\b", top):
             self.commands.setdefault("help", set())
-        self.global_opts = set(options_in(top)) | {"--help"}
+        self.global_opts = set(options_in(without_examples(top))) | {"--help"}
         # every --help, `s2hc config`, the tools' --help and make's database, at once
         names = [cmd if sub is None else f"{cmd} {sub}"
                  for cmd, subs in self.commands.items() if cmd != "help" for sub in sorted(subs) or [None]]
@@ -102,7 +102,9 @@ class Program:
                 sys.exit(f"doc_commands: s2hc {name} --help exited {rc}")
             if rc == 0 and not name.startswith(" "):
                 self.helps[name] = text
-        self.opts = {k: set(options_in(v)) for k, v in self.helps.items()}
+        # a command's options as its help describes them, not as its examples use them: an
+        # example's misspelled option would otherwise be one its own help names
+        self.opts = {k: set(options_in(without_examples(v))) for k, v in self.helps.items()}
         self.make_opts = set(options_in(done[" make"][1]))
         self.make_dbs = {}
         # tests/run.sh's names (make test TESTS=...): the test programs and the shell tests
@@ -124,6 +126,21 @@ class Program:
         if key not in self.make_dbs:
             self.make_dbs[key] = make_database(args)[0]
         return self.make_dbs[key]
+
+
+def without_examples(text):
+    """A --help's text without its examples (the "example(s):" line and the indented
+    lines after it), which help_examples checks against the rest."""
+    out, in_ex = [], False
+    for line in text.split("\n"):
+        if re.match(r"^examples?:", line):
+            in_ex = True
+            continue
+        if in_ex and line.startswith("  "):
+            continue
+        in_ex = False
+        out.append(line)
+    return "\n".join(out)
 
 
 def options_in(text):
