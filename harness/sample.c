@@ -330,11 +330,18 @@ int sample_main(int argc, char **argv) {
     int of_ids = 0;
     const size_t dlen = strlen(dir), xlen = strlen(".safetensors");
     if (!from_file && dlen > xlen && !strcmp(dir + dlen - xlen, ".safetensors")) {
-        /* an export not made yet: not a run folder named *.safetensors ("X.safetensors/ckpt.h5") */
-        fprintf(stderr, "s2hc: error: sample: %s: %s (`s2hc export RUN_DIR` writes RUN_DIR/model.safetensors)\n",
-                dir, stat(dir, &sb) == 0 ? "not a file" : "no such file");
-        free(bytes);
-        return 1;
+        /* an export not made yet, named as the file it is; a run folder whose name ends so
+           (run.name: x.safetensors) is still a run folder when it holds a checkpoint */
+        char *ck = malloc_check(dlen + sizeof "/ckpt.h5");
+        snprintf(ck, dlen + sizeof "/ckpt.h5", "%s/ckpt.h5", dir);
+        const int exists = stat(dir, &sb) == 0, run_dir = exists && S_ISDIR(sb.st_mode) && file_exists(ck);
+        free(ck);
+        if (!run_dir) {
+            fprintf(stderr, "s2hc: error: sample: %s: %s (`s2hc export RUN_DIR` writes RUN_DIR/model.safetensors)\n",
+                    dir, exists ? "not a file" : "no such file");
+            free(bytes);
+            return 1;
+        }
     }
     if (from_file) {
         char err[1400];

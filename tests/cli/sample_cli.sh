@@ -110,6 +110,11 @@ expect_out "sample: .*runs/none/model.safetensors: no such file \(\`s2hc export 
 mkdir -p "$TMP/d.safetensors"
 expect_status 1 "a folder named *.safetensors" -- "$S2HC" sample "$TMP/d.safetensors"
 expect_out "d.safetensors: not a file" "says it is not a file"
+# a run folder whose name ends in .safetensors (run.name may) is still a run folder
+cp -r "$R" "$TMP/runs/r.safetensors"
+"$S2HC" sample "$TMP/runs/r.safetensors" --prompt "the cat " --tokens 120 --temperature 0 >"$TMP/g3" 2>"$TMP/err" \
+  && cmp -s "$TMP/g1" "$TMP/g3" && ok "a run folder named *.safetensors samples as its run" \
+  || fail "a run folder named r.safetensors: $(cat "$TMP/err")"
 expect_status 2 "negative temperature" -- "$S2HC" sample "$R" --temperature -1
 expect_out "--temperature: expected a number in \[0, " "names --temperature and its range"
 expect_status 2 "--tokens 0" -- "$S2HC" sample "$R" --tokens 0
