@@ -46,6 +46,9 @@ ARGS_VARS = {"BENCH_ARGS": "bench", "FRAME_ARGS": "frame_bench", "LAYOUT_ARGS": 
 FILE_EXTS = {"bin", "h5", "log", "c", "h", "o", "d", "yaml", "md", "sh", "gp", "csv", "dat",
              "tex", "html", "txt", "py", "cu", "mk", "json", "png", "svg", "sbatch", "tsv",
              "safetensors", "lock", "tmp"}
+# A fenced block's languages whose lines are command lines (``` or ~~~ alone: the docs'
+# habit); a block in another (python, c, text) is not checked.
+SHELL_LANGS = {"", "sh", "bash", "shell", "console", "shell-session", "zsh"}
 OPT_RE = re.compile(r"^--?[A-Za-z][A-Za-z0-9_-]*")
 KEY_RE = re.compile(r"(?<![\w./$-])([a-z][a-z0-9_]*)\.([a-z_][a-z0-9_]*)(?![\w/(-]|\.[\w])")
 
@@ -184,10 +187,10 @@ def make_database(args=("-f", "Makefile")):
 
 def segments(path):
     """The code of a markdown file: (line, text, kind), kind 'inline', 'code', 'yaml'
-    or 'other' (a fenced block in another language: python)."""
+    or 'other' (a fenced block, ``` or ~~~, in another language: python)."""
     out = []
     lines = open(path, encoding="utf-8").read().split("\n")
-    fence = None
+    fence = marker = None
     in_indent = False
     prev_blank = True
     para = []
@@ -208,12 +211,12 @@ def segments(path):
 
     pending = None  # a code line ending in \ with its successors
     for i, line in enumerate(lines, 1):
-        m = re.match(r"^\s*```\s*(\w*)", line)
-        if m:
+        m = re.match(r"^\s*(```|~~~)\s*([\w-]*)", line)
+        if m and (fence is None or m.group(1) == marker):
             flush()
             if fence is None:
-                lang = m.group(1)
-                fence = "yaml" if lang == "yaml" else "code" if lang in ("", "sh", "bash", "console") else "other"
+                marker, lang = m.group(1), m.group(2)
+                fence = "yaml" if lang == "yaml" else "code" if lang in SHELL_LANGS else "other"
             else:
                 fence = None
             continue

@@ -54,6 +54,13 @@ Not mistakes: s2hc at n = 4 in a comment, `train.bin`, `runs/x/run.h5`, `--exten
 ```python
 model.load_state_dict(sd)   # the s2hc model class
 ```
+```shell
+s2hc eval runs/tiny --bathces 2
+```
+~~~
+s2hc sample runs/tiny --tokns 5
+```
+~~~
 EOF
 # one run for both (the --help calls are most of its time)
 "${CHECK[@]}" README.md docs/*.md "$D" >"$TMP/out" 2>&1; st=$?
@@ -76,11 +83,13 @@ for want in "doc.md:3: s2hc train: no option --extnd" \
             "doc.md:11: \`--method-compar\`: --method-compar is no s2hc command's option" \
             "doc.md:11: s2hc inspect: no option --layr" \
             "doc.md:15: key 'model.n_hed' is no config key" \
-            "doc.md:17: key 'train.sed' is no config key"; do
+            "doc.md:17: key 'train.sed' is no config key" \
+            "doc.md:31: s2hc eval: no option --bathces" \
+            "doc.md:34: s2hc sample: no option --tokns"; do
   grep -qF -- "$want" "$TMP/out" && ok "planted: $want" || fail "planted: no '$want' in: $(cat "$TMP/out")"
 done
 grep -q "^$PLANTED_HELP\$" "$TMP/out" && ok "planted: a --help example's option that only the example names" \
   || fail "planted: no '$PLANTED_HELP' in: $(cat "$TMP/out")"
 n=$(grep -c "^$D:[0-9]*: " "$TMP/out")
-[ "$n" = 14 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 14: $(cat "$TMP/out")"
+[ "$n" = 16 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 16: $(cat "$TMP/out")"
 finish docs_cli
