@@ -17,6 +17,9 @@ expect_out "step +30/30" "progress shows the step"
 expect_out "tok/s" "progress shows tokens/s"
 expect_out "ETA" "progress shows an ETA"
 expect_out "n_layer: 2" "the resolved config is printed"
+# the probes' time in milliseconds below a second (a run this short read "0.0 s, 2.63 %")
+expect_out "^probes: (0\.[0-9]{3}|[1-9][0-9]*\.[0-9]) s, [0-9.]+% of the training's wall time" \
+  "the probes' time, in milliseconds below a second"
 [ -f "$TMP/runs/tour/run.h5" ] && ok "run.h5 written" || fail "run.h5 missing"
 [ -f "$TMP/runs/tour/ckpt.h5" ] && ok "ckpt.h5 written" || fail "ckpt.h5 missing"
 ls "$TMP/runs/tour/"*.tmp >/dev/null 2>&1 && fail "temporary files left behind" || ok "no temporary files left"
