@@ -153,9 +153,19 @@ def options_in(text):
 def make_database(args=("-f", "Makefile")):
     """The targets and variables of make ARGS (-f FILE, VAR=VALUE), from make -qp's
     database. Its goal is one no rule makes: -q still runs the recipe lines that call
-    $(MAKE) of the goal it is given (make test's, the default goal's)."""
+    $(MAKE) of the goal it is given (make test's, the default goal's). The make a reader
+    types in a shell: not the one of `make test SAN=1` that runs this (its MAKEFLAGS, and
+    the variables of its command line, which make exports, would name build-san's
+    targets, not build's)."""
+    env = dict(os.environ)
+    flags = env.get("MAKEFLAGS", "")
+    if " -- " in f" {flags} ":  # MAKEFLAGS ends in " -- VAR=VALUE ...", a space in a value after a backslash
+        for name in re.findall(r"(?:^|(?<!\\)\s)([A-Za-z_][A-Za-z0-9_]*)=", f" {flags} ".split(" -- ", 1)[1]):
+            env.pop(name, None)
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
+        env.pop(name, None)
     p = subprocess.run(["make", "-qp"] + list(args) + [".doc-commands-no-goal"], stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True)
+                       stderr=subprocess.DEVNULL, text=True, env=env)
     targets, variables = set(), set()
     not_target = False
     lines = p.stdout.splitlines()
