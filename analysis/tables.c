@@ -96,7 +96,8 @@ static void put_tex(FILE *f, const char *s) {
  * line start, which a caption is), any such ']' rather than the matching one (markdown
  * pairs the brackets left unescaped); a '[' right after a ']' (the [r] of a reference); a
  * footnote [^f]. An inline link [l](u) is undone by its '(' (put_md); an interval
- * [lo, hi], also before " (t, ...)", is none of these and stays as it is. */
+ * [lo, hi], also before " (t, ...)", is none of these and stays as it is (one followed by
+ * ':' is escaped: "[lo, hi]: x" reads as a definition at a line start). */
 static int md_link_bracket(const char *s, const char *q) {
     if ((q > s && q[-1] == ']') || q[1] == '^') return 1;
     for (const char *e = q + 1; *e; e++)
