@@ -136,6 +136,18 @@ int safetensors_metadata(const char *path, char **yaml, int64_t *step, char *tok
 int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *token_kind,
                            size_t kindlen, char *err, size_t errlen);
 
+/* A command's argument that may name a model file instead of a run directory (`s2hc
+ * sample FILE`, `s2hc eval FILE`): 1 when `path` is a regular file (an export, read by
+ * model_file_open), 0 when it is to be read as a run directory, -1 after an error naming
+ * `who` and the path when it ends in .safetensors but is no file (an export not made
+ * yet), unless it is a run folder so named that holds a checkpoint (0). */
+int model_file_arg(const char *path, const char *who);
+/* safetensors_open_model for command `who`: 0, or 1 after an error naming `who` and the
+ * file (nothing left open). *of_ids: 1 when the model reads a tokenizer's ids (the
+ * metadata's token_kind; for an export of an older build, a vocabulary past 256), 0 when
+ * it reads bytes of text. */
+int model_file_open(const char *path, const char *who, s2hc_config *cfg, gpt_model *m, int64_t *step, int *of_ids);
+
 /* The version string (git commit of the build). */
 const char *s2hc_version(void);
 /* The code generation flags the build was made with (the Makefile's OPT: "-O2

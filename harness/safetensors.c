@@ -881,8 +881,9 @@ int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int
     if (safetensors_metadata(path, &yaml, &st, token_kind, kindlen, err, errlen) != 0) return -1;
     int rc = 0;
     if (!yaml) {
-        snprintf(err, errlen, "%s: no s2hc config in its __metadata__ (a file s2hc export did not write: its tensors "
-                 "can start a run, train.init_from, but the file does not say which model they are)", path);
+        snprintf(err, errlen, "%s: no s2hc config in its __metadata__ (a file s2hc export did not write: it does not "
+                 "say which model its tensors are, which `s2hc sample` and `s2hc eval` read from the 'config' entry "
+                 "export writes there; they can start a run, train.init_from)", path);
         rc = -1;
     }
     if (rc == 0 && config_from_yaml_text(cfg, yaml, path) != 0) {
@@ -911,5 +912,35 @@ int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int
         return -1;
     }
     *step = st;
+    return 0;
+}
+
+int model_file_arg(const char *path, const char *who) {
+    struct stat sb;
+    const int found = stat(path, &sb) == 0;
+    if (found && S_ISREG(sb.st_mode)) return 1;
+    const size_t n = strlen(path), x = strlen(".safetensors");
+    if (n > x && !strcmp(path + n - x, ".safetensors")) {
+        /* an export not made yet, named as the file it is; a run folder whose name ends so
+           (run.name: x.safetensors) is still a run folder when it holds a checkpoint */
+        char *ck = malloc_check(n + sizeof "/ckpt.h5");
+        snprintf(ck, n + sizeof "/ckpt.h5", "%s/ckpt.h5", path);
+        const int run_dir = found && S_ISDIR(sb.st_mode) && file_exists(ck);
+        free(ck);
+        if (run_dir) return 0;
+        fprintf(stderr, "s2hc: error: %s: %s: %s (`s2hc export RUN_DIR` writes RUN_DIR/model.safetensors)\n", who, path,
+                found ? "not a file" : "no such file");
+        return -1;
+    }
+    return 0;
+}
+
+int model_file_open(const char *path, const char *who, s2hc_config *cfg, gpt_model *m, int64_t *step, int *of_ids) {
+    char err[1400], kind[16];
+    if (safetensors_open_model(path, cfg, m, step, kind, sizeof kind, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: %s: %s\n", who, err);
+        return 1;
+    }
+    *of_ids = !strcmp(kind, "ids") || m->V > 256; /* an export of an older build: by its vocabulary */
     return 0;
 }

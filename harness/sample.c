@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <omp.h>
 #include "run.h"
@@ -325,33 +324,11 @@ int sample_main(int argc, char **argv) {
     gpt_model m;
     h5log log;
     int64_t step = 0;
-    struct stat sb;
-    const int from_file = stat(dir, &sb) == 0 && S_ISREG(sb.st_mode); /* an export: its weights alone */
+    const int from_file = model_file_arg(dir, "sample"); /* an export: its weights alone */
     int of_ids = 0;
-    const size_t dlen = strlen(dir), xlen = strlen(".safetensors");
-    if (!from_file && dlen > xlen && !strcmp(dir + dlen - xlen, ".safetensors")) {
-        /* an export not made yet, named as the file it is; a run folder whose name ends so
-           (run.name: x.safetensors) is still a run folder when it holds a checkpoint */
-        char *ck = malloc_check(dlen + sizeof "/ckpt.h5");
-        snprintf(ck, dlen + sizeof "/ckpt.h5", "%s/ckpt.h5", dir);
-        const int exists = stat(dir, &sb) == 0, run_dir = exists && S_ISDIR(sb.st_mode) && file_exists(ck);
-        free(ck);
-        if (!run_dir) {
-            fprintf(stderr, "s2hc: error: sample: %s: %s (`s2hc export RUN_DIR` writes RUN_DIR/model.safetensors)\n",
-                    dir, exists ? "not a file" : "no such file");
-            free(bytes);
-            return 1;
-        }
-    }
+    if (from_file < 0) { free(bytes); return 1; }
     if (from_file) {
-        char err[1400];
-        char kind[16];
-        if (safetensors_open_model(dir, &cfg, &m, &step, kind, sizeof kind, err, sizeof err) != 0) {
-            fprintf(stderr, "s2hc: error: sample: %s\n", err);
-            free(bytes);
-            return 1;
-        }
-        of_ids = !strcmp(kind, "ids") || m.V > 256; /* an export of an older build: by its vocabulary */
+        if (model_file_open(dir, "sample", &cfg, &m, &step, &of_ids) != 0) { free(bytes); return 1; }
     } else {
         if (run_open(dir, &cfg, &m, &log, &step) != 0) { free(bytes); return 1; }
         /* a model of a tokenizer's ids (a run file older than the attribute: by its vocabulary) */
