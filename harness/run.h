@@ -39,12 +39,21 @@ void eval_print_row(FILE *f, int width, const char *corpus, double loss);
 /* What eval_all shows: nothing; progress lines and the table on stdout; progress lines on
  * stderr alone (`s2hc eval --csv`, whose stdout is the CSV its caller prints). */
 enum { EVAL_QUIET, EVAL_TABLE, EVAL_CSV };
+/* What eval_all evaluates when it is not a run's model: a model file's (`s2hc eval
+ * FILE.safetensors`), whose table's first line names it, and whose training corpus may
+ * not be prepared here. */
+typedef struct {
+    const char *file; /* named in the table's first line */
+    int no_val;       /* 1: no validation split (its corpus is not here): the out-of-domain ones only */
+} eval_source;
 /* Evaluate the validation split and every out-of-domain corpus of the config, show them
- * (`show`, above) and record /eval/... in the log at `step`. Missing OOD corpora are
- * reported and skipped. Returns the validation loss; ood_loss (NULL, or room for the
- * config's n_ood) gets each out-of-domain corpus's loss, NaN for one skipped or not
- * reached (a stop signal). */
-double eval_all(gpt_model *m, h5log *log, int step, int show, double *ood_loss);
+ * (`show`, above) and record /eval/... in the log at `step` (log NULL: recorded nowhere,
+ * as for a model file). src: NULL for a run's model ("eval at step N"), else the file's
+ * (step < 0: "step not given"). Missing OOD corpora are reported and skipped. Returns the
+ * validation loss (NaN with src->no_val); ood_loss (NULL, or room for the config's n_ood)
+ * gets each out-of-domain corpus's loss, NaN for one skipped or not reached (a stop
+ * signal). */
+double eval_all(gpt_model *m, h5log *log, int64_t step, int show, const eval_source *src, double *ood_loss);
 /* train.eval_ood: the loss of every out-of-domain corpus of m's config over
  * train.eval_batches micro-batches of B sequences, into loss[0..n_ood) (NaN for one that
  * no longer opens, said on stderr). verbose: a progress line. 0, or -1 once stop_signal

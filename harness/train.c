@@ -1477,7 +1477,7 @@ agree:
 
     if (status == RUN_OK && rank == 0) {
         model_alloc_acts(&model, B); /* the whole batch's sequences per eval batch, as one process has */
-        eval_all(&model, &log, cfg.steps, quiet ? EVAL_QUIET : EVAL_TABLE, NULL);
+        eval_all(&model, &log, cfg.steps, quiet ? EVAL_QUIET : EVAL_TABLE, NULL, NULL);
         if (cfg.final_samples > 0 && !stop_signal) {
             double tp = now_seconds();
             uint64_t windows = loader_eval_windows(&val, model.T); /* fewer: probe_final says so */

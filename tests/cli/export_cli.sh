@@ -89,6 +89,94 @@ print("checked %d tensors" % count)
 PY
 [ $? = 0 ] && ok "read back: $(tail -1 "$TMP/py")" || fail "read back: $(tail -5 "$TMP/py")"
 
+# s2hc eval of the exported file alone: the run's own losses to the last digit (the same
+# weights, the same windows), its header naming the file and step, nothing written beside
+# the file or into the run; the CSV's losses in full precision equal the run's
+expect_status 0 "eval of the run, with an out-of-domain corpus" -- "$S2HC" eval "$R" --ood synth_ood --batches 2
+grep -E '^  (val|synth_ood) ' "$TMP/out" > "$TMP/run.rows"
+mkdir -p "$TMP/alone" && cp "$R/model.safetensors" "$TMP/alone/m.safetensors"
+F=$TMP/alone/m.safetensors
+sums=$(cat "$R/run.h5" "$R/ckpt.h5" | md5sum)
+expect_status 0 "eval of the exported file" -- "$S2HC" eval "$F" --ood synth_ood --batches 2
+expect_out "^eval of $F at step 3 \(2 x 4 sequences of 32 tokens per corpus\)$" "its header names the file and its step"
+grep -E '^  (val|synth_ood) ' "$TMP/out" > "$TMP/file.rows"
+[ "$(wc -l < "$TMP/file.rows")" = 2 ] && cmp -s "$TMP/run.rows" "$TMP/file.rows" \
+  && ok "the file's losses are the run's: $(tr -s ' ' < "$TMP/file.rows" | tr '\n' ';')" \
+  || fail "the file's rows '$(cat "$TMP/file.rows")', the run's '$(cat "$TMP/run.rows")'"
+"$S2HC" eval "$R" --ood synth_ood --batches 2 --csv > "$TMP/run.csv" 2>/dev/null
+"$S2HC" eval "$F" --ood synth_ood --batches 2 --csv > "$TMP/file.csv" 2>/dev/null
+[ "$(wc -l < "$TMP/file.csv")" = 3 ] && [ "$(cut -d, -f2- "$TMP/run.csv")" = "$(cut -d, -f2- "$TMP/file.csv")" ] \
+  && [ "$(tail -n 2 "$TMP/file.csv" | cut -d, -f1 | sort -u)" = "$F" ] \
+  && ok "--csv: the run's rows in full precision, the run column the file's path" \
+  || fail "--csv: the file's '$(cat "$TMP/file.csv")', the run's '$(cat "$TMP/run.csv")'"
+grep -q "^$F,3,synth,val,[0-9.]*,[0-9.]*,2,8,256$" "$TMP/file.csv" && ok "--csv: the val row's step and counts" \
+  || fail "--csv val row: $(cat "$TMP/file.csv")"
+[ "$(ls -A "$TMP/alone")" = m.safetensors ] && ok "nothing written beside the file" || fail "beside the file: $(ls -A "$TMP/alone")"
+# the run's file changed by the run's own evals only (above); not by the file's
+sums2=$(cat "$R/run.h5" "$R/ckpt.h5" | md5sum)
+"$S2HC" eval "$F" --batches 1 >/dev/null 2>&1
+[ "$(cat "$R/run.h5" "$R/ckpt.h5" | md5sum)" = "$sums2" ] && ok "the run's files untouched by the file's eval" \
+  || fail "eval of the export changed the run's files"
+# runs and files mixed: a row set each, the exit the worst
+expect_status 1 "eval of a file, a run and a missing file" -- "$S2HC" eval "$F" "$R" "$TMP/alone/none.safetensors" --batches 1
+expect_out "^== $F \(1/3\) ==$" "the file under its header"
+expect_out "^eval of $F at step 3 " "the file is evaluated"
+expect_out "^eval at step 3 " "and the run"
+expect_out "eval: $TMP/alone/none.safetensors: no such file \(\`s2hc export RUN_DIR\` writes" "the missing file named"
+"$S2HC" eval "$R" "$F" --batches 1 --ood synth_ood --csv > "$TMP/mix.csv" 2>/dev/null
+[ "$(wc -l < "$TMP/mix.csv")" = 5 ] && [ "$(sed -n '2,3p' "$TMP/mix.csv" | cut -d, -f2-)" = "$(sed -n '4,5p' "$TMP/mix.csv" | cut -d, -f2-)" ] \
+  && ok "--csv of a run and its file: one header, the same rows" || fail "mixed --csv: $(cat "$TMP/mix.csv")"
+# the training corpus not prepared here: a note, and the out-of-domain corpora only
+mkdir -p "$TMP/data_ood" && cp -r "$TMP/data/synth_ood" "$TMP/data_ood/"
+expect_status 0 "eval of the file where its training corpus is not prepared" -- \
+  "$S2HC" eval "$F" --data "$TMP/data_ood" --ood synth_ood --batches 2
+expect_out "note: $F: its training corpus 'synth' is not prepared in $TMP/data_ood" "says the corpus is not there"
+grep -E '^  (val|synth_ood) ' "$TMP/out" > "$TMP/ood.rows"
+[ "$(cat "$TMP/ood.rows")" = "$(grep synth_ood "$TMP/run.rows")" ] && ok "the out-of-domain row alone, the run's" \
+  || fail "rows without the training corpus: '$(cat "$TMP/ood.rows")'"
+"$S2HC" eval "$F" --data "$TMP/data_ood" --ood synth_ood --batches 2 --csv > "$TMP/ood.csv" 2>/dev/null
+[ "$(sed 1d "$TMP/ood.csv" | cut -d, -f2-)" = "$(grep ',ood,' "$TMP/run.csv" | cut -d, -f2-)" ] \
+  && ok "--csv: no val row, the out-of-domain row the run's" || fail "--csv without the training corpus: $(cat "$TMP/ood.csv")"
+expect_status 1 "nothing to evaluate: no training corpus, no out-of-domain one" -- "$S2HC" eval "$F" --data "$TMP/data_ood"
+expect_out "nothing to evaluate: its training corpus is not prepared in $TMP/data_ood" "says there is nothing to evaluate"
+# a file that does not give its step (another program's): "step not given", an empty step in the CSV
+perl -0pe 's/"step":"3"/"stop":"3"/' "$F" > "$TMP/alone/nostep.safetensors"
+expect_status 0 "eval of a file without a step" -- "$S2HC" eval "$TMP/alone/nostep.safetensors" --batches 1
+expect_out "^eval of $TMP/alone/nostep.safetensors, step not given \(" "says the step is not given"
+"$S2HC" eval "$TMP/alone/nostep.safetensors" --batches 1 --csv 2>/dev/null | grep -q "^$TMP/alone/nostep.safetensors,,synth,val," \
+  && ok "--csv: an empty step" || fail "--csv of a file without a step: $("$S2HC" eval "$TMP/alone/nostep.safetensors" --batches 1 --csv 2>&1)"
+# a corpus of token ids for a model of bytes: refused, with and without its training corpus
+perl -e 'srand(3); print pack("v*", map { int(rand(200)) } 1..20000)' > "$TMP/ids.bin"
+"$S2HC" data import "$TMP/ids.bin" --tokens uint16 --vocab 1000 --name ids --dir "$TMP/data_ood" >/dev/null 2>&1 \
+  && cp -r "$TMP/data_ood/ids" "$TMP/data/" || fail "data import of ids"
+expect_status 1 "eval of the file on a corpus of ids" -- "$S2HC" eval "$F" --ood ids
+expect_out "out-of-domain corpus 'ids' \(key 'data.ood' of eval --ood\): .*ids/train.bin: a vocabulary of 1000 tokens where the training corpus has 256" \
+  "names the corpus and the vocabularies"
+expect_status 1 "and without the training corpus" -- "$S2HC" eval "$F" --ood ids --data "$TMP/data_ood"
+expect_out "out-of-domain corpus 'ids' .*ids/train.bin: a tokenizer's ids .*, but $F's model was trained on bytes of text" \
+  "says the model reads bytes of text"
+# bad files: each named, exit 1, nothing written
+perl -e '$h = q({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}); $h .= " " x ((8 - length($h) % 8) % 8);
+  print pack("Q<", length $h), $h, pack("f<", 1)' > "$TMP/alone/bare.safetensors"
+head -c $(($(wc -c < "$F") / 2)) "$F" > "$TMP/alone/cut.safetensors"
+printf 'not a model\n' > "$TMP/alone/text.safetensors"
+: > "$TMP/alone/empty.safetensors"
+before=$(ls -A "$TMP/alone")
+sums2=$(cat "$R/run.h5" "$R/ckpt.h5" | md5sum)
+for c in "bare:no s2hc config in its __metadata__ .*\`s2hc eval\` read from the 'config' entry export writes" \
+         "cut:the tensors' data ends at byte [0-9]+ of [0-9]+: the file is cut short" \
+         "text:not a safetensors file" "empty:not a safetensors file \(no header length\)" "none:no such file"; do
+  expect_status 1 "eval of ${c%%:*}.safetensors" -- "$S2HC" eval "$TMP/alone/${c%%:*}.safetensors"
+  expect_out "^s2hc: error: eval: $TMP/alone/${c%%:*}.safetensors: ${c#*:}" "${c%%:*}.safetensors: the error names the file"
+done
+expect_status 1 "eval of a run's ckpt.h5 (not safetensors)" -- "$S2HC" eval "$R/ckpt.h5"
+expect_out "eval: $R/ckpt.h5: not a safetensors file" "says so"
+[ "$(ls -A "$TMP/alone")" = "$before" ] && ok "nothing written beside the bad files" || fail "left: $(ls -A "$TMP/alone")"
+[ "$(cat "$R/run.h5" "$R/ckpt.h5" | md5sum)" = "$sums2" ] && ok "and the run's files as they were" \
+  || fail "the bad files' evals changed the run"
+expect_status 2 "--ood naming the file's training corpus" -- "$S2HC" eval "$F" --ood synth
+expect_out "data.ood" "names the key"
+
 # a model without biases: no bias tensors, the config says so
 expect_status 0 "export the run without biases" -- "$S2HC" export "$TMP/runs/b" -o "$TMP/b.safetensors"
 python3 - "$TMP/b.safetensors" > "$TMP/py" 2>&1 <<'PY'
