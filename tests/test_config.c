@@ -1007,6 +1007,77 @@ static void test_step_from_double(void) {
         CHECK(step_from_double(bad[i]) == -1, "%g -> %lld", bad[i], step_from_double(bad[i]));
 }
 
+/* csv_field_put(n) to a string (freed by the caller). */
+static char *csv_text(const char *s, size_t n) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    csv_field_putn(f, s, n);
+    fclose(f);
+    return buf;
+}
+
+/* The one CSV quoting (index.csv, analyze's tables and data, eval/data list/inspect
+ * --csv): a field as it is unless it holds a comma, a quote, a newline or a carriage
+ * return, anywhere in its n bytes (the last one too); then in double quotes, each quote
+ * doubled. Bytes past n are not the field's. */
+static void test_csv_field(void) {
+    static const char *const cases[][2] = {
+        {"plain", "plain"},       {"", ""},
+        {"a,b", "\"a,b\""},       {"a\"b", "\"a\"\"b\""},
+        {"\"", "\"\"\"\""},       {"two\nlines", "\"two\nlines\""},
+        {"end\r", "\"end\r\""},   {"x,", "\"x,\""},
+        {"my corp_1", "my corp_1"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = csv_text(cases[i][0], strlen(cases[i][0]));
+        CHECK(!strcmp(got, cases[i][1]), "'%s' as CSV: '%s', not '%s'", cases[i][0], got, cases[i][1]);
+        free(got);
+    }
+    char *got = csv_text("ab,c\"d", 2); /* the first 2 bytes: nothing to quote */
+    CHECK(!strcmp(got, "ab"), "the first 2 bytes of ab,c\"d: '%s'", got);
+    free(got);
+    got = csv_text("a\"b,cd", 4);
+    CHECK(!strcmp(got, "\"a\"\"b,\""), "the first 4 bytes of a\"b,cd: '%s'", got);
+    free(got);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    csv_field_put(f, "r,1");
+    fclose(f);
+    CHECK(!strcmp(buf, "\"r,1\""), "csv_field_put of r,1: '%s'", buf);
+    free(buf);
+}
+
+/* A number as a CSV field: the fewest of 15 to 17 significant digits that read back as
+ * the same double (0.1 as 0.1, 0.1 + 0.2 needs 17); an infinity as inf or -inf; NaN as
+ * an empty field. */
+static void test_csv_num(void) {
+    const double v[] = {0.1, 0.1 + 0.2, 1.0 / 3, 2.0 / 3, 3.2961538461538463, -1e-300, 6.786e149, 1e21, 0, 7};
+    const char *want[] = {"0.1", "0.30000000000000004", NULL, NULL, NULL, "-1e-300", "6.786e+149", "1e+21",
+                          "0", "7"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        csv_num_put(f, v[i]);
+        fclose(f);
+        CHECK(strtod(buf, NULL) == v[i], "%.17g written as '%s', which reads back as another number", v[i], buf);
+        CHECK(!want[i] || !strcmp(buf, want[i]), "%.17g written as '%s', not '%s'", v[i], buf, want[i]);
+        free(buf);
+    }
+    const double odd[] = {NAN, INFINITY, -INFINITY};
+    const char *odd_want[] = {"", "inf", "-inf"};
+    for (int i = 0; i < 3; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        csv_num_put(f, odd[i]);
+        fclose(f);
+        CHECK(!strcmp(buf, odd_want[i]), "%g written as '%s', not '%s'", odd[i], buf, odd_want[i]);
+        free(buf);
+    }
+}
+
 /* Durations as the progress lines show them: seconds, then minutes from 60 s, hours from
  * 3600 s; a negative, NaN or absurd one (over 1e7 s) as "--". */
 /* path_trim_slashes: a folder's trailing slashes go, "/" stays; grid_slurm_folder: a
@@ -1136,6 +1207,8 @@ int main(void) {
     T_RUN(test_blas_advice);
     T_RUN(test_cpu_model_name);
     T_RUN(test_step_from_double);
+    T_RUN(test_csv_field);
+    T_RUN(test_csv_num);
     T_RUN(test_fmt_duration);
     T_RUN(test_path_slashes_and_slurm_folder);
     T_RUN(test_tty_line);
