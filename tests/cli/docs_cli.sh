@@ -3,9 +3,11 @@
 # takes (tests/cli/doc_commands.py: s2hc's commands and options against their --help,
 # config keys against `s2hc config`, make's targets, variables, options and TESTS against
 # the makefiles, make and tests/run.sh, the examples of every --help likewise). Then the
-# checker itself, on a page of planted mistakes: each is named by its file and line, and
-# what only looks like one (the method s2hc in prose, a file train.bin, an error message's
-# misspelled key, another program's options) is not.
+# checker itself, on a page of planted mistakes (one for each of its rules, a line joined
+# by a backslash and a span over a line break among them, and a --help example planted by
+# a wrapper of s2hc): each is named by its file and line, and what only looks like one (the
+# method s2hc in prose, a file train.bin, an error message's misspelled key, another
+# program's options, a comment, a quoted value, a placeholder) is not.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 # s2hc as it is, but for one planted --help example: an option that the command's help
@@ -15,6 +17,7 @@ cat >"$TMP/s2hc" <<EOF
 if [ "\$1" = eval ] && [ "\$2" = --help ]; then
   $(printf %q "$S2HC") eval --help || exit
   echo "  s2hc eval runs/tiny --ood-only gcide"
+  echo "  s2hc evl runs/tiny --ood gcide"
   exit 0
 fi
 exec $(printf %q "$S2HC") "\$@"
@@ -22,6 +25,7 @@ EOF
 chmod +x "$TMP/s2hc"
 CHECK=(python3 tests/cli/doc_commands.py "$TMP/s2hc" "${BUILD:-build}")
 PLANTED_HELP="s2hc eval --help:[0-9]*: s2hc eval: no option --ood-only (s2hc eval --help)"
+PLANTED_HELP2="s2hc eval --help:[0-9]*: s2hc evl: no such command "
 
 D=$TMP/doc.md
 cat >"$D" <<'EOF'
@@ -61,13 +65,27 @@ s2hc eval runs/tiny --bathces 2
 s2hc sample runs/tiny --tokns 5
 ```
 ~~~
+
+    s2hc train x.yaml \
+      --set train.steps=5 --bogus-opt
+    s2hc train x.yaml --set steps=5
+    s2hc help trian
+    s2hc eval runs/tiny   # no --resume here: eval only reads the run
+    s2hc eval -- -weird/run
+    s2hc sample runs/tiny --prompt '-x y'
+
+A span over a line break, `s2hc inspect runs/tiny
+--layrs 2`, and not mistakes: `model.transformer.wte.weight`, `make TARGET VAR=value`.
+```yaml
+train: {lr: 1e-3, stpes: 5}
+```
 EOF
 # one run for both (the --help calls are most of its time)
 "${CHECK[@]}" README.md docs/*.md "$D" >"$TMP/out" 2>&1; st=$?
-if grep -q '^doc_commands: [0-9]* mismatches' "$TMP/out" && ! grep -Ev "^$D:|^doc_commands: " "$TMP/out" | grep -v "^$PLANTED_HELP\$" | grep -q .; then
+if grep -q '^doc_commands: [0-9]* mismatches' "$TMP/out" && ! grep -Ev "^$D:|^doc_commands: " "$TMP/out" | grep -v "^$PLANTED_HELP\$" | grep -v "^$PLANTED_HELP2" | grep -q .; then
   ok "the docs' command lines match the program"
 else
-  fail "the docs' command lines (exit $st):"; grep -v "^$D:" "$TMP/out" | grep -v "^$PLANTED_HELP\$" | sed 's/^/    /' >&2
+  fail "the docs' command lines (exit $st):"; grep -v "^$D:" "$TMP/out" | grep -v "^$PLANTED_HELP\$" | grep -v "^$PLANTED_HELP2" | sed 's/^/    /' >&2
 fi
 [ "$st" = 1 ] && ok "planted mistakes: exit 1" || fail "planted mistakes: exit $st"
 for want in "doc.md:3: s2hc train: no option --extnd" \
@@ -85,11 +103,18 @@ for want in "doc.md:3: s2hc train: no option --extnd" \
             "doc.md:15: key 'model.n_hed' is no config key" \
             "doc.md:17: key 'train.sed' is no config key" \
             "doc.md:31: s2hc eval: no option --bathces" \
-            "doc.md:34: s2hc sample: no option --tokns"; do
+            "doc.md:34: s2hc sample: no option --tokns" \
+            "doc.md:38: s2hc train: no option --bogus-opt" \
+            "doc.md:40: s2hc train: --set steps: no config key" \
+            "doc.md:41: s2hc help trian: no such command" \
+            "doc.md:46: s2hc inspect: no option --layrs" \
+            "doc.md:49: key 'train.stpes' is no config key"; do
   grep -qF -- "$want" "$TMP/out" && ok "planted: $want" || fail "planted: no '$want' in: $(cat "$TMP/out")"
 done
 grep -q "^$PLANTED_HELP\$" "$TMP/out" && ok "planted: a --help example's option that only the example names" \
   || fail "planted: no '$PLANTED_HELP' in: $(cat "$TMP/out")"
+grep -q "^$PLANTED_HELP2" "$TMP/out" && ok "planted: a --help example's misspelled command" \
+  || fail "planted: no '$PLANTED_HELP2' in: $(cat "$TMP/out")"
 n=$(grep -c "^$D:[0-9]*: " "$TMP/out")
-[ "$n" = 16 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 16: $(cat "$TMP/out")"
+[ "$n" = 21 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 21: $(cat "$TMP/out")"
 finish docs_cli
