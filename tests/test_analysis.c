@@ -853,9 +853,33 @@ static void test_dir_newline(void) {
     snprintf(p, sizeof p, "%s/run.h5", to);
     CHECK(an_run_load(&r, p, err, sizeof err) != 0 && strstr(err, "/nl/m?5 5?5: a run directory with a control character"),
           "the run is refused by its name: %s", err);
+    /* `s2hc analyze .` inside it: the folder "." is fine, its name (the real path's) is not */
+    char cwd[1024];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL && chdir(to) == 0, "cd %s", to);
+    CHECK(an_run_load(&r, "./run.h5", err, sizeof err) != 0 && !strncmp(err, "m?5 5?5: a run directory with a control", 39),
+          "the run of . is refused by its folder's name: %s", err);
+    CHECK(chdir(cwd) == 0, "cd back to %s", cwd);
     char *argv[] = {"analyze", dir, "-o", out, "-q", NULL};
     CHECK(analyze_main(5, argv) != 0, "analyze of a folder holding it fails");
     CHECK(access(out, F_OK) != 0, "nothing written to %s", out);
+    /* DEL is a control character too */
+    snprintf(from, sizeof from, "%s/d\x7f", dir);
+    CHECK(rename(to, from) == 0, "rename %s", to);
+    snprintf(p, sizeof p, "%s/run.h5", from);
+    CHECK(an_run_load(&r, p, err, sizeof err) != 0 && strstr(err, "/nl/d?: a run directory with a control character"),
+          "a folder with DEL is refused by its name: %s", err);
+}
+
+/* runs.csv names each run's folder as CSV quotes it: a comma or a quote in the name (a
+ * folder renamed by hand) stays inside its one field. */
+static void test_runs_csv_quoted(void) {
+    synth runs[2];
+    const char *names[] = {"rc", "a,\"b\" c"};
+    for (int i = 0; i < 2; i++)
+        runs[i] = (synth){.method = i ? "s2hc" : "rc", .n = i ? 4 : 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9,
+                          .grad_peak = 1, .tps = 100, .name = "r", .folder = names[i]};
+    const char *t = analyzed_table("csvquote", runs, 2, "runs.csv");
+    CHECK(strstr(t, "\n\"a,\"\"b\"\" c\",") != NULL, "the folder a,\"b\" c as one quoted field:\n%s", t);
 }
 
 /* Runs under long paths: a run directory of 700 bytes reads whole (its name is its own;
@@ -2167,6 +2191,7 @@ int main(void) {
     T_RUN(test_table2_huge_seeds);
     T_RUN(test_long_corpus_names);
     T_RUN(test_md_links_strike);
+    T_RUN(test_runs_csv_quoted);
     T_RUN(test_table2_ood_union);
     T_RUN(test_pair_once);
     T_RUN(test_seeds_not_runs);
