@@ -27,6 +27,10 @@ expect_rc 2 "data without a command" "$BIN" data
 expect_rc 2 "unknown data command" "$BIN" data frobnicate
 expect_rc 2 "unknown corpus" "$BIN" data prepare --only nope --dir "$TMP/d"
 expect_rc 2 "unknown option" "$BIN" data prepare --bogus
+# --csv is list's alone: prepare and import refuse it by name (not a table silently)
+expect_rc 2 "data prepare --csv" "$BIN" data prepare --csv --only kjv --dir /dev/null/d
+grep -q "data prepare: unexpected argument '--csv'" "$TMP/err" && ok || bad "prepare --csv: $(cat "$TMP/err")"
+expect_rc 2 "data import --csv" "$BIN" data import "$TMP/nofile" --name x --csv --dir "$TMP/d"
 # --only names one corpus: a second one is refused, not silently taken instead of the first
 expect_rc 2 "--only twice" "$BIN" data prepare --only kjv --only=fortunes --dir "$TMP/d"
 grep -q "'kjv', then 'fortunes'" "$TMP/err" && ok || bad "--only twice: $(cat "$TMP/err")"
@@ -50,6 +54,7 @@ R="$TMP/root"; mkdir -p "$R/usr/share/games/fortunes"
 printf 'First fortune.\n%%\nSecond\n  fortune.\n%%\n' > "$R/usr/share/games/fortunes/science"
 printf 'junk' > "$R/usr/share/games/fortunes/science.dat"
 expect_rc 0 "prepare fortunes" env S2HC_DATA_ROOT="$R" "$BIN" data prepare --only fortunes --dir "$TMP/d"
+grep -q '^data: 1 corpus built in ' "$TMP/out" && ok || bad "prepare's summary of one corpus: $(tail -n 2 "$TMP/out")"
 [ -f "$TMP/d/fortunes/train.bin" ] && [ -f "$TMP/d/fortunes/val.bin" ] && [ -f "$TMP/d/fortunes/SOURCE.txt" ] \
   && ok || bad "shards or SOURCE.txt missing"
 text=$( { tail -c +33 "$TMP/d/fortunes/train.bin"; tail -c +33 "$TMP/d/fortunes/val.bin"; } | od -An -c | tr -d ' \n')
