@@ -29,6 +29,11 @@ if command -v h5dump >/dev/null; then
   awk -v p="$pct" -v f="$frac" 'BEGIN { exit !(p != "" && f != "" && (p - 100 * f < 0.006) && (100 * f - p < 0.006)) }' &&
     ok "the printed probe cost is /probe@time_fraction" || fail "printed '$pct' %, the file $frac"
 fi
+# its seconds to the millisecond below one (a short run read "0.0 s, 2.63 %"), to a tenth
+# above (a loaded machine's probes may take longer: the format is checked either way)
+secs=$(sed -n 's/^probes: \([0-9.]*\) s, .*/\1/p' "$TMP/out")
+awk -v s="$secs" 'BEGIN { n = split(s, d, "."); exit !(n == 2 && length(d[2]) == (s + 0 < 0.9995 ? 3 : 1)) }' &&
+  ok "the probes' seconds: $secs" || fail "the probes' seconds: '$secs': $(grep '^probes:' "$TMP/out")"
 expect_status 0 "train s2hc with probes" -- "$S2HC" train "$TMP/ps.yaml" --quiet
 expect_status 0 "train rc with probes" -- "$S2HC" train "$TMP/pr.yaml" --quiet
 # the checkpoint given for the run file: said as such (it used to read as a run without probes)
@@ -112,6 +117,19 @@ expect_out "^run,method,step,layer,block,kind," "CSV header"
 expect_status 0 "inspect --layer --csv" -- "$S2HC" inspect "$TMP/runs/pm" --layer 0 --csv
 expect_out "^run,method,step,layer,quantity,i,j,value$" "long CSV header"
 [ "$(grep -c ',H_res,' "$TMP/out")" = 16 ] && ok "16 H_res entries" || fail "H_res entries in CSV"
+# a folder with a comma and a quote is one CSV field, quoted, in every row of each view
+# (a hyper-connected run's summary and its --layer, rc's summary of stream norms)
+for view in "pm mhc" "pm mhc --layer 0" "pr rc"; do
+  set -- $view
+  odd="$TMP/runs/$1,\"x"; method=$2; shift 2
+  rm -rf "$odd"; cp -r "$TMP/runs/${view%% *}" "$odd"
+  "$S2HC" inspect "$odd" "$@" --csv >"$TMP/odd.csv" 2>/dev/null
+  python3 -c 'import csv, sys; rows = list(csv.reader(open(sys.argv[1], newline="")))
+assert len(rows) > 2 and all(len(r) == len(rows[0]) for r in rows) and all(r[0] == sys.argv[2] and r[1] == sys.argv[3] for r in rows[1:]), rows' \
+    "$TMP/odd.csv" "$odd" "$method" && ok "inspect $view --csv: an odd folder is one field" \
+    || fail "inspect $view --csv of a folder with a comma and a quote: $(head -3 "$TMP/odd.csv")"
+  rm -rf "$odd"
+done
 (ulimit -f 1; "$S2HC" inspect "$TMP/runs/pm" --layer 0 --csv > "$TMP/csv.out" 2>"$TMP/err"); rc=$?
 [ $rc = 1 ] && grep -q "writing the standard output failed" "$TMP/err" && ok "inspect --csv cut short by ulimit -f exits 1" \
   || fail "inspect --csv past ulimit -f: exit $rc, $(cat "$TMP/err")"
