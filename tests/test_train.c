@@ -1411,8 +1411,9 @@ static void test_eval_row(void) {
 }
 
 /* eval's table with an out-of-domain corpus named in 63 bytes (data import's longest): the
- * corpus column as wide as that name, so that every row (the header's too) has its loss
- * and perplexity at the same columns; with short names, the 12 columns it always had. */
+ * corpus column as wide as that name, so that every row (the header's too, and one whose
+ * perplexity is in powers of ten) has its loss and perplexity at the same columns; with
+ * short names, the 12 columns it always had. */
 static void test_eval_table_long_name(void) {
     s2hc_config c;
     config_defaults(&c);
@@ -1429,6 +1430,7 @@ static void test_eval_table_long_name(void) {
     eval_print_row(f, w, "val", 2.5);
     eval_print_row(f, w, "kjv", 3.25);
     eval_print_row(f, w, lng, 4.0);
+    eval_print_row(f, w, "kjv", 345.0); /* a perplexity in powers of ten: the same columns */
     fclose(f);
     /* each line: 2 spaces, the name column, " %8.4f %10.3f": the numbers end at 2 + w + 20 */
     int lines = 0;
@@ -1438,7 +1440,7 @@ static void test_eval_table_long_name(void) {
         CHECK(l[2 + w] == ' ' && l[2 + w + 1 + 8] == ' ', "line %d: the loss column starts at %d:\n%s", lines, 2 + w + 1,
               buf);
     }
-    CHECK(lines == 4, "a header and 3 rows: %d lines", lines);
+    CHECK(lines == 5, "a header and 4 rows: %d lines", lines);
     CHECK(strstr(buf, "  val ") == buf + 2 + w + 20 + 1 && strstr(buf, "  2.5000     12.182\n") != NULL,
           "val's row, its numbers after the padded name:\n%s", buf);
     free(buf);

@@ -124,6 +124,12 @@ for i, (run, corpus, role) in enumerate([(runs + "/tour", "synth", "val"), (runs
     assert "%.4f" % loss == "%.4f" % table["val" if role == "val" else corpus], (r, table)
 PY
 then ok "eval --csv: header, rows, the run files' losses in full, the table's"; else fail "eval --csv: $(cat "$TMP/eval.csv")"; fi
+# its progress lines, shown from the start here, go to stderr with the headers: stdout
+# holds the CSV alone
+S2HC_TEST_PROGRESS_AFTER=0 "$S2HC" eval "$TMP/runs/tour" --csv >"$TMP/evp.csv" 2>"$TMP/evp.err"
+grep -q '^eval: [0-9]*/[0-9]* batches' "$TMP/evp.err" && ! grep -v "^run,step,\|^$TMP/runs/tour,30," "$TMP/evp.csv" | grep -q . \
+  && [ "$(wc -l <"$TMP/evp.csv")" = 3 ] && ok "eval --csv: the progress on stderr, the CSV alone on stdout" \
+  || fail "eval --csv with progress: stdout $(cat "$TMP/evp.csv"), stderr $(cat "$TMP/evp.err")"
 # inspect --csv quotes the folder with a comma as well (its rows had one field too many)
 "$S2HC" inspect "$TMP/runs/t,our" --csv >"$TMP/insp.csv" 2>/dev/null
 python3 -c 'import csv, sys; rows = list(csv.reader(open(sys.argv[1], newline="")))
