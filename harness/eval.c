@@ -420,8 +420,8 @@ static int eval_file(const char *path, const char *data_dir, const char *ood, in
         model_free(&m);
         return 2;
     }
-    char val_path[1200], err[1024], source[1200];
-    snprintf(source, sizeof source, "%s", ood ? "eval --ood" : "the file's config");
+    char val_path[1200], err[1024];
+    const char *source = ood ? "eval --ood" : "the file's config";
     data_shard val;
     /* the training corpus's validation split, when that corpus is prepared here */
     data_shard_path(val_path, sizeof val_path, cfg.data_dir, cfg.train_corpus, "val");
