@@ -26,6 +26,7 @@
 /* `s2hc analyze` and `s2hc report`; argv[0] is the command name. Return the process exit
  * status: 0 ok, 1 failure, 2 usage error. */
 int analyze_main(int argc, char **argv);
+int runs_main(int argc, char **argv); /* analysis/list.c: s2hc runs */
 int report_main(int argc, char **argv);
 
 /* ---- statistics (stats.c) -------------------------------------------------------------- */
@@ -130,6 +131,9 @@ typedef struct {
  * is missing, not a run or holds none is said so and counted in rs->bad_paths. The
  * caller frees with an_runset_free. */
 int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose);
+/* The same runs, every one (a repeat of another's config too), with no warning about the
+ * set (s2hc runs: a listing, not a comparison). */
+int an_runset_list(an_runset *rs, char *const *paths, int npaths);
 /* Runs of one corpus name trained on different builds of it (their train_tokens differ:
  * `s2hc data prepare` of another version rebuilt it between them): a warning on f for each
  * such corpus, naming the sizes and a run of each (an_runset_load prints them on stderr).

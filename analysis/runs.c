@@ -290,7 +290,7 @@ static double run_progress(const an_run *r) {
 
 /* 0, or -1 after saying why the file cannot be read (counted in bad_paths: a report that
  * left a run out without a word would read as complete). */
-static int add_run(an_runset *rs, const char *h5, int verbose) {
+static int add_run(an_runset *rs, const char *h5, int verbose, int keep) {
     if (rs->n == rs->cap) {
         rs->cap = rs->cap ? 2 * rs->cap : 32;
         an_run *nr = realloc(rs->r, (size_t)rs->cap * sizeof *rs->r);
@@ -304,7 +304,7 @@ static int add_run(an_runset *rs, const char *h5, int verbose) {
         rs->bad_paths++;
         return -1;
     }
-    for (int i = 0; i < rs->n; i++) {
+    for (int i = 0; i < rs->n && !keep; i++) {
         an_run *o = &rs->r[i];
         if (!strcmp(o->config_key, r->config_key)) { /* one of them counts: the further trained */
             const int take = run_progress(r) > run_progress(o);
@@ -326,10 +326,10 @@ static int add_run(an_runset *rs, const char *h5, int verbose) {
 }
 
 /* Runs in dir (depth 0: dir itself; then its subdirectories, up to `depth` levels). */
-static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *found) {
+static void scan(an_runset *rs, const char *dir, int depth, int verbose, int keep, int *found) {
     char *p = malloc_check(strlen(dir) + 260); /* dir/run.h5, or dir/ and a file name (at most 255 bytes) */
     sprintf(p, "%s/run.h5", dir);
-    if (is_file(p)) { add_run(rs, p, verbose); (*found)++; free(p); return; }
+    if (is_file(p)) { add_run(rs, p, verbose, keep); (*found)++; free(p); return; }
     DIR *d = depth > 0 ? opendir(dir) : NULL;
     if (!d) { free(p); return; }
     char **names = NULL;
@@ -349,7 +349,7 @@ static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *fo
     if (nn > 1) qsort(names, (size_t)nn, sizeof *names, cmp_str);
     for (int i = 0; i < nn; i++) {
         sprintf(p, "%s/%.255s", dir, names[i]);
-        if (is_dir(p)) scan(rs, p, depth - 1, verbose, found);
+        if (is_dir(p)) scan(rs, p, depth - 1, verbose, keep, found);
         free(names[i]);
     }
     free(names);
@@ -358,20 +358,21 @@ static void scan(an_runset *rs, const char *dir, int depth, int verbose, int *fo
 
 /* path is the index.csv of a grid's runs directory (s2hc grid writes it there, beside its
  * lock .index.lock). */
-int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
+/* keep: every run file found, repeats too (s2hc runs lists them); else a repeat counts once */
+static int load_paths(an_runset *rs, char *const *paths, int npaths, int verbose, int keep) {
     memset(rs, 0, sizeof *rs);
     for (int i = 0; i < npaths; i++) {
         int found = 0;
         size_t len = strlen(paths[i]);
         if (is_file(paths[i]) && len >= 3 && !strcmp(paths[i] + len - 3, ".h5")) {
-            add_run(rs, paths[i], verbose);
+            add_run(rs, paths[i], verbose, keep);
             found = 1;
         } else if (is_dir(paths[i]) && grid_slurm_folder(paths[i])) {
             /* the same glob names the grid's folder of Slurm scripts */
             if (verbose) fprintf(stderr, "s2hc: %s: a grid's folder of Slurm scripts, not a run: skipped\n", paths[i]);
             continue;
         } else if (is_dir(paths[i])) {
-            scan(rs, paths[i], 2, verbose, &found);
+            scan(rs, paths[i], 2, verbose, keep, &found);
         } else if (is_file(paths[i]) && grid_index_file(paths[i])) {
             /* a glob over a grid's folder (s2hc report runs/grid/...) names its index too */
             if (verbose) fprintf(stderr, "s2hc: %s: a grid's index, not a run: skipped\n", paths[i]);
@@ -391,10 +392,17 @@ int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
             rs->bad_paths++;
         }
     }
+    return rs->n;
+}
+
+int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose) {
+    load_paths(rs, paths, npaths, verbose, 0);
     an_corpus_builds_warn(rs, stderr);
     an_cell_cap_warn(rs, stderr);
     return rs->n;
 }
+
+int an_runset_list(an_runset *rs, char *const *paths, int npaths) { return load_paths(rs, paths, npaths, 0, 1); }
 
 int an_cell_cap_warn(const an_runset *rs, FILE *f) {
     int cells = 0;

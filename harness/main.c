@@ -95,6 +95,7 @@ static void usage(FILE *f) {
             "  inspect RUN_DIR      residual matrices of a run, per layer, in the terminal\n"
             "  sample RUN_DIR       text from a run's model, continuing a prompt\n"
             "  export RUN_DIR       a run's weights as a safetensors file (nanoGPT's tensor names)\n"
+            "  runs [DIRS...]       every run under runs/ (or DIRS), a line each: status, losses, speed\n"
             "  analyze RUNS... -o D plot data and tables from run files (for the report)\n"
             "  report RUNS... -o D  the HTML report: every figure and table, the paper's numbers beside ours\n"
             "  bench                speed against the machine's limit (tokens/s, MFU, overheads)\n"
@@ -125,8 +126,8 @@ static int methods_main(void) {
 }
 
 static const char *const commands[] = {"data",   "train",   "grid",    "eval",   "probe",  "inspect", "sample",
-                                       "export", "analyze", "report",  "bench",  "params", "methods", "config",
-                                       "version", NULL};
+                                       "export", "runs",    "analyze", "report", "bench",  "params", "methods",
+                                       "config", "version", NULL};
 
 static int dispatch(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
@@ -161,6 +162,7 @@ static int dispatch(int argc, char **argv) {
     if (!strcmp(cmd, "data")) return data_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "params")) return params_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "grid")) return grid_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "runs")) return runs_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "analyze")) return analyze_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return report_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return bench_main(argc - 1, argv + 1);

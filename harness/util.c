@@ -414,6 +414,12 @@ static size_t text_columns(const char *text, int max, int *shown_out) {
     return n;
 }
 
+int text_width(const char *text) {
+    int shown;
+    text_columns(text, -1, &shown);
+    return shown;
+}
+
 void tty_line(FILE *f, const char *text) {
     const int cols = terminal_columns(fileno(f)), room = cols - 1;
     int whole, head, tail_cols;

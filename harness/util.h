@@ -257,6 +257,8 @@ int terminal_columns(int fd);
  * gives it: two for an East Asian wide one (a grid file's CJK name), none for a combining
  * mark. */
 void tty_line(FILE *f, const char *text);
+/* The columns a terminal gives text (UTF-8, as tty_line counts them). */
+int text_width(const char *text);
 typedef struct {
     const char *what, *unit;
     long total;

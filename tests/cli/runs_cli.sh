@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# s2hc runs: every run under a folder, a line each, its status, step and losses as the run
+# files hold them; --csv at full precision; --sort; repeats listed; bad paths named; nothing
+# written.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+make_synth_data "$TMP/data"
+R=$TMP/runs
+conf() { # conf NAME METHOD SEED STEPS [N]
+  cat > "$TMP/$1.yaml" <<YAML
+model: {n_layer: 1, n_head: 2, n_embd: 32, block_size: 32}
+residual: {method: $2, n_streams: ${5:-4}}
+train: {batch: 4, steps: $4, warmup: 2, lr: 0.003, min_lr: 0.0003, eval_every: 5, eval_batches: 2, ckpt_every: 5, seed: $3}
+data: {dir: $TMP/data, train: synth, ood: [synth_ood]}
+run: {name: $1, out: $R}
+probe: {every: 0, final_samples: 0}
+YAML
+}
+conf a identity 1 10; "$S2HC" train "$TMP/a.yaml" --quiet >/dev/null 2>&1
+conf b s2hc 2 10; "$S2HC" train "$TMP/b.yaml" --quiet >/dev/null 2>&1
+conf c rc 3 10 1; "$S2HC" train "$TMP/c.yaml" --quiet >/dev/null 2>&1
+conf stop hc 4 10; "$S2HC" train "$TMP/stop.yaml" --quiet --stop-after 6 >/dev/null 2>&1
+conf nan s2hc 5 10; S2HC_FAULT_NAN_AT_STEP=7 "$S2HC" train "$TMP/nan.yaml" --quiet >/dev/null 2>&1
+cp -r "$R/a" "$R/a,copy"   # a repeat of a's config, in a folder whose name holds a comma
+mkdir -p "$R/é"; cp -r "$R/b/." "$R/é/"   # a wide name: the columns still line up
+st() { h5dump -a /status "$R/$1/run.h5" 2>/dev/null | sed -n 's/.*(0): "\(.*\)".*/\1/p'; }
+[ "$(st a)/$(st stop)/$(st nan)" = "finished/running/diverged" ] && ok "the runs' statuses to list" \
+  || fail "fixture: statuses $(st a)/$(st stop)/$(st nan)"
+sums=$(find "$R" -type f -exec md5sum {} + | sort)
+
+expect_status 0 "runs lists a folder of runs" -- "$S2HC" runs "$R"
+for r in a b c stop nan 'a,copy' 'é'; do
+  grep -q "^$R/$r " "$TMP/out" && ok "a line for $r" || fail "no line for $r"
+done
+line() { grep "^$R/$1 " "$TMP/out"; }
+line a | grep -Eq " identity +4 .* 1 +10/10 +finished " && ok "a: method, n, seed, step, status" || fail "a: $(line a)"
+line c | grep -Eq " rc +1 .* 3 +10/10 +finished " && ok "rc: one stream" || fail "c: $(line c)"
+line stop | grep -Eq " 6/10 +stopped " && ok "a run stopped by --stop-after: its step, stopped" || fail "stop: $(line stop)"
+line nan | grep -Eq " 7/10 +diverged " && ok "a diverged run: its step, diverged" || fail "nan: $(line nan)"
+line a | grep -Eq " [0-9]\.[0-9]{4} @10 " && ok "the validation loss with its step" || fail "a's val: $(line a)"
+grep -Eq "^7 runs: 5 finished, 1 diverged, 1 stopped$" "$TMP/out" && ok "counts per status" \
+  || fail "counts: $(tail -1 "$TMP/out")"
+# every line's status in the header's column (the é counted as one column)
+python3 - "$TMP/out" <<'PY' && ok "columns line up, a wide name included" || fail "columns do not line up: $(cat "$TMP/out")"
+import sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+col = lines[0].index("status")
+for l in lines[1:-1]:
+    word = l[col:].split()[0] if len(l) > col else ""
+    if word not in ("finished", "stopped", "diverged") or l[col - 1] != " ":
+        sys.exit(1)
+PY
+
+# CSV: each field against the run file, losses to the last bit
+expect_status 0 "runs --csv" -- "$S2HC" runs "$R" --csv
+cp "$TMP/out" "$TMP/runs.csv"
+for r in a b nan stop; do
+  h5dump --onlyattr=0 -m %.17g -d /eval/val_loss "$R/$r/run.h5" 2>/dev/null | sed -n 's/^ *([0-9]*): *//p' | tr ',' '\n' \
+    | grep -v '^ *$' | tail -1 | tr -d ' ' > "$TMP/val_$r"
+done
+python3 - "$TMP/runs.csv" "$R" "$TMP" <<'PY' && ok "--csv: steps, statuses and validation losses as the run files hold them" \
+  || fail "--csv disagrees with the run files"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))
+R, T = sys.argv[2], sys.argv[3]
+by = {r["run"][len(R) + 1:]: r for r in rows}
+assert set(by) == {"a", "b", "c", "stop", "nan", "a,copy", "é"}, by.keys()
+assert [by[k]["status"] for k in ("a", "stop", "nan")] == ["finished", "stopped", "diverged"]
+assert (by["stop"]["step"], by["stop"]["steps"], by["c"]["n"], by["c"]["method"]) == ("6", "10", "1", "rc")
+for r in ("a", "b", "nan", "stop"):
+    want = float(open(f"{T}/val_{r}").read())
+    assert float(by[r]["val_loss"]) == want, (r, by[r]["val_loss"], want)
+assert by["a"]["val_loss"] == by["a,copy"]["val_loss"] and float(by["a"]["tokens_per_s"]) > 0
+assert float(by["a"]["wall_s"]) > 0 and by["stop"]["val_step"] == "5"
+PY
+# --sort val: lowest first, then train
+expect_status 0 "runs --sort val" -- "$S2HC" runs "$R" --sort val --csv
+python3 - "$TMP/out" <<'PY' && ok "--sort val: ascending" || fail "--sort val: $(cut -d, -f1,12 "$TMP/out")"
+import csv, sys
+v = [float(r["val_loss"]) for r in csv.DictReader(open(sys.argv[1], encoding="utf-8")) if r["val_loss"]]
+assert len(v) == 7 and v == sorted(v), v
+PY
+for k in train:train_loss:1 tokens:tokens_per_s:-1; do
+  IFS=: read -r key col sign <<<"$k"
+  "$S2HC" runs "$R" --sort "$key" --csv >"$TMP/out" 2>&1
+  python3 - "$TMP/out" "$col" "$sign" <<'PY' && ok "--sort $key" || fail "--sort $key: $(cat "$TMP/out")"
+import csv, sys
+f = [r[sys.argv[2]] for r in csv.DictReader(open(sys.argv[1], encoding="utf-8"))]
+v = [float(sys.argv[3]) * float(x) for x in f if x]
+# a run without the value (the diverged run's training loss) comes last
+assert len(f) == 7 and v == sorted(v) and len(set(v)) > 2 and "" not in f[:len(v)], f
+PY
+done
+expect_status 0 "runs --sort step" -- "$S2HC" runs "$R/nan" "$R/a" "$R/stop" --sort step
+[ "$(sed -n '2,4p' "$TMP/out" | awk '{print $1}' | xargs -n1 basename | tr '\n' ' ')" = "a nan stop " ] \
+  && ok "--sort step: furthest first" || fail "--sort step: $(cat "$TMP/out")"
+expect_status 0 "runs of paths in the order given" -- "$S2HC" runs "$R/stop" "$R/a/run.h5"
+[ "$(sed -n '2,3p' "$TMP/out" | awk '{print $1}' | tr '\n' ' ')" = "$R/stop $R/a " ] \
+  && ok "the order given" || fail "order: $(cat "$TMP/out")"
+# bad input
+expect_status 2 "--sort with an unknown key" -- "$S2HC" runs "$R" --sort loss
+expect_out "--sort 'loss': one of val, train, tokens, step" "names the keys"
+expect_status 1 "a missing path among runs" -- "$S2HC" runs "$R/a" "$R/nope"
+expect_out "$R/nope: No such file or directory" "names the missing path"
+grep -q "^$R/a " "$TMP/out" && ok "the readable run is still listed" || fail "the readable run is not listed"
+mkdir -p "$TMP/empty"
+expect_status 1 "a folder without runs" -- "$S2HC" runs "$TMP/empty"
+expect_out "empty: no run.h5 found" "says so"
+(cd "$TMP/empty" && "$S2HC" runs >"$TMP/out" 2>&1); [ $? = 1 ] && grep -q "no folder runs/ here" "$TMP/out" \
+  && ok "no runs/ folder here: says what to give" || fail "runs without runs/: $(cat "$TMP/out")"
+(cd "$TMP" && "$S2HC" runs >"$TMP/out" 2>&1) && grep -q "^runs/b " "$TMP/out" && ok "runs/ by default" \
+  || fail "default folder: $(cat "$TMP/out")"
+[ "$(find "$R" -type f -exec md5sum {} + | sort)" = "$sums" ] && ok "nothing written" || fail "runs changed a file"
+[ "$(find "$R" -type f | wc -l)" = "$(printf '%s\n' "$sums" | wc -l)" ] && ok "no file added" || fail "a file was added"
+# a training in progress: running while it holds the run, stopped once it is interrupted
+conf live s2hc 6 100000
+"$S2HC" train "$TMP/live.yaml" --quiet >/dev/null 2>&1 &
+live=$!
+wait_for 300 test -s "$R/live/run.h5"
+expect_status 0 "runs while a training writes one of them" -- "$S2HC" runs "$R/live" "$R/a"
+grep -Eq "^$R/live .* [0-9]+/100000 +running " "$TMP/out" && ok "a training in progress: running" \
+  || fail "live: $(cat "$TMP/out")"
+kill -TERM $live; wait $live
+expect_status 0 "runs of the interrupted training" -- "$S2HC" runs "$R/live"
+grep -Eq "^$R/live .* stopped " "$TMP/out" && ok "interrupted: stopped" || fail "live after TERM: $(cat "$TMP/out")"
+finish runs_cli
