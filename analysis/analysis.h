@@ -131,8 +131,8 @@ typedef struct {
  * is missing, not a run or holds none is said so and counted in rs->bad_paths. The
  * caller frees with an_runset_free. */
 int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose);
-/* The same runs, every one (a repeat of another's config too), with no warning about the
- * set (s2hc runs: a listing, not a comparison). */
+/* The same runs, every one (a repeat of another's config too), in folders up to four levels
+ * below a path, with no warning about the set (s2hc runs: a listing, not a comparison). */
 int an_runset_list(an_runset *rs, char *const *paths, int npaths);
 /* Runs of one corpus name trained on different builds of it (their train_tokens differ:
  * `s2hc data prepare` of another version rebuilt it between them): a warning on f for each

@@ -358,7 +358,8 @@ static void scan(an_runset *rs, const char *dir, int depth, int verbose, int kee
 
 /* path is the index.csv of a grid's runs directory (s2hc grid writes it there, beside its
  * lock .index.lock). */
-/* keep: every run file found, repeats too (s2hc runs lists them); else a repeat counts once */
+/* keep: every run file found, repeats too, four folder levels down (s2hc runs lists them: runs/
+ * holds make paper's runs/<preset>/<grid>/<point>/); else a repeat counts once, two levels down */
 static int load_paths(an_runset *rs, char *const *paths, int npaths, int verbose, int keep) {
     memset(rs, 0, sizeof *rs);
     for (int i = 0; i < npaths; i++) {
@@ -372,7 +373,7 @@ static int load_paths(an_runset *rs, char *const *paths, int npaths, int verbose
             if (verbose) fprintf(stderr, "s2hc: %s: a grid's folder of Slurm scripts, not a run: skipped\n", paths[i]);
             continue;
         } else if (is_dir(paths[i])) {
-            scan(rs, paths[i], 2, verbose, keep, &found);
+            scan(rs, paths[i], keep ? 4 : 2, verbose, keep, &found);
         } else if (is_file(paths[i]) && grid_index_file(paths[i])) {
             /* a glob over a grid's folder (s2hc report runs/grid/...) names its index too */
             if (verbose) fprintf(stderr, "s2hc: %s: a grid's index, not a run: skipped\n", paths[i]);

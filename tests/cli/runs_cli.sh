@@ -110,6 +110,10 @@ expect_out "empty: no run.h5 found" "says so"
   && ok "no runs/ folder here: says what to give" || fail "runs without runs/: $(cat "$TMP/out")"
 (cd "$TMP" && "$S2HC" runs >"$TMP/out" 2>&1) && grep -q "^runs/b " "$TMP/out" && ok "runs/ by default" \
   || fail "default folder: $(cat "$TMP/out")"
+# make paper's layout: runs/<preset>/<grid>/<point>/run.h5, three levels below runs/
+mkdir -p "$TMP/deep/runs/tiny/grid" && cp -r "$R/c" "$TMP/deep/runs/tiny/grid/c"
+(cd "$TMP/deep" && "$S2HC" runs >"$TMP/out" 2>&1) && grep -q "^runs/tiny/grid/c " "$TMP/out" \
+  && ok "a run three levels below runs/" || fail "deep: $(cat "$TMP/out")"
 [ "$(find "$R" -type f -exec md5sum {} + | sort)" = "$sums" ] && ok "nothing written" || fail "runs changed a file"
 [ "$(find "$R" -type f | wc -l)" = "$(printf '%s\n' "$sums" | wc -l)" ] && ok "no file added" || fail "a file was added"
 # a training in progress: running while it holds the run, stopped once it is interrupted
