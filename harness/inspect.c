@@ -2,6 +2,7 @@
  * (run the end-of-training probe /final on a run's checkpoint).
  *
  *   s2hc inspect runs/<name> [--layer L] [--step last|final|N] [--csv]
+ *   s2hc inspect runs/<name> --history QUANTITY [--layer L] [--csv]
  *   s2hc inspect --method-compare runs/a runs/b ... [--layer L] [--csv]
  *   s2hc probe runs/<name> [--samples S] [--batch B] [--data DIR]
  *
@@ -10,6 +11,7 @@
  * singular values and those of H_res - J, the diagonal share, the streams' cosine
  * similarity and the per-token sum deviations; without --layer, one line per sublayer.
  * --csv prints the same as CSV (long format for one layer, one row per layer otherwise).
+ * --history follows one of the summary's numbers over every probe step.
  */
 #include <errno.h>
 #include <limits.h>
@@ -129,6 +131,40 @@ static void say_no_probes(const run_view *v, int none) {
     }
 }
 
+/* The selected step's arrays (v->is_final, else /probe row v->prow) into v: allocated on
+ * the first call, overwritten on the next (inspect --history reads every row in turn). */
+static int view_read_row(run_view *v) {
+    size_t L = (size_t)v->Lh, nn = (size_t)v->n * v->n;
+    if (!v->rms) v->rms = malloc_check((L + 1) * sizeof(double));
+    if (v->is_final) mean_rows(&v->log, "/final/stream_rms", L + 1, v->rms);
+    else copy_row(&v->log, "/probe/stream_rms", v->prow, L + 1, v->rms);
+    if (!v->hc) return 0;
+    if (!v->H) {
+        v->H = malloc_check(L * nn * sizeof(double));
+        v->cos = malloc_check(L * sizeof(double));
+        v->cosb = malloc_check(L * sizeof(double));
+        v->dfrac = malloc_check(L * sizeof(double));
+        v->csx = malloc_check(L * sizeof(double));
+        v->rsx = malloc_check(L * sizeof(double));
+    }
+    if (v->is_final) {
+        copy_row(&v->log, "/final/H_res_mean", 0, L * nn, v->H);
+        mean_rows(&v->log, "/final/cos_sim", L, v->cos);
+        mean_rows(&v->log, "/final/cos_sim_before", L, v->cosb);
+        copy_row(&v->log, "/final/diag_frac", 0, L, v->dfrac);
+        copy_row(&v->log, "/final/colsum_dev_max", 0, L, v->csx);
+        copy_row(&v->log, "/final/rowsum_dev_max", 0, L, v->rsx);
+    } else {
+        copy_row(&v->log, "/probe/H_res_mean", v->prow, L * nn, v->H);
+        copy_row(&v->log, "/probe/cos_sim", v->prow, L, v->cos);
+        copy_row(&v->log, "/probe/cos_sim_before", v->prow, L, v->cosb);
+        copy_row(&v->log, "/probe/diag_frac_layer", v->prow, L, v->dfrac);
+        copy_row(&v->log, "/probe/colsum_dev_max", v->prow, L, v->csx);
+        copy_row(&v->log, "/probe/rowsum_dev_max", v->prow, L, v->rsx);
+    }
+    return 0;
+}
+
 /* A run file's log, loaded into v->log (v->path and v->dir its names): the step selected
  * (last, final or a number) and its matrices read. 0, or 1 (2: a bad --step) with a
  * message. */
@@ -212,33 +248,7 @@ static int run_view_select(run_view *v, const char *step_sel) {
         v->prow = r;
         v->step = want;
     }
-    size_t L = (size_t)v->Lh, nn = (size_t)v->n * v->n;
-    v->rms = malloc_check((L + 1) * sizeof(double));
-    if (v->is_final) mean_rows(&v->log, "/final/stream_rms", L + 1, v->rms);
-    else copy_row(&v->log, "/probe/stream_rms", v->prow, L + 1, v->rms);
-    if (!v->hc) return 0;
-    v->H = malloc_check(L * nn * sizeof(double));
-    v->cos = malloc_check(L * sizeof(double));
-    v->cosb = malloc_check(L * sizeof(double));
-    v->dfrac = malloc_check(L * sizeof(double));
-    v->csx = malloc_check(L * sizeof(double));
-    v->rsx = malloc_check(L * sizeof(double));
-    if (v->is_final) {
-        copy_row(&v->log, "/final/H_res_mean", 0, L * nn, v->H);
-        mean_rows(&v->log, "/final/cos_sim", L, v->cos);
-        mean_rows(&v->log, "/final/cos_sim_before", L, v->cosb);
-        copy_row(&v->log, "/final/diag_frac", 0, L, v->dfrac);
-        copy_row(&v->log, "/final/colsum_dev_max", 0, L, v->csx);
-        copy_row(&v->log, "/final/rowsum_dev_max", 0, L, v->rsx);
-    } else {
-        copy_row(&v->log, "/probe/H_res_mean", v->prow, L * nn, v->H);
-        copy_row(&v->log, "/probe/cos_sim", v->prow, L, v->cos);
-        copy_row(&v->log, "/probe/cos_sim_before", v->prow, L, v->cosb);
-        copy_row(&v->log, "/probe/diag_frac_layer", v->prow, L, v->dfrac);
-        copy_row(&v->log, "/probe/colsum_dev_max", v->prow, L, v->csx);
-        copy_row(&v->log, "/probe/rowsum_dev_max", v->prow, L, v->rsx);
-    }
-    return 0;
+    return view_read_row(v);
 }
 
 /* Open runs/<name>/run.h5 (or a run.h5 path) and select the step. 0, or 1 with a message. */
@@ -500,10 +510,123 @@ static void print_summary(const run_view *v, const out_style *st) {
     }
 }
 
+/* ---- inspect --history: one quantity per sublayer, a row per probe step ------------------ */
+
+typedef struct {
+    const char *name, *head, *what;
+    int hc;  /* 1: needs the residual matrices (not rc's) */
+    int exp; /* printed as %.2e (sums off by float rounding) */
+} hist_q;
+
+static const hist_q hist_qs[] = {
+    {"dist", "|H-I|", "||H_res - I||_2, the distance from the identity", 1, 0},
+    {"prod", "|prod|", "||H_l ... H_0||_2, the gain of the residual path through sublayer l", 1, 0},
+    {"diag", "diag", "the mean diagonal entry of H_res", 1, 0},
+    {"offmax", "off max", "the largest off-diagonal entry of H_res", 1, 0},
+    {"svmax", "sv max", "the largest singular value of H_res", 1, 0},
+    {"svmin", "sv min", "the smallest singular value of H_res", 1, 0},
+    {"devmax", "dev max", "the largest singular value of H_res - J", 1, 0},
+    {"coldev", "col dev", "the largest per-token |column sum - 1|", 1, 1},
+    {"rowdev", "row dev", "the largest per-token |row sum - 1|", 1, 1},
+    {"cosx", "cos X", "the streams' mean cosine similarity before mixing", 1, 0},
+    {"coshx", "cos HX", "the streams' mean cosine similarity after mixing", 1, 0},
+    {"diagpct", "diag%", "the per-token matrices with every row maximum on the diagonal, in %", 1, 0},
+    {"rms", "rms", "the streams' RMS entering each sublayer (end: leaving the last)", 0, 0},
+};
+#define N_HIST_Q ((int)(sizeof hist_qs / sizeof hist_qs[0]))
+
+static int hist_find(const char *name) {
+    for (int q = 0; q < N_HIST_Q; q++)
+        if (!strcmp(name, hist_qs[q].name)) return q;
+    return -1;
+}
+
+/* Quantity q of sublayer l at the row v holds (cum: the composites' norms, for prod). */
+static double hist_value(const run_view *v, int q, int l, const double *cum) {
+    const char *name = hist_qs[q].name;
+    if (!strcmp(name, "rms")) return v->rms[l];
+    if (!strcmp(name, "prod")) return cum[l];
+    if (!strcmp(name, "coldev")) return v->csx[l];
+    if (!strcmp(name, "rowdev")) return v->rsx[l];
+    if (!strcmp(name, "cosx")) return v->cosb[l];
+    if (!strcmp(name, "coshx")) return v->cos[l];
+    if (!strcmp(name, "diagpct")) return 100 * v->dfrac[l];
+    layer_stats st;
+    layer_stats_of(v, l, &st);
+    if (!strcmp(name, "dist")) return st.dist_identity;
+    if (!strcmp(name, "diag")) return st.diag_mean;
+    if (!strcmp(name, "offmax")) return st.offdiag_max;
+    if (!strcmp(name, "svmax")) return st.sv[0];
+    if (!strcmp(name, "svmin")) return st.sv[v->n - 1];
+    return st.dev[0]; /* devmax */
+}
+
+/* The table of quantity q: a row per /probe step, then the /final probe's where there is
+ * one; a column per sublayer (layer >= 0: that one alone). 0, or 1 with a message. */
+static int print_history(run_view *v, int q, int layer, const out_style *st, int *header) {
+    const hist_q *h = &hist_qs[q];
+    if (h->hc && !v->hc) {
+        fprintf(stderr, "s2hc: error: %s: method %s has no residual matrices (n = 1): --history rms is the one "
+                "quantity it has\n", v->path, v->method);
+        return 1;
+    }
+    const int cols = h->hc ? v->Lh : v->Lh + 1; /* rms: the streams leaving the last sublayer too */
+    if (layer >= cols) {
+        fprintf(stderr, "s2hc: error: --layer %d: %s has sublayers 0..%d\n", layer, v->path, v->Lh - 1);
+        return 2;
+    }
+    const int has_final = find(&v->log, "/final/window") != NULL, rows = (int)v->prows + has_final;
+    if (!rows) {
+        say_no_probes(v, 1);
+        return 1;
+    }
+    const int l0 = layer >= 0 ? layer : 0, l1 = layer >= 0 ? layer + 1 : cols;
+    if (st->csv && !(*header)++) printf("run,method,step,layer,quantity,value\n"); /* not before an error */
+    if (!st->csv) {
+        printf("%s  method %s  n = %d  %s: %s, per sublayer, %zu probe step%s%s\n", v->dir, v->method,
+               v->hc ? v->n : 1, h->head, h->what, v->prows, v->prows == 1 ? "" : "s",
+               has_final ? " and the final probe" : "");
+        printf("%7s", "step");
+        for (int l = l0; l < l1; l++) {
+            char c[24];
+            snprintf(c, sizeof c, "%d %s", l, l == v->Lh ? "end" : kind_of(l));
+            printf("  %9s", c);
+        }
+        printf("\n");
+    }
+    double *cum = malloc_check((size_t)(v->Lh > 0 ? v->Lh : 1) * sizeof(double)),
+           P[PROBE_MAX_N * PROBE_MAX_N];
+    const h5log_series *ps = find(&v->log, "/probe/step");
+    for (int r = 0; r < rows; r++) {
+        v->is_final = r == (int)v->prows;
+        v->prow = v->is_final ? 0 : (size_t)r;
+        v->step = v->is_final ? -1 : step_from_double(value_at(ps, v->prow));
+        view_read_row(v);
+        if (v->hc) probe_composite(v->H, v->Lh, v->n, P, cum);
+        char stp[32];
+        step_text(v, stp, sizeof stp);
+        if (!st->csv) printf("%7s", stp);
+        for (int l = l0; l < l1; l++) {
+            const double x = hist_value(v, q, l, cum);
+            if (st->csv) {
+                csv_lead(v, stp);
+                printf("%d,%s,%.9g\n", l, h->name, x);
+            } else if (h->exp || (fabs(x) >= 1e5 && isfinite(x)))
+                printf("  %9.2e", x);
+            else
+                printf("  %9.4f", x);
+        }
+        if (!st->csv) printf("\n");
+    }
+    free(cum);
+    return 0;
+}
+
 static void inspect_usage(FILE *f) {
     fprintf(f,
             "usage: s2hc inspect RUN_DIR [--layer L] [--step last|final|N] [--csv] [--color|--no-color]\n"
-            "       s2hc inspect --method-compare RUN_DIR RUN_DIR... [--layer L] [--step ...] [--csv]\n"
+            "       s2hc inspect RUN_DIR --history QUANTITY [--layer L] [--csv]\n"
+            "       s2hc inspect --method-compare RUN_DIR RUN_DIR... [--layer L] [--step ...|--history Q] [--csv]\n"
             "\n"
             "Show the residual matrices H_res a run recorded in RUN_DIR/run.h5.\n"
             "  --layer L     one sublayer (0-based; 2 per block: 2b = attention, 2b+1 = MLP): its token-averaged\n"
@@ -513,6 +636,11 @@ static void inspect_usage(FILE *f) {
             "                Without --layer: one line per sublayer.\n"
             "  --step S      last (default: the last /probe row), final (the /final group, over S sequences)\n"
             "                or the step N of a /probe row\n"
+            "  --history Q   one quantity of the summary over training: a row per probe step (and the\n"
+            "                final probe), a column per sublayer (--layer L: that one). Q is one of dist\n"
+            "                (|H-I|), prod (|prod|), diag, offmax, svmax, svmin, devmax, coldev, rowdev,\n"
+            "                cosx, coshx, diagpct, rms (rms alone for rc); --csv: the long format\n"
+            "                run,method,step,layer,quantity,value\n"
             "  --method-compare RUN...  the same view for several runs, one after the other\n"
             "  --csv         CSV for pandas: one row per sublayer, or (with --layer) the long format\n"
             "                run,method,step,layer,quantity,i,j,value\n"
@@ -523,6 +651,7 @@ static void inspect_usage(FILE *f) {
             "  s2hc inspect runs/tiny\n"
             "  s2hc inspect runs/tiny --layer 3 --step final\n"
             "  s2hc inspect --method-compare runs/tiny runs/tiny-s2hc --layer 1\n"
+            "  s2hc inspect runs/tiny-s2hc --history dist\n"
             "  s2hc inspect runs/tiny --csv > layers.csv\n"
             "  s2hc inspect runs/tiny --layer all --step final --csv > matrices.csv\n");
 }
@@ -530,7 +659,7 @@ static void inspect_usage(FILE *f) {
 /* inspect_main with runs[] room for every argument (every run of a grid: --method-compare
  * with the shell's runs/grid/STAR/). */
 static int inspect_with(int argc, char **argv, const char **runs) {
-    int nruns = 0, layer = -1, compare = 0, force_color = -1;
+    int nruns = 0, layer = -1, compare = 0, force_color = -1, hist = -1;
     const char *step_sel = NULL;
     out_style st = {0, 0, 1};
     for (int i = 1, ended = 0; i < argc; i++) {
@@ -551,6 +680,14 @@ static int inspect_with(int argc, char **argv, const char **runs) {
                 return 2;
             }
         } else if ((v = opt_arg(argc, argv, &i, "--step", 1))) step_sel = v;
+        else if ((v = opt_arg(argc, argv, &i, "--history", 0))) {
+            if ((hist = hist_find(v)) < 0) {
+                fprintf(stderr, "s2hc: error: --history '%s': one of", v);
+                for (int q = 0; q < N_HIST_Q; q++) fprintf(stderr, "%s %s", q ? "," : "", hist_qs[q].name);
+                fprintf(stderr, "\n");
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--csv")) st.csv = 1;
         else if (!strcmp(a, "--color")) force_color = 1;
         else if (!strcmp(a, "--no-color")) force_color = 0;
@@ -564,6 +701,10 @@ static int inspect_with(int argc, char **argv, const char **runs) {
     if (nruns == 0 || (nruns > 1 && !compare)) {
         if (nruns > 1) fprintf(stderr, "s2hc: error: inspect: several runs need --method-compare\n");
         inspect_usage(stderr);
+        return 2;
+    }
+    if (hist >= 0 && step_sel) {
+        fprintf(stderr, "s2hc: error: inspect: --history reads every probe step; --step does not go with it\n");
         return 2;
     }
     const char *no_color = getenv("NO_COLOR"); /* no-color.org: set and not empty */
@@ -584,7 +725,12 @@ static int inspect_with(int argc, char **argv, const char **runs) {
             continue;
         }
         if (r > 0 && !st.csv) printf("\n");
-        if (layer >= 0 || layer == INSPECT_ALL_LAYERS) {
+        if (hist >= 0 && hist_qs[hist].hc && !v.hc && nruns > 1) { /* a grid's rc point beside the others */
+            fprintf(stderr, "note: %s: passed over: method %s has no residual matrices (n = 1)\n", v.path, v.method);
+        } else if (hist >= 0) {
+            const int e2 = print_history(&v, hist, layer, &st, &header);
+            if (e2 > rc) rc = e2;
+        } else if (layer >= 0 || layer == INSPECT_ALL_LAYERS) {
             if (!v.hc && nruns > 1) { /* a grid's rc point beside the others: nothing to compare */
                 fprintf(stderr, "note: %s: passed over: method %s has no residual matrices (n = 1)\n", v.path, v.method);
             } else if (!v.hc) {

@@ -130,6 +130,44 @@ assert len(rows) > 2 and all(len(r) == len(rows[0]) for r in rows) and all(r[0] 
     || fail "inspect $view --csv of a folder with a comma and a quote: $(head -3 "$TMP/odd.csv")"
   rm -rf "$odd"
 done
+# --history: a quantity over training, each value the summary's at that step (--step N, final)
+expect_status 0 "inspect --history dist" -- "$S2HC" inspect "$TMP/runs/pm" --history dist
+expect_out "\|H-I\|: \|\|H_res - I\|\|_2, the distance from the identity, per sublayer, 3 probe steps and the final probe" \
+  "names the quantity and the rows"
+[ "$(grep -cE '^ +(0|10|20|final)( +[0-9]+\.[0-9]{4}){2}$' "$TMP/out")" = 4 ] && ok "a row per probe step and the final probe, a column per sublayer" \
+  || fail "history rows: $(cat "$TMP/out")"
+expect_status 0 "inspect --history rms --layer 2" -- "$S2HC" inspect "$TMP/runs/pm" --history rms --layer 2
+expect_out "^ +step +2 end$" "--layer: that column alone (rms: the streams at the end too)"
+python3 - "$S2HC" "$TMP/runs/pm" > "$TMP/py" 2>&1 <<'PY'
+import csv, io, subprocess, sys
+s2hc, run = sys.argv[1:3]
+def rows(*a):
+    return list(csv.DictReader(io.StringIO(subprocess.run([s2hc, "inspect", run, *a], capture_output=True, text=True, check=True).stdout)))
+col = {"dist": "dist_identity", "prod": "composite_norm", "coldev": "colsum_dev_max", "cosx": "cos_before",
+       "diagpct": "diag_frac", "svmin": "sv_min", "rms": "stream_rms"}
+bad, n = [], 0
+for q, c in col.items():
+    for h in rows("--history", q, "--csv"):
+        summ = {r["layer"]: r for r in rows("--step", h["step"], "--csv")}
+        want = summ[h["layer"]][c]
+        got = h["value"] if q != "diagpct" else "%.9g" % (float(h["value"]) / 100)
+        n += 1
+        if h["quantity"] != q or (got != want and abs(float(got) - float(want)) > 1e-12 * abs(float(want))):
+            bad.append("%s step %s layer %s: %s, the summary %s" % (q, h["step"], h["layer"], got, want))
+print("\n".join(bad) if bad else "history ok %d" % n)
+PY
+grep -q "^history ok 60$" "$TMP/py" && ok "--history --csv: every value the summary's at its step" || fail "history: $(head -5 "$TMP/py")"
+expect_status 1 "rc: --history of a matrix quantity" -- "$S2HC" inspect "$TMP/runs/pr" --history dist
+expect_out "method rc has no residual matrices \(n = 1\): --history rms is the one quantity it has" "says what rc has"
+"$S2HC" inspect "$TMP/runs/pr" --history dist --csv > "$TMP/csv.out" 2>/dev/null
+[ ! -s "$TMP/csv.out" ] && ok "and prints no CSV header" || fail "rc --history dist --csv printed: $(cat "$TMP/csv.out")"
+expect_status 0 "rc: --history rms" -- "$S2HC" inspect "$TMP/runs/pr" --history rms
+expect_status 0 "--method-compare --history passes rc over" -- "$S2HC" inspect --method-compare "$TMP/runs/pm" "$TMP/runs/pr" --history prod
+expect_out "pr/run.h5: passed over: method rc" "says so"
+expect_status 2 "--history with --step" -- "$S2HC" inspect "$TMP/runs/pm" --history dist --step 10
+expect_out "--history reads every probe step; --step does not go with it" "says why"
+expect_status 2 "--history of an unknown quantity" -- "$S2HC" inspect "$TMP/runs/pm" --history trace
+expect_out "--history 'trace': one of dist, prod, diag" "lists the quantities"
 (ulimit -f 1; "$S2HC" inspect "$TMP/runs/pm" --layer 0 --csv > "$TMP/csv.out" 2>"$TMP/err"); rc=$?
 [ $rc = 1 ] && grep -q "writing the standard output failed" "$TMP/err" && ok "inspect --csv cut short by ulimit -f exits 1" \
   || fail "inspect --csv past ulimit -f: exit $rc, $(cat "$TMP/err")"
