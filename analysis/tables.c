@@ -110,13 +110,26 @@ static int md_link_bracket(const char *s, const char *q) {
  * each is escaped by a backslash; so is a '~' (~~x~~ struck through on GitHub, ~x~ too),
  * a '_' at a word's edge (a run folder _x_ read in italics), not one inside a word
  * (my_corp, H_res), which markdown leaves as it is, a '(' right after a ']' ([l](u) a
- * link), and a '[' that could open a link (md_link_bracket: a run folder [a][b]; an
- * interval [lo, hi] is left as it is). A control character becomes a space (a newline
+ * link), a '[' that could open a link (md_link_bracket: a run folder [a][b]; an
+ * interval [lo, hi] is left as it is) and what would make an autolink (md_autolink: www.,
+ * ://, @). A control character becomes a space (a newline
  * would end the row). */
+/* Whether the character at q (of s) would complete one of GitHub's extended autolinks: the
+ * '.' of a "www." at a word's start, the ':' of "scheme://", any '@' (an e-mail address):
+ * a run folder www.x.com or me@lab.org shown as a link to somewhere. Escaped, the source
+ * no longer matches and the text shows as it is. */
+static int md_autolink(const char *s, const char *q) {
+    if (*q == '@') return 1;
+    if (*q == ':') return q[1] == '/' && q[2] == '/';
+    if (*q != '.' || q - s < 3 || strncmp(q - 3, "www", 3)) return 0;
+    return q - s == 3 || strchr(" \t*_~(", q[-4]) != NULL;
+}
+
 static void put_md(FILE *f, const char *s) {
     for (const char *q = s; *q; q++) {
         const int edge = *q == '_' && (q == s || !isalnum((unsigned char)q[-1]) || !isalnum((unsigned char)q[1]));
-        const int link = (*q == '(' && q > s && q[-1] == ']') || (*q == '[' && md_link_bracket(s, q));
+        const int link = (*q == '(' && q > s && q[-1] == ']') || (*q == '[' && md_link_bracket(s, q)) ||
+                         md_autolink(s, q);
         if (edge || link || strchr("|\\`*<>&~", *q)) fputc('\\', f);
         fputc((unsigned char)*q < 0x20 ? ' ' : *q, f);
     }
