@@ -710,7 +710,7 @@ static int inspect_with(int argc, char **argv, const char **runs) {
     const char *no_color = getenv("NO_COLOR"); /* no-color.org: set and not empty */
     st.color = force_color >= 0 ? force_color : (terminal_live(STDOUT_FILENO) && !(no_color && no_color[0]));
     if (st.csv) st.color = 0, st.unicode = 0;
-    int rc = 0, header = !st.csv; /* the CSV header goes out with the first rows, not before an error */
+    int rc = 0, header = !st.csv, shown = 0; /* the CSV header goes out with the first rows, not before an error */
     for (int r = 0; r < nruns; r++) {
         if (nruns > 1 && (grid_slurm_folder(runs[r]) || grid_index_file(runs[r]))) {
             fprintf(stderr, "note: %s: passed over: %s, not a run\n", runs[r],
@@ -724,16 +724,19 @@ static int inspect_with(int argc, char **argv, const char **runs) {
             rc = e;
             continue;
         }
-        if (r > 0 && !st.csv) printf("\n");
-        if (hist >= 0 && hist_qs[hist].hc && !v.hc && nruns > 1) { /* a grid's rc point beside the others */
+        /* a grid's rc point beside the others: no matrices to compare */
+        const int matrices = hist >= 0 ? hist_qs[hist].hc : layer >= 0 || layer == INSPECT_ALL_LAYERS;
+        if (matrices && !v.hc && nruns > 1) {
             fprintf(stderr, "note: %s: passed over: method %s has no residual matrices (n = 1)\n", v.path, v.method);
-        } else if (hist >= 0) {
+            run_view_free(&v);
+            continue;
+        }
+        if (shown++ && !st.csv) printf("\n"); /* a blank line between runs, none before the first shown */
+        if (hist >= 0) {
             const int e2 = print_history(&v, hist, layer, &st, &header);
             if (e2 > rc) rc = e2;
         } else if (layer >= 0 || layer == INSPECT_ALL_LAYERS) {
-            if (!v.hc && nruns > 1) { /* a grid's rc point beside the others: nothing to compare */
-                fprintf(stderr, "note: %s: passed over: method %s has no residual matrices (n = 1)\n", v.path, v.method);
-            } else if (!v.hc) {
+            if (!v.hc) {
                 fprintf(stderr, "s2hc: error: %s: method %s has no residual matrices (n = 1)\n", v.path, v.method);
                 rc = 1;
             } else if (layer >= v.Lh) {

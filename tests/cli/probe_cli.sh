@@ -164,6 +164,11 @@ expect_out "method rc has no residual matrices \(n = 1\): --history rms is the o
 expect_status 0 "rc: --history rms" -- "$S2HC" inspect "$TMP/runs/pr" --history rms
 expect_status 0 "--method-compare --history passes rc over" -- "$S2HC" inspect --method-compare "$TMP/runs/pm" "$TMP/runs/pr" --history prod
 expect_out "pr/run.h5: passed over: method rc" "says so"
+# an rc run first: passed over without a blank line for it (none before the first run shown)
+"$S2HC" inspect --method-compare "$TMP/runs/pr" "$TMP/runs/pm" "$TMP/runs/pm" --history prod 2>/dev/null > "$TMP/cmp.out"
+[ -n "$(head -1 "$TMP/cmp.out")" ] && [ "$(grep -c '^$' "$TMP/cmp.out")" = 1 ] \
+  && ok "--method-compare: one blank line between the runs shown, none for the one passed over" \
+  || fail "--method-compare layout: $(cat -A "$TMP/cmp.out" | head -20)"
 expect_status 2 "--history with --step" -- "$S2HC" inspect "$TMP/runs/pm" --history dist --step 10
 expect_out "--history reads every probe step; --step does not go with it" "says why"
 expect_status 2 "--history of an unknown quantity" -- "$S2HC" inspect "$TMP/runs/pm" --history trace
