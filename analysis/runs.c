@@ -325,11 +325,27 @@ static int add_run(an_runset *rs, const char *h5, int verbose, int keep) {
     return 0;
 }
 
-/* Runs in dir (depth 0: dir itself; then its subdirectories, up to `depth` levels). */
-static void scan(an_runset *rs, const char *dir, int depth, int verbose, int keep, int *found) {
+/* The run files found before any is read (so that reading them can show its progress). */
+typedef struct {
+    char **f;
+    int n, cap;
+} file_list;
+
+static void file_add(file_list *l, const char *path) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        char **nf = realloc(l->f, (size_t)l->cap * sizeof *nf);
+        if (!nf) die(1, "out of memory listing %s", path);
+        l->f = nf;
+    }
+    if (!(l->f[l->n++] = strdup(path))) die(1, "out of memory listing %s", path);
+}
+
+/* Run files in dir (depth 0: dir itself; then its subdirectories, up to `depth` levels). */
+static void scan(file_list *l, const char *dir, int depth, int *found) {
     char *p = malloc_check(strlen(dir) + 260); /* dir/run.h5, or dir/ and a file name (at most 255 bytes) */
     sprintf(p, "%s/run.h5", dir);
-    if (is_file(p)) { add_run(rs, p, verbose, keep); (*found)++; free(p); return; }
+    if (is_file(p)) { file_add(l, p); (*found)++; free(p); return; }
     DIR *d = depth > 0 ? opendir(dir) : NULL;
     if (!d) { free(p); return; }
     char **names = NULL;
@@ -349,31 +365,32 @@ static void scan(an_runset *rs, const char *dir, int depth, int verbose, int kee
     if (nn > 1) qsort(names, (size_t)nn, sizeof *names, cmp_str);
     for (int i = 0; i < nn; i++) {
         sprintf(p, "%s/%.255s", dir, names[i]);
-        if (is_dir(p)) scan(rs, p, depth - 1, verbose, keep, found);
+        if (is_dir(p)) scan(l, p, depth - 1, found);
         free(names[i]);
     }
     free(names);
     free(p);
 }
 
-/* path is the index.csv of a grid's runs directory (s2hc grid writes it there, beside its
- * lock .index.lock). */
 /* keep: every run file found, repeats too, four folder levels down (s2hc runs lists them: runs/
- * holds make paper's runs/<preset>/<grid>/<point>/); else a repeat counts once, two levels down */
+ * holds make paper's runs/<preset>/<grid>/<point>/); else a repeat counts once, two levels down.
+ * The files are found first, then read in that order, a progress line on stderr when that
+ * takes more than a few seconds (hundreds of runs). */
 static int load_paths(an_runset *rs, char *const *paths, int npaths, int verbose, int keep) {
     memset(rs, 0, sizeof *rs);
+    file_list l = {0};
     for (int i = 0; i < npaths; i++) {
         int found = 0;
         size_t len = strlen(paths[i]);
         if (is_file(paths[i]) && len >= 3 && !strcmp(paths[i] + len - 3, ".h5")) {
-            add_run(rs, paths[i], verbose, keep);
+            file_add(&l, paths[i]);
             found = 1;
         } else if (is_dir(paths[i]) && grid_slurm_folder(paths[i])) {
             /* the same glob names the grid's folder of Slurm scripts */
             if (verbose) fprintf(stderr, "s2hc: %s: a grid's folder of Slurm scripts, not a run: skipped\n", paths[i]);
             continue;
         } else if (is_dir(paths[i])) {
-            scan(rs, paths[i], keep ? 4 : 2, verbose, keep, &found);
+            scan(&l, paths[i], keep ? 4 : 2, &found);
         } else if (is_file(paths[i]) && grid_index_file(paths[i])) {
             /* a glob over a grid's folder (s2hc report runs/grid/...) names its index too */
             if (verbose) fprintf(stderr, "s2hc: %s: a grid's index, not a run: skipped\n", paths[i]);
@@ -393,6 +410,16 @@ static int load_paths(an_runset *rs, char *const *paths, int npaths, int verbose
             rs->bad_paths++;
         }
     }
+    progress pr;
+    progress_begin(&pr, "reading runs", "run files", l.n, 1);
+    progress_to(&pr, stderr);
+    for (int i = 0; i < l.n; i++) {
+        add_run(rs, l.f[i], verbose, keep);
+        free(l.f[i]);
+        progress_update(&pr, i + 1);
+    }
+    progress_end(&pr);
+    free(l.f);
     return rs->n;
 }
 

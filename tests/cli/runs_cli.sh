@@ -97,6 +97,11 @@ expect_status 0 "runs --sort step" -- "$S2HC" runs "$R/nan" "$R/a" "$R/stop" --s
 expect_status 0 "runs of paths in the order given" -- "$S2HC" runs "$R/stop" "$R/a/run.h5"
 [ "$(sed -n '2,3p' "$TMP/out" | awk '{print $1}' | tr '\n' ' ')" = "$R/stop $R/a " ] \
   && ok "the order given" || fail "order: $(cat "$TMP/out")"
+# a long read shows its progress on stderr (here at once), the CSV on stdout alone
+S2HC_TEST_PROGRESS_AFTER=0.001 "$S2HC" runs "$R" --csv >"$TMP/p.csv" 2>"$TMP/p.err"
+grep -Eq "^reading runs: [1-7]/7 run files \| [0-9]+s \| ETA" "$TMP/p.err" && ok "progress of the reading on stderr" \
+  || fail "progress: $(cat "$TMP/p.err")"
+cmp -s "$TMP/p.csv" "$TMP/runs.csv" && ok "and the CSV the same" || fail "the CSV changed with progress shown"
 # bad input
 expect_status 2 "--sort with an unknown key" -- "$S2HC" runs "$R" --sort loss
 expect_out "--sort 'loss': one of val, train, tokens, step" "names the keys"
