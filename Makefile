@@ -1,9 +1,9 @@
 # s2hc: build, test, data, paper, bench.
-#   make            build bin/s2hc (CPU always; the CUDA backend too when nvcc is found)
-#   make deps       install the Debian packages the project needs (idempotent)
-#   make test       build and run the whole test suite
-#   make test SAN=1 the suite under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make paper      deps, build, data, train (see README)
+#   make              build bin/s2hc (CPU always; the CUDA backend too when nvcc is found)
+#   make deps         install the Debian packages the project needs (idempotent)
+#   make test         build and run the whole test suite
+#   make test SAN=1   the suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make paper        deps, build, data, train (see README)
 CC      ?= gcc
 ifeq ($(CC),cc)
 CC := gcc

@@ -1,11 +1,11 @@
 # mk/cuda.mk: the CUDA backend (kernels/cuda/*.cu) and its GPU check.
 #
 # Included by the main Makefile (`-include $(wildcard mk/*.mk)`), or standalone:
-#   make -f mk/cuda.mk cuda-build     compile every .cu (zero warnings: -Werror), the archive,
-#                                     the C probe and the check program build/cuda/gpu_check
-#   make -f mk/cuda.mk cuda-probe     build and run the probe ("no GPU: ..." without one)
-#   make -f mk/cuda.mk cuda-emu-check the check's comparisons on a CPU emulator (no nvcc/GPU)
-#   tests/gpu/check.sh                build, then check against the CPU on a GPU
+#   make -f mk/cuda.mk cuda-build      compile every .cu (zero warnings: -Werror), the archive,
+#                                      the C probe and the check program build/cuda/gpu_check
+#   make -f mk/cuda.mk cuda-probe      build and run the probe ("no GPU: ..." without one)
+#   make -f mk/cuda.mk cuda-emu-check  the check's comparisons on a CPU emulator (no nvcc/GPU)
+#   tests/gpu/check.sh                 build, then check against the CPU on a GPU
 #
 # For the main Makefile it defines (all empty when nvcc is not found):
 #   CUDA_CFLAGS   -DS2HC_CUDA: model_cuda.h then declares the real API instead of stubs
