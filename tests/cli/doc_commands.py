@@ -1,33 +1,55 @@
 #!/usr/bin/env python3
 """doc_commands.py: the command lines the docs show, checked against the program.
 
-    python3 tests/cli/doc_commands.py S2HC_BIN BUILD_DIR FILE.md...
+    python3 tests/cli/doc_commands.py S2HC_BIN BUILD_DIR FILE...
 
-Run from the repository root (docs_cli.sh does, for README.md and docs/*.md). It reads
-the code of each file (fenced and indented blocks, and `inline` spans, which may run
-over a line break) and checks:
+Run from the repository root (docs_cli.sh does, for README.md, docs/*.md, the
+experiments' grid and config files and the makefiles). It reads the code of each file:
+of a markdown file its fenced and indented blocks (indented as CommonMark reads them: in
+a list item, four spaces past the item's content column) and its `inline` spans, which
+may run over a line break; of a YAML file or a makefile its comments' command lines (a
+comment's text indented two spaces: `#   s2hc grid experiments/depth.yaml -j 2`) and the
+`inline` spans of the rest. It checks:
 
   - every `s2hc COMMAND ...` / `bin/s2hc COMMAND ...`: COMMAND (and data's SUBCOMMAND)
     is one `s2hc --help` lists, and every -o/--option it uses appears in
     `s2hc COMMAND --help` or `s2hc --help`; a --set KEY is a key `s2hc config` lists
     (or a pseudo-key the command's help names: grid's `preset`);
   - every config key written as `section.key` (in backticks, a code block or a YAML
-    block's nested or dotted keys) where `section` is one `s2hc config` lists;
+    block's nested or dotted keys) where `section` is one `s2hc config` lists, or a
+    misspelling of one (`trian.steps`: one edit from a section of up to five letters,
+    two from a longer one); a `name.ext` with a file's extension (`model.pt`) is no key;
+  - a YAML block's top-level keys: a grid file's (a block with sweep:, set:, slurm:, ...)
+    are those `s2hc grid` takes, as are the keys of its slurm: and its override entries
+    (asked of the program: it names them refusing a file with a key it does not know);
+    a config file's are config sections;
   - every `make TARGET VAR=...`: TARGET is a target of the Makefile (make -qp's
-    database, which runs no recipe), VAR a variable the makefiles set or read, and the
-    options in BENCH_ARGS / FRAME_ARGS / LAYOUT_ARGS appear in the --help of the
-    program that variable goes to, and TESTS names tests of tests/run.sh;
+    database, which runs no recipe), VAR a variable the makefiles set or read or an
+    environment variable the programs read (make passes it on: OMP_NUM_THREADS,
+    S2HC_*; env_vars), and the options in BENCH_ARGS / FRAME_ARGS / LAYOUT_ARGS appear
+    in the --help of the program that variable goes to, and TESTS names tests of
+    tests/run.sh;
   - an option alone in backticks (`--extend`, `--ood LIST`) is some s2hc command's;
   - the examples of `s2hc --help`, of every command's and of the tools', likewise.
 
+Only code is read, never prose: "s2hc" in a sentence names the method as often as the
+program ("s2hc at n = 4", "s2hc is a harness"), so a command misspelled in prose outside
+backticks goes unnoticed; write command lines in code. In code, a word after s2hc that
+is no command is a mistake only where a command starts (a line's or a span's start, after
+;, &&, |, a shell keyword or a launcher: `nohup s2hc ...`, `mpirun -np 4 s2hc ...`);
+elsewhere (`the s2hc method`) it is the method's name, and s2hc's own commands are
+checked wherever they appear.
+
 Each mismatch is printed as FILE:LINE: what is wrong; the exit is 1 if there is any.
-Only --help, config and make -qp are run: no corpus, no run."""
+Only --help, config, `s2hc grid --list` of three one-line files, make -qp and ldd are
+run: no corpus, no run."""
 import concurrent.futures
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 # Options of other programs that the docs show alone in backticks, in prose about that
 # program (an option inside a command line of another program is never checked).
@@ -45,10 +67,19 @@ ARGS_VARS = {"BENCH_ARGS": "bench", "FRAME_ARGS": "frame_bench", "LAYOUT_ARGS": 
 # A `section.ext` in backticks that is a file's name (train.bin, run.h5), not a key.
 FILE_EXTS = {"bin", "h5", "log", "c", "h", "o", "d", "yaml", "md", "sh", "gp", "csv", "dat",
              "tex", "html", "txt", "py", "cu", "mk", "json", "png", "svg", "sbatch", "tsv",
-             "safetensors", "lock", "tmp"}
+             "safetensors", "lock", "tmp", "pt", "pth", "ckpt", "npy", "npz", "pkl", "onnx",
+             "gguf", "yml", "toml", "ini", "cfg", "gz", "tar", "zip", "xz", "zst", "jsonl",
+             "parquet", "pdf", "jpg", "jpeg", "gif", "so", "a", "cpp", "cuh", "out", "err", "old"}
 # A fenced block's languages whose lines are command lines (``` or ~~~ alone: the docs'
 # habit); a block in another (python, c, text) is not checked.
 SHELL_LANGS = {"", "sh", "bash", "shell", "console", "shell-session", "zsh"}
+# A grid file with a key no grid takes, at the top, in slurm: and in an override entry,
+# and how `s2hc grid` names the keys it takes there when it refuses the file.
+GRID_PROBES = {"top": "doc_commands_probe: 1\n", "slurm": "slurm: {doc_commands_probe: 1}\n",
+               "override": "override:\n  - {doc_commands_probe: 1}\n"}
+GRID_ANSWERS = {"top": r"unknown grid key 'doc_commands_probe' \(the keys are ([a-z_, ]+);",
+                "slurm": r"unknown slurm key 'doc_commands_probe' \(the keys are ([a-z_, ]+)\)",
+                "override": r"override: 'doc_commands_probe': expected ([a-z_]+: and [a-z_]+):"}
 OPT_RE = re.compile(r"^--?[A-Za-z][A-Za-z0-9_-]*")
 KEY_RE = re.compile(r"(?<![\w./$-])([a-z][a-z0-9_]*)\.([a-z_][a-z0-9_]*)(?![\w/(-]|\.[\w])")
 
@@ -89,6 +120,14 @@ class Program:
                  for cmd, subs in self.commands.items() if cmd != "help" for sub in sorted(subs) or [None]]
         calls = {name: [s2hc] + name.split() + ["--help"] for name in names}
         calls[" config"] = [s2hc, "config"]
+        # a grid file's own keys, as `s2hc grid` names them refusing one it does not know
+        # (it reads the file whole before anything runs: --list runs nothing either way)
+        self.tmp = tempfile.TemporaryDirectory(prefix="doc_commands.")
+        for what, text in GRID_PROBES.items():
+            path = os.path.join(self.tmp.name, what + ".yaml")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            calls[" grid " + what] = [s2hc, "grid", path, "--list"]
         calls[" make"] = ["make", "--help"]
         exec_prefix = shlex.split(os.environ.get("S2HC_EXEC", ""))  # tests/run.sh's emulator
         for tool in ("frame_bench", "layout_bench"):
@@ -119,6 +158,16 @@ class Program:
         self.sections = {k.split(".")[0] for k in self.keys}
         if rc != 0 or not self.keys:
             sys.exit("doc_commands: s2hc config listed no keys")
+        self.grid_keys = {}     # "top", "slurm", "override" -> the keys a grid file takes there
+        for what, pattern in GRID_ANSWERS.items():
+            rc, text = done[" grid " + what]
+            m = re.search(pattern, text)
+            if rc == 0 or not m:
+                sys.exit(f"doc_commands: s2hc grid named no {what} keys refusing an unknown one "
+                         f"(exit {rc}): {text.strip()}")
+            self.grid_keys[what] = set(re.findall(r"[a-z_]+(?=:|,|$)", m.group(1)))
+        self.tmp.cleanup()
+        self.env = env_vars(s2hc)
 
     def help_name(self, cmd, sub):
         return cmd if sub is None else f"{cmd} {sub}"
@@ -129,6 +178,88 @@ class Program:
         if key not in self.make_dbs:
             self.make_dbs[key] = make_database(args)[0]
         return self.make_dbs[key]
+
+
+def env_vars(s2hc):
+    """The environment variables the programs read: those that the sources of harness/,
+    kernels/, probes/, analysis/, tools/ and tests/ name to getenv, setenv or unsetenv
+    (the harness sets OMP_NUM_THREADS for a grid's points), that the shell tests and
+    scripts read with a default (${S2HC_EXEC:-}), and those of the libraries the program
+    loads (libgomp's OMP_* and GOMP_*, OpenBLAS's): every upper-case name a library holds
+    as a string of its own, which `ldd` finds for the binary (S2HC_BIN may be a wrapper
+    script: its `exec` line names the binary)."""
+    names = set()
+    for top in ("harness", "kernels", "probes", "analysis", "tools", "tests", "scripts"):
+        for root, _, files in os.walk(top):
+            for f in files:
+                path = os.path.join(root, f)
+                if f.endswith((".c", ".h", ".cu", ".cuh", ".cpp")):
+                    pat = r'\b(?:getenv|setenv|unsetenv)\("([A-Z][A-Z0-9_]*)"'
+                elif f.endswith((".sh", ".sbatch")):
+                    pat = r"\$\{([A-Z][A-Z0-9_]*):?[-=+?]"
+                elif f.endswith(".py"):
+                    pat = r"environ(?:\.get\(|\[)\s*[\"']([A-Z][A-Z0-9_]*)"
+                else:
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    names.update(re.findall(pat, fh.read()))
+    binary = s2hc
+    with open(s2hc, "rb") as fh:
+        head = fh.read(4096)
+    if head.startswith(b"#!"):
+        m = re.search(rb"^exec +'?([^'\s]+)'?", head, re.M)
+        binary = m.group(1).decode() if m else binary
+    rc, out = run(["ldd", binary]) if os.path.exists(binary) else (1, "")
+    for lib in re.findall(r"=> (/\S+)", out) if rc == 0 else []:
+        if re.search(r"lib(gomp|omp|openblas|blas|cblas)", os.path.basename(lib)):
+            with open(lib, "rb") as fh:
+                names.update(n.decode() for n in re.findall(rb"\0([A-Z][A-Z0-9]*_[A-Z0-9_]+)\0", fh.read()))
+    return names
+
+
+def flow_keys(text, depth):
+    """The keys of the flow mappings in TEXT (a line of YAML, inside DEPTH open brackets
+    when it starts): [(key, depth)], the depth counting the { and [ around the key; and the
+    depth where the line ends. Quoted text is skipped."""
+    keys = []
+    i = 0
+    at_key = False
+    while i < len(text):
+        c = text[i]
+        if c in "'\"":
+            j = text.find(c, i + 1)
+            i = len(text) if j < 0 else j + 1
+            at_key = False
+            continue
+        if c in "{[":
+            depth += 1
+            at_key = c == "{"
+        elif c in "}]":
+            depth = max(depth - 1, 0)
+            at_key = False
+        elif c == ",":
+            at_key = True
+        elif not c.isspace():
+            m = re.match(r"([a-z][a-z0-9_.]*)\s*:", text[i:]) if at_key else None
+            at_key = False
+            if m:
+                keys.append((m.group(1), depth))
+                i += m.end()
+                continue
+        i += 1
+    return keys, depth
+
+
+def edits(a, b):
+    """The edit distance of A and B: insertions, deletions, substitutions and swaps of
+    two neighbouring letters (trian for train is one)."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
 
 
 def without_examples(text):
@@ -195,32 +326,122 @@ def make_database(args=("-f", "Makefile")):
     return targets, variables
 
 
+LIST_ITEM = re.compile(r"^( *)([-*+]|\d{1,9}[.)])( +|$)")
+
+
+def list_item(line):
+    """The column where a list item's content starts, for a line that opens one
+    (CommonMark: the marker's indentation, the marker and the 1-4 spaces after it; one
+    space when more follow, which begin an indented code block inside the item), or None.
+    A thematic break (- - -, ***) opens none."""
+    m = LIST_ITEM.match(line)
+    if not m or re.fullmatch(r" *([-*_])( *\1){2,} *", line):
+        return None
+    spaces = len(m.group(3))
+    return len(m.group(1)) + len(m.group(2)) + (spaces if 1 <= spaces <= 4 else 1)
+
+
+def spans(para):
+    """The `inline` code spans of a paragraph, [(line, text)] -> [(line, span, 'inline')]:
+    a span may run over a line break, and is then one line, at the line it starts on."""
+    if not para:
+        return []
+    text = "\n".join(l for _, l in para)
+    starts = []
+    off = 0
+    for n, l in para:
+        starts.append((off, n))
+        off += len(l) + 1
+    out = []
+    for m in re.finditer(r"(`+)(.+?)\1", text, re.S):
+        n = [s for s in starts if s[0] <= m.start(2)][-1][1]
+        out.append((n, m.group(2).replace("\n", " "), "inline"))
+    return out
+
+
+# The first word of a command line (beside s2hc and make): a shell keyword, a launcher.
+COMMAND_WORDS = {"for", "do", "if", "then", "while", "cd", "env", "time", "nohup", "sudo", "exec",
+                 "mpirun", "mpiexec", "srun", "sbatch", "bash", "sh", "python3", "gnuplot", "h5dump"}
+
+
+def comment_segments(path):
+    """The code in the comments of a YAML file or a makefile (experiments/*.yaml's usage
+    lines, mk/*.mk's headers), as segments gives a markdown file's: after a comment's `#`
+    and its space, a line indented two spaces or more is a command line, up to a run of
+    two spaces or more (its description, aligned in a column, and a line indented deeper
+    than the command lines above it, which continues one, are prose); the rest is prose,
+    whose `inline` spans are code. A block of such lines whose first words are not all
+    commands (s2hc, make, a path, a shell word: `#   identity     fixed H_res = I` then
+    `#   s2hc expm    the core ...`) is a table of names, kind 'table': an s2hc in it is
+    checked only when a command of s2hc's follows."""
+    out, para, rows = [], [], []
+    block = None    # the indentation of the current block's command lines
+
+    def flush_rows():
+        table = any(not re.match(r"(\S*/)?s2hc$|make$|\S*/|[A-Za-z_]\w*=", w) and w not in COMMAND_WORDS
+                    for _, cmd in rows for w in cmd.split()[:1])
+        out.extend((n, cmd, "table" if table else "code") for n, cmd in rows)
+        rows.clear()
+
+    for i, line in enumerate(open(path, encoding="utf-8").read().split("\n"), 1):
+        m = re.match(r"^\s*#(?![!#])( ?)(.*)$", line)
+        text = m.group(2).rstrip() if m else ""
+        if not text.strip():
+            out.extend(spans(para))
+            para.clear()
+            flush_rows()
+            block = None
+            continue
+        indent = len(text) - len(text.lstrip(" "))
+        if indent < 2 or (block is not None and indent > block):
+            if indent < 2:
+                flush_rows()
+                block = None
+            para.append((i, text.strip()))
+            continue
+        if block is not None and indent < block:
+            flush_rows()
+        block = indent
+        # the command: up to two spaces or more outside quotes
+        cmd, q = text.strip(), None
+        for k, c in enumerate(cmd):
+            if q:
+                q = None if c == q else q
+            elif c in "'\"":
+                q = c
+            elif cmd.startswith("  ", k):
+                cmd, desc = cmd[:k], cmd[k:].strip()
+                para.append((i, desc))
+                break
+        rows.append((i, cmd))
+    out.extend(spans(para))
+    flush_rows()
+    return out
+
+
 def segments(path):
     """The code of a markdown file: (line, text, kind), kind 'inline', 'code', 'yaml'
-    or 'other' (a fenced block, ``` or ~~~, in another language: python)."""
+    or 'other' (a fenced block, ``` or ~~~, in another language: python).
+    An indented code block is one as CommonMark reads it: four spaces past the content
+    column of the list item the line is in (`- item` then a paragraph indented four spaces
+    is the item's second paragraph; six spaces make code), and never a line that continues
+    a paragraph."""
     out = []
     lines = open(path, encoding="utf-8").read().split("\n")
     fence = marker = None
     in_indent = False
     prev_blank = True
+    in_para = False   # the previous line was a paragraph's: the next may continue it lazily
+    items = []        # the content columns of the list items open at this line, innermost last
     para = []
 
     def flush():
-        if not para:
-            return
-        text = "\n".join(l for _, l in para)
-        starts = []
-        off = 0
-        for n, l in para:
-            starts.append((off, n))
-            off += len(l) + 1
-        for m in re.finditer(r"(`+)(.+?)\1", text, re.S):
-            n = [s for s in starts if s[0] <= m.start(2)][-1][1]
-            out.append((n, m.group(2).replace("\n", " "), "inline"))
+        out.extend(spans(para))
         para.clear()
 
     pending = None  # a code line ending in \ with its successors
     for i, line in enumerate(lines, 1):
+        line = line.expandtabs(4)
         m = re.match(r"^\s*(```|~~~)\s*([\w-]*)", line)
         if m and (fence is None or m.group(1) == marker):
             flush()
@@ -229,6 +450,7 @@ def segments(path):
                 fence = "yaml" if lang == "yaml" else "code" if lang in SHELL_LANGS else "other"
             else:
                 fence = None
+            in_para = False
             continue
         code_kind = None
         if fence is not None:
@@ -236,11 +458,26 @@ def segments(path):
         elif line.strip() == "":
             flush()
             prev_blank = True
+            in_para = False
             continue
-        elif line.startswith("    ") and (prev_blank or in_indent):
-            flush()
-            in_indent = True
-            code_kind = "code"
+        else:
+            indent = len(line) - len(line.lstrip(" "))
+            opens = list_item(line.lstrip(" ")) is not None
+            # a line less indented than an item's content leaves it, unless it continues
+            # the item's paragraph (a lazy continuation line)
+            if not in_para or opens or re.match(r" *(#|>|\||```|~~~)", line):
+                while items and indent < items[-1]:
+                    items.pop()
+            base = items[-1] if items else 0
+            if indent - base >= 4 and (prev_blank or in_indent) and not in_para:
+                flush()
+                in_indent = True
+                code_kind = "code"
+            elif 0 <= indent - base < 4:
+                w = list_item(line[base:])
+                if w is not None:
+                    flush()
+                    items.append(base + w)
         if code_kind is not None:
             if code_kind == "code" and pending is not None:
                 pending[1] += " " + line.strip()
@@ -255,6 +492,7 @@ def segments(path):
             continue
         in_indent = False
         prev_blank = False
+        in_para = True
         para.append((i, line))
     flush()
     return out
@@ -311,7 +549,10 @@ def shell_words(text):
     return words
 
 
-COMMAND_POS = re.compile(r"(?:^|&&|\|\||[;|(`]|\$\()\s*$")
+# Where a command starts: a line's or a span's start, after a shell operator, a shell
+# keyword or a launcher (nohup, env VAR=..., mpirun -np 4), and any VAR=... before it.
+COMMAND_POS = re.compile(r"(?:^|&&|\|\||[;|(`]|\$\(|(?<![\w-])(?:do|then|else|time|nohup|exec|sudo|xargs|env"
+                         r"|(?:mpirun|mpiexec|srun)(?:\s+(?:-\S+|\d+))*))(?:\s*[A-Za-z_]\w*=\S*)*\s*$")
 
 
 class Checker:
@@ -332,14 +573,30 @@ class Checker:
             hint = f" (nearest: {', '.join(near[:3])})" if near else ""
             self.err(where, f"{how} '{key}' is no config key (s2hc config){hint}")
 
+    def near_section(self, word):
+        """The config section WORD misspells (one edit from a section of up to five letters,
+        two from a longer one; a swap of two neighbours is one), or None."""
+        if word in self.p.sections:
+            return None
+        for sec in sorted(self.p.sections):
+            if edits(word, sec) <= (1 if len(sec) <= 5 else 2):
+                return sec
+        return None
+
     def dotted_keys(self, where, text):
         for m in KEY_RE.finditer(text):
             sec, name = m.group(1), m.group(2)
-            if sec in self.p.sections and name not in FILE_EXTS:
+            if name in FILE_EXTS:
+                continue
+            if sec in self.p.sections:
                 self.key(where, f"{sec}.{name}", "key")
+            elif self.near_section(sec) and (where, sec) not in self.said:
+                self.said.add((where, sec))
+                self.err(where, f"key '{sec}.{name}': no config section '{sec}' "
+                         f"(did you mean '{self.near_section(sec)}.{name}'? s2hc config)")
 
     # --- s2hc invocations -----------------------------------------------------------
-    def s2hc_calls(self, where, text):
+    def s2hc_calls(self, where, text, commands=True):
         for m in re.finditer(r"(?:(?<=[\s;|&(`$=\"'])|^)(\.?[\w./-]*/)?s2hc(?=\s)", text):
             if re.search(r"(?:^|\s)[A-Za-z_]\w*=\S*$", text[:m.start() + len(m.group(1) or "")]):
                 continue  # S2HC_BIN=$PWD/bin/s2hc bash ...: a value, not a command
@@ -348,7 +605,7 @@ class Checker:
             if not words:
                 continue
             cmd, quoted = words[0]
-            at_command = bool(m.group(1)) or COMMAND_POS.search(text[:m.start()]) is not None
+            at_command = commands and (bool(m.group(1)) or COMMAND_POS.search(text[:m.start()]) is not None)
             if quoted or not re.fullmatch(r"[a-z][a-z0-9-]*", cmd):
                 continue  # s2hc COMMAND --help, s2hc --help, a placeholder
             if cmd not in self.p.commands:
@@ -430,8 +687,9 @@ class Checker:
                 v = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", word, re.S)
                 if v:
                     var, value = v.group(1), v.group(2)
-                    if var not in self.p.make_vars:
-                        self.err(where, f"make {var}=: no such variable in the makefiles")
+                    if var not in self.p.make_vars and var not in self.p.env:
+                        self.err(where, f"make {var}=: no such variable in the makefiles, nor one "
+                                 "the programs read from the environment")
                     elif var == "TESTS":
                         for t, _ in shell_words(value):
                             if t not in self.p.tests:
@@ -467,32 +725,84 @@ class Checker:
 
     # --- YAML blocks --------------------------------------------------------------
     def yaml(self, where_of, lines):
-        section = None
-        indent = None
+        """A YAML block: a grid file when a top-level key is one of a grid's that no config
+        section is (sweep:, set:, slurm:, ...), whose keys are then checked against those
+        `s2hc grid` takes (at the top, in slurm: and in override: entries), else a config
+        file when a top-level key is a config section or a misspelling of one, whose
+        top-level keys are then sections. Either way, the keys nested in a section (and
+        flow-style `{key: v}`) and the dotted `section.key`s are config keys."""
+        tops = {m.group(1) for _, line in lines for m in [re.match(r"^([a-z][a-z0-9_]*):", line)] if m}
+        grid = bool(tops & (self.p.grid_keys["top"] - self.p.sections))
+        config = not grid and any(t in self.p.sections or self.near_section(t) for t in tops)
+        section = block = None
+        indent = entry = None
+        want = 1    # the depth of a slurm: or override entry's keys in a flow mapping
+        depth = 0   # of a flow mapping or list over lines ({ and [) in the current top-level value
         for n, line in lines:
             body = re.sub(r"\s+#.*$", "", line)
             if re.match(r"^\s*#", line) or body.strip() == "":
                 continue
+            where = where_of(n)
             m = re.match(r"^([a-z][a-z0-9_]*):\s*(.*)$", body)
-            if m:
-                section = m.group(1) if m.group(1) in self.p.sections else None
-                indent = None
-                if section and m.group(2).startswith("{"):
-                    for k in re.findall(r"[{,]\s*([a-z][a-z0-9_]*)\s*:", m.group(2)):
-                        self.key(where_of(n), f"{section}.{k}", "key")
-                self.dotted_keys(where_of(n), body)
+            if m and depth == 0:
+                top, value = m.group(1), m.group(2)
+                if grid and top not in self.p.grid_keys["top"]:
+                    self.err(where, f"'{top}:' is no grid file's key (s2hc grid takes "
+                             f"{', '.join(sorted(self.p.grid_keys['top']))}; config keys go under set: or sweep:)")
+                elif config and top not in self.p.sections:
+                    near = self.near_section(top)
+                    hint = f"did you mean '{near}'? s2hc config" if near else "s2hc config lists them"
+                    self.err(where, f"'{top}:' is no config section ({hint})")
+                section = top if top in self.p.sections else None
+                block, indent, entry = top, None, None
+                if section and value.startswith("{"):
+                    for k, _ in flow_keys(value, 0)[0]:
+                        self.key(where, f"{section}.{k}", "key")
+                if grid and block in ("slurm", "override"):
+                    want = 1 if block == "slurm" else 2  # {partition: ...}, [{when: ..., set: ...}]
+                    keys, depth = flow_keys(value, 0)
+                    self.grid_entry_keys(where, block, [k for k, d in keys if d == want])
+                self.dotted_keys(where, body)
                 continue
+            if grid and block in ("slurm", "override"):
+                if depth > 0:
+                    keys, depth = flow_keys(body, depth)
+                    self.grid_entry_keys(where, block, [k for k, d in keys if d == want])
+                else:
+                    m = re.match(r"^(\s*)(- +)?([a-z][a-z0-9_]*):(?:\s+(.*)|$)", body)
+                    if m and block == "slurm" and not m.group(2):
+                        if indent is None:
+                            indent = len(m.group(1))
+                        if len(m.group(1)) == indent:
+                            self.grid_entry_keys(where, block, [m.group(3)])
+                    elif m and block == "override":
+                        if m.group(2):
+                            entry = len(m.group(1)) + len(m.group(2))
+                        if len(m.group(1)) + len(m.group(2) or "") == entry:
+                            self.grid_entry_keys(where, block, [m.group(3)])
+                    elif block == "override":
+                        m = re.match(r"^(\s*)- +(\{.*)$", body)
+                        if m:
+                            want = 1
+                            keys, depth = flow_keys(m.group(2), 0)
+                            self.grid_entry_keys(where, block, [k for k, d in keys if d == want])
             m = re.match(r"^(\s+)([a-z][a-z0-9_]*):", body)
             if section and m:
                 if indent is None:
                     indent = len(m.group(1))
                 if len(m.group(1)) == indent:
-                    self.key(where_of(n), f"{section}.{m.group(2)}", "key")
-            self.dotted_keys(where_of(n), body)
+                    self.key(where, f"{section}.{m.group(2)}", "key")
+            self.dotted_keys(where, body)
+
+    def grid_entry_keys(self, where, block, keys):
+        for k in keys:
+            if k not in self.p.grid_keys[block]:
+                self.err(where, f"{block}: '{k}' is no key of a grid's {block}: "
+                         f"(s2hc grid takes {', '.join(sorted(self.p.grid_keys[block]))})")
 
     def doc(self, path):
         yaml_block = []
-        segs = segments(path)
+        segs = segments(path) if path.endswith(".md") else comment_segments(path)
         for k, (n, text, kind) in enumerate(segs):
             where = f"{path}:{n}"
             if kind == "yaml":
@@ -504,9 +814,10 @@ class Checker:
                 continue
             if kind == "other":
                 continue
-            line = text.replace("`", " ") if kind == "code" else text
-            self.s2hc_calls(where, line)
-            self.make_calls(where, line)
+            line = text.replace("`", " ") if kind in ("code", "table") else text
+            self.s2hc_calls(where, line, kind != "table")
+            if kind != "table":
+                self.make_calls(where, line)
             # program output quotes the user's keys, misspelled ones too: 'train.lrr'
             if not re.match(r"\s*s2hc: (error|warning):", text):
                 self.dotted_keys(where, line)

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# docs_cli.sh: the command lines that README.md and docs/*.md show are ones the program
-# takes (tests/cli/doc_commands.py: s2hc's commands and options against their --help,
-# config keys against `s2hc config`, make's targets, variables, options and TESTS against
-# the makefiles, make and tests/run.sh, the examples of every --help likewise). Then the
+# docs_cli.sh: the command lines that README.md, docs/*.md and the usage comments of
+# experiments/*.yaml and the makefiles show are ones the program takes
+# (tests/cli/doc_commands.py: s2hc's commands and options against their --help, config
+# keys against `s2hc config`, a grid file's keys against `s2hc grid`, make's targets,
+# variables, options and TESTS against the makefiles, the programs' environment
+# variables, make and tests/run.sh, the examples of every --help likewise). Then the
 # checker itself, on a page of planted mistakes (one for each of its rules, a line joined
-# by a backslash and a span over a line break among them, and a --help example planted by
-# a wrapper of s2hc): each is named by its file and line, and what only looks like one (the
-# method s2hc in prose, a file train.bin, an error message's misspelled key, another
-# program's options, a comment, a quoted value, a placeholder) is not.
+# by a backslash, a span over a line break, a list item's code block, a grid block's
+# slurm:, override: and top-level keys and a misspelled section among them), a grid
+# file's and a makefile's comments, and a --help example planted by a wrapper of s2hc:
+# each is named by its file and line, and what only looks like one (the method s2hc in
+# prose, a file train.bin or model.pt, an error message's misspelled key, another
+# program's options, a comment, a quoted value, a placeholder, a list item's second
+# paragraph, an environment variable the programs read, a table of method names) is not.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 # s2hc as it is, but for one planted --help example: an option that the command's help
@@ -44,8 +49,8 @@ Use `residual.methd: s2hc` or `--method-compar`, and `s2hc inspect --layr 1`.
 model:
   n_layer: 2
   n_hed: 4
-sweep:
-  train.sed: [1, 2]
+train:
+  sed: 1
 ```
 Not mistakes: s2hc at n = 4 in a comment, `train.bin`, `runs/x/run.h5`, `--extend`,
 `s2hc inspect -- -odd/run`, `s2hc train ... | tee log`, `-j N`, `h5dump -H run.h5`,
@@ -79,13 +84,73 @@ A span over a line break, `s2hc inspect runs/tiny
 ```yaml
 train: {lr: 1e-3, stpes: 5}
 ```
+- A list item, and a code block in it (six spaces in):
+
+      s2hc train x.yaml --extnd2
+
+    s2hc trian x.yaml --nope, in its second paragraph (four spaces in), is prose.
+1.  An ordered item with four spaces after its marker: eight make code,
+
+        s2hc sample runs/tiny --tokns2
+- Then run `s2hc trian x.yaml`, or `nohup s2hc evl runs/x &`; prose that says
+  run s2hc trian x.yaml is not read, nor is `the s2hc method at n = 4`.
+
+`make test OMP_NUM_THREADS=2 S2HC_DATA_ROOT=/tmp/d` and `make test OMP_NUM_THRADS=2`.
+Files, not keys: `model.pt`, `runs/x.h5`, `ckpt.h5`, `model.safetensors`, `rain.log`,
+`np.zeros`, `re.sub`; a misspelled section: `trian.steps`, and `residaul.n_streams`.
+```yaml
+base: tiny.yaml
+slurm: {partition: gpu, tmie: "04:00:00",
+        extra: ["--account=lab"], setpu: ["module load cuda"]}
+sweep:
+  train.seed: [1, 2]
+override:
+  - when: {residual.method: rc}
+    sett: {residual.n_streams: 1}
+  - {when: {train.seed: 2}, set: {train.lr: 1e-3}}
+lanuch: "mpirun -np 4"
+```
+```yaml
+sweep: {train.seed: [1, 2]}
+slurm:
+  partition: gpu
+  gpu: 1
+```
+```yaml
+trian:
+  steps: 5
+```
+EOF
+# a grid file's and a makefile's usage comments, checked as code
+Y=$TMP/g.yaml M=$TMP/p.mk
+cat >"$Y" <<'EOF'
+# g.yaml: a planted grid
+#   identity     fixed H_res = I
+#   s2hc expm    the core through the matrix exponential
+#
+#   s2hc grid g.yaml -j 2
+#   s2hc trian g.yaml
+#   s2hc report runs/g -o out/g --bogus       # a row per method
+# A span over a comment's line break, `s2hc train
+# x.yaml --extnd`, is one span; s2hc trian in prose is not read.
+sweep: {train.seed: [1, 2]}   # s2hc trian
+EOF
+cat >"$M" <<'EOF'
+# p.mk: planted
+#   make tset                         the description
+#   make bench BENCH_ARGS=--quick     the short version
+#   make test OMP_NUM_THREADS=2       fewer threads
+#   make bench-frame FRAME_ARGS="--methods s2hc --bf61"   one method
+#
+#   CUDA_SO     build/cuda/libs2hc_cuda.so
+#                                     (a continuation: make tset)
 EOF
 # one run for both (the --help calls are most of its time)
-"${CHECK[@]}" README.md docs/*.md "$D" >"$TMP/out" 2>&1; st=$?
-if grep -q '^doc_commands: [0-9]* mismatches' "$TMP/out" && ! grep -Ev "^$D:|^doc_commands: " "$TMP/out" | grep -v "^$PLANTED_HELP\$" | grep -v "^$PLANTED_HELP2" | grep -q .; then
+"${CHECK[@]}" README.md docs/*.md experiments/*.yaml mk/*.mk Makefile "$D" "$Y" "$M" >"$TMP/out" 2>&1; st=$?
+if grep -q '^doc_commands: [0-9]* mismatches' "$TMP/out" && ! grep -Ev "^($D|$Y|$M):|^doc_commands: " "$TMP/out" | grep -v "^$PLANTED_HELP\$" | grep -v "^$PLANTED_HELP2" | grep -q .; then
   ok "the docs' command lines match the program"
 else
-  fail "the docs' command lines (exit $st):"; grep -v "^$D:" "$TMP/out" | grep -v "^$PLANTED_HELP\$" | grep -v "^$PLANTED_HELP2" | sed 's/^/    /' >&2
+  fail "the docs' command lines (exit $st):"; grep -Ev "^($D|$Y|$M):" "$TMP/out" | grep -v "^$PLANTED_HELP\$" | grep -v "^$PLANTED_HELP2" | sed 's/^/    /' >&2
 fi
 [ "$st" = 1 ] && ok "planted mistakes: exit 1" || fail "planted mistakes: exit $st"
 for want in "doc.md:3: s2hc train: no option --extnd" \
@@ -108,13 +173,31 @@ for want in "doc.md:3: s2hc train: no option --extnd" \
             "doc.md:40: s2hc train: --set steps: no config key" \
             "doc.md:41: s2hc help trian: no such command" \
             "doc.md:46: s2hc inspect: no option --layrs" \
-            "doc.md:49: key 'train.stpes' is no config key"; do
+            "doc.md:49: key 'train.stpes' is no config key" \
+            "doc.md:53: s2hc train: no option --extnd2" \
+            "doc.md:58: s2hc sample: no option --tokns2" \
+            "doc.md:59: s2hc trian: no such command" \
+            "doc.md:59: s2hc evl: no such command" \
+            "doc.md:62: make OMP_NUM_THRADS=: no such variable" \
+            "doc.md:64: key 'trian.steps': no config section 'trian' (did you mean 'train.steps'?" \
+            "doc.md:64: key 'residaul.n_streams': no config section 'residaul'" \
+            "doc.md:67: slurm: 'tmie' is no key of a grid's slurm:" \
+            "doc.md:68: slurm: 'setpu' is no key of a grid's slurm:" \
+            "doc.md:73: override: 'sett' is no key of a grid's override:" \
+            "doc.md:75: 'lanuch:' is no grid file's key" \
+            "doc.md:81: slurm: 'gpu' is no key of a grid's slurm:" \
+            "doc.md:84: 'trian:' is no config section (did you mean 'train'?" \
+            "g.yaml:6: s2hc trian: no such command" \
+            "g.yaml:7: s2hc report: no option --bogus" \
+            "g.yaml:8: s2hc train: no option --extnd" \
+            "p.mk:2: make tset: no such target" \
+            "p.mk:5: make FRAME_ARGS=: no option --bf61 (frame_bench --help)"; do
   grep -qF -- "$want" "$TMP/out" && ok "planted: $want" || fail "planted: no '$want' in: $(cat "$TMP/out")"
 done
 grep -q "^$PLANTED_HELP\$" "$TMP/out" && ok "planted: a --help example's option that only the example names" \
   || fail "planted: no '$PLANTED_HELP' in: $(cat "$TMP/out")"
 grep -q "^$PLANTED_HELP2" "$TMP/out" && ok "planted: a --help example's misspelled command" \
   || fail "planted: no '$PLANTED_HELP2' in: $(cat "$TMP/out")"
-n=$(grep -c "^$D:[0-9]*: " "$TMP/out")
-[ "$n" = 21 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 21: $(cat "$TMP/out")"
+n=$(grep -Ec "^($D|$Y|$M):[0-9]*: " "$TMP/out")
+[ "$n" = 39 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 39: $(cat "$TMP/out")"
 finish docs_cli
