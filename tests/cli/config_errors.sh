@@ -119,6 +119,8 @@ for cmd in inspect eval probe sample export; do
 done
 expect_status 1 "analyze -- -odd-run: a run folder" -- "$S2HC" analyze -o "$TMP/an" -- -odd-run
 expect_out "^s2hc: error: -odd-run: " "analyze names it"
+expect_status 1 "runs -- -odd-run: a run folder" -- "$S2HC" runs -- -odd-run
+expect_out "^s2hc: error: -odd-run: " "runs names it"
 expect_status 1 "report -- -odd-run: passed on to analyze as a run" -- "$S2HC" report --no-plots -o "$TMP/rep" -- -odd-run
 expect_out "^s2hc: error: -odd-run: " "report names it"
 expect_status 2 "train -- --help: a config file named --help" -- "$S2HC" train -- --help
