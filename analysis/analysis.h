@@ -113,6 +113,8 @@ typedef struct {
     char options[160];      /* the method's own options that make no variant: sinkhorn_iters and order
                                (mhc), lite_offset and its value (mhc_lite, kromhc), proj_init, the
                                stream and projection precisions */
+    char *config_yaml;      /* the whole config as config_to_yaml writes it (every key, defaults
+                               filled: a run of an older build too), "section:\n  leaf: value" */
     h5log log;
 } an_run;
 

@@ -12,12 +12,14 @@
 #include <sys/stat.h>
 
 #include "analysis/analysis.h"
+#include "harness/config.h"
+#include "harness/grid_internal.h"
 #include "harness/util.h"
 #include "probes/h5.h"
 
 static void runs_usage(FILE *f) {
     fprintf(f,
-            "usage: s2hc runs [RUNS_OR_DIRS...] [--sort val|train|tokens|step] [--csv]\n\n"
+            "usage: s2hc runs [RUNS_OR_DIRS...] [--sort val|train|tokens|step] [--diff] [--key K,...] [--csv]\n\n"
             "List every run under the given paths (run folders, run.h5 files, or folders of runs up\n"
             "to four levels deep, such as runs/, make paper's runs/small or a grid's out dir;\n"
             "default: runs), a line each: the method (variant), streams n, scale, corpus, seed, the\n"
@@ -28,12 +30,18 @@ static void runs_usage(FILE *f) {
             "follows. Runs that repeat another's config are listed too. Nothing is written.\n"
             "  --sort KEY    val or train: lowest loss first; tokens: fastest first; step: furthest\n"
             "                first (runs without the value last); default: the order found (by path)\n"
+            "  --diff        a column for every config key whose value differs between the runs\n"
+            "                listed (a grid's swept keys, say), besides those shown (method, n,\n"
+            "                corpus, seed); run.name and run.out are never compared\n"
+            "  --key K,...   a column for each of these config keys (s2hc config lists them)\n"
             "  --csv         CSV for scripts: run,variant,method,n,scale,corpus,seed,step,steps,status,\n"
             "                train_loss,val_loss,val_step,tokens_per_s,wall_s (losses in full\n"
-            "                precision, an empty field where a run has no value)\n\n"
+            "                precision, an empty field where a run has no value), then the --diff\n"
+            "                and --key columns, each headed by its key\n\n"
             "examples:\n"
             "  s2hc runs\n"
             "  s2hc runs runs/paper --sort val\n"
+            "  s2hc runs runs/lr_sensitivity --diff\n"
             "  s2hc runs runs/depth --csv > runs.csv\n");
 }
 
@@ -68,10 +76,54 @@ static void num(char *buf, size_t len, double x, const char *fmt) {
     else snprintf(buf, len, "-");
 }
 
+/* The value of key ("section.leaf") in config_to_yaml's text, unquoted; "" when absent. */
+static void key_value(const char *yaml, const char *key, char *out, size_t n) {
+    char raw[1024];
+    if (grid_flat_get(yaml, key, raw, sizeof raw) != 0) { out[0] = '\0'; return; }
+    grid_unquote(raw, out, n);
+}
+
+/* The keys to show as columns: those asked for (--key), then, with --diff, every key whose
+ * value differs between the runs, in config_to_yaml's order (the first run's text lists
+ * them all), but the name, the out dir and the keys the table shows already. */
+static int pick_keys(const an_runset *rs, int diff, char (*keys)[64], int nkeys, int cap) {
+    static const char *const shown[] = {"run.name", "run.out", "residual.method", "residual.n_streams", "data.train",
+                                        "train.seed", NULL};
+    if (!diff || rs->n < 2) return nkeys;
+    char section[64] = "";
+    for (const char *l = rs->r[0].config_yaml; l && *l && nkeys < cap;) {
+        const char *e = strchr(l, '\n');
+        const size_t len = e ? (size_t)(e - l) : strlen(l);
+        const char *colon = memchr(l, ':', len);
+        char key[64] = "";
+        if (colon && l[0] != ' ') snprintf(section, sizeof section, "%.*s", (int)(colon - l), l);
+        else if (colon && len > 2) snprintf(key, sizeof key, "%s.%.*s", section, (int)(colon - l - 2), l + 2);
+        l += len + (e ? 1 : 0);
+        if (!key[0]) continue;
+        int skip = 0;
+        for (int k = 0; shown[k] && !skip; k++) skip = !strcmp(key, shown[k]);
+        for (int k = 0; k < nkeys && !skip; k++) skip = !strcmp(key, keys[k]);
+        if (skip) continue;
+        char a[1024], b[1024];
+        key_value(rs->r[0].config_yaml, key, a, sizeof a);
+        for (int i = 1; i < rs->n; i++) {
+            key_value(rs->r[i].config_yaml, key, b, sizeof b);
+            if (strcmp(a, b)) {
+                snprintf(keys[nkeys++], 64, "%s", key);
+                break;
+            }
+        }
+    }
+    return nkeys;
+}
+
 enum { NCOL = 12 };
 
+#define MAX_KEYS 32
+
 int runs_main(int argc, char **argv) {
-    int csv = 0;
+    int csv = 0, diff = 0, nkeys = 0;
+    char keys[MAX_KEYS][64];
     char **paths = calloc_check((size_t)argc + 1, sizeof *paths);
     int np = 0;
     sort_key = 0;
@@ -82,6 +134,26 @@ int runs_main(int argc, char **argv) {
         if (kind > 0) paths[np++] = argv[i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { runs_usage(stdout); free(paths); return 0; }
         else if (!strcmp(argv[i], "--csv")) csv = 1;
+        else if (!strcmp(argv[i], "--diff")) diff = 1;
+        else if ((v = opt_arg(argc, argv, &i, "--key", 0))) {
+            for (const char *q = v; *q;) { /* K1,K2,... */
+                const size_t len = strcspn(q, ",");
+                char k[64];
+                snprintf(k, sizeof k, "%.*s", (int)len, q);
+                if (len >= sizeof k || !config_key_known(k)) {
+                    fprintf(stderr, "s2hc: error: --key '%.*s': not a config key (s2hc config lists them)\n", (int)len, q);
+                    free(paths);
+                    return 2;
+                }
+                if (nkeys == MAX_KEYS) {
+                    fprintf(stderr, "s2hc: error: --key: at most %d keys\n", MAX_KEYS);
+                    free(paths);
+                    return 2;
+                }
+                snprintf(keys[nkeys++], 64, "%s", k);
+                q += len + (q[len] == ',');
+            }
+        }
         else if ((v = opt_arg(argc, argv, &i, "--sort", 0))) {
             static const char *const keys[] = {"val", "train", "tokens", "step"};
             sort_key = 0;
@@ -127,10 +199,17 @@ int runs_main(int argc, char **argv) {
         x->wall = h5log_get_attr_num(&r->log, "/", "wall_seconds");
     }
     if (sort_key && rs.n > 1) qsort(rows, (size_t)rs.n, sizeof *rows, row_cmp);
+    nkeys = pick_keys(&rs, diff, keys, nkeys, MAX_KEYS);
+    char val[1024];
 
     if (csv) {
         fputs("run,variant,method,n,scale,corpus,seed,step,steps,status,train_loss,val_loss,val_step,tokens_per_s,"
-              "wall_s\n", stdout);
+              "wall_s", stdout);
+        for (int k = 0; k < nkeys; k++) {
+            putchar(',');
+            csv_field_put(stdout, keys[k]);
+        }
+        putchar('\n');
         for (int i = 0; i < rs.n; i++) {
             const row *x = &rows[i];
             const an_run *r = x->r;
@@ -155,15 +234,21 @@ int runs_main(int argc, char **argv) {
                 putchar(',');
                 if (isfinite(rest[k])) csv_num_put(stdout, rest[k]);
             }
+            for (int k = 0; k < nkeys; k++) {
+                putchar(',');
+                key_value(r->config_yaml, keys[k], val, sizeof val);
+                csv_field_put(stdout, val);
+            }
             putchar('\n');
         }
     } else if (rs.n) {
         static const char *const head[NCOL] = {"run",    "method",     "n",        "scale",    "corpus",   "seed",
                                                "step",   "status",     "train loss", "val loss", "tokens/s", "wall"};
         static const int right[NCOL] = {0, 0, 1, 0, 0, 1, 1, 0, 1, 1, 1, 1};
-        char(*cell)[NCOL][48] = calloc_check((size_t)rs.n, sizeof *cell);
-        int width[NCOL];
-        for (int k = 0; k < NCOL; k++) width[k] = text_width(head[k]);
+        const int ncol = NCOL + nkeys;
+        char(*cell)[NCOL + MAX_KEYS][48] = calloc_check((size_t)rs.n, sizeof *cell);
+        int width[NCOL + MAX_KEYS];
+        for (int k = 0; k < ncol; k++) width[k] = text_width(k < NCOL ? head[k] : keys[k - NCOL]);
         int wrun = width[0];
         for (int i = 0; i < rs.n; i++) {
             const row *x = &rows[i];
@@ -183,22 +268,26 @@ int runs_main(int argc, char **argv) {
             num(c[10], 48, x->tokens, "%.0f");
             if (isfinite(x->wall)) fmt_duration(x->wall, c[11], 48);
             else snprintf(c[11], 48, "-");
+            for (int k = 0; k < nkeys; k++) { /* a value longer than 40 bytes cut, "..." after it (--csv: whole) */
+                key_value(r->config_yaml, keys[k], val, sizeof val);
+                if (strlen(val) > 40) snprintf(c[NCOL + k], 48, "%.37s...", val);
+                else snprintf(c[NCOL + k], 48, "%s", val[0] ? val : "-");
+            }
             const int w = text_width(r->dir);
             if (w > wrun) wrun = w;
-            for (int k = 1; k < NCOL; k++) {
+            for (int k = 1; k < ncol; k++) {
                 const int wk = text_width(c[k]);
                 if (wk > width[k]) width[k] = wk;
             }
         }
         width[0] = wrun;
         for (int i = -1; i < rs.n; i++) {
-            for (int k = 0; k < NCOL; k++) {
-                const char *t = i < 0 ? head[k] : k == 0 ? rows[i].r->dir : cell[i][k];
+            for (int k = 0; k < ncol; k++) {
+                const char *t = i < 0 ? (k < NCOL ? head[k] : keys[k - NCOL]) : k == 0 ? rows[i].r->dir : cell[i][k];
                 const int pad = width[k] - text_width(t);
                 if (k) fputs("  ", stdout);
-                if (right[k]) printf("%*s%s", pad, "", t);
-                else if (k < NCOL - 1) printf("%s%*s", t, pad, "");
-                else fputs(t, stdout);
+                if (k >= NCOL || right[k]) printf("%*s%s", pad, "", t);
+                else printf("%s%*s", t, pad, "");
             }
             putchar('\n');
         }

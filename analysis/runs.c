@@ -222,6 +222,7 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
         snprintf(r->options + o, sizeof r->options - o, "proj_init %s, precision %s/%s", c.proj_init,
                  c.stream_precision, c.proj_precision);
     r->config_key = config_key(yaml);
+    r->config_yaml = config_to_yaml(&c);
     if (ext && *ext) { /* runs of one config extended otherwise (20->40; 20->30 30->40) trained otherwise */
         const size_t kl = strlen(r->config_key), el = strlen(ext);
         char *k = malloc_check(kl + el + 16);
@@ -235,7 +236,8 @@ int an_run_load(an_run *r, const char *run_h5, char *err, size_t errlen) {
 void an_run_free(an_run *r) {
     h5log_free(&r->log);
     free(r->config_key);
-    r->config_key = NULL;
+    free(r->config_yaml);
+    r->config_key = r->config_yaml = NULL;
 }
 
 const h5log_series *an_series(const an_run *r, const char *path) {

@@ -102,6 +102,25 @@ S2HC_TEST_PROGRESS_AFTER=0.001 "$S2HC" runs "$R" --csv >"$TMP/p.csv" 2>"$TMP/p.e
 grep -Eq "^reading runs: [1-7]/7 run files \| [0-9]+s \| ETA" "$TMP/p.err" && ok "progress of the reading on stderr" \
   || fail "progress: $(cat "$TMP/p.err")"
 cmp -s "$TMP/p.csv" "$TMP/runs.csv" && ok "and the CSV the same" || fail "the CSV changed with progress shown"
+# --diff: a column for each config key that differs (here train.lr alone; the method, n and
+# seed are columns already), --key: the keys asked for
+conf lr identity 1 10; "$S2HC" train "$TMP/lr.yaml" --quiet --set train.lr=0.001 --set run.out="$TMP/runs2" >/dev/null 2>&1
+expect_status 0 "runs --diff" -- "$S2HC" runs "$R/a" "$TMP/runs2/lr" "$R/b" --diff --csv
+[ "$(head -1 "$TMP/out")" = "run,variant,method,n,scale,corpus,seed,step,steps,status,train_loss,val_loss,val_step,tokens_per_s,wall_s,train.lr" ] \
+  && ok "--diff: train.lr, the one key that differs beyond the columns shown" || fail "--diff header: $(head -1 "$TMP/out")"
+[ "$(cut -d, -f16 "$TMP/out" | tail -n +2 | tr '\n' ' ')" = "0.003 0.001 0.003 " ] && ok "--diff: each run's value" \
+  || fail "--diff values: $(cat "$TMP/out")"
+expect_status 0 "runs --diff, the table" -- "$S2HC" runs "$R/a" "$TMP/runs2/lr" --diff
+grep -Eq "^$TMP/runs2/lr .* 0\.001$" "$TMP/out" && head -1 "$TMP/out" | grep -Eq " train\.lr$" && ok "--diff's column in the table" \
+  || fail "--diff table: $(cat "$TMP/out")"
+expect_status 0 "runs --key" -- "$S2HC" runs "$R/a" "$R/c" --key model.n_embd,residual.method,data.ood --csv
+python3 - "$TMP/out" <<'PY' && ok "--key: the keys asked for, a list whole" || fail "--key: $(cat "$TMP/out")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))
+assert [(r["model.n_embd"], r["residual.method"], r["data.ood"]) for r in rows] == [("32", "identity", "[synth_ood]"), ("32", "rc", "[synth_ood]")], rows
+PY
+expect_status 2 "--key of an unknown key" -- "$S2HC" runs "$R" --key train.lr,trian.steps
+expect_out "--key 'trian.steps': not a config key" "names it"
 # bad input
 expect_status 2 "--sort with an unknown key" -- "$S2HC" runs "$R" --sort loss
 expect_out "--sort 'loss': one of val, train, tokens, step" "names the keys"
