@@ -240,6 +240,7 @@ double eval_all(gpt_model *m, h5log *log, int64_t step, int show, const eval_sou
 
 static void eval_usage(FILE *f) {
     fprintf(f, "usage: s2hc eval RUN_DIR|FILE.safetensors... [--batches N] [--data DIR] [--ood LIST] [--csv]\n"
+               "                 [--config YAML [--set KEY=VALUE]...]\n"
                "\n"
                "Load RUN_DIR/ckpt.h5, evaluate the validation split and every out-of-domain corpus of\n"
                "the run's config, print the table and record it in RUN_DIR/run.h5 under /eval. Refused\n"
@@ -261,13 +262,20 @@ static void eval_usage(FILE *f) {
                "                training corpus's validation split) or ood; loss in nats per token and\n"
                "                ppl = exp(loss) in full precision; tokens = sequences x block_size scored;\n"
                "                step empty for a file that does not give it\n"
+               "  --config YAML the model of safetensors files without s2hc metadata (a nanoGPT state_dict\n"
+               "                saved by another program): its shape, method, n_streams, vocabulary and\n"
+               "                data keys, read as `s2hc train` reads its config; every tensor that model\n"
+               "                has must be in each file by name with its shape, and no other. Refused\n"
+               "                with a run or an export, which say their own model (docs/runfile.md)\n"
+               "  --set K=V     a key over --config's, as `s2hc train --set` (repeatable)\n"
                "\n"
                "examples:\n"
                "  s2hc eval runs/tiny\n"
                "  s2hc eval runs/tiny --ood gcide\n"
                "  s2hc eval runs/lr_sensitivity/*/ --ood gcide\n"
                "  s2hc eval runs/lr_sensitivity/*/ --csv > eval.csv\n"
-               "  s2hc eval runs/tiny/model.safetensors runs/tiny --csv   # an exported file beside its run\n");
+               "  s2hc eval runs/tiny/model.safetensors runs/tiny --csv   # an exported file beside its run\n"
+               "  s2hc eval nanogpt.safetensors --config nanogpt.yaml --ood gcide   # another program's file\n");
 }
 
 /* eval --csv's columns: one row per run (or model file) and corpus */
@@ -408,14 +416,17 @@ static int eval_kind_fits(const data_shard *s, int of_ids, const char *file, cha
 }
 
 /* `s2hc eval FILE.safetensors`: the model of an export (model_file_open, as `s2hc sample`
- * reads it), evaluated on the corpora here and recorded nowhere. 0, 1 (it could not be
- * evaluated) or 2 (a usage error); with csv, its rows as eval_one's. */
-static int eval_file(const char *path, const char *data_dir, const char *ood, int batches, int csv, int *header) {
+ * reads it; given: --config's, for a file without s2hc metadata), evaluated on the corpora
+ * here and recorded nowhere. 0, 1 (it could not be evaluated) or 2 (a usage error); with
+ * csv, its rows as eval_one's. */
+static int eval_file(const char *path, const s2hc_config *given, const char *data_dir, const char *ood, int batches,
+                     int csv, int *header) {
     s2hc_config cfg;
     gpt_model m;
     int64_t step = -1;
     int of_ids = 0;
-    if (model_file_open(path, "eval", &cfg, &m, &step, &of_ids) != 0) return 1;
+    const int opened = model_file_open(path, "eval", given, &cfg, &m, &step, &of_ids);
+    if (opened != 0) return opened;
     if (eval_options_apply(&cfg, &m, data_dir, ood, batches) != 0) {
         model_free(&m);
         return 2;
@@ -475,6 +486,7 @@ static int eval_file(const char *path, const char *data_dir, const char *ood, in
 typedef struct {
     const char *data_dir, *ood;
     int batches, csv, header; /* header: the CSV's header row is out */
+    const s2hc_config *given; /* --config's model for the files, or NULL */
 } eval_opts;
 
 /* One argument of `s2hc eval`: a model file (an export) or a run directory. */
@@ -482,44 +494,51 @@ static int eval_run(const char *dir, void *ctx) {
     eval_opts *o = ctx;
     const int file = model_file_arg(dir, "eval");
     if (file < 0) return 1;
-    if (file) return eval_file(dir, o->data_dir, o->ood, o->batches, o->csv, &o->header);
+    if (file) return eval_file(dir, o->given, o->data_dir, o->ood, o->batches, o->csv, &o->header);
+    if (o->given) return model_file_not_run(dir, "eval");
     return eval_one(dir, o->data_dir, o->ood, o->batches, o->csv, &o->header);
 }
 
 int eval_main(int argc, char **argv) {
-    const char *data_dir = NULL, *ood = NULL;
+    const char *data_dir = NULL, *ood = NULL, *config = NULL;
     const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
-    int batches = 0, ndirs = 0, csv = 0;
-    for (int i = 1, ended = 0; i < argc; i++) {
+    const char **sets = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *sets);
+    int batches = 0, ndirs = 0, csv = 0, nsets = 0, rc = -1;
+    for (int i = 1, ended = 0; i < argc && rc < 0; i++) {
         const int kind = opt_kind(argv[i], &ended);
         const char *v;
         if (kind < 0) continue;
         if (kind > 0) dirs[ndirs++] = argv[i];
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); free(dirs); return 0; }
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); rc = 0; }
         else if ((v = opt_arg(argc, argv, &i, "--batches", 1))) {
             char *end;
             long n = strtol(v, &end, 10);
             if (end == v || *end || n < 1 || n > 1000000) {
                 fprintf(stderr, "s2hc: error: eval: --batches: expected a whole number in 1..1000000, got '%s'\n", v);
-                free(dirs);
-                return 2;
+                rc = 2;
             }
             batches = (int)n;
         }
         else if ((v = opt_arg(argc, argv, &i, "--data", 0))) data_dir = v;
         else if ((v = opt_arg(argc, argv, &i, "--ood", 0))) ood = v;
         else if (!strcmp(argv[i], "--csv")) csv = 1;
+        else if ((v = opt_arg(argc, argv, &i, "--config", 0))) config = v;
+        else if ((v = opt_arg(argc, argv, &i, "--set", 1))) sets[nsets++] = v;
         else {
             fprintf(stderr, "s2hc: error: eval: unknown option '%s'%s\n", argv[i],
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
-            free(dirs);
-            return 2;
+            rc = 2;
         }
     }
-    if (!ndirs) { eval_usage(stderr); free(dirs); return 2; }
-    if (data_dir && !data_dir_fits(data_dir, "eval --data")) { free(dirs); return 2; }
-    eval_opts o = {data_dir, ood, batches, csv, 0};
-    const int rc = runs_each(dirs, ndirs, csv ? stderr : stdout, eval_run, &o);
+    s2hc_config given; /* --config's model, for the files without s2hc metadata */
+    if (rc < 0 && !ndirs) { eval_usage(stderr); rc = 2; }
+    if (rc < 0 && data_dir && !data_dir_fits(data_dir, "eval --data")) rc = 2;
+    if (rc < 0 && model_file_config("eval", config, sets, nsets, &given) != 0) rc = 2;
+    if (rc < 0) {
+        eval_opts o = {data_dir, ood, batches, csv, 0, config ? &given : NULL};
+        rc = runs_each(dirs, ndirs, csv ? stderr : stdout, eval_run, &o);
+    }
+    free(sets);
     free(dirs);
     return rc;
 }

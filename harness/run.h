@@ -138,12 +138,15 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
  * tensor read. 0, or -1 with err naming the file. */
 int safetensors_metadata(const char *path, char **yaml, int64_t *step, char *token_kind, size_t kindlen, char *err,
                          size_t errlen);
-/* The model an s2hc export holds (`s2hc sample FILE`): built from the config in its
- * __metadata__, every tensor from the file (one the file lacks is an error, not its
- * init); *step the metadata's (-1 when absent), token_kind its token_kind ("" when
- * absent: an export of an older build). 0, or -1 with err (m not built). */
-int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *token_kind,
-                           size_t kindlen, char *err, size_t errlen);
+/* The model a safetensors file holds (`s2hc sample FILE`): built from the config in its
+ * __metadata__ (an s2hc export), or from `given` for a file without one (another
+ * program's nanoGPT state_dict, --config); every tensor from the file, by name (one the
+ * file lacks is an error naming it, not its init; as safetensors_load, one the model
+ * lacks or of another shape too). *step the metadata's (-1 when absent), token_kind its
+ * token_kind ("" when absent). 0; -1 with err (m not built); -2 with err when `given`
+ * comes with a file that holds its own config (a usage error). */
+int safetensors_open_model(const char *path, const s2hc_config *given, s2hc_config *cfg, gpt_model *m,
+                           int64_t *step, char *token_kind, size_t kindlen, char *err, size_t errlen);
 
 /* A command's argument that may name a model file instead of a run directory (`s2hc
  * sample FILE`, `s2hc eval FILE`): 1 when `path` is a regular file (an export, read by
@@ -151,11 +154,21 @@ int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int
  * `who` and the path when it ends in .safetensors but is no file (an export not made
  * yet), unless it is a run folder so named that holds a checkpoint (0). */
 int model_file_arg(const char *path, const char *who);
-/* safetensors_open_model for command `who`: 0, or 1 after an error naming `who` and the
- * file (nothing left open). *of_ids: 1 when the model reads a tokenizer's ids (the
- * metadata's token_kind; for an export of an older build, a vocabulary past 256), 0 when
- * it reads bytes of text. */
-int model_file_open(const char *path, const char *who, s2hc_config *cfg, gpt_model *m, int64_t *step, int *of_ids);
+/* `--config YAML [--set KEY=VALUE]...` of `s2hc sample` and `s2hc eval`, the model of a
+ * safetensors file without s2hc metadata: loaded into *given as `s2hc train` loads its
+ * config (config_load: the same checks and messages); path NULL: none given, *given
+ * untouched. 0, or 2 after the error (a --set without --config included). */
+int model_file_config(const char *who, const char *path, const char *const *sets, int nsets, s2hc_config *given);
+/* The error for --config given with run directory `dir` to command `who`: 2 (a usage
+ * error), after the message. */
+int model_file_not_run(const char *dir, const char *who);
+/* safetensors_open_model for command `who` (given: --config's model, or NULL): 0, or 1
+ * after an error naming `who` and the file (nothing left open), 2 when `given` comes
+ * with a file that holds its own config. *of_ids: 1 when the model reads a tokenizer's
+ * ids (the metadata's token_kind; without it, the given config's training corpus where
+ * it is prepared; a vocabulary past 256 always), 0 when it reads bytes of text. */
+int model_file_open(const char *path, const char *who, const s2hc_config *given, s2hc_config *cfg, gpt_model *m,
+                    int64_t *step, int *of_ids);
 
 /* The version string (git commit of the build). */
 const char *s2hc_version(void);

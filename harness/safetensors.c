@@ -1,5 +1,7 @@
-/* safetensors.c: a run's weights as one safetensors file (`s2hc export`), and such a file's
- * tensors as the start of a fresh run (train.init_from).
+/* safetensors.c: a run's weights as one safetensors file (`s2hc export`), such a file's
+ * tensors as the start of a fresh run (train.init_from), and the model a file holds for
+ * `s2hc sample FILE` and `s2hc eval FILE` (its metadata's config, or --config's for
+ * another program's file).
  *
  * The safetensors layout: the header's length N as 8 little-endian bytes, N bytes of
  * JSON (per tensor its dtype, shape and [begin, end) byte offsets into the data that
@@ -543,6 +545,12 @@ static int st_parse_header(const char *hdr, size_t len, const char *file, st_ent
     return 0;
 }
 
+/* a shape as "a, b, c" (rank 0: "") */
+static void st_shape_str(const size_t *shape, int rank, char *buf, size_t len) {
+    buf[0] = 0;
+    for (int d = 0; d < rank; d++) snprintf(buf + strlen(buf), len - strlen(buf), "%s%zu", d ? ", " : "", shape[d]);
+}
+
 /* half-precision bits as a float (subnormals, infinities and NaN included) */
 static float st_half(uint16_t h) {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ffu;
@@ -619,8 +627,12 @@ static int st_ranges(st_entry *e, int n, uint64_t data_len, const char *file, ch
     return rc;
 }
 
-int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, char *err, size_t errlen) {
+/* safetensors_load, and *first_kept (when not NULL) the index in m->pinfo of the first of
+ * m's tensors the file lacks (-1: none), for a caller that needs every one of them. */
+static int st_load(gpt_model *m, const char *path, int *loaded, int *kept, int *first_kept, char *err,
+                   size_t errlen) {
     *loaded = *kept = 0;
+    if (first_kept) *first_kept = -1;
     err[0] = 0;
     const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block here */
     struct stat st;
@@ -690,11 +702,9 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
             for (int d = 0; d < t->rank; d++) numel *= t->shape[d];
             for (int d = 0; same && d < p->rank; d++) same = t->shape[d] == p->shape[d];
             if (!same) {
-                char a[96] = "", b[96] = "";
-                for (int d = 0; d < t->rank; d++)
-                    snprintf(a + strlen(a), sizeof a - strlen(a), "%s%zu", d ? ", " : "", t->shape[d]);
-                for (int d = 0; d < p->rank; d++)
-                    snprintf(b + strlen(b), sizeof b - strlen(b), "%s%zu", d ? ", " : "", p->shape[d]);
+                char a[96], b[96];
+                st_shape_str(t->shape, t->rank, a, sizeof a);
+                st_shape_str(p->shape, p->rank, b, sizeof b);
                 snprintf(err, errlen, "%s: tensor '%s' has shape [%s], the model's %s is [%s]", path, t->name, a,
                          p->name, b);
                 rc = -1;
@@ -757,7 +767,10 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
         }
     }
     if (rc == 0) {
-        for (int i = 0; i < m->n_tensors; i++) *loaded += seen[i], *kept += !seen[i];
+        for (int i = 0; i < m->n_tensors; i++) {
+            *loaded += seen[i], *kept += !seen[i];
+            if (first_kept && !seen[i] && *first_kept < 0) *first_kept = i;
+        }
         if (*loaded == 0) {
             snprintf(err, errlen, "%s: none of its %d tensors is a parameter of this model", path, n);
             rc = -1;
@@ -772,7 +785,11 @@ int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, cha
     return rc;
 }
 
-/* ---- reading: a model from an exported file (`s2hc sample FILE`) ------------------------- */
+int safetensors_load(gpt_model *m, const char *path, int *loaded, int *kept, char *err, size_t errlen) {
+    return st_load(m, path, loaded, kept, NULL, err, errlen);
+}
+
+/* ---- reading: the model of a file (`s2hc sample FILE`, `s2hc eval FILE`) ----------------- */
 
 /* __metadata__'s "config" and "step" of an s2hc export, the parser just past its
  * MAPPING_START: *yaml malloc'd (NULL when absent), *step (-1 when absent or not a whole number of
@@ -873,25 +890,33 @@ int safetensors_metadata(const char *path, char **yaml, int64_t *step, char *tok
     return 0;
 }
 
-int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int64_t *step, char *token_kind,
-                           size_t kindlen, char *err, size_t errlen) {
+int safetensors_open_model(const char *path, const s2hc_config *given, s2hc_config *cfg, gpt_model *m,
+                           int64_t *step, char *token_kind, size_t kindlen, char *err, size_t errlen) {
     char *yaml = NULL;
     int64_t st = -1;
     *step = -1;
     if (safetensors_metadata(path, &yaml, &st, token_kind, kindlen, err, errlen) != 0) return -1;
     int rc = 0;
-    if (!yaml) {
+    if (yaml && given) {
+        /* two descriptions of one model: the file's own is the one its tensors were saved
+           from, and a config that agreed with it would change nothing */
+        snprintf(err, errlen, "%s: its __metadata__ holds its own s2hc config (a file of `s2hc export`), which says "
+                 "its model; --config is for a file without one (drop --config and --set)", path);
+        rc = -2;
+    } else if (!yaml && !given) {
         snprintf(err, errlen, "%s: no s2hc config in its __metadata__ (a file s2hc export did not write: it does not "
                  "say which model its tensors are, which `s2hc sample` and `s2hc eval` read from the 'config' entry "
-                 "export writes there; they can start a run, train.init_from)", path);
+                 "export writes there; give the model with --config YAML, or start a run from it, train.init_from)",
+                 path);
         rc = -1;
-    }
-    if (rc == 0 && config_from_yaml_text(cfg, yaml, path) != 0) {
+    } else if (given) {
+        *cfg = *given;
+    } else if (config_from_yaml_text(cfg, yaml, path) != 0) {
         snprintf(err, errlen, "%s: its __metadata__ config does not load (above)", path);
         rc = -1;
     }
     free(yaml);
-    if (rc != 0) return -1;
+    if (rc != 0) return rc;
 #ifdef _OPENMP
     if (cfg->threads > 0) threads_set(cfg->threads); /* as run_open: the run's own count */
 #endif
@@ -900,19 +925,40 @@ int safetensors_open_model(const char *path, s2hc_config *cfg, gpt_model *m, int
         snprintf(err, errlen, "%s: %s", path, berr);
         return -1;
     }
-    int loaded = 0, kept = 0;
-    if (safetensors_load(m, path, &loaded, &kept, err, errlen) != 0) {
+    int loaded = 0, kept = 0, first = -1;
+    if (st_load(m, path, &loaded, &kept, &first, err, errlen) != 0) {
         model_free(m);
         return -1;
     }
     if (kept > 0) { /* a tensor the file lacks would be its random init */
-        snprintf(err, errlen, "%s: %d of the model's tensors are not in the file (a file cut down or edited?)", path,
-                 kept);
+        const param_info *p = &m->pinfo[first];
+        char shape[96], more[64] = "";
+        st_shape_str(p->shape, p->rank, shape, sizeof shape);
+        if (kept > 1) snprintf(more, sizeof more, ", nor %d more of its tensors", kept - 1);
+        snprintf(err, errlen, "%s: tensor '%s' [%s] of the model (method %s, n = %d%s) is not in the file%s", path,
+                 p->name, shape, m->cfg.method, m->n, m->cfg.bias ? "" : ", model.bias false", more);
         model_free(m);
         return -1;
     }
     *step = st;
     return 0;
+}
+
+/* The kind of tokens the training corpus of cfg holds, as far as it is prepared here
+ * (data.dir/data.train/train.bin, else val.bin): 1 a tokenizer's ids, 0 bytes; -1 when
+ * neither shard opens. */
+static int st_corpus_ids(const s2hc_config *cfg) {
+    static const char *const splits[] = {"train", "val"};
+    for (int i = 0; i < 2; i++) {
+        char path[1200], err[256];
+        data_shard s;
+        data_shard_path(path, sizeof path, cfg->data_dir, cfg->train_corpus, splits[i]);
+        if (!file_exists(path) || shard_open(&s, path, err, sizeof err) != 0) continue;
+        const int ids = s.bytes_per_token != 1;
+        shard_close(&s);
+        return ids;
+    }
+    return -1;
 }
 
 int model_file_arg(const char *path, const char *who) {
@@ -935,12 +981,33 @@ int model_file_arg(const char *path, const char *who) {
     return 0;
 }
 
-int model_file_open(const char *path, const char *who, s2hc_config *cfg, gpt_model *m, int64_t *step, int *of_ids) {
-    char err[1400], kind[16];
-    if (safetensors_open_model(path, cfg, m, step, kind, sizeof kind, err, sizeof err) != 0) {
-        fprintf(stderr, "s2hc: error: %s: %s\n", who, err);
-        return 1;
+int model_file_config(const char *who, const char *path, const char *const *sets, int nsets, s2hc_config *given) {
+    if (nsets > 0 && !path) {
+        fprintf(stderr, "s2hc: error: %s: --set changes the keys of --config YAML: give the config too (a file of "
+                "`s2hc export` says its own model)\n", who);
+        return 2;
     }
-    *of_ids = !strcmp(kind, "ids") || m->V > 256; /* an export of an older build: by its vocabulary */
+    return path ? config_load(given, path, sets, nsets) : 0;
+}
+
+int model_file_not_run(const char *dir, const char *who) {
+    fprintf(stderr, "s2hc: error: %s: %s is a run directory, whose checkpoint says its own model: --config (and "
+            "--set) are for a safetensors file without s2hc metadata\n", who, dir);
+    return 2;
+}
+
+int model_file_open(const char *path, const char *who, const s2hc_config *given, s2hc_config *cfg, gpt_model *m,
+                    int64_t *step, int *of_ids) {
+    char err[1400], kind[16];
+    const int rc = safetensors_open_model(path, given, cfg, m, step, kind, sizeof kind, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "s2hc: error: %s: %s\n", who, err);
+        return rc == -2 ? 2 : 1;
+    }
+    /* the metadata's token_kind; else (an export of an older build, another program's
+       file) the given config's training corpus where it is prepared, else the vocabulary */
+    *of_ids = m->V > 256;
+    if (kind[0]) *of_ids = *of_ids || !strcmp(kind, "ids");
+    else if (given) *of_ids = *of_ids || st_corpus_ids(cfg) == 1;
     return 0;
 }

@@ -141,6 +141,7 @@ int sample_generate(gpt_model *m, int B, const int *prompt, int plen, int ntok, 
 static void sample_usage(FILE *f) {
     fprintf(f, "usage: s2hc sample RUN_DIR|FILE.safetensors [--prompt TEXT | --prompt-file FILE]\n"
                "                   [--tokens N] [--temperature T] [--top-k K] [--count M] [--seed S] [--ids]\n"
+               "                   [--config YAML [--set KEY=VALUE]...]\n"
                "\n"
                "Load RUN_DIR/ckpt.h5 (or a file of `s2hc export`: the model its metadata's config\n"
                "describes, with the file's weights) and continue the prompt (default: a newline) by N\n"
@@ -154,11 +155,17 @@ static void sample_usage(FILE *f) {
                "With --ids the prompt is token ids (decimal, separated by spaces or commas) and the\n"
                "output is ids too: for a model trained on a corpus of token ids (`data import\n"
                "--tokens uint16`), whose text only the tokenizer that made the corpus can spell.\n"
+               "--config YAML gives the model of a safetensors file without s2hc metadata (a nanoGPT\n"
+               "state_dict saved by another program: its shape, method, n_streams, vocabulary), read\n"
+               "as `s2hc train` reads its config, each --set KEY=VALUE over it; every tensor that model\n"
+               "has must be in the file by name with its shape, and no other (docs/runfile.md). A file\n"
+               "of `s2hc export` says its own model: --config with it, or with a run, is refused.\n"
                "\n"
                "examples:\n"
                "  s2hc sample runs/tiny --prompt 'The kernel ' --tokens 200 --temperature 0.8 --top-k 40\n"
                "  s2hc export runs/tiny     # runs/tiny/model.safetensors, then text from that file alone:\n"
-               "  s2hc sample runs/tiny/model.safetensors --prompt 'The kernel ' --temperature 0\n");
+               "  s2hc sample runs/tiny/model.safetensors --prompt 'The kernel ' --temperature 0\n"
+               "  s2hc sample nanogpt.safetensors --config nanogpt.yaml --prompt 'The kernel '  # nanoGPT's\n");
 }
 
 /* A number option's value, whole and in [lo, hi]; else an error naming the option. */
@@ -259,9 +266,9 @@ static void sample_progress(int done, void *ctx) {
 }
 
 int sample_main(int argc, char **argv) {
-    const char *dir = NULL, *prompt_text = NULL, *prompt_file = NULL;
+    const char *dir = NULL, *prompt_text = NULL, *prompt_file = NULL, *config = NULL, *sets[256];
     double temperature = 1, top_k = 0, ntok = 256, count = 1, seed = 1;
-    int ids = 0;
+    int ids = 0, nsets = 0;
     for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         const int kind = opt_kind(a, &ended);
@@ -283,6 +290,11 @@ int sample_main(int argc, char **argv) {
             if (sample_num("--count", v, 1, 1024, 1, &count)) return 2;
         } else if ((v = opt_arg(argc, argv, &i, "--seed", 1))) {
             if (sample_num("--seed", v, 0, 9007199254740992.0, 1, &seed)) return 2;
+        } else if ((v = opt_arg(argc, argv, &i, "--config", 0))) {
+            config = v;
+        } else if ((v = opt_arg(argc, argv, &i, "--set", 1))) {
+            if (nsets == 256) { fprintf(stderr, "s2hc: error: sample: more than 256 --set\n"); return 2; }
+            sets[nsets++] = v;
         } else {
             fprintf(stderr, "s2hc: error: sample: unknown option '%s'%s\n", a,
                     i + 1 < argc ? "" : " (or its value is missing)");
@@ -291,6 +303,8 @@ int sample_main(int argc, char **argv) {
         }
     }
     if (!dir) { sample_usage(stderr); return 2; }
+    s2hc_config given; /* --config's model, for a file without s2hc metadata */
+    if (model_file_config("sample", config, sets, nsets, &given) != 0) return 2;
     if (ntok * count > 1e8) {
         fprintf(stderr, "s2hc: error: sample: --tokens %.0f x --count %.0f is more than 10^8 tokens\n", ntok, count);
         return 2;
@@ -327,8 +341,10 @@ int sample_main(int argc, char **argv) {
     const int from_file = model_file_arg(dir, "sample"); /* an export: its weights alone */
     int of_ids = 0;
     if (from_file < 0) { free(bytes); return 1; }
+    if (!from_file && config) { free(bytes); return model_file_not_run(dir, "sample"); }
     if (from_file) {
-        if (model_file_open(dir, "sample", &cfg, &m, &step, &of_ids) != 0) { free(bytes); return 1; }
+        const int st = model_file_open(dir, "sample", config ? &given : NULL, &cfg, &m, &step, &of_ids);
+        if (st != 0) { free(bytes); return st; }
     } else {
         if (run_open(dir, &cfg, &m, &log, &step) != 0) { free(bytes); return 1; }
         /* a model of a tokenizer's ids (a run file older than the attribute: by its vocabulary) */

@@ -2,7 +2,8 @@
  * a model's tensors through a file and back, bit for bit in f32 and as the nearest-even
  * bf16 in bf16; a plain residual model's weights under hyper-connections (the frame keeps
  * its init); F16 and nanoGPT's extra keys read; and every malformed file refused with the
- * file and the tensor named, the model untouched. */
+ * file and the tensor named, the model untouched; the model of a file without metadata,
+ * its config given (`s2hc sample FILE --config`). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -485,6 +486,68 @@ static void test_bad_files(void) {
     model_free(&m);
 }
 
+/* safetensors_open_model with a given config (--config of `s2hc sample` and `s2hc eval`):
+ * a file without metadata opens as that model, its values the file's; one tensor missing
+ * is named with its shape and the count of the others; a file holding its own config is
+ * refused as a usage error (-2), a file with neither config as an error (-1). */
+static void test_open_given(void) {
+    gpt_model m, back;
+    build_bias(&m, "s2hc", 4, 8, 21, 0);
+    const char *ex = tmp_path("given_export.safetensors");
+    written(&m, 5, ex, 0);
+    s2hc_config cfg;
+    int64_t step = 0;
+    char kind[16], err[1400];
+    CHECK(safetensors_open_model(ex, &m.cfg, &cfg, &back, &step, kind, sizeof kind, err, sizeof err) == -2 &&
+              strstr(err, ex) && strstr(err, "holds its own s2hc config"),
+          "a config given with an export: '%s'", err);
+    /* ln_f.weight alone, no metadata: without a config nothing says the model; with one,
+       the first of the model's tensors the file lacks is named, with its shape */
+    const param_info *w = model_find_param(&m, "transformer.ln_f.weight");
+    char hdr[256];
+    snprintf(hdr, sizeof hdr, "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}}",
+             w->numel, w->numel * 4);
+    const char *one = tmp_path("given_one.safetensors");
+    write_raw(one, hdr, m.params + w->offset, w->numel * 4);
+    CHECK(safetensors_open_model(one, NULL, &cfg, &back, &step, kind, sizeof kind, err, sizeof err) == -1 &&
+              strstr(err, "no s2hc config"), "no config at all: '%s'", err);
+    char want[160];
+    const param_info *first = &m.pinfo[0];
+    snprintf(want, sizeof want, "tensor '%s' [%zu, %zu] of the model (method s2hc, n = 4, model.bias false) is not in "
+             "the file, nor %d more of its tensors", first->name, first->shape[0], first->shape[1], m.n_tensors - 2);
+    CHECK(first->rank == 2 && safetensors_open_model(one, &m.cfg, &cfg, &back, &step, kind, sizeof kind, err,
+                                                     sizeof err) == -1 && strstr(err, one) && strstr(err, want),
+          "one tensor of %d: '%s', want '%s'", m.n_tensors, err, want);
+    /* every tensor, in reverse order, no metadata: the model itself, bit for bit */
+    size_t cap = 256 + (size_t)m.n_tensors * 200, at = 0;
+    char *h = malloc_check(cap);
+    float *vals = malloc_check(m.n_params * sizeof *vals);
+    int len = snprintf(h, cap, "{");
+    for (int i = m.n_tensors - 1; i >= 0; i--) {
+        const param_info *p = &m.pinfo[i];
+        char shape[64] = "";
+        for (int d = 0; d < p->rank; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%zu", d ? "," : "", p->shape[d]);
+        len += snprintf(h + len, cap - (size_t)len, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                        i == m.n_tensors - 1 ? "" : ",", p->name, shape, at * 4, (at + p->numel) * 4);
+        for (size_t k = 0; k < p->numel; k++) vals[at + k] = (float)m.params[p->offset + k];
+        at += p->numel;
+    }
+    snprintf(h + len, cap - (size_t)len, "}");
+    const char *all = tmp_path("given_all.safetensors");
+    write_raw(all, h, vals, at * 4);
+    CHECK(safetensors_open_model(all, &m.cfg, &cfg, &back, &step, kind, sizeof kind, err, sizeof err) == 0, "%s", err);
+    CHECK(step == -1 && !kind[0] && back.n_params == m.n_params && !strcmp(cfg.method, "s2hc") &&
+              !memcmp(back.params, m.params, m.n_params * sizeof *m.params),
+          "a file without metadata, its model given: step %lld, kind '%s', the values %s", (long long)step, kind,
+          back.n_params == m.n_params && !memcmp(back.params, m.params, m.n_params * sizeof *m.params) ? "equal"
+                                                                                                     : "differ");
+    model_free(&back);
+    free(vals);
+    free(h);
+    model_free(&m);
+}
+
 int main(void) {
     T_NAME("test_safetensors");
     T_RUN(test_round_trip);
@@ -492,5 +555,6 @@ int main(void) {
     T_RUN(test_rc_under_hyper_connections);
     T_RUN(test_foreign_keys);
     T_RUN(test_bad_files);
+    T_RUN(test_open_given);
     return T_END();
 }
