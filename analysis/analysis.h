@@ -130,8 +130,9 @@ typedef struct {
  * the run saved, logged, evaluated and probed: the harness is deterministic) the
  * further-trained run counts, with a note. Returns the number of
  * runs loaded; a run file that cannot be read is skipped with a message, and a path that
- * is missing, not a run or holds none is said so and counted in rs->bad_paths. The
- * caller frees with an_runset_free. */
+ * is missing, not a run or holds none is said so and counted in rs->bad_paths. verbose:
+ * the notes (a repeat, a skipped folder) and, past a few seconds, a progress line of the
+ * reading on stderr; 0 (analyze -q) neither. The caller frees with an_runset_free. */
 int an_runset_load(an_runset *rs, char *const *paths, int npaths, int verbose);
 /* The same runs, every one (a repeat of another's config too), in folders up to four levels
  * below a path, with no warning about the set (s2hc runs: a listing, not a comparison). */

@@ -377,7 +377,8 @@ static void scan(file_list *l, const char *dir, int depth, int *found) {
 /* keep: every run file found, repeats too, four folder levels down (s2hc runs lists them: runs/
  * holds make paper's runs/<preset>/<grid>/<point>/); else a repeat counts once, two levels down.
  * The files are found first, then read in that order, a progress line on stderr when that
- * takes more than a few seconds (hundreds of runs). */
+ * takes more than a few seconds (hundreds of runs): for s2hc runs, and for analyze and
+ * report when verbose (their -q promises no progress lines). */
 static int load_paths(an_runset *rs, char *const *paths, int npaths, int verbose, int keep) {
     memset(rs, 0, sizeof *rs);
     file_list l = {0};
@@ -413,7 +414,7 @@ static int load_paths(an_runset *rs, char *const *paths, int npaths, int verbose
         }
     }
     progress pr;
-    progress_begin(&pr, "reading runs", "run files", l.n, 1);
+    progress_begin(&pr, "reading runs", "run files", l.n, verbose || keep);
     progress_to(&pr, stderr);
     for (int i = 0; i < l.n; i++) {
         add_run(rs, l.f[i], verbose, keep);

@@ -102,6 +102,11 @@ S2HC_TEST_PROGRESS_AFTER=0.001 "$S2HC" runs "$R" --csv >"$TMP/p.csv" 2>"$TMP/p.e
 grep -Eq "^reading runs: [1-7]/7 run files \| [0-9]+s \| ETA" "$TMP/p.err" && ok "progress of the reading on stderr" \
   || fail "progress: $(cat "$TMP/p.err")"
 cmp -s "$TMP/p.csv" "$TMP/runs.csv" && ok "and the CSV the same" || fail "the CSV changed with progress shown"
+# analyze reads with the same loader: its progress line too, none with -q (no progress lines)
+S2HC_TEST_PROGRESS_AFTER=0.001 "$S2HC" analyze "$R/a" "$R/b" -o "$TMP/an" >/dev/null 2>"$TMP/an.err"
+grep -q "^reading runs: " "$TMP/an.err" && ok "analyze: the reading's progress" || fail "analyze: $(cat "$TMP/an.err")"
+S2HC_TEST_PROGRESS_AFTER=0.001 "$S2HC" analyze "$R/a" "$R/b" -o "$TMP/an" -q >/dev/null 2>"$TMP/an.err"
+! grep -q "^reading runs" "$TMP/an.err" && ok "analyze -q: no progress line" || fail "analyze -q: $(cat "$TMP/an.err")"
 # --diff: a column for each config key that differs (here train.lr alone; the method, n and
 # seed are columns already), --key: the keys asked for
 conf lr identity 1 10; "$S2HC" train "$TMP/lr.yaml" --quiet --set train.lr=0.001 --set run.out="$TMP/runs2" >/dev/null 2>&1
