@@ -119,6 +119,12 @@ static int pick_keys(const an_runset *rs, int diff, char (*keys)[64], int nkeys,
 
 enum { NCOL = 12 };
 
+/* A table cell's bytes: room for a whole name of an_run (variant, scale, corpus: below 64
+ * bytes each), as the columns are sized to the longest one (a --diff or --key value longer
+ * than 40 bytes is cut, "..." after it). */
+#define CELL 96
+_Static_assert(CELL > AN_NAME && CELL > sizeof((an_run *)0)->variant, "a cell holds a whole name");
+
 #define MAX_KEYS 32
 
 int runs_main(int argc, char **argv) {
@@ -246,32 +252,32 @@ int runs_main(int argc, char **argv) {
                                                "step",   "status",     "train loss", "val loss", "tokens/s", "wall"};
         static const int right[NCOL] = {0, 0, 1, 0, 0, 1, 1, 0, 1, 1, 1, 1};
         const int ncol = NCOL + nkeys;
-        char(*cell)[NCOL + MAX_KEYS][48] = calloc_check((size_t)rs.n, sizeof *cell);
+        char(*cell)[NCOL + MAX_KEYS][CELL] = calloc_check((size_t)rs.n, sizeof *cell);
         int width[NCOL + MAX_KEYS];
         for (int k = 0; k < ncol; k++) width[k] = text_width(k < NCOL ? head[k] : keys[k - NCOL]);
         int wrun = width[0];
         for (int i = 0; i < rs.n; i++) {
             const row *x = &rows[i];
             const an_run *r = x->r;
-            char(*c)[48] = cell[i];
-            snprintf(c[1], 48, "%s", r->variant);
-            snprintf(c[2], 48, "%d", r->n);
-            snprintf(c[3], 48, "%s", r->scale);
-            snprintf(c[4], 48, "%s", r->corpus);
-            snprintf(c[5], 48, "%llu", (unsigned long long)r->seed);
-            if (isfinite(x->step)) snprintf(c[6], 48, "%.0f/%d", x->step, r->steps);
-            else snprintf(c[6], 48, "-/%d", r->steps);
-            snprintf(c[7], 48, "%s", r->status);
-            num(c[8], 48, x->train, "%.4f");
-            if (isfinite(x->val) && isfinite(x->val_step)) snprintf(c[9], 48, "%.4f @%.0f", x->val, x->val_step);
-            else num(c[9], 48, x->val, "%.4f");
-            num(c[10], 48, x->tokens, "%.0f");
-            if (isfinite(x->wall)) fmt_duration(x->wall, c[11], 48);
-            else snprintf(c[11], 48, "-");
+            char(*c)[CELL] = cell[i];
+            snprintf(c[1], CELL, "%s", r->variant);
+            snprintf(c[2], CELL, "%d", r->n);
+            snprintf(c[3], CELL, "%s", r->scale);
+            snprintf(c[4], CELL, "%s", r->corpus);
+            snprintf(c[5], CELL, "%llu", (unsigned long long)r->seed);
+            if (isfinite(x->step)) snprintf(c[6], CELL, "%.0f/%d", x->step, r->steps);
+            else snprintf(c[6], CELL, "-/%d", r->steps);
+            snprintf(c[7], CELL, "%s", r->status);
+            num(c[8], CELL, x->train, "%.4f");
+            if (isfinite(x->val) && isfinite(x->val_step)) snprintf(c[9], CELL, "%.4f @%.0f", x->val, x->val_step);
+            else num(c[9], CELL, x->val, "%.4f");
+            num(c[10], CELL, x->tokens, "%.0f");
+            if (isfinite(x->wall)) fmt_duration(x->wall, c[11], CELL);
+            else snprintf(c[11], CELL, "-");
             for (int k = 0; k < nkeys; k++) { /* a value longer than 40 bytes cut, "..." after it (--csv: whole) */
                 key_value(r->config_yaml, keys[k], val, sizeof val);
-                if (strlen(val) > 40) snprintf(c[NCOL + k], 48, "%.37s...", val);
-                else snprintf(c[NCOL + k], 48, "%s", val[0] ? val : "-");
+                if (strlen(val) > 40) snprintf(c[NCOL + k], CELL, "%.37s...", val);
+                else snprintf(c[NCOL + k], CELL, "%s", val[0] ? val : "-");
             }
             const int w = text_width(r->dir);
             if (w > wrun) wrun = w;

@@ -126,6 +126,13 @@ assert [(r["model.n_embd"], r["residual.method"], r["data.ood"]) for r in rows] 
 PY
 expect_status 2 "--key of an unknown key" -- "$S2HC" runs "$R" --key train.lr,trian.steps
 expect_out "--key 'trian.steps': not a config key" "names it"
+# a corpus name of 60 bytes (an_run keeps 63): whole in the table, its column sized to it
+LONG=corpus_named_at_length_sixty_bytes_to_pass_a_cell_of_48_wxyz
+cp -r "$TMP/data/synth" "$TMP/data/$LONG"
+conf long identity 1 4; "$S2HC" train "$TMP/long.yaml" --quiet --set data.train=$LONG --set run.out="$TMP/runs3" >/dev/null 2>&1
+expect_status 0 "runs of a run on a long corpus name" -- "$S2HC" runs "$TMP/runs3/long" "$R/a"
+grep -Eq "^$TMP/runs3/long +identity +4 +L1-C32-T32 +$LONG +1 " "$TMP/out" && ok "a long corpus name whole in the table" \
+  || fail "long corpus: $(cat "$TMP/out")"
 # bad input
 expect_status 2 "--sort with an unknown key" -- "$S2HC" runs "$R" --sort loss
 expect_out "--sort 'loss': one of val, train, tokens, step" "names the keys"
