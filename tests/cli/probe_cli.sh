@@ -143,8 +143,10 @@ import csv, io, subprocess, sys
 s2hc, run = sys.argv[1:3]
 def rows(*a):
     return list(csv.DictReader(io.StringIO(subprocess.run([s2hc, "inspect", run, *a], capture_output=True, text=True, check=True).stdout)))
-col = {"dist": "dist_identity", "prod": "composite_norm", "coldev": "colsum_dev_max", "cosx": "cos_before",
-       "diagpct": "diag_frac", "svmin": "sv_min", "rms": "stream_rms"}
+col = {"dist": "dist_identity", "prod": "composite_norm", "diag": "diag_mean", "offmax": "offdiag_max",
+       "svmax": "sv_max", "svmin": "sv_min", "devmax": "dev_sv_max", "coldev": "colsum_dev_max",
+       "rowdev": "rowsum_dev_max", "cosx": "cos_before", "coshx": "cos_after", "diagpct": "diag_frac",
+       "rms": "stream_rms"}
 bad, n = [], 0
 for q, c in col.items():
     for h in rows("--history", q, "--csv"):
@@ -156,7 +158,7 @@ for q, c in col.items():
             bad.append("%s step %s layer %s: %s, the summary %s" % (q, h["step"], h["layer"], got, want))
 print("\n".join(bad) if bad else "history ok %d" % n)
 PY
-grep -q "^history ok 60$" "$TMP/py" && ok "--history --csv: every value the summary's at its step" || fail "history: $(head -5 "$TMP/py")"
+grep -q "^history ok 108$" "$TMP/py" && ok "--history --csv: every value of each quantity the summary's at its step" || fail "history: $(head -5 "$TMP/py")"
 expect_status 1 "rc: --history of a matrix quantity" -- "$S2HC" inspect "$TMP/runs/pr" --history dist
 expect_out "method rc has no residual matrices \(n = 1\): --history rms is the one quantity it has" "says what rc has"
 "$S2HC" inspect "$TMP/runs/pr" --history dist --csv > "$TMP/csv.out" 2>/dev/null
