@@ -571,8 +571,10 @@ static int print_history(run_view *v, int q, int layer, const out_style *st, int
         return 1;
     }
     const int cols = h->hc ? v->Lh : v->Lh + 1; /* rms: the streams leaving the last sublayer too */
-    if (layer >= cols) {
-        fprintf(stderr, "s2hc: error: --layer %d: %s has sublayers 0..%d\n", layer, v->path, v->Lh - 1);
+    if (layer >= cols) { /* rms: column Lh, the streams leaving the last sublayer, too */
+        char end[80] = "";
+        if (!h->hc) snprintf(end, sizeof end, "; --history rms: %d too, the streams leaving the last", v->Lh);
+        fprintf(stderr, "s2hc: error: --layer %d: %s has sublayers 0..%d%s\n", layer, v->path, v->Lh - 1, end);
         return 2;
     }
     const int has_final = find(&v->log, "/final/window") != NULL, rows = (int)v->prows + has_final;

@@ -138,6 +138,11 @@ expect_out "\|H-I\|: \|\|H_res - I\|\|_2, the distance from the identity, per su
   || fail "history rows: $(cat "$TMP/out")"
 expect_status 0 "inspect --history rms --layer 2" -- "$S2HC" inspect "$TMP/runs/pm" --history rms --layer 2
 expect_out "^ +step +2 end$" "--layer: that column alone (rms: the streams at the end too)"
+expect_status 2 "--history rms past the end column" -- "$S2HC" inspect "$TMP/runs/pm" --history rms --layer 3
+expect_out "--layer 3: .*pm/run.h5 has sublayers 0..1; --history rms: 2 too, the streams leaving the last" \
+  "names the end column as one to ask for"
+expect_status 2 "--history dist past the last sublayer" -- "$S2HC" inspect "$TMP/runs/pm" --history dist --layer 2
+expect_out "--layer 2: .*pm/run.h5 has sublayers 0..1$" "names the sublayers"
 python3 - "$S2HC" "$TMP/runs/pm" > "$TMP/py" 2>&1 <<'PY'
 import csv, io, subprocess, sys
 s2hc, run = sys.argv[1:3]
