@@ -183,7 +183,8 @@ static void put_esc(FILE *f, const char *s) {
 }
 
 /* A markdown caption's text as it was written (tables.c's put_md escapes each of | \ ` * < > & ~,
- * a '_' at a word's edge and a '[' or '(' that could make a link by a backslash): a
+ * a '_' at a word's edge, a '[' or '(' that could make a link and what would make an
+ * autolink, the '.' of www., the ':' of :// and each '@', by a backslash): a
  * backslash before an ASCII punctuation character dropped, in place, so that the page
  * does not show "max \|sum − 1\|". */
 static void md_unescape(char *s) {
