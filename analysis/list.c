@@ -33,7 +33,8 @@ static void runs_usage(FILE *f) {
             "  --diff        a column for every config key whose value differs between the runs\n"
             "                listed (a grid's swept keys, say), besides those shown (method, n,\n"
             "                corpus, seed); run.name and run.out are never compared\n"
-            "  --key K,...   a column for each of these config keys (s2hc config lists them)\n"
+            "  --key K,...   a column for each of these config keys (s2hc config lists them);\n"
+            "                with --diff's, 32 columns at most (a note counts the keys left out)\n"
             "  --csv         CSV for scripts: run,variant,method,n,scale,corpus,seed,step,steps,status,\n"
             "                train_loss,val_loss,val_step,tokens_per_s,wall_s (losses in full\n"
             "                precision, an empty field where a run has no value), then the --diff\n"
@@ -85,13 +86,15 @@ static void key_value(const char *yaml, const char *key, char *out, size_t n) {
 
 /* The keys to show as columns: those asked for (--key), then, with --diff, every key whose
  * value differs between the runs, in config_to_yaml's order (the first run's text lists
- * them all), but the name, the out dir and the keys the table shows already. */
-static int pick_keys(const an_runset *rs, int diff, char (*keys)[64], int nkeys, int cap) {
+ * them all), but the name, the out dir and the keys the table shows already; at most cap,
+ * *dropped the count of differing keys past it. */
+static int pick_keys(const an_runset *rs, int diff, char (*keys)[64], int nkeys, int cap, int *dropped) {
     static const char *const shown[] = {"run.name", "run.out", "residual.method", "residual.n_streams", "data.train",
                                         "train.seed", NULL};
+    *dropped = 0;
     if (!diff || rs->n < 2) return nkeys;
     char section[64] = "";
-    for (const char *l = rs->r[0].config_yaml; l && *l && nkeys < cap;) {
+    for (const char *l = rs->r[0].config_yaml; l && *l;) {
         const char *e = strchr(l, '\n');
         const size_t len = e ? (size_t)(e - l) : strlen(l);
         const char *colon = memchr(l, ':', len);
@@ -109,7 +112,8 @@ static int pick_keys(const an_runset *rs, int diff, char (*keys)[64], int nkeys,
         for (int i = 1; i < rs->n; i++) {
             key_value(rs->r[i].config_yaml, key, b, sizeof b);
             if (strcmp(a, b)) {
-                snprintf(keys[nkeys++], 64, "%s", key);
+                if (nkeys < cap) snprintf(keys[nkeys++], 64, "%s", key);
+                else (*dropped)++;
                 break;
             }
         }
@@ -205,7 +209,12 @@ int runs_main(int argc, char **argv) {
         x->wall = h5log_get_attr_num(&r->log, "/", "wall_seconds");
     }
     if (sort_key && rs.n > 1) qsort(rows, (size_t)rs.n, sizeof *rows, row_cmp);
-    nkeys = pick_keys(&rs, diff, keys, nkeys, MAX_KEYS);
+    int dropped;
+    nkeys = pick_keys(&rs, diff, keys, nkeys, MAX_KEYS, &dropped);
+    if (dropped) /* said, not cut silently */
+        fprintf(stderr, "s2hc: note: --diff: %d more config key%s differ%s between the runs than the %d columns "
+                "shown (--key names fewer, or the keys to see)\n", dropped, dropped == 1 ? "" : "s",
+                dropped == 1 ? "s" : "", MAX_KEYS);
     char val[1024];
 
     if (csv) {

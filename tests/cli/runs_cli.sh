@@ -124,6 +124,13 @@ import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))
 assert [(r["model.n_embd"], r["residual.method"], r["data.ood"]) for r in rows] == [("32", "identity", "[synth_ood]"), ("32", "rc", "[synth_ood]")], rows
 PY
+# 32 columns at most: --key's 32 (every key but train.lr) leave --diff's train.lr out, said
+K=$("$S2HC" config | sed -n 's/^  \([a-z_]*\.[a-z_]*\) .*/\1/p' | grep -vx train.lr | head -32 | paste -sd, -)
+expect_status 0 "runs --diff past 32 columns" -- "$S2HC" runs "$R/a" "$TMP/runs2/lr" --diff --key "$K" --csv
+"$S2HC" runs "$R/a" "$TMP/runs2/lr" --diff --key "$K" --csv 2>/dev/null >"$TMP/k.csv"
+[ "$(head -1 "$TMP/k.csv" | tr ',' '\n' | wc -l)" = 47 ] && ! head -1 "$TMP/k.csv" | grep -q train.lr \
+  && ok "--key's 32 columns, --diff's left out" || fail "32 columns: $(head -1 "$TMP/k.csv")"
+expect_out "note: --diff: 1 more config key differs between the runs than the 32 columns shown" "the key left out is said"
 expect_status 2 "--key of an unknown key" -- "$S2HC" runs "$R" --key train.lr,trian.steps
 expect_out "--key 'trian.steps': not a config key" "names it"
 # a corpus name of 60 bytes (an_run keeps 63): whole in the table, its column sized to it
