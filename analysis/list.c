@@ -160,7 +160,9 @@ int runs_main(int argc, char **argv) {
                     free(paths);
                     return 2;
                 }
-                snprintf(keys[nkeys++], 64, "%s", k);
+                int dup = 0; /* a key named twice: one column */
+                for (int j = 0; j < nkeys && !dup; j++) dup = !strcmp(keys[j], k);
+                if (!dup) snprintf(keys[nkeys++], 64, "%s", k);
                 q += len + (q[len] == ',');
             }
         }
@@ -217,7 +219,7 @@ int runs_main(int argc, char **argv) {
                 dropped == 1 ? "s" : "", MAX_KEYS);
     char val[1024];
 
-    if (csv) {
+    if (csv && rs.n) { /* no header when no run could be read: nothing a script would take for data */
         fputs("run,variant,method,n,scale,corpus,seed,step,steps,status,train_loss,val_loss,val_step,tokens_per_s,"
               "wall_s", stdout);
         for (int k = 0; k < nkeys; k++) {
@@ -285,7 +287,11 @@ int runs_main(int argc, char **argv) {
             else snprintf(c[11], CELL, "-");
             for (int k = 0; k < nkeys; k++) { /* a value longer than 40 bytes cut, "..." after it (--csv: whole) */
                 key_value(r->config_yaml, keys[k], val, sizeof val);
-                if (strlen(val) > 40) snprintf(c[NCOL + k], CELL, "%.37s...", val);
+                if (strlen(val) > 40) { /* cut between characters, not inside one (a UTF-8 path) */
+                    int cut = 37;
+                    while (cut > 0 && ((unsigned char)val[cut] & 0xC0) == 0x80) cut--;
+                    snprintf(c[NCOL + k], CELL, "%.*s...", cut, val);
+                }
                 else snprintf(c[NCOL + k], CELL, "%s", val[0] ? val : "-");
             }
             const int w = text_width(r->dir);

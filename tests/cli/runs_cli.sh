@@ -140,6 +140,19 @@ conf long identity 1 4; "$S2HC" train "$TMP/long.yaml" --quiet --set data.train=
 expect_status 0 "runs of a run on a long corpus name" -- "$S2HC" runs "$TMP/runs3/long" "$R/a"
 grep -Eq "^$TMP/runs3/long +identity +4 +L1-C32-T32 +$LONG +1 " "$TMP/out" && ok "a long corpus name whole in the table" \
   || fail "long corpus: $(cat "$TMP/out")"
+# a value of --key past 40 bytes is cut between characters: data.dir through folders of é
+# (two bytes each) whose names differ by one byte, so that one of them puts a character's
+# middle at the cut; a key named twice is one column
+for pre in "" a; do
+  d="$TMP/${pre}éééééééééééééééééééééééééééééééééééééééé"; ln -sfn "$TMP/data" "$d"
+  conf "u$pre" identity 1 2; "$S2HC" train "$TMP/u$pre.yaml" --quiet --set data.dir="$d" --set run.out="$TMP/runs4" >/dev/null 2>&1
+done
+"$S2HC" runs "$TMP/runs4" --key data.dir,data.dir >"$TMP/u.out" 2>&1
+python3 -c 'import sys; t = open(sys.argv[1], "rb").read().decode("utf-8"); l = t.splitlines()
+assert len(l) == 4 and l[0].endswith("data.dir") and l[0].count("data.dir") == 1 and all(x.endswith("...") for x in l[1:3]), t' "$TMP/u.out" \
+  && ok "--key's long values cut between characters, one column for a key named twice" || fail "cut: $(cat "$TMP/u.out")"
+"$S2HC" runs "$TMP/nope" --csv >"$TMP/none.csv" 2>/dev/null
+[ $? = 1 ] && [ ! -s "$TMP/none.csv" ] && ok "--csv with no readable run prints no header" || fail "--csv of nothing: $(cat "$TMP/none.csv")"
 # bad input
 expect_status 2 "--sort with an unknown key" -- "$S2HC" runs "$R" --sort loss
 expect_out "--sort 'loss': one of val, train, tokens, step" "names the keys"
