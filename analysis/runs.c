@@ -281,8 +281,6 @@ double an_scalar(const an_run *r, const char *path) {
 
 /* ---- collecting runs ----------------------------------------------------------------- */
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 /* How far a run got, to choose between repeats: a finished run first, then the last step
  * it logged. */
 static double run_progress(const an_run *r) {
@@ -327,50 +325,24 @@ static int add_run(an_runset *rs, const char *h5, int verbose, int keep) {
     return 0;
 }
 
-/* The run files found before any is read (so that reading them can show its progress). */
-typedef struct {
-    char **f;
-    int n, cap;
-} file_list;
-
-static void file_add(file_list *l, const char *path) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 64;
-        char **nf = realloc(l->f, (size_t)l->cap * sizeof *nf);
-        if (!nf) die(1, "out of memory listing %s", path);
-        l->f = nf;
-    }
-    if (!(l->f[l->n++] = strdup(path))) die(1, "out of memory listing %s", path);
-}
-
 /* Run files in dir (depth 0: dir itself; then its subdirectories, up to `depth` levels). */
-static void scan(file_list *l, const char *dir, int depth, int *found) {
+static void scan(strlist *l, const char *dir, int depth, int *found) {
     char *p = malloc_check(strlen(dir) + 260); /* dir/run.h5, or dir/ and a file name (at most 255 bytes) */
     sprintf(p, "%s/run.h5", dir);
-    if (is_file(p)) { file_add(l, p); (*found)++; free(p); return; }
+    if (is_file(p)) { strlist_add(l, p); (*found)++; free(p); return; }
     DIR *d = depth > 0 ? opendir(dir) : NULL;
     if (!d) { free(p); return; }
-    char **names = NULL;
-    int nn = 0, cap = 0;
+    strlist names = {0};
     struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        if (nn == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nv = realloc(names, (size_t)cap * sizeof *names);
-            if (!nv) die(1, "out of memory listing %s", dir);
-            names = nv;
-        }
-        if (!(names[nn++] = strdup(e->d_name))) die(1, "out of memory listing %s", dir);
-    }
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') strlist_add(&names, e->d_name);
     closedir(d);
-    if (nn > 1) qsort(names, (size_t)nn, sizeof *names, cmp_str);
-    for (int i = 0; i < nn; i++) {
-        sprintf(p, "%s/%.255s", dir, names[i]);
+    strlist_sort(&names);
+    for (size_t i = 0; i < names.n; i++) {
+        sprintf(p, "%s/%.255s", dir, names.v[i]);
         if (is_dir(p)) scan(l, p, depth - 1, found);
-        free(names[i]);
     }
-    free(names);
+    strlist_free(&names);
     free(p);
 }
 
@@ -381,12 +353,12 @@ static void scan(file_list *l, const char *dir, int depth, int *found) {
  * report when verbose (their -q promises no progress lines). */
 static int load_paths(an_runset *rs, char *const *paths, int npaths, int verbose, int keep) {
     memset(rs, 0, sizeof *rs);
-    file_list l = {0};
+    strlist l = {0}; /* the run files found, read in this order */
     for (int i = 0; i < npaths; i++) {
         int found = 0;
         size_t len = strlen(paths[i]);
         if (is_file(paths[i]) && len >= 3 && !strcmp(paths[i] + len - 3, ".h5")) {
-            file_add(&l, paths[i]);
+            strlist_add(&l, paths[i]);
             found = 1;
         } else if (is_dir(paths[i]) && grid_slurm_folder(paths[i])) {
             /* the same glob names the grid's folder of Slurm scripts */
@@ -414,15 +386,14 @@ static int load_paths(an_runset *rs, char *const *paths, int npaths, int verbose
         }
     }
     progress pr;
-    progress_begin(&pr, "reading runs", "run files", l.n, verbose || keep);
+    progress_begin(&pr, "reading runs", "run files", (long)l.n, verbose || keep);
     progress_to(&pr, stderr);
-    for (int i = 0; i < l.n; i++) {
-        add_run(rs, l.f[i], verbose, keep);
-        free(l.f[i]);
-        progress_update(&pr, i + 1);
+    for (size_t i = 0; i < l.n; i++) {
+        add_run(rs, l.v[i], verbose, keep);
+        progress_update(&pr, (long)i + 1);
     }
     progress_end(&pr);
-    free(l.f);
+    strlist_free(&l);
     return rs->n;
 }
 

@@ -677,32 +677,6 @@ size_t data_fortune_clean(const char *in, size_t n, char *out) {
 /* 4. Extraction                                                                   */
 /* ------------------------------------------------------------------------------ */
 
-typedef struct {
-    char **v;
-    size_t n, cap;
-} strlist;
-
-static void strlist_add(strlist *l, const char *s) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 64;
-        char **v = realloc(l->v, l->cap * sizeof *v);
-        if (!v) die(1, "out of memory listing files");
-        l->v = v;
-    }
-    size_t k = strlen(s) + 1;
-    l->v[l->n] = malloc_check(k);
-    memcpy(l->v[l->n++], s, k);
-}
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-static void strlist_sort(strlist *l) {
-    if (l->n) qsort(l->v, l->n, sizeof *l->v, cmp_str);
-}
-static void strlist_free(strlist *l) {
-    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
 /* The root under which package files are looked for: S2HC_DATA_ROOT (tests) or "". */
 static const char *data_root(void) {
     const char *r = getenv("S2HC_DATA_ROOT");

@@ -414,6 +414,27 @@ static size_t text_columns(const char *text, int max, int *shown_out) {
     return n;
 }
 
+void strlist_add(strlist *l, const char *s) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        char **v = realloc(l->v, l->cap * sizeof *v);
+        if (!v) die(1, "out of memory listing files");
+        l->v = v;
+    }
+    size_t k = strlen(s) + 1;
+    l->v[l->n] = malloc_check(k);
+    memcpy(l->v[l->n++], s, k);
+}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+void strlist_sort(strlist *l) {
+    if (l->n > 1) qsort(l->v, l->n, sizeof *l->v, cmp_str);
+}
+void strlist_free(strlist *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
 int text_width(const char *text) {
     int shown;
     text_columns(text, -1, &shown);

@@ -257,6 +257,15 @@ int terminal_columns(int fd);
  * gives it: two for an East Asian wide one (a grid file's CJK name), none for a combining
  * mark. */
 void tty_line(FILE *f, const char *text);
+/* A growing list of strings, each its own copy: strlist l = {0}; strlist_add; strlist_sort
+ * (by strcmp, byte order); strlist_free. */
+typedef struct {
+    char **v;
+    size_t n, cap;
+} strlist;
+void strlist_add(strlist *l, const char *s);
+void strlist_sort(strlist *l);
+void strlist_free(strlist *l);
 /* The columns a terminal gives text (UTF-8, as tty_line counts them). */
 int text_width(const char *text);
 typedef struct {
