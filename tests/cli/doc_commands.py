@@ -373,7 +373,7 @@ def comment_segments(path):
     whose `inline` spans are code. A block of such lines whose first words are not all
     commands (s2hc, make, a path, a shell word: `#   identity     fixed H_res = I` then
     `#   s2hc expm    the core ...`) is a table of names, kind 'table': an s2hc in it is
-    checked only when a command of s2hc's follows."""
+    checked only when a command of s2hc's follows; a make line in it is checked as any."""
     out, para, rows = [], [], []
     block = None    # the indentation of the current block's command lines
 
@@ -583,6 +583,13 @@ class Checker:
                 return sec
         return None
 
+    def near_leaf(self, sec, name):
+        """Whether NAME is, or is one or two edits from, a key of section SEC: a misspelled
+        section before a real key (`trian.steps`), not any word one letter from a section
+        before a dot (`mode.x`, `runs.csv`, `date.now`)."""
+        return any(edits(name, k.split(".", 1)[1]) <= (1 if len(name) <= 5 else 2)
+                   for k in self.p.keys if k.split(".", 1)[0] == sec)
+
     def dotted_keys(self, where, text):
         for m in KEY_RE.finditer(text):
             sec, name = m.group(1), m.group(2)
@@ -590,7 +597,8 @@ class Checker:
                 continue
             if sec in self.p.sections:
                 self.key(where, f"{sec}.{name}", "key")
-            elif self.near_section(sec) and (where, sec) not in self.said:
+            elif self.near_section(sec) and self.near_leaf(self.near_section(sec), name) \
+                    and (where, sec) not in self.said:
                 self.said.add((where, sec))
                 self.err(where, f"key '{sec}.{name}': no config section '{sec}' "
                          f"(did you mean '{self.near_section(sec)}.{name}'? s2hc config)")
@@ -816,8 +824,8 @@ class Checker:
                 continue
             line = text.replace("`", " ") if kind in ("code", "table") else text
             self.s2hc_calls(where, line, kind != "table")
-            if kind != "table":
-                self.make_calls(where, line)
+            # a table of names has no `make` name: its make lines are commands, checked
+            self.make_calls(where, line)
             # program output quotes the user's keys, misspelled ones too: 'train.lrr'
             if not re.match(r"\s*s2hc: (error|warning):", text):
                 self.dotted_keys(where, line)

@@ -97,7 +97,7 @@ train: {lr: 1e-3, stpes: 5}
 
 `make test OMP_NUM_THREADS=2 S2HC_DATA_ROOT=/tmp/d` and `make test OMP_NUM_THRADS=2`.
 Files, not keys: `model.pt`, `runs/x.h5`, `ckpt.h5`, `model.safetensors`, `rain.log`,
-`np.zeros`, `re.sub`; a misspelled section: `trian.steps`, and `residaul.n_streams`.
+`np.zeros`, `re.sub`, `mode.x`, `runs.csv`, `date.now`; a misspelled section: `trian.steps`, and `residaul.n_streams`.
 ```yaml
 base: tiny.yaml
 slurm: {partition: gpu, tmie: "04:00:00",
@@ -144,6 +144,9 @@ cat >"$M" <<'EOF'
 #
 #   CUDA_SO     build/cuda/libs2hc_cuda.so
 #                                     (a continuation: make tset)
+#
+#   NAME_X      a table of names
+#   make tsett                        a make line in it is a command all the same
 EOF
 # one run for both (the --help calls are most of its time)
 "${CHECK[@]}" README.md docs/*.md experiments/*.yaml mk/*.mk Makefile "$D" "$Y" "$M" >"$TMP/out" 2>&1; st=$?
@@ -191,7 +194,8 @@ for want in "doc.md:3: s2hc train: no option --extnd" \
             "g.yaml:7: s2hc report: no option --bogus" \
             "g.yaml:8: s2hc train: no option --extnd" \
             "p.mk:2: make tset: no such target" \
-            "p.mk:5: make FRAME_ARGS=: no option --bf61 (frame_bench --help)"; do
+            "p.mk:5: make FRAME_ARGS=: no option --bf61 (frame_bench --help)" \
+            "p.mk:11: make tsett: no such target"; do
   grep -qF -- "$want" "$TMP/out" && ok "planted: $want" || fail "planted: no '$want' in: $(cat "$TMP/out")"
 done
 grep -q "^$PLANTED_HELP\$" "$TMP/out" && ok "planted: a --help example's option that only the example names" \
@@ -199,5 +203,5 @@ grep -q "^$PLANTED_HELP\$" "$TMP/out" && ok "planted: a --help example's option 
 grep -q "^$PLANTED_HELP2" "$TMP/out" && ok "planted: a --help example's misspelled command" \
   || fail "planted: no '$PLANTED_HELP2' in: $(cat "$TMP/out")"
 n=$(grep -Ec "^($D|$Y|$M):[0-9]*: " "$TMP/out")
-[ "$n" = 39 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 39: $(cat "$TMP/out")"
+[ "$n" = 40 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 40: $(cat "$TMP/out")"
 finish docs_cli
