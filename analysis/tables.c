@@ -115,11 +115,24 @@ static int md_link_bracket(const char *s, const char *q) {
  * ://, @). A control character becomes a space (a newline
  * would end the row). */
 /* Whether the character at q (of s) would complete one of GitHub's extended autolinks: the
- * '.' of a "www." at a word's start, the ':' of "scheme://", any '@' (an e-mail address):
+ * '.' of a "www." at a word's start, the ':' of "scheme://", an '@' before a domain with a
+ * dot (an e-mail address; +init@1000 is none):
  * a run folder www.x.com or me@lab.org shown as a link to somewhere. Escaped, the source
  * no longer matches and the text shows as it is. */
 static int md_autolink(const char *s, const char *q) {
-    if (*q == '@') return 1;
+    if (*q == '@') { /* an address's domain: a label, then one or more ".label" (+init@1000 is none) */
+        const char *d = q + 1;
+        int labels = 0;
+        for (;;) {
+            const char *e = d;
+            while (isalnum((unsigned char)*e) || *e == '-' || *e == '_') e++;
+            if (e == d) break;
+            labels++;
+            if (*e != '.' || !(isalnum((unsigned char)e[1]) || e[1] == '-' || e[1] == '_')) break;
+            d = e + 1;
+        }
+        return labels >= 2;
+    }
     if (*q == ':') return q[1] == '/' && q[2] == '/';
     if (*q != '.' || q - s < 3 || strncmp(q - 3, "www", 3)) return 0;
     return q - s == 3 || strchr(" \t*_~(", q[-4]) != NULL;

@@ -1196,22 +1196,22 @@ static void test_long_corpus_names(void) {
 
 /* Run folders whose names are markdown beyond put_md's first escapes: [a][b] (a reference
  * link), [a]: x (a definition, at a caption's line start), [^1] (a footnote), ~~x~~ and ~y~
- * (struck through on GitHub), www.x.com and me@lab.org (GitHub's autolinks; a.www.b is
- * none): each bracket that could open a link and each '~' escaped
+ * (struck through on GitHub), www.x.com and me@lab.org (GitHub's autolinks; a.www.b and
+ * x@1000 are none, as the +init@S of a scale): each bracket that could open a link and each '~' escaped
  * in the runs table; [p](q) by its '(' alone (names_cli.sh has it too), and a bracket that
  * opens none kept ([lo, hi] intervals are tested with Table 2 and the pairs). */
 static void test_md_links_strike(void) {
     static const char *const names[] = {"[a][b]", "[a]: x", "[^1]",      "~~x~~",     "~y~",
-                                        "[p](q)", "[k] v",  "www.x.com", "me@lab.org", "a.www.b"};
+                                        "[p](q)", "[k] v",  "www.x.com", "me@lab.org", "a.www.b", "x@1000"};
     static const char *const md[] = {"\\[a]\\[b]", "\\[a]: x",    "\\[^1]",       "\\~\\~x\\~\\~", "\\~y\\~",
-                                     "[p]\\(q)",     "[k] v",        "www\\.x.com", "me\\@lab.org", "a.www.b"};
-    synth runs[10];
-    for (int i = 0; i < 10; i++)
+                                     "[p]\\(q)",     "[k] v",        "www\\.x.com", "me\\@lab.org", "a.www.b", "x@1000"};
+    synth runs[11];
+    for (int i = 0; i < 11; i++)
         runs[i] = (synth){.method = i ? "s2hc" : "rc", .n = i ? 4 : 1, .seed = (uint64_t)i + 1, .steps = 20, .loss0 = 3,
                           .val = 2.9, .grad_peak = 1, .tps = 100, .name = "r", .folder = names[i]};
-    const char *t = analyzed_table("mdlinks", runs, 10, "runs.md");
+    const char *t = analyzed_table("mdlinks", runs, 11, "runs.md");
     char want[100];
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 11; i++) {
         snprintf(want, sizeof want, "\n| %s | ", md[i]);
         CHECK(strstr(t, want) != NULL, "run '%s' shown as '%s':\n%s", names[i], md[i], t);
     }
