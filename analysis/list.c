@@ -26,7 +26,8 @@ static void runs_usage(FILE *f) {
             "last step logged of the configured steps, the status (finished, diverged, running:\n"
             "its training holds the run, stopped: it ended without finishing), the training loss\n"
             "(the mean of the last steps, as analyze's), the last validation loss and the step it\n"
-            "was taken at, the median tokens/s and the wall time. A count of runs per status\n"
+            "was taken at, the median tokens/s and the wall time (a running one's: with the time\n"
+            "left at its pace so far, as of its last save). A count of runs per status\n"
             "follows. Runs that repeat another's config are listed too. Nothing is written.\n"
             "  --sort KEY    val or train: lowest loss first; tokens: fastest first; step: furthest\n"
             "                first (runs without the value last); default: the order found (by path)\n"
@@ -36,7 +37,7 @@ static void runs_usage(FILE *f) {
             "  --key K,...   a column for each of these config keys (s2hc config lists them);\n"
             "                with --diff's, 32 columns at most (a note counts the keys left out)\n"
             "  --csv         CSV for scripts: run,variant,method,n,scale,corpus,seed,step,steps,status,\n"
-            "                train_loss,val_loss,val_step,tokens_per_s,wall_s (losses in full\n"
+            "                train_loss,val_loss,val_step,tokens_per_s,wall_s,eta_s (losses in full\n"
             "                precision, an empty field where a run has no value), then the --diff\n"
             "                and --key columns, each headed by its key\n\n"
             "examples:\n"
@@ -48,7 +49,7 @@ static void runs_usage(FILE *f) {
 
 typedef struct {
     const an_run *r;
-    double step, train, val, val_step, tokens, wall;
+    double step, train, val, val_step, tokens, wall, eta;
 } row;
 
 static int sort_key = 0; /* 0: the order found; 1 val, 2 train, 3 tokens, 4 step */
@@ -209,6 +210,11 @@ int runs_main(int argc, char **argv) {
         x->val_step = isfinite(x->val) ? an_scalar(r, "/eval/step") : NAN;
         x->tokens = an_median_throughput(r);
         x->wall = h5log_get_attr_num(&r->log, "/", "wall_seconds");
+        /* a training in progress: its steps left at the pace of its steps so far (evaluations
+           and probes included), both as of its last save */
+        x->eta = !strcmp(r->status, "running") && x->step > 0 && x->wall > 0 && r->steps >= x->step
+                     ? (r->steps - x->step) * x->wall / x->step
+                     : NAN;
     }
     if (sort_key && rs.n > 1) qsort(rows, (size_t)rs.n, sizeof *rows, row_cmp);
     int dropped;
@@ -221,7 +227,7 @@ int runs_main(int argc, char **argv) {
 
     if (csv && rs.n) { /* no header when no run could be read: nothing a script would take for data */
         fputs("run,variant,method,n,scale,corpus,seed,step,steps,status,train_loss,val_loss,val_step,tokens_per_s,"
-              "wall_s", stdout);
+              "wall_s,eta_s", stdout);
         for (int k = 0; k < nkeys; k++) {
             putchar(',');
             csv_field_put(stdout, keys[k]);
@@ -246,8 +252,8 @@ int runs_main(int argc, char **argv) {
                 putchar(',');
             }
             csv_field_put(stdout, r->status);
-            const double rest[] = {x->train, x->val, x->val_step, x->tokens, x->wall};
-            for (int k = 0; k < 5; k++) {
+            const double rest[] = {x->train, x->val, x->val_step, x->tokens, x->wall, x->eta};
+            for (int k = 0; k < 6; k++) {
                 putchar(',');
                 if (isfinite(rest[k])) csv_num_put(stdout, rest[k]);
             }
@@ -285,6 +291,12 @@ int runs_main(int argc, char **argv) {
             num(c[10], CELL, x->tokens, "%.0f");
             if (isfinite(x->wall)) fmt_duration(x->wall, c[11], CELL);
             else snprintf(c[11], CELL, "-");
+            if (isfinite(x->eta)) { /* "3m10s, ~1h02m left" */
+                char left[32];
+                fmt_duration(x->eta, left, sizeof left);
+                const size_t l = strlen(c[11]);
+                snprintf(c[11] + l, CELL - l, ", ~%s left", left);
+            }
             for (int k = 0; k < nkeys; k++) { /* a value longer than 40 bytes cut, "..." after it (--csv: whole) */
                 key_value(r->config_yaml, keys[k], val, sizeof val);
                 if (strlen(val) > 40) { /* cut between characters, not inside one (a UTF-8 path) */

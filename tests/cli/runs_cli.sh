@@ -72,6 +72,7 @@ for r in ("a", "b", "nan", "stop"):
     assert float(by[r]["val_loss"]) == want, (r, by[r]["val_loss"], want)
 assert by["a"]["val_loss"] == by["a,copy"]["val_loss"] and float(by["a"]["tokens_per_s"]) > 0
 assert float(by["a"]["wall_s"]) > 0 and by["stop"]["val_step"] == "5"
+assert all(r["eta_s"] == "" for r in rows), "a time left for a run not in training"
 PY
 # --sort val: lowest first, then train
 expect_status 0 "runs --sort val" -- "$S2HC" runs "$R" --sort val --csv
@@ -111,9 +112,9 @@ S2HC_TEST_PROGRESS_AFTER=0.001 "$S2HC" analyze "$R/a" "$R/b" -o "$TMP/an" -q >/d
 # seed are columns already), --key: the keys asked for
 conf lr identity 1 10; "$S2HC" train "$TMP/lr.yaml" --quiet --set train.lr=0.001 --set run.out="$TMP/runs2" >/dev/null 2>&1
 expect_status 0 "runs --diff" -- "$S2HC" runs "$R/a" "$TMP/runs2/lr" "$R/b" --diff --csv
-[ "$(head -1 "$TMP/out")" = "run,variant,method,n,scale,corpus,seed,step,steps,status,train_loss,val_loss,val_step,tokens_per_s,wall_s,train.lr" ] \
+[ "$(head -1 "$TMP/out")" = "run,variant,method,n,scale,corpus,seed,step,steps,status,train_loss,val_loss,val_step,tokens_per_s,wall_s,eta_s,train.lr" ] \
   && ok "--diff: train.lr, the one key that differs beyond the columns shown" || fail "--diff header: $(head -1 "$TMP/out")"
-[ "$(cut -d, -f16 "$TMP/out" | tail -n +2 | tr '\n' ' ')" = "0.003 0.001 0.003 " ] && ok "--diff: each run's value" \
+[ "$(cut -d, -f17 "$TMP/out" | tail -n +2 | tr '\n' ' ')" = "0.003 0.001 0.003 " ] && ok "--diff: each run's value" \
   || fail "--diff values: $(cat "$TMP/out")"
 expect_status 0 "runs --diff, the table" -- "$S2HC" runs "$R/a" "$TMP/runs2/lr" --diff
 grep -Eq "^$TMP/runs2/lr .* 0\.001$" "$TMP/out" && head -1 "$TMP/out" | grep -Eq " train\.lr$" && ok "--diff's column in the table" \
@@ -128,7 +129,7 @@ PY
 K=$("$S2HC" config | sed -n 's/^  \([a-z_]*\.[a-z_]*\) .*/\1/p' | grep -vx train.lr | head -32 | paste -sd, -)
 expect_status 0 "runs --diff past 32 columns" -- "$S2HC" runs "$R/a" "$TMP/runs2/lr" --diff --key "$K" --csv
 "$S2HC" runs "$R/a" "$TMP/runs2/lr" --diff --key "$K" --csv 2>/dev/null >"$TMP/k.csv"
-[ "$(head -1 "$TMP/k.csv" | tr ',' '\n' | wc -l)" = 47 ] && ! head -1 "$TMP/k.csv" | grep -q train.lr \
+[ "$(head -1 "$TMP/k.csv" | tr ',' '\n' | wc -l)" = 48 ] && ! head -1 "$TMP/k.csv" | grep -q train.lr \
   && ok "--key's 32 columns, --diff's left out" || fail "32 columns: $(head -1 "$TMP/k.csv")"
 expect_out "note: --diff: 1 more config key differs between the runs than the 32 columns shown" "the key left out is said"
 expect_status 2 "--key of an unknown key" -- "$S2HC" runs "$R" --key train.lr,trian.steps
@@ -176,10 +177,16 @@ mkdir -p "$TMP/deep/runs/tiny/grid" && cp -r "$R/c" "$TMP/deep/runs/tiny/grid/c"
 conf live s2hc 6 100000
 "$S2HC" train "$TMP/live.yaml" --quiet >/dev/null 2>&1 &
 live=$!
-wait_for 300 test -s "$R/live/run.h5"
+live_saved() { "$S2HC" runs "$R/live" --csv 2>/dev/null | python3 -c 'import csv, sys
+r = list(csv.DictReader(sys.stdin)); sys.exit(not (r and r[0]["step"] not in ("", "0") and r[0]["eta_s"]))'; }
+wait_for 300 live_saved
 expect_status 0 "runs while a training writes one of them" -- "$S2HC" runs "$R/live" "$R/a"
-grep -Eq "^$R/live .* [0-9]+/100000 +running " "$TMP/out" && ok "a training in progress: running" \
+grep -Eq "^$R/live .* [0-9]+/100000 +running .*, ~[0-9hms]+ left$" "$TMP/out" && ok "a training in progress: running, the time left" \
   || fail "live: $(cat "$TMP/out")"
+"$S2HC" runs "$R/live" --csv | python3 -c 'import csv, sys
+r = list(csv.DictReader(sys.stdin))[0]; s, w, e = float(r["step"]), float(r["wall_s"]), float(r["eta_s"])
+assert r["status"] == "running" and abs(e - (100000 - s) * w / s) <= 1e-9 * e, r' \
+  && ok "--csv: eta_s, the steps left at the pace so far" || fail "eta_s: $("$S2HC" runs "$R/live" --csv)"
 kill -TERM $live; wait $live
 expect_status 0 "runs of the interrupted training" -- "$S2HC" runs "$R/live"
 grep -Eq "^$R/live .* stopped " "$TMP/out" && ok "interrupted: stopped" || fail "live after TERM: $(cat "$TMP/out")"
