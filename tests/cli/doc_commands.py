@@ -185,9 +185,10 @@ def env_vars(s2hc):
     kernels/, probes/, analysis/, tools/ and tests/ name to getenv, setenv or unsetenv
     (the harness sets OMP_NUM_THREADS for a grid's points), that the shell tests and
     scripts read with a default (${S2HC_EXEC:-}), and those of the libraries the program
-    loads (libgomp's OMP_* and GOMP_*, OpenBLAS's): every upper-case name a library holds
-    as a string of its own, which `ldd` finds for the binary (S2HC_BIN may be a wrapper
-    script: its `exec` line names the binary)."""
+    loads (libgomp's OMP_* and GOMP_*, OpenBLAS's OPENBLAS_* and GOTO_*): every such name a
+    library holds as a string of its own (not any upper-case word in it: ~120 of those),
+    which `ldd` finds for the binary (S2HC_BIN may be a wrapper script: its `exec` line
+    names the binary)."""
     names = set()
     for top in ("harness", "kernels", "probes", "analysis", "tools", "tests", "scripts"):
         for root, _, files in os.walk(top):
@@ -213,7 +214,7 @@ def env_vars(s2hc):
     for lib in re.findall(r"=> (/\S+)", out) if rc == 0 else []:
         if re.search(r"lib(gomp|omp|openblas|blas|cblas)", os.path.basename(lib)):
             with open(lib, "rb") as fh:
-                names.update(n.decode() for n in re.findall(rb"\0([A-Z][A-Z0-9]*_[A-Z0-9_]+)\0", fh.read()))
+                names.update(n.decode() for n in re.findall(rb"\0((?:OMP|GOMP|OPENBLAS|GOTO|KMP)_[A-Z0-9_]+)\0", fh.read()))
     return names
 
 
