@@ -19,7 +19,8 @@
 
 static void runs_usage(FILE *f) {
     fprintf(f,
-            "usage: s2hc runs [RUNS_OR_DIRS...] [--sort val|train|tokens|step] [--diff] [--key K,...] [--csv]\n\n"
+            "usage: s2hc runs [RUNS_OR_DIRS...] [--sort val|train|tokens|step] [--diff] [--key K,...]\n"
+            "                 [--csv]\n\n"
             "List every run under the given paths (run folders, run.h5 files, or folders of runs up\n"
             "to four levels deep, such as runs/, make paper's runs/small or a grid's out dir;\n"
             "default: runs), a line each: the method (variant), streams n, scale, corpus, seed, the\n"
