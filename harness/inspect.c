@@ -512,26 +512,29 @@ static void print_summary(const run_view *v, const out_style *st) {
 
 /* ---- inspect --history: one quantity per sublayer, a row per probe step ------------------ */
 
+enum { H_DIST, H_PROD, H_DIAG, H_OFFMAX, H_SVMAX, H_SVMIN, H_DEVMAX, H_COLDEV, H_ROWDEV, H_COSX, H_COSHX, H_DIAGPCT, H_RMS };
+
 typedef struct {
     const char *name, *head, *what;
     int hc;  /* 1: needs the residual matrices (not rc's) */
     int exp; /* printed as %.2e (sums off by float rounding) */
 } hist_q;
 
+/* indexed by the enum above */
 static const hist_q hist_qs[] = {
-    {"dist", "|H-I|", "||H_res - I||_2, the distance from the identity", 1, 0},
-    {"prod", "|prod|", "||H_l ... H_0||_2, the gain of the residual path through sublayer l", 1, 0},
-    {"diag", "diag", "the mean diagonal entry of H_res", 1, 0},
-    {"offmax", "off max", "the largest off-diagonal entry of H_res", 1, 0},
-    {"svmax", "sv max", "the largest singular value of H_res", 1, 0},
-    {"svmin", "sv min", "the smallest singular value of H_res", 1, 0},
-    {"devmax", "dev max", "the largest singular value of H_res - J", 1, 0},
-    {"coldev", "col dev", "the largest per-token |column sum - 1|", 1, 1},
-    {"rowdev", "row dev", "the largest per-token |row sum - 1|", 1, 1},
-    {"cosx", "cos X", "the streams' mean cosine similarity before mixing", 1, 0},
-    {"coshx", "cos HX", "the streams' mean cosine similarity after mixing", 1, 0},
-    {"diagpct", "diag%", "the per-token matrices with every row maximum on the diagonal, in %", 1, 0},
-    {"rms", "rms", "the streams' RMS entering each sublayer (end: leaving the last)", 0, 0},
+    [H_DIST] = {"dist", "|H-I|", "||H_res - I||_2, the distance from the identity", 1, 0},
+    [H_PROD] = {"prod", "|prod|", "||H_l ... H_0||_2, the gain of the residual path through sublayer l", 1, 0},
+    [H_DIAG] = {"diag", "diag", "the mean diagonal entry of H_res", 1, 0},
+    [H_OFFMAX] = {"offmax", "off max", "the largest off-diagonal entry of H_res", 1, 0},
+    [H_SVMAX] = {"svmax", "sv max", "the largest singular value of H_res", 1, 0},
+    [H_SVMIN] = {"svmin", "sv min", "the smallest singular value of H_res", 1, 0},
+    [H_DEVMAX] = {"devmax", "dev max", "the largest singular value of H_res - J", 1, 0},
+    [H_COLDEV] = {"coldev", "col dev", "the largest per-token |column sum - 1|", 1, 1},
+    [H_ROWDEV] = {"rowdev", "row dev", "the largest per-token |row sum - 1|", 1, 1},
+    [H_COSX] = {"cosx", "cos X", "the streams' mean cosine similarity before mixing", 1, 0},
+    [H_COSHX] = {"coshx", "cos HX", "the streams' mean cosine similarity after mixing", 1, 0},
+    [H_DIAGPCT] = {"diagpct", "diag%", "the per-token matrices with every row maximum on the diagonal, in %", 1, 0},
+    [H_RMS] = {"rms", "rms", "the streams' RMS entering each sublayer (end: leaving the last)", 0, 0},
 };
 #define N_HIST_Q ((int)(sizeof hist_qs / sizeof hist_qs[0]))
 
@@ -543,22 +546,25 @@ static int hist_find(const char *name) {
 
 /* Quantity q of sublayer l at the row v holds (cum: the composites' norms, for prod). */
 static double hist_value(const run_view *v, int q, int l, const double *cum) {
-    const char *name = hist_qs[q].name;
-    if (!strcmp(name, "rms")) return v->rms[l];
-    if (!strcmp(name, "prod")) return cum[l];
-    if (!strcmp(name, "coldev")) return v->csx[l];
-    if (!strcmp(name, "rowdev")) return v->rsx[l];
-    if (!strcmp(name, "cosx")) return v->cosb[l];
-    if (!strcmp(name, "coshx")) return v->cos[l];
-    if (!strcmp(name, "diagpct")) return 100 * v->dfrac[l];
-    layer_stats st;
+    switch (q) {
+    case H_RMS: return v->rms[l];
+    case H_PROD: return cum[l];
+    case H_COLDEV: return v->csx[l];
+    case H_ROWDEV: return v->rsx[l];
+    case H_COSX: return v->cosb[l];
+    case H_COSHX: return v->cos[l];
+    case H_DIAGPCT: return 100 * v->dfrac[l];
+    }
+    layer_stats st; /* the matrix's own numbers */
     layer_stats_of(v, l, &st);
-    if (!strcmp(name, "dist")) return st.dist_identity;
-    if (!strcmp(name, "diag")) return st.diag_mean;
-    if (!strcmp(name, "offmax")) return st.offdiag_max;
-    if (!strcmp(name, "svmax")) return st.sv[0];
-    if (!strcmp(name, "svmin")) return st.sv[v->n - 1];
-    return st.dev[0]; /* devmax */
+    switch (q) {
+    case H_DIST: return st.dist_identity;
+    case H_DIAG: return st.diag_mean;
+    case H_OFFMAX: return st.offdiag_max;
+    case H_SVMAX: return st.sv[0];
+    case H_SVMIN: return st.sv[v->n - 1];
+    }
+    return st.dev[0]; /* H_DEVMAX */
 }
 
 /* The table of quantity q: a row per /probe step, then the /final probe's where there is
