@@ -10,23 +10,27 @@
 
 /* eval_shard_loss, its batches counted into *done and shown by pr (may be NULL); NaN as
  * soon as stop_signal is set. */
+void eval_shard_batch(const data_shard *s, int b, int batches, int B, int T, int *in, int *tg) {
+    const uint64_t span = s->count - (uint64_t)T - 1; /* last valid window start */
+    const uint64_t total = (uint64_t)batches * B;
+    for (int i = 0; i < B; i++) {
+        uint64_t w = (uint64_t)b * B + i;
+        uint64_t start = total > 1 ? (span * w) / (total - 1) : 0; /* evenly spaced windows */
+        for (int t = 0; t < T; t++) {
+            in[i * T + t] = shard_token(s, start + t);
+            tg[i * T + t] = shard_token(s, start + t + 1);
+        }
+    }
+}
+
 static double shard_loss(gpt_model *m, const data_shard *s, int batches, int B, progress *pr, long *done) {
     const int T = m->T;
     if (s->count < (uint64_t)T + 1) return NAN;
-    uint64_t span = s->count - (uint64_t)T - 1; /* last valid window start */
     size_t N = (size_t)B * T;
     int *in = malloc_check(N * sizeof(int)), *tg = malloc_check(N * sizeof(int));
-    uint64_t total = (uint64_t)batches * B;
     double sum = 0;
     for (int b = 0; b < batches && !stop_signal; b++) {
-        for (int i = 0; i < B; i++) {
-            uint64_t w = (uint64_t)b * B + i;
-            uint64_t start = total > 1 ? (span * w) / (total - 1) : 0; /* evenly spaced windows */
-            for (int t = 0; t < T; t++) {
-                in[i * T + t] = shard_token(s, start + t);
-                tg[i * T + t] = shard_token(s, start + t + 1);
-            }
-        }
+        eval_shard_batch(s, b, batches, B, T, in, tg);
         sum += model_forward(m, in, tg, B);
         if (pr) progress_update(pr, ++*done);
     }
@@ -329,10 +333,7 @@ static int eval_options_apply(s2hc_config *cfg, gpt_model *m, const char *data_d
     return 0;
 }
 
-/* The validation split of cfg's training corpus (its path into path), opened as eval_all
- * reads it: tokens the model reads and at least one window of block_size + 1 (fewer would
- * be a NaN loss). 0, or -1 with the reason in err and nothing left open. */
-static int eval_val_open(const s2hc_config *cfg, data_shard *val, char *path, size_t pathlen, char *err,
+int eval_val_open(const s2hc_config *cfg, data_shard *val, char *path, size_t pathlen, char *err,
                          size_t errlen) {
     data_shard_path(path, pathlen, cfg->data_dir, cfg->train_corpus, "val");
     if (shard_open(val, path, err, errlen) != 0) return -1;

@@ -12,6 +12,7 @@
 #include "presets.h"
 #include "run.h"
 #include "sample.h"
+#include "ablate.h"
 #include "util.h"
 #include "../probes/probes.h"
 #include "../analysis/analysis.h"
@@ -95,6 +96,7 @@ static void usage(FILE *f) {
             "  inspect RUN_DIR      residual matrices of a run, per layer, in the terminal\n"
             "  sample RUN_DIR|FILE.safetensors  text from a run's model or a model file, continuing\n"
             "                       a prompt\n"
+            "  ablate RUN_DIR...    the loss with each sublayer's H_res set to I, its mean or 11^T/n\n"
             "  export RUN_DIR       a run's weights as a safetensors file (nanoGPT's tensor names)\n"
             "  runs [DIRS...]       every run under runs/ (or DIRS), a line each: status, losses, speed\n"
             "  analyze RUNS... -o D plot data and tables from run files (for the report)\n"
@@ -127,7 +129,7 @@ static int methods_main(void) {
 }
 
 static const char *const commands[] = {"data",   "train",   "grid",    "eval",   "probe",  "inspect", "sample",
-                                       "export", "runs",    "analyze", "report", "bench",  "params", "methods",
+                                       "ablate", "export", "runs",    "analyze", "report", "bench",  "params", "methods",
                                        "config", "version", NULL};
 
 static int dispatch(int argc, char **argv) {
@@ -171,6 +173,7 @@ static int dispatch(int argc, char **argv) {
     if (!strcmp(cmd, "inspect")) return inspect_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return sample_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "export")) return export_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ablate")) return ablate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "methods")) {
         int rc = no_args(argc - 1, argv + 1, "The residual methods (residual.method), one line each.",
                          "s2hc methods");

@@ -730,6 +730,9 @@ static void hc_in_chunk(const gpt_model *m, int l, const real *Wg, const real *X
     }
     hc_forward_tokens(&m->spec, p.theta, h.z + c0 * K, (int)(c1 - c0), h.pre + c0 * n, h.post + c0 * n,
                       h.H + c0 * n * n, h.cache + c0 * cs);
+    if (m->hres_fixed && m->hres_fixed_on[l]) /* s2hc ablate: one matrix for every token */
+        for (size_t t = c0; t < c1; t++)
+            memcpy(h.H + t * n * n, m->hres_fixed + (size_t)l * n * n, (size_t)n * n * sizeof(real));
     for (size_t t = c0; t < c1; t++) hc_combine(h.u + t * d.C, h.pre + t * n, X + (t - c0) * d.nC, n, d.C, d.blk);
 }
 

@@ -99,6 +99,11 @@ typedef struct {
                              ties to even) but stored in fp32: the numerics of stream_bf16 (and of
                              the cuda backend's), bit for bit, as a reference (tests/test_frame,
                              tests/gpu/check.cu set it; model_build leaves it 0) */
+    const real *hres_fixed;   /* NULL (model_build), or (Lh, n, n): wherever hres_fixed_on[l] is
+                                 non-zero, sublayer l's H_res is matrix l for every token of
+                                 a forward, in place of its method's (`s2hc ablate`); the
+                                 forward alone (a backward would not know it) */
+    const unsigned char *hres_fixed_on; /* (Lh), with hres_fixed */
 } gpt_model;
 
 /* 1 when this build has the frame's projection products with bf16 operands

@@ -18,6 +18,9 @@ void run_dir_of(const s2hc_config *c, char *buf, size_t len);
  * of the shard (the same windows every time). Returns NaN if the shard is too small.
  * verbose: a progress line on stdout if it runs long (util.h's progress). */
 double eval_shard_loss(gpt_model *m, const data_shard *s, int batches, int B, int verbose);
+/* Micro-batch b of those `batches`: B windows of T + 1 tokens of s (at least T + 1 of
+ * them), its inputs and targets (B T each), as eval_shard_loss reads them. */
+void eval_shard_batch(const data_shard *s, int b, int batches, int B, int T, int *in, int *tg);
 
 /* Whether run file `log` (of run_path) records a validation set of another size than the
  * val_count tokens of val_path (its root attribute val_tokens: the corpus rebuilt since,
@@ -66,6 +69,10 @@ void eval_ood_record(h5log *log, const s2hc_config *c, const double *loss);
  * reads: shard_fits with the training corpus's kind want_kind, from shard_kind; 0 if not known).
  * 0, or -1 with the reason in err. */
 int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_kind, data_shard *s, char *err, size_t errlen);
+/* The validation split of cfg's training corpus (its path into path), opened as eval_all
+ * reads it: tokens the model reads and at least one window of block_size + 1 (fewer would
+ * be a NaN loss). 0, or -1 with the reason in err and nothing left open. */
+int eval_val_open(const s2hc_config *cfg, data_shard *val, char *path, size_t pathlen, char *err, size_t errlen);
 /* Every out-of-domain corpus of c opened and closed again, before anything is evaluated or
  * written: 0, or -1 after an error naming the first that fails, the key and `source`
  * (the config's file), then the line `hint`. */

@@ -1,0 +1,363 @@
+/* ablate.c: `s2hc ablate`: the loss of a trained model with a sublayer's H_res replaced
+ * (harness/ablate.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ablate.h"
+#include "run.h"
+#include "../analysis/analysis.h"
+
+const char *const ablate_kind_names[ABLATE_KINDS] = {"identity", "mean", "uniform"};
+/* the table's heading of each kind's columns */
+static const char *const kind_heads[ABLATE_KINDS] = {"H_res := I", "H_res := mean", "H_res := 11^T/n"};
+
+void ablate_result_free(ablate_result *r) {
+    free(r->Hmean);
+    free(r->loss);
+    free(r->delta);
+    free(r->ci);
+    memset(r, 0, sizeof *r);
+}
+
+/* The replacement of every sublayer's H_res for ablation `kind` into fixed (Lh, n, n). */
+static void fill_fixed(const ablate_result *r, int kind, real *fixed) {
+    const int n = r->n;
+    for (int l = 0; l < r->Lh; l++)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                const size_t k = ((size_t)l * n + i) * n + j;
+                fixed[k] = kind == ABLATE_IDENTITY ? (real)(i == j)
+                           : kind == ABLATE_UNIFORM ? (real)(1.0 / n)
+                                                    : (real)r->Hmean[k];
+            }
+}
+
+int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_kinds, int batches, int B,
+                   ablate_result *r, progress *pr) {
+    const int Lh = m->Lh, n = m->n, T = m->T, cols = Lh + 1;
+    const size_t N = (size_t)B * T, nn = (size_t)n * n;
+    memset(r, 0, sizeof *r);
+    r->Lh = Lh, r->n = n, r->batches = batches, r->n_kinds = n_kinds;
+    memcpy(r->kinds, kinds, (size_t)n_kinds * sizeof *kinds);
+    r->Hmean = calloc_check((size_t)Lh * nn, sizeof *r->Hmean);
+    r->loss = malloc_check((size_t)n_kinds * cols * sizeof *r->loss);
+    r->delta = malloc_check((size_t)n_kinds * cols * sizeof *r->delta);
+    r->ci = malloc_check((size_t)n_kinds * cols * sizeof *r->ci);
+    double *base_b = malloc_check((size_t)batches * sizeof *base_b), *diff = malloc_check((size_t)batches * sizeof *diff);
+    int *in = malloc_check(N * sizeof *in), *tg = malloc_check(N * sizeof *tg);
+    real *fixed = malloc_check((size_t)Lh * nn * sizeof *fixed);
+    unsigned char *on = malloc_check((size_t)Lh);
+    model_alloc_acts(m, B);
+    long done = 0;
+    /* the unablated model: its batch losses (summed as eval_shard_loss sums them) and
+       every sublayer's H_res summed over the tokens */
+    double sum = 0;
+    for (int b = 0; b < batches && !stop_signal; b++) {
+        eval_shard_batch(s, b, batches, B, T, in, tg);
+        sum += base_b[b] = model_forward(m, in, tg, B);
+        for (int l = 0; l < Lh; l++) {
+            const real *H = model_hc_acts(m, l).H;
+            double *acc = r->Hmean + (size_t)l * nn;
+            for (size_t t = 0; t < N; t++)
+                for (size_t k = 0; k < nn; k++) acc[k] += H[t * nn + k];
+        }
+        if (pr) progress_update(pr, ++done);
+    }
+    r->base = sum / batches;
+    for (size_t k = 0; k < (size_t)Lh * nn; k++) r->Hmean[k] /= (double)batches * (double)N;
+    const double tq = batches > 1 ? an_t_quantile(0.975, batches - 1) : NAN;
+    for (int q = 0; q < n_kinds && !stop_signal; q++) {
+        fill_fixed(r, kinds[q], fixed);
+        for (int c = 0; c < cols && !stop_signal; c++) {
+            for (int l = 0; l < Lh; l++) on[l] = c == Lh || c == l;
+            m->hres_fixed = fixed, m->hres_fixed_on = on;
+            double ls = 0, ds = 0;
+            for (int b = 0; b < batches && !stop_signal; b++) {
+                eval_shard_batch(s, b, batches, B, T, in, tg);
+                const double lb = model_forward(m, in, tg, B);
+                ls += lb;
+                ds += diff[b] = lb - base_b[b];
+                if (pr) progress_update(pr, ++done);
+            }
+            m->hres_fixed = NULL, m->hres_fixed_on = NULL;
+            const double d = ds / batches;
+            double ss = 0;
+            for (int b = 0; b < batches; b++) ss += (diff[b] - d) * (diff[b] - d);
+            r->loss[q * cols + c] = ls / batches;
+            r->delta[q * cols + c] = d;
+            r->ci[q * cols + c] = batches > 1 ? tq * sqrt(ss / (batches - 1)) / sqrt((double)batches) : NAN;
+        }
+    }
+    free(on);
+    free(fixed);
+    free(tg);
+    free(in);
+    free(diff);
+    free(base_b);
+    if (stop_signal) {
+        ablate_result_free(r);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+static void ablate_usage(FILE *f) {
+    fprintf(f,
+            "usage: s2hc ablate RUN_DIR|FILE.safetensors... [--what LIST] [--batches N] [--corpus NAME]\n"
+            "                   [--data DIR] [--csv] [--config YAML [--set KEY=VALUE]...]\n"
+            "\n"
+            "How much a trained model's loss rests on its residual mixing: every hyper-connection\n"
+            "sublayer's per-token H_res is replaced, for every token, by a fixed matrix, one sublayer\n"
+            "at a time and then every sublayer at once, and the loss is measured on the same\n"
+            "micro-batches as the model's own. Each row gives the loss's rise (Δ loss) and the 95 %%\n"
+            "Student t interval of that paired difference over the batches. Nothing is written.\n"
+            "\n"
+            "  --what LIST   the replacements, in order (default identity,mean):\n"
+            "                  identity  H_res := I (the streams are not mixed)\n"
+            "                  mean      H_res := its average over every token of the batches (the\n"
+            "                            dynamic, per-token part removed)\n"
+            "                  uniform   H_res := 11^T/n (every stream the streams' mean)\n"
+            "  --batches N   micro-batches of train.batch sequences (default: train.eval_batches); the\n"
+            "                windows `s2hc eval` scores with the same N\n"
+            "  --corpus NAME score on prepared corpus NAME (out of domain: its whole text) instead of\n"
+            "                the validation split of the training corpus\n"
+            "  --data DIR    where the prepared corpora are (default: the config's data.dir)\n"
+            "  --csv         a header row, then a row per replacement and sublayer (sublayer `all`:\n"
+            "                every one at once), losses at full precision\n"
+            "  --config YAML, --set K=V  the model of a safetensors file without s2hc metadata, as\n"
+            "                `s2hc eval` reads one\n"
+            "\n"
+            "The method must have a hyper-connection (not rc). Each replacement costs as many\n"
+            "forwards as the sublayers plus one, times --batches.\n"
+            "\n"
+            "example:\n"
+            "  s2hc ablate runs/tiny-s2hc --what identity,mean,uniform --batches 8\n");
+}
+
+typedef struct {
+    const char *data_dir, *corpus;
+    int batches, csv, header, n_kinds;
+    int kinds[ABLATE_KINDS];
+    const s2hc_config *given;
+} ablate_opts;
+
+#define ABLATE_CSV_HEADER \
+    "run,step,corpus,role,ablation,sublayer,layer,kind,loss,base_loss,delta,ci95,batches,sequences,tokens\n"
+
+static void print_csv(const char *dir, int64_t step, const char *corpus, const char *role, const ablate_result *r,
+                      int B, int T, int *header) {
+    const int cols = r->Lh + 1;
+    if (!(*header)++) fputs(ABLATE_CSV_HEADER, stdout);
+    for (int q = 0; q < r->n_kinds; q++)
+        for (int c = 0; c < cols; c++) {
+            csv_field_put(stdout, dir);
+            putchar(',');
+            if (step >= 0) printf("%lld", (long long)step);
+            putchar(',');
+            csv_field_put(stdout, corpus);
+            printf(",%s,%s,", role, ablate_kind_names[r->kinds[q]]);
+            if (c == r->Lh) printf("all,,,");
+            else printf("%d,%d,%s,", c, c / 2, c % 2 ? "mlp" : "attn");
+            csv_num_put(stdout, r->loss[q * cols + c]);
+            putchar(',');
+            csv_num_put(stdout, r->base);
+            putchar(',');
+            csv_num_put(stdout, r->delta[q * cols + c]);
+            putchar(',');
+            csv_num_put(stdout, r->ci[q * cols + c]);
+            printf(",%d,%lld,%lld\n", r->batches, (long long)r->batches * B, (long long)r->batches * B * T);
+        }
+}
+
+/* One kind's two cells: Δ loss and its interval, 21 columns. */
+static void print_cells(double d, double ci) {
+    if (isnan(d)) printf("   %9s %8s", "nan", "");
+    else if (isnan(ci)) printf("   %+9.5f %8s", d, "");
+    else printf("   %+9.5f %8.5f", d, ci);
+}
+
+static void print_table(const char *dir, int64_t step, const gpt_model *m, const char *corpus, const char *role,
+                        const ablate_result *r, int B) {
+    const int cols = r->Lh + 1;
+    char st[40];
+    if (step >= 0) snprintf(st, sizeof st, "at step %lld", (long long)step);
+    else snprintf(st, sizeof st, "(step not given)");
+    printf("ablate %s %s: %s, n = %d, %d sublayers; %s %s, %d x %d sequences of %d tokens\n", dir, st, m->cfg.method,
+           m->n, r->Lh, corpus, role, r->batches, B, m->T);
+    printf("loss %.5f unablated\n\n", r->base);
+    printf("%-19s", "");
+    for (int q = 0; q < r->n_kinds; q++) printf("   %-18s", kind_heads[r->kinds[q]]);
+    printf("\n%-19s", "sublayer layer kind");
+    for (int q = 0; q < r->n_kinds; q++) printf("      Δ loss   ± 95 %%"); /* print_cells' 21 columns */
+    putchar('\n');
+    for (int c = 0; c < cols; c++) {
+        if (c < r->Lh) printf("%8d %5d %-4s", c, c / 2, c % 2 ? "mlp" : "attn");
+        else printf("%8s %5s %-4s", "all", "", "");
+        for (int q = 0; q < r->n_kinds; q++) print_cells(r->delta[q * cols + c], r->ci[q * cols + c]);
+        putchar('\n');
+    }
+    printf("\nΔ loss: the loss with that H_res for every token of the sublayer (all: of every one), less the\n"
+           "unablated loss on the same sequences; ± 95 %%: Student t over the %d micro-batches%s.\n", r->batches,
+           r->batches > 1 ? "" : " (none with one)");
+}
+
+/* The corpus ablate scores, opened: the training corpus's validation split, or --corpus
+ * NAME's whole text (eval's out-of-domain reading). 0, or 1 after an error. */
+static int open_corpus(const char *dir, s2hc_config *cfg, const char *name, data_shard *s, const char **role) {
+    char path[1200], err[1024];
+    data_shard val;
+    const int own = !name || !strcmp(name, cfg->train_corpus);
+    const int have_val = eval_val_open(cfg, &val, path, sizeof path, err, sizeof err) == 0;
+    if (own) {
+        *role = "val";
+        if (have_val) {
+            *s = val;
+            return 0;
+        }
+        fprintf(stderr, "s2hc: error: ablate: %s: %s\n  (the validation split of its training corpus; --data DIR "
+                "where it is prepared, or --corpus NAME for another)\n", dir, err);
+        return 1;
+    }
+    const uint32_t kind = have_val ? shard_kind(&val) : 0;
+    if (have_val) shard_close(&val);
+    *role = "ood";
+    s2hc_config with = *cfg;
+    char set[300];
+    snprintf(set, sizeof set, "data.ood=%s", name);
+    if (strlen(name) > 200 || config_set(&with, set) != 0) {
+        fprintf(stderr, "s2hc: error: ablate: --corpus: '%.200s' is not a corpus name\n", name);
+        return 1;
+    }
+    if (eval_ood_open(cfg, name, kind, s, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: ablate: --corpus %s: %s\n  (s2hc data list: the corpora prepared; --data DIR "
+                "if they live elsewhere)\n", name, err);
+        return 1;
+    }
+    return 0;
+}
+
+static int ablate_one(const char *dir, void *ctx) {
+    ablate_opts *o = ctx;
+    const int file = model_file_arg(dir, "ablate");
+    if (file < 0) return 1;
+    if (!file && o->given) return model_file_not_run(dir, "ablate");
+    s2hc_config cfg;
+    gpt_model m;
+    int64_t step = -1;
+    if (file) {
+        int of_ids = 0;
+        const int st = model_file_open(dir, "ablate", o->given, &cfg, &m, &step, &of_ids);
+        if (st != 0) return st;
+    } else {
+        h5log log;
+        if (run_open(dir, &cfg, &m, &log, &step) != 0) return 1;
+        h5log_free(&log);
+        run_note_in_use(dir, "its checkpoint", (long long)step);
+    }
+    if (!m.variant) {
+        fprintf(stderr, "s2hc: error: ablate: %s: method rc has one stream and no H_res to replace\n", dir);
+        model_free(&m);
+        return 1;
+    }
+    if (o->data_dir) {
+        snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", o->data_dir);
+        snprintf(m.cfg.data_dir, sizeof m.cfg.data_dir, "%s", o->data_dir);
+    }
+    data_shard s;
+    const char *role = "val";
+    if (open_corpus(dir, &cfg, o->corpus, &s, &role) != 0) {
+        model_free(&m);
+        return 1;
+    }
+    const char *corpus = o->corpus ? o->corpus : cfg.train_corpus;
+    const int batches = o->batches > 0 ? o->batches : cfg.eval_batches, B = cfg.batch;
+    progress pr;
+    progress_begin(&pr, "ablate", "batches", (long)batches * (1 + o->n_kinds * (m.Lh + 1)), 1);
+    if (o->csv) progress_to(&pr, stderr);
+    ablate_result r;
+    const int st = ablate_measure(&m, &s, o->kinds, o->n_kinds, batches, B, &r, &pr);
+    progress_end(&pr);
+    shard_close(&s);
+    if (st == 0) {
+        if (o->csv) print_csv(dir, step, corpus, role, &r, B, m.T, &o->header);
+        else print_table(dir, step, &m, corpus, role, &r, B);
+        ablate_result_free(&r);
+    }
+    model_free(&m);
+    return st == 0 ? 0 : 130;
+}
+
+/* --what's list into o->kinds: 0, or 2 after an error. */
+static int parse_what(const char *v, ablate_opts *o) {
+    o->n_kinds = 0;
+    const char *p = v;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        int k = -1;
+        for (int i = 0; i < ABLATE_KINDS; i++)
+            if (strlen(ablate_kind_names[i]) == len && !strncmp(p, ablate_kind_names[i], len)) k = i;
+        if (k < 0) {
+            fprintf(stderr, "s2hc: error: ablate: --what: '%.*s' is not a replacement (identity, mean, uniform)\n",
+                    (int)(len > 100 ? 100 : len), p);
+            return 2;
+        }
+        for (int i = 0; i < o->n_kinds; i++)
+            if (o->kinds[i] == k) {
+                fprintf(stderr, "s2hc: error: ablate: --what: '%s' named twice\n", ablate_kind_names[k]);
+                return 2;
+            }
+        o->kinds[o->n_kinds++] = k;
+        if (!e) return 0;
+        p = e + 1;
+    }
+}
+
+int ablate_main(int argc, char **argv) {
+    const char *config = NULL;
+    const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
+    const char **sets = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *sets);
+    ablate_opts o = {NULL, NULL, 0, 0, 0, 2, {ABLATE_IDENTITY, ABLATE_MEAN}, NULL};
+    int ndirs = 0, nsets = 0, rc = -1;
+    for (int i = 1, ended = 0; i < argc && rc < 0; i++) {
+        const int kind = opt_kind(argv[i], &ended);
+        const char *v;
+        if (kind < 0) continue;
+        if (kind > 0) dirs[ndirs++] = argv[i];
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { ablate_usage(stdout); rc = 0; }
+        else if ((v = opt_arg(argc, argv, &i, "--what", 0))) rc = parse_what(v, &o) ? 2 : -1;
+        else if ((v = opt_arg(argc, argv, &i, "--batches", 1))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < 1 || n > 1000000) {
+                fprintf(stderr, "s2hc: error: ablate: --batches: expected a whole number in 1..1000000, got '%s'\n", v);
+                rc = 2;
+            }
+            o.batches = (int)n;
+        }
+        else if ((v = opt_arg(argc, argv, &i, "--corpus", 0))) o.corpus = v;
+        else if ((v = opt_arg(argc, argv, &i, "--data", 0))) o.data_dir = v;
+        else if (!strcmp(argv[i], "--csv")) o.csv = 1;
+        else if ((v = opt_arg(argc, argv, &i, "--config", 0))) config = v;
+        else if ((v = opt_arg(argc, argv, &i, "--set", 1))) sets[nsets++] = v;
+        else {
+            fprintf(stderr, "s2hc: error: ablate: unknown option '%s'%s\n", argv[i],
+                    opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");
+            rc = 2;
+        }
+    }
+    s2hc_config given;
+    if (rc < 0 && !ndirs) { ablate_usage(stderr); rc = 2; }
+    if (rc < 0 && o.data_dir && !data_dir_fits(o.data_dir, "ablate --data")) rc = 2;
+    if (rc < 0 && model_file_config("ablate", config, sets, nsets, &given) != 0) rc = 2;
+    if (rc < 0) {
+        o.given = config ? &given : NULL;
+        rc = runs_each(dirs, ndirs, o.csv ? stderr : stdout, ablate_one, &o);
+    }
+    free(sets);
+    free(dirs);
+    return rc;
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `s2hc ablate` from the shell: its table and CSV on trained runs, the unablated loss
+# against `s2hc eval`'s, an export read as its run, another corpus, the refusals, and
+# nothing written.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/cli/lib.sh
+make_synth_data "$TMP/data"
+conf() { # conf NAME METHOD N
+  cat > "$TMP/$1.yaml" <<YAML
+model: {n_layer: 2, n_head: 2, n_embd: 16, block_size: 16}
+residual: {method: $2, n_streams: $3}
+train: {batch: 4, steps: 40, warmup: 2, lr: 0.01, min_lr: 0.001, eval_every: 0, eval_batches: 3, ckpt_every: 0}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: $1, out: $TMP/runs}
+probe: {every: 0, final_samples: 4}
+YAML
+}
+conf am mhc 4
+conf ai identity 3
+conf ar rc 1
+for r in am ai ar; do
+  expect_status 0 "train $r" -- "$S2HC" train "$TMP/$r.yaml" --quiet
+done
+expect_status 0 "ablate --help" -- "$S2HC" ablate --help
+expect_out "^example:" "ablate --help shows an example"
+expect_status 0 "s2hc --help" -- "$S2HC" --help
+expect_out "^  ablate RUN_DIR" "s2hc --help lists ablate"
+
+ls -A "$TMP/runs/am" >"$TMP/files0"
+sum0=$(cat "$TMP"/runs/am/* | cksum)
+expect_status 0 "ablate of an mhc run" -- "$S2HC" ablate "$TMP/runs/am" --what identity,mean,uniform --batches 4
+expect_out "^ablate .*/runs/am at step 40: mhc, n = 4, 4 sublayers; synth val, 4 x 4 sequences of 16 tokens$" \
+  "the table's first line: the run, its step, method, sublayers and what was scored"
+expect_out "^ +H_res := I +H_res := mean +H_res := 11\^T/n" "a column pair per replacement, in --what's order"
+rows=$(grep -cE '^ +[0-9]+ +[01] (attn|mlp) +[-+][0-9]' "$TMP/out")
+[ "$rows" = 4 ] && ok "a row per sublayer" || fail "$rows sublayer rows, wanted 4"
+expect_out "^ +all( +[-+][0-9.]+ +[0-9.]+){3}$" "the row of every sublayer at once, three pairs"
+# the columns line up: every row of the table as wide as its header line (display width)
+awk '/sublayer layer kind/ { gsub(/Δ|±/, "x"); w = length($0) } /^ +([0-9]+ +[01] (attn|mlp)|all) / { if (length($0) != w) bad++ }
+     END { exit !(w > 0 && !bad) }' "$TMP/out" && ok "the rows as wide as the header" ||
+  fail "the table's rows and header differ in width"
+[ "$(cat "$TMP"/runs/am/* | cksum)" = "$sum0" ] && ok "nothing of the run written" || fail "the run's files changed"
+ls -A "$TMP/runs/am" | cmp -s - "$TMP/files0" && ok "no file left beside the run's" ||
+  fail "ablate left files: $(ls -A "$TMP/runs/am")"
+
+# the CSV: a row per replacement and sublayer; the unablated loss is eval's on the same batches
+expect_status 0 "ablate --csv" -- sh -c "'$S2HC' ablate '$TMP/runs/am' --csv --batches 4 >'$TMP/a.csv' 2>'$TMP/a.err'"
+"$S2HC" eval "$TMP/runs/am" --csv --batches 4 >"$TMP/e.csv" 2>/dev/null
+head -1 "$TMP/a.csv" | grep -qx 'run,step,corpus,role,ablation,sublayer,layer,kind,loss,base_loss,delta,ci95,batches,sequences,tokens' &&
+  ok "the CSV header" || fail "the CSV header: $(head -1 "$TMP/a.csv")"
+[ "$(wc -l <"$TMP/a.csv")" = 11 ] && ok "2 replacements x (4 sublayers + all) rows" || fail "$(wc -l <"$TMP/a.csv") lines"
+evl=$(awk -F, 'NR == 2 { print $5 }' "$TMP/e.csv")
+awk -F, -v e="$evl" 'NR > 1 && $10 != e { bad++ } NR > 1 && NF != 15 { bad++ } END { exit !(NR == 11 && !bad && e != "") }' \
+  "$TMP/a.csv" && ok "base_loss is eval's validation loss at full precision ($evl)" ||
+  fail "base_loss differs from eval's $evl: $(awk -F, 'NR == 2 { print $10 }' "$TMP/a.csv")"
+awk -F, 'NR > 1 { d = $9 - $10 - $11; if (d < 0) d = -d; if (d > 1e-6) bad++;
+                  if ($13 != 4 || $14 != 16 || $15 != 256) bad++ }
+         NR == 2 && ($5 != "identity" || $6 != 0 || $7 != 0 || $8 != "attn") { bad++ }
+         NR == 6 && ($5 != "identity" || $6 != "all" || $7 != "" || $8 != "") { bad++ }
+         NR == 11 && ($5 != "mean" || $6 != "all") { bad++ } END { exit !!bad }' "$TMP/a.csv" &&
+  ok "each row: delta = loss - base_loss, its batches, sequences and tokens, sublayer all last" ||
+  fail "the CSV's rows: $(sed -n 2,3p "$TMP/a.csv")"
+
+# identity's H_res is I: replacing it by I changes no bit; by 11^T/n, the middle sublayers' do
+expect_status 0 "ablate of an identity run" -- sh -c "'$S2HC' ablate '$TMP/runs/ai' --what identity,uniform --csv 2>/dev/null >'$TMP/i.csv'"
+awk -F, 'NR > 1 && $5 == "identity" && ($11 != 0 || $9 != $10) { bad++ }
+         NR > 1 && $5 == "uniform" && ($6 == 1 || $6 == 2) && $11 + 0 == 0 { bad++ }
+         END { exit !(NR == 11 && !bad) }' "$TMP/i.csv" &&
+  ok "identity: H_res := I moves nothing, 11^T/n moves sublayers 1 and 2" || fail "identity's rows: $(cat "$TMP/i.csv")"
+
+# an export is read as its run
+expect_status 0 "export" -- "$S2HC" export "$TMP/runs/am" -o "$TMP/am.safetensors"
+expect_status 0 "ablate of the export" -- sh -c "'$S2HC' ablate '$TMP/am.safetensors' --csv --batches 4 2>/dev/null >'$TMP/f.csv'"
+diff <(cut -d, -f2- "$TMP/a.csv") <(cut -d, -f2- "$TMP/f.csv") >/dev/null && ok "the export's numbers are the run's" ||
+  fail "the export's CSV differs: $(diff <(cut -d, -f2- "$TMP/a.csv") <(cut -d, -f2- "$TMP/f.csv") | head -4)"
+
+# another corpus: its whole text, out of domain
+expect_status 0 "ablate --corpus synth_ood" -- "$S2HC" ablate "$TMP/runs/am" --corpus synth_ood --what uniform --batches 2
+expect_out "; synth_ood ood, 2 x 4 sequences of 16 tokens$" "the corpus scored and its role"
+
+# refusals
+expect_status 1 "ablate of rc" -- "$S2HC" ablate "$TMP/runs/ar"
+expect_out "runs/ar: method rc has one stream and no H_res to replace" "rc: why"
+expect_status 2 "an unknown replacement" -- "$S2HC" ablate "$TMP/runs/am" --what identity,shuffle
+expect_out "--what: 'shuffle' is not a replacement \(identity, mean, uniform\)" "the replacement named"
+expect_status 2 "a replacement twice" -- "$S2HC" ablate "$TMP/runs/am" --what mean,mean
+expect_out "--what: 'mean' named twice" "the repeat named"
+expect_status 2 "--batches 0" -- "$S2HC" ablate "$TMP/runs/am" --batches 0
+expect_out "--batches: expected a whole number in 1..1000000, got '0'" "--batches: the range"
+expect_status 1 "a corpus not prepared" -- "$S2HC" ablate "$TMP/runs/am" --corpus nosuch
+expect_out "--corpus nosuch: .*nosuch" "the corpus's file named"
+expect_status 1 "no validation split here" -- "$S2HC" ablate "$TMP/runs/am" --data "$TMP/nodata"
+expect_out "the validation split of its training corpus; --data DIR" "what to do"
+expect_status 2 "--config with a run" -- "$S2HC" ablate "$TMP/runs/am" --config "$TMP/am.yaml"
+expect_status 1 "not a run" -- "$S2HC" ablate "$TMP/nosuch"
+finish ablate_cli

@@ -1,0 +1,219 @@
+/* test_ablate.c: a sublayer's H_res replaced by a fixed matrix (model.h's hres_fixed,
+ * `s2hc ablate`): the streams it writes against the write-back recomputed here from its
+ * inputs, nothing before it moved; and ablate_measure's losses, averages, differences and
+ * intervals against the same measured again here, loop by loop. */
+#include "../harness/ablate.h"
+#include "../harness/config.h"
+#include "../harness/model.h"
+#include "../harness/run.h"
+#include "../harness/util.h"
+#include "t.h"
+
+/* A 2-layer model (4 sublayers) of `method` with its parameters moved off their init, so
+ * that every H_res mixes and differs from token to token. */
+static int ablate_model(gpt_model *m, const char *method, int n) {
+    s2hc_config c;
+    config_defaults(&c);
+    c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = 8;
+    snprintf(c.method, sizeof c.method, "%s", method);
+    c.n_streams = n;
+    char err[256];
+    if (model_build(m, &c, err, sizeof err) != 0) {
+        CHECK(0, "%s: %s", method, err);
+        return -1;
+    }
+    model_init(m, 21);
+    rng_t r;
+    rng_seed(&r, 4);
+    for (int i = 0; i < m->n_tensors; i++)
+        for (size_t k = 0; k < m->pinfo[i].numel; k++)
+            m->params[m->pinfo[i].offset + k] += (real)((m->pinfo[i].aux ? 1.0 : 0.2) * rng_normal(&r));
+    return 0;
+}
+
+/* Replacing sublayer l's H_res by M: the streams up to X_l are the unablated forward's bit
+ * for bit, the sublayer's H_res is M for every token, and X_{l+1} is M X_l + post f from
+ * that forward's own X_l, post and f, recomputed here in double. */
+static void test_fixed_writeback(void) {
+    const char *methods[] = {"mhc", "s2hc", "hc", "kromhc", "mhc_lite", "orthogonal"};
+    for (int mi = 0; mi < 6; mi++) {
+        gpt_model m;
+        if (ablate_model(&m, methods[mi], 4)) continue;
+        const int B = 2, T = m.T, n = m.n, C = m.C, Lh = m.Lh;
+        const size_t N = (size_t)B * T, nC = (size_t)n * C, nn = (size_t)n * n;
+        int in[16], tg[16];
+        rng_t r;
+        rng_seed(&r, 9);
+        for (size_t i = 0; i < N; i++) in[i] = (int)(rng_uniform(&r) * 256), tg[i] = (int)(rng_uniform(&r) * 256);
+        model_alloc_acts(&m, B);
+        const double base = model_forward(&m, in, tg, B);
+        real *X0 = malloc_check((size_t)(Lh + 1) * N * nC * sizeof(real));
+        for (int k = 0; k <= Lh; k++) memcpy(X0 + k * N * nC, model_streams(&m, k), N * nC * sizeof(real));
+        real *fixed = calloc_check((size_t)Lh * nn, sizeof(real));
+        unsigned char on[8] = {0};
+        for (int l = 0; l < Lh; l++) {
+            real *M = fixed + (size_t)l * nn;
+            for (size_t k = 0; k < nn; k++) M[k] = (real)(rng_uniform(&r) - 0.3);
+            memset(on, 0, sizeof on);
+            on[l] = 1;
+            m.hres_fixed = fixed, m.hres_fixed_on = on;
+            const double loss = model_forward(&m, in, tg, B);
+            m.hres_fixed = NULL, m.hres_fixed_on = NULL;
+            CHECK(loss != base, "%s, sublayer %d: the loss did not move (%.9g)", methods[mi], l, loss);
+            int same = 1;
+            for (int k = 0; k <= l; k++)
+                same &= !memcmp(X0 + k * N * nC, model_streams(&m, k), N * nC * sizeof(real));
+            CHECK(same, "%s, sublayer %d: streams before its write-back moved", methods[mi], l);
+            hc_acts h = model_hc_acts(&m, l);
+            int hbad = 0;
+            for (size_t t = 0; t < N; t++) hbad += memcmp(h.H + t * nn, M, nn * sizeof(real)) != 0;
+            CHECK(!hbad, "%s, sublayer %d: %d tokens' H_res are not the fixed matrix", methods[mi], l, hbad);
+            const real *X = model_streams(&m, l), *Y = model_streams(&m, l + 1);
+            double worst = 0, moved = 0;
+            for (size_t t = 0; t < N; t++)
+                for (int i = 0; i < n; i++)
+                    for (int c = 0; c < C; c++) {
+                        double want = (double)h.post[t * n + i] * h.f[t * C + c];
+                        for (int j = 0; j < n; j++) want += (double)M[i * n + j] * X[t * nC + (size_t)j * C + c];
+                        const size_t k = t * nC + (size_t)i * C + c;
+                        const double e = fabs(Y[k] - want) / (1 + fabs(want));
+                        if (e > worst) worst = e;
+                        moved += fabs(Y[k] - X0[(l + 1) * N * nC + k]);
+                    }
+            CHECK(worst < 1e-5, "%s, sublayer %d: X_{l+1} is off M X_l + post f by %.3g", methods[mi], l, worst);
+            CHECK(moved > 1e-3, "%s, sublayer %d: X_{l+1} is the unablated one: a weak check", methods[mi], l);
+        }
+        free(fixed);
+        free(X0);
+        model_free(&m);
+    }
+}
+
+/* A shard of `count` tokens in memory (bytes), for eval_shard_batch's windows. */
+static data_shard memory_shard(uint8_t *tokens, uint64_t count, uint64_t seed) {
+    rng_t r;
+    rng_seed(&r, seed);
+    for (uint64_t i = 0; i < count; i++) tokens[i] = (uint8_t)(97 + rng_uniform(&r) * 26);
+    data_shard s;
+    memset(&s, 0, sizeof s);
+    s.vocab = 256, s.bytes_per_token = 1, s.count = count, s.tokens = tokens;
+    return s;
+}
+
+/* ablate_measure against the same quantities measured here: the unablated loss is
+ * eval_shard_loss's, each sublayer's mean H_res the tokens' average, every (kind,
+ * sublayer) loss that of a forward with the expected matrices set by hand, Δ the mean of
+ * the batches' differences, its interval Student's t at 3 degrees of freedom (3.182446). */
+static void test_measure(void) {
+    gpt_model m;
+    if (ablate_model(&m, "mhc", 4)) return;
+    uint8_t tok[2000];
+    const data_shard s = memory_shard(tok, sizeof tok, 3);
+    const int B = 2, batches = 4, T = m.T, n = m.n, Lh = m.Lh, cols = Lh + 1;
+    const size_t N = (size_t)B * T, nn = (size_t)n * n;
+    const int kinds[3] = {ABLATE_UNIFORM, ABLATE_IDENTITY, ABLATE_MEAN};
+    ablate_result r;
+    CHECK(ablate_measure(&m, &s, kinds, 3, batches, B, &r, NULL) == 0, "measured");
+    CHECK(!m.hres_fixed && !m.hres_fixed_on, "the model's H_res left to its method");
+    CHECK(r.base == eval_shard_loss(&m, &s, batches, B, 0), "the unablated loss is eval's: %.9g", r.base);
+    int in[16], tg[16];
+    double base_b[4], mean[4 * 16] = {0};
+    for (int b = 0; b < batches; b++) {
+        eval_shard_batch(&s, b, batches, B, T, in, tg);
+        base_b[b] = model_forward(&m, in, tg, B);
+        for (int l = 0; l < Lh; l++)
+            for (size_t t = 0; t < N; t++)
+                for (size_t k = 0; k < nn; k++) mean[l * nn + k] += model_hc_acts(&m, l).H[t * nn + k] / (double)(batches * N);
+    }
+    double spread = 0;
+    for (size_t k = 0; k < (size_t)Lh * nn; k++) {
+        CHECK_CLOSE(r.Hmean[k], mean[k], 1e-12, 1e-9, "mean H_res, entry %zu", k);
+        spread += fabs(mean[k] - (k % nn % (n + 1) == 0));
+    }
+    CHECK(spread > 0.1, "the mean H_res is the identity (%.3g): a weak check", spread);
+    real fixed[4 * 16];
+    unsigned char on[4];
+    double largest = 0;
+    for (int q = 0; q < 3; q++) {
+        for (int l = 0; l < Lh; l++)
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < n; j++)
+                    fixed[(l * n + i) * n + j] = kinds[q] == ABLATE_IDENTITY ? (real)(i == j)
+                                                 : kinds[q] == ABLATE_UNIFORM ? (real)(1.0 / n)
+                                                                              : (real)mean[(l * n + i) * n + j];
+        for (int c = 0; c < cols; c++) {
+            for (int l = 0; l < Lh; l++) on[l] = c == Lh || c == l;
+            m.hres_fixed = fixed, m.hres_fixed_on = on;
+            double d[4], ls = 0, dm = 0, ss = 0;
+            for (int b = 0; b < batches; b++) {
+                eval_shard_batch(&s, b, batches, B, T, in, tg);
+                const double lb = model_forward(&m, in, tg, B);
+                ls += lb / batches;
+                d[b] = lb - base_b[b];
+                dm += d[b] / batches;
+            }
+            m.hres_fixed = NULL, m.hres_fixed_on = NULL;
+            for (int b = 0; b < batches; b++) ss += (d[b] - dm) * (d[b] - dm);
+            const double ci = 3.182446305284263 * sqrt(ss / 3) / 2;
+            const int k = q * cols + c;
+            CHECK_CLOSE(r.loss[k], ls, 1e-9, 1e-9, "%s, column %d: the loss", ablate_kind_names[kinds[q]], c);
+            CHECK_CLOSE(r.delta[k], dm, 1e-12, 1e-9, "%s, column %d: delta", ablate_kind_names[kinds[q]], c);
+            CHECK_CLOSE(r.ci[k], ci, 1e-12, 1e-6, "%s, column %d: the interval", ablate_kind_names[kinds[q]], c);
+            if (fabs(dm) > largest) largest = fabs(dm);
+        }
+    }
+    CHECK(largest > 1e-3, "no ablation moved the loss by more than %.3g: a weak check", largest);
+    ablate_result_free(&r);
+    /* one batch: no interval */
+    CHECK(ablate_measure(&m, &s, kinds, 1, 1, B, &r, NULL) == 0 && isnan(r.ci[0]) && !isnan(r.delta[0]),
+          "one batch: an interval of NaN, a difference");
+    ablate_result_free(&r);
+    model_free(&m);
+}
+
+/* What the methods guarantee, seen through the ablations. `identity`'s H_res is I: H_res
+ * := I changes no bit, 11^T/n does. The first sublayer reads n copies of the embedding, so
+ * a replacement whose rows sum to 1 (I, 11^T/n) leaves its write-back as it was, and the
+ * last one's streams are summed, so one whose columns sum to 1 leaves their sum: both
+ * within rounding of the unablated loss, while the sublayers between move it (mhc_lite,
+ * doubly stochastic as exactly as floats allow). */
+static void test_method_invariants(void) {
+    uint8_t tok[2000];
+    const data_shard s = memory_shard(tok, sizeof tok, 5);
+    const int kinds[2] = {ABLATE_IDENTITY, ABLATE_UNIFORM};
+    gpt_model m;
+    ablate_result r;
+    if (ablate_model(&m, "identity", 4) == 0) {
+        CHECK(ablate_measure(&m, &s, kinds, 2, 3, 2, &r, NULL) == 0, "identity measured");
+        const int cols = r.Lh + 1;
+        for (int c = 0; c < cols; c++) {
+            CHECK(r.delta[c] == 0 && r.loss[c] == r.base, "identity, column %d: H_res := I moved the loss by %.3g", c,
+                  r.delta[c]);
+            if (c > 0 && c < r.Lh - 1) CHECK(fabs(r.delta[cols + c]) > 1e-4, "identity, sublayer %d: 11^T/n moved "
+                                         "the loss by only %.3g", c, r.delta[cols + c]);
+        }
+        ablate_result_free(&r);
+        model_free(&m);
+    }
+    if (ablate_model(&m, "mhc_lite", 4) == 0) {
+        CHECK(ablate_measure(&m, &s, kinds, 2, 3, 2, &r, NULL) == 0, "mhc_lite measured");
+        const int cols = r.Lh + 1;
+        for (int q = 0; q < 2; q++) {
+            const double *d = r.delta + q * cols;
+            CHECK(fabs(d[0]) < 1e-5 && fabs(d[r.Lh - 1]) < 1e-5, "mhc_lite, %s: the first and last sublayers "
+                  "moved the loss by %.3g and %.3g", ablate_kind_names[kinds[q]], d[0], d[r.Lh - 1]);
+            CHECK(fabs(d[1]) > 1e-3 || fabs(d[2]) > 1e-3, "mhc_lite, %s: the middle sublayers moved it by only "
+                  "%.3g and %.3g: a weak check", ablate_kind_names[kinds[q]], d[1], d[2]);
+        }
+        ablate_result_free(&r);
+        model_free(&m);
+    }
+}
+
+int main(void) {
+    T_NAME("test_ablate");
+    T_RUN(test_fixed_writeback);
+    T_RUN(test_measure);
+    T_RUN(test_method_invariants);
+    return T_END();
+}
