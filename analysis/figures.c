@@ -884,6 +884,61 @@ static void fig_jacobian(an_ctx *c, FILE *meta) {
     fprintf(meta, "jac_rows = %d\n", k);
 }
 
+/* ---- Beyond: what the mixing is worth (s2hc ablate --record) ------------------------- */
+
+/* data/beyond_ablation.dat: for each method of the figures' cell (scale, corpus, n; no
+ * rc) whose runs hold /ablate (s2hc ablate --record), a row per sublayer l (from 1) and
+ * the row l = 0 for every sublayer at once: the rise in validation loss with H_res := I
+ * and with H_res := its token average, mean and std over the runs that measured it (their
+ * seeds), and how many. meta.gp: ablate_methods (the variants with rows, drawn in that
+ * order), ablate_Lh, and ablate_all<j>_<p>: method j's row 0 in panel p (1: identity, 2:
+ * mean; NaN: none). plots/beyond_ablation.gp draws the two panels. */
+static void fig_ablate(an_ctx *c, FILE *meta) {
+    char list[512] = "";
+    int Lh = 0, nm_count = 0;
+    FILE *f = an_open(c->out, "data", "beyond_ablation.dat");
+    if (!f) return;
+    fprintf(f, "# method, sublayer (from 1; 0: every sublayer at once), rise in validation loss with H_res := I mean "
+               "and std over the runs, with H_res := its token average mean and std, runs (s2hc ablate --record)\n");
+    columns(f, "method sublayer identity_mean identity_std mean_mean mean_std runs");
+    for (int vi = 0; an_method_order[vi]; vi++) {
+        const char *v = an_method_order[vi];
+        int idx[AN_CELL_CAP], have[AN_CELL_CAP], k = 0, cols = 0;
+        const int found = an_cell_runs(c->rs, c->scale, c->corpus, v, c->n, idx, AN_CELL_CAP);
+        for (int j = 0; j < found; j++) {
+            const h5log_series *d = an_series(&c->rs->r[idx[j]], "/ablate/delta");
+            if (!d || d->row_rank != 2 || d->row_dims[0] != 3 || d->row_dims[1] < 2) continue;
+            if (k && (int)d->row_dims[1] != cols) continue; /* one model size per cell */
+            cols = (int)d->row_dims[1];
+            have[k++] = idx[j];
+        }
+        if (!k || c->rs->r[have[0]].n < 2) continue;
+        for (int l = 0; l < cols; l++) {
+            const int col = l ? l - 1 : cols - 1; /* the file's column: sublayer l - 1, or all */
+            double idv[AN_CELL_CAP], mnv[AN_CELL_CAP], mi, si, mm, sm;
+            for (int j = 0; j < k; j++) {
+                const h5log_series *d = an_series(&c->rs->r[have[j]], "/ablate/delta");
+                idv[j] = an_series_get(d, (size_t)0 * cols + col);
+                mnv[j] = an_series_get(d, (size_t)1 * cols + col);
+            }
+            const int ni = an_mean_std(idv, k, &mi, &si), nm = an_mean_std(mnv, k, &mm, &sm);
+            fprintf(f, "%s %d %.6g %.6g %.6g %.6g %d\n", v, l, mi, si, mm, sm, ni > nm ? ni : nm);
+            if (l == 0) /* the key's "all" of each panel (gnuplot's NaN for none) */
+                for (int p = 0; p < 2; p++) {
+                    const double a = p ? mm : mi;
+                    if (isnan(a)) fprintf(meta, "ablate_all%d_%d = NaN\n", nm_count + 1, p + 1);
+                    else fprintf(meta, "ablate_all%d_%d = %.6g\n", nm_count + 1, p + 1, a);
+                }
+        }
+        nm_count++;
+        if (strlen(list) + strlen(v) + 2 < sizeof list) snprintf(list + strlen(list), sizeof list - strlen(list),
+                                                                  "%s%s", list[0] ? " " : "", v);
+        Lh = cols - 1;
+    }
+    an_close(f);
+    fprintf(meta, "ablate_methods = \"%s\"\nablate_Lh = %d\n", list, Lh);
+}
+
 /* ---- the residual matrices across depth and n (data/hres_layers_seeds.dat, tables.c) -- */
 
 /* A run hres_depth draws: of the figures' scale and corpus, hyper-connected (2 <= n <=
@@ -1281,6 +1336,7 @@ int an_write_figures(an_ctx *c) {
     fig_hist(c, meta);
     fig_devsv(c, meta);
     fig_jacobian(c, meta);
+    fig_ablate(c, meta);
     fig_hres_depth(c, meta);
     fig_loss_depth(c, meta);
     fig_loss(c, meta);

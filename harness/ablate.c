@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "ablate.h"
 #include "run.h"
 #include "../analysis/analysis.h"
@@ -107,13 +108,14 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
 static void ablate_usage(FILE *f) {
     fprintf(f,
             "usage: s2hc ablate RUN_DIR|FILE.safetensors... [--what LIST] [--batches N] [--corpus NAME]\n"
-            "                   [--data DIR] [--csv] [--config YAML [--set KEY=VALUE]...]\n"
+            "                   [--data DIR] [--csv] [--record] [--config YAML [--set KEY=VALUE]...]\n"
             "\n"
             "How much a trained model's loss rests on its residual mixing: every hyper-connection\n"
             "sublayer's per-token H_res is replaced, for every token, by a fixed matrix, one sublayer\n"
             "at a time and then every sublayer at once, and the loss is measured on the same\n"
             "micro-batches as the model's own. Each row gives the loss's rise (Δ loss) and the 95 %%\n"
-            "Student t interval of that paired difference over the batches. Nothing is written.\n"
+            "Student t interval of that paired difference over the batches. Nothing is written\n"
+            "unless --record.\n"
             "\n"
             "  --what LIST   the replacements, in order (default identity,mean):\n"
             "                  identity  H_res := I (the streams are not mixed)\n"
@@ -127,14 +129,19 @@ static void ablate_usage(FILE *f) {
             "  --data DIR    where the prepared corpora are (default: the config's data.dir)\n"
             "  --csv         a header row, then a row per replacement and sublayer (sublayer `all`:\n"
             "                every one at once), losses at full precision\n"
+            "  --record      also write the result into the run's run.h5 under /ablate (replacing an\n"
+            "                earlier one; the report's figure beyond_ablation draws it); refused while\n"
+            "                the run trains, with --corpus, and for a model file\n"
             "  --config YAML, --set K=V  the model of a safetensors file without s2hc metadata, as\n"
             "                `s2hc eval` reads one\n"
             "\n"
-            "The method must have a hyper-connection (not rc). Each replacement costs as many\n"
-            "forwards as the sublayers plus one, times --batches.\n"
+            "The method must have a hyper-connection: an rc run is an error alone, passed over with a\n"
+            "note among several. Each replacement costs as many forwards as the sublayers plus one,\n"
+            "times --batches.\n"
             "\n"
             "example:\n"
-            "  s2hc ablate runs/tiny-s2hc --what identity,mean,uniform --batches 8\n");
+            "  s2hc ablate runs/tiny-s2hc --what identity,mean,uniform --batches 8\n"
+            "  s2hc ablate --record runs/small/paper/*/     # every run of a grid, kept for the report\n");
 }
 
 typedef struct {
@@ -142,7 +149,50 @@ typedef struct {
     int batches, csv, header, n_kinds;
     int kinds[ABLATE_KINDS];
     const s2hc_config *given;
+    int record;  /* --record: the result into the run file's /ablate */
+    int several; /* more than one run given: an rc run is passed over with a note */
 } ablate_opts;
+
+/* --record: r into log's /ablate (replacing an earlier one whole): loss, delta and ci95
+ * as (ABLATE_KINDS, Lh + 1) in ablate_kind_names' order, NaN rows for the replacements
+ * not measured, H_mean (Lh, n, n), and the measurement's attributes. */
+static void record(h5log *log, const ablate_result *r, int64_t step, const char *corpus, int B, int T) {
+    const int cols = r->Lh + 1;
+    const size_t cells = (size_t)ABLATE_KINDS * cols;
+    double *v = malloc_check(3 * cells * sizeof *v);
+    for (size_t k = 0; k < 3 * cells; k++) v[k] = NAN;
+    for (int q = 0; q < r->n_kinds; q++)
+        for (int c = 0; c < cols; c++) {
+            const size_t at = (size_t)r->kinds[q] * cols + c;
+            v[at] = r->loss[q * cols + c];
+            v[cells + at] = r->delta[q * cols + c];
+            v[2 * cells + at] = r->ci[q * cols + c];
+        }
+    const size_t dims[2] = {ABLATE_KINDS, (size_t)cols}, hd[3] = {(size_t)r->Lh, (size_t)r->n, (size_t)r->n};
+    h5log_static_set(log, "/ablate/loss", H5LOG_F64, 2, dims, v,
+                     "validation loss with H_res replaced: row identity, mean, uniform (NaN: not measured); column l "
+                     "sublayer l alone, column Lh every sublayer at once");
+    h5log_static_set(log, "/ablate/delta", H5LOG_F64, 2, dims, v + cells,
+                     "mean over the batches of (ablated - unablated) batch loss, as /ablate/loss");
+    h5log_static_set(log, "/ablate/ci95", H5LOG_F64, 2, dims, v + 2 * cells,
+                     "half-width of the 95 % Student t interval of /ablate/delta over the batches (NaN with one batch)");
+    h5log_static_set(log, "/ablate/H_mean", H5LOG_F64, 3, hd, r->Hmean,
+                     "each sublayer's H_res averaged over every token of the batches (the replacement `mean`)");
+    char kinds[64] = "";
+    for (int q = 0; q < r->n_kinds; q++)
+        snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", q ? "," : "", ablate_kind_names[r->kinds[q]]);
+    h5log_attr_str(log, "/ablate", "description",
+                   "s2hc ablate --record: the loss with each sublayer's H_res replaced by a fixed matrix for every "
+                   "token (docs/probes.md, Ablations)");
+    h5log_attr_str(log, "/ablate", "replacements", kinds);
+    h5log_attr_str(log, "/ablate", "corpus", corpus);
+    h5log_attr_num(log, "/ablate", "step", (double)step);
+    h5log_attr_num(log, "/ablate", "batches", r->batches);
+    h5log_attr_num(log, "/ablate", "sequences", (double)r->batches * B);
+    h5log_attr_num(log, "/ablate", "tokens", (double)r->batches * B * T);
+    h5log_attr_num(log, "/ablate", "base_loss", r->base);
+    free(v);
+}
 
 #define ABLATE_CSV_HEADER \
     "run,step,corpus,role,ablation,sublayer,layer,kind,loss,base_loss,delta,ci95,batches,sequences,tokens\n"
@@ -244,23 +294,33 @@ static int ablate_one(const char *dir, void *ctx) {
     const int file = model_file_arg(dir, "ablate");
     if (file < 0) return 1;
     if (!file && o->given) return model_file_not_run(dir, "ablate");
+    if (file && o->record) {
+        fprintf(stderr, "s2hc: error: ablate: --record writes into a run's run.h5; %s is a model file\n", dir);
+        return 2;
+    }
     s2hc_config cfg;
     gpt_model m;
+    h5log log;
     int64_t step = -1;
+    int lock_fd = -1;
+    h5log_init(&log);
     if (file) {
         int of_ids = 0;
         const int st = model_file_open(dir, "ablate", o->given, &cfg, &m, &step, &of_ids);
         if (st != 0) return st;
+    } else if (o->record) {
+        if (run_open_locked(dir, "s2hc ablate", &lock_fd, &cfg, &m, &log, &step) != 0) return 1;
     } else {
-        h5log log;
         if (run_open(dir, &cfg, &m, &log, &step) != 0) return 1;
         h5log_free(&log);
         run_note_in_use(dir, "its checkpoint", (long long)step);
     }
+    int rc = 0;
     if (!m.variant) {
-        fprintf(stderr, "s2hc: error: ablate: %s: method rc has one stream and no H_res to replace\n", dir);
-        model_free(&m);
-        return 1;
+        if (o->several) fprintf(stderr, "note: ablate: %s passed over: method rc has one stream and no H_res\n", dir);
+        else fprintf(stderr, "s2hc: error: ablate: %s: method rc has one stream and no H_res to replace\n", dir);
+        rc = o->several ? 0 : 1;
+        goto done;
     }
     if (o->data_dir) {
         snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", o->data_dir);
@@ -269,8 +329,20 @@ static int ablate_one(const char *dir, void *ctx) {
     data_shard s;
     const char *role = "val";
     if (open_corpus(dir, &cfg, o->corpus, &s, &role) != 0) {
-        model_free(&m);
-        return 1;
+        rc = 1;
+        goto done;
+    }
+    char runp[1200];
+    snprintf(runp, sizeof runp, "%s/run.h5", dir);
+    if (o->record) { /* the run's own validation set: one rebuilt since is another set */
+        char err[1024];
+        if (run_val_rebuilt(&log, s.count, s.path, runp, "its ablations would not be over the run's validation set",
+                            err, sizeof err)) {
+            fprintf(stderr, "s2hc: error: %s\n", err);
+            shard_close(&s);
+            rc = 1;
+            goto done;
+        }
     }
     const char *corpus = o->corpus ? o->corpus : cfg.train_corpus;
     const int batches = o->batches > 0 ? o->batches : cfg.eval_batches, B = cfg.batch;
@@ -281,13 +353,22 @@ static int ablate_one(const char *dir, void *ctx) {
     const int st = ablate_measure(&m, &s, o->kinds, o->n_kinds, batches, B, &r, &pr);
     progress_end(&pr);
     shard_close(&s);
-    if (st == 0) {
+    rc = st == 0 ? 0 : 130;
+    if (st == 0 && o->record) {
+        record(&log, &r, step, corpus, B, m.T);
+        if (h5log_save(&log, runp) != 0) rc = 1;
+    }
+    if (st == 0 && rc == 0) {
         if (o->csv) print_csv(dir, step, corpus, role, &r, B, m.T, &o->header);
         else print_table(dir, step, &m, corpus, role, &r, B);
-        ablate_result_free(&r);
+        if (o->record) fprintf(o->csv ? stderr : stdout, "/ablate written to %s\n", runp);
     }
+    if (st == 0) ablate_result_free(&r);
+done:
     model_free(&m);
-    return st == 0 ? 0 : 130;
+    h5log_free(&log);
+    if (lock_fd >= 0) close(lock_fd);
+    return rc;
 }
 
 /* --what's list into o->kinds: 0, or 2 after an error. */
@@ -320,7 +401,7 @@ int ablate_main(int argc, char **argv) {
     const char *config = NULL;
     const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
     const char **sets = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *sets);
-    ablate_opts o = {NULL, NULL, 0, 0, 0, 2, {ABLATE_IDENTITY, ABLATE_MEAN}, NULL};
+    ablate_opts o = {NULL, NULL, 0, 0, 0, 2, {ABLATE_IDENTITY, ABLATE_MEAN}, NULL, 0, 0};
     int ndirs = 0, nsets = 0, rc = -1;
     for (int i = 1, ended = 0; i < argc && rc < 0; i++) {
         const int kind = opt_kind(argv[i], &ended);
@@ -341,6 +422,7 @@ int ablate_main(int argc, char **argv) {
         else if ((v = opt_arg(argc, argv, &i, "--corpus", 0))) o.corpus = v;
         else if ((v = opt_arg(argc, argv, &i, "--data", 0))) o.data_dir = v;
         else if (!strcmp(argv[i], "--csv")) o.csv = 1;
+        else if (!strcmp(argv[i], "--record")) o.record = 1;
         else if ((v = opt_arg(argc, argv, &i, "--config", 0))) config = v;
         else if ((v = opt_arg(argc, argv, &i, "--set", 1))) sets[nsets++] = v;
         else {
@@ -353,8 +435,14 @@ int ablate_main(int argc, char **argv) {
     if (rc < 0 && !ndirs) { ablate_usage(stderr); rc = 2; }
     if (rc < 0 && o.data_dir && !data_dir_fits(o.data_dir, "ablate --data")) rc = 2;
     if (rc < 0 && model_file_config("ablate", config, sets, nsets, &given) != 0) rc = 2;
+    if (rc < 0 && o.record && o.corpus) {
+        fprintf(stderr, "s2hc: error: ablate: --record keeps the run's validation split's ablations; --corpus %s is "
+                "not recorded (leave one out)\n", o.corpus);
+        rc = 2;
+    }
     if (rc < 0) {
         o.given = config ? &given : NULL;
+        o.several = ndirs > 1;
         rc = runs_each(dirs, ndirs, o.csv ? stderr : stdout, ablate_one, &o);
     }
     free(sets);

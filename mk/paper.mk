@@ -9,6 +9,8 @@
 #   paper-grids     s2hc grid experiments/{paper,ablations,streams}.yaml --set preset=$(PRESET)
 #                   -> runs/$(PRESET)/{paper,ablations,streams}/ (index.csv; .complete once
 #                   every point has run; resumable, finished points are never retrained)
+#   paper-ablate    s2hc ablate --record on the paper grid's runs (/ablate in each run file,
+#                   the figure beyond_ablation; log: $(PAPER_OUT)/ablate.log)
 #   paper-analyze   s2hc analyze -> $(PAPER_OUT)/data/*.dat, tables/*.{md,tex,html,csv}
 #   paper-figures   gnuplot plots/<figure>.gp -> $(PAPER_OUT)/<figure>.{png,svg}
 #   paper-report    s2hc report --no-analyze --no-plots -> $(PAPER_OUT)/index.html
@@ -70,12 +72,12 @@ PAPER_GRID_RC = if [ $$rc -eq 2 ] || [ $$rc -ge 128 ]; then exit $$rc; fi; \
 PAPER_GRIDS := $(PAPER_RUNS)/paper/.complete $(PAPER_RUNS)/ablations/.complete $(PAPER_RUNS)/streams/.complete
 PAPER_FIGS  := fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams \
                fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian \
-               hres_depth
+               beyond_ablation hres_depth
 PAPER_PNG   := $(PAPER_FIGS:%=$(PAPER_OUT)/%.png)
 PAPER_META  := $(PAPER_OUT)/data/meta.gp
 PAPER_SRC   := $(wildcard analysis/*.c analysis/*.h)
 
-.PHONY: paper paper-deps paper-data paper-grids paper-analyze paper-figures paper-report paper-clean
+.PHONY: paper paper-deps paper-data paper-grids paper-ablate paper-analyze paper-figures paper-report paper-clean
 
 paper: $(PAPER_OUT)/index.html
 	@echo "paper: done: $(PAPER_OUT)/index.html (PRESET=$(PRESET), runs in $(PAPER_RUNS))"
@@ -113,7 +115,22 @@ $(PAPER_RUNS)/streams/.complete: experiments/streams.yaml mk/paper.mk | paper-da
 
 paper-grids: $(PAPER_GRIDS)
 
-$(PAPER_META): $(PAPER_GRIDS) $(PAPER_SRC) $(PAPER_OUT)/.preset | $(BIN)
+# The paper grid's runs with each sublayer's H_res replaced (s2hc ablate --record: /ablate
+# in every hyper-connected run's file, which the figure beyond_ablation draws), once its
+# grid is complete and again when the grid has run since. An rc run is passed over; a
+# point that failed (no checkpoint) is said in the log and the chain goes on; a usage
+# error or an interrupt stops it.
+PAPER_ABLATED := $(PAPER_RUNS)/paper/.ablated
+$(PAPER_ABLATED): $(PAPER_RUNS)/paper/.complete | $(BIN)
+	@echo "paper: [4/7] ablate --record $(@D)/*/ (log: $(PAPER_OUT)/ablate.log)"
+	@rm -f $@; mkdir -p $(PAPER_OUT); rc=0; $(BIN) ablate --record $(@D)/*/ >$(PAPER_OUT)/ablate.log 2>&1 || rc=$$?; \
+	  if [ $$rc -eq 2 ] || [ $$rc -ge 128 ]; then tail -n 5 $(PAPER_OUT)/ablate.log; exit $$rc; fi; \
+	  [ $$rc -eq 0 ] || echo "paper: some runs of $(@D) were not ablated (see $(PAPER_OUT)/ablate.log)"
+	@touch $@
+
+paper-ablate: $(PAPER_ABLATED)
+
+$(PAPER_META): $(PAPER_GRIDS) $(PAPER_ABLATED) $(PAPER_SRC) $(PAPER_OUT)/.preset | $(BIN)
 	@echo "paper: [5/7] analyze -> $(PAPER_OUT)/data, $(PAPER_OUT)/tables"
 	@# a failed analysis leaves no meta.gp, so the next make runs it again; one refused
 	@# (exit 2: nothing written, or another analysis or report, a second make paper's,

@@ -78,7 +78,39 @@ diff <(cut -d, -f2- "$TMP/a.csv") <(cut -d, -f2- "$TMP/f.csv") >/dev/null && ok 
 expect_status 0 "ablate --corpus synth_ood" -- "$S2HC" ablate "$TMP/runs/am" --corpus synth_ood --what uniform --batches 2
 expect_out "; synth_ood ood, 2 x 4 sequences of 16 tokens$" "the corpus scored and its role"
 
+# --record: /ablate in the run file, the CSV's numbers; rows of replacements not measured NaN
+if command -v h5dump >/dev/null; then
+  expect_status 0 "ablate --record" -- sh -c "'$S2HC' ablate --record '$TMP/runs/am' --what uniform,identity --batches 4 --csv 2>'$TMP/r.err' >'$TMP/r.csv'"
+  grep -q "/ablate written to .*runs/am/run.h5" "$TMP/r.err" && ok "--record says where" || fail "--record: $(cat "$TMP/r.err")"
+  h5dump -d /ablate/delta -w 0 -m %.17g "$TMP/runs/am/run.h5" >"$TMP/d.txt" 2>&1
+  # the dataset's rows identity, mean, uniform; columns sublayers 0..3, then all
+  vals=$(sed -n 's/^ *([0-9],[0-9]): //p' "$TMP/d.txt" | tr -d ' ' | tr ',' '\n' | grep -v '^$')
+  want=$( { awk -F, '$5 == "identity" { print $11 }' "$TMP/r.csv"; for i in 1 2 3 4 5; do echo nan; done
+            awk -F, '$5 == "uniform" { print $11 }' "$TMP/r.csv"; } )
+  awk 'NR == FNR { a[FNR] = $1; n = FNR; next } { b[FNR] = $1; m = FNR }
+       END { for (i = 1; i <= n; i++) { if (a[i] == "nan" || b[i] == "nan") { if (tolower(a[i]) != tolower(b[i])) bad++ }
+             else { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-15 + 1e-12 * (b[i] < 0 ? -b[i] : b[i])) bad++ } }
+             exit !(n == 15 && m == 15 && !bad) }' <(echo "$vals") <(echo "$want") &&
+    ok "/ablate/delta holds the CSV's deltas, NaN for mean" || fail "/ablate/delta: $(echo $vals) vs $(echo $want)"
+  h5dump -a /ablate/replacements -a /ablate/batches -a /ablate/step "$TMP/runs/am/run.h5" >"$TMP/a.txt" 2>&1
+  grep -q '"uniform,identity"' "$TMP/a.txt" && grep -q '(0): 4$' "$TMP/a.txt" && grep -q '(0): 40$' "$TMP/a.txt" &&
+    ok "/ablate's attributes: replacements, batches, step" || fail "/ablate's attributes: $(grep '(0)' "$TMP/a.txt")"
+  expect_status 0 "inspect still reads the run" -- "$S2HC" inspect "$TMP/runs/am"
+  # a second record replaces the first whole
+  "$S2HC" ablate --record "$TMP/runs/am" --what mean --batches 2 >/dev/null 2>&1
+  h5dump -d /ablate/delta -w 0 "$TMP/runs/am/run.h5" | grep -q '(0,0): nan, nan' && ok "a second --record replaces the first" ||
+    fail "the first record's identity row is still there"
+fi
+# several runs: rc passed over with a note, the others measured
+expect_status 0 "ablate of several runs, rc among them" -- "$S2HC" ablate "$TMP/runs/ar" "$TMP/runs/ai" --what identity --batches 1
+expect_out "note: ablate: .*runs/ar passed over: method rc has one stream and no H_res" "rc passed over with a note"
+expect_out "^ablate .*runs/ai at step 40: identity" "the other run measured"
+
 # refusals
+expect_status 2 "--record of a model file" -- "$S2HC" ablate --record "$TMP/am.safetensors"
+expect_out "--record writes into a run's run.h5; .*am.safetensors is a model file" "--record of a file: why"
+expect_status 2 "--record with --corpus" -- "$S2HC" ablate --record "$TMP/runs/am" --corpus synth_ood
+expect_out "--record keeps the run's validation split's ablations; --corpus synth_ood is not recorded" "--record --corpus: why"
 expect_status 1 "ablate of rc" -- "$S2HC" ablate "$TMP/runs/ar"
 expect_out "runs/ar: method rc has one stream and no H_res to replace" "rc: why"
 expect_status 2 "an unknown replacement" -- "$S2HC" ablate "$TMP/runs/am" --what identity,shuffle

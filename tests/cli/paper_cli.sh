@@ -40,6 +40,10 @@ expect_status 0 "the tiny grid trains" -- "$S2HC" grid "$TMP/grid.yaml" --set da
   --set data.train=synth --out "$TMP/runs" -j 2
 expect_out "9/9 finished" "every point finished"
 
+# the ablations the figure beyond_ablation draws (make paper records them on its paper grid)
+expect_status 0 "ablate --record of the grid's runs (rc passed over)" -- "$S2HC" ablate --record "$TMP"/runs/*/
+expect_out "runs/rc-n1 passed over" "rc passed over"
+
 OUT=$TMP/report
 expect_status 0 "s2hc report builds the page" -- "$REPORT" report "$TMP/runs" -o "$OUT"
 expect_out "index.html" "report names the page"
@@ -49,7 +53,8 @@ if [ -s "$OUT/gnuplot.log" ] || grep -q "Warning\|gnuplot warned" "$TMP/out"; th
 else ok "gnuplot drew every figure without a warning"; fi
 
 FIGS="fig00_loss fig01_overview fig02_rowmax fig03_cos_mhc fig05_gradnorm fig06_colsums fig07_streams
-      fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian hres_depth"
+      fig08_entries fig09_heatmaps fig10_cos_s2hc fig11_cos_mhc_lite figv2_05_devsv beyond_jacobian beyond_ablation
+      hres_depth"
 TABLES="table1 table2 table2_paper ablation recipes gradnorm pairs residual throughput runs scales claims"
 for f in $FIGS; do
   for e in png svg; do
@@ -60,6 +65,18 @@ for f in $FIGS; do
   [ "$sz" -gt 8000 ] && ok "$f.png has content" || fail "$f.png is only $sz bytes"
   grep -q "src=\"$f.png\"" "$OUT/index.html" && ok "index.html shows $f" || fail "index.html lacks $f.png"
 done
+# beyond_ablation's rows are the runs' /ablate: s2hc's (one seed) against ablate --csv of it
+# (the same windows again), sublayer l from 1 (0: every sublayer at once), both replacements
+"$S2HC" ablate "$TMP/runs/s2hc-n4" --csv 2>/dev/null >"$TMP/abl.csv"
+awk -F, 'NR == FNR { if (FNR > 1) v[$5 "," ($6 == "all" ? 0 : $6 + 1)] = $11; next }
+         $1 == "s2hc" { k++; for (p = 0; p < 2; p++) { w = v[(p ? "mean" : "identity") "," $2]; x = $(3 + 2 * p);
+                        d = x - w; if (d < 0) d = -d; if (w == "" || d > 1e-9 + 1e-5 * (w < 0 ? -w : w)) bad++ }
+                        if ($4 != 0 || $6 != 0 || $7 != 1) bad++ }
+         END { exit !(k >= 3 && !bad) }' "$TMP/abl.csv" FS=' ' "$OUT/data/beyond_ablation.dat" &&
+  ok "beyond_ablation.dat holds s2hc's recorded ablations" ||
+  fail "beyond_ablation.dat: $(grep '^s2hc' "$OUT/data/beyond_ablation.dat" | head -3) vs $(sed -n 2,3p "$TMP/abl.csv")"
+grep -q '^ablate_methods = "[a-z_ ]*s2hc' "$OUT/data/meta.gp" && ! grep -q '^ablate_methods = ".*rc' "$OUT/data/meta.gp" &&
+  ok "meta.gp lists the ablated methods, not rc" || fail "meta.gp: $(grep ablate_methods "$OUT/data/meta.gp")"
 for t in $TABLES; do
   for e in md tex html csv; do
     [ -s "$OUT/tables/$t.$e" ] && ok "$t.$e" || fail "tables/$t.$e missing or empty"
@@ -387,6 +404,7 @@ if command -v make >/dev/null; then
   for g in paper ablations streams; do ln -s "$TMP/runs" "$TMP/mkp/$g"; touch "$TMP/runs/.complete"; done
   touch "$TMP/mkstamp"
   MAKEFLAGS= MAKELEVEL= make -s -o "$TMP/mkp/paper/.complete" -o "$TMP/mkp/ablations/.complete" -o "$TMP/mkp/streams/.complete" \
+    -o "$TMP/mkp/paper/.ablated" \
     -W analysis/analyze.c "$TMP/one-two/data/meta.gp" PAPER_OUT="$TMP/one-two" PAPER_RUNS="$TMP/mkp" PAPER_S2HC="$REPORT" \
     BIN="$REPORT" -o "$REPORT" >"$TMP/out" 2>&1; st=$?
   built=$(find bin build "$REPORT" -newer "$TMP/mkstamp" -type f \( -name '*.o' -o -name s2hc -o -path "$REPORT" \) \

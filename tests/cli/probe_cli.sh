@@ -57,7 +57,9 @@ if command -v h5dump >/dev/null; then
 fi
 # the documented layout: every dataset the tables of docs/probes.md and docs/runfile.md
 # list is in the run file with the listed rank, dtype and units, and the file holds no other
+# (with the ablations of `s2hc ablate --record`, docs/runfile.md's /ablate)
 if command -v h5dump >/dev/null && command -v python3 >/dev/null; then
+  "$S2HC" ablate --record "$TMP/runs/pm" --batches 1 >/dev/null 2>&1 || fail "ablate --record of pm"
   python3 - docs/probes.md docs/runfile.md "$TMP/runs/pm/run.h5" > "$TMP/py" 2>&1 <<'PY'
 import re, subprocess, sys
 doc = {}
