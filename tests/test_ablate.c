@@ -8,28 +8,11 @@
 #include "../harness/run.h"
 #include "../harness/util.h"
 #include "t.h"
+#include "t_model.h"
 
 /* A 2-layer model (4 sublayers) of `method` with its parameters moved off their init, so
  * that every H_res mixes and differs from token to token. */
-static int ablate_model(gpt_model *m, const char *method, int n) {
-    s2hc_config c;
-    config_defaults(&c);
-    c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = 8;
-    snprintf(c.method, sizeof c.method, "%s", method);
-    c.n_streams = n;
-    char err[256];
-    if (model_build(m, &c, err, sizeof err) != 0) {
-        CHECK(0, "%s: %s", method, err);
-        return -1;
-    }
-    model_init(m, 21);
-    rng_t r;
-    rng_seed(&r, 4);
-    for (int i = 0; i < m->n_tensors; i++)
-        for (size_t k = 0; k < m->pinfo[i].numel; k++)
-            m->params[m->pinfo[i].offset + k] += (real)((m->pinfo[i].aux ? 1.0 : 0.2) * rng_normal(&r));
-    return 0;
-}
+static int ablate_model(gpt_model *m, const char *method, int n) { return t_model(m, method, n, 2, 16, 21, 4, 1.0, 0.2); }
 
 /* Replacing sublayer l's H_res by M: the streams up to X_l are the unablated forward's bit
  * for bit, the sublayer's H_res is M for every token, and X_{l+1} is M X_l + post f from

@@ -26,6 +26,7 @@
 #include "../harness/util.h"
 #include "../probes/probes.h"
 #include "t.h"
+#include "t_model.h"
 
 static char tmp[512];
 
@@ -473,29 +474,9 @@ static void make_shard(const char *name, size_t count, char *path, size_t len) {
     free(b);
 }
 
+/* aux_noise > 0 moves every hyper-connection parameter: H_res far from I and token-dependent */
 static int build(gpt_model *m, const char *method, int n, int layers, int C, int B, double aux_noise) {
-    s2hc_config c;
-    config_defaults(&c);
-    c.n_layer = layers;
-    c.n_head = 2;
-    c.n_embd = C;
-    c.block_size = 8;
-    snprintf(c.method, sizeof c.method, "%s", method);
-    c.n_streams = n;
-    char err[256];
-    if (model_build(m, &c, err, sizeof err) != 0) {
-        CHECK(0, "model_build %s: %s", method, err);
-        return -1;
-    }
-    model_init(m, 99);
-    if (aux_noise > 0) { /* move every hyper-connection parameter: H_res far from I and token-dependent */
-        rng_t r;
-        rng_seed(&r, 29);
-        for (int i = 0; i < m->n_tensors; i++)
-            if (m->pinfo[i].aux)
-                for (size_t k = 0; k < m->pinfo[i].numel; k++)
-                    m->params[m->pinfo[i].offset + k] += (real)(aux_noise * rng_normal(&r));
-    }
+    if (t_model(m, method, n, layers, C, 99, 29, aux_noise, 0) != 0) return -1;
     model_alloc_acts(m, B);
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "../harness/sample.h"
 #include "../harness/util.h"
 #include "t.h"
+#include "t_model.h"
 
 /* The most likely of V logits, the lowest index among equals. */
 static int argmax(const real *l, int V) {
@@ -77,25 +78,7 @@ static void test_pick_distribution(void) {
 
 /* A small model with its extra parameters moved off their init, so that its residual
  * matrices mix (an untouched s2hc starts near the identity). */
-static int build(gpt_model *m, const char *method, int n) {
-    s2hc_config c;
-    config_defaults(&c);
-    c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = 8;
-    snprintf(c.method, sizeof c.method, "%s", method);
-    c.n_streams = n;
-    char err[256];
-    if (model_build(m, &c, err, sizeof err) != 0) {
-        CHECK(0, "%s", err);
-        return -1;
-    }
-    model_init(m, 3);
-    rng_t r;
-    rng_seed(&r, 11);
-    for (int i = 0; i < m->n_tensors; i++)
-        for (size_t k = 0; k < m->pinfo[i].numel; k++)
-            m->params[m->pinfo[i].offset + k] += (real)((m->pinfo[i].aux ? 1.0 : 0.3) * rng_normal(&r));
-    return 0;
-}
+static int build(gpt_model *m, const char *method, int n) { return t_model(m, method, n, 2, 16, 3, 11, 1.0, 0.3); }
 
 /* The logits after the last token of seq[0..len): the last T tokens at positions 0.., a
  * pad token (not generate's) after them, in both rows of a batch of 2. */
