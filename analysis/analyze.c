@@ -224,6 +224,7 @@ void an_on_signal(int sig) {
 int analyze_main(int argc, char **argv) {
     const char *out = "out/analysis";
     int quiet = 0;
+    opt_seen seen = {.cmd = "analyze"};
     char **paths = calloc_check((size_t)argc + 1, sizeof *paths);
     int np = 0;
     for (int i = 1, ended = 0; i < argc; i++) {
@@ -232,7 +233,7 @@ int analyze_main(int argc, char **argv) {
         if (kind < 0) continue;
         if (kind > 0) paths[np++] = argv[i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { analyze_usage(stdout); free(paths); return 0; }
-        else if ((v = opt_arg(argc, argv, &i, "-o", 0))) out = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "-o", 0))) out = v;
         else if (!strcmp(argv[i], "-q")) quiet = 1;
         else {
             fprintf(stderr, "s2hc: error: unknown option '%s'%s\n\n", argv[i],

@@ -35,8 +35,9 @@ static void runs_usage(FILE *f) {
             "  --diff        a column for every config key whose value differs between the runs\n"
             "                listed (a grid's swept keys, say), besides those shown (method, n,\n"
             "                corpus, seed); run.name and run.out are never compared\n"
-            "  --key K,...   a column for each of these config keys (s2hc config lists them);\n"
-            "                with --diff's, 32 columns at most (a note counts the keys left out)\n"
+            "  --key K,...   a column for each of these config keys (s2hc config lists them;\n"
+            "                repeatable); with --diff's, 32 columns at most (a note counts the\n"
+            "                keys left out)\n"
             "  --csv         CSV for scripts: run,variant,method,n,scale,corpus,seed,step,steps,status,\n"
             "                train_loss,val_loss,val_step,tokens_per_s,wall_s,eta_s (losses in full\n"
             "                precision, an empty field where a run has no value), then the --diff\n"
@@ -135,6 +136,7 @@ _Static_assert(CELL > AN_NAME && CELL > sizeof((an_run *)0)->variant, "a cell ho
 
 int runs_main(int argc, char **argv) {
     int csv = 0, diff = 0, nkeys = 0;
+    opt_seen seen = {.cmd = "runs"};
     char keys[MAX_KEYS][64];
     char **paths = calloc_check((size_t)argc + 1, sizeof *paths);
     int np = 0;
@@ -168,7 +170,7 @@ int runs_main(int argc, char **argv) {
                 q += len + (q[len] == ',');
             }
         }
-        else if ((v = opt_arg(argc, argv, &i, "--sort", 0))) {
+        else if ((v = opt_once(&seen, argc, argv, &i, "--sort", 0))) {
             static const char *const keys[] = {"val", "train", "tokens", "step"};
             sort_key = 0;
             for (int k = 0; k < 4; k++)

@@ -400,6 +400,7 @@ static int run_plots(const char *out, const char *plots) {
 int report_main(int argc, char **argv) {
     const char *out = "out/report", *plots = "plots", *title = "s²HC: the paper's figures and tables, regenerated";
     int analyze = 1, draw = 1, plots_given = 0, quiet = 0;
+    opt_seen seen = {.cmd = "report"};
     char **args = calloc_check((size_t)argc + 5, sizeof *args);
     int na = 5; /* analyze [-q] -o OUT -- RUNS...: the runs after "--", so that one named -x stays a run */
     int ended = 0;
@@ -409,9 +410,9 @@ int report_main(int argc, char **argv) {
         if (kind < 0) continue;
         if (kind > 0) args[na++] = argv[i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { report_usage(stdout); free(args); return 0; }
-        else if ((v = opt_arg(argc, argv, &i, "-o", 0))) out = v;
-        else if ((v = opt_arg(argc, argv, &i, "--plots", 0))) { plots = v; plots_given = 1; }
-        else if ((v = opt_arg(argc, argv, &i, "--title", 1))) title = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "-o", 0))) out = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--plots", 0))) { plots = v; plots_given = 1; }
+        else if ((v = opt_once(&seen, argc, argv, &i, "--title", 1))) title = v;
         else if (!strcmp(argv[i], "--no-analyze")) analyze = 0;
         else if (!strcmp(argv[i], "--no-plots")) draw = 0;
         else if (!strcmp(argv[i], "-q")) quiet = 1;

@@ -1304,20 +1304,21 @@ static void usage(FILE *f) {
             BENCH_MEM_LIMIT_GB);
 }
 
-/* A positive whole number for option `opt`, or a message and 0. */
 /* The value of bench's option `name` at argv[*i] (opt_arg): the next word, unless that
  * is an option ("--csv --quick"; "-1" is a value, refused as one), or --name=VALUE;
- * NULL when there is none or it is empty. */
-static const char *bench_arg(int argc, char **argv, int *i, const char *name) {
+ * NULL when there is none or it is empty. Each is given once (opt_seen_take). */
+static const char *bench_arg(opt_seen *seen, int argc, char **argv, int *i, const char *name) {
     const int at = *i;
     const char *v = opt_arg(argc, argv, i, name, *i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0);
     if (v && !*v) {
         *i = at;
         return NULL;
     }
+    if (v) opt_seen_take(seen, name, v);
     return v;
 }
 
+/* A positive whole number for option `opt`, or a message and 0. */
 static int bench_count(const char *opt, const char *s, int *out) {
     char *end;
     long v = strtol(s, &end, 10);
@@ -1391,6 +1392,7 @@ int bench_main(int argc, char **argv) {
     for (int i = 0; bench_methods[i]; i++) o.methods[i] = bench_methods[i];
     for (int i = 0; sweep_methods[i]; i++) o.sweep[i] = sweep_methods[i];
     int rounds = 0, steps = 0, threads = 0, streams = 1, methods = 1, probe_steps = 0;
+    opt_seen seen = {.cmd = "bench"};
     for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         const int more = i + 1 < argc && argv[i + 1][0] != '\0' && strncmp(argv[i + 1], "--", 2) != 0;
@@ -1402,12 +1404,12 @@ int bench_main(int argc, char **argv) {
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--quick")) o.quick = 1;
-        else if ((v = bench_arg(argc, argv, &i, "--csv"))) o.csv_dir = v;
-        else if ((v = bench_arg(argc, argv, &i, "--preset"))) o.only_preset = v;
-        else if ((v = bench_arg(argc, argv, &i, "--rounds"))) { if (!bench_count("--rounds", v, &rounds)) return 2; }
-        else if ((v = bench_arg(argc, argv, &i, "--steps"))) { if (!bench_count("--steps", v, &steps)) return 2; }
-        else if ((v = bench_arg(argc, argv, &i, "--threads"))) { if (!bench_count("--threads", v, &threads)) return 2; }
-        else if ((v = bench_arg(argc, argv, &i, "--mem-limit"))) {
+        else if ((v = bench_arg(&seen, argc, argv, &i, "--csv"))) o.csv_dir = v;
+        else if ((v = bench_arg(&seen, argc, argv, &i, "--preset"))) o.only_preset = v;
+        else if ((v = bench_arg(&seen, argc, argv, &i, "--rounds"))) { if (!bench_count("--rounds", v, &rounds)) return 2; }
+        else if ((v = bench_arg(&seen, argc, argv, &i, "--steps"))) { if (!bench_count("--steps", v, &steps)) return 2; }
+        else if ((v = bench_arg(&seen, argc, argv, &i, "--threads"))) { if (!bench_count("--threads", v, &threads)) return 2; }
+        else if ((v = bench_arg(&seen, argc, argv, &i, "--mem-limit"))) {
             char *end;
             o.mem_limit_gb = strtod(v, &end);
             if (end == v || *end || !(o.mem_limit_gb > 0)) {
@@ -1417,7 +1419,7 @@ int bench_main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--no-streams")) streams = 0;
         else if (!strcmp(a, "--no-methods")) methods = 0;
-        else if ((v = bench_arg(argc, argv, &i, "--probe-steps"))) {
+        else if ((v = bench_arg(&seen, argc, argv, &i, "--probe-steps"))) {
             if (!bench_count("--probe-steps", v, &probe_steps)) return 2;
         }
         else if (!strcmp(a, "--no-probes")) o.probes = 0;
@@ -1429,7 +1431,7 @@ int bench_main(int argc, char **argv) {
             bench_proj_bf16 = 1;
         }
         else if (!strcmp(a, "--stream-bf16")) bench_stream_bf16 = 1;
-        else if ((v = bench_arg(argc, argv, &i, "--methods"))) { if (!bench_method_list(v, &o)) return 2; }
+        else if ((v = bench_arg(&seen, argc, argv, &i, "--methods"))) { if (!bench_method_list(v, &o)) return 2; }
         else {
             fprintf(stderr, "s2hc: error: bench: unknown or incomplete option '%s'%s\n", a,
                     i + 1 < argc && !more ? " (its value is missing or is an option)" : "");

@@ -1840,6 +1840,9 @@ int data_main(int argc, char **argv) {
         data_usage(stderr);
         return 2;
     }
+    char who[32]; /* "data prepare", for opt_once's message */
+    snprintf(who, sizeof who, "data %s", cmd);
+    opt_seen seen = {.cmd = who};
     for (int i = 2, ended = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         const int kind = opt_kind(a, &ended);
@@ -1852,7 +1855,7 @@ int data_main(int argc, char **argv) {
             }
             import_file = a;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { data_usage(stdout); return 0; }
-        else if ((v = opt_arg(argc, argv, &i, "--dir", 0))) dir = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--dir", 0))) dir = v;
         else if (is_prepare && (v = opt_arg(argc, argv, &i, "--only", 1))) {
             if (only) { /* one corpus per prepare: a second would silently replace the first */
                 fprintf(stderr, "s2hc: error: data prepare: --only names one corpus ('%s', then '%s'); run prepare "
@@ -1864,10 +1867,10 @@ int data_main(int argc, char **argv) {
         else if (is_prepare && strcmp(a, "--force") == 0) force = 1;
         else if (is_prepare && strcmp(a, "--quiet") == 0) quiet = 1;
         else if (is_list && strcmp(a, "--csv") == 0) csv = 1;
-        else if (is_import && (v = opt_arg(argc, argv, &i, "--name", 1))) import_name = v;
-        else if (is_import && (v = opt_arg(argc, argv, &i, "--val", 1))) import_val = v;
-        else if (is_import && (v = opt_arg(argc, argv, &i, "--tokens", 1))) import_tokens = v;
-        else if (is_import && (v = opt_arg(argc, argv, &i, "--vocab", 1))) import_vocab = v;
+        else if (is_import && (v = opt_once(&seen, argc, argv, &i, "--name", 1))) import_name = v;
+        else if (is_import && (v = opt_once(&seen, argc, argv, &i, "--val", 1))) import_val = v;
+        else if (is_import && (v = opt_once(&seen, argc, argv, &i, "--tokens", 1))) import_tokens = v;
+        else if (is_import && (v = opt_once(&seen, argc, argv, &i, "--vocab", 1))) import_vocab = v;
         else {
             fprintf(stderr, "s2hc: error: data %s: unexpected argument '%s'%s\n", cmd, a,
                     a[0] == '-' && !opt_value(argc, argv, i) ? " (or its value is missing or is an option)" : "");

@@ -505,13 +505,14 @@ int eval_main(int argc, char **argv) {
     const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
     const char **sets = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *sets);
     int batches = 0, ndirs = 0, csv = 0, nsets = 0, rc = -1;
+    opt_seen seen = {.cmd = "eval"};
     for (int i = 1, ended = 0; i < argc && rc < 0; i++) {
         const int kind = opt_kind(argv[i], &ended);
         const char *v;
         if (kind < 0) continue;
         if (kind > 0) dirs[ndirs++] = argv[i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { eval_usage(stdout); rc = 0; }
-        else if ((v = opt_arg(argc, argv, &i, "--batches", 1))) {
+        else if ((v = opt_once(&seen, argc, argv, &i, "--batches", 1))) {
             char *end;
             long n = strtol(v, &end, 10);
             if (end == v || *end || n < 1 || n > 1000000) {
@@ -520,10 +521,10 @@ int eval_main(int argc, char **argv) {
             }
             batches = (int)n;
         }
-        else if ((v = opt_arg(argc, argv, &i, "--data", 0))) data_dir = v;
-        else if ((v = opt_arg(argc, argv, &i, "--ood", 0))) ood = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--data", 0))) data_dir = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--ood", 0))) ood = v;
         else if (!strcmp(argv[i], "--csv")) csv = 1;
-        else if ((v = opt_arg(argc, argv, &i, "--config", 0))) config = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--config", 0))) config = v;
         else if ((v = opt_arg(argc, argv, &i, "--set", 1))) sets[nsets++] = v;
         else {
             fprintf(stderr, "s2hc: error: eval: unknown option '%s'%s\n", argv[i],

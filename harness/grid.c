@@ -264,7 +264,7 @@ static void usage(FILE *f) {
             "  --submit         with --slurm: submit them (sbatch)\n"
             "  --out DIR        the runs directory (default: the grid's out:, else runs/<grid name>)\n"
             "  --set KEY=VALUE  pin a swept key to one value, or set a key for every point\n"
-            "                   (KEY may be `preset`)\n"
+            "                   (KEY may be `preset`; repeatable)\n"
             "Exit code: 0 when every point finished; 1 when any is failed, diverged or refused\n"
             "(the summary line and index.csv say which); 2 for a bad grid; 130 when interrupted.\n"
             "\n"
@@ -278,6 +278,7 @@ int grid_main(int argc, char **argv) {
     const char *path = NULL, *out = NULL;
     const char **pins = calloc_check((size_t)argc + 1, sizeof *pins);
     int npins = 0, j = 0, list = 0, dry = 0, job = -1, force = 0, extend = 0, slurm = 0, submit = 0;
+    opt_seen seen = {.cmd = "grid"};
     for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -299,17 +300,18 @@ int grid_main(int argc, char **argv) {
         else if (!strcmp(a, "--submit")) submit = 1;
         else if ((val = opt_arg(argc, argv, &i, "--jobs", 1)) || (val = opt_arg(argc, argv, &i, "-j", 1)) ||
                  (!strncmp(a, "-j", 2) && a[2] && (val = a + 2))) { /* -j N, -jN, --jobs N, --jobs=N */
+            opt_seen_take(&seen, "-j/--jobs", val);
             char *end;
             long v = strtol(val, &end, 10);
             if (end == val || *end || v < 1 || v > INT_MAX) goto bad;
             j = (int)v;
         }
-        else if ((val = opt_arg(argc, argv, &i, "--job", 1))) {
+        else if ((val = opt_once(&seen, argc, argv, &i, "--job", 1))) {
             char *end;
             long v = strtol(val, &end, 10);
             if (!val[0] || *end || v < 0 || v > INT_MAX) goto bad;
             job = (int)v;
-        } else if ((val = opt_arg(argc, argv, &i, "--out", 1))) out = val;
+        } else if ((val = opt_once(&seen, argc, argv, &i, "--out", 1))) out = val;
         else if ((val = opt_arg(argc, argv, &i, "--set", 1))) pins[npins++] = val;
         else {
             fprintf(stderr, "s2hc: error: grid: unknown option or missing value: '%s'\n\n", a);

@@ -670,6 +670,7 @@ static int inspect_with(int argc, char **argv, const char **runs) {
     int nruns = 0, layer = -1, compare = 0, force_color = -1, hist = -1;
     const char *step_sel = NULL;
     out_style st = {0, 0, 1};
+    opt_seen seen = {.cmd = "inspect"};
     for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         const int kind = opt_kind(a, &ended);
@@ -677,7 +678,7 @@ static int inspect_with(int argc, char **argv, const char **runs) {
         if (kind > 0) {
             runs[nruns++] = a;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { inspect_usage(stdout); return 0; }
-        else if ((v = opt_arg(argc, argv, &i, "--layer", 1)) && !strcmp(v, "all")) layer = INSPECT_ALL_LAYERS;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--layer", 1)) && !strcmp(v, "all")) layer = INSPECT_ALL_LAYERS;
         else if (v) {
             char *end;
             errno = 0;
@@ -687,8 +688,8 @@ static int inspect_with(int argc, char **argv, const char **runs) {
                 fprintf(stderr, "s2hc: error: --layer: expected a sublayer index >= 0 or 'all', got '%s'\n", v);
                 return 2;
             }
-        } else if ((v = opt_arg(argc, argv, &i, "--step", 1))) step_sel = v;
-        else if ((v = opt_arg(argc, argv, &i, "--history", 0))) {
+        } else if ((v = opt_once(&seen, argc, argv, &i, "--step", 1))) step_sel = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--history", 0))) {
             if ((hist = hist_find(v)) < 0) {
                 fprintf(stderr, "s2hc: error: --history '%s': one of", v);
                 for (int q = 0; q < N_HIST_Q; q++) fprintf(stderr, "%s %s", q ? "," : "", hist_qs[q].name);
@@ -807,13 +808,14 @@ int probe_main(int argc, char **argv) {
     const char *data_dir = NULL;
     const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
     int samples = 0, batch = 0, ndirs = 0, rc = 2;
+    opt_seen seen = {.cmd = "probe"};
     for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         const int kind = opt_kind(a, &ended);
         if (kind < 0) continue;
         if (kind > 0) dirs[ndirs++] = a;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { probe_usage(stdout); rc = 0; goto done; }
-        else if ((v = opt_arg(argc, argv, &i, "--samples", 1)) || (v = opt_arg(argc, argv, &i, "--batch", 1))) {
+        else if ((v = opt_once(&seen, argc, argv, &i, "--samples", 1)) || (v = opt_once(&seen, argc, argv, &i, "--batch", 1))) {
             char *end;
             long n = strtol(v, &end, 10);
             if (end == v || *end || n < 1 || n > 1000000) {
@@ -823,7 +825,7 @@ int probe_main(int argc, char **argv) {
             }
             if (!strncmp(a, "--samples", 9)) samples = (int)n;
             else batch = (int)n;
-        } else if ((v = opt_arg(argc, argv, &i, "--data", 0))) data_dir = v;
+        } else if ((v = opt_once(&seen, argc, argv, &i, "--data", 0))) data_dir = v;
         else {
             fprintf(stderr, "s2hc: error: probe: unknown option '%s'%s\n", a,
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");

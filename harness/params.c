@@ -64,6 +64,7 @@ static int parse_range(const char *s, int *lo, int *hi) {
 int params_main(int argc, char **argv) {
     const char *method = "all", *preset = "M";
     int n_lo = 2, n_hi = HC_MAX_N, C = 0, layers = 0, csv = 0;
+    opt_seen seen = {.cmd = "params"};
     for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         if (opt_kind(a, &ended) < 0) continue;
@@ -74,20 +75,20 @@ int params_main(int argc, char **argv) {
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { params_usage(stdout); return 0; }
         else if (!strcmp(a, "--csv")) csv = 1;
-        else if ((v = opt_arg(argc, argv, &i, "--method", 1))) method = v;
-        else if ((v = opt_arg(argc, argv, &i, "--preset", 1))) preset = v;
-        else if ((v = opt_arg(argc, argv, &i, "--n", 1))) {
+        else if ((v = opt_once(&seen, argc, argv, &i, "--method", 1))) method = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--preset", 1))) preset = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--n", 1))) {
             if (parse_range(v, &n_lo, &n_hi) || n_lo < 2 || n_hi > HC_MAX_N) {
                 fprintf(stderr, "s2hc: error: --n wants N or A..B within 2..%d (got '%s')\n", HC_MAX_N, v);
                 return 2;
             }
-        } else if ((v = opt_arg(argc, argv, &i, "--C", 1))) {
+        } else if ((v = opt_once(&seen, argc, argv, &i, "--C", 1))) {
             /* the ranges of model.n_embd and model.n_layer (s2hc config) */
             if (parse_int(v, &C) || C > 16384) {
                 fprintf(stderr, "s2hc: error: --C wants a width in 1..16384 (model.n_embd; got '%s')\n", v);
                 return 2;
             }
-        } else if ((v = opt_arg(argc, argv, &i, "--layers", 1))) {
+        } else if ((v = opt_once(&seen, argc, argv, &i, "--layers", 1))) {
             if (parse_int(v, &layers) || layers > 128) {
                 fprintf(stderr, "s2hc: error: --layers wants 1..128 (model.n_layer; got '%s')\n", v);
                 return 2;

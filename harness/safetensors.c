@@ -96,6 +96,7 @@ static size_t put_values(unsigned char *dst, const float *v, size_t n, int bf16)
 
 int export_main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *dtype = "f32";
+    opt_seen seen = {.cmd = "export"};
     for (int i = 1, ended = 0; i < argc; i++) {
         const int kind = opt_kind(argv[i], &ended);
         const char *v;
@@ -110,8 +111,8 @@ int export_main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             export_usage(stdout);
             return 0;
-        } else if ((v = opt_arg(argc, argv, &i, "-o", 0))) out = v;
-        else if ((v = opt_arg(argc, argv, &i, "--dtype", 1))) dtype = v;
+        } else if ((v = opt_once(&seen, argc, argv, &i, "-o", 0))) out = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--dtype", 1))) dtype = v;
         else {
             fprintf(stderr, "s2hc: error: export: unknown option '%s'%s\n", argv[i],
                     opt_value(argc, argv, i) ? "" : " (or its value is missing or is an option)");

@@ -269,6 +269,7 @@ int sample_main(int argc, char **argv) {
     const char *dir = NULL, *prompt_text = NULL, *prompt_file = NULL, *config = NULL, *sets[256];
     double temperature = 1, top_k = 0, ntok = 256, count = 1, seed = 1;
     int ids = 0, nsets = 0;
+    opt_seen seen = {.cmd = "sample"};
     for (int i = 1, ended = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         const int kind = opt_kind(a, &ended);
@@ -277,20 +278,20 @@ int sample_main(int argc, char **argv) {
             if (dir) { fprintf(stderr, "s2hc: error: sample: one run directory only ('%s')\n", a); return 2; }
             dir = a;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { sample_usage(stdout); return 0; }
-        else if ((v = opt_arg(argc, argv, &i, "--prompt", 1))) prompt_text = v;
-        else if ((v = opt_arg(argc, argv, &i, "--prompt-file", 1))) prompt_file = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--prompt", 1))) prompt_text = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--prompt-file", 1))) prompt_file = v;
         else if (!strcmp(a, "--ids")) ids = 1;
-        else if ((v = opt_arg(argc, argv, &i, "--tokens", 1))) {
+        else if ((v = opt_once(&seen, argc, argv, &i, "--tokens", 1))) {
             if (sample_num("--tokens", v, 1, 1e6, 1, &ntok)) return 2;
-        } else if ((v = opt_arg(argc, argv, &i, "--temperature", 1))) {
+        } else if ((v = opt_once(&seen, argc, argv, &i, "--temperature", 1))) {
             if (sample_num("--temperature", v, 0, 1e6, 0, &temperature)) return 2;
-        } else if ((v = opt_arg(argc, argv, &i, "--top-k", 1))) {
+        } else if ((v = opt_once(&seen, argc, argv, &i, "--top-k", 1))) {
             if (sample_num("--top-k", v, 0, 65536, 1, &top_k)) return 2;
-        } else if ((v = opt_arg(argc, argv, &i, "--count", 1))) {
+        } else if ((v = opt_once(&seen, argc, argv, &i, "--count", 1))) {
             if (sample_num("--count", v, 1, 1024, 1, &count)) return 2;
-        } else if ((v = opt_arg(argc, argv, &i, "--seed", 1))) {
+        } else if ((v = opt_once(&seen, argc, argv, &i, "--seed", 1))) {
             if (sample_num("--seed", v, 0, 9007199254740992.0, 1, &seed)) return 2;
-        } else if ((v = opt_arg(argc, argv, &i, "--config", 0))) {
+        } else if ((v = opt_once(&seen, argc, argv, &i, "--config", 0))) {
             config = v;
         } else if ((v = opt_arg(argc, argv, &i, "--set", 1))) {
             if (nsets == 256) { fprintf(stderr, "s2hc: error: sample: more than 256 --set\n"); return 2; }

@@ -646,6 +646,7 @@ int train_main(int argc, char **argv) {
     const char *cfg_path = NULL;
     const char *sets[256];
     int nsets = 0, resume = 0, force = 0, quiet = 0, stop_after = 0;
+    opt_seen seen = {.cmd = "train"};
     for (int i = 1, ended = 0; i < argc; i++) {
         const int kind = opt_kind(argv[i], &ended);
         const char *v;
@@ -664,7 +665,7 @@ int train_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--extend")) resume = train_extend = 1;
         else if (!strcmp(argv[i], "--force")) force = 1;
         else if (!strcmp(argv[i], "--quiet")) quiet = 1;
-        else if ((v = opt_arg(argc, argv, &i, "--stop-after", 1))) {
+        else if ((v = opt_once(&seen, argc, argv, &i, "--stop-after", 1))) {
             char *end;
             long n = strtol(v, &end, 10);
             if (end == v || *end || n < 1 || n > INT_MAX) {

@@ -360,6 +360,24 @@ const char *opt_arg(int argc, char **argv, int *i, const char *name, int dash_ok
     return argv[++*i];
 }
 
+void opt_seen_take(opt_seen *seen, const char *name, const char *value) {
+    for (int k = 0; k < seen->n; k++)
+        if (!strcmp(seen->name[k], name))
+            die(2, "%s: %s given twice ('%s', then '%s'): give it once", seen->cmd, name, seen->value[k], value);
+    if (seen->n == OPT_SEEN_MAX) { /* more options of one value than a command has: a bug of its loop */
+        fprintf(stderr, "s2hc: internal error: %s: more than %d options of one value\n", seen->cmd, OPT_SEEN_MAX);
+        abort();
+    }
+    seen->name[seen->n] = name;
+    seen->value[seen->n++] = value;
+}
+
+const char *opt_once(opt_seen *seen, int argc, char **argv, int *i, const char *name, int dash_ok) {
+    const char *v = opt_arg(argc, argv, i, name, dash_ok);
+    if (v) opt_seen_take(seen, name, v);
+    return v;
+}
+
 int terminal_live(int fd) {
     const char *term = getenv("TERM");
     return isatty(fd) && term && term[0] && strcmp(term, "dumb") != 0;

@@ -243,6 +243,23 @@ int opt_kind(const char *arg, int *ended);
  * or (unless dash_ok, for a value such as a prompt) is a word that starts with '-' (as
  * opt_value): the loop then reports argv[*i] as unknown or incomplete. */
 const char *opt_arg(int argc, char **argv, int *i, const char *name, int dash_ok);
+/* An option of one value is given once, in every command: a second occurrence (as
+ * `name VALUE` or `name=VALUE`, either way) is refused, naming the option and both values,
+ * never silently taken over the first (`eval --config a.yaml --config b.yaml` read b.yaml
+ * alone). The options that repeat (--set, runs' --key) take opt_arg. A loop declares
+ * `opt_seen seen = {"eval"}` (the command, for the message) and takes such an option by
+ * opt_once: opt_arg's value (NULL as opt_arg), or, for an option seen took before,
+ * "s2hc: error: eval: --config given twice ('a.yaml', then 'b.yaml'): give it once" and
+ * exit 2 (a usage error, before anything is read or written). opt_seen_take records a value
+ * found otherwise (grid's -jN) under name, with the same check. */
+#define OPT_SEEN_MAX 16
+typedef struct {
+    const char *cmd;
+    const char *name[OPT_SEEN_MAX], *value[OPT_SEEN_MAX];
+    int n;
+} opt_seen;
+const char *opt_once(opt_seen *seen, int argc, char **argv, int *i, const char *name, int dash_ok);
+void opt_seen_take(opt_seen *seen, const char *name, const char *value);
 /* 1 when fd is a terminal that draws a line in place ("\r", ESC[K) and colours: a
  * terminal whose TERM is "dumb" or unset (Emacs's M-x shell, a serial console) shows those
  * as ^[[K, so there progress goes a line at a time, as into a log, and colour is off. */

@@ -151,4 +151,40 @@ done
 (ulimit -f 1; "$S2HC" config > "$TMP/config.txt" 2>"$TMP/err"); rc=$?
 [ $rc = 1 ] && grep -q "File too large" "$TMP/err" && ok "config past ulimit -f exits 1" \
   || fail "config past ulimit -f: exit $rc, $(cat "$TMP/err")"
+# an option of one value given twice, in any command and either form (--opt V, --opt=V):
+# refused, exit 2, naming the option and both values, before anything is read or written
+# (the second silently replaced the first); --set still repeats (runs --key: runs_cli.sh)
+twice() { # twice 'CMD' OPT FIRST SECOND ARGS...: `s2hc CMD ARGS...` refuses OPT given FIRST, then SECOND
+  local cmd=$1 opt=$2 a=$3 b=$4; shift 4
+  expect_status 2 "$cmd $opt twice is refused" -- "$S2HC" $cmd "$@"
+  expect_out "^s2hc: error: $cmd: $opt given twice \('$a', then '$b'\): give it once$" "$cmd: names $opt and both values"
+}
+X=$TMP/twice
+twice eval --config a.yaml b.yaml "$X/m.safetensors" --config a.yaml --config=b.yaml
+twice eval --batches 2 3 "$X/run" --batches=2 --batches 3
+twice sample --prompt "the " "a cat" "$X/run" --prompt "the " --prompt "a cat"
+twice sample --seed 1 2 "$X/run" --seed 1 --tokens 4 --seed=2
+twice sample --config a.yaml b.yaml "$X/m.safetensors" --config a.yaml --config b.yaml
+twice probe --samples 4 8 "$X/run" --samples 4 --samples 8
+twice inspect --layer 0 all "$X/run" --layer 0 --layer all
+twice export -o "$X/a.safetensors" "$X/b.safetensors" "$X/run" -o "$X/a.safetensors" -o "$X/b.safetensors"
+twice train --stop-after 1 2 "$cfg" --stop-after 1 --stop-after 2
+twice grid -j/--jobs 2 3 experiments/smoke.yaml -j 2 --jobs=3
+twice grid --out "$X/a" "$X/b" experiments/smoke.yaml --out "$X/a" --list --out "$X/b"
+twice analyze -o "$X/a" "$X/b" "$X/run" -o "$X/a" -o "$X/b"
+twice report --title A B "$X/run" --title A --title B --no-plots
+twice runs --sort val step "$X" --sort val --sort step
+twice params --n 2 4 --n 2 --n=4
+twice bench --rounds 1 2 --rounds 1 --rounds 2
+twice "data import" --name a b "$X/t.txt" --name a --name b --dir "$X/d"
+twice "data list" --dir "$X/a" "$X/b" --dir "$X/a" --dir "$X/b"
+[ ! -e "$X" ] && ok "nothing written by the refused commands" || fail "left: $(ls -A "$X")"
+# --set repeats, each over the one before (the second's 0 is refused by the schema)
+printf 'model: {n_layer: 2}\n' > "$TMP/one.yaml"
+expect_status 2 "eval --set twice: both taken" -- "$S2HC" eval "$X/m.safetensors" --config "$TMP/one.yaml" \
+  --set model.n_layer=3 --set model.n_layer=0
+expect_out "key 'model.n_layer'.*0" "the second --set is the one checked"
+grep -q "given twice" "$TMP/out" && fail "--set refused as given twice: $(cat "$TMP/out")" || ok "--set is not refused for repeating"
+expect_status 0 "grid --set twice" -- "$S2HC" grid experiments/smoke.yaml --out "$TMP/g" --list --set train.steps=7 --set train.lr=0.002
+grep -q "given twice" "$TMP/out" && fail "grid --set refused: $(cat "$TMP/out")" || ok "grid --set repeats"
 finish config_errors

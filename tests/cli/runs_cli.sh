@@ -125,6 +125,9 @@ import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))
 assert [(r["model.n_embd"], r["residual.method"], r["data.ood"]) for r in rows] == [("32", "identity", "[synth_ood]"), ("32", "rc", "[synth_ood]")], rows
 PY
+# --key repeats, its lists joined (the one option of runs that does: --sort twice is refused)
+"$S2HC" runs "$R/a" "$R/c" --key model.n_embd --key=residual.method,data.ood --csv > "$TMP/k2.csv" 2>&1 \
+  && cmp -s "$TMP/out" "$TMP/k2.csv" && ok "--key twice: the columns of the one list" || fail "--key twice: $(cat "$TMP/k2.csv")"
 # 32 columns at most: --key's 32 (every key but train.lr) leave --diff's train.lr out, said
 K=$("$S2HC" config | sed -n 's/^  \([a-z_]*\.[a-z_]*\) .*/\1/p' | grep -vx train.lr | head -32 | paste -sd, -)
 expect_status 0 "runs --diff past 32 columns" -- "$S2HC" runs "$R/a" "$TMP/runs2/lr" --diff --key "$K" --csv
