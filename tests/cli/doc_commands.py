@@ -38,7 +38,9 @@ backticks goes unnoticed; write command lines in code. In code, a word after s2h
 is no command is a mistake only where a command starts (a line's or a span's start, after
 ;, &&, |, a shell keyword or a launcher: `nohup s2hc ...`, `mpirun -np 4 s2hc ...`);
 elsewhere (`the s2hc method`) it is the method's name, and s2hc's own commands are
-checked wherever they appear.
+checked wherever they appear. In a comment's table of names (`#   s2hc expm    the core
+...`, comment_segments) a row's `s2hc WORD` is a name unless WORD misspells a command or
+the row goes on as a command line (an option, a path, a file): then it is a mistake too.
 
 Each mismatch is printed as FILE:LINE: what is wrong; the exit is 1 if there is any.
 Only --help, config, `s2hc grid --list` of three one-line files, make -qp and ldd are
@@ -373,8 +375,11 @@ def comment_segments(path):
     than the command lines above it, which continues one, are prose); the rest is prose,
     whose `inline` spans are code. A block of such lines whose first words are not all
     commands (s2hc, make, a path, a shell word: `#   identity     fixed H_res = I` then
-    `#   s2hc expm    the core ...`) is a table of names, kind 'table': an s2hc in it is
-    checked only when a command of s2hc's follows; a make line in it is checked as any."""
+    `#   s2hc expm    the core ...`) is a table of names, kind 'table': an s2hc at a row's
+    start is a name there (the method, `s2hc expm`) unless a command of s2hc's follows, or
+    the word after it is a command misspelled (`s2hc trian`), or the row goes on as a
+    command line (an option, a path, a file: `s2hc fold runs/x --step 5`): then it is
+    checked as a command (Checker.s2hc_calls); a make line in it is checked as any."""
     out, para, rows = [], [], []
     block = None    # the indentation of the current block's command lines
 
@@ -550,6 +555,21 @@ def shell_words(text):
     return words
 
 
+def command_row(args):
+    """Whether the shell words ARGS after `s2hc WORD` in a table of names are a command's
+    arguments: an option (-j, --step), a path (runs/x) or a file's name (g.yaml); a name's
+    words are plain ones (`s2hc expm`, `s2hc exact init`)."""
+    for word, quoted in args:
+        if quoted:
+            continue
+        if OPT_RE.match(word) or "/" in word or re.fullmatch(r"[A-Za-z_]\w*=.*", word, re.S):
+            return True
+        ext = re.fullmatch(r"[\w.+-]+\.([A-Za-z0-9]+)", word)
+        if ext and ext.group(1) in FILE_EXTS:
+            return True
+    return False
+
+
 # Where a command starts: a line's or a span's start, after a shell operator, a shell
 # keyword or a launcher (nohup, env VAR=..., mpirun -np 4), and any VAR=... before it.
 COMMAND_POS = re.compile(r"(?:^|&&|\|\||[;|(`]|\$\(|(?<![\w-])(?:do|then|else|time|nohup|exec|sudo|xargs|env"
@@ -605,7 +625,12 @@ class Checker:
                          f"(did you mean '{self.near_section(sec)}.{name}'? s2hc config)")
 
     # --- s2hc invocations -----------------------------------------------------------
-    def s2hc_calls(self, where, text, commands=True):
+    def s2hc_calls(self, where, text, commands=True, table=False):
+        """Check each s2hc command line of TEXT. commands=False: prose or a table of
+        names, where an s2hc at a command's position followed by no command of s2hc's is
+        the method's name (`s2hc expm`); in a table (table=True) it is a command all the
+        same, and an error, where its word is one of s2hc's commands misspelled or its row
+        goes on as a command line (command_row)."""
         for m in re.finditer(r"(?:(?<=[\s;|&(`$=\"'])|^)(\.?[\w./-]*/)?s2hc(?=\s)", text):
             if re.search(r"(?:^|\s)[A-Za-z_]\w*=\S*$", text[:m.start() + len(m.group(1) or "")]):
                 continue  # S2HC_BIN=$PWD/bin/s2hc bash ...: a value, not a command
@@ -618,10 +643,16 @@ class Checker:
             if quoted or not re.fullmatch(r"[a-z][a-z0-9-]*", cmd):
                 continue  # s2hc COMMAND --help, s2hc --help, a placeholder
             if cmd not in self.p.commands:
-                if at_command:
+                if at_command or (table and (bool(m.group(1)) or COMMAND_POS.search(text[:m.start()]))
+                                  and (self.near_command(cmd) or command_row(words[1:]))):
                     self.err(where, f"s2hc {cmd}: no such command (s2hc --help)")
                 continue  # prose that names the method: "s2hc at n = 4"
             self.invocation(where, cmd, words[1:])
+
+    def near_command(self, word):
+        """Whether WORD misspells one of s2hc's commands: one edit from a command of up to
+        five letters (`evl`, `trian`), two from a longer one (`reprot`, `inpsect`)."""
+        return any(edits(word, c) <= (1 if len(c) <= 5 else 2) for c in self.p.commands)
 
     def invocation(self, where, cmd, args):
         sub = None
@@ -824,7 +855,7 @@ class Checker:
             if kind == "other":
                 continue
             line = text.replace("`", " ") if kind in ("code", "table") else text
-            self.s2hc_calls(where, line, kind != "table")
+            self.s2hc_calls(where, line, kind != "table", kind == "table")
             # a table of names has no `make` name: its make lines are commands, checked
             self.make_calls(where, line)
             # program output quotes the user's keys, misspelled ones too: 'train.lrr'

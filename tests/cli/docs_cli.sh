@@ -8,7 +8,8 @@
 # checker itself, on a page of planted mistakes (one for each of its rules, a line joined
 # by a backslash, a span over a line break, a list item's code block, a grid block's
 # slurm:, override: and top-level keys and a misspelled section among them), a grid
-# file's and a makefile's comments, and a --help example planted by a wrapper of s2hc:
+# file's and a makefile's comments (in a table of names, an s2hc row whose word misspells
+# a command or that goes on as a command line), and a --help example planted by a wrapper of s2hc:
 # each is named by its file and line, and what only looks like one (the method s2hc in
 # prose, a file train.bin or model.pt, an error message's misspelled key, another
 # program's options, a comment, a quoted value, a placeholder, a list item's second
@@ -134,6 +135,12 @@ cat >"$Y" <<'EOF'
 # A span over a comment's line break, `s2hc train
 # x.yaml --extnd`, is one span; s2hc trian in prose is not read.
 sweep: {train.seed: [1, 2]}   # s2hc trian
+# a table of names: an s2hc row is a command where its word misspells one or the row
+# goes on as a command line
+#   rc                              the plain residual
+#   s2hc exact                      s2hc initialised at H_res = I exactly
+#   s2hc fold runs/g --step final   a command s2hc does not have
+#   s2hc evl                        a command misspelled
 EOF
 cat >"$M" <<'EOF'
 # p.mk: planted
@@ -193,6 +200,8 @@ for want in "doc.md:3: s2hc train: no option --extnd" \
             "g.yaml:6: s2hc trian: no such command" \
             "g.yaml:7: s2hc report: no option --bogus" \
             "g.yaml:8: s2hc train: no option --extnd" \
+            "g.yaml:15: s2hc fold: no such command" \
+            "g.yaml:16: s2hc evl: no such command" \
             "p.mk:2: make tset: no such target" \
             "p.mk:5: make FRAME_ARGS=: no option --bf61 (frame_bench --help)" \
             "p.mk:11: make tsett: no such target"; do
@@ -203,5 +212,5 @@ grep -q "^$PLANTED_HELP\$" "$TMP/out" && ok "planted: a --help example's option 
 grep -q "^$PLANTED_HELP2" "$TMP/out" && ok "planted: a --help example's misspelled command" \
   || fail "planted: no '$PLANTED_HELP2' in: $(cat "$TMP/out")"
 n=$(grep -Ec "^($D|$Y|$M):[0-9]*: " "$TMP/out")
-[ "$n" = 40 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 40: $(cat "$TMP/out")"
+[ "$n" = 42 ] && ok "nothing else is taken for a mistake" || fail "$n mismatches, wanted 42: $(cat "$TMP/out")"
 finish docs_cli
