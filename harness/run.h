@@ -171,7 +171,10 @@ int model_file_config(const char *who, const char *path, const char *const *sets
 int model_file_not_run(const char *dir, const char *who);
 /* safetensors_open_model for command `who` (given: --config's model, or NULL): 0, or 1
  * after an error naming `who` and the file (nothing left open), 2 when `given` comes
- * with a file that holds its own config. *of_ids: 1 when the model reads a tokenizer's
+ * with a file that holds its own config. A file opened with `given` gets a note on stderr
+ * naming the keys of its model that its tensors cannot confirm, with their values
+ * (model.n_head, model.gelu, the method's own that change what it computes, the method
+ * where another has the same tensors). *of_ids: 1 when the model reads a tokenizer's
  * ids (the metadata's token_kind; without it, the given config's training corpus where
  * it is prepared; a vocabulary past 256 always), 0 when it reads bytes of text. */
 int model_file_open(const char *path, const char *who, const s2hc_config *given, s2hc_config *cfg, gpt_model *m,

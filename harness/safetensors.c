@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -997,6 +998,64 @@ int model_file_not_run(const char *dir, const char *who) {
     return 2;
 }
 
+/* 1 when the parameter tables a and b have the same tensors: names, ranks and shapes. */
+static int st_same_tables(const param_info *a, int na, const param_info *b, int nb) {
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++) {
+        if (strcmp(a[i].name, b[i].name) || a[i].rank != b[i].rank) return 0;
+        for (int r = 0; r < a[i].rank; r++)
+            if (a[i].shape[r] != b[i].shape[r]) return 0;
+    }
+    return 1;
+}
+
+/* printf into buf at *at (of len bytes), *at moved past it; text past the end is cut. */
+static void st_append(char *buf, size_t len, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void st_append(char *buf, size_t len, size_t *at, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int w = vsnprintf(buf + *at, len - *at, fmt, ap);
+    va_end(ap);
+    if (w > 0) *at = *at + (size_t)w < len ? *at + (size_t)w : len - 1;
+}
+
+/* The config keys of c's model that its tensors cannot confirm, as KEY=VALUE, comma-separated
+ * in buf: model.n_head (c_attn is [3C, C] for any count of heads) and model.gelu always; the
+ * method's own keys that change what it computes (mhc: residual.sinkhorn_iters and
+ * sinkhorn_order; s2hc: residual.core and init; s2hc_rot, orthogonal: residual.core; the
+ * keys that only init a model, residual.lite_offset and proj_init, change nothing read
+ * from a file); residual.method too where another method has the same tensors, named and
+ * shaped alike, at c's shape and streams (kromhc at a prime n is mhc_lite's). */
+static void st_unconfirmed_keys(const s2hc_config *c, char *buf, size_t len) {
+    const char *m = c->method;
+    size_t at = 0;
+    buf[0] = '\0';
+    st_append(buf, len, &at, "model.n_head=%d, model.gelu=%s", c->n_head, c->gelu);
+    if (!strcmp(m, "mhc"))
+        st_append(buf, len, &at, ", residual.sinkhorn_iters=%d, residual.sinkhorn_order=%s", c->sinkhorn_iters,
+                  c->sinkhorn_order);
+    else if (!strcmp(m, "s2hc"))
+        st_append(buf, len, &at, ", residual.core=%s, residual.init=%s", c->core, c->init);
+    else if (!strcmp(m, "s2hc_rot") || !strcmp(m, "orthogonal"))
+        st_append(buf, len, &at, ", residual.core=%s", c->core);
+    param_info *mine;
+    int nm;
+    char err[256], twins[256] = "";
+    size_t tn = 0;
+    if (model_param_table(c, &mine, &nm, NULL, NULL, err, sizeof err) != 0) return;
+    for (int k = -1; k < 0 || hc_variants[k]; k++) { /* rc, then every other method */
+        s2hc_config o = *c;
+        snprintf(o.method, sizeof o.method, "%s", k < 0 ? "rc" : hc_variants[k]->name);
+        param_info *t;
+        int nt;
+        if (!strcmp(o.method, m) || model_param_table(&o, &t, &nt, NULL, NULL, err, sizeof err) != 0) continue;
+        if (st_same_tables(mine, nm, t, nt)) st_append(twins, sizeof twins, &tn, "%s%s", tn ? ", " : "", o.method);
+        free(t);
+    }
+    free(mine);
+    if (tn) st_append(buf, len, &at, ", residual.method=%s (%s has the same tensors)", m, twins);
+}
+
 int model_file_open(const char *path, const char *who, const s2hc_config *given, s2hc_config *cfg, gpt_model *m,
                     int64_t *step, int *of_ids) {
     char err[1400], kind[16];
@@ -1004,6 +1063,12 @@ int model_file_open(const char *path, const char *who, const s2hc_config *given,
     if (rc != 0) {
         fprintf(stderr, "s2hc: error: %s: %s\n", who, err);
         return rc == -2 ? 2 : 1;
+    }
+    if (given) { /* opened: a file without s2hc metadata, --config's model */
+        char keys[512];
+        st_unconfirmed_keys(cfg, keys, sizeof keys);
+        fprintf(stderr, "s2hc: note: %s: %s has no s2hc metadata; --config's keys that shape no tensor are taken at its "
+                "word, unchecked against the file: %s\n", who, path, keys);
     }
     /* the metadata's token_kind; else (an export of an older build, another program's
        file) the given config's training corpus where it is prepared, else the vocabulary */

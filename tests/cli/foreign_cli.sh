@@ -4,7 +4,8 @@
 # __metadata__ stripped gives the run's own losses and text; a nanoGPT-like file (no
 # transformer.wte.weight beside lm_head.weight, causal-mask buffers attn.bias) loads into
 # an rc model; a missing, reshaped or unexpected tensor and a config of another method are
-# refused naming the file and the tensor, and --config where a model says its own is refused.
+# refused naming the file and the tensor, and --config where a model says its own is refused;
+# a note names the keys the file cannot confirm.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 make_synth_data "$TMP/data"
@@ -110,10 +111,22 @@ grep -q "method s2hc, n = 4, step not given" "$TMP/err" && ok "its settings: the
 [ "$(wc -l < "$TMP/g.csv")" = 3 ] && [ "$(cut -d, -f3- "$TMP/rrun.csv")" = "$(cut -d, -f3- "$TMP/g.csv")" ] \
   && ok "rc: a nanoGPT-like file gives the run's losses" || fail "rc --csv '$(cat "$TMP/g.csv" "$TMP/err")', the run's '$(cat "$TMP/rrun.csv")'"
 "$S2HC" sample "$TMP/runs/r" --prompt "the " --tokens 50 --seed 3 > "$TMP/rx.txt" 2>/dev/null
-"$S2HC" sample "$G" --config "$TMP/r.yaml" --prompt "the " --tokens 50 --seed 3 > "$TMP/rg.txt" 2>"$TMP/err"
+"$S2HC" sample "$G" --config "$TMP/r.yaml" --prompt "the " --tokens 50 --seed 3 > "$TMP/rg.txt" 2>"$TMP/rerr"
 [ "$(wc -c < "$TMP/rx.txt")" = 55 ] && cmp -s "$TMP/rx.txt" "$TMP/rg.txt" && ok "rc: and the run's text" \
-  || fail "rc sample '$(cat "$TMP/rg.txt" "$TMP/err")', the run's '$(cat "$TMP/rx.txt")'"
+  || fail "rc sample '$(cat "$TMP/rg.txt" "$TMP/rerr")', the run's '$(cat "$TMP/rx.txt")'"
 cmp -s "$TMP/x.txt" "$TMP/rx.txt" && fail "the two models wrote the same text: the check cannot tell them apart"
+# the keys the file cannot confirm, in one note on stderr with the values taken: model.n_head
+# and model.gelu always, the method's own that change what it computes (s2hc: core and init,
+# no Sinkhorn keys; rc: none), the values --set gave; none for an export, which says its own
+note="has no s2hc metadata; --config's keys that shape no tensor are taken at its word, unchecked against the file:"
+"$S2HC" eval "$F" --config "$TMP/s.yaml" --set residual.core=expm --batches 1 --csv >/dev/null 2>"$TMP/err"
+[ "$(grep -c "^s2hc: note: " "$TMP/err")" = 1 ] \
+  && grep -qxF "s2hc: note: eval: $F $note model.n_head=2, model.gelu=tanh, residual.core=expm, residual.init=tanh4" "$TMP/err" \
+  && ok "s2hc: one note, n_head, gelu, core (as --set gave it) and init" || fail "s2hc's note: $(cat "$TMP/err")"
+grep -qxF "s2hc: note: sample: $G $note model.n_head=2, model.gelu=tanh" "$TMP/rerr" \
+  && ok "rc: n_head and gelu alone" || fail "rc's note: $(cat "$TMP/rerr")"
+"$S2HC" sample "$TMP/runs/s/model.safetensors" --tokens 2 >/dev/null 2>"$TMP/err"
+grep -q "note: " "$TMP/err" && fail "a note for an export: $(cat "$TMP/err")" || ok "no note for an export"
 
 # bytes or ids: a stripped file has no token_kind; the config's training corpus says it (a
 # corpus of 200 ids, a model of vocabulary 200: a text prompt refused); where that corpus is
