@@ -403,14 +403,15 @@ int ablate_main(int argc, char **argv) {
     const char **sets = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *sets);
     ablate_opts o = {NULL, NULL, 0, 0, 0, 2, {ABLATE_IDENTITY, ABLATE_MEAN}, NULL, 0, 0};
     int ndirs = 0, nsets = 0, rc = -1;
+    opt_seen seen = {.cmd = "ablate"};
     for (int i = 1, ended = 0; i < argc && rc < 0; i++) {
         const int kind = opt_kind(argv[i], &ended);
         const char *v;
         if (kind < 0) continue;
         if (kind > 0) dirs[ndirs++] = argv[i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { ablate_usage(stdout); rc = 0; }
-        else if ((v = opt_arg(argc, argv, &i, "--what", 0))) rc = parse_what(v, &o) ? 2 : -1;
-        else if ((v = opt_arg(argc, argv, &i, "--batches", 1))) {
+        else if ((v = opt_once(&seen, argc, argv, &i, "--what", 0))) rc = parse_what(v, &o) ? 2 : -1;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--batches", 1))) {
             char *end;
             long n = strtol(v, &end, 10);
             if (end == v || *end || n < 1 || n > 1000000) {
@@ -419,11 +420,11 @@ int ablate_main(int argc, char **argv) {
             }
             o.batches = (int)n;
         }
-        else if ((v = opt_arg(argc, argv, &i, "--corpus", 0))) o.corpus = v;
-        else if ((v = opt_arg(argc, argv, &i, "--data", 0))) o.data_dir = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--corpus", 0))) o.corpus = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--data", 0))) o.data_dir = v;
         else if (!strcmp(argv[i], "--csv")) o.csv = 1;
         else if (!strcmp(argv[i], "--record")) o.record = 1;
-        else if ((v = opt_arg(argc, argv, &i, "--config", 0))) config = v;
+        else if ((v = opt_once(&seen, argc, argv, &i, "--config", 0))) config = v;
         else if ((v = opt_arg(argc, argv, &i, "--set", 1))) sets[nsets++] = v;
         else {
             fprintf(stderr, "s2hc: error: ablate: unknown option '%s'%s\n", argv[i],

@@ -117,6 +117,8 @@ expect_status 2 "an unknown replacement" -- "$S2HC" ablate "$TMP/runs/am" --what
 expect_out "--what: 'shuffle' is not a replacement \(identity, mean, uniform\)" "the replacement named"
 expect_status 2 "a replacement twice" -- "$S2HC" ablate "$TMP/runs/am" --what mean,mean
 expect_out "--what: 'mean' named twice" "the repeat named"
+expect_status 2 "--corpus given twice" -- "$S2HC" ablate "$TMP/runs/am" --corpus synth_ood --corpus=synth
+expect_out "ablate: --corpus given twice \('synth_ood', then 'synth'\): give it once" "the option and both values named"
 expect_status 2 "--batches 0" -- "$S2HC" ablate "$TMP/runs/am" --batches 0
 expect_out "--batches: expected a whole number in 1..1000000, got '0'" "--batches: the range"
 expect_status 1 "a corpus not prepared" -- "$S2HC" ablate "$TMP/runs/am" --corpus nosuch
