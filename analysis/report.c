@@ -182,11 +182,15 @@ static int file_exists_(const char *p) {
     return stat(p, &st) == 0 && st.st_size > 0;
 }
 
+/* Text for the page, as text or inside a double-quoted attribute (an alt): < > & " escaped.
+ * Every string the page did not write itself goes through it: a run folder's name, the
+ * scale, corpus and model of summary.txt, a caption's numbers, gnuplot's words. */
 static void put_esc(FILE *f, const char *s) {
     for (; *s; s++) {
         if (*s == '<') fputs("&lt;", f);
         else if (*s == '>') fputs("&gt;", f);
         else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
         else fputc(*s, f);
     }
 }
@@ -337,36 +341,107 @@ static int run_gnuplot(const char *out, const char *stem, const char *script, co
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
-/* Every figure of the report drawn into out: the number not drawn (each said why), or -1
- * when a signal stopped it (stop_signal). */
-static int run_plots(const char *out, const char *plots) {
+/* What became of each figure in this report, for the page to say: drawn (and whether
+ * gnuplot warned: a data file it could not open, a column it could not read), not drawn
+ * and why, or left as it was (--no-plots: an earlier report's drawing, if any). said:
+ * gnuplot's first warning or its error, the report's folder dropped from its paths. */
+typedef enum { FIG_KEPT, FIG_DRAWN, FIG_FAILED, FIG_NO_GNUPLOT, FIG_NO_SCRIPT } fig_state;
+typedef struct {
+    fig_state state;
+    int warned;
+    char said[400];
+} fig_outcome;
+
+/* One line of what gnuplot appended to log between the offsets from and to (its first
+ * line, or with last its last, gnuplot's error) into buf, without "OUT/" at the start of
+ * the paths it names (relative to the page, then) and cut at a character's edge; "" when
+ * there is none. */
+static void log_line(const char *log, const char *out, long from, long to, int last, char *buf, size_t len) {
+    buf[0] = 0;
+    FILE *f = fopen(log, "r");
+    if (!f || from >= to || fseek(f, from, SEEK_SET) != 0) { if (f) fclose(f); return; }
+    char line[2048], pick[2048] = "";
+    long at = from;
+    while (at < to && fgets(line, sizeof line, f)) {
+        at += (long)strlen(line);
+        line[strcspn(line, "\r\n")] = 0;
+        if (!line[strspn(line, " \t^")]) continue; /* blank, or gnuplot's ^ under the column */
+        snprintf(pick, sizeof pick, "%s", line);
+        if (!last) break;
+    }
+    fclose(f);
+    char pre[1100];
+    snprintf(pre, sizeof pre, "%s/", out);
+    const size_t pl = strlen(pre);
+    size_t j = 0;
+    for (const char *c = pick; *c && j + 1 < len;) {
+        if ((c == pick || c[-1] == '"' || c[-1] == ' ') && !strncmp(c, pre, pl)) { c += pl; continue; }
+        buf[j++] = *c++;
+    }
+    buf[j] = 0;
+    if (j + 1 >= len) { /* cut: its last character whole or dropped, never half a UTF-8 one */
+        while (j > 0 && ((unsigned char)buf[j - 1] & 0xC0) == 0x80) j--;
+        if (j > 0 && ((unsigned char)buf[j - 1] & 0xC0) == 0xC0) j--;
+        buf[j] = 0;
+    }
+}
+
+/* Remove OUT/STEM.{png,svg}: a figure not drawn this time is not shown as an older one. */
+static void remove_figure(const char *out, const char *stem) {
+    char p[1300];
+    for (int e = 0; e < 2; e++) {
+        snprintf(p, sizeof p, "%s/%s.%s", out, stem, e ? "svg" : "png");
+        remove(p);
+    }
+}
+
+/* Every figure of the report drawn into out, what became of each in res: the number not
+ * drawn (each said why), or -1 when a signal stopped it (stop_signal). */
+static int run_plots(const char *out, const char *plots, fig_outcome *res) {
+    const size_t nfig = sizeof figures / sizeof figures[0];
+    char ds[16];
+    summary_get(out, "depth_scales", ds, sizeof ds);
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "s2hc report: gnuplot not found: figures not drawn (make deps installs it)\n");
-        return 1;
+        /* an earlier report's figures would show the earlier data beside this analysis' tables */
+        int n = 0;
+        for (size_t i = 0; i < nfig; i++) {
+            remove_figure(out, figures[i].stem);
+            if (figures[i].depth && atoi(ds) < 2) continue;
+            res[i].state = FIG_NO_GNUPLOT;
+            n++;
+        }
+        fprintf(stderr, "s2hc report: gnuplot not found: figures not drawn, earlier ones in %s removed (make deps "
+                        "installs it)\n", out);
+        return n;
     }
     int bad = 0, warned = 0;
     char log[1100];
     snprintf(log, sizeof log, "%s/gnuplot.log", out); /* gnuplot's own words (warnings on degenerate data) */
     remove(log);
-    char ds[16];
-    summary_get(out, "depth_scales", ds, sizeof ds);
-    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+    for (size_t i = 0; i < nfig; i++) {
         char script[1024], cmd[3000];
         if (figures[i].depth && atoi(ds) < 2) { /* no depth sweep: not drawn, an older report's removed */
-            for (int e = 0; e < 2; e++) {
-                snprintf(cmd, sizeof cmd, "%s/%s.%s", out, figures[i].stem, e ? "svg" : "png");
-                remove(cmd);
-            }
+            remove_figure(out, figures[i].stem);
             continue;
         }
         snprintf(script, sizeof script, "%s/%s.gp", plots, figures[i].stem);
-        if (!file_exists_(script)) { fprintf(stderr, "s2hc report: no script %s\n", script); bad++; continue; }
+        if (!file_exists_(script)) {
+            fprintf(stderr, "s2hc report: no script %s\n", script);
+            remove_figure(out, figures[i].stem);
+            res[i].state = FIG_NO_SCRIPT;
+            bad++;
+            continue;
+        }
         struct stat st0;
         const long before = stat(log, &st0) == 0 ? (long)st0.st_size : 0;
         int failed = run_gnuplot(out, figures[i].stem, script, log) != 0;
         struct stat st1;
         const long after = stat(log, &st1) == 0 ? (long)st1.st_size : 0;
-        if (after > before && !failed) warned++;
+        if (after > before && !failed) {
+            warned++;
+            res[i].warned = 1;
+        }
+        log_line(log, out, before, after, failed, res[i].said, sizeof res[i].said);
         char tmp[1300];
         for (int e = 0; e < 2; e++) { /* the drawn files over the older ones (none: the script wrote them itself) */
             snprintf(cmd, sizeof cmd, "%s/%s.%s", out, figures[i].stem, e ? "svg" : "png");
@@ -379,22 +454,62 @@ static int run_plots(const char *out, const char *plots) {
             }
         }
         if (stop_signal) return -1; /* the figures drawn so far are in place, this one's older files too */
+        res[i].state = failed ? FIG_FAILED : FIG_DRAWN;
         if (failed) {
             /* what a failed script drew is partial (or an older report's): the page says
              * it was not drawn rather than show it */
             fprintf(stderr, "s2hc report: %s failed (gnuplot's message in %s); %s/%s.{png,svg} removed\n", script, log,
                     out, figures[i].stem);
-            for (int e = 0; e < 2; e++) {
-                snprintf(cmd, sizeof cmd, "%s/%s.%s", out, figures[i].stem, e ? "svg" : "png");
-                remove(cmd);
-            }
+            remove_figure(out, figures[i].stem);
             bad++;
         }
     }
     if (warned)
-        fprintf(stderr, "s2hc report: gnuplot warned while drawing %d figure(s) (empty or flat data, usually): %s\n",
-                warned, log);
+        fprintf(stderr, "s2hc report: gnuplot warned while drawing %d figure(s) (empty or flat data, usually; the page "
+                        "says which): %s\n", warned, log);
     return bad;
+}
+
+/* " (gnuplot's every word: gnuplot.log)", linked, when OUT/gnuplot.log has any. */
+static void log_link(FILE *f, const char *out, const char *what) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/gnuplot.log", out);
+    if (file_exists_(p)) fprintf(f, " (%s: <a href=\"gnuplot.log\">gnuplot.log</a>)", what);
+}
+
+/* A figure on the page: its PNG, linked to its SVG, with the title as alt text and a
+ * note when gnuplot warned; or, where there is no PNG, a line saying why. */
+static void put_figure(FILE *f, const char *out, const an_figure *g, const fig_outcome *o) {
+    char png[1200], svg[1200];
+    snprintf(png, sizeof png, "%s/%s.png", out, g->stem);
+    snprintf(svg, sizeof svg, "%s/%s.svg", out, g->stem);
+    if (file_exists_(png)) {
+        if (file_exists_(svg)) fprintf(f, "<a href=\"%s.svg\">", g->stem);
+        fprintf(f, "<img src=\"%s.png\" alt=\"", g->stem);
+        put_esc(f, g->title);
+        fprintf(f, "\">%s\n", file_exists_(svg) ? "</a>" : "");
+        if (o->warned) {
+            fprintf(f, "<p class=\"missing\">gnuplot warned while drawing this figure, which may lack some of its "
+                       "data: ");
+            put_esc(f, o->said[0] ? o->said : "(no words)");
+            log_link(f, out, "every warning");
+            fprintf(f, "</p>\n");
+        }
+        return;
+    }
+    fprintf(f, "<p class=\"missing\">%s.png was not drawn: ", g->stem);
+    switch (o->state) {
+    case FIG_FAILED:
+        fprintf(f, "gnuplot stopped with an error");
+        if (o->said[0]) { fprintf(f, ": "); put_esc(f, o->said); }
+        log_link(f, out, "its whole message");
+        break;
+    case FIG_NO_GNUPLOT: fprintf(f, "gnuplot was not found (make deps installs it)"); break;
+    case FIG_NO_SCRIPT: fprintf(f, "there is no script %s.gp among the figure scripts (--plots)", g->stem); break;
+    case FIG_KEPT: fprintf(f, "the report ran with --no-plots and there was no earlier drawing of it"); break;
+    case FIG_DRAWN: fprintf(f, "gnuplot exited without an error but wrote no PNG"); break;
+    }
+    fprintf(f, ".</p>\n");
 }
 
 int report_main(int argc, char **argv) {
@@ -482,7 +597,9 @@ int report_main(int argc, char **argv) {
     /* Ctrl-C or SIGTERM while drawing: the figure being drawn is finished or dropped, the
        page is not written, exit 130; a second one stops gnuplot too (on_second_signal) */
     if (draw) stop_signals_to(on_first_signal);
-    int not_drawn = draw ? run_plots(out, plots) : 0;
+    fig_outcome drawn[sizeof figures / sizeof figures[0]];
+    memset(drawn, 0, sizeof drawn); /* FIG_KEPT: --no-plots */
+    int not_drawn = draw ? run_plots(out, plots, drawn) : 0;
     stop_signals_to(an_on_signal); /* while the page is written: its .tmp removed, exit 130 */
     if (not_drawn < 0 || stop_signal) {
         fprintf(stderr, "s2hc report: interrupted while drawing the figures; %s/index.html not written\n", out);
@@ -534,17 +651,31 @@ int report_main(int argc, char **argv) {
                ".missing{color:#a00} .meta{color:#555;font-size:.9em} nav a{margin-right:.8em}\n"
                "</style></head><body>\n<h1>");
     put_esc(f, title);
-    if (scale[0])
-        fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from %s runs (%s compared, %s for "
-                   "throughput only). The figures show the <b>%s</b> scale trained on <b>%s</b>, %s; model: %s. The paper's "
-                   "runs are 0.12B–0.36B-parameter GPT-2 models on GPUs and FineWeb-Edu / OpenWebText: compare orderings "
-                   "and shapes, not values.",
-                when, runs, cruns, truns, scale, corpus, seeds, model);
+    if (scale[0]) {
+        fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from ", when);
+        put_esc(f, runs);
+        fprintf(f, " runs (");
+        put_esc(f, cruns);
+        fprintf(f, " compared, ");
+        put_esc(f, truns);
+        fprintf(f, " for throughput only). The figures show the <b>");
+        put_esc(f, scale);
+        fprintf(f, "</b> scale trained on <b>");
+        put_esc(f, corpus);
+        fprintf(f, "</b>, ");
+        put_esc(f, seeds);
+        fprintf(f, "; model: ");
+        put_esc(f, model);
+        fprintf(f, ". The paper's runs are 0.12B–0.36B-parameter GPT-2 models on GPUs and FineWeb-Edu / OpenWebText: "
+                   "compare orderings and shapes, not values.");
+    }
     if (scale[0] && shown[0]) {
         fprintf(f, " One run per method in the figures: ");
         put_esc(f, shown);
         if (strchr(nall, ' ')) { /* several stream counts: which one the figures show */
-            fprintf(f, " (at n = %s streams; the runs have n = ", nfig);
+            fprintf(f, " (at n = ");
+        put_esc(f, nfig);
+        fprintf(f, " streams; the runs have n = ");
             put_esc(f, nall);
             fprintf(f, ", which the table <a href=\"#residual\">residual</a> compares)");
         }
@@ -559,9 +690,9 @@ int report_main(int argc, char **argv) {
     }
     if (scale[0]) fprintf(f, "</p>\n");
     else /* throughput runs only (probe.every and train.eval_every 0): nothing for the other figures */
-        fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from %s runs, all for throughput "
+        fprintf(f, "</h1>\n<p class=\"meta\">Generated %s by <code>s2hc report</code> from %d runs, all for throughput "
                    "only (no probes, no evaluations): only the throughput figure and table have data.</p>\n",
-                when, runs);
+                when, atoi(runs));
     fprintf(f, "<nav><a href=\"#claims\">claims</a>");
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
         if (!figures[i].depth || depth_sweep) fprintf(f, "<a href=\"#%s\">%s</a>", figures[i].stem, figures[i].stem);
@@ -576,18 +707,14 @@ int report_main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
         const an_figure *g = &figures[i];
         if (g->depth && !depth_sweep) continue; /* one depth: nothing to draw, nothing said */
-        char png[1200], svg[1200], meas[4096];
-        snprintf(png, sizeof png, "%s/%s.png", out, g->stem);
+        char svg[1200], meas[4096];
         snprintf(svg, sizeof svg, "%s/%s.svg", out, g->stem);
         const int has_svg = file_exists_(svg);
         caption_get(out, g->stem, meas, sizeof meas);
         fprintf(f, "<h2 id=\"%s\">", g->stem);
         put_esc(f, g->title);
         fprintf(f, "</h2>\n<figure>\n");
-        if (file_exists_(png) && has_svg)
-            fprintf(f, "<a href=\"%s.svg\"><img src=\"%s.png\" alt=\"%s\"></a>\n", g->stem, g->stem, g->stem);
-        else if (file_exists_(png)) fprintf(f, "<img src=\"%s.png\" alt=\"%s\">\n", g->stem, g->stem);
-        else fprintf(f, "<p class=\"missing\">%s.png was not drawn (gnuplot missing or failed)</p>\n", g->stem);
+        put_figure(f, out, g, &drawn[i]);
         fprintf(f, "<figcaption><b>The paper:</b> ");
         put_esc(f, g->paper);
         fprintf(f, "<br><b>What we measured:</b> ");
@@ -597,9 +724,15 @@ int report_main(int argc, char **argv) {
             fprintf(f, "<br><b>Scales:</b> ");
             put_esc(f, dnames);
             fprintf(f, ", one per depth. Data: <code>data/</code>; script: <code>plots/%s.gp</code>", g->stem);
-        } else
-            fprintf(f, "<br><b>Scale:</b> %s, trained on %s, %s. Data: <code>data/</code>; script: <code>plots/%s.gp</code>",
-                    scale, corpus, seeds, g->stem);
+        } else {
+            fprintf(f, "<br><b>Scale:</b> ");
+            put_esc(f, scale);
+            fprintf(f, ", trained on ");
+            put_esc(f, corpus);
+            fprintf(f, ", ");
+            put_esc(f, seeds);
+            fprintf(f, ". Data: <code>data/</code>; script: <code>plots/%s.gp</code>", g->stem);
+        }
         if (has_svg) fprintf(f, "; vector version: <a href=\"%s.svg\">%s.svg</a>", g->stem, g->stem);
         fprintf(f, ".</figcaption>\n</figure>\n");
     }
