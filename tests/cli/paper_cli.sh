@@ -47,6 +47,9 @@ expect_out "runs/rc-n1 passed over" "rc passed over"
 OUT=$TMP/report
 expect_status 0 "s2hc report builds the page" -- "$REPORT" report "$TMP/runs" -o "$OUT"
 expect_out "index.html" "report names the page"
+# the page of every method as a browser reads it (tests/cli/report_html.sh tests the checker)
+python3 tests/cli/html_check.py "$OUT" >"$TMP/check" 2>&1 && ok "index.html well formed, its links and alt texts sound" \
+  || { fail "html_check on the whole grid's page:"; head -n 5 "$TMP/check" >&2; }
 # gnuplot's own output goes to OUT/gnuplot.log, and the report says when it has any
 if [ -s "$OUT/gnuplot.log" ] || grep -q "Warning\|gnuplot warned" "$TMP/out"; then
   fail "gnuplot warned:"; head -n 3 "$OUT/gnuplot.log" >&2
