@@ -6,8 +6,8 @@
   html_check.py OUT --tables   check every table <table id="tbl-X"> of the page against
                                OUT/tables/X.csv, cell by cell (header row included)
   html_check.py OUT --missing  print the stem of each figure the page says was not drawn
-  html_check.py OUT --page F   check OUT/F instead of OUT/index.html (a copy with a fault
-                               planted, beside the files it links to)
+  html_check.py OUT --pages F...  check each OUT/F instead of OUT/index.html (copies with a
+                               fault planted, beside the files they link to): "F: problem"
 
 The page is well formed: one <!DOCTYPE html>, <html>, <head>, <body>; a charset and a
 non-empty title; every element closed (no end tag left to the parser's guesses) and
@@ -216,7 +216,14 @@ def main():
         return 2
     out = sys.argv[1]
     mode = sys.argv[2] if len(sys.argv) > 2 else ""
-    p, probs = check(out, sys.argv[3] if mode == "--page" and len(sys.argv) > 3 else "index.html")
+    if mode == "--pages":
+        n = 0
+        for page in sys.argv[3:]:
+            for q in check(out, page)[1]:
+                print("%s: %s" % (page, q))
+                n += 1
+        return 1 if n else 0
+    p, probs = check(out)
     if mode == "--text":
         print(re.sub(r"\s+", " ", "".join(p.text)))
         return 0

@@ -56,13 +56,14 @@ grep -qF "mHC $ODD" "$TMP/text" && ok "the odd folder's name shows as it is in t
 grep -qF "<title>Tiny &lt;i&gt;runs&lt;/i&gt; &amp; &quot;us&quot;</title>" "$OUT/index.html" \
   && grep -qF 'Tiny <i>runs</i> & "us"' "$TMP/text" && ok "the title escaped" || fail "title: $(grep -o '<title>.*</title>' "$OUT/index.html")"
 
-# a checker that finds nothing wrong with anything proves nothing: each fault planted in a copy
+# a checker that finds nothing wrong with anything proves nothing: each fault planted in a
+# copy of the page beside it (planted_K.html), all checked by one run of the checker
+FAULTS=(); PLANTED=()
 plant() {
-  local what=$1 want=$2; shift 2
-  sed "$@" "$OUT/index.html" > "$OUT/planted.html"
-  if "${CHECK[@]}" "$OUT" --page planted.html >"$TMP/check" 2>&1; then fail "html_check passed a page with $what"
-  elif grep -q -- "$want" "$TMP/check"; then ok "html_check catches $what"
-  else fail "html_check on $what: $(head -n 2 "$TMP/check")"; fi
+  local k=${#FAULTS[@]}
+  FAULTS+=("$1|$2"); shift 2
+  sed "$@" "$OUT/index.html" > "$OUT/planted_$k.html"
+  PLANTED+=("planted_$k.html")
 }
 plant "an unclosed cell" "misnested or unclosed" -e '0,/<\/td>/s///'
 plant "an unescaped name" "unexpected element <b" -e 's/a&lt;b&amp;c/a<b\&amp;c/'
@@ -77,7 +78,14 @@ plant "an image named by its stem" "does not say what it shows" -e 's|alt="Fig 5
 plant "a table with a data cell for a header" "among its header cells" -e 's|<th>run</th>|<td>run</td>|'
 plant "no charset" "no <meta charset" -e 's|<meta charset="utf-8">||'
 plant "two bodies" "2 <body> elements" -e 's|</body>|</body><body></body>|'
-rm "$OUT/planted.html"
+"${CHECK[@]}" "$OUT" --pages "${PLANTED[@]}" >"$TMP/check" 2>&1
+for k in "${!FAULTS[@]}"; do
+  what=${FAULTS[$k]%%|*}; want=${FAULTS[$k]#*|}
+  if ! grep -q "^planted_$k.html: " "$TMP/check"; then fail "html_check passed a page with $what"
+  elif grep "^planted_$k.html: " "$TMP/check" | grep -qF -- "$want"; then ok "html_check catches $what"
+  else fail "html_check on $what: $(grep -m 2 "^planted_$k.html: " "$TMP/check")"; fi
+done
+rm -f "$OUT"/planted_*.html
 
 # the numbers: every table on the page is its CSV, cell by cell
 "${CHECK[@]}" "$OUT" --tables >"$TMP/tables" 2>&1 && grep -q "table table1: 4 rows x 11 cells" "$TMP/tables" \
