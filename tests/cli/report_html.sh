@@ -46,7 +46,7 @@ expect_status 0 "s2hc report" -- "$S2HC" report "$TMP/runs" -o "$OUT" -q --title
 "${CHECK[@]}" "$OUT" >"$TMP/check" 2>&1 && ok "the page is well formed, its links resolve, its figures have alt text" \
   || { fail "html_check:"; head -n 12 "$TMP/check" >&2; }
 n=$(grep -c '<img src="[a-z0-9_]*\.png" alt="[^"]*[a-z] [^"]*">' "$OUT/index.html")
-[ "$n" = 14 ] && ok "14 figures, each with alt text in words" || fail "figures with alt text in words: $n, not 14"
+[ "$n" = 15 ] && ok "15 figures, each with alt text in words" || fail "figures with alt text in words: $n, not 15"
 grep -q 'alt="Fig 5: gradient norm over training"' "$OUT/index.html" && ok "a figure's alt text is its title" \
   || fail "Fig 5's alt text: $(grep -o '<img src="fig05[^>]*>' "$OUT/index.html")"
 # user strings as text, not markup: the folder, the title
@@ -130,7 +130,7 @@ mkdir -p "$TMP/plots"
 cp plots/style.gp plots/fig05_gradnorm.gp plots/fig08_entries.gp "$TMP/plots/"
 echo 'plot sin(x) using 1:no_such_column' >> "$TMP/plots/fig08_entries.gp"
 expect_status 1 "report with figures not drawn exits 1" -- "$S2HC" report -o "$TMP/fail" --no-analyze --plots "$TMP/plots"
-expect_out "13 figures were not drawn" "it counts them (12 without a script, one failed)"
+expect_out "14 figures were not drawn" "it counts them (13 without a script, one failed)"
 "${CHECK[@]}" "$TMP/fail" >"$TMP/check" 2>&1 && ok "the page with figures not drawn is well formed" \
   || { fail "html_check:"; head -n 3 "$TMP/check" >&2; }
 h=$TMP/fail/index.html
@@ -145,9 +145,9 @@ grep -q 'fig00_loss.png was not drawn: there is no script fig00_loss.gp' "$h" &&
 # no gnuplot at all: the earlier report's figures are not shown beside the new analysis
 mkdir -p "$TMP/nobin"
 expect_status 1 "report without gnuplot exits 1" -- env PATH="$TMP/nobin" "$S2HC" report -o "$OUT" --no-analyze
-expect_out "14 figures were not drawn" "every figure counted"
+expect_out "15 figures were not drawn" "every figure counted"
 m=$("${CHECK[@]}" "$OUT" --missing | wc -l)
-[ "$m" = 14 ] && ! grep -q '<img' "$OUT/index.html" && [ -z "$(ls "$OUT"/*.png 2>/dev/null)" ] \
+[ "$m" = 15 ] && ! grep -q '<img' "$OUT/index.html" && [ -z "$(ls "$OUT"/*.png 2>/dev/null)" ] \
   && grep -q 'fig01_overview.png was not drawn: gnuplot was not found' "$OUT/index.html" \
   && ok "without gnuplot, no figure shown and each said not drawn" || fail "without gnuplot: $m said not drawn, $(grep -c '<img' "$OUT/index.html") images"
 
