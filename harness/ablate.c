@@ -304,16 +304,22 @@ static int ablate_one(const char *dir, void *ctx) {
     int64_t step = -1;
     int lock_fd = -1;
     h5log_init(&log);
+    int of_ids = 0; /* the model reads a tokenizer's ids, not bytes of text */
+    double val_tokens = NAN; /* a run's: the size of the validation set it trained with */
     if (file) {
-        int of_ids = 0;
         const int st = model_file_open(dir, "ablate", o->given, &cfg, &m, &step, &of_ids);
         if (st != 0) return st;
-    } else if (o->record) {
-        if (run_open_locked(dir, "s2hc ablate", &lock_fd, &cfg, &m, &log, &step) != 0) return 1;
     } else {
-        if (run_open(dir, &cfg, &m, &log, &step) != 0) return 1;
-        h5log_free(&log);
-        run_note_in_use(dir, "its checkpoint", (long long)step);
+        if (o->record ? run_open_locked(dir, "s2hc ablate", &lock_fd, &cfg, &m, &log, &step) != 0
+                      : run_open(dir, &cfg, &m, &log, &step) != 0)
+            return 1;
+        const char *kind = h5log_get_attr_str(&log, "/", "token_kind"); /* as `s2hc sample` reads it */
+        of_ids = (kind && !strcmp(kind, "ids")) || m.V > 256;
+        val_tokens = h5log_get_attr_num(&log, "/", "val_tokens");
+        if (!o->record) { /* read-only: the run file is not needed again */
+            h5log_free(&log);
+            run_note_in_use(dir, "its checkpoint", (long long)step);
+        }
     }
     int rc = 0;
     if (!m.variant) {
@@ -334,15 +340,22 @@ static int ablate_one(const char *dir, void *ctx) {
     }
     char runp[1200];
     snprintf(runp, sizeof runp, "%s/run.h5", dir);
-    if (o->record) { /* the run's own validation set: one rebuilt since is another set */
-        char err[1024];
-        if (run_val_rebuilt(&log, s.count, s.path, runp, "its ablations would not be over the run's validation set",
-                            err, sizeof err)) {
-            fprintf(stderr, "s2hc: error: %s\n", err);
-            shard_close(&s);
-            rc = 1;
-            goto done;
-        }
+    /* what `s2hc eval` refuses to score, refused here too: tokens of another kind than the
+       model's, and a run's validation set rebuilt since it trained (then neither loss is
+       the run's validation loss) */
+    char err[1400];
+    int bad = eval_kind_fits(&s, of_ids, dir, err, sizeof err) != 0;
+    if (!bad && !strcmp(role, "val") && !isnan(val_tokens) && val_tokens != (double)s.count) {
+        snprintf(err, sizeof err, "%s: %llu tokens, but %s trained with a validation set of %.0f (the corpus was "
+                 "rebuilt since?): its loss would not be the run's validation loss", s.path,
+                 (unsigned long long)s.count, dir, val_tokens);
+        bad = 1;
+    }
+    if (bad) {
+        fprintf(stderr, "s2hc: error: ablate: %s\n  (--data DIR where the corpus the model read is prepared)\n", err);
+        shard_close(&s);
+        rc = 1;
+        goto done;
     }
     const char *corpus = o->corpus ? o->corpus : cfg.train_corpus;
     const int batches = o->batches > 0 ? o->batches : cfg.eval_batches, B = cfg.batch;

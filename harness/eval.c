@@ -406,11 +406,7 @@ static int eval_one(const char *dir, const char *data_dir, const char *ood, int 
     return rc;
 }
 
-/* A corpus of the kind of tokens a model file's model was trained on (of_ids: a
- * tokenizer's ids, else bytes of text): 0, or -1 with err naming the corpus's file. The
- * training corpus's kind (shard_fits' want) says it for a run; a file whose training
- * corpus is not here says it by its metadata. */
-static int eval_kind_fits(const data_shard *s, int of_ids, const char *file, char *err, size_t errlen) {
+int eval_kind_fits(const data_shard *s, int of_ids, const char *file, char *err, size_t errlen) {
     const int ids = s->bytes_per_token != 1;
     if (ids == of_ids) return 0;
     snprintf(err, errlen, "%s: %s, but %s's model was trained on %s", s->path,

@@ -73,6 +73,11 @@ int eval_ood_open(const s2hc_config *c, const char *name, uint32_t want_kind, da
  * reads it: tokens the model reads and at least one window of block_size + 1 (fewer would
  * be a NaN loss). 0, or -1 with the reason in err and nothing left open. */
 int eval_val_open(const s2hc_config *cfg, data_shard *val, char *path, size_t pathlen, char *err, size_t errlen);
+/* A corpus of the kind of tokens a model file's model was trained on (of_ids: a
+ * tokenizer's ids, else bytes of text): 0, or -1 with err naming the corpus's file. The
+ * training corpus's kind (shard_fits' want) says it for a run; a file whose training
+ * corpus is not here says it by its metadata. */
+int eval_kind_fits(const data_shard *s, int of_ids, const char *file, char *err, size_t errlen);
 /* Every out-of-domain corpus of c opened and closed again, before anything is evaluated or
  * written: 0, or -1 after an error naming the first that fails, the key and `source`
  * (the config's file), then the line `hint`. */

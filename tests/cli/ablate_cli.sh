@@ -125,6 +125,19 @@ expect_status 1 "a corpus not prepared" -- "$S2HC" ablate "$TMP/runs/am" --corpu
 expect_out "--corpus nosuch: .*nosuch" "the corpus's file named"
 expect_status 1 "no validation split here" -- "$S2HC" ablate "$TMP/runs/am" --data "$TMP/nodata"
 expect_out "the validation split of its training corpus; --data DIR" "what to do"
+# what `s2hc eval` refuses to score: a validation split rebuilt since the run trained (its
+# loss not the run's validation loss), and a model of bytes of text on a tokenizer's ids
+mkdir -p "$TMP/short/synth" && head -c 20000 "$TMP/data/synth/text" >"$TMP/short/synth/text"
+"$S2HC" data import "$TMP/short/synth/text" --dir "$TMP/short" --name synth >/dev/null 2>&1 || fail "import short"
+perl -e 'srand(5); print pack("v*", map { int(rand(200)) } 1..6000)' >"$TMP/ids.bin"
+"$S2HC" data import "$TMP/ids.bin" --tokens uint16 --vocab 200 --name synth --dir "$TMP/ids" >/dev/null 2>&1 ||
+  fail "import ids"
+expect_status 1 "a validation split rebuilt since" -- "$S2HC" ablate "$TMP/runs/am" --data "$TMP/short" --batches 1
+expect_out "short/synth/val.bin: [0-9]+ tokens, but .*runs/am trained with a validation set of [0-9]+" "the sizes named"
+expect_status 1 "a run's model of bytes on ids" -- "$S2HC" ablate "$TMP/runs/am" --data "$TMP/ids" --batches 1
+expect_out "ids/synth/val.bin: a tokenizer's ids .*runs/am's model was trained on bytes of text" "the kinds named"
+expect_status 1 "a file's model of bytes on ids" -- "$S2HC" ablate "$TMP/am.safetensors" --data "$TMP/ids" --batches 1
+expect_out "ids/synth/val.bin: a tokenizer's ids .*am.safetensors's model was trained on bytes of text" "the file's"
 expect_status 2 "--config with a run" -- "$S2HC" ablate "$TMP/runs/am" --config "$TMP/am.yaml"
 expect_status 1 "not a run" -- "$S2HC" ablate "$TMP/nosuch"
 finish ablate_cli
