@@ -273,14 +273,7 @@ static int open_corpus(const char *dir, s2hc_config *cfg, const char *name, data
     }
     const uint32_t kind = have_val ? shard_kind(&val) : 0;
     if (have_val) shard_close(&val);
-    *role = "ood";
-    s2hc_config with = *cfg;
-    char set[300];
-    snprintf(set, sizeof set, "data.ood=%s", name);
-    if (strlen(name) > 200 || config_set(&with, set) != 0) {
-        fprintf(stderr, "s2hc: error: ablate: --corpus: '%.200s' is not a corpus name\n", name);
-        return 1;
-    }
+    *role = "ood"; /* its name checked by ablate_main */
     if (eval_ood_open(cfg, name, kind, s, err, sizeof err) != 0) {
         fprintf(stderr, "s2hc: error: ablate: --corpus %s: %s\n  (s2hc data list: the corpora prepared; --data DIR "
                 "if they live elsewhere)\n", name, err);
@@ -448,6 +441,11 @@ int ablate_main(int argc, char **argv) {
     s2hc_config given;
     if (rc < 0 && !ndirs) { ablate_usage(stderr); rc = 2; }
     if (rc < 0 && o.data_dir && !data_dir_fits(o.data_dir, "ablate --data")) rc = 2;
+    char err[300];
+    if (rc < 0 && o.corpus && config_name_check(o.corpus, err, sizeof err) != 0) {
+        fprintf(stderr, "s2hc: error: ablate: --corpus: %s\n", err);
+        rc = 2;
+    }
     if (rc < 0 && model_file_config("ablate", config, sets, nsets, &given) != 0) rc = 2;
     if (rc < 0 && o.record && o.corpus) {
         fprintf(stderr, "s2hc: error: ablate: --record keeps the run's validation split's ablations; --corpus %s is "

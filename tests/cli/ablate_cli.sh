@@ -123,6 +123,11 @@ expect_status 2 "--batches 0" -- "$S2HC" ablate "$TMP/runs/am" --batches 0
 expect_out "--batches: expected a whole number in 1..1000000, got '0'" "--batches: the range"
 expect_status 1 "a corpus not prepared" -- "$S2HC" ablate "$TMP/runs/am" --corpus nosuch
 expect_out "--corpus nosuch: .*nosuch" "the corpus's file named"
+for bad in '' ../x 'a,b'; do # a usage error, said once, before any run is read
+  expect_status 2 "--corpus '$bad'" -- "$S2HC" ablate "$TMP/runs/am" --corpus "$bad"
+  expect_out "^s2hc: error: ablate: --corpus: " "--corpus '$bad': why"
+  [ "$(grep -c error "$TMP/out")" = 1 ] && ok "--corpus '$bad': one error" || fail "--corpus '$bad': $(cat "$TMP/out")"
+done
 expect_status 1 "no validation split here" -- "$S2HC" ablate "$TMP/runs/am" --data "$TMP/nodata"
 expect_out "the validation split of its training corpus; --data DIR" "what to do"
 # what `s2hc eval` refuses to score: a validation split rebuilt since the run trained (its
