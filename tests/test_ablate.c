@@ -10,8 +10,10 @@
 #include "t.h"
 #include "t_model.h"
 
-/* A 2-layer model (4 sublayers) of `method` with its parameters moved off their init, so
- * that every H_res mixes and differs from token to token. */
+/* A model of config c (a 2-layer one: 4 sublayers) with its parameters moved off their
+ * init, so that every H_res mixes and differs from token to token; ablate_model: of
+ * `method` at n streams, 2 layers of width 16. */
+static int ablate_model_of(gpt_model *m, const s2hc_config *c) { return t_model_config(m, c, 21, 4, 1.0, 0.2); }
 static int ablate_model(gpt_model *m, const char *method, int n) { return t_model(m, method, n, 2, 16, 21, 4, 1.0, 0.2); }
 
 /* Replacing sublayer l's H_res by M: the streams up to X_l are the unablated forward's bit
@@ -156,10 +158,13 @@ static void test_measure(void) {
 
 /* What the methods guarantee, seen through the ablations. `identity`'s H_res is I: H_res
  * := I changes no bit, 11^T/n does. The first sublayer reads n copies of the embedding, so
- * a replacement whose rows sum to 1 (I, 11^T/n) leaves its write-back as it was, and the
- * last one's streams are summed, so one whose columns sum to 1 leaves their sum: both
- * within rounding of the unablated loss, while the sublayers between move it (mhc_lite,
- * doubly stochastic as exactly as floats allow). */
+ * a replacement whose rows sum to 1 (I, 11^T/n) leaves its write-back as it was when the
+ * method's rows sum to 1, and the last one's streams are summed, so one whose columns sum
+ * to 1 leaves their sum when the method's columns do: both within rounding of the
+ * unablated loss for the methods whose H_res keep both sums (mhc_lite, kromhc, s2hc,
+ * s2hc_rot), one of them for mhc (Sinkhorn's last half-step makes one sum exact: columns
+ * with row_col, the last sublayer; rows with col_row, the first), while the sublayers
+ * between move it. docs/probes.md's "Ablations" says which. */
 static void test_method_invariants(void) {
     uint8_t tok[2000];
     const data_shard s = memory_shard(tok, sizeof tok, 5);
@@ -178,15 +183,38 @@ static void test_method_invariants(void) {
         ablate_result_free(&r);
         model_free(&m);
     }
-    if (ablate_model(&m, "mhc_lite", 4) == 0) {
-        CHECK(ablate_measure(&m, &s, kinds, 2, 3, 2, &r, NULL) == 0, "mhc_lite measured");
+    /* first, last: whether that end's row is zero (rows sum to 1, columns sum to 1) */
+    static const struct { const char *method, *order; int n, first, last; } cases[] = {
+        {"mhc_lite", NULL, 4, 1, 1},   {"mhc_lite", NULL, 5, 1, 1}, {"kromhc", NULL, 4, 1, 1},
+        {"kromhc", NULL, 6, 1, 1},     {"s2hc", NULL, 4, 1, 1},     {"s2hc", NULL, 3, 1, 1},
+        {"s2hc_rot", NULL, 4, 1, 1},   {"mhc", "row_col", 4, 0, 1}, {"mhc", "col_row", 4, 1, 0},
+        {"hc", NULL, 4, 0, 0},         {"orthogonal", NULL, 4, 0, 0},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const char *meth = cases[ci].method;
+        s2hc_config c;
+        config_defaults(&c);
+        c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = 8;
+        snprintf(c.method, sizeof c.method, "%s", meth);
+        if (cases[ci].order) snprintf(c.sinkhorn_order, sizeof c.sinkhorn_order, "%s", cases[ci].order);
+        c.n_streams = cases[ci].n;
+        if (ablate_model_of(&m, &c) != 0) continue;
+        CHECK(ablate_measure(&m, &s, kinds, 2, 3, 2, &r, NULL) == 0, "%s measured", meth);
         const int cols = r.Lh + 1;
+        const char *o = cases[ci].order ? cases[ci].order : "";
         for (int q = 0; q < 2; q++) {
             const double *d = r.delta + q * cols;
-            CHECK(fabs(d[0]) < 1e-5 && fabs(d[r.Lh - 1]) < 1e-5, "mhc_lite, %s: the first and last sublayers "
-                  "moved the loss by %.3g and %.3g", ablate_kind_names[kinds[q]], d[0], d[r.Lh - 1]);
-            CHECK(fabs(d[1]) > 1e-3 || fabs(d[2]) > 1e-3, "mhc_lite, %s: the middle sublayers moved it by only "
-                  "%.3g and %.3g: a weak check", ablate_kind_names[kinds[q]], d[1], d[2]);
+            const char *k = ablate_kind_names[kinds[q]];
+            if (cases[ci].first) CHECK(fabs(d[0]) < 1e-5, "%s %s n = %d, %s: the first sublayer moved the loss by %.3g",
+                                       meth, o, cases[ci].n, k, d[0]);
+            else CHECK(fabs(d[0]) > 1e-4, "%s %s n = %d, %s: the first sublayer moved the loss by only %.3g: its rows "
+                       "sum to 1?", meth, o, cases[ci].n, k, d[0]);
+            if (cases[ci].last) CHECK(fabs(d[r.Lh - 1]) < 1e-5, "%s %s n = %d, %s: the last sublayer moved the loss "
+                                      "by %.3g", meth, o, cases[ci].n, k, d[r.Lh - 1]);
+            else CHECK(fabs(d[r.Lh - 1]) > 1e-4, "%s %s n = %d, %s: the last sublayer moved the loss by only %.3g: its "
+                       "columns sum to 1?", meth, o, cases[ci].n, k, d[r.Lh - 1]);
+            CHECK(fabs(d[1]) > 5e-4 || fabs(d[2]) > 5e-4, "%s n = %d, %s: the middle sublayers moved it by only "
+                  "%.3g and %.3g: a weak check", meth, cases[ci].n, k, d[1], d[2]);
         }
         ablate_result_free(&r);
         model_free(&m);
