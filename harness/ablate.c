@@ -249,9 +249,9 @@ static void print_table(const char *dir, int64_t step, const gpt_model *m, const
         for (int q = 0; q < r->n_kinds; q++) print_cells(r->delta[q * cols + c], r->ci[q * cols + c]);
         putchar('\n');
     }
-    printf("\nΔ loss: the loss with that H_res for every token of the sublayer (all: of every one), less the\n"
-           "unablated loss on the same sequences; ± 95 %%: Student t over the %d micro-batches%s.\n", r->batches,
-           r->batches > 1 ? "" : " (none with one)");
+    printf("\nΔ loss: the loss with that H_res for every token of the sublayer (all: of every one), less\n"
+           "the unablated loss on the same sequences; ± 95 %%: Student t over the micro-batches.\n");
+    if (r->batches == 1) printf("One micro-batch gives no interval: --batches 2 or more for one.\n");
 }
 
 /* The corpus ablate scores, opened: the training corpus's validation split, or --corpus

@@ -39,6 +39,13 @@ expect_out "^ +all( +[-+][0-9.]+ +[0-9.]+){3}$" "the row of every sublayer at on
 awk '/sublayer layer kind/ { gsub(/Δ|±/, "x"); w = length($0) } /^ +([0-9]+ +[01] (attn|mlp)|all) / { if (length($0) != w) bad++ }
      END { exit !(w > 0 && !bad) }' "$TMP/out" && ok "the rows as wide as the header" ||
   fail "the table's rows and header differ in width"
+# 90 columns at most, but the first line's run name (Δ and ± one column each)
+awk 'NR > 1 { gsub(/Δ|±/, "x"); if (length($0) > 90) { print; bad++ } } END { exit !!bad }' "$TMP/out" &&
+  ok "the table within 90 columns" || fail "lines past 90 columns: $(awk 'NR > 1 && length($0) > 92' "$TMP/out")"
+expect_status 0 "ablate --batches 1" -- "$S2HC" ablate "$TMP/runs/am" --what uniform --batches 1
+expect_out "^One micro-batch gives no interval" "one batch: why no interval"
+awk 'NR > 1 { gsub(/Δ|±/, "x"); if (length($0) > 90) bad++ } END { exit !!bad }' "$TMP/out" &&
+  ok "one batch: within 90 columns" || fail "one batch: lines past 90 columns"
 [ "$(cat "$TMP"/runs/am/* | cksum)" = "$sum0" ] && ok "nothing of the run written" || fail "the run's files changed"
 ls -A "$TMP/runs/am" | cmp -s - "$TMP/files0" && ok "no file left beside the run's" ||
   fail "ablate left files: $(ls -A "$TMP/runs/am")"
