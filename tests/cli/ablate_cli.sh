@@ -68,6 +68,16 @@ awk -F, 'NR > 1 { d = $9 - $10 - $11; if (d < 0) d = -d; if (d > 1e-6) bad++;
   ok "each row: delta = loss - base_loss, its batches, sequences and tokens, sublayer all last" ||
   fail "the CSV's rows: $(sed -n 2,3p "$TMP/a.csv")"
 
+# several runs: one header, then each run's rows; a name with a comma and a quote quoted
+cp -r "$TMP/runs/am" "$TMP/runs/a,\"m"
+expect_status 0 "ablate --csv of two runs" -- sh -c "'$S2HC' ablate '$TMP/runs/am' '$TMP/runs/a,\"m' --csv --batches 2 --what uniform >'$TMP/two.csv' 2>/dev/null"
+[ "$(grep -c '^run,' "$TMP/two.csv")" = 1 ] && [ "$(wc -l <"$TMP/two.csv")" = 11 ] && ok "two runs: one header, 5 rows each" ||
+  fail "two runs' CSV: $(cat "$TMP/two.csv")"
+[ "$(grep -c "^\"$TMP/runs/a,\"\"m\"," "$TMP/two.csv")" = 5 ] && ok "the odd name quoted as CSV quotes it" ||
+  fail "the odd name's rows: $(sed -n 7p "$TMP/two.csv")"
+diff <(sed -n 2,6p "$TMP/two.csv" | sed 's/^[^,]*,//') <(sed -n 7,11p "$TMP/two.csv" | sed 's/^".*",//') >/dev/null &&
+  ok "the copy's numbers are the run's" || fail "the copy's rows differ from the run's"
+
 # identity's H_res is I: replacing it by I changes no bit; by 11^T/n, the middle sublayers' do
 expect_status 0 "ablate of an identity run" -- sh -c "'$S2HC' ablate '$TMP/runs/ai' --what identity,uniform --csv 2>/dev/null >'$TMP/i.csv'"
 awk -F, 'NR > 1 && $5 == "identity" && ($11 != 0 || $9 != $10) { bad++ }
