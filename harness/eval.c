@@ -8,8 +8,6 @@
 #include "run.h"
 #include "util.h"
 
-/* eval_shard_loss, its batches counted into *done and shown by pr (may be NULL); NaN as
- * soon as stop_signal is set. */
 void eval_shard_batch(const data_shard *s, int b, int batches, int B, int T, int *in, int *tg) {
     const uint64_t span = s->count - (uint64_t)T - 1; /* last valid window start */
     const uint64_t total = (uint64_t)batches * B;
@@ -23,6 +21,8 @@ void eval_shard_batch(const data_shard *s, int b, int batches, int B, int T, int
     }
 }
 
+/* eval_shard_loss, its batches counted into *done and shown by pr (may be NULL); NaN as
+ * soon as stop_signal is set. */
 static double shard_loss(gpt_model *m, const data_shard *s, int batches, int B, progress *pr, long *done) {
     const int T = m->T;
     if (s->count < (uint64_t)T + 1) return NAN;
