@@ -224,9 +224,12 @@ static void print_csv(const char *dir, int64_t step, const char *corpus, const c
 
 /* One kind's two cells: Δ loss and its interval, 21 columns. */
 static void print_cells(double d, double ci) {
-    if (isnan(d)) printf("   %9s %8s", "nan", "");
-    else if (isnan(ci)) printf("   %+9.5f %8s", d, "");
-    else printf("   %+9.5f %8.5f", d, ci);
+    if (isnan(d)) printf("   %9s", "nan");
+    else if (fabs(d) < 99.999995) printf("   %+9.5f", d);
+    else printf("   %+9.2e", d); /* a diverged model's rise: still 9 columns */
+    if (isnan(ci)) printf(" %8s", "");
+    else if (ci < 99.999995) printf(" %8.5f", ci);
+    else printf(" %8.2e", ci);
 }
 
 static void print_table(const char *dir, int64_t step, const gpt_model *m, const char *corpus, const char *role,
@@ -239,7 +242,8 @@ static void print_table(const char *dir, int64_t step, const gpt_model *m, const
            m->n, r->Lh, corpus, role, r->batches, B, m->T);
     printf("loss %.5f unablated\n\n", r->base);
     printf("%-19s", "");
-    for (int q = 0; q < r->n_kinds; q++) printf("   %-18s", kind_heads[r->kinds[q]]);
+    for (int q = 0; q < r->n_kinds; q++) /* the last heading without the spaces after it */
+        printf(q + 1 < r->n_kinds ? "   %-18s" : "   %s", kind_heads[r->kinds[q]]);
     printf("\n%-19s", "sublayer layer kind");
     for (int q = 0; q < r->n_kinds; q++) printf("      Δ loss   ± 95 %%"); /* print_cells' 21 columns */
     putchar('\n');
