@@ -42,6 +42,7 @@ awk '/sublayer layer kind/ { gsub(/Δ|±/, "x"); w = length($0) } /^ +([0-9]+ +[
 # 90 columns at most, but the first line's run name (Δ and ± one column each)
 awk 'NR > 1 { gsub(/Δ|±/, "x"); if (length($0) > 90) { print; bad++ } } END { exit !!bad }' "$TMP/out" &&
   ok "the table within 90 columns" || fail "lines past 90 columns: $(awk 'NR > 1 && length($0) > 92' "$TMP/out")"
+cp "$TMP/out" "$TMP/out4"
 expect_status 0 "ablate --batches 1" -- "$S2HC" ablate "$TMP/runs/am" --what uniform --batches 1
 expect_out "^One micro-batch gives no interval" "one batch: why no interval"
 awk 'NR > 1 { gsub(/Δ|±/, "x"); if (length($0) > 90) bad++ } END { exit !!bad }' "$TMP/out" &&
@@ -67,6 +68,21 @@ awk -F, 'NR > 1 { d = $9 - $10 - $11; if (d < 0) d = -d; if (d > 1e-6) bad++;
          NR == 11 && ($5 != "mean" || $6 != "all") { bad++ } END { exit !!bad }' "$TMP/a.csv" &&
   ok "each row: delta = loss - base_loss, its batches, sequences and tokens, sublayer all last" ||
   fail "the CSV's rows: $(sed -n 2,3p "$TMP/a.csv")"
+# sublayer c is layer c / 2's attention (c even) or MLP (c odd), in the CSV and the table
+awk -F, 'NR > 1 && $6 != "all" && ($7 != int($6 / 2) || $8 != ($6 % 2 ? "mlp" : "attn")) { bad++ }
+         END { exit !(NR == 11 && !bad) }' "$TMP/a.csv" && ok "the CSV: each sublayer's layer and kind" ||
+  fail "the CSV's layers and kinds: $(cut -d, -f5-8 "$TMP/a.csv" | tr '\n' ' ')"
+# the table's numbers are the CSV's (the same batches): Δ and ± 95 % of identity and mean,
+# to the table's 5 decimals, sublayer by sublayer, then all
+awk -F, 'NR == FNR { if (FNR > 1) { k = $5 "," $6; d[k] = $11; c[k] = $12 }; next }
+         FNR > 1 && $1 ~ /^([0-9]+|all)$/ { s = $1; o = s == "all" ? 2 : 4
+           if (s != "all" && ($2 != int(s / 2) || $3 != (s % 2 ? "mlp" : "attn"))) bad++
+           for (q = 0; q < 2; q++) { k = (q ? "mean" : "identity") "," s; x = $(o + 2 * q) - d[k]; y = $(o + 2 * q + 1) - c[k]
+             if (!(k in d) || x > 6e-6 || x < -6e-6 || y > 6e-6 || y < -6e-6) bad++ }
+           rows++ }
+         END { exit !(rows == 5 && !bad) }' "$TMP/a.csv" FS=' ' "$TMP/out4" &&
+  ok "the table: each row's layer and kind, its Δ and interval the CSV's" ||
+  fail "the table against the CSV: $(grep -E '^ +([0-9]+|all) ' "$TMP/out4" | head -2)"
 
 # several runs: one header, then each run's rows; a name with a comma and a quote quoted
 cp -r "$TMP/runs/am" "$TMP/runs/a,\"m"
@@ -109,9 +125,30 @@ if command -v h5dump >/dev/null; then
              else { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-15 + 1e-12 * (b[i] < 0 ? -b[i] : b[i])) bad++ } }
              exit !(n == 15 && m == 15 && !bad) }' <(echo "$vals") <(echo "$want") &&
     ok "/ablate/delta holds the CSV's deltas, NaN for mean" || fail "/ablate/delta: $(echo $vals) vs $(echo $want)"
+  # /ablate/loss and /ablate/ci95 likewise the CSV's loss and ci95 columns, each (3, 5)
+  for ds in loss:9 ci95:12; do
+    name=${ds%:*} col=${ds#*:}
+    h5dump -d "/ablate/$name" -w 0 -m %.17g "$TMP/runs/am/run.h5" >"$TMP/d.txt" 2>&1
+    vals=$(sed -n 's/^ *([0-9],[0-9]): //p' "$TMP/d.txt" | tr -d ' ' | tr ',' '\n' | grep -v '^$')
+    want=$( { awk -F, -v c="$col" '$5 == "identity" { print $c }' "$TMP/r.csv"; for i in 1 2 3 4 5; do echo nan; done
+              awk -F, -v c="$col" '$5 == "uniform" { print $c }' "$TMP/r.csv"; } )
+    grep -q 'DATASPACE  SIMPLE { ( 3, 5 ) /' "$TMP/d.txt" &&
+    awk 'NR == FNR { a[FNR] = $1; n = FNR; next } { b[FNR] = $1; m = FNR }
+         END { for (i = 1; i <= n; i++) { if (a[i] == "nan" || b[i] == "nan") { if (tolower(a[i]) != tolower(b[i])) bad++ }
+               else { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-15 + 1e-12 * (b[i] < 0 ? -b[i] : b[i])) bad++ } }
+               exit !(n == 15 && m == 15 && !bad) }' <(echo "$vals") <(echo "$want") &&
+      ok "/ablate/$name: (3, 5), the CSV's $name, NaN for mean" || fail "/ablate/$name: $(echo $vals) vs $(echo $want)"
+  done
+  grep -q 'DATASPACE  SIMPLE { ( 3, 5 ) /' <(h5dump -H -d /ablate/delta "$TMP/runs/am/run.h5") &&
+    ok "/ablate/delta: rows the replacements, columns the sublayers and all" || fail "/ablate/delta's shape"
   h5dump -a /ablate/replacements -a /ablate/batches -a /ablate/step "$TMP/runs/am/run.h5" >"$TMP/a.txt" 2>&1
   grep -q '"uniform,identity"' "$TMP/a.txt" && grep -q '(0): 4$' "$TMP/a.txt" && grep -q '(0): 40$' "$TMP/a.txt" &&
     ok "/ablate's attributes: replacements, batches, step" || fail "/ablate's attributes: $(grep '(0)' "$TMP/a.txt")"
+  h5dump -a /ablate/base_loss -a /ablate/sequences -a /ablate/tokens -m %.17g "$TMP/runs/am/run.h5" >"$TMP/a.txt" 2>&1
+  got=$(sed -n 's/^ *(0): //p' "$TMP/a.txt" | tr '\n' ' ')
+  awk -F, -v g="$got" 'NR == 2 { split(g, a, " "); d = a[1] - $10; if (d < 0) d = -d
+                                 exit !(d <= 1e-15 + 1e-12 * $10 && a[2] == 16 && a[3] == 256) }' "$TMP/r.csv" &&
+    ok "/ablate's base_loss (the CSV's), sequences 16 and tokens 256" || fail "/ablate's base_loss, sequences, tokens: $got"
   expect_status 0 "inspect still reads the run" -- "$S2HC" inspect "$TMP/runs/am"
   # a second record replaces the first whole
   "$S2HC" ablate --record "$TMP/runs/am" --what mean --batches 2 >/dev/null 2>&1
