@@ -165,6 +165,10 @@ twice eval --batches 2 3 "$X/run" --batches=2 --batches 3
 twice sample --prompt "the " "a cat" "$X/run" --prompt "the " --prompt "a cat"
 twice sample --seed 1 2 "$X/run" --seed 1 --tokens 4 --seed=2
 twice sample --config a.yaml b.yaml "$X/m.safetensors" --config a.yaml --config b.yaml
+twice ablate --batches 2 3 "$X/run" --batches 2 --batches=3
+twice ablate --what identity mean "$X/run" --what=identity --what mean
+twice ablate --data "$X/a" "$X/b" "$X/run" --data "$X/a" --data "$X/b"
+twice ablate --config a.yaml b.yaml "$X/m.safetensors" --config a.yaml --config b.yaml
 twice probe --samples 4 8 "$X/run" --samples 4 --samples 8
 twice inspect --layer 0 all "$X/run" --layer 0 --layer all
 twice export -o "$X/a.safetensors" "$X/b.safetensors" "$X/run" -o "$X/a.safetensors" -o "$X/b.safetensors"
