@@ -76,6 +76,30 @@ make -n $SANARG paper PRESET=tiny PAPER_OUT="$P2" PAPER_RUNS="$R2" >"$TMP/out" 2
 expect_out "grid experiments/paper.yaml \(preset tiny\)" "an interrupted grid (no stamp) runs again"
 grep -Eq "grid experiments/(ablations|streams).yaml" "$TMP/out" && fail "a complete grid was planned again" ||
   ok "the complete grids are not run again"
+# make paper's ablations step (ablate --record of the paper grid's runs): planned, before
+# the analysis, when the paper grid has run since its ablations, not when it has not; at
+# M and L left out unless PAPER_ABLATE=1
+P3="$TMP/paper3" R3="$TMP/runs3"
+mkdir -p "$P3/data" "$R3/paper" "$R3/ablations" "$R3/streams"
+touch "$R3/paper/.ablated"; sleep 1
+for g in paper ablations streams; do touch "$R3/$g/.complete" "$R3/$g/index.csv"; done; touch "$P3/data/meta.gp"
+plan() { # plan PRESET [VAR=VALUE]: make -n paper's lines into $TMP/out
+  echo "$1 $R3" >"$P3/.preset"
+  make -n $SANARG paper PRESET="$@" PAPER_OUT="$P3" PAPER_RUNS="$R3" >"$TMP/out" 2>&1
+}
+at() { grep -n -m 1 -- "$1" "$TMP/out" | cut -d: -f1; }
+plan tiny
+a=$(at "ablate --record $R3/paper/\*/") z=$(at " analyze $R3/paper")
+[ -n "$a" ] && [ -n "$z" ] && [ "$a" -lt "$z" ] && ok "the paper grid run since its ablations: ablate again, then analyze" ||
+  fail "make paper after the grid: ablate at line '$a', analyze at '$z'"
+plan M
+[ -z "$(at "ablate --record")" ] && ok "at M, no ablate step" || fail "at M, make paper ablates: $(grep 'ablate --record' "$TMP/out")"
+plan M PAPER_ABLATE=1
+[ -n "$(at "ablate --record $R3/paper/")" ] && ok "at M with PAPER_ABLATE=1, the ablate step" || fail "PAPER_ABLATE=1 at M: no ablate step"
+sleep 1; touch "$R3/paper/.ablated" "$P3/data/meta.gp"
+plan tiny
+[ -z "$(at "ablate --record")" ] && ok "ablations newer than the grid: not planned again" ||
+  fail "the ablations were planned again"
 # a checkout under a folder whose path holds spaces, a quote and a double quote: the
 # paths make hands the shell (make test's S2HC_BIN, the CUDA library's path compiled into
 # s2hc) stay one word each, the library's a C string of the very path ('...' around
