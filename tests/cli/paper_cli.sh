@@ -80,6 +80,14 @@ awk -F, 'NR == FNR { if (FNR > 1) v[$5 "," ($6 == "all" ? 0 : $6 + 1)] = $11; ne
   fail "beyond_ablation.dat: $(grep '^s2hc' "$OUT/data/beyond_ablation.dat" | head -3) vs $(sed -n 2,3p "$TMP/abl.csv")"
 grep -q '^ablate_methods = "[a-z_ ]*s2hc' "$OUT/data/meta.gp" && ! grep -q '^ablate_methods = ".*rc' "$OUT/data/meta.gp" &&
   ok "meta.gp lists the ablated methods, not rc" || fail "meta.gp: $(grep ablate_methods "$OUT/data/meta.gp")"
+# the key's "all" of method j in panel p (ablate_all<j>_<p>): its row 0's identity (p 1) and mean (p 2) mean
+awk 'NR == FNR { if ($1 == "ablate_methods") { gsub(/"/, ""); for (j = 3; j <= NF; j++) at[$j] = j - 2 }
+                 else if ($1 ~ /^ablate_all/) a[$1] = $3; next }
+     $2 == 0 && ($1 in at) { k++; for (p = 1; p <= 2; p++) { x = a["ablate_all" at[$1] "_" p]; y = $(2 * p + 1)
+                             d = x - y; if (x == "" || d > 1e-5 || d < -1e-5) bad++ } }
+     END { exit !(k >= 3 && k == length(at) && !bad) }' "$OUT/data/meta.gp" "$OUT/data/beyond_ablation.dat" &&
+  ok "meta.gp's ablate_all<j>_<p>: each method's every-sublayer rise, identity then mean" ||
+  fail "meta.gp's ablate_all: $(grep '^ablate_all' "$OUT/data/meta.gp" | head -4 | tr '\n' ' ')"
 for t in $TABLES; do
   for e in md tex html csv; do
     [ -s "$OUT/tables/$t.$e" ] && ok "$t.$e" || fail "tables/$t.$e missing or empty"
