@@ -155,6 +155,22 @@ if command -v h5dump >/dev/null; then
   h5dump -d /ablate/delta -w 0 "$TMP/runs/am/run.h5" | grep -q '(0,0): nan, nan' && ok "a second --record replaces the first" ||
     fail "the first record's identity row is still there"
 fi
+# --record takes the run's lock: refused while another command holds it (a POSIX lock
+# here, which the run's open-file-description lock conflicts with), the run file untouched
+if command -v python3 >/dev/null; then
+  fresh "$TMP/held"
+  python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "a"); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print("held", flush=True); time.sleep(30)' \
+    "$TMP/runs/am/.train.lock" >"$TMP/held" 2>&1 &
+  hp=$!
+  if wait_for 20 grep -q held "$TMP/held"; then
+    before=$(cksum <"$TMP/runs/am/run.h5")
+    expect_status 1 "--record while the run's lock is held" -- "$S2HC" ablate --record "$TMP/runs/am" --batches 1
+    [ "$(cksum <"$TMP/runs/am/run.h5")" = "$before" ] && ok "the run file untouched" || fail "the run file changed"
+    expect_status 0 "without --record it reads the run" -- "$S2HC" ablate "$TMP/runs/am" --batches 1 --what uniform
+  else fail "the test's lock holder did not start: $(cat "$TMP/held")"; fi
+  kill $hp 2>/dev/null; wait $hp 2>/dev/null
+fi
 # several runs: rc passed over with a note, the others measured
 expect_status 0 "ablate of several runs, rc among them" -- "$S2HC" ablate "$TMP/runs/ar" "$TMP/runs/ai" --what identity --batches 1
 expect_out "note: ablate: .*runs/ar passed over: method rc has one stream and no H_res" "rc passed over with a note"

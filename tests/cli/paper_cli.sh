@@ -117,6 +117,14 @@ ymin=$(gnuplot -e "dir='$OUT'; suffix='.t'" -e "call 'plots/hres_depth.gp'; prin
 rm -f "$OUT"/hres_depth.*.t
 awk -v y="$ymin" 'BEGIN {exit !(y + 0 >= 0.5)}' && ok "hres_depth's gain axis stops near the data ($ymin)" \
   || fail "hres_depth's gain axis reaches down to $ymin for gains near 1"
+# beyond_ablation draws each rise as the point and its std as the bar: with every mean-matrix
+# rise 0.7 and its std 0, the right panel's points (the last drawn) are all at 0.7 (std as the
+# point, the rise as the bar, would put them at 0, bars down to -0.7)
+d=$TMP/abl_cols; mkdir -p "$d/data"; cp "$OUT/data/meta.gp" "$d/data/"
+awk '/^#/ {print; next} {$5 = 0.7; $6 = 0; print}' "$OUT/data/beyond_ablation.dat" > "$d/data/beyond_ablation.dat"
+yr=$(gnuplot -e "dir='$d'" -e "call 'plots/beyond_ablation.gp'; print GPVAL_DATA_Y_MIN, GPVAL_DATA_Y_MAX" 2>&1 | tail -n 1)
+awk -v r="$yr" 'BEGIN { split(r, y, " "); exit !(y[1] > 0.69 && y[1] < 0.71 && y[2] > 0.69 && y[2] < 0.71) }' &&
+  ok "beyond_ablation draws the rise as the point ($yr)" || fail "beyond_ablation's points span $yr, not 0.7"
 # beyond_jacobian's axis reaches a norm below 0.5 (a range fixed at [0.5:*] left such a
 # bar out): the same data with every residual-path norm 0.2
 ymin=$(low_ymin beyond_jacobian beyond_jacobian.dat 5 0.2)
