@@ -302,7 +302,6 @@ static int ablate_one(const char *dir, void *ctx) {
     int lock_fd = -1;
     h5log_init(&log);
     int of_ids = 0; /* the model reads a tokenizer's ids, not bytes of text */
-    double val_tokens = NAN; /* a run's: the size of the validation set it trained with */
     if (file) {
         const int st = model_file_open(dir, "ablate", o->given, &cfg, &m, &step, &of_ids);
         if (st != 0) return st;
@@ -312,11 +311,7 @@ static int ablate_one(const char *dir, void *ctx) {
             return 1;
         const char *kind = h5log_get_attr_str(&log, "/", "token_kind"); /* as `s2hc sample` reads it */
         of_ids = (kind && !strcmp(kind, "ids")) || m.V > 256;
-        val_tokens = h5log_get_attr_num(&log, "/", "val_tokens");
-        if (!o->record) { /* read-only: the run file is not needed again */
-            h5log_free(&log);
-            run_note_in_use(dir, "its checkpoint", (long long)step);
-        }
+        if (!o->record) run_note_in_use(dir, "its checkpoint", (long long)step); /* read-only */
     }
     int rc = 0;
     if (!m.variant) {
@@ -342,12 +337,9 @@ static int ablate_one(const char *dir, void *ctx) {
        the run's validation loss) */
     char err[1400];
     int bad = eval_kind_fits(&s, of_ids, dir, err, sizeof err) != 0;
-    if (!bad && !strcmp(role, "val") && !isnan(val_tokens) && val_tokens != (double)s.count) {
-        snprintf(err, sizeof err, "%s: %llu tokens, but %s trained with a validation set of %.0f (the corpus was "
-                 "rebuilt since?): its loss would not be the run's validation loss", s.path,
-                 (unsigned long long)s.count, dir, val_tokens);
-        bad = 1;
-    }
+    if (!bad && !strcmp(role, "val")) /* a model file's log is empty: no size to hold it to */
+        bad = run_val_rebuilt(&log, s.count, s.path, dir, "its loss would not be the run's validation loss", err,
+                              sizeof err);
     if (bad) {
         fprintf(stderr, "s2hc: error: ablate: %s\n  (--data DIR where the corpus the model read is prepared)\n", err);
         shard_close(&s);
