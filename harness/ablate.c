@@ -34,6 +34,42 @@ static void fill_fixed(const ablate_result *r, int kind, real *fixed) {
             }
 }
 
+static int has_mean(const int *kinds, int n_kinds) {
+    for (int q = 0; q < n_kinds; q++)
+        if (kinds[q] == ABLATE_MEAN) return 1;
+    return 0;
+}
+
+long ablate_cost(int Lh, const int *kinds, int n_kinds, int batches) {
+    /* a forward: Lh + 1 (the head as one sublayer); a resume from sublayer l: Lh - l */
+    const long whole = Lh + 1, resumes = (long)Lh * (Lh + 1) / 2 + Lh;
+    return (long)batches * ((has_mean(kinds, n_kinds) ? 2 : 1) * whole + (long)n_kinds * resumes);
+}
+
+/* The ablations of batch b (its tokens in, targets tg), from the activations of its
+ * unablated forward: sublayer l alone resumes that forward at l's write-back (nothing
+ * before it changes), the last sublayer first, so that each finds the unablated
+ * activations of the sublayers before it; then every sublayer at once, from sublayer 0's
+ * write-back. Each kind in turn at each sublayer (a resume at l rewrites only l's H_res
+ * and what comes after). diff as in ablate_measure, loss summed into r->loss. */
+static void ablate_batch(gpt_model *m, const int *tg, int b, const real *fixed, unsigned char *on,
+                         const double *base_b, ablate_result *r, double *diff, progress *pr, long *done) {
+    const int Lh = r->Lh, cols = Lh + 1, batches = r->batches;
+    const size_t nn = (size_t)r->n * r->n;
+    for (int c = Lh - 1; c >= -1 && !stop_signal; c--) {
+        const int col = c < 0 ? Lh : c, l = c < 0 ? 0 : c;
+        for (int k = 0; k < Lh; k++) on[k] = c < 0 || k == c;
+        for (int q = 0; q < r->n_kinds && !stop_signal; q++) {
+            m->hres_fixed = fixed + (size_t)q * Lh * nn, m->hres_fixed_on = on;
+            const double lb = model_forward_resume(m, l, tg);
+            m->hres_fixed = NULL, m->hres_fixed_on = NULL;
+            r->loss[q * cols + col] += lb;
+            diff[(size_t)(q * cols + col) * batches + b] = lb - base_b[b];
+            if (pr) progress_update(pr, *done += Lh - l);
+        }
+    }
+}
+
 int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_kinds, int batches, int B,
                    ablate_result *r, progress *pr) {
     const int Lh = m->Lh, n = m->n, T = m->T, cols = Lh + 1;
@@ -42,17 +78,23 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
     r->Lh = Lh, r->n = n, r->batches = batches, r->n_kinds = n_kinds;
     memcpy(r->kinds, kinds, (size_t)n_kinds * sizeof *kinds);
     r->Hmean = calloc_check((size_t)Lh * nn, sizeof *r->Hmean);
-    r->loss = malloc_check((size_t)n_kinds * cols * sizeof *r->loss);
+    r->loss = calloc_check((size_t)n_kinds * cols, sizeof *r->loss);
     r->delta = malloc_check((size_t)n_kinds * cols * sizeof *r->delta);
     r->ci = malloc_check((size_t)n_kinds * cols * sizeof *r->ci);
-    double *base_b = malloc_check((size_t)batches * sizeof *base_b), *diff = malloc_check((size_t)batches * sizeof *diff);
+    /* diff[(q cols + c) batches + b]: ablation (q, c)'s batch loss minus the unablated one */
+    double *base_b = malloc_check((size_t)batches * sizeof *base_b);
+    double *diff = malloc_check((size_t)n_kinds * cols * batches * sizeof *diff);
     int *in = malloc_check(N * sizeof *in), *tg = malloc_check(N * sizeof *tg);
-    real *fixed = malloc_check((size_t)Lh * nn * sizeof *fixed);
+    real *fixed = malloc_check((size_t)n_kinds * Lh * nn * sizeof *fixed);
     unsigned char *on = malloc_check((size_t)Lh);
     model_alloc_acts(m, B);
+    const int with_mean = has_mean(kinds, n_kinds);
+    for (int q = 0; q < n_kinds; q++)
+        if (kinds[q] != ABLATE_MEAN) fill_fixed(r, kinds[q], fixed + (size_t)q * Lh * nn);
     long done = 0;
     /* the unablated model: its batch losses (summed as eval_shard_loss sums them) and
-       every sublayer's H_res summed over the tokens */
+       every sublayer's H_res summed over the tokens; without the mean, each batch's
+       ablations at once */
     double sum = 0;
     for (int b = 0; b < batches && !stop_signal; b++) {
         eval_shard_batch(s, b, batches, B, T, in, tg);
@@ -63,32 +105,31 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
             for (size_t t = 0; t < N; t++)
                 for (size_t k = 0; k < nn; k++) acc[k] += H[t * nn + k];
         }
-        if (pr) progress_update(pr, ++done);
+        if (pr) progress_update(pr, done += Lh + 1);
+        if (!with_mean) ablate_batch(m, tg, b, fixed, on, base_b, r, diff, pr, &done);
     }
     r->base = sum / batches;
     for (size_t k = 0; k < (size_t)Lh * nn; k++) r->Hmean[k] /= (double)batches * (double)N;
-    const double tq = batches > 1 ? an_t_quantile(0.975, batches - 1) : NAN;
-    for (int q = 0; q < n_kinds && !stop_signal; q++) {
-        fill_fixed(r, kinds[q], fixed);
-        for (int c = 0; c < cols && !stop_signal; c++) {
-            for (int l = 0; l < Lh; l++) on[l] = c == Lh || c == l;
-            m->hres_fixed = fixed, m->hres_fixed_on = on;
-            double ls = 0, ds = 0;
-            for (int b = 0; b < batches && !stop_signal; b++) {
-                eval_shard_batch(s, b, batches, B, T, in, tg);
-                const double lb = model_forward(m, in, tg, B);
-                ls += lb;
-                ds += diff[b] = lb - base_b[b];
-                if (pr) progress_update(pr, ++done);
-            }
-            m->hres_fixed = NULL, m->hres_fixed_on = NULL;
-            const double d = ds / batches;
-            double ss = 0;
-            for (int b = 0; b < batches; b++) ss += (diff[b] - d) * (diff[b] - d);
-            r->loss[q * cols + c] = ls / batches;
-            r->delta[q * cols + c] = d;
-            r->ci[q * cols + c] = batches > 1 ? tq * sqrt(ss / (batches - 1)) / sqrt((double)batches) : NAN;
+    if (with_mean) { /* the mean known, each batch's unablated forward again, then its ablations */
+        for (int q = 0; q < n_kinds; q++)
+            if (kinds[q] == ABLATE_MEAN) fill_fixed(r, kinds[q], fixed + (size_t)q * Lh * nn);
+        for (int b = 0; b < batches && !stop_signal; b++) {
+            eval_shard_batch(s, b, batches, B, T, in, tg);
+            model_forward(m, in, tg, B);
+            if (pr) progress_update(pr, done += Lh + 1);
+            ablate_batch(m, tg, b, fixed, on, base_b, r, diff, pr, &done);
         }
+    }
+    const double tq = batches > 1 ? an_t_quantile(0.975, batches - 1) : NAN;
+    for (int k = 0; k < n_kinds * cols; k++) {
+        const double *dk = diff + (size_t)k * batches;
+        double ds = 0, ss = 0;
+        for (int b = 0; b < batches; b++) ds += dk[b];
+        const double d = ds / batches;
+        for (int b = 0; b < batches; b++) ss += (dk[b] - d) * (dk[b] - d);
+        r->loss[k] /= batches;
+        r->delta[k] = d;
+        r->ci[k] = batches > 1 ? tq * sqrt(ss / (batches - 1)) / sqrt((double)batches) : NAN;
     }
     free(on);
     free(fixed);
@@ -349,7 +390,7 @@ static int ablate_one(const char *dir, void *ctx) {
     const char *corpus = o->corpus ? o->corpus : cfg.train_corpus;
     const int batches = o->batches > 0 ? o->batches : cfg.eval_batches, B = cfg.batch;
     progress pr;
-    progress_begin(&pr, "ablate", "batches", (long)batches * (1 + o->n_kinds * (m.Lh + 1)), 1);
+    progress_begin(&pr, "ablate", "sublayers", ablate_cost(m.Lh, o->kinds, o->n_kinds, batches), 1);
     if (o->csv) progress_to(&pr, stderr);
     ablate_result r;
     const int st = ablate_measure(&m, &s, o->kinds, o->n_kinds, batches, B, &r, &pr);

@@ -32,11 +32,14 @@ typedef struct {
 /* Measure the ablations `kinds` (n_kinds of them, each once) of model m (with a
  * hyper-connection: m->variant set) over `batches` micro-batches of B sequences of s,
  * the windows eval_shard_batch takes; m's activations for B sequences are allocated here.
- * pr (may be NULL): advanced by one per forward, batches x (1 + n_kinds x (Lh + 1)) in
- * all. 0, or -1 when stop_signal cut it short (r then freed). m is left as it was. */
+ * pr (may be NULL): advanced to ablate_cost in all. 0, or -1 when stop_signal cut it short (r then freed). m is left as it was. */
 int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_kinds, int batches, int B,
                    ablate_result *r, progress *pr);
 void ablate_result_free(ablate_result *r);
+/* ablate_measure's work, in sublayer forwards (the head counted as one), as it advances
+ * its progress: each batch's unablated forward (twice with the mean: once before the mean
+ * is known), and its ablations, each resuming that forward at the sublayer ablated. */
+long ablate_cost(int Lh, const int *kinds, int n_kinds, int batches);
 
 int ablate_main(int argc, char **argv);
 

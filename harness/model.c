@@ -982,9 +982,11 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
  * frame, enc and xsum (or NULL) are its ends: X_0 = n copies of enc is written by the
  * first frame region (else X_0 is already there), xsum = the sum of X_Lh's streams by
  * the last. With kv (decoding): one token per sequence, at position pos, in the first B
- * rows of every buffer; attention reads the earlier tokens' keys and values from kv. */
+ * rows of every buffer; attention reads the earlier tokens' keys and values from kv.
+ * resume >= 0 (a frame, no kv): from sublayer resume's write-back on, everything before
+ * it (its coefficients, H_res and branch output included) as the last forward left it. */
 static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc, real *xsum, const model_kv *kv,
-                              int pos) {
+                              int pos, int resume) {
     act_layout a = layout_acts(m, B);
     grad_layout gl = layout_grads(m, B);
     real *A = m->acts;
@@ -993,14 +995,17 @@ static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc
     void (*const mm)(real *, const real *, const real *, const real *, size_t, int, int) =
         kv ? matmul_forward_rows : matmul_forward;
     hc_scratch hs = hc_scratch_of(m, &gl);
-    if (m->variant) hc_frames_forward(m, -1, 0, &hs, N, enc, NULL); /* X_0 and its rms, sublayer 0's coefficients */
-    for (int l = 0; l < m->Lh; l++) {
+    if (m->variant && resume < 0) /* X_0 and its rms, sublayer 0's coefficients */
+        hc_frames_forward(m, -1, 0, &hs, N, enc, NULL);
+    for (int l = resume < 0 ? 0 : resume; l < m->Lh; l++) {
         int blk = l / 2, is_mlp = l % 2;
         block_index b = block_at(m, blk);
         hc_acts h = model_hc_acts(m, l);
         real *Xnext = A + a.streams + (size_t)(l + 1) * a.s_streams;
         real *ln = A + a.ln + l * a.s_ln, *mean = A + a.ln_mean + l * a.s_ln1, *rstd = A + a.ln_rstd + l * a.s_ln1;
-        if (!branches) {
+        if (l == resume) {
+            /* its branch output f as the last forward left it */
+        } else if (!branches) {
             memset(h.f, 0, N * C * sizeof(real));
         } else if (!is_mlp) {
             real *qkv = A + a.qkv + blk * a.s_qkv, *att = A + a.att + blk * a.s_att, *atty = A + a.atty + blk * a.s_atty;
@@ -1039,47 +1044,24 @@ static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc
     m->branches = branches;
 }
 
-/* From the embeddings in the activations' enc rows (N of them: B T, or B decoding with
- * kv) to the logits: the streams, the sublayers, the final LayerNorm and the LM head. */
-static void forward_from_enc(gpt_model *m, int B, size_t N, const model_kv *kv, int pos) {
+/* The final LayerNorm of xsum and the LM head's logits (N rows). */
+static void head_forward(gpt_model *m, int B, size_t N, const model_kv *kv) {
     act_layout a = layout_acts(m, B);
     real *A = m->acts;
-    const int C = m->C, V = m->V;
-    real *enc = A + a.enc, *X0 = A + a.streams, *xsum = A + a.xsum;
-    if (m->variant) { /* the frame's first and last regions write X_0 and xsum */
-        sublayers_forward(m, B, 1, enc, xsum, kv, pos);
-    } else { /* rc: one stream, copied in and out */
-#pragma omp parallel for schedule(static)
-        for (size_t t = 0; t < N; t++) memcpy(X0 + t * C, enc + t * C, (size_t)C * sizeof(real));
-        prof_tick(PROF_HC_STREAMS);
-        sublayers_forward(m, B, 1, NULL, NULL, kv, pos);
-        const real *XL = A + a.streams + (size_t)m->Lh * a.s_streams;
-#pragma omp parallel for schedule(static)
-        for (size_t t = 0; t < N; t++) memcpy(xsum + t * C, XL + t * C, (size_t)C * sizeof(real));
-        prof_tick(PROF_HC_STREAMS);
-    }
     const int lnf = lnf_weight(m);
-    layernorm_forward(A + a.lnf, A + a.lnf_mean, A + a.lnf_rstd, xsum, P(m, lnf), lnf_bias(m, m->params), N, C);
+    layernorm_forward(A + a.lnf, A + a.lnf_mean, A + a.lnf_rstd, A + a.xsum, P(m, lnf), lnf_bias(m, m->params), N,
+                      m->C);
     prof_tick(PROF_LAYERNORM);
-    (kv ? matmul_forward_rows : matmul_forward)(A + a.logits, A + a.lnf, P(m, 0), NULL, N, C, V);
+    (kv ? matmul_forward_rows : matmul_forward)(A + a.logits, A + a.lnf, P(m, 0), NULL, N, m->C, m->V);
     prof_tick(PROF_MATMUL);
 }
 
-real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
-    if (!m->acts || m->B != B) model_alloc_acts(m, B);
-    act_layout a = layout_acts(m, B);
+/* The loss of the logits against targets (NULL: none, 0), the mean over the valid ones. */
+static real forward_loss(gpt_model *m, const int *targets, size_t N) {
+    act_layout a = layout_acts(m, m->B);
     real *A = m->acts;
-    const int T = m->T, C = m->C, V = m->V;
-    const size_t N = (size_t)B * T;
-    memcpy(m->inputs, inputs, N * sizeof(int));
-    if (targets) memcpy(m->targets, targets, N * sizeof(int));
-
-    prof_start();
-    encoder_forward(A + a.enc, inputs, P(m, 0), P(m, 1), B, T, C);
-    prof_tick(PROF_EMBED_LOSS);
-    forward_from_enc(m, B, N, NULL, 0);
     if (!targets) { m->mean_loss = 0; return 0; }
-    crossentropy_forward(A + a.losses, A + a.probs, A + a.logits, targets, N, V);
+    crossentropy_forward(A + a.losses, A + a.probs, A + a.logits, targets, N, m->V);
     double s = 0;
     size_t cnt = 0;
     for (size_t t = 0; t < N; t++)
@@ -1089,10 +1071,64 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
     return m->mean_loss;
 }
 
+/* From the embeddings in the activations' enc rows (N of them: B T, or B decoding with
+ * kv) to the logits: the streams, the sublayers, the final LayerNorm and the LM head. */
+static void forward_from_enc(gpt_model *m, int B, size_t N, const model_kv *kv, int pos) {
+    act_layout a = layout_acts(m, B);
+    real *A = m->acts;
+    const int C = m->C;
+    real *enc = A + a.enc, *X0 = A + a.streams, *xsum = A + a.xsum;
+    if (m->variant) { /* the frame's first and last regions write X_0 and xsum */
+        sublayers_forward(m, B, 1, enc, xsum, kv, pos, -1);
+    } else { /* rc: one stream, copied in and out */
+#pragma omp parallel for schedule(static)
+        for (size_t t = 0; t < N; t++) memcpy(X0 + t * C, enc + t * C, (size_t)C * sizeof(real));
+        prof_tick(PROF_HC_STREAMS);
+        sublayers_forward(m, B, 1, NULL, NULL, kv, pos, -1);
+        const real *XL = A + a.streams + (size_t)m->Lh * a.s_streams;
+#pragma omp parallel for schedule(static)
+        for (size_t t = 0; t < N; t++) memcpy(xsum + t * C, XL + t * C, (size_t)C * sizeof(real));
+        prof_tick(PROF_HC_STREAMS);
+    }
+    head_forward(m, B, N, kv);
+}
+
+real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
+    if (!m->acts || m->B != B) model_alloc_acts(m, B);
+    act_layout a = layout_acts(m, B);
+    real *A = m->acts;
+    const int T = m->T, C = m->C;
+    const size_t N = (size_t)B * T;
+    memcpy(m->inputs, inputs, N * sizeof(int));
+    if (targets) memcpy(m->targets, targets, N * sizeof(int));
+
+    prof_start();
+    encoder_forward(A + a.enc, inputs, P(m, 0), P(m, 1), B, T, C);
+    prof_tick(PROF_EMBED_LOSS);
+    forward_from_enc(m, B, N, NULL, 0);
+    return forward_loss(m, targets, N);
+}
+
+real model_forward_resume(gpt_model *m, int l, const int *targets) {
+    const size_t N = (size_t)m->B * m->T, nn = (size_t)m->n * m->n;
+    if (!m->variant || !m->acts || l < 0 || l >= m->Lh)
+        die(70, "internal error: model_forward_resume at sublayer %d of %d (%s)", l, m->Lh,
+            m->variant ? "no forward before it" : "a model without a frame");
+    if (targets) memcpy(m->targets, targets, N * sizeof(int));
+    prof_start();
+    if (m->hres_fixed && m->hres_fixed_on[l]) { /* sublayer l's H_res, as hc_in_chunk would have set it */
+        real *H = model_hc_acts(m, l).H;
+        for (size_t t = 0; t < N; t++) memcpy(H + t * nn, m->hres_fixed + (size_t)l * nn, nn * sizeof(real));
+    }
+    sublayers_forward(m, m->B, m->branches, NULL, m->acts + layout_acts(m, m->B).xsum, NULL, 0, l);
+    head_forward(m, m->B, N, NULL);
+    return forward_loss(m, targets, N);
+}
+
 void model_streams_forward(gpt_model *m, const real *X0, int branches) {
     act_layout a = layout_acts(m, m->B);
     memcpy(m->acts + a.streams, X0, a.s_streams * sizeof(real));
-    sublayers_forward(m, m->B, branches, NULL, NULL, NULL, 0);
+    sublayers_forward(m, m->B, branches, NULL, NULL, NULL, 0, -1);
 }
 
 void model_kv_alloc(model_kv *kv, gpt_model *m, int B) {

@@ -142,6 +142,14 @@ void model_alloc_acts(gpt_model *m, int B);
 /* Forward over inputs (B, T). With targets, returns the mean loss (also in mean_loss);
  * targets may be NULL (then returns 0 and only logits exist). */
 real model_forward(gpt_model *m, const int *inputs, const int *targets, int B);
+/* The last forward again from sublayer l's write-back on (a model with a frame), with
+ * everything before it as that forward left it (sublayer l's coefficients and branch
+ * output included), sublayer l's H_res set to hres_fixed's matrix l where hres_fixed_on[l]
+ * (else kept), the later sublayers run as model_forward runs them (hres_fixed included).
+ * Returns the mean loss against targets (NULL: 0). Its loss and logits are, bit for bit,
+ * those of a model_forward whose fixed matrices are the last forward's before l and these
+ * from l on, at the cost of the sublayers after l (`s2hc ablate`). */
+real model_forward_resume(gpt_model *m, int l, const int *targets);
 /* Backward of the last forward (with targets): grads += d(mean loss)/d(params) * scale. */
 void model_backward(gpt_model *m, real scale);
 void model_zero_grad(gpt_model *m);

@@ -1,7 +1,8 @@
 /* test_ablate.c: a sublayer's H_res replaced by a fixed matrix (model.h's hres_fixed,
  * `s2hc ablate`): the streams it writes against the write-back recomputed here from its
  * inputs, nothing before it moved; and ablate_measure's losses, averages, differences and
- * intervals against the same measured again here, loop by loop. */
+ * intervals against the same measured again here, loop by loop; the forward resumed at
+ * a sublayer (model_forward_resume) against the whole forward. */
 #include "../harness/ablate.h"
 #include "../harness/config.h"
 #include "../harness/model.h"
@@ -125,7 +126,7 @@ static void test_measure(void) {
                 for (int j = 0; j < n; j++)
                     fixed[(l * n + i) * n + j] = kinds[q] == ABLATE_IDENTITY ? (real)(i == j)
                                                  : kinds[q] == ABLATE_UNIFORM ? (real)(1.0 / n)
-                                                                              : (real)mean[(l * n + i) * n + j];
+                                                                              : (real)r.Hmean[(l * n + i) * n + j];
         for (int c = 0; c < cols; c++) {
             for (int l = 0; l < Lh; l++) on[l] = c == Lh || c == l;
             m.hres_fixed = fixed, m.hres_fixed_on = on;
@@ -133,16 +134,18 @@ static void test_measure(void) {
             for (int b = 0; b < batches; b++) {
                 eval_shard_batch(&s, b, batches, B, T, in, tg);
                 const double lb = model_forward(&m, in, tg, B);
-                ls += lb / batches;
-                d[b] = lb - base_b[b];
-                dm += d[b] / batches;
+                ls += lb;
+                dm += d[b] = lb - base_b[b];
             }
+            ls /= batches, dm /= batches; /* in ablate_measure's order: the same bits */
             m.hres_fixed = NULL, m.hres_fixed_on = NULL;
             for (int b = 0; b < batches; b++) ss += (d[b] - dm) * (d[b] - dm);
             const double ci = 3.182446305284263 * sqrt(ss / 3) / 2;
             const int k = q * cols + c;
-            CHECK_CLOSE(r.loss[k], ls, 1e-9, 1e-9, "%s, column %d: the loss", ablate_kind_names[kinds[q]], c);
-            CHECK_CLOSE(r.delta[k], dm, 1e-12, 1e-9, "%s, column %d: delta", ablate_kind_names[kinds[q]], c);
+            CHECK(r.loss[k] == ls, "%s, column %d: the loss %.17g, whole forwards %.17g", ablate_kind_names[kinds[q]],
+                  c, r.loss[k], ls);
+            CHECK(r.delta[k] == dm, "%s, column %d: delta %.17g, whole forwards %.17g", ablate_kind_names[kinds[q]], c,
+                  r.delta[k], dm);
             CHECK_CLOSE(r.ci[k], ci, 1e-12, 1e-6, "%s, column %d: the interval", ablate_kind_names[kinds[q]], c);
             if (fabs(dm) > largest) largest = fabs(dm);
         }
@@ -221,8 +224,75 @@ static void test_method_invariants(void) {
     }
 }
 
+/* model_forward_resume (what ablate_measure runs) against whole forwards: after the
+ * unablated forward, each sublayer from the last to the first, then all at once, resumed
+ * with a random fixed H_res gives the loss and the logits of a model_forward with the same
+ * matrices, bit for bit; sublayer by sublayer in that order each resume finds the
+ * unablated activations before it. Every method at n = 4, s2hc at n = 3, with the streams'
+ * bf16 rounding and (where built) the bf16 projection. */
+static void test_resume(void) {
+    static const struct { const char *method; int n, round, bf16; } cases[] = {
+        {"mhc", 4, 0, 0},        {"s2hc", 4, 0, 0}, {"s2hc", 3, 0, 0},     {"mhc_lite", 4, 0, 0},
+        {"kromhc", 4, 0, 0},     {"hc", 4, 0, 0},   {"orthogonal", 4, 0, 0}, {"s2hc_rot", 4, 0, 0},
+        {"identity", 4, 0, 0},   {"s2hc", 4, 1, 0}, {"mhc_lite", 4, 0, 1}, {"s2hc", 4, 0, 1},
+    };
+    int compared = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        if (cases[ci].bf16 && !model_bf16_built()) continue;
+        gpt_model m;
+        if (ablate_model(&m, cases[ci].method, cases[ci].n)) continue;
+        m.round_streams = cases[ci].round, m.proj_bf16 = cases[ci].bf16;
+        const int B = 2, T = m.T, n = m.n, Lh = m.Lh, V = m.V;
+        const size_t N = (size_t)B * T, nn = (size_t)n * n, NV = N * V;
+        int in[16], tg[16];
+        rng_t r;
+        rng_seed(&r, 40 + ci);
+        for (size_t t = 0; t < N; t++) in[t] = (int)(rng_u64(&r) % V), tg[t] = (int)(rng_u64(&r) % V);
+        tg[3] = -1; /* a target left out */
+        real *fixed = malloc_check((size_t)Lh * nn * sizeof *fixed), *want = malloc_check(NV * sizeof *want);
+        for (size_t k = 0; k < (size_t)Lh * nn; k++) fixed[k] = (real)(rng_uniform(&r) * 2 - 1);
+        unsigned char on[8];
+        double unablated = model_forward(&m, in, tg, B), prev = NAN;
+        for (int c = Lh - 1; c >= -1; c--) {
+            const int l = c < 0 ? 0 : c;
+            for (int k = 0; k < Lh; k++) on[k] = c < 0 || k == c;
+            m.hres_fixed = fixed, m.hres_fixed_on = on;
+            /* the whole forward, into want; then the unablated one again unless this resume
+               follows the previous one (the order ablate_measure takes) */
+            const double whole = model_forward(&m, in, tg, B);
+            memcpy(want, model_logits(&m), NV * sizeof *want);
+            m.hres_fixed = NULL;
+            const double again = model_forward(&m, in, tg, B);
+            CHECK(again == unablated, "%s: the unablated forward is not repeatable", cases[ci].method);
+            for (int k = Lh - 1; k > l; k--) { /* the resumes before this one, as ablate_batch runs them */
+                unsigned char one[8] = {0};
+                one[k] = 1;
+                m.hres_fixed = fixed, m.hres_fixed_on = one;
+                model_forward_resume(&m, k, tg);
+            }
+            m.hres_fixed = fixed, m.hres_fixed_on = on;
+            const double got = model_forward_resume(&m, l, tg);
+            m.hres_fixed = NULL, m.hres_fixed_on = NULL;
+            CHECK(got == whole, "%s n = %d%s%s, %s %d: resumed %.9g, whole forward %.9g", cases[ci].method, n,
+                  cases[ci].round ? " round" : "", cases[ci].bf16 ? " bf16" : "", c < 0 ? "all from" : "sublayer",
+                  l, got, whole);
+            CHECK(memcmp(model_logits(&m), want, NV * sizeof *want) == 0, "%s, %s %d: the logits differ",
+                  cases[ci].method, c < 0 ? "all from" : "sublayer", l);
+            CHECK(got != unablated && got != prev, "%s, column %d: the fixed matrix moved nothing (%.9g): a weak check",
+                  cases[ci].method, c, got);
+            prev = got;
+            compared++;
+        }
+        free(want);
+        free(fixed);
+        model_free(&m);
+    }
+    CHECK(compared >= 9 * 5, "only %d resumes compared", compared);
+}
+
 int main(void) {
     T_NAME("test_ablate");
+    T_RUN(test_resume);
     T_RUN(test_fixed_writeback);
     T_RUN(test_measure);
     T_RUN(test_method_invariants);
