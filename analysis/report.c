@@ -386,13 +386,33 @@ static void log_line(const char *log, const char *out, long from, long to, int l
     }
 }
 
-/* Remove OUT/STEM.{png,svg}: a figure not drawn this time is not shown as an older one. */
+/* Remove OUT/STEM.{png,svg}: a figure not drawn this time is not shown as an older one;
+ * and OUT/STEM.gnuplot.log, what gnuplot said while `make paper` drew it. */
 static void remove_figure(const char *out, const char *stem) {
     char p[1300];
-    for (int e = 0; e < 2; e++) {
-        snprintf(p, sizeof p, "%s/%s.%s", out, stem, e ? "svg" : "png");
+    for (int e = 0; e < 3; e++) {
+        snprintf(p, sizeof p, "%s/%s.%s", out, stem, e == 2 ? "gnuplot.log" : e ? "svg" : "png");
         remove(p);
     }
+}
+
+/* --no-plots: the figures as they were drawn, each by `make paper`'s own rule, which keeps
+ * what gnuplot said while drawing figure STEM in OUT/STEM.gnuplot.log (none: it said
+ * nothing): warned, with its first line, where a figure's log is there beside its PNG. */
+static void kept_warnings(const char *out, fig_outcome *res) {
+    int warned = 0;
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        char p[1300];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s.gnuplot.log", out, figures[i].stem);
+        if (stat(p, &st) != 0 || st.st_size == 0) continue;
+        res[i].warned = 1;
+        log_line(p, out, 0, (long)st.st_size, 0, res[i].said, sizeof res[i].said);
+        warned++;
+    }
+    if (warned)
+        fprintf(stderr, "s2hc report: gnuplot had warned while drawing %d figure(s) (the page says which): "
+                        "%s/<figure>.gnuplot.log\n", warned, out);
 }
 
 /* Every figure of the report drawn into out, what became of each in res: the number not
@@ -432,6 +452,8 @@ static int run_plots(const char *out, const char *plots, fig_outcome *res) {
             bad++;
             continue;
         }
+        snprintf(cmd, sizeof cmd, "%s/%s.gnuplot.log", out, figures[i].stem); /* make paper's, of an older drawing */
+        remove(cmd);
         struct stat st0;
         const long before = stat(log, &st0) == 0 ? (long)st0.st_size : 0;
         int failed = run_gnuplot(out, figures[i].stem, script, log) != 0;
@@ -470,11 +492,13 @@ static int run_plots(const char *out, const char *plots, fig_outcome *res) {
     return bad;
 }
 
-/* " (gnuplot's every word: gnuplot.log)", linked, when OUT/gnuplot.log has any. */
-static void log_link(FILE *f, const char *out, const char *what) {
-    char p[1200];
-    snprintf(p, sizeof p, "%s/gnuplot.log", out);
-    if (file_exists_(p)) fprintf(f, " (%s: <a href=\"gnuplot.log\">gnuplot.log</a>)", what);
+/* " (gnuplot's every word: gnuplot.log)", linked, when OUT/gnuplot.log has any; for a
+ * figure kept from `make paper`'s drawing (--no-plots), its own STEM.gnuplot.log. */
+static void log_link(FILE *f, const char *out, const char *stem, const fig_outcome *o, const char *what) {
+    char name[300], p[1300];
+    snprintf(name, sizeof name, o->state == FIG_KEPT ? "%s.gnuplot.log" : "gnuplot.log", stem);
+    snprintf(p, sizeof p, "%s/%s", out, name);
+    if (file_exists_(p)) fprintf(f, " (%s: <a href=\"%s\">%s</a>)", what, name, name);
 }
 
 /* A figure on the page: its PNG, linked to its SVG, with the title as alt text and a
@@ -492,7 +516,7 @@ static void put_figure(FILE *f, const char *out, const an_figure *g, const fig_o
             fprintf(f, "<p class=\"missing\">gnuplot warned while drawing this figure, which may lack some of its "
                        "data: ");
             put_esc(f, o->said[0] ? o->said : "(no words)");
-            log_link(f, out, "every warning");
+            log_link(f, out, g->stem, o, "every warning");
             fprintf(f, "</p>\n");
         }
         return;
@@ -502,7 +526,7 @@ static void put_figure(FILE *f, const char *out, const an_figure *g, const fig_o
     case FIG_FAILED:
         fprintf(f, "gnuplot stopped with an error");
         if (o->said[0]) { fprintf(f, ": "); put_esc(f, o->said); }
-        log_link(f, out, "its whole message");
+        log_link(f, out, g->stem, o, "its whole message");
         break;
     case FIG_NO_GNUPLOT: fprintf(f, "gnuplot was not found (make deps installs it)"); break;
     case FIG_NO_SCRIPT: fprintf(f, "there is no script %s.gp among the figure scripts (--plots)", g->stem); break;
@@ -600,6 +624,7 @@ int report_main(int argc, char **argv) {
     fig_outcome drawn[sizeof figures / sizeof figures[0]];
     memset(drawn, 0, sizeof drawn); /* FIG_KEPT: --no-plots */
     int not_drawn = draw ? run_plots(out, plots, drawn) : 0;
+    if (!draw) kept_warnings(out, drawn);
     stop_signals_to(an_on_signal); /* while the page is written: its .tmp removed, exit 130 */
     if (not_drawn < 0 || stop_signal) {
         fprintf(stderr, "s2hc report: interrupted while drawing the figures; %s/index.html not written\n", out);

@@ -153,12 +153,20 @@ paper-analyze: $(PAPER_META)
 # (and a Ctrl-C, SIGTERM or SIGHUP, the terminal closed, removes the .tmp files). setsid
 # keeps a Ctrl-C or hangup from gnuplot, whose own handler can hang inside cairo: the
 # figure is finished, then the recipe stops.
+# What gnuplot says while drawing (a data file it cannot open, a column it cannot read:
+# the figure drawn without it) is shown and kept in $*.gnuplot.log, none when it said
+# nothing, for the report to put under the figure (s2hc report --no-plots reads it).
+PAPER_FIG_TMP = $(PAPER_OUT)/$*.png.tmp $(PAPER_OUT)/$*.svg.tmp $(PAPER_OUT)/$*.gnuplot.log.tmp
 $(PAPER_OUT)/%.png: plots/%.gp plots/style.gp $(PAPER_META)
 	@echo "paper: [6/7] figure $* -> $(PAPER_OUT)/$*.png, .svg"
-	@trap 'rm -f $(PAPER_OUT)/$*.png.tmp $(PAPER_OUT)/$*.svg.tmp; exit 130' INT TERM HUP; \
-	  setsid -w gnuplot -e "dir='$(PAPER_OUT)'; suffix='.tmp'" $< </dev/null && mv -f $(PAPER_OUT)/$*.svg.tmp $(PAPER_OUT)/$*.svg && \
-	  mv -f $(PAPER_OUT)/$*.png.tmp $@ || { rm -f $(PAPER_OUT)/$*.png $(PAPER_OUT)/$*.svg $(PAPER_OUT)/$*.png.tmp \
-	  $(PAPER_OUT)/$*.svg.tmp; echo "paper: $< failed; its partial figure removed"; exit 1; }
+	@trap 'cat $(PAPER_OUT)/$*.gnuplot.log.tmp >&2 || :; rm -f $(PAPER_FIG_TMP); exit 130' INT TERM HUP; \
+	  setsid -w gnuplot -e "dir='$(PAPER_OUT)'; suffix='.tmp'" $< </dev/null 2>$(PAPER_OUT)/$*.gnuplot.log.tmp; rc=$$?; \
+	  cat $(PAPER_OUT)/$*.gnuplot.log.tmp >&2; \
+	  [ $$rc -eq 0 ] && mv -f $(PAPER_OUT)/$*.svg.tmp $(PAPER_OUT)/$*.svg && mv -f $(PAPER_OUT)/$*.png.tmp $@ || { \
+	    rm -f $(PAPER_OUT)/$*.png $(PAPER_OUT)/$*.svg $(PAPER_OUT)/$*.gnuplot.log $(PAPER_FIG_TMP); \
+	    echo "paper: $< failed; its partial figure removed"; exit 1; }; \
+	  if [ -s $(PAPER_OUT)/$*.gnuplot.log.tmp ]; then mv -f $(PAPER_OUT)/$*.gnuplot.log.tmp $(PAPER_OUT)/$*.gnuplot.log; \
+	  else rm -f $(PAPER_OUT)/$*.gnuplot.log.tmp $(PAPER_OUT)/$*.gnuplot.log; fi
 
 paper-figures: $(PAPER_PNG)
 

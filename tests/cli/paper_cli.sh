@@ -472,7 +472,7 @@ if command -v make >/dev/null && command -v setsid >/dev/null; then
     MAKEFLAGS= MAKELEVEL= make -s -o "$1/data/meta.gp" -W plots/fig00_loss.gp "$1/fig00_loss.png" PAPER_OUT="$1" >"$TMP/out" 2>&1 &
     pid=$!
     set +m
-    wait_for 300 grep -q "gnuplot: pausing" "$TMP/out"
+    wait_for 300 grep -qs "gnuplot: pausing" "$1/fig00_loss.gnuplot.log.tmp" # make shows it once gnuplot ends
   }
   make_figure_paused "$TMP/mk"
   kill -INT -- -"$pid" 2>/dev/null; touch "$TMP/mk.go"; wait "$pid"; st=$?

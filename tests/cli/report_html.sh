@@ -142,6 +142,41 @@ grep -q '<img src="fig05_gradnorm.png"' "$h" \
   && ok "a script's error: no image, gnuplot's error on the page" || fail "Fig 8 with an error: $(grep 'fig08_entries.png' "$h")"
 grep -q 'fig00_loss.png was not drawn: there is no script fig00_loss.gp' "$h" && ! grep -q 'src="fig00_loss.png"' "$h" \
   && ok "a script missing: no image (not the earlier one), said so" || fail "fig00 without a script: $(grep 'fig00_loss' "$h" | head -n 2)"
+# make paper's figure step (gnuplot run by make, then report --no-plots): what gnuplot said
+# while make drew a figure without a data file is shown, kept in OUT/F.gnuplot.log and put
+# on the page under that figure alone, linked; drawn again whole, the log and the note go;
+# a report that draws the figures itself removes make's logs
+if command -v make >/dev/null; then
+  W=$TMP/mkw
+  cp -r "$OUT" "$W"
+  rm -f "$W/gnuplot.log"
+  mv "$W/data/fig5_rc.dat" "$TMP/fig5_rc.dat"
+  mkfig() { MAKEFLAGS= MAKELEVEL= make -s -o "$W/data/meta.gp" -W plots/fig05_gradnorm.gp "$W/fig05_gradnorm.png" \
+              PAPER_OUT="$W" >"$TMP/out" 2>&1; }
+  mkfig && grep -qs 'Cannot find or open file "data/fig5_rc.dat"\|Cannot find or open file ".*/data/fig5_rc.dat"' \
+      "$W/fig05_gradnorm.gnuplot.log" && grep -q 'Cannot find or open file' "$TMP/out" \
+    && [ -z "$(ls "$W" | grep '\.tmp$')" ] && [ -z "$(ls "$W" | grep -v '^fig05' | grep 'gnuplot\.log$')" ] \
+    && ok "make's figure step: gnuplot's warning shown and kept in fig05_gradnorm.gnuplot.log" \
+    || fail "make's figure step without a data file: $(tail -n 2 "$TMP/out"), log: $(head -n 2 "$W/fig05_gradnorm.gnuplot.log" 2>&1)"
+  expect_status 0 "report --no-plots after make's figure step" -- "$S2HC" report -o "$W" --no-analyze --no-plots
+  expect_out "gnuplot had warned while drawing 1 figure" "the report says a kept figure was drawn with a warning"
+  h=$W/index.html
+  sed -n '/id="fig05_gradnorm"/,/<\/figure>/p' "$h" | grep -q 'gnuplot warned while drawing this figure, which may lack some of its data: .*Cannot find or open file &quot;.*fig5_rc.dat&quot;.*<a href="fig05_gradnorm.gnuplot.log">' \
+    && [ "$(grep -c 'gnuplot warned while drawing this figure' "$h")" = 1 ] \
+    && "${CHECK[@]}" "$W" >"$TMP/check" 2>&1 \
+    && ok "the --no-plots page: make's warning under Fig 5 alone, its log linked" \
+    || { fail "make's warning on the page: $(sed -n '/id="fig05_gradnorm"/,/<\/figure>/p' "$h" | grep -v figcaption | head -n 4)"; head -n 3 "$TMP/check" >&2; }
+  cp "$W/fig05_gradnorm.gnuplot.log" "$TMP/kept.log"
+  mv "$TMP/fig5_rc.dat" "$W/data/fig5_rc.dat"
+  mkfig && [ ! -e "$W/fig05_gradnorm.gnuplot.log" ] && "$S2HC" report -o "$W" --no-analyze --no-plots >"$TMP/out" 2>&1 \
+    && ! grep -q 'gnuplot warned\|gnuplot had warned' "$h" "$TMP/out" \
+    && ok "drawn again with its data: no log, no note" || fail "drawn again: $(ls "$W" | grep fig05), $(grep -c 'gnuplot warned' "$h") notes"
+  cp "$TMP/kept.log" "$W/fig05_gradnorm.gnuplot.log"
+  "$S2HC" report -o "$W" --no-analyze >"$TMP/out" 2>&1 && [ ! -e "$W/fig05_gradnorm.gnuplot.log" ] \
+    && ! grep -q 'gnuplot warned' "$h" && ok "a report that draws removes make's older log" \
+    || fail "a drawing report: $(ls "$W" | grep fig05 | tr '\n' ' ')"
+fi
+
 # no gnuplot at all: the earlier report's figures are not shown beside the new analysis
 mkdir -p "$TMP/nobin"
 expect_status 1 "report without gnuplot exits 1" -- env PATH="$TMP/nobin" "$S2HC" report -o "$OUT" --no-analyze
