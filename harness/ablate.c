@@ -9,9 +9,10 @@
 #include "run.h"
 #include "../analysis/analysis.h"
 
-const char *const ablate_kind_names[ABLATE_KINDS] = {"identity", "mean", "uniform"};
+const char *const ablate_kind_names[ABLATE_KINDS] = {"identity", "mean", "uniform", "branch"};
 /* the table's heading of each kind's columns */
-static const char *const kind_heads[ABLATE_KINDS] = {"H_res := I", "H_res := mean", "H_res := 11^T/n"};
+static const char *const kind_heads[ABLATE_KINDS] = {"H_res := I", "H_res := mean", "H_res := 11^T/n",
+                                                     "f := 0 (no branch)"};
 
 void ablate_result_free(ablate_result *r) {
     free(r->Hmean);
@@ -21,7 +22,8 @@ void ablate_result_free(ablate_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* The replacement of every sublayer's H_res for ablation `kind` into fixed (Lh, n, n). */
+/* The replacement of every sublayer's H_res for ablation `kind` (not branch) into fixed
+ * (Lh, n, n). */
 static void fill_fixed(const ablate_result *r, int kind, real *fixed) {
     const int n = r->n;
     for (int l = 0; l < r->Lh; l++)
@@ -50,19 +52,33 @@ long ablate_cost(int Lh, const int *kinds, int n_kinds, int batches) {
  * unablated forward: sublayer l alone resumes that forward at l's write-back (nothing
  * before it changes), the last sublayer first, so that each finds the unablated
  * activations of the sublayers before it; then every sublayer at once, from sublayer 0's
- * write-back. Each kind in turn at each sublayer (a resume at l rewrites only l's H_res
- * and what comes after). diff as in ablate_measure, loss summed into r->loss. */
-static void ablate_batch(gpt_model *m, const int *tg, int b, const real *fixed, unsigned char *on,
-                         const double *base_b, ablate_result *r, double *diff, progress *pr, long *done) {
+ * write-back. Each kind in turn at each sublayer: a resume at l rewrites l's H_res (a
+ * replacement) or its output f (branch), and what comes after; branch finds l's H_res as
+ * the method made it (kept in hsave when the column starts, put back) and its f is put
+ * back after it (from fsave). diff as in ablate_measure, loss summed into r->loss. */
+static void ablate_batch(gpt_model *m, const int *tg, int b, const real *fixed, unsigned char *on, real *fsave,
+                         real *hsave, const double *base_b, ablate_result *r, double *diff, progress *pr, long *done) {
     const int Lh = r->Lh, cols = Lh + 1, batches = r->batches;
-    const size_t nn = (size_t)r->n * r->n;
+    const size_t nn = (size_t)r->n * r->n, NC = (size_t)m->B * m->T * m->C, Nnn = (size_t)m->B * m->T * nn;
     for (int c = Lh - 1; c >= -1 && !stop_signal; c--) {
         const int col = c < 0 ? Lh : c, l = c < 0 ? 0 : c;
+        hc_acts h = model_hc_acts(m, l);
+        /* sublayer 0's H_res for `all` is the one kept at column 0, before its replacements */
+        if (m->variant && c >= 0) memcpy(hsave, h.H, Nnn * sizeof *hsave);
         for (int k = 0; k < Lh; k++) on[k] = c < 0 || k == c;
         for (int q = 0; q < r->n_kinds && !stop_signal; q++) {
-            m->hres_fixed = fixed + (size_t)q * Lh * nn, m->hres_fixed_on = on;
+            const int branch = r->kinds[q] == ABLATE_BRANCH;
+            real *f = h.f;
+            if (branch) {
+                if (m->variant) memcpy(h.H, hsave, Nnn * sizeof *hsave);
+                memcpy(fsave, f, NC * sizeof *f);
+                m->branch_off = on;
+            } else {
+                m->hres_fixed = fixed + (size_t)q * Lh * nn, m->hres_fixed_on = on;
+            }
             const double lb = model_forward_resume(m, l, tg);
-            m->hres_fixed = NULL, m->hres_fixed_on = NULL;
+            m->hres_fixed = NULL, m->hres_fixed_on = NULL, m->branch_off = NULL;
+            if (branch) memcpy(f, fsave, NC * sizeof *f);
             r->loss[q * cols + col] += lb;
             diff[(size_t)(q * cols + col) * batches + b] = lb - base_b[b];
             if (pr) progress_update(pr, *done += Lh - l);
@@ -86,11 +102,12 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
     double *diff = malloc_check((size_t)n_kinds * cols * batches * sizeof *diff);
     int *in = malloc_check(N * sizeof *in), *tg = malloc_check(N * sizeof *tg);
     real *fixed = malloc_check((size_t)n_kinds * Lh * nn * sizeof *fixed);
+    real *fsave = malloc_check(N * m->C * sizeof *fsave), *hsave = malloc_check(N * nn * sizeof *hsave);
     unsigned char *on = malloc_check((size_t)Lh);
     model_alloc_acts(m, B);
     const int with_mean = has_mean(kinds, n_kinds);
     for (int q = 0; q < n_kinds; q++)
-        if (kinds[q] != ABLATE_MEAN) fill_fixed(r, kinds[q], fixed + (size_t)q * Lh * nn);
+        if (kinds[q] == ABLATE_IDENTITY || kinds[q] == ABLATE_UNIFORM) fill_fixed(r, kinds[q], fixed + (size_t)q * Lh * nn);
     long done = 0;
     /* the unablated model: its batch losses (summed as eval_shard_loss sums them) and
        every sublayer's H_res summed over the tokens; without the mean, each batch's
@@ -99,17 +116,17 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
     for (int b = 0; b < batches && !stop_signal; b++) {
         eval_shard_batch(s, b, batches, B, T, in, tg);
         sum += base_b[b] = model_forward(m, in, tg, B);
-        for (int l = 0; l < Lh; l++) {
+        for (int l = 0; l < Lh && m->variant; l++) {
             const real *H = model_hc_acts(m, l).H;
             double *acc = r->Hmean + (size_t)l * nn;
             for (size_t t = 0; t < N; t++)
                 for (size_t k = 0; k < nn; k++) acc[k] += H[t * nn + k];
         }
         if (pr) progress_update(pr, done += Lh + 1);
-        if (!with_mean) ablate_batch(m, tg, b, fixed, on, base_b, r, diff, pr, &done);
+        if (!with_mean) ablate_batch(m, tg, b, fixed, on, fsave, hsave, base_b, r, diff, pr, &done);
     }
     r->base = sum / batches;
-    for (size_t k = 0; k < (size_t)Lh * nn; k++) r->Hmean[k] /= (double)batches * (double)N;
+    for (size_t k = 0; k < (size_t)Lh * nn; k++) r->Hmean[k] = m->variant ? r->Hmean[k] / ((double)batches * N) : 1;
     if (with_mean) { /* the mean known, each batch's unablated forward again, then its ablations */
         for (int q = 0; q < n_kinds; q++)
             if (kinds[q] == ABLATE_MEAN) fill_fixed(r, kinds[q], fixed + (size_t)q * Lh * nn);
@@ -117,7 +134,7 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
             eval_shard_batch(s, b, batches, B, T, in, tg);
             model_forward(m, in, tg, B);
             if (pr) progress_update(pr, done += Lh + 1);
-            ablate_batch(m, tg, b, fixed, on, base_b, r, diff, pr, &done);
+            ablate_batch(m, tg, b, fixed, on, fsave, hsave, base_b, r, diff, pr, &done);
         }
     }
     const double tq = batches > 1 ? an_t_quantile(0.975, batches - 1) : NAN;
@@ -132,6 +149,8 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
         r->ci[k] = batches > 1 ? tq * sqrt(ss / (batches - 1)) / sqrt((double)batches) : NAN;
     }
     free(on);
+    free(fsave);
+    free(hsave);
     free(fixed);
     free(tg);
     free(in);
@@ -151,18 +170,20 @@ static void ablate_usage(FILE *f) {
             "usage: s2hc ablate RUN_DIR|FILE.safetensors... [--what LIST] [--batches N] [--corpus NAME]\n"
             "                   [--data DIR] [--csv] [--record] [--config YAML [--set KEY=VALUE]...]\n"
             "\n"
-            "How much a trained model's loss rests on its residual mixing: every hyper-connection\n"
-            "sublayer's per-token H_res is replaced, for every token, by a fixed matrix, one sublayer\n"
-            "at a time and then every sublayer at once, and the loss is measured on the same\n"
-            "micro-batches as the model's own. Each row gives the loss's rise (Δ loss) and the 95 %%\n"
-            "Student t interval of that paired difference over the batches. Nothing is written\n"
-            "unless --record.\n"
+            "How much a trained model's loss rests on its residual mixing and on each sublayer: every\n"
+            "hyper-connection sublayer's per-token H_res is replaced, for every token, by a fixed\n"
+            "matrix, or the sublayer's output left out, one sublayer at a time and then every\n"
+            "sublayer at once, and the loss is measured on the same micro-batches as the model's own.\n"
+            "Each row gives the loss's rise (Δ loss) and the 95 %% Student t interval of that paired\n"
+            "difference over the batches. Nothing is written unless --record.\n"
             "\n"
             "  --what LIST   the replacements, in order (default identity,mean):\n"
             "                  identity  H_res := I (the streams are not mixed)\n"
             "                  mean      H_res := its average over every token of the batches (the\n"
             "                            dynamic, per-token part removed)\n"
             "                  uniform   H_res := 11^T/n (every stream the streams' mean)\n"
+            "                  branch    the sublayer's output f := 0 (X_{l+1} = H_res X_l: what the\n"
+            "                            sublayer itself is worth; rc too)\n"
             "  --batches N   micro-batches of train.batch sequences (default: train.eval_batches); the\n"
             "                windows `s2hc eval` scores with the same N\n"
             "  --corpus NAME score on prepared corpus NAME (out of domain: its whole text) instead of\n"
@@ -176,12 +197,14 @@ static void ablate_usage(FILE *f) {
             "  --config YAML, --set K=V  the model of a safetensors file without s2hc metadata, as\n"
             "                `s2hc eval` reads one\n"
             "\n"
-            "The method must have a hyper-connection: an rc run is an error alone, passed over with a\n"
-            "note among several. Each replacement costs as many forwards as the sublayers plus one,\n"
-            "times --batches.\n"
+            "rc has no H_res: its runs are measured with `branch` alone (the others passed over with a\n"
+            "note); without `branch` in --what an rc run is an error alone, passed over with a note\n"
+            "among several. Each ablation resumes the unablated forward at its sublayer: about\n"
+            "(sublayers + 1) / 2 + 1 forwards a replacement, times --batches.\n"
             "\n"
             "example:\n"
             "  s2hc ablate runs/tiny-s2hc --what identity,mean,uniform --batches 8\n"
+            "  s2hc ablate --what branch runs/rc runs/s2hc   # each sublayer's worth, rc beside s2hc\n"
             "  s2hc ablate --record runs/small/paper/*/     # every run of a grid, kept for the report\n");
 }
 
@@ -211,20 +234,22 @@ static void record(h5log *log, const ablate_result *r, int64_t step, const char 
         }
     const size_t dims[2] = {ABLATE_KINDS, (size_t)cols}, hd[3] = {(size_t)r->Lh, (size_t)r->n, (size_t)r->n};
     h5log_static_set(log, "/ablate/loss", H5LOG_F64, 2, dims, v,
-                     "validation loss with H_res replaced: row identity, mean, uniform (NaN: not measured); column l "
-                     "sublayer l alone, column Lh every sublayer at once");
+                     "validation loss with H_res replaced (rows identity, mean, uniform) or the sublayer's output "
+                     "left out (row branch); NaN: not measured; column l sublayer l alone, column Lh every "
+                     "sublayer at once");
     h5log_static_set(log, "/ablate/delta", H5LOG_F64, 2, dims, v + cells,
                      "mean over the batches of (ablated - unablated) batch loss, as /ablate/loss");
     h5log_static_set(log, "/ablate/ci95", H5LOG_F64, 2, dims, v + 2 * cells,
                      "half-width of the 95 % Student t interval of /ablate/delta over the batches (NaN with one batch)");
     h5log_static_set(log, "/ablate/H_mean", H5LOG_F64, 3, hd, r->Hmean,
-                     "each sublayer's H_res averaged over every token of the batches (the replacement `mean`)");
+                     "each sublayer's H_res averaged over every token of the batches (the replacement `mean`; "
+                     "rc: 1)");
     char kinds[64] = "";
     for (int q = 0; q < r->n_kinds; q++)
         snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", q ? "," : "", ablate_kind_names[r->kinds[q]]);
     h5log_attr_str(log, "/ablate", "description",
                    "s2hc ablate --record: the loss with each sublayer's H_res replaced by a fixed matrix for every "
-                   "token (docs/probes.md, Ablations)");
+                   "token, or its output left out (docs/probes.md, Ablations)");
     h5log_attr_str(log, "/ablate", "replacements", kinds);
     h5log_attr_str(log, "/ablate", "corpus", corpus);
     h5log_attr_num(log, "/ablate", "step", (double)step);
@@ -294,8 +319,8 @@ static void print_table(const char *dir, int64_t step, const gpt_model *m, const
         for (int q = 0; q < r->n_kinds; q++) print_cells(r->delta[q * cols + c], r->ci[q * cols + c]);
         putchar('\n');
     }
-    printf("\nΔ loss: the loss with that H_res for every token of the sublayer (all: of every one), less\n"
-           "the unablated loss on the same sequences; ± 95 %%: Student t over the micro-batches.\n");
+    printf("\nΔ loss: the loss with that ablation of the sublayer (all: of every one), less the\n"
+           "unablated loss on the same sequences; ± 95 %%: Student t over the micro-batches.\n");
     if (r->batches == 1) printf("One micro-batch gives no interval: --batches 2 or more for one.\n");
 }
 
@@ -355,12 +380,22 @@ static int ablate_one(const char *dir, void *ctx) {
         if (!o->record) run_note_in_use(dir, "its checkpoint", (long long)step); /* read-only */
     }
     int rc = 0;
-    if (!m.variant) {
-        if (o->several) fprintf(stderr, "note: ablate: %s passed over: method rc has one stream and no H_res\n", dir);
-        else fprintf(stderr, "s2hc: error: ablate: %s: method rc has one stream and no H_res to replace\n", dir);
+    /* the ablations this model has: rc only branch (no H_res) */
+    int kinds[ABLATE_KINDS], n_kinds = 0;
+    for (int q = 0; q < o->n_kinds; q++)
+        if (m.variant || o->kinds[q] == ABLATE_BRANCH) kinds[n_kinds++] = o->kinds[q];
+    if (!n_kinds) {
+        if (o->several)
+            fprintf(stderr, "note: ablate: %s passed over: method rc has one stream and no H_res (--what branch "
+                    "measures its sublayers)\n", dir);
+        else
+            fprintf(stderr, "s2hc: error: ablate: %s: method rc has one stream and no H_res to replace (--what "
+                    "branch measures its sublayers)\n", dir);
         rc = o->several ? 0 : 1;
         goto done;
     }
+    if (n_kinds < o->n_kinds)
+        fprintf(stderr, "note: ablate: %s: method rc has no H_res: branch alone measured\n", dir);
     if (o->data_dir) {
         snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", o->data_dir);
         snprintf(m.cfg.data_dir, sizeof m.cfg.data_dir, "%s", o->data_dir);
@@ -390,10 +425,10 @@ static int ablate_one(const char *dir, void *ctx) {
     const char *corpus = o->corpus ? o->corpus : cfg.train_corpus;
     const int batches = o->batches > 0 ? o->batches : cfg.eval_batches, B = cfg.batch;
     progress pr;
-    progress_begin(&pr, "ablate", "sublayers", ablate_cost(m.Lh, o->kinds, o->n_kinds, batches), 1);
+    progress_begin(&pr, "ablate", "sublayers", ablate_cost(m.Lh, kinds, n_kinds, batches), 1);
     if (o->csv) progress_to(&pr, stderr);
     ablate_result r;
-    const int st = ablate_measure(&m, &s, o->kinds, o->n_kinds, batches, B, &r, &pr);
+    const int st = ablate_measure(&m, &s, kinds, n_kinds, batches, B, &r, &pr);
     progress_end(&pr);
     shard_close(&s);
     rc = st == 0 ? 0 : 130;
@@ -425,7 +460,8 @@ static int parse_what(const char *v, ablate_opts *o) {
         for (int i = 0; i < ABLATE_KINDS; i++)
             if (strlen(ablate_kind_names[i]) == len && !strncmp(p, ablate_kind_names[i], len)) k = i;
         if (k < 0) {
-            fprintf(stderr, "s2hc: error: ablate: --what: '%.*s' is not a replacement (identity, mean, uniform)\n",
+            fprintf(stderr, "s2hc: error: ablate: --what: '%.*s' is not an ablation (identity, mean, uniform, "
+                    "branch)\n",
                     (int)(len > 100 ? 100 : len), p);
             return 2;
         }

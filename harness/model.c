@@ -1004,8 +1004,8 @@ static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc
         real *Xnext = A + a.streams + (size_t)(l + 1) * a.s_streams;
         real *ln = A + a.ln + l * a.s_ln, *mean = A + a.ln_mean + l * a.s_ln1, *rstd = A + a.ln_rstd + l * a.s_ln1;
         if (l == resume) {
-            /* its branch output f as the last forward left it */
-        } else if (!branches) {
+            /* its branch output f as the last forward left it (model_forward_resume) */
+        } else if (!branches || (m->branch_off && m->branch_off[l])) {
             memset(h.f, 0, N * C * sizeof(real));
         } else if (!is_mlp) {
             real *qkv = A + a.qkv + blk * a.s_qkv, *att = A + a.att + blk * a.s_att, *atty = A + a.atty + blk * a.s_atty;
@@ -1071,6 +1071,17 @@ static real forward_loss(gpt_model *m, const int *targets, size_t N) {
     return m->mean_loss;
 }
 
+/* rc: its one stream X_Lh copied into xsum, the final LayerNorm's input (N rows). */
+static void rc_stream_out(gpt_model *m, int B, size_t N) {
+    act_layout a = layout_acts(m, B);
+    const size_t C = (size_t)m->C;
+    const real *XL = m->acts + a.streams + (size_t)m->Lh * a.s_streams;
+    real *xsum = m->acts + a.xsum;
+#pragma omp parallel for schedule(static)
+    for (size_t t = 0; t < N; t++) memcpy(xsum + t * C, XL + t * C, C * sizeof(real));
+    prof_tick(PROF_HC_STREAMS);
+}
+
 /* From the embeddings in the activations' enc rows (N of them: B T, or B decoding with
  * kv) to the logits: the streams, the sublayers, the final LayerNorm and the LM head. */
 static void forward_from_enc(gpt_model *m, int B, size_t N, const model_kv *kv, int pos) {
@@ -1085,10 +1096,7 @@ static void forward_from_enc(gpt_model *m, int B, size_t N, const model_kv *kv, 
         for (size_t t = 0; t < N; t++) memcpy(X0 + t * C, enc + t * C, (size_t)C * sizeof(real));
         prof_tick(PROF_HC_STREAMS);
         sublayers_forward(m, B, 1, NULL, NULL, kv, pos, -1);
-        const real *XL = A + a.streams + (size_t)m->Lh * a.s_streams;
-#pragma omp parallel for schedule(static)
-        for (size_t t = 0; t < N; t++) memcpy(xsum + t * C, XL + t * C, (size_t)C * sizeof(real));
-        prof_tick(PROF_HC_STREAMS);
+        rc_stream_out(m, B, N);
     }
     head_forward(m, B, N, kv);
 }
@@ -1111,16 +1119,17 @@ real model_forward(gpt_model *m, const int *inputs, const int *targets, int B) {
 
 real model_forward_resume(gpt_model *m, int l, const int *targets) {
     const size_t N = (size_t)m->B * m->T, nn = (size_t)m->n * m->n;
-    if (!m->variant || !m->acts || l < 0 || l >= m->Lh)
-        die(70, "internal error: model_forward_resume at sublayer %d of %d (%s)", l, m->Lh,
-            m->variant ? "no forward before it" : "a model without a frame");
+    if (!m->acts || l < 0 || l >= m->Lh)
+        die(70, "internal error: model_forward_resume at sublayer %d of %d (no forward before it)", l, m->Lh);
     if (targets) memcpy(m->targets, targets, N * sizeof(int));
     prof_start();
-    if (m->hres_fixed && m->hres_fixed_on[l]) { /* sublayer l's H_res, as hc_in_chunk would have set it */
-        real *H = model_hc_acts(m, l).H;
-        for (size_t t = 0; t < N; t++) memcpy(H + t * nn, m->hres_fixed + (size_t)l * nn, nn * sizeof(real));
-    }
-    sublayers_forward(m, m->B, m->branches, NULL, m->acts + layout_acts(m, m->B).xsum, NULL, 0, l);
+    hc_acts h = model_hc_acts(m, l);
+    if (m->variant && m->hres_fixed && m->hres_fixed_on[l]) /* sublayer l's H_res, as hc_in_chunk sets it */
+        for (size_t t = 0; t < N; t++) memcpy(h.H + t * nn, m->hres_fixed + (size_t)l * nn, nn * sizeof(real));
+    if (m->branch_off && m->branch_off[l]) memset(h.f, 0, N * m->C * sizeof(real)); /* as sublayers_forward */
+    sublayers_forward(m, m->B, m->branches, NULL, m->variant ? m->acts + layout_acts(m, m->B).xsum : NULL, NULL, 0,
+                      l);
+    if (!m->variant) rc_stream_out(m, m->B, N);
     head_forward(m, m->B, N, NULL);
     return forward_loss(m, targets, N);
 }

@@ -104,6 +104,10 @@ typedef struct {
                                  a forward, in place of its method's (`s2hc ablate`); the
                                  forward alone (a backward would not know it) */
     const unsigned char *hres_fixed_on; /* (Lh), with hres_fixed */
+    const unsigned char *branch_off; /* NULL (model_build), or (Lh): wherever non-zero, sublayer
+                                        l's output f is 0 in a forward (the sublayer not run:
+                                        X_{l+1} = H_res X_l, rc's X_{l+1} = X_l; `s2hc ablate
+                                        --what branch`); the forward alone */
 } gpt_model;
 
 /* 1 when this build has the frame's projection products with bf16 operands
@@ -142,13 +146,14 @@ void model_alloc_acts(gpt_model *m, int B);
 /* Forward over inputs (B, T). With targets, returns the mean loss (also in mean_loss);
  * targets may be NULL (then returns 0 and only logits exist). */
 real model_forward(gpt_model *m, const int *inputs, const int *targets, int B);
-/* The last forward again from sublayer l's write-back on (a model with a frame), with
+/* The last forward again from sublayer l's write-back on (the residual add for rc), with
  * everything before it as that forward left it (sublayer l's coefficients and branch
  * output included), sublayer l's H_res set to hres_fixed's matrix l where hres_fixed_on[l]
- * (else kept), the later sublayers run as model_forward runs them (hres_fixed included).
- * Returns the mean loss against targets (NULL: 0). Its loss and logits are, bit for bit,
- * those of a model_forward whose fixed matrices are the last forward's before l and these
- * from l on, at the cost of the sublayers after l (`s2hc ablate`). */
+ * and its output f to 0 where branch_off[l] (else both kept), the later sublayers run as
+ * model_forward runs them (hres_fixed and branch_off included). Returns the mean loss
+ * against targets (NULL: 0). Its loss and logits are, bit for bit, those of a
+ * model_forward whose hooks are the last forward's before l and these from l on, at the
+ * cost of the sublayers after l (`s2hc ablate`). */
 real model_forward_resume(gpt_model *m, int l, const int *targets);
 /* Backward of the last forward (with targets): grads += d(mean loss)/d(params) * scale. */
 void model_backward(gpt_model *m, real scale);

@@ -97,10 +97,12 @@ static void test_measure(void) {
     const data_shard s = memory_shard(tok, sizeof tok, 3);
     const int B = 2, batches = 4, T = m.T, n = m.n, Lh = m.Lh, cols = Lh + 1;
     const size_t N = (size_t)B * T, nn = (size_t)n * n;
-    const int kinds[3] = {ABLATE_UNIFORM, ABLATE_IDENTITY, ABLATE_MEAN};
+    /* branch between the others: its resumes zero a sublayer's f, which the next kind's
+       resume at that sublayer must find as it was */
+    const int kinds[4] = {ABLATE_UNIFORM, ABLATE_BRANCH, ABLATE_IDENTITY, ABLATE_MEAN};
     ablate_result r;
-    CHECK(ablate_measure(&m, &s, kinds, 3, batches, B, &r, NULL) == 0, "measured");
-    CHECK(!m.hres_fixed && !m.hres_fixed_on, "the model's H_res left to its method");
+    CHECK(ablate_measure(&m, &s, kinds, 4, batches, B, &r, NULL) == 0, "measured");
+    CHECK(!m.hres_fixed && !m.hres_fixed_on && !m.branch_off, "the model's H_res and branches left as they were");
     CHECK(r.base == eval_shard_loss(&m, &s, batches, B, 0), "the unablated loss is eval's: %.9g", r.base);
     int in[16], tg[16];
     double base_b[4], mean[4 * 16] = {0};
@@ -120,7 +122,7 @@ static void test_measure(void) {
     real fixed[4 * 16];
     unsigned char on[4];
     double largest = 0;
-    for (int q = 0; q < 3; q++) {
+    for (int q = 0; q < 4; q++) {
         for (int l = 0; l < Lh; l++)
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < n; j++)
@@ -129,7 +131,8 @@ static void test_measure(void) {
                                                                               : (real)r.Hmean[(l * n + i) * n + j];
         for (int c = 0; c < cols; c++) {
             for (int l = 0; l < Lh; l++) on[l] = c == Lh || c == l;
-            m.hres_fixed = fixed, m.hres_fixed_on = on;
+            if (kinds[q] == ABLATE_BRANCH) m.branch_off = on;
+            else m.hres_fixed = fixed, m.hres_fixed_on = on;
             double d[4], ls = 0, dm = 0, ss = 0;
             for (int b = 0; b < batches; b++) {
                 eval_shard_batch(&s, b, batches, B, T, in, tg);
@@ -138,7 +141,7 @@ static void test_measure(void) {
                 dm += d[b] = lb - base_b[b];
             }
             ls /= batches, dm /= batches; /* in ablate_measure's order: the same bits */
-            m.hres_fixed = NULL, m.hres_fixed_on = NULL;
+            m.hres_fixed = NULL, m.hres_fixed_on = NULL, m.branch_off = NULL;
             for (int b = 0; b < batches; b++) ss += (d[b] - dm) * (d[b] - dm);
             const double ci = 3.182446305284263 * sqrt(ss / 3) / 2;
             const int k = q * cols + c;
@@ -155,6 +158,29 @@ static void test_measure(void) {
     /* one batch: no interval */
     CHECK(ablate_measure(&m, &s, kinds, 1, 1, B, &r, NULL) == 0 && isnan(r.ci[0]) && !isnan(r.delta[0]),
           "one batch: an interval of NaN, a difference");
+    ablate_result_free(&r);
+    model_free(&m);
+    /* rc: branch, against whole forwards with its sublayers left out; its H_res is 1 */
+    if (ablate_model(&m, "rc", 1)) return;
+    const int br = ABLATE_BRANCH, rLh = m.Lh;
+    CHECK(ablate_measure(&m, &s, &br, 1, batches, B, &r, NULL) == 0 && !m.branch_off, "rc measured");
+    for (int k = 0; k < rLh; k++) CHECK(r.Hmean[k] == 1, "rc: H_mean[%d] = %g, not 1", k, r.Hmean[k]);
+    for (int c = 0; c <= rLh; c++) {
+        for (int l = 0; l < rLh; l++) on[l] = c == rLh || c == l;
+        double ls = 0;
+        for (int b = 0; b < batches; b++) {
+            eval_shard_batch(&s, b, batches, B, T, in, tg);
+            m.branch_off = NULL;
+            const double base = model_forward(&m, in, tg, B);
+            m.branch_off = on;
+            const double lb = model_forward(&m, in, tg, B);
+            ls += lb;
+            CHECK(lb != base, "rc, column %d, batch %d: leaving the sublayer out moved nothing", c, b);
+        }
+        m.branch_off = NULL;
+        ls /= batches;
+        CHECK(r.loss[c] == ls, "rc, column %d: the loss %.17g, whole forwards %.17g", c, r.loss[c], ls);
+    }
     ablate_result_free(&r);
     model_free(&m);
 }
@@ -226,15 +252,17 @@ static void test_method_invariants(void) {
 
 /* model_forward_resume (what ablate_measure runs) against whole forwards: after the
  * unablated forward, each sublayer from the last to the first, then all at once, resumed
- * with a random fixed H_res gives the loss and the logits of a model_forward with the same
- * matrices, bit for bit; sublayer by sublayer in that order each resume finds the
- * unablated activations before it. Every method at n = 4, s2hc at n = 3, with the streams'
- * bf16 rounding and (where built) the bf16 projection. */
+ * with a random fixed H_res, or with the sublayer's output left out (branch_off), gives
+ * the loss and the logits of a model_forward with the same hooks, bit for bit; sublayer by
+ * sublayer in that order each resume finds the unablated activations before it. Every
+ * method at n = 4, s2hc at n = 3, rc (branch alone), with the streams' bf16 rounding and
+ * (where built) the bf16 projection. */
 static void test_resume(void) {
     static const struct { const char *method; int n, round, bf16; } cases[] = {
-        {"mhc", 4, 0, 0},        {"s2hc", 4, 0, 0}, {"s2hc", 3, 0, 0},     {"mhc_lite", 4, 0, 0},
-        {"kromhc", 4, 0, 0},     {"hc", 4, 0, 0},   {"orthogonal", 4, 0, 0}, {"s2hc_rot", 4, 0, 0},
-        {"identity", 4, 0, 0},   {"s2hc", 4, 1, 0}, {"mhc_lite", 4, 0, 1}, {"s2hc", 4, 0, 1},
+        {"mhc", 4, 0, 0},      {"s2hc", 4, 0, 0},       {"s2hc", 3, 0, 0},     {"mhc_lite", 4, 0, 0},
+        {"kromhc", 4, 0, 0},   {"hc", 4, 0, 0},         {"orthogonal", 4, 0, 0}, {"s2hc_rot", 4, 0, 0},
+        {"identity", 4, 0, 0}, {"s2hc", 4, 1, 0},       {"mhc_lite", 4, 0, 1}, {"s2hc", 4, 0, 1},
+        {"rc", 1, 0, 0},
     };
     int compared = 0;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -251,43 +279,50 @@ static void test_resume(void) {
         tg[3] = -1; /* a target left out */
         real *fixed = malloc_check((size_t)Lh * nn * sizeof *fixed), *want = malloc_check(NV * sizeof *want);
         for (size_t k = 0; k < (size_t)Lh * nn; k++) fixed[k] = (real)(rng_uniform(&r) * 2 - 1);
-        unsigned char on[8];
-        double unablated = model_forward(&m, in, tg, B), prev = NAN;
-        for (int c = Lh - 1; c >= -1; c--) {
-            const int l = c < 0 ? 0 : c;
-            for (int k = 0; k < Lh; k++) on[k] = c < 0 || k == c;
-            m.hres_fixed = fixed, m.hres_fixed_on = on;
-            /* the whole forward, into want; then the unablated one again unless this resume
-               follows the previous one (the order ablate_measure takes) */
-            const double whole = model_forward(&m, in, tg, B);
-            memcpy(want, model_logits(&m), NV * sizeof *want);
-            m.hres_fixed = NULL;
-            const double again = model_forward(&m, in, tg, B);
-            CHECK(again == unablated, "%s: the unablated forward is not repeatable", cases[ci].method);
-            for (int k = Lh - 1; k > l; k--) { /* the resumes before this one, as ablate_batch runs them */
-                unsigned char one[8] = {0};
-                one[k] = 1;
-                m.hres_fixed = fixed, m.hres_fixed_on = one;
-                model_forward_resume(&m, k, tg);
+        const double unablated = model_forward(&m, in, tg, B);
+        for (int branch = !m.variant; branch < 2; branch++) {
+            const char *what = branch ? "f := 0" : "H_res fixed";
+            unsigned char on[8];
+            double prev = NAN;
+            for (int c = Lh - 1; c >= -1; c--) {
+                const int l = c < 0 ? 0 : c;
+                for (int k = 0; k < Lh; k++) on[k] = c < 0 || k == c;
+                /* the whole forward, into want; then the unablated one again and the resumes
+                   before this one, in the order ablate_measure takes them */
+                if (branch) m.branch_off = on;
+                else m.hres_fixed = fixed, m.hres_fixed_on = on;
+                const double whole = model_forward(&m, in, tg, B);
+                memcpy(want, model_logits(&m), NV * sizeof *want);
+                m.hres_fixed = NULL, m.hres_fixed_on = NULL, m.branch_off = NULL;
+                const double again = model_forward(&m, in, tg, B);
+                CHECK(again == unablated, "%s: the unablated forward is not repeatable", cases[ci].method);
+                for (int k = Lh - 1; k > l; k--) {
+                    unsigned char one[8] = {0};
+                    one[k] = 1;
+                    if (branch) m.branch_off = one;
+                    else m.hres_fixed = fixed, m.hres_fixed_on = one;
+                    model_forward_resume(&m, k, tg);
+                }
+                if (branch) m.hres_fixed = NULL, m.hres_fixed_on = NULL, m.branch_off = on;
+                else m.hres_fixed = fixed, m.hres_fixed_on = on, m.branch_off = NULL;
+                const double got = model_forward_resume(&m, l, tg);
+                m.hres_fixed = NULL, m.hres_fixed_on = NULL, m.branch_off = NULL;
+                CHECK(got == whole, "%s n = %d%s%s, %s, %s %d: resumed %.9g, whole forward %.9g", cases[ci].method, n,
+                      cases[ci].round ? " round" : "", cases[ci].bf16 ? " bf16" : "", what,
+                      c < 0 ? "all from" : "sublayer", l, got, whole);
+                CHECK(memcmp(model_logits(&m), want, NV * sizeof *want) == 0, "%s, %s, %s %d: the logits differ",
+                      cases[ci].method, what, c < 0 ? "all from" : "sublayer", l);
+                CHECK(got != unablated && got != prev, "%s, %s, column %d: the ablation moved nothing (%.9g): a weak "
+                      "check", cases[ci].method, what, c, got);
+                prev = got;
+                compared++;
             }
-            m.hres_fixed = fixed, m.hres_fixed_on = on;
-            const double got = model_forward_resume(&m, l, tg);
-            m.hres_fixed = NULL, m.hres_fixed_on = NULL;
-            CHECK(got == whole, "%s n = %d%s%s, %s %d: resumed %.9g, whole forward %.9g", cases[ci].method, n,
-                  cases[ci].round ? " round" : "", cases[ci].bf16 ? " bf16" : "", c < 0 ? "all from" : "sublayer",
-                  l, got, whole);
-            CHECK(memcmp(model_logits(&m), want, NV * sizeof *want) == 0, "%s, %s %d: the logits differ",
-                  cases[ci].method, c < 0 ? "all from" : "sublayer", l);
-            CHECK(got != unablated && got != prev, "%s, column %d: the fixed matrix moved nothing (%.9g): a weak check",
-                  cases[ci].method, c, got);
-            prev = got;
-            compared++;
         }
         free(want);
         free(fixed);
         model_free(&m);
     }
-    CHECK(compared >= 9 * 5, "only %d resumes compared", compared);
+    CHECK(compared >= 9 * 5 * 2 + 5, "only %d resumes compared", compared);
 }
 
 int main(void) {

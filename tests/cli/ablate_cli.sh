@@ -116,30 +116,30 @@ if command -v h5dump >/dev/null; then
   expect_status 0 "ablate --record" -- sh -c "'$S2HC' ablate --record '$TMP/runs/am' --what uniform,identity --batches 4 --csv 2>'$TMP/r.err' >'$TMP/r.csv'"
   grep -q "/ablate written to .*runs/am/run.h5" "$TMP/r.err" && ok "--record says where" || fail "--record: $(cat "$TMP/r.err")"
   h5dump -d /ablate/delta -w 0 -m %.17g "$TMP/runs/am/run.h5" >"$TMP/d.txt" 2>&1
-  # the dataset's rows identity, mean, uniform; columns sublayers 0..3, then all
+  # the dataset's rows identity, mean, uniform, branch; columns sublayers 0..3, then all
   vals=$(sed -n 's/^ *([0-9],[0-9]): //p' "$TMP/d.txt" | tr -d ' ' | tr ',' '\n' | grep -v '^$')
   want=$( { awk -F, '$5 == "identity" { print $11 }' "$TMP/r.csv"; for i in 1 2 3 4 5; do echo nan; done
-            awk -F, '$5 == "uniform" { print $11 }' "$TMP/r.csv"; } )
+            awk -F, '$5 == "uniform" { print $11 }' "$TMP/r.csv"; for i in 1 2 3 4 5; do echo nan; done; } )
   awk 'NR == FNR { a[FNR] = $1; n = FNR; next } { b[FNR] = $1; m = FNR }
        END { for (i = 1; i <= n; i++) { if (a[i] == "nan" || b[i] == "nan") { if (tolower(a[i]) != tolower(b[i])) bad++ }
              else { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-15 + 1e-12 * (b[i] < 0 ? -b[i] : b[i])) bad++ } }
-             exit !(n == 15 && m == 15 && !bad) }' <(echo "$vals") <(echo "$want") &&
-    ok "/ablate/delta holds the CSV's deltas, NaN for mean" || fail "/ablate/delta: $(echo $vals) vs $(echo $want)"
-  # /ablate/loss and /ablate/ci95 likewise the CSV's loss and ci95 columns, each (3, 5)
+             exit !(n == 20 && m == 20 && !bad) }' <(echo "$vals") <(echo "$want") &&
+    ok "/ablate/delta holds the CSV's deltas, NaN for mean and branch" || fail "/ablate/delta: $(echo $vals) vs $(echo $want)"
+  # /ablate/loss and /ablate/ci95 likewise the CSV's loss and ci95 columns, each (4, 5)
   for ds in loss:9 ci95:12; do
     name=${ds%:*} col=${ds#*:}
     h5dump -d "/ablate/$name" -w 0 -m %.17g "$TMP/runs/am/run.h5" >"$TMP/d.txt" 2>&1
     vals=$(sed -n 's/^ *([0-9],[0-9]): //p' "$TMP/d.txt" | tr -d ' ' | tr ',' '\n' | grep -v '^$')
     want=$( { awk -F, -v c="$col" '$5 == "identity" { print $c }' "$TMP/r.csv"; for i in 1 2 3 4 5; do echo nan; done
-              awk -F, -v c="$col" '$5 == "uniform" { print $c }' "$TMP/r.csv"; } )
-    grep -q 'DATASPACE  SIMPLE { ( 3, 5 ) /' "$TMP/d.txt" &&
+              awk -F, -v c="$col" '$5 == "uniform" { print $c }' "$TMP/r.csv"; for i in 1 2 3 4 5; do echo nan; done; } )
+    grep -q 'DATASPACE  SIMPLE { ( 4, 5 ) /' "$TMP/d.txt" &&
     awk 'NR == FNR { a[FNR] = $1; n = FNR; next } { b[FNR] = $1; m = FNR }
          END { for (i = 1; i <= n; i++) { if (a[i] == "nan" || b[i] == "nan") { if (tolower(a[i]) != tolower(b[i])) bad++ }
                else { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-15 + 1e-12 * (b[i] < 0 ? -b[i] : b[i])) bad++ } }
-               exit !(n == 15 && m == 15 && !bad) }' <(echo "$vals") <(echo "$want") &&
-      ok "/ablate/$name: (3, 5), the CSV's $name, NaN for mean" || fail "/ablate/$name: $(echo $vals) vs $(echo $want)"
+               exit !(n == 20 && m == 20 && !bad) }' <(echo "$vals") <(echo "$want") &&
+      ok "/ablate/$name: (4, 5), the CSV's $name, NaN for mean and branch" || fail "/ablate/$name: $(echo $vals) vs $(echo $want)"
   done
-  grep -q 'DATASPACE  SIMPLE { ( 3, 5 ) /' <(h5dump -H -d /ablate/delta "$TMP/runs/am/run.h5") &&
+  grep -q 'DATASPACE  SIMPLE { ( 4, 5 ) /' <(h5dump -H -d /ablate/delta "$TMP/runs/am/run.h5") &&
     ok "/ablate/delta: rows the replacements, columns the sublayers and all" || fail "/ablate/delta's shape"
   h5dump -a /ablate/replacements -a /ablate/batches -a /ablate/step "$TMP/runs/am/run.h5" >"$TMP/a.txt" 2>&1
   grep -q '"uniform,identity"' "$TMP/a.txt" && grep -q '(0): 4$' "$TMP/a.txt" && grep -q '(0): 40$' "$TMP/a.txt" &&
@@ -176,15 +176,43 @@ expect_status 0 "ablate of several runs, rc among them" -- "$S2HC" ablate "$TMP/
 expect_out "note: ablate: .*runs/ar passed over: method rc has one stream and no H_res" "rc passed over with a note"
 expect_out "^ablate .*runs/ai at step 40: identity" "the other run measured"
 
+# branch: the sublayer's output left out, for rc too (its only ablation): rc among
+# replacements of H_res measured with branch alone, a note saying so; the CSV's rows
+expect_status 0 "ablate --what identity,branch of rc and an mhc run" -- sh -c "'$S2HC' ablate '$TMP/runs/ar' \
+  '$TMP/runs/am' --what identity,branch --batches 2 --csv 2>'$TMP/b.err' >'$TMP/b.csv'"
+grep -q "note: ablate: .*runs/ar: method rc has no H_res: branch alone measured" "$TMP/b.err" &&
+  ok "rc: branch alone, a note" || fail "rc's note: $(cat "$TMP/b.err")"
+awk -F, 'NR > 1 { n[$1 SUBSEP $5]++; if ($5 == "branch" && $6 != "all" && $11 + 0 == 0) zero++ }
+         END { ar = am = ""; for (k in n) { split(k, p, SUBSEP); if (p[1] ~ /ar$/) ar = ar p[2] n[k]; else am = am p[2] n[k] }
+               exit !(ar == "branch5" && (am == "identity5branch5" || am == "branch5identity5") && NR == 16 && !zero) }' \
+  "$TMP/b.csv" && ok "rc: 5 branch rows; mhc: 5 identity and 5 branch rows; every branch row moved the loss" ||
+  fail "the branch CSV: $(cut -d, -f1,5,6,11 "$TMP/b.csv" | tr '\n' ' ')"
+expect_status 0 "the table of rc's branch ablation" -- "$S2HC" ablate "$TMP/runs/ar" --what branch --batches 2
+expect_out "^ +f := 0 \(no branch\)$" "rc's table: the branch heading alone"
+if command -v h5dump >/dev/null; then
+  expect_status 0 "--record of rc's branch ablation" -- sh -c "'$S2HC' ablate --record '$TMP/runs/ar' --what branch \
+    --batches 2 --csv 2>/dev/null >'$TMP/rb.csv'"
+  vals=$(h5dump -d /ablate/delta -w 0 -m %.17g "$TMP/runs/ar/run.h5" | sed -n 's/^ *([0-9],[0-9]): //p' | tr -d ' ' |
+         tr ',' '\n' | grep -v '^$' | tr '\n' ' ')
+  want="nan nan nan nan nan nan nan nan nan nan nan nan nan nan nan $(awk -F, 'NR > 1 { printf "%s ", $11 }' "$TMP/rb.csv")"
+  awk -v a="$(echo $vals | tr A-Z a-z)" -v b="$(echo $want)" 'BEGIN { n = split(a, x, " "); m = split(b, y, " ")
+      for (i = 1; i <= n; i++) if (x[i] == "nan" || y[i] == "nan") bad += x[i] != y[i]; else bad += x[i] - y[i] != 0
+      exit !(n == 20 && m == 20 && !bad) }' && ok "rc's /ablate/delta: row branch the CSV's, the others NaN" ||
+    fail "rc's /ablate/delta: $vals vs $want"
+  h5dump -d /ablate/H_mean -w 0 "$TMP/runs/ar/run.h5" | grep -q 'DATASPACE  SIMPLE { ( 4, 1, 1 ) /' &&
+    [ "$(h5dump -d /ablate/H_mean -w 0 "$TMP/runs/ar/run.h5" | sed -n 's/^ *([0-9],[0-9],[0-9]): //p' | tr -d ' \n')" = "1,1,1,1" ] &&
+    ok "rc's /ablate/H_mean: (4, 1, 1) of 1" || fail "rc's H_mean: $(h5dump -d /ablate/H_mean "$TMP/runs/ar/run.h5" | tail -n 4)"
+fi
+
 # refusals
 expect_status 2 "--record of a model file" -- "$S2HC" ablate --record "$TMP/am.safetensors"
 expect_out "--record writes into a run's run.h5; .*am.safetensors is a model file" "--record of a file: why"
 expect_status 2 "--record with --corpus" -- "$S2HC" ablate --record "$TMP/runs/am" --corpus synth_ood
 expect_out "--record keeps the run's validation split's ablations; --corpus synth_ood is not recorded" "--record --corpus: why"
 expect_status 1 "ablate of rc" -- "$S2HC" ablate "$TMP/runs/ar"
-expect_out "runs/ar: method rc has one stream and no H_res to replace" "rc: why"
+expect_out "runs/ar: method rc has one stream and no H_res to replace \(--what branch measures its sublayers\)" "rc: why, and what it has"
 expect_status 2 "an unknown replacement" -- "$S2HC" ablate "$TMP/runs/am" --what identity,shuffle
-expect_out "--what: 'shuffle' is not a replacement \(identity, mean, uniform\)" "the replacement named"
+expect_out "--what: 'shuffle' is not an ablation \(identity, mean, uniform, branch\)" "the ablation named"
 expect_status 2 "a replacement twice" -- "$S2HC" ablate "$TMP/runs/am" --what mean,mean
 expect_out "--what: 'mean' named twice" "the repeat named"
 expect_status 2 "--corpus given twice" -- "$S2HC" ablate "$TMP/runs/am" --corpus synth_ood --corpus=synth
