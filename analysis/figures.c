@@ -886,57 +886,74 @@ static void fig_jacobian(an_ctx *c, FILE *meta) {
 
 /* ---- Beyond: what the mixing is worth (s2hc ablate --record) ------------------------- */
 
-/* data/beyond_ablation.dat: for each method of the figures' cell (scale, corpus, n; no
- * rc) whose runs hold /ablate (s2hc ablate --record), a row per sublayer l (from 1) and
- * the row l = 0 for every sublayer at once: the rise in validation loss with H_res := I
- * and with H_res := its token average, mean and std over the runs that measured it (their
- * seeds), and how many. meta.gp: ablate_methods (the variants with rows, drawn in that
- * order), ablate_Lh, and ablate_all<j>_<p>: method j's row 0 in panel p (1: identity, 2:
- * mean; NaN: none). plots/beyond_ablation.gp draws the two panels. */
+/* data/beyond_ablation.dat: for each method of the figures' cell (scale, corpus, n; rc at
+ * n = 1) whose runs hold /ablate (s2hc ablate --record), a row per sublayer l (from 1) and
+ * the row l = 0 for every sublayer at once: the rise in validation loss with H_res := I,
+ * with H_res := its token average, and with the sublayer's output left out (branch, rc's
+ * one ablation), mean and std over the runs that measured it (their seeds), and how many.
+ * A record of the fifty-fifth session has no branch row (NaN here). meta.gp:
+ * ablate_methods (the variants with rows, drawn in that order), ablate_Lh,
+ * ablate_all<j>_<p>: method j's row 0 in panel p (1: identity, 2: mean, 3: branch; NaN:
+ * none), and ablate_in<p>: the j (from 1) of the methods with a number in panel p, the
+ * lines it draws (a line of no point would be a gnuplot warning). plots/beyond_ablation.gp
+ * draws the three panels. */
 static void fig_ablate(an_ctx *c, FILE *meta) {
-    char list[512] = "";
+    enum { PANELS = 3 };
+    static const int row_of[PANELS] = {0, 1, 3}; /* /ablate's rows: identity, mean, (uniform,) branch */
+    char list[512] = "", in[PANELS][128] = {"", "", ""};
     int Lh = 0, nm_count = 0;
     FILE *f = an_open(c->out, "data", "beyond_ablation.dat");
     if (!f) return;
     fprintf(f, "# method, sublayer (from 1; 0: every sublayer at once), rise in validation loss with H_res := I mean "
-               "and std over the runs, with H_res := its token average mean and std, runs (s2hc ablate --record)\n");
-    columns(f, "method sublayer identity_mean identity_std mean_mean mean_std runs");
+               "and std over the runs, with H_res := its token average mean and std, with the sublayer's output "
+               "left out mean and std, runs (s2hc ablate --record)\n");
+    columns(f, "method sublayer identity_mean identity_std mean_mean mean_std branch_mean branch_std runs");
     for (int vi = 0; an_method_order[vi]; vi++) {
         const char *v = an_method_order[vi];
+        const int is_rc = !strcmp(v, "rc");
         int idx[AN_CELL_CAP], have[AN_CELL_CAP], k = 0, cols = 0;
-        const int found = an_cell_runs(c->rs, c->scale, c->corpus, v, c->n, idx, AN_CELL_CAP);
+        const int found = an_cell_runs(c->rs, c->scale, c->corpus, v, is_rc ? 0 : c->n, idx, AN_CELL_CAP);
         for (int j = 0; j < found; j++) {
             const h5log_series *d = an_series(&c->rs->r[idx[j]], "/ablate/delta");
-            if (!d || d->row_rank != 2 || d->row_dims[0] != 3 || d->row_dims[1] < 2) continue;
+            if (!d || d->row_rank != 2 || (d->row_dims[0] != 3 && d->row_dims[0] != 4) || d->row_dims[1] < 2) continue;
             if (k && (int)d->row_dims[1] != cols) continue; /* one model size per cell */
             cols = (int)d->row_dims[1];
             have[k++] = idx[j];
         }
-        if (!k || c->rs->r[have[0]].n < 2) continue;
+        if (!k || (!is_rc && c->rs->r[have[0]].n < 2)) continue;
+        int any[PANELS] = {0, 0, 0};
         for (int l = 0; l < cols; l++) {
             const int col = l ? l - 1 : cols - 1; /* the file's column: sublayer l - 1, or all */
-            double idv[AN_CELL_CAP], mnv[AN_CELL_CAP], mi, si, mm, sm;
-            for (int j = 0; j < k; j++) {
-                const h5log_series *d = an_series(&c->rs->r[have[j]], "/ablate/delta");
-                idv[j] = an_series_get(d, (size_t)0 * cols + col);
-                mnv[j] = an_series_get(d, (size_t)1 * cols + col);
+            double m[PANELS], sd[PANELS];
+            int runs = 0;
+            for (int p = 0; p < PANELS; p++) {
+                double v_[AN_CELL_CAP];
+                for (int j = 0; j < k; j++) {
+                    const h5log_series *d = an_series(&c->rs->r[have[j]], "/ablate/delta");
+                    v_[j] = (size_t)row_of[p] < d->row_dims[0] ? an_series_get(d, (size_t)row_of[p] * cols + col) : NAN;
+                }
+                const int ok = an_mean_std(v_, k, &m[p], &sd[p]);
+                if (ok > runs) runs = ok;
+                if (!isnan(m[p])) any[p] = 1;
+                else sd[p] = NAN; /* not measured: no spread either */
             }
-            const int ni = an_mean_std(idv, k, &mi, &si), nm = an_mean_std(mnv, k, &mm, &sm);
-            fprintf(f, "%s %d %.6g %.6g %.6g %.6g %d\n", v, l, mi, si, mm, sm, ni > nm ? ni : nm);
+            fprintf(f, "%s %d %.6g %.6g %.6g %.6g %.6g %.6g %d\n", v, l, m[0], sd[0], m[1], sd[1], m[2], sd[2], runs);
             if (l == 0) /* the key's "all" of each panel (gnuplot's NaN for none) */
-                for (int p = 0; p < 2; p++) {
-                    const double a = p ? mm : mi;
-                    if (isnan(a)) fprintf(meta, "ablate_all%d_%d = NaN\n", nm_count + 1, p + 1);
-                    else fprintf(meta, "ablate_all%d_%d = %.6g\n", nm_count + 1, p + 1, a);
+                for (int p = 0; p < PANELS; p++) {
+                    if (isnan(m[p])) fprintf(meta, "ablate_all%d_%d = NaN\n", nm_count + 1, p + 1);
+                    else fprintf(meta, "ablate_all%d_%d = %.6g\n", nm_count + 1, p + 1, m[p]);
                 }
         }
         nm_count++;
+        for (int p = 0; p < PANELS; p++)
+            if (any[p]) snprintf(in[p] + strlen(in[p]), sizeof in[p] - strlen(in[p]), "%s%d", in[p][0] ? " " : "", nm_count);
         if (strlen(list) + strlen(v) + 2 < sizeof list) snprintf(list + strlen(list), sizeof list - strlen(list),
                                                                   "%s%s", list[0] ? " " : "", v);
-        Lh = cols - 1;
+        if (cols - 1 > Lh) Lh = cols - 1;
     }
     an_close(f);
     fprintf(meta, "ablate_methods = \"%s\"\nablate_Lh = %d\n", list, Lh);
+    for (int p = 0; p < PANELS; p++) fprintf(meta, "ablate_in%d = \"%s\"\n", p + 1, in[p]);
 }
 
 /* ---- the residual matrices across depth and n (data/hres_layers_seeds.dat, tables.c) -- */

@@ -98,15 +98,17 @@ static const an_figure figures[] = {
      "The paper argues from the linear residual path only (‖Π H_res‖ ≤ 1).",
      "Spectral norm of d(final streams)/d(initial streams) for the full network (branches on) and for the residual path "
      "alone (branches off), mean ± std over validation sequences, log scale.", 0},
-    {"beyond_ablation", "Beyond the paper: what the residual mixing is worth",
+    {"beyond_ablation", "Beyond the paper: what the residual mixing, and each sublayer, is worth",
      "The paper shows that the learned H_res of mHC and mHC-lite sit at the identity while s²HC's mix the streams "
-     "(Fig 1 left, Fig 9); it does not measure what the mixing contributes to the loss.",
+     "(Fig 1 left, Fig 9); it does not measure what the mixing contributes to the loss, nor how the methods spread "
+     "the work over the sublayers.",
      "Rise in validation loss when one sublayer's H_res is replaced, for every token, by the identity (left) or by its "
-     "own average over the tokens (right), against the sublayer (from 1), a line per method, mean ± std over the "
-     "seeds that measured it (s2hc ablate --record, on the run's validation split: the same sequences as the "
-     "unablated loss); the key gives the rise with every sublayer replaced at once. The first sublayer reads n copies "
-     "of the embedding and the last one's streams are summed, so a replacement whose rows (columns) sum to 1 "
-     "leaves them as they were: a rise of zero there for the methods whose H_res keeps both sums.", 0},
+     "own average over the tokens (middle), or when the sublayer's output is left out (right: RC too, its one "
+     "ablation), against the sublayer (from 1), a line per method, mean ± std over the seeds that measured it (s2hc "
+     "ablate --record, on the run's validation split: the same sequences as the unablated loss); the key gives the "
+     "rise with every sublayer ablated at once. The first sublayer reads n copies of the embedding and the last "
+     "one's streams are summed, so a replacement whose rows (columns) sum to 1 leaves them as they were: a rise of "
+     "zero there for the methods whose H_res keeps both sums. A panel no run measured says so.", 0},
     {"hres_depth", "Beyond the paper: the residual matrices across depth and number of streams",
      "The paper shows H_res at n = 4 and argues from the composite's spectral norm (‖Π H_res‖ ≤ 1 for s²HC).",
      "One column per number of streams n among the runs. Top: distance from the identity ‖H_l − I‖₂ of each "

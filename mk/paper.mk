@@ -9,7 +9,7 @@
 #   paper-grids     s2hc grid experiments/{paper,ablations,streams}.yaml --set preset=$(PRESET)
 #                   -> runs/$(PRESET)/{paper,ablations,streams}/ (index.csv; .complete once
 #                   every point has run; resumable, finished points are never retrained)
-#   paper-ablate    s2hc ablate --record on the paper grid's runs (/ablate in each run file,
+#   paper-ablate    s2hc ablate --record --what identity,mean,branch on the paper grid's runs (/ablate in each run file,
 #                   the figure beyond_ablation; log: $(PAPER_OUT)/ablate.log)
 #   paper-analyze   s2hc analyze -> $(PAPER_OUT)/data/*.dat, tables/*.{md,tex,html,csv}
 #   paper-figures   gnuplot plots/<figure>.gp -> $(PAPER_OUT)/<figure>.{png,svg}
@@ -115,11 +115,12 @@ $(PAPER_RUNS)/streams/.complete: experiments/streams.yaml mk/paper.mk | paper-da
 
 paper-grids: $(PAPER_GRIDS)
 
-# The paper grid's runs with each sublayer's H_res replaced (s2hc ablate --record: /ablate
-# in every hyper-connected run's file, which the figure beyond_ablation draws), once its
-# grid is complete and again when the grid has run since. An rc run is passed over; a
-# point that failed (no checkpoint) is said in the log and the chain goes on; a usage
-# error or an interrupt stops it.
+# The paper grid's runs with each sublayer's H_res replaced by I and by its mean, and with
+# each sublayer's output left out (s2hc ablate --record: /ablate in every run's file, which
+# the figure beyond_ablation draws), once its grid is complete and again when the grid has
+# run since. An rc run has branch alone (a note in the log); a point that failed (no
+# checkpoint) is said in the log and the chain goes on; a usage error or an interrupt
+# stops it.
 # ablate runs on the CPU: at M and L (hours a run there) the chain leaves the step out
 # unless PAPER_ABLATE=1, and the figure says that no run recorded ablations.
 ifneq ($(filter tiny small,$(PRESET)),)
@@ -130,7 +131,7 @@ endif
 PAPER_ABLATED := $(if $(filter 1,$(PAPER_ABLATE)),$(PAPER_RUNS)/paper/.ablated)
 $(PAPER_RUNS)/paper/.ablated: $(PAPER_RUNS)/paper/.complete | $(BIN)
 	@echo "paper: [4/7] ablate --record $(@D)/*/ (log: $(PAPER_OUT)/ablate.log)"
-	@rm -f $@; mkdir -p $(PAPER_OUT); rc=0; $(BIN) ablate --record $(@D)/*/ >$(PAPER_OUT)/ablate.log 2>&1 || rc=$$?; \
+	@rm -f $@; mkdir -p $(PAPER_OUT); rc=0; $(BIN) ablate --record --what identity,mean,branch $(@D)/*/ >$(PAPER_OUT)/ablate.log 2>&1 || rc=$$?; \
 	  if [ $$rc -eq 2 ] || [ $$rc -ge 128 ]; then tail -n 5 $(PAPER_OUT)/ablate.log; exit $$rc; fi; \
 	  [ $$rc -eq 0 ] || echo "paper: some runs of $(@D) were not ablated (see $(PAPER_OUT)/ablate.log)"
 	@touch $@

@@ -41,8 +41,9 @@ expect_status 0 "the tiny grid trains" -- "$S2HC" grid "$TMP/grid.yaml" --set da
 expect_out "9/9 finished" "every point finished"
 
 # the ablations the figure beyond_ablation draws (make paper records them on its paper grid)
-expect_status 0 "ablate --record of the grid's runs (rc passed over)" -- "$S2HC" ablate --record "$TMP"/runs/*/
-expect_out "runs/rc-n1 passed over" "rc passed over"
+expect_status 0 "ablate --record of the grid's runs (rc: branch alone)" -- "$S2HC" ablate --record \
+  --what identity,mean,branch "$TMP"/runs/*/
+expect_out "runs/rc-n1: method rc has no H_res: branch alone measured" "rc: branch alone, a note"
 
 OUT=$TMP/report
 expect_status 0 "s2hc report builds the page" -- "$REPORT" report "$TMP/runs" -o "$OUT"
@@ -68,25 +69,35 @@ for f in $FIGS; do
   [ "$sz" -gt 8000 ] && ok "$f.png has content" || fail "$f.png is only $sz bytes"
   grep -q "src=\"$f.png\"" "$OUT/index.html" && ok "index.html shows $f" || fail "index.html lacks $f.png"
 done
-# beyond_ablation's rows are the runs' /ablate: s2hc's (one seed) against ablate --csv of it
-# (the same windows again), sublayer l from 1 (0: every sublayer at once), both replacements
-"$S2HC" ablate "$TMP/runs/s2hc-n4" --csv 2>/dev/null >"$TMP/abl.csv"
-awk -F, 'NR == FNR { if (FNR > 1) v[$5 "," ($6 == "all" ? 0 : $6 + 1)] = $11; next }
-         $1 == "s2hc" { k++; for (p = 0; p < 2; p++) { w = v[(p ? "mean" : "identity") "," $2]; x = $(3 + 2 * p);
-                        d = x - w; if (d < 0) d = -d; if (w == "" || d > 1e-9 + 1e-5 * (w < 0 ? -w : w)) bad++ }
-                        if ($4 != 0 || $6 != 0 || $7 != 1) bad++ }
-         END { exit !(k >= 3 && !bad) }' "$TMP/abl.csv" FS=' ' "$OUT/data/beyond_ablation.dat" &&
-  ok "beyond_ablation.dat holds s2hc's recorded ablations" ||
-  fail "beyond_ablation.dat: $(grep '^s2hc' "$OUT/data/beyond_ablation.dat" | head -3) vs $(sed -n 2,3p "$TMP/abl.csv")"
-grep -q '^ablate_methods = "[a-z_ ]*s2hc' "$OUT/data/meta.gp" && ! grep -q '^ablate_methods = ".*rc' "$OUT/data/meta.gp" &&
-  ok "meta.gp lists the ablated methods, not rc" || fail "meta.gp: $(grep ablate_methods "$OUT/data/meta.gp")"
-# the key's "all" of method j in panel p (ablate_all<j>_<p>): its row 0's identity (p 1) and mean (p 2) mean
+# beyond_ablation's rows are the runs' /ablate: s2hc's and rc's (one seed each) against
+# ablate --csv of them (the same windows again), sublayer l from 1 (0: every sublayer at
+# once), the three panels' ablations (rc: branch alone, NaN in the others)
+for run in s2hc-n4:s2hc rc-n1:rc; do
+  "$S2HC" ablate "$TMP/runs/${run%:*}" --what identity,mean,branch --csv 2>/dev/null >"$TMP/abl.csv"
+  awk -F, -v m="${run#*:}" 'NR == FNR { if (FNR > 1) v[$5 "," ($6 == "all" ? 0 : $6 + 1)] = $11; next }
+         $1 == m { k++; for (p = 0; p < 3; p++) { w = v[(p == 2 ? "branch" : p ? "mean" : "identity") "," $2]; x = $(3 + 2 * p)
+                   if (w == "") { if (tolower(x) != "nan" || tolower($(4 + 2 * p)) != "nan") bad++; continue }
+                   nums++; d = x - w; if (d < 0) d = -d; if (d > 1e-9 + 1e-5 * (w < 0 ? -w : w) || $(4 + 2 * p) != 0) bad++ }
+                   if ($9 != 1) bad++ }
+         END { exit !(k >= 3 && nums == (m == "rc" ? k : 3 * k) && !bad) }' "$TMP/abl.csv" FS=' ' "$OUT/data/beyond_ablation.dat" &&
+    ok "beyond_ablation.dat holds ${run#*:}'s recorded ablations" ||
+    fail "beyond_ablation.dat: $(grep "^${run#*:} " "$OUT/data/beyond_ablation.dat" | head -3) vs $(sed -n 2,3p "$TMP/abl.csv")"
+done
+grep -q '^ablate_methods = "rc [a-z_ ]*s2hc' "$OUT/data/meta.gp" &&
+  ok "meta.gp lists the ablated methods, rc first" || fail "meta.gp: $(grep ablate_methods "$OUT/data/meta.gp")"
+# each panel draws the methods with numbers in it (ablate_in<p>): rc (j = 1) in the third alone
+n=$(sed -n 's/^ablate_methods = "\(.*\)"$/\1/p' "$OUT/data/meta.gp" | wc -w)
+grep -qx "ablate_in1 = \"$(seq -s ' ' 2 "$n")\"" "$OUT/data/meta.gp" && grep -qx "ablate_in2 = \"$(seq -s ' ' 2 "$n")\"" "$OUT/data/meta.gp" &&
+  grep -qx "ablate_in3 = \"$(seq -s ' ' 1 "$n")\"" "$OUT/data/meta.gp" &&
+  ok "meta.gp's ablate_in<p>: rc in the branch panel alone" || fail "meta.gp's ablate_in: $(grep '^ablate_in' "$OUT/data/meta.gp" | tr '\n' ' ')"
+# the key's "all" of method j in panel p (ablate_all<j>_<p>): its row 0's identity (p 1), mean (p 2) and branch (p 3)
 awk 'NR == FNR { if ($1 == "ablate_methods") { gsub(/"/, ""); for (j = 3; j <= NF; j++) at[$j] = j - 2 }
                  else if ($1 ~ /^ablate_all/) a[$1] = $3; next }
-     $2 == 0 && ($1 in at) { k++; for (p = 1; p <= 2; p++) { x = a["ablate_all" at[$1] "_" p]; y = $(2 * p + 1)
+     $2 == 0 && ($1 in at) { k++; for (p = 1; p <= 3; p++) { x = a["ablate_all" at[$1] "_" p]; y = $(2 * p + 1)
+                             if (tolower(x) == "nan" || tolower(y) == "nan") { bad += tolower(x) != tolower(y); continue }
                              d = x - y; if (x == "" || d > 1e-5 || d < -1e-5) bad++ } }
      END { exit !(k >= 3 && k == length(at) && !bad) }' "$OUT/data/meta.gp" "$OUT/data/beyond_ablation.dat" &&
-  ok "meta.gp's ablate_all<j>_<p>: each method's every-sublayer rise, identity then mean" ||
+  ok "meta.gp's ablate_all<j>_<p>: each method's every-sublayer rise, identity, mean, branch" ||
   fail "meta.gp's ablate_all: $(grep '^ablate_all' "$OUT/data/meta.gp" | head -4 | tr '\n' ' ')"
 for t in $TABLES; do
   for e in md tex html csv; do
@@ -117,11 +128,11 @@ ymin=$(gnuplot -e "dir='$OUT'; suffix='.t'" -e "call 'plots/hres_depth.gp'; prin
 rm -f "$OUT"/hres_depth.*.t
 awk -v y="$ymin" 'BEGIN {exit !(y + 0 >= 0.5)}' && ok "hres_depth's gain axis stops near the data ($ymin)" \
   || fail "hres_depth's gain axis reaches down to $ymin for gains near 1"
-# beyond_ablation draws each rise as the point and its std as the bar: with every mean-matrix
+# beyond_ablation draws each rise as the point and its std as the bar: with every branch
 # rise 0.7 and its std 0, the right panel's points (the last drawn) are all at 0.7 (std as the
 # point, the rise as the bar, would put them at 0, bars down to -0.7)
 d=$TMP/abl_cols; mkdir -p "$d/data"; cp "$OUT/data/meta.gp" "$d/data/"
-awk '/^#/ {print; next} {$5 = 0.7; $6 = 0; print}' "$OUT/data/beyond_ablation.dat" > "$d/data/beyond_ablation.dat"
+awk '/^#/ {print; next} {$7 = 0.7; $8 = 0; print}' "$OUT/data/beyond_ablation.dat" > "$d/data/beyond_ablation.dat"
 yr=$(gnuplot -e "dir='$d'" -e "call 'plots/beyond_ablation.gp'; print GPVAL_DATA_Y_MIN, GPVAL_DATA_Y_MAX" 2>&1 | tail -n 1)
 awk -v r="$yr" 'BEGIN { split(r, y, " "); exit !(y[1] > 0.69 && y[1] < 0.71 && y[2] > 0.69 && y[2] < 0.71) }' &&
   ok "beyond_ablation draws the rise as the point ($yr)" || fail "beyond_ablation's points span $yr, not 0.7"
