@@ -209,6 +209,9 @@ typedef struct {
     int no_jres;      /* with hres: no /final/jacobian_norm_residual (a run file older than it) */
     double col_dev;   /* nonzero: /final/colsum_dev_max is col_dev at every sublayer (the row sums' stay 2e-3 (l + 1)) */
     const char *folder; /* the run's folder, which the tables name (NULL: its name; run.name takes fewer characters) */
+    int ablate_rows;  /* nonzero: /ablate/delta of (ablate_rows, 2 n_layer + 1): row r, column c is ablate_v + r +
+                         c / 100 (rc: rows 0..2 NaN, as s2hc ablate --record writes an rc run's branch row) */
+    double ablate_v;
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -354,6 +357,15 @@ static void write_run(const char *dir, const synth *s) {
         free(sums);
         free(hist);
         free(outside);
+    }
+    if (s->ablate_rows) {
+        const size_t cols = 2 * (size_t)c.n_layer + 1, ad[2] = {(size_t)s->ablate_rows, cols};
+        double *v = malloc_check((size_t)s->ablate_rows * cols * sizeof *v);
+        for (int r = 0; r < s->ablate_rows; r++)
+            for (size_t k = 0; k < cols; k++)
+                v[r * cols + k] = !strcmp(s->method, "rc") && r < 3 ? NAN : s->ablate_v + r + (double)k / 100;
+        h5log_static_set(&log, "/ablate/delta", H5LOG_F64, 2, ad, v, "ablate delta");
+        free(v);
     }
     char path[1600];
     snprintf(path, sizeof path, "%s/%s", dir, s->folder ? s->folder : s->name);
@@ -804,6 +816,39 @@ static void test_jacobian_primary_n(void) {
     CHECK(strstr(j, "\n1 mHC ") != NULL && strstr(j, "\n2 s²HC ") != NULL, "the rows are numbered 0, 1, 2:\n%s", j);
     snprintf(p, sizeof p, "%s/data/meta.gp", out);
     CHECK(strstr(slurp(p), "jac_rows = 3\n") != NULL, "meta.gp counts the figure's 3 rows:\n%s", slurp(p));
+}
+
+/* beyond_ablation.dat from /ablate/delta: s2hc's two seeds, one recorded before the branch
+ * row (3 rows) and one with it (4 rows), averaged where both measured, the branch panel
+ * from the newer alone; rc's branch row, NaN (and no line) in the other two panels; the
+ * sublayer's row l from the file's column l - 1, row 0 from its last (all); meta.gp's
+ * lists of the methods each panel draws. */
+static void test_ablation_rows(void) {
+    const synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "r1",
+         .ablate_rows = 4, .ablate_v = 0.5},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "s1",
+         .ablate_rows = 3, .ablate_v = 0.1},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "s2",
+         .ablate_rows = 4, .ablate_v = 0.3},
+        {.method = "mhc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "m1"}};
+    char out[400], p[600];
+    analyze_set("ablrows", runs, 4, out, sizeof out);
+    snprintf(p, sizeof p, "%s/data/beyond_ablation.dat", out);
+    const char *d = slurp(p);
+    /* s2hc sublayer 1 (column 0): identity (0.1, 0.3), mean (1.1, 1.3), branch (-, 3.3) */
+    CHECK(strstr(d, "\ns2hc 1 0.2 0.141421 1.2 0.141421 3.3 0 2\n") != NULL, "s2hc's sublayer 1:\n%s", d);
+    /* its row 0 from column 4 (all): +0.04 */
+    CHECK(strstr(d, "\ns2hc 0 0.24 0.141421 1.24 0.141421 3.34 0 2\n") != NULL, "s2hc's every-sublayer row:\n%s", d);
+    CHECK(strstr(d, "\nrc 2 nan nan nan nan 3.51 0 1\n") != NULL, "rc's sublayer 2: branch alone:\n%s", d);
+    CHECK(strstr(d, "\nmhc ") == NULL, "mhc recorded nothing, no rows:\n%s", d);
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    const char *m = slurp(p);
+    CHECK(strstr(m, "ablate_methods = \"rc s2hc\"\n") && strstr(m, "ablate_Lh = 4\n") &&
+              strstr(m, "ablate_in1 = \"2\"\n") && strstr(m, "ablate_in2 = \"2\"\n") &&
+              strstr(m, "ablate_in3 = \"1 2\"\n") && strstr(m, "ablate_all1_1 = NaN\n") &&
+              strstr(m, "ablate_all1_3 = 3.54\n") && strstr(m, "ablate_all2_3 = 3.34\n"),
+          "meta.gp's ablation keys:\n%s", m);
 }
 
 /* Throughput runs alone: no method has a comparison run, and summary.txt's seeds per
@@ -2219,6 +2264,7 @@ int main(void) {
     T_RUN(test_runs_table_large);
     T_RUN(test_runs_table_divergences);
     T_RUN(test_number_format_edges);
+    T_RUN(test_ablation_rows);
     T_RUN(test_recipe_rows_beyond_lr);
     T_RUN(test_corpus_common_prefix);
     T_RUN(test_throughput_long_scale);
