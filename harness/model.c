@@ -983,7 +983,7 @@ static void hc_frame_in_backward(const gpt_model *m, int l, const real *dY, cons
  * first frame region (else X_0 is already there), xsum = the sum of X_Lh's streams by
  * the last. With kv (decoding): one token per sequence, at position pos, in the first B
  * rows of every buffer; attention reads the earlier tokens' keys and values from kv.
- * resume >= 0 (a frame, no kv): from sublayer resume's write-back on, everything before
+ * resume >= 0 (no kv): from sublayer resume's write-back (rc: its add) on, everything before
  * it (its coefficients, H_res and branch output included) as the last forward left it. */
 static void sublayers_forward(gpt_model *m, int B, int branches, const real *enc, real *xsum, const model_kv *kv,
                               int pos, int resume) {
