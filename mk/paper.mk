@@ -130,7 +130,7 @@ PAPER_ABLATE ?= 0
 endif
 PAPER_ABLATED := $(if $(filter 1,$(PAPER_ABLATE)),$(PAPER_RUNS)/paper/.ablated)
 $(PAPER_RUNS)/paper/.ablated: $(PAPER_RUNS)/paper/.complete | $(BIN)
-	@echo "paper: [4/7] ablate --record $(@D)/*/ (log: $(PAPER_OUT)/ablate.log)"
+	@echo "paper: [4/7] ablate --record --what identity,mean,branch $(@D)/*/ (log: $(PAPER_OUT)/ablate.log)"
 	@rm -f $@; mkdir -p $(PAPER_OUT); rc=0; $(BIN) ablate --record --what identity,mean,branch $(@D)/*/ >$(PAPER_OUT)/ablate.log 2>&1 || rc=$$?; \
 	  if [ $$rc -eq 2 ] || [ $$rc -ge 128 ]; then tail -n 5 $(PAPER_OUT)/ablate.log; exit $$rc; fi; \
 	  [ $$rc -eq 0 ] || echo "paper: some runs of $(@D) were not ablated (see $(PAPER_OUT)/ablate.log)"

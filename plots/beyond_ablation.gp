@@ -30,6 +30,7 @@ do for [fmt in "png svg"] {
       set grid; set key top left font ",9"
       set xrange [0.5:ablate_Lh + 0.5]; set xtics sublayer_step(ablate_Lh)
       set xzeroaxis lt -1
+      set offsets 0, 0, graph 0.4, 0 # headroom above the lines for the key
       drawn = value(sprintf("ablate_in%d", p)) # the methods (their j) with numbers in this panel
       if (words(drawn) == 0) {
         eval nodata(p == 3 ? "not measured (s2hc ablate --record --what identity,mean,branch RUNS)" \
