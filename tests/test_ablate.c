@@ -255,20 +255,28 @@ static void test_method_invariants(void) {
  * with a random fixed H_res, or with the sublayer's output left out (branch_off), gives
  * the loss and the logits of a model_forward with the same hooks, bit for bit; sublayer by
  * sublayer in that order each resume finds the unablated activations before it. Every
- * method at n = 4, s2hc at n = 3, rc (branch alone), with the streams' bf16 rounding and
- * (where built) the bf16 projection. */
+ * method at n = 4, s2hc at n = 3, hc (its per-stream norm) at n = 3, kromhc at a prime n
+ * (5), a model without biases and with the exact GELU, rc (branch alone), with the
+ * streams' bf16 rounding and (where built) the bf16 projection. Then a resume at a
+ * sublayer whose hres_fixed_on is 0: its H_res kept, a later one's fixed. */
 static void test_resume(void) {
-    static const struct { const char *method; int n, round, bf16; } cases[] = {
-        {"mhc", 4, 0, 0},      {"s2hc", 4, 0, 0},       {"s2hc", 3, 0, 0},     {"mhc_lite", 4, 0, 0},
-        {"kromhc", 4, 0, 0},   {"hc", 4, 0, 0},         {"orthogonal", 4, 0, 0}, {"s2hc_rot", 4, 0, 0},
-        {"identity", 4, 0, 0}, {"s2hc", 4, 1, 0},       {"mhc_lite", 4, 0, 1}, {"s2hc", 4, 0, 1},
-        {"rc", 1, 0, 0},
+    static const struct { const char *method; int n, round, bf16, plain; } cases[] = {
+        {"mhc", 4, 0, 0, 0},        {"s2hc", 4, 0, 0, 0}, {"s2hc", 3, 0, 0, 0},     {"mhc_lite", 4, 0, 0, 0},
+        {"kromhc", 4, 0, 0, 0},     {"hc", 4, 0, 0, 0},   {"orthogonal", 4, 0, 0, 0}, {"s2hc_rot", 4, 0, 0, 0},
+        {"identity", 4, 0, 0, 0},   {"s2hc", 4, 1, 0, 0}, {"mhc_lite", 4, 0, 1, 0}, {"s2hc", 4, 0, 1, 0},
+        {"hc", 3, 0, 0, 0},         {"kromhc", 5, 0, 0, 0}, {"mhc", 2, 0, 0, 1},    {"rc", 1, 0, 0, 0},
     };
-    int compared = 0;
+    int compared = 0, kept = 0;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         if (cases[ci].bf16 && !model_bf16_built()) continue;
         gpt_model m;
-        if (ablate_model(&m, cases[ci].method, cases[ci].n)) continue;
+        s2hc_config cfg;
+        config_defaults(&cfg);
+        cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.block_size = 8; /* ablate_model's */
+        snprintf(cfg.method, sizeof cfg.method, "%s", cases[ci].method);
+        cfg.n_streams = cases[ci].n;
+        if (cases[ci].plain) cfg.bias = 0, snprintf(cfg.gelu, sizeof cfg.gelu, "erf"); /* nanoGPT's */
+        if (ablate_model_of(&m, &cfg)) continue;
         m.round_streams = cases[ci].round, m.proj_bf16 = cases[ci].bf16;
         const int B = 2, T = m.T, n = m.n, Lh = m.Lh, V = m.V;
         const size_t N = (size_t)B * T, nn = (size_t)n * n, NV = N * V;
@@ -318,11 +326,60 @@ static void test_resume(void) {
                 compared++;
             }
         }
+        /* sublayer Lh - 2 resumed with only the last one's matrix fixed: its own H_res the
+           unablated forward's, as a whole forward with the same hres_fixed_on leaves it */
+        if (m.variant) {
+            unsigned char on[8] = {0};
+            on[Lh - 1] = 1;
+            m.hres_fixed = fixed, m.hres_fixed_on = on;
+            const double whole = model_forward(&m, in, tg, B);
+            memcpy(want, model_logits(&m), NV * sizeof *want);
+            m.hres_fixed = NULL;
+            model_forward(&m, in, tg, B);
+            m.hres_fixed = fixed;
+            const double got = model_forward_resume(&m, Lh - 2, tg);
+            m.hres_fixed = NULL, m.hres_fixed_on = NULL;
+            CHECK(got == whole && !memcmp(model_logits(&m), want, NV * sizeof *want),
+                  "%s: resumed at sublayer %d (not fixed) %.9g, whole forward %.9g: its H_res replaced?",
+                  cases[ci].method, Lh - 2, got, whole);
+            kept++;
+        }
         free(want);
         free(fixed);
         model_free(&m);
     }
-    CHECK(compared >= 9 * 5 * 2 + 5, "only %d resumes compared", compared);
+    CHECK(compared >= 13 * 5 * 2 + 5 && kept >= 13, "only %d resumes compared, %d with a sublayer not fixed", compared,
+          kept);
+}
+
+/* ablate_measure's progress ends at ablate_cost, which is per batch the unablated forward
+ * (Lh + 1 with the head; twice with the mean) and per replacement the resumes from every
+ * sublayer l (Lh - l each) and from 0 for all (Lh): at Lh = 4, 5 + 14 a replacement. */
+static void test_progress(void) {
+    gpt_model m;
+    if (ablate_model(&m, "s2hc", 3)) return;
+    uint8_t tok[2000];
+    const data_shard s = memory_shard(tok, sizeof tok, 7);
+    static const struct { int kinds[3], n_kinds; long cost; } cases[] = {
+        {{ABLATE_UNIFORM}, 1, 3 * (5 + 14)},
+        {{ABLATE_IDENTITY, ABLATE_MEAN}, 2, 3 * (2 * 5 + 2 * 14)},
+        {{ABLATE_MEAN, ABLATE_IDENTITY, ABLATE_UNIFORM}, 3, 3 * (2 * 5 + 3 * 14)},
+    };
+    FILE *sink = fopen("/dev/null", "w");
+    CHECK(m.Lh == 4 && sink, "a model of 4 sublayers (%d), /dev/null open", m.Lh);
+    for (size_t ci = 0; sink && ci < sizeof cases / sizeof cases[0]; ci++) {
+        const long cost = ablate_cost(m.Lh, cases[ci].kinds, cases[ci].n_kinds, 3);
+        CHECK(cost == cases[ci].cost, "case %zu: ablate_cost %ld, %ld wanted", ci, cost, cases[ci].cost);
+        progress pr;
+        progress_begin(&pr, "ablate", "sublayers", cost, 1);
+        progress_to(&pr, sink);
+        ablate_result r;
+        CHECK(ablate_measure(&m, &s, cases[ci].kinds, cases[ci].n_kinds, 3, 2, &r, &pr) == 0, "case %zu measured", ci);
+        CHECK(pr.done == cost, "case %zu: the progress ends at %ld of %ld", ci, pr.done, cost);
+        ablate_result_free(&r);
+    }
+    if (sink) fclose(sink);
+    model_free(&m);
 }
 
 int main(void) {
@@ -331,5 +388,6 @@ int main(void) {
     T_RUN(test_fixed_writeback);
     T_RUN(test_measure);
     T_RUN(test_method_invariants);
+    T_RUN(test_progress);
     return T_END();
 }
