@@ -454,8 +454,6 @@ static int run_plots(const char *out, const char *plots, fig_outcome *res) {
             bad++;
             continue;
         }
-        snprintf(cmd, sizeof cmd, "%s/%s.gnuplot.log", out, figures[i].stem); /* make paper's, of an older drawing */
-        remove(cmd);
         struct stat st0;
         const long before = stat(log, &st0) == 0 ? (long)st0.st_size : 0;
         int failed = run_gnuplot(out, figures[i].stem, script, log) != 0;
@@ -478,6 +476,8 @@ static int run_plots(const char *out, const char *plots, fig_outcome *res) {
             }
         }
         if (stop_signal) return -1; /* the figures drawn so far are in place, this one's older files too */
+        snprintf(tmp, sizeof tmp, "%s/%s.gnuplot.log", out, figures[i].stem); /* make paper's, of the older drawing */
+        remove(tmp);
         res[i].state = failed ? FIG_FAILED : FIG_DRAWN;
         if (failed) {
             /* what a failed script drew is partial (or an older report's): the page says
