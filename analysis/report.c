@@ -406,6 +406,8 @@ static void kept_warnings(const char *out, fig_outcome *res) {
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
         char p[1300];
         struct stat st;
+        snprintf(p, sizeof p, "%s/%s.png", out, figures[i].stem);
+        if (!file_exists_(p)) continue; /* not on the page: its log is of no drawing shown */
         snprintf(p, sizeof p, "%s/%s.gnuplot.log", out, figures[i].stem);
         if (stat(p, &st) != 0 || st.st_size == 0) continue;
         res[i].warned = 1;

@@ -171,7 +171,14 @@ if command -v make >/dev/null; then
   mkfig && [ ! -e "$W/fig05_gradnorm.gnuplot.log" ] && "$S2HC" report -o "$W" --no-analyze --no-plots >"$TMP/out" 2>&1 \
     && ! grep -q 'gnuplot warned\|gnuplot had warned' "$h" "$TMP/out" \
     && ok "drawn again with its data: no log, no note" || fail "drawn again: $(ls "$W" | grep fig05), $(grep -c 'gnuplot warned' "$h") notes"
+  # a log beside no PNG (the figure removed since) is of no drawing on the page: not counted
   cp "$TMP/kept.log" "$W/fig05_gradnorm.gnuplot.log"
+  mv "$W/fig05_gradnorm.png" "$TMP/fig05.png"
+  "$S2HC" report -o "$W" --no-analyze --no-plots >"$TMP/out" 2>&1 && ! grep -q 'gnuplot had warned' "$TMP/out" \
+    && grep -q 'fig05_gradnorm.png was not drawn: the report ran with --no-plots' "$h" && ! grep -q 'gnuplot warned' "$h" \
+    && ok "a kept log beside no PNG: no warning counted or shown" \
+    || fail "a kept log without its PNG: $(cat "$TMP/out"), $(grep -c 'gnuplot warned' "$h") notes"
+  mv "$TMP/fig05.png" "$W/fig05_gradnorm.png"
   "$S2HC" report -o "$W" --no-analyze >"$TMP/out" 2>&1 && [ ! -e "$W/fig05_gradnorm.gnuplot.log" ] \
     && ! grep -q 'gnuplot warned' "$h" && ok "a report that draws removes make's older log" \
     || fail "a drawing report: $(ls "$W" | grep fig05 | tr '\n' ' ')"
