@@ -182,14 +182,33 @@ if command -v make >/dev/null; then
   "$S2HC" report -o "$W" --no-analyze >"$TMP/out" 2>&1 && [ ! -e "$W/fig05_gradnorm.gnuplot.log" ] \
     && ! grep -q 'gnuplot warned' "$h" && ok "a report that draws removes make's older log" \
     || fail "a drawing report: $(ls "$W" | grep fig05 | tr '\n' ' ')"
+  # two data files missing: the page shows gnuplot's first warning, as the log has it
+  mv "$W/data/fig5_rc.dat" "$W/data/fig5_s2hc.dat" "$TMP/"
+  mkfig && grep -q 'fig5_rc.dat' "$W/fig05_gradnorm.gnuplot.log" && grep -q 'fig5_s2hc.dat' "$W/fig05_gradnorm.gnuplot.log" \
+    && first=$(grep -m1 'Cannot find or open file' "$W/fig05_gradnorm.gnuplot.log" | sed "s|\"$W/|\"|; s/\"/\&quot;/g") \
+    && "$S2HC" report -o "$W" --no-analyze --no-plots >"$TMP/out" 2>&1 && grep -qF "$first" "$h" \
+    && [ "$(grep -c 'Cannot find or open file' "$h")" = 1 ] && ok "two warnings kept: the first under the figure" \
+    || fail "two warnings kept: the page says $(grep -o 'Cannot find or open file[^<]*' "$h"), the log's first: $first"
+  # a script's error (not a warning): no figure, no log (an older one removed), no .tmp, exit 1
+  mv "$TMP/fig5_rc.dat" "$TMP/fig5_s2hc.dat" "$W/data/"
+  cp "$W/data/meta.gp" "$TMP/meta.gp"
+  echo 'x = no_such_function(1)' >>"$W/data/meta.gp"
+  ! mkfig && grep -q 'no_such_function' "$TMP/out" && grep -q 'its partial figure removed' "$TMP/out" \
+    && [ -z "$(ls "$W" | grep '^fig05_gradnorm\.\|\.tmp$')" ] \
+    && ok "make's figure step, a script's error: shown, no figure and no log left (the older one removed)" \
+    || fail "make's figure step with an error: left $(ls "$W" | grep 'fig05\|tmp' | tr '\n' ' '), $(tail -n 2 "$TMP/out")"
+  cp "$TMP/meta.gp" "$W/data/meta.gp"
 fi
 
-# no gnuplot at all: the earlier report's figures are not shown beside the new analysis
+# no gnuplot at all: the earlier report's figures are not shown beside the new analysis,
+# nor make paper's log of one
 mkdir -p "$TMP/nobin"
+echo 'warning: make paper drew this one' >"$OUT/fig01_overview.gnuplot.log"
 expect_status 1 "report without gnuplot exits 1" -- env PATH="$TMP/nobin" "$S2HC" report -o "$OUT" --no-analyze
 expect_out "15 figures were not drawn" "every figure counted"
 m=$("${CHECK[@]}" "$OUT" --missing | wc -l)
 [ "$m" = 15 ] && ! grep -q '<img' "$OUT/index.html" && [ -z "$(ls "$OUT"/*.png 2>/dev/null)" ] \
+  && [ ! -e "$OUT/fig01_overview.gnuplot.log" ] \
   && grep -q 'fig01_overview.png was not drawn: gnuplot was not found' "$OUT/index.html" \
   && ok "without gnuplot, no figure shown and each said not drawn" || fail "without gnuplot: $m said not drawn, $(grep -c '<img' "$OUT/index.html") images"
 
