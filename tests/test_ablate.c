@@ -3,6 +3,8 @@
  * inputs, nothing before it moved; and ablate_measure's losses, averages, differences and
  * intervals against the same measured again here, loop by loop; the forward resumed at
  * a sublayer (model_forward_resume) against the whole forward. */
+#include <signal.h>
+#include <stdio.h>
 #include "../harness/ablate.h"
 #include "../harness/config.h"
 #include "../harness/model.h"
@@ -382,6 +384,43 @@ static void test_progress(void) {
     model_free(&m);
 }
 
+/* A stream whose first write is a Ctrl-C (stop_signal set): the progress' first line. */
+static ssize_t stop_on_write(void *c, const char *buf, size_t len) {
+    (void)c, (void)buf;
+    if (!stop_signal) stop_signal = SIGINT;
+    return (ssize_t)len;
+}
+
+/* A Ctrl-C while ablate_measure runs (here at its first progress line, after the first
+ * batch's unablated forward, with and without the mean's first pass): it stops there, -1,
+ * the result freed (nothing to record), the model's H_res left to its method. */
+static void test_stopped(void) {
+    gpt_model m;
+    if (ablate_model(&m, "mhc", 4)) return;
+    uint8_t tok[2000];
+    const data_shard s = memory_shard(tok, sizeof tok, 9);
+    const int kinds[2] = {ABLATE_IDENTITY, ABLATE_MEAN};
+    for (int nk = 1; nk <= 2; nk++) {
+        const long cost = ablate_cost(m.Lh, kinds, nk, 3);
+        FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){.write = stop_on_write});
+        setvbuf(f, NULL, _IONBF, 0);
+        progress pr;
+        progress_begin(&pr, "ablate", "sublayers", cost, 1);
+        progress_to(&pr, f);
+        pr.last = -1e18; /* the first update shows a line */
+        ablate_result r;
+        const int st = ablate_measure(&m, &s, kinds, nk, 3, 2, &r, &pr);
+        CHECK(stop_signal == SIGINT, "%d kinds: the progress showed no line", nk);
+        stop_signal = 0;
+        fclose(f);
+        CHECK(st == -1 && !r.loss && !r.Hmean, "%d kinds: a stopped measure returned %d, its result %s", nk, st,
+              r.loss ? "kept" : "freed");
+        CHECK(pr.done == m.Lh + 1, "%d kinds: went on to %ld of %ld after the signal", nk, pr.done, cost);
+        CHECK(!m.hres_fixed && !m.hres_fixed_on, "%d kinds: the model's H_res left fixed", nk);
+    }
+    model_free(&m);
+}
+
 int main(void) {
     T_NAME("test_ablate");
     T_RUN(test_resume);
@@ -389,5 +428,6 @@ int main(void) {
     T_RUN(test_measure);
     T_RUN(test_method_invariants);
     T_RUN(test_progress);
+    T_RUN(test_stopped);
     return T_END();
 }
