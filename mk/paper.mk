@@ -24,6 +24,11 @@
 PRESET    ?= small
 PAPER_OUT ?= out/paper
 PAPER_RUNS ?= runs/$(PRESET)
+# make writes these paths into its rules unquoted: a space would split one into two (and
+# paper-clean would remove both), so such a path, or none, is refused
+ifneq ($(words $(PAPER_OUT)) $(words $(PAPER_RUNS)),1 1)
+$(error PAPER_OUT and PAPER_RUNS must each be one path without spaces (PAPER_OUT='$(PAPER_OUT)', PAPER_RUNS='$(PAPER_RUNS)'))
+endif
 # The command that analyses and reports (bin/s2hc once main.c has analyze/report).
 PAPER_S2HC ?= $(BIN)
 PAPER_J   ?=
@@ -160,7 +165,7 @@ paper-analyze: $(PAPER_META)
 PAPER_FIG_TMP = $(PAPER_OUT)/$*.png.tmp $(PAPER_OUT)/$*.svg.tmp $(PAPER_OUT)/$*.gnuplot.log.tmp
 $(PAPER_OUT)/%.png: plots/%.gp plots/style.gp $(PAPER_META)
 	@echo "paper: [6/7] figure $* -> $(PAPER_OUT)/$*.png, .svg"
-	@trap 'cat $(PAPER_OUT)/$*.gnuplot.log.tmp >&2 || :; rm -f $(PAPER_FIG_TMP); exit 130' INT TERM HUP; \
+	@trap 'cat $(PAPER_OUT)/$*.gnuplot.log.tmp >&2 2>/dev/null || :; rm -f $(PAPER_FIG_TMP); exit 130' INT TERM HUP; \
 	  setsid -w gnuplot -e "dir='$(PAPER_OUT)'; suffix='.tmp'" $< </dev/null 2>$(PAPER_OUT)/$*.gnuplot.log.tmp; rc=$$?; \
 	  cat $(PAPER_OUT)/$*.gnuplot.log.tmp >&2; \
 	  [ $$rc -eq 0 ] && mv -f $(PAPER_OUT)/$*.svg.tmp $(PAPER_OUT)/$*.svg && mv -f $(PAPER_OUT)/$*.png.tmp $@ || { \

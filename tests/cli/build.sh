@@ -83,6 +83,11 @@ P3="$TMP/paper3" R3="$TMP/runs3"
 mkdir -p "$P3/data" "$R3/paper" "$R3/ablations" "$R3/streams"
 touch "$R3/paper/.ablated"; sleep 1
 for g in paper ablations streams; do touch "$R3/$g/.complete" "$R3/$g/index.csv"; done; touch "$P3/data/meta.gp"
+# a PAPER_OUT with a space (make's rules would read two paths: paper-clean removing both)
+mkdir -p "$TMP/sp" && touch "$TMP/sp/a" "$TMP/sp/b"
+MAKEFLAGS= MAKELEVEL= make -s paper-clean PAPER_OUT="$TMP/sp/a $TMP/sp/b" >"$TMP/out" 2>&1 && fail "make paper-clean with a space in PAPER_OUT ran" ||
+  { grep -q "PAPER_OUT and PAPER_RUNS must each be one path without spaces" "$TMP/out" && [ -e "$TMP/sp/a" ] && [ -e "$TMP/sp/b" ] &&
+    ok "a PAPER_OUT with a space refused, nothing removed" || fail "PAPER_OUT with a space: $(cat "$TMP/out"); $(ls "$TMP/sp")"; }
 plan() { # plan PRESET [VAR=VALUE]: make -n paper's lines into $TMP/out
   echo "$1 $R3" >"$P3/.preset"
   make -n $SANARG paper PRESET="$@" PAPER_OUT="$P3" PAPER_RUNS="$R3" >"$TMP/out" 2>&1
