@@ -10,9 +10,11 @@
 #include "../analysis/analysis.h"
 
 const char *const ablate_kind_names[ABLATE_KINDS] = {"identity", "mean", "uniform", "branch"};
-/* the table's heading of each kind's columns */
+/* the table's heading of each kind's columns (narrow: over print_cells' narrow cells) */
 static const char *const kind_heads[ABLATE_KINDS] = {"H_res := I", "H_res := mean", "H_res := 11^T/n",
                                                      "f := 0 (no branch)"};
+static const char *const kind_heads_narrow[ABLATE_KINDS] = {"H_res := I", "H_res := mean", "H_res := 11^T/n",
+                                                            "f := 0"};
 
 void ablate_result_free(ablate_result *r) {
     free(r->Hmean);
@@ -289,14 +291,19 @@ static void print_csv(const char *dir, int64_t step, const char *corpus, const c
         }
 }
 
-/* One kind's two cells: Δ loss and its interval, 21 columns. */
-static void print_cells(double d, double ci) {
-    if (isnan(d)) printf("   %9s", "nan");
-    else if (fabs(d) < 99.999995) printf("   %+9.5f", d);
-    else printf("   %+9.2e", d); /* a diverged model's rise: still 9 columns */
-    if (isnan(ci)) printf(" %8s", "");
-    else if (ci < 99.999995) printf(" %8.5f", ci);
-    else printf(" %8.2e", ci);
+/* One kind's two cells: Δ loss and its interval, 21 columns; narrow: 17, to 4 decimals
+ * (print_table's four kinds within 90 columns). */
+enum { TABLE_LEFT = 19, CELLS_WIDE = 21, TABLE_MAX = 90 };
+static void print_cells(double d, double ci, int narrow) {
+    const int wd = narrow ? 8 : 9, wc = narrow ? 7 : 8, dec = narrow ? 4 : 5;
+    const double big = narrow ? 99.99995 : 99.999995; /* the largest that %.<dec>f keeps in its width */
+    fputs(narrow ? " " : "   ", stdout);
+    if (isnan(d)) printf("%*s", wd, "nan");
+    else if (fabs(d) < big) printf("%+*.*f", wd, dec, d);
+    else printf("%+*.*e", wd, dec - 3, d); /* a diverged model's rise: still wd columns */
+    if (isnan(ci)) printf(" %*s", wc, "");
+    else if (ci < big) printf(" %*.*f", wc, dec, ci);
+    else printf(" %*.*e", wc, dec - 3, ci);
 }
 
 static void print_table(const char *dir, int64_t step, const gpt_model *m, const char *corpus, const char *role,
@@ -308,16 +315,22 @@ static void print_table(const char *dir, int64_t step, const gpt_model *m, const
     printf("ablate %s %s: %s, n = %d, %d sublayers; %s %s, %d x %d sequences of %d tokens\n", dir, st, m->cfg.method,
            m->n, r->Lh, corpus, role, r->batches, B, m->T);
     printf("loss %.5f unablated\n\n", r->base);
+    /* the narrow cells where the wide ones would pass 90 columns (four kinds) */
+    const int narrow = TABLE_LEFT + r->n_kinds * CELLS_WIDE > TABLE_MAX;
     printf("%-19s", "");
-    for (int q = 0; q < r->n_kinds; q++) /* the last heading without the spaces after it */
-        printf(q + 1 < r->n_kinds ? "   %-18s" : "   %s", kind_heads[r->kinds[q]]);
+    for (int q = 0; q < r->n_kinds; q++) { /* the last heading without the spaces after it */
+        const char *head = (narrow ? kind_heads_narrow : kind_heads)[r->kinds[q]];
+        if (q + 1 == r->n_kinds) printf(narrow ? " %s" : "   %s", head);
+        else printf(narrow ? " %-16s" : "   %-18s", head);
+    }
     printf("\n%-19s", "sublayer layer kind");
-    for (int q = 0; q < r->n_kinds; q++) printf("      Δ loss   ± 95 %%"); /* print_cells' 21 columns */
+    for (int q = 0; q < r->n_kinds; q++) /* print_cells' 21 or 17 columns */
+        printf(narrow ? "   Δ loss  ± 95 %%" : "      Δ loss   ± 95 %%");
     putchar('\n');
     for (int c = 0; c < cols; c++) {
         if (c < r->Lh) printf("%8d %5d %-4s", c, c / 2, c % 2 ? "mlp" : "attn");
         else printf("%8s %5s %-4s", "all", "", "");
-        for (int q = 0; q < r->n_kinds; q++) print_cells(r->delta[q * cols + c], r->ci[q * cols + c]);
+        for (int q = 0; q < r->n_kinds; q++) print_cells(r->delta[q * cols + c], r->ci[q * cols + c], narrow);
         putchar('\n');
     }
     printf("\nΔ loss: the loss with that ablation of the sublayer (all: of every one), less the\n"

@@ -43,6 +43,25 @@ awk '/sublayer layer kind/ { gsub(/Δ|±/, "x"); w = length($0) } /^ +([0-9]+ +[
 awk 'NR > 1 { gsub(/Δ|±/, "x"); if (length($0) > 90) { print; bad++ } } END { exit !!bad }' "$TMP/out" &&
   ok "the table within 90 columns" || fail "lines past 90 columns: $(awk 'NR > 1 && length($0) > 92' "$TMP/out")"
 cp "$TMP/out" "$TMP/out4"
+# four kinds: narrower cells (4 decimals), the table still within 90 columns and aligned,
+# each pair the CSV's Δ and interval to the table's 4 decimals
+expect_status 0 "ablate with all four kinds" -- "$S2HC" ablate "$TMP/runs/am" --what branch,identity,mean,uniform --batches 4
+expect_out "^ +f := 0 +H_res := I +H_res := mean +H_res := 11\^T/n$" "four headings, in --what's order"
+awk 'NR > 1 { gsub(/Δ|±/, "x"); if (length($0) > 90) bad++ } /sublayer layer kind/ { w = length($0) }
+     /^ +([0-9]+ +[01] (attn|mlp)|all) / { rows++; if (length($0) != w) bad++ } END { exit !(w > 0 && rows == 5 && !bad) }' \
+  "$TMP/out" && ok "four kinds: the table within 90 columns, its rows as wide as the header" ||
+  fail "four kinds' table: $(awk '{ gsub(/Δ|±/, "x"); print length($0) ": " $0 }' "$TMP/out" | sed -n 4,6p)"
+cp "$TMP/out" "$TMP/out4k"
+"$S2HC" ablate "$TMP/runs/am" --what branch,identity,mean,uniform --batches 4 --csv 2>/dev/null >"$TMP/k4.csv"
+awk -F, 'NR == FNR { if (FNR > 1) { k = $5 "," $6; d[k] = $11; c[k] = $12 }; next }
+         FNR > 1 && $1 ~ /^([0-9]+|all)$/ { s = $1; o = s == "all" ? 2 : 4
+           for (q = 0; q < 4; q++) { k = (q == 0 ? "branch" : q == 1 ? "identity" : q == 2 ? "mean" : "uniform") "," s
+             x = $(o + 2 * q) - d[k]; y = $(o + 2 * q + 1) - c[k]
+             if (!(k in d) || x > 6e-5 || x < -6e-5 || y > 6e-5 || y < -6e-5) bad++; if (q == 0 && d[k] + 0 == 0) bad++ }
+           rows++ }
+         END { exit !(rows == 5 && !bad) }' "$TMP/k4.csv" FS=' ' "$TMP/out4k" &&
+  ok "four kinds: each pair the CSV's to 4 decimals" ||
+  fail "four kinds against the CSV: $(grep -E '^ +([0-9]+|all) ' "$TMP/out4k" | head -2)"
 expect_status 0 "ablate --batches 1" -- "$S2HC" ablate "$TMP/runs/am" --what uniform --batches 1
 expect_out "^One micro-batch gives no interval" "one batch: why no interval"
 awk 'NR > 1 { gsub(/Δ|±/, "x"); if (length($0) > 90) bad++ } END { exit !!bad }' "$TMP/out" &&
