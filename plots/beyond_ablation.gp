@@ -33,8 +33,9 @@ do for [fmt in "png svg"] {
       set offsets 0, 0, graph 0.4, 0 # headroom above the lines for the key
       drawn = value(sprintf("ablate_in%d", p)) # the methods (their j) with numbers in this panel
       if (words(drawn) == 0) {
-        eval nodata(p == 3 ? "not measured (s2hc ablate --record --what identity,mean,branch RUNS)" \
-                           : "not measured (s2hc ablate --record RUNS; rc has no H_{res})")
+        # on lines of their own (\\n: a new line in the label nodata sets), within the panel
+        eval nodata(p == 3 ? "not measured:\\ns2hc ablate --record\\n--what identity,mean,branch RUNS" \
+                           : "not measured:\\ns2hc ablate --record RUNS\\n(rc has no H_{res})")
         plot 2 notitle
       } else {
         plot for [jw in drawn] data("beyond_ablation.dat") \

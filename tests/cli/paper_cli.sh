@@ -136,6 +136,18 @@ awk '/^#/ {print; next} {$7 = 0.7; $8 = 0; print}' "$OUT/data/beyond_ablation.da
 yr=$(gnuplot -e "dir='$d'" -e "call 'plots/beyond_ablation.gp'; print GPVAL_DATA_Y_MIN, GPVAL_DATA_Y_MAX" 2>&1 | tail -n 1)
 awk -v r="$yr" 'BEGIN { split(r, y, " "); exit !(y[1] > 0.69 && y[1] < 0.71 && y[2] > 0.69 && y[2] < 0.71) }' &&
   ok "beyond_ablation draws the rise as the point ($yr)" || fail "beyond_ablation's points span $yr, not 0.7"
+# a panel no run measured says so inside its frame, without a gnuplot warning: the grid's
+# data with no method in panels 1 and 3 (an rc run alone, records of no branch), the
+# message on lines of at most 40 characters (one of 68 ran over the panel and its y label)
+d=$TMP/abl_none; mkdir -p "$d/data"; cp "$OUT/data/beyond_ablation.dat" "$d/data/"
+{ grep -v '^ablate_in[13] = ' "$OUT/data/meta.gp"; printf 'ablate_in1 = ""\nablate_in3 = ""\n'; } >"$d/data/meta.gp"
+gp=$(gnuplot -e "dir='$d'" -e "call 'plots/beyond_ablation.gp'" 2>&1)
+lines=$(grep -o '<tspan[^>]*>[^<]*</tspan>' "$d/beyond_ablation.svg" | sed 's/<[^>]*>//g' |
+        awk '/not measured|s2hc ablate|--what/')
+[ -z "$gp" ] && [ "$(grep -c '^not measured' <<<"$lines")" = 2 ] && grep -q '^--what identity,mean,branch RUNS$' <<<"$lines" &&
+  ! awk 'length($0) > 40 { bad++ } END { exit !bad }' <<<"$lines" &&
+  ok "beyond_ablation: the panels not measured say so within their frames, no warning" ||
+  fail "beyond_ablation's not-measured panels: gnuplot said '$gp'; their text: $(echo $lines)"
 # beyond_jacobian's axis reaches a norm below 0.5 (a range fixed at [0.5:*] left such a
 # bar out): the same data with every residual-path norm 0.2
 ymin=$(low_ymin beyond_jacobian beyond_jacobian.dat 5 0.2)
