@@ -97,6 +97,11 @@ plan tiny
 a=$(at "ablate --record --what identity,mean,branch $R3/paper/\*/") z=$(at " analyze $R3/paper")
 [ -n "$a" ] && [ -n "$z" ] && [ "$a" -lt "$z" ] && ok "the paper grid run since its ablations: ablate again, then analyze" ||
   fail "make paper after the grid: ablate at line '$a', analyze at '$z'"
+# the command it runs (not its echo) records the three ablations the figure's panels draw:
+# without branch, beyond_ablation's third panel would say that no run measured it
+grep -q -- "ablate --record --what identity,mean,branch $R3/paper/\*/ >" "$TMP/out" &&
+  ok "the ablate step records identity, mean and branch" ||
+  fail "the ablate step's command: $(grep -- 'ablate --record' "$TMP/out" | grep -v echo)"
 plan M
 [ -z "$(at "ablate --record")" ] && ok "at M, no ablate step" || fail "at M, make paper ablates: $(grep 'ablate --record' "$TMP/out")"
 plan M PAPER_ABLATE=1
