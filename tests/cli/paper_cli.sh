@@ -90,6 +90,10 @@ n=$(sed -n 's/^ablate_methods = "\(.*\)"$/\1/p' "$OUT/data/meta.gp" | wc -w)
 grep -qx "ablate_in1 = \"$(seq -s ' ' 2 "$n")\"" "$OUT/data/meta.gp" && grep -qx "ablate_in2 = \"$(seq -s ' ' 2 "$n")\"" "$OUT/data/meta.gp" &&
   grep -qx "ablate_in3 = \"$(seq -s ' ' 1 "$n")\"" "$OUT/data/meta.gp" &&
   ok "meta.gp's ablate_in<p>: rc in the branch panel alone" || fail "meta.gp's ablate_in: $(grep '^ablate_in' "$OUT/data/meta.gp" | tr '\n' ' ')"
+# ... and the figure draws them so: RC in the key of the branch panel alone (a line of no
+# point in the other two would still name it there)
+keys=$(grep -o '<tspan[^>]*>[^<]*</tspan>' "$OUT/beyond_ablation.svg" | sed 's/<[^>]*>//g' | grep -c '^RC\( \|$\)')
+[ "$keys" = 1 ] && ok "beyond_ablation names RC in one panel's key" || fail "beyond_ablation names RC in $keys keys, not 1"
 # the key's "all" of method j in panel p (ablate_all<j>_<p>): its row 0's identity (p 1), mean (p 2) and branch (p 3)
 awk 'NR == FNR { if ($1 == "ablate_methods") { gsub(/"/, ""); for (j = 3; j <= NF; j++) at[$j] = j - 2 }
                  else if ($1 ~ /^ablate_all/) a[$1] = $3; next }
