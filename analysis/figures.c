@@ -946,7 +946,8 @@ static void fig_ablate(an_ctx *c, FILE *meta) {
         }
         nm_count++;
         for (int p = 0; p < PANELS; p++)
-            if (any[p]) snprintf(in[p] + strlen(in[p]), sizeof in[p] - strlen(in[p]), "%s%d", in[p][0] ? " " : "", nm_count);
+            if (any[p])
+                snprintf(in[p] + strlen(in[p]), sizeof in[p] - strlen(in[p]), "%s%d", in[p][0] ? " " : "", nm_count);
         if (strlen(list) + strlen(v) + 2 < sizeof list) snprintf(list + strlen(list), sizeof list - strlen(list),
                                                                   "%s%s", list[0] ? " " : "", v);
         if (cols - 1 > Lh) Lh = cols - 1;

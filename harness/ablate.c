@@ -109,7 +109,8 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
     model_alloc_acts(m, B);
     const int with_mean = has_mean(kinds, n_kinds);
     for (int q = 0; q < n_kinds; q++)
-        if (kinds[q] == ABLATE_IDENTITY || kinds[q] == ABLATE_UNIFORM) fill_fixed(r, kinds[q], fixed + (size_t)q * Lh * nn);
+        if (kinds[q] == ABLATE_IDENTITY || kinds[q] == ABLATE_UNIFORM)
+            fill_fixed(r, kinds[q], fixed + (size_t)q * Lh * nn);
     long done = 0;
     /* the unablated model: its batch losses (summed as eval_shard_loss sums them) and
        every sublayer's H_res summed over the tokens; without the mean, each batch's
@@ -179,7 +180,7 @@ static void ablate_usage(FILE *f) {
             "Each row gives the loss's rise (Δ loss) and the 95 %% Student t interval of that paired\n"
             "difference over the batches. Nothing is written unless --record.\n"
             "\n"
-            "  --what LIST   the replacements, in order (default identity,mean):\n"
+            "  --what LIST   the ablations, in order (default identity,mean):\n"
             "                  identity  H_res := I (the streams are not mixed)\n"
             "                  mean      H_res := its average over every token of the batches (the\n"
             "                            dynamic, per-token part removed)\n"

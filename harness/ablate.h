@@ -36,7 +36,8 @@ typedef struct {
 /* Measure the ablations `kinds` (n_kinds of them, each once) of model m (rc: branch
  * alone) over `batches` micro-batches of B sequences of s,
  * the windows eval_shard_batch takes; m's activations for B sequences are allocated here.
- * pr (may be NULL): advanced to ablate_cost in all. 0, or -1 when stop_signal cut it short (r then freed). m is left as it was. */
+ * pr (may be NULL): advanced to ablate_cost in all. 0, or -1 when stop_signal cut it
+ * short (r then freed). m is left as it was. */
 int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_kinds, int batches, int B,
                    ablate_result *r, progress *pr);
 void ablate_result_free(ablate_result *r);
