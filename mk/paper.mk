@@ -9,8 +9,9 @@
 #   paper-grids     s2hc grid experiments/{paper,ablations,streams}.yaml --set preset=$(PRESET)
 #                   -> runs/$(PRESET)/{paper,ablations,streams}/ (index.csv; .complete once
 #                   every point has run; resumable, finished points are never retrained)
-#   paper-ablate    s2hc ablate --record --what identity,mean,branch on the paper grid's runs (/ablate in each run file,
-#                   the figure beyond_ablation; log: $(PAPER_OUT)/ablate.log)
+#   paper-ablate    s2hc ablate --record --what identity,mean,branch on the paper grid's runs
+#                   (/ablate in each run file, the figure beyond_ablation; log:
+#                   $(PAPER_OUT)/ablate.log)
 #   paper-analyze   s2hc analyze -> $(PAPER_OUT)/data/*.dat, tables/*.{md,tex,html,csv}
 #   paper-figures   gnuplot plots/<figure>.gp -> $(PAPER_OUT)/<figure>.{png,svg}
 #   paper-report    s2hc report --no-analyze --no-plots -> $(PAPER_OUT)/index.html
