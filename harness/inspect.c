@@ -24,6 +24,7 @@
 #include <omp.h>
 #endif
 #include "../probes/probes.h"
+#include "ablate.h"
 #include "checkpoint.h"
 #include "run.h"
 #include "util.h"
@@ -344,6 +345,43 @@ static void csv_lead(const run_view *v, const char *stp) {
     printf(",%s,", stp);
 }
 
+/* Sublayer l's recorded ablations (s2hc ablate --record: /ablate/delta and ci95, rows
+ * identity, mean, uniform and, from the fifty-sixth session, branch; columns the
+ * sublayers, then all): each measured one's rise and interval into delta[k], ci[k] (NaN:
+ * not measured). 0 when the run holds a record of this model's sublayers, else -1. */
+static int ablation_of(const run_view *v, int l, double delta[ABLATE_KINDS], double ci[ABLATE_KINDS]) {
+    const h5log_series *d = find(&v->log, "/ablate/delta"), *c = find(&v->log, "/ablate/ci95");
+    for (int k = 0; k < ABLATE_KINDS; k++) delta[k] = ci[k] = NAN;
+    if (!d || !c || d->row_rank != 2 || c->row_rank != 2 || d->row_dims[1] != (size_t)v->Lh + 1 ||
+        c->row_dims[1] != d->row_dims[1] || c->row_dims[0] != d->row_dims[0] || d->row_dims[0] > ABLATE_KINDS)
+        return -1;
+    for (size_t k = 0; k < d->row_dims[0]; k++) {
+        delta[k] = value_at(d, k * d->row_dims[1] + (size_t)l);
+        ci[k] = value_at(c, k * c->row_dims[1] + (size_t)l);
+    }
+    return 0;
+}
+
+/* The text view's lines of sublayer l's recorded ablations, if any. */
+static void print_ablation(const run_view *v, int l) {
+    static const char *const heads[ABLATE_KINDS] = {"H_res := I", "H_res := its token mean", "H_res := 11^T/n",
+                                                    "its output f := 0"};
+    double delta[ABLATE_KINDS], ci[ABLATE_KINDS];
+    if (ablation_of(v, l, delta, ci) != 0) return;
+    const double step = h5log_get_attr_num(&v->log, "/ablate", "step");
+    const double batches = h5log_get_attr_num(&v->log, "/ablate", "batches");
+    printf("validation loss's rise when ablated (s2hc ablate --record");
+    if (!isnan(step)) printf(", step %.0f", step);
+    if (!isnan(batches)) printf(", %.0f batches", batches);
+    printf("):\n");
+    for (int k = 0; k < ABLATE_KINDS; k++) {
+        if (isnan(delta[k])) continue;
+        printf("  %-24s %+.5f", heads[k], delta[k]);
+        if (!isnan(ci[k])) printf(" ± %.5f", ci[k]);
+        putchar('\n');
+    }
+}
+
 static void print_layer(const run_view *v, int l, const out_style *st) {
     const int n = v->n;
     const double *H = v->H + (size_t)l * n * n;
@@ -365,6 +403,16 @@ static void print_layer(const run_view *v, int l, const out_style *st) {
         ROW("cos_after", -1, -1, v->cos[l]);
         ROW("colsum_dev_max", -1, -1, v->csx[l]);
         ROW("rowsum_dev_max", -1, -1, v->rsx[l]);
+        double delta[ABLATE_KINDS], ci[ABLATE_KINDS];
+        if (ablation_of(v, l, delta, ci) == 0)
+            for (int k = 0; k < ABLATE_KINDS; k++) {
+                if (isnan(delta[k])) continue;
+                char q[64];
+                snprintf(q, sizeof q, "ablate_%s", ablate_kind_names[k]);
+                ROW(q, -1, -1, delta[k]);
+                snprintf(q, sizeof q, "ablate_%s_ci95", ablate_kind_names[k]);
+                ROW(q, -1, -1, ci[k]);
+            }
 #undef ROW
         return;
     }
@@ -416,6 +464,7 @@ static void print_layer(const run_view *v, int l, const out_style *st) {
     if (!st->color && st->unicode)
         printf("heat map: |entry| / %.3g:  \u2588\u2588 >= 0.8  \u2593\u2593 >= 0.6  \u2592\u2592 >= 0.4  "
                "\u2591\u2591 >= 0.15\n", scale);
+    print_ablation(v, l);
 }
 
 /* One line on the Jacobian estimates of /final, if the view is of /final. */

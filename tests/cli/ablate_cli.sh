@@ -169,6 +169,22 @@ if command -v h5dump >/dev/null; then
                                  exit !(d <= 1e-15 + 1e-12 * $10 && a[2] == 16 && a[3] == 256) }' "$TMP/r.csv" &&
     ok "/ablate's base_loss (the CSV's), sequences 16 and tokens 256" || fail "/ablate's base_loss, sequences, tokens: $got"
   expect_status 0 "inspect still reads the run" -- "$S2HC" inspect "$TMP/runs/am"
+  # inspect --layer shows that sublayer's recorded ablations (those measured), the CSV's numbers
+  expect_status 0 "inspect --layer 1 of the ablated run" -- "$S2HC" inspect "$TMP/runs/am" --layer 1
+  for k in identity:'H_res := I' uniform:'H_res := 11^T/n'; do
+    want=$(awk -F, -v k="${k%%:*}" '$5 == k && $6 == "1" { printf "%+.5f ± %.5f", $11, $12 }' "$TMP/r.csv")
+    grep -qF -- "  $(printf '%-24s' "${k#*:}") $want" "$TMP/out" && ok "inspect: sublayer 1's ${k%%:*} rise, the CSV's ($want)" ||
+      fail "inspect's ${k%%:*} line: $(grep -A4 'rise when ablated' "$TMP/out" | tr '\n' '|') vs $want"
+  done
+  grep -q "rise when ablated (s2hc ablate --record, step 40, 4 batches)" "$TMP/out" && ! grep -q "token mean\|f := 0" "$TMP/out" &&
+    ok "inspect: the record's step and batches, no line for what it did not measure" || fail "inspect's ablation lines: $(grep -A4 'rise when ablated' "$TMP/out")"
+  "$S2HC" inspect "$TMP/runs/am" --layer 1 --csv >"$TMP/ic.csv" 2>/dev/null
+  awk -F, 'NR == FNR { if ($6 == "1") { v["ablate_" $5] = $11; c["ablate_" $5 "_ci95"] = $12 }; next }
+           $5 ~ /^ablate_/ { k++; w = ($5 in v) ? v[$5] : c[$5]; d = $8 - w; if (d < 0) d = -d
+                             if (!($5 in v) && !($5 in c) || d > 1e-8 * (1 + (w < 0 ? -w : w))) bad++ }
+           END { exit !(k == 4 && !bad) }' "$TMP/r.csv" "$TMP/ic.csv" &&
+    ok "inspect --csv: ablate_identity, ablate_uniform and their ci95 rows, the CSV's" ||
+    fail "inspect --csv's ablate rows: $(grep ablate_ "$TMP/ic.csv" | tr '\n' ' ')"
   # a second record replaces the first whole
   "$S2HC" ablate --record "$TMP/runs/am" --what mean --batches 2 >/dev/null 2>&1
   h5dump -d /ablate/delta -w 0 "$TMP/runs/am/run.h5" | grep -q '(0,0): nan, nan' && ok "a second --record replaces the first" ||
