@@ -912,12 +912,14 @@ static void fig_ablate(an_ctx *c, FILE *meta) {
         const char *v = an_method_order[vi];
         const int is_rc = !strcmp(v, "rc");
         int idx[AN_CELL_CAP], have[AN_CELL_CAP], k = 0, cols = 0;
+        const h5log_series *ds[AN_CELL_CAP]; /* have[j]'s /ablate/delta */
         const int found = an_cell_runs(c->rs, c->scale, c->corpus, v, is_rc ? 0 : c->n, idx, AN_CELL_CAP);
         for (int j = 0; j < found; j++) {
             const h5log_series *d = an_series(&c->rs->r[idx[j]], "/ablate/delta");
             if (!d || d->row_rank != 2 || (d->row_dims[0] != 3 && d->row_dims[0] != 4) || d->row_dims[1] < 2) continue;
             if (k && (int)d->row_dims[1] != cols) continue; /* one model size per cell */
             cols = (int)d->row_dims[1];
+            ds[k] = d;
             have[k++] = idx[j];
         }
         if (!k || (!is_rc && c->rs->r[have[0]].n < 2)) continue;
@@ -928,10 +930,9 @@ static void fig_ablate(an_ctx *c, FILE *meta) {
             int runs = 0;
             for (int p = 0; p < PANELS; p++) {
                 double v_[AN_CELL_CAP];
-                for (int j = 0; j < k; j++) {
-                    const h5log_series *d = an_series(&c->rs->r[have[j]], "/ablate/delta");
-                    v_[j] = (size_t)row_of[p] < d->row_dims[0] ? an_series_get(d, (size_t)row_of[p] * cols + col) : NAN;
-                }
+                for (int j = 0; j < k; j++)
+                    v_[j] = (size_t)row_of[p] < ds[j]->row_dims[0] ? an_series_get(ds[j], (size_t)row_of[p] * cols + col)
+                                                                   : NAN;
                 const int ok = an_mean_std(v_, k, &m[p], &sd[p]);
                 if (ok > runs) runs = ok;
                 if (!isnan(m[p])) any[p] = 1;

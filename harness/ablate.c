@@ -70,17 +70,16 @@ static void ablate_batch(gpt_model *m, const int *tg, int b, const real *fixed, 
         for (int k = 0; k < Lh; k++) on[k] = c < 0 || k == c;
         for (int q = 0; q < r->n_kinds && !stop_signal; q++) {
             const int branch = r->kinds[q] == ABLATE_BRANCH;
-            real *f = h.f;
             if (branch) {
                 if (m->variant) memcpy(h.H, hsave, Nnn * sizeof *hsave);
-                memcpy(fsave, f, NC * sizeof *f);
+                memcpy(fsave, h.f, NC * sizeof *fsave);
                 m->branch_off = on;
             } else {
                 m->hres_fixed = fixed + (size_t)q * Lh * nn, m->hres_fixed_on = on;
             }
             const double lb = model_forward_resume(m, l, tg);
             m->hres_fixed = NULL, m->hres_fixed_on = NULL, m->branch_off = NULL;
-            if (branch) memcpy(f, fsave, NC * sizeof *f);
+            if (branch) memcpy(h.f, fsave, NC * sizeof *fsave);
             r->loss[q * cols + col] += lb;
             diff[(size_t)(q * cols + col) * batches + b] = lb - base_b[b];
             if (pr) progress_update(pr, *done += Lh - l);
