@@ -87,8 +87,8 @@ static void ablate_batch(gpt_model *m, const int *tg, int b, const real *fixed, 
     }
 }
 
-int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_kinds, int batches, int B,
-                   ablate_result *r, progress *pr) {
+int ablate_measure(gpt_model *m, const data_shard *s, const data_shard *mean_src, const int *kinds, int n_kinds,
+                   int batches, int B, ablate_result *r, progress *pr) {
     const int Lh = m->Lh, n = m->n, T = m->T, cols = Lh + 1;
     const size_t N = (size_t)B * T, nn = (size_t)n * n;
     memset(r, 0, sizeof *r);
@@ -107,17 +107,21 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
     unsigned char *on = malloc_check((size_t)Lh);
     model_alloc_acts(m, B);
     const int with_mean = has_mean(kinds, n_kinds);
+    if (!with_mean) mean_src = NULL; /* no mean to take (an rc run: branch alone) */
     for (int q = 0; q < n_kinds; q++)
         if (kinds[q] == ABLATE_IDENTITY || kinds[q] == ABLATE_UNIFORM)
             fill_fixed(r, kinds[q], fixed + (size_t)q * Lh * nn);
     long done = 0;
-    /* the unablated model: its batch losses (summed as eval_shard_loss sums them) and
-       every sublayer's H_res summed over the tokens; without the mean, each batch's
+    /* the first pass: every sublayer's H_res summed over the tokens of the mean's batches
+       (mean_src's, else the scored ones); over the scored batches also their unablated
+       losses (summed as eval_shard_loss sums them), and without the mean each batch's
        ablations at once */
+    const data_shard *first = mean_src ? mean_src : s;
     double sum = 0;
     for (int b = 0; b < batches && !stop_signal; b++) {
-        eval_shard_batch(s, b, batches, B, T, in, tg);
-        sum += base_b[b] = model_forward(m, in, tg, B);
+        eval_shard_batch(first, b, batches, B, T, in, tg);
+        const double lb = model_forward(m, in, tg, B);
+        if (!mean_src) sum += base_b[b] = lb;
         for (int l = 0; l < Lh && m->variant; l++) {
             const real *H = model_hc_acts(m, l).H;
             double *acc = r->Hmean + (size_t)l * nn;
@@ -127,18 +131,19 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
         if (pr) progress_update(pr, done += Lh + 1);
         if (!with_mean) ablate_batch(m, tg, b, fixed, on, fsave, hsave, base_b, r, diff, pr, &done);
     }
-    r->base = sum / batches;
     for (size_t k = 0; k < (size_t)Lh * nn; k++) r->Hmean[k] = m->variant ? r->Hmean[k] / ((double)batches * N) : 1;
-    if (with_mean) { /* the mean known, each batch's unablated forward again, then its ablations */
+    if (with_mean) { /* the mean known, each scored batch's unablated forward (again), then its ablations */
         for (int q = 0; q < n_kinds; q++)
             if (kinds[q] == ABLATE_MEAN) fill_fixed(r, kinds[q], fixed + (size_t)q * Lh * nn);
         for (int b = 0; b < batches && !stop_signal; b++) {
             eval_shard_batch(s, b, batches, B, T, in, tg);
-            model_forward(m, in, tg, B);
+            const double lb = model_forward(m, in, tg, B);
+            if (mean_src) sum += base_b[b] = lb;
             if (pr) progress_update(pr, done += Lh + 1);
             ablate_batch(m, tg, b, fixed, on, fsave, hsave, base_b, r, diff, pr, &done);
         }
     }
+    r->base = sum / batches;
     const double tq = batches > 1 ? an_t_quantile(0.975, batches - 1) : NAN;
     for (int k = 0; k < n_kinds * cols; k++) {
         const double *dk = diff + (size_t)k * batches;
@@ -170,7 +175,8 @@ int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_ki
 static void ablate_usage(FILE *f) {
     fprintf(f,
             "usage: s2hc ablate RUN_DIR|FILE.safetensors... [--what LIST] [--batches N] [--corpus NAME]\n"
-            "                   [--data DIR] [--csv] [--record] [--config YAML [--set KEY=VALUE]...]\n"
+            "                   [--mean-from scored|train] [--data DIR] [--csv] [--record]\n"
+            "                   [--config YAML [--set KEY=VALUE]...]\n"
             "\n"
             "How much a trained model's loss rests on its residual mixing and on each sublayer: every\n"
             "hyper-connection sublayer's per-token H_res is replaced, for every token, by a fixed\n"
@@ -182,12 +188,15 @@ static void ablate_usage(FILE *f) {
             "  --what LIST   the ablations, in order (default identity,mean):\n"
             "                  identity  H_res := I (the streams are not mixed)\n"
             "                  mean      H_res := its average over every token of the batches (the\n"
-            "                            dynamic, per-token part removed)\n"
+            "                            dynamic, per-token part removed; --mean-from)\n"
             "                  uniform   H_res := 11^T/n (every stream the streams' mean)\n"
             "                  branch    the sublayer's output f := 0 (X_{l+1} = H_res X_l: what the\n"
             "                            sublayer itself is worth; rc too)\n"
             "  --batches N   micro-batches of train.batch sequences (default: train.eval_batches); the\n"
             "                windows `s2hc eval` scores with the same N\n"
+            "  --mean-from S where mean's H_res is averaged: scored (default), over the batches it is\n"
+            "                scored on; train, over as many batches of the training corpus's training\n"
+            "                split (held out from the sequences scored)\n"
             "  --corpus NAME score on prepared corpus NAME (out of domain: its whole text) instead of\n"
             "                the validation split of the training corpus\n"
             "  --data DIR    where the prepared corpora are (default: the config's data.dir)\n"
@@ -214,6 +223,7 @@ static void ablate_usage(FILE *f) {
 typedef struct {
     const char *data_dir, *corpus;
     int batches, csv, header, n_kinds;
+    int mean_train; /* --mean-from train: the mean H_res over the training split's windows */
     int kinds[ABLATE_KINDS];
     const s2hc_config *given;
     int record;  /* --record: the result into the run file's /ablate */
@@ -223,7 +233,8 @@ typedef struct {
 /* --record: r into log's /ablate (replacing an earlier one whole): loss, delta and ci95
  * as (ABLATE_KINDS, Lh + 1) in ablate_kind_names' order, NaN rows for the replacements
  * not measured, H_mean (Lh, n, n), and the measurement's attributes. */
-static void record(h5log *log, const ablate_result *r, int64_t step, const char *corpus, int B, int T) {
+static void record(h5log *log, const ablate_result *r, int64_t step, const char *corpus, int B, int T,
+                   int mean_train) {
     const int cols = r->Lh + 1;
     const size_t cells = (size_t)ABLATE_KINDS * cols;
     double *v = malloc_check(3 * cells * sizeof *v);
@@ -245,8 +256,8 @@ static void record(h5log *log, const ablate_result *r, int64_t step, const char 
     h5log_static_set(log, "/ablate/ci95", H5LOG_F64, 2, dims, v + 2 * cells,
                      "half-width of the 95 % Student t interval of /ablate/delta over the batches (NaN with one batch)");
     h5log_static_set(log, "/ablate/H_mean", H5LOG_F64, 3, hd, r->Hmean,
-                     "each sublayer's H_res averaged over every token of the batches (the replacement `mean`; "
-                     "rc: 1)");
+                     "each sublayer's H_res averaged over every token of the batches, or of as many of the "
+                     "training split's (attribute mean_from) (the replacement `mean`; rc: 1)");
     char kinds[64] = "";
     for (int q = 0; q < r->n_kinds; q++)
         snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", q ? "," : "", ablate_kind_names[r->kinds[q]]);
@@ -260,14 +271,16 @@ static void record(h5log *log, const ablate_result *r, int64_t step, const char 
     h5log_attr_num(log, "/ablate", "sequences", (double)r->batches * B);
     h5log_attr_num(log, "/ablate", "tokens", (double)r->batches * B * T);
     h5log_attr_num(log, "/ablate", "base_loss", r->base);
+    if (has_mean(r->kinds, r->n_kinds))
+        h5log_attr_str(log, "/ablate", "mean_from", mean_train ? "train" : "scored");
     free(v);
 }
 
 #define ABLATE_CSV_HEADER \
-    "run,step,corpus,role,ablation,sublayer,layer,kind,loss,base_loss,delta,ci95,batches,sequences,tokens\n"
+    "run,step,corpus,role,ablation,sublayer,layer,kind,loss,base_loss,delta,ci95,batches,sequences,tokens,mean_from\n"
 
 static void print_csv(const char *dir, int64_t step, const char *corpus, const char *role, const ablate_result *r,
-                      int B, int T, int *header) {
+                      int B, int T, int mean_train, int *header) {
     const int cols = r->Lh + 1;
     if (!(*header)++) fputs(ABLATE_CSV_HEADER, stdout);
     for (int q = 0; q < r->n_kinds; q++)
@@ -287,7 +300,8 @@ static void print_csv(const char *dir, int64_t step, const char *corpus, const c
             csv_num_put(stdout, r->delta[q * cols + c]);
             putchar(',');
             csv_num_put(stdout, r->ci[q * cols + c]);
-            printf(",%d,%lld,%lld\n", r->batches, (long long)r->batches * B, (long long)r->batches * B * T);
+            printf(",%d,%lld,%lld,%s\n", r->batches, (long long)r->batches * B, (long long)r->batches * B * T,
+                   r->kinds[q] != ABLATE_MEAN ? "" : mean_train ? "train" : "scored");
         }
 }
 
@@ -299,7 +313,7 @@ static void print_cells(double d, double ci, int narrow) {
     const double big = narrow ? 99.99995 : 99.999995; /* the largest that %.<dec>f keeps in its width */
     fputs(narrow ? " " : "   ", stdout);
     if (isnan(d)) printf("%*s", wd, "nan");
-    else if (fabs(d) < big) printf("%+*.*f", wd, dec, d);
+    else if (fabs(d) < big) signed_put(stdout, d, wd, dec);
     else printf("%+*.*e", wd, dec - 3, d); /* a diverged model's rise: still wd columns */
     if (isnan(ci)) printf(" %*s", wc, "");
     else if (ci < big) printf(" %*.*f", wc, dec, ci);
@@ -307,14 +321,17 @@ static void print_cells(double d, double ci, int narrow) {
 }
 
 static void print_table(const char *dir, int64_t step, const gpt_model *m, const char *corpus, const char *role,
-                        const ablate_result *r, int B) {
+                        const ablate_result *r, int B, int mean_train) {
     const int cols = r->Lh + 1;
     char st[40];
     if (step >= 0) snprintf(st, sizeof st, "at step %lld", (long long)step);
     else snprintf(st, sizeof st, "(step not given)");
     printf("ablate %s %s: %s, n = %d, %d sublayers; %s %s, %d x %d sequences of %d tokens\n", dir, st, m->cfg.method,
            m->n, r->Lh, corpus, role, r->batches, B, m->T);
-    printf("loss %.5f unablated\n\n", r->base);
+    printf("loss %.5f unablated\n", r->base);
+    if (mean_train)
+        printf("mean: H_res averaged over %d x %d sequences of the training split (held out)\n", r->batches, B);
+    putchar('\n');
     /* the narrow cells where the wide ones would pass 90 columns (four kinds) */
     const int narrow = TABLE_LEFT + r->n_kinds * CELLS_WIDE > TABLE_MAX;
     printf("%-19s", "");
@@ -364,6 +381,25 @@ static int open_corpus(const char *dir, s2hc_config *cfg, const char *name, data
         return 1;
     }
     return 0;
+}
+
+/* --mean-from train: the training split of the model's training corpus, opened as the
+ * scored corpus s was (tokens of its kind, at least one window). 0, or 1 after an error. */
+static int open_train_split(const char *dir, const s2hc_config *cfg, const data_shard *s, data_shard *t) {
+    char path[1200], err[1400];
+    data_shard_path(path, sizeof path, cfg->data_dir, cfg->train_corpus, "train");
+    int bad = shard_open(t, path, err, sizeof err) != 0;
+    if (!bad && shard_fits(t, cfg->vocab, shard_kind(s), err, sizeof err) != 0) bad = 2;
+    if (!bad && t->count < (uint64_t)cfg->block_size + 1) {
+        snprintf(err, sizeof err, "%s: %llu tokens, fewer than block_size + 1 = %d: no window", path,
+                 (unsigned long long)t->count, cfg->block_size + 1);
+        bad = 2;
+    }
+    if (!bad) return 0;
+    if (bad == 2) shard_close(t);
+    fprintf(stderr, "s2hc: error: ablate: %s: --mean-from train: %s\n  (the training split of corpus %s; --data DIR "
+            "where it is prepared, or --mean-from scored)\n", dir, err, cfg->train_corpus);
+    return 1;
 }
 
 static int ablate_one(const char *dir, void *ctx) {
@@ -436,23 +472,31 @@ static int ablate_one(const char *dir, void *ctx) {
         rc = 1;
         goto done;
     }
+    data_shard train; /* --mean-from train's batches */
+    const int mean_train = o->mean_train && has_mean(kinds, n_kinds);
+    if (mean_train && open_train_split(dir, &cfg, &s, &train) != 0) {
+        shard_close(&s);
+        rc = 1;
+        goto done;
+    }
     const char *corpus = o->corpus ? o->corpus : cfg.train_corpus;
     const int batches = o->batches > 0 ? o->batches : cfg.eval_batches, B = cfg.batch;
     progress pr;
     progress_begin(&pr, "ablate", "sublayers", ablate_cost(m.Lh, kinds, n_kinds, batches), 1);
     if (o->csv) progress_to(&pr, stderr);
     ablate_result r;
-    const int st = ablate_measure(&m, &s, kinds, n_kinds, batches, B, &r, &pr);
+    const int st = ablate_measure(&m, &s, mean_train ? &train : NULL, kinds, n_kinds, batches, B, &r, &pr);
     progress_end(&pr);
     shard_close(&s);
+    if (mean_train) shard_close(&train);
     rc = st == 0 ? 0 : 130;
     if (st == 0 && o->record) {
-        record(&log, &r, step, corpus, B, m.T);
+        record(&log, &r, step, corpus, B, m.T, mean_train);
         if (h5log_save(&log, runp) != 0) rc = 1;
     }
     if (st == 0 && rc == 0) {
-        if (o->csv) print_csv(dir, step, corpus, role, &r, B, m.T, &o->header);
-        else print_table(dir, step, &m, corpus, role, &r, B);
+        if (o->csv) print_csv(dir, step, corpus, role, &r, B, m.T, mean_train, &o->header);
+        else print_table(dir, step, &m, corpus, role, &r, B, mean_train);
         if (o->record) fprintf(o->csv ? stderr : stdout, "/ablate written to %s\n", runp);
     }
     if (st == 0) ablate_result_free(&r);
@@ -494,7 +538,7 @@ int ablate_main(int argc, char **argv) {
     const char *config = NULL;
     const char **dirs = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *dirs);
     const char **sets = malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *sets);
-    ablate_opts o = {NULL, NULL, 0, 0, 0, 2, {ABLATE_IDENTITY, ABLATE_MEAN}, NULL, 0, 0};
+    ablate_opts o = {NULL, NULL, 0, 0, 0, 2, 0, {ABLATE_IDENTITY, ABLATE_MEAN}, NULL, 0, 0};
     int ndirs = 0, nsets = 0, rc = -1;
     opt_seen seen = {.cmd = "ablate"};
     for (int i = 1, ended = 0; i < argc && rc < 0; i++) {
@@ -512,6 +556,13 @@ int ablate_main(int argc, char **argv) {
                 rc = 2;
             }
             o.batches = (int)n;
+        }
+        else if ((v = opt_once(&seen, argc, argv, &i, "--mean-from", 0))) {
+            if (!strcmp(v, "train") || !strcmp(v, "scored")) o.mean_train = !strcmp(v, "train");
+            else {
+                fprintf(stderr, "s2hc: error: ablate: --mean-from: expected scored or train, got '%.100s'\n", v);
+                rc = 2;
+            }
         }
         else if ((v = opt_once(&seen, argc, argv, &i, "--corpus", 0))) o.corpus = v;
         else if ((v = opt_once(&seen, argc, argv, &i, "--data", 0))) o.data_dir = v;
@@ -534,6 +585,11 @@ int ablate_main(int argc, char **argv) {
         rc = 2;
     }
     if (rc < 0 && model_file_config("ablate", config, sets, nsets, &given) != 0) rc = 2;
+    if (rc < 0 && o.mean_train && !has_mean(o.kinds, o.n_kinds)) {
+        fprintf(stderr, "s2hc: error: ablate: --mean-from train sets where the mean ablation's H_res is averaged; "
+                "--what does not name mean\n");
+        rc = 2;
+    }
     if (rc < 0 && o.record && o.corpus) {
         fprintf(stderr, "s2hc: error: ablate: --record keeps the run's validation split's ablations; --corpus %s is "
                 "not recorded (leave one out)\n", o.corpus);

@@ -25,8 +25,8 @@ typedef struct {
     int Lh, n, batches, n_kinds;
     int kinds[ABLATE_KINDS];
     double base;   /* the unablated mean loss over the batches */
-    double *Hmean; /* (Lh, n, n): each sublayer's H_res averaged over every token of the batches
-                      (rc: 1, its X_{l+1} = X_l + f) */
+    double *Hmean; /* (Lh, n, n): each sublayer's H_res averaged over every token of the batches,
+                      or of the mean's own (ablate_measure's mean_src); rc: 1, its X_{l+1} = X_l + f */
     /* (n_kinds, Lh + 1), column Lh every sublayer at once: the mean loss over the batches;
        the mean over the batches of (ablated - unablated) batch loss, and the half-width of
        its 95 % Student t interval (NaN for one batch) */
@@ -36,14 +36,17 @@ typedef struct {
 /* Measure the ablations `kinds` (n_kinds of them, each once) of model m (rc: branch
  * alone) over `batches` micro-batches of B sequences of s,
  * the windows eval_shard_batch takes; m's activations for B sequences are allocated here.
- * pr (may be NULL): advanced to ablate_cost in all. 0, or -1 when stop_signal cut it
- * short (r then freed). m is left as it was. */
-int ablate_measure(gpt_model *m, const data_shard *s, const int *kinds, int n_kinds, int batches, int B,
-                   ablate_result *r, progress *pr);
+ * mean_src: NULL, the mean H_res is averaged over those same batches; else over `batches`
+ * micro-batches of mean_src (held out: another split than s's), when the mean is among
+ * the kinds (without it mean_src is not read). pr (may be NULL): advanced to ablate_cost in all. 0, or -1 when
+ * stop_signal cut it short (r then freed). m is left as it was. */
+int ablate_measure(gpt_model *m, const data_shard *s, const data_shard *mean_src, const int *kinds, int n_kinds,
+                   int batches, int B, ablate_result *r, progress *pr);
 void ablate_result_free(ablate_result *r);
 /* ablate_measure's work, in sublayer forwards (the head counted as one), as it advances
  * its progress: each batch's unablated forward (twice with the mean: once before the mean
- * is known), and its ablations, each resuming that forward at the sublayer ablated. */
+ * is known, or once on the mean's own batches), and its ablations, each resuming that
+ * forward at the sublayer ablated. */
 long ablate_cost(int Lh, const int *kinds, int n_kinds, int batches);
 
 int ablate_main(int argc, char **argv);

@@ -373,10 +373,14 @@ static void print_ablation(const run_view *v, int l) {
     printf("validation loss's rise when ablated (s2hc ablate --record");
     if (!isnan(step)) printf(", step %.0f", step);
     if (!isnan(batches)) printf(", %.0f batches", batches);
+    const char *mean_from = h5log_get_attr_str(&v->log, "/ablate", "mean_from");
+    if (!isnan(delta[ABLATE_MEAN]) && mean_from && !strcmp(mean_from, "train"))
+        printf(", the mean over the training split's");
     printf("):\n");
     for (int k = 0; k < ABLATE_KINDS; k++) {
         if (isnan(delta[k])) continue;
-        printf("  %-24s %+.5f", heads[k], delta[k]);
+        printf("  %-24s ", heads[k]);
+        signed_put(stdout, delta[k], 0, 5);
         if (!isnan(ci[k])) printf(" ± %.5f", ci[k]);
         putchar('\n');
     }

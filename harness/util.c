@@ -875,6 +875,14 @@ void csv_num_put(FILE *f, double v) {
     fputs(buf, f);
 }
 
+void signed_put(FILE *f, double v, int width, int dec) {
+    char s[64];
+    snprintf(s, sizeof s, "%+*.*f", width, dec, v);
+    char *minus = strchr(s, '-');
+    if (minus && strspn(s, " -0.") == strlen(s)) *minus = '+';
+    fputs(s, f);
+}
+
 /* Parent directory of path into buf ("." when there is none). */
 void parent_dir(char *buf, size_t len, const char *path) {
     snprintf(buf, len, "%s", path);

@@ -125,6 +125,9 @@ void csv_field_put(FILE *f, const char *s);
  * back as v exactly; an infinity as inf or -inf (which pandas and Python's float read);
  * NaN (no value) as an empty field. */
 void csv_num_put(FILE *f, double v);
+/* v as printf's "%+*.*f" (width, dec decimals), but a value that rounds to zero as +0.0...:
+ * a fall too small to show reads as no change, not as "-0.00000". */
+void signed_put(FILE *f, double v, int width, int dec);
 /* mkdir -p. Returns 0 on success, -1 with errno set. */
 int mkdir_p(const char *path);
 /* The folder of path: "a/b" of "a/b/c", "/" of "/c", "." of "c". */

@@ -103,7 +103,7 @@ static void test_measure(void) {
        resume at that sublayer must find as it was */
     const int kinds[4] = {ABLATE_UNIFORM, ABLATE_BRANCH, ABLATE_IDENTITY, ABLATE_MEAN};
     ablate_result r;
-    CHECK(ablate_measure(&m, &s, kinds, 4, batches, B, &r, NULL) == 0, "measured");
+    CHECK(ablate_measure(&m, &s, NULL, kinds, 4, batches, B, &r, NULL) == 0, "measured");
     CHECK(!m.hres_fixed && !m.hres_fixed_on && !m.branch_off, "the model's H_res and branches left as they were");
     CHECK(r.base == eval_shard_loss(&m, &s, batches, B, 0), "the unablated loss is eval's: %.9g", r.base);
     int in[16], tg[16];
@@ -158,14 +158,14 @@ static void test_measure(void) {
     CHECK(largest > 1e-3, "no ablation moved the loss by more than %.3g: a weak check", largest);
     ablate_result_free(&r);
     /* one batch: no interval */
-    CHECK(ablate_measure(&m, &s, kinds, 1, 1, B, &r, NULL) == 0 && isnan(r.ci[0]) && !isnan(r.delta[0]),
+    CHECK(ablate_measure(&m, &s, NULL, kinds, 1, 1, B, &r, NULL) == 0 && isnan(r.ci[0]) && !isnan(r.delta[0]),
           "one batch: an interval of NaN, a difference");
     ablate_result_free(&r);
     model_free(&m);
     /* rc: branch, against whole forwards with its sublayers left out; its H_res is 1 */
     if (ablate_model(&m, "rc", 1)) return;
     const int br = ABLATE_BRANCH, rLh = m.Lh;
-    CHECK(ablate_measure(&m, &s, &br, 1, batches, B, &r, NULL) == 0 && !m.branch_off, "rc measured");
+    CHECK(ablate_measure(&m, &s, NULL, &br, 1, batches, B, &r, NULL) == 0 && !m.branch_off, "rc measured");
     for (int k = 0; k < rLh; k++) CHECK(r.Hmean[k] == 1, "rc: H_mean[%d] = %g, not 1", k, r.Hmean[k]);
     for (int c = 0; c <= rLh; c++) {
         for (int l = 0; l < rLh; l++) on[l] = c == rLh || c == l;
@@ -187,6 +187,66 @@ static void test_measure(void) {
     model_free(&m);
 }
 
+/* The mean from held-out batches (ablate --mean-from train): H_mean the average over the
+ * other shard's batches, computed here; the unablated loss and every other kind the
+ * in-sample measurement's, bit for bit; the mean's losses those of whole forwards with
+ * the held-out H_mean, and not the in-sample ones. */
+static void test_mean_held_out(void) {
+    gpt_model m;
+    if (ablate_model(&m, "s2hc", 4)) return;
+    uint8_t tok[2000], other[1500];
+    const data_shard s = memory_shard(tok, sizeof tok, 3), h = memory_shard(other, sizeof other, 11);
+    const int B = 2, batches = 3, T = m.T, n = m.n, Lh = m.Lh, cols = Lh + 1;
+    const size_t N = (size_t)B * T, nn = (size_t)n * n;
+    const int kinds[3] = {ABLATE_MEAN, ABLATE_IDENTITY, ABLATE_BRANCH};
+    ablate_result in_s, held;
+    CHECK(ablate_measure(&m, &s, NULL, kinds, 3, batches, B, &in_s, NULL) == 0, "measured in sample");
+    CHECK(ablate_measure(&m, &s, &h, kinds, 3, batches, B, &held, NULL) == 0, "measured held out");
+    int in[16], tg[16];
+    double mean[4 * 16] = {0}, moved = 0;
+    for (int b = 0; b < batches; b++) {
+        eval_shard_batch(&h, b, batches, B, T, in, tg);
+        model_forward(&m, in, tg, B);
+        for (int l = 0; l < Lh; l++)
+            for (size_t t = 0; t < N; t++)
+                for (size_t k = 0; k < nn; k++) mean[l * nn + k] += model_hc_acts(&m, l).H[t * nn + k] / (double)(batches * N);
+    }
+    for (size_t k = 0; k < (size_t)Lh * nn; k++) {
+        CHECK_CLOSE(held.Hmean[k], mean[k], 1e-12, 1e-9, "held-out mean H_res, entry %zu", k);
+        moved += fabs(held.Hmean[k] - in_s.Hmean[k]);
+    }
+    CHECK(moved > 1e-6, "the held-out mean is the in-sample one (%.3g): a weak check", moved);
+    CHECK(held.base == in_s.base, "the unablated loss %.17g, in sample %.17g", held.base, in_s.base);
+    for (int k = cols; k < 3 * cols; k++)
+        CHECK(held.loss[k] == in_s.loss[k] && held.delta[k] == in_s.delta[k] && held.ci[k] == in_s.ci[k],
+              "%s, column %d: not the in-sample measurement", ablate_kind_names[kinds[k / cols]], k % cols);
+    real fixed[4 * 16];
+    for (size_t k = 0; k < (size_t)Lh * nn; k++) fixed[k] = (real)held.Hmean[k];
+    unsigned char on[4];
+    for (int c = 0; c < cols; c++) {
+        for (int l = 0; l < Lh; l++) on[l] = c == Lh || c == l;
+        double ls = 0;
+        for (int b = 0; b < batches; b++) {
+            eval_shard_batch(&s, b, batches, B, T, in, tg);
+            m.hres_fixed = fixed, m.hres_fixed_on = on;
+            ls += model_forward(&m, in, tg, B);
+            m.hres_fixed = NULL, m.hres_fixed_on = NULL;
+        }
+        ls /= batches;
+        CHECK(held.loss[c] == ls, "mean, column %d: the loss %.17g, whole forwards %.17g", c, held.loss[c], ls);
+        /* the last sublayer's streams are summed and s2hc's columns sum to 1: any mean there
+           leaves the loss within rounding */
+        if (c != Lh - 1) CHECK(held.loss[c] != in_s.loss[c], "mean, column %d: the in-sample loss", c);
+    }
+    ablate_result_free(&in_s);
+    ablate_result_free(&held);
+    /* without the mean among the kinds the other shard is not read: the in-sample numbers */
+    CHECK(ablate_measure(&m, &s, &h, kinds + 1, 2, batches, B, &held, NULL) == 0 && held.base == eval_shard_loss(&m, &s, batches, B, 0),
+          "no mean: the held-out shard ignored");
+    ablate_result_free(&held);
+    model_free(&m);
+}
+
 /* What the methods guarantee, seen through the ablations. `identity`'s H_res is I: H_res
  * := I changes no bit, 11^T/n does. The first sublayer reads n copies of the embedding, so
  * a replacement whose rows sum to 1 (I, 11^T/n) leaves its write-back as it was when the
@@ -203,7 +263,7 @@ static void test_method_invariants(void) {
     gpt_model m;
     ablate_result r;
     if (ablate_model(&m, "identity", 4) == 0) {
-        CHECK(ablate_measure(&m, &s, kinds, 2, 3, 2, &r, NULL) == 0, "identity measured");
+        CHECK(ablate_measure(&m, &s, NULL, kinds, 2, 3, 2, &r, NULL) == 0, "identity measured");
         const int cols = r.Lh + 1;
         for (int c = 0; c < cols; c++) {
             CHECK(r.delta[c] == 0 && r.loss[c] == r.base, "identity, column %d: H_res := I moved the loss by %.3g", c,
@@ -230,7 +290,7 @@ static void test_method_invariants(void) {
         if (cases[ci].order) snprintf(c.sinkhorn_order, sizeof c.sinkhorn_order, "%s", cases[ci].order);
         c.n_streams = cases[ci].n;
         if (ablate_model_of(&m, &c) != 0) continue;
-        CHECK(ablate_measure(&m, &s, kinds, 2, 3, 2, &r, NULL) == 0, "%s measured", meth);
+        CHECK(ablate_measure(&m, &s, NULL, kinds, 2, 3, 2, &r, NULL) == 0, "%s measured", meth);
         const int cols = r.Lh + 1;
         const char *o = cases[ci].order ? cases[ci].order : "";
         for (int q = 0; q < 2; q++) {
@@ -376,7 +436,7 @@ static void test_progress(void) {
         progress_begin(&pr, "ablate", "sublayers", cost, 1);
         progress_to(&pr, sink);
         ablate_result r;
-        CHECK(ablate_measure(&m, &s, cases[ci].kinds, cases[ci].n_kinds, 3, 2, &r, &pr) == 0, "case %zu measured", ci);
+        CHECK(ablate_measure(&m, &s, NULL, cases[ci].kinds, cases[ci].n_kinds, 3, 2, &r, &pr) == 0, "case %zu measured", ci);
         CHECK(pr.done == cost, "case %zu: the progress ends at %ld of %ld", ci, pr.done, cost);
         ablate_result_free(&r);
     }
@@ -409,7 +469,7 @@ static void test_stopped(void) {
         progress_to(&pr, f);
         pr.last = -1e18; /* the first update shows a line */
         ablate_result r;
-        const int st = ablate_measure(&m, &s, kinds, nk, 3, 2, &r, &pr);
+        const int st = ablate_measure(&m, &s, NULL, kinds, nk, 3, 2, &r, &pr);
         CHECK(stop_signal == SIGINT, "%d kinds: the progress showed no line", nk);
         stop_signal = 0;
         fclose(f);
@@ -426,6 +486,7 @@ int main(void) {
     T_RUN(test_resume);
     T_RUN(test_fixed_writeback);
     T_RUN(test_measure);
+    T_RUN(test_mean_held_out);
     T_RUN(test_method_invariants);
     T_RUN(test_progress);
     T_RUN(test_stopped);

@@ -1078,6 +1078,23 @@ static void test_csv_num(void) {
     }
 }
 
+/* signed_put: printf's %+*.*f, but whatever rounds to zero shows as +0.0..., never -0.0... */
+static void test_signed_put(void) {
+    static const struct { double v; int w, dec; const char *want; } c[] = {
+        {-1e-7, 9, 5, " +0.00000"}, {-0.0, 0, 5, "+0.00000"}, {-4.9e-6, 0, 5, "+0.00000"}, {-6e-6, 0, 5, "-0.00001"},
+        {-4e-5, 8, 4, " +0.0000"}, {-6e-5, 8, 4, " -0.0001"}, {0.25, 9, 5, " +0.25000"}, {-12.5, 0, 1, "-12.5"},
+        {-1e-9, 0, 0, "+0"}, {-0.7, 0, 0, "-1"}, {-10.0, 0, 3, "-10.000"}, {-0.04, 0, 1, "+0.0"}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        signed_put(f, c[i].v, c[i].w, c[i].dec);
+        fclose(f);
+        CHECK(!strcmp(buf, c[i].want), "%g (%d, %d): '%s', want '%s'", c[i].v, c[i].w, c[i].dec, buf, c[i].want);
+        free(buf);
+    }
+}
+
 /* Durations as the progress lines show them: seconds, then minutes from 60 s, hours from
  * 3600 s; a negative, NaN or absurd one (over 1e7 s) as "--". */
 /* path_trim_slashes: a folder's trailing slashes go, "/" stays; grid_slurm_folder: a
@@ -1209,6 +1226,7 @@ int main(void) {
     T_RUN(test_step_from_double);
     T_RUN(test_csv_field);
     T_RUN(test_csv_num);
+    T_RUN(test_signed_put);
     T_RUN(test_fmt_duration);
     T_RUN(test_path_slashes_and_slurm_folder);
     T_RUN(test_tty_line);

@@ -18,7 +18,9 @@ YAML
 conf am mhc 4
 conf ai identity 3
 conf ar rc 1
-for r in am ai ar; do
+# an s2hc run trained long enough that its H_res moves from token to token (the mean matters)
+conf as s2hc 4 && sed -i 's/steps: 40,/steps: 150,/; s/lr: 0.01,/lr: 0.03,/' "$TMP/as.yaml"
+for r in am ai ar as; do
   expect_status 0 "train $r" -- "$S2HC" train "$TMP/$r.yaml" --quiet
 done
 expect_status 0 "ablate --help" -- "$S2HC" ablate --help
@@ -73,11 +75,11 @@ ls -A "$TMP/runs/am" | cmp -s - "$TMP/files0" && ok "no file left beside the run
 # the CSV: a row per replacement and sublayer; the unablated loss is eval's on the same batches
 expect_status 0 "ablate --csv" -- sh -c "'$S2HC' ablate '$TMP/runs/am' --csv --batches 4 >'$TMP/a.csv' 2>'$TMP/a.err'"
 "$S2HC" eval "$TMP/runs/am" --csv --batches 4 >"$TMP/e.csv" 2>/dev/null
-head -1 "$TMP/a.csv" | grep -qx 'run,step,corpus,role,ablation,sublayer,layer,kind,loss,base_loss,delta,ci95,batches,sequences,tokens' &&
+head -1 "$TMP/a.csv" | grep -qx 'run,step,corpus,role,ablation,sublayer,layer,kind,loss,base_loss,delta,ci95,batches,sequences,tokens,mean_from' &&
   ok "the CSV header" || fail "the CSV header: $(head -1 "$TMP/a.csv")"
 [ "$(wc -l <"$TMP/a.csv")" = 11 ] && ok "2 replacements x (4 sublayers + all) rows" || fail "$(wc -l <"$TMP/a.csv") lines"
 evl=$(awk -F, 'NR == 2 { print $5 }' "$TMP/e.csv")
-awk -F, -v e="$evl" 'NR > 1 && $10 != e { bad++ } NR > 1 && NF != 15 { bad++ } END { exit !(NR == 11 && !bad && e != "") }' \
+awk -F, -v e="$evl" 'NR > 1 && $10 != e { bad++ } NR > 1 && NF != 16 { bad++ } END { exit !(NR == 11 && !bad && e != "") }' \
   "$TMP/a.csv" && ok "base_loss is eval's validation loss at full precision ($evl)" ||
   fail "base_loss differs from eval's $evl: $(awk -F, 'NR == 2 { print $10 }' "$TMP/a.csv")"
 awk -F, 'NR > 1 { d = $9 - $10 - $11; if (d < 0) d = -d; if (d > 1e-6) bad++;
@@ -125,6 +127,35 @@ expect_status 0 "export" -- "$S2HC" export "$TMP/runs/am" -o "$TMP/am.safetensor
 expect_status 0 "ablate of the export" -- sh -c "'$S2HC' ablate '$TMP/am.safetensors' --csv --batches 4 2>/dev/null >'$TMP/f.csv'"
 diff <(cut -d, -f2- "$TMP/a.csv") <(cut -d, -f2- "$TMP/f.csv") >/dev/null && ok "the export's numbers are the run's" ||
   fail "the export's CSV differs: $(diff <(cut -d, -f2- "$TMP/a.csv") <(cut -d, -f2- "$TMP/f.csv") | head -4)"
+
+# --mean-from train: the mean H_res over as many batches of the training split, held out
+# from those scored; the unablated loss and identity's rows as before, the mean's moved
+# (but at the first sublayer, which reads n copies of one vector, and the last, whose
+# streams are summed: s2hc's rows and columns sum to 1, any mean leaves those)
+"$S2HC" ablate "$TMP/runs/as" --csv --batches 4 >"$TMP/ms.csv" 2>/dev/null
+expect_status 0 "ablate --mean-from train --csv" -- sh -c "'$S2HC' ablate '$TMP/runs/as' --mean-from train --csv --batches 4 >'$TMP/mt.csv' 2>/dev/null"
+awk -F, 'NR == FNR { if (FNR > 1) { l[$5 "," $6] = $9; b = $10; if ($16 != ($5 == "mean" ? "scored" : "")) bad++ }; next }
+         FNR > 1 { k = $5 "," $6; if ($10 != b || !(k in l)) bad++
+                   if ($5 == "identity") { if ($9 != l[k] || $16 != "") bad++ } else { if ($16 != "train") bad++; if ($9 != l[k]) moved++ } }
+         END { exit !(FNR == 11 && !bad && moved >= 2) }' "$TMP/ms.csv" "$TMP/mt.csv" &&
+  ok "--mean-from train: the mean's rows moved and marked train, the rest as scored's" ||
+  fail "--mean-from train's CSV against the default's: $(paste -d'|' "$TMP/ms.csv" "$TMP/mt.csv" | grep mean | cut -d, -f5,6,9,16,25,31)"
+# a fall too small for the table's decimals is shown as no rise (+0.00000), never -0.00000
+expect_status 0 "ablate of the s2hc run, the table" -- "$S2HC" ablate "$TMP/runs/as" --batches 4
+tiny=$(awk -F, 'NR > 1 && $11 < 0 && $11 > -5e-6 { print $5 "," $6; exit }' "$TMP/ms.csv")
+! grep -qE -- '-0\.0+( |$)' "$TMP/out" && { [ -z "$tiny" ] || grep -qE "^ +${tiny#*,} .* \+0\.00000 " "$TMP/out"; } &&
+  ok "no -0.00000 in the table${tiny:+ (a fall of $tiny rounds to +0.00000)}" ||
+  fail "a tiny fall's cell: $(grep -E -- '-0\.0+( |$)' "$TMP/out")"
+expect_status 0 "ablate --mean-from train, the table" -- "$S2HC" ablate "$TMP/runs/am" --mean-from train --what mean --batches 4
+expect_out "^mean: H_res averaged over 4 x 4 sequences of the training split \(held out\)$" "the table says where the mean came from"
+expect_status 2 "--mean-from of no split" -- "$S2HC" ablate "$TMP/runs/am" --mean-from val
+expect_out "--mean-from: expected scored or train, got 'val'" "the values --mean-from takes"
+expect_status 2 "--mean-from train without the mean" -- "$S2HC" ablate "$TMP/runs/am" --mean-from train --what identity,uniform
+expect_out "--what does not name mean" "--mean-from train needs the mean"
+mkdir -p "$TMP/valonly/synth" && cp "$TMP/data/synth/val.bin" "$TMP/valonly/synth/"
+expect_status 1 "--mean-from train, no training split" -- "$S2HC" ablate "$TMP/runs/am" --mean-from train --data "$TMP/valonly"
+expect_out "runs/am: --mean-from train: .*valonly/synth/train.bin" "the missing training split named"
+expect_status 0 "--mean-from scored with that data" -- "$S2HC" ablate "$TMP/runs/am" --what uniform --batches 2 --data "$TMP/valonly"
 
 # another corpus: its whole text, out of domain
 expect_status 0 "ablate --corpus synth_ood" -- "$S2HC" ablate "$TMP/runs/am" --corpus synth_ood --what uniform --batches 2
@@ -189,6 +220,16 @@ if command -v h5dump >/dev/null; then
   "$S2HC" ablate --record "$TMP/runs/am" --what mean --batches 2 >/dev/null 2>&1
   h5dump -d /ablate/delta -w 0 "$TMP/runs/am/run.h5" | grep -q '(0,0): nan, nan' && ok "a second --record replaces the first" ||
     fail "the first record's identity row is still there"
+  h5dump -a /ablate/mean_from "$TMP/runs/am/run.h5" 2>&1 | grep -q '"scored"' && ok "/ablate's mean_from: scored" ||
+    fail "/ablate's mean_from: $(h5dump -a /ablate/mean_from "$TMP/runs/am/run.h5" 2>&1 | tail -3)"
+  "$S2HC" ablate --record "$TMP/runs/am" --what mean --mean-from train --batches 2 >/dev/null 2>&1
+  h5dump -a /ablate/mean_from "$TMP/runs/am/run.h5" 2>&1 | grep -q '"train"' && ok "/ablate's mean_from: train" ||
+    fail "/ablate's mean_from after --mean-from train: $(h5dump -a /ablate/mean_from "$TMP/runs/am/run.h5" 2>&1 | tail -3)"
+  expect_status 0 "inspect --layer 1 after --mean-from train" -- "$S2HC" inspect "$TMP/runs/am" --layer 1
+  expect_out "^validation loss's rise when ablated \(s2hc ablate --record, step 40, 2 batches, the mean over the training split's\):$" \
+    "inspect says the recorded mean is the training split's"
+  expect_out "^  H_res := its token mean +[-+][0-9]" "inspect: the mean's line"
+  ! grep -qE -- '-0\.0+( |$)' "$TMP/out" && ok "inspect: no -0.00000" || fail "inspect: $(grep -E -- '-0\.0+( |$)' "$TMP/out")"
 fi
 # --record takes the run's lock: refused while another command holds it (a POSIX lock
 # here, which the run's open-file-description lock conflicts with), the run file untouched
