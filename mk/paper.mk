@@ -9,9 +9,9 @@
 #   paper-grids     s2hc grid experiments/{paper,ablations,streams}.yaml --set preset=$(PRESET)
 #                   -> runs/$(PRESET)/{paper,ablations,streams}/ (index.csv; .complete once
 #                   every point has run; resumable, finished points are never retrained)
-#   paper-ablate    s2hc ablate --record --what identity,mean,branch on the paper grid's runs
-#                   (/ablate in each run file, the figure beyond_ablation; log:
-#                   $(PAPER_OUT)/ablate.log)
+#   paper-ablate    s2hc ablate --record --what identity,mean,branch --mean-from train on
+#                   the paper grid's runs (/ablate in each run file, the figure
+#                   beyond_ablation; log: $(PAPER_OUT)/ablate.log)
 #   paper-analyze   s2hc analyze -> $(PAPER_OUT)/data/*.dat, tables/*.{md,tex,html,csv}
 #   paper-figures   gnuplot plots/<figure>.gp -> $(PAPER_OUT)/<figure>.{png,svg}
 #   paper-report    s2hc report --no-analyze --no-plots -> $(PAPER_OUT)/index.html
@@ -121,7 +121,8 @@ $(PAPER_RUNS)/streams/.complete: experiments/streams.yaml mk/paper.mk | paper-da
 
 paper-grids: $(PAPER_GRIDS)
 
-# The paper grid's runs with each sublayer's H_res replaced by I and by its mean, and with
+# The paper grid's runs with each sublayer's H_res replaced by I and by its mean (over
+# held-out sequences of the training split, not the ones scored), and with
 # each sublayer's output left out (s2hc ablate --record: /ablate in every run's file, which
 # the figure beyond_ablation draws), once its grid is complete and again when the grid has
 # run since. An rc run has branch alone (a note in the log); a point that failed (no
@@ -136,8 +137,8 @@ PAPER_ABLATE ?= 0
 endif
 PAPER_ABLATED := $(if $(filter 1,$(PAPER_ABLATE)),$(PAPER_RUNS)/paper/.ablated)
 $(PAPER_RUNS)/paper/.ablated: $(PAPER_RUNS)/paper/.complete | $(BIN)
-	@echo "paper: [4/7] ablate --record --what identity,mean,branch $(@D)/*/ (log: $(PAPER_OUT)/ablate.log)"
-	@rm -f $@; mkdir -p $(PAPER_OUT); rc=0; $(BIN) ablate --record --what identity,mean,branch $(@D)/*/ >$(PAPER_OUT)/ablate.log 2>&1 || rc=$$?; \
+	@echo "paper: [4/7] ablate --record --what identity,mean,branch --mean-from train $(@D)/*/ (log: $(PAPER_OUT)/ablate.log)"
+	@rm -f $@; mkdir -p $(PAPER_OUT); rc=0; $(BIN) ablate --record --what identity,mean,branch --mean-from train $(@D)/*/ >$(PAPER_OUT)/ablate.log 2>&1 || rc=$$?; \
 	  if [ $$rc -eq 2 ] || [ $$rc -ge 128 ]; then tail -n 5 $(PAPER_OUT)/ablate.log; exit $$rc; fi; \
 	  [ $$rc -eq 0 ] || echo "paper: some runs of $(@D) were not ablated (see $(PAPER_OUT)/ablate.log)"
 	@touch $@
@@ -162,18 +163,21 @@ paper-analyze: $(PAPER_META)
 # figure is finished, then the recipe stops.
 # What gnuplot says while drawing (a data file it cannot open, a column it cannot read:
 # the figure drawn without it) is shown and kept in $*.gnuplot.log, none when it said
-# nothing, for the report to put under the figure (s2hc report --no-plots reads it).
+# nothing, for the report to put under the figure (s2hc report --no-plots reads it). The
+# log is settled first and the PNG, make's target, renamed last: a kill between them leaves
+# the older PNG, which make draws again, log and all, the next time.
 PAPER_FIG_TMP = $(PAPER_OUT)/$*.png.tmp $(PAPER_OUT)/$*.svg.tmp $(PAPER_OUT)/$*.gnuplot.log.tmp
 $(PAPER_OUT)/%.png: plots/%.gp plots/style.gp $(PAPER_META)
 	@echo "paper: [6/7] figure $* -> $(PAPER_OUT)/$*.png, .svg"
 	@trap 'cat $(PAPER_OUT)/$*.gnuplot.log.tmp >&2 2>/dev/null || :; rm -f $(PAPER_FIG_TMP); exit 130' INT TERM HUP; \
 	  setsid -w gnuplot -e "dir='$(PAPER_OUT)'; suffix='.tmp'" $< </dev/null 2>$(PAPER_OUT)/$*.gnuplot.log.tmp; rc=$$?; \
 	  cat $(PAPER_OUT)/$*.gnuplot.log.tmp >&2; \
-	  [ $$rc -eq 0 ] && mv -f $(PAPER_OUT)/$*.svg.tmp $(PAPER_OUT)/$*.svg && mv -f $(PAPER_OUT)/$*.png.tmp $@ || { \
+	  [ $$rc -eq 0 ] && { if [ -s $(PAPER_OUT)/$*.gnuplot.log.tmp ]; \
+	    then mv -f $(PAPER_OUT)/$*.gnuplot.log.tmp $(PAPER_OUT)/$*.gnuplot.log; \
+	    else rm -f $(PAPER_OUT)/$*.gnuplot.log.tmp $(PAPER_OUT)/$*.gnuplot.log; fi; } && \
+	  mv -f $(PAPER_OUT)/$*.svg.tmp $(PAPER_OUT)/$*.svg && mv -f $(PAPER_OUT)/$*.png.tmp $@ || { \
 	    rm -f $(PAPER_OUT)/$*.png $(PAPER_OUT)/$*.svg $(PAPER_OUT)/$*.gnuplot.log $(PAPER_FIG_TMP); \
-	    echo "paper: $< failed; its partial figure removed"; exit 1; }; \
-	  if [ -s $(PAPER_OUT)/$*.gnuplot.log.tmp ]; then mv -f $(PAPER_OUT)/$*.gnuplot.log.tmp $(PAPER_OUT)/$*.gnuplot.log; \
-	  else rm -f $(PAPER_OUT)/$*.gnuplot.log.tmp $(PAPER_OUT)/$*.gnuplot.log; fi
+	    echo "paper: $< failed; its partial figure removed"; exit 1; }
 
 paper-figures: $(PAPER_PNG)
 

@@ -94,18 +94,18 @@ plan() { # plan PRESET [VAR=VALUE]: make -n paper's lines into $TMP/out
 }
 at() { grep -n -m 1 -- "$1" "$TMP/out" | cut -d: -f1; }
 plan tiny
-a=$(at "ablate --record --what identity,mean,branch $R3/paper/\*/") z=$(at " analyze $R3/paper")
+a=$(at "ablate --record --what identity,mean,branch --mean-from train $R3/paper/\*/") z=$(at " analyze $R3/paper")
 [ -n "$a" ] && [ -n "$z" ] && [ "$a" -lt "$z" ] && ok "the paper grid run since its ablations: ablate again, then analyze" ||
   fail "make paper after the grid: ablate at line '$a', analyze at '$z'"
 # the command it runs (not its echo) records the three ablations the figure's panels draw:
 # without branch, beyond_ablation's third panel would say that no run measured it
-grep -q -- "ablate --record --what identity,mean,branch $R3/paper/\*/ >" "$TMP/out" &&
+grep -q -- "ablate --record --what identity,mean,branch --mean-from train $R3/paper/\*/ >" "$TMP/out" &&
   ok "the ablate step records identity, mean and branch" ||
   fail "the ablate step's command: $(grep -- 'ablate --record' "$TMP/out" | grep -v echo)"
 plan M
 [ -z "$(at "ablate --record")" ] && ok "at M, no ablate step" || fail "at M, make paper ablates: $(grep 'ablate --record' "$TMP/out")"
 plan M PAPER_ABLATE=1
-[ -n "$(at "ablate --record --what identity,mean,branch $R3/paper/")" ] && ok "at M with PAPER_ABLATE=1, the ablate step" || fail "PAPER_ABLATE=1 at M: no ablate step"
+[ -n "$(at "ablate --record --what identity,mean,branch --mean-from train $R3/paper/")" ] && ok "at M with PAPER_ABLATE=1, the ablate step" || fail "PAPER_ABLATE=1 at M: no ablate step"
 sleep 1; touch "$R3/paper/.ablated" "$P3/data/meta.gp"
 plan tiny
 [ -z "$(at "ablate --record")" ] && ok "ablations newer than the grid: not planned again" ||
