@@ -273,6 +273,8 @@ static void record(h5log *log, const ablate_result *r, int64_t step, const char 
     h5log_attr_num(log, "/ablate", "base_loss", r->base);
     if (has_mean(r->kinds, r->n_kinds))
         h5log_attr_str(log, "/ablate", "mean_from", mean_train ? "train" : "scored");
+    else
+        h5log_attr_del(log, "/ablate", "mean_from"); /* an earlier record's */
     free(v);
 }
 

@@ -230,6 +230,9 @@ if command -v h5dump >/dev/null; then
     "inspect says the recorded mean is the training split's"
   expect_out "^  H_res := its token mean +[-+][0-9]" "inspect: the mean's line"
   ! grep -qE -- '-0\.0+( |$)' "$TMP/out" && ok "inspect: no -0.00000" || fail "inspect: $(grep -E -- '-0\.0+( |$)' "$TMP/out")"
+  "$S2HC" ablate --record "$TMP/runs/am" --what identity --batches 2 >/dev/null 2>&1
+  h5dump -A "$TMP/runs/am/run.h5" | grep -q '"replacements"' && ! h5dump -A "$TMP/runs/am/run.h5" | grep -q '"mean_from"' &&
+    ok "a record without the mean drops the earlier record's mean_from" || fail "/ablate's mean_from outlived its mean"
 fi
 # --record takes the run's lock: refused while another command holds it (a POSIX lock
 # here, which the run's open-file-description lock conflicts with), the run file untouched
