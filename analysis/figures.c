@@ -895,13 +895,16 @@ static void fig_jacobian(an_ctx *c, FILE *meta) {
  * ablate_methods (the variants with rows, drawn in that order), ablate_Lh,
  * ablate_all<j>_<p>: method j's row 0 in panel p (1: identity, 2: mean, 3: branch; NaN:
  * none), and ablate_in<p>: the j (from 1) of the methods with a number in panel p, the
- * lines it draws (a line of no point would be a gnuplot warning). plots/beyond_ablation.gp
- * draws the three panels. */
+ * lines it draws (a line of no point would be a gnuplot warning), and ablate_mean_from:
+ * where the mean panel's matrices were averaged, "train" (every run's record
+ * `--mean-from train`: held-out sequences), "scored" (every one over the sequences it
+ * scored; a record without the attribute is one), "mixed", or "" (no mean measured).
+ * plots/beyond_ablation.gp draws the three panels. */
 static void fig_ablate(an_ctx *c, FILE *meta) {
     enum { PANELS = 3 };
     static const int row_of[PANELS] = {0, 1, 3}; /* /ablate's rows: identity, mean, (uniform,) branch */
     char list[512] = "", in[PANELS][128] = {"", "", ""};
-    int Lh = 0, nm_count = 0;
+    int Lh = 0, nm_count = 0, mean_train = 0, mean_scored = 0;
     FILE *f = an_open(c->out, "data", "beyond_ablation.dat");
     if (!f) return;
     fprintf(f, "# method, sublayer (from 1; 0: every sublayer at once), rise in validation loss with H_res := I mean "
@@ -921,6 +924,11 @@ static void fig_ablate(an_ctx *c, FILE *meta) {
             cols = (int)d->row_dims[1];
             ds[k] = d;
             have[k++] = idx[j];
+            if (!isnan(an_series_get(d, (size_t)row_of[1] * cols + cols - 1))) { /* the mean measured */
+                const char *mf = h5log_get_attr_str(&c->rs->r[idx[j]].log, "/ablate", "mean_from");
+                if (mf && !strcmp(mf, "train")) mean_train++;
+                else mean_scored++;
+            }
         }
         if (!k || (!is_rc && c->rs->r[have[0]].n < 2)) continue;
         int any[PANELS] = {0, 0, 0};
@@ -955,6 +963,8 @@ static void fig_ablate(an_ctx *c, FILE *meta) {
     }
     an_close(f);
     fprintf(meta, "ablate_methods = \"%s\"\nablate_Lh = %d\n", list, Lh);
+    fprintf(meta, "ablate_mean_from = \"%s\"\n", mean_train && mean_scored ? "mixed" : mean_train ? "train"
+                                                  : mean_scored ? "scored" : "");
     for (int p = 0; p < PANELS; p++) fprintf(meta, "ablate_in%d = \"%s\"\n", p + 1, in[p]);
 }
 

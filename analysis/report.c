@@ -103,8 +103,9 @@ static const an_figure figures[] = {
      "(Fig 1 left, Fig 9); it does not measure what the mixing contributes to the loss, nor how the methods spread "
      "the work over the sublayers.",
      "Rise in validation loss when one sublayer's H_res is replaced, for every token, by the identity (left) or by its "
-     "own average over the tokens (middle), or when the sublayer's output is left out (right: RC too, its one "
-     "ablation), against the sublayer (from 1), a line per method, mean ± std over the seeds that measured it (s2hc "
+     "own average over the tokens (middle: over held-out training sequences where recorded with --mean-from train, as "
+     "make paper records them, else over the sequences scored; the panel's title says which), or when the "
+     "sublayer's output is left out (right: RC too, its one ablation), against the sublayer (from 1), a line per method, mean ± std over the seeds that measured it (s2hc "
      "ablate --record, on the run's validation split: the same sequences as the unablated loss); the key gives the "
      "rise with every sublayer ablated at once. The first sublayer reads n copies of the embedding and the last "
      "one's streams are summed, so a replacement whose rows (columns) sum to 1 leaves them as they were: a rise of "

@@ -14,6 +14,12 @@ M = words(ablate_methods)
 # method j's rise with every sublayer ablated at once, in panel p (meta.gp's ablate_all<j>_<p>)
 all(j, p) = value(sprintf("ablate_all%d_%d", j, p))
 key(j, p) = label(word(ablate_methods, j)).(all(j, p) == all(j, p) ? sprintf(" (all: %+.3g)", all(j, p)) : "")
+# the middle panel's matrices: averaged over held-out training sequences (s2hc ablate
+# --mean-from train, as make paper records them) or over the sequences scored
+mean_from = exists("ablate_mean_from") ? ablate_mean_from : ""
+mean_title = mean_from eq "train" ? "H_{res} := its average over held-out tokens (no dynamics)" \
+           : mean_from eq "mixed" ? "H_{res} := its average over the tokens (held out in some runs)" \
+           : "H_{res} := its average over the tokens (no dynamics)"
 do for [fmt in "png svg"] {
   reset
   eval term(fmt)
@@ -24,7 +30,7 @@ do for [fmt in "png svg"] {
     set multiplot layout 1, 3 title sprintf("Beyond: the loss's rise with one sublayer ablated (%s, %s; mean ± std over seeds)", scale, corpus) font ",12"
     do for [p = 1:3] {
       reset
-      set title (p == 1 ? "H_{res} := I (no mixing)" : p == 2 ? "H_{res} := its average over the tokens (no dynamics)" \
+      set title (p == 1 ? "H_{res} := I (no mixing)" : p == 2 ? mean_title \
                  : "the sublayer's output left out (f := 0)")
       set xlabel "sublayer"; set ylabel "Δ validation loss (nats/token)"
       set grid; set key top left font ",9"

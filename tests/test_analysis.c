@@ -212,6 +212,7 @@ typedef struct {
     int ablate_rows;  /* nonzero: /ablate/delta of (ablate_rows, 2 n_layer + 1): row r, column c is ablate_v + r +
                          c / 100 (rc: rows 0..2 NaN, as s2hc ablate --record writes an rc run's branch row) */
     double ablate_v;
+    const char *ablate_mean_from; /* /ablate's attribute mean_from (NULL: none, as before it existed) */
 } synth;
 
 static void write_run(const char *dir, const synth *s) {
@@ -365,6 +366,7 @@ static void write_run(const char *dir, const synth *s) {
             for (size_t k = 0; k < cols; k++)
                 v[r * cols + k] = !strcmp(s->method, "rc") && r < 3 ? NAN : s->ablate_v + r + (double)k / 100;
         h5log_static_set(&log, "/ablate/delta", H5LOG_F64, 2, ad, v, "ablate delta");
+        if (s->ablate_mean_from) h5log_attr_str(&log, "/ablate", "mean_from", s->ablate_mean_from);
         free(v);
     }
     char path[1600];
@@ -847,8 +849,40 @@ static void test_ablation_rows(void) {
     CHECK(strstr(m, "ablate_methods = \"rc s2hc\"\n") && strstr(m, "ablate_Lh = 4\n") &&
               strstr(m, "ablate_in1 = \"2\"\n") && strstr(m, "ablate_in2 = \"2\"\n") &&
               strstr(m, "ablate_in3 = \"1 2\"\n") && strstr(m, "ablate_all1_1 = NaN\n") &&
-              strstr(m, "ablate_all1_3 = 3.54\n") && strstr(m, "ablate_all2_3 = 3.34\n"),
+              strstr(m, "ablate_all1_3 = 3.54\n") && strstr(m, "ablate_all2_3 = 3.34\n") &&
+              strstr(m, "ablate_mean_from = \"scored\"\n"),
           "meta.gp's ablation keys:\n%s", m);
+}
+
+/* meta.gp's ablate_mean_from, what the mean panel's title says: "train" when every record
+ * with the mean took it over the training split, "mixed" beside a record over the scored
+ * sequences (or one without the attribute, which is one), rc's record (no mean) not
+ * counted. */
+static void test_ablation_mean_from(void) {
+    synth runs[] = {
+        {.method = "rc", .n = 1, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "r1",
+         .ablate_rows = 4, .ablate_v = 0.5, .ablate_mean_from = "scored"},
+        {.method = "s2hc", .n = 4, .seed = 1, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "s1",
+         .ablate_rows = 4, .ablate_v = 0.1, .ablate_mean_from = "train"},
+        {.method = "s2hc", .n = 4, .seed = 2, .steps = 20, .loss0 = 3, .val = 2.9, .tps = 100, .name = "s2",
+         .ablate_rows = 4, .ablate_v = 0.3, .ablate_mean_from = "train"}};
+    static const struct { const char *second, *want; } c[] = {{"train", "train"}, {"scored", "mixed"}, {NULL, "mixed"}};
+    for (int i = 0; i < 3; i++) {
+        char out[400], p[600], name[32];
+        runs[2].ablate_mean_from = c[i].second;
+        snprintf(name, sizeof name, "ablmf%d", i);
+        analyze_set(name, runs, 3, out, sizeof out);
+        snprintf(p, sizeof p, "%s/data/meta.gp", out);
+        char want[64];
+        snprintf(want, sizeof want, "ablate_mean_from = \"%s\"\n", c[i].want);
+        CHECK(strstr(slurp(p), want) != NULL, "the second seed's mean from %s: want %s in\n%s",
+              c[i].second ? c[i].second : "(no attribute)", want, slurp(p));
+    }
+    /* rc's record alone: no mean measured */
+    char out[400], p[600];
+    analyze_set("ablmf_rc", runs, 1, out, sizeof out);
+    snprintf(p, sizeof p, "%s/data/meta.gp", out);
+    CHECK(strstr(slurp(p), "ablate_mean_from = \"\"\n") != NULL, "rc alone: no mean:\n%s", slurp(p));
 }
 
 /* Throughput runs alone: no method has a comparison run, and summary.txt's seeds per
@@ -2265,6 +2299,7 @@ int main(void) {
     T_RUN(test_runs_table_divergences);
     T_RUN(test_number_format_edges);
     T_RUN(test_ablation_rows);
+    T_RUN(test_ablation_mean_from);
     T_RUN(test_recipe_rows_beyond_lr);
     T_RUN(test_corpus_common_prefix);
     T_RUN(test_throughput_long_scale);
