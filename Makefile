@@ -3,12 +3,17 @@
 #   make deps         install the Debian packages the project needs (idempotent)
 #   make test         build and run the whole test suite
 #   make test SAN=1   the suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make coverage     the suite with gcov's counters (COVERAGE=1): lines run per C file
 #   make paper        deps, build, data, train (see README)
 CC      ?= gcc
 ifeq ($(CC),cc)
 CC := gcc
 endif
 SAN     ?= 0
+COVERAGE ?= 0
+ifeq ($(SAN)$(COVERAGE),11)
+$(error SAN=1 and COVERAGE=1 are separate builds: give one)
+endif
 # The target: its multiarch triplet (x86_64-linux-gnu, aarch64-linux-gnu), where Debian
 # keeps OpenBLAS's flavours. A cross build (a CC for another architecture than this
 # machine's, e.g. CC=aarch64-linux-gnu-gcc SYSROOT=/path/to/an/arm64/root) has a build
@@ -26,6 +31,11 @@ endif
 # under UBSan there) and its suite runs ~10 % longer (docs/performance.md, log item 34).
 ifeq ($(SAN),1)
 OPT     ?= -O1 -march=native
+endif
+# The coverage build at -O0: every line of the source keeps its own code, so gcov's
+# counts are the lines' own (at -O2 inlined and merged code counts elsewhere).
+ifeq ($(COVERAGE),1)
+OPT     ?= -O0 -march=native
 endif
 OPT     ?= -O2 -march=native
 # BLAS_DIR as the programs find it at run time (their RPATH); the linker and the compiler
@@ -81,6 +91,16 @@ CFLAGS  += -fsanitize=$(SAN_CHECKS) -fno-omit-frame-pointer -fno-sanitize-recove
 LDFLAGS += -fsanitize=$(SAN_CHECKS)
 endif
 
+# COVERAGE=1: everything built with gcov's counters (--coverage) in a folder of its own,
+# build-cov (its program build-cov/s2hc); each run of a program adds to the .gcda files
+# beside its objects. `make coverage` runs the suite so and prints the lines and functions
+# each C file of the library ran (tests/coverage.py; README, "Two commands").
+ifeq ($(COVERAGE),1)
+BUILD := $(BUILD:build%=build-cov%)
+CFLAGS  += --coverage
+LDFLAGS += --coverage
+endif
+
 # The compiler that built the objects, and its code generation flags: after a build by
 # another CC (make CC=clang after a gcc build) or with other OPT (make OPT='-O2
 # -march=x86-64' for a portable binary, after a -march=native one) every object compiles
@@ -120,7 +140,7 @@ TEST_OBJ  := $(TEST_BIN:%=%.o)
 DTEST_OBJ := $(DTEST_BIN:%=%.o)
 
 BIN := bin/s2hc
-ifneq ($(SAN)$(CROSS),0)
+ifneq ($(SAN)$(CROSS)$(COVERAGE),00)
 BIN := $(BUILD)/s2hc
 endif
 
@@ -131,7 +151,7 @@ endif
 .SECONDARY: $(DBL_OBJ) $(LIB_OBJ) $(BUILD)/harness/main.o $(TEST_OBJ) $(DTEST_OBJ)
 # AdamW's square roots in vector code (kernels/cpu/vecops.c says why)
 $(BUILD)/kernels/cpu/vecops.o $(BUILD)/dbl/kernels/cpu/vecops.o: CFLAGS += -fno-math-errno
-.PHONY: all deps test test-san clean data tests-build
+.PHONY: all deps test test-san coverage clean data tests-build
 all: $(BIN)
 
 $(BIN): $(BUILD)/harness/main.o $(LIB_OBJ)
@@ -202,11 +222,21 @@ test: tests-build
 test-san:
 	@$(MAKE) --no-print-directory test SAN=1
 
+# The suite in the coverage build, from zeroed counters, then the summary: lines and
+# functions run per file of harness/, analysis/, probes/ and kernels/cpu/ and per folder,
+# the union over every object that compiles a file (the double-precision ones too).
+# tests/coverage.py FILE... lists a file's lines never run. Exits non-zero when a test
+# failed (the summary printed all the same). TESTS as for make test.
+coverage:
+	@$(MAKE) --no-print-directory tests-build COVERAGE=1
+	@find build-cov -name '*.gcda' -delete
+	@$(MAKE) --no-print-directory test COVERAGE=1; rc=$$?; tests/coverage.py --build build-cov; exit $$rc
+
 data: $(BIN)
 	$(BIN) data prepare
 
 clean:
-	rm -rf build build-san build-*-linux-* build-san-*-linux-* bin
+	rm -rf build build-san build-cov build-*-linux-* build-san-*-linux-* build-cov-*-linux-* bin
 
 # Training across processes (harness/dist.c) when OpenMPI's development files are
 # installed (make deps); without them, or in the sanitizer build (OpenMPI's own

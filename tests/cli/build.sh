@@ -9,7 +9,9 @@
 cd "$(dirname "$0")/../.." || exit 1
 . tests/cli/lib.sh
 B=${BUILD:-build}
+# the make arguments of the build under test (the sanitizer's, the coverage build's)
 SANARG=; san_build && SANARG=SAN=1
+case "$B" in build-cov*) SANARG=COVERAGE=1 ;; esac
 n=$(ls "$B"/dbl/harness/*.o "$B"/dbl/kernels/cpu/*.o 2>/dev/null | wc -l)
 [ "$n" -ge 5 ] && ok "the double-precision objects are kept after the build ($n)" \
   || fail "the double-precision objects were deleted after the build ($n left)"
