@@ -417,6 +417,80 @@ static void test_validation_errors(void) {
     expect_error("base: base.yaml\nsweep: {train.seed: [1]}\nname: \"a\xff\"\n", "bad.yaml:3:9: invalid leading UTF-8 octet (byte 0xff)");
 }
 
+/* The grid file's other shapes a hand-written grid gets wrong: each refused with rc 2 and
+ * its file, line, column and (where there is one) key; and --set pins that are no KEY=VALUE
+ * or name what the grid sets itself. */
+static void test_validation_errors_shapes(void) {
+    const char *S = "base: base.yaml\nsweep: {train.seed: [1]}\n"; /* lines 1-2 of most below */
+    char t[1024];
+#define WITH(rest) (snprintf(t, sizeof t, "%s%s", S, rest), t)
+    expect_error("[1, 2]\n", "bad.yaml:1:1: a grid file is a mapping with sweep:, and base: or preset:");
+    expect_error(WITH("base: base.yaml\n"), "bad.yaml:3:1: duplicate grid key 'base' (first at 1:1)");
+    expect_error("base: [a.yaml]\nsweep: {train.seed: [1]}\n", "bad.yaml:1:7: base: expected a single value, got a list");
+    expect_error(WITH("include: {train.seed: 2}\n"), "bad.yaml:3:10: include: expected a list of mappings");
+    expect_error(WITH("exclude: 3\n"), "bad.yaml:3:10: exclude: expected a list of mappings");
+    expect_error(WITH("override: {when: {train.seed: 1}}\n"),
+                 "bad.yaml:3:11: override: expected a list of {when: {...}, set: {...}}");
+    expect_error(WITH("override:\n  - when: {train.seed: 1}\n"),
+                 "bad.yaml:4:5: override: each entry needs when: {...} and set: {...}");
+    expect_error(WITH("override:\n  - when: {train.seed: 1}\n    set: {preset: tiny}\n"),
+                 "bad.yaml:5:11: key 'preset': a preset cannot be set here (set it at the top level or sweep it)");
+    expect_error("base: base.yaml\nsweep:\n  train.seed: {a: 1}\n",
+                 "bad.yaml:3:15: key 'train.seed': a sweep value must be a list of alternatives, e.g. [1, 2]");
+    expect_error(WITH("include:\n  - {train.seed: {a: 1}}\n"),
+                 "bad.yaml:4:18: key 'train.seed': expected a value or a list of values, got a mapping");
+    expect_error("base: base.yaml\nsweep:\n  train.seed: []\n", "bad.yaml:3:15: key 'train.seed': an empty list of values");
+    expect_error(WITH("set: [train.lr]\n"), "bad.yaml:3:6: set: must be a mapping of config keys to values");
+    expect_error(WITH("set:\n  train.lr: 0.1\n  train.lr: 0.2\n"), "bad.yaml:5:3: key 'train.lr': duplicate key (first at 4:13)");
+    expect_error(WITH("set: {zzqqxxww.vv: 1}\n"), "bad.yaml:3:7: key 'zzqqxxww.vv': not a config key (`s2hc config` lists them)");
+    expect_error(WITH("set: {run.out: elsewhere}\n"), "bad.yaml:3:7: key 'run.out': the runs directory is the grid's out: key");
+    expect_error(WITH("set:\n  ? [train.lr]\n  : 1\n"), "bad.yaml:4:5: expected a config key such as train.lr");
+    expect_error(WITH("set: {train.lr: {a: 1}}\n"), "bad.yaml:3:17: key 'train.lr': expected a single value, got a mapping");
+    expect_error(WITH("set: {data.ood: [synth, [other]]}\n"),
+                 "bad.yaml:3:25: key 'data.ood': expected a list of names, got a list as an item");
+    expect_error(WITH("slurm: [1]\n"), "bad.yaml:3:8: slurm: expected a mapping (partition, time, gpus, cpus, mem,");
+    expect_error(WITH("slurm: {cpus: many}\n"), "bad.yaml:3:15: slurm.cpus: expected a whole number in [0, 4096], got 'many'");
+    expect_error(WITH("slurm: {gpus: 1025}\n"), "bad.yaml:3:15: slurm.gpus: expected a whole number in [0, 1024], got '1025'");
+    expect_error(WITH("slurm: {time: [1]}\n"), "bad.yaml:3:15: slurm.time: expected a single value, got a list");
+    expect_error(WITH("name: \"a}b\"\n"), "bad.yaml:3:7: name: a '}' without its '{'");
+    expect_error(WITH("name: \"a{train.seed\"\n"), "bad.yaml:3:7: name: a '{' without its '}'");
+    expect_error(WITH("name: \"a{}\"\n"), "bad.yaml:3:7: name: an empty {} (write {KEY}, {preset} or {index})");
+    expect_error(WITH("name: \"x{run.out}\"\n"), "bad.yaml:3:7: key 'run.out': in name: set by the grid itself");
+    /* nesting past the config's limit: refused before libyaml recurses through it */
+    char deep[4096];
+    int k = snprintf(deep, sizeof deep, "base: base.yaml\nsweep: {train.seed: [1]}\nset: {train.lr: ");
+    for (int i = 0; i < CONFIG_YAML_MAX_DEPTH + 4; i++) deep[k++] = '[';
+    deep[k++] = '1';
+    for (int i = 0; i < CONFIG_YAML_MAX_DEPTH + 4; i++) deep[k++] = ']';
+    snprintf(deep + k, sizeof deep - (size_t)k, "}\n");
+    expect_error(deep, "bad.yaml:3:");
+    CHECK(strstr(captured, "values nested more than 64 deep") != NULL, "deep nesting: %s", captured);
+#undef WITH
+    /* --set pins: KEY=VALUE, a config key, not one the grid sets itself */
+    const char *bad_pins[][2] = {
+        {"train.steps", "--set train.steps: expected KEY=VALUE, e.g. --set train.steps=50 or --set preset=small"},
+        {"=5", "--set =5: expected KEY=VALUE"},
+        {"zzqqxxww.vv=1", "--set zzqqxxww.vv=1: key 'zzqqxxww.vv': not a config key"},
+        {"run.name=x", "--set run.name=x: key 'run.name': set by the grid (name: template, out: or --out)"},
+        {"run.out=/tmp/x", "--set run.out=/tmp/x: key 'run.out': set by the grid (name: template, out: or --out)"},
+    };
+    for (size_t i = 0; i < sizeof bad_pins / sizeof bad_pins[0]; i++) {
+        grid_spec g;
+        grid_point *p;
+        int n;
+        const char *pin[1] = {bad_pins[i][0]};
+        capture_begin();
+        int rc = load_grid("pins.yaml", S, &g, &p, &n, pin, 1);
+        capture_end();
+        CHECK(rc == 2, "--set %s: rc %d", pin[0], rc);
+        CHECK(strstr(captured, bad_pins[i][1]) != NULL, "--set %s: wanted '%s', got: %s", pin[0], bad_pins[i][1], captured);
+        if (rc == 0) {
+            grid_points_free(p, n);
+            grid_free(&g);
+        }
+    }
+}
+
 /* ---- run directories and index.csv ---------------------------------------------------- */
 
 /* A run file as `s2hc train` leaves it: status, config, losses, throughput, OOD ppl.
@@ -1309,6 +1383,7 @@ int main(void) {
     T_RUN(test_index_stability);
     T_RUN(test_pins);
     T_RUN(test_validation_errors);
+    T_RUN(test_validation_errors_shapes);
     T_RUN(test_exclude_lists_and_pin_order);
     T_RUN(test_states_and_index);
     T_RUN(test_partial_and_index_columns);

@@ -57,7 +57,43 @@ expect_status 2 "a UTF-16 config" -- "$S2HC" train "$TMP/u16.yaml" --set run.out
 expect_out "u16.yaml:1:1: .*UTF-8" "names the file and says UTF-8"
 expect_status 2 "the training corpus out of domain too" -- "$S2HC" train "$cfg" --set data.train=kjv --set train.warmup=1 --set run.out="$TMP/runs"
 expect_out "key 'data.ood': 'kjv' is the training corpus" "names data.ood and the corpus"
+# the file's shape: a section name no section is near, a section or key name that is not
+# text (a YAML complex key), a list key past its most items (in the file and in --set)
+printf 'model:\n  n_layer: 2\nzzqqxx:\n  a: 1\n' > "$cfg"
+expect_status 2 "a section no section is near exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
+expect_out "bad.yaml:3:1: key 'zzqqxx': unknown section; the sections are model, residual, train" "names it and lists the sections"
+printf 'model:\n  n_layer: 2\n? [a, b]\n: 1\n' > "$cfg"
+expect_status 2 "a list as a section name exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
+expect_out "bad.yaml:3:3: expected a section name, got a list" "names line and column and what it got"
+printf 'model:\n  n_layer: 2\n  ? {a: 1}\n  : 1\n' > "$cfg"
+expect_status 2 "a mapping as a key name exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
+expect_out "bad.yaml:3:5: key 'model': expected a key name, got a mapping" "names the section and what it got"
+printf 'data:\n  ood: [a, b, c, d, e, f, g, h, i]\n' > "$cfg"
+expect_status 2 "data.ood of 9 corpora exits 2" -- "$S2HC" train "$cfg" --set run.out="$TMP/runs"
+expect_out "bad.yaml:2:[0-9]+: key 'data.ood': too many items: at most 8 allowed" "names the key and its most items"
+printf 'train:\n  steps: 10\n' > "$cfg"
+expect_status 2 "--set data.ood of 9 corpora exits 2" -- "$S2HC" train "$cfg" --set "data.ood=[a,b,c,d,e,f,g,h,i]" --set run.out="$TMP/runs"
+expect_out "^s2hc: error: --set data.ood=.*key 'data.ood': too many items: at most 8 allowed" "--set: names the key and its most items"
+# text values: a character a YAML file cannot hold literally (U+2028, the byte order mark
+# U+FEFF: three-byte UTF-8) is refused naming the key; other three- and four-byte UTF-8
+# is a path's like any (the config's resolved text then holds it: config_to_yaml writes it back)
+for c in '\xe2\x80\xa8' '\xef\xbb\xbf'; do
+  expect_status 2 "run.out holding $c exits 2" -- "$S2HC" train "$cfg" --set "run.out=$TMP/runs$(printf "$c")x"
+  expect_out "key 'run.out': '.*' contains a control character" "$c: names the key and says why"
+done
 [ ! -e "$TMP/runs" ] && ok "nothing written on config errors" || fail "a run directory was created"
+make_synth_data "$TMP/data"
+u=$(printf '\xe2\x82\xac\xf0\x9f\x90\x88')
+cat > "$TMP/utf8.yaml" <<YAML
+model: {n_layer: 1, n_head: 1, n_embd: 8, block_size: 8}
+train: {batch: 2, steps: 1, warmup: 1, eval_every: 1, eval_batches: 1, threads: 1}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: u, out: "$TMP/runs-$u"}
+probe: {every: 0, final_samples: 0}
+YAML
+expect_status 0 "a run.out of three- and four-byte UTF-8 is taken" -- "$S2HC" train "$TMP/utf8.yaml" --quiet
+[ -s "$TMP/runs-$u/u/run.h5" ] && ok "the run is written under it" || fail "no run under $TMP/runs-$u: $(ls -A "$TMP")"
+rm -rf "$TMP/runs-$u"
 expect_status 2 "unknown command exits 2" -- "$S2HC" frobnicate
 expect_status 0 "help exits 0" -- "$S2HC" --help
 expect_out "example" "help shows an example"
