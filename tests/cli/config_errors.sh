@@ -159,6 +159,10 @@ expect_status 1 "runs -- -odd-run: a run folder" -- "$S2HC" runs -- -odd-run
 expect_out "^s2hc: error: -odd-run: " "runs names it"
 expect_status 1 "report -- -odd-run: passed on to analyze as a run" -- "$S2HC" report --no-plots -o "$TMP/rep" -- -odd-run
 expect_out "^s2hc: error: -odd-run: " "report names it"
+expect_status 2 "report of no runs" -- "$S2HC" report --no-plots -o "$TMP/rep-none"
+expect_out "^s2hc: error: no runs given$" "report says it has no runs"
+expect_out "^usage: s2hc report" "and shows its usage"
+[ ! -e "$TMP/rep-none" ] && ok "report of no runs writes nothing" || fail "report of no runs wrote $TMP/rep-none"
 expect_status 2 "train -- --help: a config file named --help" -- "$S2HC" train -- --help
 expect_out "^s2hc: error: --help: cannot read" "train names the file"
 expect_status 2 "grid -- -odd.yaml" -- "$S2HC" grid --list -- -odd.yaml

@@ -36,6 +36,12 @@ expect_rc 2 "--only twice" "$BIN" data prepare --only kjv --only=fortunes --dir 
 grep -q "'kjv', then 'fortunes'" "$TMP/err" && ok || bad "--only twice: $(cat "$TMP/err")"
 [ ! -e "$TMP/d" ] && ok || bad "--only twice wrote something"
 
+# a --dir that cannot be made (under a plain file): exit 1, naming it and why
+touch "$TMP/plain"
+awk 'BEGIN{for(i=0;i<3000;i++) printf "the cat sees a dog. "}' > "$TMP/small.txt"
+expect_rc 1 "data import into a --dir under a plain file" "$BIN" data import "$TMP/small.txt" --name x --dir "$TMP/plain/d"
+grep -q "cannot create $TMP/plain/d: Not a directory" "$TMP/err" && ok || bad "import --dir under a file: $(cat "$TMP/err")"
+
 # a missing package: exit 1, names the package and `make deps`, writes nothing
 mkdir -p "$TMP/empty"
 expect_rc 1 "missing package" env S2HC_DATA_ROOT="$TMP/empty" "$BIN" data prepare --only kjv --dir "$TMP/d"

@@ -193,4 +193,29 @@ assert r["status"] == "running" and abs(e - (100000 - s) * w / s) <= 1e-9 * e, r
 kill -TERM $live; wait $live
 expect_status 0 "runs of the interrupted training" -- "$S2HC" runs "$R/live"
 grep -Eq "^$R/live .* stopped " "$TMP/out" && ok "interrupted: stopped" || fail "live after TERM: $(cat "$TMP/out")"
+# the scale column: a preset's name where the model is that preset's (tiny: 2 layers, 2
+# heads, 64 channels, 64 tokens), else L<layers>-C<channels>-T<tokens>
+cat > "$TMP/p.yaml" <<YAML
+model: {n_layer: 2, n_head: 2, n_embd: 64, block_size: 64}
+residual: {method: identity, n_streams: 2}
+train: {batch: 2, steps: 1, warmup: 1, eval_every: 1, eval_batches: 1, threads: 1}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: p, out: $TMP/runs3}
+probe: {every: 0, final_samples: 0}
+YAML
+"$S2HC" train "$TMP/p.yaml" --quiet >/dev/null 2>&1
+"$S2HC" train "$TMP/p.yaml" --quiet --set model.n_head=4 --set run.name=h4 >/dev/null 2>&1
+expect_status 0 "runs of a tiny-preset model and one that differs in heads" -- "$S2HC" runs "$TMP/runs3/p" "$TMP/runs3/h4" "$R/a" --csv
+[ "$(cut -d, -f5 "$TMP/out" | tail -n +2 | tr '\n' ' ')" = "tiny L2-C64-T64 L1-C32-T32 " ] \
+  && ok "scale: the preset's name only where every dimension is the preset's" || fail "scale column: $(cat "$TMP/out")"
+# --key: 32 keys at most (the 33rd refused, naming the limit); an unknown option refused
+all=$("$S2HC" config | awk '/^  [a-z]+\.[a-z_0-9]+ /{print $1}')
+k32=$(echo "$all" | head -n 32 | paste -sd,); k33=$(echo "$all" | head -n 33 | paste -sd,)
+expect_status 0 "runs --key of 32 keys" -- "$S2HC" runs "$R/a" --key "$k32" --csv
+[ "$(head -1 "$TMP/out" | tr ',' '\n' | wc -l)" = 48 ] && ok "--key: 32 columns after the 16" || fail "--key 32: $(head -1 "$TMP/out")"
+expect_status 2 "runs --key of 33 keys" -- "$S2HC" runs "$R/a" --key "$k33"
+expect_out "^s2hc: error: --key: at most 32 keys$" "says the limit"
+expect_status 2 "runs --bogus" -- "$S2HC" runs "$R/a" --bogus
+expect_out "unknown option '--bogus'" "names the option"
+expect_out "^usage: s2hc runs" "and shows the usage"
 finish runs_cli

@@ -880,4 +880,31 @@ for c in eval probe inspect sample export; do
   expect_out "a run directory path of ${#lp2} bytes, longer than 1024" "$c says the path's length and the limit"
 done
 rm -rf "$TMP/lp"
+# the command line: one config file; a --set without '='; a run folder that cannot be made
+# (run.out under a plain file): each refused with its reason, nothing written
+expect_status 2 "train of two config files is refused" -- "$S2HC" train "$TMP/t.yaml" "$TMP/t.yaml" --set run.name=two
+expect_out "train: one config file only \('$TMP/t.yaml'\)" "names the second file"
+expect_status 2 "--set without '=' is refused" -- "$S2HC" train "$TMP/t.yaml" --set train.steps --set run.name=noeq
+expect_out "--set train.steps: expected KEY=VALUE" "names the --set"
+touch "$TMP/plain"
+expect_status 1 "a run.out under a plain file fails" -- "$S2HC" train "$TMP/t.yaml" --set run.out="$TMP/plain/runs" --quiet
+expect_out "cannot create $TMP/plain/runs/tour: Not a directory" "names the folder and why"
+[ ! -e "$TMP/runs/two" ] && [ ! -e "$TMP/runs/noeq" ] && ok "nothing written by the refused trainings" \
+  || fail "refused trainings left: $(ls "$TMP/runs")"
+# a run folder whose run.h5 is some other HDF5 file (no 'config' attribute) beside a real
+# checkpoint: the commands that open a run say so, exit 1, and write nothing there
+if command -v h5mkgrp >/dev/null; then
+  mkdir -p "$TMP/alien"
+  cp "$TMP/runs/tour/ckpt.h5" "$TMP/alien/"
+  h5mkgrp "$TMP/alien/run.h5" /train
+  sums=$(md5sum "$TMP/alien/"* | sort)
+  for c in eval probe export sample; do
+    expect_status 1 "$c of a run.h5 without its config" -- "$S2HC" $c "$TMP/alien"
+    expect_out "$TMP/alien/run.h5: no root attribute 'config' \(not a run file of s2hc train\?\)" "$c: names the file and what it lacks"
+  done
+  # (the run lock, .train.lock, as every command that opens a run leaves it)
+  [ "$(md5sum "$TMP/alien/"* | sort)" = "$sums" ] && [ "$(ls "$TMP/alien" | tr '\n' ' ')" = "ckpt.h5 run.h5 " ] \
+    && ok "nothing written in that folder" || fail "the folder changed: $(ls -A "$TMP/alien")"
+  rm -rf "$TMP/alien"
+fi
 finish train_cli
