@@ -466,6 +466,16 @@ static void test_validation_errors_shapes(void) {
     expect_error(deep, "bad.yaml:3:");
     CHECK(strstr(captured, "values nested more than 64 deep") != NULL, "deep nesting: %s", captured);
 #undef WITH
+    /* a product past 100000 points (50 x 50 x 50): refused as a likely typo, before expanding */
+    static char big[4096];
+    int b = snprintf(big, sizeof big, "base: base.yaml\nsweep:\n");
+    const char *axes[] = {"train.seed", "train.steps", "train.eval_every"};
+    for (int a = 0; a < 3; a++) {
+        b += snprintf(big + b, sizeof big - (size_t)b, "  %s: [", axes[a]);
+        for (int v = 1; v <= 50; v++) b += snprintf(big + b, sizeof big - (size_t)b, "%s%d", v > 1 ? ", " : "", 100 + v);
+        b += snprintf(big + b, sizeof big - (size_t)b, "]\n");
+    }
+    expect_error(big, "bad.yaml:3:3: more than 100000 points: is a list too long?");
     /* --set pins: KEY=VALUE, a config key, not one the grid sets itself */
     const char *bad_pins[][2] = {
         {"train.steps", "--set train.steps: expected KEY=VALUE, e.g. --set train.steps=50 or --set preset=small"},

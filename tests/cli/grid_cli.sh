@@ -459,6 +459,9 @@ grep -Eq "^ +\|   [a-z_0-9]+: [^ ]+$" "$TMP/out" && fail "config lines shown as 
   && ok "index.csv: diverged, exit code 3" || fail "index.csv: $(grep s2hc-n4 "$V/index.csv")"
 expect_status 1 "the next runner skips the diverged point and counts it" -- "$S2HC" grid $G "${D[@]}" --out "$V" -j 2
 expect_out "2/3 finished, 0 failed, 1 diverged" "the others finish, the diverged one stays"
+expect_status 0 "--dry-run after it" -- "$S2HC" grid $G "${D[@]}" --out "$V" --dry-run
+expect_out "^ +1 +s2hc-n4-s1337: skip: diverged at step 5 \(remove its directory to retry\)$" "--dry-run: the diverged point skipped, its step and how to retry"
+expect_out "would run 0 .*skip 3, refuse 0, fail 0" "and counted with the finished ones as skipped"
 # a longer train.steps does not make a diverged point one to extend: --extend would go on
 # from its last checkpoint under the longer schedule and record it finished, its
 # divergence gone (it did so, from step 0 here: the run had saved no checkpoint)

@@ -206,4 +206,15 @@ expect_out "trained on token ids .*give the prompt as ids with --ids" "points to
 expect_status 0 "and --ids from the export" -- "$S2HC" sample "$TMP/i256.safetensors" --ids --prompt "7 14" \
   --tokens 3 --temperature 0
 grep -Eq '^7 14( [0-9]+){3} $' "$TMP/out" && ok "ids out of the export" || fail "sample --ids of i256.safetensors: $(cat "$TMP/out")"
+# --ids: a prompt without a token id (blanks only), given or from a file, is refused naming it
+expect_status 2 "--ids of a blank --prompt" -- "$S2HC" sample "$R" --ids --prompt ' ' --tokens 2
+expect_out "^s2hc: error: sample: --prompt holds no token id$" "names --prompt"
+printf '  \n' > "$TMP/blank.ids"
+expect_status 2 "--ids of a blank --prompt-file" -- "$S2HC" sample "$R" --ids --prompt-file "$TMP/blank.ids" --tokens 2
+expect_out "^s2hc: error: sample: $TMP/blank.ids holds no token id$" "names the file"
+# inspect --history of this run, trained without probes (probe.every 0, no final probe):
+# says so and how to get them, exit 1
+expect_status 1 "inspect --history of a run without probes" -- "$S2HC" inspect "$R" --history dist
+expect_out "$R/run.h5 holds no probes \(/probe or /final\); train with probe.every > 0 or run .s2hc probe $R." \
+  "says it has no probes and how to get them"
 finish sample_cli
