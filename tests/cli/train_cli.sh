@@ -907,4 +907,28 @@ if command -v h5mkgrp >/dev/null; then
     && ok "nothing written in that folder" || fail "the folder changed: $(ls -A "$TMP/alien")"
   rm -rf "$TMP/alien"
 fi
+# a checkpoint that cannot be written (past the file-size limit, ulimit -f: a full disk's
+# error as the write sees it): exit 1 naming ckpt.h5 and why, the previous checkpoint kept
+# byte for byte, no temporary file left; --resume then goes on from that checkpoint and
+# ends with each step logged once
+cat > "$TMP/fsz.yaml" <<YAML
+model: {n_layer: 2, n_head: 2, n_embd: 64, block_size: 32}
+residual: {method: s2hc, n_streams: 4}
+train: {batch: 2, steps: 4, warmup: 1, eval_every: 2, eval_batches: 1, ckpt_every: 2, threads: 1}
+data: {dir: $TMP/data, train: synth, ood: []}
+run: {name: fsz, out: $TMP/runs}
+probe: {every: 0, final_samples: 0}
+YAML
+expect_status 130 "a run stopped at its step-2 checkpoint (as interrupted)" -- "$S2HC" train "$TMP/fsz.yaml" --quiet --stop-after 2
+cp "$TMP/runs/fsz/ckpt.h5" "$TMP/fsz.ckpt"
+ck=$(stat -c %s "$TMP/fsz.ckpt")
+expect_status 1 "--resume whose checkpoint write fails" -- bash -c "ulimit -f $(( ck / 2048 )); exec \"\$0\" train \"\$1\" --resume --quiet" "$S2HC" "$TMP/fsz.yaml"
+expect_out "s2hc: error: $TMP/runs/fsz/ckpt.h5: cannot save checkpoint \(writing $TMP/runs/fsz/ckpt.h5.tmp\): .*File too large" \
+  "names the checkpoint and the reason"
+cmp -s "$TMP/runs/fsz/ckpt.h5" "$TMP/fsz.ckpt" && ok "the step-2 checkpoint is kept as it was" || fail "ckpt.h5 changed by the failed save"
+ls "$TMP/runs/fsz/"*.tmp >/dev/null 2>&1 && fail "a temporary file left: $(ls "$TMP/runs/fsz")" || ok "no temporary file left"
+expect_status 0 "--resume after the failed save" -- "$S2HC" train "$TMP/fsz.yaml" --resume --quiet
+[ "$(h5dump -d /train/step "$TMP/runs/fsz/run.h5" 2>/dev/null | sed -n 's/^ *(0): \([0-9, ]*\)$/\1/p')" = "1, 2, 3, 4" ] \
+  && h5dump -a /status "$TMP/runs/fsz/run.h5" 2>/dev/null | grep -q '"finished"' \
+  && ok "it finishes with steps 1..4 logged once" || fail "after the failed save: $(h5dump -d /train/step -a /status "$TMP/runs/fsz/run.h5" 2>&1 | grep '(0)')"
 finish train_cli
