@@ -13,6 +13,11 @@ cpu/cpu_math.h, ...) the same over every object that includes them. Only the fil
 harness/, analysis/, probes/ and kernels/cpu/ are reported (not the tests, not kernels/
 cuda, whose code runs on a GPU or the emulator, not counted here).
 
+What a process ran reaches the counters when it exits through exit(): a forked child
+that execs or _exits (grid's point launcher before it runs `s2hc train`, data prepare's
+converters, the re-exec of runtime_env_fixup) or a process killed by a signal (the
+kill tests) leaves its lines counted as never run although they ran.
+
 Plain gcov (GCC's, `gcov --json-format`), no lcov. Exit status 2 when the build folder
 holds no counters (no `make COVERAGE=1` build yet).
 """
