@@ -892,6 +892,40 @@ int safetensors_metadata(const char *path, char **yaml, int64_t *step, char *tok
     return 0;
 }
 
+/* The config's model against the file's size, before anything is allocated: every
+ * parameter must be in the file, at 2 bytes a value at least (BF16, F16), so a file whose
+ * tensors hold fewer bytes is not that model's, and a config damaged (or given) into a large
+ * model would otherwise have its parameters and gradients allocated and zeroed (terabytes
+ * for model.n_layer 128, n_embd 16384) before the tensors' shapes refuse it. A model whose
+ * parameters and gradients take less than ST_PRECHECK_BYTES is built and its tensors
+ * compared (st_load names the first one the file lacks or holds in another shape). 0, or -1
+ * with the message in err (none when the table cannot be built: model_build says why). */
+#define ST_PRECHECK_BYTES ((double)(256u << 20))
+static int st_model_fits(const char *path, const s2hc_config *cfg, int given, char *err, size_t errlen) {
+    param_info *pi = NULL;
+    int n = 0;
+    size_t total = 0;
+    char terr[256];
+    if (model_param_table(cfg, &pi, &n, &total, NULL, terr, sizeof terr) != 0) return 0;
+    free(pi);
+    struct stat sb;
+    unsigned char len8[8];
+    uint64_t hlen = 0;
+    FILE *f = fopen(path, "rb");
+    const int sized = f && fstat(fileno(f), &sb) == 0 && fread(len8, 1, 8, f) == 8;
+    if (f) fclose(f);
+    if (!sized) return 0; /* the load says why */
+    for (int k = 0; k < 8; k++) hlen |= (uint64_t)len8[k] << (8 * k);
+    const uint64_t size = (uint64_t)sb.st_size, data = hlen <= size - 8 ? size - 8 - hlen : 0;
+    if ((double)total * 2 <= (double)data || (double)total * 2 * sizeof(real) < ST_PRECHECK_BYTES) return 0;
+    snprintf(err, errlen, "%s: %s is a model of %zu parameters (model.n_layer %d, n_embd %d, vocab %d, block_size %d), "
+             "at least %.0f bytes at 2 bytes a value, and the file holds %llu bytes of tensors: not that model's file%s",
+             path, given ? "the config given" : "the config in its __metadata__", total, cfg->n_layer, cfg->n_embd,
+             cfg->vocab, cfg->block_size, (double)total * 2, (unsigned long long)data,
+             given ? "" : " (a damaged or edited config?)");
+    return -1;
+}
+
 int safetensors_open_model(const char *path, const s2hc_config *given, s2hc_config *cfg, gpt_model *m,
                            int64_t *step, char *token_kind, size_t kindlen, char *err, size_t errlen) {
     char *yaml = NULL;
@@ -922,6 +956,7 @@ int safetensors_open_model(const char *path, const s2hc_config *given, s2hc_conf
 #ifdef _OPENMP
     if (cfg->threads > 0) threads_set(cfg->threads); /* as run_open: the run's own count */
 #endif
+    if (st_model_fits(path, cfg, given != NULL, err, errlen) != 0) return -1;
     char berr[512];
     if (model_build(m, cfg, berr, sizeof berr) != 0) {
         snprintf(err, errlen, "%s: %s", path, berr);

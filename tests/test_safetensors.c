@@ -548,6 +548,50 @@ static void test_open_given(void) {
     model_free(&m);
 }
 
+/* A config that says a model larger than the file's tensors can hold (2 bytes a value at
+ * least) is refused before the model is built, naming the file and the sizes: a damaged
+ * __metadata__ config of model.n_layer 128, n_embd 16384 had 412 G parameters and their
+ * gradients allocated (an out-of-memory exit, or ASan's abort) before any shape was
+ * compared. The same for a config given with a file without metadata; a file of the
+ * config's model still opens. */
+static void test_open_config_too_large(void) {
+    gpt_model m, back;
+    build(&m, "s2hc", 4, 8, 31);
+    const s2hc_config own = m.cfg;
+    m.cfg.n_layer = 128; /* the header's config alone: the tensors stay the 2-block model's */
+    m.cfg.n_embd = 16384;
+    const char *big = tmp_path("config_too_large.safetensors");
+    written(&m, 3, big, 0);
+    m.cfg = own;
+    s2hc_config cfg;
+    int64_t step = 0;
+    char kind[16], err[1400];
+    CHECK(safetensors_open_model(big, NULL, &cfg, &back, &step, kind, sizeof kind, err, sizeof err) == -1 &&
+              strstr(err, big) && strstr(err, "the config in its __metadata__ is a model of 412650608640 parameters") &&
+              strstr(err, "not that model's file"),
+          "a metadata config of 412 G parameters over a small model's tensors: '%s'", err);
+    const char *ok = tmp_path("config_fits.safetensors");
+    written(&m, 3, ok, 0);
+    CHECK(safetensors_open_model(ok, NULL, &cfg, &back, &step, kind, sizeof kind, err, sizeof err) == 0 &&
+              back.n_params == m.n_params, "its own config: '%s'", err);
+    model_free(&back);
+    /* no metadata, a large config given (--config): the file's tensors of the small model
+       (a small one is built, and its first tensor missing from the file named: test_open_given) */
+    const param_info *w = model_find_param(&m, "transformer.ln_f.weight");
+    char hdr[256];
+    snprintf(hdr, sizeof hdr, "{\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}}",
+             w->numel, w->numel * 4);
+    const char *bare = tmp_path("config_given_large.safetensors");
+    write_raw(bare, hdr, m.params + w->offset, w->numel * 4);
+    s2hc_config given = own;
+    given.n_layer = 128;
+    given.n_embd = 16384;
+    CHECK(safetensors_open_model(bare, &given, &cfg, &back, &step, kind, sizeof kind, err, sizeof err) == -1 &&
+              strstr(err, bare) && strstr(err, "the config given is a model of") && strstr(err, "holds 32 bytes"),
+          "a large config given: '%s'", err);
+    model_free(&m);
+}
+
 int main(void) {
     T_NAME("test_safetensors");
     T_RUN(test_round_trip);
@@ -556,5 +600,6 @@ int main(void) {
     T_RUN(test_foreign_keys);
     T_RUN(test_bad_files);
     T_RUN(test_open_given);
+    T_RUN(test_open_config_too_large);
     return T_END();
 }
