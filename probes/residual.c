@@ -394,8 +394,12 @@ probe_state *probe_open(gpt_model *m, const data_shard *val, h5log *log) {
                        "method rc has no hyper-connection frame (n = 1): no residual-matrix statistics are recorded, "
                        "only /probe/step and /probe/stream_rms");
     p->t_open = now_seconds();
+    /* the totals of the sessions before this one (a resumed run); a value no build wrote (a
+       damaged or edited file: negative, NaN, not a whole count, past 2^53) starts them over */
     p->seconds = attr_num(log, "/probe", "seconds_total", 0);
-    p->calls = (int64_t)attr_num(log, "/probe", "calls", 0);
+    if (!isfinite(p->seconds) || p->seconds < 0) p->seconds = 0;
+    const double calls = attr_num(log, "/probe", "calls", 0);
+    p->calls = calls >= 0 && calls <= 9007199254740992.0 && calls == floor(calls) ? (int64_t)calls : 0;
     return p;
 }
 

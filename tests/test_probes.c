@@ -640,6 +640,42 @@ static void test_probe_is_read_only(void) {
     shard_close(&val);
 }
 
+/* probe_open takes the totals of a resumed run's sessions from /probe@calls and
+ * @seconds_total; one no build wrote (a damaged or edited run file) starts the count over
+ * rather than reaching an int64 cast out of range (1e300) or counting on from a negative
+ * or fractional number; a sound one is counted on from */
+static void test_probe_damaged_totals(void) {
+    char vpath[600], err[256];
+    make_shard("val_t", 3000, vpath, sizeof vpath);
+    data_shard val;
+    CHECK(shard_open(&val, vpath, err, sizeof err) == 0, "%s", err);
+    gpt_model m;
+    if (build(&m, "mhc", 4, 1, 16, 2, 0.3) != 0) return;
+    static const struct { double calls, seconds, want_calls; int want_seconds_kept; } cases[] = {
+        {1e300, 2.0, 1, 1}, {-5, 2.0, 1, 1}, {NAN, 2.0, 1, 1}, {2.5, 2.0, 1, 1}, {9.1e15, 2.0, 1, 1},
+        {7, -1.0, 8, 0}, {7, INFINITY, 8, 0}, {7, NAN, 8, 0}, {7, 2.0, 8, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        h5log log;
+        h5log_init(&log);
+        h5log_attr_num(&log, "/probe", "calls", cases[k].calls);
+        h5log_attr_num(&log, "/probe", "seconds_total", cases[k].seconds);
+        probe_state *p = probe_open(&m, &val, &log);
+        probe_step(p, 1);
+        const double calls = h5log_get_attr_num(&log, "/probe", "calls");
+        const double secs = h5log_get_attr_num(&log, "/probe", "seconds_total");
+        CHECK(calls == cases[k].want_calls, "stored calls %g: counted on to %g, wanted %g", cases[k].calls, calls,
+              cases[k].want_calls);
+        CHECK(isfinite(secs) && secs >= (cases[k].want_seconds_kept ? 2.0 : 0.0) &&
+                  secs < (cases[k].want_seconds_kept ? 2.0 : 0.0) + 60,
+              "stored seconds_total %g: now %g", cases[k].seconds, secs);
+        probe_close(p);
+        h5log_free(&log);
+    }
+    model_free(&m);
+    shard_close(&val);
+}
+
 /* an identity model reports exactly the identity everywhere */
 static void test_identity_is_identity(void) {
     char vpath[600], err[256];
@@ -1341,6 +1377,7 @@ int main(void) {
     T_RUN(test_windows);
     T_RUN(test_probe_step_matches_direct);
     T_RUN(test_probe_is_read_only);
+    T_RUN(test_probe_damaged_totals);
     T_RUN(test_identity_is_identity);
     T_RUN(test_final_matches_direct);
     T_RUN(test_rc_records_no_H);
