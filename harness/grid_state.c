@@ -168,6 +168,25 @@ void grid_remove_stale_tmps(const char *dir) {
     closedir(d);
 }
 
+/* grid.status's numbers, as grid_write_status writes them: a time in seconds (a wall time,
+ * or the epoch seconds of a start) is a plain number from 0 to GRID_STATUS_MAX_SECONDS, an
+ * exit code a whole number from 0 to 255. Anything else (a damaged or edited file: "1e300",
+ * "nan", "-5", "12abc") counts as not recorded: NaN, -1. A time past the bound would be
+ * summed into the wall time and written back ("%.3f" of 1e300 is 305 characters). */
+#define GRID_STATUS_MAX_SECONDS 1e11
+static double status_seconds(const char *v) {
+    char *end;
+    errno = 0;
+    const double x = strtod(v, &end);
+    return end != v && !*end && !errno && x >= 0 && x <= GRID_STATUS_MAX_SECONDS ? x : NAN;
+}
+static int status_exit_code(const char *v) {
+    char *end;
+    errno = 0;
+    const long x = strtol(v, &end, 10);
+    return end != v && !*end && !errno && x >= 0 && x <= 255 ? (int)x : -1;
+}
+
 /* grid.status in a run directory: the grid's record of its last run of the point
  * ("state=failed exit_code=1 wall_s=12.5"), written by the runner after each run, and at
  * each start with started=<epoch seconds> added: still there after the run, it is a run
@@ -189,9 +208,9 @@ void grid_read_status(const char *dir, int *state, int *exit_code, double *wall_
         if (!strcmp(line, "state"))
             for (int s = 0; s < GS_N; s++)
                 if (!strcmp(v, grid_state_names[s])) *state = s;
-        if (!strcmp(line, "exit_code")) *exit_code = atoi(v);
-        if (!strcmp(line, "wall_s")) *wall_s = atof(v);
-        if (!strcmp(line, "started")) *started = atof(v);
+        if (!strcmp(line, "exit_code")) *exit_code = status_exit_code(v);
+        if (!strcmp(line, "wall_s")) *wall_s = status_seconds(v);
+        if (!strcmp(line, "started")) *started = status_seconds(v);
     }
     fclose(f);
 }
@@ -203,8 +222,11 @@ int grid_write_status(const char *dir, int state, int exit_code, double wall_s, 
     int n = snprintf(text, sizeof text, "# written by s2hc grid at each start and end of a run of this point\n");
     if (state >= 0) n += snprintf(text + n, sizeof text - (size_t)n, "state=%s\n", grid_state_names[state]);
     if (exit_code >= 0) n += snprintf(text + n, sizeof text - (size_t)n, "exit_code=%d\n", exit_code);
-    if (isfinite(wall_s)) n += snprintf(text + n, sizeof text - (size_t)n, "wall_s=%.3f\n", wall_s);
-    if (isfinite(started)) n += snprintf(text + n, sizeof text - (size_t)n, "started=%.3f\n", started);
+    /* only what grid_read_status reads back: each line then fits text */
+    if (wall_s >= 0 && wall_s <= GRID_STATUS_MAX_SECONDS)
+        n += snprintf(text + n, sizeof text - (size_t)n, "wall_s=%.3f\n", wall_s);
+    if (started >= 0 && started <= GRID_STATUS_MAX_SECONDS)
+        n += snprintf(text + n, sizeof text - (size_t)n, "started=%.3f\n", started);
     return grid_write_atomic(path, text, (size_t)n);
 }
 

@@ -10,6 +10,7 @@
 #include "harness/util.h"
 #include "probes/h5.h"
 #include "tests/t.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
 #include <stdint.h>
@@ -1384,6 +1385,50 @@ static void test_status_text(void) {
     grid_free(&g);
 }
 
+/* grid.status damaged or edited: a number no runner writes (a time past 1e11 s, negative,
+ * NaN, with trailing text; an exit code outside 0..255) reads as not recorded, and what
+ * grid_write_status writes stays a few short lines. A wall_s of 1e300 was summed into the
+ * point's wall time and written back at the point's next start: "%.3f" of it ran past the
+ * status text's buffer (a stack overflow, then 429 bytes of the stack in the file). */
+static void test_status_file_damaged(void) {
+    char dir[700], path[800];
+    snprintf(dir, sizeof dir, "%s/status_damaged", tmp_dir);
+    CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
+    snprintf(path, sizeof path, "%s/grid.status", dir);
+    static const char *const bad[] = {
+        "state=failed\nexit_code=99999999999\nwall_s=1e300\nstarted=-1e300\n",
+        "state=failed\nexit_code=-7\nwall_s=nan\nstarted=inf\n",
+        "state=failed\nexit_code=12abc\nwall_s=-5\nstarted=1e12\n",
+        "state=failed\nexit_code=\nwall_s=\nstarted=12.5x\n",
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL, "%s", path);
+        if (!f) return;
+        fputs(bad[k], f);
+        fclose(f);
+        int state, code;
+        double wall, started;
+        grid_read_status(dir, &state, &code, &wall, &started);
+        CHECK(state == GS_FAILED && code == -1 && isnan(wall) && isnan(started),
+              "case %zu: state %d, exit_code %d, wall_s %g, started %g: wanted failed, none recorded", k, state, code,
+              wall, started);
+    }
+    /* a sound record reads back as written */
+    CHECK(grid_write_status(dir, GS_FAILED, 1, 12.5, 1700000000.25) == 0, "write");
+    int state, code;
+    double wall, started;
+    grid_read_status(dir, &state, &code, &wall, &started);
+    CHECK(state == GS_FAILED && code == 1 && wall == 12.5 && started == 1700000000.25,
+          "sound record: %d %d %g %g", state, code, wall, started);
+    /* the writer leaves out a time no reader takes: the file stays its few short lines */
+    CHECK(grid_write_status(dir, GS_FAILED, 1, 1e300, 1e300) == 0, "write 1e300");
+    char *text = read_text(path);
+    CHECK(text && strlen(text) < 200 && !strstr(text, "wall_s=") && !strstr(text, "started="),
+          "grid.status written with wall_s 1e300: %zu bytes: %.300s", text ? strlen(text) : 0, text ? text : "");
+    free(text);
+}
+
 int main(void) {
     T_NAME("test_grid");
     setup_tmp();
@@ -1406,5 +1451,6 @@ int main(void) {
     T_RUN(test_eta);
     T_RUN(test_eta_kinds);
     T_RUN(test_status_text);
+    T_RUN(test_status_file_damaged);
     return T_END();
 }
