@@ -348,6 +348,36 @@ static void declare_train_series(h5log *log, train_series *s) {
                                 "diverged step", "tokens/s");
 }
 
+/* A resumed run's file against what this session logs into it later, checked before its
+ * first step: /eval/step, /eval/val_loss and /eval/ood_loss/<corpus> series of scalar
+ * rows (log_eval_row appends to them at each evaluation), everything under /final/ and
+ * /eval/ood/ static (the final probe and evaluation replace them). A file holding one of
+ * them in another kind, type or row shape (edited by another tool, another version's) is
+ * refused here (-1, the message on stderr), as h5log refuses it, naming the file; found at
+ * the first evaluation, it stopped the run after that step's checkpoint had already
+ * rewritten run.h5 and ckpt.h5. 0 when the file holds them as this build logs them. */
+static int check_logged_layout(const h5log *log) {
+    for (int i = 0; i < log->n_series; i++) {
+        const h5log_series *s = &log->series[i];
+        const char *p = s->path;
+        const int want_series = !strcmp(p, "/eval/step") || !strcmp(p, "/eval/val_loss") ||
+                                !strncmp(p, "/eval/ood_loss/", 15);
+        const int want_static = !strncmp(p, "/final/", 7) || !strncmp(p, "/eval/ood/", 10);
+        const h5log_type type = !strcmp(p, "/eval/step") ? H5LOG_I64 : H5LOG_F64;
+        const char *why = want_series && s->fixed                                   ? "is a static dataset, not a series"
+                          : want_series && (s->type != type || s->row_rank != 0)    ? "is a series of another type or row "
+                                                                                      "shape than this build logs"
+                          : want_static && !s->fixed                                ? "is a series, not a static dataset"
+                                                                                    : NULL;
+        if (why) {
+            fprintf(stderr, "s2hc: error: %s: %s %s (a run file of another s2hc version, or edited by another tool?)\n",
+                    log->source[0] ? log->source : "run file", p, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 ckpt_tensor *run_ckpt_views(const gpt_model *m, float *base) {
     ckpt_tensor *t = calloc_check((size_t)m->n_tensors, sizeof *t);
     for (int i = 0; i < m->n_tensors; i++) {
@@ -1243,6 +1273,7 @@ parts:;
     h5log_attr_str(&log, "/", "status", "running");
     h5log_attr_del(&log, "/", "diverged_at_step");
     declare_train_series(&log, &ts);
+    if (check_logged_layout(&log) != 0) { status = RUN_FAILED; goto out; }
 
     /* probes: residual matrices and streams on a fixed validation batch (rc: stream RMS and
        the Jacobian baseline only) */

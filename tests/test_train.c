@@ -279,6 +279,78 @@ static void test_resume_damaged_processes(void) {
     CHECK(!strstr(text, "processes") && !strstr(text, "-2147483648"), "stderr: %s", text);
 }
 
+/* A file's bytes, malloc'd (*len its length), NULL when it cannot be read */
+static unsigned char *file_bytes(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc_check(n > 0 ? (size_t)n : 1);
+    *len = fread(b, 1, n > 0 ? (size_t)n : 0, f);
+    fclose(f);
+    return b;
+}
+
+/* A stopped run whose run.h5 holds, where a later evaluation or the final probe logs, a
+ * dataset of the other kind (a static /eval/val_loss, a series /final/sv: edited by
+ * another tool) is refused by --resume before its first step, naming the file and the
+ * dataset, and both files stay as they were. The refusal used to come at the final
+ * evaluation (h5log's conflict), after the last step's checkpoint had rewritten them. */
+static void test_resume_layout_refused_first(void) {
+    static const char *const what[] = {"/eval/val_loss", "/final/sv"};
+    for (int k = 0; k < 2; k++) {
+        char name[32], cfg[700], dir[700], run[760], ckpt[760], log[760];
+        snprintf(name, sizeof name, "layout%d", k);
+        stopped_run(name, "17", cfg, dir);
+        snprintf(run, sizeof run, "%s/run.h5", dir);
+        snprintf(ckpt, sizeof ckpt, "%s/ckpt.h5", dir);
+        snprintf(log, sizeof log, "%s/%s.err", tmp, name);
+        hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
+        CHECK(f >= 0, "open %s", run);
+        if (f < 0) return;
+        hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+        H5Pset_create_intermediate_group(lcpl, 1);
+        const double v[3] = {1, 2, 3};
+        hsize_t three = 3;
+        hid_t sp = k == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &three, NULL);
+        hid_t d = H5Dcreate2(f, what[k], H5T_IEEE_F64LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "write %s", what[k]);
+        if (k == 1) { /* a row_axis makes it a series */
+            hid_t st = H5Tcopy(H5T_C_S1), ssp = H5Screate(H5S_SCALAR);
+            H5Tset_size(st, H5T_VARIABLE);
+            const char *rows = "rows";
+            hid_t a = H5Acreate2(d, "row_axis", st, ssp, H5P_DEFAULT, H5P_DEFAULT);
+            CHECK(a >= 0 && H5Awrite(a, st, &rows) >= 0, "row_axis");
+            if (a >= 0) H5Aclose(a);
+            H5Sclose(ssp);
+            H5Tclose(st);
+        }
+        if (d >= 0) H5Dclose(d);
+        H5Sclose(sp);
+        H5Pclose(lcpl);
+        H5Fclose(f);
+        size_t rl0 = 0, cl0 = 0, rl1 = 0, cl1 = 0;
+        unsigned char *r0 = file_bytes(run, &rl0), *c0 = file_bytes(ckpt, &cl0);
+        int saved = stderr_to(log);
+        const int rc = train_argv(cfg, name, "--resume", NULL, NULL);
+        stderr_back(saved);
+        char text[4096], want[900];
+        read_text(log, text, sizeof text);
+        snprintf(want, sizeof want, "%s: %s is a %s", run, what[k], k == 0 ? "static dataset, not a series"
+                                                                             : "series, not a static dataset");
+        CHECK(rc == RUN_FAILED && strstr(text, want), "resume with a %s %s: exit %d, stderr: %s", k ? "series" : "static",
+              what[k], rc, text);
+        unsigned char *r1 = file_bytes(run, &rl1), *c1 = file_bytes(ckpt, &cl1);
+        CHECK(r0 && r1 && rl0 == rl1 && !memcmp(r0, r1, rl0), "%s changed by the refused resume", run);
+        CHECK(c0 && c1 && cl0 == cl1 && !memcmp(c0, c1, cl0), "%s changed by the refused resume", ckpt);
+        free(r0);
+        free(r1);
+        free(c0);
+        free(c1);
+    }
+}
+
 /* The root attribute git_commits of a run file, malloc'd ("" when absent) */
 static char *run_commits(const char *run) {
     char err[512];
@@ -1570,6 +1642,7 @@ int main(void) {
     T_RUN(test_resume_is_exact);
     T_RUN(test_truncated_checkpoint_refused);
     T_RUN(test_resume_damaged_processes);
+    T_RUN(test_resume_layout_refused_first);
     T_RUN(test_resume_other_build);
     T_RUN(test_resume_rebuilt_corpus);
     T_RUN(test_newer_run_refused);
