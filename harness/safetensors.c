@@ -1099,6 +1099,12 @@ int model_file_open(const char *path, const char *who, const s2hc_config *given,
         fprintf(stderr, "s2hc: error: %s: %s\n", who, err);
         return rc == -2 ? 2 : 1;
     }
+    if (kind[0] && strcmp(kind, "bytes") && strcmp(kind, "ids")) { /* export writes one of the two */
+        fprintf(stderr, "s2hc: error: %s: %s: __metadata__ token_kind is '%s', neither bytes nor ids (a damaged or "
+                "edited file?)\n", who, path, kind);
+        model_free(m);
+        return 1;
+    }
     if (given) { /* opened: a file without s2hc metadata, --config's model */
         char keys[512];
         st_unconfirmed_keys(cfg, keys, sizeof keys);

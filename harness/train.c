@@ -545,6 +545,15 @@ int run_open(const char *dir, s2hc_config *cfg, gpt_model *m, h5log *log, int64_
         h5log_free(log);
         return 1;
     }
+    /* what the model reads, text or a tokenizer's ids (sample, export): train writes one of
+       the two; absent in a run file older than the attribute */
+    const char *kind = h5log_get_attr_str(log, "/", "token_kind");
+    if (kind && strcmp(kind, "bytes") && strcmp(kind, "ids")) {
+        fprintf(stderr, "s2hc: error: %s: root attribute 'token_kind' is '%.40s', neither bytes nor ids (a damaged or "
+                "edited run file?)\n", runp, kind);
+        h5log_free(log);
+        return 1;
+    }
 #ifdef _OPENMP
     if (cfg->threads > 0) threads_set(cfg->threads);
 #endif

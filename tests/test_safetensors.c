@@ -4,6 +4,7 @@
  * its init); F16 and nanoGPT's extra keys read; and every malformed file refused with the
  * file and the tensor named, the model untouched; the model of a file without metadata,
  * its config given (`s2hc sample FILE --config`). */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -592,6 +593,46 @@ static void test_open_config_too_large(void) {
     model_free(&m);
 }
 
+/* token_kind in an export's __metadata__ says whether the model reads bytes of text or a
+ * tokenizer's ids (sample's prompt, eval's corpora); export writes "bytes" or "ids", and
+ * any other value (a damaged or edited file) is refused by name rather than read as text. */
+static void test_token_kind_refused(void) {
+    gpt_model m, back;
+    build(&m, "mhc", 4, 8, 41);
+    const char *const kinds[] = {"bytes", "ids", "words", ""};
+    for (int k = 0; k < 4; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "kind_%d.safetensors", k);
+        char path[1200];
+        snprintf(path, sizeof path, "%s", tmp_path(name));
+        CHECK(safetensors_write(&m, 2, path, 0, kinds[k]) > 0, "write %s", path);
+        s2hc_config cfg;
+        int64_t step = 0;
+        int of_ids = -1;
+        char log[1300];
+        snprintf(log, sizeof log, "%s.err", path);
+        fflush(stderr);
+        const int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        close(fd);
+        const int rc = model_file_open(path, "eval", NULL, &cfg, &back, &step, &of_ids);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        if (rc == 0) model_free(&back);
+        FILE *f = fopen(log, "r");
+        char text[2048] = "";
+        if (f) { text[fread(text, 1, sizeof text - 1, f)] = 0; fclose(f); }
+        if (k == 2)
+            CHECK(rc == 1 && strstr(text, path) && strstr(text, "token_kind is 'words', neither bytes nor ids"),
+                  "token_kind 'words': rc %d, stderr '%s'", rc, text);
+        else
+            CHECK(rc == 0 && of_ids == (k == 1), "token_kind '%s': rc %d, of_ids %d, stderr '%s'", kinds[k], rc, of_ids,
+                  text);
+    }
+    model_free(&m);
+}
+
 int main(void) {
     T_NAME("test_safetensors");
     T_RUN(test_round_trip);
@@ -601,5 +642,6 @@ int main(void) {
     T_RUN(test_bad_files);
     T_RUN(test_open_given);
     T_RUN(test_open_config_too_large);
+    T_RUN(test_token_kind_refused);
     return T_END();
 }

@@ -351,6 +351,48 @@ static void test_resume_layout_refused_first(void) {
     }
 }
 
+/* run_open (eval, probe, sample, export) refuses a run file whose token_kind is neither
+ * bytes nor ids, naming the file and the value: sample read such a run's model as text,
+ * and export copied the value into its file. */
+static void test_run_open_token_kind(void) {
+    char cfg[700], dir[700], run[760], log[760];
+    stopped_run("kind", "5", cfg, dir);
+    snprintf(run, sizeof run, "%s/run.h5", dir);
+    snprintf(log, sizeof log, "%s/kind.err", tmp);
+    static const char *const kinds[] = {"bytes", "words"};
+    for (int k = 0; k < 2; k++) {
+        hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
+        CHECK(f >= 0, "open %s", run);
+        if (f < 0) return;
+        hid_t st = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+        H5Tset_size(st, H5T_VARIABLE);
+        H5Tset_cset(st, H5T_CSET_UTF8);
+        H5Adelete(f, "token_kind");
+        hid_t a = H5Acreate2(f, "token_kind", st, sp, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(a >= 0 && H5Awrite(a, st, &kinds[k]) >= 0, "write token_kind");
+        if (a >= 0) H5Aclose(a);
+        H5Sclose(sp);
+        H5Tclose(st);
+        H5Fclose(f);
+        s2hc_config c;
+        gpt_model m;
+        h5log l;
+        int64_t step = -1;
+        int saved = stderr_to(log);
+        const int rc = run_open(dir, &c, &m, &l, &step);
+        stderr_back(saved);
+        if (rc == 0) {
+            model_free(&m);
+            h5log_free(&l);
+        }
+        char text[4096], want[900];
+        read_text(log, text, sizeof text);
+        snprintf(want, sizeof want, "%s: root attribute 'token_kind' is 'words', neither bytes nor ids", run);
+        if (k == 0) CHECK(rc == 0 && step == 5, "token_kind bytes: rc %d, step %lld: %s", rc, (long long)step, text);
+        else CHECK(rc == 1 && strstr(text, want), "token_kind words: rc %d, stderr: %s", rc, text);
+    }
+}
+
 /* The root attribute git_commits of a run file, malloc'd ("" when absent) */
 static char *run_commits(const char *run) {
     char err[512];
@@ -1643,6 +1685,7 @@ int main(void) {
     T_RUN(test_truncated_checkpoint_refused);
     T_RUN(test_resume_damaged_processes);
     T_RUN(test_resume_layout_refused_first);
+    T_RUN(test_run_open_token_kind);
     T_RUN(test_resume_other_build);
     T_RUN(test_resume_rebuilt_corpus);
     T_RUN(test_newer_run_refused);
