@@ -816,7 +816,13 @@ static int st_metadata_config(yaml_parser_t *p, const char *file, char **yaml, l
         }
         const char *v = (const char *)x.data.scalar.value;
         if (i % 2 == 0) snprintf(key, sizeof key, "%s", v);
-        else if (!strcmp(key, "config") && !*yaml && !(*yaml = strdup(v))) die(1, "out of memory");
+        else if (!strcmp(key, "config") && strlen(v) != x.data.scalar.length) {
+            /* a "\u0000" in it: the C string would end there, and the rest of the config be
+               taken at its defaults */
+            yaml_event_delete(&x);
+            snprintf(err, errlen, "%s: header: __metadata__ config holds a NUL character (\\u0000)", file);
+            return -1;
+        } else if (!strcmp(key, "config") && !*yaml && !(*yaml = strdup(v))) die(1, "out of memory");
         else if (!strcmp(key, "step")) { /* a whole number of steps, else none (another program's "final") */
             char *end;
             errno = 0;
@@ -947,6 +953,11 @@ int safetensors_open_model(const char *path, const s2hc_config *given, s2hc_conf
         rc = -1;
     } else if (given) {
         *cfg = *given;
+    } else if (!yaml[strspn(yaml, " \t\r\n")]) {
+        /* export stores the whole config: an empty one is damage (read, it would be every
+           default, another model than the tensors' for no reason the file has) */
+        snprintf(err, errlen, "%s: its __metadata__ config is empty (a damaged file?)", path);
+        rc = -1;
     } else if (config_from_yaml_text(cfg, yaml, path) != 0) {
         snprintf(err, errlen, "%s: its __metadata__ config does not load (above)", path);
         rc = -1;

@@ -633,6 +633,70 @@ static void test_token_kind_refused(void) {
     model_free(&m);
 }
 
+/* The export `src` rewritten into `dst` with its __metadata__ config's JSON string value
+ * replaced: by `value` (JSON text, without the quotes), or, with `append`, by the old
+ * value followed by `value`. 0 on success. */
+static int rewrite_config(const char *src, const char *dst, const char *value, int append) {
+    FILE *f = fopen(src, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc_check((size_t)size);
+    const size_t got = fread(b, 1, (size_t)size, f);
+    fclose(f);
+    uint64_t hlen = 0;
+    for (int k = 0; k < 8; k++) hlen |= (uint64_t)b[k] << (8 * k);
+    if (got != (size_t)size || 8 + hlen > (uint64_t)size) { free(b); return -1; }
+    char *hdr = malloc_check(hlen + 1);
+    memcpy(hdr, b + 8, hlen);
+    hdr[hlen] = 0;
+    char *at = strstr(hdr, "\"config\":\"");
+    if (!at) { free(hdr); free(b); return -1; }
+    char *v = at + 10, *end = v;
+    while (*end && *end != '"') end += *end == '\\' ? 2 : 1;   /* the closing quote */
+    const size_t keep = append ? (size_t)(end - hdr) : (size_t)(v - hdr);
+    const size_t nlen = keep + strlen(value) + strlen(end);
+    char *n = malloc_check(nlen + 1);
+    snprintf(n, nlen + 1, "%.*s%s%s", (int)keep, hdr, value, end);
+    write_raw(dst, n, b + 8 + hlen, (size_t)size - 8 - hlen);
+    free(n);
+    free(hdr);
+    free(b);
+    return 0;
+}
+
+/* An export's __metadata__ config that is empty, or holds a NUL ("\u0000": the C string ends
+ * there), is damage: refused by name. Read, the empty one was every default (another model
+ * than the tensors', refused only when a shape differed), and the rest after a NUL dropped
+ * silently (a config cut after its model keys loaded the rest at their defaults). */
+static void test_metadata_config_damaged(void) {
+    gpt_model m, back;
+    build(&m, "s2hc", 4, 8, 51);
+    char ex[1200], bad[1200];
+    snprintf(ex, sizeof ex, "%s", tmp_path("meta_config.safetensors"));
+    written(&m, 4, ex, 0);
+    s2hc_config cfg;
+    int64_t step = 0;
+    char kind[16], err[1400];
+    CHECK(safetensors_open_model(ex, NULL, &cfg, &back, &step, kind, sizeof kind, err, sizeof err) == 0, "%s", err);
+    model_free(&back);
+    static const struct { const char *value; int append; const char *want; } cases[] = {
+        {"", 0, "its __metadata__ config is empty"},
+        {" \\n ", 0, "its __metadata__ config is empty"},
+        {"\\u0000train: {steps: 3}", 1, "__metadata__ config holds a NUL character"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        snprintf(bad, sizeof bad, "%s", tmp_path("meta_config_bad.safetensors"));
+        CHECK(rewrite_config(ex, bad, cases[k].value, cases[k].append) == 0, "rewrite %s", ex);
+        const int rc = safetensors_open_model(bad, NULL, &cfg, &back, &step, kind, sizeof kind, err, sizeof err);
+        if (rc == 0) model_free(&back);
+        CHECK(rc == -1 && strstr(err, bad) && strstr(err, cases[k].want), "config '%s'%s: rc %d, '%s'", cases[k].value,
+              cases[k].append ? " appended" : "", rc, err);
+    }
+    model_free(&m);
+}
+
 int main(void) {
     T_NAME("test_safetensors");
     T_RUN(test_round_trip);
@@ -643,5 +707,6 @@ int main(void) {
     T_RUN(test_open_given);
     T_RUN(test_open_config_too_large);
     T_RUN(test_token_kind_refused);
+    T_RUN(test_metadata_config_damaged);
     return T_END();
 }
