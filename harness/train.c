@@ -355,7 +355,8 @@ static void declare_train_series(h5log *log, train_series *s) {
  * them in another kind, type or row shape (edited by another tool, another version's) is
  * refused here (-1, the message on stderr), as h5log refuses it, naming the file; found at
  * the first evaluation, it stopped the run after that step's checkpoint had already
- * rewritten run.h5 and ckpt.h5. 0 when the file holds them as this build logs them. */
+ * rewritten run.h5 and ckpt.h5. So is a /train or /eval series with fewer or more rows
+ * than its step series. 0 when the file holds them as this build logs them. */
 static int check_logged_layout(const h5log *log) {
     for (int i = 0; i < log->n_series; i++) {
         const h5log_series *s = &log->series[i];
@@ -372,6 +373,22 @@ static int check_logged_layout(const h5log *log) {
         if (why) {
             fprintf(stderr, "s2hc: error: %s: %s %s (a run file of another s2hc version, or edited by another tool?)\n",
                     log->source[0] ? log->source : "run file", p, why);
+            return -1;
+        }
+    }
+    /* the series this session appends a row to at each step and evaluation, as many rows
+       as their step series: one short (deleted, or cut by another tool) would go on a row
+       behind, each of its rows then read as another step's */
+    static const char *const rows[][2] = {{"/train/step", "/train/loss"},     {"/train/step", "/train/lr"},
+                                          {"/train/step", "/train/grad_norm"}, {"/train/step", "/train/tokens_per_s"},
+                                          {"/eval/step", "/eval/val_loss"}};
+    for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+        const int key = h5log_find(log, rows[k][0]), i = h5log_find(log, rows[k][1]);
+        if (key < 0) continue;
+        const size_t want = log->series[key].rows, got = i < 0 ? 0 : log->series[i].rows;
+        if (got != want) {
+            fprintf(stderr, "s2hc: error: %s: %s has %zu rows where %s has %zu, a row per step (edited by another "
+                    "tool?)\n", log->source[0] ? log->source : "run file", rows[k][1], got, rows[k][0], want);
             return -1;
         }
     }

@@ -296,10 +296,12 @@ static unsigned char *file_bytes(const char *path, size_t *len) {
  * dataset of the other kind (a static /eval/val_loss, a series /final/sv: edited by
  * another tool) is refused by --resume before its first step, naming the file and the
  * dataset, and both files stay as they were. The refusal used to come at the final
- * evaluation (h5log's conflict), after the last step's checkpoint had rewritten them. */
+ * evaluation (h5log's conflict), after the last step's checkpoint had rewritten them. So
+ * is one whose /train/lr is gone: the resumed session started it afresh, its rows then
+ * read as the first steps'. */
 static void test_resume_layout_refused_first(void) {
-    static const char *const what[] = {"/eval/val_loss", "/final/sv"};
-    for (int k = 0; k < 2; k++) {
+    static const char *const what[] = {"/eval/val_loss", "/final/sv", "/train/lr"};
+    for (int k = 0; k < 3; k++) {
         char name[32], cfg[700], dir[700], run[760], ckpt[760], log[760];
         snprintf(name, sizeof name, "layout%d", k);
         stopped_run(name, "17", cfg, dir);
@@ -309,13 +311,15 @@ static void test_resume_layout_refused_first(void) {
         hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
         CHECK(f >= 0, "open %s", run);
         if (f < 0) return;
+        if (k == 2) CHECK(H5Ldelete(f, what[k], H5P_DEFAULT) >= 0, "delete %s", what[k]);
         hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
         H5Pset_create_intermediate_group(lcpl, 1);
         const double v[3] = {1, 2, 3};
         hsize_t three = 3;
         hid_t sp = k == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &three, NULL);
-        hid_t d = H5Dcreate2(f, what[k], H5T_IEEE_F64LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-        CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "write %s", what[k]);
+        hid_t d = k == 2 ? -1 : H5Dcreate2(f, what[k], H5T_IEEE_F64LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(k == 2 || (d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0), "write %s",
+              what[k]);
         if (k == 1) { /* a row_axis makes it a series */
             hid_t st = H5Tcopy(H5T_C_S1), ssp = H5Screate(H5S_SCALAR);
             H5Tset_size(st, H5T_VARIABLE);
@@ -337,10 +341,12 @@ static void test_resume_layout_refused_first(void) {
         stderr_back(saved);
         char text[4096], want[900];
         read_text(log, text, sizeof text);
-        snprintf(want, sizeof want, "%s: %s is a %s", run, what[k], k == 0 ? "static dataset, not a series"
-                                                                             : "series, not a static dataset");
-        CHECK(rc == RUN_FAILED && strstr(text, want), "resume with a %s %s: exit %d, stderr: %s", k ? "series" : "static",
-              what[k], rc, text);
+        if (k < 2)
+            snprintf(want, sizeof want, "%s: %s is a %s", run, what[k], k == 0 ? "static dataset, not a series"
+                                                                                 : "series, not a static dataset");
+        else snprintf(want, sizeof want, "%s: /train/lr has 0 rows where /train/step has 17, a row per step", run);
+        CHECK(rc == RUN_FAILED && strstr(text, want), "resume with %s %s: exit %d, stderr: %s",
+              k == 0 ? "a static" : k == 1 ? "a series" : "no", what[k], rc, text);
         unsigned char *r1 = file_bytes(run, &rl1), *c1 = file_bytes(ckpt, &cl1);
         CHECK(r0 && r1 && rl0 == rl1 && !memcmp(r0, r1, rl0), "%s changed by the refused resume", run);
         CHECK(c0 && c1 && cl0 == cl1 && !memcmp(c0, c1, cl0), "%s changed by the refused resume", ckpt);
