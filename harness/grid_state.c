@@ -278,7 +278,11 @@ static void load_run_file(const grid_point *p, const char *path, const char *con
         st->processes_used = w >= 1 && w <= 65536 ? (int)w : 0;
         st->train_tokens = h5log_get_attr_num(&log, "/", "train_tokens");
         st->val_tokens = h5log_get_attr_num(&log, "/", "val_tokens");
-        if (yaml) {
+        if (!yaml) { /* a run file without its config: damaged, or not `s2hc train`'s; never counted finished */
+            snprintf(st->diff, sizeof st->diff, "its run.h5 holds no config (root attribute config): damaged, or not "
+                     "written by s2hc train");
+            st->h5_kind = 5;
+        } else {
             s2hc_config stored;
             grid_err_capture cp;
             char why[400];

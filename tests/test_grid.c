@@ -508,6 +508,7 @@ static void test_validation_errors_shapes(void) {
  * fake_zero_tps_step > 0: that step's tokens/s row holds 0, as a diverged step's does
  * (docs/runfile.md). */
 static int fake_zero_tps_step;
+static int fake_no_config; /* 1: no config attribute, as a damaged file */
 static double fake_ppl = 12.5;
 static void fake_run(const grid_point *p, const char *status, const s2hc_config *stored, int steps, double loss) {
     char dir[1200], path[1300];
@@ -518,7 +519,7 @@ static void fake_run(const grid_point *p, const char *status, const s2hc_config 
     h5log_init(&log);
     char *yaml = config_to_yaml(stored ? stored : &p->cfg);
     h5log_attr_str(&log, "/", "status", status);
-    h5log_attr_str(&log, "/", "config", yaml);
+    if (!fake_no_config) h5log_attr_str(&log, "/", "config", yaml);
     free(yaml);
     int ss = h5log_series_add(&log, "/train/step", H5LOG_I64, 0, NULL, "step", "");
     int sl = h5log_series_add(&log, "/train/loss", H5LOG_F64, 0, NULL, "loss", "");
@@ -1390,6 +1391,35 @@ static void test_status_text(void) {
  * grid_write_status writes stays a few short lines. A wall_s of 1e300 was summed into the
  * point's wall time and written back at the point's next start: "%.3f" of it ran past the
  * status text's buffer (a stack overflow, then 429 bytes of the stack in the file). */
+/* A finished run file without its config (damaged, or not s2hc train's) is not taken as
+ * the point's finished run: changed, saying why, so the grid neither skips nor retrains it
+ * unasked. */
+static void test_run_file_without_config(void) {
+    grid_spec g;
+    grid_point *p;
+    int n;
+    int rc = load_grid("noconf.yaml", "base: base.yaml\nsweep:\n  residual.method: [kromhc]\nname: \"noconf-{residual.method}\"\n",
+                       &g, &p, &n, NULL, 0);
+    CHECK(rc == 0 && n == 1, "rc %d n %d", rc, n);
+    if (rc) return;
+    const char *ood[GRID_MAX_OOD];
+    const int nood = grid_ood_names(p, n, ood);
+    grid_status st;
+    memset(&st, 0, sizeof st);
+    fake_run(&p[0], "finished", NULL, 10, 2.0);
+    grid_inspect(&p[0], ood, nood, &st);
+    CHECK(st.state == GS_FINISHED, "with its config: %s (%s)", grid_state_names[st.state], st.diff);
+    usleep(20000);
+    fake_no_config = 1;
+    fake_run(&p[0], "finished", NULL, 10, 2.0);
+    fake_no_config = 0;
+    grid_inspect(&p[0], ood, nood, &st);
+    CHECK(st.state == GS_CHANGED && strstr(st.diff, "holds no config (root attribute config)"),
+          "a run.h5 without its config: %s (%s)", grid_state_names[st.state], st.diff);
+    grid_points_free(p, n);
+    grid_free(&g);
+}
+
 static void test_status_file_damaged(void) {
     char dir[700], path[800];
     snprintf(dir, sizeof dir, "%s/status_damaged", tmp_dir);
@@ -1452,5 +1482,6 @@ int main(void) {
     T_RUN(test_eta_kinds);
     T_RUN(test_status_text);
     T_RUN(test_status_file_damaged);
+    T_RUN(test_run_file_without_config);
     return T_END();
 }
