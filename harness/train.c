@@ -356,7 +356,9 @@ static void declare_train_series(h5log *log, train_series *s) {
  * refused here (-1, the message on stderr), as h5log refuses it, naming the file; found at
  * the first evaluation, it stopped the run after that step's checkpoint had already
  * rewritten run.h5 and ckpt.h5. So is a /train or /eval series with fewer or more rows
- * than its step series. 0 when the file holds them as this build logs them. */
+ * than its step series (checked too before the resume cuts the rows past the checkpoint,
+ * which would cut a longer one to its step series' length). 0 when the file holds them as
+ * this build logs them. */
 static int check_logged_layout(const h5log *log) {
     for (int i = 0; i < log->n_series; i++) {
         const h5log_series *s = &log->series[i];
@@ -1061,6 +1063,12 @@ parts:;
         if (have_run && isnan(was_t) && !quiet)
             printf("note: %s does not record the size of its corpus (a run file of an older s2hc): the resume "
                    "cannot check that %s is still the corpus it trained on\n", run_path, train_path);
+        /* before the rows past the checkpoint go: a series longer than its step series
+           would be cut to it there, its rows then read as other steps' */
+        if (check_logged_layout(&log) != 0) {
+            status = RUN_FAILED;
+            goto out;
+        }
         static const char *const groups[] = {"/train", "/eval", "/probe"};
         for (int g = 0; g < 3; g++) {
             char key[32];

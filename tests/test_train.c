@@ -298,10 +298,12 @@ static unsigned char *file_bytes(const char *path, size_t *len) {
  * dataset, and both files stay as they were. The refusal used to come at the final
  * evaluation (h5log's conflict), after the last step's checkpoint had rewritten them. So
  * is one whose /train/lr is gone: the resumed session started it afresh, its rows then
- * read as the first steps'. */
+ * read as the first steps'. So is one whose /train/tokens_per_s was cut a row short, or
+ * whose /train/loss holds a row more than /train/step (each row then another step's). */
 static void test_resume_layout_refused_first(void) {
-    static const char *const what[] = {"/eval/val_loss", "/final/sv", "/train/lr"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const what[] = {"/eval/val_loss", "/final/sv", "/train/lr", "/train/tokens_per_s",
+                                       "/train/loss"};
+    for (int k = 0; k < 5; k++) {
         char name[32], cfg[700], dir[700], run[760], ckpt[760], log[760];
         snprintf(name, sizeof name, "layout%d", k);
         stopped_run(name, "17", cfg, dir);
@@ -311,16 +313,16 @@ static void test_resume_layout_refused_first(void) {
         hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
         CHECK(f >= 0, "open %s", run);
         if (f < 0) return;
-        if (k == 2) CHECK(H5Ldelete(f, what[k], H5P_DEFAULT) >= 0, "delete %s", what[k]);
+        if (k >= 2) CHECK(H5Ldelete(f, what[k], H5P_DEFAULT) >= 0, "delete %s", what[k]);
         hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
         H5Pset_create_intermediate_group(lcpl, 1);
-        const double v[3] = {1, 2, 3};
-        hsize_t three = 3;
-        hid_t sp = k == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &three, NULL);
+        const double v[18] = {1, 2, 3}; /* k 3, 4: a series of 16 rows, of 18 (/train/step: 17) */
+        hsize_t rows = k == 3 ? 16 : k == 4 ? 18 : 3;
+        hid_t sp = k == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &rows, NULL);
         hid_t d = k == 2 ? -1 : H5Dcreate2(f, what[k], H5T_IEEE_F64LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
         CHECK(k == 2 || (d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0), "write %s",
               what[k]);
-        if (k == 1) { /* a row_axis makes it a series */
+        if (k == 1 || k >= 3) { /* a row_axis makes it a series */
             hid_t st = H5Tcopy(H5T_C_S1), ssp = H5Screate(H5S_SCALAR);
             H5Tset_size(st, H5T_VARIABLE);
             const char *rows = "rows";
@@ -344,9 +346,11 @@ static void test_resume_layout_refused_first(void) {
         if (k < 2)
             snprintf(want, sizeof want, "%s: %s is a %s", run, what[k], k == 0 ? "static dataset, not a series"
                                                                                  : "series, not a static dataset");
-        else snprintf(want, sizeof want, "%s: /train/lr has 0 rows where /train/step has 17, a row per step", run);
+        else snprintf(want, sizeof want, "%s: %s has %d rows where /train/step has 17, a row per step", run, what[k],
+                      k == 2 ? 0 : k == 3 ? 16 : 18);
         CHECK(rc == RUN_FAILED && strstr(text, want), "resume with %s %s: exit %d, stderr: %s",
-              k == 0 ? "a static" : k == 1 ? "a series" : "no", what[k], rc, text);
+              k == 0 ? "a static" : k == 1 ? "a series" : k == 2 ? "no" : k == 3 ? "a short" : "a long", what[k], rc,
+              text);
         unsigned char *r1 = file_bytes(run, &rl1), *c1 = file_bytes(ckpt, &cl1);
         CHECK(r0 && r1 && rl0 == rl1 && !memcmp(r0, r1, rl0), "%s changed by the refused resume", run);
         CHECK(c0 && c1 && cl0 == cl1 && !memcmp(c0, c1, cl0), "%s changed by the refused resume", ckpt);
@@ -359,14 +363,14 @@ static void test_resume_layout_refused_first(void) {
 
 /* run_open (eval, probe, sample, export) refuses a run file whose token_kind is neither
  * bytes nor ids, naming the file and the value: sample read such a run's model as text,
- * and export copied the value into its file. */
+ * and export copied the value into its file. bytes and ids, the two train writes, open. */
 static void test_run_open_token_kind(void) {
     char cfg[700], dir[700], run[760], log[760];
     stopped_run("kind", "5", cfg, dir);
     snprintf(run, sizeof run, "%s/run.h5", dir);
     snprintf(log, sizeof log, "%s/kind.err", tmp);
-    static const char *const kinds[] = {"bytes", "words"};
-    for (int k = 0; k < 2; k++) {
+    static const char *const kinds[] = {"bytes", "words", "ids"};
+    for (int k = 0; k < 3; k++) {
         hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
         CHECK(f >= 0, "open %s", run);
         if (f < 0) return;
@@ -394,7 +398,7 @@ static void test_run_open_token_kind(void) {
         char text[4096], want[900];
         read_text(log, text, sizeof text);
         snprintf(want, sizeof want, "%s: root attribute 'token_kind' is 'words', neither bytes nor ids", run);
-        if (k == 0) CHECK(rc == 0 && step == 5, "token_kind bytes: rc %d, step %lld: %s", rc, (long long)step, text);
+        if (k != 1) CHECK(rc == 0 && step == 5, "token_kind %s: rc %d, step %lld: %s", kinds[k], rc, (long long)step, text);
         else CHECK(rc == 1 && strstr(text, want), "token_kind words: rc %d, stderr: %s", rc, text);
     }
 }
