@@ -1451,6 +1451,23 @@ static void test_status_file_damaged(void) {
     grid_read_status(dir, &state, &code, &wall, &started);
     CHECK(state == GS_FAILED && code == 1 && wall == 12.5 && started == 1700000000.25,
           "sound record: %d %d %g %g", state, code, wall, started);
+    /* the bounds are a runner's values: exit code 0 and 255, a wall time of 0 (a point
+       that ran in under a millisecond) and of 1e11 s */
+    CHECK(grid_write_status(dir, GS_FINISHED, 0, 0.0, 1e11) == 0, "write the bounds");
+    grid_read_status(dir, &state, &code, &wall, &started);
+    CHECK(state == GS_FINISHED && code == 0 && wall == 0 && started == 1e11, "bounds: %d %d %g %g", state, code, wall,
+          started);
+    static const struct { const char *text; int code; } codes[] = {
+        {"exit_code=255\n", 255}, {"exit_code=256\n", -1}, {"exit_code=0\n", 0}, {"exit_code=-1\n", -1}};
+    for (size_t k = 0; k < sizeof codes / sizeof *codes; k++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL, "%s", path);
+        if (!f) return;
+        fputs(codes[k].text, f);
+        fclose(f);
+        grid_read_status(dir, &state, &code, &wall, &started);
+        CHECK(code == codes[k].code, "%s: exit code %d, wanted %d", codes[k].text, code, codes[k].code);
+    }
     /* the writer leaves out a time no reader takes: the file stays its few short lines */
     CHECK(grid_write_status(dir, GS_FAILED, 1, 1e300, 1e300) == 0, "write 1e300");
     char *text = read_text(path);

@@ -146,6 +146,7 @@ tiny=$(awk -F, 'NR > 1 && $11 < 0 && $11 > -5e-6 { print $5 "," $6; exit }' "$TM
 ! grep -qE -- '-0\.0+( |$)' "$TMP/out" && { [ -z "$tiny" ] || grep -qE "^ +${tiny#*,} .* \+0\.00000 " "$TMP/out"; } &&
   ok "no -0.00000 in the table${tiny:+ (a fall of $tiny rounds to +0.00000)}" ||
   fail "a tiny fall's cell: $(grep -E -- '-0\.0+( |$)' "$TMP/out")"
+! grep -q "^mean:" "$TMP/out" && ok "the default's table has no held-out mean line" || fail "$(grep "^mean:" "$TMP/out")"
 expect_status 0 "ablate --mean-from train, the table" -- "$S2HC" ablate "$TMP/runs/am" --mean-from train --what mean --batches 4
 expect_out "^mean: H_res averaged over 4 x 4 sequences of the training split \(held out\)$" "the table says where the mean came from"
 expect_status 2 "--mean-from of no split" -- "$S2HC" ablate "$TMP/runs/am" --mean-from val
@@ -156,6 +157,20 @@ mkdir -p "$TMP/valonly/synth" && cp "$TMP/data/synth/val.bin" "$TMP/valonly/synt
 expect_status 1 "--mean-from train, no training split" -- "$S2HC" ablate "$TMP/runs/am" --mean-from train --data "$TMP/valonly"
 expect_out "runs/am: --mean-from train: .*valonly/synth/train.bin" "the missing training split named"
 expect_status 0 "--mean-from scored with that data" -- "$S2HC" ablate "$TMP/runs/am" --what uniform --batches 2 --data "$TMP/valonly"
+# an rc run (branch alone, as make paper ablates it with --mean-from train) takes no mean:
+# no training split read, no mean line
+expect_status 0 "--mean-from train of an rc run" -- "$S2HC" ablate "$TMP/runs/ar" --what identity,mean,branch --mean-from train --batches 2 --data "$TMP/valonly"
+! grep -q "^mean:" "$TMP/out" && ok "an rc run's table has no mean line" || fail "an rc run's table: $(grep "^mean:" "$TMP/out")"
+# a training split of block_size + 1 tokens is one window; of block_size, none
+mk_train() { # mk_train DIR COUNT: a training split of synth's first COUNT tokens (bytes), its val.bin
+  mkdir -p "$1/synth" && cp "$TMP/data/synth/val.bin" "$1/synth/"
+  { head -c 24 "$TMP/data/synth/train.bin"; printf "\\x$(printf %02x "$2")\\0\\0\\0\\0\\0\\0\\0"
+    tail -c +33 "$TMP/data/synth/train.bin" | head -c "$2"; } >"$1/synth/train.bin"
+}
+mk_train "$TMP/w17" 17 && mk_train "$TMP/w16" 16
+expect_status 0 "--mean-from train, a training split of one window" -- "$S2HC" ablate "$TMP/runs/am" --what mean --mean-from train --batches 2 --data "$TMP/w17"
+expect_status 1 "--mean-from train, a training split of no window" -- "$S2HC" ablate "$TMP/runs/am" --what mean --mean-from train --batches 2 --data "$TMP/w16"
+expect_out "w16/synth/train.bin: 16 tokens, fewer than block_size \+ 1 = 17: no window" "the training split too short, named"
 
 # another corpus: its whole text, out of domain
 expect_status 0 "ablate --corpus synth_ood" -- "$S2HC" ablate "$TMP/runs/am" --corpus synth_ood --what uniform --batches 2
@@ -222,6 +237,9 @@ if command -v h5dump >/dev/null; then
     fail "the first record's identity row is still there"
   h5dump -a /ablate/mean_from "$TMP/runs/am/run.h5" 2>&1 | grep -q '"scored"' && ok "/ablate's mean_from: scored" ||
     fail "/ablate's mean_from: $(h5dump -a /ablate/mean_from "$TMP/runs/am/run.h5" 2>&1 | tail -3)"
+  expect_status 0 "inspect --layer 1 after a record of the scored mean" -- "$S2HC" inspect "$TMP/runs/am" --layer 1
+  expect_out "^validation loss's rise when ablated \(s2hc ablate --record, step 40, 2 batches\):$" \
+    "inspect: a mean over the scored sequences is not said to be the training split's"
   "$S2HC" ablate --record "$TMP/runs/am" --what mean --mean-from train --batches 2 >/dev/null 2>&1
   h5dump -a /ablate/mean_from "$TMP/runs/am/run.h5" 2>&1 | grep -q '"train"' && ok "/ablate's mean_from: train" ||
     fail "/ablate's mean_from after --mean-from train: $(h5dump -a /ablate/mean_from "$TMP/runs/am/run.h5" 2>&1 | tail -3)"
