@@ -171,6 +171,13 @@ mk_train "$TMP/w17" 17 && mk_train "$TMP/w16" 16
 expect_status 0 "--mean-from train, a training split of one window" -- "$S2HC" ablate "$TMP/runs/am" --what mean --mean-from train --batches 2 --data "$TMP/w17"
 expect_status 1 "--mean-from train, a training split of no window" -- "$S2HC" ablate "$TMP/runs/am" --what mean --mean-from train --batches 2 --data "$TMP/w16"
 expect_out "w16/synth/train.bin: 16 tokens, fewer than block_size \+ 1 = 17: no window" "the training split too short, named"
+# a training split of token ids (2 bytes a token, the same vocabulary) beside text's validation split
+mkdir -p "$TMP/wids/synth" && cp "$TMP/data/synth/val.bin" "$TMP/wids/synth/"
+{ head -c 16 "$TMP/data/synth/train.bin"; printf '\002\0\0\0\0\0\0\0\100\0\0\0\0\0\0\0'
+  tail -c +33 "$TMP/data/synth/train.bin" | head -c 64 | od -An -v -tu1 | tr -s ' ' '\n' | sed '/^$/d' |
+    while read -r b; do printf "\\$(printf %03o "$b")\\0"; done; } >"$TMP/wids/synth/train.bin"
+expect_status 1 "--mean-from train, a training split of ids" -- "$S2HC" ablate "$TMP/runs/am" --what mean --mean-from train --batches 2 --data "$TMP/wids"
+expect_out "wids/synth/train.bin: token ids .*, where the training corpus holds bytes of text" "the training split of another kind, named"
 
 # another corpus: its whole text, out of domain
 expect_status 0 "ablate --corpus synth_ood" -- "$S2HC" ablate "$TMP/runs/am" --corpus synth_ood --what uniform --batches 2
