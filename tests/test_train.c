@@ -299,11 +299,12 @@ static unsigned char *file_bytes(const char *path, size_t *len) {
  * evaluation (h5log's conflict), after the last step's checkpoint had rewritten them. So
  * is one whose /train/lr is gone: the resumed session started it afresh, its rows then
  * read as the first steps'. So is one whose /train/tokens_per_s was cut a row short, or
- * whose /train/loss holds a row more than /train/step (each row then another step's). */
+ * whose /train/loss holds a row more than /train/step (each row then another step's), and
+ * one holding a static /eval/ood_loss/<corpus> or an /eval/val_loss of rows of two values. */
 static void test_resume_layout_refused_first(void) {
     static const char *const what[] = {"/eval/val_loss", "/final/sv", "/train/lr", "/train/tokens_per_s",
-                                       "/train/loss"};
-    for (int k = 0; k < 5; k++) {
+                                       "/train/loss", "/eval/ood_loss/synth_ood", "/eval/val_loss"};
+    for (int k = 0; k < 7; k++) {
         char name[32], cfg[700], dir[700], run[760], ckpt[760], log[760];
         snprintf(name, sizeof name, "layout%d", k);
         stopped_run(name, "17", cfg, dir);
@@ -313,21 +314,21 @@ static void test_resume_layout_refused_first(void) {
         hid_t f = H5Fopen(run, H5F_ACC_RDWR, H5P_DEFAULT);
         CHECK(f >= 0, "open %s", run);
         if (f < 0) return;
-        if (k >= 2) CHECK(H5Ldelete(f, what[k], H5P_DEFAULT) >= 0, "delete %s", what[k]);
+        if (k >= 2 && k <= 4) CHECK(H5Ldelete(f, what[k], H5P_DEFAULT) >= 0, "delete %s", what[k]);
         hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
         H5Pset_create_intermediate_group(lcpl, 1);
         const double v[18] = {1, 2, 3}; /* k 3, 4: a series of 16 rows, of 18 (/train/step: 17) */
-        hsize_t rows = k == 3 ? 16 : k == 4 ? 18 : 3;
-        hid_t sp = k == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &rows, NULL);
+        hsize_t rows[2] = {k == 3 ? 16 : k == 4 ? 18 : 3, 2}; /* k 6: rows of two values */
+        hid_t sp = k == 0 || k == 5 ? H5Screate(H5S_SCALAR) : H5Screate_simple(k == 6 ? 2 : 1, rows, NULL);
         hid_t d = k == 2 ? -1 : H5Dcreate2(f, what[k], H5T_IEEE_F64LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
         CHECK(k == 2 || (d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0), "write %s",
               what[k]);
-        if (k == 1 || k >= 3) { /* a row_axis makes it a series */
+        if (k == 1 || (k >= 3 && k != 5)) { /* a row_axis makes it a series */
             hid_t st = H5Tcopy(H5T_C_S1), ssp = H5Screate(H5S_SCALAR);
             H5Tset_size(st, H5T_VARIABLE);
-            const char *rows = "rows";
+            const char *axis = "rows";
             hid_t a = H5Acreate2(d, "row_axis", st, ssp, H5P_DEFAULT, H5P_DEFAULT);
-            CHECK(a >= 0 && H5Awrite(a, st, &rows) >= 0, "row_axis");
+            CHECK(a >= 0 && H5Awrite(a, st, &axis) >= 0, "row_axis");
             if (a >= 0) H5Aclose(a);
             H5Sclose(ssp);
             H5Tclose(st);
@@ -343,13 +344,17 @@ static void test_resume_layout_refused_first(void) {
         stderr_back(saved);
         char text[4096], want[900];
         read_text(log, text, sizeof text);
-        if (k < 2)
-            snprintf(want, sizeof want, "%s: %s is a %s", run, what[k], k == 0 ? "static dataset, not a series"
+        if (k < 2 || k == 5)
+            snprintf(want, sizeof want, "%s: %s is a %s", run, what[k], k != 1 ? "static dataset, not a series"
                                                                                  : "series, not a static dataset");
+        else if (k == 6)
+            snprintf(want, sizeof want, "%s: %s is a series of another type or row shape than this build logs", run,
+                     what[k]);
         else snprintf(want, sizeof want, "%s: %s has %d rows where /train/step has 17, a row per step", run, what[k],
                       k == 2 ? 0 : k == 3 ? 16 : 18);
         CHECK(rc == RUN_FAILED && strstr(text, want), "resume with %s %s: exit %d, stderr: %s",
-              k == 0 ? "a static" : k == 1 ? "a series" : k == 2 ? "no" : k == 3 ? "a short" : "a long", what[k], rc,
+              k == 0 || k == 5 ? "a static" : k == 1 ? "a series" : k == 2 ? "no" : k == 3 ? "a short" : k == 4 ? "a long"
+              : "a 2-D", what[k], rc,
               text);
         unsigned char *r1 = file_bytes(run, &rl1), *c1 = file_bytes(ckpt, &cl1);
         CHECK(r0 && r1 && rl0 == rl1 && !memcmp(r0, r1, rl0), "%s changed by the refused resume", run);
