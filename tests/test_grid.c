@@ -1386,11 +1386,6 @@ static void test_status_text(void) {
     grid_free(&g);
 }
 
-/* grid.status damaged or edited: a number no runner writes (a time past 1e11 s, negative,
- * NaN, with trailing text; an exit code outside 0..255) reads as not recorded, and what
- * grid_write_status writes stays a few short lines. A wall_s of 1e300 was summed into the
- * point's wall time and written back at the point's next start: "%.3f" of it ran past the
- * status text's buffer (a stack overflow, then 429 bytes of the stack in the file). */
 /* A finished run file without its config (damaged, or not s2hc train's) is not taken as
  * the point's finished run: changed, saying why, so the grid neither skips nor retrains it
  * unasked. */
@@ -1420,6 +1415,11 @@ static void test_run_file_without_config(void) {
     grid_free(&g);
 }
 
+/* grid.status damaged or edited: a number no runner writes (a time past 1e11 s, negative,
+ * NaN, with trailing text; an exit code outside 0..255) reads as not recorded, and what
+ * grid_write_status writes stays a few short lines. A wall_s of 1e300 was summed into the
+ * point's wall time and written back at the point's next start: "%.3f" of it ran past the
+ * status text's buffer (a stack overflow, then 429 bytes of the stack in the file). */
 static void test_status_file_damaged(void) {
     char dir[700], path[800];
     snprintf(dir, sizeof dir, "%s/status_damaged", tmp_dir);
